@@ -1,0 +1,239 @@
+/* common.c — error trail, checked allocation, atomic files, clock. No module logic lives here. */
+#include "pp_common.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PP_ERR_CAP 2048
+
+static _Thread_local char err_buf[PP_ERR_CAP];
+static _Thread_local size_t err_text_len; /* length of the message before the trail */
+
+const char *pp_status_name(pp_status st)
+{
+    switch (st) {
+    case PP_OK: return "ok";
+    case PP_ERR_INVALID: return "invalid";
+    case PP_ERR_NOMEM: return "out of host memory";
+    case PP_ERR_IO: return "i/o";
+    case PP_ERR_PARSE: return "parse";
+    case PP_ERR_CHECK: return "check";
+    case PP_ERR_DEADLOCK: return "deadlock";
+    case PP_ERR_UNSUPPORTED: return "unsupported";
+    case PP_ERR_DEVICE: return "device";
+    case PP_ERR_OOM: return "out of memory";
+    case PP_ERR_TIMEOUT: return "timeout";
+    case PP_ERR_NOTFOUND: return "not found";
+    }
+    return "unknown";
+}
+
+static const char *short_file(const char *file)
+{
+    /* keep "module/file.c": the two last path components */
+    const char *last = strrchr(file, '/');
+    if (!last)
+        return file;
+    const char *p = last;
+    while (p > file && p[-1] != '/')
+        p--;
+    return p;
+}
+
+pp_status pp_err_set(pp_status st, const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(err_buf, PP_ERR_CAP, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        n = 0;
+    err_text_len = (size_t)n < PP_ERR_CAP ? (size_t)n : PP_ERR_CAP - 1;
+    size_t len = err_text_len;
+    snprintf(err_buf + len, PP_ERR_CAP - len, " [%s:%d]", short_file(file), line);
+    return st;
+}
+
+pp_status pp_err_trace(pp_status st, const char *file, int line)
+{
+    size_t len = strlen(err_buf);
+    if (len == 0) { /* a failure nobody described: still say where */
+        err_text_len = (size_t)snprintf(err_buf, PP_ERR_CAP, "%s error", pp_status_name(st));
+        snprintf(err_buf + err_text_len, PP_ERR_CAP - err_text_len, " [%s:%d]", short_file(file),
+                 line);
+        return st;
+    }
+    if (len >= 1 && err_buf[len - 1] == ']' && len + 1 < PP_ERR_CAP)
+        snprintf(err_buf + len - 1, PP_ERR_CAP - (len - 1), " < %s:%d]", short_file(file), line);
+    return st;
+}
+
+const char *pp_err_msg(void) { return err_buf; }
+
+const char *pp_err_text(void)
+{
+    static _Thread_local char text[PP_ERR_CAP];
+    memcpy(text, err_buf, err_text_len);
+    text[err_text_len] = '\0';
+    return text;
+}
+
+void pp_err_clear(void)
+{
+    err_buf[0] = '\0';
+    err_text_len = 0;
+}
+
+void *pp_calloc(size_t n, size_t size)
+{
+    if (n == 0 || size == 0)
+        n = size = 1;
+    void *p = calloc(n, size);
+    if (!p)
+        PP_ERR(PP_ERR_NOMEM, "out of host memory allocating %zu x %zu bytes", n, size);
+    return p;
+}
+
+void *pp_realloc_array(void *p, size_t n, size_t size)
+{
+    if (size && n > SIZE_MAX / size) {
+        PP_ERR(PP_ERR_NOMEM, "allocation of %zu x %zu bytes overflows", n, size);
+        return NULL;
+    }
+    void *q = realloc(p, n && size ? n * size : 1);
+    if (!q)
+        PP_ERR(PP_ERR_NOMEM, "out of host memory allocating %zu x %zu bytes", n, size);
+    return q;
+}
+
+char *pp_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = pp_calloc(n, 1);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+pp_status pp_afile_open(pp_afile *af, const char *path)
+{
+    memset(af, 0, sizeof *af);
+    size_t n = strlen(path) + 32;
+    af->path = pp_strdup(path);
+    af->tmp = pp_calloc(n, 1);
+    if (!af->path || !af->tmp) {
+        free(af->path);
+        free(af->tmp);
+        return PP_ERR_NOMEM;
+    }
+    snprintf(af->tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    af->fp = fopen(af->tmp, "wb");
+    if (!af->fp) {
+        pp_status st = PP_ERR(PP_ERR_IO, "%s: cannot create temporary file %s: %s", path, af->tmp,
+                              strerror(errno));
+        free(af->path);
+        free(af->tmp);
+        memset(af, 0, sizeof *af);
+        return st;
+    }
+    return PP_OK;
+}
+
+static void afile_release(pp_afile *af)
+{
+    free(af->path);
+    free(af->tmp);
+    memset(af, 0, sizeof *af);
+}
+
+pp_status pp_afile_commit(pp_afile *af)
+{
+    pp_status st = PP_OK;
+    int err = 0;
+    if (fflush(af->fp) != 0 || ferror(af->fp) || fsync(fileno(af->fp)) != 0)
+        err = errno ? errno : EIO;
+    if (fclose(af->fp) != 0 && !err)
+        err = errno;
+    af->fp = NULL;
+    if (!err && rename(af->tmp, af->path) != 0)
+        err = errno;
+    if (err) {
+        st = PP_ERR(PP_ERR_IO, "%s: write failed: %s (the previous file, if any, is unchanged)",
+                    af->path, strerror(err));
+        remove(af->tmp);
+    }
+    afile_release(af);
+    return st;
+}
+
+void pp_afile_abort(pp_afile *af)
+{
+    if (af->fp)
+        fclose(af->fp);
+    if (af->tmp)
+        remove(af->tmp);
+    afile_release(af);
+}
+
+pp_status pp_file_write_atomic(const char *path, const void *data, size_t len)
+{
+    pp_afile af;
+    PP_TRY(pp_afile_open(&af, path));
+    if (len && fwrite(data, 1, len, af.fp) != len) {
+        pp_status st = PP_ERR(PP_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+        pp_afile_abort(&af);
+        return st;
+    }
+    return pp_afile_commit(&af);
+}
+
+pp_status pp_file_read(const char *path, char **data, size_t *len)
+{
+    *data = NULL;
+    if (len)
+        *len = 0;
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return PP_ERR(PP_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n - 1, fp);
+        n += got;
+        if (n + 1 < cap)
+            break;
+        cap *= 2;
+        char *nb = realloc(buf, cap);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+        } else {
+            buf = nb;
+        }
+    }
+    int rerr = ferror(fp);
+    fclose(fp);
+    if (!buf)
+        return PP_ERR(PP_ERR_NOMEM, "%s: out of memory reading file", path);
+    if (rerr) {
+        free(buf);
+        return PP_ERR(PP_ERR_IO, "%s: read error", path);
+    }
+    buf[n] = '\0';
+    *data = buf;
+    if (len)
+        *len = n;
+    return PP_OK;
+}
+
+double pp_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

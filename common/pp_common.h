@@ -1,0 +1,92 @@
+/* pp_common.h — what every pptune module shares: status codes, the error trail, atomic files.
+ *
+ * Library code never prints or exits. A failing function records a message with
+ * PP_ERR(status, fmt, ...) and returns the status; each caller that passes the failure upward
+ * with PP_TRY(expr) appends its file:line, so the program that finally prints
+ * pp_err_msg() shows what went wrong and the path it took:
+ *
+ *     model.json: "num_layers" must be a positive integer, got -3 [tuner/model.c:88 < tuner/cmd_search.c:41]
+ *
+ * The message is thread-local: ranks running as threads keep their own.
+ */
+#ifndef PP_COMMON_H
+#define PP_COMMON_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    PP_OK = 0,
+    PP_ERR_INVALID = -1,     /* bad argument or parameter combination */
+    PP_ERR_NOMEM = -2,       /* host allocation failed */
+    PP_ERR_IO = -3,          /* file or socket could not be read or written */
+    PP_ERR_PARSE = -4,       /* input file malformed: message names file, field, expectation */
+    PP_ERR_CHECK = -5,       /* a schedule failed validation */
+    PP_ERR_DEADLOCK = -6,    /* a schedule cannot complete: ranks wait on each other */
+    PP_ERR_UNSUPPORTED = -7, /* feature not built in or not available on this machine */
+    PP_ERR_DEVICE = -8,      /* CUDA / NCCL / MPI / hwloc call failed */
+    PP_ERR_OOM = -9,         /* device or budgeted memory exhausted */
+    PP_ERR_TIMEOUT = -10,    /* a trial, transfer or request ran past its limit */
+    PP_ERR_NOTFOUND = -11,   /* named thing (model, preset, profile) does not exist */
+} pp_status;
+
+/* Short name of a status ("invalid", "parse", ...). Never NULL. */
+const char *pp_status_name(pp_status st);
+
+#if defined(__GNUC__)
+#define PP_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define PP_PRINTF(a, b)
+#endif
+
+/* Records a new message (replacing the previous one) and returns st. */
+pp_status pp_err_set(pp_status st, const char *file, int line, const char *fmt, ...)
+    PP_PRINTF(4, 5);
+/* Appends " < file:line" to the trail of the current message and returns st. */
+pp_status pp_err_trace(pp_status st, const char *file, int line);
+/* The current message of this thread, with its trail; "" when none. Valid until the next set. */
+const char *pp_err_msg(void);
+/* The message without the file:line trail (for users who do not want it). */
+const char *pp_err_text(void);
+void pp_err_clear(void);
+
+#define PP_ERR(st, ...) pp_err_set((st), __FILE__, __LINE__, __VA_ARGS__)
+#define PP_TRY(expr)                                                                               \
+    do {                                                                                           \
+        pp_status pp_try_st_ = (expr);                                                             \
+        if (pp_try_st_ != PP_OK)                                                                   \
+            return pp_err_trace(pp_try_st_, __FILE__, __LINE__);                                   \
+    } while (0)
+
+/* Allocation that records PP_ERR_NOMEM on failure. n * size is checked for overflow. */
+void *pp_calloc(size_t n, size_t size);
+void *pp_realloc_array(void *p, size_t n, size_t size);
+char *pp_strdup(const char *s);
+
+/* Atomic file output: pp_afile_open writes to "PATH.tmp.<pid>" in the same directory;
+ * pp_afile_commit flushes, fsyncs and renames it over PATH; pp_afile_abort removes it.
+ * Either commit or abort must be called exactly once. A reader never sees a partial file. */
+typedef struct {
+    FILE *fp;
+    char *path;
+    char *tmp;
+} pp_afile;
+pp_status pp_afile_open(pp_afile *af, const char *path);
+pp_status pp_afile_commit(pp_afile *af);
+void pp_afile_abort(pp_afile *af);
+/* Writes len bytes atomically. */
+pp_status pp_file_write_atomic(const char *path, const void *data, size_t len);
+/* Reads a whole file into a NUL-terminated buffer the caller frees. */
+pp_status pp_file_read(const char *path, char **data, size_t *len);
+
+/* Monotonic wall clock in seconds. */
+double pp_now(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,240 @@
+/* pp_sched.h — pipeline schedules: the IR, the generators, the checker, the simulator, renderers.
+ *
+ * A schedule is a plain value: the placement of every stage of one or two pipelines on ranks, and
+ * for every rank the ordered list of actions it performs in one training iteration. It can be
+ * generated, printed, parsed back, checked and simulated. This module is pure C: no I/O except
+ * the renderers, which write to a caller's FILE*.
+ *
+ * Vocabulary (see ../shared/reference/schedules.md):
+ *   D = ranks in one pipeline, N = micro-batches per iteration, v = chunks (stages) per rank per
+ *   pipeline, S = stages per pipeline. A *pipe* is one direction of data flow: pipe 0 is the only
+ *   pipeline, or the "down" one of a bidirectional schedule; pipe 1 is "up". Stages are numbered
+ *   0..S-1 along each pipe's data flow. Micro-batch ids are global (0..N-1) across pipes; each
+ *   micro-batch travels through exactly one pipe (sched->mb_pipe).
+ *
+ * Actions. F / B are the forward / backward of one micro-batch through one stage. Communication
+ * follows PyTorch pipelining's convention:
+ *   SEND_F(p, s, m)  on the rank of stage s:   send F(p,s,m)'s output  to the rank of stage s+1
+ *   RECV_F(p, s, m)  on the rank of stage s:   receive the input of F(p,s,m) from stage s-1
+ *   SEND_B(p, s, m)  on the rank of stage s:   send B(p,s,m)'s input-gradient to stage s-1
+ *   RECV_B(p, s, m)  on the rank of stage s:   receive the output-gradient of stage s from stage s+1
+ * so SEND_F(p,s,m) pairs with RECV_F(p,s+1,m) and SEND_B(p,s,m) with RECV_B(p,s-1,m). A hop
+ * between two stages on the same rank (BitPipe's V turn, interleaved chunks never) has no
+ * send/recv: it is a local hand-over. SEND is asynchronous (posted, never blocks the rank);
+ * RECV blocks the rank until the data has arrived.
+ *   REDUCE(id) synchronises gradients: sched->reduces[id] lists the ranks taking part and the
+ *   (pipe, stage) pairs whose weights are reduced (all replicas of the same layers). Every
+ *   participant has exactly one REDUCE action with that id. It is a collective issued
+ *   asynchronously (it overlaps the compute that follows) and completes when all participants
+ *   have issued it and it has run.
+ *
+ * Ownership: pp_sched_create / generators return a schedule the caller frees with
+ * pp_sched_destroy (NULL is a no-op). The struct is visible so renderers, the simulator, the
+ * runtime and tests can read it directly; mutate it only through the builder functions.
+ */
+#ifndef PP_SCHED_H
+#define PP_SCHED_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "pp_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    PP_OP_F = 0,
+    PP_OP_B,
+    PP_OP_SEND_F,
+    PP_OP_RECV_F,
+    PP_OP_SEND_B,
+    PP_OP_RECV_B,
+    PP_OP_REDUCE,
+    PP_OP__COUNT
+} pp_op_kind;
+
+/* "F", "B", "SEND_F", ... */
+const char *pp_op_name(pp_op_kind k);
+/* Parses an op name as printed by pp_op_name; returns -1 if unknown. */
+int pp_op_parse(const char *name);
+
+typedef struct {
+    uint8_t op;    /* pp_op_kind */
+    uint8_t pipe;  /* 0 or 1; unused for REDUCE */
+    int32_t stage; /* stage along the pipe; for REDUCE: the reduce id (index in sched->reduces) */
+    int32_t mb;    /* global micro-batch id; -1 for REDUCE */
+    int32_t peer;  /* SEND/RECV: the other rank; F/B/REDUCE: -1. Filled by pp_sched_lower_comms */
+} pp_action;
+
+typedef struct {
+    int rank;        /* rank holding this stage */
+    int layer_begin; /* first transformer layer of this stage, [begin, end) */
+    int layer_end;
+} pp_stage;
+
+#define PP_REDUCE_MAX_RANKS 8
+#define PP_REDUCE_MAX_STAGES 16
+
+typedef struct {
+    int pipe, stage;
+} pp_stage_ref;
+
+typedef struct {
+    int n_ranks;
+    int ranks[PP_REDUCE_MAX_RANKS];          /* participants, ascending */
+    int n_stages;
+    pp_stage_ref stages[PP_REDUCE_MAX_STAGES]; /* every (pipe, stage) whose grads are reduced;
+                                                  each rank reduces the ones it holds */
+} pp_reduce;
+
+typedef struct pp_sched {
+    char kind[24];       /* generator name: "gpipe", "1f1b", "interleaved", "chimera", "bitpipe",
+                            or whatever a parsed file said */
+    int ranks;           /* D */
+    int microbatches;    /* N */
+    int chunks;          /* v: stages per rank per pipe (1 for gpipe/1f1b/chimera, 2 for bitpipe) */
+    int group;           /* interleaved micro-batch group size G; 0 where it does not apply */
+    int n_pipes;         /* 1, or 2 for bidirectional schedules */
+    int stages_per_pipe; /* S = v * D */
+    int layers;          /* transformer layers of the model, L; each pipe holds all of them */
+    pp_stage *stages;    /* [n_pipes * S], index pipe * S + stage */
+    uint8_t *mb_pipe;    /* [N] pipe each micro-batch goes through */
+    pp_reduce *reduces;  /* [n_reduces] */
+    int n_reduces, cap_reduces;
+    pp_action **ops;     /* [ranks][n_ops[r]] the per-rank ordered action lists */
+    int *n_ops;          /* [ranks] */
+    int *cap_ops;        /* [ranks] */
+} pp_sched;
+
+/* ---- Parameters of the generators ---------------------------------------------------------- */
+typedef struct {
+    int ranks;        /* D >= 1 */
+    int microbatches; /* N >= 1 */
+    int chunks;       /* v, interleaved only (>= 2); 0 = the generator's natural value */
+    int group;        /* G, interleaved only; 0 = D */
+    int layers;       /* L; 0 = one layer per stage (unit costs) */
+    int uneven;       /* 1: Llama-3 split, one layer fewer on the first and last stage */
+} pp_sched_params;
+
+typedef struct {
+    const char *name;    /* "1f1b" */
+    const char *summary; /* one line for --help */
+    int bidirectional;   /* two pipes */
+    pp_status (*generate)(const pp_sched_params *p, pp_sched **out);
+} pp_sched_generator;
+
+/* The registry: all generators, in a stable order. *n receives the count. */
+const pp_sched_generator *pp_sched_generators(int *n);
+/* NULL (and a PP_ERR message listing the known ones) if no generator has that name. */
+const pp_sched_generator *pp_sched_find(const char *name);
+/* Looks up `kind`, generates, lowers communication; the result passes pp_sched_check. */
+pp_status pp_sched_generate(const char *kind, const pp_sched_params *p, pp_sched **out);
+
+/* ---- Building a schedule (generators, parsers) ---------------------------------------------- */
+/* An empty schedule with S = chunks * ranks stages per pipe, every stage unplaced (rank -1) and
+ * layers split by pp_sched_split_layers(layers ? layers : S, S, uneven). */
+pp_status pp_sched_create(const char *kind, int ranks, int microbatches, int chunks, int n_pipes,
+                          int layers, int uneven, pp_sched **out);
+void pp_sched_destroy(pp_sched *s);
+/* Deep copy. */
+pp_status pp_sched_clone(const pp_sched *s, pp_sched **out);
+
+/* Splits L layers over S stages into begin offsets begin[0..S] (begin[S] = L). Even: every stage
+ * L/S (L % S must be 0). Uneven (Llama 3): first and last stage one layer fewer than the others,
+ * so (L + 2) % S must be 0 and S >= 2. Errors name the rule and the numbers. */
+pp_status pp_sched_split_layers(int layers, int stages, int uneven, int *begin);
+
+static inline pp_stage *pp_sched_stage(const pp_sched *s, int pipe, int stage)
+{
+    return &s->stages[pipe * s->stages_per_pipe + stage];
+}
+static inline int pp_sched_stage_layers(const pp_sched *s, int pipe, int stage)
+{
+    const pp_stage *st = pp_sched_stage(s, pipe, stage);
+    return st->layer_end - st->layer_begin;
+}
+
+/* Appends one action to rank's list. peer is set to -1; pp_sched_lower_comms fills it. */
+pp_status pp_sched_push(pp_sched *s, int rank, pp_op_kind op, int pipe, int stage, int mb);
+/* Adds a reduce descriptor; returns its id in *id. Ranks are sorted. */
+pp_status pp_sched_add_reduce(pp_sched *s, const int *ranks, int n_ranks,
+                              const pp_stage_ref *stages, int n_stages, int *id);
+
+/* Inserts SEND/RECV actions into a compute-only schedule (F, B, REDUCE): each RECV right before
+ * the compute that consumes it, each SEND right after the compute that produces it; hops between
+ * stages on one rank get none. Existing SEND/RECV actions are removed first, so the call is
+ * idempotent. Fills peer on every SEND/RECV. */
+pp_status pp_sched_lower_comms(pp_sched *s);
+
+/* ---- Checking -------------------------------------------------------------------------------- */
+/* Validates a schedule: placement complete and consistent, every (pipe, stage, mb) of the right
+ * pipe has exactly one F and one B on the stage's rank, B after F, local dependencies in order,
+ * every cross-rank hop has its RECV before the consumer and a matching SEND on the peer,
+ * each REDUCE after the last backward of its stages on that rank, and no deadlock. On failure
+ * returns PP_ERR_CHECK or PP_ERR_DEADLOCK with a message naming rank, action index, action and
+ * reason, e.g. "rank 1, action 7 (B pipe 0 stage 1 mb 3): backward before its forward". */
+pp_status pp_sched_check(const pp_sched *s);
+
+/* Writes "F(p0,s3,m2)"-style text for one action into buf (for messages). Returns buf. */
+char *pp_action_str(const pp_sched *s, const pp_action *a, char *buf, size_t n);
+
+/* ---- Simulation ------------------------------------------------------------------------------ */
+/* Costs. Times are in any unit (seconds for the tuner, "F of L/D layers" for textbook figures).
+ * Arrays indexed by pipe * S + stage have n_pipes * S entries. */
+typedef struct {
+    double *f;          /* [n_pipes*S] forward duration of one micro-batch through the stage */
+    double *b;          /* [n_pipes*S] backward duration */
+    double *send_bytes_f; /* [n_pipes*S] bytes a SEND_F of this stage carries; NULL = 0 */
+    double *send_bytes_b; /* [n_pipes*S] bytes a SEND_B of this stage carries; NULL = 0 */
+    double *latency;    /* [D*D] latency of a transfer src*D+dst; NULL = 0 */
+    double *inv_bw;     /* [D*D] time per byte src*D+dst; NULL = free */
+    double *reduce;     /* [n_reduces] duration of each REDUCE once all participants issued it;
+                           NULL = 0 */
+} pp_cost;
+
+/* Unit costs: F of a stage = its layers / (L / D), B = fb_ratio * F, links and reduces free.
+ * Allocates the arrays; release with pp_cost_fini. */
+pp_status pp_cost_init_unit(pp_cost *c, const pp_sched *s, double fb_ratio);
+void pp_cost_fini(pp_cost *c);
+
+typedef struct {
+    double start, end; /* compute: when it ran; SEND: transfer on the link; RECV: wait begin and
+                          data arrival; REDUCE: issue and completion */
+} pp_span;
+
+typedef struct {
+    double makespan;          /* end of the last action (compute, transfer or reduce) */
+    double *busy;             /* [D] compute time per rank */
+    double *idle;             /* [D] makespan - busy */
+    double bubble_over_total; /* sum(idle) / (D * makespan) */
+    double bubble_over_ideal; /* sum(idle) / sum(busy) */
+    double *peak_activations; /* [D] max in-flight activations, in micro-batch x (L/D layers) */
+    long cross_rank_transfers; /* SEND actions that cross ranks */
+    pp_span **spans;          /* [D][n_ops[r]] per action, or NULL if not requested */
+    long actions;             /* actions simulated */
+} pp_sim_result;
+
+/* Runs the schedule against the costs. want_spans: also record every action's start and end.
+ * The schedule must pass pp_sched_check (a deadlock is reported as PP_ERR_DEADLOCK).
+ * Free the result with pp_sim_result_fini. */
+pp_status pp_sim_run(const pp_sched *s, const pp_cost *c, int want_spans, pp_sim_result *out);
+void pp_sim_result_fini(pp_sim_result *r);
+
+/* ---- Renderers (write to a FILE*, never open files) -------------------------------------------
+ * text: one line per rank, round-trips through pp_sched_parse_text.
+ * json: the interchange form (see README / docs), read back by the tuner's --check.
+ * csv: PyTorch pipelining artifact style, one row per rank.
+ * ascii: a terminal timeline from a simulation; svg: a Gantt chart from a simulation. */
+pp_status pp_sched_write_text(const pp_sched *s, FILE *fp);
+pp_status pp_sched_parse_text(const char *text, const char *source_name, pp_sched **out);
+pp_status pp_sched_write_json(const pp_sched *s, const pp_sim_result *sim, FILE *fp);
+pp_status pp_sched_write_csv(const pp_sched *s, FILE *fp);
+pp_status pp_sched_write_ascii(const pp_sched *s, const pp_sim_result *sim, int width, FILE *fp);
+pp_status pp_sched_write_svg(const pp_sched *s, const pp_sim_result *sim, FILE *fp);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,303 @@
+/* sched.c — the schedule IR: construction, layer splits, the builder, communication lowering.
+ * Generators live in gen_*.c, checks in check.c, simulation in sim.c, formats in fmt_*.c. */
+#include "pp_sched.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const op_names[PP_OP__COUNT] = {"F",      "B",      "SEND_F", "RECV_F",
+                                                   "SEND_B", "RECV_B", "REDUCE"};
+
+const char *pp_op_name(pp_op_kind k)
+{
+    return (unsigned)k < PP_OP__COUNT ? op_names[k] : "?";
+}
+
+int pp_op_parse(const char *name)
+{
+    for (int k = 0; k < PP_OP__COUNT; k++)
+        if (strcmp(name, op_names[k]) == 0)
+            return k;
+    return -1;
+}
+
+pp_status pp_sched_split_layers(int layers, int stages, int uneven, int *begin)
+{
+    if (stages < 1)
+        return PP_ERR(PP_ERR_INVALID, "a pipeline needs at least one stage, got %d", stages);
+    if (layers < stages)
+        return PP_ERR(PP_ERR_INVALID, "%d layers cannot fill %d stages: every stage needs a layer",
+                      layers, stages);
+    int per;
+    if (uneven) {
+        if (stages < 3)
+            return PP_ERR(PP_ERR_INVALID,
+                          "an uneven split (one layer fewer on the first and last stage) needs "
+                          "at least 3 stages, got %d",
+                          stages);
+        if ((layers + 2) % stages != 0)
+            return PP_ERR(PP_ERR_INVALID,
+                          "an uneven split needs layers + 2 divisible by the stages: %d + 2 is "
+                          "not a multiple of %d",
+                          layers, stages);
+        per = (layers + 2) / stages;
+        if (per < 2)
+            return PP_ERR(PP_ERR_INVALID, "an uneven split of %d layers over %d stages leaves "
+                                          "the first stage empty", layers, stages);
+    } else {
+        if (layers % stages != 0)
+            return PP_ERR(PP_ERR_INVALID,
+                          "%d layers do not split evenly over %d stages (use a layer count that "
+                          "is a multiple of the stages, or --uneven)",
+                          layers, stages);
+        per = layers / stages;
+    }
+    begin[0] = 0;
+    for (int s = 0; s < stages; s++) {
+        int n = per - (uneven && (s == 0 || s == stages - 1));
+        begin[s + 1] = begin[s] + n;
+    }
+    return PP_OK;
+}
+
+pp_status pp_sched_create(const char *kind, int ranks, int microbatches, int chunks, int n_pipes,
+                          int layers, int uneven, pp_sched **out)
+{
+    *out = NULL;
+    if (ranks < 1)
+        return PP_ERR(PP_ERR_INVALID, "ranks must be at least 1, got %d", ranks);
+    if (microbatches < 1)
+        return PP_ERR(PP_ERR_INVALID, "micro-batches must be at least 1, got %d", microbatches);
+    if (chunks < 1)
+        return PP_ERR(PP_ERR_INVALID, "chunks per rank must be at least 1, got %d", chunks);
+    if (n_pipes != 1 && n_pipes != 2)
+        return PP_ERR(PP_ERR_INVALID, "a schedule has 1 or 2 pipes, got %d", n_pipes);
+    if (layers < 0)
+        return PP_ERR(PP_ERR_INVALID, "layers must be positive, got %d", layers);
+    int S = chunks * ranks;
+    int L = layers ? layers : S;
+    int *begin = pp_calloc((size_t)S + 1, sizeof *begin);
+    if (!begin)
+        return PP_ERR_NOMEM;
+    pp_status st = pp_sched_split_layers(L, S, uneven, begin);
+    if (st != PP_OK) {
+        free(begin);
+        return pp_err_trace(st, __FILE__, __LINE__);
+    }
+    pp_sched *s = pp_calloc(1, sizeof *s);
+    if (!s) {
+        free(begin);
+        return PP_ERR_NOMEM;
+    }
+    snprintf(s->kind, sizeof s->kind, "%s", kind ? kind : "custom");
+    s->ranks = ranks;
+    s->microbatches = microbatches;
+    s->chunks = chunks;
+    s->n_pipes = n_pipes;
+    s->stages_per_pipe = S;
+    s->layers = L;
+    s->stages = pp_calloc((size_t)n_pipes * S, sizeof *s->stages);
+    s->mb_pipe = pp_calloc((size_t)microbatches, 1);
+    s->ops = pp_calloc((size_t)ranks, sizeof *s->ops);
+    s->n_ops = pp_calloc((size_t)ranks, sizeof *s->n_ops);
+    s->cap_ops = pp_calloc((size_t)ranks, sizeof *s->cap_ops);
+    if (!s->stages || !s->mb_pipe || !s->ops || !s->n_ops || !s->cap_ops) {
+        free(begin);
+        pp_sched_destroy(s);
+        return PP_ERR_NOMEM;
+    }
+    for (int p = 0; p < n_pipes; p++)
+        for (int k = 0; k < S; k++) {
+            pp_stage *g = pp_sched_stage(s, p, k);
+            g->rank = -1;
+            g->layer_begin = begin[k];
+            g->layer_end = begin[k + 1];
+        }
+    free(begin);
+    *out = s;
+    return PP_OK;
+}
+
+void pp_sched_destroy(pp_sched *s)
+{
+    if (!s)
+        return;
+    if (s->ops)
+        for (int r = 0; r < s->ranks; r++)
+            free(s->ops[r]);
+    free(s->ops);
+    free(s->n_ops);
+    free(s->cap_ops);
+    free(s->stages);
+    free(s->mb_pipe);
+    free(s->reduces);
+    free(s);
+}
+
+pp_status pp_sched_clone(const pp_sched *s, pp_sched **out)
+{
+    pp_sched *c = pp_calloc(1, sizeof *c);
+    if (!c)
+        return PP_ERR_NOMEM;
+    *c = *s;
+    size_t nst = (size_t)s->n_pipes * s->stages_per_pipe;
+    c->stages = pp_calloc(nst, sizeof *c->stages);
+    c->mb_pipe = pp_calloc((size_t)s->microbatches, 1);
+    c->reduces = pp_calloc((size_t)s->n_reduces + 1, sizeof *c->reduces);
+    c->ops = pp_calloc((size_t)s->ranks, sizeof *c->ops);
+    c->n_ops = pp_calloc((size_t)s->ranks, sizeof *c->n_ops);
+    c->cap_ops = pp_calloc((size_t)s->ranks, sizeof *c->cap_ops);
+    c->cap_reduces = s->n_reduces + 1;
+    if (!c->stages || !c->mb_pipe || !c->reduces || !c->ops || !c->n_ops || !c->cap_ops) {
+        c->ranks = 0;
+        pp_sched_destroy(c);
+        return PP_ERR_NOMEM;
+    }
+    memcpy(c->stages, s->stages, nst * sizeof *c->stages);
+    memcpy(c->mb_pipe, s->mb_pipe, (size_t)s->microbatches);
+    if (s->n_reduces)
+        memcpy(c->reduces, s->reduces, (size_t)s->n_reduces * sizeof *c->reduces);
+    for (int r = 0; r < s->ranks; r++) {
+        c->ops[r] = pp_calloc((size_t)s->n_ops[r] + 1, sizeof(pp_action));
+        if (!c->ops[r]) {
+            pp_sched_destroy(c);
+            return PP_ERR_NOMEM;
+        }
+        if (s->n_ops[r])
+            memcpy(c->ops[r], s->ops[r], (size_t)s->n_ops[r] * sizeof(pp_action));
+        c->n_ops[r] = s->n_ops[r];
+        c->cap_ops[r] = s->n_ops[r] + 1;
+    }
+    *out = c;
+    return PP_OK;
+}
+
+static pp_status push_action(pp_sched *s, int rank, pp_action a)
+{
+    if (s->n_ops[rank] == s->cap_ops[rank]) {
+        int cap = s->cap_ops[rank] ? 2 * s->cap_ops[rank] : 64;
+        pp_action *n = pp_realloc_array(s->ops[rank], (size_t)cap, sizeof *n);
+        if (!n)
+            return PP_ERR_NOMEM;
+        s->ops[rank] = n;
+        s->cap_ops[rank] = cap;
+    }
+    s->ops[rank][s->n_ops[rank]++] = a;
+    return PP_OK;
+}
+
+pp_status pp_sched_push(pp_sched *s, int rank, pp_op_kind op, int pipe, int stage, int mb)
+{
+    if (rank < 0 || rank >= s->ranks)
+        return PP_ERR(PP_ERR_INVALID, "action on rank %d, but the schedule has ranks 0..%d", rank,
+                      s->ranks - 1);
+    if ((unsigned)op >= PP_OP__COUNT)
+        return PP_ERR(PP_ERR_INVALID, "unknown action kind %d", (int)op);
+    pp_action a = {.op = (uint8_t)op, .pipe = (uint8_t)pipe, .stage = stage, .mb = mb, .peer = -1};
+    return push_action(s, rank, a);
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+pp_status pp_sched_add_reduce(pp_sched *s, const int *ranks, int n_ranks,
+                              const pp_stage_ref *stages, int n_stages, int *id)
+{
+    if (n_ranks < 1 || n_ranks > PP_REDUCE_MAX_RANKS)
+        return PP_ERR(PP_ERR_INVALID, "a REDUCE takes 1..%d ranks, got %d", PP_REDUCE_MAX_RANKS,
+                      n_ranks);
+    if (n_stages < 1 || n_stages > PP_REDUCE_MAX_STAGES)
+        return PP_ERR(PP_ERR_INVALID, "a REDUCE covers 1..%d stages, got %d",
+                      PP_REDUCE_MAX_STAGES, n_stages);
+    if (s->n_reduces == s->cap_reduces) {
+        int cap = s->cap_reduces ? 2 * s->cap_reduces : 8;
+        pp_reduce *n = pp_realloc_array(s->reduces, (size_t)cap, sizeof *n);
+        if (!n)
+            return PP_ERR_NOMEM;
+        s->reduces = n;
+        s->cap_reduces = cap;
+    }
+    pp_reduce *r = &s->reduces[s->n_reduces];
+    memset(r, 0, sizeof *r);
+    r->n_ranks = n_ranks;
+    memcpy(r->ranks, ranks, (size_t)n_ranks * sizeof *ranks);
+    qsort(r->ranks, (size_t)n_ranks, sizeof *r->ranks, cmp_int);
+    r->n_stages = n_stages;
+    memcpy(r->stages, stages, (size_t)n_stages * sizeof *stages);
+    if (id)
+        *id = s->n_reduces;
+    s->n_reduces++;
+    return PP_OK;
+}
+
+static int is_comm(int op)
+{
+    return op == PP_OP_SEND_F || op == PP_OP_RECV_F || op == PP_OP_SEND_B || op == PP_OP_RECV_B;
+}
+
+/* Stage's rank, or -1 outside the pipe. */
+static int rank_of(const pp_sched *s, int pipe, int stage)
+{
+    if (stage < 0 || stage >= s->stages_per_pipe)
+        return -1;
+    return pp_sched_stage(s, pipe, stage)->rank;
+}
+
+pp_status pp_sched_lower_comms(pp_sched *s)
+{
+    for (int r = 0; r < s->ranks; r++) {
+        pp_action *old = s->ops[r];
+        int n_old = s->n_ops[r];
+        s->ops[r] = NULL;
+        s->n_ops[r] = s->cap_ops[r] = 0;
+        pp_status st = PP_OK;
+        for (int i = 0; i < n_old && st == PP_OK; i++) {
+            pp_action a = old[i];
+            if (is_comm(a.op))
+                continue;
+            if (a.op == PP_OP_REDUCE) {
+                st = push_action(s, r, a);
+                continue;
+            }
+            int fwd = a.op == PP_OP_F;
+            int src = rank_of(s, a.pipe, a.stage + (fwd ? -1 : 1)); /* who feeds this compute */
+            int dst = rank_of(s, a.pipe, a.stage + (fwd ? 1 : -1)); /* who consumes its result */
+            pp_action c = a;
+            if (src >= 0 && src != r) {
+                c.op = fwd ? PP_OP_RECV_F : PP_OP_RECV_B;
+                c.peer = src;
+                st = push_action(s, r, c);
+            }
+            if (st == PP_OK) {
+                a.peer = -1;
+                st = push_action(s, r, a);
+            }
+            if (st == PP_OK && dst >= 0 && dst != r) {
+                c.op = fwd ? PP_OP_SEND_F : PP_OP_SEND_B;
+                c.peer = dst;
+                st = push_action(s, r, c);
+            }
+        }
+        free(old);
+        if (st != PP_OK)
+            return st;
+    }
+    return PP_OK;
+}
+
+char *pp_action_str(const pp_sched *s, const pp_action *a, char *buf, size_t n)
+{
+    (void)s;
+    if (a->op == PP_OP_REDUCE)
+        snprintf(buf, n, "REDUCE #%d", (int)a->stage);
+    else if (a->op == PP_OP_F || a->op == PP_OP_B)
+        snprintf(buf, n, "%s pipe %d stage %d mb %d", pp_op_name(a->op), a->pipe, (int)a->stage,
+                 (int)a->mb);
+    else
+        snprintf(buf, n, "%s pipe %d stage %d mb %d peer %d", pp_op_name(a->op), a->pipe,
+                 (int)a->stage, (int)a->mb, (int)a->peer);
+    return buf;
+}

@@ -1,0 +1,115 @@
+/* test_sched.c — the schedule IR: layer splits, the builder, communication lowering, and the
+ * orders of the simple generators (GPipe, 1F1B). Generators with more structure have their own
+ * parts (test_sched_<part>.c). */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "pp_sched.h"
+
+Test(sched_ir, even_and_llama3_uneven_splits)
+{
+    int b[9];
+    cr_assert_eq(pp_sched_split_layers(40, 4, 0, b), PP_OK);
+    for (int s = 0; s < 4; s++)
+        cr_assert_eq(b[s + 1] - b[s], 10);
+    /* Llama 3: 126 layers over 16 stages -> first and last 7, the rest 8 (126 + 2 = 16 * 8) */
+    int u[17];
+    cr_assert_eq(pp_sched_split_layers(126, 16, 1, u), PP_OK);
+    cr_assert_eq(u[1] - u[0], 7);
+    cr_assert_eq(u[16] - u[15], 7);
+    cr_assert_eq(u[8] - u[7], 8);
+    cr_assert_eq(u[16], 126);
+}
+
+Test(sched_ir, split_errors_name_the_rule)
+{
+    int b[8];
+    cr_assert_eq(pp_sched_split_layers(10, 4, 0, b), PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_text(), "10 layers do not split evenly over 4 stages"), "%s",
+              pp_err_text());
+    cr_assert_eq(pp_sched_split_layers(11, 4, 1, b), PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_text(), "layers + 2"), "%s", pp_err_text());
+}
+
+static int count_op(const pp_sched *s, int r, int op)
+{
+    int n = 0;
+    for (int i = 0; i < s->n_ops[r]; i++)
+        n += s->ops[r][i].op == op;
+    return n;
+}
+
+Test(sched_ir, lowering_adds_one_send_and_recv_per_hop)
+{
+    pp_sched_params p = {.ranks = 4, .microbatches = 8};
+    pp_sched *s;
+    cr_assert_eq(pp_sched_generate("1f1b", &p, &s), PP_OK);
+    /* rank 0: sends F of every mb, receives B of every mb; no RECV_F, no SEND_B */
+    cr_assert_eq(count_op(s, 0, PP_OP_SEND_F), 8);
+    cr_assert_eq(count_op(s, 0, PP_OP_RECV_B), 8);
+    cr_assert_eq(count_op(s, 0, PP_OP_RECV_F), 0);
+    cr_assert_eq(count_op(s, 3, PP_OP_SEND_F), 0);
+    cr_assert_eq(count_op(s, 3, PP_OP_SEND_B), 8);
+    cr_assert_eq(count_op(s, 1, PP_OP_RECV_F), 8);
+    /* each RECV sits right before its consumer and names its peer */
+    for (int i = 0; i < s->n_ops[1]; i++) {
+        pp_action a = s->ops[1][i];
+        if (a.op == PP_OP_RECV_F) {
+            cr_assert_eq(a.peer, 0);
+            cr_assert_eq(s->ops[1][i + 1].op, PP_OP_F);
+            cr_assert_eq(s->ops[1][i + 1].mb, a.mb);
+        }
+    }
+    /* idempotent */
+    int n1 = s->n_ops[1];
+    cr_assert_eq(pp_sched_lower_comms(s), PP_OK);
+    cr_assert_eq(s->n_ops[1], n1);
+    pp_sched_destroy(s);
+}
+
+/* Compute-only order of rank r as "F0 F1 B0 ..." */
+static void order(const pp_sched *s, int r, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    size_t len = 0;
+    for (int i = 0; i < s->n_ops[r]; i++) {
+        pp_action a = s->ops[r][i];
+        if (a.op != PP_OP_F && a.op != PP_OP_B)
+            continue;
+        len += (size_t)snprintf(buf + len, n - len, "%s%s%d", len ? " " : "",
+                                a.op == PP_OP_F ? "F" : "B", (int)a.mb);
+    }
+}
+
+Test(sched_gen, one_f_one_b_order_follows_megatron)
+{
+    pp_sched_params p = {.ranks = 4, .microbatches = 6};
+    pp_sched *s;
+    cr_assert_eq(pp_sched_generate("1f1b", &p, &s), PP_OK);
+    char buf[256];
+    order(s, 0, buf, sizeof buf);
+    cr_assert_str_eq(buf, "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5");
+    order(s, 3, buf, sizeof buf);
+    cr_assert_str_eq(buf, "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5");
+    pp_sched_destroy(s);
+}
+
+Test(sched_gen, gpipe_all_forwards_then_all_backwards)
+{
+    pp_sched_params p = {.ranks = 2, .microbatches = 3};
+    pp_sched *s;
+    cr_assert_eq(pp_sched_generate("gpipe", &p, &s), PP_OK);
+    char buf[256];
+    order(s, 1, buf, sizeof buf);
+    cr_assert_str_eq(buf, "F0 F1 F2 B0 B1 B2");
+    pp_sched_destroy(s);
+}
+
+Test(sched_gen, unknown_kind_lists_the_known_ones)
+{
+    pp_sched_params p = {.ranks = 2, .microbatches = 2};
+    pp_sched *s;
+    cr_assert_eq(pp_sched_generate("zigzag", &p, &s), PP_ERR_NOTFOUND);
+    cr_assert(strstr(pp_err_text(), "\"zigzag\""));
+    cr_assert(strstr(pp_err_text(), "bitpipe"));
+}
