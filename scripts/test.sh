@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# test.sh — on a fresh Debian 12 machine: install what is missing, build, run every test suite;
+# then build the tests again with AddressSanitizer + UndefinedBehaviorSanitizer and run them.
+# Set PP_SKIP_SANITIZE=1 to skip the second pass while iterating.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+jobs=$(nproc 2>/dev/null || echo 2)
+"$root/scripts/install-deps.sh"
+
+echo "== build and test (warnings as errors)"
+"$root/scripts/build.sh" "$root/build"
+(cd "$root/build" && ctest --output-on-failure -j "$jobs")
+
+if [ "${PP_SKIP_SANITIZE:-0}" != 1 ]; then
+  echo "== build and test with ASan + UBSan"
+  # CUDA code is compile-checked in the first pass; the sanitizer pass covers the host code.
+  "$root/scripts/build.sh" "$root/build-asan" -DPP_SANITIZE=ON -DPP_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug
+  (cd "$root/build-asan" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j "$jobs")
+fi
+echo "== all tests passed"
