@@ -214,6 +214,7 @@ typedef struct {
     long cross_rank_transfers; /* SEND actions that cross ranks */
     pp_span **spans;          /* [D][n_ops[r]] per action, or NULL if not requested */
     long actions;             /* actions simulated */
+    int n_ranks;              /* D: entries of busy, idle, peak_activations, spans */
 } pp_sim_result;
 
 /* Runs the schedule against the costs. want_spans: also record every action's start and end.

@@ -1,0 +1,515 @@
+/* sim.c — the event-driven simulator: runs a schedule against a cost table (pp_sim_run) and the
+ * unit cost table of the textbook figures (pp_cost_init_unit).
+ *
+ * Model. Each rank has one compute stream that executes its actions in program order:
+ *   F / B      start at the rank's clock (its RECVs already waited for the data) and advance it;
+ *   SEND       is posted, never blocks: the transfer is ready when the producing compute ended (the
+ *              clock at the SEND) and runs on the directed link src->dst, first in first out:
+ *              start = max(ready, link free), end = start + latency + bytes * inv_bw;
+ *   RECV       blocks the rank: clock = max(clock, arrival);
+ *   REDUCE     is issued without blocking; it runs on the rank's reduce stream (FIFO per rank)
+ *              once every participant has issued it and their reduce streams are free, for
+ *              reduce[id]. The makespan includes reduce completion.
+ * Execution order. A directed link has one sender, whose SENDs are issued in its program order,
+ * so link FIFO resolves in program order even though ranks are not simulated in global time
+ * order. A worklist runs each rank as far as it can; a RECV whose SEND has not run parks the rank
+ * until that SEND wakes it. Cost O(actions + ranks), lookups by (pipe, stage, mb) are O(1).
+ * Not modelled: contention between different links sharing a NIC or switch, compute slowed by
+ * concurrent communication, memory limits. Validation here is only what keeps the simulator
+ * safe; pp_sched_check gives the full diagnosis. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim_wait.h"
+
+typedef struct {
+    const pp_sched *s;
+    const pp_cost *c;
+    pp_sim_result *out;
+    int D, S, N;
+    size_t nk;            /* keys: n_pipes * S * N */
+    double *arrival;      /* [2 * nk] data arrival of RECV_F (first nk) and RECV_B, by the
+                             receiving (pipe, stage, mb); NAN until its SEND ran */
+    double *link_free;    /* [D * D] when directed link src*D+dst is free again */
+    double *clock;        /* [D] compute stream of each rank */
+    double *act;          /* [D] in-flight activations, micro-batch x (L/D layers) */
+    double *units;        /* [n_pipes * S] activation units of one micro-batch's F of a stage */
+    int *pc;              /* [D] next action */
+    long *waiting;        /* [D] arrival slot a parked rank waits for, -1 when not parked */
+    int *queue, head, count; /* ring of runnable ranks */
+    uint8_t *queued;      /* [D] */
+    double transfer_end;  /* last transfer's end */
+    /* reduces: index id * PP_REDUCE_MAX_RANKS + j for participant j */
+    int *n_issued;        /* [n_reduces] */
+    double *start_at;     /* [n_reduces] latest issue time so far */
+    double *red_end;      /* [n_reduces] completion, once resolved */
+    uint8_t *resolved;    /* [n_reduces] */
+    int *prev, *next;     /* previous / next REDUCE on participant j's reduce stream, -1 */
+    int *issue_idx;       /* action index of the REDUCE on participant j */
+    double *issue_time;   /* when participant j issued it */
+    int *last_red;        /* [D] last REDUCE issued by each rank, -1 */
+    int *stack;           /* [n_reduces * MAX + 1] reduces to try to resolve */
+} sim;
+
+/* ---- unit costs ------------------------------------------------------------------------------ */
+
+pp_status pp_cost_init_unit(pp_cost *c, const pp_sched *s, double fb_ratio)
+{
+    memset(c, 0, sizeof *c);
+    if (!(fb_ratio > 0) || !isfinite(fb_ratio))
+        return PP_ERR(PP_ERR_INVALID, "the backward/forward cost ratio must be positive, got %g",
+                      fb_ratio);
+    if (s->layers < 1)
+        return PP_ERR(PP_ERR_INVALID, "unit costs need the model's layer count, got %d",
+                      s->layers);
+    size_t n = (size_t)s->n_pipes * s->stages_per_pipe;
+    c->f = pp_calloc(n, sizeof *c->f);
+    c->b = pp_calloc(n, sizeof *c->b);
+    if (!c->f || !c->b) {
+        pp_cost_fini(c);
+        return PP_ERR_NOMEM;
+    }
+    double per_unit = (double)s->layers / s->ranks; /* L/D layers cost 1 */
+    for (int p = 0; p < s->n_pipes; p++)
+        for (int k = 0; k < s->stages_per_pipe; k++) {
+            size_t i = (size_t)p * s->stages_per_pipe + k;
+            c->f[i] = pp_sched_stage_layers(s, p, k) / per_unit;
+            c->b[i] = fb_ratio * c->f[i];
+        }
+    return PP_OK;
+}
+
+/* Frees every array of the table (each must be NULL or come from malloc) and zeroes it. */
+void pp_cost_fini(pp_cost *c)
+{
+    if (!c)
+        return;
+    free(c->f);
+    free(c->b);
+    free(c->send_bytes_f);
+    free(c->send_bytes_b);
+    free(c->latency);
+    free(c->inv_bw);
+    free(c->reduce);
+    memset(c, 0, sizeof *c);
+}
+
+void pp_sim_result_fini(pp_sim_result *r)
+{
+    if (!r)
+        return;
+    free(r->busy);
+    free(r->idle);
+    free(r->peak_activations);
+    if (r->spans)
+        for (int i = 0; i < r->n_ranks; i++)
+            free(r->spans[i]);
+    free(r->spans);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- validation: only what keeps the simulation in bounds ------------------------------------ */
+
+static pp_status bad(const pp_sched *s, int r, int i, const char *why)
+{
+    char what[128];
+    pp_action_str(s, &s->ops[r][i], what, sizeof what);
+    return PP_ERR(PP_ERR_CHECK,
+                  "cannot simulate: rank %d, action %d (%s): %s (pp_sched_check gives the full "
+                  "diagnosis)",
+                  r, i, what, why);
+}
+
+static int participant(const pp_reduce *red, int r)
+{
+    for (int j = 0; j < red->n_ranks; j++)
+        if (red->ranks[j] == r)
+            return j;
+    return -1;
+}
+
+static pp_status validate_action(const sim *x, int r, int i, uint8_t *issued)
+{
+    const pp_sched *s = x->s;
+    const pp_action *a = &s->ops[r][i];
+    if (a->op >= PP_OP__COUNT)
+        return bad(s, r, i, "unknown action kind");
+    if (a->op == PP_OP_REDUCE) {
+        if (a->stage < 0 || a->stage >= s->n_reduces)
+            return bad(s, r, i, "no such REDUCE");
+        int j = participant(&s->reduces[a->stage], r);
+        if (j < 0)
+            return bad(s, r, i, "this rank is not a participant of the REDUCE");
+        uint8_t *f = &issued[(size_t)a->stage * PP_REDUCE_MAX_RANKS + j];
+        if (*f)
+            return bad(s, r, i, "this rank issues the REDUCE twice");
+        *f = 1;
+        return PP_OK;
+    }
+    if (a->pipe >= s->n_pipes || a->stage < 0 || a->stage >= x->S || a->mb < 0 || a->mb >= x->N)
+        return bad(s, r, i, "pipe, stage or micro-batch out of range");
+    if (a->op == PP_OP_SEND_F || a->op == PP_OP_RECV_B)
+        if (a->stage + 1 >= x->S)
+            return bad(s, r, i, "the last stage has no next stage");
+    if (a->op == PP_OP_RECV_F || a->op == PP_OP_SEND_B)
+        if (a->stage == 0)
+            return bad(s, r, i, "the first stage has no previous stage");
+    return PP_OK;
+}
+
+static pp_status validate(const sim *x)
+{
+    const pp_sched *s = x->s;
+    for (int p = 0; p < s->n_pipes; p++)
+        for (int k = 0; k < x->S; k++) {
+            int r = pp_sched_stage(s, p, k)->rank;
+            if (r < 0 || r >= x->D)
+                return PP_ERR(PP_ERR_CHECK,
+                              "cannot simulate: stage %d of pipe %d is placed on rank %d, "
+                              "expected 0..%d",
+                              k, p, r, x->D - 1);
+        }
+    for (int id = 0; id < s->n_reduces; id++)
+        for (int j = 0; j < s->reduces[id].n_ranks; j++)
+            if (s->reduces[id].ranks[j] < 0 || s->reduces[id].ranks[j] >= x->D)
+                return PP_ERR(PP_ERR_CHECK, "cannot simulate: REDUCE #%d lists rank %d", id,
+                              s->reduces[id].ranks[j]);
+    uint8_t *issued = pp_calloc((size_t)s->n_reduces * PP_REDUCE_MAX_RANKS + 1, 1);
+    if (!issued)
+        return PP_ERR_NOMEM;
+    pp_status st = PP_OK;
+    for (int r = 0; r < x->D && st == PP_OK; r++)
+        for (int i = 0; i < s->n_ops[r] && st == PP_OK; i++)
+            st = validate_action(x, r, i, issued);
+    free(issued);
+    return st;
+}
+
+/* ---- the run --------------------------------------------------------------------------------- */
+
+static void wake(sim *x, int q)
+{
+    if (x->queued[q] || x->pc[q] >= x->s->n_ops[q])
+        return;
+    x->queued[q] = 1;
+    x->queue[(x->head + x->count) % x->D] = q;
+    x->count++;
+}
+
+static pp_span *span(sim *x, int r, int i)
+{
+    return x->out->spans ? &x->out->spans[r][i] : NULL;
+}
+
+static void compute(sim *x, int r, int i, const pp_action *a)
+{
+    size_t st = (size_t)a->pipe * x->S + a->stage;
+    double d = a->op == PP_OP_F ? x->c->f[st] : x->c->b[st];
+    pp_span *sp = span(x, r, i);
+    if (sp)
+        *sp = (pp_span){x->clock[r], x->clock[r] + d};
+    x->clock[r] += d;
+    x->out->busy[r] += d;
+    /* activations: an F keeps its stage's activations alive until its B frees them */
+    x->act[r] += a->op == PP_OP_F ? x->units[st] : -x->units[st];
+    if (x->act[r] > x->out->peak_activations[r])
+        x->out->peak_activations[r] = x->act[r];
+}
+
+static void send(sim *x, int r, int i, const pp_action *a)
+{
+    const pp_cost *c = x->c;
+    int fwd = a->op == PP_OP_SEND_F;
+    int ps = a->stage + (fwd ? 1 : -1);
+    int dst = pp_sched_stage(x->s, a->pipe, ps)->rank;
+    size_t st = (size_t)a->pipe * x->S + a->stage;
+    size_t link = (size_t)r * x->D + dst;
+    double *bytes_v = fwd ? c->send_bytes_f : c->send_bytes_b;
+    double bytes = bytes_v ? bytes_v[st] : 0;
+    double start = x->clock[r] > x->link_free[link] ? x->clock[r] : x->link_free[link];
+    double end = start + (c->latency ? c->latency[link] : 0) + (c->inv_bw ? bytes * c->inv_bw[link] : 0);
+    x->link_free[link] = end;
+    if (end > x->transfer_end)
+        x->transfer_end = end;
+    long slot = (long)((fwd ? 0 : x->nk) + pp_sched_key(x->s, a->pipe, ps, a->mb));
+    x->arrival[slot] = end;
+    pp_span *sp = span(x, r, i);
+    if (sp)
+        *sp = (pp_span){start, end};
+    x->out->cross_rank_transfers += dst != r;
+    if (x->waiting[dst] == slot)
+        wake(x, dst);
+}
+
+/* Returns 0 if the data has not arrived yet (the rank parks on it). */
+static int recv(sim *x, int r, int i, const pp_action *a)
+{
+    long slot = (long)((a->op == PP_OP_RECV_F ? 0 : x->nk) +
+                       pp_sched_key(x->s, a->pipe, a->stage, a->mb));
+    double t = x->arrival[slot];
+    if (isnan(t)) {
+        x->waiting[r] = slot;
+        return 0;
+    }
+    x->waiting[r] = -1;
+    pp_span *sp = span(x, r, i);
+    if (sp)
+        *sp = (pp_span){x->clock[r], t};
+    if (t > x->clock[r])
+        x->clock[r] = t;
+    return 1;
+}
+
+/* A REDUCE runs once all participants issued it and, on each participant's reduce stream, the
+ * REDUCE issued before it has completed. Resolving one may unblock the next on each stream. */
+static void resolve(sim *x, int id0)
+{
+    const pp_sched *s = x->s;
+    int n = 0;
+    x->stack[n++] = id0;
+    while (n > 0) {
+        int id = x->stack[--n];
+        const pp_reduce *red = &s->reduces[id];
+        if (x->resolved[id] || x->n_issued[id] < red->n_ranks)
+            continue;
+        double start = x->start_at[id];
+        int ready = 1;
+        for (int j = 0; j < red->n_ranks && ready; j++) {
+            int p = x->prev[id * PP_REDUCE_MAX_RANKS + j];
+            if (p >= 0 && !x->resolved[p])
+                ready = 0;
+            else if (p >= 0 && x->red_end[p] > start)
+                start = x->red_end[p];
+        }
+        if (!ready)
+            continue;
+        x->resolved[id] = 1;
+        x->red_end[id] = start + (x->c->reduce ? x->c->reduce[id] : 0);
+        for (int j = 0; j < red->n_ranks; j++) {
+            int k = id * PP_REDUCE_MAX_RANKS + j;
+            pp_span *sp = span(x, red->ranks[j], x->issue_idx[k]);
+            if (sp)
+                *sp = (pp_span){x->issue_time[k], x->red_end[id]};
+            if (x->next[k] >= 0)
+                x->stack[n++] = x->next[k];
+        }
+    }
+}
+
+static void issue(sim *x, int r, int i, int id)
+{
+    const pp_reduce *red = &x->s->reduces[id];
+    int j = participant(red, r);
+    int k = id * PP_REDUCE_MAX_RANKS + j;
+    x->issue_idx[k] = i;
+    x->issue_time[k] = x->clock[r];
+    int p = x->last_red[r];
+    x->prev[k] = p;
+    if (p >= 0)
+        x->next[p * PP_REDUCE_MAX_RANKS + participant(&x->s->reduces[p], r)] = id;
+    x->last_red[r] = id;
+    if (x->clock[r] > x->start_at[id])
+        x->start_at[id] = x->clock[r];
+    x->n_issued[id]++;
+    resolve(x, id);
+}
+
+static void run_rank(sim *x, int r)
+{
+    const pp_sched *s = x->s;
+    const pp_action *ops = s->ops[r];
+    int n = s->n_ops[r];
+    for (int i = x->pc[r]; i < n; i++) {
+        const pp_action *a = &ops[i];
+        switch (a->op) {
+        case PP_OP_F:
+        case PP_OP_B:
+            compute(x, r, i, a);
+            break;
+        case PP_OP_SEND_F:
+        case PP_OP_SEND_B:
+            send(x, r, i, a);
+            break;
+        case PP_OP_RECV_F:
+        case PP_OP_RECV_B:
+            if (!recv(x, r, i, a)) {
+                x->pc[r] = i;
+                return;
+            }
+            break;
+        default:
+            issue(x, r, i, a->stage);
+            break;
+        }
+        x->pc[r] = i + 1;
+    }
+}
+
+/* A rank parked forever: name the wait cycle (RECVs wait for the rank of the sending stage). */
+static pp_status report_stuck(sim *x)
+{
+    const pp_sched *s = x->s;
+    int *waits = pp_calloc((size_t)x->D, sizeof *waits);
+    if (!waits)
+        return PP_ERR_NOMEM;
+    for (int r = 0; r < x->D; r++) {
+        waits[r] = -1;
+        if (x->pc[r] < s->n_ops[r]) {
+            const pp_action *a = &s->ops[r][x->pc[r]];
+            int ps = a->stage + (a->op == PP_OP_RECV_F ? -1 : 1);
+            waits[r] = pp_sched_stage(s, a->pipe, ps)->rank;
+        }
+    }
+    pp_status st = pp_sched_deadlock_error(s, x->pc, waits);
+    free(waits);
+    return st;
+}
+
+static pp_status finish(sim *x)
+{
+    const pp_sched *s = x->s;
+    pp_sim_result *o = x->out;
+    for (int r = 0; r < x->D; r++)
+        if (x->pc[r] < s->n_ops[r])
+            return report_stuck(x);
+    double makespan = x->transfer_end;
+    for (int r = 0; r < x->D; r++)
+        makespan = x->clock[r] > makespan ? x->clock[r] : makespan;
+    for (int id = 0; id < s->n_reduces; id++) {
+        if (!x->resolved[id])
+            return PP_ERR(PP_ERR_DEADLOCK,
+                          "deadlock: REDUCE #%d never runs (%d of %d participants issued it, "
+                          "or the ranks' reduce streams order the REDUCEs in conflicting ways)",
+                          id, x->n_issued[id], s->reduces[id].n_ranks);
+        makespan = x->red_end[id] > makespan ? x->red_end[id] : makespan;
+    }
+    double busy = 0, idle = 0;
+    for (int r = 0; r < x->D; r++) {
+        o->idle[r] = makespan - o->busy[r];
+        busy += o->busy[r];
+        idle += o->idle[r];
+        o->actions += s->n_ops[r];
+    }
+    o->makespan = makespan;
+    o->bubble_over_total = makespan > 0 ? idle / (x->D * makespan) : 0;
+    o->bubble_over_ideal = busy > 0 ? idle / busy : 0;
+    return PP_OK;
+}
+
+static pp_status simulate(sim *x)
+{
+    PP_TRY(validate(x));
+    for (size_t i = 0; i < 2 * x->nk; i++)
+        x->arrival[i] = NAN;
+    for (int r = 0; r < x->D; r++) {
+        x->waiting[r] = -1;
+        x->last_red[r] = -1;
+    }
+    size_t nr = (size_t)x->s->n_reduces * PP_REDUCE_MAX_RANKS;
+    for (size_t k = 0; k < nr; k++)
+        x->prev[k] = x->next[k] = -1;
+    const pp_sched *s = x->s;
+    double per_unit = (double)(s->layers > 0 ? s->layers : x->S) / x->D;
+    for (int p = 0; p < s->n_pipes; p++)
+        for (int k = 0; k < x->S; k++)
+            x->units[(size_t)p * x->S + k] = pp_sched_stage_layers(s, p, k) / per_unit;
+    for (int r = 0; r < x->D; r++)
+        wake(x, r);
+    while (x->count > 0) {
+        int r = x->queue[x->head];
+        x->head = (x->head + 1) % x->D;
+        x->count--;
+        x->queued[r] = 0;
+        run_rank(x, r);
+    }
+    return finish(x);
+}
+
+static pp_status alloc_result(const pp_sched *s, int want_spans, pp_sim_result *o)
+{
+    size_t D = (size_t)s->ranks;
+    o->n_ranks = s->ranks;
+    o->busy = pp_calloc(D, sizeof *o->busy);
+    o->idle = pp_calloc(D, sizeof *o->idle);
+    o->peak_activations = pp_calloc(D, sizeof *o->peak_activations);
+    if (!o->busy || !o->idle || !o->peak_activations)
+        return PP_ERR_NOMEM;
+    if (!want_spans)
+        return PP_OK;
+    o->spans = pp_calloc(D, sizeof *o->spans);
+    if (!o->spans)
+        return PP_ERR_NOMEM;
+    for (size_t r = 0; r < D; r++) {
+        o->spans[r] = pp_calloc((size_t)s->n_ops[r] + 1, sizeof **o->spans);
+        if (!o->spans[r])
+            return PP_ERR_NOMEM;
+    }
+    return PP_OK;
+}
+
+static void free_sim(sim *x)
+{
+    void *p[] = {x->arrival, x->link_free, x->clock,    x->act,       x->units,    x->pc,
+                 x->waiting, x->queue,     x->queued,   x->n_issued,  x->start_at, x->red_end,
+                 x->resolved, x->prev,     x->next,     x->issue_idx, x->issue_time, x->last_red,
+                 x->stack};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+        free(p[i]);
+}
+
+static int alloc_sim(sim *x)
+{
+    size_t D = (size_t)x->D, nr = (size_t)x->s->n_reduces + 1;
+    size_t nrj = nr * PP_REDUCE_MAX_RANKS;
+    x->arrival = malloc(2 * x->nk * sizeof *x->arrival);
+    x->link_free = pp_calloc(D * D, sizeof *x->link_free);
+    x->clock = pp_calloc(D, sizeof *x->clock);
+    x->act = pp_calloc(D, sizeof *x->act);
+    x->units = pp_calloc((size_t)x->s->n_pipes * x->S, sizeof *x->units);
+    x->pc = pp_calloc(D, sizeof *x->pc);
+    x->waiting = pp_calloc(D, sizeof *x->waiting);
+    x->queue = pp_calloc(D, sizeof *x->queue);
+    x->queued = pp_calloc(D, 1);
+    x->n_issued = pp_calloc(nr, sizeof *x->n_issued);
+    x->start_at = pp_calloc(nr, sizeof *x->start_at);
+    x->red_end = pp_calloc(nr, sizeof *x->red_end);
+    x->resolved = pp_calloc(nr, 1);
+    x->prev = pp_calloc(nrj, sizeof *x->prev);
+    x->next = pp_calloc(nrj, sizeof *x->next);
+    x->issue_idx = pp_calloc(nrj, sizeof *x->issue_idx);
+    x->issue_time = pp_calloc(nrj, sizeof *x->issue_time);
+    x->last_red = pp_calloc(D, sizeof *x->last_red);
+    x->stack = pp_calloc(nrj + 1, sizeof *x->stack);
+    return x->arrival && x->link_free && x->clock && x->act && x->units && x->pc && x->waiting &&
+           x->queue && x->queued && x->n_issued && x->start_at && x->red_end && x->resolved &&
+           x->prev && x->next && x->issue_idx && x->issue_time && x->last_red && x->stack;
+}
+
+pp_status pp_sim_run(const pp_sched *s, const pp_cost *c, int want_spans, pp_sim_result *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!s || !c || !c->f || !c->b)
+        return PP_ERR(PP_ERR_INVALID,
+                      "pp_sim_run needs a schedule and a cost table with forward and backward "
+                      "durations (pp_cost_init_unit gives the unit table)");
+    if (s->ranks < 1 || s->microbatches < 1 || s->stages_per_pipe < 1 || s->n_pipes < 1 ||
+        s->n_pipes > 2)
+        return PP_ERR(PP_ERR_CHECK, "cannot simulate a schedule of %d ranks, %d micro-batches, "
+                                    "%d stages per pipe and %d pipes",
+                      s->ranks, s->microbatches, s->stages_per_pipe, s->n_pipes);
+    sim x = {.s = s, .c = c, .out = out, .D = s->ranks, .S = s->stages_per_pipe,
+             .N = s->microbatches};
+    x.nk = (size_t)s->n_pipes * x.S * x.N;
+    pp_status st;
+    if (!alloc_sim(&x) || alloc_result(s, want_spans, out) != PP_OK)
+        st = PP_ERR(PP_ERR_NOMEM, "out of memory simulating %d ranks and %zu (pipe, stage, mb) "
+                                  "keys",
+                    x.D, x.nk);
+    else
+        st = simulate(&x);
+    free_sim(&x);
+    if (st != PP_OK)
+        pp_sim_result_fini(out);
+    return st;
+}
