@@ -1,0 +1,174 @@
+/* cluster.c — the pp_cluster value: lifecycle, growing it, the fingerprint, link look-ups.
+ *
+ * Not here: JSON (cluster_json.c, cluster_read.c), printing (summary.c), probing (probe.c).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pp_probe.h"
+
+const char *pp_source_name(pp_source s) { return s == PP_SRC_PRESET ? "preset" : "probed"; }
+
+const char *pp_link_class_name(pp_link_class c)
+{
+    return c == PP_LINK_INTER ? "inter_node" : "intra_node";
+}
+
+pp_status pp_cluster_create(pp_cluster **out)
+{
+    pp_cluster *c = pp_calloc(1, sizeof *c);
+    if (!c)
+        return PP_ERR_NOMEM;
+    c->schema_version = PP_CLUSTER_SCHEMA_VERSION;
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(c->created, sizeof c->created, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    snprintf(c->sw.pptune, sizeof c->sw.pptune, "%s", "0.1.0");
+    *out = c;
+    return PP_OK;
+}
+
+void pp_cluster_destroy(pp_cluster *c)
+{
+    if (!c)
+        return;
+    for (int i = 0; i < c->n_nodes; i++)
+        pp_topo_destroy(c->nodes[i].topo);
+    for (int i = 0; i < c->n_devices; i++)
+        free(c->devices[i].gemm);
+    for (int i = 0; i < PP_LINK_NCLASS; i++)
+        free(c->links[i].points);
+    free(c->allreduce.points);
+    free(c->nodes);
+    free(c->devices);
+    free(c->pair_bw_Bps);
+    free(c->pair_alpha_s);
+    free(c);
+}
+
+pp_status pp_cluster_add_node(pp_cluster *c, const char *hostname, int *index)
+{
+    pp_node *n = pp_realloc_array(c->nodes, (size_t)c->n_nodes + 1, sizeof *n);
+    if (!n)
+        return PP_ERR_NOMEM;
+    c->nodes = n;
+    n = &c->nodes[c->n_nodes];
+    memset(n, 0, sizeof *n);
+    snprintf(n->hostname, sizeof n->hostname, "%s", hostname ? hostname : "");
+    n->first_device = c->n_devices;
+    if (index)
+        *index = c->n_nodes;
+    c->n_nodes++;
+    return PP_OK;
+}
+
+/* The device is copied (its gemm array too); it must belong to the last node added. */
+pp_status pp_cluster_add_device(pp_cluster *c, const pp_device *d, int *index)
+{
+    if (d->node < 0 || d->node >= c->n_nodes || d->node != c->n_nodes - 1)
+        return PP_ERR(PP_ERR_INVALID, "device \"%s\" names node %d; devices must be added to the "
+                      "last node added (%d)", d->name, d->node, c->n_nodes - 1);
+    pp_device *v = pp_realloc_array(c->devices, (size_t)c->n_devices + 1, sizeof *v);
+    if (!v)
+        return PP_ERR_NOMEM;
+    c->devices = v;
+    pp_device *nd = &c->devices[c->n_devices];
+    *nd = *d;
+    nd->gemm = NULL;
+    if (d->n_gemm > 0) {
+        nd->gemm = pp_calloc((size_t)d->n_gemm, sizeof *nd->gemm);
+        if (!nd->gemm)
+            return PP_ERR_NOMEM;
+        memcpy(nd->gemm, d->gemm, (size_t)d->n_gemm * sizeof *nd->gemm);
+    }
+    if (index)
+        *index = c->n_devices;
+    c->n_devices++;
+    c->nodes[d->node].n_devices++;
+    return PP_OK;
+}
+
+/* FNV-1a, 64 bits (Fowler, Noll, Vo): small, stable across platforms, good enough to tell
+ * configurations apart; not a cryptographic hash. */
+typedef struct {
+    uint64_t h;
+} fnv;
+
+static void fnv_str(fnv *f, const char *s)
+{
+    for (; *s; s++) {
+        f->h ^= (unsigned char)*s;
+        f->h *= 0x100000001b3ULL;
+    }
+    f->h ^= 0x1f; /* field separator, so "ab"+"c" differs from "a"+"bc" */
+    f->h *= 0x100000001b3ULL;
+}
+
+static void fnv_num(fnv *f, double x)
+{
+    char buf[40];
+    snprintf(buf, sizeof buf, "%.0f", x);
+    fnv_str(f, buf);
+}
+
+static void fnv_topo(fnv *f, const pp_topo *t)
+{
+    fnv_str(f, t->arch);
+    fnv_str(f, t->cpu_model);
+    fnv_num(f, t->sockets);
+    fnv_num(f, t->cores);
+    fnv_num(f, t->pus);
+    for (int i = 0; i < t->n_numa; i++)
+        fnv_num(f, t->numa[i].mem_bytes);
+    for (int i = 0; i < t->n_gpus; i++) {
+        fnv_str(f, t->gpus[i].model);
+        fnv_str(f, t->gpus[i].pci);
+    }
+    for (int i = 0; i < t->n_nics; i++) {
+        fnv_str(f, t->nics[i].name);
+        fnv_str(f, t->nics[i].pci);
+    }
+}
+
+void pp_cluster_fingerprint(pp_cluster *c)
+{
+    fnv f = {0xcbf29ce484222325ULL};
+    fnv_str(&f, PP_CLUSTER_SCHEMA);
+    /* the origin minus any run detail: "preset hgx-h200" vs "probed" */
+    fnv_str(&f, strncmp(c->origin, "preset", 6) == 0 ? c->origin : "probed");
+    fnv_num(&f, c->n_nodes);
+    for (int i = 0; i < c->n_nodes; i++)
+        if (c->nodes[i].topo)
+            fnv_topo(&f, c->nodes[i].topo);
+    for (int i = 0; i < c->n_devices; i++) {
+        const pp_device *d = &c->devices[i];
+        fnv_str(&f, d->kind);
+        fnv_str(&f, d->name);
+        fnv_num(&f, d->node);
+        /* a GPU's total memory is a hardware fact; a CPU rank's share of free RAM is not */
+        if (!strcmp(d->kind, "gpu"))
+            fnv_num(&f, d->mem_bytes);
+    }
+    const pp_software *s = &c->sw;
+    const char *ids[] = {s->pptune, s->hwloc, s->blas, s->cuda_runtime, s->cuda_driver, s->nccl};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+        fnv_str(&f, ids[i]);
+    snprintf(c->fingerprint, sizeof c->fingerprint, "fnv1a64:%016llx", (unsigned long long)f.h);
+}
+
+const pp_link *pp_cluster_link(const pp_cluster *c, int a, int b)
+{
+    if (a < 0 || b < 0 || a >= c->n_devices || b >= c->n_devices)
+        return NULL;
+    const pp_link *l = &c->links[c->devices[a].node == c->devices[b].node ? PP_LINK_INTRA
+                                                                          : PP_LINK_INTER];
+    return l->present ? l : NULL;
+}
+
+double pp_link_time(const pp_link *l, double bytes)
+{
+    return l->alpha_s + bytes / l->beta_Bps;
+}

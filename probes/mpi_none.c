@@ -1,0 +1,15 @@
+/* mpi_none.c — the across-node probe of a build without MPI: refuses clearly rather than letting
+ * every rank describe itself as the whole cluster. mpi_gather.c replaces it where MPI is found. */
+#include "probe_impl.h"
+
+pp_status pp_mpi_probe(const pp_probe_opts *o,
+                       pp_status (*probe_node)(const pp_probe_opts *, pp_cluster **),
+                       pp_cluster **out)
+{
+    (void)o;
+    (void)probe_node;
+    *out = NULL;
+    return PP_ERR(PP_ERR_UNSUPPORTED, "started by a launcher with %d ranks, but pptune was built "
+                  "without MPI: rebuild with MPI (Debian: libopenmpi-dev) or run one "
+                  "`pptune probe` per node without mpirun", pp_probe_launcher_size());
+}

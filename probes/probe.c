@@ -1,0 +1,197 @@
+/* probe.c — pp_probe_run: describe this node (topology, GPUs or else CPU cores, links), or,
+ * under an MPI launcher, every node through mpi_gather.c.
+ *
+ * Without a GPU the devices are the CPU cores the CPU backend would run ranks on (one rank per
+ * core, one BLAS thread each): each gets an equal share of usable memory and the GEMM rate
+ * measured on one core (the cores are alike; measuring each would only add time).
+ * Not here: the measurements themselves (cpu_measure.c, gpu_probe.cu), JSON, printing.
+ */
+#include <cblas.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "probe_impl.h"
+
+extern char **environ;
+
+void pp_probe_say(const pp_probe_opts *o, const char *fmt, ...)
+{
+    if (!o || !o->progress)
+        return;
+    char buf[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    o->progress(o->progress_ctx, buf);
+}
+
+int pp_probe_launcher_size(void)
+{
+    const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && atoi(v) > 0)
+            return atoi(v);
+    }
+    return 1;
+}
+
+/* Versions, and the NCCL_* knobs that change what NCCL measures (probes-and-launch.md). */
+static void software(pp_software *sw)
+{
+    snprintf(sw->hwloc, sizeof sw->hwloc, "%s", PP_HWLOC_VERSION);
+    snprintf(sw->blas, sizeof sw->blas, "%s", openblas_get_config());
+    pp_gpu_versions(sw);
+    for (char **e = environ; *e && sw->n_env < PP_MAX_ENV; e++) {
+        const char *eq = strchr(*e, '=');
+        size_t len = eq ? (size_t)(eq - *e) : 0;
+        if (strncmp(*e, "NCCL_", 5) || !eq || len >= sizeof sw->env[0].name)
+            continue;
+        snprintf(sw->env[sw->n_env].name, sizeof sw->env[0].name, "%.*s", (int)len, *e);
+        snprintf(sw->env[sw->n_env].value, sizeof sw->env[0].value, "%s", eq + 1);
+        sw->n_env++;
+    }
+}
+
+static pp_status add_cpu_devices(const pp_probe_opts *o, pp_cluster *c, int node,
+                                 const pp_topo *local)
+{
+    double mem;
+    pp_gemm_point *gemm = NULL;
+    int n_gemm = 0;
+    PP_TRY(pp_cpu_usable_memory(&mem));
+    PP_TRY(pp_cpu_gemm_sweep(o, &gemm, &n_gemm));
+    int cores = local->cores > 0 ? local->cores : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1)
+        cores = 1;
+    pp_status st = PP_OK;
+    for (int i = 0; i < cores && st == PP_OK; i++) {
+        pp_device d = {.kind = "cpu", .node = node, .local_index = i, .mem_bytes = mem / cores,
+                       .mem_free_bytes = mem / cores, .gemm_flops = gemm[n_gemm - 1].flops.median,
+                       .gemm_dtype = "fp32", .n_gemm = n_gemm, .gemm = gemm,
+                       .source = PP_SRC_PROBED};
+        snprintf(d.name, sizeof d.name, "%.58s core", local->cpu_model[0] ? local->cpu_model : "CPU");
+        st = pp_cluster_add_device(c, &d, NULL);
+    }
+    free(gemm);
+    if (st != PP_OK)
+        return pp_err_trace(st, __FILE__, __LINE__);
+    if (cores > 1)
+        PP_TRY(pp_cpu_thread_transfer(o, &c->links[PP_LINK_INTRA]));
+    return PP_OK;
+}
+
+static pp_status describe_node(const pp_probe_opts *o, pp_cluster *c, const pp_topo *local)
+{
+    char host[64] = "";
+    gethostname(host, sizeof host - 1);
+    int node;
+    PP_TRY(pp_cluster_add_node(c, host, &node));
+    PP_TRY(o->topology_xml ? pp_probe_topology(o->topology_xml, &c->nodes[node].topo)
+                           : pp_topo_copy(local, &c->nodes[node].topo));
+    software(&c->sw);
+    PP_TRY(pp_cpu_memcpy(o, &c->nodes[node].memcpy_Bps));
+    char why[160] = "GPU probes skipped (--no-gpu)";
+    if (!o->no_gpu && pp_probe_gpu_available(why, sizeof why)) {
+        PP_TRY(pp_gpu_probe_node(o, c, node));
+    } else {
+        pp_probe_say(o, "%s: describing the CPU cores instead", why);
+        snprintf(c->note, sizeof c->note, "no GPU (%.70s): devices are CPU cores, one CPU-backend "
+                 "rank each", why);
+        PP_TRY(add_cpu_devices(o, c, node, local));
+    }
+    if (o->topology_xml) {
+        size_t len = strlen(c->note);
+        snprintf(c->note + len, sizeof c->note - len, "%stopology from %s; figures measured here",
+                 len ? "; " : "", o->topology_xml);
+    }
+    return PP_OK;
+}
+
+/* What one node leader runs: a one-node cluster describing this machine. */
+static pp_status probe_this_node(const pp_probe_opts *o, pp_cluster **out)
+{
+    pp_topo *local = NULL;
+    pp_cluster *c = NULL;
+    pp_status st = pp_probe_topology(NULL, &local);
+    if (st == PP_OK)
+        st = pp_cluster_create(&c);
+    if (st == PP_OK) {
+        snprintf(c->origin, sizeof c->origin, "probed");
+        st = describe_node(o, c, local);
+    }
+    pp_topo_destroy(local);
+    if (st != PP_OK) {
+        pp_cluster_destroy(c);
+        return pp_err_trace(st, __FILE__, __LINE__);
+    }
+    pp_cluster_fingerprint(c);
+    *out = c;
+    return PP_OK;
+}
+
+pp_status pp_probe_run(const pp_probe_opts *opts, pp_cluster **out)
+{
+    static const pp_probe_opts none = {0};
+    const pp_probe_opts *o = opts ? opts : &none;
+    *out = NULL;
+    if (pp_probe_launcher_size() > 1)
+        PP_TRY(pp_mpi_probe(o, probe_this_node, out));
+    else
+        PP_TRY(probe_this_node(o, out));
+    return PP_OK;
+}
+
+/* ---- merging (for the MPI gather) ---- */
+
+static pp_status append_pairs(pp_cluster *a, const pp_cluster *b, int na)
+{
+    int n = na + b->n_devices;
+    if (!a->pair_bw_Bps && !b->pair_bw_Bps)
+        return PP_OK;
+    double *bw = pp_calloc((size_t)n * (size_t)n + 1, sizeof *bw);
+    double *al = pp_calloc((size_t)n * (size_t)n + 1, sizeof *al);
+    if (!bw || !al) {
+        free(bw);
+        free(al);
+        return PP_ERR_NOMEM;
+    }
+    /* block diagonal; entries between the two parts stay 0 (not measured: use the class) */
+    for (int i = 0; i < na && a->pair_bw_Bps; i++)
+        for (int j = 0; j < na; j++) {
+            bw[i * n + j] = a->pair_bw_Bps[i * na + j];
+            al[i * n + j] = a->pair_alpha_s[i * na + j];
+        }
+    for (int i = 0; i < b->n_devices && b->pair_bw_Bps; i++)
+        for (int j = 0; j < b->n_devices; j++) {
+            bw[(na + i) * n + na + j] = b->pair_bw_Bps[i * b->n_devices + j];
+            al[(na + i) * n + na + j] = b->pair_alpha_s[i * b->n_devices + j];
+        }
+    free(a->pair_bw_Bps);
+    free(a->pair_alpha_s);
+    a->pair_bw_Bps = bw;
+    a->pair_alpha_s = al;
+    return PP_OK;
+}
+
+pp_status pp_cluster_append(pp_cluster *a, const pp_cluster *b)
+{
+    int na = a->n_devices;
+    for (int i = 0; i < b->n_nodes; i++) {
+        int node;
+        const pp_node *bn = &b->nodes[i];
+        PP_TRY(pp_cluster_add_node(a, bn->hostname, &node));
+        a->nodes[node].memcpy_Bps = bn->memcpy_Bps;
+        if (bn->topo)
+            PP_TRY(pp_topo_copy(bn->topo, &a->nodes[node].topo));
+        for (int d = bn->first_device; d < bn->first_device + bn->n_devices; d++) {
+            pp_device dev = b->devices[d];
+            dev.node = node;
+            PP_TRY(pp_cluster_add_device(a, &dev, NULL));
+        }
+    }
+    return append_pairs(a, b, na);
+}

@@ -1,0 +1,47 @@
+/* probe_impl.h — private to probes/: the pieces pp_probe_run puts together.
+ * No CUDA, NCCL or MPI types here: gpu_probe.cu and mpi_gather.c implement these with C linkage,
+ * gpu_none.c / mpi_none.c where they are not built. */
+#ifndef PP_PROBE_IMPL_H
+#define PP_PROBE_IMPL_H
+
+#include "pp_probe.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Progress line through opts->progress (no-op without one). */
+void pp_probe_say(const pp_probe_opts *o, const char *fmt, ...) PP_PRINTF(2, 3);
+
+/* ---- CPU (cpu_measure.c) ---- */
+/* Memory a process may allocate now: MemAvailable, capped by a cgroup limit, bytes. */
+pp_status pp_cpu_usable_memory(double *bytes);
+/* cblas_sgemm with one BLAS thread over a sweep of shapes; *pts is the caller's to free. */
+pp_status pp_cpu_gemm_sweep(const pp_probe_opts *o, pp_gemm_point **pts, int *n);
+/* memcpy bandwidth, bytes copied per second. */
+pp_status pp_cpu_memcpy(const pp_probe_opts *o, pp_measure *bw);
+/* Thread-to-thread transfer (one memcpy into the receiver's buffer + a condition-variable
+ * hand-off, as an in-process transport does) over a size sweep, with its α-β fit. */
+pp_status pp_cpu_thread_transfer(const pp_probe_opts *o, pp_link *link);
+
+/* ---- GPU (gpu_probe.cu / gpu_none.c) ---- */
+/* Appends this node's GPUs to c (node `node`, the last added), fills the intra-node link, the
+ * all-reduce figures and the pairwise matrices, and software versions. With no device present
+ * it returns PP_ERR_UNSUPPORTED and a message starting "no CUDA device". */
+pp_status pp_gpu_probe_node(const pp_probe_opts *o, pp_cluster *c, int node);
+/* CUDA runtime / driver / NCCL versions into sw ("" where not built or no driver). */
+void pp_gpu_versions(pp_software *sw);
+
+/* ---- MPI (mpi_gather.c / mpi_none.c) ---- */
+/* Probes every node under an MPI launcher and gathers on rank 0 (others: *out = NULL).
+ * probe_node is what one node leader runs to describe its node. */
+pp_status pp_mpi_probe(const pp_probe_opts *o,
+                       pp_status (*probe_node)(const pp_probe_opts *, pp_cluster **),
+                       pp_cluster **out);
+/* Merges b's nodes and devices after a's (for gathering); b is left intact. */
+pp_status pp_cluster_append(pp_cluster *a, const pp_cluster *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
