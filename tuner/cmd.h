@@ -12,6 +12,7 @@ typedef struct {
 } pp_cmd;
 
 int pp_cmd_schedule(int argc, char **argv);
+int pp_cmd_probe(int argc, char **argv);
 
 /* Prints "pptune <cmd>: <message>" to stderr and returns 2 (usage) — for argument errors. */
 int pp_cmd_usage_error(const char *cmd, const char *fmt, ...)

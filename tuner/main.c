@@ -9,6 +9,8 @@
 
 static const pp_cmd commands[] = {
     {"schedule", "generate, check and show one pipeline schedule", pp_cmd_schedule},
+    {"probe", "describe the cluster: probe this machine (all nodes under mpirun) or a preset",
+     pp_cmd_probe},
 };
 #define N_COMMANDS ((int)(sizeof commands / sizeof commands[0]))
 
