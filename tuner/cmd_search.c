@@ -1,0 +1,247 @@
+/* cmd_search.c — `pptune --model M --nodes N` (also `pptune search ...`): the search, its
+ * leaderboard, --explain, and the profile.
+ *
+ * The search itself is pp_tune_search (search.c); this file parses options, shows progress on
+ * stderr, prints the leaderboard and the winner's per-rank memory, and writes the profile.
+ * Trials on the runtime run only where the cluster is this machine (trials.c).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "tune_cli.h"
+
+#define CMD "search"
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+typedef struct {
+    pp_cli_tune tune;
+    const char *schedules;
+    const char *out;
+    int keep, show, explain, no_save, no_tp, max_b, max_t, progress, trials;
+} opts;
+
+static void help(void)
+{
+    printf("usage: pptune --model M [--nodes N] [options]\n"
+           "       pptune search --model M [--nodes N] [options]\n\n"
+           "Searches schedule x pipeline size p x chunks v x group G x micro-batch b x tensor\n"
+           "parallel t (d = GPUs / (p t), N = global batch / (b d)), predicts each candidate's\n"
+           "step time by simulating its schedule with costs from the cluster and its memory per\n"
+           "rank, prints a leaderboard and writes the profile.\n\n");
+    pp_cli_tune_help(stdout);
+    printf("search:\n"
+           "  --schedules LIST       comma list of gpipe,1f1b,interleaved,chimera,bitpipe (all)\n"
+           "  --max-b B              largest micro-batch size tried (16)\n"
+           "  --max-t T              largest tensor-parallel size (GPUs per node)\n"
+           "  --no-tp                t = 1 only\n"
+           "  --keep K               candidates ranked exactly (10); --top K rows shown (10)\n"
+           "  --explain              list why every other candidate lost\n"
+           "  --trials K             trial runs of the best K on a local cluster (4)\n"
+           "output:\n"
+           "  -o FILE                profile path (default $XDG_DATA_HOME/pptune/profiles/...)\n"
+           "  --no-save              do not write a profile\n"
+           "  --progress             progress bar even when stderr is not a terminal\n");
+}
+
+static int parse(int argc, char **argv, opts *o)
+{
+    memset(o, 0, sizeof *o);
+    pp_cli_tune_init(&o->tune);
+    o->keep = 10;
+    o->show = 10;
+    o->trials = 4;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int r = pp_cli_tune_option(CMD, argc, argv, &i, &o->tune);
+        if (r < 0)
+            return 2;
+        if (r > 0)
+            continue;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            help();
+            return -1;
+        }
+        int *num = !strcmp(a, "--keep")    ? &o->keep
+                   : !strcmp(a, "--top")   ? &o->show
+                   : !strcmp(a, "--max-b") ? &o->max_b
+                   : !strcmp(a, "--max-t") ? &o->max_t
+                   : !strcmp(a, "--trials") ? &o->trials
+                                            : NULL;
+        if (num) {
+            if (!pp_cmd_parse_int(CMD, a, v, !strcmp(a, "--trials") ? 0 : 1, num))
+                return 2;
+            i++;
+        } else if (!strcmp(a, "--schedules") || !strcmp(a, "-o")) {
+            if (!v)
+                return pp_cmd_usage_error(CMD, "%s needs a value", a);
+            *(!strcmp(a, "-o") ? &o->out : &o->schedules) = v;
+            i++;
+        } else if (!strcmp(a, "--explain")) {
+            o->explain = 1;
+        } else if (!strcmp(a, "--no-save")) {
+            o->no_save = 1;
+        } else if (!strcmp(a, "--no-tp")) {
+            o->no_tp = 1;
+        } else if (!strcmp(a, "--progress")) {
+            o->progress = 1;
+        } else {
+            return pp_cmd_usage_error(CMD, "unknown option \"%s\"", a);
+        }
+    }
+    if (o->show > o->keep)
+        o->keep = o->show;
+    return 0;
+}
+
+static void progress_bar(void *ctx, long done, long total)
+{
+    (void)ctx;
+    int width = 40, fill = total > 0 ? (int)(width * done / total) : width;
+    fprintf(stderr, "\rsearching [%.*s%*s] %ld/%ld candidates", fill,
+            "########################################", width - fill, "", done, total);
+    if (done == total)
+        fprintf(stderr, "\n");
+    fflush(stderr);
+}
+
+static void print_row(int rank, const pp_tune_prediction *p)
+{
+    const pp_tune_config *c = &p->cfg;
+    char g[12] = "-";
+    if (c->G)
+        snprintf(g, sizeof g, "%d", c->G);
+    printf("%3d  %-11s %3d %2d %4s %3d %5d %2d %5d %-6s %9.3f %10.0f %7.1f %5.1f%% %6.1f%% "
+           "%6.1f/%-5.1f%s\n",
+           rank, c->kind, c->p, c->v, g, c->b, c->d, c->t, c->N, c->uneven ? "uneven" : "even",
+           p->step_time, p->tokens_per_s, p->tflops_per_gpu, 100 * p->mfu, 100 * p->bubble_ideal,
+           p->peak_mem / GIB, p->capacity / GIB, p->cfg.t > 1 ? "  (predicted only: t>1)" : "");
+    if (p->trial_status[0])
+        printf("     trial: %s, measured step %.4f s, peak %.1f MiB\n", p->trial_status,
+               p->measured_step, p->measured_peak / (1024.0 * 1024.0));
+}
+
+static void print_board(const pp_tune_result *r, int show)
+{
+    printf("\n  #  schedule      p  v    G   b     d  t     N split   step(s)   tokens/s "
+           "TFLOP/s   MFU  bubble  peak/cap GiB\n");
+    for (int i = 0; i < r->n_best && i < show; i++)
+        print_row(i + 1, &r->best[i]);
+    printf("(step = simulated pipeline + data-parallel all-reduce + optimizer; TFLOP/s and MFU are "
+           "model FLOPs per GPU (Narayanan) vs dense peak; bubble = idle / busy; peak = fullest "
+           "rank's predicted bytes vs usable memory after headroom)\n");
+}
+
+static void print_rank_memory(const pp_tune_model *m, const pp_tune_hw *hw,
+                              const pp_tune_opts *o, const pp_tune_prediction *best)
+{
+    pp_tune_rank_mem *mem = calloc((size_t)best->cfg.p, sizeof *mem);
+    pp_tune_prediction again;
+    if (!mem || pp_tune_predict(m, hw, &best->cfg, o, &again, mem) != PP_OK) {
+        free(mem);
+        return;
+    }
+    printf("\nmemory per pipeline rank of #1 (GiB): rank weights grads optim acts(in-flight) "
+           "comm workspace total\n");
+    for (int r = 0; r < best->cfg.p; r++)
+        printf("  %4d %7.2f %5.2f %5.2f %5.2f (%4.2g) %5.2f %9.2f %6.2f\n", r,
+               mem[r].weights / GIB, mem[r].grads / GIB, mem[r].optim / GIB, mem[r].acts / GIB,
+               mem[r].peak_units, mem[r].comm / GIB, mem[r].workspace / GIB, mem[r].total / GIB);
+    free(mem);
+}
+
+static void print_explain(const pp_tune_result *r)
+{
+    static const char *stage[] = {"rule", "memory", "outranked", "bound"};
+    printf("\nwhy the other %ld candidates lost:\n", r->n_rejects);
+    char cb[160];
+    for (long i = 0; i < r->n_rejects; i++) {
+        const pp_tune_reject *j = &r->rejects[i];
+        printf("  [%-9s] %-58s %s\n", stage[j->stage], pp_tune_config_str(&j->cfg, cb, sizeof cb),
+               j->reason);
+    }
+}
+
+static int save_profile(const opts *o, const pp_tune_model *m, const pp_tune_hw *hw,
+                        const pp_tune_result *r, const char *cmdline, int trials_run)
+{
+    char *path = NULL;
+    pp_status st = PP_OK;
+    if (o->out)
+        path = pp_strdup(o->out);
+    else
+        st = pp_tune_profile_default_path(hw, m, &path);
+    if (st == PP_OK && !path)
+        st = PP_ERR_NOMEM;
+    pp_tune_profile_input in = {.model = m, .hw = hw, .opts = &o->tune.opts, .result = r,
+                                .command_line = cmdline, .trials_run = trials_run};
+    if (st == PP_OK)
+        st = pp_tune_profile_write(&in, path);
+    if (st == PP_OK)
+        printf("\nprofile: %s\n", path);
+    free(path);
+    return st == PP_OK ? 0 : pp_cmd_fail(CMD, st);
+}
+
+static void join_args(int argc, char **argv, char *buf, size_t n)
+{
+    snprintf(buf, n, "pptune");
+    for (int i = 1; i < argc; i++) {
+        size_t len = strlen(buf);
+        snprintf(buf + len, n - len, " %s", argv[i]);
+    }
+}
+
+int pp_cmd_search(int argc, char **argv)
+{
+    opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    pp_tune_model m;
+    pp_tune_hw hw;
+    if ((rc = pp_cli_tune_load(CMD, &o.tune, &m, &hw)) != 0)
+        return rc;
+    pp_cli_tune_describe(stdout, &m, &hw, &o.tune.opts, m.global_batch);
+    pp_tune_search_params sp = {.model = &m, .hw = &hw, .opts = o.tune.opts,
+                                .global_batch = m.global_batch, .schedules = o.schedules,
+                                .max_t = o.max_t, .max_b = o.max_b, .allow_tp = !o.no_tp,
+                                .keep = o.keep};
+    if (o.progress || isatty(2)) {
+        sp.progress = progress_bar;
+    }
+    pp_tune_result *r = NULL;
+    pp_status st = pp_tune_search(&sp, &r);
+    if (st != PP_OK)
+        return pp_cmd_fail(CMD, st);
+    printf("searched %ld candidates in %.2f s: %ld broke a rule, %ld did not fit, %ld simulated, "
+           "%ld skipped by the exact lower bound (schedule cache hits %ld)\n",
+           r->seen, r->wall_s, r->pruned_rule, r->pruned_memory, r->simulated, r->bounded,
+           r->sim_cache_hits);
+    if (r->n_best == 0) {
+        printf("no candidate fits: see --explain, or try --recompute selective|full, "
+               "--distributed-optimizer, more --nodes\n");
+        if (o.explain)
+            print_explain(r);
+        pp_tune_result_destroy(r);
+        return 1;
+    }
+    printf("figures are predicted from %s (no trials: the target is not this machine)\n",
+           hw.source);
+    print_board(r, o.show);
+    print_rank_memory(&m, &hw, &o.tune.opts, &r->best[0]);
+    char cmd[512];
+    printf("\nlaunch: %s\n", pp_tune_launch_command(&m, &r->best[0].cfg, cmd, sizeof cmd));
+    if (o.explain)
+        print_explain(r);
+    rc = 0;
+    if (!o.no_save) {
+        char cmdline[1024];
+        join_args(argc, argv, cmdline, sizeof cmdline);
+        rc = save_profile(&o, &m, &hw, r, cmdline, 0);
+    }
+    pp_tune_result_destroy(r);
+    return rc;
+}

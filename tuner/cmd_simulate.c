@@ -1,0 +1,169 @@
+/* cmd_simulate.c — `pptune simulate`: predict one configuration on a cluster: step time and its
+ * parts, throughput, bubble, memory per rank, and optionally the simulated timeline.
+ * Uses the same models as the search (pp_tune_predict); prints, decides nothing. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "tune_cli.h"
+
+#define CMD "simulate"
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+static void help(void)
+{
+    printf("usage: pptune simulate --model M [--nodes N] --schedule K -p P [-v V] [-G G] [-b B]\n"
+           "                       [-t T] [--uneven] [--timeline] [shared options]\n\n"
+           "Predicts one configuration: d = GPUs / (p t), N = global batch / (b d).\n\n");
+    pp_cli_tune_help(stdout);
+    printf("configuration:\n"
+           "  --schedule K           gpipe, 1f1b, interleaved, chimera, bitpipe (default 1f1b)\n"
+           "  -p P  -v V  -G G       pipeline ranks, chunks (interleaved), group (default p)\n"
+           "  -b B  -t T             micro-batch size (1), tensor-parallel size (1)\n"
+           "  --uneven               Llama-3 split (one layer fewer on first and last stage)\n"
+           "  --timeline             print the simulated timeline (ASCII)\n");
+}
+
+typedef struct {
+    pp_cli_tune tune;
+    pp_tune_config c;
+    int timeline;
+} opts;
+
+static int parse(int argc, char **argv, opts *o)
+{
+    memset(o, 0, sizeof *o);
+    pp_cli_tune_init(&o->tune);
+    snprintf(o->c.kind, sizeof o->c.kind, "1f1b");
+    o->c.p = 1, o->c.v = 0, o->c.b = 1, o->c.t = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int r = pp_cli_tune_option(CMD, argc, argv, &i, &o->tune);
+        if (r < 0)
+            return 2;
+        if (r > 0)
+            continue;
+        int *num = !strcmp(a, "-p")   ? &o->c.p
+                   : !strcmp(a, "-v") ? &o->c.v
+                   : !strcmp(a, "-G") ? &o->c.G
+                   : !strcmp(a, "-b") ? &o->c.b
+                   : !strcmp(a, "-t") ? &o->c.t
+                                      : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            help();
+            return -1;
+        } else if (num) {
+            if (!pp_cmd_parse_int(CMD, a, v, 1, num))
+                return 2;
+            i++;
+        } else if (!strcmp(a, "--schedule")) {
+            if (!v)
+                return pp_cmd_usage_error(CMD, "--schedule needs a value");
+            snprintf(o->c.kind, sizeof o->c.kind, "%s", v);
+            i++;
+        } else if (!strcmp(a, "--uneven")) {
+            o->c.uneven = 1;
+        } else if (!strcmp(a, "--timeline")) {
+            o->timeline = 1;
+        } else {
+            return pp_cmd_usage_error(CMD, "unknown option \"%s\"", a);
+        }
+    }
+    return 0;
+}
+
+/* Fills d, N, v and G from the cluster and batch; returns 0 or an exit code. */
+static int complete(opts *o, const pp_tune_model *m, const pp_tune_hw *hw)
+{
+    pp_tune_config *c = &o->c;
+    int gpus = hw->nodes * hw->gpus_per_node;
+    if (gpus % (c->p * c->t) != 0)
+        return pp_cmd_usage_error(CMD, "p x t = %d x %d does not divide the %d devices", c->p,
+                                  c->t, gpus);
+    c->d = gpus / (c->p * c->t);
+    if (m->global_batch % (c->b * c->d) != 0)
+        return pp_cmd_usage_error(CMD, "global batch %d is not a multiple of b x d = %d x %d",
+                                  m->global_batch, c->b, c->d);
+    c->N = m->global_batch / (c->b * c->d);
+    if (!c->v)
+        c->v = !strcmp(c->kind, "interleaved") || !strcmp(c->kind, "bitpipe") ? 2 : 1;
+    if (!strcmp(c->kind, "interleaved") && !c->G)
+        c->G = c->p;
+    if (strcmp(c->kind, "interleaved") != 0)
+        c->G = 0;
+    return 0;
+}
+
+static void print_prediction(const pp_tune_prediction *p, const pp_tune_rank_mem *mem)
+{
+    char cb[160];
+    printf("configuration  %s\n", pp_tune_config_str(&p->cfg, cb, sizeof cb));
+    printf("step time      %.4f s (pipeline %.4f s + data-parallel all-reduce and optimizer "
+           "%.4f s)\n",
+           p->step_time, p->pipeline_time, p->step_time - p->pipeline_time);
+    printf("throughput     %.0f tokens/s, %.1f model TFLOP/s per GPU, MFU %.1f %%\n",
+           p->tokens_per_s, p->tflops_per_gpu, 100 * p->mfu);
+    printf("bubble         %.1f %% of ideal compute (%.1f %% of the step)\n",
+           100 * p->bubble_ideal, 100 * p->bubble_total);
+    printf("memory         fullest rank %d: %.2f GiB of %.2f GiB usable: %s\n", p->peak_rank,
+           p->peak_mem / GIB, p->capacity / GIB, p->fits ? "fits" : "DOES NOT FIT");
+    printf("\n rank  weights  grads  optim  acts (in flight, mb x L/D)  comm  workspace  total "
+           "(GiB)\n");
+    for (int r = 0; r < p->cfg.p; r++)
+        printf(" %4d  %7.2f %6.2f %6.2f %6.2f (%5.2f) %20.2f %10.2f %6.2f\n", r,
+               mem[r].weights / GIB, mem[r].grads / GIB, mem[r].optim / GIB, mem[r].acts / GIB,
+               mem[r].peak_units, mem[r].comm / GIB, mem[r].workspace / GIB, mem[r].total / GIB);
+}
+
+static pp_status timeline(const pp_tune_model *m, const pp_tune_hw *hw, const opts *o)
+{
+    pp_sched_params sp;
+    pp_tune_sched_params(m, &o->c, &sp);
+    pp_sched *s = NULL;
+    PP_TRY(pp_sched_generate(o->c.kind, &sp, &s));
+    pp_cost cost;
+    pp_tune_step_extra extra;
+    pp_status st = pp_tune_costs(m, hw, &o->c, &o->tune.opts, s, &cost, &extra);
+    pp_sim_result sim;
+    memset(&sim, 0, sizeof sim);
+    if (st == PP_OK) {
+        st = pp_sim_run(s, &cost, 1, &sim);
+        pp_cost_fini(&cost);
+    }
+    if (st == PP_OK) {
+        printf("\n");
+        st = pp_sched_write_ascii(s, &sim, 100, stdout);
+        pp_sim_result_fini(&sim);
+    }
+    pp_sched_destroy(s);
+    return st;
+}
+
+int pp_cmd_simulate(int argc, char **argv)
+{
+    opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    pp_tune_model m;
+    pp_tune_hw hw;
+    if ((rc = pp_cli_tune_load(CMD, &o.tune, &m, &hw)) != 0)
+        return rc;
+    if ((rc = complete(&o, &m, &hw)) != 0)
+        return rc;
+    pp_cli_tune_describe(stdout, &m, &hw, &o.tune.opts, m.global_batch);
+    pp_tune_rank_mem *mem = calloc((size_t)o.c.p, sizeof *mem);
+    if (!mem)
+        return pp_cmd_fail(CMD, PP_ERR_NOMEM);
+    pp_tune_prediction p;
+    pp_status st = pp_tune_predict(&m, &hw, &o.c, &o.tune.opts, &p, mem);
+    if (st == PP_OK) {
+        printf("\n");
+        print_prediction(&p, mem);
+        if (o.timeline)
+            st = timeline(&m, &hw, &o);
+    }
+    free(mem);
+    return st == PP_OK ? 0 : pp_cmd_fail(CMD, st);
+}

@@ -1,0 +1,105 @@
+/* hw.c — the flat hardware summary the tuner's models read (pp_tune_hw), from a cluster
+ * description (probes/: a preset, a probed machine or a cluster file).
+ *
+ * What is added here, and why:
+ *  - GEMM efficiency: a preset that only knows the vendor peak gets 80 % of it, the ratio
+ *    measured on one H200 for an 8192^3 bf16 product (790 of 989 TFLOP/s, memory-and-models.md);
+ *    a measured rate is used as it is.
+ *  - Memory bandwidth (roofline of small GEMMs and element-wise kernels): not in the cluster
+ *    description, so from vendor figures by device name (A100 2.0, H100 3.35, H200 4.8 TB/s);
+ *    CPU devices: the node's measured memcpy bandwidth; otherwise 1/100 of the GEMM rate
+ *    (an assumption, stated in the note).
+ * The slowest device sets the pace of a synchronous step, so heterogeneous clusters use the
+ * minimum memory and GEMM rate over their devices. This file measures nothing.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "pp_tune.h"
+
+static double known_mem_bw(const char *name)
+{
+    if (strstr(name, "A100"))
+        return 2.0e12;
+    if (strstr(name, "H100"))
+        return 3.35e12;
+    if (strstr(name, "H200"))
+        return 4.8e12;
+    return 0.0;
+}
+
+static void summarise_devices(const pp_cluster *c, pp_tune_hw *out, double *peak_like)
+{
+    *peak_like = 0;
+    for (int i = 0; i < c->n_devices; i++) {
+        const pp_device *d = &c->devices[i];
+        double gemm = d->gemm_flops, peak = d->peak_flops > 0 ? d->peak_flops : d->gemm_flops;
+        if (i == 0 || d->mem_bytes < out->mem_bytes)
+            out->mem_bytes = d->mem_bytes;
+        if (i == 0 || gemm < out->gemm_flops) {
+            out->gemm_flops = gemm;
+            out->peak_flops = peak;
+            snprintf(out->device, sizeof out->device, "%s", d->name);
+            *peak_like = d->peak_flops > 0 && gemm >= 0.99 * d->peak_flops;
+        }
+    }
+}
+
+pp_status pp_tune_hw_from_cluster(const pp_cluster *c, const char *source, pp_tune_hw *out)
+{
+    memset(out, 0, sizeof *out);
+    if (c->n_devices < 1 || c->n_nodes < 1)
+        return PP_ERR(PP_ERR_INVALID, "%s: the cluster description has no devices", source);
+    snprintf(out->name, sizeof out->name, "%s", c->origin);
+    snprintf(out->source, sizeof out->source, "%s", source);
+    snprintf(out->fingerprint, sizeof out->fingerprint, "%s", c->fingerprint);
+    out->nodes = c->n_nodes;
+    out->gpus_per_node = c->nodes[0].n_devices;
+    out->is_local = strncmp(c->origin, "probed", 6) == 0;
+    double peak_like;
+    summarise_devices(c, out, &peak_like);
+    const char *gemm_note = "measured GEMM rate";
+    if (peak_like) {
+        out->gemm_flops *= PP_TUNE_PEAK_GEMM_EFFICIENCY;
+        gemm_note = "GEMM rate = 0.8 x vendor peak (H200 measurement ratio)";
+    }
+    out->mem_bw = known_mem_bw(out->device);
+    const char *bw_note = "memory bandwidth from vendor figures";
+    if (out->mem_bw <= 0 && c->nodes[0].memcpy_Bps.samples > 0) {
+        out->mem_bw = c->nodes[0].memcpy_Bps.median;
+        bw_note = "memory bandwidth = measured memcpy";
+    }
+    if (out->mem_bw <= 0) {
+        out->mem_bw = out->gemm_flops / 100.0;
+        bw_note = "memory bandwidth assumed GEMM rate / 100";
+    }
+    const pp_link *in = &c->links[PP_LINK_INTRA], *ex = &c->links[PP_LINK_INTER];
+    if (!in->present && out->gpus_per_node > 1)
+        return PP_ERR(PP_ERR_INVALID, "%s: no intra-node link class for %d devices per node",
+                      source, out->gpus_per_node);
+    out->intra_bw = in->present ? in->beta_Bps : 1e30;
+    out->intra_lat = in->present ? in->alpha_s : 0.0;
+    /* One node: no inter-node hop ever happens; keep the intra figures so nothing divides by 0. */
+    out->inter_bw = ex->present ? ex->beta_Bps : out->intra_bw;
+    out->inter_lat = ex->present ? ex->alpha_s : out->intra_lat;
+    if (out->gemm_flops <= 0 || out->mem_bytes <= 0 || out->intra_bw <= 0 || out->inter_bw <= 0)
+        return PP_ERR(PP_ERR_INVALID,
+                      "%s: the cluster needs positive GEMM rate, memory and link bandwidths",
+                      source);
+    snprintf(out->note, sizeof out->note, "%s; %s; %s", gemm_note, bw_note,
+             c->note[0] ? c->note : "no caveat recorded");
+    return PP_OK;
+}
+
+pp_status pp_tune_hw_preset(const char *name, int nodes, pp_tune_hw *out)
+{
+    pp_cluster *c = NULL;
+    PP_TRY(pp_cluster_load_preset(name, nodes, &c));
+    char src[96];
+    snprintf(src, sizeof src, "preset %s x %d nodes", name, nodes);
+    pp_status st = pp_tune_hw_from_cluster(c, src, out);
+    if (st == PP_OK)
+        snprintf(out->name, sizeof out->name, "%s", name);
+    pp_cluster_destroy(c);
+    return st == PP_OK ? PP_OK : pp_err_trace(st, __FILE__, __LINE__);
+}

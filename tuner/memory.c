@@ -1,0 +1,235 @@
+/* memory.c — peak memory per pipeline rank for one configuration (never one number for the
+ * whole pipeline).
+ *
+ * A rank's bytes = weights + gradients + optimizer state of the stages it holds (both replicas
+ * for bidirectional schedules, since it holds stages of both pipes), + saved activations at the
+ * rank's own peak, found by walking its action list (F saves, B frees: the peak depends only on
+ * the order of the rank's actions, which is exactly what the simulator's peak_activations
+ * reports in units of micro-batch x L/D layers) + communication buffers + workspace.
+ *
+ * Bytes per parameter: Megatron-LM's theoretical_memory_usage.py table: bf16 weights, fp32
+ * main grads, Adam (fp32 master + m + v) = 2 + 4 + 12 = 18; distributed optimizer 6 + 12/d.
+ * The bundled CPU runtime is fp32 throughout: 4 + 4 + 8 = 16 (8 + 8/d distributed).
+ *
+ * Activations per layer: Korthikanti et al. 2022, Table 2, *tensor parallel without sequence
+ * parallelism*, generalised from the paper's own derivation to grouped-query attention, any FFN
+ * width and gated MLPs (it reduces to 10 + 24/t for GPT shapes); flash attention by default
+ * (the 5as/(ht) score term removed). Not modelled: sequence parallelism, context parallelism,
+ * activation offloading, CUDA-graph pools.
+ */
+#include <string.h>
+
+#include "pp_tune.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+/* CUDA context, cuBLAS/NCCL workspaces and caching-allocator fragmentation on a GPU rank: an
+ * estimate (PyTorch on H100 typically shows 0.5 GiB of context and ~1 GiB of slack), stated in
+ * the output as "workspace". */
+#define GPU_FIXED_RESERVE (1.5 * GIB)
+
+void pp_tune_opts_default(pp_tune_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->precision = PP_TUNE_PREC_BF16;
+    o->recompute = PP_TUNE_RECOMPUTE_NONE;
+    o->flash_attention = 1;
+    o->headroom = 0.05;
+    o->gemm_efficiency = 1.0;
+}
+
+const char *pp_tune_recompute_name(pp_tune_recompute r)
+{
+    switch (r) {
+    case PP_TUNE_RECOMPUTE_SELECTIVE:
+        return "selective";
+    case PP_TUNE_RECOMPUTE_FULL:
+        return "full";
+    default:
+        return "none";
+    }
+}
+
+double pp_tune_mem_capacity(const pp_tune_hw *hw, const pp_tune_opts *o)
+{
+    return hw->mem_bytes * (1.0 - o->headroom);
+}
+
+static double act_dtype(const pp_tune_opts *o)
+{
+    return o->precision == PP_TUNE_PREC_FP32 ? 4.0 : 2.0;
+}
+
+/* Korthikanti's derivation, per layer and micro-batch, in units of s*b*h 16-bit elements:
+ *   outside the tensor-parallel regions: attention input 2, attention dropout mask 1, MLP input
+ *   2, MLP dropout mask 1, two norm inputs 4                      -> 10 (8 without dropout)
+ *   inside (divided by t): Q 2, K and V 2*kvd/h each, projection input 2   -> 8 for MHA
+ *                          MLP: 2*ffn/h per saved ffn-wide tensor: two (GeLU in/out) or three
+ *                          (gate, up, SwiGLU out)                  -> 16 for ffn = 4h
+ *   scores (no flash attention, no selective recompute): 5 a s / h, inside TP.
+ * The table's rows are recovered for GPT shapes (the tests check 10 + 24/t). */
+double pp_tune_act_bytes_per_layer(const pp_tune_model *m, int b, int t, const pp_tune_opts *o)
+{
+    double s = m->seq, h = m->hidden, sbh = s * b * h;
+    double scale = act_dtype(o) / 2.0; /* the table counts 16-bit values */
+    if (o->recompute == PP_TUNE_RECOMPUTE_FULL)
+        return scale * 2.0 * sbh; /* only the layer input is kept */
+    double kvd = (double)m->kv_heads * (h / m->heads);
+    double has_dropout = m->linear_bias ? 1.0 : 0.0; /* GPT/BERT train with dropout, Llama not */
+    double outside = 8.0 + 2.0 * has_dropout;
+    double attn_in = 2.0 + 4.0 * kvd / h + 2.0;
+    double mlp_in = (m->gated_mlp ? 3.0 : 2.0) * 2.0 * m->ffn / h;
+    double scores = 0;
+    if (!o->flash_attention && o->recompute == PP_TUNE_RECOMPUTE_NONE)
+        scores = 5.0 * m->heads * s / h;
+    return scale * sbh * (outside + (attn_in + mlp_in + scores) / t);
+}
+
+/* Extra activations of a pipe's first stage (token ids 8sb as int64, embedding dropout mask
+ * sbh) and last stage (final norm + head inputs 4sbh, fp32 logits for the loss 4 s b V / t):
+ * Korthikanti's "embedding" and "output layer + cross-entropy" terms. */
+static double embed_act(const pp_tune_model *m, int b, const pp_tune_opts *o)
+{
+    double s = m->seq;
+    return 8.0 * s * b + (m->linear_bias ? s * b * m->hidden * act_dtype(o) / 2.0 : 0.0);
+}
+
+static double head_act(const pp_tune_model *m, int b, int t, const pp_tune_opts *o)
+{
+    double s = m->seq, h = m->hidden;
+    return act_dtype(o) * 2.0 * s * b * h + 4.0 * s * b * (double)m->vocab / t;
+}
+
+typedef struct {
+    double weights, grads, optim; /* bytes per parameter */
+} bytes_per_param;
+
+static bytes_per_param param_bytes(const pp_tune_opts *o, int d)
+{
+    bytes_per_param r;
+    if (o->precision == PP_TUNE_PREC_FP32) {
+        r.weights = 4, r.grads = 4, r.optim = 8; /* fp32 weights/grads, Adam m and v */
+    } else {
+        r.weights = 2, r.grads = 4, r.optim = 12; /* bf16 weights, fp32 main grads, Adam */
+    }
+    if (o->distributed_optimizer && d > 1)
+        r.optim /= d;
+    return r;
+}
+
+/* Parameters one stage holds on its rank, after the tensor-parallel split (norms replicated). */
+static double stage_params(const pp_tune_model *m, const pp_sched *s, int pipe, int stage, int t)
+{
+    pp_tune_params pc;
+    pp_tune_model_params(m, &pc);
+    double h = m->hidden, norm = m->norm_bias ? 2 * h : h;
+    double per_layer = (pc.per_layer - 2 * norm) / t + 2 * norm;
+    double n = per_layer * pp_sched_stage_layers(s, pipe, stage);
+    int S = s->stages_per_pipe;
+    if (stage == 0)
+        n += pc.embed / t;
+    if (stage == S - 1) {
+        n += norm;
+        /* An untied head has its own V x h matrix; a tied one needs a copy of the embedding on
+         * the last stage when that stage is not on the embedding's rank (Megatron keeps one and
+         * sums the gradients). */
+        int first_rank = pp_sched_stage(s, pipe, 0)->rank;
+        if (!m->tied_embed || pp_sched_stage(s, pipe, stage)->rank != first_rank)
+            n += (double)m->vocab * h / t;
+    }
+    return n;
+}
+
+static double stage_act(const pp_tune_model *m, const pp_sched *s, const pp_tune_config *c,
+                        const pp_tune_opts *o, int pipe, int stage, double per_layer)
+{
+    double a = per_layer * pp_sched_stage_layers(s, pipe, stage);
+    if (stage == 0)
+        a += embed_act(m, c->b, o);
+    if (stage == s->stages_per_pipe - 1)
+        a += head_act(m, c->b, c->t, o);
+    return a;
+}
+
+/* Walks rank r's actions: F adds the stage's activations, B releases them. Returns peak bytes
+ * and the peak in micro-batch x (L/D layers) units. */
+static void walk_acts(const pp_tune_model *m, const pp_sched *s, const pp_tune_config *c,
+                      const pp_tune_opts *o, int r, double per_layer, double *bytes, double *units)
+{
+    double cur = 0, peak = 0, ucur = 0, upeak = 0;
+    double unit_layers = (double)s->layers / s->ranks;
+    for (int i = 0; i < s->n_ops[r]; i++) {
+        const pp_action *a = &s->ops[r][i];
+        if (a->op != PP_OP_F && a->op != PP_OP_B)
+            continue;
+        double sa = stage_act(m, s, c, o, a->pipe, a->stage, per_layer);
+        double su = pp_sched_stage_layers(s, a->pipe, a->stage) / unit_layers;
+        double sign = a->op == PP_OP_F ? 1.0 : -1.0;
+        cur += sign * sa;
+        ucur += sign * su;
+        if (cur > peak)
+            peak = cur;
+        if (ucur > upeak)
+            upeak = ucur;
+    }
+    *bytes = peak;
+    *units = upeak;
+}
+
+/* Largest transient of a rank's stages: the fp32 logit gradient of the head, the MLP's
+ * ffn-wide backward temporaries, or (full recompute) one layer's recomputed activations. */
+static double transient(const pp_tune_model *m, const pp_tune_config *c, const pp_tune_opts *o,
+                        int holds_head)
+{
+    double s = m->seq, sb = s * c->b;
+    double w = 2.0 * sb * m->ffn / c->t * act_dtype(o);
+    if (holds_head) {
+        double logits = 4.0 * sb * m->vocab / c->t;
+        if (logits > w)
+            w = logits;
+    }
+    if (o->recompute == PP_TUNE_RECOMPUTE_FULL) {
+        pp_tune_opts none = *o;
+        none.recompute = PP_TUNE_RECOMPUTE_NONE;
+        w += pp_tune_act_bytes_per_layer(m, c->b, c->t, &none);
+    }
+    return w;
+}
+
+pp_status pp_tune_memory(const pp_tune_model *m, const pp_tune_config *c, const pp_sched *s,
+                         const pp_tune_opts *o, pp_tune_rank_mem *mem)
+{
+    if (c->t < 1 || c->b < 1 || c->d < 1)
+        return PP_ERR(PP_ERR_INVALID, "memory model needs t, b, d >= 1 (got t=%d b=%d d=%d)",
+                      c->t, c->b, c->d);
+    double per_layer = pp_tune_act_bytes_per_layer(m, c->b, c->t, o);
+    bytes_per_param bp = param_bytes(o, c->d);
+    double p2p = act_dtype(o) * (double)m->seq * c->b * m->hidden; /* one boundary tensor */
+    int S = s->stages_per_pipe;
+    for (int r = 0; r < s->ranks; r++) {
+        pp_tune_rank_mem *x = &mem[r];
+        memset(x, 0, sizeof *x);
+        int holds_head = 0, pipes_here = 0;
+        for (int pipe = 0; pipe < s->n_pipes; pipe++) {
+            int here = 0;
+            for (int st = 0; st < S; st++) {
+                if (pp_sched_stage(s, pipe, st)->rank != r)
+                    continue;
+                x->params += stage_params(m, s, pipe, st, c->t);
+                holds_head |= st == S - 1;
+                here = 1;
+            }
+            pipes_here += here;
+        }
+        x->weights = x->params * bp.weights;
+        x->grads = x->params * bp.grads;
+        x->optim = x->params * bp.optim;
+        walk_acts(m, s, c, o, r, per_layer, &x->acts, &x->peak_units);
+        /* One outgoing activation and one outgoing gradient in flight per pipe through the
+         * rank (received tensors become the next stage's saved input, counted above). */
+        x->comm = s->ranks > 1 ? 2.0 * p2p * pipes_here : 0.0;
+        x->workspace = transient(m, c, o, holds_head) +
+                       (o->precision == PP_TUNE_PREC_BF16 ? GPU_FIXED_RESERVE : 0.0);
+        x->total = x->weights + x->grads + x->optim + x->acts + x->comm + x->workspace;
+    }
+    return PP_OK;
+}

@@ -1,0 +1,278 @@
+/* models.c — model descriptions for the tuner: presets, HuggingFace config.json, pptune's own
+ * model JSON, parameter counts.
+ *
+ * Presets come from ../shared/reference/memory-and-models.md (GPT-3: Brown et al. 2020; Llama 3:
+ * Meta; BERT-large: Devlin et al. 2019). Default global batches: GPT-3's published token batch
+ * divided by its 2048-token sequence; Llama 3 405B's final 16M tokens / 8192; for llama3-8b/70b
+ * (not published per model) the 405B run's first stage, 4M tokens (512 x 8192) — an assumption,
+ * override with --global-batch. This file does not know about parallelism.
+ *
+ * pptune model JSON:
+ *   {"format": "pptune-model", "version": 1, "name": "my-13b",
+ *    "layers": 40, "hidden": 5120, "heads": 40, "vocab": 50257, "seq": 2048,
+ *    optional: "kv_heads" (= heads), "ffn" (= 4 hidden), "gated_mlp" (false),
+ *    "norm_bias" (true), "linear_bias" (true), "learned_positions" (true),
+ *    "tied_embeddings" (true), "global_batch" (512)}
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pp_tune.h"
+
+typedef struct {
+    const char *name;
+    int layers, hidden, heads, kv_heads, ffn, vocab, seq, family, global_batch;
+    const char *runtime_model;
+} preset;
+
+enum { GPT3, LLAMA3, BERT, RUNTIME_GPT };
+
+static const preset presets[] = {
+    {"gpt-125m", 12, 768, 12, 12, 3072, 50257, 2048, GPT3, 256, "gpt-125m"},
+    {"gpt-350m", 24, 1024, 16, 16, 4096, 50257, 2048, GPT3, 256, ""},
+    {"gpt-760m", 24, 1536, 16, 16, 6144, 50257, 2048, GPT3, 256, ""},
+    {"gpt-1.3b", 24, 2048, 16, 16, 8192, 50257, 2048, GPT3, 512, ""},
+    {"gpt-2.7b", 32, 2560, 32, 32, 10240, 50257, 2048, GPT3, 512, ""},
+    {"gpt-6.7b", 32, 4096, 32, 32, 16384, 50257, 2048, GPT3, 1024, ""},
+    {"gpt-13b", 40, 5120, 40, 40, 20480, 50257, 2048, GPT3, 1024, ""},
+    {"gpt-175b", 96, 12288, 96, 96, 49152, 50257, 2048, GPT3, 1536, ""},
+    {"llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192, LLAMA3, 512, ""},
+    {"llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192, LLAMA3, 512, ""},
+    {"llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192, LLAMA3, 2048, ""},
+    {"bert-large", 24, 1024, 16, 16, 4096, 30522, 512, BERT, 256, ""},
+};
+#define N_PRESETS ((int)(sizeof presets / sizeof presets[0]))
+
+const char *const *pp_tune_model_names(int *n)
+{
+    static const char *names[N_PRESETS];
+    for (int i = 0; i < N_PRESETS; i++)
+        names[i] = presets[i].name;
+    *n = N_PRESETS;
+    return names;
+}
+
+static void fill_family(pp_tune_model *m, int family)
+{
+    m->gated_mlp = family == LLAMA3;
+    m->norm_bias = family != LLAMA3;
+    m->linear_bias = family != LLAMA3;
+    m->learned_pos = family != LLAMA3;
+    m->tied_embed = family != LLAMA3;
+}
+
+pp_status pp_tune_model_preset(const char *name, pp_tune_model *out)
+{
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < N_PRESETS; i++) {
+        const preset *p = &presets[i];
+        if (strcmp(p->name, name) != 0)
+            continue;
+        snprintf(out->name, sizeof out->name, "%s", p->name);
+        snprintf(out->source, sizeof out->source, "preset");
+        out->layers = p->layers;
+        out->hidden = p->hidden;
+        out->heads = p->heads;
+        out->kv_heads = p->kv_heads;
+        out->ffn = p->ffn;
+        out->vocab = p->vocab;
+        out->seq = p->seq;
+        out->global_batch = p->global_batch;
+        fill_family(out, p->family);
+        snprintf(out->runtime_model, sizeof out->runtime_model, "%s", p->runtime_model);
+        return PP_OK;
+    }
+    char list[512] = "";
+    for (int i = 0; i < N_PRESETS; i++) {
+        strncat(list, presets[i].name, sizeof list - strlen(list) - 3);
+        if (i + 1 < N_PRESETS)
+            strncat(list, ", ", sizeof list - strlen(list) - 1);
+    }
+    return PP_ERR(PP_ERR_NOTFOUND,
+                  "unknown model \"%s\": expected one of %s, or --model-config / --model-file",
+                  name, list);
+}
+
+pp_status pp_tune_model_validate(const pp_tune_model *m, const char *src)
+{
+    const struct {
+        const char *field;
+        int value;
+    } pos[] = {{"layers", m->layers}, {"hidden", m->hidden}, {"heads", m->heads},
+               {"kv_heads", m->kv_heads}, {"ffn", m->ffn},   {"vocab", m->vocab},
+               {"seq", m->seq},         {"global_batch", m->global_batch}};
+    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
+        if (pos[i].value < 1)
+            return PP_ERR(PP_ERR_PARSE, "%s: field \"%s\": expected a positive integer, got %d",
+                          src, pos[i].field, pos[i].value);
+    if (m->hidden % m->heads != 0)
+        return PP_ERR(PP_ERR_PARSE,
+                      "%s: field \"heads\": expected a divisor of hidden (%d), got %d", src,
+                      m->hidden, m->heads);
+    if (m->heads % m->kv_heads != 0)
+        return PP_ERR(PP_ERR_PARSE,
+                      "%s: field \"kv_heads\": expected a divisor of heads (%d), got %d", src,
+                      m->heads, m->kv_heads);
+    return PP_OK;
+}
+
+void pp_tune_model_params(const pp_tune_model *m, pp_tune_params *out)
+{
+    double h = m->hidden, f = m->ffn, V = m->vocab;
+    double kvd = (double)m->kv_heads * (h / m->heads); /* width of K and of V */
+    double norm = m->norm_bias ? 2 * h : h;
+    double attn = h * h + 2 * h * kvd + h * h + (m->linear_bias ? 2 * h + 2 * kvd : 0);
+    double mlp = (m->gated_mlp ? 3 : 2) * h * f +
+                 (m->linear_bias ? (m->gated_mlp ? 2 * f : f) + h : 0);
+    out->per_layer = attn + mlp + 2 * norm;
+    out->embed = V * h + (m->learned_pos ? (double)m->seq * h : 0);
+    out->head = norm + (m->tied_embed ? 0 : V * h);
+    out->total = m->layers * out->per_layer + out->embed + out->head;
+}
+
+/* ---- JSON readers ------------------------------------------------------------------------- */
+static pp_status load_json(const char *path, json_t **out)
+{
+    json_error_t e;
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return PP_ERR(PP_ERR_IO, "%s: cannot open the model file", path);
+    json_t *root = json_loadf(fp, 0, &e);
+    fclose(fp);
+    if (!root)
+        return PP_ERR(PP_ERR_PARSE, "%s:%d: not valid JSON: %s", path, e.line, e.text);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return PP_ERR(PP_ERR_PARSE, "%s: expected a JSON object at the top level", path);
+    }
+    *out = root;
+    return PP_OK;
+}
+
+/* Reads a positive integer field; required=0 leaves *v unchanged when the field is absent. */
+static pp_status get_int(json_t *o, const char *path, const char *field, int required, int *v)
+{
+    json_t *j = json_object_get(o, field);
+    if (!j) {
+        if (required)
+            return PP_ERR(PP_ERR_PARSE, "%s: field \"%s\": missing, expected a positive integer",
+                          path, field);
+        return PP_OK;
+    }
+    if (!json_is_integer(j) || json_integer_value(j) < 1 || json_integer_value(j) > 1 << 30) {
+        char *txt = json_dumps(j, JSON_ENCODE_ANY);
+        pp_status st = PP_ERR(PP_ERR_PARSE, "%s: field \"%s\": expected a positive integer, got %s",
+                              path, field, txt ? txt : "?");
+        free(txt);
+        return st;
+    }
+    *v = (int)json_integer_value(j);
+    return PP_OK;
+}
+
+static pp_status get_bool(json_t *o, const char *path, const char *field, int *v)
+{
+    json_t *j = json_object_get(o, field);
+    if (!j)
+        return PP_OK;
+    if (!json_is_boolean(j))
+        return PP_ERR(PP_ERR_PARSE, "%s: field \"%s\": expected true or false", path, field);
+    *v = json_is_true(j);
+    return PP_OK;
+}
+
+static void basename_of(const char *path, char *buf, size_t n)
+{
+    const char *b = strrchr(path, '/');
+    snprintf(buf, n, "%s", b ? b + 1 : path);
+    char *dot = strrchr(buf, '.');
+    if (dot && dot != buf)
+        *dot = '\0';
+}
+
+static pp_status read_hf(json_t *o, const char *path, pp_tune_model *m)
+{
+    PP_TRY(get_int(o, path, "num_hidden_layers", 1, &m->layers));
+    PP_TRY(get_int(o, path, "hidden_size", 1, &m->hidden));
+    PP_TRY(get_int(o, path, "num_attention_heads", 1, &m->heads));
+    m->kv_heads = m->heads;
+    PP_TRY(get_int(o, path, "num_key_value_heads", 0, &m->kv_heads));
+    PP_TRY(get_int(o, path, "intermediate_size", 1, &m->ffn));
+    PP_TRY(get_int(o, path, "vocab_size", 1, &m->vocab));
+    PP_TRY(get_int(o, path, "max_position_embeddings", 1, &m->seq));
+    /* Gated (SwiGLU) MLP and RMSNorm: Llama-style configs, recognised by model_type or by a
+     * SiLU activation; everything else is read as a GPT/BERT-style block. */
+    const char *type = json_string_value(json_object_get(o, "model_type"));
+    const char *act = json_string_value(json_object_get(o, "hidden_act"));
+    int llama_like = (type && (strcmp(type, "llama") == 0 || strcmp(type, "mistral") == 0 ||
+                               strcmp(type, "qwen2") == 0)) ||
+                     (act && strcmp(act, "silu") == 0);
+    fill_family(m, llama_like ? LLAMA3 : GPT3);
+    m->tied_embed = !llama_like;
+    PP_TRY(get_bool(o, path, "tie_word_embeddings", &m->tied_embed));
+    return PP_OK;
+}
+
+pp_status pp_tune_model_load_hf(const char *path, pp_tune_model *out)
+{
+    memset(out, 0, sizeof *out);
+    json_t *o = NULL;
+    PP_TRY(load_json(path, &o));
+    pp_status st = read_hf(o, path, out);
+    json_decref(o);
+    PP_TRY(st);
+    basename_of(path, out->name, sizeof out->name);
+    snprintf(out->source, sizeof out->source, "%s", path);
+    out->global_batch = 512;
+    PP_TRY(pp_tune_model_validate(out, path));
+    return PP_OK;
+}
+
+static pp_status read_own(json_t *o, const char *path, pp_tune_model *m)
+{
+    const char *fmt = json_string_value(json_object_get(o, "format"));
+    if (!fmt || strcmp(fmt, "pptune-model") != 0)
+        return PP_ERR(PP_ERR_PARSE, "%s: field \"format\": expected \"pptune-model\"", path);
+    int version = 0;
+    PP_TRY(get_int(o, path, "version", 1, &version));
+    if (version != 1)
+        return PP_ERR(PP_ERR_PARSE, "%s: field \"version\": expected 1, got %d", path, version);
+    const char *name = json_string_value(json_object_get(o, "name"));
+    if (name)
+        snprintf(m->name, sizeof m->name, "%s", name);
+    else
+        basename_of(path, m->name, sizeof m->name);
+    PP_TRY(get_int(o, path, "layers", 1, &m->layers));
+    PP_TRY(get_int(o, path, "hidden", 1, &m->hidden));
+    PP_TRY(get_int(o, path, "heads", 1, &m->heads));
+    PP_TRY(get_int(o, path, "vocab", 1, &m->vocab));
+    PP_TRY(get_int(o, path, "seq", 1, &m->seq));
+    m->kv_heads = m->heads;
+    m->ffn = 4 * m->hidden;
+    m->global_batch = 512;
+    fill_family(m, GPT3);
+    PP_TRY(get_int(o, path, "kv_heads", 0, &m->kv_heads));
+    PP_TRY(get_int(o, path, "ffn", 0, &m->ffn));
+    PP_TRY(get_int(o, path, "global_batch", 0, &m->global_batch));
+    PP_TRY(get_bool(o, path, "gated_mlp", &m->gated_mlp));
+    PP_TRY(get_bool(o, path, "norm_bias", &m->norm_bias));
+    PP_TRY(get_bool(o, path, "linear_bias", &m->linear_bias));
+    PP_TRY(get_bool(o, path, "learned_positions", &m->learned_pos));
+    PP_TRY(get_bool(o, path, "tied_embeddings", &m->tied_embed));
+    return PP_OK;
+}
+
+pp_status pp_tune_model_load_json(const char *path, pp_tune_model *out)
+{
+    memset(out, 0, sizeof *out);
+    json_t *o = NULL;
+    PP_TRY(load_json(path, &o));
+    pp_status st = read_own(o, path, out);
+    json_decref(o);
+    PP_TRY(st);
+    snprintf(out->source, sizeof out->source, "%s", path);
+    PP_TRY(pp_tune_model_validate(out, path));
+    return PP_OK;
+}

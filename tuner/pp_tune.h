@@ -1,0 +1,284 @@
+/* pp_tune.h — the tuner: model descriptions, the per-rank memory model, the time model that
+ * turns one configuration into simulator costs, the search over configurations, trials on the
+ * bundled runtime, and the profile the search writes.
+ *
+ * Units everywhere: bytes, seconds, FLOP (not FLOP/s) for work and FLOP/s for rates.
+ * Vocabulary (../shared/reference/schedules.md): p = D pipeline ranks, v chunks per rank,
+ * G interleaving group, b micro-batch size (sequences), d data-parallel size, t tensor-parallel
+ * size, N micro-batches per pipeline per step = global_batch / (b * d).
+ *
+ * Ownership: *_create / pp_tune_search return objects freed by the matching *_destroy
+ * (NULL is a no-op). Functions return pp_status and leave a message (pp_common.h).
+ */
+#ifndef PP_TUNE_H
+#define PP_TUNE_H
+
+#include <stdio.h>
+
+#include "pp_common.h"
+#include "pp_probe.h"
+#include "pp_sched.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Models (models.c) ------------------------------------------------------------------- */
+typedef struct {
+    char name[64];
+    char source[256]; /* "preset", or the file it was read from */
+    int layers;       /* L transformer blocks */
+    int hidden;       /* h */
+    int heads;        /* a attention heads */
+    int kv_heads;     /* key/value heads (grouped-query attention); = heads for MHA */
+    int ffn;          /* MLP width */
+    int vocab;        /* V (unpadded) */
+    int seq;          /* s, training sequence length */
+    int gated_mlp;    /* 1: SwiGLU, three h x ffn matrices (Llama); 0: two (GPT, BERT) */
+    int norm_bias;    /* 1: LayerNorm with bias (2h per norm); 0: RMSNorm (h per norm) */
+    int linear_bias;  /* 1: biases on the linear layers (GPT-3, BERT) */
+    int learned_pos;  /* 1: learned position table (seq x h); 0: rotary */
+    int tied_embed;   /* 1: the LM head shares the token embedding */
+    int global_batch; /* default global batch, sequences per optimizer step */
+    char runtime_model[32]; /* pprun --model name when the bundled runtime runs this model */
+} pp_tune_model;
+
+/* Parameter counts (elements), whole model, no parallelism. */
+typedef struct {
+    double per_layer;  /* one transformer block */
+    double embed;      /* token embedding (+ learned positions) */
+    double head;       /* final norm + LM head weights when untied (final norm only if tied) */
+    double total;      /* layers * per_layer + embed + head */
+} pp_tune_params;
+
+/* Preset names, in display order; *n receives the count. */
+const char *const *pp_tune_model_names(int *n);
+/* PP_ERR_NOTFOUND (message lists the names) for an unknown name. */
+pp_status pp_tune_model_preset(const char *name, pp_tune_model *out);
+/* HuggingFace config.json: num_hidden_layers, hidden_size, num_attention_heads,
+ * num_key_value_heads (optional), intermediate_size, vocab_size, max_position_embeddings,
+ * and optionally model_type / hidden_act / tie_word_embeddings. Errors: PP_ERR_IO / PP_ERR_PARSE
+ * naming file, field and expectation. */
+pp_status pp_tune_model_load_hf(const char *path, pp_tune_model *out);
+/* pptune's own model JSON (docs in models.c). */
+pp_status pp_tune_model_load_json(const char *path, pp_tune_model *out);
+/* Consistency of the sizes (heads divide hidden, kv_heads divide heads, ...). */
+pp_status pp_tune_model_validate(const pp_tune_model *m, const char *source);
+void pp_tune_model_params(const pp_tune_model *m, pp_tune_params *out);
+
+/* ---- The hardware the tuner plans for --------------------------------------------------- */
+/* A flat summary of a cluster description (probes/), what the time and memory models read. */
+typedef struct {
+    char name[64];          /* "dgx-h100", or the probed machine's name */
+    char source[256];       /* "preset dgx-h100", or the cluster file */
+    char fingerprint[80];   /* the cluster description's fingerprint */
+    char note[400];         /* how the figures were derived (efficiency factors, sources) */
+    char device[64];        /* "H100 SXM 80GB" */
+    int nodes;
+    int gpus_per_node;      /* devices per node */
+    int is_local;           /* 1: this machine (trials possible) */
+    double mem_bytes;       /* per device */
+    double peak_flops;      /* dense 16-bit peak per device, FLOP/s (MFU denominator) */
+    double gemm_flops;      /* achievable large-GEMM rate per device, FLOP/s */
+    double mem_bw;          /* device memory bandwidth, B/s */
+    double intra_bw;        /* one direction between two devices of a node, B/s */
+    double intra_lat;       /* s */
+    double inter_bw;        /* one direction per device across nodes, B/s */
+    double inter_lat;       /* s */
+} pp_tune_hw;
+
+/* Summarises a cluster description (probes/): the slowest device's memory and GEMM rate, the
+ * link classes' alpha-beta. A GEMM rate equal to the vendor peak (presets without a
+ * measurement) is scaled by PP_TUNE_PEAK_GEMM_EFFICIENCY; memory bandwidth, which the cluster
+ * description does not carry, comes from a table of known devices (see hw.c). */
+#define PP_TUNE_PEAK_GEMM_EFFICIENCY 0.8
+pp_status pp_tune_hw_from_cluster(const pp_cluster *c, const char *source, pp_tune_hw *out);
+/* Loads preset `name` scaled to `nodes` through probes/ and summarises it. */
+pp_status pp_tune_hw_preset(const char *name, int nodes, pp_tune_hw *out);
+
+/* ---- Options shared by the memory and time models --------------------------------------- */
+typedef enum {
+    PP_TUNE_RECOMPUTE_NONE = 0,
+    PP_TUNE_RECOMPUTE_SELECTIVE,
+    PP_TUNE_RECOMPUTE_FULL
+} pp_tune_recompute;
+
+typedef enum {
+    PP_TUNE_PREC_BF16 = 0, /* Megatron mixed precision: bf16 weights, fp32 main grads, Adam */
+    PP_TUNE_PREC_FP32      /* the bundled runtime on the CPU: everything fp32 */
+} pp_tune_precision;
+
+typedef struct {
+    pp_tune_precision precision;
+    int distributed_optimizer; /* Adam state sharded over d (Megatron --use-distributed-optimizer) */
+    pp_tune_recompute recompute;
+    int flash_attention;   /* 1: no s x s score matrix kept (Korthikanti's 5as/h term removed) */
+    double headroom;       /* fraction of device memory kept free, default 0.05 */
+    double gemm_efficiency; /* fraction of the hw GEMM rate a layer's GEMMs reach, default 1 */
+} pp_tune_opts;
+
+void pp_tune_opts_default(pp_tune_opts *o);
+const char *pp_tune_recompute_name(pp_tune_recompute r);
+
+/* ---- One configuration ------------------------------------------------------------------- */
+typedef struct {
+    char kind[16]; /* schedule generator name */
+    int p;         /* D pipeline ranks */
+    int v;         /* chunks per rank (interleaved; 1 otherwise, 2 for bitpipe) */
+    int G;         /* interleaving group; 0 where it does not apply */
+    int b;         /* micro-batch size, sequences */
+    int d;         /* data-parallel size */
+    int t;         /* tensor-parallel size */
+    int N;         /* micro-batches per step per pipeline */
+    int uneven;    /* Llama-3 split */
+} pp_tune_config;
+
+/* "interleaved p=4 v=2 G=4 b=1 d=8 t=8 N=32 even" into buf; returns buf. */
+char *pp_tune_config_str(const pp_tune_config *c, char *buf, size_t n);
+
+/* Per-rank memory (memory.c). */
+typedef struct {
+    double params;    /* parameters held by the rank (all its stages, after tensor split) */
+    double weights;   /* bytes */
+    double grads;
+    double optim;
+    double acts;      /* saved activations at the rank's peak */
+    double comm;      /* send/receive buffers */
+    double workspace; /* transient buffers and fixed framework reserve */
+    double total;
+    double peak_units; /* peak in-flight activations, micro-batch x (L/D layers) */
+} pp_tune_rank_mem;
+
+/* Bytes of activations one transformer layer keeps for one micro-batch of b sequences
+ * (Korthikanti et al. 2022 Table 2, tensor-parallel variant; see memory.c). */
+double pp_tune_act_bytes_per_layer(const pp_tune_model *m, int b, int t, const pp_tune_opts *o);
+/* Fills mem[0..D-1] for the schedule s of configuration c. */
+pp_status pp_tune_memory(const pp_tune_model *m, const pp_tune_config *c, const pp_sched *s,
+                         const pp_tune_opts *o, pp_tune_rank_mem *mem);
+/* Bytes available per device after the headroom. */
+double pp_tune_mem_capacity(const pp_tune_hw *hw, const pp_tune_opts *o);
+
+/* ---- Time model (timemodel.c) ------------------------------------------------------------ */
+/* Model FLOPs of one step for B sequences (Narayanan et al. 2021):
+ * 72 B s L h^2 (1 + s/(6h) + V/(12 L h)) for GPT shapes, computed from the matrix shapes so that
+ * GQA and gated MLPs count right. Recompute is not counted (that is hardware FLOPs). */
+double pp_tune_model_flops(const pp_tune_model *m, double sequences);
+
+typedef struct {
+    double layer_f, layer_b; /* one transformer block, one micro-batch, s */
+    double embed_f, embed_b; /* embedding on a pipe's first stage */
+    double head_f, head_b;   /* final norm + LM head + loss on a pipe's last stage */
+    double tp_allreduce;     /* per layer per direction (already inside layer_f/layer_b) */
+    double p2p_bytes;        /* bytes of one stage-boundary activation transfer */
+} pp_tune_op_times;
+
+void pp_tune_op_times_compute(const pp_tune_model *m, const pp_tune_hw *hw,
+                              const pp_tune_config *c, const pp_tune_opts *o,
+                              pp_tune_op_times *out);
+/* Ring all-reduce of `bytes` over n ranks on links of bandwidth bw (B/s) and latency lat (s):
+ * 2 (n-1)/n bytes/bw + 2 (n-1) lat (Patarasuk & Yuan; NCCL's busbw definition). */
+double pp_tune_ring_allreduce(double bytes, int n, double bw, double lat);
+
+/* Extra per-step times outside the pipeline schedule. */
+typedef struct {
+    double dp_allreduce; /* slowest rank's data-parallel gradient all-reduce, s */
+    double optimizer;    /* slowest rank's optimizer step, s */
+} pp_tune_step_extra;
+
+/* Fills the simulator's cost table for schedule s (pp_cost_fini frees it) and the extras. */
+pp_status pp_tune_costs(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
+                        const pp_tune_opts *o, const pp_sched *s, pp_cost *cost,
+                        pp_tune_step_extra *extra);
+
+/* ---- Prediction of one configuration ----------------------------------------------------- */
+typedef struct {
+    pp_tune_config cfg;
+    double step_time;       /* s: simulated makespan + DP all-reduce + optimizer */
+    double pipeline_time;   /* s: simulated makespan */
+    double tokens_per_s;
+    double tflops_per_gpu;  /* model TFLOP/s per GPU (Narayanan) */
+    double mfu;             /* model FLOPs / (step_time * GPUs * peak) in [0, 1] */
+    double bubble_ideal;    /* idle / busy (Megatron's definition) */
+    double bubble_total;    /* idle / (D * makespan) */
+    double peak_mem;        /* bytes, the fullest rank */
+    int peak_rank;
+    double capacity;        /* bytes usable per device */
+    int fits;
+    double measured_step;   /* s from a trial, 0 when none */
+    double measured_peak;   /* bytes, 0 when none */
+    char trial_status[16];  /* "", "ok", "crash", "oom", "timeout" */
+    int predicted_only;     /* t > 1 or not runnable by the runtime */
+} pp_tune_prediction;
+
+/* Evaluates configuration c on an already generated schedule s (its kind, D, N, v, G and split
+ * must be c's): simulates with the time model's costs, applies the memory model. */
+pp_status pp_tune_evaluate(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
+                           const pp_tune_opts *o, const pp_sched *s, pp_tune_prediction *out,
+                           pp_tune_rank_mem *mem);
+/* Schedule parameters of c. */
+void pp_tune_sched_params(const pp_tune_model *m, const pp_tune_config *c, pp_sched_params *out);
+/* Generates the schedule, simulates it with the time model and applies the memory model.
+ * mem (optional) receives D per-rank entries the caller allocated. */
+pp_status pp_tune_predict(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
+                          const pp_tune_opts *o, pp_tune_prediction *out, pp_tune_rank_mem *mem);
+
+/* ---- Search (search.c) --------------------------------------------------------------------- */
+typedef struct {
+    const pp_tune_model *model;
+    const pp_tune_hw *hw;
+    pp_tune_opts opts;
+    int global_batch;    /* sequences; 0 = the model's default */
+    const char *schedules; /* comma list; NULL = all five */
+    int max_t;           /* 0 = gpus per node */
+    int max_b;           /* largest micro-batch size tried, 0 = 16 */
+    int allow_tp;        /* 0: t = 1 only */
+    int keep;            /* leaderboard size kept (ranked), default 10 */
+    void (*progress)(void *ctx, long done, long total);
+    void *progress_ctx;
+} pp_tune_search_params;
+
+typedef struct {
+    pp_tune_config cfg;
+    char reason[200]; /* why it was pruned or lost */
+    int stage;        /* 0 rule, 1 memory, 2 outranked, 3 bound (not simulated: lower bound slower
+                         than the kept ones) */
+} pp_tune_reject;
+
+typedef struct {
+    pp_tune_prediction *best; /* [n_best], fastest first; only fitting candidates */
+    int n_best;
+    pp_tune_reject *rejects;  /* every candidate that lost, with its reason */
+    long n_rejects;
+    long seen, pruned_rule, pruned_memory, simulated, bounded, trialled;
+    long sim_cache_hits;
+    double wall_s;
+    int global_batch;
+} pp_tune_result;
+
+pp_status pp_tune_search(const pp_tune_search_params *sp, pp_tune_result **out);
+void pp_tune_result_destroy(pp_tune_result *r);
+
+/* ---- Profile (profile_write.c) ------------------------------------------------------------ */
+typedef struct {
+    const pp_tune_model *model;
+    const pp_tune_hw *hw;
+    const pp_tune_opts *opts;
+    const pp_tune_result *result;
+    const char *command_line;  /* how pptune was invoked */
+    int trials_run;            /* 0: figures are predicted only */
+} pp_tune_profile_input;
+
+#define PP_TUNE_PROFILE_VERSION 1
+
+/* Writes the profile atomically to path. */
+pp_status pp_tune_profile_write(const pp_tune_profile_input *in, const char *path);
+/* Default store path: $XDG_DATA_HOME/pptune/profiles/<cluster>-<model>.json (XDG_DATA_HOME
+ * defaulting to ~/.local/share); creates the directories. Caller frees. */
+pp_status pp_tune_profile_default_path(const pp_tune_hw *hw, const pp_tune_model *m, char **out);
+/* The pprun command line that launches configuration c (buf, n). */
+char *pp_tune_launch_command(const pp_tune_model *m, const pp_tune_config *c, char *buf, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,112 @@
+/* predict.c — one configuration's predicted step: the schedule simulated with the time model's
+ * costs, the memory model's per-rank peaks, and the derived throughput figures.
+ *
+ * Figures (units in the names): step time = simulated pipeline makespan + data-parallel
+ * gradient all-reduce + optimizer step (timemodel.c); tokens/s = global batch x seq / step;
+ * model TFLOP/s per GPU and MFU from Narayanan's FLOP count (no recompute FLOPs) over
+ * p x d x t GPUs at the device's dense peak. The sanity limits (no MFU over 100 %, no negative
+ * or non-finite time) are enforced here: a violation is an error, not a figure.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pp_tune.h"
+
+void pp_tune_sched_params(const pp_tune_model *m, const pp_tune_config *c, pp_sched_params *out)
+{
+    memset(out, 0, sizeof *out);
+    out->ranks = c->p;
+    out->microbatches = c->N;
+    out->chunks = strcmp(c->kind, "interleaved") == 0 ? c->v : 0;
+    out->group = c->G;
+    out->layers = m->layers;
+    out->uneven = c->uneven;
+}
+
+char *pp_tune_config_str(const pp_tune_config *c, char *buf, size_t n)
+{
+    char g[24] = "";
+    if (c->G)
+        snprintf(g, sizeof g, " G=%d", c->G);
+    snprintf(buf, n, "%s p=%d v=%d%s b=%d d=%d t=%d N=%d %s", c->kind, c->p, c->v, g, c->b, c->d,
+             c->t, c->N, c->uneven ? "uneven" : "even");
+    return buf;
+}
+
+static pp_status sanity(const pp_tune_config *c, const pp_tune_prediction *p)
+{
+    char cb[160];
+    if (!isfinite(p->step_time) || p->step_time <= 0)
+        return PP_ERR(PP_ERR_INVALID, "%s: predicted step time %g s is not a positive number",
+                      pp_tune_config_str(c, cb, sizeof cb), p->step_time);
+    if (!(p->mfu > 0 && p->mfu <= 1.0))
+        return PP_ERR(PP_ERR_INVALID,
+                      "%s: predicted MFU %.1f %% is outside (0, 100 %%]: the time model is "
+                      "inconsistent with the device peak",
+                      pp_tune_config_str(c, cb, sizeof cb), 100 * p->mfu);
+    return PP_OK;
+}
+
+static void fill_figures(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
+                         pp_tune_prediction *out)
+{
+    double seqs = (double)c->N * c->b * c->d, gpus = (double)c->p * c->d * c->t;
+    double flops = pp_tune_model_flops(m, seqs);
+    out->tokens_per_s = seqs * m->seq / out->step_time;
+    out->tflops_per_gpu = flops / (out->step_time * gpus) / 1e12;
+    out->mfu = flops / (out->step_time * gpus * hw->peak_flops);
+}
+
+pp_status pp_tune_evaluate(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
+                           const pp_tune_opts *o, const pp_sched *s, pp_tune_prediction *out,
+                           pp_tune_rank_mem *mem)
+{
+    memset(out, 0, sizeof *out);
+    out->cfg = *c;
+    pp_cost cost;
+    pp_tune_step_extra extra;
+    PP_TRY(pp_tune_costs(m, hw, c, o, s, &cost, &extra));
+    pp_sim_result sim;
+    memset(&sim, 0, sizeof sim);
+    pp_status st = pp_sim_run(s, &cost, 0, &sim);
+    pp_cost_fini(&cost);
+    PP_TRY(st);
+    out->pipeline_time = sim.makespan;
+    out->step_time = sim.makespan + extra.dp_allreduce + extra.optimizer;
+    out->bubble_ideal = sim.bubble_over_ideal;
+    out->bubble_total = sim.bubble_over_total;
+    pp_sim_result_fini(&sim);
+
+    pp_tune_rank_mem *own = mem ? mem : pp_calloc((size_t)s->ranks, sizeof *own);
+    if (!own)
+        return PP_ERR_NOMEM;
+    st = pp_tune_memory(m, c, s, o, own);
+    for (int r = 0; r < s->ranks && st == PP_OK; r++)
+        if (own[r].total > out->peak_mem) {
+            out->peak_mem = own[r].total;
+            out->peak_rank = r;
+        }
+    if (!mem)
+        free(own);
+    PP_TRY(st);
+    out->capacity = pp_tune_mem_capacity(hw, o);
+    out->fits = out->peak_mem <= out->capacity;
+    out->predicted_only = c->t > 1 || !m->runtime_model[0] || !hw->is_local;
+    fill_figures(m, hw, c, out);
+    PP_TRY(sanity(c, out));
+    return PP_OK;
+}
+
+pp_status pp_tune_predict(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
+                          const pp_tune_opts *o, pp_tune_prediction *out, pp_tune_rank_mem *mem)
+{
+    pp_sched_params sp;
+    pp_tune_sched_params(m, c, &sp);
+    pp_sched *s = NULL;
+    PP_TRY(pp_sched_generate(c->kind, &sp, &s));
+    pp_status st = pp_tune_evaluate(m, hw, c, o, s, out, mem);
+    pp_sched_destroy(s);
+    PP_TRY(st);
+    return PP_OK;
+}

@@ -1,0 +1,190 @@
+/* profile_write.c — the tuned profile: a versioned JSON file written atomically.
+ *
+ * Contents: schema and version, when and how it was made (pptune version, command line), the
+ * cluster (fingerprint, description used, where its figures came from), the model, the options
+ * of the memory and time models, the chosen configuration with its predicted (and measured)
+ * figures and their provenance, the runners-up, search statistics, and the pprun command that
+ * launches the chosen configuration. Kept in one file so that profiles/ (issue 7) can take it
+ * over with the schema documentation and the store; this file does not read profiles back.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "pp_tune.h"
+
+char *pp_tune_launch_command(const pp_tune_model *m, const pp_tune_config *c, char *buf, size_t n)
+{
+    char extra[64] = "";
+    if (!strcmp(c->kind, "interleaved"))
+        snprintf(extra, sizeof extra, " --chunks %d --group %d", c->v, c->G);
+    snprintf(buf, n,
+             "pprun --model %s --schedule %s --ranks %d --microbatches %d "
+             "--micro-batch-size %d%s --dp %d --seq %d%s%s",
+             m->runtime_model[0] ? m->runtime_model : m->name, c->kind, c->p, c->N, c->b, extra,
+             c->d, m->seq, c->uneven ? " --uneven" : "", c->t > 1 ? " --tp (not supported yet)" : "");
+    return buf;
+}
+
+static json_t *config_json(const pp_tune_config *c)
+{
+    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s}", "schedule", c->kind, "p",
+                     c->p, "v", c->v, "G", c->G, "b", c->b, "d", c->d, "t", c->t, "N", c->N,
+                     "split", c->uneven ? "uneven" : "even");
+}
+
+static json_t *prediction_json(const pp_tune_model *m, const pp_tune_prediction *p)
+{
+    char cmd[512];
+    json_t *o = json_pack(
+        "{s:o, s:{s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:f, s:b}, s:s}", "config",
+        config_json(&p->cfg), "predicted", "provenance", "time and memory models + simulation",
+        "step_time_s", p->step_time, "pipeline_time_s", p->pipeline_time, "tokens_per_s",
+        p->tokens_per_s, "tflops_per_gpu", p->tflops_per_gpu, "mfu", p->mfu,
+        "bubble_over_ideal", p->bubble_ideal, "bubble_over_total", p->bubble_total,
+        "peak_bytes_per_rank_max", p->peak_mem, "peak_rank", p->peak_rank, "capacity_bytes",
+        p->capacity, "fits", p->fits, "launch", pp_tune_launch_command(m, &p->cfg, cmd, sizeof cmd));
+    if (p->trial_status[0]) {
+        json_object_set_new(o, "measured",
+                            json_pack("{s:s, s:s, s:f, s:f}", "provenance", "trial (pprun)",
+                                      "status", p->trial_status, "step_time_s", p->measured_step,
+                                      "peak_bytes", p->measured_peak));
+    }
+    json_object_set_new(o, "predicted_only", json_boolean(p->predicted_only));
+    return o;
+}
+
+static json_t *cluster_json(const pp_tune_hw *hw)
+{
+    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:b, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, "
+                     "s:s, s:s}",
+                     "name", hw->name, "source", hw->source, "fingerprint", hw->fingerprint,
+                     "device", hw->device, "nodes", hw->nodes, "gpus_per_node", hw->gpus_per_node,
+                     "local", hw->is_local, "mem_bytes", hw->mem_bytes, "peak_flops",
+                     hw->peak_flops, "gemm_flops", hw->gemm_flops, "mem_bw_Bps", hw->mem_bw,
+                     "intra_bw_Bps", hw->intra_bw, "intra_latency_s", hw->intra_lat,
+                     "inter_bw_Bps", hw->inter_bw, "inter_latency_s", hw->inter_lat, "note",
+                     hw->note, "placement", "global GPU = tp + t * (pp + p * dp)");
+}
+
+static json_t *model_json(const pp_tune_model *m)
+{
+    pp_tune_params pc;
+    pp_tune_model_params(m, &pc);
+    return json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:b, s:f}", "name",
+                     m->name, "source", m->source, "layers", m->layers, "hidden", m->hidden,
+                     "heads", m->heads, "kv_heads", m->kv_heads, "ffn", m->ffn, "vocab",
+                     m->vocab, "seq", m->seq, "gated_mlp", m->gated_mlp, "tied_embeddings",
+                     m->tied_embed, "parameters", pc.total);
+}
+
+static json_t *opts_json(const pp_tune_opts *o)
+{
+    return json_pack("{s:s, s:b, s:s, s:b, s:f, s:s}", "precision",
+                     o->precision == PP_TUNE_PREC_FP32 ? "fp32" : "bf16 + fp32 main grads + Adam",
+                     "distributed_optimizer", o->distributed_optimizer, "recompute",
+                     pp_tune_recompute_name(o->recompute), "flash_attention", o->flash_attention,
+                     "headroom", o->headroom, "activation_model",
+                     "Korthikanti 2022 Table 2, tensor parallel, no sequence parallel");
+}
+
+static json_t *stats_json(const pp_tune_result *r)
+{
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:i}", "candidates_seen",
+                     (json_int_t)r->seen, "pruned_rule", (json_int_t)r->pruned_rule,
+                     "pruned_memory", (json_int_t)r->pruned_memory, "simulated",
+                     (json_int_t)r->simulated, "not_simulated_bound", (json_int_t)r->bounded,
+                     "trialled", (json_int_t)r->trialled, "schedule_cache_hits",
+                     (json_int_t)r->sim_cache_hits, "wall_s", r->wall_s, "global_batch",
+                     r->global_batch);
+}
+
+static void iso_now(char *buf, size_t n)
+{
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static json_t *profile_json(const pp_tune_profile_input *in)
+{
+    const pp_tune_result *r = in->result;
+    char created[32];
+    iso_now(created, sizeof created);
+    json_t *runners = json_array();
+    for (int i = 1; i < r->n_best; i++)
+        json_array_append_new(runners, prediction_json(in->model, &r->best[i]));
+    json_t *o = json_pack("{s:s, s:i, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:s}", "schema",
+                          "pptune-profile", "version", PP_TUNE_PROFILE_VERSION, "created", created,
+                          "generator", "pptune 0.1.0", "command", in->command_line,
+                          "cluster", cluster_json(in->hw), "model", model_json(in->model),
+                          "options", opts_json(in->opts), "runners_up", runners, "search",
+                          stats_json(r), "figures",
+                          in->trials_run ? "measured by trials on this machine, and predicted"
+                                         : "predicted only (no trials on the target cluster)");
+    json_object_set_new(o, "chosen", r->n_best > 0 ? prediction_json(in->model, &r->best[0])
+                                                   : json_null());
+    return o;
+}
+
+pp_status pp_tune_profile_write(const pp_tune_profile_input *in, const char *path)
+{
+    json_t *o = profile_json(in);
+    if (!o)
+        return PP_ERR(PP_ERR_NOMEM, "could not build the profile JSON");
+    char *text = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+    json_decref(o);
+    if (!text)
+        return PP_ERR(PP_ERR_NOMEM, "could not serialise the profile JSON");
+    size_t len = strlen(text);
+    text[len] = '\0';
+    pp_status st = pp_file_write_atomic(path, text, len);
+    free(text);
+    PP_TRY(st);
+    return PP_OK;
+}
+
+static pp_status mkdirs(char *path)
+{
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        int rc = mkdir(path, 0755);
+        *p = '/';
+        if (rc != 0 && errno != EEXIST)
+            return PP_ERR(PP_ERR_IO, "cannot create directory for %s: %s", path, strerror(errno));
+    }
+    return PP_OK;
+}
+
+pp_status pp_tune_profile_default_path(const pp_tune_hw *hw, const pp_tune_model *m, char **out)
+{
+    const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
+    char base[512];
+    if (xdg && *xdg)
+        snprintf(base, sizeof base, "%s/pptune/profiles", xdg);
+    else if (home && *home)
+        snprintf(base, sizeof base, "%s/.local/share/pptune/profiles", home);
+    else
+        return PP_ERR(PP_ERR_INVALID, "neither XDG_DATA_HOME nor HOME is set: pass -o FILE");
+    size_t n = strlen(base) + strlen(hw->name) + strlen(m->name) + 32;
+    char *path = malloc(n);
+    if (!path)
+        return PP_ERR_NOMEM;
+    snprintf(path, n, "%s/%s-x%d-%s.json", base, hw->name, hw->nodes, m->name);
+    for (char *p = path + strlen(base) + 1; *p; p++)
+        if (*p == '/' || *p == ' ')
+            *p = '_';
+    pp_status st = mkdirs(path);
+    if (st != PP_OK) {
+        free(path);
+        return pp_err_trace(st, __FILE__, __LINE__);
+    }
+    *out = path;
+    return PP_OK;
+}

@@ -1,0 +1,446 @@
+/* search.c — the search over (schedule, p, v, G, b, t, split) for a model on a cluster.
+ *
+ * 1. Enumerate: t divides the GPUs per node (and heads, KV heads, FFN); p divides GPUs / t;
+ *    d = GPUs / (p t); b a power of two up to max_b; N = global batch / (b d); per schedule its
+ *    v and G and the even / Llama-3 uneven layer split. A candidate that breaks a rule keeps the
+ *    rule as its reason (stage "rule").
+ * 2. Bound: for every valid candidate a lower bound on its step time that needs no schedule:
+ *    total compute / p (no rank can be busier than the average) + the DP all-reduce and optimizer
+ *    step of a rank holding the average parameter count. Static memory (weights, gradients,
+ *    optimizer state) averaged over ranks is a lower bound on the fullest rank: above capacity,
+ *    the candidate is pruned without generating its schedule.
+ * 3. In increasing bound order: generate the schedule (cached by kind/D/N/v/G/split: the
+ *    schedule does not depend on b or t), apply the memory model with the rank's own peak from
+ *    the schedule, simulate the survivors with the time model's costs. Once `keep` candidates
+ *    fit, a candidate whose bound is not below the keep-th best step time cannot enter the
+ *    leaderboard; it and every later one are recorded as "bound" without simulation. This is
+ *    exact: the kept leaderboard equals the one a full simulation of every candidate would give.
+ * What is not cached, and why: simulated makespans. Costs of different (b, t) do not scale
+ * uniformly (latencies, all-reduce alpha terms, memory-bound kernels), so reusing a makespan
+ * across them would not be exact.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pp_tune.h"
+
+typedef struct {
+    pp_tune_config cfg;
+    double bound; /* s */
+} cand;
+
+typedef struct {
+    const pp_tune_search_params *sp;
+    const pp_tune_model *m;
+    const pp_tune_hw *hw;
+    int gb, gpus;
+    cand *cands;
+    long n_cands, cap_cands;
+    pp_tune_result *res;
+    long cap_rejects;
+} search;
+
+/* ---- bookkeeping ------------------------------------------------------------------------ */
+static pp_status add_reject(search *x, const pp_tune_config *c, int stage, const char *reason)
+{
+    pp_tune_result *r = x->res;
+    if (r->n_rejects == x->cap_rejects) {
+        long cap = x->cap_rejects ? 2 * x->cap_rejects : 256;
+        pp_tune_reject *n = pp_realloc_array(r->rejects, (size_t)cap, sizeof *n);
+        if (!n)
+            return PP_ERR_NOMEM;
+        r->rejects = n;
+        x->cap_rejects = cap;
+    }
+    pp_tune_reject *j = &r->rejects[r->n_rejects++];
+    j->cfg = *c;
+    j->stage = stage;
+    snprintf(j->reason, sizeof j->reason, "%s", reason);
+    return PP_OK;
+}
+
+static pp_status add_cand(search *x, const pp_tune_config *c)
+{
+    if (x->n_cands == x->cap_cands) {
+        long cap = x->cap_cands ? 2 * x->cap_cands : 256;
+        cand *n = pp_realloc_array(x->cands, (size_t)cap, sizeof *n);
+        if (!n)
+            return PP_ERR_NOMEM;
+        x->cands = n;
+        x->cap_cands = cap;
+    }
+    x->cands[x->n_cands].cfg = *c;
+    x->cands[x->n_cands].bound = 0;
+    x->n_cands++;
+    return PP_OK;
+}
+
+/* ---- rules -------------------------------------------------------------------------------- */
+static int schedule_wanted(const char *list, const char *kind)
+{
+    if (!list || !*list)
+        return 1;
+    size_t n = strlen(kind);
+    for (const char *p = list; (p = strstr(p, kind)) != NULL; p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == '\0'))
+            return 1;
+    return 0;
+}
+
+/* Returns 1 when c breaks a rule, with the rule in why. */
+static int breaks_rule(const pp_tune_model *m, const pp_tune_config *c, char *why, size_t n)
+{
+    int D = c->p, N = c->N, S = c->p * c->v;
+    int bidir = !strcmp(c->kind, "chimera") || !strcmp(c->kind, "bitpipe");
+    if (bidir && D % 2 != 0)
+        return snprintf(why, n, "%s needs an even number of pipeline ranks, p = %d", c->kind, D),
+               1;
+    if (bidir && N % D != 0)
+        return snprintf(why, n, "%s needs N mod p = 0: N = %d, p = %d", c->kind, N, D), 1;
+    if (!strcmp(c->kind, "interleaved")) {
+        if (D < 2)
+            return snprintf(why, n, "interleaving needs at least 2 pipeline ranks"), 1;
+        if (c->G > N)
+            return snprintf(why, n, "group G = %d exceeds N = %d", c->G, N), 1;
+        if (N % c->G != 0 && N % c->G < D)
+            return snprintf(why, n,
+                            "N mod G = %d is neither 0 nor >= p = %d (dependency bubbles)",
+                            N % c->G, D),
+                   1;
+    }
+    if (c->uneven) {
+        if (S < 3)
+            return snprintf(why, n, "uneven split needs >= 3 stages, has %d", S), 1;
+        if ((m->layers + 2) % S != 0 || (m->layers + 2) / S < 2)
+            return snprintf(why, n, "uneven split: L + 2 = %d not a multiple of %d stages "
+                                    "with >= 2 layers each", m->layers + 2, S), 1;
+    } else if (m->layers % S != 0) {
+        return snprintf(why, n, "L = %d layers do not split evenly over %d stages", m->layers, S),
+               1;
+    }
+    return 0;
+}
+
+/* Adds one fully specified candidate, or its reject. */
+static pp_status offer(search *x, const pp_tune_config *c)
+{
+    x->res->seen++;
+    char why[200];
+    if (breaks_rule(x->m, c, why, sizeof why)) {
+        x->res->pruned_rule++;
+        return add_reject(x, c, 0, why);
+    }
+    return add_cand(x, c);
+}
+
+static pp_status enumerate_schedules(search *x, pp_tune_config c)
+{
+    static const char *kinds[] = {"gpipe", "1f1b", "interleaved", "chimera", "bitpipe"};
+    for (int k = 0; k < 5; k++) {
+        if (!schedule_wanted(x->sp->schedules, kinds[k]))
+            continue;
+        snprintf(c.kind, sizeof c.kind, "%s", kinds[k]);
+        for (int uneven = 0; uneven <= 1; uneven++) {
+            c.uneven = uneven;
+            if (strcmp(kinds[k], "interleaved") != 0) {
+                c.v = strcmp(kinds[k], "bitpipe") == 0 ? 2 : 1;
+                c.G = 0;
+                PP_TRY(offer(x, &c));
+                continue;
+            }
+            /* v up to the layers a rank holds; G = p, 2p, 4p, ... and N (Megatron's default is
+             * p; Llama 3 tuned it). */
+            for (int v = 2; v * c.p <= x->m->layers + 2 && v <= 16; v++) {
+                c.v = v;
+                for (int G = c.p; G <= c.N; G *= 2) {
+                    c.G = G;
+                    PP_TRY(offer(x, &c));
+                }
+                if (c.N > c.p && (c.N & (c.N - 1)) != 0) {
+                    c.G = c.N;
+                    PP_TRY(offer(x, &c));
+                }
+                if (c.N < c.p) {
+                    c.G = c.p;
+                    PP_TRY(offer(x, &c));
+                }
+            }
+        }
+    }
+    return PP_OK;
+}
+
+static int divides_model(const pp_tune_model *m, int t, char *why, size_t n)
+{
+    if (m->heads % t || m->kv_heads % t || m->ffn % t || m->hidden % t)
+        return snprintf(why, n, "t = %d must divide heads %d, KV heads %d, FFN %d and hidden %d",
+                        t, m->heads, m->kv_heads, m->ffn, m->hidden),
+               0;
+    return 1;
+}
+
+static pp_status enumerate(search *x)
+{
+    int gpn = x->hw->gpus_per_node;
+    int max_t = x->sp->max_t > 0 ? x->sp->max_t : gpn;
+    int max_b = x->sp->max_b > 0 ? x->sp->max_b : 16;
+    for (int t = 1; t <= max_t && t <= gpn; t *= 2) {
+        if (gpn % t || (t > 1 && !x->sp->allow_tp))
+            continue;
+        char why[200];
+        pp_tune_config c = {.t = t, .kind = "any"};
+        if (!divides_model(x->m, t, why, sizeof why)) {
+            x->res->seen++, x->res->pruned_rule++;
+            PP_TRY(add_reject(x, &c, 0, why));
+            continue;
+        }
+        for (int p = 1; p <= x->gpus / t && p <= x->m->layers; p++) {
+            if ((x->gpus / t) % p)
+                continue;
+            c.p = p;
+            c.d = x->gpus / (p * t);
+            for (int b = 1; b <= max_b; b *= 2) {
+                c.b = b;
+                if (x->gb % (b * c.d) != 0) {
+                    c.N = 0;
+                    snprintf(c.kind, sizeof c.kind, "any");
+                    snprintf(why, sizeof why,
+                             "global batch %d is not a multiple of b x d = %d x %d", x->gb, b,
+                             c.d);
+                    x->res->seen++, x->res->pruned_rule++;
+                    PP_TRY(add_reject(x, &c, 0, why));
+                    continue;
+                }
+                c.N = x->gb / (b * c.d);
+                PP_TRY(enumerate_schedules(x, c));
+            }
+        }
+    }
+    return PP_OK;
+}
+
+/* ---- bounds -------------------------------------------------------------------------------- */
+/* Lower bound on the step time and on the fullest rank's static bytes (see the file comment). */
+static void bound(const search *x, const pp_tune_config *c, double *time_lb, double *static_lb)
+{
+    const pp_tune_model *m = x->m;
+    const pp_tune_opts *o = &x->sp->opts;
+    pp_tune_op_times ot;
+    pp_tune_op_times_compute(m, x->hw, c, o, &ot);
+    double per_mb = m->layers * (ot.layer_f + ot.layer_b);
+    per_mb += ot.embed_f + ot.embed_b + ot.head_f + ot.head_b;
+    double compute = (double)c->N * per_mb / c->p;
+
+    pp_tune_params pc;
+    pp_tune_model_params(m, &pc);
+    int pipes = (!strcmp(c->kind, "chimera") || !strcmp(c->kind, "bitpipe")) ? 2 : 1;
+    double avg_params = pc.total / c->t * pipes / c->p;
+    double bpp_w = o->precision == PP_TUNE_PREC_FP32 ? 4 : 2, bpp_g = 4;
+    double bpp_o = o->precision == PP_TUNE_PREC_FP32 ? 8 : 12;
+    if (o->distributed_optimizer && c->d > 1)
+        bpp_o /= c->d;
+    *static_lb = avg_params * (bpp_w + bpp_g + bpp_o);
+    /* the DP all-reduce of an average rank (the slowest rank moves at least as much) */
+    double dp = 0;
+    if (c->d > 1) {
+        long span = (long)c->t * c->p * c->d;
+        double bw = span <= x->hw->gpus_per_node ? x->hw->intra_bw : x->hw->inter_bw;
+        dp = o->distributed_optimizer ? (double)(c->d - 1) / c->d * avg_params * (4 + bpp_w) / bw
+                                      : 2.0 * (c->d - 1) / c->d * avg_params * 4 / bw;
+    }
+    double opt_per = o->precision == PP_TUNE_PREC_FP32 ? 28.0 : 30.0;
+    double opt = (o->distributed_optimizer ? avg_params / c->d : avg_params) * opt_per /
+                 x->hw->mem_bw;
+    *time_lb = compute + dp + opt;
+}
+
+static int by_bound(const void *a, const void *b)
+{
+    double x = ((const cand *)a)->bound, y = ((const cand *)b)->bound;
+    return x < y ? -1 : x > y;
+}
+
+/* ---- schedule cache --------------------------------------------------------------------- */
+#define CACHE_SLOTS 16
+typedef struct {
+    pp_sched_params key;
+    char kind[16];
+    pp_sched *s;
+} cache_slot;
+
+static pp_status cached_schedule(const pp_tune_model *m, const pp_tune_config *c,
+                                 cache_slot *cache, long *hits, long *next, pp_sched **out)
+{
+    pp_sched_params sp;
+    pp_tune_sched_params(m, c, &sp);
+    for (int i = 0; i < CACHE_SLOTS; i++)
+        if (cache[i].s && !strcmp(cache[i].kind, c->kind) &&
+            !memcmp(&cache[i].key, &sp, sizeof sp)) {
+            (*hits)++;
+            *out = cache[i].s;
+            return PP_OK;
+        }
+    pp_sched *s = NULL;
+    PP_TRY(pp_sched_generate(c->kind, &sp, &s));
+    cache_slot *slot = &cache[(*next)++ % CACHE_SLOTS];
+    pp_sched_destroy(slot->s);
+    slot->key = sp;
+    snprintf(slot->kind, sizeof slot->kind, "%s", c->kind);
+    slot->s = s;
+    *out = s;
+    return PP_OK;
+}
+
+/* ---- leaderboard --------------------------------------------------------------------------- */
+/* Inserts p into the sorted best list (at most keep entries); the one pushed out (or p itself)
+ * becomes an "outranked" reject. */
+static pp_status outranked(search *x, const pp_tune_prediction *p)
+{
+    char why[200];
+    snprintf(why, sizeof why, "outranked: predicted step %.4g s, %.1f %% MFU, peak %.1f GiB",
+             p->step_time, 100 * p->mfu, p->peak_mem / (1 << 30));
+    return add_reject(x, &p->cfg, 2, why);
+}
+
+static pp_status insert_best(search *x, const pp_tune_prediction *p)
+{
+    pp_tune_result *r = x->res;
+    int keep = x->sp->keep > 0 ? x->sp->keep : 10;
+    if (r->n_best == keep) {
+        if (p->step_time >= r->best[keep - 1].step_time)
+            return outranked(x, p);
+        PP_TRY(outranked(x, &r->best[keep - 1]));
+        r->n_best--;
+    }
+    int i = r->n_best;
+    while (i > 0 && r->best[i - 1].step_time > p->step_time) {
+        r->best[i] = r->best[i - 1];
+        i--;
+    }
+    r->best[i] = *p;
+    r->n_best++;
+    return PP_OK;
+}
+
+static double kth_best(const search *x)
+{
+    int keep = x->sp->keep > 0 ? x->sp->keep : 10;
+    return x->res->n_best < keep ? INFINITY : x->res->best[keep - 1].step_time;
+}
+
+static pp_status evaluate_one(search *x, const cand *cd, cache_slot *cache, long *next,
+                              pp_tune_rank_mem *mem)
+{
+    const pp_tune_config *c = &cd->cfg;
+    char why[200];
+    pp_sched *s = NULL;
+    pp_status st = cached_schedule(x->m, c, cache, &x->res->sim_cache_hits, next, &s);
+    if (st == PP_ERR_NOMEM)
+        return st;
+    if (st != PP_OK) {
+        x->res->pruned_rule++;
+        return add_reject(x, c, 0, pp_err_text());
+    }
+    PP_TRY(pp_tune_memory(x->m, c, s, &x->sp->opts, mem));
+    double cap = pp_tune_mem_capacity(x->hw, &x->sp->opts);
+    int worst = 0;
+    for (int r = 1; r < c->p; r++)
+        if (mem[r].total > mem[worst].total)
+            worst = r;
+    if (mem[worst].total > cap) {
+        x->res->pruned_memory++;
+        snprintf(why, sizeof why,
+                 "does not fit: rank %d needs %.1f GiB (weights+grads+optimizer %.1f, "
+                 "activations %.1f for %.2g in flight) > %.1f GiB usable",
+                 worst, mem[worst].total / (1 << 30),
+                 (mem[worst].weights + mem[worst].grads + mem[worst].optim) / (1 << 30),
+                 mem[worst].acts / (1 << 30), mem[worst].peak_units, cap / (1 << 30));
+        return add_reject(x, c, 1, why);
+    }
+    pp_tune_prediction pred;
+    PP_TRY(pp_tune_evaluate(x->m, x->hw, c, &x->sp->opts, s, &pred, NULL));
+    x->res->simulated++;
+    return insert_best(x, &pred);
+}
+
+static pp_status run_ranked(search *x)
+{
+    const pp_tune_search_params *sp = x->sp;
+    double cap = pp_tune_mem_capacity(x->hw, &sp->opts);
+    for (long i = 0; i < x->n_cands; i++) {
+        double slb;
+        bound(x, &x->cands[i].cfg, &x->cands[i].bound, &slb);
+        if (slb > cap)
+            x->cands[i].bound = INFINITY; /* marked: pruned below without a schedule */
+    }
+    qsort(x->cands, (size_t)x->n_cands, sizeof *x->cands, by_bound);
+    int keep = sp->keep > 0 ? sp->keep : 10;
+    x->res->best = pp_calloc((size_t)keep + 1, sizeof *x->res->best);
+    pp_tune_rank_mem *mem = pp_calloc((size_t)x->gpus + 1, sizeof *mem);
+    cache_slot cache[CACHE_SLOTS];
+    memset(cache, 0, sizeof cache);
+    long next = 0;
+    pp_status st = x->res->best && mem ? PP_OK : PP_ERR_NOMEM;
+    char why[200];
+    for (long i = 0; i < x->n_cands && st == PP_OK; i++) {
+        const cand *cd = &x->cands[i];
+        if (isinf(cd->bound)) {
+            x->res->pruned_memory++;
+            snprintf(why, sizeof why, "does not fit: weights, gradients and optimizer state "
+                                      "alone average more than %.1f GiB usable per rank",
+                     cap / (1 << 30));
+            st = add_reject(x, &cd->cfg, 1, why);
+        } else if (cd->bound >= kth_best(x)) {
+            x->res->bounded++;
+            snprintf(why, sizeof why, "not simulated: lower bound %.4g s >= the %d-th best %.4g s",
+                     cd->bound, keep, kth_best(x));
+            st = add_reject(x, &cd->cfg, 3, why);
+        } else {
+            st = evaluate_one(x, cd, cache, &next, mem);
+        }
+        if (sp->progress && (i % 16 == 15 || i + 1 == x->n_cands))
+            sp->progress(sp->progress_ctx, i + 1, x->n_cands);
+    }
+    for (int i = 0; i < CACHE_SLOTS; i++)
+        pp_sched_destroy(cache[i].s);
+    free(mem);
+    return st;
+}
+
+pp_status pp_tune_search(const pp_tune_search_params *sp, pp_tune_result **out)
+{
+    *out = NULL;
+    double t0 = pp_now();
+    search x;
+    memset(&x, 0, sizeof x);
+    x.sp = sp;
+    x.m = sp->model;
+    x.hw = sp->hw;
+    x.gb = sp->global_batch > 0 ? sp->global_batch : sp->model->global_batch;
+    x.gpus = sp->hw->nodes * sp->hw->gpus_per_node;
+    x.res = pp_calloc(1, sizeof *x.res);
+    if (!x.res)
+        return PP_ERR_NOMEM;
+    x.res->global_batch = x.gb;
+    pp_status st = enumerate(&x);
+    if (st == PP_OK)
+        st = run_ranked(&x);
+    free(x.cands);
+    if (st != PP_OK) {
+        pp_tune_result_destroy(x.res);
+        return pp_err_trace(st, __FILE__, __LINE__);
+    }
+    x.res->wall_s = pp_now() - t0;
+    *out = x.res;
+    return PP_OK;
+}
+
+void pp_tune_result_destroy(pp_tune_result *r)
+{
+    if (!r)
+        return;
+    free(r->best);
+    free(r->rejects);
+    free(r);
+}

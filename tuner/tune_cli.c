@@ -1,0 +1,185 @@
+/* tune_cli.c — shared option parsing for the search and `pptune simulate` (program side: prints
+ * and returns exit codes; the work is in the pp_tuner library). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "tune_cli.h"
+
+void pp_cli_tune_init(pp_cli_tune *c)
+{
+    memset(c, 0, sizeof *c);
+    c->cluster = "dgx-h100";
+    c->nodes = 1;
+    pp_tune_opts_default(&c->opts);
+}
+
+void pp_cli_tune_help(FILE *fp)
+{
+    fprintf(fp,
+            "model (one of):\n"
+            "  --model NAME           a preset (see 'pptune models')\n"
+            "  --model-config FILE    a HuggingFace config.json\n"
+            "  --model-file FILE      pptune's model JSON\n"
+            "  --seq S                sequence length (default: the model's)\n"
+            "  --global-batch B       sequences per optimizer step (default: the model's)\n"
+            "cluster:\n"
+            "  --cluster C            preset (dgx-a100-80g, dgx-h100, hgx-h200), a cluster file\n"
+            "                         written by 'pptune probe -o', or 'local' (probe this\n"
+            "                         machine); default dgx-h100\n"
+            "  --nodes N              nodes of a preset (default 1)\n"
+            "memory model:\n"
+            "  --recompute none|selective|full   activation recomputation (default none)\n"
+            "  --distributed-optimizer           shard Adam state over data parallel (6+12/d B)\n"
+            "  --no-flash-attention              keep the s x s attention scores\n"
+            "  --headroom F           fraction of device memory kept free (default 0.05)\n"
+            "  --gemm-efficiency F    fraction of the cluster's GEMM rate layers reach (1)\n");
+}
+
+static int need(const char *cmd, int argc, char **argv, int i)
+{
+    if (i + 1 >= argc) {
+        pp_cmd_usage_error(cmd, "%s needs a value", argv[i]);
+        return 0;
+    }
+    return 1;
+}
+
+int pp_cli_tune_option(const char *cmd, int argc, char **argv, int *i, pp_cli_tune *c)
+{
+    const char *a = argv[*i];
+    const char **str = !strcmp(a, "--model")          ? &c->model
+                       : !strcmp(a, "--model-config") ? &c->model_config
+                       : !strcmp(a, "--model-file")   ? &c->model_file
+                       : !strcmp(a, "--cluster")      ? &c->cluster
+                                                      : NULL;
+    if (str) {
+        if (!need(cmd, argc, argv, *i))
+            return -1;
+        *str = argv[++*i];
+        return 1;
+    }
+    int *num = !strcmp(a, "--nodes")          ? &c->nodes
+               : !strcmp(a, "--seq")          ? &c->seq
+               : !strcmp(a, "--global-batch") ? &c->global_batch
+                                              : NULL;
+    if (num) {
+        const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+        if (!pp_cmd_parse_int(cmd, a, v, 1, num))
+            return -1;
+        ++*i;
+        return 1;
+    }
+    if (!strcmp(a, "--headroom") || !strcmp(a, "--gemm-efficiency")) {
+        double *d = !strcmp(a, "--headroom") ? &c->opts.headroom : &c->opts.gemm_efficiency;
+        const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+        if (!pp_cmd_parse_double(cmd, a, v, 0.0, d))
+            return -1;
+        if (c->opts.headroom >= 1.0 || c->opts.gemm_efficiency > 1.0 ||
+            (d == &c->opts.gemm_efficiency && *d <= 0)) {
+            pp_cmd_usage_error(cmd, "%s expects a fraction in (0, 1), got %s", a, v);
+            return -1;
+        }
+        ++*i;
+        return 1;
+    }
+    if (!strcmp(a, "--recompute")) {
+        if (!need(cmd, argc, argv, *i))
+            return -1;
+        const char *v = argv[++*i];
+        if (!strcmp(v, "none"))
+            c->opts.recompute = PP_TUNE_RECOMPUTE_NONE;
+        else if (!strcmp(v, "selective"))
+            c->opts.recompute = PP_TUNE_RECOMPUTE_SELECTIVE;
+        else if (!strcmp(v, "full"))
+            c->opts.recompute = PP_TUNE_RECOMPUTE_FULL;
+        else {
+            pp_cmd_usage_error(cmd, "--recompute expects none, selective or full, got \"%s\"", v);
+            return -1;
+        }
+        return 1;
+    }
+    if (!strcmp(a, "--distributed-optimizer")) {
+        c->opts.distributed_optimizer = 1;
+        return 1;
+    }
+    if (!strcmp(a, "--no-flash-attention")) {
+        c->opts.flash_attention = 0;
+        return 1;
+    }
+    return 0;
+}
+
+static int load_model(const char *cmd, const pp_cli_tune *c, pp_tune_model *m)
+{
+    int given = !!c->model + !!c->model_config + !!c->model_file;
+    if (given != 1)
+        return pp_cmd_usage_error(cmd, "give exactly one of --model, --model-config, "
+                                       "--model-file (got %d)", given);
+    pp_status st = c->model          ? pp_tune_model_preset(c->model, m)
+                   : c->model_config ? pp_tune_model_load_hf(c->model_config, m)
+                                     : pp_tune_model_load_json(c->model_file, m);
+    if (st != PP_OK)
+        return pp_cmd_fail(cmd, st);
+    if (c->seq)
+        m->seq = c->seq;
+    if (c->global_batch)
+        m->global_batch = c->global_batch;
+    return 0;
+}
+
+static int load_cluster(const char *cmd, const pp_cli_tune *c, pp_tune_hw *hw)
+{
+    pp_status st;
+    if (!strcmp(c->cluster, "local")) {
+        pp_probe_opts po = {.quick = 1};
+        pp_cluster *cl = NULL;
+        fprintf(stderr, "pptune %s: probing this machine (quick)...\n", cmd);
+        st = pp_probe_run(&po, &cl);
+        if (st == PP_OK) {
+            st = pp_tune_hw_from_cluster(cl, "probed: this machine (quick)", hw);
+            pp_cluster_destroy(cl);
+        }
+    } else if (strchr(c->cluster, '/') || strstr(c->cluster, ".json")) {
+        pp_cluster *cl = NULL;
+        st = pp_cluster_read(c->cluster, &cl);
+        if (st == PP_OK) {
+            st = pp_tune_hw_from_cluster(cl, c->cluster, hw);
+            pp_cluster_destroy(cl);
+        }
+    } else {
+        st = pp_tune_hw_preset(c->cluster, c->nodes, hw);
+    }
+    return st == PP_OK ? 0 : pp_cmd_fail(cmd, st);
+}
+
+int pp_cli_tune_load(const char *cmd, const pp_cli_tune *c, pp_tune_model *m, pp_tune_hw *hw)
+{
+    int rc = load_model(cmd, c, m);
+    return rc ? rc : load_cluster(cmd, c, hw);
+}
+
+void pp_cli_tune_describe(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw,
+                          const pp_tune_opts *o, int global_batch)
+{
+    pp_tune_params pc;
+    pp_tune_model_params(m, &pc);
+    fprintf(fp, "model    %s (%s): %.2f B parameters, L=%d h=%d heads=%d/%d ffn=%d V=%d s=%d\n",
+            m->name, m->source, pc.total / 1e9, m->layers, m->hidden, m->heads, m->kv_heads,
+            m->ffn, m->vocab, m->seq);
+    fprintf(fp, "cluster  %s: %d nodes x %d %s = %d devices, %.0f GB each, %.0f TFLOP/s GEMM "
+                "(peak %.0f), links %.0f GB/s intra / %.0f GB/s inter per device\n",
+            hw->source, hw->nodes, hw->gpus_per_node, hw->device, hw->nodes * hw->gpus_per_node,
+            hw->mem_bytes / 1e9, hw->gemm_flops / 1e12, hw->peak_flops / 1e12, hw->intra_bw / 1e9,
+            hw->inter_bw / 1e9);
+    fprintf(fp, "         %s\n", hw->note);
+    fprintf(fp, "training global batch %d sequences (%.2f M tokens); %s; %s optimizer; "
+                "recompute %s; %s attention; headroom %.0f %%\n",
+            global_batch, global_batch * (double)m->seq / 1e6,
+            o->precision == PP_TUNE_PREC_FP32 ? "fp32 (16 B/param)"
+                                              : "bf16 + fp32 main grads + Adam (18 B/param)",
+            o->distributed_optimizer ? "distributed" : "replicated",
+            pp_tune_recompute_name(o->recompute), o->flash_attention ? "flash" : "plain",
+            100 * o->headroom);
+}

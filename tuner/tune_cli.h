@@ -1,0 +1,29 @@
+/* tune_cli.h — private to the pptune program: the options the search (`pptune --model ...`) and
+ * `pptune simulate` share: which model, which cluster, and the memory-model switches. */
+#ifndef PP_TUNE_CLI_H
+#define PP_TUNE_CLI_H
+
+#include "pp_tune.h"
+
+typedef struct {
+    const char *model, *model_config, *model_file; /* exactly one */
+    const char *cluster;                          /* preset name, cluster file, or "local" */
+    int nodes;
+    int seq;          /* 0 = the model's */
+    int global_batch; /* 0 = the model's */
+    pp_tune_opts opts;
+} pp_cli_tune;
+
+void pp_cli_tune_init(pp_cli_tune *c);
+/* Consumes argv[*i] (and its value) when it is a shared option: returns 1 consumed, 0 not a
+ * shared option, -1 bad value (the message is printed; exit with 2). */
+int pp_cli_tune_option(const char *cmd, int argc, char **argv, int *i, pp_cli_tune *c);
+/* Help text lines for the shared options. */
+void pp_cli_tune_help(FILE *fp);
+/* Loads the model and the hardware summary; returns 0 or the exit code (message printed). */
+int pp_cli_tune_load(const char *cmd, const pp_cli_tune *c, pp_tune_model *m, pp_tune_hw *hw);
+/* One line each: model, cluster, options (what the figures are based on). */
+void pp_cli_tune_describe(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw,
+                          const pp_tune_opts *o, int global_batch);
+
+#endif
