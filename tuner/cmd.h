@@ -13,6 +13,9 @@ typedef struct {
 
 int pp_cmd_schedule(int argc, char **argv);
 int pp_cmd_probe(int argc, char **argv);
+int pp_cmd_search(int argc, char **argv);   /* also the bare form: argv[1] starts with "--" */
+int pp_cmd_models(int argc, char **argv);
+int pp_cmd_simulate(int argc, char **argv);
 
 /* Prints "pptune <cmd>: <message>" to stderr and returns 2 (usage) — for argument errors. */
 int pp_cmd_usage_error(const char *cmd, const char *fmt, ...)

@@ -11,6 +11,11 @@ static const pp_cmd commands[] = {
     {"schedule", "generate, check and show one pipeline schedule", pp_cmd_schedule},
     {"probe", "describe the cluster: probe this machine (all nodes under mpirun) or a preset",
      pp_cmd_probe},
+    {"search", "find the fastest configuration (the bare form: pptune --model M --nodes N)",
+     pp_cmd_search},
+    {"models", "list the model presets with their sizes", pp_cmd_models},
+    {"simulate", "predict one configuration: step time, memory per rank, timeline",
+     pp_cmd_simulate},
 };
 #define N_COMMANDS ((int)(sizeof commands / sizeof commands[0]))
 
@@ -22,7 +27,7 @@ static void usage(FILE *fp)
     for (int i = 0; i < N_COMMANDS; i++)
         fprintf(fp, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(fp, "\n'pptune <command> --help' describes each command.\n"
-                "The search itself (pptune --model M --nodes N) is not built yet; see README.\n");
+                "The search: pptune --model M --nodes N (see 'pptune search --help').\n");
 }
 
 int pp_cmd_usage_error(const char *cmd, const char *fmt, ...)
@@ -95,6 +100,9 @@ int main(int argc, char **argv)
         printf("pptune 0.1.0\n");
         return 0;
     }
+    /* The bare form `pptune --model M --nodes N` is the search. */
+    if (strncmp(argv[1], "--", 2) == 0)
+        return pp_cmd_search(argc, argv);
     for (int i = 0; i < N_COMMANDS; i++)
         if (strcmp(argv[1], commands[i].name) == 0)
             return commands[i].run(argc - 1, argv + 1);

@@ -14,7 +14,8 @@
  * Activations per layer: Korthikanti et al. 2022, Table 2, *tensor parallel without sequence
  * parallelism*, generalised from the paper's own derivation to grouped-query attention, any FFN
  * width and gated MLPs (it reduces to 10 + 24/t for GPT shapes); flash attention by default
- * (the 5as/(ht) score term removed). Not modelled: sequence parallelism, context parallelism,
+ * (the 5as/(ht) score term removed); --sequence-parallel divides the remaining term by t too
+ * (the table's "tensor + sequence parallel" rows). Not modelled: context parallelism,
  * activation offloading, CUDA-graph pools.
  */
 #include <string.h>
@@ -81,6 +82,8 @@ double pp_tune_act_bytes_per_layer(const pp_tune_model *m, int b, int t, const p
     double scores = 0;
     if (!o->flash_attention && o->recompute == PP_TUNE_RECOMPUTE_NONE)
         scores = 5.0 * m->heads * s / h;
+    if (o->sequence_parallel)
+        return scale * sbh * (outside + attn_in + mlp_in + scores) / t;
     return scale * sbh * (outside + (attn_in + mlp_in + scores) / t);
 }
 

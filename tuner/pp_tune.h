@@ -113,6 +113,7 @@ typedef struct {
     int distributed_optimizer; /* Adam state sharded over d (Megatron --use-distributed-optimizer) */
     pp_tune_recompute recompute;
     int flash_attention;   /* 1: no s x s score matrix kept (Korthikanti's 5as/h term removed) */
+    int sequence_parallel; /* 1: Megatron sequence parallelism, the 10sbh term split over t too */
     double headroom;       /* fraction of device memory kept free, default 0.05 */
     double gemm_efficiency; /* fraction of the hw GEMM rate a layer's GEMMs reach, default 1 */
 } pp_tune_opts;

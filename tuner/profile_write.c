@@ -83,12 +83,13 @@ static json_t *model_json(const pp_tune_model *m)
 
 static json_t *opts_json(const pp_tune_opts *o)
 {
-    return json_pack("{s:s, s:b, s:s, s:b, s:f, s:s}", "precision",
+    return json_pack("{s:s, s:b, s:s, s:b, s:b, s:f, s:s}", "precision",
                      o->precision == PP_TUNE_PREC_FP32 ? "fp32" : "bf16 + fp32 main grads + Adam",
                      "distributed_optimizer", o->distributed_optimizer, "recompute",
                      pp_tune_recompute_name(o->recompute), "flash_attention", o->flash_attention,
+                     "sequence_parallel", o->sequence_parallel,
                      "headroom", o->headroom, "activation_model",
-                     "Korthikanti 2022 Table 2, tensor parallel, no sequence parallel");
+                     "Korthikanti 2022 Table 2, tensor parallel (+ sequence parallel when set)");
 }
 
 static json_t *stats_json(const pp_tune_result *r)

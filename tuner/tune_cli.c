@@ -33,6 +33,7 @@ void pp_cli_tune_help(FILE *fp)
             "  --recompute none|selective|full   activation recomputation (default none)\n"
             "  --distributed-optimizer           shard Adam state over data parallel (6+12/d B)\n"
             "  --no-flash-attention              keep the s x s attention scores\n"
+            "  --sequence-parallel               Megatron sequence parallelism (activations / t)\n"
             "  --headroom F           fraction of device memory kept free (default 0.05)\n"
             "  --gemm-efficiency F    fraction of the cluster's GEMM rate layers reach (1)\n");
 }
@@ -102,6 +103,10 @@ int pp_cli_tune_option(const char *cmd, int argc, char **argv, int *i, pp_cli_tu
     }
     if (!strcmp(a, "--distributed-optimizer")) {
         c->opts.distributed_optimizer = 1;
+        return 1;
+    }
+    if (!strcmp(a, "--sequence-parallel")) {
+        c->opts.sequence_parallel = 1;
         return 1;
     }
     if (!strcmp(a, "--no-flash-attention")) {
@@ -175,11 +180,11 @@ void pp_cli_tune_describe(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw
             hw->inter_bw / 1e9);
     fprintf(fp, "         %s\n", hw->note);
     fprintf(fp, "training global batch %d sequences (%.2f M tokens); %s; %s optimizer; "
-                "recompute %s; %s attention; headroom %.0f %%\n",
+                "recompute %s; %s attention%s; headroom %.0f %%\n",
             global_batch, global_batch * (double)m->seq / 1e6,
             o->precision == PP_TUNE_PREC_FP32 ? "fp32 (16 B/param)"
                                               : "bf16 + fp32 main grads + Adam (18 B/param)",
             o->distributed_optimizer ? "distributed" : "replicated",
             pp_tune_recompute_name(o->recompute), o->flash_attention ? "flash" : "plain",
-            100 * o->headroom);
+            o->sequence_parallel ? ", sequence parallel" : "", 100 * o->headroom);
 }
