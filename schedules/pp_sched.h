@@ -177,6 +177,11 @@ pp_status pp_sched_lower_comms(pp_sched *s);
  * reason, e.g. "rank 1, action 7 (B pipe 0 stage 1 mb 3): backward before its forward". */
 pp_status pp_sched_check(const pp_sched *s);
 
+/* The peer the placement implies for a SEND/RECV (the rank of stage s+1 for SEND_F / RECV_B,
+ * of s-1 for RECV_F / SEND_B), the value pp_sched_lower_comms gives it; -1 for other actions or
+ * outside the pipe. Parsers use it to fill peers a file leaves out. (fmt_text.c) */
+int pp_sched_implied_peer(const pp_sched *s, const pp_action *a);
+
 /* Writes "F(p0,s3,m2)"-style text for one action into buf (for messages). Returns buf. */
 char *pp_action_str(const pp_sched *s, const pp_action *a, char *buf, size_t n);
 

@@ -1,43 +1,299 @@
-/* cmd_schedule.c — `pptune schedule`: generate one schedule and print its per-rank actions.
- * (Minimal first version; formats, --check and simulation come with the renderers.) */
+/* cmd_schedule.c — `pptune schedule`: generate one pipeline schedule, or read one back with
+ * --check; validate it, simulate it with unit costs and show it in one of the formats.
+ *
+ * The schedule work itself lives in schedules/ (generators, pp_sched_check, pp_sim_run, the
+ * renderers) and reading JSON in sched_json.c; this file parses options, picks the output and
+ * prints the summary a person wants at a terminal. -o writes atomically: the file appears
+ * complete or not at all, and an existing one is left as it was when anything fails.
+ */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cmd.h"
 #include "pp_sched.h"
+#include "sched_json.h"
+
+#define CMD "schedule"
+
+typedef struct {
+    const char *kind;   /* generator; NULL with --check */
+    pp_sched_params p;  /* ranks, microbatches, chunks, group, layers, uneven */
+    double fb_ratio;    /* B = fb_ratio x F */
+    const char *format; /* NULL: summary + ascii timeline */
+    const char *output; /* -o FILE, or NULL for stdout */
+    const char *check;  /* --check FILE */
+    int width;          /* ascii columns, 0 = automatic */
+} sched_opts;
+
+static void usage(FILE *fp)
+{
+    int n;
+    const pp_sched_generator *g = pp_sched_generators(&n);
+    fprintf(fp,
+            "usage: pptune schedule --kind K --ranks D --microbatches N [--chunks v] [--group G]\n"
+            "                       [--layers L] [--uneven] [--fb-ratio R] [--format F]\n"
+            "                       [--width W] [-o FILE]\n"
+            "       pptune schedule --check FILE [--fb-ratio R] [--format F] [--width W] [-o FILE]\n"
+            "\n"
+            "Generates one pipeline schedule (or reads one with --check), validates it, simulates\n"
+            "it with unit costs (F of L/D layers = 1, B = R x F, links and gradient syncs free)\n"
+            "and prints it. Without --format: a summary (makespan, both bubble definitions, peak\n"
+            "activations, transfers) and a timeline.\n"
+            "\nschedules (--kind):\n");
+    for (int i = 0; i < n; i++)
+        fprintf(fp, "  %-12s %s\n", g[i].name, g[i].summary);
+    fprintf(fp,
+            "\noptions:\n"
+            "  --ranks D          pipeline ranks (D >= 1)\n"
+            "  --microbatches N   micro-batches per iteration (N >= 1)\n"
+            "  --chunks v         interleaved: model chunks per rank (default 2)\n"
+            "  --group G          interleaved: micro-batch group size (default D)\n"
+            "  --layers L         transformer layers (default: one per stage)\n"
+            "  --uneven           one layer fewer on the first and last stage (Llama 3);\n"
+            "                     needs --layers with L + 2 a multiple of the stages\n"
+            "  --fb-ratio R       backward / forward time (default 2)\n"
+            "  --format F         text (one line per rank, round-trips), json (the interchange\n"
+            "                     form, read back by --check), csv (PyTorch pipelining style),\n"
+            "                     ascii (timeline), svg (Gantt chart)\n"
+            "  --width W          columns of the ascii timeline (default: automatic)\n"
+            "  -o FILE            write to FILE (atomically) instead of standard output\n"
+            "  --check FILE       read a schedule in the json or text form (detected), validate\n"
+            "                     it, simulate it and print it as above; exit status 2 if it is\n"
+            "                     malformed or invalid\n"
+            "\nexit status: 0 ok, 1 the work failed (e.g. a write), 2 bad options or input.\n");
+}
+
+static const char *const formats[] = {"text", "json", "csv", "ascii", "svg"};
+
+static int known_format(const char *f)
+{
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
+        if (strcmp(f, formats[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* Option taking a value: returns 1 and advances *i, or 0 after printing the usage error. */
+static int opt_value(int argc, char **argv, int *i, const char **val)
+{
+    if (*i + 1 >= argc) {
+        pp_cmd_usage_error(CMD, "%s needs a value", argv[*i]);
+        return 0;
+    }
+    *val = argv[++*i];
+    return 1;
+}
+
+/* Returns -1 to go on, or the exit code to return (0 after --help). */
+static int parse_int_opt(int argc, char **argv, int *i, int min, int *dst)
+{
+    const char *opt = argv[*i], *v;
+    if (!opt_value(argc, argv, i, &v) || !pp_cmd_parse_int(CMD, opt, v, min, dst))
+        return 2;
+    return -1;
+}
+
+static int parse_opt(int argc, char **argv, int *i, sched_opts *o)
+{
+    const char *a = argv[*i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(a, "--uneven")) {
+        o->p.uneven = 1;
+        return -1;
+    }
+    if (!strcmp(a, "--ranks"))
+        return parse_int_opt(argc, argv, i, 1, &o->p.ranks);
+    if (!strcmp(a, "--microbatches"))
+        return parse_int_opt(argc, argv, i, 1, &o->p.microbatches);
+    if (!strcmp(a, "--chunks"))
+        return parse_int_opt(argc, argv, i, 1, &o->p.chunks);
+    if (!strcmp(a, "--group"))
+        return parse_int_opt(argc, argv, i, 1, &o->p.group);
+    if (!strcmp(a, "--layers"))
+        return parse_int_opt(argc, argv, i, 1, &o->p.layers);
+    if (!strcmp(a, "--width"))
+        return parse_int_opt(argc, argv, i, 10, &o->width);
+    const char **dst = !strcmp(a, "--kind")                       ? &o->kind
+                       : !strcmp(a, "--format")                   ? &o->format
+                       : !strcmp(a, "-o") || !strcmp(a, "--output") ? &o->output
+                       : !strcmp(a, "--check")                    ? &o->check
+                                                                  : NULL;
+    if (dst)
+        return opt_value(argc, argv, i, dst) ? -1 : 2;
+    if (!strcmp(a, "--fb-ratio")) {
+        const char *v;
+        if (!opt_value(argc, argv, i, &v) || !pp_cmd_parse_double(CMD, a, v, 0, &o->fb_ratio))
+            return 2;
+        if (!(o->fb_ratio > 0))
+            return pp_cmd_usage_error(CMD, "--fb-ratio expects a number > 0, got \"%s\"", v);
+        return -1;
+    }
+    return pp_cmd_usage_error(CMD, "unknown option \"%s\"", a);
+}
+
+/* Rules between options. Returns -1 if consistent, else the exit code. */
+static int validate_opts(const sched_opts *o)
+{
+    if (o->format && !known_format(o->format))
+        return pp_cmd_usage_error(CMD,
+                                  "--format expects one of text, json, csv, ascii, svg, got \"%s\"",
+                                  o->format);
+    if (o->check) {
+        if (o->kind || o->p.ranks || o->p.microbatches || o->p.chunks || o->p.group ||
+            o->p.layers || o->p.uneven)
+            return pp_cmd_usage_error(CMD, "--check reads the schedule from the file: it takes "
+                                           "no --kind, --ranks, --microbatches, --chunks, "
+                                           "--group, --layers or --uneven");
+        return -1;
+    }
+    if (!o->kind)
+        return pp_cmd_usage_error(CMD, "needs --kind (gpipe, 1f1b, interleaved, chimera, "
+                                       "bitpipe) or --check FILE");
+    if (!o->p.ranks || !o->p.microbatches)
+        return pp_cmd_usage_error(CMD, "needs --ranks D and --microbatches N");
+    if (o->p.uneven && !o->p.layers)
+        return pp_cmd_usage_error(CMD, "--uneven needs --layers L (one layer fewer on the first "
+                                       "and last stage of L)");
+    return -1;
+}
+
+static int parse_args(int argc, char **argv, sched_opts *o)
+{
+    for (int i = 1; i < argc; i++) {
+        int rc = parse_opt(argc, argv, &i, o);
+        if (rc >= 0)
+            return rc;
+    }
+    return validate_opts(o);
+}
+
+/* Re-records the current message with "FILE: " in front (the checker does not know the file). */
+static pp_status prefix_error(pp_status st, const char *path)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", pp_err_text());
+    return PP_ERR(st, "%s: %s", path, msg);
+}
+
+static pp_status load_schedule(const char *path, pp_sched **out)
+{
+    char *text;
+    pp_status st = pp_file_read(path, &text, NULL);
+    if (st != PP_OK) /* a file the user named that cannot be read is bad input, not a failure */
+        return PP_ERR(PP_ERR_NOTFOUND, "%s", pp_err_text());
+    const char *p = text;
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+        p++;
+    st = *p == '{' ? pp_sched_read_json(text, path, out) : pp_sched_parse_text(text, path, out);
+    free(text);
+    if (st == PP_OK && (st = pp_sched_check(*out)) != PP_OK) {
+        pp_sched_destroy(*out);
+        *out = NULL;
+        return prefix_error(st, path);
+    }
+    return st;
+}
+
+static pp_status obtain_schedule(const sched_opts *o, pp_sched **out)
+{
+    if (o->check)
+        return load_schedule(o->check, out);
+    PP_TRY(pp_sched_generate(o->kind, &o->p, out));
+    return PP_OK;
+}
+
+static void print_per_rank(const char *label, const double *x, int n, const char *unit, FILE *fp)
+{
+    fprintf(fp, "%-22s", label);
+    for (int r = 0; r < n; r++)
+        fprintf(fp, "%s%g", r ? " " : "", x[r]);
+    fprintf(fp, "  (ranks 0..%d; %s)\n", n - 1, unit);
+}
+
+static pp_status write_summary(const pp_sched *s, const pp_sim_result *sim, double fb,
+                               int width, FILE *fp)
+{
+    fprintf(fp, "%s: D = %d ranks, N = %d micro-batches, v = %d chunk%s per rank", s->kind,
+            s->ranks, s->microbatches, s->chunks, s->chunks == 1 ? "" : "s");
+    if (s->group)
+        fprintf(fp, ", G = %d", s->group);
+    fprintf(fp, ", %d pipe%s, L = %d layers\n", s->n_pipes, s->n_pipes == 1 ? "" : "s", s->layers);
+    fprintf(fp, "costs: unit (F of L/D layers = 1, B = %g x F, links and gradient syncs free)\n",
+            fb);
+    fprintf(fp, "%-22s%g\n", "makespan", sim->makespan);
+    fprintf(fp, "%-22s%.6g  (idle / compute time: Megatron-LM, Llama 3)\n", "bubble over ideal",
+            sim->bubble_over_ideal);
+    fprintf(fp, "%-22s%.6g  (idle / (D x makespan): Chimera, BitPipe papers)\n",
+            "bubble over total", sim->bubble_over_total);
+    print_per_rank("peak activations", sim->peak_activations, s->ranks,
+                   "micro-batches x L/D layers", fp);
+    fprintf(fp, "%-22s%ld\n\n", "cross-rank transfers", sim->cross_rank_transfers);
+    PP_TRY(pp_sched_write_ascii(s, sim, width, fp));
+    return PP_OK;
+}
+
+static pp_status render(const sched_opts *o, const pp_sched *s, const pp_sim_result *sim,
+                        FILE *fp)
+{
+    const char *f = o->format;
+    if (!f)
+        return write_summary(s, sim, o->fb_ratio, o->width, fp);
+    if (!strcmp(f, "text"))
+        return pp_sched_write_text(s, fp);
+    if (!strcmp(f, "json"))
+        return pp_sched_write_json(s, sim, fp);
+    if (!strcmp(f, "csv"))
+        return pp_sched_write_csv(s, fp);
+    if (!strcmp(f, "ascii"))
+        return pp_sched_write_ascii(s, sim, o->width, fp);
+    return pp_sched_write_svg(s, sim, fp);
+}
+
+/* Obtains, simulates and renders into fp. */
+static pp_status run(const sched_opts *o, FILE *fp)
+{
+    pp_sched *s = NULL;
+    pp_cost cost = {0};
+    pp_sim_result sim = {0};
+    pp_status st = obtain_schedule(o, &s);
+    if (st == PP_OK)
+        st = pp_cost_init_unit(&cost, s, o->fb_ratio);
+    if (st == PP_OK)
+        st = pp_sim_run(s, &cost, 1, &sim);
+    if (st == PP_OK)
+        st = render(o, s, &sim, fp);
+    pp_sim_result_fini(&sim);
+    pp_cost_fini(&cost);
+    pp_sched_destroy(s);
+    return st;
+}
 
 int pp_cmd_schedule(int argc, char **argv)
 {
-    const char *kind = "1f1b";
-    pp_sched_params p = {.ranks = 4, .microbatches = 8};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--kind") && v) {
-            kind = v;
-            i++;
-        } else if (!strcmp(a, "--ranks")) {
-            if (!pp_cmd_parse_int("schedule", a, v, 1, &p.ranks))
-                return 2;
-            i++;
-        } else if (!strcmp(a, "--microbatches")) {
-            if (!pp_cmd_parse_int("schedule", a, v, 1, &p.microbatches))
-                return 2;
-            i++;
-        } else {
-            return pp_cmd_usage_error("schedule", "unknown option \"%s\"", a);
-        }
+    sched_opts o = {.fb_ratio = 2.0};
+    int rc = parse_args(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    if (!o.output) {
+        pp_status st = run(&o, stdout);
+        if (st == PP_OK && fflush(stdout) != 0)
+            st = PP_ERR(PP_ERR_IO, "writing to standard output failed");
+        return st == PP_OK ? 0 : pp_cmd_fail(CMD, st);
     }
-    pp_sched *s;
-    pp_status st = pp_sched_generate(kind, &p, &s);
+    /* Opened first so that a failure anywhere later leaves no file and the old one intact. */
+    pp_afile af;
+    pp_status st = pp_afile_open(&af, o.output);
     if (st != PP_OK)
-        return pp_cmd_fail("schedule", st);
-    char buf[96];
-    for (int r = 0; r < s->ranks; r++) {
-        printf("rank %d:", r);
-        for (int i = 0; i < s->n_ops[r]; i++)
-            printf(" [%s]", pp_action_str(s, &s->ops[r][i], buf, sizeof buf));
-        printf("\n");
+        return pp_cmd_fail(CMD, st);
+    st = run(&o, af.fp);
+    if (st != PP_OK) {
+        pp_afile_abort(&af);
+        return pp_cmd_fail(CMD, st);
     }
-    pp_sched_destroy(s);
-    return 0;
+    st = pp_afile_commit(&af);
+    return st == PP_OK ? 0 : pp_cmd_fail(CMD, st);
 }

@@ -1,0 +1,263 @@
+/* fmt_svg.c — a Gantt chart of a simulated schedule, as SVG for a design document.
+ *
+ * Ranks are rows, time runs to the right. F blocks are filled with their micro-batch's colour
+ * (ten colours, Tableau 10, repeating), B blocks with a darker shade of the same colour, so a
+ * micro-batch can be followed across ranks; pipe 1 (up) blocks are labelled in lower case and
+ * edged with a dashed line. Idle time shows as the hatched row background. A REDUCE is a black
+ * triangle where it is issued and, when it takes time, a black bar under the row until it
+ * completes. Title (kind, D, N, v, makespan, both bubble definitions), time axis with ticks and
+ * a legend complete it. SEND / RECV are not drawn (their cost appears as idle time).
+ * Plain SVG 1.1, no scripts or external fonts, so rsvg-convert and browsers agree.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fmt.h"
+#include "pp_sched.h"
+
+#define SVG_LEFT 78.0   /* px: room for "rank 12" */
+#define SVG_PLOT 960.0  /* px: width of the time axis */
+#define SVG_RIGHT 40.0
+#define SVG_TOP 64.0    /* px: title and subtitle */
+#define SVG_ROW 28.0    /* px: height of one rank's bar */
+#define SVG_GAP 10.0
+#define SVG_CHAR 6.6    /* px: approximate width of one 11px sans-serif character */
+
+static const unsigned palette[10] = {0x4e79a7, 0xf28e2b, 0xe15759, 0x76b7b2, 0x59a14f,
+                                     0xedc948, 0xb07aa1, 0xff9da7, 0x9c755f, 0xbab0ac};
+
+/* Colour of micro-batch m; backward blocks are darkened to 60 %. */
+static unsigned mb_colour(int m, int backward)
+{
+    unsigned c = palette[(unsigned)m % 10];
+    if (!backward)
+        return c;
+    unsigned r = (c >> 16) * 6 / 10, g = ((c >> 8) & 0xff) * 6 / 10, b = (c & 0xff) * 6 / 10;
+    return r << 16 | g << 8 | b;
+}
+
+/* Dark text on light fills, white on dark ones (ITU-R BT.601 luma). */
+static const char *text_colour(unsigned c)
+{
+    double y = 0.299 * (c >> 16) + 0.587 * ((c >> 8) & 0xff) + 0.114 * (c & 0xff);
+    return y > 150 ? "#1a1a1a" : "#ffffff";
+}
+
+typedef struct {
+    double x0, scale; /* x = x0 + t * scale */
+    double makespan;
+} svg_axis;
+
+static double row_y(int r)
+{
+    return SVG_TOP + r * (SVG_ROW + SVG_GAP);
+}
+
+static void write_defs(FILE *fp)
+{
+    fputs("<defs>\n"
+          "  <pattern id=\"idle\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
+          "patternTransform=\"rotate(45)\">\n"
+          "    <rect width=\"6\" height=\"6\" fill=\"#f4f4f4\"/>\n"
+          "    <line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#c8c8c8\" stroke-width=\"2\"/>\n"
+          "  </pattern>\n"
+          "</defs>\n",
+          fp);
+}
+
+/* The kind comes from a file for parsed schedules: escape what XML reserves. */
+static void xml_text(const char *str, FILE *fp)
+{
+    for (; *str; str++) {
+        switch (*str) {
+        case '<':
+            fputs("&lt;", fp);
+            break;
+        case '>':
+            fputs("&gt;", fp);
+            break;
+        case '&':
+            fputs("&amp;", fp);
+            break;
+        case '"':
+            fputs("&quot;", fp);
+            break;
+        default:
+            fputc(*str, fp);
+        }
+    }
+}
+
+static void write_title(const pp_sched *s, const pp_sim_result *sim, FILE *fp)
+{
+    fprintf(fp, "<text x=\"%g\" y=\"24\" font-size=\"17\" font-weight=\"bold\">", SVG_LEFT);
+    xml_text(s->kind, fp);
+    fprintf(fp,
+            ": D = %d ranks, N = %d micro-batches, v = %d chunk%s per rank%s</text>\n",
+            s->ranks, s->microbatches, s->chunks, s->chunks == 1 ? "" : "s",
+            s->n_pipes == 2 ? ", two pipes" : "");
+    fprintf(fp,
+            "<text x=\"%g\" y=\"44\" font-size=\"13\" fill=\"#333\">makespan %g, bubble %.1f%% "
+            "of total time (idle / (D x makespan)), %.1f%% over ideal (idle / compute)</text>\n",
+            SVG_LEFT, sim->makespan, 100 * sim->bubble_over_total, 100 * sim->bubble_over_ideal);
+}
+
+static void write_block(const pp_action *a, pp_span sp, double y, const svg_axis *ax, FILE *fp)
+{
+    int bwd = a->op == PP_OP_B;
+    unsigned c = mb_colour(a->mb, bwd);
+    double x = ax->x0 + sp.start * ax->scale, w = (sp.end - sp.start) * ax->scale;
+    fprintf(fp,
+            "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%g\" fill=\"#%06x\" "
+            "stroke=\"#ffffff\" stroke-width=\"1\"%s><title>%s pipe %d stage %d mb %d: %g .. "
+            "%g</title></rect>\n",
+            x, y, w, SVG_ROW, c, a->pipe ? " stroke-dasharray=\"3,2\"" : "",
+            pp_op_name((pp_op_kind)a->op), a->pipe, (int)a->stage, (int)a->mb, sp.start, sp.end);
+    char label[16];
+    int n = snprintf(label, sizeof label, "%c%d", (bwd ? 'B' : 'F') + (a->pipe ? 32 : 0),
+                     (int)a->mb);
+    if (n * SVG_CHAR + 2 > w) /* the letter alone, or nothing */
+        n = SVG_CHAR + 2 <= w ? snprintf(label, sizeof label, "%d", (int)a->mb) : 0;
+    if (n * SVG_CHAR + 2 <= w && n > 0)
+        fprintf(fp,
+                "<text x=\"%.2f\" y=\"%.2f\" font-size=\"11\" text-anchor=\"middle\" "
+                "fill=\"%s\">%s</text>\n",
+                x + w / 2, y + SVG_ROW / 2 + 4, text_colour(c), label);
+}
+
+/* *last_x: where this row's previous marker went; markers closer than 11 px are moved right so
+ * that syncs issued together (BitPipe's middle ranks) stay countable. */
+static void write_reduce(const pp_action *a, pp_span sp, double y, const svg_axis *ax,
+                         double *last_x, FILE *fp)
+{
+    double x = ax->x0 + sp.start * ax->scale;
+    if (x < *last_x + 11)
+        x = *last_x + 11;
+    *last_x = x;
+    fprintf(fp,
+            "<path d=\"M%.2f %.2f l-5 -7 h10 z\" fill=\"#111\"><title>REDUCE %d issued at "
+            "%g, done at %g</title></path>\n",
+            x, y, (int)a->stage, sp.start, sp.end);
+    if (sp.end > sp.start)
+        fprintf(fp, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"3\" fill=\"#111\"/>\n",
+                x, y + SVG_ROW + 1, (sp.end - sp.start) * ax->scale);
+}
+
+static void write_rows(const pp_sched *s, const pp_sim_result *sim, const svg_axis *ax, FILE *fp)
+{
+    for (int r = 0; r < s->ranks; r++) {
+        double y = row_y(r);
+        fprintf(fp,
+                "<text x=\"%g\" y=\"%.2f\" font-size=\"13\" text-anchor=\"end\">rank %d</text>\n"
+                "<rect x=\"%g\" y=\"%.2f\" width=\"%g\" height=\"%g\" fill=\"url(#idle)\"/>\n",
+                SVG_LEFT - 8, y + SVG_ROW / 2 + 4, r, ax->x0, y, ax->makespan * ax->scale,
+                SVG_ROW);
+        for (int i = 0; i < s->n_ops[r]; i++) {
+            const pp_action *a = &s->ops[r][i];
+            if (a->op == PP_OP_F || a->op == PP_OP_B)
+                write_block(a, sim->spans[r][i], y, ax, fp);
+        }
+        double last_x = -1e9;
+        for (int i = 0; i < s->n_ops[r]; i++)
+            if (s->ops[r][i].op == PP_OP_REDUCE)
+                write_reduce(&s->ops[r][i], sim->spans[r][i], y, ax, &last_x, fp);
+    }
+}
+
+/* Time axis under the rows, with a light grid line at every tick. Returns the y below it. */
+static double write_axis(const pp_sched *s, const svg_axis *ax, FILE *fp)
+{
+    double top = SVG_TOP - 4, bottom = row_y(s->ranks) - SVG_GAP + 6;
+    fprintf(fp, "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#333\"/>\n", ax->x0,
+            bottom, ax->x0 + ax->makespan * ax->scale, bottom);
+    double step = pp_fmt_tick_step(ax->makespan, 10);
+    for (int k = 0; k * step <= ax->makespan * (1 + 1e-9); k++) {
+        double x = ax->x0 + k * step * ax->scale;
+        fprintf(fp,
+                "<line x1=\"%.2f\" y1=\"%g\" x2=\"%.2f\" y2=\"%g\" stroke=\"#999\" "
+                "stroke-opacity=\"0.45\" stroke-dasharray=\"2,3\"/>\n"
+                "<line x1=\"%.2f\" y1=\"%g\" x2=\"%.2f\" y2=\"%g\" stroke=\"#333\"/>\n"
+                "<text x=\"%.2f\" y=\"%g\" font-size=\"12\" text-anchor=\"middle\">%g</text>\n",
+                x, top, x, bottom, x, bottom, x, bottom + 5, x, bottom + 19, k * step);
+    }
+    fprintf(fp,
+            "<text x=\"%g\" y=\"%g\" font-size=\"12\" text-anchor=\"middle\" fill=\"#333\">time "
+            "(units of the cost table)</text>\n",
+            ax->x0 + ax->makespan * ax->scale / 2, bottom + 36);
+    return bottom + 52;
+}
+
+static void swatch(double x, double y, const char *fill, const char *label, FILE *fp)
+{
+    fprintf(fp,
+            "<rect x=\"%.1f\" y=\"%.1f\" width=\"16\" height=\"14\" fill=\"%s\" stroke=\"#888\" "
+            "stroke-width=\"0.5\"/>\n<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">%s</text>\n",
+            x, y, fill, x + 21, y + 11, label);
+}
+
+/* Legend: one F/B pair per micro-batch colour, then idle and REDUCE. Returns the y below it. */
+static double write_legend(const pp_sched *s, double y, FILE *fp)
+{
+    int n = s->microbatches < 10 ? s->microbatches : 10;
+    double x = SVG_LEFT;
+    for (int m = 0; m < n; m++) {
+        char fill[8], label[48];
+        snprintf(fill, sizeof fill, "#%06x", mb_colour(m, 0));
+        snprintf(label, sizeof label, "mb %d", m);
+        fprintf(fp, "<rect x=\"%.1f\" y=\"%.1f\" width=\"8\" height=\"14\" fill=\"#%06x\"/>\n",
+                x + 8, y, mb_colour(m, 1));
+        swatch(x, y, fill, "", fp);
+        fprintf(fp, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">%s</text>\n", x + 21, y + 11,
+                label);
+        x += 21 + SVG_CHAR * (double)strlen(label) + 14;
+    }
+    if (s->microbatches > 10)
+        fprintf(fp, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">(colours repeat every 10 "
+                    "micro-batches)</text>\n",
+                x, y + 11);
+    y += 24;
+    x = SVG_LEFT;
+    fprintf(fp,
+            "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">F forward (light), B backward (dark)%s"
+            "</text>\n",
+            x, y + 11, s->n_pipes == 2 ? "; f / b, dashed edge: pipe 1 (up)" : "");
+    x += SVG_CHAR * (s->n_pipes == 2 ? 70 : 37) + 16;
+    swatch(x, y, "url(#idle)", "idle", fp);
+    x += 70;
+    if (s->n_reduces) {
+        fprintf(fp, "<path d=\"M%.1f %.1f l-5 -7 h10 z\" fill=\"#111\"/>\n", x + 8, y + 12);
+        fprintf(fp, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">gradient sync issued "
+                    "(REDUCE)</text>\n",
+                x + 21, y + 11);
+    }
+    return y + 28;
+}
+
+pp_status pp_sched_write_svg(const pp_sched *s, const pp_sim_result *sim, FILE *fp)
+{
+    if (!sim || !sim->spans)
+        return PP_ERR(PP_ERR_INVALID, "the SVG chart needs a simulation run with want_spans = 1");
+    if (!(sim->makespan > 0))
+        return PP_ERR(PP_ERR_INVALID, "the SVG chart needs a positive makespan, got %g",
+                      sim->makespan);
+    svg_axis ax = {.x0 = SVG_LEFT, .scale = SVG_PLOT / sim->makespan, .makespan = sim->makespan};
+    double width = SVG_LEFT + SVG_PLOT + SVG_RIGHT;
+    /* Height: rows, axis (52 px), legend (two lines, 52 px). */
+    double height = row_y(s->ranks) - SVG_GAP + 6 + 52 + 52 + 8;
+    fprintf(fp,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" viewBox=\"0 0 "
+            "%g %g\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n"
+            "<rect width=\"100%%\" height=\"100%%\" fill=\"#ffffff\"/>\n",
+            width, height, width, height);
+    write_defs(fp);
+    write_title(s, sim, fp);
+    write_rows(s, sim, &ax, fp);
+    double y = write_axis(s, &ax, fp);
+    write_legend(s, y, fp);
+    fputs("</svg>\n", fp);
+    if (ferror(fp))
+        return PP_ERR(PP_ERR_IO, "writing the SVG chart failed");
+    return PP_OK;
+}

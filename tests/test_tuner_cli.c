@@ -1,0 +1,321 @@
+/* test_tuner_cli.c — `pptune schedule`: the JSON form read back gives the same schedule, the
+ * command's output and figures, and its errors (message and exit status) for bad options, bad
+ * files and invalid schedules; -o never leaves a partial file. Runs the built program. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "pp_sched.h"
+#include "sched_equal.h"
+#include "sched_json.h"
+
+#define PPTUNE PP_BINARY_DIR "/tuner/pptune"
+
+/* ---- JSON in-process round trip ------------------------------------------------------------- */
+
+static char *json_of(const pp_sched *s)
+{
+    pp_cost cost;
+    pp_sim_result sim;
+    cr_assert_eq(pp_cost_init_unit(&cost, s, 2.0), PP_OK, "%s", pp_err_msg());
+    cr_assert_eq(pp_sim_run(s, &cost, 0, &sim), PP_OK, "%s", pp_err_msg());
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&buf, &len);
+    cr_assert_eq(pp_sched_write_json(s, &sim, fp), PP_OK, "%s", pp_err_msg());
+    fclose(fp);
+    pp_sim_result_fini(&sim);
+    pp_cost_fini(&cost);
+    return buf;
+}
+
+Test(tuner_cli, json_written_then_read_gives_an_equal_schedule)
+{
+    int n;
+    const pp_sched_generator *g = pp_sched_generators(&n);
+    for (int i = 0; i < n; i++) {
+        pp_sched_params p = {.ranks = 4, .microbatches = 8, .layers = 30, .uneven = 1};
+        if (!strcmp(g[i].name, "bitpipe") || !strcmp(g[i].name, "interleaved"))
+            p.layers = 46; /* 8 stages: (46 + 2) / 8 = 6 */
+        pp_sched *s, *back;
+        cr_assert_eq(pp_sched_generate(g[i].name, &p, &s), PP_OK, "%s: %s", g[i].name,
+                     pp_err_msg());
+        char *json = json_of(s);
+        cr_assert_eq(pp_sched_read_json(json, "x.json", &back), PP_OK, "%s: %s", g[i].name,
+                     pp_err_msg());
+        char why[256];
+        cr_assert(pp_test_sched_equal(s, back, why, sizeof why), "%s: %s", g[i].name, why);
+        free(json);
+        pp_sched_destroy(s);
+        pp_sched_destroy(back);
+    }
+}
+
+Test(tuner_cli, json_reader_accepts_reduces_given_only_on_the_actions)
+{
+    const char *j = "{\"kind\": \"mini\", \"ranks\": 1, \"microbatches\": 1, \"stages\": "
+                    "[[{\"rank\": 0, \"layers\": [0, 1]}]], \"ops\": [[{\"op\": \"F\", "
+                    "\"stage\": 0, \"mb\": 0}, {\"op\": \"B\", \"stage\": 0, \"mb\": 0}, "
+                    "{\"op\": \"REDUCE\", \"stages\": [[0, 0]], \"ranks\": [0]}]]}";
+    pp_sched *s;
+    cr_assert_eq(pp_sched_read_json(j, "mini.json", &s), PP_OK, "%s", pp_err_msg());
+    cr_assert_eq(s->n_reduces, 1);
+    cr_assert_eq(s->ops[0][2].op, PP_OP_REDUCE);
+    cr_assert_eq(pp_sched_check(s), PP_OK, "%s", pp_err_msg());
+    pp_sched_destroy(s);
+}
+
+/* ---- running the program ---------------------------------------------------------------------- */
+
+typedef struct {
+    int status;
+    char out[1 << 16], err[4096];
+} run_result;
+
+static char tmpdir[64];
+
+static void make_tmpdir(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/pptune-cli-XXXXXX");
+    cr_assert(mkdtemp(tmpdir));
+}
+
+static void remove_tmpdir(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+static void slurp(const char *path, char *buf, size_t n)
+{
+    FILE *fp = fopen(path, "rb");
+    size_t got = fp ? fread(buf, 1, n - 1, fp) : 0;
+    buf[got] = '\0';
+    if (fp)
+        fclose(fp);
+}
+
+/* Runs pptune with args (a shell fragment), capturing exit status, stdout and stderr. */
+static void run(const char *args, run_result *r)
+{
+    char cmd[1024], o[128], e[128];
+    snprintf(o, sizeof o, "%s/stdout", tmpdir);
+    snprintf(e, sizeof e, "%s/stderr", tmpdir);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s >'%s' 2>'%s'", tmpdir, PPTUNE, args, o, e);
+    int st = system(cmd);
+    cr_assert(WIFEXITED(st), "%s did not exit normally", cmd);
+    r->status = WEXITSTATUS(st);
+    slurp(o, r->out, sizeof r->out);
+    slurp(e, r->err, sizeof r->err);
+    remove(o);
+    remove(e);
+}
+
+static void write_file(const char *name, const char *text)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *fp = fopen(path, "w");
+    cr_assert(fp);
+    fputs(text, fp);
+    fclose(fp);
+}
+
+static run_result R;
+
+static void expect_fail(const char *args, int status, const char *msg)
+{
+    run(args, &R);
+    cr_assert_eq(R.status, status, "pptune %s: exit %d, stderr: %s", args, R.status, R.err);
+    cr_assert(strstr(R.err, msg), "pptune %s: stderr \"%s\" lacks \"%s\"", args, R.err, msg);
+}
+
+TestSuite(tuner_cli_run, .init = make_tmpdir, .fini = remove_tmpdir);
+
+Test(tuner_cli_run, default_output_is_a_summary_and_a_timeline)
+{
+    run("schedule --kind 1f1b --ranks 4 --microbatches 8", &R);
+    cr_assert_eq(R.status, 0, "%s", R.err);
+    cr_assert(strstr(R.out, "1f1b: D = 4 ranks, N = 8 micro-batches"), "%s", R.out);
+    cr_assert(strstr(R.out, "bubble over ideal     0.375  (idle / compute time"), "%s", R.out);
+    cr_assert(strstr(R.out, "bubble over total     0.272727"), "%s", R.out); /* 3/11 */
+    cr_assert(strstr(R.out, "peak activations      4 3 2 1  (ranks 0..3"), "%s", R.out);
+    cr_assert(strstr(R.out, "cross-rank transfers  48"), "%s", R.out); /* 2 x 8 x 3 hops */
+    cr_assert(strstr(R.out, "rank 3  "), "%s", R.out);
+}
+
+Test(tuner_cli_run, seed_article_figures)
+{
+    run("schedule --kind interleaved --ranks 4 --microbatches 8 --chunks 2 --format json", &R);
+    cr_assert_eq(R.status, 0, "%s", R.err);
+    cr_assert(strstr(R.out, "\"bubble_over_ideal\": 0.1875,"), "%s", R.out);
+    run("schedule --kind 1f1b --ranks 4 --microbatches 32 --format json", &R);
+    cr_assert(strstr(R.out, "\"bubble_over_ideal\": 0.09375,"), "%s", R.out);
+}
+
+Test(tuner_cli_run, help_lists_every_schedule)
+{
+    run("schedule --help", &R);
+    cr_assert_eq(R.status, 0);
+    int n;
+    const pp_sched_generator *g = pp_sched_generators(&n);
+    for (int i = 0; i < n; i++)
+        cr_assert(strstr(R.out, g[i].name), "%s missing from --help", g[i].name);
+    cr_assert(strstr(R.out, "--check FILE"));
+}
+
+Test(tuner_cli_run, bad_options_exit_2_naming_the_value)
+{
+    expect_fail("schedule --kind zigzag --ranks 4 --microbatches 8", 2,
+                "unknown schedule \"zigzag\": expected one of gpipe");
+    expect_fail("schedule --kind 1f1b --ranks x --microbatches 8", 2,
+                "--ranks expects an integer >= 1, got \"x\"");
+    expect_fail("schedule --kind 1f1b --ranks 0 --microbatches 8", 2,
+                "--ranks expects an integer >= 1, got \"0\"");
+    expect_fail("schedule --kind 1f1b --ranks 4 --microbatches 8 --fb-ratio 0", 2,
+                "--fb-ratio expects a number > 0");
+    expect_fail("schedule --kind 1f1b --ranks 4 --microbatches 8 --format png", 2,
+                "--format expects one of text, json, csv, ascii, svg, got \"png\"");
+    expect_fail("schedule --kind 1f1b --ranks 4", 2, "needs --ranks D and --microbatches N");
+    expect_fail("schedule --ranks 4 --microbatches 8", 2, "needs --kind");
+    expect_fail("schedule --kind bitpipe --ranks 3 --microbatches 6", 2, "even number of ranks");
+    expect_fail("schedule --kind 1f1b --ranks 4 --microbatches 8 --bogus", 2,
+                "unknown option \"--bogus\"");
+}
+
+Test(tuner_cli_run, check_of_a_missing_file_exits_2)
+{
+    expect_fail("schedule --check nothere.json", 2, "nothere.json: cannot open");
+}
+
+/* A valid 2-rank, 1-micro-batch 1F1B in JSON, with one action replaced by `bad`. */
+static void write_mini_json(const char *name, const char *rank1_ops)
+{
+    char text[2048];
+    snprintf(text, sizeof text,
+             "{\"kind\": \"mini\", \"ranks\": 2, \"microbatches\": 1, \"chunks\": 1,\n"
+             " \"stages\": [[{\"rank\": 0, \"layers\": [0, 1]}, {\"rank\": 1, \"layers\": [1, "
+             "2]}]],\n"
+             " \"ops\": [[{\"op\": \"F\", \"pipe\": 0, \"stage\": 0, \"mb\": 0},\n"
+             "          {\"op\": \"SEND_F\", \"pipe\": 0, \"stage\": 0, \"mb\": 0},\n"
+             "          {\"op\": \"RECV_B\", \"pipe\": 0, \"stage\": 0, \"mb\": 0},\n"
+             "          {\"op\": \"B\", \"pipe\": 0, \"stage\": 0, \"mb\": 0}],\n"
+             "         [%s]]}\n",
+             rank1_ops);
+    write_file(name, text);
+}
+
+#define R1_GOOD                                                                                    \
+    "{\"op\": \"RECV_F\", \"pipe\": 0, \"stage\": 1, \"mb\": 0}, "                                 \
+    "{\"op\": \"F\", \"pipe\": 0, \"stage\": 1, \"mb\": 0}, "                                      \
+    "{\"op\": \"B\", \"pipe\": 0, \"stage\": 1, \"mb\": 0}, "                                      \
+    "{\"op\": \"SEND_B\", \"pipe\": 0, \"stage\": 1, \"mb\": 0}"
+
+Test(tuner_cli_run, check_accepts_a_hand_written_json_schedule)
+{
+    write_mini_json("mini.json", R1_GOOD);
+    run("schedule --check mini.json --fb-ratio 1", &R);
+    cr_assert_eq(R.status, 0, "%s", R.err);
+    cr_assert(strstr(R.out, "makespan              4\n"), "%s", R.out);
+}
+
+Test(tuner_cli_run, malformed_json_names_the_field)
+{
+    write_mini_json("sched.json", R1_GOOD ", {\"op\": \"X\"}");
+    expect_fail("schedule --check sched.json", 2,
+                "sched.json: ops[1][4].op: expected one of F, B, SEND_F, RECV_F, SEND_B, "
+                "RECV_B, REDUCE, got \"X\"");
+    write_mini_json("stage.json", "{\"op\": \"F\", \"pipe\": 0, \"stage\": 7, \"mb\": 0}");
+    expect_fail("schedule --check stage.json", 2,
+                "stage.json: ops[1][0].stage: expected an integer in 0..1, got 7");
+    write_file("broken.json", "{\"ranks\": 2,,}");
+    expect_fail("schedule --check broken.json", 2, "broken.json:1:");
+    expect_fail("schedule --check broken.json", 2, "not valid JSON");
+}
+
+Test(tuner_cli_run, check_rejects_an_invalid_schedule_with_the_checkers_message)
+{
+    /* rank 1 runs its backward before its forward */
+    write_mini_json("swap.json", "{\"op\": \"RECV_F\", \"pipe\": 0, \"stage\": 1, \"mb\": 0}, "
+                                 "{\"op\": \"B\", \"pipe\": 0, \"stage\": 1, \"mb\": 0}, "
+                                 "{\"op\": \"F\", \"pipe\": 0, \"stage\": 1, \"mb\": 0}, "
+                                 "{\"op\": \"SEND_B\", \"pipe\": 0, \"stage\": 1, \"mb\": 0}");
+    expect_fail("schedule --check swap.json", 2, "swap.json: rank 1, action 1");
+    cr_assert(strstr(R.err, "backward before its forward"), "%s", R.err);
+}
+
+static int tmp_leftovers(void)
+{
+    DIR *d = opendir(tmpdir);
+    cr_assert(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        n += strstr(e->d_name, ".tmp.") != NULL;
+    closedir(d);
+    return n;
+}
+
+Test(tuner_cli_run, output_file_is_written_whole_or_not_at_all)
+{
+    write_file("out.json", "old\n");
+    write_mini_json("swap.json", "{\"op\": \"B\", \"pipe\": 0, \"stage\": 1, \"mb\": 0}");
+    expect_fail("schedule --check swap.json --format json -o out.json", 2, "swap.json");
+    char buf[64];
+    char path[256];
+    snprintf(path, sizeof path, "%s/out.json", tmpdir);
+    slurp(path, buf, sizeof buf);
+    cr_assert_str_eq(buf, "old\n", "a failed run must leave the old file");
+    cr_assert_eq(tmp_leftovers(), 0, "no temporary file left behind");
+    expect_fail("schedule --kind 1f1b --ranks 4 --microbatches 8 -o nodir/out.json", 1,
+                "nodir/out.json");
+    /* success: complete, and --check reads it back */
+    run("schedule --kind chimera --ranks 4 --microbatches 8 --format json -o out.json", &R);
+    cr_assert_eq(R.status, 0, "%s", R.err);
+    cr_assert_str_eq(R.out, "");
+    cr_assert_eq(tmp_leftovers(), 0);
+    run("schedule --check out.json", &R);
+    cr_assert_eq(R.status, 0, "%s", R.err);
+    cr_assert(strstr(R.out, "chimera: D = 4 ranks, N = 8"), "%s", R.out);
+}
+
+Test(tuner_cli_run, text_and_json_round_trip_through_the_command)
+{
+    const char *kinds[] = {"gpipe", "1f1b", "interleaved", "chimera", "bitpipe"};
+    for (int i = 0; i < 5; i++) {
+        char args[256], text[1 << 16];
+        snprintf(args, sizeof args,
+                 "schedule --kind %s --ranks 4 --microbatches 8 --format text -o a.txt", kinds[i]);
+        run(args, &R);
+        cr_assert_eq(R.status, 0, "%s", R.err);
+        snprintf(args, sizeof args, "schedule --kind %s --ranks 4 --microbatches 8 --format json "
+                                    "-o a.json", kinds[i]);
+        run(args, &R);
+        cr_assert_eq(R.status, 0, "%s", R.err);
+        char path[256];
+        snprintf(path, sizeof path, "%s/a.txt", tmpdir);
+        slurp(path, text, sizeof text);
+        run("schedule --check a.txt --format text", &R);
+        cr_assert_eq(R.status, 0, "%s", R.err);
+        cr_assert_str_eq(R.out, text, "%s: text -> --check -> text differs", kinds[i]);
+        run("schedule --check a.json --format text", &R);
+        cr_assert_eq(R.status, 0, "%s", R.err);
+        cr_assert_str_eq(R.out, text, "%s: json -> --check -> text differs", kinds[i]);
+    }
+}
+
+Test(tuner_cli_run, svg_and_csv_formats)
+{
+    run("schedule --kind gpipe --ranks 2 --microbatches 2 --format csv", &R);
+    cr_assert_eq(R.status, 0, "%s", R.err);
+    cr_assert_str_eq(R.out, "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n"
+                            "1RECV_F0,1F0,1RECV_F1,1F1,1B0,1SEND_B0,1B1,1SEND_B1\n");
+    run("schedule --kind gpipe --ranks 2 --microbatches 2 --format svg", &R);
+    cr_assert_eq(R.status, 0, "%s", R.err);
+    cr_assert(strstr(R.out, "<svg") && strstr(R.out, "</svg>"));
+}
