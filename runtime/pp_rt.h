@@ -110,6 +110,9 @@ pp_status pp_rt_stage_create(pp_backend *be, const pp_rt_stage_params *p, pp_rt_
 void pp_rt_stage_destroy(pp_rt_stage *st);
 /* Bytes of the activation tensor a stage sends / receives: B*T*C*4. */
 size_t pp_rt_stage_io_bytes(const pp_rt_stage *st);
+/* Bytes of the activations one forward saves until its backward (PP_MEM_ACTS per in-flight
+ * slot): the memory model's "activations per micro-batch" of this stage, exactly. */
+size_t pp_rt_stage_act_bytes(const pp_rt_stage *st);
 /* Forward of one micro-batch. slot identifies it until its backward (the micro-batch id):
  * the stage saves what backward needs under that slot (counted as PP_MEM_ACTS).
  *   tokens  (B,T) int32, required when has_embed, else NULL

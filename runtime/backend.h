@@ -1,0 +1,102 @@
+/* backend.h — private to runtime/: the table of callbacks a backend fills (ggml-backend style).
+ *
+ * The stage code (stage*.c) computes the model only through these callbacks, so a CUDA backend
+ * plugs in by filling the same table; this header names no CUDA or BLAS type. Pointers passed to
+ * the kernels are in the backend's memory (host for the CPU backend, device for CUDA) except
+ * where a parameter says "host". Every kernel returns pp_status so that a CUDA backend can turn
+ * a failed launch into an error with file:line; the CPU backend always returns PP_OK.
+ *
+ * Conventions: row-major fp32; N = B*T rows; "+=" in a comment means the kernel accumulates
+ * into its output (gradients accumulate over micro-batches), "=" that it overwrites.
+ * A backend instance is used by one thread at a time (one backend per rank).
+ */
+#ifndef PP_RT_BACKEND_H
+#define PP_RT_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pp_rt.h"
+
+/* One AdamW update's scalars, precomputed by the stage (bias corrections of step t). */
+typedef struct {
+    float lr, beta1, beta2, eps;
+    float weight_decay; /* 0 for tensors that are not decayed (biases, LayerNorm) */
+    float bc1, bc2;     /* 1 - beta1^t, 1 - beta2^t */
+    float grad_scale;   /* multiplies the gradient first (1, or a clipping factor) */
+} pp_adamw_scalars;
+
+typedef struct {
+    /* ---- memory (raw: accounting is done above, in backend.c) ---- */
+    void *(*alloc)(void *ctx, size_t bytes); /* NULL when out of memory */
+    void (*free)(void *ctx, void *p);
+    pp_status (*upload)(void *ctx, void *dst, const void *src_host, size_t bytes);
+    pp_status (*download)(void *ctx, void *dst_host, const void *src, size_t bytes);
+    pp_status (*copy)(void *ctx, void *dst, const void *src, size_t bytes);
+    pp_status (*zero)(void *ctx, void *dst, size_t bytes);
+
+    /* ---- dense algebra ---- */
+    /* c(m,n) = alpha * op(a) * op(b) + beta * c, op(x) = x or x^T; leading dimensions in floats. */
+    pp_status (*gemm)(void *ctx, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                      int ldc);
+    /* y(rows, cols) += bias(cols) broadcast over rows. */
+    pp_status (*add_bias)(void *ctx, float *y, const float *bias, int rows, int cols);
+    /* db(cols) += column sums of dy(rows, cols). */
+    pp_status (*bias_grad)(void *ctx, float *db, const float *dy, int rows, int cols);
+    /* y(n) += x(n). */
+    pp_status (*add)(void *ctx, float *y, const float *x, size_t n);
+
+    /* ---- layer kernels ---- */
+    /* out(B,T,C) = wte[tok[b,t]] + wpe[t]. */
+    pp_status (*encoder_fwd)(void *ctx, float *out, const int32_t *tok, const float *wte,
+                             const float *wpe, int B, int T, int C);
+    /* dwte[tok[b,t]] += dout[b,t]; dwpe[t] += sum_b dout[b,t]. */
+    pp_status (*encoder_bwd)(void *ctx, float *dwte, float *dwpe, const float *dout,
+                             const int32_t *tok, int B, int T, int C);
+    /* out(N,C) = (x - mean) * rstd * g + b; saves mean(N), rstd(N). */
+    pp_status (*layernorm_fwd)(void *ctx, float *out, float *mean, float *rstd, const float *x,
+                               const float *g, const float *b, int N, int C);
+    /* dx += ..., dg += ..., db += ... */
+    pp_status (*layernorm_bwd)(void *ctx, float *dx, float *dg, float *db, const float *dout,
+                               const float *x, const float *g, const float *mean,
+                               const float *rstd, int N, int C);
+    /* Causal multi-head attention on qkv(B,T,3C) laid out [q | k | v], head h at columns
+     * h*C/NH of each: y(B,T,C) = softmax(q k^T / sqrt(hs), causal) v; saves the probabilities
+     * att(B,NH,T,T) (zero above the diagonal). */
+    pp_status (*attention_fwd)(void *ctx, float *y, float *att, const float *qkv, int B, int T,
+                               int C, int NH);
+    /* dqkv(B,T,3C) = gradient (overwritten); scratch has attention_scratch_bytes. */
+    pp_status (*attention_bwd)(void *ctx, float *dqkv, float *scratch, const float *dy,
+                               const float *att, const float *qkv, int B, int T, int C, int NH);
+    size_t (*attention_scratch_bytes)(void *ctx, int B, int T, int C, int NH);
+    /* y = gelu(x) (tanh approximation, as GPT-2); n elements. */
+    pp_status (*gelu_fwd)(void *ctx, float *y, const float *x, size_t n);
+    /* dx = gelu'(x) * dy; dx may alias dy. */
+    pp_status (*gelu_bwd)(void *ctx, float *dx, const float *x, const float *dy, size_t n);
+    /* In place: logits(N,V) -> softmax probabilities; *mean_loss_host = mean over rows of
+     * -log p[target]. */
+    pp_status (*xent_fwd)(void *ctx, float *probs, const int32_t *targets, int N, int V,
+                          float *mean_loss_host);
+    /* In place: probs(N,V) -> dlogits = (probs - onehot(target)) * scale. */
+    pp_status (*xent_bwd)(void *ctx, float *probs, const int32_t *targets, int N, int V,
+                          float scale);
+    /* AdamW on n elements: m, v updated, w updated. */
+    pp_status (*adamw)(void *ctx, float *w, const float *g, float *m, float *v, size_t n,
+                       const pp_adamw_scalars *s);
+
+    void (*destroy)(void *ctx); /* frees the context */
+} pp_backend_ops;
+
+struct pp_backend {
+    const char *name; /* "cpu", "cuda" */
+    const pp_backend_ops *ops;
+    void *ctx;
+    pp_mem_stats mem;
+};
+
+/* Wraps a filled table into a backend (takes ownership of ctx: destroy is called on failure). */
+pp_status pp_backend_wrap(const char *name, const pp_backend_ops *ops, void *ctx,
+                          pp_backend **out);
+
+#endif

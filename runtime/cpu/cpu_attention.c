@@ -1,0 +1,118 @@
+/* cpu_attention.c — causal multi-head self-attention on the CPU, forward and backward, with the
+ * matrix products done by OpenBLAS per (batch, head) instead of scalar dot-product loops.
+ *
+ * Causality is exploited in blocks of PP_ATT_BLOCK rows: a row block [r0, r1) only needs keys
+ * [0, r1), so the products cover about half of the T x T square (plus the diagonal blocks).
+ * The probabilities att (B, NH, T, T) are saved for backward with zeros above the diagonal,
+ * which is what lets the backward products read whole blocks without masks.
+ * It deliberately does not do flash-attention style recomputation: the saved T x T matrix is
+ * the memory the tuner's activation model counts (Korthikanti et al. 2022, the 5as/h term).
+ *
+ *   S = q k^T / sqrt(hs),  A = softmax_causal(S),  y = A v
+ *   dA = dy v^T,  dS = A * (dA - rowsum(A * dA)),  dq = dS k / sqrt(hs),
+ *   dk = dS^T q / sqrt(hs),  dv = A^T dy
+ */
+#include <math.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+
+#define PP_ATT_BLOCK 64
+
+/* Row t of the scores: softmax over keys [0, t], zero for keys (t, T). */
+static void softmax_causal_row(float *row, int t, int T)
+{
+    float mx = row[0];
+    for (int j = 1; j <= t; j++)
+        mx = row[j] > mx ? row[j] : mx;
+    float sum = 0.0f;
+    for (int j = 0; j <= t; j++) {
+        row[j] = expf(row[j] - mx);
+        sum += row[j];
+    }
+    float inv = 1.0f / sum;
+    for (int j = 0; j <= t; j++)
+        row[j] *= inv;
+    if (t + 1 < T)
+        memset(row + t + 1, 0, (size_t)(T - t - 1) * sizeof(float));
+}
+
+/* Row t of dS from A and dA (in place over dA), scaled; keys (t, r1) zeroed because the dk
+ * product reads the diagonal block whole. */
+static void softmax_causal_row_bwd(float *ds, const float *a, int t, int r1, float scale)
+{
+    float dot = 0.0f;
+    for (int j = 0; j <= t; j++)
+        dot += a[j] * ds[j];
+    for (int j = 0; j <= t; j++)
+        ds[j] = a[j] * (ds[j] - dot) * scale;
+    for (int j = t + 1; j < r1; j++)
+        ds[j] = 0.0f;
+}
+
+pp_status pp_cpu_attention_fwd(void *ctx, float *y, float *att, const float *qkv, int B, int T,
+                               int C, int NH)
+{
+    const int hs = C / NH, C3 = 3 * C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const float *q = qkv + (size_t)b * T * C3 + (size_t)h * hs;
+            const float *k = q + C, *v = q + 2 * C;
+            float *A = att + ((size_t)b * NH + h) * T * T;
+            float *out = y + (size_t)b * T * C + (size_t)h * hs;
+            for (int r0 = 0; r0 < T; r0 += PP_ATT_BLOCK) {
+                int r1 = r0 + PP_ATT_BLOCK < T ? r0 + PP_ATT_BLOCK : T, rb = r1 - r0;
+                float *Ab = A + (size_t)r0 * T;
+                pp_cpu_gemm(ctx, 0, 1, rb, r1, hs, scale, q + (size_t)r0 * C3, C3, k, C3, 0.0f,
+                            Ab, T);
+                for (int t = r0; t < r1; t++)
+                    softmax_causal_row(A + (size_t)t * T, t, T);
+                pp_cpu_gemm(ctx, 0, 0, rb, hs, r1, 1.0f, Ab, T, v, C3, 0.0f,
+                            out + (size_t)r0 * C, C);
+            }
+        }
+    return PP_OK;
+}
+
+size_t pp_cpu_attention_scratch_bytes(void *ctx, int B, int T, int C, int NH)
+{
+    (void)ctx, (void)B, (void)C, (void)NH;
+    return (size_t)T * T * sizeof(float); /* dS of one (batch, head) at a time */
+}
+
+pp_status pp_cpu_attention_bwd(void *ctx, float *dqkv, float *scratch, const float *dy,
+                               const float *att, const float *qkv, int B, int T, int C, int NH)
+{
+    const int hs = C / NH, C3 = 3 * C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    float *S = scratch;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            size_t off = (size_t)b * T * C3 + (size_t)h * hs;
+            const float *q = qkv + off, *k = q + C, *v = q + 2 * C;
+            float *dq = dqkv + off, *dk = dq + C, *dv = dq + 2 * C;
+            const float *A = att + ((size_t)b * NH + h) * T * T;
+            const float *dyh = dy + (size_t)b * T * C + (size_t)h * hs;
+            for (int r0 = 0; r0 < T; r0 += PP_ATT_BLOCK) {
+                int r1 = r0 + PP_ATT_BLOCK < T ? r0 + PP_ATT_BLOCK : T, rb = r1 - r0;
+                /* dA(rb, r1) = dy_block v^T, then dS in place */
+                pp_cpu_gemm(ctx, 0, 1, rb, r1, hs, 1.0f, dyh + (size_t)r0 * C, C, v, C3, 0.0f,
+                            S + (size_t)r0 * T, T);
+                for (int t = r0; t < r1; t++)
+                    softmax_causal_row_bwd(S + (size_t)t * T, A + (size_t)t * T, t, r1, scale);
+                pp_cpu_gemm(ctx, 0, 0, rb, hs, r1, 1.0f, S + (size_t)r0 * T, T, k, C3, 0.0f,
+                            dq + (size_t)r0 * C3, C3);
+            }
+            /* Column block [c0, c1) of keys gets contributions from queries t >= c0 only. */
+            for (int c0 = 0; c0 < T; c0 += PP_ATT_BLOCK) {
+                int c1 = c0 + PP_ATT_BLOCK < T ? c0 + PP_ATT_BLOCK : T, cb = c1 - c0;
+                size_t blk = (size_t)c0 * T + c0;
+                pp_cpu_gemm(ctx, 1, 0, cb, hs, T - c0, 1.0f, S + blk, T, q + (size_t)c0 * C3,
+                            C3, 0.0f, dk + (size_t)c0 * C3, C3);
+                pp_cpu_gemm(ctx, 1, 0, cb, hs, T - c0, 1.0f, A + blk, T, dyh + (size_t)c0 * C,
+                            C, 0.0f, dv + (size_t)c0 * C3, C3);
+            }
+        }
+    return PP_OK;
+}

@@ -1,0 +1,100 @@
+/* cpu_backend.c — the CPU backend: host memory, OpenBLAS GEMM, and the table that binds the
+ * plain-C kernels of cpu_kernels.c / cpu_attention.c. It is the numerical reference the CUDA
+ * backend is held to.
+ *
+ * OpenBLAS runs one thread per call (openblas_set_num_threads(1) at creation): ranks are
+ * threads, each with its own backend, and a rank that spawned BLAS threads of its own would
+ * oversubscribe the cores and blur the per-rank timings. The setting is process-wide in
+ * OpenBLAS; every CPU backend sets the same value, so creating several is harmless.
+ */
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+
+/* 64-byte alignment: a cache line and a full AVX-512 vector. */
+#define PP_CPU_ALIGN 64
+
+static void *cpu_alloc(void *ctx, size_t bytes)
+{
+    (void)ctx;
+    size_t rounded = (bytes + PP_CPU_ALIGN - 1) / PP_CPU_ALIGN * PP_CPU_ALIGN;
+    return aligned_alloc(PP_CPU_ALIGN, rounded);
+}
+
+static void cpu_free(void *ctx, void *p)
+{
+    (void)ctx;
+    free(p);
+}
+
+static pp_status cpu_copy(void *ctx, void *dst, const void *src, size_t bytes)
+{
+    (void)ctx;
+    if (bytes && dst != src)
+        memmove(dst, src, bytes);
+    return PP_OK;
+}
+
+static pp_status cpu_zero(void *ctx, void *dst, size_t bytes)
+{
+    (void)ctx;
+    if (bytes)
+        memset(dst, 0, bytes);
+    return PP_OK;
+}
+
+pp_status pp_cpu_gemm(void *ctx, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                      int ldc)
+{
+    (void)ctx;
+    if (m <= 0 || n <= 0)
+        return PP_OK;
+    if (k <= 0) { /* an empty product: c = beta * c, which BLAS may skip */
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++)
+                c[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[(size_t)i * ldc + j];
+        return PP_OK;
+    }
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                ldc);
+    return PP_OK;
+}
+
+static void cpu_destroy(void *ctx) { (void)ctx; }
+
+static const pp_backend_ops cpu_ops = {
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .copy = cpu_copy,
+    .zero = cpu_zero,
+    .gemm = pp_cpu_gemm,
+    .add_bias = pp_cpu_add_bias,
+    .bias_grad = pp_cpu_bias_grad,
+    .add = pp_cpu_add,
+    .encoder_fwd = pp_cpu_encoder_fwd,
+    .encoder_bwd = pp_cpu_encoder_bwd,
+    .layernorm_fwd = pp_cpu_layernorm_fwd,
+    .layernorm_bwd = pp_cpu_layernorm_bwd,
+    .attention_fwd = pp_cpu_attention_fwd,
+    .attention_bwd = pp_cpu_attention_bwd,
+    .attention_scratch_bytes = pp_cpu_attention_scratch_bytes,
+    .gelu_fwd = pp_cpu_gelu_fwd,
+    .gelu_bwd = pp_cpu_gelu_bwd,
+    .xent_fwd = pp_cpu_xent_fwd,
+    .xent_bwd = pp_cpu_xent_bwd,
+    .adamw = pp_cpu_adamw,
+    .destroy = cpu_destroy,
+};
+
+pp_status pp_backend_cpu_create(pp_backend **out)
+{
+    openblas_set_num_threads(1);
+    PP_TRY(pp_backend_wrap("cpu", &cpu_ops, NULL, out));
+    return PP_OK;
+}

@@ -1,0 +1,219 @@
+/* cpu_kernels.c — the CPU backend's element-wise and row-wise kernels: embeddings, LayerNorm,
+ * GELU, bias, cross-entropy, AdamW. Plain C written so the compiler can vectorise the inner
+ * loops (contiguous rows, no branches inside them). Attention is in cpu_attention.c, GEMM in
+ * cpu_backend.c. Structure after karpathy/llm.c's train_gpt2.c; the code is our own.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+
+/* LayerNorm epsilon, as GPT-2 (Radford et al. 2019) and PyTorch's default. */
+#define PP_LN_EPS 1e-5f
+
+pp_status pp_cpu_add_bias(void *ctx, float *y, const float *bias, int rows, int cols)
+{
+    (void)ctx;
+    for (int i = 0; i < rows; i++) {
+        float *row = y + (size_t)i * cols;
+        for (int j = 0; j < cols; j++)
+            row[j] += bias[j];
+    }
+    return PP_OK;
+}
+
+pp_status pp_cpu_bias_grad(void *ctx, float *db, const float *dy, int rows, int cols)
+{
+    (void)ctx;
+    /* Row by row so the inner loop is a contiguous vector add (a column walk would stride). */
+    for (int i = 0; i < rows; i++) {
+        const float *row = dy + (size_t)i * cols;
+        for (int j = 0; j < cols; j++)
+            db[j] += row[j];
+    }
+    return PP_OK;
+}
+
+pp_status pp_cpu_add(void *ctx, float *y, const float *x, size_t n)
+{
+    (void)ctx;
+    for (size_t i = 0; i < n; i++)
+        y[i] += x[i];
+    return PP_OK;
+}
+
+pp_status pp_cpu_encoder_fwd(void *ctx, float *out, const int32_t *tok, const float *wte,
+                             const float *wpe, int B, int T, int C)
+{
+    (void)ctx;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            float *o = out + ((size_t)b * T + t) * C;
+            const float *e = wte + (size_t)tok[b * T + t] * C;
+            const float *p = wpe + (size_t)t * C;
+            for (int c = 0; c < C; c++)
+                o[c] = e[c] + p[c];
+        }
+    return PP_OK;
+}
+
+pp_status pp_cpu_encoder_bwd(void *ctx, float *dwte, float *dwpe, const float *dout,
+                             const int32_t *tok, int B, int T, int C)
+{
+    (void)ctx;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *d = dout + ((size_t)b * T + t) * C;
+            float *e = dwte + (size_t)tok[b * T + t] * C;
+            float *p = dwpe + (size_t)t * C;
+            for (int c = 0; c < C; c++) {
+                e[c] += d[c];
+                p[c] += d[c];
+            }
+        }
+    return PP_OK;
+}
+
+pp_status pp_cpu_layernorm_fwd(void *ctx, float *out, float *mean, float *rstd, const float *x,
+                               const float *g, const float *b, int N, int C)
+{
+    (void)ctx;
+    for (int i = 0; i < N; i++) {
+        const float *xi = x + (size_t)i * C;
+        float *oi = out + (size_t)i * C;
+        float sum = 0.0f;
+        for (int c = 0; c < C; c++)
+            sum += xi[c];
+        float m = sum / C;
+        float var = 0.0f; /* two passes: the variance of values far from 0 stays accurate */
+        for (int c = 0; c < C; c++)
+            var += (xi[c] - m) * (xi[c] - m);
+        float s = 1.0f / sqrtf(var / C + PP_LN_EPS);
+        for (int c = 0; c < C; c++)
+            oi[c] = (xi[c] - m) * s * g[c] + b[c];
+        mean[i] = m;
+        rstd[i] = s;
+    }
+    return PP_OK;
+}
+
+/* With n = (x - mean) * rstd and y = n * g + b:
+ *   dx = rstd * (dn - mean(dn) - n * mean(dn * n)),  dn = dy * g
+ *   dg += dy * n,  db += dy                                          */
+pp_status pp_cpu_layernorm_bwd(void *ctx, float *dx, float *dg, float *db, const float *dout,
+                               const float *x, const float *g, const float *mean,
+                               const float *rstd, int N, int C)
+{
+    (void)ctx;
+    for (int i = 0; i < N; i++) {
+        const float *dy = dout + (size_t)i * C;
+        const float *xi = x + (size_t)i * C;
+        float *dxi = dx + (size_t)i * C;
+        float m = mean[i], s = rstd[i];
+        float sum_dn = 0.0f, sum_dnn = 0.0f;
+        for (int c = 0; c < C; c++) {
+            float n = (xi[c] - m) * s;
+            float dn = g[c] * dy[c];
+            sum_dn += dn;
+            sum_dnn += dn * n;
+        }
+        float mean_dn = sum_dn / C, mean_dnn = sum_dnn / C;
+        for (int c = 0; c < C; c++) {
+            float n = (xi[c] - m) * s;
+            float dn = g[c] * dy[c];
+            db[c] += dy[c];
+            dg[c] += n * dy[c];
+            dxi[c] += (dn - mean_dn - n * mean_dnn) * s;
+        }
+    }
+    return PP_OK;
+}
+
+/* GELU, tanh approximation (Hendrycks & Gimpel 2016), as GPT-2:
+ *   gelu(x) = 0.5 x (1 + tanh(k (x + 0.044715 x^3))),  k = sqrt(2/pi)                        */
+#define PP_GELU_K 0.7978845608028654f
+#define PP_GELU_A 0.044715f
+
+pp_status pp_cpu_gelu_fwd(void *ctx, float *y, const float *x, size_t n)
+{
+    (void)ctx;
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i];
+        float u = PP_GELU_K * (v + PP_GELU_A * v * v * v);
+        y[i] = 0.5f * v * (1.0f + tanhf(u));
+    }
+    return PP_OK;
+}
+
+/* d gelu / dx = 0.5 (1 + th) + 0.5 x (1 - th^2) k (1 + 3 a x^2),  th = tanh(k (x + a x^3)) */
+pp_status pp_cpu_gelu_bwd(void *ctx, float *dx, const float *x, const float *dy, size_t n)
+{
+    (void)ctx;
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i];
+        float u = PP_GELU_K * (v + PP_GELU_A * v * v * v);
+        float th = tanhf(u);
+        float du = PP_GELU_K * (1.0f + 3.0f * PP_GELU_A * v * v);
+        float grad = 0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * du;
+        dx[i] = grad * dy[i];
+    }
+    return PP_OK;
+}
+
+/* Softmax with the row maximum subtracted; the loss is log(sum) - (l[target] - max), which
+ * keeps its precision when p[target] is tiny. The mean is accumulated in double. */
+pp_status pp_cpu_xent_fwd(void *ctx, float *probs, const int32_t *targets, int N, int V,
+                          float *mean_loss_host)
+{
+    (void)ctx;
+    double total = 0.0;
+    for (int i = 0; i < N; i++) {
+        float *row = probs + (size_t)i * V;
+        float mx = row[0];
+        for (int j = 1; j < V; j++)
+            mx = row[j] > mx ? row[j] : mx;
+        float lt = row[targets[i]] - mx;
+        float sum = 0.0f;
+        for (int j = 0; j < V; j++) {
+            row[j] = expf(row[j] - mx);
+            sum += row[j];
+        }
+        float inv = 1.0f / sum;
+        for (int j = 0; j < V; j++)
+            row[j] *= inv;
+        total += (double)logf(sum) - (double)lt;
+    }
+    *mean_loss_host = N > 0 ? (float)(total / N) : 0.0f;
+    return PP_OK;
+}
+
+pp_status pp_cpu_xent_bwd(void *ctx, float *probs, const int32_t *targets, int N, int V,
+                          float scale)
+{
+    (void)ctx;
+    for (int i = 0; i < N; i++) {
+        float *row = probs + (size_t)i * V;
+        row[targets[i]] -= 1.0f;
+        for (int j = 0; j < V; j++)
+            row[j] *= scale;
+    }
+    return PP_OK;
+}
+
+/* AdamW (Loshchilov & Hutter 2019, Algorithm 2), decoupled weight decay:
+ *   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
+ *   w -= lr * ( (m / bc1) / (sqrt(v / bc2) + eps) + wd * w )                                  */
+pp_status pp_cpu_adamw(void *ctx, float *w, const float *g, float *m, float *v, size_t n,
+                       const pp_adamw_scalars *s)
+{
+    (void)ctx;
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i] * s->grad_scale;
+        m[i] = s->beta1 * m[i] + (1.0f - s->beta1) * gi;
+        v[i] = s->beta2 * v[i] + (1.0f - s->beta2) * gi * gi;
+        float mhat = m[i] / s->bc1;
+        float vhat = v[i] / s->bc2;
+        w[i] -= s->lr * (mhat / (sqrtf(vhat) + s->eps) + s->weight_decay * w[i]);
+    }
+    return PP_OK;
+}

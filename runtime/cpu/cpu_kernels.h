@@ -1,0 +1,38 @@
+/* cpu_kernels.h — private to runtime/cpu/: the CPU backend's kernels, one declaration per entry
+ * of pp_backend_ops (runtime/backend.h documents what each computes). Plain C, fp32, one thread.
+ */
+#ifndef PP_RT_CPU_KERNELS_H
+#define PP_RT_CPU_KERNELS_H
+
+#include "../backend.h"
+
+pp_status pp_cpu_gemm(void *ctx, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                      int ldc);
+pp_status pp_cpu_add_bias(void *ctx, float *y, const float *bias, int rows, int cols);
+pp_status pp_cpu_bias_grad(void *ctx, float *db, const float *dy, int rows, int cols);
+pp_status pp_cpu_add(void *ctx, float *y, const float *x, size_t n);
+pp_status pp_cpu_encoder_fwd(void *ctx, float *out, const int32_t *tok, const float *wte,
+                             const float *wpe, int B, int T, int C);
+pp_status pp_cpu_encoder_bwd(void *ctx, float *dwte, float *dwpe, const float *dout,
+                             const int32_t *tok, int B, int T, int C);
+pp_status pp_cpu_layernorm_fwd(void *ctx, float *out, float *mean, float *rstd, const float *x,
+                               const float *g, const float *b, int N, int C);
+pp_status pp_cpu_layernorm_bwd(void *ctx, float *dx, float *dg, float *db, const float *dout,
+                               const float *x, const float *g, const float *mean,
+                               const float *rstd, int N, int C);
+pp_status pp_cpu_attention_fwd(void *ctx, float *y, float *att, const float *qkv, int B, int T,
+                               int C, int NH);
+pp_status pp_cpu_attention_bwd(void *ctx, float *dqkv, float *scratch, const float *dy,
+                               const float *att, const float *qkv, int B, int T, int C, int NH);
+size_t pp_cpu_attention_scratch_bytes(void *ctx, int B, int T, int C, int NH);
+pp_status pp_cpu_gelu_fwd(void *ctx, float *y, const float *x, size_t n);
+pp_status pp_cpu_gelu_bwd(void *ctx, float *dx, const float *x, const float *dy, size_t n);
+pp_status pp_cpu_xent_fwd(void *ctx, float *probs, const int32_t *targets, int N, int V,
+                          float *mean_loss_host);
+pp_status pp_cpu_xent_bwd(void *ctx, float *probs, const int32_t *targets, int N, int V,
+                          float scale);
+pp_status pp_cpu_adamw(void *ctx, float *w, const float *g, float *m, float *v, size_t n,
+                       const pp_adamw_scalars *s);
+
+#endif

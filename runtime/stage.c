@@ -1,0 +1,359 @@
+/* stage.c — creation of a pp_rt_stage: its parameter tensors (one allocation for the weights,
+ * one for the gradients, carved into named pieces), their deterministic initialisation, the
+ * layout of a micro-batch slot, and the small accessors.
+ *
+ * Initialisation is counter-based: element i of tensor (layer, name) is a function of
+ * (seed, layer, name, i) only (splitmix64, Steele et al. 2014, then Box-Muller), so a layer's
+ * weights are bit-identical whichever stage, rank or allocation order holds it. GPT-2 init
+ * (Radford et al. 2019): normal(0, 0.02), residual projections scaled by 1/sqrt(2L), LayerNorm
+ * gain 1 and bias 0, biases 0.
+ * Forward, backward and AdamW are in stage_fwd.c, stage_bwd.c, stage_adamw.c.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stage_impl.h"
+
+typedef enum { INIT_ZERO, INIT_ONE, INIT_NORMAL } init_kind;
+
+typedef struct {
+    const char *name; /* within the layer: "ln1.g", "attn.qkv.w", ... */
+    int rows, cols;   /* cols = 0 for a vector */
+    init_kind init;
+    int residual; /* normal std scaled by 1/sqrt(2L) */
+} tensor_spec;
+
+/* Block tensors in the order of the PP_LT_* enum. Sizes filled from the model. */
+static void layer_specs(const pp_model_cfg *m, tensor_spec s[PP_LT__COUNT])
+{
+    int C = m->hidden, F = m->ffn;
+    s[PP_LT_LN1_G] = (tensor_spec){"ln1.g", C, 0, INIT_ONE, 0};
+    s[PP_LT_LN1_B] = (tensor_spec){"ln1.b", C, 0, INIT_ZERO, 0};
+    s[PP_LT_QKV_W] = (tensor_spec){"attn.qkv.w", 3 * C, C, INIT_NORMAL, 0};
+    s[PP_LT_QKV_B] = (tensor_spec){"attn.qkv.b", 3 * C, 0, INIT_ZERO, 0};
+    s[PP_LT_PROJ_W] = (tensor_spec){"attn.proj.w", C, C, INIT_NORMAL, 1};
+    s[PP_LT_PROJ_B] = (tensor_spec){"attn.proj.b", C, 0, INIT_ZERO, 0};
+    s[PP_LT_LN2_G] = (tensor_spec){"ln2.g", C, 0, INIT_ONE, 0};
+    s[PP_LT_LN2_B] = (tensor_spec){"ln2.b", C, 0, INIT_ZERO, 0};
+    s[PP_LT_FC_W] = (tensor_spec){"mlp.fc.w", F, C, INIT_NORMAL, 0};
+    s[PP_LT_FC_B] = (tensor_spec){"mlp.fc.b", F, 0, INIT_ZERO, 0};
+    s[PP_LT_FCP_W] = (tensor_spec){"mlp.proj.w", C, F, INIT_NORMAL, 1};
+    s[PP_LT_FCP_B] = (tensor_spec){"mlp.proj.b", C, 0, INIT_ZERO, 0};
+}
+
+/* ---- counter-based normal numbers ---- */
+
+static uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* Key of tensor (layer, name); layer -1 for the tensors outside the blocks. */
+static uint64_t tensor_key(uint64_t seed, int layer, const char *name)
+{
+    return splitmix64(seed ^ splitmix64(fnv1a(name) ^ splitmix64((uint64_t)(layer + 1))));
+}
+
+/* Uniform in (0, 1): 24 random bits, offset by half a step so log() never sees 0. */
+static double uniform01(uint64_t key, uint64_t i)
+{
+    return ((double)(splitmix64(key + i) >> 40) + 0.5) / 16777216.0;
+}
+
+static float normal_at(uint64_t key, uint64_t i, double std)
+{
+    const double two_pi = 6.283185307179586;
+    double u1 = uniform01(key, 2 * i), u2 = uniform01(key, 2 * i + 1);
+    return (float)(std * sqrt(-2.0 * log(u1)) * cos(two_pi * u2));
+}
+
+/* Fills a backend tensor through a small host buffer (no host copy of the whole tensor). */
+static pp_status init_tensor(pp_backend *be, float *dst, size_t n, init_kind kind, uint64_t key,
+                             double std)
+{
+    float buf[4096];
+    for (size_t done = 0; done < n;) {
+        size_t m = n - done < 4096 ? n - done : 4096;
+        for (size_t i = 0; i < m; i++)
+            buf[i] = kind == INIT_ONE ? 1.0f
+                     : kind == INIT_ZERO ? 0.0f
+                                         : normal_at(key, done + i, std);
+        PP_TRY(be->ops->upload(be->ctx, dst + done, buf, m * sizeof(float)));
+        done += m;
+    }
+    return PP_OK;
+}
+
+/* ---- the tensor table ---- */
+
+typedef struct {
+    char name[48];
+    int layer; /* global layer, -1 outside blocks */
+    const char *key_name;
+    size_t n;
+    init_kind init;
+    double std;
+    int matrix;
+} tensor_plan;
+
+/* Lists the stage's tensors in allocation order; returns the count (plan may be NULL). */
+static int plan_tensors(const pp_rt_stage *st, tensor_plan *plan)
+{
+    const pp_model_cfg *m = &st->cfg;
+    const double std = 0.02, res_std = 0.02 / sqrt(2.0 * m->layers);
+    size_t C = (size_t)m->hidden;
+    int k = 0;
+#define PLAN(nm, ly, key, count, kind, sd, mat)                                                    \
+    do {                                                                                           \
+        if (plan) {                                                                                \
+            tensor_plan *p_ = &plan[k];                                                            \
+            snprintf(p_->name, sizeof p_->name, "%s", nm);                                         \
+            p_->layer = (ly), p_->key_name = (key), p_->n = (count), p_->init = (kind);            \
+            p_->std = (sd), p_->matrix = (mat);                                                    \
+        }                                                                                          \
+        k++;                                                                                       \
+    } while (0)
+    if (st->has_embed) {
+        PLAN("wte", -1, "wte", (size_t)m->vocab * C, INIT_NORMAL, std, 1);
+        PLAN("wpe", -1, "wpe", (size_t)m->seq * C, INIT_NORMAL, std, 1);
+    }
+    tensor_spec spec[PP_LT__COUNT];
+    layer_specs(m, spec);
+    for (int l = 0; l < st->nl; l++) {
+        int gl = st->l0 + l;
+        for (int t = 0; t < PP_LT__COUNT; t++) {
+            char nm[48];
+            snprintf(nm, sizeof nm, "h%d.%s", gl, spec[t].name);
+            size_t n = (size_t)spec[t].rows * (spec[t].cols ? (size_t)spec[t].cols : 1);
+            PLAN(nm, gl, spec[t].name, n, spec[t].init, spec[t].residual ? res_std : std,
+                 spec[t].cols != 0);
+        }
+    }
+    if (st->has_head) {
+        PLAN("lnf.g", -1, "lnf.g", C, INIT_ONE, 0.0, 0);
+        PLAN("lnf.b", -1, "lnf.b", C, INIT_ZERO, 0.0, 0);
+        /* The tied LM head: its own copy only when the embedding lives on another stage,
+         * initialised from the same key as "wte" so both copies start equal. */
+        if (!st->has_embed)
+            PLAN("wte.head", -1, "wte", (size_t)m->vocab * C, INIT_NORMAL, std, 1);
+    }
+#undef PLAN
+    return k;
+}
+
+/* ---- slot layout ----
+ * [tokens (N) int32][targets (N) int32][block 0 .. block nl-1][head]; no padding, so the
+ * bytes are exactly the sum of the saved tensors (what the accounting test checks). */
+
+static size_t layer_floats(const pp_rt_stage *st)
+{
+    size_t N = (size_t)st->B * st->T, C = (size_t)st->cfg.hidden, F = (size_t)st->cfg.ffn;
+    size_t att = (size_t)st->B * st->cfg.heads * st->T * st->T;
+    return N * (8 * C + 2 * F) + 4 * N + att;
+}
+
+static size_t head_floats(const pp_rt_stage *st)
+{
+    size_t N = (size_t)st->B * st->T;
+    return N * (2 * (size_t)st->cfg.hidden + (size_t)st->cfg.vocab) + 2 * N;
+}
+
+static size_t prefix_words(const pp_rt_stage *st)
+{
+    size_t N = (size_t)st->B * st->T;
+    return (st->has_embed ? N : 0) + (st->has_head ? N : 0);
+}
+
+void pp_stage_slot_views(const pp_rt_stage *st, void *mem, int32_t **tokens, int32_t **targets)
+{
+    size_t N = (size_t)st->B * st->T;
+    int32_t *p = mem;
+    *tokens = st->has_embed ? p : NULL;
+    *targets = st->has_head ? p + (st->has_embed ? N : 0) : NULL;
+}
+
+void pp_stage_layer_acts(const pp_rt_stage *st, void *mem, int layer, pp_layer_acts *a)
+{
+    size_t N = (size_t)st->B * st->T, C = (size_t)st->cfg.hidden, F = (size_t)st->cfg.ffn;
+    float *p = (float *)mem + prefix_words(st) + (size_t)layer * layer_floats(st);
+    a->x = p, p += N * C;
+    a->ln1 = p, p += N * C;
+    a->mean1 = p, p += N;
+    a->rstd1 = p, p += N;
+    a->qkv = p, p += 3 * N * C;
+    a->atty = p, p += N * C;
+    a->att = p, p += (size_t)st->B * st->cfg.heads * st->T * st->T;
+    a->res2 = p, p += N * C;
+    a->ln2 = p, p += N * C;
+    a->mean2 = p, p += N;
+    a->rstd2 = p, p += N;
+    a->fch = p, p += N * F;
+    a->gelu = p;
+}
+
+void pp_stage_head_acts(const pp_rt_stage *st, void *mem, pp_head_acts *h)
+{
+    size_t N = (size_t)st->B * st->T, C = (size_t)st->cfg.hidden;
+    float *p = (float *)mem + prefix_words(st) + (size_t)st->nl * layer_floats(st);
+    h->xf = p, p += N * C;
+    h->lnf = p, p += N * C;
+    h->meanf = p, p += N;
+    h->rstdf = p, p += N;
+    h->probs = p;
+}
+
+int pp_stage_find_slot(const pp_rt_stage *st, int id)
+{
+    for (int i = 0; i < st->nslots; i++)
+        if (st->slots[i].id == id)
+            return i;
+    return -1;
+}
+
+/* ---- create / destroy ---- */
+
+static pp_status check_params(const pp_rt_stage_params *p)
+{
+    if (!p->model)
+        return PP_ERR(PP_ERR_INVALID, "stage: no model configuration given");
+    PP_TRY(pp_model_validate(p->model));
+    const pp_model_cfg *m = p->model;
+    if (p->layer_begin < 0 || p->layer_begin > p->layer_end || p->layer_end > m->layers)
+        return PP_ERR(PP_ERR_INVALID,
+                      "stage: layer range [%d, %d) must lie within the model's %d layers",
+                      p->layer_begin, p->layer_end, m->layers);
+    if (p->micro_batch < 1)
+        return PP_ERR(PP_ERR_INVALID, "stage: micro-batch size must be >= 1, got %d",
+                      p->micro_batch);
+    if (p->seq < 1 || p->seq > m->seq)
+        return PP_ERR(PP_ERR_INVALID,
+                      "stage: sequence length must be in 1..%d (the model's positions), got %d",
+                      m->seq, p->seq);
+    return PP_OK;
+}
+
+static pp_status build_tensors(pp_rt_stage *st)
+{
+    int n = plan_tensors(st, NULL);
+    tensor_plan *plan = pp_calloc(n ? (size_t)n : 1, sizeof *plan);
+    st->tensors = pp_calloc(n ? (size_t)n : 1, sizeof *st->tensors);
+    st->decay = pp_calloc(n ? (size_t)n : 1, 1);
+    st->names = pp_calloc(n ? (size_t)n : 1, 48);
+    if (!plan || !st->tensors || !st->decay || !st->names) {
+        free(plan);
+        return PP_ERR(PP_ERR_NOMEM, "stage: cannot allocate the table of %d tensors", n);
+    }
+    plan_tensors(st, plan);
+    st->ntensors = n;
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += plan[i].n;
+    st->nparams = total;
+    pp_status rc = PP_OK;
+    st->params = pp_backend_alloc(st->be, total * sizeof(float), PP_MEM_WEIGHTS);
+    st->grads = st->params ? pp_backend_alloc(st->be, total * sizeof(float), PP_MEM_GRADS) : NULL;
+    if (!st->params || !st->grads)
+        rc = pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
+    size_t off = 0;
+    st->i_wte = st->i_wpe = st->i_lnf = st->i_headwte = -1;
+    st->i_layer0 = st->has_embed ? 2 : 0;
+    for (int i = 0; rc == PP_OK && i < n; i++) {
+        char *nm = st->names + (size_t)i * 48;
+        memcpy(nm, plan[i].name, 48);
+        st->tensors[i] = (pp_rt_tensor){nm, st->params + off, st->grads + off, plan[i].n};
+        st->decay[i] = (unsigned char)plan[i].matrix;
+        rc = init_tensor(st->be, st->params + off, plan[i].n, plan[i].init,
+                         tensor_key(st->seed, plan[i].layer, plan[i].key_name), plan[i].std);
+        off += plan[i].n;
+        if (!strcmp(nm, "wte"))
+            st->i_wte = i;
+        else if (!strcmp(nm, "wpe"))
+            st->i_wpe = i;
+        else if (!strcmp(nm, "lnf.g"))
+            st->i_lnf = i;
+        else if (!strcmp(nm, "wte.head"))
+            st->i_headwte = i;
+    }
+    if (st->has_head && st->has_embed)
+        st->i_headwte = st->i_wte; /* one tied matrix serves both ends */
+    free(plan);
+    if (rc == PP_OK)
+        rc = st->be->ops->zero(st->be->ctx, st->grads, total * sizeof(float));
+    return rc;
+}
+
+pp_status pp_rt_stage_create(pp_backend *be, const pp_rt_stage_params *p, pp_rt_stage **out)
+{
+    *out = NULL;
+    PP_TRY(check_params(p));
+    pp_rt_stage *st = pp_calloc(1, sizeof *st);
+    if (!st)
+        return PP_ERR(PP_ERR_NOMEM, "stage: cannot allocate its descriptor");
+    st->be = be;
+    st->cfg = *p->model;
+    st->l0 = p->layer_begin;
+    st->nl = p->layer_end - p->layer_begin;
+    st->has_embed = p->has_embed != 0;
+    st->has_head = p->has_head != 0;
+    st->B = p->micro_batch;
+    st->T = p->seq;
+    st->seed = p->seed;
+    st->slot_bytes = (prefix_words(st) + (size_t)st->nl * layer_floats(st) +
+                      (st->has_head ? head_floats(st) : 0)) *
+                     sizeof(float);
+    pp_status rc = build_tensors(st);
+    if (rc != PP_OK) {
+        pp_rt_stage_destroy(st);
+        return pp_err_trace(rc, __FILE__, __LINE__);
+    }
+    *out = st;
+    return PP_OK;
+}
+
+void pp_rt_stage_destroy(pp_rt_stage *st)
+{
+    if (!st)
+        return;
+    for (int i = 0; i < st->nslots; i++)
+        pp_backend_free(st->be, st->slots[i].mem, st->slot_bytes, PP_MEM_ACTS);
+    free(st->slots);
+    size_t pb = st->nparams * sizeof(float);
+    pp_backend_free(st->be, st->opt, 2 * pb, PP_MEM_OPTIM);
+    pp_backend_free(st->be, st->grads, pb, PP_MEM_GRADS);
+    pp_backend_free(st->be, st->params, pb, PP_MEM_WEIGHTS);
+    free(st->tensors);
+    free(st->decay);
+    free(st->names);
+    free(st);
+}
+
+size_t pp_rt_stage_io_bytes(const pp_rt_stage *st)
+{
+    return (size_t)st->B * st->T * st->cfg.hidden * sizeof(float);
+}
+
+size_t pp_rt_stage_act_bytes(const pp_rt_stage *st) { return st->slot_bytes; }
+
+pp_rt_tensor *pp_rt_stage_tensors(pp_rt_stage *st, int *n)
+{
+    *n = st->ntensors;
+    return st->tensors;
+}
+
+void pp_rt_stage_zero_grad(pp_rt_stage *st)
+{
+    st->be->ops->zero(st->be->ctx, st->grads, st->nparams * sizeof(float));
+}

@@ -1,0 +1,170 @@
+/* stage_fwd.c — forward of one micro-batch through a stage: embedding (first stage), the
+ * pre-LayerNorm blocks, final LayerNorm + tied LM head + mean cross-entropy (last stage).
+ *
+ * Everything backward needs is written straight into the slot's saved activations (allocated
+ * here, freed by backward), so the forward needs no other scratch; the residual adds are fused
+ * into the projections (the GEMM accumulates onto a copy of the residual, beta = 1).
+ * Block (GPT-2, Radford et al. 2019):  x + attn(ln1(x)) = r;  r + mlp(ln2(r)) = out.
+ */
+#include <stdlib.h>
+
+#include "stage_impl.h"
+
+/* y(N, out) (=, or += when beta = 1) x(N, in) @ W(out, in)^T + bias */
+static pp_status linear_fwd(pp_backend *be, float *y, const float *x, const float *w,
+                            const float *bias, int N, int in, int out, float beta)
+{
+    PP_TRY(be->ops->gemm(be->ctx, 0, 1, N, out, in, 1.0f, x, in, w, in, beta, y, out));
+    PP_TRY(be->ops->add_bias(be->ctx, y, bias, N, out));
+    return PP_OK;
+}
+
+static pp_status block_fwd(pp_rt_stage *st, int l, const pp_layer_acts *a, float *out)
+{
+    pp_backend *be = st->be;
+    const pp_backend_ops *o = be->ops;
+    int N = st->B * st->T, C = st->cfg.hidden, F = st->cfg.ffn;
+    size_t nc = (size_t)N * C * sizeof(float);
+#define W(k) PP_ST_W(st, l, k)
+    PP_TRY(o->layernorm_fwd(be->ctx, a->ln1, a->mean1, a->rstd1, a->x, W(PP_LT_LN1_G),
+                            W(PP_LT_LN1_B), N, C));
+    PP_TRY(linear_fwd(be, a->qkv, a->ln1, W(PP_LT_QKV_W), W(PP_LT_QKV_B), N, C, 3 * C, 0.0f));
+    PP_TRY(o->attention_fwd(be->ctx, a->atty, a->att, a->qkv, st->B, st->T, C, st->cfg.heads));
+    PP_TRY(o->copy(be->ctx, a->res2, a->x, nc));
+    PP_TRY(linear_fwd(be, a->res2, a->atty, W(PP_LT_PROJ_W), W(PP_LT_PROJ_B), N, C, C, 1.0f));
+    PP_TRY(o->layernorm_fwd(be->ctx, a->ln2, a->mean2, a->rstd2, a->res2, W(PP_LT_LN2_G),
+                            W(PP_LT_LN2_B), N, C));
+    PP_TRY(linear_fwd(be, a->fch, a->ln2, W(PP_LT_FC_W), W(PP_LT_FC_B), N, C, F, 0.0f));
+    PP_TRY(o->gelu_fwd(be->ctx, a->gelu, a->fch, (size_t)N * F));
+    PP_TRY(o->copy(be->ctx, out, a->res2, nc));
+    PP_TRY(linear_fwd(be, out, a->gelu, W(PP_LT_FCP_W), W(PP_LT_FCP_B), N, F, C, 1.0f));
+#undef W
+    return PP_OK;
+}
+
+static pp_status head_fwd(pp_rt_stage *st, const pp_head_acts *h, const int32_t *targets,
+                          float *loss)
+{
+    pp_backend *be = st->be;
+    const pp_backend_ops *o = be->ops;
+    int N = st->B * st->T, C = st->cfg.hidden, V = st->cfg.vocab;
+    const pp_rt_tensor *t = st->tensors;
+    PP_TRY(o->layernorm_fwd(be->ctx, h->lnf, h->meanf, h->rstdf, h->xf, t[st->i_lnf].data,
+                            t[st->i_lnf + 1].data, N, C));
+    /* logits(N, V) = lnf(N, C) @ wte(V, C)^T: the head is tied to the token embedding */
+    PP_TRY(o->gemm(be->ctx, 0, 1, N, V, C, 1.0f, h->lnf, C, t[st->i_headwte].data, C, 0.0f,
+                   h->probs, V));
+    PP_TRY(o->xent_fwd(be->ctx, h->probs, targets, N, V, loss));
+    return PP_OK;
+}
+
+static pp_status check_tokens(const int32_t *tok, int n, int vocab, const char *what)
+{
+    for (int i = 0; i < n; i++)
+        if (tok[i] < 0 || tok[i] >= vocab)
+            return PP_ERR(PP_ERR_INVALID, "stage: %s[%d] = %d is outside the vocabulary [0, %d)",
+                          what, i, (int)tok[i], vocab);
+    return PP_OK;
+}
+
+static pp_status check_io(const pp_rt_stage *st, int slot, const int32_t *tokens,
+                          const float *x_in, const int32_t *targets, float *x_out, float *loss)
+{
+    if (pp_stage_find_slot(st, slot) >= 0)
+        return PP_ERR(PP_ERR_INVALID,
+                      "stage: slot %d already holds a forward whose backward has not run", slot);
+    if (st->has_embed ? !tokens : !x_in)
+        return PP_ERR(PP_ERR_INVALID, "stage: forward needs %s",
+                      st->has_embed ? "tokens (it holds the embedding)" : "an input activation");
+    if (st->has_head ? (!targets || !loss) : !x_out)
+        return PP_ERR(PP_ERR_INVALID, "stage: forward needs %s",
+                      st->has_head ? "targets and a loss pointer (it holds the head)"
+                                   : "an output buffer");
+    int N = st->B * st->T;
+    if (tokens && st->has_embed)
+        PP_TRY(check_tokens(tokens, N, st->cfg.vocab, "tokens"));
+    if (targets && st->has_head)
+        PP_TRY(check_tokens(targets, N, st->cfg.vocab, "targets"));
+    return PP_OK;
+}
+
+static pp_status add_slot(pp_rt_stage *st, int id, void **mem)
+{
+    if (st->nslots == st->cap_slots) {
+        int cap = st->cap_slots ? 2 * st->cap_slots : 8;
+        pp_slot *s = pp_realloc_array(st->slots, (size_t)cap, sizeof *s);
+        if (!s)
+            return PP_ERR(PP_ERR_NOMEM, "stage: cannot grow the table of %d slots", cap);
+        st->slots = s;
+        st->cap_slots = cap;
+    }
+    *mem = pp_backend_alloc(st->be, st->slot_bytes, PP_MEM_ACTS);
+    if (!*mem)
+        return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
+    st->slots[st->nslots++] = (pp_slot){id, *mem};
+    return PP_OK;
+}
+
+static pp_status forward_in_slot(pp_rt_stage *st, void *mem, const int32_t *tokens,
+                                 const float *x_in, const int32_t *targets, float *x_out,
+                                 float *loss)
+{
+    pp_backend *be = st->be;
+    const pp_backend_ops *o = be->ops;
+    size_t N = (size_t)st->B * st->T, nc = N * st->cfg.hidden * sizeof(float);
+    int32_t *tok_s, *tgt_s;
+    pp_stage_slot_views(st, mem, &tok_s, &tgt_s);
+    pp_head_acts h;
+    pp_stage_head_acts(st, mem, &h);
+    pp_layer_acts a;
+
+    /* Where the stage's input lands: the first block's saved input, else the head's, else
+     * straight into the output (a stage without blocks or head). */
+    float *in;
+    if (st->nl > 0) {
+        pp_stage_layer_acts(st, mem, 0, &a);
+        in = a.x;
+    } else {
+        in = st->has_head ? h.xf : x_out;
+    }
+    if (st->has_embed) {
+        PP_TRY(o->upload(be->ctx, tok_s, tokens, N * sizeof(int32_t)));
+        const pp_rt_tensor *t = st->tensors;
+        PP_TRY(o->encoder_fwd(be->ctx, in, tok_s, t[st->i_wte].data, t[st->i_wpe].data, st->B,
+                              st->T, st->cfg.hidden));
+    } else {
+        PP_TRY(o->copy(be->ctx, in, x_in, nc));
+    }
+    for (int l = 0; l < st->nl; l++) {
+        pp_layer_acts next;
+        float *out;
+        if (l + 1 < st->nl) {
+            pp_stage_layer_acts(st, mem, l + 1, &next);
+            out = next.x;
+        } else {
+            out = st->has_head ? h.xf : x_out;
+        }
+        pp_stage_layer_acts(st, mem, l, &a);
+        PP_TRY(block_fwd(st, l, &a, out));
+    }
+    if (st->has_head) {
+        PP_TRY(o->upload(be->ctx, tgt_s, targets, N * sizeof(int32_t)));
+        PP_TRY(head_fwd(st, &h, tgt_s, loss));
+    }
+    return PP_OK;
+}
+
+pp_status pp_rt_stage_forward(pp_rt_stage *st, int slot, const int32_t *tokens, const float *x_in,
+                              const int32_t *targets, float *x_out, float *loss)
+{
+    PP_TRY(check_io(st, slot, tokens, x_in, targets, x_out, loss));
+    void *mem;
+    PP_TRY(add_slot(st, slot, &mem));
+    pp_status rc = forward_in_slot(st, mem, tokens, x_in, targets, x_out, loss);
+    if (rc != PP_OK) { /* give the slot back: a failed forward leaves nothing saved */
+        st->nslots--;
+        pp_backend_free(st->be, mem, st->slot_bytes, PP_MEM_ACTS);
+        return pp_err_trace(rc, __FILE__, __LINE__);
+    }
+    return PP_OK;
+}

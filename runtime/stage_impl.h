@@ -1,0 +1,95 @@
+/* stage_impl.h — private to runtime/stage*.c: the layout of a pp_rt_stage (its parameter
+ * tensors carved from one allocation, the saved activations of one micro-batch slot carved from
+ * another) shared by creation (stage.c), forward (stage_fwd.c), backward (stage_bwd.c) and the
+ * optimizer (stage_adamw.c).
+ */
+#ifndef PP_RT_STAGE_IMPL_H
+#define PP_RT_STAGE_IMPL_H
+
+#include "backend.h"
+
+/* The tensors of one transformer block, in allocation order. Shapes (PyTorch nn.Linear
+ * convention, weight (out, in)): */
+enum {
+    PP_LT_LN1_G,  /* (C) */
+    PP_LT_LN1_B,  /* (C) */
+    PP_LT_QKV_W,  /* (3C, C) */
+    PP_LT_QKV_B,  /* (3C) */
+    PP_LT_PROJ_W, /* (C, C) residual projection: init std / sqrt(2L) */
+    PP_LT_PROJ_B, /* (C) */
+    PP_LT_LN2_G,  /* (C) */
+    PP_LT_LN2_B,  /* (C) */
+    PP_LT_FC_W,   /* (F, C) */
+    PP_LT_FC_B,   /* (F) */
+    PP_LT_FCP_W,  /* (C, F) residual projection: init std / sqrt(2L) */
+    PP_LT_FCP_B,  /* (C) */
+    PP_LT__COUNT
+};
+
+/* Saved activations of one block for one micro-batch (N = B*T rows). */
+typedef struct {
+    float *x;     /* (N, C) block input (the residual stream) */
+    float *ln1;   /* (N, C) */
+    float *mean1; /* (N) */
+    float *rstd1; /* (N) */
+    float *qkv;   /* (N, 3C) */
+    float *atty;  /* (N, C) attention output before the projection */
+    float *att;   /* (B, NH, T, T) probabilities, zero above the diagonal */
+    float *res2;  /* (N, C) x + attention branch */
+    float *ln2;   /* (N, C) */
+    float *mean2; /* (N) */
+    float *rstd2; /* (N) */
+    float *fch;   /* (N, F) MLP pre-activation */
+    float *gelu;  /* (N, F) */
+} pp_layer_acts;
+
+/* Saved activations of the head for one micro-batch. */
+typedef struct {
+    float *xf;    /* (N, C) head input: last block's output */
+    float *lnf;   /* (N, C) */
+    float *meanf; /* (N) */
+    float *rstdf; /* (N) */
+    float *probs; /* (N, V) softmax; turned into dlogits in place by backward */
+} pp_head_acts;
+
+typedef struct {
+    int id;    /* the micro-batch the caller named */
+    void *mem; /* slot_bytes of PP_MEM_ACTS */
+} pp_slot;
+
+struct pp_rt_stage {
+    pp_backend *be;
+    pp_model_cfg cfg;
+    int l0, nl; /* first global layer, number of layers */
+    int has_embed, has_head;
+    int B, T;
+    uint64_t seed;
+
+    float *params, *grads; /* one allocation each: nparams floats */
+    size_t nparams;
+    pp_rt_tensor *tensors; /* ntensors, views into params / grads */
+    unsigned char *decay;  /* per tensor: 1 if weight decay applies (2-D matrices) */
+    char *names;           /* storage of the tensor names */
+    int ntensors;
+    int i_wte, i_wpe;     /* tensor indices or -1 */
+    int i_layer0;         /* index of the first block's first tensor */
+    int i_lnf, i_headwte; /* lnf.g (lnf.b follows); the head's embedding ("wte" or "wte.head") */
+
+    size_t slot_bytes; /* saved activations of one micro-batch */
+    pp_slot *slots;
+    int nslots, cap_slots;
+
+    float *opt; /* AdamW m then v: 2 * nparams floats, PP_MEM_OPTIM, NULL until first step */
+};
+
+#define PP_ST_W(st, layer, k) ((st)->tensors[(st)->i_layer0 + (layer)*PP_LT__COUNT + (k)].data)
+#define PP_ST_G(st, layer, k) ((st)->tensors[(st)->i_layer0 + (layer)*PP_LT__COUNT + (k)].grad)
+
+/* Views of a slot's memory (stage.c). tokens/targets are NULL when absent. */
+void pp_stage_slot_views(const pp_rt_stage *st, void *mem, int32_t **tokens, int32_t **targets);
+void pp_stage_layer_acts(const pp_rt_stage *st, void *mem, int layer, pp_layer_acts *a);
+void pp_stage_head_acts(const pp_rt_stage *st, void *mem, pp_head_acts *h);
+/* Index of slot id in st->slots, or -1. */
+int pp_stage_find_slot(const pp_rt_stage *st, int id);
+
+#endif
