@@ -11,4 +11,27 @@ pp_status pp_gen_interleaved(const pp_sched_params *p, pp_sched **out);
 pp_status pp_gen_chimera(const pp_sched_params *p, pp_sched **out);
 pp_status pp_gen_bitpipe(const pp_sched_params *p, pp_sched **out);
 
+/* ---- gen_list.c: merging per-rank forward and backward lists (chimera, bitpipe) ------------ */
+typedef struct {
+    int ranks;        /* D */
+    int per_rank;     /* capacity of each list */
+    pp_action **fw;   /* [D][n_fw[r]] forwards of rank r in the order they must run */
+    pp_action **bw;   /* [D][n_bw[r]] backwards and REDUCE markers (stage = reduce id), in order */
+    int *n_fw, *n_bw; /* [D] */
+    int *cap;         /* [D] most forwards in flight (run, backward not yet run); INT_MAX = none */
+    int cost_f, cost_b; /* integer durations the merge runs against (communication free) */
+    int overflow;       /* set when an add did not fit; the merge reports it */
+} pp_gen_lists;
+
+/* Empty lists with room for per_rank entries each, caps unbounded. Free with pp_gen_lists_fini. */
+pp_status pp_gen_lists_init(pp_gen_lists *l, int ranks, int per_rank);
+void pp_gen_lists_fini(pp_gen_lists *l);
+/* Appends F to rank's forward list; B or REDUCE (stage = id, mb = -1) to its backward list. */
+void pp_gen_lists_add(pp_gen_lists *l, int rank, int op, int pipe, int stage, int mb);
+/* Pushes onto s (placement set, no actions yet) the merged per-rank order: list scheduling
+ * against l->cost_f / l->cost_b, the earliest-startable action first, a ready backward before a
+ * forward, forwards held back at the in-flight cap. REDUCE markers follow the backward before
+ * them. Deadlock-free by construction; PP_ERR_DEADLOCK if the lists themselves cannot run. */
+pp_status pp_gen_merge_lists(pp_sched *s, const pp_gen_lists *l);
+
 #endif

@@ -1,9 +1,262 @@
-/* gen_chimera.c — placeholder while the generator is written (not reported as done anywhere). */
+/* gen_chimera.c — Chimera: two model replicas in opposite directions (Li & Hoefler, SC'21).
+ *
+ * Placement: one chunk per rank per pipe; down-stage s on rank s, up-stage s on rank D-1-s, so
+ * rank d holds the layers of stages d and D-1-d and replica pair (d, D-1-d) reduces them.
+ * Micro-batches: in each basic unit of D consecutive ones, the first D/2 go down, the rest up.
+ *
+ * Basic unit (N = D). The paper builds it by merging the two pipes' 1F1B-like timelines; here
+ * it is built by list scheduling all 2D actions of every rank against F = B = 1 (the paper's
+ * assumption): the action that can start earliest runs first, ties broken by backward before
+ * forward, then the stage further along its pipe, then the lower micro-batch. For D = 4 this is
+ * exactly the published order (../shared/reference/schedules.md, makespan 10) and for every
+ * even D it reaches the paper's 2N + D - 2 = 3D - 2 units, bubble (D-2)/(2N+D-2), with peak
+ * activations D/2+1 .. D stage-units.
+ *
+ * N > D. The basic units are concatenated: every rank's forwards (and backwards) run in the
+ * unit's order, unit after unit, merged by pp_gen_merge_lists against F = 1, B = 2 with at most
+ * the unit's peak in flight. The next unit's forwards fill the previous unit's drain, which
+ * beats back-to-back concatenation (D = 4, N = 8: 29 units against 32 with B = 2F). The paper's
+ * forward doubling / backward halving (which trades memory for bubbles) is not implemented.
+ *
+ * Gradient sync: one REDUCE per replica pair after each rank's last backward. */
+#include <limits.h>
+#include <stdlib.h>
+
 #include "gen.h"
+
+typedef struct {
+    int D;
+    int *pending;        /* [D][2D] packed (op, pipe, stage, mb) indices not yet placed, per rank */
+    int *n_pending;      /* [D] */
+    long *f_end, *b_end; /* [2][D][D] end time per (pipe, stage, mb) of the unit, -1 = not run */
+    long *t;             /* [D] when each rank is free */
+} unit_state;
+
+static size_t unit_index(int D, int pipe, int stage, int mb)
+{
+    return ((size_t)pipe * (size_t)D + (size_t)stage) * (size_t)D + (size_t)mb;
+}
+
+/* An action of the unit packed as an int: ((op * 2 + pipe) * D + stage) * D + mb. */
+static pp_action unpack(int D, int code)
+{
+    pp_action a = {0};
+    a.mb = code % D;
+    code /= D;
+    a.stage = code % D;
+    code /= D;
+    a.pipe = (uint8_t)(code % 2);
+    a.op = (uint8_t)(code / 2);
+    return a;
+}
+
+static long unit_ready(const unit_state *u, const pp_action *a)
+{
+    int D = u->D;
+    if (a->op == PP_OP_F)
+        return a->stage == 0 ? 0 : u->f_end[unit_index(D, a->pipe, a->stage - 1, a->mb)];
+    long f = u->f_end[unit_index(D, a->pipe, a->stage, a->mb)];
+    if (f < 0 || a->stage == D - 1)
+        return f;
+    long g = u->b_end[unit_index(D, a->pipe, a->stage + 1, a->mb)];
+    return g < 0 ? -1 : (f > g ? f : g);
+}
+
+/* Priority key: smaller is better. */
+static int key_less(long s1, const pp_action *a, int r1, long s2, const pp_action *b, int r2)
+{
+    if (s1 != s2)
+        return s1 < s2;
+    if (a->op != b->op)
+        return a->op == PP_OP_B;
+    if (a->stage != b->stage)
+        return a->stage > b->stage;
+    if (a->mb != b->mb)
+        return a->mb < b->mb;
+    return r1 < r2;
+}
+
+/* Picks the next action of the unit by the priority above, marks it run and stores it in
+ * *a / *rank; returns 0 when nothing is ready (cannot happen for a complete unit). */
+static int unit_step(unit_state *u, pp_action *a, int *rank)
+{
+    int D = u->D, br = -1, bi = -1;
+    long bs = 0;
+    pp_action ba = {0};
+    for (int r = 0; r < D; r++)
+        for (int i = 0; i < u->n_pending[r]; i++) {
+            pp_action c = unpack(D, u->pending[r * 2 * D + i]);
+            long at = unit_ready(u, &c);
+            if (at < 0)
+                continue;
+            long st = at > u->t[r] ? at : u->t[r];
+            if (br < 0 || key_less(st, &c, r, bs, &ba, br)) {
+                br = r, bi = i, bs = st, ba = c;
+            }
+        }
+    if (br < 0)
+        return 0;
+    u->t[br] = bs + 1;
+    (ba.op == PP_OP_F ? u->f_end : u->b_end)[unit_index(D, ba.pipe, ba.stage, ba.mb)] = bs + 1;
+    u->pending[br * 2 * D + bi] = u->pending[br * 2 * D + --u->n_pending[br]];
+    *a = ba;
+    *rank = br;
+    return 1;
+}
+
+static pp_status run_unit(unit_state *u, pp_sched *unit)
+{
+    int D = u->D;
+    for (int m = 0; m < D; m++) {
+        int p = unit->mb_pipe[m];
+        for (int k = 0; k < D; k++) {
+            int r = pp_sched_stage(unit, p, k)->rank;
+            for (int op = PP_OP_F; op <= PP_OP_B; op++)
+                u->pending[r * 2 * D + u->n_pending[r]++] = ((op * 2 + p) * D + k) * D + m;
+        }
+    }
+    pp_action a;
+    int r, placed = 0;
+    for (; unit_step(u, &a, &r); placed++)
+        PP_TRY(pp_sched_push(unit, r, (pp_op_kind)a.op, a.pipe, a.stage, a.mb));
+    if (placed != 2 * D * D)
+        return PP_ERR(PP_ERR_DEADLOCK,
+                      "chimera: basic unit for D = %d stuck after %d of %d actions (generator bug)",
+                      D, placed, 2 * D * D);
+    return PP_OK;
+}
+
+/* Fills unit (a schedule with placement set, N = D) with the basic unit's compute order. */
+static pp_status build_unit(pp_sched *unit)
+{
+    int D = unit->ranks;
+    size_t n = 2 * (size_t)D * (size_t)D;
+    unit_state u = {D,
+                    pp_calloc(n, sizeof(int)),
+                    pp_calloc((size_t)D, sizeof(int)),
+                    pp_calloc(n, sizeof(long)),
+                    pp_calloc(n, sizeof(long)),
+                    pp_calloc((size_t)D, sizeof(long))};
+    pp_status st = PP_ERR_NOMEM;
+    if (u.pending && u.n_pending && u.f_end && u.b_end && u.t) {
+        for (size_t i = 0; i < n; i++)
+            u.f_end[i] = u.b_end[i] = -1;
+        st = run_unit(&u, unit);
+    }
+    free(u.pending);
+    free(u.n_pending);
+    free(u.f_end);
+    free(u.b_end);
+    free(u.t);
+    return st;
+}
+
+static pp_status check_params(const pp_sched_params *p)
+{
+    int D = p->ranks, N = p->microbatches;
+    if (D < 2 || D % 2 != 0)
+        return PP_ERR(PP_ERR_INVALID, "chimera needs an even number of ranks, got %d", D);
+    if (N % D != 0)
+        return PP_ERR(PP_ERR_INVALID,
+                      "chimera needs the micro-batches to be a multiple of the ranks "
+                      "(N mod D = 0), got N = %d, D = %d",
+                      N, D);
+    if (p->chunks > 1)
+        return PP_ERR(PP_ERR_INVALID,
+                      "chimera has 1 chunk per rank per pipe (2 in all), got --chunks %d",
+                      p->chunks);
+    return PP_OK;
+}
+
+static void place(pp_sched *s)
+{
+    int D = s->ranks;
+    for (int k = 0; k < D; k++) {
+        pp_sched_stage(s, 0, k)->rank = k;
+        pp_sched_stage(s, 1, k)->rank = D - 1 - k;
+    }
+    for (int m = 0; m < s->microbatches; m++)
+        s->mb_pipe[m] = (uint8_t)(m % D >= D / 2);
+}
+
+/* reduce[j] is replica pair (j, D-1-j): both hold stages j and D-1-j of both pipes. */
+static pp_status add_reduces(pp_sched *s)
+{
+    int D = s->ranks;
+    for (int j = 0; j < D / 2; j++) {
+        int ranks[2] = {j, D - 1 - j};
+        pp_stage_ref st[4] = {{0, j}, {1, j}, {0, D - 1 - j}, {1, D - 1 - j}};
+        PP_TRY(pp_sched_add_reduce(s, ranks, 2, st, 4, NULL));
+    }
+    return PP_OK;
+}
+
+/* Most forwards in flight on rank r in the unit's order. */
+static int unit_peak(const pp_sched *unit, int r)
+{
+    int x = 0, peak = 0;
+    for (int i = 0; i < unit->n_ops[r]; i++) {
+        x += unit->ops[r][i].op == PP_OP_F ? 1 : -1;
+        peak = x > peak ? x : peak;
+    }
+    return peak;
+}
+
+/* N > D: the unit's per-rank forward and backward orders repeated N / D times, merged. */
+static pp_status build_units(pp_sched *s, const pp_sched *unit)
+{
+    int D = s->ranks, N = s->microbatches;
+    pp_gen_lists l;
+    PP_TRY(pp_gen_lists_init(&l, D, N + 1));
+    l.cost_f = 1;
+    l.cost_b = 2;
+    for (int r = 0; r < D; r++) {
+        for (int g = 0; g < N / D; g++)
+            for (int i = 0; i < unit->n_ops[r]; i++) {
+                pp_action a = unit->ops[r][i];
+                pp_gen_lists_add(&l, r, a.op, a.pipe, a.stage, a.mb + g * D);
+            }
+        pp_gen_lists_add(&l, r, PP_OP_REDUCE, 0, r < D - 1 - r ? r : D - 1 - r, -1);
+        l.cap[r] = unit_peak(unit, r);
+    }
+    pp_status st = pp_gen_merge_lists(s, &l);
+    pp_gen_lists_fini(&l);
+    return st;
+}
+
+static pp_status build(pp_sched *s)
+{
+    int D = s->ranks;
+    if (s->microbatches > D) {
+        pp_sched *unit;
+        PP_TRY(pp_sched_create("chimera", D, D, 1, 2, 0, 0, &unit)); /* order only */
+        place(unit);
+        pp_status st = build_unit(unit);
+        if (st == PP_OK)
+            st = build_units(s, unit);
+        pp_sched_destroy(unit);
+        return st;
+    }
+    PP_TRY(build_unit(s));
+    for (int r = 0; r < D; r++)
+        PP_TRY(pp_sched_push(s, r, PP_OP_REDUCE, 0, r < D - 1 - r ? r : D - 1 - r, -1));
+    return PP_OK;
+}
 
 pp_status pp_gen_chimera(const pp_sched_params *p, pp_sched **out)
 {
-    (void)p;
     *out = NULL;
-    return PP_ERR(PP_ERR_UNSUPPORTED, "the chimera generator is not written yet");
+    PP_TRY(check_params(p));
+    pp_sched *s;
+    PP_TRY(pp_sched_create("chimera", p->ranks, p->microbatches, 1, 2, p->layers, p->uneven, &s));
+    place(s);
+    pp_status st = add_reduces(s);
+    if (st == PP_OK)
+        st = build(s);
+    if (st != PP_OK) {
+        pp_sched_destroy(s);
+        return pp_err_trace(st, __FILE__, __LINE__);
+    }
+    *out = s;
+    return PP_OK;
 }
