@@ -103,7 +103,11 @@ static void write_title(const pp_sched *s, const pp_sim_result *sim, FILE *fp)
             SVG_LEFT, sim->makespan, 100 * sim->bubble_over_total, 100 * sim->bubble_over_ideal);
 }
 
-static void write_block(const pp_action *a, pp_span sp, double y, const svg_axis *ax, FILE *fp)
+/* One F/B block with its label: "F3" (or "f3" on pipe 1), the micro-batch id alone where that
+ * does not fit, nothing where nothing does; show_stage adds the stage as a subscript ("F3" over
+ * stage 5 reads F3 with a small 5) where a rank holds several stages, space permitting. */
+static void write_block(const pp_action *a, pp_span sp, double y, const svg_axis *ax,
+                        int show_stage, FILE *fp)
 {
     int bwd = a->op == PP_OP_B;
     unsigned c = mb_colour(a->mb, bwd);
@@ -114,16 +118,23 @@ static void write_block(const pp_action *a, pp_span sp, double y, const svg_axis
             "%g</title></rect>\n",
             x, y, w, SVG_ROW, c, a->pipe ? " stroke-dasharray=\"3,2\"" : "",
             pp_op_name((pp_op_kind)a->op), a->pipe, (int)a->stage, (int)a->mb, sp.start, sp.end);
-    char label[16];
+    char label[16], sub[16];
     int n = snprintf(label, sizeof label, "%c%d", (bwd ? 'B' : 'F') + (a->pipe ? 32 : 0),
                      (int)a->mb);
-    if (n * SVG_CHAR + 2 > w) /* the letter alone, or nothing */
+    int k = snprintf(sub, sizeof sub, "%d", (int)a->stage);
+    if (!show_stage || (n + 0.7 * k) * SVG_CHAR + 4 > w)
+        k = 0;
+    if (n * SVG_CHAR + 2 > w)
         n = SVG_CHAR + 2 <= w ? snprintf(label, sizeof label, "%d", (int)a->mb) : 0;
-    if (n * SVG_CHAR + 2 <= w && n > 0)
-        fprintf(fp,
-                "<text x=\"%.2f\" y=\"%.2f\" font-size=\"11\" text-anchor=\"middle\" "
-                "fill=\"%s\">%s</text>\n",
-                x + w / 2, y + SVG_ROW / 2 + 4, text_colour(c), label);
+    if (n == 0 || n * SVG_CHAR + 2 > w)
+        return;
+    fprintf(fp,
+            "<text x=\"%.2f\" y=\"%.2f\" font-size=\"11\" text-anchor=\"middle\" "
+            "fill=\"%s\">%s",
+            x + w / 2, y + SVG_ROW / 2 + 4, text_colour(c), label);
+    if (k)
+        fprintf(fp, "<tspan font-size=\"8\" dy=\"3\">%s</tspan>", sub);
+    fputs("</text>\n", fp);
 }
 
 /* *last_x: where this row's previous marker went; markers closer than 11 px are moved right so
@@ -146,6 +157,7 @@ static void write_reduce(const pp_action *a, pp_span sp, double y, const svg_axi
 
 static void write_rows(const pp_sched *s, const pp_sim_result *sim, const svg_axis *ax, FILE *fp)
 {
+    int show_stage = s->n_pipes * s->stages_per_pipe > s->ranks;
     for (int r = 0; r < s->ranks; r++) {
         double y = row_y(r);
         fprintf(fp,
@@ -156,7 +168,7 @@ static void write_rows(const pp_sched *s, const pp_sim_result *sim, const svg_ax
         for (int i = 0; i < s->n_ops[r]; i++) {
             const pp_action *a = &s->ops[r][i];
             if (a->op == PP_OP_F || a->op == PP_OP_B)
-                write_block(a, sim->spans[r][i], y, ax, fp);
+                write_block(a, sim->spans[r][i], y, ax, show_stage, fp);
         }
         double last_x = -1e9;
         for (int i = 0; i < s->n_ops[r]; i++)
@@ -219,10 +231,13 @@ static double write_legend(const pp_sched *s, double y, FILE *fp)
     y += 24;
     x = SVG_LEFT;
     fprintf(fp,
-            "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">F forward (light), B backward (dark)%s"
+            "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">F forward (light), B backward (dark)%s%s"
             "</text>\n",
-            x, y + 11, s->n_pipes == 2 ? "; f / b, dashed edge: pipe 1 (up)" : "");
-    x += SVG_CHAR * (s->n_pipes == 2 ? 70 : 37) + 16;
+            x, y + 11, s->n_pipes == 2 ? "; f / b, dashed edge: pipe 1 (up)" : "",
+            s->n_pipes * s->stages_per_pipe > s->ranks ? "; small number: stage" : "");
+    x += SVG_CHAR * ((s->n_pipes == 2 ? 70 : 37) +
+                     (s->n_pipes * s->stages_per_pipe > s->ranks ? 22 : 0)) +
+         16;
     swatch(x, y, "url(#idle)", "idle", fp);
     x += 70;
     if (s->n_reduces) {
