@@ -1,0 +1,140 @@
+/* test_tuner_memory.c — the per-rank memory model: a case computed by hand, the rows of
+ * Korthikanti's Table 2, and the rank's in-flight peak agreeing with the simulator's. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "pp_tune.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+/* A GPT-shaped model small enough to count by hand. */
+static pp_tune_model mini(void)
+{
+    pp_tune_model m = {.name = "mini", .layers = 4, .hidden = 64, .heads = 4, .kv_heads = 4,
+                       .ffn = 256, .vocab = 100, .seq = 16, .gated_mlp = 0, .norm_bias = 1,
+                       .linear_bias = 1, .learned_pos = 1, .tied_embed = 1, .global_batch = 8};
+    return m;
+}
+
+Test(tuner_memory, hand_computed_1f1b_two_ranks)
+{
+    pp_tune_model m = mini();
+    pp_tune_opts o;
+    pp_tune_opts_default(&o);
+    pp_tune_config c = {.kind = "1f1b", .p = 2, .v = 1, .b = 2, .d = 1, .t = 1, .N = 4};
+    pp_sched_params sp = {.ranks = 2, .microbatches = 4, .layers = 4};
+    pp_sched *s;
+    cr_assert_eq(pp_sched_generate("1f1b", &sp, &s), PP_OK, "%s", pp_err_msg());
+    pp_tune_rank_mem mem[2];
+    cr_assert_eq(pp_tune_memory(&m, &c, s, &o, mem), PP_OK, "%s", pp_err_msg());
+
+    /* Parameters. Block: attention 4h^2 + 4h = 16640, MLP 2 h ffn + ffn + h = 33088, two
+     * LayerNorms 4h = 256 -> 49984. Rank 0: 2 blocks + embedding V h + s h = 7424 -> 107392.
+     * Rank 1: 2 blocks + final LayerNorm 128 + the tied head's copy V h = 6400 -> 106496. */
+    cr_assert_float_eq(mem[0].params, 107392.0, 1e-6);
+    cr_assert_float_eq(mem[1].params, 106496.0, 1e-6);
+    /* 18 bytes per parameter: 2 (bf16) + 4 (fp32 main grad) + 12 (Adam). */
+    cr_assert_float_eq(mem[0].weights, 2 * 107392.0, 1e-6);
+    cr_assert_float_eq(mem[0].grads, 4 * 107392.0, 1e-6);
+    cr_assert_float_eq(mem[0].optim, 12 * 107392.0, 1e-6);
+    /* Activations per block per micro-batch: s b h (10 + 24) = 2048 * 34 = 69632 bytes.
+     * Rank 0 (1F1B warm-up 1): F0 F1 B0 ... peak 2 micro-batches of 2 blocks + embedding
+     * (token ids 8 s b = 256, dropout mask s b h = 2048): 2 * (139264 + 2304) = 283136.
+     * Rank 1: 1 in flight: 139264 + head (4 s b h = 8192, fp32 logits 4 s b V = 12800). */
+    cr_assert_float_eq(mem[0].acts, 283136.0, 1e-6, "%f", mem[0].acts);
+    cr_assert_float_eq(mem[1].acts, 160256.0, 1e-6, "%f", mem[1].acts);
+    cr_assert_float_eq(mem[0].peak_units, 2.0, 1e-12);
+    cr_assert_float_eq(mem[1].peak_units, 1.0, 1e-12);
+    /* Communication: one outgoing activation and one gradient, 2 s b h bytes each. */
+    cr_assert_float_eq(mem[0].comm, 8192.0, 1e-6);
+    /* Workspace: MLP backward temporaries 2 * s b ffn * 2 bytes = 32768 + 1.5 GiB reserve. */
+    cr_assert_float_eq(mem[0].workspace, 32768.0 + 1.5 * GIB, 1e-3);
+    double total0 = 18 * 107392.0 + 283136.0 + 8192.0 + 32768.0 + 1.5 * GIB;
+    cr_assert_float_eq(mem[0].total, total0, 1e-3);
+    pp_sched_destroy(s);
+}
+
+Test(tuner_memory, distributed_optimizer_is_6_plus_12_over_d)
+{
+    pp_tune_model m = mini();
+    pp_tune_opts o;
+    pp_tune_opts_default(&o);
+    o.distributed_optimizer = 1;
+    pp_tune_config c = {.kind = "1f1b", .p = 2, .v = 1, .b = 2, .d = 4, .t = 1, .N = 4};
+    pp_sched_params sp = {.ranks = 2, .microbatches = 4, .layers = 4};
+    pp_sched *s;
+    cr_assert_eq(pp_sched_generate("1f1b", &sp, &s), PP_OK);
+    pp_tune_rank_mem mem[2];
+    cr_assert_eq(pp_tune_memory(&m, &c, s, &o, mem), PP_OK);
+    double per_param = (mem[0].weights + mem[0].grads + mem[0].optim) / mem[0].params;
+    cr_assert_float_eq(per_param, 6.0 + 12.0 / 4, 1e-12);
+    pp_sched_destroy(s);
+}
+
+Test(tuner_memory, korthikanti_table2_rows_for_gpt_shapes)
+{
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset("gpt-13b", &m), PP_OK);
+    double s = m.seq, h = m.hidden, a = m.heads;
+    int b = 2;
+    pp_tune_opts o;
+    pp_tune_opts_default(&o);
+    for (int t = 1; t <= 8; t *= 2) {
+        double sbh = s * b * h;
+        o.flash_attention = 0;
+        o.recompute = PP_TUNE_RECOMPUTE_NONE;
+        cr_assert_float_eq(pp_tune_act_bytes_per_layer(&m, b, t, &o),
+                           sbh * (10 + 24.0 / t + 5 * a * s / (h * t)), 1e-3, "t=%d", t);
+        o.flash_attention = 1; /* the score term goes */
+        cr_assert_float_eq(pp_tune_act_bytes_per_layer(&m, b, t, &o), sbh * (10 + 24.0 / t),
+                           1e-3);
+        o.flash_attention = 0;
+        o.recompute = PP_TUNE_RECOMPUTE_SELECTIVE;
+        cr_assert_float_eq(pp_tune_act_bytes_per_layer(&m, b, t, &o), sbh * (10 + 24.0 / t),
+                           1e-3);
+        o.sequence_parallel = 1;
+        cr_assert_float_eq(pp_tune_act_bytes_per_layer(&m, b, t, &o), sbh * 34.0 / t, 1e-3);
+        o.sequence_parallel = 0;
+        o.recompute = PP_TUNE_RECOMPUTE_FULL;
+        cr_assert_float_eq(pp_tune_act_bytes_per_layer(&m, b, t, &o), 2 * sbh, 1e-3);
+    }
+}
+
+/* The in-flight peak the memory model walks equals the simulator's per-rank peak, for every
+ * schedule, even and uneven. */
+Test(tuner_memory, in_flight_peak_equals_the_simulators_for_every_schedule)
+{
+    pp_tune_model m = mini();
+    m.layers = 22; /* 8 stages uneven: (22 + 2) / 8 = 3; 4 stages uneven: 6 */
+    pp_tune_opts o;
+    pp_tune_opts_default(&o);
+    int n;
+    const pp_sched_generator *g = pp_sched_generators(&n);
+    for (int i = 0; i < n; i++) {
+        int v = !strcmp(g[i].name, "interleaved") || !strcmp(g[i].name, "bitpipe") ? 2 : 1;
+        pp_sched_params sp = {.ranks = 4, .microbatches = 8, .layers = 22, .uneven = 1,
+                              .chunks = !strcmp(g[i].name, "interleaved") ? 2 : 0};
+        pp_sched *s;
+        cr_assert_eq(pp_sched_generate(g[i].name, &sp, &s), PP_OK, "%s: %s", g[i].name,
+                     pp_err_msg());
+        pp_tune_config c = {.p = 4, .v = v, .b = 1, .d = 1, .t = 1, .N = 8, .uneven = 1};
+        snprintf(c.kind, sizeof c.kind, "%s", g[i].name);
+        pp_tune_rank_mem mem[4];
+        cr_assert_eq(pp_tune_memory(&m, &c, s, &o, mem), PP_OK, "%s", pp_err_msg());
+        pp_cost cost;
+        pp_sim_result sim;
+        cr_assert_eq(pp_cost_init_unit(&cost, s, 2.0), PP_OK);
+        cr_assert_eq(pp_sim_run(s, &cost, 0, &sim), PP_OK, "%s", pp_err_msg());
+        for (int r = 0; r < 4; r++)
+            cr_assert_float_eq(mem[r].peak_units, sim.peak_activations[r], 1e-9,
+                               "%s rank %d: walk %g vs simulator %g", g[i].name, r,
+                               mem[r].peak_units, sim.peak_activations[r]);
+        /* two replicas: a bidirectional rank holds about twice the weights of a 1F1B rank */
+        if (g[i].bidirectional)
+            cr_assert(mem[1].params > 1.5 * (m.layers / 4.0) * 49984, "%s", g[i].name);
+        pp_sim_result_fini(&sim);
+        pp_cost_fini(&cost);
+        pp_sched_destroy(s);
+    }
+}

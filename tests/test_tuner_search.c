@@ -1,0 +1,173 @@
+/* test_tuner_search.c — the time model's FLOPs and collectives, predictions' sanity, and the
+ * search: a known-better candidate wins on constructed clusters, pruning keeps its reasons, and
+ * the lower-bound skipping does not change the leaderboard. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "pp_tune.h"
+
+Test(tuner_time, gpt13b_flops_follow_narayanan)
+{
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset("gpt-13b", &m), PP_OK);
+    double B = 1024, s = 2048, L = 40, h = 5120, V = 50257;
+    double expect = 72 * B * s * L * h * h * (1 + s / (6 * h) + V / (12 * L * h));
+    double got = pp_tune_model_flops(&m, B);
+    cr_assert(fabs(got / expect - 1) < 1e-12, "%g vs %g", got, expect);
+    /* ~ 1.72e17 FLOP for one 2M-token step of GPT-3 13B (6 x 12.85e9 x 2.1e6 plus attention) */
+    cr_assert(got > 1.6e17 && got < 1.8e17, "%g", got);
+}
+
+Test(tuner_time, ring_allreduce_is_2_n_minus_1_over_n)
+{
+    cr_assert_float_eq(pp_tune_ring_allreduce(8e9, 8, 1e11, 0), 2.0 * 7 / 8 * 8e9 / 1e11, 1e-12);
+    cr_assert_float_eq(pp_tune_ring_allreduce(1e6, 4, 1e9, 1e-5), 1.5e-3 + 6e-5, 1e-12);
+    cr_assert_float_eq(pp_tune_ring_allreduce(1e6, 1, 1e9, 1e-5), 0.0, 1e-15);
+}
+
+Test(tuner_time, preset_cluster_is_summarised_with_its_efficiency)
+{
+    pp_tune_hw hw;
+    cr_assert_eq(pp_tune_hw_preset("dgx-h100", 32, &hw), PP_OK, "%s", pp_err_msg());
+    cr_assert_eq(hw.nodes, 32);
+    cr_assert_eq(hw.gpus_per_node, 8);
+    cr_assert_float_eq(hw.gemm_flops, 0.8 * 989e12, 1e6);
+    cr_assert(hw.inter_bw < hw.intra_bw);
+    cr_assert(strstr(hw.note, "0.8"), "%s", hw.note);
+}
+
+Test(tuner_time, prediction_is_sane_for_the_nemo_recipe)
+{
+    /* NeMo's gpt-13b recipe: t = 2, p = 4, b = 2, global batch 256 (on 32 GPUs: d = 4). */
+    pp_tune_model m;
+    pp_tune_hw hw;
+    cr_assert_eq(pp_tune_model_preset("gpt-13b", &m), PP_OK);
+    cr_assert_eq(pp_tune_hw_preset("dgx-h100", 4, &hw), PP_OK);
+    pp_tune_opts o;
+    pp_tune_opts_default(&o);
+    pp_tune_config c = {.kind = "1f1b", .p = 4, .v = 1, .b = 2, .d = 4, .t = 2, .N = 32};
+    pp_tune_prediction p;
+    pp_tune_rank_mem mem[4];
+    cr_assert_eq(pp_tune_predict(&m, &hw, &c, &o, &p, mem), PP_OK, "%s", pp_err_msg());
+    cr_assert(p.mfu > 0.2 && p.mfu < 0.8, "MFU %.3f", p.mfu);
+    cr_assert(p.step_time > p.pipeline_time);
+    /* bubble of 1F1B at least its textbook (D-1)/N */
+    cr_assert(p.bubble_ideal >= 3.0 / 32 - 1e-9, "%f", p.bubble_ideal);
+    cr_assert(p.fits);
+    /* rank 0 holds the most in-flight activations in 1F1B: D of them */
+    cr_assert_float_eq(mem[0].peak_units, 4.0, 1e-12);
+    cr_assert_float_eq(mem[3].peak_units, 1.0, 1e-12);
+}
+
+static pp_tune_hw box(double link_bw, double mem_bytes)
+{
+    pp_tune_hw hw = {.name = "box", .source = "test", .nodes = 1, .gpus_per_node = 8,
+                     .mem_bytes = mem_bytes, .peak_flops = 1e15, .gemm_flops = 8e14,
+                     .mem_bw = 3e12, .intra_bw = link_bw, .inter_bw = link_bw};
+    return hw;
+}
+
+static pp_tune_result *run(const pp_tune_model *m, const pp_tune_hw *hw, int keep,
+                           const char *schedules)
+{
+    pp_tune_search_params sp = {.model = m, .hw = hw, .global_batch = 64, .allow_tp = 1,
+                                .keep = keep, .schedules = schedules};
+    pp_tune_opts_default(&sp.opts);
+    pp_tune_result *r = NULL;
+    cr_assert_eq(pp_tune_search(&sp, &r), PP_OK, "%s", pp_err_msg());
+    return r;
+}
+
+Test(tuner_search, slow_links_make_the_deepest_pipeline_win)
+{
+    /* 1 MB/s links: a data-parallel all-reduce of 1.3 B gradients or t's per-layer all-reduces
+     * cost far more than p2p activations; the known-better candidate is p = 8, d = t = 1. */
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset("gpt-1.3b", &m), PP_OK);
+    pp_tune_hw hw = box(1e6, 1e12);
+    pp_tune_result *r = run(&m, &hw, 5, NULL);
+    cr_assert(r->n_best > 0);
+    cr_assert_eq(r->best[0].cfg.p, 8, "winner %s p=%d", r->best[0].cfg.kind, r->best[0].cfg.p);
+    cr_assert_eq(r->best[0].cfg.t, 1);
+    cr_assert_eq(r->best[0].cfg.d, 1);
+    pp_tune_result_destroy(r);
+}
+
+Test(tuner_search, free_links_and_ample_memory_make_pure_data_parallel_win)
+{
+    /* Links at 1e18 B/s: no communication cost, so no pipeline bubble is worth having:
+     * p = 1, t = 1, d = 8 wins. */
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset("gpt-125m", &m), PP_OK);
+    pp_tune_hw hw = box(1e18, 1e12);
+    pp_tune_result *r = run(&m, &hw, 5, NULL);
+    cr_assert(r->n_best > 0);
+    cr_assert_eq(r->best[0].cfg.p, 1, "winner %s p=%d", r->best[0].cfg.kind, r->best[0].cfg.p);
+    cr_assert_eq(r->best[0].cfg.d, 8);
+    for (int i = 0; i < r->n_best; i++) {
+        cr_assert(r->best[i].mfu > 0 && r->best[i].mfu <= 1.0);
+        cr_assert(r->best[i].step_time > 0);
+        if (i)
+            cr_assert(r->best[i].step_time >= r->best[i - 1].step_time);
+    }
+    pp_tune_result_destroy(r);
+}
+
+static int has_reason(const pp_tune_result *r, int stage, const char *needle)
+{
+    for (long i = 0; i < r->n_rejects; i++)
+        if (r->rejects[i].stage == stage && strstr(r->rejects[i].reason, needle))
+            return 1;
+    return 0;
+}
+
+Test(tuner_search, pruned_candidates_keep_their_reasons)
+{
+    /* 4 GB devices: gpt-1.3b at 18 B/param (23.7 GB) cannot sit on one or two ranks. */
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset("gpt-1.3b", &m), PP_OK);
+    pp_tune_hw hw = box(4.5e11, 4e9);
+    pp_tune_result *r = run(&m, &hw, 5, NULL);
+    cr_assert(has_reason(r, 1, "does not fit"));
+    cr_assert(has_reason(r, 0, "do not split evenly"), "24 layers over 3 x 8 ... stages");
+    cr_assert(has_reason(r, 0, "needs N mod p = 0"));
+    cr_assert(has_reason(r, 0, "uneven split"));
+    for (int i = 0; i < r->n_best; i++) {
+        cr_assert(r->best[i].fits);
+        cr_assert(r->best[i].cfg.p * r->best[i].cfg.t >= 4, "p t = %d x %d cannot fit",
+                  r->best[i].cfg.p, r->best[i].cfg.t);
+    }
+    cr_assert_eq(r->seen, r->n_rejects + r->n_best, "every candidate is ranked or has a reason");
+    pp_tune_result_destroy(r);
+}
+
+Test(tuner_search, lower_bound_skipping_keeps_the_exact_leaderboard)
+{
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset("gpt-1.3b", &m), PP_OK);
+    pp_tune_hw hw = box(2e10, 8e10);
+    pp_tune_result *small = run(&m, &hw, 3, NULL);
+    pp_tune_result *all = run(&m, &hw, 100000, NULL);
+    cr_assert(small->bounded > 0, "the bound skipped nothing: the test shows nothing");
+    cr_assert_eq(all->bounded, 0);
+    cr_assert_eq(small->n_best, 3);
+    for (int i = 0; i < 3; i++) {
+        cr_assert_float_eq(small->best[i].step_time, all->best[i].step_time, 1e-15);
+        cr_assert(!memcmp(&small->best[i].cfg, &all->best[i].cfg, sizeof small->best[i].cfg));
+    }
+    pp_tune_result_destroy(small);
+    pp_tune_result_destroy(all);
+}
+
+Test(tuner_search, schedule_filter_is_respected)
+{
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset("gpt-1.3b", &m), PP_OK);
+    pp_tune_hw hw = box(4.5e11, 8e10);
+    pp_tune_result *r = run(&m, &hw, 10, "chimera,bitpipe");
+    for (int i = 0; i < r->n_best; i++)
+        cr_assert(!strcmp(r->best[i].cfg.kind, "chimera") ||
+                  !strcmp(r->best[i].cfg.kind, "bitpipe"), "%s", r->best[i].cfg.kind);
+    pp_tune_result_destroy(r);
+}
