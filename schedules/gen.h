@@ -23,6 +23,9 @@ typedef struct {
     int overflow;       /* set when an add did not fit; the merge reports it */
 } pp_gen_lists;
 
+/* The rules both bidirectional generators share: D even, N a multiple of D, --chunks 0 or the
+ * generator's own count. Errors name the rule and the numbers. */
+pp_status pp_gen_check_bidir(const char *kind, const pp_sched_params *p, int chunks);
 /* Empty lists with room for per_rank entries each, caps unbounded. Free with pp_gen_lists_fini. */
 pp_status pp_gen_lists_init(pp_gen_lists *l, int ranks, int per_rank);
 void pp_gen_lists_fini(pp_gen_lists *l);

@@ -112,23 +112,6 @@ static pp_status add_reduces(pp_sched *s, int D)
     return PP_OK;
 }
 
-static pp_status check_params(const pp_sched_params *p)
-{
-    int D = p->ranks, N = p->microbatches;
-    if (D < 2 || D % 2 != 0)
-        return PP_ERR(PP_ERR_INVALID, "bitpipe needs an even number of ranks, got %d", D);
-    if (N % D != 0)
-        return PP_ERR(PP_ERR_INVALID,
-                      "bitpipe needs the micro-batches to be a multiple of the ranks "
-                      "(N mod D = 0), got N = %d, D = %d",
-                      N, D);
-    if (p->chunks != 0 && p->chunks != 2)
-        return PP_ERR(PP_ERR_INVALID,
-                      "bitpipe has 2 chunks per rank per pipe (4 in all), got --chunks %d",
-                      p->chunks);
-    return PP_OK;
-}
-
 static void place(pp_sched *s, int D)
 {
     for (int k = 0; k < 2 * D; k++) {
@@ -164,7 +147,7 @@ static pp_status build(pp_sched *s, int D, int N)
 pp_status pp_gen_bitpipe(const pp_sched_params *p, pp_sched **out)
 {
     *out = NULL;
-    PP_TRY(check_params(p));
+    PP_TRY(pp_gen_check_bidir("bitpipe", p, 2));
     int D = p->ranks, N = p->microbatches;
     pp_sched *s;
     PP_TRY(pp_sched_create("bitpipe", D, N, 2, 2, p->layers, p->uneven, &s));

@@ -151,23 +151,6 @@ static pp_status build_unit(pp_sched *unit)
     return st;
 }
 
-static pp_status check_params(const pp_sched_params *p)
-{
-    int D = p->ranks, N = p->microbatches;
-    if (D < 2 || D % 2 != 0)
-        return PP_ERR(PP_ERR_INVALID, "chimera needs an even number of ranks, got %d", D);
-    if (N % D != 0)
-        return PP_ERR(PP_ERR_INVALID,
-                      "chimera needs the micro-batches to be a multiple of the ranks "
-                      "(N mod D = 0), got N = %d, D = %d",
-                      N, D);
-    if (p->chunks > 1)
-        return PP_ERR(PP_ERR_INVALID,
-                      "chimera has 1 chunk per rank per pipe (2 in all), got --chunks %d",
-                      p->chunks);
-    return PP_OK;
-}
-
 static void place(pp_sched *s)
 {
     int D = s->ranks;
@@ -246,7 +229,7 @@ static pp_status build(pp_sched *s)
 pp_status pp_gen_chimera(const pp_sched_params *p, pp_sched **out)
 {
     *out = NULL;
-    PP_TRY(check_params(p));
+    PP_TRY(pp_gen_check_bidir("chimera", p, 1));
     pp_sched *s;
     PP_TRY(pp_sched_create("chimera", p->ranks, p->microbatches, 1, 2, p->layers, p->uneven, &s));
     place(s);

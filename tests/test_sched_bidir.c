@@ -48,6 +48,19 @@ static void mb_order(const pp_sched *s, int r, char *buf, size_t n)
     }
 }
 
+/* Generates kind for D = N = 4 and compares every rank's order, written by fmt, to want. */
+static void expect_orders(const char *kind, void (*fmt)(const pp_sched *, int, char *, size_t),
+                          const char *const want[4])
+{
+    pp_sched *s = gen(kind, 4, 4);
+    char buf[512];
+    for (int r = 0; r < 4; r++) {
+        fmt(s, r, buf, sizeof buf);
+        cr_expect_str_eq(buf, want[r], "%s rank %d", kind, r);
+    }
+    pp_sched_destroy(s);
+}
+
 /* ---- orders ---------------------------------------------------------------------------------- */
 
 Test(sched_bidir, bitpipe_d4_n4_equals_the_reference_test_vector)
@@ -62,13 +75,7 @@ Test(sched_bidir, bitpipe_d4_n4_equals_the_reference_test_vector)
         "Fu3.0 Fu4.0 Fd1.3 Fd1.4 Fd2.3 Fd2.4 Fu3.7 Bu3.7 Fu4.7 Bu4.7 Bd1.4 Bd1.3 Bd2.4 Bd2.3 "
         "Bu3.0 AR2 Bu4.0 AR1",
     };
-    pp_sched *s = gen("bitpipe", 4, 4);
-    char buf[512];
-    for (int r = 0; r < 4; r++) {
-        bitpipe_order(s, r, buf, sizeof buf);
-        cr_expect_str_eq(buf, want[r], "dev%d", r);
-    }
-    pp_sched_destroy(s);
+    expect_orders("bitpipe", bitpipe_order, want);
 }
 
 Test(sched_bidir, chimera_d4_n4_equals_the_published_order)
@@ -79,13 +86,7 @@ Test(sched_bidir, chimera_d4_n4_equals_the_published_order)
         "F2 F0 F3 F1 B0 B2 B1 B3",
         "F2 F3 F0 B0 F1 B1 B2 B3",
     };
-    pp_sched *s = gen("chimera", 4, 4);
-    char buf[256];
-    for (int r = 0; r < 4; r++) {
-        mb_order(s, r, buf, sizeof buf);
-        cr_expect_str_eq(buf, want[r], "P%d", r);
-    }
-    pp_sched_destroy(s);
+    expect_orders("chimera", mb_order, want);
 }
 
 /* ---- placement, micro-batch split, reduces, transfers ------------------------------------- */
@@ -224,7 +225,14 @@ Test(sched_bidir, odd_ranks_and_ragged_microbatches_are_refused_with_the_rule)
     pp_sched_params p = {.ranks = 4, .microbatches = 4, .chunks = 3};
     pp_sched *s;
     cr_assert_eq(pp_sched_generate("bitpipe", &p, &s), PP_ERR_INVALID);
-    cr_assert(strstr(pp_err_text(), "2 chunks per rank per pipe"), "%s", pp_err_text());
+    cr_assert(strstr(pp_err_text(), "bitpipe has 2 chunks per rank per pipe (4 in all), got "
+                                    "--chunks 3"),
+              "%s", pp_err_text());
+    p.chunks = 2;
+    cr_assert_eq(pp_sched_generate("chimera", &p, &s), PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_text(), "chimera has 1 chunk per rank per pipe (2 in all), got "
+                                    "--chunks 2"),
+              "%s", pp_err_text());
 }
 
 /* ---- validity, makespan and bubble (checker + simulator) --------------------------------- */
@@ -284,8 +292,12 @@ Test(sched_bidir, bitpipe_d4_n4_makespan_14_bubble_one_seventh)
     pp_sim_result r = simulate(s, 2.0);
     cr_expect_float_eq(r.makespan, 14.0, 1e-9); /* 28 chunk units */
     cr_expect_float_eq(r.bubble_over_total, 1.0 / 7.0, 1e-9);
-    for (int d = 0; d < 4; d++)
+    for (int d = 0; d < 4; d++) {
         cr_expect_float_eq(r.busy[d], 12.0, 1e-9, "rank %d busy 24 chunk units", d);
+        /* reference: about 3D/4 .. D micro-batch x (L/D layers) units */
+        cr_expect_geq(r.peak_activations[d], 3.0 - 1e-9, "rank %d", d);
+        cr_expect_leq(r.peak_activations[d], 4.0 + 1e-9, "rank %d", d);
+    }
     pp_sim_result_fini(&r);
     pp_sched_destroy(s);
 }
