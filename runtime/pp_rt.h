@@ -141,6 +141,146 @@ typedef struct {
 } pp_adamw;
 pp_status pp_rt_stage_adamw(pp_rt_stage *st, const pp_adamw *hp, int step, float grad_scale);
 
+/* ---- Transport --------------------------------------------------------------------------- */
+/* A transport moves bytes between ranks and sums float vectors over groups of ranks. It is a
+ * table of callbacks plus a context (runtime/transport.h, private), like the backend; the
+ * in-process one (ranks are threads of one process) is built here, MPI and NCCL come later
+ * through the same table. Rank r's calls are made by rank r's thread only; every call names
+ * the calling rank. Buffers are host memory for the in-process transport.
+ *
+ * Point to point: send is buffered and never blocks (the schedule IR's SEND); recv blocks
+ * until a message from `from` with `tag` has arrived and been copied out (its size must
+ * match). Messages between one pair with different tags may be received in any order.
+ * Collectives: iallreduce_sum posts this rank's part and returns at once; the sum over the
+ * group (summed in the group's order, so every member gets bit-identical floats) is in `data`
+ * once pp_transport_wait returns. Members must pass the same group (ascending ranks) and tag;
+ * `data` must not be touched between post and wait. A hop that stays on a rank never reaches
+ * the transport: the executor hands the buffer over directly. */
+typedef struct pp_transport pp_transport;
+typedef struct pp_transport_req pp_transport_req;
+
+/* The in-process transport for `ranks` threads. backends: NULL, or [ranks] backends in which
+ * each rank's send buffers are counted as PP_MEM_COMM (allocated and freed on the sender's
+ * thread only, as the backends are not thread-safe). */
+pp_status pp_transport_thread_create(int ranks, pp_backend *const *backends, pp_transport **out);
+void pp_transport_destroy(pp_transport *t);
+const char *pp_transport_name(const pp_transport *t); /* "thread" */
+int pp_transport_ranks(const pp_transport *t);
+
+/* Point-to-point tag of the activation (dir 0) or gradient (dir 1) hop of micro-batch mb
+ * into / out of `stage` of `pipe`: the executor tags a hop with the stage that receives it. */
+uint64_t pp_transport_tag(int pipe, int stage, int mb, int dir);
+
+pp_status pp_transport_send(pp_transport *t, int from, int to, uint64_t tag, const void *buf,
+                            size_t bytes);
+pp_status pp_transport_recv(pp_transport *t, int to, int from, uint64_t tag, void *buf,
+                            size_t bytes);
+/* *req is released by pp_transport_wait (also when it fails). */
+pp_status pp_transport_iallreduce_sum(pp_transport *t, int rank, const int *group, int n_group,
+                                      uint64_t tag, float *data, size_t n,
+                                      pp_transport_req **req);
+pp_status pp_transport_wait(pp_transport *t, int rank, pp_transport_req *req);
+/* iallreduce_sum + wait. */
+pp_status pp_transport_allreduce_sum(pp_transport *t, int rank, const int *group, int n_group,
+                                     uint64_t tag, float *data, size_t n);
+/* All ranks of the transport. */
+pp_status pp_transport_barrier(pp_transport *t, int rank);
+/* Waits until every message `rank` sent has been received, and releases their buffers. */
+pp_status pp_transport_flush(pp_transport *t, int rank);
+/* Wakes every blocked call, which then fails (PP_ERR_DEVICE, "aborted"), as do later calls:
+ * a rank that failed calls this so its peers do not wait forever. Any thread may call it. */
+void pp_transport_abort(pp_transport *t);
+
+/* ---- Data -------------------------------------------------------------------------------- */
+/* Token streams for training: the bytes of a text file (vocabulary 256), or a deterministic
+ * synthetic stream from a seed. A batch is `rows` windows of T+1 consecutive tokens (inputs
+ * are the first T, targets the last T), each window starting at an offset drawn from the seed. */
+typedef struct pp_rt_data pp_rt_data;
+
+/* PP_ERR_IO when the file cannot be read, PP_ERR_INVALID when it is shorter than 2 bytes. */
+pp_status pp_rt_data_open_text(const char *path, uint64_t seed, pp_rt_data **out);
+/* A stream over vocab tokens in which each token usually follows from the previous one by a
+ * fixed random map (a learnable bigram structure), sometimes not. */
+pp_status pp_rt_data_synthetic(int vocab, uint64_t seed, pp_rt_data **out);
+void pp_rt_data_destroy(pp_rt_data *d);
+int pp_rt_data_vocab(const pp_rt_data *d);
+/* Fills out[rows][T+1]. PP_ERR_INVALID if a text is shorter than T+1 tokens. */
+pp_status pp_rt_data_next(pp_rt_data *d, int rows, int T, int32_t *out);
+
+/* ---- Executor ---------------------------------------------------------------------------- */
+/* Runs training steps of a schedule: dp pipeline replicas of sched->ranks ranks each, every
+ * rank a thread with its own CPU backend, talking through the in-process transport. Global
+ * rank g = replica * D + r. Each rank holds the stages the schedule places on it; bidirectional
+ * schedules hold two replicas of every layer (one per pipe) which start identical (same seed).
+ *
+ * One step: every rank walks its action list (RECV via the transport, F/B through the stage
+ * with slot = micro-batch id, SEND via the transport; hops between stages of one rank handed
+ * over directly; REDUCE posted as a non-blocking all-reduce over its participants); then,
+ * per rank, wait for the REDUCEs, sum the tied embedding gradient ("wte" of a pipe's first
+ * stage + "wte.head" of its last, as Megatron), all-reduce across the dp replicas, the global
+ * gradient norm (each layer counted once), optional clipping, AdamW.
+ * The loss is the mean over the N micro-batches of all dp replicas (loss_scale 1/(N*dp)).
+ *
+ * Data: a step consumes dp*N*B rows of T+1 tokens; micro-batch m of replica k is rows
+ * (k*N + m)*B .. +B, so a one-stage reference over the same rows sees the same data. */
+typedef struct pp_rt_executor pp_rt_executor;
+
+typedef struct {
+    const pp_model_cfg *model;
+    const pp_sched *sched; /* copied; sched->layers must equal model->layers */
+    int micro_batch;       /* B >= 1 */
+    int seq;               /* T, 1..model->seq */
+    int dp;                /* data-parallel pipeline replicas >= 1 */
+    uint64_t seed;         /* parameter initialisation */
+    pp_adamw adamw;
+    float clip; /* clip the global gradient norm to this; 0 = no clipping */
+} pp_rt_exec_params;
+
+typedef struct {
+    double start, end; /* seconds since the step began */
+} pp_rt_span;
+
+typedef struct {
+    double loss;      /* mean cross-entropy over the step's dp*N micro-batches */
+    double grad_norm; /* global L2 norm of the (summed) model gradient, before clipping */
+    double seconds;   /* wall time of the step */
+    int n_ranks;      /* dp * D */
+    /* Owned by the executor, valid until its next step: */
+    const pp_rt_span *const *spans; /* [n_ranks][sched->n_ops[g % D]] every action */
+    const pp_rt_span *sync;         /* [n_ranks] gradient synchronisation after the actions */
+    const pp_rt_span *optim;        /* [n_ranks] clipping + AdamW (0-length when !update) */
+} pp_rt_step_result;
+
+/* Validates the parameters (messages name the value), creates backends, stages, transport.
+ * PP_ERR_INVALID for a schedule that does not fit the model, PP_ERR_CHECK/DEADLOCK from
+ * pp_sched_check. */
+pp_status pp_rt_executor_create(const pp_rt_exec_params *p, pp_rt_executor **out);
+void pp_rt_executor_destroy(pp_rt_executor *ex);
+/* Runs one step on batch[dp*N*B][T+1]. update = 0 stops after the gradient synchronisation
+ * (gradients stay in the stages, parameters unchanged: for tests and gradient checks).
+ * After a failed step the executor is unusable (destroy it). */
+pp_status pp_rt_executor_step(pp_rt_executor *ex, const int32_t *batch, int update,
+                              pp_rt_step_result *out);
+int pp_rt_executor_ranks(const pp_rt_executor *ex); /* dp * D */
+const pp_sched *pp_rt_executor_sched(const pp_rt_executor *ex);
+/* Rows of T+1 tokens one step consumes: dp * N * B. */
+int pp_rt_executor_batch_rows(const pp_rt_executor *ex);
+/* The stage object of (pipe, stage) in a replica, and the backend of global rank g. */
+pp_rt_stage *pp_rt_executor_stage(pp_rt_executor *ex, int replica, int pipe, int stage);
+pp_backend *pp_rt_executor_backend(pp_rt_executor *ex, int g);
+
+/* ---- Chrome trace ------------------------------------------------------------------------ */
+/* Writes the timed actions of steps as a Chrome trace (JSON "traceEvents", opens in Perfetto
+ * and chrome://tracing): one track per global rank, one complete event per action, plus the
+ * gradient sync and optimizer phases. Written to PATH.tmp.<pid>, renamed on commit. */
+typedef struct pp_rt_trace pp_rt_trace;
+pp_status pp_rt_trace_open(const char *path, const pp_rt_executor *ex, pp_rt_trace **out);
+/* t0: seconds from the start of the run to the start of this step. */
+pp_status pp_rt_trace_add_step(pp_rt_trace *tr, int step, double t0, const pp_rt_step_result *r);
+/* Both free tr. */
+pp_status pp_rt_trace_commit(pp_rt_trace *tr);
+void pp_rt_trace_abort(pp_rt_trace *tr);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,285 @@
+/* executor.c — the executor's lifecycle and step driver: checks that a schedule fits the
+ * model, creates one CPU backend per global rank, the stages each rank holds and the
+ * in-process transport; a step starts one thread per rank (executor_run.c) and joins them.
+ *
+ * Not here: the action semantics (executor_run.c), gradient syncs and AdamW
+ * (executor_sync.c), MPI/NCCL ranks in other processes (a later issue).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "executor.h"
+
+static pp_status check_params(const pp_rt_exec_params *p)
+{
+    if (!p->model || !p->sched)
+        return PP_ERR(PP_ERR_INVALID, "the executor needs a model and a schedule");
+    PP_TRY(pp_model_validate(p->model));
+    const pp_sched *s = p->sched;
+    if (p->micro_batch < 1)
+        return PP_ERR(PP_ERR_INVALID, "micro-batch size must be at least 1, got %d",
+                      p->micro_batch);
+    if (p->seq < 1 || p->seq > p->model->seq)
+        return PP_ERR(PP_ERR_INVALID,
+                      "sequence length %d is outside 1..%d (the model's maximum sequence)",
+                      p->seq, p->model->seq);
+    if (p->dp < 1 || p->dp > 64)
+        return PP_ERR(PP_ERR_INVALID, "data-parallel replicas must be 1..64, got %d", p->dp);
+    if ((long)p->dp * s->ranks > 1024)
+        return PP_ERR(PP_ERR_INVALID, "%d replicas x %d ranks = %ld threads; at most 1024",
+                      p->dp, s->ranks, (long)p->dp * s->ranks);
+    if (s->layers != p->model->layers)
+        return PP_ERR(PP_ERR_INVALID,
+                      "the schedule splits %d layers but the model has %d (generate it with "
+                      "layers = %d)",
+                      s->layers, p->model->layers, p->model->layers);
+    if (!(p->clip >= 0.0f))
+        return PP_ERR(PP_ERR_INVALID, "the clipping threshold must be >= 0, got %g",
+                      (double)p->clip);
+    for (int i = 0; i < s->n_pipes * s->stages_per_pipe; i++)
+        if (s->stages[i].rank < 0 || s->stages[i].rank >= s->ranks)
+            return PP_ERR(PP_ERR_INVALID, "stage %d of pipe %d is placed on rank %d, not 0..%d",
+                          i % s->stages_per_pipe, i / s->stages_per_pipe, s->stages[i].rank,
+                          s->ranks - 1);
+    for (int m = 0; m < s->microbatches; m++)
+        if (s->mb_pipe[m] >= s->n_pipes)
+            return PP_ERR(PP_ERR_INVALID, "micro-batch %d goes through pipe %d of %d", m,
+                          s->mb_pipe[m], s->n_pipes);
+    /* A schedule that does not pass the checker could deadlock the rank threads. */
+    PP_TRY(pp_sched_check(s));
+    return PP_OK;
+}
+
+static pp_status create_stages(pp_rt_executor *ex)
+{
+    for (int k = 0; k < ex->dp; k++)
+        for (int p = 0; p < ex->P; p++)
+            for (int s = 0; s < ex->S; s++) {
+                const pp_stage *g = pp_sched_stage(ex->sched, p, s);
+                pp_rt_stage_params sp = {
+                    .model = &ex->model,
+                    .layer_begin = g->layer_begin,
+                    .layer_end = g->layer_end,
+                    .has_embed = s == 0,
+                    .has_head = s == ex->S - 1,
+                    .micro_batch = ex->B,
+                    .seq = ex->T,
+                    .seed = ex->seed, /* same seed everywhere: replicas start identical */
+                };
+                pp_rt_stage **dst = &ex->stages[((size_t)k * ex->P + p) * ex->S + s];
+                PP_TRY(pp_rt_stage_create(ex->be[k * ex->D + g->rank], &sp, dst));
+            }
+    ex->io_bytes = pp_rt_stage_io_bytes(ex->stages[0]);
+    return PP_OK;
+}
+
+/* Per rank: the slot table, the token buffers, the span array. */
+static pp_status create_rank(pp_rt_executor *ex, int g)
+{
+    rank_state *rs = &ex->rk[g];
+    rs->g = g;
+    rs->replica = g / ex->D;
+    rs->r = g % ex->D;
+    rs->be = ex->be[g];
+    rs->slot = pp_calloc((size_t)ex->P * ex->S * ex->N * SLOT__COUNT, sizeof *rs->slot);
+    int n_ops = ex->sched->n_ops[rs->r];
+    ex->spans[g] = pp_calloc((size_t)n_ops + 1, sizeof *ex->spans[g]);
+    int n_red = 0;
+    for (int i = 0; i < n_ops; i++)
+        n_red += ex->sched->ops[rs->r][i].op == PP_OP_REDUCE;
+    rs->red = pp_calloc((size_t)n_red + 1, sizeof *rs->red);
+    rs->n_red_cap = n_red;
+    if (!rs->slot || !ex->spans[g] || !rs->red)
+        return PP_ERR_NOMEM;
+    int first = 0, last = 0;
+    for (int p = 0; p < ex->P; p++) {
+        first |= ex_rank_of(ex, p, 0) == rs->r;
+        last |= ex_rank_of(ex, p, ex->S - 1) == rs->r;
+    }
+    size_t bytes = (size_t)ex->N * ex->B * ex->T * sizeof(int32_t);
+    if (first && !(rs->tok = pp_backend_alloc(rs->be, bytes, PP_MEM_ACTS)))
+        return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
+    if (last && !(rs->tgt = pp_backend_alloc(rs->be, bytes, PP_MEM_ACTS)))
+        return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
+    return PP_OK;
+}
+
+static pp_status create_all(pp_rt_executor *ex)
+{
+    int G = ex->G;
+    ex->be = pp_calloc((size_t)G, sizeof *ex->be);
+    ex->stages = pp_calloc((size_t)ex->dp * ex->P * ex->S, sizeof *ex->stages);
+    ex->rk = pp_calloc((size_t)G, sizeof *ex->rk);
+    ex->losses = pp_calloc((size_t)ex->dp * ex->N, sizeof *ex->losses);
+    ex->spans = pp_calloc((size_t)G, sizeof *ex->spans);
+    ex->sync = pp_calloc((size_t)G, sizeof *ex->sync);
+    ex->optim = pp_calloc((size_t)G, sizeof *ex->optim);
+    if (!ex->be || !ex->stages || !ex->rk || !ex->losses || !ex->spans || !ex->sync ||
+        !ex->optim)
+        return PP_ERR_NOMEM;
+    for (int g = 0; g < G; g++)
+        PP_TRY(pp_backend_cpu_create(&ex->be[g]));
+    PP_TRY(create_stages(ex));
+    for (int g = 0; g < G; g++)
+        PP_TRY(create_rank(ex, g));
+    PP_TRY(pp_ex_check_reduces(ex));
+    PP_TRY(pp_transport_thread_create(G, ex->be, &ex->tp));
+    return PP_OK;
+}
+
+pp_status pp_rt_executor_create(const pp_rt_exec_params *p, pp_rt_executor **out)
+{
+    *out = NULL;
+    PP_TRY(check_params(p));
+    pp_rt_executor *ex = pp_calloc(1, sizeof *ex);
+    if (!ex)
+        return PP_ERR_NOMEM;
+    ex->model = *p->model;
+    ex->B = p->micro_batch;
+    ex->T = p->seq;
+    ex->dp = p->dp;
+    ex->D = p->sched->ranks;
+    ex->S = p->sched->stages_per_pipe;
+    ex->P = p->sched->n_pipes;
+    ex->N = p->sched->microbatches;
+    ex->G = ex->dp * ex->D;
+    ex->seed = p->seed;
+    ex->adamw = p->adamw;
+    ex->clip = p->clip;
+    atomic_init(&ex->failed, -1);
+    pp_status st = pp_sched_clone(p->sched, &ex->sched);
+    if (st == PP_OK)
+        st = create_all(ex);
+    if (st != PP_OK) {
+        pp_rt_executor_destroy(ex);
+        return pp_err_trace(st, __FILE__, __LINE__);
+    }
+    *out = ex;
+    return PP_OK;
+}
+
+static void destroy_rank(pp_rt_executor *ex, rank_state *rs)
+{
+    size_t n = (size_t)ex->P * ex->S * ex->N * SLOT__COUNT;
+    for (size_t i = 0; rs->slot && i < n; i++)
+        pp_backend_free(rs->be, rs->slot[i], ex->io_bytes, PP_MEM_COMM);
+    for (int i = 0; i < rs->n_red; i++)
+        pp_backend_free(rs->be, rs->red[i].buf, rs->red[i].n * sizeof(float), PP_MEM_COMM);
+    size_t bytes = (size_t)ex->N * ex->B * ex->T * sizeof(int32_t);
+    pp_backend_free(rs->be, rs->tok, bytes, PP_MEM_ACTS);
+    pp_backend_free(rs->be, rs->tgt, bytes, PP_MEM_ACTS);
+    free(rs->slot);
+    free(rs->red);
+}
+
+void pp_rt_executor_destroy(pp_rt_executor *ex)
+{
+    if (!ex)
+        return;
+    /* The transport first: it returns the message buffers an aborted step left to the
+     * backends, which go last. */
+    pp_transport_destroy(ex->tp);
+    for (int g = 0; ex->rk && g < ex->G; g++)
+        if (ex->rk[g].be)
+            destroy_rank(ex, &ex->rk[g]);
+    for (size_t i = 0; ex->stages && i < (size_t)ex->dp * ex->P * ex->S; i++)
+        pp_rt_stage_destroy(ex->stages[i]);
+    for (int g = 0; ex->spans && g < ex->G; g++)
+        free(ex->spans[g]);
+    for (int g = 0; ex->be && g < ex->G; g++)
+        pp_backend_destroy(ex->be[g]);
+    free(ex->be);
+    free(ex->stages);
+    free(ex->rk);
+    free(ex->losses);
+    free(ex->spans);
+    free(ex->sync);
+    free(ex->optim);
+    pp_sched_destroy(ex->sched);
+    free(ex);
+}
+
+/* Starts one thread per rank and joins them all (also when one fails: the failing rank
+ * aborts the transport, which wakes the others). */
+static pp_status run_threads(pp_rt_executor *ex)
+{
+    pp_ex_thread_arg *args = pp_calloc((size_t)ex->G, sizeof *args);
+    if (!args)
+        return PP_ERR_NOMEM;
+    int started = 0;
+    pp_status st = PP_OK;
+    for (int g = 0; g < ex->G; g++) {
+        args[g] = (pp_ex_thread_arg){ex, g};
+        ex->rk[g].st = PP_OK;
+        ex->rk[g].err[0] = '\0';
+        if (pthread_create(&ex->rk[g].thread, NULL, pp_ex_rank_main, &args[g]) != 0) {
+            st = PP_ERR(PP_ERR_NOMEM, "cannot start the thread of rank %d", g);
+            pp_transport_abort(ex->tp);
+            break;
+        }
+        started++;
+    }
+    for (int g = 0; g < started; g++)
+        pthread_join(ex->rk[g].thread, NULL);
+    free(args);
+    return st;
+}
+
+pp_status pp_rt_executor_step(pp_rt_executor *ex, const int32_t *batch, int update,
+                              pp_rt_step_result *out)
+{
+    memset(out, 0, sizeof *out);
+    if (ex->broken)
+        return PP_ERR(PP_ERR_INVALID, "this executor failed in an earlier step; create a new one");
+    if (!batch)
+        return PP_ERR(PP_ERR_INVALID, "a step needs a batch of %d rows", pp_rt_executor_batch_rows(ex));
+    ex->batch = batch;
+    ex->update = update;
+    for (int i = 0; i < ex->dp * ex->N; i++)
+        ex->losses[i] = NAN;
+    ex->t0 = pp_now();
+    pp_status st = run_threads(ex);
+    double seconds = pp_now() - ex->t0;
+    int bad = atomic_load(&ex->failed);
+    if (st != PP_OK || bad >= 0) {
+        ex->broken = 1;
+        if (st != PP_OK)
+            return pp_err_trace(st, __FILE__, __LINE__);
+        const rank_state *rs = &ex->rk[bad];
+        return PP_ERR(rs->st, "rank %d (replica %d, pipeline rank %d): %s", bad, rs->replica,
+                      rs->r, rs->err);
+    }
+    /* Mean over all micro-batches of all replicas, summed in a fixed order. */
+    double sum = 0;
+    for (int i = 0; i < ex->dp * ex->N; i++)
+        sum += ex->losses[i];
+    if (update)
+        ex->steps_done++;
+    out->loss = sum / (ex->dp * ex->N);
+    out->grad_norm = ex->rk[0].norm;
+    out->seconds = seconds;
+    out->n_ranks = ex->G;
+    out->spans = (const pp_rt_span *const *)ex->spans;
+    out->sync = ex->sync;
+    out->optim = ex->optim;
+    return PP_OK;
+}
+
+int pp_rt_executor_ranks(const pp_rt_executor *ex) { return ex->G; }
+const pp_sched *pp_rt_executor_sched(const pp_rt_executor *ex) { return ex->sched; }
+int pp_rt_executor_batch_rows(const pp_rt_executor *ex) { return ex->dp * ex->N * ex->B; }
+
+pp_rt_stage *pp_rt_executor_stage(pp_rt_executor *ex, int replica, int pipe, int stage)
+{
+    if (replica < 0 || replica >= ex->dp || pipe < 0 || pipe >= ex->P || stage < 0 ||
+        stage >= ex->S)
+        return NULL;
+    return ex_stage(ex, replica, pipe, stage);
+}
+
+pp_backend *pp_rt_executor_backend(pp_rt_executor *ex, int g)
+{
+    return g >= 0 && g < ex->G ? ex->be[g] : NULL;
+}

@@ -1,0 +1,94 @@
+/* executor.h — private to runtime/: the executor's state, shared by executor.c (creation,
+ * checks, the step driver), executor_run.c (one rank's action list) and executor_sync.c
+ * (gradient synchronisation and the optimizer step). */
+#ifndef PP_RT_EXECUTOR_H
+#define PP_RT_EXECUTOR_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "pp_rt.h"
+
+/* Kinds of buffer a rank keeps between actions, per (pipe, stage, micro-batch). */
+enum { SLOT_X_IN, SLOT_X_OUT, SLOT_DY, SLOT_DX, SLOT__COUNT };
+
+/* A posted REDUCE: the gradients it covers on this rank and the packed buffer in flight. */
+typedef struct {
+    int id;
+    pp_transport_req *req;
+    float *buf; /* PP_MEM_COMM, n floats */
+    size_t n;
+} pending_reduce;
+
+typedef struct {
+    int g, replica, r;   /* global rank, dp replica, rank in the pipeline */
+    pp_backend *be;
+    void **slot;         /* [n_pipes * S * N * SLOT__COUNT] buffers of io_bytes (PP_MEM_COMM) */
+    int32_t *tok, *tgt;  /* [N][B*T] inputs / targets of the micro-batches (PP_MEM_ACTS) when
+                            the rank holds a pipe's first / last stage, else NULL */
+    pending_reduce *red; /* [n_red_cap] */
+    int n_red, n_red_cap;
+    double grad_sq;      /* this rank's share of the squared gradient norm */
+    double norm;         /* the global norm, once synchronised */
+    pp_status st;
+    char err[1024];
+    pthread_t thread;
+} rank_state;
+
+struct pp_rt_executor {
+    pp_model_cfg model;
+    pp_sched *sched;
+    int B, T, dp, D, S, P, N, G; /* G = dp * D ranks */
+    uint64_t seed;
+    pp_adamw adamw;
+    float clip;
+    int steps_done; /* AdamW steps applied */
+    size_t io_bytes;
+    pp_backend **be;        /* [G] */
+    pp_rt_stage **stages;   /* [dp * P * S] index (replica * P + pipe) * S + stage */
+    pp_transport *tp;
+    rank_state *rk;         /* [G] */
+    double *losses;         /* [dp * N] index replica * N + mb */
+    pp_rt_span **spans;     /* [G][n_ops of g % D] */
+    pp_rt_span *sync, *optim; /* [G] */
+    /* the step in progress */
+    const int32_t *batch;
+    int update;
+    double t0;
+    atomic_int failed; /* first global rank that failed, -1 if none */
+    int broken;
+};
+
+static inline pp_rt_stage *ex_stage(const pp_rt_executor *ex, int replica, int pipe, int stage)
+{
+    return ex->stages[((size_t)replica * ex->P + pipe) * ex->S + stage];
+}
+
+static inline int ex_rank_of(const pp_rt_executor *ex, int pipe, int stage)
+{
+    return pp_sched_stage(ex->sched, pipe, stage)->rank;
+}
+
+/* executor_run.c: rank g's whole step (actions, then executor_sync_and_update). */
+void *pp_ex_rank_main(void *arg);
+typedef struct {
+    pp_rt_executor *ex;
+    int g;
+} pp_ex_thread_arg;
+
+/* executor_sync.c */
+pp_status pp_ex_post_reduce(pp_rt_executor *ex, rank_state *rs, int id);
+pp_status pp_ex_sync_and_update(pp_rt_executor *ex, rank_state *rs);
+/* Checks that the participants of every REDUCE hold the same tensor names (else the packed
+ * all-reduce would sum unrelated tensors). Run once at creation. */
+pp_status pp_ex_check_reduces(pp_rt_executor *ex);
+
+/* Tags of the collectives (point-to-point tags have bit 63 clear). */
+static inline uint64_t pp_ex_coll_tag(int kind, int replica, int a)
+{
+    return (1ull << 63) | ((uint64_t)(kind & 0xff) << 48) | ((uint64_t)(replica & 0xffff) << 32) |
+           (uint64_t)(uint32_t)a;
+}
+enum { TAG_REDUCE = 1, TAG_TIED, TAG_DP, TAG_NORM };
+
+#endif

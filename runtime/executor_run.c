@@ -1,0 +1,230 @@
+/* executor_run.c — one rank's step, on its own thread: load the micro-batches' tokens, walk
+ * the rank's action list, then synchronise gradients and step the optimizer
+ * (executor_sync.c). Every action is timed.
+ *
+ * Buffers between actions live in the rank's slot table, keyed by (pipe, stage, mb, kind):
+ *   X_IN  input activation of F(p,s,m): from RECV_F, or handed over by F(p,s-1,m) on this rank
+ *   X_OUT output of F(p,s,m) waiting for SEND_F
+ *   DY    gradient of the output of B(p,s,m): from RECV_B, or handed over by B(p,s+1,m)
+ *   DX    input gradient of B(p,s,m) waiting for SEND_B
+ * Each is io_bytes of PP_MEM_COMM in the rank's backend, freed as soon as it is consumed.
+ * A hop between two stages of one rank is such a hand-over and never reaches the transport.
+ *
+ * Not here: the meaning of the actions beyond this wiring (pp_sched.h), the numerics (stage).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "backend.h"
+#include "executor.h"
+
+static void **slot_at(pp_rt_executor *ex, rank_state *rs, int pipe, int stage, int mb, int kind)
+{
+    size_t i = (((size_t)pipe * ex->S + stage) * ex->N + mb) * SLOT__COUNT + kind;
+    return &rs->slot[i];
+}
+
+static const char *const slot_names[SLOT__COUNT] = {"input activation", "output activation",
+                                                    "output gradient", "input gradient"};
+
+static pp_status slot_put(pp_rt_executor *ex, rank_state *rs, const pp_action *a, int stage,
+                          int kind, void *buf)
+{
+    void **s = slot_at(ex, rs, a->pipe, stage, a->mb, kind);
+    if (*s)
+        return PP_ERR(PP_ERR_CHECK, "%s of pipe %d stage %d mb %d produced twice", slot_names[kind],
+                      a->pipe, stage, (int)a->mb);
+    *s = buf;
+    return PP_OK;
+}
+
+static pp_status slot_take(pp_rt_executor *ex, rank_state *rs, const pp_action *a, int kind,
+                           void **buf)
+{
+    void **s = slot_at(ex, rs, a->pipe, a->stage, a->mb, kind);
+    if (!*s)
+        return PP_ERR(PP_ERR_CHECK, "%s %s pipe %d stage %d mb %d: its %s is not on this rank",
+                      pp_op_name((pp_op_kind)a->op), a->op == PP_OP_F || a->op == PP_OP_B ? "of" : "for",
+                      a->pipe, (int)a->stage, (int)a->mb, slot_names[kind]);
+    *buf = *s;
+    *s = NULL;
+    return PP_OK;
+}
+
+static void *comm_alloc(pp_rt_executor *ex, rank_state *rs)
+{
+    return pp_backend_alloc(rs->be, ex->io_bytes, PP_MEM_COMM);
+}
+
+static void comm_free(pp_rt_executor *ex, rank_state *rs, void *p)
+{
+    pp_backend_free(rs->be, p, ex->io_bytes, PP_MEM_COMM);
+}
+
+/* The step's rows for this rank's first / last stages: micro-batch m of replica k is rows
+ * (k*N + m)*B .. +B of the batch; inputs are a row's first T tokens, targets its last T. */
+static pp_status load_tokens(pp_rt_executor *ex, rank_state *rs)
+{
+    size_t w = (size_t)ex->T + 1, row_bytes = (size_t)ex->T * sizeof(int32_t);
+    for (int m = 0; m < ex->N; m++)
+        for (int b = 0; b < ex->B; b++) {
+            const int32_t *row = ex->batch + ((size_t)(rs->replica * ex->N + m) * ex->B + b) * w;
+            size_t at = ((size_t)m * ex->B + b) * ex->T;
+            if (rs->tok)
+                PP_TRY(rs->be->ops->upload(rs->be->ctx, rs->tok + at, row, row_bytes));
+            if (rs->tgt)
+                PP_TRY(rs->be->ops->upload(rs->be->ctx, rs->tgt + at, row + 1, row_bytes));
+        }
+    return PP_OK;
+}
+
+static pp_status do_forward(pp_rt_executor *ex, rank_state *rs, const pp_action *a)
+{
+    int s = a->stage, m = a->mb, first = s == 0, last = s == ex->S - 1;
+    pp_rt_stage *st = ex_stage(ex, rs->replica, a->pipe, s);
+    size_t tok_at = (size_t)m * ex->B * ex->T;
+    void *x_in = NULL, *x_out = NULL;
+    if (!first)
+        PP_TRY(slot_take(ex, rs, a, SLOT_X_IN, &x_in));
+    if (!last && !(x_out = comm_alloc(ex, rs))) {
+        comm_free(ex, rs, x_in);
+        return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
+    }
+    float loss = 0;
+    pp_status e = pp_rt_stage_forward(st, m, first ? rs->tok + tok_at : NULL, x_in,
+                                      last ? rs->tgt + tok_at : NULL, x_out, last ? &loss : NULL);
+    comm_free(ex, rs, x_in);
+    if (e != PP_OK) {
+        comm_free(ex, rs, x_out);
+        return pp_err_trace(e, __FILE__, __LINE__);
+    }
+    if (last) {
+        ex->losses[(size_t)rs->replica * ex->N + m] = loss;
+        return PP_OK;
+    }
+    if (ex_rank_of(ex, a->pipe, s + 1) == rs->r) /* local hop: hand the buffer over */
+        e = slot_put(ex, rs, a, s + 1, SLOT_X_IN, x_out);
+    else
+        e = slot_put(ex, rs, a, s, SLOT_X_OUT, x_out);
+    if (e != PP_OK)
+        comm_free(ex, rs, x_out);
+    return e;
+}
+
+static pp_status do_backward(pp_rt_executor *ex, rank_state *rs, const pp_action *a)
+{
+    int s = a->stage, first = s == 0, last = s == ex->S - 1;
+    pp_rt_stage *st = ex_stage(ex, rs->replica, a->pipe, s);
+    void *dy = NULL, *dx = NULL;
+    if (!last)
+        PP_TRY(slot_take(ex, rs, a, SLOT_DY, &dy));
+    if (!first && !(dx = comm_alloc(ex, rs))) {
+        comm_free(ex, rs, dy);
+        return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
+    }
+    /* d(step loss)/d(micro-batch mean loss): the step's loss is the mean of dp*N of them. */
+    float scale = 1.0f / (float)(ex->N * ex->dp);
+    pp_status e = pp_rt_stage_backward(st, a->mb, dy, dx, scale);
+    comm_free(ex, rs, dy);
+    if (e != PP_OK) {
+        comm_free(ex, rs, dx);
+        return pp_err_trace(e, __FILE__, __LINE__);
+    }
+    if (first)
+        return PP_OK;
+    if (ex_rank_of(ex, a->pipe, s - 1) == rs->r)
+        e = slot_put(ex, rs, a, s - 1, SLOT_DY, dx);
+    else
+        e = slot_put(ex, rs, a, s, SLOT_DX, dx);
+    if (e != PP_OK)
+        comm_free(ex, rs, dx);
+    return e;
+}
+
+static pp_status do_recv(pp_rt_executor *ex, rank_state *rs, const pp_action *a, int fwd)
+{
+    void *buf = comm_alloc(ex, rs);
+    if (!buf)
+        return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
+    int peer = rs->replica * ex->D + a->peer;
+    uint64_t tag = pp_transport_tag(a->pipe, a->stage, a->mb, !fwd);
+    pp_status e = pp_transport_recv(ex->tp, rs->g, peer, tag, buf, ex->io_bytes);
+    if (e == PP_OK)
+        e = slot_put(ex, rs, a, a->stage, fwd ? SLOT_X_IN : SLOT_DY, buf);
+    if (e != PP_OK)
+        comm_free(ex, rs, buf);
+    return e;
+}
+
+static pp_status do_send(pp_rt_executor *ex, rank_state *rs, const pp_action *a, int fwd)
+{
+    void *buf;
+    PP_TRY(slot_take(ex, rs, a, fwd ? SLOT_X_OUT : SLOT_DX, &buf));
+    int peer = rs->replica * ex->D + a->peer;
+    /* tagged with the stage that receives it */
+    uint64_t tag = pp_transport_tag(a->pipe, a->stage + (fwd ? 1 : -1), a->mb, !fwd);
+    pp_status e = pp_transport_send(ex->tp, rs->g, peer, tag, buf, ex->io_bytes);
+    comm_free(ex, rs, buf);
+    return e;
+}
+
+static pp_status do_action(pp_rt_executor *ex, rank_state *rs, const pp_action *a)
+{
+    switch ((pp_op_kind)a->op) {
+    case PP_OP_F: return do_forward(ex, rs, a);
+    case PP_OP_B: return do_backward(ex, rs, a);
+    case PP_OP_RECV_F: return do_recv(ex, rs, a, 1);
+    case PP_OP_RECV_B: return do_recv(ex, rs, a, 0);
+    case PP_OP_SEND_F: return do_send(ex, rs, a, 1);
+    case PP_OP_SEND_B: return do_send(ex, rs, a, 0);
+    case PP_OP_REDUCE: return pp_ex_post_reduce(ex, rs, a->stage);
+    default: break;
+    }
+    return PP_ERR(PP_ERR_CHECK, "unknown action kind %d", (int)a->op);
+}
+
+static pp_status run_rank(pp_rt_executor *ex, rank_state *rs)
+{
+    for (int p = 0; p < ex->P; p++)
+        for (int s = 0; s < ex->S; s++)
+            if (ex_rank_of(ex, p, s) == rs->r)
+                pp_rt_stage_zero_grad(ex_stage(ex, rs->replica, p, s));
+    PP_TRY(load_tokens(ex, rs));
+    const pp_sched *sc = ex->sched;
+    pp_rt_span *span = ex->spans[rs->g];
+    for (int i = 0; i < sc->n_ops[rs->r]; i++) {
+        const pp_action *a = &sc->ops[rs->r][i];
+        span[i].start = pp_now() - ex->t0;
+        pp_status e = do_action(ex, rs, a);
+        span[i].end = pp_now() - ex->t0;
+        if (e != PP_OK) {
+            char what[96];
+            pp_action_str(sc, a, what, sizeof what);
+            /* keep the cause, say where it happened */
+            char why[768];
+            snprintf(why, sizeof why, "%s", pp_err_msg());
+            return PP_ERR(e, "action %d (%s): %s", i, what, why);
+        }
+    }
+    PP_TRY(pp_ex_sync_and_update(ex, rs));
+    PP_TRY(pp_transport_flush(ex->tp, rs->g));
+    return PP_OK;
+}
+
+void *pp_ex_rank_main(void *arg)
+{
+    pp_ex_thread_arg *ta = arg;
+    pp_rt_executor *ex = ta->ex;
+    rank_state *rs = &ex->rk[ta->g];
+    pp_err_clear();
+    pp_status st = run_rank(ex, rs);
+    if (st != PP_OK) {
+        rs->st = st;
+        snprintf(rs->err, sizeof rs->err, "%s", pp_err_msg());
+        int none = -1;
+        /* the first failure is the cause; the others are ranks woken by the abort */
+        atomic_compare_exchange_strong(&ex->failed, &none, rs->g);
+        pp_transport_abort(ex->tp);
+    }
+    return NULL;
+}

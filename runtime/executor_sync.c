@@ -1,0 +1,360 @@
+/* executor_sync.c — what happens to gradients after the backward passes, per rank:
+ *   REDUCE(id)   replicas of the same layers (two pipes of a bidirectional schedule) sum their
+ *                gradients: a packed buffer, posted as a non-blocking all-reduce when the
+ *                action runs, unpacked once the rank's action list is done;
+ *   tied         "wte" of a pipe's first stage and "wte.head" of its last both get their sum
+ *                (Megatron's embedding group; a local add when both stages share a rank);
+ *   dp           every gradient summed over the data-parallel pipeline replicas;
+ *   norm         the global L2 norm with every layer counted once (pipe 0 of replica 0,
+ *                "wte.head" skipped as it equals "wte" by then);
+ *   AdamW        on every stage, with the clipping factor min(1, clip / (norm + 1e-6)) as
+ *                PyTorch's clip_grad_norm_. Replicas stay identical: they see identical sums.
+ * Every sum runs in a fixed order, so replicas get bit-identical gradients.
+ *
+ * Not here: bucketing or overlapping the dp all-reduce with backward, ZeRO sharding.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "executor.h"
+
+typedef struct {
+    const char *name;
+    float *grad;
+    size_t n;
+    int order; /* position of discovery, for a stable sort */
+} gref;
+
+static int cmp_gref(const void *a, const void *b)
+{
+    const gref *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->order > y->order) - (x->order < y->order);
+}
+
+/* Gradients of the stages of REDUCE `id` that `r` holds, sorted by name (copies of one name
+ * adjacent). *out is malloc'ed (NULL when n = 0). */
+static pp_status collect_reduce(pp_rt_executor *ex, int replica, int r, int id, gref **out,
+                                int *n_out)
+{
+    const pp_reduce *rd = &ex->sched->reduces[id];
+    int n = 0, cap = 0;
+    gref *v = NULL;
+    for (int i = 0; i < rd->n_stages; i++) {
+        int p = rd->stages[i].pipe, s = rd->stages[i].stage;
+        if (p < 0 || p >= ex->P || s < 0 || s >= ex->S)
+            return PP_ERR(PP_ERR_CHECK, "REDUCE #%d names pipe %d stage %d, which does not exist",
+                          id, p, s);
+        if (ex_rank_of(ex, p, s) != r)
+            continue;
+        int nt;
+        pp_rt_tensor *t = pp_rt_stage_tensors(ex_stage(ex, replica, p, s), &nt);
+        if (n + nt > cap) {
+            cap = 2 * (n + nt);
+            gref *nv = pp_realloc_array(v, (size_t)cap, sizeof *nv);
+            if (!nv) {
+                free(v);
+                return PP_ERR_NOMEM;
+            }
+            v = nv;
+        }
+        for (int j = 0; j < nt; j++, n++)
+            v[n] = (gref){t[j].name, t[j].grad, t[j].n, n};
+    }
+    if (n)
+        qsort(v, (size_t)n, sizeof *v, cmp_gref);
+    *out = v;
+    *n_out = n;
+    return PP_OK;
+}
+
+/* Floats of the packed form: one slot per distinct name. */
+static size_t packed_size(const gref *v, int n)
+{
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        if (i == 0 || strcmp(v[i].name, v[i - 1].name) != 0)
+            total += v[i].n;
+    return total;
+}
+
+/* Copies of one name on one rank (a rank holding both replicas of a layer) are summed
+ * locally first, in discovery order. */
+static void pack(const gref *v, int n, float *buf)
+{
+    size_t off = 0;
+    for (int i = 0; i < n;) {
+        memcpy(buf + off, v[i].grad, v[i].n * sizeof(float));
+        int j = i + 1;
+        for (; j < n && strcmp(v[j].name, v[i].name) == 0; j++)
+            for (size_t e = 0; e < v[i].n; e++)
+                buf[off + e] += v[j].grad[e];
+        off += v[i].n;
+        i = j;
+    }
+}
+
+static void unpack(const gref *v, int n, const float *buf)
+{
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        if (i > 0 && strcmp(v[i].name, v[i - 1].name) != 0)
+            off += v[i - 1].n;
+        memcpy(v[i].grad, buf + off, v[i].n * sizeof(float));
+    }
+}
+
+pp_status pp_ex_post_reduce(pp_rt_executor *ex, rank_state *rs, int id)
+{
+    if (id < 0 || id >= ex->sched->n_reduces)
+        return PP_ERR(PP_ERR_CHECK, "REDUCE #%d: the schedule has %d reduces", id,
+                      ex->sched->n_reduces);
+    if (rs->n_red >= rs->n_red_cap)
+        return PP_ERR(PP_ERR_CHECK, "more REDUCE actions than counted on rank %d", rs->r);
+    gref *v;
+    int n;
+    PP_TRY(collect_reduce(ex, rs->replica, rs->r, id, &v, &n));
+    size_t total = packed_size(v, n);
+    float *buf = pp_backend_alloc(rs->be, total * sizeof(float), PP_MEM_COMM);
+    if (!buf) {
+        free(v);
+        return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
+    }
+    pack(v, n, buf);
+    free(v);
+    const pp_reduce *rd = &ex->sched->reduces[id];
+    int group[PP_REDUCE_MAX_RANKS];
+    for (int i = 0; i < rd->n_ranks; i++)
+        group[i] = rs->replica * ex->D + rd->ranks[i];
+    pending_reduce *pr = &rs->red[rs->n_red++];
+    *pr = (pending_reduce){.id = id, .buf = buf, .n = total};
+    PP_TRY(pp_transport_iallreduce_sum(ex->tp, rs->g, group, rd->n_ranks,
+                                       pp_ex_coll_tag(TAG_REDUCE, rs->replica, id), buf, total,
+                                       &pr->req));
+    return PP_OK;
+}
+
+static pp_status finish_reduces(pp_rt_executor *ex, rank_state *rs)
+{
+    pp_status st = PP_OK;
+    for (int i = 0; i < rs->n_red; i++) {
+        pending_reduce *pr = &rs->red[i];
+        if (st == PP_OK && pr->req)
+            st = pp_transport_wait(ex->tp, rs->g, pr->req);
+        pr->req = NULL;
+        gref *v = NULL;
+        int n = 0;
+        if (st == PP_OK)
+            st = collect_reduce(ex, rs->replica, rs->r, pr->id, &v, &n);
+        if (st == PP_OK)
+            unpack(v, n, pr->buf);
+        free(v);
+        pp_backend_free(rs->be, pr->buf, pr->n * sizeof(float), PP_MEM_COMM);
+        pr->buf = NULL;
+    }
+    rs->n_red = 0;
+    return st;
+}
+
+static pp_rt_tensor *find_tensor(pp_rt_stage *st, const char *name)
+{
+    int n;
+    pp_rt_tensor *t = pp_rt_stage_tensors(st, &n);
+    for (int i = 0; i < n; i++)
+        if (strcmp(t[i].name, name) == 0)
+            return &t[i];
+    return NULL;
+}
+
+/* Megatron's embedding group: the first stage's "wte" and the last stage's "wte.head" each
+ * receive the sum of both gradients. */
+static pp_status sync_tied(pp_rt_executor *ex, rank_state *rs)
+{
+    if (ex->S == 1)
+        return PP_OK; /* one stage holds the only copy */
+    pp_transport_req *req[2] = {NULL, NULL};
+    pp_status st = PP_OK;
+    for (int p = 0; p < ex->P && st == PP_OK; p++) {
+        int a = ex_rank_of(ex, p, 0), b = ex_rank_of(ex, p, ex->S - 1);
+        if (rs->r != a && rs->r != b)
+            continue;
+        pp_rt_tensor *wte = rs->r == a ? find_tensor(ex_stage(ex, rs->replica, p, 0), "wte") : NULL;
+        pp_rt_tensor *head =
+            rs->r == b ? find_tensor(ex_stage(ex, rs->replica, p, ex->S - 1), "wte.head") : NULL;
+        if ((rs->r == a && !wte) || (rs->r == b && !head))
+            return PP_ERR(PP_ERR_INVALID, "pipe %d: the %s stage has no \"%s\" tensor", p,
+                          rs->r == a && !wte ? "first" : "last", rs->r == a && !wte ? "wte" : "wte.head");
+        if (a == b) {
+            for (size_t i = 0; i < wte->n; i++)
+                wte->grad[i] = head->grad[i] = wte->grad[i] + head->grad[i];
+            continue;
+        }
+        int ga = rs->replica * ex->D + a, gb = rs->replica * ex->D + b;
+        int group[2] = {ga < gb ? ga : gb, ga < gb ? gb : ga};
+        pp_rt_tensor *mine = rs->r == a ? wte : head;
+        st = pp_transport_iallreduce_sum(ex->tp, rs->g, group, 2,
+                                         pp_ex_coll_tag(TAG_TIED, rs->replica, p), mine->grad,
+                                         mine->n, &req[p]);
+    }
+    for (int p = 0; p < 2; p++)
+        if (req[p]) {
+            pp_status w = pp_transport_wait(ex->tp, rs->g, req[p]);
+            if (st == PP_OK)
+                st = w;
+        }
+    return st;
+}
+
+/* All gradients of the rank's stages, in (pipe, stage, tensor) order. */
+static int for_each_grad(pp_rt_executor *ex, rank_state *rs, float *buf, int to_buf)
+{
+    size_t off = 0;
+    for (int p = 0; p < ex->P; p++)
+        for (int s = 0; s < ex->S; s++) {
+            if (ex_rank_of(ex, p, s) != rs->r)
+                continue;
+            int nt;
+            pp_rt_tensor *t = pp_rt_stage_tensors(ex_stage(ex, rs->replica, p, s), &nt);
+            for (int j = 0; j < nt; j++) {
+                if (buf && to_buf)
+                    memcpy(buf + off, t[j].grad, t[j].n * sizeof(float));
+                else if (buf)
+                    memcpy(t[j].grad, buf + off, t[j].n * sizeof(float));
+                off += t[j].n;
+            }
+        }
+    return (int)(off > (size_t)0x7fffffff ? -1 : (long)off);
+}
+
+static pp_status sync_dp(pp_rt_executor *ex, rank_state *rs)
+{
+    if (ex->dp == 1)
+        return PP_OK;
+    int n = for_each_grad(ex, rs, NULL, 0);
+    if (n < 0)
+        return PP_ERR(PP_ERR_INVALID, "rank %d holds more than 2^31 gradient floats", rs->g);
+    float *buf = pp_backend_alloc(rs->be, (size_t)n * sizeof(float), PP_MEM_COMM);
+    if (!buf)
+        return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
+    for_each_grad(ex, rs, buf, 1);
+    int group[64];
+    for (int k = 0; k < ex->dp; k++)
+        group[k] = k * ex->D + rs->r;
+    pp_status st = pp_transport_allreduce_sum(ex->tp, rs->g, group, ex->dp,
+                                              pp_ex_coll_tag(TAG_DP, 0, rs->r), buf, (size_t)n);
+    if (st == PP_OK)
+        for_each_grad(ex, rs, buf, 0);
+    pp_backend_free(rs->be, buf, (size_t)n * sizeof(float), PP_MEM_COMM);
+    return st;
+}
+
+/* The model's gradient counted once: replica 0, pipe 0 (every layer once), without the
+ * head's copy of the tied embedding. */
+static double owned_grad_sq(pp_rt_executor *ex, rank_state *rs)
+{
+    double sq = 0;
+    if (rs->replica != 0)
+        return 0;
+    for (int s = 0; s < ex->S; s++) {
+        if (ex_rank_of(ex, 0, s) != rs->r)
+            continue;
+        int nt;
+        pp_rt_tensor *t = pp_rt_stage_tensors(ex_stage(ex, 0, 0, s), &nt);
+        for (int j = 0; j < nt; j++) {
+            if (strcmp(t[j].name, "wte.head") == 0)
+                continue;
+            for (size_t e = 0; e < t[j].n; e++)
+                sq += (double)t[j].grad[e] * t[j].grad[e];
+        }
+    }
+    return sq;
+}
+
+static pp_status global_norm(pp_rt_executor *ex, rank_state *rs)
+{
+    rs->grad_sq = owned_grad_sq(ex, rs);
+    int *group = malloc((size_t)ex->G * sizeof *group);
+    if (!group)
+        return PP_ERR(PP_ERR_NOMEM, "cannot allocate a group of %d ranks", ex->G);
+    for (int g = 0; g < ex->G; g++)
+        group[g] = g;
+    float v = (float)rs->grad_sq;
+    pp_status st = pp_transport_allreduce_sum(ex->tp, rs->g, group, ex->G,
+                                              pp_ex_coll_tag(TAG_NORM, 0, 0), &v, 1);
+    free(group);
+    rs->norm = sqrt((double)v);
+    return st;
+}
+
+static pp_status update(pp_rt_executor *ex, rank_state *rs)
+{
+    float scale = 1.0f;
+    if (ex->clip > 0 && rs->norm > ex->clip)
+        scale = (float)(ex->clip / (rs->norm + 1e-6));
+    int step = ex->steps_done + 1;
+    for (int p = 0; p < ex->P; p++)
+        for (int s = 0; s < ex->S; s++)
+            if (ex_rank_of(ex, p, s) == rs->r)
+                PP_TRY(pp_rt_stage_adamw(ex_stage(ex, rs->replica, p, s), &ex->adamw, step, scale));
+    return PP_OK;
+}
+
+pp_status pp_ex_sync_and_update(pp_rt_executor *ex, rank_state *rs)
+{
+    pp_rt_span *sy = &ex->sync[rs->g], *op = &ex->optim[rs->g];
+    sy->start = pp_now() - ex->t0;
+    PP_TRY(finish_reduces(ex, rs));
+    PP_TRY(sync_tied(ex, rs));
+    PP_TRY(sync_dp(ex, rs));
+    PP_TRY(global_norm(ex, rs));
+    sy->end = op->start = op->end = pp_now() - ex->t0;
+    if (ex->update) {
+        PP_TRY(update(ex, rs));
+        op->end = pp_now() - ex->t0;
+    }
+    return PP_OK;
+}
+
+/* Distinct (name, size) pairs of rank r's part of REDUCE id, compared across participants. */
+pp_status pp_ex_check_reduces(pp_rt_executor *ex)
+{
+    for (int id = 0; id < ex->sched->n_reduces; id++) {
+        const pp_reduce *rd = &ex->sched->reduces[id];
+        gref *first = NULL;
+        int n_first = 0;
+        pp_status st = PP_OK;
+        for (int i = 0; i < rd->n_ranks && st == PP_OK; i++) {
+            gref *v;
+            int n;
+            st = collect_reduce(ex, 0, rd->ranks[i], id, &v, &n);
+            if (st != PP_OK)
+                break;
+            if (i == 0) {
+                first = v;
+                n_first = n;
+                continue;
+            }
+            /* compare the distinct names in order */
+            int a = 0, b = 0;
+            while (st == PP_OK && (a < n_first || b < n)) {
+                if (a >= n_first || b >= n || strcmp(first[a].name, v[b].name) != 0 ||
+                    first[a].n != v[b].n)
+                    st = PP_ERR(PP_ERR_CHECK,
+                                "REDUCE #%d: rank %d and rank %d hold different tensors (\"%s\" "
+                                "vs \"%s\"); replicas must hold the same layers",
+                                id, rd->ranks[0], rd->ranks[i], a < n_first ? first[a].name : "-",
+                                b < n ? v[b].name : "-");
+                for (int a0 = a; a < n_first && strcmp(first[a].name, first[a0].name) == 0;)
+                    a++;
+                for (int b0 = b; b < n && strcmp(v[b].name, v[b0].name) == 0;)
+                    b++;
+            }
+            free(v);
+        }
+        free(first);
+        if (st != PP_OK)
+            return st;
+    }
+    return PP_OK;
+}

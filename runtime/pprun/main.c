@@ -1,0 +1,150 @@
+/* main.c — pprun: train a model with a pipeline schedule on this machine, every rank a thread
+ * (the in-process transport and the CPU backend), and report loss, step times and per-rank
+ * memory; optionally a JSON summary and a Chrome trace. The tuner runs it for its trials.
+ *
+ * Exit codes: 0 done, 1 the run failed, 2 bad options or input (unknown model or schedule, a
+ * schedule that does not fit the model, a sequence longer than the model allows, an
+ * unreadable data file): one line on stderr saying what was wrong.
+ * Not here: MPI/NCCL launch, profiles as input (a later issue), checkpoints.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pprun.h"
+
+/* Input errors (2) versus failures of the run (1). */
+static int fail(pp_status st, const char *context)
+{
+    int input = st == PP_ERR_INVALID || st == PP_ERR_NOTFOUND || st == PP_ERR_PARSE ||
+                st == PP_ERR_IO || st == PP_ERR_CHECK || st == PP_ERR_DEADLOCK ||
+                st == PP_ERR_UNSUPPORTED;
+    if (input)
+        fprintf(stderr, "pprun: %s%s\n", context, pp_err_text());
+    else
+        fprintf(stderr, "pprun: %s%s\n", context, pp_err_msg());
+    return input ? 2 : 1;
+}
+
+typedef struct {
+    pp_sched *sched;
+    pp_rt_data *data;
+    pp_rt_executor *ex;
+    pp_rt_trace *trace;
+    int32_t *batch;
+    pprun_record rec;
+} run_state;
+
+static void cleanup(run_state *s)
+{
+    pp_rt_trace_abort(s->trace);
+    pp_rt_executor_destroy(s->ex);
+    pp_rt_data_destroy(s->data);
+    pp_sched_destroy(s->sched);
+    free(s->batch);
+    free(s->rec.steps);
+    free(s->rec.mem);
+}
+
+static int setup(const pprun_opts *o, run_state *s)
+{
+    pp_model_cfg *m = &s->rec.model;
+    pp_status st = pp_model_preset(o->model_name, m);
+    if (st != PP_OK)
+        return fail(st, "");
+    int seq = o->seq ? o->seq : (m->seq < 64 ? m->seq : 64);
+    if (seq > m->seq) {
+        fprintf(stderr, "pprun: --seq %d is longer than model %s allows (at most %d)\n", seq,
+                o->model_name, m->seq);
+        return 2;
+    }
+    pp_sched_params sp = {.ranks = o->ranks, .microbatches = o->microbatches,
+                          .chunks = o->chunks, .group = o->group, .layers = m->layers,
+                          .uneven = o->uneven};
+    if ((st = pp_sched_generate(o->schedule, &sp, &s->sched)) != PP_OK)
+        return fail(st, "schedule: ");
+    if (o->data)
+        st = pp_rt_data_open_text(o->data, o->seed, &s->data);
+    else
+        st = pp_rt_data_synthetic(m->vocab, o->seed, &s->data);
+    if (st != PP_OK)
+        return fail(st, "");
+    if (pp_rt_data_vocab(s->data) > m->vocab) {
+        fprintf(stderr, "pprun: byte-level data needs a vocabulary of at least 256; model %s has %d\n",
+                o->model_name, m->vocab);
+        return 2;
+    }
+    pp_rt_exec_params ep = {
+        .model = m, .sched = s->sched, .micro_batch = o->micro_batch, .seq = seq, .dp = o->dp,
+        .seed = o->seed, .clip = (float)o->clip,
+        .adamw = {.lr = (float)o->lr, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                  .weight_decay = (float)o->weight_decay},
+    };
+    if ((st = pp_rt_executor_create(&ep, &s->ex)) != PP_OK)
+        return fail(st, "");
+    if (o->trace && (st = pp_rt_trace_open(o->trace, s->ex, &s->trace)) != PP_OK)
+        return fail(st, "--trace: ");
+    size_t rows = (size_t)pp_rt_executor_batch_rows(s->ex);
+    s->batch = calloc(rows * ((size_t)seq + 1), sizeof *s->batch);
+    s->rec.steps = calloc((size_t)o->steps, sizeof *s->rec.steps);
+    s->rec.n_ranks = pp_rt_executor_ranks(s->ex);
+    s->rec.mem = calloc((size_t)s->rec.n_ranks, sizeof *s->rec.mem);
+    if (!s->batch || !s->rec.steps || !s->rec.mem) {
+        fputs("pprun: out of host memory for the batch\n", stderr);
+        return 1;
+    }
+    s->rec.sched = pp_rt_executor_sched(s->ex);
+    return -1;
+}
+
+static int train(const pprun_opts *o, run_state *s, int seq)
+{
+    double t_run = pp_now();
+    int rows = pp_rt_executor_batch_rows(s->ex);
+    for (int i = 0; i < o->steps; i++) {
+        pp_status st = pp_rt_data_next(s->data, rows, seq, s->batch);
+        if (st != PP_OK)
+            return fail(st, "");
+        double t0 = pp_now() - t_run;
+        pp_rt_step_result r;
+        if (pp_rt_executor_step(s->ex, s->batch, 1, &r) != PP_OK) {
+            fprintf(stderr, "pprun: step %d failed: %s\n", i + 1, pp_err_msg());
+            return 1;
+        }
+        s->rec.steps[i] = (pprun_step){r.loss, r.grad_norm, r.seconds};
+        s->rec.n_steps = i + 1;
+        if (!o->quiet)
+            fprintf(stderr, "pprun: step %d/%d  loss %.4f  grad-norm %.3f  %.2f ms\n", i + 1,
+                    o->steps, r.loss, r.grad_norm, r.seconds * 1e3);
+        if (s->trace && (st = pp_rt_trace_add_step(s->trace, i + 1, t0, &r)) != PP_OK)
+            return fail(st, "--trace: ");
+    }
+    for (int g = 0; g < s->rec.n_ranks; g++)
+        pp_backend_mem_stats(pp_rt_executor_backend(s->ex, g), &s->rec.mem[g]);
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    pprun_opts o;
+    int rc = pprun_parse(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    run_state s;
+    memset(&s, 0, sizeof s);
+    rc = setup(&o, &s);
+    int seq = o.seq ? o.seq : (s.rec.model.seq < 64 ? s.rec.model.seq : 64);
+    if (rc < 0)
+        rc = train(&o, &s, seq);
+    if (rc < 0 && s.trace) {
+        pp_rt_trace *tr = s.trace;
+        s.trace = NULL;
+        pp_status st = pp_rt_trace_commit(tr);
+        if (st != PP_OK)
+            rc = fail(st, "--trace: ");
+    }
+    if (rc < 0 && o.json)
+        rc = pprun_write_json(&o, &s.rec);
+    cleanup(&s);
+    return rc < 0 ? 0 : rc;
+}

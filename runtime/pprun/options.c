@@ -1,0 +1,174 @@
+/* options.c — pprun's command line: defaults, --help, and value checks whose messages name the
+ * option and the value. Combination checks (ranks vs layers, seq vs the model) are left to the
+ * library, which knows the rules; main.c turns its errors into exit code 2. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pprun.h"
+
+static void usage(FILE *fp)
+{
+    fputs(
+        "usage: pprun [options]\n"
+        "Trains a GPT-style model with a pipeline schedule on this machine's CPU, every\n"
+        "pipeline rank a thread, and reports loss, step time and per-rank memory.\n"
+        "\n"
+        "  --model NAME              tiny | small | gpt-125m (default tiny)\n"
+        "  --schedule K              gpipe | 1f1b | interleaved | chimera | bitpipe (default 1f1b)\n"
+        "  --ranks D                 pipeline ranks (default 2)\n"
+        "  --microbatches N          micro-batches per step and replica (default 4)\n"
+        "  --micro-batch-size b      sequences per micro-batch (default 1)\n"
+        "  --chunks v                stages per rank per pipe, interleaved (default: the\n"
+        "                            schedule's own)\n"
+        "  --group G                 interleaved micro-batch group size (default D)\n"
+        "  --uneven                  Llama-3 split: one layer fewer on the first and last stage\n"
+        "  --dp d                    data-parallel pipeline replicas (default 1)\n"
+        "  --seq s                   tokens per sequence (default: min(model maximum, 64))\n"
+        "  --steps S                 training steps (default 10)\n"
+        "  --lr X                    AdamW learning rate (default 1e-3)\n"
+        "  --weight-decay X          AdamW weight decay (default 0.0)\n"
+        "  --clip X                  clip the global gradient norm to X; 0 = off (default 1.0)\n"
+        "  --data FILE               train on the bytes of FILE (vocabulary 256); default: a\n"
+        "                            synthetic stream from the seed\n"
+        "  --seed X                  parameters and data order (default 1)\n"
+        "  --json                    print a JSON summary on stdout\n"
+        "  --trace FILE              write a Chrome trace (Perfetto) of every action\n"
+        "  --quiet                   no per-step progress on stderr\n"
+        "  --help                    this text\n"
+        "\n"
+        "A step consumes dp * N * b sequences; its loss is their mean cross-entropy.\n"
+        "Exit status: 0 done, 1 the run failed, 2 bad options or input.\n",
+        fp);
+}
+
+static int bad(const char *opt, const char *val, const char *want)
+{
+    fprintf(stderr, "pprun: %s: invalid value \"%s\": expected %s\n", opt, val, want);
+    return 2;
+}
+
+static int parse_int(const char *opt, const char *val, int min, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(val, &end, 10);
+    if (errno || end == val || *end || v < min || v > INT_MAX) {
+        char want[64];
+        snprintf(want, sizeof want, "an integer >= %d", min);
+        return bad(opt, val, want);
+    }
+    *out = (int)v;
+    return -1;
+}
+
+static int parse_double(const char *opt, const char *val, double min, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(val, &end);
+    if (errno || end == val || *end || !(v >= min)) {
+        char want[64];
+        snprintf(want, sizeof want, "a number >= %g", min);
+        return bad(opt, val, want);
+    }
+    *out = v;
+    return -1;
+}
+
+static int parse_u64(const char *opt, const char *val, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(val, &end, 0);
+    if (errno || end == val || *end || val[0] == '-')
+        return bad(opt, val, "a non-negative integer");
+    *out = v;
+    return -1;
+}
+
+enum {
+    O_MODEL = 256, O_SCHEDULE, O_RANKS, O_MB, O_MBS, O_CHUNKS, O_GROUP, O_UNEVEN, O_DP, O_SEQ,
+    O_STEPS, O_LR, O_WD, O_CLIP, O_DATA, O_SEED, O_JSON, O_TRACE, O_QUIET, O_HELP
+};
+
+static const struct option long_opts[] = {
+    {"model", required_argument, NULL, O_MODEL},
+    {"schedule", required_argument, NULL, O_SCHEDULE},
+    {"ranks", required_argument, NULL, O_RANKS},
+    {"microbatches", required_argument, NULL, O_MB},
+    {"micro-batch-size", required_argument, NULL, O_MBS},
+    {"chunks", required_argument, NULL, O_CHUNKS},
+    {"group", required_argument, NULL, O_GROUP},
+    {"uneven", no_argument, NULL, O_UNEVEN},
+    {"dp", required_argument, NULL, O_DP},
+    {"seq", required_argument, NULL, O_SEQ},
+    {"steps", required_argument, NULL, O_STEPS},
+    {"lr", required_argument, NULL, O_LR},
+    {"weight-decay", required_argument, NULL, O_WD},
+    {"clip", required_argument, NULL, O_CLIP},
+    {"data", required_argument, NULL, O_DATA},
+    {"seed", required_argument, NULL, O_SEED},
+    {"json", no_argument, NULL, O_JSON},
+    {"trace", required_argument, NULL, O_TRACE},
+    {"quiet", no_argument, NULL, O_QUIET},
+    {"help", no_argument, NULL, O_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+static int apply(int c, const char *v, pprun_opts *o)
+{
+    switch (c) {
+    case O_MODEL: o->model_name = v; return -1;
+    case O_SCHEDULE: o->schedule = v; return -1;
+    case O_RANKS: return parse_int("--ranks", v, 1, &o->ranks);
+    case O_MB: return parse_int("--microbatches", v, 1, &o->microbatches);
+    case O_MBS: return parse_int("--micro-batch-size", v, 1, &o->micro_batch);
+    case O_CHUNKS: return parse_int("--chunks", v, 1, &o->chunks);
+    case O_GROUP: return parse_int("--group", v, 1, &o->group);
+    case O_UNEVEN: o->uneven = 1; return -1;
+    case O_DP: return parse_int("--dp", v, 1, &o->dp);
+    case O_SEQ: return parse_int("--seq", v, 1, &o->seq);
+    case O_STEPS: return parse_int("--steps", v, 1, &o->steps);
+    case O_LR: return parse_double("--lr", v, 0, &o->lr);
+    case O_WD: return parse_double("--weight-decay", v, 0, &o->weight_decay);
+    case O_CLIP: return parse_double("--clip", v, 0, &o->clip);
+    case O_DATA: o->data = v; return -1;
+    case O_SEED: return parse_u64("--seed", v, &o->seed);
+    case O_JSON: o->json = 1; return -1;
+    case O_TRACE: o->trace = v; return -1;
+    case O_QUIET: o->quiet = 1; return -1;
+    case O_HELP: usage(stdout); return 0;
+    default: break;
+    }
+    fputs("pprun: unknown or incomplete option (see pprun --help)\n", stderr);
+    return 2;
+}
+
+int pprun_parse(int argc, char **argv, pprun_opts *o)
+{
+    *o = (pprun_opts){.model_name = "tiny", .schedule = "1f1b", .ranks = 2, .microbatches = 4,
+                      .micro_batch = 1, .dp = 1, .steps = 10, .lr = 1e-3, .clip = 1.0,
+                      .seed = 1};
+    opterr = 0; /* our own one-line message */
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+        if (c == '?') {
+            fprintf(stderr, "pprun: unknown option or missing value: \"%s\" (see pprun --help)\n",
+                    argv[optind - 1]);
+            return 2;
+        }
+        int rc = apply(c, optarg, o);
+        if (rc >= 0)
+            return rc;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "pprun: unexpected argument \"%s\" (see pprun --help)\n", argv[optind]);
+        return 2;
+    }
+    return -1;
+}

@@ -1,0 +1,93 @@
+/* summary.c — pprun's --json summary (jansson): the configuration, every step's loss, gradient
+ * norm and time, the median step time after warm-up, tokens per second, and each rank's peak
+ * bytes by category as its backend counted them. */
+#include <jansson.h>
+#include <stdlib.h>
+
+#include "pprun.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The first step pays for first-touch page faults and the optimizer state's allocation:
+ * steps before it are warm-up when there are at least two. */
+double pprun_median_step(const pprun_record *rec, int *warmup)
+{
+    int w = rec->n_steps >= 2 ? 1 : 0, n = rec->n_steps - w;
+    *warmup = w;
+    if (n <= 0)
+        return 0;
+    double *t = malloc((size_t)n * sizeof *t);
+    if (!t)
+        return 0;
+    for (int i = 0; i < n; i++)
+        t[i] = rec->steps[w + i].seconds;
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    double med = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    free(t);
+    return med;
+}
+
+static json_t *model_json(const pprun_opts *o, const pp_model_cfg *m)
+{
+    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i}", "name", o->model_name, "layers",
+                     m->layers, "hidden", m->hidden, "heads", m->heads, "ffn", m->ffn, "vocab",
+                     m->vocab, "max_seq", m->seq);
+}
+
+static json_t *schedule_json(const pprun_opts *o, const pp_sched *s)
+{
+    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:i}", "kind", s->kind, "ranks",
+                     s->ranks, "microbatches", s->microbatches, "chunks", s->chunks, "group",
+                     s->group, "pipes", s->n_pipes, "stages_per_pipe", s->stages_per_pipe,
+                     "uneven", o->uneven, "dp", o->dp);
+}
+
+static json_t *ranks_json(const pprun_record *rec)
+{
+    json_t *a = json_array();
+    int D = rec->sched->ranks;
+    for (int g = 0; g < rec->n_ranks; g++) {
+        json_t *peak = json_object();
+        for (int c = 0; c < PP_MEM__COUNT; c++)
+            json_object_set_new(peak, pp_mem_category_name((pp_mem_category)c),
+                                json_integer((json_int_t)rec->mem[g].peak[c]));
+        json_object_set_new(peak, "total", json_integer((json_int_t)rec->mem[g].peak_total));
+        json_array_append_new(a, json_pack("{s:i, s:i, s:i, s:o}", "rank", g, "replica", g / D,
+                                           "pipeline_rank", g % D, "peak_bytes", peak));
+    }
+    return a;
+}
+
+int pprun_write_json(const pprun_opts *o, const pprun_record *rec)
+{
+    json_t *steps = json_array();
+    for (int i = 0; i < rec->n_steps; i++)
+        json_array_append_new(steps, json_pack("{s:i, s:f, s:f, s:f}", "step", i + 1, "loss",
+                                               rec->steps[i].loss, "grad_norm",
+                                               rec->steps[i].grad_norm, "seconds",
+                                               rec->steps[i].seconds));
+    int warmup;
+    double med = pprun_median_step(rec, &warmup);
+    int seq = o->seq ? o->seq : (rec->model.seq < 64 ? rec->model.seq : 64);
+    double tokens = (double)o->dp * o->microbatches * o->micro_batch * seq;
+    json_t *root = json_pack(
+        "{s:o, s:o, s:i, s:i, s:i, s:I, s:f, s:f, s:f, s:s, s:o, s:i, s:f, s:f, s:f, s:o}",
+        "model", model_json(o, &rec->model), "schedule", schedule_json(o, rec->sched),
+        "micro_batch_size", o->micro_batch, "seq", seq, "steps", rec->n_steps, "seed",
+        (json_int_t)o->seed, "lr", o->lr, "clip", o->clip, "weight_decay", o->weight_decay,
+        "data", o->data ? o->data : "synthetic", "per_step", steps, "warmup_steps", warmup,
+        "median_step_seconds", med, "tokens_per_step", tokens, "tokens_per_second",
+        med > 0 ? tokens / med : 0.0, "ranks", ranks_json(rec));
+    if (!root) {
+        fputs("pprun: cannot build the JSON summary\n", stderr);
+        return 1;
+    }
+    int rc = json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0 ? -1 : 1;
+    fputc('\n', stdout);
+    json_decref(root);
+    return rc;
+}

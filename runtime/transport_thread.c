@@ -1,0 +1,462 @@
+/* transport_thread.c — the in-process transport: ranks are threads of one process.
+ *
+ * Point to point: each rank has a mailbox (mutex + condvar + list). send copies the bytes
+ * into a message buffer allocated on the sender's thread (counted as PP_MEM_COMM in the
+ * sender's backend when backends are given), appends it to the receiver's mailbox and
+ * returns; recv waits for the (from, tag) message, copies it out and marks it consumed. The
+ * sender releases consumed buffers itself, on its next send or flush, because a backend's
+ * accounting is not thread-safe and must only be touched by its own rank's thread.
+ *
+ * Collectives: the members of an all-reduce post their buffers; the last to arrive sums them
+ * in group order, writes the sum into every member's buffer and wakes the waiters. No member
+ * blocks on post, so a REDUCE overlaps the compute that follows, as the schedule IR says.
+ *
+ * Not here: device memory (buffers are host pointers), any network, message size limits.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport.h"
+
+typedef struct msg {
+    struct msg *next;      /* receiver's mailbox order */
+    struct msg *sent_next; /* sender's outbox */
+    int from;
+    uint64_t tag;
+    size_t bytes;
+    void *buf;
+    int consumed; /* guarded by the sender's outbox lock */
+} msg;
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    msg *head, *tail; /* messages to this rank not yet received, in arrival order */
+} mailbox;
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    msg *sent;   /* messages this rank sent whose buffers it has not released */
+    int pending; /* of them, not yet received */
+} outbox;
+
+struct pp_transport_req {
+    struct pp_transport_req *next;
+    uint64_t tag;
+    int n_group;
+    int *group;   /* [n_group] ascending */
+    float **data; /* [n_group] each member's buffer, NULL until it posts */
+    size_t n;
+    int arrived, left, done;
+};
+
+typedef struct {
+    int ranks;
+    pp_backend **be; /* [ranks] or NULL */
+    mailbox *mbox;   /* [ranks] */
+    outbox *obox;    /* [ranks] */
+    pthread_mutex_t cmu; /* collectives and barrier */
+    pthread_cond_t ccv;
+    pp_transport_req *colls;
+    int bar_count, bar_gen;
+    atomic_int aborted;
+} tctx;
+
+static pp_status aborted_error(const char *what, int rank)
+{
+    return PP_ERR(PP_ERR_DEVICE, "transport aborted (another rank failed) during %s on rank %d",
+                  what, rank);
+}
+
+/* ---- buffers: counted in the sender's backend, touched only on the sender's thread ---- */
+static void *buf_alloc(tctx *c, int rank, size_t bytes)
+{
+    if (c->be)
+        return pp_backend_alloc(c->be[rank], bytes, PP_MEM_COMM);
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p)
+        PP_ERR(PP_ERR_NOMEM, "transport: cannot allocate a %zu-byte message", bytes);
+    return p;
+}
+
+static void msg_free(tctx *c, msg *m)
+{
+    if (c->be)
+        pp_backend_free(c->be[m->from], m->buf, m->bytes, PP_MEM_COMM);
+    else
+        free(m->buf);
+    free(m);
+}
+
+/* Releases the buffers of `rank`'s messages that have been received. */
+static void reclaim(tctx *c, int rank)
+{
+    outbox *o = &c->obox[rank];
+    msg *done = NULL;
+    pthread_mutex_lock(&o->mu);
+    for (msg **pp = &o->sent; *pp;) {
+        msg *m = *pp;
+        if (m->consumed) {
+            *pp = m->sent_next;
+            m->sent_next = done;
+            done = m;
+        } else {
+            pp = &m->sent_next;
+        }
+    }
+    pthread_mutex_unlock(&o->mu);
+    while (done) {
+        msg *n = done->sent_next;
+        msg_free(c, done);
+        done = n;
+    }
+}
+
+static pp_status t_send(void *ctx, int from, int to, uint64_t tag, const void *buf, size_t bytes)
+{
+    tctx *c = ctx;
+    if (atomic_load(&c->aborted))
+        return aborted_error("send", from);
+    reclaim(c, from);
+    msg *m = calloc(1, sizeof *m);
+    if (!m)
+        return PP_ERR(PP_ERR_NOMEM, "transport: cannot allocate a message descriptor");
+    m->buf = buf_alloc(c, from, bytes);
+    if (!m->buf) {
+        free(m);
+        return pp_err_trace(PP_ERR_NOMEM, __FILE__, __LINE__);
+    }
+    if (bytes)
+        memcpy(m->buf, buf, bytes);
+    m->from = from;
+    m->tag = tag;
+    m->bytes = bytes;
+
+    outbox *o = &c->obox[from];
+    pthread_mutex_lock(&o->mu);
+    m->sent_next = o->sent;
+    o->sent = m;
+    o->pending++;
+    pthread_mutex_unlock(&o->mu);
+
+    mailbox *b = &c->mbox[to];
+    pthread_mutex_lock(&b->mu);
+    if (b->tail)
+        b->tail->next = m;
+    else
+        b->head = m;
+    b->tail = m;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    return PP_OK;
+}
+
+/* Unlinks the first (from, tag) message of the mailbox, or returns NULL. Caller holds b->mu. */
+static msg *take(mailbox *b, int from, uint64_t tag)
+{
+    msg *prev = NULL;
+    for (msg *m = b->head; m; prev = m, m = m->next) {
+        if (m->from != from || m->tag != tag)
+            continue;
+        if (prev)
+            prev->next = m->next;
+        else
+            b->head = m->next;
+        if (b->tail == m)
+            b->tail = prev;
+        m->next = NULL;
+        return m;
+    }
+    return NULL;
+}
+
+static pp_status t_recv(void *ctx, int to, int from, uint64_t tag, void *buf, size_t bytes)
+{
+    tctx *c = ctx;
+    mailbox *b = &c->mbox[to];
+    pthread_mutex_lock(&b->mu);
+    msg *m;
+    while (!(m = take(b, from, tag)) && !atomic_load(&c->aborted))
+        pthread_cond_wait(&b->cv, &b->mu);
+    pthread_mutex_unlock(&b->mu);
+    if (!m)
+        return aborted_error("recv", to);
+    pp_status st = PP_OK;
+    if (m->bytes != bytes)
+        st = PP_ERR(PP_ERR_INVALID,
+                    "transport recv on rank %d: the message from rank %d (tag %#llx) has %zu "
+                    "bytes, the receive expects %zu",
+                    to, from, (unsigned long long)tag, m->bytes, bytes);
+    else if (bytes)
+        memcpy(buf, m->buf, bytes);
+    outbox *o = &c->obox[from];
+    pthread_mutex_lock(&o->mu);
+    m->consumed = 1;
+    o->pending--;
+    pthread_cond_broadcast(&o->cv);
+    pthread_mutex_unlock(&o->mu);
+    return st;
+}
+
+static pp_status t_flush(void *ctx, int rank)
+{
+    tctx *c = ctx;
+    outbox *o = &c->obox[rank];
+    pthread_mutex_lock(&o->mu);
+    while (o->pending > 0 && !atomic_load(&c->aborted))
+        pthread_cond_wait(&o->cv, &o->mu);
+    int left = o->pending;
+    pthread_mutex_unlock(&o->mu);
+    reclaim(c, rank);
+    if (left > 0)
+        return aborted_error("flush", rank);
+    return PP_OK;
+}
+
+/* ---- collectives ---- */
+static int group_index(const pp_transport_req *q, int rank)
+{
+    for (int i = 0; i < q->n_group; i++)
+        if (q->group[i] == rank)
+            return i;
+    return -1;
+}
+
+/* The open collective with this tag and group that `rank` has not joined yet, or NULL. */
+static pp_transport_req *find_coll(tctx *c, const int *group, int n_group, uint64_t tag,
+                                   int rank)
+{
+    for (pp_transport_req *q = c->colls; q; q = q->next) {
+        if (q->tag != tag || q->n_group != n_group ||
+            memcmp(q->group, group, (size_t)n_group * sizeof *group) != 0)
+            continue;
+        if (!q->data[group_index(q, rank)])
+            return q;
+    }
+    return NULL;
+}
+
+static pp_transport_req *new_coll(tctx *c, const int *group, int n_group, uint64_t tag, size_t n)
+{
+    pp_transport_req *q = calloc(1, sizeof *q);
+    if (q) {
+        q->group = malloc((size_t)n_group * sizeof *q->group);
+        q->data = calloc((size_t)n_group, sizeof *q->data);
+    }
+    if (!q || !q->group || !q->data) {
+        if (q) {
+            free(q->group);
+            free(q->data);
+        }
+        free(q);
+        PP_ERR(PP_ERR_NOMEM, "transport: cannot allocate an all-reduce of %d ranks", n_group);
+        return NULL;
+    }
+    memcpy(q->group, group, (size_t)n_group * sizeof *group);
+    q->n_group = n_group;
+    q->tag = tag;
+    q->n = n;
+    q->next = c->colls;
+    c->colls = q;
+    return q;
+}
+
+/* Sums the members' buffers in group order (a fixed order: every member gets the same
+ * floats) and writes the sum back into each. Blocked so the arrays stay in cache. */
+static void sum_into_all(pp_transport_req *q)
+{
+    enum { BLK = 1024 };
+    float acc[BLK];
+    for (size_t i0 = 0; i0 < q->n; i0 += BLK) {
+        size_t len = q->n - i0 < BLK ? q->n - i0 : BLK;
+        memcpy(acc, q->data[0] + i0, len * sizeof *acc);
+        for (int j = 1; j < q->n_group; j++) {
+            const float *d = q->data[j] + i0;
+            for (size_t i = 0; i < len; i++)
+                acc[i] += d[i];
+        }
+        for (int j = 0; j < q->n_group; j++)
+            memcpy(q->data[j] + i0, acc, len * sizeof *acc);
+    }
+}
+
+static pp_status t_iallreduce(void *ctx, int rank, const int *group, int n_group, uint64_t tag,
+                              float *data, size_t n, pp_transport_req **req)
+{
+    tctx *c = ctx;
+    if (atomic_load(&c->aborted))
+        return aborted_error("all-reduce", rank);
+    pthread_mutex_lock(&c->cmu);
+    pp_transport_req *q = find_coll(c, group, n_group, tag, rank);
+    if (!q)
+        q = new_coll(c, group, n_group, tag, n);
+    if (!q) {
+        pthread_mutex_unlock(&c->cmu);
+        return pp_err_trace(PP_ERR_NOMEM, __FILE__, __LINE__);
+    }
+    if (q->n != n) {
+        size_t other = q->n;
+        pthread_mutex_unlock(&c->cmu);
+        return PP_ERR(PP_ERR_INVALID,
+                      "transport all-reduce (tag %#llx): rank %d contributes %zu floats, another "
+                      "member %zu",
+                      (unsigned long long)tag, rank, n, other);
+    }
+    q->data[group_index(q, rank)] = data;
+    int last = ++q->arrived == n_group;
+    pthread_mutex_unlock(&c->cmu);
+    if (last) {
+        sum_into_all(q); /* every member has posted and waits: the buffers are ours */
+        pthread_mutex_lock(&c->cmu);
+        q->done = 1;
+        pthread_cond_broadcast(&c->ccv);
+        pthread_mutex_unlock(&c->cmu);
+    }
+    *req = q;
+    return PP_OK;
+}
+
+static void unlink_coll(tctx *c, pp_transport_req *q)
+{
+    for (pp_transport_req **pp = &c->colls; *pp; pp = &(*pp)->next)
+        if (*pp == q) {
+            *pp = q->next;
+            break;
+        }
+    free(q->group);
+    free(q->data);
+    free(q);
+}
+
+static pp_status t_wait(void *ctx, int rank, pp_transport_req *q)
+{
+    tctx *c = ctx;
+    pthread_mutex_lock(&c->cmu);
+    while (!q->done && !atomic_load(&c->aborted))
+        pthread_cond_wait(&c->ccv, &c->cmu);
+    int done = q->done;
+    if (++q->left == q->n_group)
+        unlink_coll(c, q);
+    pthread_mutex_unlock(&c->cmu);
+    return done ? PP_OK : aborted_error("all-reduce wait", rank);
+}
+
+static pp_status t_barrier(void *ctx, int rank)
+{
+    tctx *c = ctx;
+    pthread_mutex_lock(&c->cmu);
+    int gen = c->bar_gen;
+    if (++c->bar_count == c->ranks) {
+        c->bar_count = 0;
+        c->bar_gen++;
+        pthread_cond_broadcast(&c->ccv);
+    } else {
+        while (gen == c->bar_gen && !atomic_load(&c->aborted))
+            pthread_cond_wait(&c->ccv, &c->cmu);
+    }
+    int ok = gen != c->bar_gen;
+    pthread_mutex_unlock(&c->cmu);
+    return ok ? PP_OK : aborted_error("barrier", rank);
+}
+
+static void t_abort(void *ctx)
+{
+    tctx *c = ctx;
+    atomic_store(&c->aborted, 1);
+    for (int r = 0; r < c->ranks; r++) {
+        pthread_mutex_lock(&c->mbox[r].mu);
+        pthread_cond_broadcast(&c->mbox[r].cv);
+        pthread_mutex_unlock(&c->mbox[r].mu);
+        pthread_mutex_lock(&c->obox[r].mu);
+        pthread_cond_broadcast(&c->obox[r].cv);
+        pthread_mutex_unlock(&c->obox[r].mu);
+    }
+    pthread_mutex_lock(&c->cmu);
+    pthread_cond_broadcast(&c->ccv);
+    pthread_mutex_unlock(&c->cmu);
+}
+
+/* Called when no rank thread runs any more: frees what aborted steps left behind. Every
+ * message is on its sender's outbox until released, so walking the outboxes frees each once. */
+static void t_destroy(void *ctx)
+{
+    tctx *c = ctx;
+    if (!c)
+        return;
+    for (int r = 0; r < c->ranks && c->obox; r++) {
+        for (msg *m = c->obox[r].sent; m;) {
+            msg *n = m->sent_next;
+            msg_free(c, m);
+            m = n;
+        }
+        pthread_mutex_destroy(&c->obox[r].mu);
+        pthread_cond_destroy(&c->obox[r].cv);
+        pthread_mutex_destroy(&c->mbox[r].mu);
+        pthread_cond_destroy(&c->mbox[r].cv);
+    }
+    while (c->colls)
+        unlink_coll(c, c->colls);
+    pthread_mutex_destroy(&c->cmu);
+    pthread_cond_destroy(&c->ccv);
+    free(c->mbox);
+    free(c->obox);
+    free(c->be);
+    free(c);
+}
+
+static const pp_transport_ops thread_ops = {
+    .send = t_send,
+    .recv = t_recv,
+    .iallreduce_sum = t_iallreduce,
+    .wait = t_wait,
+    .barrier = t_barrier,
+    .flush = t_flush,
+    .abort = t_abort,
+    .destroy = t_destroy,
+};
+
+pp_status pp_transport_thread_create(int ranks, pp_backend *const *backends, pp_transport **out)
+{
+    *out = NULL;
+    if (ranks < 1)
+        return PP_ERR(PP_ERR_INVALID, "the thread transport needs at least 1 rank, got %d", ranks);
+    tctx *c = pp_calloc(1, sizeof *c);
+    pp_transport *t = pp_calloc(1, sizeof *t);
+    if (c) {
+        c->mbox = pp_calloc((size_t)ranks, sizeof *c->mbox);
+        c->obox = pp_calloc((size_t)ranks, sizeof *c->obox);
+        if (backends)
+            c->be = pp_calloc((size_t)ranks, sizeof *c->be);
+    }
+    if (!c || !t || !c->mbox || !c->obox || (backends && !c->be)) {
+        if (c) {
+            free(c->mbox);
+            free(c->obox);
+            free(c->be);
+        }
+        free(c);
+        free(t);
+        return PP_ERR_NOMEM;
+    }
+    c->ranks = ranks;
+    for (int r = 0; r < ranks; r++) {
+        pthread_mutex_init(&c->mbox[r].mu, NULL);
+        pthread_cond_init(&c->mbox[r].cv, NULL);
+        pthread_mutex_init(&c->obox[r].mu, NULL);
+        pthread_cond_init(&c->obox[r].cv, NULL);
+        if (backends)
+            c->be[r] = backends[r];
+    }
+    pthread_mutex_init(&c->cmu, NULL);
+    pthread_cond_init(&c->ccv, NULL);
+    atomic_init(&c->aborted, 0);
+    t->name = "thread";
+    t->ops = &thread_ops;
+    t->ctx = c;
+    t->ranks = ranks;
+    *out = t;
+    return PP_OK;
+}

@@ -1,0 +1,20 @@
+/* test_runtime_exec_equiv.h — shared by the executor tests: a tiny model, the unpipelined
+ * one-rank reference built straight on the stage API, and tensor comparisons. */
+#ifndef TEST_RUNTIME_EXEC_EQUIV_H
+#define TEST_RUNTIME_EXEC_EQUIV_H
+
+#include "pp_rt.h"
+
+typedef struct {
+    const char *kind;
+    int D, N, v, uneven, dp;
+} exec_case;
+
+/* Runs the case (one gradient step, then three AdamW steps) against the reference and
+ * asserts the invariant; returns the layer count it used. */
+int exec_check_case(const exec_case *c);
+
+/* A model of `layers` blocks, C = 16, 2 heads, FFN 32, vocabulary 64, sequence 8. */
+pp_model_cfg exec_tiny_model(int layers);
+
+#endif
