@@ -14,12 +14,12 @@
 
 /* The cluster of the non-trivial cost table. Figures are round public numbers, not a probe. */
 #define GPUS_PER_NODE 8
-#define NVLINK_BYTES_PER_S 300e9  /* per direction, one GPU pair */
+#define NVLINK_BYTES_PER_S 300e9 /* per direction, one GPU pair */
 #define NVLINK_LATENCY_S 5e-6
-#define IB_BYTES_PER_S 25e9       /* 200 Gb/s per GPU */
+#define IB_BYTES_PER_S 25e9 /* 200 Gb/s per GPU */
 #define IB_LATENCY_S 15e-6
-#define F_SECONDS_PER_LAYER 2e-3  /* forward of one micro-batch through one layer */
-#define ACT_BYTES 32e6            /* activation (and gradient) tensor between stages */
+#define F_SECONDS_PER_LAYER 2e-3 /* forward of one micro-batch through one layer */
+#define ACT_BYTES 32e6           /* activation (and gradient) tensor between stages */
 #define REDUCE_SECONDS 20e-3
 
 typedef struct {
@@ -123,8 +123,7 @@ static void report(const char *name, const figures *f)
     printf("  simulate, cluster costs %8.2f ms  %6.1f M actions/s  makespan %.4g s, "
            "bubble/total %.4f\n",
            1e3 * f->sim_cost, f->actions / f->sim_cost / 1e6, f->makespan_cost, f->bubble_cost);
-    printf("  check                             %6.1f M actions/s\n",
-           f->actions / f->check / 1e6);
+    printf("  check                             %6.1f M actions/s\n", f->actions / f->check / 1e6);
 }
 
 int main(int argc, char **argv)
@@ -144,7 +143,6 @@ int main(int argc, char **argv)
     if (run_case("bitpipe", bit, reps, &f))
         report("bitpipe D=32 N=256", &f);
     else
-        printf("bitpipe D=32 N=256: skipped, the generator is not available (%s)\n",
-               pp_err_text());
+        printf("bitpipe D=32 N=256: skipped, the generator is not available (%s)\n", pp_err_text());
     return 0;
 }

@@ -23,11 +23,11 @@
 typedef struct {
     const pp_sched *s;
     int S, N, D, P;
-    size_t nk;       /* keys: P * S * N */
-    int32_t *pos;    /* [6 * nk] action index of op k (F..RECV_B) of each key on its rank, -1 */
-    int32_t *rpos;   /* [n_reduces * PP_REDUCE_MAX_RANKS] REDUCE index on participant j, -1 */
-    int *n_mb;       /* [P] micro-batches that go through each pipe */
-    int *b_done;     /* [P * S] backwards met so far in program order */
+    size_t nk;     /* keys: P * S * N */
+    int32_t *pos;  /* [6 * nk] action index of op k (F..RECV_B) of each key on its rank, -1 */
+    int32_t *rpos; /* [n_reduces * PP_REDUCE_MAX_RANKS] REDUCE index on participant j, -1 */
+    int *n_mb;     /* [P] micro-batches that go through each pipe */
+    int *b_done;   /* [P * S] backwards met so far in program order */
 } checker;
 
 #define POS(ck, op, key) ((ck)->pos[(size_t)(op) * (ck)->nk + (key)])
@@ -146,22 +146,24 @@ static pp_status record_action(checker *ck, int r, int i)
     if (a->op != PP_OP_F && a->op != PP_OP_B) {
         int ps = partner_stage(a->op, a->stage);
         if (ps < 0 || ps >= ck->S)
-            return fail(ck, r, i, "stage %d is at the end of pipe %d: there is no stage %d to "
-                                  "exchange with",
+            return fail(ck, r, i,
+                        "stage %d is at the end of pipe %d: there is no stage %d to "
+                        "exchange with",
                         a->stage, a->pipe, ps);
         int q = pp_sched_stage(s, a->pipe, ps)->rank;
         if (q == r)
-            return fail(ck, r, i, "stages %d and %d are both on rank %d: a local hand-over "
-                                  "needs no SEND/RECV",
+            return fail(ck, r, i,
+                        "stages %d and %d are both on rank %d: a local hand-over "
+                        "needs no SEND/RECV",
                         a->stage, ps, r);
         if (a->peer != -1 && a->peer != q)
-            return fail(ck, r, i, "wrong peer: stage %d of pipe %d is on rank %d, not rank %d",
-                        ps, a->pipe, q, a->peer);
+            return fail(ck, r, i, "wrong peer: stage %d of pipe %d is on rank %d, not rank %d", ps,
+                        a->pipe, q, a->peer);
     }
     int32_t *slot = &POS(ck, a->op, pp_sched_key(s, a->pipe, a->stage, a->mb));
     if (*slot >= 0)
-        return fail(ck, r, i, "duplicated: the same %s is already at action %d",
-                    pp_op_name(a->op), *slot);
+        return fail(ck, r, i, "duplicated: the same %s is already at action %d", pp_op_name(a->op),
+                    *slot);
     *slot = i;
     return PP_OK;
 }
@@ -249,8 +251,8 @@ static pp_status check_input(const checker *ck, int r, int i, const pp_action *a
     int rop = fwd ? PP_OP_RECV_F : PP_OP_RECV_B;
     int j = POS(ck, rop, pp_sched_key(s, a->pipe, a->stage, a->mb));
     if (j < 0)
-        return fail(ck, r, i, "its input from stage %d on rank %d is never received (no %s)", ns,
-                    q, pp_op_name(rop));
+        return fail(ck, r, i, "its input from stage %d on rank %d is never received (no %s)", ns, q,
+                    pp_op_name(rop));
     if (j > i)
         return fail(ck, r, i, "%s before the %s of its input (action %d)",
                     fwd ? "forward" : "backward", pp_op_name(rop), j);
@@ -314,8 +316,8 @@ static pp_status check_order(checker *ck, int r)
 /* ---- pass 5: deadlock ------------------------------------------------------------------------ */
 
 typedef struct {
-    int *pc;        /* [D] next action of each rank */
-    int *queue;     /* [D] ring of runnable ranks */
+    int *pc;         /* [D] next action of each rank */
+    int *queue;      /* [D] ring of runnable ranks */
     uint8_t *queued; /* [D] */
     int head, count;
     uint8_t *arrived; /* [n_reduces * MAX] participant j reached REDUCE id */
@@ -428,8 +430,8 @@ static size_t append_hop(const pp_sched *s, char *msg, size_t cap, size_t len, i
 {
     char what[128];
     pp_action_str(s, &s->ops[r][pc], what, sizeof what);
-    int n = first ? snprintf(msg + len, cap - len, "rank %d waits at action %d (%s) for rank %d",
-                             r, pc, what, q)
+    int n = first ? snprintf(msg + len, cap - len, "rank %d waits at action %d (%s) for rank %d", r,
+                             pc, what, q)
                   : snprintf(msg + len, cap - len, ", which waits at action %d (%s) for rank %d",
                              pc, what, q);
     if (n > 0)
@@ -470,8 +472,7 @@ pp_status pp_sched_deadlock_error(const pp_sched *s, const int *pc, const int *w
     } while (cur >= 0 && cur < D && pc[cur] < s->n_ops[cur] && waits_for[cur] >= 0 &&
              (!cycle || cur != r));
     if (!cycle)
-        snprintf(msg + len, sizeof msg - len,
-                 ", which %s without posting what it waits for",
+        snprintf(msg + len, sizeof msg - len, ", which %s without posting what it waits for",
                  cur >= 0 && cur < D && pc[cur] >= s->n_ops[cur] ? "finished" : "stopped");
     return PP_ERR(PP_ERR_DEADLOCK, "%s", msg);
 }
@@ -504,8 +505,8 @@ pp_status pp_sched_check(const pp_sched *s)
                       "schedule shape is invalid: %d ranks, %d micro-batches, %d stages per "
                       "pipe, %d pipes (expected at least 1 of each and at most 2 pipes)",
                       s->ranks, s->microbatches, s->stages_per_pipe, s->n_pipes);
-    checker ck = {.s = s, .S = s->stages_per_pipe, .N = s->microbatches, .D = s->ranks,
-                  .P = s->n_pipes};
+    checker ck = {
+        .s = s, .S = s->stages_per_pipe, .N = s->microbatches, .D = s->ranks, .P = s->n_pipes};
     ck.nk = (size_t)ck.P * (size_t)ck.S * (size_t)ck.N;
     ck.pos = malloc(6 * ck.nk * sizeof *ck.pos);
     ck.rpos = malloc(((size_t)s->n_reduces * PP_REDUCE_MAX_RANKS + 1) * sizeof *ck.rpos);

@@ -28,28 +28,29 @@ typedef struct {
     const pp_cost *c;
     pp_sim_result *out;
     int D, S, N;
-    size_t nk;            /* keys: n_pipes * S * N */
-    double *arrival;      /* [2 * nk] data arrival of RECV_F (first nk) and RECV_B, by the
-                             receiving (pipe, stage, mb); NAN until its SEND ran */
-    double *link_free;    /* [D * D] when directed link src*D+dst is free again */
-    double *clock;        /* [D] compute stream of each rank */
-    double *act;          /* [D] in-flight activations, micro-batch x (L/D layers) */
-    double *units;        /* [n_pipes * S] activation units of one micro-batch's F of a stage */
-    int *pc;              /* [D] next action */
-    long *waiting;        /* [D] arrival slot a parked rank waits for, -1 when not parked */
+    size_t nk;               /* keys: n_pipes * S * N */
+    double *arrival;         /* [2 * nk] data arrival of RECV_F (first nk) and RECV_B, by the
+                                receiving (pipe, stage, mb); NAN until its SEND ran */
+    uint8_t *received;       /* [2 * nk] the RECV of that slot has run */
+    double *link_free;       /* [D * D] when directed link src*D+dst is free again */
+    double *clock;           /* [D] compute stream of each rank */
+    double *act;             /* [D] in-flight activations, micro-batch x (L/D layers) */
+    double *units;           /* [n_pipes * S] activation units of one micro-batch's F of a stage */
+    int *pc;                 /* [D] next action */
+    long *waiting;           /* [D] arrival slot a parked rank waits for, -1 when not parked */
     int *queue, head, count; /* ring of runnable ranks */
-    uint8_t *queued;      /* [D] */
-    double transfer_end;  /* last transfer's end */
+    uint8_t *queued;         /* [D] */
+    double transfer_end;     /* last transfer's end */
     /* reduces: index id * PP_REDUCE_MAX_RANKS + j for participant j */
-    int *n_issued;        /* [n_reduces] */
-    double *start_at;     /* [n_reduces] latest issue time so far */
-    double *red_end;      /* [n_reduces] completion, once resolved */
-    uint8_t *resolved;    /* [n_reduces] */
-    int *prev, *next;     /* previous / next REDUCE on participant j's reduce stream, -1 */
-    int *issue_idx;       /* action index of the REDUCE on participant j */
-    double *issue_time;   /* when participant j issued it */
-    int *last_red;        /* [D] last REDUCE issued by each rank, -1 */
-    int *stack;           /* [n_reduces * MAX + 1] reduces to try to resolve */
+    int *n_issued;      /* [n_reduces] */
+    double *start_at;   /* [n_reduces] latest issue time so far */
+    double *red_end;    /* [n_reduces] completion, once resolved */
+    uint8_t *resolved;  /* [n_reduces] */
+    int *prev, *next;   /* previous / next REDUCE on participant j's reduce stream, -1 */
+    int *issue_idx;     /* action index of the REDUCE on participant j */
+    double *issue_time; /* when participant j issued it */
+    int *last_red;      /* [D] last REDUCE issued by each rank, -1 */
+    int *stack;         /* [n_reduces * MAX + 1] reduces to try to resolve */
 } sim;
 
 /* ---- unit costs ------------------------------------------------------------------------------ */
@@ -61,8 +62,7 @@ pp_status pp_cost_init_unit(pp_cost *c, const pp_sched *s, double fb_ratio)
         return PP_ERR(PP_ERR_INVALID, "the backward/forward cost ratio must be positive, got %g",
                       fb_ratio);
     if (s->layers < 1)
-        return PP_ERR(PP_ERR_INVALID, "unit costs need the model's layer count, got %d",
-                      s->layers);
+        return PP_ERR(PP_ERR_INVALID, "unit costs need the model's layer count, got %d", s->layers);
     size_t n = (size_t)s->n_pipes * s->stages_per_pipe;
     c->f = pp_calloc(n, sizeof *c->f);
     c->b = pp_calloc(n, sizeof *c->b);
@@ -202,8 +202,25 @@ static pp_span *span(sim *x, int r, int i)
     return x->out->spans ? &x->out->spans[r][i] : NULL;
 }
 
-static void compute(sim *x, int r, int i, const pp_action *a)
+/* A compute whose input comes from another rank must have received it: catches schedules that
+ * were never lowered (no SEND/RECV), which would otherwise simulate as if links did not exist. */
+static pp_status check_input(const sim *x, int r, int i, const pp_action *a)
 {
+    int fwd = a->op == PP_OP_F;
+    int ns = a->stage + (fwd ? -1 : 1);
+    if (ns < 0 || ns >= x->S || pp_sched_stage(x->s, a->pipe, ns)->rank == r)
+        return PP_OK;
+    size_t slot = (fwd ? 0 : x->nk) + pp_sched_key(x->s, a->pipe, a->stage, a->mb);
+    if (x->received[slot])
+        return PP_OK;
+    return bad(x->s, r, i,
+               "its input from another rank was never received (a schedule needs its SEND/RECV "
+               "actions: pp_sched_lower_comms adds them)");
+}
+
+static pp_status compute(sim *x, int r, int i, const pp_action *a)
+{
+    PP_TRY(check_input(x, r, i, a));
     size_t st = (size_t)a->pipe * x->S + a->stage;
     double d = a->op == PP_OP_F ? x->c->f[st] : x->c->b[st];
     pp_span *sp = span(x, r, i);
@@ -215,6 +232,7 @@ static void compute(sim *x, int r, int i, const pp_action *a)
     x->act[r] += a->op == PP_OP_F ? x->units[st] : -x->units[st];
     if (x->act[r] > x->out->peak_activations[r])
         x->out->peak_activations[r] = x->act[r];
+    return PP_OK;
 }
 
 static void send(sim *x, int r, int i, const pp_action *a)
@@ -228,7 +246,8 @@ static void send(sim *x, int r, int i, const pp_action *a)
     double *bytes_v = fwd ? c->send_bytes_f : c->send_bytes_b;
     double bytes = bytes_v ? bytes_v[st] : 0;
     double start = x->clock[r] > x->link_free[link] ? x->clock[r] : x->link_free[link];
-    double end = start + (c->latency ? c->latency[link] : 0) + (c->inv_bw ? bytes * c->inv_bw[link] : 0);
+    double end =
+        start + (c->latency ? c->latency[link] : 0) + (c->inv_bw ? bytes * c->inv_bw[link] : 0);
     x->link_free[link] = end;
     if (end > x->transfer_end)
         x->transfer_end = end;
@@ -245,14 +264,15 @@ static void send(sim *x, int r, int i, const pp_action *a)
 /* Returns 0 if the data has not arrived yet (the rank parks on it). */
 static int recv(sim *x, int r, int i, const pp_action *a)
 {
-    long slot = (long)((a->op == PP_OP_RECV_F ? 0 : x->nk) +
-                       pp_sched_key(x->s, a->pipe, a->stage, a->mb));
+    long slot =
+        (long)((a->op == PP_OP_RECV_F ? 0 : x->nk) + pp_sched_key(x->s, a->pipe, a->stage, a->mb));
     double t = x->arrival[slot];
     if (isnan(t)) {
         x->waiting[r] = slot;
         return 0;
     }
     x->waiting[r] = -1;
+    x->received[slot] = 1;
     pp_span *sp = span(x, r, i);
     if (sp)
         *sp = (pp_span){x->clock[r], t};
@@ -315,7 +335,7 @@ static void issue(sim *x, int r, int i, int id)
     resolve(x, id);
 }
 
-static void run_rank(sim *x, int r)
+static pp_status run_rank(sim *x, int r)
 {
     const pp_sched *s = x->s;
     const pp_action *ops = s->ops[r];
@@ -325,7 +345,7 @@ static void run_rank(sim *x, int r)
         switch (a->op) {
         case PP_OP_F:
         case PP_OP_B:
-            compute(x, r, i, a);
+            PP_TRY(compute(x, r, i, a));
             break;
         case PP_OP_SEND_F:
         case PP_OP_SEND_B:
@@ -335,7 +355,7 @@ static void run_rank(sim *x, int r)
         case PP_OP_RECV_B:
             if (!recv(x, r, i, a)) {
                 x->pc[r] = i;
-                return;
+                return PP_OK;
             }
             break;
         default:
@@ -344,6 +364,7 @@ static void run_rank(sim *x, int r)
         }
         x->pc[r] = i + 1;
     }
+    return PP_OK;
 }
 
 /* A rank parked forever: name the wait cycle (RECVs wait for the rank of the sending stage). */
@@ -421,7 +442,7 @@ static pp_status simulate(sim *x)
         x->head = (x->head + 1) % x->D;
         x->count--;
         x->queued[r] = 0;
-        run_rank(x, r);
+        PP_TRY(run_rank(x, r));
     }
     return finish(x);
 }
@@ -450,10 +471,10 @@ static pp_status alloc_result(const pp_sched *s, int want_spans, pp_sim_result *
 
 static void free_sim(sim *x)
 {
-    void *p[] = {x->arrival, x->link_free, x->clock,    x->act,       x->units,    x->pc,
-                 x->waiting, x->queue,     x->queued,   x->n_issued,  x->start_at, x->red_end,
-                 x->resolved, x->prev,     x->next,     x->issue_idx, x->issue_time, x->last_red,
-                 x->stack};
+    void *p[] = {x->arrival,  x->received,  x->link_free,  x->clock,    x->act,
+                 x->units,    x->pc,        x->waiting,    x->queue,    x->queued,
+                 x->n_issued, x->start_at,  x->red_end,    x->resolved, x->prev,
+                 x->next,     x->issue_idx, x->issue_time, x->last_red, x->stack};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         free(p[i]);
 }
@@ -463,6 +484,7 @@ static int alloc_sim(sim *x)
     size_t D = (size_t)x->D, nr = (size_t)x->s->n_reduces + 1;
     size_t nrj = nr * PP_REDUCE_MAX_RANKS;
     x->arrival = malloc(2 * x->nk * sizeof *x->arrival);
+    x->received = pp_calloc(2 * x->nk, 1);
     x->link_free = pp_calloc(D * D, sizeof *x->link_free);
     x->clock = pp_calloc(D, sizeof *x->clock);
     x->act = pp_calloc(D, sizeof *x->act);
@@ -481,9 +503,10 @@ static int alloc_sim(sim *x)
     x->issue_time = pp_calloc(nrj, sizeof *x->issue_time);
     x->last_red = pp_calloc(D, sizeof *x->last_red);
     x->stack = pp_calloc(nrj + 1, sizeof *x->stack);
-    return x->arrival && x->link_free && x->clock && x->act && x->units && x->pc && x->waiting &&
-           x->queue && x->queued && x->n_issued && x->start_at && x->red_end && x->resolved &&
-           x->prev && x->next && x->issue_idx && x->issue_time && x->last_red && x->stack;
+    return x->arrival && x->received && x->link_free && x->clock && x->act && x->units && x->pc &&
+           x->waiting && x->queue && x->queued && x->n_issued && x->start_at && x->red_end &&
+           x->resolved && x->prev && x->next && x->issue_idx && x->issue_time && x->last_red &&
+           x->stack;
 }
 
 pp_status pp_sim_run(const pp_sched *s, const pp_cost *c, int want_spans, pp_sim_result *out)
@@ -495,16 +518,18 @@ pp_status pp_sim_run(const pp_sched *s, const pp_cost *c, int want_spans, pp_sim
                       "durations (pp_cost_init_unit gives the unit table)");
     if (s->ranks < 1 || s->microbatches < 1 || s->stages_per_pipe < 1 || s->n_pipes < 1 ||
         s->n_pipes > 2)
-        return PP_ERR(PP_ERR_CHECK, "cannot simulate a schedule of %d ranks, %d micro-batches, "
-                                    "%d stages per pipe and %d pipes",
+        return PP_ERR(PP_ERR_CHECK,
+                      "cannot simulate a schedule of %d ranks, %d micro-batches, "
+                      "%d stages per pipe and %d pipes",
                       s->ranks, s->microbatches, s->stages_per_pipe, s->n_pipes);
-    sim x = {.s = s, .c = c, .out = out, .D = s->ranks, .S = s->stages_per_pipe,
-             .N = s->microbatches};
+    sim x = {
+        .s = s, .c = c, .out = out, .D = s->ranks, .S = s->stages_per_pipe, .N = s->microbatches};
     x.nk = (size_t)s->n_pipes * x.S * x.N;
     pp_status st;
     if (!alloc_sim(&x) || alloc_result(s, want_spans, out) != PP_OK)
-        st = PP_ERR(PP_ERR_NOMEM, "out of memory simulating %d ranks and %zu (pipe, stage, mb) "
-                                  "keys",
+        st = PP_ERR(PP_ERR_NOMEM,
+                    "out of memory simulating %d ranks and %zu (pipe, stage, mb) "
+                    "keys",
                     x.D, x.nk);
     else
         st = simulate(&x);

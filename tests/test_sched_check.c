@@ -22,8 +22,7 @@ static int find(const pp_sched *s, int r, int op, int pipe, int stage, int mb)
         if (a.op == op && a.pipe == pipe && a.stage == stage && a.mb == mb)
             return i;
     }
-    cr_assert_fail("rank %d has no %s pipe %d stage %d mb %d", r, pp_op_name(op), pipe, stage,
-                   mb);
+    cr_assert_fail("rank %d has no %s pipe %d stage %d mb %d", r, pp_op_name(op), pipe, stage, mb);
     return -1;
 }
 
@@ -43,11 +42,11 @@ static void swap(pp_sched *s, int r, int i, int j)
 /* Asserts the checker fails with `want` and that its message contains every fragment. */
 #define EXPECT_REJECT(s, want, ...)                                                                \
     do {                                                                                           \
-        cr_assert_eq(pp_sched_check(s), (want), "accepted or wrong status: %s", pp_err_msg());    \
+        cr_assert_eq(pp_sched_check(s), (want), "accepted or wrong status: %s", pp_err_msg());     \
         const char *frags_[] = {__VA_ARGS__};                                                      \
         for (size_t k_ = 0; k_ < sizeof frags_ / sizeof frags_[0]; k_++)                           \
-            cr_assert(strstr(pp_err_text(), frags_[k_]), "message \"%s\" lacks \"%s\"",         \
-                      pp_err_text(), frags_[k_]);                                                 \
+            cr_assert(strstr(pp_err_text(), frags_[k_]), "message \"%s\" lacks \"%s\"",            \
+                      pp_err_text(), frags_[k_]);                                                  \
     } while (0)
 
 Test(sched_check, generated_schedules_pass)
@@ -68,8 +67,8 @@ Test(sched_check, generated_schedules_pass)
                 pp_sched *s = NULL;
                 if (pp_sched_generate("interleaved", &p, &s) != PP_OK)
                     continue; /* N mod G outside Megatron's rule: the generator refuses */
-                cr_assert_eq(pp_sched_check(s), PP_OK, "interleaved D=%d v=%d N=%d: %s", D, v,
-                             N, pp_err_msg());
+                cr_assert_eq(pp_sched_check(s), PP_OK, "interleaved D=%d v=%d N=%d: %s", D, v, N,
+                             pp_err_msg());
                 pp_sched_destroy(s);
             }
 }
@@ -176,8 +175,9 @@ Test(sched_check, wrong_peer)
     pp_sched *s = gen("1f1b", 4, 8, 0);
     int sd = find(s, 1, PP_OP_SEND_F, 0, 1, 0);
     s->ops[1][sd].peer = 3;
-    EXPECT_REJECT(s, PP_ERR_CHECK, "rank 1, action", "wrong peer: stage 2 of pipe 0 is on rank 2, "
-                                                     "not rank 3");
+    EXPECT_REJECT(s, PP_ERR_CHECK, "rank 1, action",
+                  "wrong peer: stage 2 of pipe 0 is on rank 2, "
+                  "not rank 3");
     pp_sched_destroy(s);
 }
 

@@ -164,7 +164,11 @@ static pp_sim_result two_rank_gpipe(double latency, double inv_bw)
     pp_sched *s = gen("gpipe", 2, 2, 0);
     double f[2] = {1, 1}, b[2] = {2, 2}, bytes[2] = {128, 128};
     double lat[4] = {0, latency, latency, 0}, ibw[4] = {0, inv_bw, inv_bw, 0};
-    pp_cost c = {.f = f, .b = b, .send_bytes_f = bytes, .send_bytes_b = bytes, .latency = lat,
+    pp_cost c = {.f = f,
+                 .b = b,
+                 .send_bytes_f = bytes,
+                 .send_bytes_b = bytes,
+                 .latency = lat,
                  .inv_bw = ibw};
     pp_sim_result r;
     cr_assert_eq(pp_sim_run(s, &c, 1, &r), PP_OK, "%s", pp_err_msg());
@@ -329,11 +333,12 @@ Test(sched_sim, reduce_stream_is_fifo_per_rank)
     pp_stage_ref sa[1] = {{0, 0}}, sb[1] = {{0, 1}};
     cr_assert_eq(pp_sched_add_reduce(s, ra, 2, sa, 1, NULL), PP_OK);
     cr_assert_eq(pp_sched_add_reduce(s, rb, 2, sb, 1, NULL), PP_OK);
-    int st = pp_sched_push(s, 0, PP_OP_REDUCE, 0, 0, -1) | pp_sched_push(s, 0, PP_OP_REDUCE, 0, 1, -1) |
-             pp_sched_push(s, 1, PP_OP_F, 0, 0, 0) | pp_sched_push(s, 1, PP_OP_B, 0, 0, 0) |
-             pp_sched_push(s, 1, PP_OP_REDUCE, 0, 0, -1) | pp_sched_push(s, 2, PP_OP_F, 0, 1, 0) |
-             pp_sched_push(s, 2, PP_OP_F, 0, 2, 0) | pp_sched_push(s, 2, PP_OP_B, 0, 2, 0) |
-             pp_sched_push(s, 2, PP_OP_B, 0, 1, 0) | pp_sched_push(s, 2, PP_OP_REDUCE, 0, 1, -1);
+    int st = pp_sched_push(s, 0, PP_OP_REDUCE, 0, 0, -1) |
+             pp_sched_push(s, 0, PP_OP_REDUCE, 0, 1, -1) | pp_sched_push(s, 1, PP_OP_F, 0, 0, 0) |
+             pp_sched_push(s, 1, PP_OP_B, 0, 0, 0) | pp_sched_push(s, 1, PP_OP_REDUCE, 0, 0, -1) |
+             pp_sched_push(s, 2, PP_OP_F, 0, 1, 0) | pp_sched_push(s, 2, PP_OP_F, 0, 2, 0) |
+             pp_sched_push(s, 2, PP_OP_B, 0, 2, 0) | pp_sched_push(s, 2, PP_OP_B, 0, 1, 0) |
+             pp_sched_push(s, 2, PP_OP_REDUCE, 0, 1, -1);
     cr_assert_eq(st, PP_OK);
     cr_assert_eq(pp_sched_lower_comms(s), PP_OK);
     cr_assert_eq(pp_sched_check(s), PP_OK, "%s", pp_err_msg());
@@ -378,8 +383,8 @@ Test(sched_sim, deadlocked_schedule_is_reported)
     cr_assert_eq(pp_cost_init_unit(&c, s, 2.0), PP_OK);
     pp_sim_result r;
     cr_assert_eq(pp_sim_run(s, &c, 1, &r), PP_ERR_DEADLOCK);
-    cr_assert(strstr(pp_err_text(), "rank 0 waits at action 0 (RECV_F pipe 1 stage 1 mb 1"),
-              "%s", pp_err_text());
+    cr_assert(strstr(pp_err_text(), "rank 0 waits at action 0 (RECV_F pipe 1 stage 1 mb 1"), "%s",
+              pp_err_text());
     cr_assert(strstr(pp_err_text(), "for rank 1, which waits at action 0 (RECV_F pipe 0 stage 1 "
                                     "mb 0"),
               "%s", pp_err_text());
@@ -403,6 +408,15 @@ Test(sched_sim, bad_inputs_are_rejected)
     s->ops[1][0].stage = 7;
     cr_assert_eq(pp_sim_run(s, &c, 0, &r), PP_ERR_CHECK);
     cr_assert(strstr(pp_err_text(), "rank 1, action 0"), "%s", pp_err_text());
+    pp_sched_destroy(s);
+    /* a schedule without SEND/RECV (never lowered) would ignore the links: refused */
+    pp_sched_params p = {.ranks = 2, .microbatches = 2};
+    const pp_sched_generator *g = pp_sched_find("1f1b");
+    cr_assert_eq(g->generate(&p, &s), PP_OK);
+    cr_assert_eq(pp_sim_run(s, &c, 0, &r), PP_ERR_CHECK);
+    cr_assert(strstr(pp_err_text(), "rank 0, action 2 (B pipe 0 stage 0 mb 0): its input from "
+                                    "another rank was never received"),
+              "%s", pp_err_text());
     pp_cost_fini(&c);
     pp_sched_destroy(s);
 }
