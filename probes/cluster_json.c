@@ -73,12 +73,12 @@ static json_t *device_json(const pp_device *d)
                                               g->m, "n", g->n, "k", g->k, "flops",
                                               measure_json(&g->flops)));
     }
-    return json_pack("{s:s, s:s, s:i, s:i, s:s, s:f, s:f, s:f, s:f, s:s, s:s, s:o}", "kind",
+    return json_pack("{s:s, s:s, s:i, s:i, s:s, s:f, s:f, s:f, s:f, s:s, s:s, s:o, s:o}", "kind",
                      d->kind, "name", d->name, "node", d->node, "local_index", d->local_index,
                      "pci", d->pci, "mem_bytes", d->mem_bytes, "mem_free_bytes",
                      d->mem_free_bytes, "peak_flops", d->peak_flops, "gemm_flops", d->gemm_flops,
                      "gemm_dtype", d->gemm_dtype, "source", pp_source_name(d->source), "gemm",
-                     gemm);
+                     gemm, "copy_Bps", measure_json(&d->copy_Bps));
 }
 
 static json_t *link_json(const pp_link *l)
@@ -124,8 +124,9 @@ static json_t *cluster_json(const pp_cluster *c)
         json_array_append_new(devices, device_json(&c->devices[i]));
     json_t *pair = json_null();
     if (c->pair_bw_Bps && c->pair_alpha_s)
-        pair = json_pack("{s:o, s:o}", "bandwidth_Bps", matrix_json(c->pair_bw_Bps, c->n_devices),
-                         "latency_s", matrix_json(c->pair_alpha_s, c->n_devices));
+        pair = json_pack("{s:s, s:o, s:o}", "method", c->pair_method, "bandwidth_Bps",
+                         matrix_json(c->pair_bw_Bps, c->n_devices), "latency_s",
+                         matrix_json(c->pair_alpha_s, c->n_devices));
     return json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:{s:o, s:o}, s:o, s:o}",
                      "schema", PP_CLUSTER_SCHEMA, "schema_version", c->schema_version, "created",
                      c->created, "origin", c->origin, "fingerprint", c->fingerprint, "note",

@@ -438,6 +438,7 @@ static pp_status read_device(const rd *r, json_t *e, const char *f, const pp_clu
     PP_TRY(get_num(r, e, f, "gemm_flops", 0, &d->gemm_flops));
     PP_TRY(get_str(r, e, f, "gemm_dtype", d->gemm_dtype, sizeof d->gemm_dtype));
     PP_TRY(get_source(r, e, f, &d->source));
+    PP_TRY(get_measure(r, e, f, "copy_Bps", &d->copy_Bps));
     return read_gemm(r, e, f, d);
 }
 
@@ -492,6 +493,7 @@ static pp_status read_all(const rd *r, json_t *root, pp_cluster *c)
     PP_TRY(read_allreduce(r, root, &c->allreduce));
     GET_OBJ(root, "", "pairwise", 1, &pair);
     if (pair) {
+        PP_TRY(get_str(r, pair, "pairwise", "method", c->pair_method, sizeof c->pair_method));
         PP_TRY(get_matrix(r, pair, "pairwise", "bandwidth_Bps", c->n_devices, &c->pair_bw_Bps));
         PP_TRY(get_matrix(r, pair, "pairwise", "latency_s", c->n_devices, &c->pair_alpha_s));
     }

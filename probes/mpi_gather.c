@@ -226,6 +226,9 @@ static pp_status apply_pairs(pp_cluster *c, const layout *L, pp_link *cls, const
     if (L->n_nodes == 1)
         return PP_OK;
     int n = c->n_devices;
+    size_t len = strlen(c->pair_method);
+    snprintf(c->pair_method + len, sizeof c->pair_method - len, "%smpi-pingpong across nodes",
+             len ? " within nodes; " : "");
     if (!c->pair_bw_Bps) {
         c->pair_bw_Bps = pp_calloc((size_t)n * (size_t)n + 1, sizeof(double));
         c->pair_alpha_s = pp_calloc((size_t)n * (size_t)n + 1, sizeof(double));
@@ -264,6 +267,7 @@ static pp_status merge(const layout *L, char **texts, const int *status, pp_clus
             all->sw = one->sw;
             all->links[PP_LINK_INTRA] = one->links[PP_LINK_INTRA];
             all->allreduce = one->allreduce;
+            snprintf(all->pair_method, sizeof all->pair_method, "%s", one->pair_method);
             one->links[PP_LINK_INTRA].points = NULL; /* moved */
             one->allreduce.points = NULL;
             snprintf(all->note, sizeof all->note, "%s", one->note);

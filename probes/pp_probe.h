@@ -130,6 +130,10 @@ typedef struct {
     char gemm_dtype[8];    /* "bf16" for GPUs, "fp32" for CPU cores */
     int n_gemm;
     pp_gemm_point *gemm;   /* (n_gemm) the whole sweep, NULL for presets */
+    /* Copy within the device's own memory, bytes copied per second (the memory traffic is twice
+     * this: read + write). GPUs: cudaMemcpyAsync device to device; CPU cores: one thread's
+     * memcpy. samples 0 when not measured (presets). */
+    pp_measure copy_Bps;
     pp_source source;
 } pp_device;
 
@@ -210,6 +214,7 @@ typedef struct {
      * pair was not measured. Either way pp_cluster_link gives the class figure. */
     double *pair_bw_Bps;
     double *pair_alpha_s;
+    char pair_method[96]; /* what the matrices measured ("cuda-peer-copy", ...), "" when NULL */
     pp_software sw;
 } pp_cluster;
 

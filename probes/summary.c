@@ -98,7 +98,7 @@ static void print_matrix(const pp_cluster *c, FILE *fp)
 {
     if (!c->pair_bw_Bps || c->n_devices > MAX_MATRIX || c->n_devices < 2)
         return;
-    fprintf(fp, "\npairwise bandwidth (GB/s, row = source):\n      ");
+    fprintf(fp, "\npairwise bandwidth (GB/s, row = source; %s):\n      ", c->pair_method);
     for (int b = 0; b < c->n_devices; b++)
         fprintf(fp, " %7d", b);
     fprintf(fp, "\n");

@@ -128,6 +128,8 @@ static pp_cluster *synthetic(void)
     snprintf(c->sw.env[0].name, sizeof c->sw.env[0].name, "NCCL_P2P_LEVEL");
     snprintf(c->sw.env[0].value, sizeof c->sw.env[0].value, "NVL");
     snprintf(c->sw.nccl, sizeof c->sw.nccl, "2.27.3");
+    snprintf(c->pair_method, sizeof c->pair_method, "cuda-peer-copy");
+    c->devices[1].copy_Bps = (pp_measure){2e12, 1.9e12, 2.1e12, 5};
     pp_cluster_fingerprint(c);
     return c;
 }
@@ -150,6 +152,8 @@ Test(probes_cluster, write_then_read_keeps_every_field)
     cr_assert_eq(r->links[PP_LINK_INTER].present, 0);
     cr_assert_eq(r->allreduce.ranks, 2);
     cr_assert_eq(r->pair_bw_Bps[2], 3.8e10);
+    cr_assert_str_eq(r->pair_method, "cuda-peer-copy");
+    cr_assert_eq(r->devices[1].copy_Bps.min, 1.9e12);
     cr_assert_str_eq(r->sw.env[0].name, "NCCL_P2P_LEVEL");
     cr_assert_str_eq(r->sw.env[0].value, "NVL");
     const pp_topo *t = r->nodes[0].topo;
