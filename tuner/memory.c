@@ -204,6 +204,8 @@ pp_status pp_tune_memory(const pp_tune_model *m, const pp_tune_config *c, const 
     if (c->t < 1 || c->b < 1 || c->d < 1)
         return PP_ERR(PP_ERR_INVALID, "memory model needs t, b, d >= 1 (got t=%d b=%d d=%d)",
                       c->t, c->b, c->d);
+    if (o->precision == PP_TUNE_PREC_FP32)
+        return pp_tune_memory_runtime(m, c, s, mem);
     double per_layer = pp_tune_act_bytes_per_layer(m, c->b, c->t, o);
     bytes_per_param bp = param_bytes(o, c->d);
     double p2p = act_dtype(o) * (double)m->seq * c->b * m->hidden; /* one boundary tensor */

@@ -42,6 +42,10 @@ static const preset presets[] = {
     {"llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192, LLAMA3, 512, ""},
     {"llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192, LLAMA3, 2048, ""},
     {"bert-large", 24, 1024, 16, 16, 4096, 30522, 512, BERT, 256, ""},
+    /* The bundled runtime's CI-sized models (runtime/model.c; a test checks they agree);
+     * seq is the model's maximum, which trials pass to pprun as --seq. */
+    {"tiny", 4, 32, 4, 4, 128, 256, 64, RUNTIME_GPT, 16, "tiny"},
+    {"small", 6, 128, 4, 4, 512, 256, 128, RUNTIME_GPT, 16, "small"},
 };
 #define N_PRESETS ((int)(sizeof presets / sizeof presets[0]))
 
@@ -56,6 +60,7 @@ const char *const *pp_tune_model_names(int *n)
 
 static void fill_family(pp_tune_model *m, int family)
 {
+    /* RUNTIME_GPT: the runtime's GPT-2-style block, same traits as GPT-3 here */
     m->gated_mlp = family == LLAMA3;
     m->norm_bias = family != LLAMA3;
     m->linear_bias = family != LLAMA3;

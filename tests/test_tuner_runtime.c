@@ -1,0 +1,117 @@
+/* test_tuner_runtime.c — the tuner's memory model of the bundled runtime against the runtime
+ * itself: for tiny models on the CPU backend, the predicted peak bytes of every rank are within
+ * 3 % of the peak pprun measures, for every schedule. Also: the tuner's copies of the runtime's
+ * model presets agree with the runtime's. Runs the built pprun. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pp_rt.h"
+#include "pp_tune.h"
+
+#define PPRUN PP_BINARY_DIR "/runtime/pprun"
+
+Test(tuner_runtime, runtime_presets_agree_with_the_runtime)
+{
+    const char *names[] = {"tiny", "small"};
+    for (int i = 0; i < 2; i++) {
+        pp_model_cfg rt;
+        pp_tune_model m;
+        cr_assert_eq(pp_model_preset(names[i], &rt), PP_OK, "%s", pp_err_msg());
+        cr_assert_eq(pp_tune_model_preset(names[i], &m), PP_OK);
+        cr_assert(rt.layers == m.layers && rt.hidden == m.hidden && rt.heads == m.heads &&
+                      rt.ffn == m.ffn && rt.vocab == m.vocab && rt.seq == m.seq,
+                  "%s differs from runtime/model.c", names[i]);
+        cr_assert_str_eq(m.runtime_model, names[i]);
+    }
+}
+
+/* Runs pprun and returns its per-rank peak totals (replica 0) in peak[]. */
+static void measure(const char *model, const pp_tune_config *c, double *peak)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             PPRUN " --model %s --schedule %s --ranks %d --microbatches %d "
+                   "--micro-batch-size %d --dp %d --steps 2 --json --quiet%s%s",
+             model, c->kind, c->p, c->N, c->b, c->d, c->uneven ? " --uneven" : "",
+             !strcmp(c->kind, "interleaved") ? " --chunks 2" : "");
+    FILE *fp = popen(cmd, "r");
+    cr_assert(fp, "cannot run %s", cmd);
+    json_error_t e;
+    json_t *root = json_loadf(fp, 0, &e);
+    int rc = pclose(fp);
+    cr_assert(root && rc == 0, "%s: exit %d, %s", cmd, rc, root ? "" : e.text);
+    json_t *ranks = json_object_get(root, "ranks");
+    cr_assert(json_is_array(ranks));
+    for (size_t i = 0; i < json_array_size(ranks); i++) {
+        json_t *r = json_array_get(ranks, i);
+        int g = (int)json_integer_value(json_object_get(r, "rank"));
+        if (g < c->p)
+            peak[g] = (double)json_integer_value(
+                json_object_get(json_object_get(r, "peak_bytes"), "total"));
+    }
+    json_decref(root);
+}
+
+static void check(const char *model, const char *kind, int D, int N, int uneven, int dp)
+{
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset(model, &m), PP_OK);
+    m.seq = 64; /* pprun's default run length, and what these runs use */
+    pp_tune_config c = {.p = D, .v = 1, .b = 1, .d = dp, .t = 1, .N = N, .uneven = uneven};
+    snprintf(c.kind, sizeof c.kind, "%s", kind);
+    if (!strcmp(kind, "interleaved") || !strcmp(kind, "bitpipe"))
+        c.v = 2;
+    if (!strcmp(kind, "interleaved"))
+        c.G = D;
+    pp_sched_params sp;
+    pp_tune_sched_params(&m, &c, &sp);
+    pp_sched *s;
+    cr_assert_eq(pp_sched_generate(kind, &sp, &s), PP_OK, "%s", pp_err_msg());
+    pp_tune_rank_mem mem[8];
+    pp_tune_opts o;
+    pp_tune_opts_default(&o);
+    o.precision = PP_TUNE_PREC_FP32;
+    cr_assert_eq(pp_tune_memory(&m, &c, s, &o, mem), PP_OK, "%s", pp_err_msg());
+    double peak[8] = {0};
+    measure(model, &c, peak);
+    for (int r = 0; r < D; r++) {
+        double err = fabs(mem[r].total - peak[r]) / peak[r];
+        cr_assert(err <= 0.03,
+                  "%s D=%d N=%d %s dp=%d rank %d: predicted %.0f B, measured %.0f B (%.2f %%)",
+                  kind, D, N, uneven ? "uneven" : "even", dp, r, mem[r].total, peak[r],
+                  100 * err);
+    }
+    pp_sched_destroy(s);
+}
+
+Test(tuner_runtime, predicted_peak_within_3_percent_gpipe_1f1b, .timeout = 300)
+{
+    const char *kinds[] = {"gpipe", "1f1b"};
+    for (int k = 0; k < 2; k++) {
+        check("tiny", kinds[k], 2, 2, 0, 1);
+        check("tiny", kinds[k], 2, 4, 0, 2);
+        check("tiny", kinds[k], 4, 8, 0, 1);
+        check("tiny", kinds[k], 3, 6, 1, 1); /* uneven: 1 + 2 + 1 layers */
+    }
+}
+
+Test(tuner_runtime, predicted_peak_within_3_percent_interleaved, .timeout = 300)
+{
+    check("tiny", "interleaved", 2, 2, 0, 1);
+    check("tiny", "interleaved", 2, 4, 0, 1);
+    check("tiny", "interleaved", 2, 4, 0, 2);
+}
+
+Test(tuner_runtime, predicted_peak_within_3_percent_bidirectional, .timeout = 300)
+{
+    check("tiny", "chimera", 2, 2, 0, 1);
+    check("tiny", "chimera", 4, 8, 0, 1);
+    check("tiny", "chimera", 2, 4, 0, 2);
+    check("tiny", "bitpipe", 2, 2, 0, 1);
+    check("tiny", "bitpipe", 2, 4, 0, 1);
+    check("tiny", "bitpipe", 2, 4, 0, 2);
+}

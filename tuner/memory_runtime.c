@@ -1,0 +1,269 @@
+/* memory_runtime.c — peak bytes per rank of the bundled runtime (pprun on the CPU backend), the
+ * memory model used when the tuner plans trials on this machine (opts.precision = FP32).
+ *
+ * The runtime allocates everything through its backend's counters (runtime/pp_rt.h), in fp32:
+ *   weights, gradients: one buffer each per stage (parameters as in runtime/stage.c: token and
+ *     position embedding on a pipe's first stage, 12 tensors per block, final LayerNorm and, when
+ *     the embedding is elsewhere, the head's copy of the tied embedding);
+ *   optimizer: AdamW m and v, 2 x parameters, held from the first step on;
+ *   activations: the rank's token and target buffers (N B T int32 each, ranks with a first /
+ *     last stage) and one slot per in-flight micro-batch per stage: per block N(8C + 2F) + 4N
+ *     floats plus the B H T^2 attention probabilities, per head N(2C + V) + 2N, plus the
+ *     micro-batch's tokens/targets (N = B T rows);
+ *   communication: one B T C buffer per received tensor until the compute consuming it ends,
+ *     per produced tensor until its SEND, the packed gradients of every REDUCE until the step's
+ *     end, the data-parallel all-reduce buffer at the end; and the in-process transport's copy
+ *     of every sent message, counted on the sender until the receiver has taken it and the
+ *     sender sends again (runtime/transport_thread.c reclaims on the next send or the flush).
+ *     When a message is taken depends on timing: the schedule is simulated (F = 1, B = 2,
+ *     free links: the unit costs of schedules.md) and a copy is reclaimed at the sender's
+ *     first SEND that starts after the matching RECV has completed in that timeline;
+ *   workspace: during a backward, (2 N C + N max(F, 3C)) floats + T^2 floats of attention scratch.
+ * The rank's action list is walked in order with these allocation rules, so the peak is the
+ * rank's own (the order of allocations inside F and B follows runtime/executor_run.c).
+ * Steady state (step >= 2) is modelled: the optimizer state is already allocated.
+ * What this does not model: allocations outside the backend (thread stacks, the transport's
+ * own queues), which the runtime does not count either.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pp_tune.h"
+
+typedef struct {
+    double N, C, F, V, T, H, B;
+} dims;
+
+static double block_params(const dims *x)
+{
+    return 2 * x->C + 3 * x->C * x->C + 3 * x->C + x->C * x->C + x->C + 2 * x->C +
+           x->F * x->C + x->F + x->C * x->F + x->C;
+}
+
+static double stage_params(const pp_tune_model *m, const pp_sched *s, const dims *x, int pipe,
+                           int stage)
+{
+    int S = s->stages_per_pipe, first = stage == 0, last = stage == S - 1;
+    double n = pp_sched_stage_layers(s, pipe, stage) * block_params(x);
+    if (first)
+        n += x->V * x->C + (double)m->seq * x->C;
+    if (last)
+        n += 2 * x->C + (first ? 0 : x->V * x->C);
+    return n;
+}
+
+/* Bytes of one micro-batch's slot of saved activations on a stage. */
+static double slot_bytes(const pp_sched *s, const dims *x, int pipe, int stage)
+{
+    int S = s->stages_per_pipe, first = stage == 0, last = stage == S - 1;
+    double layer = x->N * (8 * x->C + 2 * x->F) + 4 * x->N + x->B * x->H * x->T * x->T;
+    double head = x->N * (2 * x->C + x->V) + 2 * x->N;
+    double prefix = (first ? x->N : 0) + (last ? x->N : 0);
+    return 4.0 * (prefix + pp_sched_stage_layers(s, pipe, stage) * layer + (last ? head : 0));
+}
+
+static double workspace_bytes(const pp_sched *s, const dims *x, int pipe, int stage)
+{
+    if (pp_sched_stage_layers(s, pipe, stage) == 0)
+        return 4.0 * 2 * x->N * x->C;
+    double big = x->N * (x->F > 3 * x->C ? x->F : 3 * x->C);
+    return 4.0 * (2 * x->N * x->C + big) + 4.0 * x->T * x->T;
+}
+
+/* Gradient floats of the stages of reduce `id` held by rank r. */
+static double reduce_bytes(const pp_tune_model *m, const pp_sched *s, const dims *x, int id, int r)
+{
+    const pp_reduce *rd = &s->reduces[id];
+    double n = 0;
+    for (int k = 0; k < rd->n_stages; k++)
+        if (pp_sched_stage(s, rd->stages[k].pipe, rd->stages[k].stage)->rank == r)
+            n += stage_params(m, s, x, rd->stages[k].pipe, rd->stages[k].stage);
+    return 4.0 * n;
+}
+
+typedef struct {
+    double cur, peak, acts, comm, work, at_acts, at_comm, at_work;
+} tracker;
+
+static void bump(tracker *t, double delta_acts, double delta_comm, double delta_work)
+{
+    t->acts += delta_acts, t->comm += delta_comm, t->work += delta_work;
+    t->cur += delta_acts + delta_comm + delta_work;
+    if (t->cur > t->peak) {
+        t->peak = t->cur;
+        t->at_acts = t->acts, t->at_comm = t->comm, t->at_work = t->work;
+    }
+}
+
+/* When each RECV completed in the simulated timeline, keyed by (pipe, stage, mb, direction). */
+typedef struct {
+    double *done; /* [2 * n_pipes * S * N] */
+    const pp_sim_result *sim;
+} timeline;
+
+static size_t recv_key(const pp_sched *s, int pipe, int stage, int mb, int bwd)
+{
+    return (((size_t)pipe * s->stages_per_pipe + (size_t)stage) * s->microbatches + (size_t)mb) *
+               2 + (size_t)bwd;
+}
+
+static pp_status timeline_build(const pp_sched *s, timeline *tl)
+{
+    memset(tl, 0, sizeof *tl);
+    pp_cost cost;
+    PP_TRY(pp_cost_init_unit(&cost, s, 2.0));
+    pp_sim_result *sim = pp_calloc(1, sizeof *sim);
+    tl->done = pp_calloc(2 * (size_t)s->n_pipes * s->stages_per_pipe * s->microbatches,
+                         sizeof *tl->done);
+    pp_status st = sim && tl->done ? pp_sim_run(s, &cost, 1, sim) : PP_ERR_NOMEM;
+    pp_cost_fini(&cost);
+    if (st != PP_OK) {
+        free(sim);
+        free(tl->done);
+        return pp_err_trace(st, __FILE__, __LINE__);
+    }
+    for (int r = 0; r < s->ranks; r++)
+        for (int i = 0; i < s->n_ops[r]; i++) {
+            const pp_action *a = &s->ops[r][i];
+            if (a->op == PP_OP_RECV_F || a->op == PP_OP_RECV_B)
+                tl->done[recv_key(s, a->pipe, a->stage, a->mb, a->op == PP_OP_RECV_B)] =
+                    sim->spans[r][i].end;
+        }
+    tl->sim = sim;
+    return PP_OK;
+}
+
+static void timeline_fini(timeline *tl)
+{
+    if (tl->sim) {
+        pp_sim_result_fini((pp_sim_result *)tl->sim);
+        free((void *)tl->sim);
+    }
+    free(tl->done);
+}
+
+/* Messages this rank sent whose copies are still counted: the time their receive completes. */
+typedef struct {
+    double *taken;
+    int n;
+} outbox;
+
+static void send_message(outbox *ob, tracker *t, double now, double taken, double io)
+{
+    int k = 0;
+    for (int i = 0; i < ob->n; i++) {
+        if (ob->taken[i] <= now)
+            bump(t, 0, -io, 0); /* reclaimed by this send */
+        else
+            ob->taken[k++] = ob->taken[i];
+    }
+    ob->n = k;
+    ob->taken[ob->n++] = taken;
+    bump(t, 0, io, 0);  /* the transport's copy */
+    bump(t, 0, -io, 0); /* the executor's buffer, freed after the send */
+}
+
+static void walk(const pp_tune_model *m, const pp_sched *s, const dims *x, int r,
+                 const timeline *tl, outbox *ob, tracker *t)
+{
+    int S = s->stages_per_pipe;
+    double io = 4.0 * x->N * x->C;
+    for (int i = 0; i < s->n_ops[r]; i++) {
+        const pp_action *a = &s->ops[r][i];
+        int first = a->stage == 0, last = a->stage == S - 1;
+        switch ((pp_op_kind)a->op) {
+        case PP_OP_RECV_F:
+        case PP_OP_RECV_B:
+            bump(t, 0, io, 0);
+            break;
+        case PP_OP_SEND_F:
+        case PP_OP_SEND_B: {
+            int fwd = a->op == PP_OP_SEND_F;
+            double taken = tl->done[recv_key(s, a->pipe, a->stage + (fwd ? 1 : -1), a->mb, !fwd)];
+            send_message(ob, t, tl->sim->spans[r][i].start, taken, io);
+            break;
+        }
+        case PP_OP_F:
+            bump(t, 0, last ? 0 : io, 0);                             /* output buffer */
+            bump(t, slot_bytes(s, x, a->pipe, a->stage), 0, 0);       /* saved activations */
+            bump(t, 0, first ? 0 : -io, 0);                           /* input consumed */
+            break;
+        case PP_OP_B: {
+            double ws = workspace_bytes(s, x, a->pipe, a->stage);
+            bump(t, 0, first ? 0 : io, 0);                            /* input gradient */
+            bump(t, 0, 0, ws);
+            bump(t, 0, 0, -ws);
+            bump(t, -slot_bytes(s, x, a->pipe, a->stage), last ? 0 : -io, 0);
+            break;
+        }
+        case PP_OP_REDUCE:
+            bump(t, 0, reduce_bytes(m, s, x, a->stage, r), 0);       /* held to the end */
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+pp_status pp_tune_memory_runtime(const pp_tune_model *m, const pp_tune_config *c,
+                                 const pp_sched *s, pp_tune_rank_mem *mem)
+{
+    if (c->t != 1)
+        return PP_ERR(PP_ERR_UNSUPPORTED, "the runtime does not run tensor parallelism (t = %d)",
+                      c->t);
+    dims x = {.C = m->hidden, .F = m->ffn, .V = m->vocab, .T = m->seq, .H = m->heads, .B = c->b};
+    x.N = x.B * x.T;
+    int S = s->stages_per_pipe;
+    timeline tl;
+    PP_TRY(timeline_build(s, &tl));
+    int max_ops = 1;
+    for (int r = 0; r < s->ranks; r++)
+        max_ops = s->n_ops[r] > max_ops ? s->n_ops[r] : max_ops;
+    outbox ob = {pp_calloc((size_t)max_ops, sizeof(double)), 0};
+    if (!ob.taken) {
+        timeline_fini(&tl);
+        return PP_ERR_NOMEM;
+    }
+    for (int r = 0; r < s->ranks; r++) {
+        pp_tune_rank_mem *o = &mem[r];
+        memset(o, 0, sizeof *o);
+        int first = 0, last = 0;
+        for (int pipe = 0; pipe < s->n_pipes; pipe++)
+            for (int st = 0; st < S; st++)
+                if (pp_sched_stage(s, pipe, st)->rank == r) {
+                    o->params += stage_params(m, s, &x, pipe, st);
+                    first |= st == 0;
+                    last |= st == S - 1;
+                }
+        o->weights = 4 * o->params;
+        o->grads = 4 * o->params;
+        o->optim = 8 * o->params;
+        double tokens = 4.0 * c->N * x.N * (first + last);
+        tracker t = {0};
+        bump(&t, tokens, 0, 0);
+        ob.n = 0;
+        walk(m, s, &x, r, &tl, &ob, &t);
+        /* End of step: pending reduce buffers are still held when the data-parallel buffer (all
+         * of the rank's gradients) is allocated. */
+        if (c->d > 1)
+            bump(&t, 0, o->grads, 0);
+        o->acts = t.at_acts;
+        o->comm = t.at_comm;
+        o->workspace = t.at_work;
+        o->total = o->weights + o->grads + o->optim + t.peak;
+        /* in-flight units as the Megatron-style model reports them */
+        double unit_layers = (double)s->layers / s->ranks, cur = 0, peak = 0;
+        for (int i = 0; i < s->n_ops[r]; i++) {
+            const pp_action *a = &s->ops[r][i];
+            if (a->op == PP_OP_F || a->op == PP_OP_B) {
+                cur += (a->op == PP_OP_F ? 1 : -1) *
+                       pp_sched_stage_layers(s, a->pipe, a->stage) / unit_layers;
+                peak = cur > peak ? cur : peak;
+            }
+        }
+        o->peak_units = peak;
+    }
+    free(ob.taken);
+    timeline_fini(&tl);
+    return PP_OK;
+}
