@@ -121,8 +121,9 @@ static void fnv_topo(fnv *f, const pp_topo *t)
     fnv_num(f, t->sockets);
     fnv_num(f, t->cores);
     fnv_num(f, t->pus);
-    for (int i = 0; i < t->n_numa; i++)
-        fnv_num(f, t->numa[i].mem_bytes);
+    /* the NUMA count, not the memory: a VM's balloon driver moves a node's MemTotal between
+     * runs (seen here: 4.7 then 5.5 GB on the same machine) */
+    fnv_num(f, t->n_numa);
     for (int i = 0; i < t->n_gpus; i++) {
         fnv_str(f, t->gpus[i].model);
         fnv_str(f, t->gpus[i].pci);

@@ -289,9 +289,8 @@ static void describe(pp_cluster *c, const layout *L)
              L->n_nodes, L->n_nodes == 1 ? "" : "s");
     if (L->n_nodes == 1) {
         size_t n = strlen(c->note);
-        snprintf(c->note + n, sizeof c->note - n, "%sall %d ranks on one host (%s): the inter-node "
-                 "link is MPI over shared memory, not a network", n ? "; " : "", L->size,
-                 L->hosts);
+        snprintf(c->note + n, sizeof c->note - n, "%sall %d ranks on host %.20s: inter-node link = "
+                 "MPI over shared memory", n ? "; " : "", L->size, L->hosts);
     }
     pp_cluster_fingerprint(c);
 }

@@ -148,8 +148,8 @@ typedef enum { PP_LINK_INTRA = 0, PP_LINK_INTER = 1 } pp_link_class;
 const char *pp_link_class_name(pp_link_class c); /* "intra_node", "inter_node" */
 
 /* A point-to-point link: time(bytes) = alpha_s + bytes / beta_Bps (Hockney's α-β model), fitted
- * by least squares on relative error over a size sweep (so α comes from small messages and β
- * from large ones), or taken from a preset. */
+ * to a size sweep (α from the smallest message, β from the largest: pp_fit_alpha_beta), or
+ * taken from a preset. */
 typedef struct {
     int present;        /* 0: nothing known for this class (e.g. one node: no inter-node link) */
     double alpha_s;     /* latency, seconds */
@@ -226,9 +226,9 @@ pp_status pp_cluster_add_node(pp_cluster *c, const char *hostname, int *index);
 pp_status pp_cluster_add_device(pp_cluster *c, const pp_device *d, int *index);
 
 /* Computes c->fingerprint: a hash of what identifies the hardware and software (per node: CPU
- * model, sockets, cores, NUMA memory, GPU models and PCI addresses, NICs; per device: kind,
- * name, total memory; software versions; the preset's name) and of nothing measured, timed or
- * host-named, so probing the same machine twice gives the same fingerprint. */
+ * model, sockets, cores, NUMA node count, GPU models and PCI addresses, NICs; per device: kind,
+ * name, GPU total memory; software versions; the preset's name) and of nothing measured, timed
+ * or host-named, so probing the same machine twice gives the same fingerprint. */
 void pp_cluster_fingerprint(pp_cluster *c);
 
 /* The link class between two devices (same node: intra), NULL when the class is not present. */
@@ -285,8 +285,9 @@ int pp_probe_launcher_size(void);
 /* Statistics helpers shared by the probes (exposed for tests). */
 /* Sorts x (n values) in place and returns median, min, max. */
 pp_measure pp_measure_of(double *x, int n);
-/* Least-squares fit of t = alpha + bytes/beta over n points, minimising relative error
- * (weights 1/t²). Returns PP_ERR_INVALID when fewer than 2 distinct sizes. */
+/* Fit of t = alpha + bytes/beta to a size sweep: alpha from the smallest size, beta from the
+ * largest (robust to cache effects in between; see stats.c). PP_ERR_INVALID with fewer than 2
+ * distinct sizes, a time <= 0, or a largest message no slower than alpha. */
 pp_status pp_fit_alpha_beta(const pp_xfer_point *pts, int n, double *alpha_s, double *beta_Bps);
 
 #ifdef __cplusplus

@@ -99,8 +99,7 @@ static pp_status describe_node(const pp_probe_opts *o, pp_cluster *c, const pp_t
         PP_TRY(pp_gpu_probe_node(o, c, node));
     } else {
         pp_probe_say(o, "%s: describing the CPU cores instead", why);
-        snprintf(c->note, sizeof c->note, "no GPU (%.70s): devices are CPU cores, one CPU-backend "
-                 "rank each", why);
+        snprintf(c->note, sizeof c->note, "no GPU (%.60s): devices are CPU cores", why);
         PP_TRY(add_cpu_devices(o, c, node, local));
     }
     if (o->topology_xml) {

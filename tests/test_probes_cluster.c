@@ -296,3 +296,15 @@ Test(probes_cluster, alpha_beta_fit_recovers_latency_and_bandwidth)
     p[1].seconds.median = 0;
     cr_assert_eq(pp_fit_alpha_beta(p, 12, &a, &b), PP_ERR_INVALID);
 }
+
+Test(probes_cluster, alpha_beta_fit_follows_the_largest_message_not_the_cache)
+{
+    /* as measured between threads on a small VM: 2 MiB fits in cache, 16 MiB does not */
+    pp_xfer_point p[3] = {{8, {7e-6, 0, 0, 1}}, {2 << 20, {77e-6, 0, 0, 1}},
+                          {16 << 20, {10.5e-3, 0, 0, 1}}};
+    double a, b;
+    cr_assert_eq(pp_fit_alpha_beta(p, 3, &a, &b), PP_OK);
+    cr_assert_float_eq(pp_link_time(&(pp_link){.alpha_s = a, .beta_Bps = b}, 16 << 20), 10.5e-3,
+                       1e-9, "the largest transfer must be predicted as measured");
+    cr_assert_float_eq(a, 7e-6, 1e-8);
+}
