@@ -46,14 +46,6 @@ static pp_status fail(const checker *ck, int r, int i, const char *fmt, ...)
     return PP_ERR(PP_ERR_CHECK, "rank %d, action %d (%s): %s", r, i, what, why);
 }
 
-static int participant(const pp_reduce *red, int r)
-{
-    for (int j = 0; j < red->n_ranks; j++)
-        if (red->ranks[j] == r)
-            return j;
-    return -1;
-}
-
 static pp_status check_placement(const checker *ck)
 {
     const pp_sched *s = ck->s;
@@ -85,7 +77,7 @@ static pp_status check_placement(const checker *ck)
                               "stages",
                               id, sr.pipe, sr.stage, ck->P, ck->S);
             int q = pp_sched_stage(s, sr.pipe, sr.stage)->rank;
-            if (participant(red, q) < 0)
+            if (pp_reduce_participant(red, q) < 0)
                 return PP_ERR(PP_ERR_CHECK,
                               "REDUCE #%d lists pipe %d stage %d, which is on rank %d, not one "
                               "of its participants",
@@ -108,7 +100,7 @@ static pp_status record_reduce(checker *ck, int r, int i)
     if (id < 0 || id >= s->n_reduces)
         return fail(ck, r, i, "REDUCE #%d does not exist (the schedule has %d reduces)", id,
                     s->n_reduces);
-    int j = participant(&s->reduces[id], r);
+    int j = pp_reduce_participant(&s->reduces[id], r);
     if (j < 0)
         return fail(ck, r, i, "rank %d is not a participant of REDUCE #%d", r, id);
     int32_t *slot = &ck->rpos[(size_t)id * PP_REDUCE_MAX_RANKS + j];
@@ -359,7 +351,7 @@ static int blocker(const checker *ck, runner *x, int r)
 static void arrive(const checker *ck, runner *x, int r, int id)
 {
     const pp_reduce *red = &ck->s->reduces[id];
-    uint8_t *flag = &x->arrived[(size_t)id * PP_REDUCE_MAX_RANKS + participant(red, r)];
+    uint8_t *flag = &x->arrived[(size_t)id * PP_REDUCE_MAX_RANKS + pp_reduce_participant(red, r)];
     if (*flag)
         return;
     *flag = 1;

@@ -121,14 +121,6 @@ static pp_status bad(const pp_sched *s, int r, int i, const char *why)
                   r, i, what, why);
 }
 
-static int participant(const pp_reduce *red, int r)
-{
-    for (int j = 0; j < red->n_ranks; j++)
-        if (red->ranks[j] == r)
-            return j;
-    return -1;
-}
-
 static pp_status validate_action(const sim *x, int r, int i, uint8_t *issued)
 {
     const pp_sched *s = x->s;
@@ -138,7 +130,7 @@ static pp_status validate_action(const sim *x, int r, int i, uint8_t *issued)
     if (a->op == PP_OP_REDUCE) {
         if (a->stage < 0 || a->stage >= s->n_reduces)
             return bad(s, r, i, "no such REDUCE");
-        int j = participant(&s->reduces[a->stage], r);
+        int j = pp_reduce_participant(&s->reduces[a->stage], r);
         if (j < 0)
             return bad(s, r, i, "this rank is not a participant of the REDUCE");
         uint8_t *f = &issued[(size_t)a->stage * PP_REDUCE_MAX_RANKS + j];
@@ -320,14 +312,14 @@ static void resolve(sim *x, int id0)
 static void issue(sim *x, int r, int i, int id)
 {
     const pp_reduce *red = &x->s->reduces[id];
-    int j = participant(red, r);
+    int j = pp_reduce_participant(red, r);
     int k = id * PP_REDUCE_MAX_RANKS + j;
     x->issue_idx[k] = i;
     x->issue_time[k] = x->clock[r];
     int p = x->last_red[r];
     x->prev[k] = p;
     if (p >= 0)
-        x->next[p * PP_REDUCE_MAX_RANKS + participant(&x->s->reduces[p], r)] = id;
+        x->next[p * PP_REDUCE_MAX_RANKS + pp_reduce_participant(&x->s->reduces[p], r)] = id;
     x->last_red[r] = id;
     if (x->clock[r] > x->start_at[id])
         x->start_at[id] = x->clock[r];

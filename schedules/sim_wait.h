@@ -23,6 +23,15 @@ static inline int pp_sched_rank_of(const pp_sched *s, int pipe, int stage)
     return pp_sched_stage(s, pipe, stage)->rank;
 }
 
+/* Index of rank r among the participants of a REDUCE, or -1. */
+static inline int pp_reduce_participant(const pp_reduce *red, int r)
+{
+    for (int j = 0; j < red->n_ranks; j++)
+        if (red->ranks[j] == r)
+            return j;
+    return -1;
+}
+
 /* Records PP_ERR_DEADLOCK naming a cycle of waits, e.g. "deadlock: rank 0 waits at action 5
  * (RECV_B ...) for rank 1, which waits at action 9 (...) for rank 0". pc[r] is the action rank r
  * is stuck at (pc[r] == n_ops[r] when it finished); waits_for[r] is the rank it waits for, or -1

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "pp_sched.h"
+#include "sched_build.h"
 
 static pp_sched *gen(const char *kind, int D, int N, int v)
 {
@@ -133,9 +134,9 @@ Test(sched_check, local_hand_over_out_of_order)
     cr_assert_eq(pp_sched_create("custom", 1, 1, 2, 1, 0, 0, &s), PP_OK);
     pp_sched_stage(s, 0, 0)->rank = 0;
     pp_sched_stage(s, 0, 1)->rank = 0;
-    int st = pp_sched_push(s, 0, PP_OP_F, 0, 1, 0) | pp_sched_push(s, 0, PP_OP_F, 0, 0, 0) |
-             pp_sched_push(s, 0, PP_OP_B, 0, 1, 0) | pp_sched_push(s, 0, PP_OP_B, 0, 0, 0);
-    cr_assert_eq(st, PP_OK);
+    const test_act r0[] = {
+        {PP_OP_F, 0, 1, 0}, {PP_OP_F, 0, 0, 0}, {PP_OP_B, 0, 1, 0}, {PP_OP_B, 0, 0, 0}};
+    push_acts(s, 0, r0, N_ACTS(r0));
     EXPECT_REJECT(s, PP_ERR_CHECK, "rank 0, action 0 (F pipe 0 stage 1 mb 0)",
                   "forward before the forward of stage 0 (action 1) that feeds it");
     /* and a SEND for that local hop is refused */
@@ -194,16 +195,9 @@ Test(sched_check, send_before_its_compute)
 
 Test(sched_check, micro_batch_of_the_other_pipe)
 {
-    /* two pipes on two ranks; micro-batch 0 goes down (pipe 0), 1 goes up (pipe 1) */
-    pp_sched *s;
-    cr_assert_eq(pp_sched_create("custom", 2, 2, 1, 2, 0, 0, &s), PP_OK);
-    pp_sched_stage(s, 0, 0)->rank = 0;
-    pp_sched_stage(s, 0, 1)->rank = 1;
-    pp_sched_stage(s, 1, 0)->rank = 1;
-    pp_sched_stage(s, 1, 1)->rank = 0;
-    s->mb_pipe[1] = 1;
-    int st = pp_sched_push(s, 0, PP_OP_F, 0, 0, 0) | pp_sched_push(s, 0, PP_OP_F, 1, 1, 0);
-    cr_assert_eq(st, PP_OK);
+    pp_sched *s = two_pipes_two_ranks(); /* micro-batch 0 goes down (pipe 0) */
+    const test_act r0[] = {{PP_OP_F, 0, 0, 0}, {PP_OP_F, 1, 1, 0}};
+    push_acts(s, 0, r0, N_ACTS(r0));
     EXPECT_REJECT(s, PP_ERR_CHECK, "rank 0, action 1 (F pipe 1 stage 1 mb 0)",
                   "micro-batch 0 goes through pipe 0, not pipe 1");
     pp_sched_destroy(s);
@@ -218,45 +212,16 @@ Test(sched_check, placement_incomplete)
     pp_sched_destroy(s);
 }
 
-/* Two ranks, two pipes, REDUCE #0 of the stage-1 replicas and #1 of the stage-0 replicas after
- * the last backward of each: the same schedule as the simulator's hand-worked case. */
-static pp_sched *two_pipe(int reduce_early)
-{
-    pp_sched *s;
-    cr_assert_eq(pp_sched_create("custom", 2, 2, 1, 2, 0, 0, &s), PP_OK);
-    pp_sched_stage(s, 0, 0)->rank = 0;
-    pp_sched_stage(s, 0, 1)->rank = 1;
-    pp_sched_stage(s, 1, 0)->rank = 1;
-    pp_sched_stage(s, 1, 1)->rank = 0;
-    s->mb_pipe[1] = 1;
-    int ranks[2] = {0, 1};
-    pp_stage_ref second[2] = {{0, 1}, {1, 1}}, first[2] = {{0, 0}, {1, 0}};
-    cr_assert_eq(pp_sched_add_reduce(s, ranks, 2, second, 2, NULL), PP_OK);
-    cr_assert_eq(pp_sched_add_reduce(s, ranks, 2, first, 2, NULL), PP_OK);
-    int st = pp_sched_push(s, 0, PP_OP_F, 0, 0, 0) | pp_sched_push(s, 0, PP_OP_F, 1, 1, 1) |
-             pp_sched_push(s, 0, PP_OP_B, 1, 1, 1) | pp_sched_push(s, 0, PP_OP_REDUCE, 0, 0, -1);
-    if (reduce_early) /* rank 0 syncs stage 0 before its backward */
-        st |= pp_sched_push(s, 0, PP_OP_REDUCE, 0, 1, -1) | pp_sched_push(s, 0, PP_OP_B, 0, 0, 0);
-    else
-        st |= pp_sched_push(s, 0, PP_OP_B, 0, 0, 0) | pp_sched_push(s, 0, PP_OP_REDUCE, 0, 1, -1);
-    st |= pp_sched_push(s, 1, PP_OP_F, 1, 0, 1) | pp_sched_push(s, 1, PP_OP_F, 0, 1, 0) |
-          pp_sched_push(s, 1, PP_OP_B, 0, 1, 0) | pp_sched_push(s, 1, PP_OP_REDUCE, 0, 0, -1) |
-          pp_sched_push(s, 1, PP_OP_B, 1, 0, 1) | pp_sched_push(s, 1, PP_OP_REDUCE, 0, 1, -1);
-    cr_assert_eq(st, PP_OK);
-    cr_assert_eq(pp_sched_lower_comms(s), PP_OK);
-    return s;
-}
-
 Test(sched_check, two_pipes_with_reduces_pass)
 {
-    pp_sched *s = two_pipe(0);
+    pp_sched *s = two_ranks_with_reduces(0);
     cr_assert_eq(pp_sched_check(s), PP_OK, "%s", pp_err_msg());
     pp_sched_destroy(s);
 }
 
 Test(sched_check, reduce_before_the_last_backward)
 {
-    pp_sched *s = two_pipe(1);
+    pp_sched *s = two_ranks_with_reduces(1);
     int i = find(s, 0, PP_OP_REDUCE, 0, 1, -1);
     char where[96];
     snprintf(where, sizeof where, "rank 0, action %d (REDUCE #1)", i);
@@ -267,7 +232,7 @@ Test(sched_check, reduce_before_the_last_backward)
 
 Test(sched_check, reduce_missing_duplicated_or_foreign)
 {
-    pp_sched *s = two_pipe(0);
+    pp_sched *s = two_ranks_with_reduces(0);
     remove_at(s, 1, find(s, 1, PP_OP_REDUCE, 0, 1, -1));
     EXPECT_REJECT(s, PP_ERR_CHECK, "rank 1: REDUCE #1 is missing");
     cr_assert_eq(pp_sched_push(s, 1, PP_OP_REDUCE, 0, 1, -1), PP_OK);
@@ -287,21 +252,7 @@ Test(sched_check, reduce_missing_duplicated_or_foreign)
 
 Test(sched_check, deadlock_each_rank_receives_before_it_sends)
 {
-    /* rank 0: RECV_F(1,1,1) F B SEND_B, then F(0,0,0) SEND_F ...
-     * rank 1: RECV_F(0,1,0) F B SEND_B, then F(1,0,1) SEND_F ... */
-    pp_sched *s;
-    cr_assert_eq(pp_sched_create("custom", 2, 2, 1, 2, 0, 0, &s), PP_OK);
-    pp_sched_stage(s, 0, 0)->rank = 0;
-    pp_sched_stage(s, 0, 1)->rank = 1;
-    pp_sched_stage(s, 1, 0)->rank = 1;
-    pp_sched_stage(s, 1, 1)->rank = 0;
-    s->mb_pipe[1] = 1;
-    int st = pp_sched_push(s, 0, PP_OP_F, 1, 1, 1) | pp_sched_push(s, 0, PP_OP_B, 1, 1, 1) |
-             pp_sched_push(s, 0, PP_OP_F, 0, 0, 0) | pp_sched_push(s, 0, PP_OP_B, 0, 0, 0) |
-             pp_sched_push(s, 1, PP_OP_F, 0, 1, 0) | pp_sched_push(s, 1, PP_OP_B, 0, 1, 0) |
-             pp_sched_push(s, 1, PP_OP_F, 1, 0, 1) | pp_sched_push(s, 1, PP_OP_B, 1, 0, 1);
-    cr_assert_eq(st, PP_OK);
-    cr_assert_eq(pp_sched_lower_comms(s), PP_OK);
+    pp_sched *s = two_ranks_receiving_first();
     EXPECT_REJECT(s, PP_ERR_DEADLOCK,
                   "deadlock: rank 0 waits at action 0 (RECV_F pipe 1 stage 1 mb 1 peer 1) for "
                   "rank 1, which waits at action 0 (RECV_F pipe 0 stage 1 mb 0 peer 0) for rank 0");
@@ -310,7 +261,7 @@ Test(sched_check, deadlock_each_rank_receives_before_it_sends)
 
 Test(sched_check, deadlock_on_reduces_in_conflicting_order)
 {
-    pp_sched *s = two_pipe(0);
+    pp_sched *s = two_ranks_with_reduces(0);
     /* rank 1 issues REDUCE #1 before #0: move its #0 to the end */
     int i0 = find(s, 1, PP_OP_REDUCE, 0, 0, -1);
     pp_action r0 = s->ops[1][i0];

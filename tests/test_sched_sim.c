@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "pp_sched.h"
+#include "sched_build.h"
 
 #define EPS 1e-12
 
@@ -222,34 +223,9 @@ Test(sched_sim, hand_worked_busy_link_queues)
     pp_sim_result_fini(&r);
 }
 
-/* Two pipes on two ranks (Chimera-like): pipe 0 puts stage 0 on rank 0, pipe 1 on rank 1;
- * micro-batch 0 goes down, 1 goes up. REDUCE #0 syncs the stage-1 replicas, #1 the stage-0
- * ones, each right after the rank's last backward of them. */
 static pp_sched *two_pipe_with_reduces(void)
 {
-    pp_sched *s;
-    cr_assert_eq(pp_sched_create("custom", 2, 2, 1, 2, 0, 0, &s), PP_OK);
-    pp_sched_stage(s, 0, 0)->rank = 0;
-    pp_sched_stage(s, 0, 1)->rank = 1;
-    pp_sched_stage(s, 1, 0)->rank = 1;
-    pp_sched_stage(s, 1, 1)->rank = 0;
-    s->mb_pipe[0] = 0;
-    s->mb_pipe[1] = 1;
-    int ranks[2] = {0, 1}, id0, id1;
-    pp_stage_ref second[2] = {{0, 1}, {1, 1}}, first[2] = {{0, 0}, {1, 0}};
-    cr_assert_eq(pp_sched_add_reduce(s, ranks, 2, second, 2, &id0), PP_OK);
-    cr_assert_eq(pp_sched_add_reduce(s, ranks, 2, first, 2, &id1), PP_OK);
-    /* rank 0: F(0,0,0) F(1,1,1) B(1,1,1) R0 B(0,0,0) R1
-     * rank 1: F(1,0,1) F(0,1,0) B(0,1,0) R0 B(1,0,1) R1 */
-    int st = 0;
-    st |= pp_sched_push(s, 0, PP_OP_F, 0, 0, 0) | pp_sched_push(s, 0, PP_OP_F, 1, 1, 1);
-    st |= pp_sched_push(s, 0, PP_OP_B, 1, 1, 1) | pp_sched_push(s, 0, PP_OP_REDUCE, 0, id0, -1);
-    st |= pp_sched_push(s, 0, PP_OP_B, 0, 0, 0) | pp_sched_push(s, 0, PP_OP_REDUCE, 0, id1, -1);
-    st |= pp_sched_push(s, 1, PP_OP_F, 1, 0, 1) | pp_sched_push(s, 1, PP_OP_F, 0, 1, 0);
-    st |= pp_sched_push(s, 1, PP_OP_B, 0, 1, 0) | pp_sched_push(s, 1, PP_OP_REDUCE, 0, id0, -1);
-    st |= pp_sched_push(s, 1, PP_OP_B, 1, 0, 1) | pp_sched_push(s, 1, PP_OP_REDUCE, 0, id1, -1);
-    cr_assert_eq(st, PP_OK);
-    cr_assert_eq(pp_sched_lower_comms(s), PP_OK);
+    pp_sched *s = two_ranks_with_reduces(0);
     cr_assert_eq(pp_sched_check(s), PP_OK, "%s", pp_err_msg());
     return s;
 }
@@ -333,13 +309,16 @@ Test(sched_sim, reduce_stream_is_fifo_per_rank)
     pp_stage_ref sa[1] = {{0, 0}}, sb[1] = {{0, 1}};
     cr_assert_eq(pp_sched_add_reduce(s, ra, 2, sa, 1, NULL), PP_OK);
     cr_assert_eq(pp_sched_add_reduce(s, rb, 2, sb, 1, NULL), PP_OK);
-    int st = pp_sched_push(s, 0, PP_OP_REDUCE, 0, 0, -1) |
-             pp_sched_push(s, 0, PP_OP_REDUCE, 0, 1, -1) | pp_sched_push(s, 1, PP_OP_F, 0, 0, 0) |
-             pp_sched_push(s, 1, PP_OP_B, 0, 0, 0) | pp_sched_push(s, 1, PP_OP_REDUCE, 0, 0, -1) |
-             pp_sched_push(s, 2, PP_OP_F, 0, 1, 0) | pp_sched_push(s, 2, PP_OP_F, 0, 2, 0) |
-             pp_sched_push(s, 2, PP_OP_B, 0, 2, 0) | pp_sched_push(s, 2, PP_OP_B, 0, 1, 0) |
-             pp_sched_push(s, 2, PP_OP_REDUCE, 0, 1, -1);
-    cr_assert_eq(st, PP_OK);
+    const test_act r0[] = {{PP_OP_REDUCE, 0, 0, -1}, {PP_OP_REDUCE, 0, 1, -1}};
+    const test_act r1[] = {{PP_OP_F, 0, 0, 0}, {PP_OP_B, 0, 0, 0}, {PP_OP_REDUCE, 0, 0, -1}};
+    const test_act r2[] = {{PP_OP_F, 0, 1, 0},
+                           {PP_OP_F, 0, 2, 0},
+                           {PP_OP_B, 0, 2, 0},
+                           {PP_OP_B, 0, 1, 0},
+                           {PP_OP_REDUCE, 0, 1, -1}};
+    push_acts(s, 0, r0, N_ACTS(r0));
+    push_acts(s, 1, r1, N_ACTS(r1));
+    push_acts(s, 2, r2, N_ACTS(r2));
     cr_assert_eq(pp_sched_lower_comms(s), PP_OK);
     cr_assert_eq(pp_sched_check(s), PP_OK, "%s", pp_err_msg());
     pp_cost c;
@@ -365,20 +344,7 @@ Test(sched_sim, reduce_stream_is_fifo_per_rank)
 
 Test(sched_sim, deadlocked_schedule_is_reported)
 {
-    /* each rank receives before it sends */
-    pp_sched *s;
-    cr_assert_eq(pp_sched_create("custom", 2, 2, 1, 2, 0, 0, &s), PP_OK);
-    pp_sched_stage(s, 0, 0)->rank = 0;
-    pp_sched_stage(s, 0, 1)->rank = 1;
-    pp_sched_stage(s, 1, 0)->rank = 1;
-    pp_sched_stage(s, 1, 1)->rank = 0;
-    s->mb_pipe[1] = 1;
-    int st = pp_sched_push(s, 0, PP_OP_F, 1, 1, 1) | pp_sched_push(s, 0, PP_OP_B, 1, 1, 1) |
-             pp_sched_push(s, 0, PP_OP_F, 0, 0, 0) | pp_sched_push(s, 0, PP_OP_B, 0, 0, 0) |
-             pp_sched_push(s, 1, PP_OP_F, 0, 1, 0) | pp_sched_push(s, 1, PP_OP_B, 0, 1, 0) |
-             pp_sched_push(s, 1, PP_OP_F, 1, 0, 1) | pp_sched_push(s, 1, PP_OP_B, 1, 0, 1);
-    cr_assert_eq(st, PP_OK);
-    cr_assert_eq(pp_sched_lower_comms(s), PP_OK);
+    pp_sched *s = two_ranks_receiving_first(); /* each rank receives before it sends */
     pp_cost c;
     cr_assert_eq(pp_cost_init_unit(&c, s, 2.0), PP_OK);
     pp_sim_result r;
