@@ -202,6 +202,8 @@ typedef struct {
 /* Unit costs: F of a stage = its layers / (L / D), B = fb_ratio * F, links and reduces free.
  * Allocates the arrays; release with pp_cost_fini. */
 pp_status pp_cost_init_unit(pp_cost *c, const pp_sched *s, double fb_ratio);
+/* Frees all seven arrays (each must be NULL or from malloc, so a caller may attach its own
+ * latency/inv_bw/reduce arrays to a unit table) and zeroes the struct. NULL is a no-op. */
 void pp_cost_fini(pp_cost *c);
 
 typedef struct {
