@@ -14,13 +14,13 @@
 #include "tune_cli.h"
 
 #define CMD "search"
-#define GIB (1024.0 * 1024.0 * 1024.0)
 
 typedef struct {
     pp_cli_tune tune;
     const char *schedules;
     const char *out;
-    int keep, show, explain, no_save, no_tp, max_b, max_t, progress, trials;
+    int keep, show, explain, no_save, no_tp, max_b, max_t, progress, trials, trial_steps;
+    double trial_timeout;
 } opts;
 
 static void help(void)
@@ -39,7 +39,9 @@ static void help(void)
            "  --no-tp                t = 1 only\n"
            "  --keep K               candidates ranked exactly (10); --top K rows shown (10)\n"
            "  --explain              list why every other candidate lost\n"
-           "  --trials K             trial runs of the best K on a local cluster (4)\n"
+           "  --trials K             trial runs of the best K on a local cluster (4; 0: none)\n"
+           "  --trial-steps S        steps per trial, the first is warm-up (5)\n"
+           "  --trial-timeout SEC    a trial running longer is killed (60)\n"
            "output:\n"
            "  -o FILE                profile path (default $XDG_DATA_HOME/pptune/profiles/...)\n"
            "  --no-save              do not write a profile\n"
@@ -53,6 +55,8 @@ static int parse(int argc, char **argv, opts *o)
     o->keep = 10;
     o->show = 10;
     o->trials = 4;
+    o->trial_steps = 5;
+    o->trial_timeout = 60;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int r = pp_cli_tune_option(CMD, argc, argv, &i, &o->tune);
@@ -69,9 +73,14 @@ static int parse(int argc, char **argv, opts *o)
                    : !strcmp(a, "--max-b") ? &o->max_b
                    : !strcmp(a, "--max-t") ? &o->max_t
                    : !strcmp(a, "--trials") ? &o->trials
-                                            : NULL;
+                   : !strcmp(a, "--trial-steps") ? &o->trial_steps
+                                                 : NULL;
         if (num) {
             if (!pp_cmd_parse_int(CMD, a, v, !strcmp(a, "--trials") ? 0 : 1, num))
+                return 2;
+            i++;
+        } else if (!strcmp(a, "--trial-timeout")) {
+            if (!pp_cmd_parse_double(CMD, a, v, 0.1, &o->trial_timeout))
                 return 2;
             i++;
         } else if (!strcmp(a, "--schedules") || !strcmp(a, "-o")) {
@@ -107,31 +116,47 @@ static void progress_bar(void *ctx, long done, long total)
     fflush(stderr);
 }
 
-static void print_row(int rank, const pp_tune_prediction *p)
+/* "12.3G", "45.6M", "789K": bytes in binary units, short enough for a table. */
+static const char *human(double bytes, char *buf, size_t n)
+{
+    const char *u = "BKMGT";
+    int i = 0;
+    while (bytes >= 1024 && i < 4)
+        bytes /= 1024, i++;
+    snprintf(buf, n, i ? "%.1f%c" : "%.0f%c", bytes, u[i]);
+    return buf;
+}
+
+static void print_row(int rank, const pp_tune_prediction *p, double cal)
 {
     const pp_tune_config *c = &p->cfg;
-    char g[12] = "-";
+    char g[12] = "-", pk[16], cap[16], meas[48] = "";
     if (c->G)
         snprintf(g, sizeof g, "%d", c->G);
-    printf("%3d  %-11s %3d %2d %4s %3d %5d %2d %5d %-6s %9.3f %10.0f %7.1f %5.1f%% %6.1f%% "
-           "%6.1f/%-5.1f%s\n",
+    if (p->trial_status[0] && !strcmp(p->trial_status, "ok"))
+        snprintf(meas, sizeof meas, "  measured %.4g s, peak %s", p->measured_step,
+                 human(p->measured_peak, pk, sizeof pk));
+    else if (p->trial_status[0])
+        snprintf(meas, sizeof meas, "  trial: %s", p->trial_status);
+    else if (cal > 0)
+        snprintf(meas, sizeof meas, "  calibrated %.4g s", p->step_time * cal);
+    printf("%3d  %-11s %3d %2d %4s %3d %5d %2d %5d %-6s %9.4g %10.4g %7.3g %5.1f%% %6.1f%% "
+           "%7s/%-7s%s%s\n",
            rank, c->kind, c->p, c->v, g, c->b, c->d, c->t, c->N, c->uneven ? "uneven" : "even",
            p->step_time, p->tokens_per_s, p->tflops_per_gpu, 100 * p->mfu, 100 * p->bubble_ideal,
-           p->peak_mem / GIB, p->capacity / GIB, p->cfg.t > 1 ? "  (predicted only: t>1)" : "");
-    if (p->trial_status[0])
-        printf("     trial: %s, measured step %.4f s, peak %.1f MiB\n", p->trial_status,
-               p->measured_step, p->measured_peak / (1024.0 * 1024.0));
+           human(p->peak_mem, pk, sizeof pk), human(p->capacity, cap, sizeof cap),
+           p->cfg.t > 1 ? "  (predicted only: t>1)" : "", meas);
 }
 
 static void print_board(const pp_tune_result *r, int show)
 {
     printf("\n  #  schedule      p  v    G   b     d  t     N split   step(s)   tokens/s "
-           "TFLOP/s   MFU  bubble  peak/cap GiB\n");
+           "TFLOP/s   MFU  bubble  peak/capacity\n");
     for (int i = 0; i < r->n_best && i < show; i++)
-        print_row(i + 1, &r->best[i]);
-    printf("(step = simulated pipeline + data-parallel all-reduce + optimizer; TFLOP/s and MFU are "
-           "model FLOPs per GPU (Narayanan) vs dense peak; bubble = idle / busy; peak = fullest "
-           "rank's predicted bytes vs usable memory after headroom)\n");
+        print_row(i + 1, &r->best[i], r->calibration);
+    printf("(step = simulated pipeline + data-parallel all-reduce + optimizer, predicted; TFLOP/s "
+           "and MFU: model FLOPs per device (Narayanan) vs its peak; bubble = idle / busy; peak = "
+           "fullest rank's predicted bytes vs usable memory after headroom)\n");
 }
 
 static void print_rank_memory(const pp_tune_model *m, const pp_tune_hw *hw,
@@ -143,12 +168,16 @@ static void print_rank_memory(const pp_tune_model *m, const pp_tune_hw *hw,
         free(mem);
         return;
     }
-    printf("\nmemory per pipeline rank of #1 (GiB): rank weights grads optim acts(in-flight) "
-           "comm workspace total\n");
-    for (int r = 0; r < best->cfg.p; r++)
-        printf("  %4d %7.2f %5.2f %5.2f %5.2f (%4.2g) %5.2f %9.2f %6.2f\n", r,
-               mem[r].weights / GIB, mem[r].grads / GIB, mem[r].optim / GIB, mem[r].acts / GIB,
-               mem[r].peak_units, mem[r].comm / GIB, mem[r].workspace / GIB, mem[r].total / GIB);
+    printf("\npredicted memory per pipeline rank of #1 (in flight: micro-batches x L/p layers)\n"
+           "  rank  weights    grads    optim     acts in-flight     comm workspace    total\n");
+    for (int r = 0; r < best->cfg.p; r++) {
+        char b[7][16];
+        printf("  %4d %8s %8s %8s %8s %9.3g %8s %9s %8s\n", r,
+               human(mem[r].weights, b[0], 16), human(mem[r].grads, b[1], 16),
+               human(mem[r].optim, b[2], 16), human(mem[r].acts, b[3], 16), mem[r].peak_units,
+               human(mem[r].comm, b[4], 16), human(mem[r].workspace, b[5], 16),
+               human(mem[r].total, b[6], 16));
+    }
     free(mem);
 }
 
@@ -204,6 +233,11 @@ int pp_cmd_search(int argc, char **argv)
     pp_tune_hw hw;
     if ((rc = pp_cli_tune_load(CMD, &o.tune, &m, &hw)) != 0)
         return rc;
+    if (hw.cpu_devices) {
+        /* the runtime's CPU backend runs these devices: fp32, no tensor parallelism */
+        o.tune.opts.precision = PP_TUNE_PREC_FP32;
+        o.no_tp = 1;
+    }
     pp_cli_tune_describe(stdout, &m, &hw, &o.tune.opts, m.global_batch);
     pp_tune_search_params sp = {.model = &m, .hw = &hw, .opts = o.tune.opts,
                                 .global_batch = m.global_batch, .schedules = o.schedules,
@@ -228,8 +262,23 @@ int pp_cmd_search(int argc, char **argv)
         pp_tune_result_destroy(r);
         return 1;
     }
-    printf("figures are predicted from %s (no trials: the target is not this machine)\n",
-           hw.source);
+    int trials_run = 0;
+    if (hw.is_local && hw.cpu_devices && m.runtime_model[0] && o.trials > 0) {
+        trials_run = pp_cli_run_trials(&m, &hw, r, o.trials, o.trial_steps, o.trial_timeout,
+                                       o.progress || isatty(2));
+        if (trials_run < 0)
+            trials_run = 0;
+    }
+    if (trials_run > 0)
+        printf("trials: %d candidates run with pprun on this machine; measured / predicted step "
+               "time %.3g (the calibration); #1 is the fastest measured candidate that fits\n",
+               trials_run, r->calibration);
+    else
+        printf("figures are predicted from %s (no trials: %s)\n", hw.source,
+               !hw.is_local ? "the target is not this machine"
+               : !hw.cpu_devices ? "GPU trials need the CUDA runtime (issue 6)"
+               : !m.runtime_model[0] ? "the runtime does not run this model"
+                                     : "--trials 0");
     print_board(r, o.show);
     print_rank_memory(&m, &hw, &o.tune.opts, &r->best[0]);
     char cmd[512];
@@ -240,7 +289,7 @@ int pp_cmd_search(int argc, char **argv)
     if (!o.no_save) {
         char cmdline[1024];
         join_args(argc, argv, cmdline, sizeof cmdline);
-        rc = save_profile(&o, &m, &hw, r, cmdline, 0);
+        rc = save_profile(&o, &m, &hw, r, cmdline, trials_run);
     }
     pp_tune_result_destroy(r);
     return rc;

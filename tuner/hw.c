@@ -56,6 +56,7 @@ pp_status pp_tune_hw_from_cluster(const pp_cluster *c, const char *source, pp_tu
     out->nodes = c->n_nodes;
     out->gpus_per_node = c->nodes[0].n_devices;
     out->is_local = strncmp(c->origin, "probed", 6) == 0;
+    out->cpu_devices = strcmp(c->devices[0].kind, "cpu") == 0;
     double peak_like;
     summarise_devices(c, out, &peak_like);
     const char *gemm_note = "measured GEMM rate";

@@ -77,6 +77,7 @@ typedef struct {
     int nodes;
     int gpus_per_node;      /* devices per node */
     int is_local;           /* 1: this machine (trials possible) */
+    int cpu_devices;        /* 1: the devices are CPU cores (the runtime's CPU backend, fp32) */
     double mem_bytes;       /* per device */
     double peak_flops;      /* dense 16-bit peak per device, FLOP/s (MFU denominator) */
     double gemm_flops;      /* achievable large-GEMM rate per device, FLOP/s */
@@ -259,10 +260,35 @@ typedef struct {
     long sim_cache_hits;
     double wall_s;
     int global_batch;
+    double calibration; /* median measured / predicted step time over ok trials; 0 = none */
 } pp_tune_result;
 
 pp_status pp_tune_search(const pp_tune_search_params *sp, pp_tune_result **out);
 void pp_tune_result_destroy(pp_tune_result *r);
+
+/* ---- Trials (trials.c) ---------------------------------------------------------------------- */
+#define PP_TUNE_TRIAL_MAX_RANKS 64
+
+typedef struct {
+    const pp_tune_model *model; /* model->runtime_model names pprun's preset */
+    const pp_tune_config *cfg;  /* t must be 1 */
+    const char *pprun;          /* path of the pprun program */
+    int steps;                  /* >= 2: the first is warm-up */
+    double timeout_s;           /* the child is killed past it */
+} pp_tune_trial_params;
+
+typedef struct {
+    char status[16];   /* "ok", "oom", "crash", "timeout" */
+    char detail[200];  /* the child's error line, signal, or time limit */
+    double step_time;  /* s, pprun's median after warm-up ("ok" only) */
+    double peak;       /* bytes, the fullest rank ("ok" only) */
+    double peak_per_rank[PP_TUNE_TRIAL_MAX_RANKS]; /* replica 0's pipeline ranks */
+    double wall_s;     /* the trial's own wall time */
+} pp_tune_trial_result;
+
+/* Runs pprun --json for the configuration in a child process. A crash, OOM or timeout of the
+ * child is a result in *r (status), not an error; errors are failures to start it. */
+pp_status pp_tune_trial(const pp_tune_trial_params *tp, pp_tune_trial_result *r);
 
 /* ---- Profile (profile_write.c) ------------------------------------------------------------ */
 typedef struct {

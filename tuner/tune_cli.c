@@ -170,11 +170,12 @@ void pp_cli_tune_describe(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw
 {
     pp_tune_params pc;
     pp_tune_model_params(m, &pc);
-    fprintf(fp, "model    %s (%s): %.2f B parameters, L=%d h=%d heads=%d/%d ffn=%d V=%d s=%d\n",
-            m->name, m->source, pc.total / 1e9, m->layers, m->hidden, m->heads, m->kv_heads,
+    fprintf(fp, "model    %s (%s): %.3g %s parameters, L=%d h=%d heads=%d/%d ffn=%d V=%d s=%d\n",
+            m->name, m->source, pc.total >= 1e9 ? pc.total / 1e9 : pc.total / 1e6,
+            pc.total >= 1e9 ? "B" : "M", m->layers, m->hidden, m->heads, m->kv_heads,
             m->ffn, m->vocab, m->seq);
-    fprintf(fp, "cluster  %s: %d nodes x %d %s = %d devices, %.0f GB each, %.0f TFLOP/s GEMM "
-                "(peak %.0f), links %.0f GB/s intra / %.0f GB/s inter per device\n",
+    fprintf(fp, "cluster  %s: %d nodes x %d %s = %d devices, %.0f GB each, %.3g TFLOP/s GEMM "
+                "(peak %.3g), links %.3g GB/s intra / %.3g GB/s inter per device\n",
             hw->source, hw->nodes, hw->gpus_per_node, hw->device, hw->nodes * hw->gpus_per_node,
             hw->mem_bytes / 1e9, hw->gemm_flops / 1e12, hw->peak_flops / 1e12, hw->intra_bw / 1e9,
             hw->inter_bw / 1e9);
