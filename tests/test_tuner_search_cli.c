@@ -1,0 +1,141 @@
+/* test_tuner_search_cli.c — the main job as a user runs it: `pptune --model gpt-13b --nodes 32`
+ * prints a leaderboard and writes a versioned profile; `pptune models`; bad model files give one
+ * clear line and exit 2. Runs the built pptune. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PPTUNE PP_BINARY_DIR "/tuner/pptune"
+
+/* Runs a shell command, returns its exit status and stdout+stderr (caller frees). */
+static int run(const char *cmd, char **out)
+{
+    char full[1024];
+    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    FILE *fp = popen(full, "r");
+    cr_assert(fp);
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    size_t r;
+    while ((r = fread(buf + len, 1, cap - len - 1, fp)) > 0) {
+        len += r;
+        if (cap - len < 1024)
+            buf = realloc(buf, cap *= 2);
+    }
+    buf[len] = '\0';
+    int st = pclose(fp);
+    *out = buf;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+Test(tuner_search_cli, gpt13b_on_32_nodes_prints_a_leaderboard_and_writes_a_profile)
+{
+    char dir[] = "/tmp/pptune_prof_XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char cmd[512], *out;
+    snprintf(cmd, sizeof cmd, PPTUNE " --model gpt-13b --nodes 32 -o %s/p.json", dir);
+    int rc = run(cmd, &out);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_assert(strstr(out, "dgx-h100"), "the cluster used is stated: %s", out);
+    cr_assert(strstr(out, "  1  "), "a leaderboard row: %s", out);
+    cr_assert(strstr(out, "no trials"), "predicted figures are said to be predicted: %s", out);
+    cr_assert(strstr(out, "launch: pprun"), "%s", out);
+
+    char path[600];
+    snprintf(path, sizeof path, "%s/p.json", dir);
+    json_error_t e;
+    json_t *p = json_load_file(path, 0, &e);
+    cr_assert(p, "profile unreadable: %s", e.text);
+    cr_assert_str_eq(json_string_value(json_object_get(p, "schema")), "pptune-profile");
+    cr_assert_eq(json_integer_value(json_object_get(p, "version")), 1);
+    json_t *chosen = json_object_get(p, "chosen");
+    json_t *pred = json_object_get(chosen, "predicted");
+    double mfu = json_number_value(json_object_get(pred, "mfu"));
+    double step = json_number_value(json_object_get(pred, "step_time_s"));
+    cr_assert(mfu > 0 && mfu <= 1, "MFU %f", mfu);
+    cr_assert(step > 0);
+    cr_assert(json_is_true(json_object_get(pred, "fits")));
+    cr_assert(json_object_get(chosen, "measured") == NULL, "no trials on a preset");
+    cr_assert(json_array_size(json_object_get(p, "runners_up")) > 0);
+    json_t *cl = json_object_get(p, "cluster");
+    cr_assert_eq(json_integer_value(json_object_get(cl, "nodes")), 32);
+    cr_assert(strlen(json_string_value(json_object_get(cl, "fingerprint"))) > 0);
+    json_t *stats = json_object_get(p, "search");
+    cr_assert(json_integer_value(json_object_get(stats, "candidates_seen")) > 100);
+    cr_assert(strstr(json_string_value(json_object_get(p, "figures")), "predicted only"));
+    json_decref(p);
+    free(out);
+    unlink(path);
+    rmdir(dir);
+}
+
+Test(tuner_search_cli, default_store_path_under_xdg_data_home)
+{
+    char dir[] = "/tmp/pptune_xdg_XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char cmd[512], *out;
+    snprintf(cmd, sizeof cmd,
+             "XDG_DATA_HOME=%s " PPTUNE " --model gpt-1.3b --nodes 2 --schedules 1f1b", dir);
+    cr_assert_eq(run(cmd, &out), 0, "%s", out);
+    char path[600];
+    snprintf(path, sizeof path, "%s/pptune/profiles/dgx-h100-x2-gpt-1.3b.json", dir);
+    cr_assert_eq(access(path, R_OK), 0, "no profile at %s: %s", path, out);
+    free(out);
+    unlink(path);
+    snprintf(cmd, sizeof cmd, "rm -r %s", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+Test(tuner_search_cli, explain_lists_why_the_rest_lost)
+{
+    char *out;
+    int rc = run(PPTUNE " --model gpt-13b --nodes 4 --no-save --explain", &out);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_assert(strstr(out, "why the other"), "%s", out);
+    cr_assert(strstr(out, "[rule     ]"), "rule rejects listed");
+    cr_assert(strstr(out, "does not fit"), "memory rejects listed");
+    free(out);
+}
+
+Test(tuner_search_cli, models_lists_presets_with_sizes)
+{
+    char *out;
+    cr_assert_eq(run(PPTUNE " models", &out), 0, "%s", out);
+    cr_assert(strstr(out, "gpt-13b        12.853 B"), "%s", out);
+    cr_assert(strstr(out, "llama3-405b"), "%s", out);
+    cr_assert(strstr(out, "tiny"), "%s", out);
+    free(out);
+}
+
+Test(tuner_search_cli, bad_model_file_is_one_line_and_exit_2)
+{
+    char path[] = "/tmp/pptune_badmodel_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    const char *text = "{\"num_hidden_layers\": 0}";
+    cr_assert(write(fd, text, strlen(text)) > 0);
+    close(fd);
+    char cmd[256], *out;
+    snprintf(cmd, sizeof cmd, PPTUNE " --model-config %s --nodes 2 --no-save", path);
+    cr_assert_eq(run(cmd, &out), 2, "%s", out);
+    cr_assert(strstr(out, path) && strstr(out, "\"num_hidden_layers\": expected a positive integer"),
+              "%s", out);
+    free(out);
+    unlink(path);
+}
+
+Test(tuner_search_cli, simulate_one_configuration)
+{
+    char *out;
+    int rc = run(PPTUNE " simulate --model gpt-13b --nodes 4 --schedule interleaved -p 4 -v 2 "
+                        "-t 2 -b 2 --timeline",
+                 &out);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_assert(strstr(out, "step time"), "%s", out);
+    cr_assert(strstr(out, "fullest rank"), "%s", out);
+    free(out);
+}

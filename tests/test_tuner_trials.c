@@ -1,0 +1,109 @@
+/* test_tuner_trials.c — trials: a real pprun run is measured and agrees with the memory model;
+ * a child that hangs, crashes or runs out of memory is classified and recorded, not an error.
+ * The misbehaving children are small shell scripts standing in for pprun. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pp_tune.h"
+
+#define PPRUN PP_BINARY_DIR "/runtime/pprun"
+
+static char *script(const char *body)
+{
+    char *path = strdup("/tmp/pptune_fake_pprun_XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    FILE *fp = fdopen(fd, "w");
+    fprintf(fp, "#!/bin/sh\n%s\n", body);
+    fclose(fp);
+    chmod(path, 0755);
+    return path;
+}
+
+static pp_tune_trial_result trial(const char *pprun, double timeout)
+{
+    static pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
+    static pp_tune_config c = {.kind = "1f1b", .p = 2, .v = 1, .b = 1, .d = 1, .t = 1, .N = 4};
+    pp_tune_trial_params tp = {.model = &m, .cfg = &c, .pprun = pprun, .steps = 3,
+                               .timeout_s = timeout};
+    pp_tune_trial_result r;
+    cr_assert_eq(pp_tune_trial(&tp, &r), PP_OK, "%s", pp_err_msg());
+    return r;
+}
+
+Test(tuner_trials, real_pprun_is_measured_and_matches_the_memory_model, .timeout = 120)
+{
+    pp_tune_trial_result r = trial(PPRUN, 60);
+    cr_assert_str_eq(r.status, "ok", "%s: %s", r.status, r.detail);
+    cr_assert(r.step_time > 0);
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
+    pp_tune_config c = {.kind = "1f1b", .p = 2, .v = 1, .b = 1, .d = 1, .t = 1, .N = 4};
+    pp_sched_params sp;
+    pp_tune_sched_params(&m, &c, &sp);
+    pp_sched *s;
+    cr_assert_eq(pp_sched_generate("1f1b", &sp, &s), PP_OK);
+    pp_tune_rank_mem mem[2];
+    cr_assert_eq(pp_tune_memory_runtime(&m, &c, s, mem), PP_OK, "%s", pp_err_msg());
+    for (int k = 0; k < 2; k++)
+        cr_assert(fabs(mem[k].total - r.peak_per_rank[k]) <= 0.03 * r.peak_per_rank[k],
+                  "rank %d: predicted %.0f, measured %.0f", k, mem[k].total, r.peak_per_rank[k]);
+    pp_sched_destroy(s);
+}
+
+Test(tuner_trials, a_hanging_child_is_killed_and_recorded_as_timeout)
+{
+    char *p = script("sleep 30");
+    pp_tune_trial_result r = trial(p, 0.5);
+    cr_assert_str_eq(r.status, "timeout");
+    cr_assert(r.wall_s < 10, "the child was not killed in time: %.1f s", r.wall_s);
+    unlink(p);
+    free(p);
+}
+
+Test(tuner_trials, a_crashing_child_is_recorded_as_crash_with_its_signal)
+{
+    char *p = script("kill -SEGV $$");
+    pp_tune_trial_result r = trial(p, 10);
+    cr_assert_str_eq(r.status, "crash");
+    cr_assert(strstr(r.detail, "signal 11"), "%s", r.detail);
+    unlink(p);
+    free(p);
+}
+
+Test(tuner_trials, out_of_memory_is_recognised)
+{
+    char *p = script("echo 'pprun: backend \"cpu\": cannot allocate 99999999999 bytes' >&2; exit 1");
+    pp_tune_trial_result r = trial(p, 10);
+    cr_assert_str_eq(r.status, "oom");
+    cr_assert(strstr(r.detail, "cannot allocate"), "%s", r.detail);
+    unlink(p);
+    free(p);
+}
+
+Test(tuner_trials, a_failing_child_with_another_error_is_a_crash_with_its_message)
+{
+    char *p = script("echo 'pprun: bad things' >&2; exit 2");
+    pp_tune_trial_result r = trial(p, 10);
+    cr_assert_str_eq(r.status, "crash");
+    cr_assert(strstr(r.detail, "exit 2: pprun: bad things"), "%s", r.detail);
+    unlink(p);
+    free(p);
+}
+
+Test(tuner_trials, tensor_parallel_candidates_are_not_runnable)
+{
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
+    pp_tune_config c = {.kind = "1f1b", .p = 2, .v = 1, .b = 1, .d = 1, .t = 2, .N = 4};
+    pp_tune_trial_params tp = {.model = &m, .cfg = &c, .pprun = PPRUN, .steps = 2,
+                               .timeout_s = 5};
+    pp_tune_trial_result r;
+    cr_assert_eq(pp_tune_trial(&tp, &r), PP_ERR_UNSUPPORTED);
+}
