@@ -220,21 +220,6 @@ static pp_status read_hf(json_t *o, const char *path, pp_tune_model *m)
     return PP_OK;
 }
 
-pp_status pp_tune_model_load_hf(const char *path, pp_tune_model *out)
-{
-    memset(out, 0, sizeof *out);
-    json_t *o = NULL;
-    PP_TRY(load_json(path, &o));
-    pp_status st = read_hf(o, path, out);
-    json_decref(o);
-    PP_TRY(st);
-    basename_of(path, out->name, sizeof out->name);
-    snprintf(out->source, sizeof out->source, "%s", path);
-    out->global_batch = 512;
-    PP_TRY(pp_tune_model_validate(out, path));
-    return PP_OK;
-}
-
 static pp_status read_own(json_t *o, const char *path, pp_tune_model *m)
 {
     const char *fmt = json_string_value(json_object_get(o, "format"));
@@ -247,8 +232,6 @@ static pp_status read_own(json_t *o, const char *path, pp_tune_model *m)
     const char *name = json_string_value(json_object_get(o, "name"));
     if (name)
         snprintf(m->name, sizeof m->name, "%s", name);
-    else
-        basename_of(path, m->name, sizeof m->name);
     PP_TRY(get_int(o, path, "layers", 1, &m->layers));
     PP_TRY(get_int(o, path, "hidden", 1, &m->hidden));
     PP_TRY(get_int(o, path, "heads", 1, &m->heads));
@@ -256,7 +239,6 @@ static pp_status read_own(json_t *o, const char *path, pp_tune_model *m)
     PP_TRY(get_int(o, path, "seq", 1, &m->seq));
     m->kv_heads = m->heads;
     m->ffn = 4 * m->hidden;
-    m->global_batch = 512;
     fill_family(m, GPT3);
     PP_TRY(get_int(o, path, "kv_heads", 0, &m->kv_heads));
     PP_TRY(get_int(o, path, "ffn", 0, &m->ffn));
@@ -269,15 +251,32 @@ static pp_status read_own(json_t *o, const char *path, pp_tune_model *m)
     return PP_OK;
 }
 
-pp_status pp_tune_model_load_json(const char *path, pp_tune_model *out)
+/* Reads path with `reader`, names the model after the file where the reader did not, and
+ * validates the sizes. */
+static pp_status load_with(const char *path, pp_status (*reader)(json_t *, const char *,
+                                                                 pp_tune_model *),
+                           pp_tune_model *out)
 {
     memset(out, 0, sizeof *out);
+    out->global_batch = 512; /* neither format has to say; --global-batch overrides */
     json_t *o = NULL;
     PP_TRY(load_json(path, &o));
-    pp_status st = read_own(o, path, out);
+    pp_status st = reader(o, path, out);
     json_decref(o);
     PP_TRY(st);
+    if (!out->name[0])
+        basename_of(path, out->name, sizeof out->name);
     snprintf(out->source, sizeof out->source, "%s", path);
     PP_TRY(pp_tune_model_validate(out, path));
     return PP_OK;
+}
+
+pp_status pp_tune_model_load_hf(const char *path, pp_tune_model *out)
+{
+    return load_with(path, read_hf, out);
+}
+
+pp_status pp_tune_model_load_json(const char *path, pp_tune_model *out)
+{
+    return load_with(path, read_own, out);
 }

@@ -42,17 +42,24 @@ typedef struct {
 } search;
 
 /* ---- bookkeeping ------------------------------------------------------------------------ */
+/* Makes room for one more element in *arr (n used, *cap allocated, doubling from 256). */
+static pp_status grow(void **arr, long n, long *cap, size_t size)
+{
+    if (n < *cap)
+        return PP_OK;
+    long c = *cap ? 2 * *cap : 256;
+    void *p = pp_realloc_array(*arr, (size_t)c, size);
+    if (!p)
+        return PP_ERR_NOMEM;
+    *arr = p;
+    *cap = c;
+    return PP_OK;
+}
+
 static pp_status add_reject(search *x, const pp_tune_config *c, int stage, const char *reason)
 {
     pp_tune_result *r = x->res;
-    if (r->n_rejects == x->cap_rejects) {
-        long cap = x->cap_rejects ? 2 * x->cap_rejects : 256;
-        pp_tune_reject *n = pp_realloc_array(r->rejects, (size_t)cap, sizeof *n);
-        if (!n)
-            return PP_ERR_NOMEM;
-        r->rejects = n;
-        x->cap_rejects = cap;
-    }
+    PP_TRY(grow((void **)&r->rejects, r->n_rejects, &x->cap_rejects, sizeof *r->rejects));
     pp_tune_reject *j = &r->rejects[r->n_rejects++];
     j->cfg = *c;
     j->stage = stage;
@@ -62,14 +69,7 @@ static pp_status add_reject(search *x, const pp_tune_config *c, int stage, const
 
 static pp_status add_cand(search *x, const pp_tune_config *c)
 {
-    if (x->n_cands == x->cap_cands) {
-        long cap = x->cap_cands ? 2 * x->cap_cands : 256;
-        cand *n = pp_realloc_array(x->cands, (size_t)cap, sizeof *n);
-        if (!n)
-            return PP_ERR_NOMEM;
-        x->cands = n;
-        x->cap_cands = cap;
-    }
+    PP_TRY(grow((void **)&x->cands, x->n_cands, &x->cap_cands, sizeof *x->cands));
     x->cands[x->n_cands].cfg = *c;
     x->cands[x->n_cands].bound = 0;
     x->n_cands++;
@@ -150,7 +150,12 @@ static pp_status enumerate_schedules(search *x, pp_tune_config c)
                 continue;
             }
             /* v up to the layers a rank holds; G = p, 2p, 4p, ... and N (Megatron's default is
-             * p; Llama 3 tuned it). */
+             * p; Llama 3 tuned it). One pipeline rank cannot interleave: one candidate says so. */
+            if (c.p < 2) {
+                c.v = 2, c.G = c.p;
+                PP_TRY(offer(x, &c));
+                continue;
+            }
             for (int v = 2; v * c.p <= x->m->layers + 2 && v <= 16; v++) {
                 c.v = v;
                 for (int G = c.p; G <= c.N; G *= 2) {
