@@ -9,6 +9,7 @@
  * Chimera needs an even D and N a multiple of D; bitpipe N a multiple of D: the grid fits.
  */
 #include <criterion/criterion.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "test_runtime_exec_equiv.h"
@@ -38,4 +39,66 @@ Test(runtime_exec, one_rank_schedule_equals_reference)
 {
     exec_case c = {"gpipe", 1, 3, 0, 0, 2};
     exec_check_case(&c);
+}
+
+/* ---- errors: bad parameters are refused with the value named; a failure inside a step stops
+ * every rank (no hang) and says which rank and action failed ---- */
+static pp_rt_executor *try_create(pp_model_cfg *m, const pp_sched *s, int seq, pp_status *st)
+{
+    pp_rt_exec_params ep = {.model = m, .sched = s, .micro_batch = 1, .seq = seq, .dp = 1,
+                            .seed = 1, .adamw = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f,
+                                                 .eps = 1e-8f}};
+    pp_rt_executor *ex = NULL;
+    *st = pp_rt_executor_create(&ep, &ex);
+    return ex;
+}
+
+Test(runtime_exec, refuses_schedules_that_do_not_fit)
+{
+    pp_model_cfg m = exec_tiny_model(8);
+    pp_sched_params sp = {.ranks = 2, .microbatches = 2, .layers = 4};
+    pp_sched *s;
+    cr_assert_eq(pp_sched_generate("1f1b", &sp, &s), PP_OK);
+    pp_status st;
+    cr_assert_null(try_create(&m, s, 8, &st));
+    cr_assert_eq(st, PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_text(), "the schedule splits 4 layers but the model has 8"), "%s",
+              pp_err_text());
+    m.layers = 4;
+    cr_assert_null(try_create(&m, s, m.seq + 1, &st));
+    cr_assert_eq(st, PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_text(), "sequence length 9 is outside 1..8"), "%s", pp_err_text());
+    /* a schedule missing its last backward fails the checker before any thread starts */
+    s->n_ops[0]--;
+    cr_assert_null(try_create(&m, s, 8, &st));
+    cr_assert(st == PP_ERR_CHECK || st == PP_ERR_DEADLOCK, "%d: %s", st, pp_err_text());
+    s->n_ops[0]++;
+    pp_sched_destroy(s);
+}
+
+Test(runtime_exec, a_failing_rank_stops_the_step_and_is_named, .timeout = 60)
+{
+    pp_model_cfg m = exec_tiny_model(4);
+    pp_sched_params sp = {.ranks = 4, .microbatches = 4, .layers = 4};
+    pp_sched *s;
+    cr_assert_eq(pp_sched_generate("1f1b", &sp, &s), PP_OK);
+    pp_status st;
+    pp_rt_executor *ex = try_create(&m, s, 8, &st);
+    cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
+    int rows = pp_rt_executor_batch_rows(ex);
+    int32_t *batch = calloc((size_t)rows * 9, sizeof *batch);
+    /* micro-batch 2's first token is outside the vocabulary: rank 0's F of mb 2 fails while
+     * ranks 1..3 wait for data that will never come; the abort must wake them. */
+    batch[2 * 9] = 1000;
+    pp_rt_step_result r;
+    st = pp_rt_executor_step(ex, batch, 1, &r);
+    cr_assert_neq(st, PP_OK);
+    cr_assert(strstr(pp_err_text(), "rank 0 (replica 0, pipeline rank 0)"), "%s", pp_err_text());
+    cr_assert(strstr(pp_err_text(), "F pipe 0 stage 0 mb 2"), "%s", pp_err_text());
+    batch[2 * 9] = 1;
+    cr_assert_eq(pp_rt_executor_step(ex, batch, 1, &r), PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_text(), "failed in an earlier step"), "%s", pp_err_text());
+    free(batch);
+    pp_rt_executor_destroy(ex);
+    pp_sched_destroy(s);
 }

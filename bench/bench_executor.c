@@ -1,0 +1,190 @@
+/* bench_executor.c — the executor's own cost per action, with layers so small that compute is
+ * a few microseconds: how much time the runtime adds around the stage kernels.
+ *
+ *   1 rank   gpipe, D = 1, N = 64 (no transport, no waiting): per action,
+ *            (median step time - the same F/B calls timed back to back on the stage) / actions.
+ *            Includes starting the rank thread, loading tokens, slot bookkeeping, the gradient
+ *            syncs and the norm (no optimizer: update = 0).
+ *   pipeline 1f1b / interleaved, D = 2 and 4 ranks as threads: per action on the busiest rank,
+ *            (median step time - that rank's F/B compute) / that rank's actions. Includes the
+ *            transport's copies and wake-ups and any bubble; with more ranks than cores the
+ *            threads also share cores, which shows up here.
+ *   ping-pong the in-process transport's one-way latency between two threads (4 KB messages).
+ * Target (issue 3): <= 20 us per action. Prints figures; asserts nothing.
+ *
+ * Usage: bench_executor [repetitions (default 50)]
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pp_rt.h"
+
+enum { B = 1, T = 4 };
+
+static void die(const char *what)
+{
+    fprintf(stderr, "bench_executor: %s: %s\n", what, pp_err_msg());
+    exit(1);
+}
+
+static pp_model_cfg micro_model(int layers)
+{
+    return (pp_model_cfg){.layers = layers, .hidden = 8, .heads = 1, .ffn = 8, .vocab = 16,
+                          .seq = T};
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Seconds of one F + B of every stage the rank holds (times its micro-batches), called back
+ * to back on fresh stages of the same shape: the compute the executor wraps. */
+static double direct_compute(const pp_sched *s, const pp_model_cfg *m, int rank, int reps)
+{
+    pp_backend *be;
+    if (pp_backend_cpu_create(&be) != PP_OK)
+        die("backend");
+    int32_t tok[B * T] = {1, 2, 3, 4}, tgt[B * T] = {2, 3, 4, 5};
+    size_t io = (size_t)B * T * m->hidden;
+    float *x = calloc(io, sizeof *x), *y = calloc(io, sizeof *y), *dx = calloc(io, sizeof *dx);
+    double best = 1e30;
+    for (int rep = 0; rep < reps; rep++) {
+        double total = 0;
+        for (int i = 0; i < s->n_ops[rank]; i++) {
+            const pp_action *a = &s->ops[rank][i];
+            if (a->op != PP_OP_F)
+                continue;
+            const pp_stage *g = pp_sched_stage(s, a->pipe, a->stage);
+            int first = a->stage == 0, last = a->stage == s->stages_per_pipe - 1;
+            pp_rt_stage_params sp = {.model = m, .layer_begin = g->layer_begin,
+                                     .layer_end = g->layer_end, .has_embed = first,
+                                     .has_head = last, .micro_batch = B, .seq = T, .seed = 1};
+            pp_rt_stage *st;
+            if (pp_rt_stage_create(be, &sp, &st) != PP_OK)
+                die("stage");
+            float loss;
+            double t0 = pp_now();
+            if (pp_rt_stage_forward(st, 0, first ? tok : NULL, first ? NULL : x,
+                                    last ? tgt : NULL, last ? NULL : y, last ? &loss : NULL) ||
+                pp_rt_stage_backward(st, 0, last ? NULL : y, first ? NULL : dx, 1.0f))
+                die("forward/backward");
+            total += pp_now() - t0;
+            pp_rt_stage_destroy(st);
+        }
+        best = total < best ? total : best;
+    }
+    free(x);
+    free(y);
+    free(dx);
+    pp_backend_destroy(be);
+    return best;
+}
+
+static void run_case(const char *kind, int D, int N, int v, int reps)
+{
+    int S = (v ? v : 1) * D;
+    pp_model_cfg m = micro_model(S);
+    pp_sched_params sp = {.ranks = D, .microbatches = N, .chunks = v, .layers = m.layers};
+    pp_sched *s;
+    if (pp_sched_generate(kind, &sp, &s) != PP_OK)
+        die(kind);
+    pp_rt_exec_params ep = {.model = &m, .sched = s, .micro_batch = B, .seq = T, .dp = 1,
+                            .seed = 1, .adamw = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f,
+                                                 .eps = 1e-8f}};
+    pp_rt_executor *ex;
+    if (pp_rt_executor_create(&ep, &ex) != PP_OK)
+        die("executor");
+    int rows = pp_rt_executor_batch_rows(ex);
+    int32_t *batch = calloc((size_t)rows * (T + 1), sizeof *batch);
+    for (int i = 0; i < rows * (T + 1); i++)
+        batch[i] = (i * 7) % m.vocab;
+    double *t = malloc((size_t)reps * sizeof *t);
+    for (int i = 0; i < reps + 3; i++) {
+        pp_rt_step_result r;
+        if (pp_rt_executor_step(ex, batch, 0, &r) != PP_OK)
+            die("step");
+        if (i >= 3)
+            t[i - 3] = r.seconds;
+    }
+    double step = median(t, reps);
+    /* the busiest rank: most actions */
+    int busiest = 0;
+    for (int r = 1; r < D; r++)
+        busiest = s->n_ops[r] > s->n_ops[busiest] ? r : busiest;
+    double compute = direct_compute(s, &m, busiest, 5);
+    int actions = s->n_ops[busiest];
+    printf("%-12s D=%d N=%-3d v=%d  step %8.1f us  rank %d: %4d actions, compute %8.1f us  "
+           "=> %6.2f us per action\n",
+           kind, D, N, v ? v : 1, step * 1e6, busiest, actions, compute * 1e6,
+           (step - compute) / actions * 1e6);
+    free(t);
+    free(batch);
+    pp_rt_executor_destroy(ex);
+    pp_sched_destroy(s);
+}
+
+typedef struct {
+    pp_transport *t;
+    int rank, rounds;
+} pp_arg;
+
+static void *pong(void *p)
+{
+    pp_arg *a = p;
+    static char buf[2][4096];
+    for (int i = 0; i < a->rounds; i++) {
+        if ((i % 2) == a->rank) {
+            if (pp_transport_send(a->t, a->rank, 1 - a->rank, (uint64_t)i, buf[a->rank],
+                                  sizeof buf[0]) != PP_OK)
+                die("send");
+        } else if (pp_transport_recv(a->t, a->rank, 1 - a->rank, (uint64_t)i, buf[a->rank],
+                                     sizeof buf[0]) != PP_OK) {
+            die("recv");
+        }
+    }
+    pp_transport_flush(a->t, a->rank);
+    return NULL;
+}
+
+static void ping_pong(int rounds)
+{
+    pp_transport *t;
+    if (pp_transport_thread_create(2, NULL, &t) != PP_OK)
+        die("transport");
+    pp_arg a[2] = {{t, 0, rounds}, {t, 1, rounds}};
+    pthread_t th[2];
+    double t0 = pp_now();
+    for (int r = 0; r < 2; r++)
+        pthread_create(&th[r], NULL, pong, &a[r]);
+    for (int r = 0; r < 2; r++)
+        pthread_join(th[r], NULL);
+    double dt = pp_now() - t0;
+    printf("ping-pong    2 threads, 4 KB messages: %.2f us one way (%d messages)\n",
+           dt / rounds * 1e6, rounds);
+    pp_transport_destroy(t);
+}
+
+int main(int argc, char **argv)
+{
+    int reps = argc > 1 ? atoi(argv[1]) : 50;
+    if (reps < 1)
+        reps = 1;
+    printf("executor overhead per action (micro layers: C=8, T=4, B=1; median of %d steps)\n",
+           reps);
+    run_case("gpipe", 1, 64, 0, reps);
+    run_case("1f1b", 2, 32, 0, reps);
+    run_case("1f1b", 4, 32, 0, reps);
+    run_case("interleaved", 2, 16, 2, reps);
+    ping_pong(20000);
+    return 0;
+}

@@ -1,0 +1,192 @@
+/* test_runtime_exec_mem.c — the executor holds no byte its backends do not count.
+ *
+ * Per rank, after training steps, the backend's figures must equal what the schedule and the
+ * stages imply: weights and gradients = the parameters of the stages on the rank, optimizer
+ * state = twice that, activations at peak = the token buffers plus the largest sum of saved
+ * micro-batch slots along the rank's action order (a forward adds one slot, its backward
+ * frees it: the order is fixed, so the peak is exact, not timing-dependent), nothing left in
+ * communication buffers after a step. And the process heap grows by the backends' total and
+ * only a little bookkeeping besides (glibc mallinfo2 over all arenas), so no tensor-sized
+ * buffer lives outside the accounting. Transient buffers freed within a step are not visible
+ * to the heap check; their categories are checked through the peaks above.
+ */
+#include <criterion/criterion.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pp_rt.h"
+
+#define OK(expr)                                                                                   \
+    do {                                                                                           \
+        pp_status st_ = (expr);                                                                    \
+        cr_assert_eq(st_, PP_OK, "%s failed: %s", #expr, pp_err_msg());                            \
+    } while (0)
+
+enum { B = 2, T = 16 };
+
+static pp_model_cfg model(void)
+{
+    return (pp_model_cfg){.layers = 8, .hidden = 32, .heads = 2, .ffn = 64, .vocab = 128,
+                          .seq = T};
+}
+
+typedef struct {
+    pp_sched *s;
+    pp_rt_executor *ex;
+    int dp;
+} setup;
+
+static void make(setup *u, const char *kind, int D, int N, int v, int dp)
+{
+    pp_model_cfg m = model();
+    pp_sched_params sp = {.ranks = D, .microbatches = N, .chunks = v, .layers = m.layers};
+    OK(pp_sched_generate(kind, &sp, &u->s));
+    pp_rt_exec_params ep = {.model = &m, .sched = u->s, .micro_batch = B, .seq = T, .dp = dp,
+                            .seed = 5, .clip = 1.0f,
+                            .adamw = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f}};
+    OK(pp_rt_executor_create(&ep, &u->ex));
+    u->dp = dp;
+}
+
+static void steps(setup *u, int n)
+{
+    int rows = pp_rt_executor_batch_rows(u->ex);
+    pp_rt_data *d;
+    OK(pp_rt_data_synthetic(model().vocab, 3, &d));
+    int32_t *batch = calloc((size_t)rows * (T + 1), sizeof *batch);
+    for (int i = 0; i < n; i++) {
+        OK(pp_rt_data_next(d, rows, T, batch));
+        pp_rt_step_result r;
+        OK(pp_rt_executor_step(u->ex, batch, 1, &r));
+    }
+    free(batch);
+    pp_rt_data_destroy(d);
+}
+
+static void drop(setup *u)
+{
+    pp_rt_executor_destroy(u->ex);
+    pp_sched_destroy(u->s);
+}
+
+static size_t stage_param_bytes(pp_rt_stage *st)
+{
+    int n;
+    pp_rt_tensor *t = pp_rt_stage_tensors(st, &n);
+    size_t b = 0;
+    for (int i = 0; i < n; i++)
+        b += t[i].n * sizeof(float);
+    return b;
+}
+
+static void check_categories(setup *u, const char *what)
+{
+    const pp_sched *s = u->s;
+    int D = s->ranks, S = s->stages_per_pipe;
+    size_t tok_bytes = (size_t)s->microbatches * B * T * sizeof(int32_t);
+    for (int g = 0; g < D * u->dp; g++) {
+        int r = g % D, k = g / D;
+        size_t w = 0, acts_base = 0;
+        int first = 0, last = 0;
+        for (int p = 0; p < s->n_pipes; p++)
+            for (int st = 0; st < S; st++)
+                if (pp_sched_stage(s, p, st)->rank == r)
+                    w += stage_param_bytes(pp_rt_executor_stage(u->ex, k, p, st));
+        for (int p = 0; p < s->n_pipes; p++) {
+            first |= pp_sched_stage(s, p, 0)->rank == r;
+            last |= pp_sched_stage(s, p, S - 1)->rank == r;
+        }
+        acts_base = (first + last) * tok_bytes;
+        /* the peak of saved slots along the rank's action order */
+        size_t live = 0, peak = 0;
+        for (int i = 0; i < s->n_ops[r]; i++) {
+            const pp_action *a = &s->ops[r][i];
+            if (a->op != PP_OP_F && a->op != PP_OP_B)
+                continue;
+            size_t b = pp_rt_stage_act_bytes(pp_rt_executor_stage(u->ex, k, a->pipe, a->stage));
+            live = a->op == PP_OP_F ? live + b : live - b;
+            peak = live > peak ? live : peak;
+        }
+        pp_mem_stats m;
+        pp_backend_mem_stats(pp_rt_executor_backend(u->ex, g), &m);
+        cr_assert_eq(m.current[PP_MEM_WEIGHTS], w, "%s rank %d: weights %zu, stages hold %zu",
+                     what, g, m.current[PP_MEM_WEIGHTS], w);
+        cr_assert_eq(m.peak[PP_MEM_WEIGHTS], w, "%s rank %d", what, g);
+        cr_assert_eq(m.peak[PP_MEM_GRADS], w, "%s rank %d: grads %zu", what, g,
+                     m.peak[PP_MEM_GRADS]);
+        cr_assert_eq(m.peak[PP_MEM_OPTIM], 2 * w, "%s rank %d: optim %zu", what, g,
+                     m.peak[PP_MEM_OPTIM]);
+        cr_assert_eq(m.peak[PP_MEM_ACTS], acts_base + peak,
+                     "%s rank %d: activation peak %zu, the schedule implies %zu + %zu", what, g,
+                     m.peak[PP_MEM_ACTS], acts_base, peak);
+        cr_assert_eq(m.current[PP_MEM_ACTS], acts_base, "%s rank %d: %zu activation bytes left",
+                     what, g, m.current[PP_MEM_ACTS] - acts_base);
+        cr_assert_eq(m.current[PP_MEM_COMM], 0, "%s rank %d: %zu comm bytes left", what, g,
+                     m.current[PP_MEM_COMM]);
+        /* every rank of these schedules talks to another (hops, REDUCE or dp), so its
+         * communication buffers must show up */
+        cr_assert_gt(m.peak[PP_MEM_COMM], 0, "%s rank %d: no communication buffer counted",
+                     what, g);
+        size_t sum_peaks = 0;
+        for (int c = 0; c < PP_MEM__COUNT; c++)
+            sum_peaks += m.peak[c];
+        cr_assert(m.peak_total <= sum_peaks && m.peak_total >= m.current_total, "%s rank %d",
+                  what, g);
+    }
+}
+
+Test(runtime_exec_mem, categories_match_the_schedule)
+{
+    struct {
+        const char *kind;
+        int D, N, v, dp;
+    } cases[] = {{"1f1b", 4, 8, 0, 1},  {"gpipe", 2, 4, 0, 2},   {"interleaved", 2, 4, 2, 1},
+                 {"chimera", 4, 4, 0, 1}, {"bitpipe", 2, 4, 0, 2}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        setup u;
+        make(&u, cases[i].kind, cases[i].D, cases[i].N, cases[i].v, cases[i].dp);
+        steps(&u, 2);
+        check_categories(&u, cases[i].kind);
+        drop(&u);
+    }
+}
+
+static size_t heap_in_use(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+Test(runtime_exec_mem, heap_growth_is_what_the_backends_count)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    /* AddressSanitizer replaces malloc and does not feed glibc's mallinfo2 (it reads 0) */
+    cr_skip_test("heap accounting needs glibc's allocator; this build uses AddressSanitizer's");
+#endif
+    /* warm-up: OpenBLAS and glibc's per-thread arenas set themselves up on first use */
+    setup w;
+    make(&w, "1f1b", 4, 4, 0, 1);
+    steps(&w, 1);
+    drop(&w);
+
+    size_t before = heap_in_use();
+    setup u;
+    make(&u, "1f1b", 4, 4, 0, 1);
+    steps(&u, 2);
+    size_t after = heap_in_use();
+    size_t counted = 0;
+    for (int g = 0; g < pp_rt_executor_ranks(u.ex); g++) {
+        pp_mem_stats m;
+        pp_backend_mem_stats(pp_rt_executor_backend(u.ex, g), &m);
+        counted += m.current_total;
+    }
+    long diff = (long)after - (long)before;
+    /* Allowed beyond the counted bytes: descriptors, the schedule's copy, slot tables, spans
+     * (a few KB) and allocator rounding (64-byte alignment, page-rounded large blocks). */
+    long slack = 64 * 1024 + (long)counted / 20;
+    cr_log_info("heap grew by %ld bytes, backends count %zu", diff, counted);
+    cr_assert(diff >= (long)counted - slack && diff <= (long)counted + slack,
+              "the heap grew by %ld bytes; the backends count %zu", diff, counted);
+    drop(&u);
+}

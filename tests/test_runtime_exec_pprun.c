@@ -1,0 +1,200 @@
+/* test_runtime_exec_pprun.c — the pprun program as a user runs it: --help, one clear line and
+ * exit code 2 for bad input, training that brings the loss well down on a text file with a
+ * fixed seed, the JSON summary's fields, and a Chrome trace with every action of every rank. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "pp_rt.h"
+
+#define PPRUN PP_BINARY_DIR "/runtime/pprun"
+#define PROSE PP_FIXTURES_DIR "/text/prose.txt"
+
+typedef struct {
+    int code;
+    char *out, *err;
+    char dir[64];
+} run_result;
+
+static char *slurp(const char *path)
+{
+    char *s = NULL;
+    size_t n;
+    if (pp_file_read(path, &s, &n) != PP_OK)
+        return pp_strdup("");
+    return s;
+}
+
+/* Runs pprun with args (shell words), capturing stdout and stderr. */
+static run_result run(const char *args)
+{
+    run_result r = {0};
+    snprintf(r.dir, sizeof r.dir, "/tmp/pprun_test_XXXXXX");
+    cr_assert(mkdtemp(r.dir));
+    char cmd[2048], out[128], err[128];
+    snprintf(out, sizeof out, "%s/out", r.dir);
+    snprintf(err, sizeof err, "%s/err", r.dir);
+    snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s", PPRUN, args, out, err);
+    int st = system(cmd);
+    cr_assert(st != -1 && WIFEXITED(st), "could not run %s", cmd);
+    r.code = WEXITSTATUS(st);
+    r.out = slurp(out);
+    r.err = slurp(err);
+    remove(out);
+    remove(err);
+    return r;
+}
+
+static void done(run_result *r)
+{
+    free(r->out);
+    free(r->err);
+    rmdir(r->dir);
+}
+
+static int lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+Test(runtime_pprun, help_describes_every_option)
+{
+    run_result r = run("--help");
+    cr_assert_eq(r.code, 0);
+    const char *opts[] = {"--model", "--schedule", "--ranks", "--microbatches",
+                          "--micro-batch-size", "--chunks", "--dp", "--seq", "--steps",
+                          "--data", "--seed", "--json", "--trace"};
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+        cr_assert(strstr(r.out, opts[i]), "--help does not mention %s", opts[i]);
+    done(&r);
+}
+
+Test(runtime_pprun, bad_input_is_one_line_and_exit_code_2)
+{
+    struct {
+        const char *args, *says;
+    } cases[] = {
+        {"--model nope", "unknown model \"nope\""},
+        {"--schedule zigzag", "unknown schedule \"zigzag\""},
+        {"--model tiny --ranks 8", "4 layers cannot fill 8 stages"}, /* tiny has 4 layers */
+        {"--model tiny --seq 65", "--seq 65 is longer than model tiny allows (at most 64)"},
+        {"--data /nonexistent/corpus.txt", "cannot read the data file /nonexistent/corpus.txt"},
+        {"--schedule chimera --ranks 3", "chimera needs an even number of ranks, got 3"},
+        {"--ranks 0", "--ranks: invalid value \"0\""},
+        {"--lr fast", "--lr: invalid value \"fast\""},
+        {"--frobnicate", "unknown option"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "%s --steps 1", cases[i].args);
+        run_result r = run(args);
+        cr_assert_eq(r.code, 2, "pprun %s: exit code %d, expected 2 (stderr: %s)", args, r.code,
+                     r.err);
+        cr_assert_eq(lines(r.err), 1, "pprun %s: expected one line, got:\n%s", args, r.err);
+        cr_assert(strstr(r.err, cases[i].says), "pprun %s: \"%s\" lacks \"%s\"", args, r.err,
+                  cases[i].says);
+        cr_assert_str_eq(r.out, "", "pprun %s printed on stdout", args);
+        done(&r);
+    }
+}
+
+static json_t *parse(const char *text)
+{
+    json_error_t e;
+    json_t *j = json_loads(text, 0, &e);
+    cr_assert(j, "not JSON (line %d: %s):\n%.400s", e.line, e.text, text);
+    return j;
+}
+
+/* 200 steps of the tiny model, 2-rank 1F1B, on the prose fixture with seed 7: the mean loss of
+ * the last 10 steps must be below 0.6 x the first step's (ln 256 = 5.55 at the start; byte
+ * unigram statistics alone are worth about 3.3). */
+Test(runtime_pprun, trains_tiny_model_on_text, .timeout = 600)
+{
+    run_result r = run("--model tiny --schedule 1f1b --ranks 2 --microbatches 2 "
+                       "--micro-batch-size 2 --seq 32 --steps 200 --lr 3e-3 --seed 7 --json "
+                       "--quiet --data " PROSE);
+    cr_assert_eq(r.code, 0, "stderr: %s", r.err);
+    json_t *j = parse(r.out);
+    json_t *steps = json_object_get(j, "per_step");
+    cr_assert_eq(json_array_size(steps), 200);
+    double first = json_real_value(json_object_get(json_array_get(steps, 0), "loss"));
+    double last = 0;
+    for (size_t i = 190; i < 200; i++)
+        last += json_real_value(json_object_get(json_array_get(steps, i), "loss")) / 10;
+    cr_assert(first > 5.0 && first < 6.0, "first loss %g, expected about ln 256", first);
+    cr_assert(last < 0.6 * first, "loss went from %g to %g (last 10 steps)", first, last);
+
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "schedule"), "kind")),
+                     "1f1b");
+    cr_assert_gt(json_real_value(json_object_get(j, "median_step_seconds")), 0);
+    cr_assert_gt(json_real_value(json_object_get(j, "tokens_per_second")), 0);
+    cr_assert_eq(json_real_value(json_object_get(j, "tokens_per_step")), 2.0 * 2 * 32);
+    json_t *ranks = json_object_get(j, "ranks");
+    cr_assert_eq(json_array_size(ranks), 2);
+    for (size_t g = 0; g < 2; g++) {
+        json_t *peak = json_object_get(json_array_get(ranks, g), "peak_bytes");
+        const char *cats[] = {"weights", "grads", "optim", "acts", "comm", "total"};
+        for (size_t c = 0; c < 6; c++)
+            cr_assert_gt(json_integer_value(json_object_get(peak, cats[c])), 0,
+                         "rank %zu reports no %s bytes", g, cats[c]);
+        /* AdamW keeps two moments per parameter */
+        cr_assert_eq(json_integer_value(json_object_get(peak, "optim")),
+                     2 * json_integer_value(json_object_get(peak, "weights")));
+    }
+    json_decref(j);
+    done(&r);
+}
+
+Test(runtime_pprun, trace_has_every_action_of_every_rank)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/pprun_trace_%ld.json", (long)getpid());
+    char args[512];
+    snprintf(args, sizeof args,
+             "--model tiny --schedule interleaved --ranks 2 --chunks 2 --microbatches 4 "
+             "--seq 16 --steps 2 --quiet --trace %s",
+             path);
+    run_result r = run(args);
+    cr_assert_eq(r.code, 0, "stderr: %s", r.err);
+    char *text = slurp(path);
+    json_t *j = parse(text);
+    free(text);
+    remove(path);
+
+    pp_sched_params sp = {.ranks = 2, .microbatches = 4, .chunks = 2, .layers = 4};
+    pp_sched *s;
+    cr_assert_eq(pp_sched_generate("interleaved", &sp, &s), PP_OK);
+    int actions[2] = {0, 0}, named[2] = {0, 0};
+    json_t *ev = json_object_get(j, "traceEvents");
+    cr_assert(json_is_array(ev));
+    for (size_t i = 0; i < json_array_size(ev); i++) {
+        json_t *e = json_array_get(ev, i);
+        int tid = (int)json_integer_value(json_object_get(e, "tid"));
+        const char *ph = json_string_value(json_object_get(e, "ph"));
+        const char *cat = json_string_value(json_object_get(e, "cat"));
+        if (tid < 0 || tid > 1)
+            continue;
+        if (strcmp(ph, "M") == 0)
+            named[tid] += strcmp(json_string_value(json_object_get(e, "name")), "thread_name") == 0;
+        else if (strcmp(ph, "X") == 0 && strcmp(cat, "sync") && strcmp(cat, "optim")) {
+            cr_assert_geq(json_real_value(json_object_get(e, "dur")), 0);
+            actions[tid]++;
+        }
+    }
+    for (int g = 0; g < 2; g++) {
+        cr_assert_eq(named[g], 1, "rank %d track is not named", g);
+        cr_assert_eq(actions[g], 2 * s->n_ops[g], "rank %d: %d action events for 2 steps of %d",
+                     g, actions[g], s->n_ops[g]);
+    }
+    pp_sched_destroy(s);
+    json_decref(j);
+    done(&r);
+}
