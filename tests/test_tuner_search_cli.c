@@ -139,3 +139,31 @@ Test(tuner_search_cli, simulate_one_configuration)
     cr_assert(strstr(out, "fullest rank"), "%s", out);
     free(out);
 }
+
+Test(tuner_search_cli, tiny_on_this_machine_runs_trials_and_records_them, .timeout = 300)
+{
+    char path[] = "/tmp/pptune_local_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    char cmd[512], *out;
+    snprintf(cmd, sizeof cmd,
+             PPTUNE " --model tiny --cluster local --trials 2 --trial-steps 3 --keep 4 -o %s",
+             path);
+    cr_assert_eq(run(cmd, &out), 0, "%s", out);
+    cr_assert(strstr(out, "trials: 2 candidates run"), "%s", out);
+    json_error_t e;
+    json_t *p = json_load_file(path, 0, &e);
+    cr_assert(p, "%s", e.text);
+    json_t *measured = json_object_get(json_object_get(p, "chosen"), "measured");
+    cr_assert(measured, "the winner was measured");
+    cr_assert_str_eq(json_string_value(json_object_get(measured, "status")), "ok");
+    cr_assert(json_number_value(json_object_get(measured, "step_time_s")) > 0);
+    cr_assert(json_object_get(p, "calibration"));
+    cr_assert(json_is_object(json_object_get(json_object_get(p, "cluster"), "description")),
+              "a probed cluster's description is embedded");
+    cr_assert(strstr(json_string_value(json_object_get(p, "figures")), "measured"));
+    json_decref(p);
+    free(out);
+    unlink(path);
+}

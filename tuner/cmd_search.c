@@ -194,7 +194,8 @@ static void print_explain(const pp_tune_result *r)
 }
 
 static int save_profile(const opts *o, const pp_tune_model *m, const pp_tune_hw *hw,
-                        const pp_tune_result *r, const char *cmdline, int trials_run)
+                        const pp_tune_result *r, const char *cmdline, int trials_run,
+                        const char *cluster_json)
 {
     char *path = NULL;
     pp_status st = PP_OK;
@@ -205,7 +206,8 @@ static int save_profile(const opts *o, const pp_tune_model *m, const pp_tune_hw 
     if (st == PP_OK && !path)
         st = PP_ERR_NOMEM;
     pp_tune_profile_input in = {.model = m, .hw = hw, .opts = &o->tune.opts, .result = r,
-                                .command_line = cmdline, .trials_run = trials_run};
+                                .command_line = cmdline, .trials_run = trials_run,
+                                .cluster_json = cluster_json};
     if (st == PP_OK)
         st = pp_tune_profile_write(&in, path);
     if (st == PP_OK)
@@ -223,29 +225,61 @@ static void join_args(int argc, char **argv, char *buf, size_t n)
     }
 }
 
-int pp_cmd_search(int argc, char **argv)
+/* Trials where the cluster is this machine's CPU, then what the figures are based on. */
+static int trials_and_note(const opts *o, const pp_tune_model *m, const pp_tune_hw *hw,
+                           pp_tune_result *r)
 {
-    opts o;
-    int rc = parse(argc, argv, &o);
-    if (rc)
-        return rc < 0 ? 0 : rc;
-    pp_tune_model m;
-    pp_tune_hw hw;
-    if ((rc = pp_cli_tune_load(CMD, &o.tune, &m, &hw)) != 0)
-        return rc;
-    if (hw.cpu_devices) {
+    int n = 0;
+    if (hw->is_local && hw->cpu_devices && m->runtime_model[0] && o->trials > 0) {
+        n = pp_cli_run_trials(m, hw, r, o->trials, o->trial_steps, o->trial_timeout,
+                              o->progress || isatty(2));
+        n = n < 0 ? 0 : n;
+    }
+    if (n > 0)
+        printf("trials: %d candidates run with pprun on this machine; measured / predicted step "
+               "time %.3g (the calibration); #1 is the fastest measured candidate that fits\n",
+               n, r->calibration);
+    else
+        printf("figures are predicted from %s (no trials: %s)\n", hw->source,
+               !hw->is_local        ? "the target is not this machine"
+               : !hw->cpu_devices   ? "GPU trials need the CUDA runtime (issue 6)"
+               : !m->runtime_model[0] ? "the runtime does not run this model"
+                                      : "--trials 0");
+    return n;
+}
+
+static int report(const opts *o, const pp_tune_model *m, const pp_tune_hw *hw, pp_tune_result *r,
+                  const char *cluster_json, int argc, char **argv)
+{
+    int trials_run = trials_and_note(o, m, hw, r);
+    print_board(r, o->show);
+    print_rank_memory(m, hw, &o->tune.opts, &r->best[0]);
+    char cmd[512];
+    printf("\nlaunch: %s\n", pp_tune_launch_command(m, &r->best[0].cfg, cmd, sizeof cmd));
+    if (o->explain)
+        print_explain(r);
+    if (o->no_save)
+        return 0;
+    char cmdline[1024];
+    join_args(argc, argv, cmdline, sizeof cmdline);
+    return save_profile(o, m, hw, r, cmdline, trials_run, cluster_json);
+}
+
+static int search_and_report(opts *o, const pp_tune_model *m, const pp_tune_hw *hw,
+                             const char *cluster_json, int argc, char **argv)
+{
+    if (hw->cpu_devices) {
         /* the runtime's CPU backend runs these devices: fp32, no tensor parallelism */
-        o.tune.opts.precision = PP_TUNE_PREC_FP32;
-        o.no_tp = 1;
+        o->tune.opts.precision = PP_TUNE_PREC_FP32;
+        o->no_tp = 1;
     }
-    pp_cli_tune_describe(stdout, &m, &hw, &o.tune.opts, m.global_batch);
-    pp_tune_search_params sp = {.model = &m, .hw = &hw, .opts = o.tune.opts,
-                                .global_batch = m.global_batch, .schedules = o.schedules,
-                                .max_t = o.max_t, .max_b = o.max_b, .allow_tp = !o.no_tp,
-                                .keep = o.keep};
-    if (o.progress || isatty(2)) {
+    pp_cli_tune_describe(stdout, m, hw, &o->tune.opts, m->global_batch);
+    pp_tune_search_params sp = {.model = m, .hw = hw, .opts = o->tune.opts,
+                                .global_batch = m->global_batch, .schedules = o->schedules,
+                                .max_t = o->max_t, .max_b = o->max_b, .allow_tp = !o->no_tp,
+                                .keep = o->keep};
+    if (o->progress || isatty(2))
         sp.progress = progress_bar;
-    }
     pp_tune_result *r = NULL;
     pp_status st = pp_tune_search(&sp, &r);
     if (st != PP_OK)
@@ -254,43 +288,32 @@ int pp_cmd_search(int argc, char **argv)
            "%ld skipped by the exact lower bound (schedule cache hits %ld)\n",
            r->seen, r->wall_s, r->pruned_rule, r->pruned_memory, r->simulated, r->bounded,
            r->sim_cache_hits);
+    int rc = 1;
     if (r->n_best == 0) {
         printf("no candidate fits: see --explain, or try --recompute selective|full, "
-               "--distributed-optimizer, more --nodes\n");
-        if (o.explain)
+               "--distributed-optimizer, --sequence-parallel, more --nodes\n");
+        if (o->explain)
             print_explain(r);
-        pp_tune_result_destroy(r);
-        return 1;
-    }
-    int trials_run = 0;
-    if (hw.is_local && hw.cpu_devices && m.runtime_model[0] && o.trials > 0) {
-        trials_run = pp_cli_run_trials(&m, &hw, r, o.trials, o.trial_steps, o.trial_timeout,
-                                       o.progress || isatty(2));
-        if (trials_run < 0)
-            trials_run = 0;
-    }
-    if (trials_run > 0)
-        printf("trials: %d candidates run with pprun on this machine; measured / predicted step "
-               "time %.3g (the calibration); #1 is the fastest measured candidate that fits\n",
-               trials_run, r->calibration);
-    else
-        printf("figures are predicted from %s (no trials: %s)\n", hw.source,
-               !hw.is_local ? "the target is not this machine"
-               : !hw.cpu_devices ? "GPU trials need the CUDA runtime (issue 6)"
-               : !m.runtime_model[0] ? "the runtime does not run this model"
-                                     : "--trials 0");
-    print_board(r, o.show);
-    print_rank_memory(&m, &hw, &o.tune.opts, &r->best[0]);
-    char cmd[512];
-    printf("\nlaunch: %s\n", pp_tune_launch_command(&m, &r->best[0].cfg, cmd, sizeof cmd));
-    if (o.explain)
-        print_explain(r);
-    rc = 0;
-    if (!o.no_save) {
-        char cmdline[1024];
-        join_args(argc, argv, cmdline, sizeof cmdline);
-        rc = save_profile(&o, &m, &hw, r, cmdline, trials_run);
+    } else {
+        rc = report(o, m, hw, r, cluster_json, argc, argv);
     }
     pp_tune_result_destroy(r);
     return rc;
 }
+
+int pp_cmd_search(int argc, char **argv)
+{
+    opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    pp_tune_model m;
+    pp_tune_hw hw;
+    char *cluster_json = NULL;
+    if ((rc = pp_cli_tune_load(CMD, &o.tune, &m, &hw, &cluster_json)) != 0)
+        return rc;
+    rc = search_and_report(&o, &m, &hw, cluster_json, argc, argv);
+    free(cluster_json);
+    return rc;
+}
+

@@ -148,7 +148,7 @@ int pp_cmd_simulate(int argc, char **argv)
         return rc < 0 ? 0 : rc;
     pp_tune_model m;
     pp_tune_hw hw;
-    if ((rc = pp_cli_tune_load(CMD, &o.tune, &m, &hw)) != 0)
+    if ((rc = pp_cli_tune_load(CMD, &o.tune, &m, &hw, NULL)) != 0)
         return rc;
     if ((rc = complete(&o, &m, &hw)) != 0)
         return rc;

@@ -298,6 +298,8 @@ typedef struct {
     const pp_tune_result *result;
     const char *command_line;  /* how pptune was invoked */
     int trials_run;            /* 0: figures are predicted only */
+    const char *cluster_json;  /* the cluster description used (probes' JSON), or NULL when
+                                  hw's preset name and nodes describe it */
 } pp_tune_profile_input;
 
 #define PP_TUNE_PROFILE_VERSION 1

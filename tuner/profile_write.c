@@ -129,6 +129,16 @@ static json_t *profile_json(const pp_tune_profile_input *in)
                                          : "predicted only (no trials on the target cluster)");
     json_object_set_new(o, "chosen", r->n_best > 0 ? prediction_json(in->model, &r->best[0])
                                                    : json_null());
+    json_t *cluster = json_object_get(o, "cluster");
+    json_error_t e;
+    json_t *desc = in->cluster_json ? json_loads(in->cluster_json, 0, &e) : NULL;
+    json_object_set_new(cluster, "description",
+                        desc ? desc : json_string("regenerate with: pptune probe --preset NAME "
+                                                  "--nodes N (see cluster.source)"));
+    if (r->calibration > 0)
+        json_object_set_new(o, "calibration",
+                            json_pack("{s:f, s:s}", "measured_over_predicted", r->calibration,
+                                      "from", "median over the trials that ran"));
     return o;
 }
 

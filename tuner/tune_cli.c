@@ -134,35 +134,45 @@ static int load_model(const char *cmd, const pp_cli_tune *c, pp_tune_model *m)
     return 0;
 }
 
-static int load_cluster(const char *cmd, const pp_cli_tune *c, pp_tune_hw *hw)
+static pp_status open_cluster(const char *cmd, const pp_cli_tune *c, pp_cluster **cl,
+                              char *source, size_t n)
 {
-    pp_status st;
     if (!strcmp(c->cluster, "local")) {
         pp_probe_opts po = {.quick = 1};
-        pp_cluster *cl = NULL;
         fprintf(stderr, "pptune %s: probing this machine (quick)...\n", cmd);
-        st = pp_probe_run(&po, &cl);
-        if (st == PP_OK) {
-            st = pp_tune_hw_from_cluster(cl, "probed: this machine (quick)", hw);
-            pp_cluster_destroy(cl);
-        }
-    } else if (strchr(c->cluster, '/') || strstr(c->cluster, ".json")) {
-        pp_cluster *cl = NULL;
-        st = pp_cluster_read(c->cluster, &cl);
-        if (st == PP_OK) {
-            st = pp_tune_hw_from_cluster(cl, c->cluster, hw);
-            pp_cluster_destroy(cl);
-        }
-    } else {
-        st = pp_tune_hw_preset(c->cluster, c->nodes, hw);
+        snprintf(source, n, "probed: this machine (quick)");
+        return pp_probe_run(&po, cl);
     }
+    if (strchr(c->cluster, '/') || strstr(c->cluster, ".json")) {
+        snprintf(source, n, "%s", c->cluster);
+        return pp_cluster_read(c->cluster, cl);
+    }
+    snprintf(source, n, "preset %s x %d nodes", c->cluster, c->nodes);
+    return pp_cluster_load_preset(c->cluster, c->nodes, cl);
+}
+
+static int load_cluster(const char *cmd, const pp_cli_tune *c, pp_tune_hw *hw, char **json)
+{
+    pp_cluster *cl = NULL;
+    char source[300];
+    pp_status st = open_cluster(cmd, c, &cl, source, sizeof source);
+    if (st == PP_OK)
+        st = pp_tune_hw_from_cluster(cl, source, hw);
+    if (st == PP_OK && !strncmp(source, "preset ", 7))
+        snprintf(hw->name, sizeof hw->name, "%s", c->cluster);
+    if (st == PP_OK && json && cl->n_devices <= 64)
+        st = pp_cluster_to_json(cl, json);
+    pp_cluster_destroy(cl);
     return st == PP_OK ? 0 : pp_cmd_fail(cmd, st);
 }
 
-int pp_cli_tune_load(const char *cmd, const pp_cli_tune *c, pp_tune_model *m, pp_tune_hw *hw)
+int pp_cli_tune_load(const char *cmd, const pp_cli_tune *c, pp_tune_model *m, pp_tune_hw *hw,
+                     char **cluster_json)
 {
+    if (cluster_json)
+        *cluster_json = NULL;
     int rc = load_model(cmd, c, m);
-    return rc ? rc : load_cluster(cmd, c, hw);
+    return rc ? rc : load_cluster(cmd, c, hw, cluster_json);
 }
 
 void pp_cli_tune_describe(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw,

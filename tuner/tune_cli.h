@@ -20,8 +20,12 @@ void pp_cli_tune_init(pp_cli_tune *c);
 int pp_cli_tune_option(const char *cmd, int argc, char **argv, int *i, pp_cli_tune *c);
 /* Help text lines for the shared options. */
 void pp_cli_tune_help(FILE *fp);
-/* Loads the model and the hardware summary; returns 0 or the exit code (message printed). */
-int pp_cli_tune_load(const char *cmd, const pp_cli_tune *c, pp_tune_model *m, pp_tune_hw *hw);
+/* Loads the model and the hardware summary; returns 0 or the exit code (message printed).
+ * cluster_json (may be NULL): receives the cluster description as JSON (caller frees) when it
+ * has at most 64 devices (a probed machine or a small file); NULL for larger ones, whose
+ * preset name and node count in hw describe them. */
+int pp_cli_tune_load(const char *cmd, const pp_cli_tune *c, pp_tune_model *m, pp_tune_hw *hw,
+                     char **cluster_json);
 /* One line each: model, cluster, options (what the figures are based on). */
 void pp_cli_tune_describe(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw,
                           const pp_tune_opts *o, int global_batch);
