@@ -22,6 +22,7 @@ static void usage(void)
            "  --topology FILE    describe a recorded hwloc topology (lstopo FILE.xml) instead\n"
            "                     of this machine's; measurements still run here\n"
            "  --no-gpu           skip the GPU probes\n"
+           "  --require-gpu      fail (exit 1, \"no CUDA device: ...\") instead of describing CPUs\n"
            "  --preset NAME      describe a cluster from public specifications instead:\n"
            "                     ");
     for (const char *const *n = pp_preset_names(); *n; n++)
@@ -41,7 +42,7 @@ static void progress(void *ctx, const char *msg)
 
 typedef struct {
     const char *out, *preset, *show;
-    int json, nodes;
+    int json, nodes, require_gpu;
     pp_probe_opts opts;
 } probe_args;
 
@@ -73,6 +74,8 @@ static int parse(int argc, char **argv, probe_args *a)
             a->json = 1;
         } else if (!strcmp(o, "--no-gpu")) {
             a->opts.no_gpu = 1;
+        } else if (!strcmp(o, "--require-gpu")) {
+            a->require_gpu = 1;
         } else {
             return pp_cmd_usage_error("probe", "unknown option \"%s\"", o);
         }
@@ -81,6 +84,9 @@ static int parse(int argc, char **argv, probe_args *a)
     if (a->nodes != 1 && !a->preset)
         return pp_cmd_usage_error("probe", "--nodes %d needs --preset (a probe counts the nodes "
                                   "mpirun/srun started)", a->nodes);
+    if (a->require_gpu && (a->opts.no_gpu || a->preset || a->show))
+        return pp_cmd_usage_error("probe", "--require-gpu probes this machine's GPUs: it cannot "
+                                  "be combined with --no-gpu, --preset or --show");
     if (a->preset && (a->opts.topology_xml || a->opts.quick || a->show))
         return pp_cmd_usage_error("probe", "--preset cannot be combined with --topology, "
                                   "--quick or --show");
@@ -121,6 +127,11 @@ int pp_cmd_probe(int argc, char **argv)
     } else if (a.show) {
         st = pp_cluster_read(a.show, &c);
     } else {
+        char why[160];
+        if (a.require_gpu && !pp_probe_gpu_available(why, sizeof why)) {
+            fprintf(stderr, "pptune probe: %s (--require-gpu)\n", why);
+            return 1;
+        }
         a.opts.progress = progress;
         if (pp_probe_launcher_size() > 1)
             a.opts.progress_ctx = getenv("OMPI_COMM_WORLD_RANK")  ? getenv("OMPI_COMM_WORLD_RANK")

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# gpu-check.sh [BUILD_DIR] — build pptune with CUDA and run the GPU probes on this machine; prints
+# one JSON report on stdout (logs on stderr). Meant for a machine with an NVIDIA GPU: sized to
+# finish well within 5 minutes on one H200 (build ~1-2 min on 16 cores, probe < 1 min).
+#
+#   {"check": "gpu", "ok": true|false, "error": null|"...", "build_s": N, "probe_s": N,
+#    "gpu_test": "passed"|"failed"|"skipped"|"not run", "nvidia_smi": "...",
+#    "cluster": {...the cluster description pptune probe wrote...}|null}
+#
+# Without a usable GPU it still configures and builds everything it needs, then stops with
+# "no CUDA device: <reason>" in the report and exit status 1. Exit 2: the build failed.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build-gpu}
+jobs=$(nproc 2>/dev/null || echo 2)
+if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH=/usr/local/cuda/bin:$PATH
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# JSON string from arbitrary text (backslash, quote, control characters escaped).
+json_str() {
+  printf '%s' "$1" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/\t/\\t/g' -e 's/\r//g' \
+    | awk 'BEGIN { ORS = "" } NR > 1 { print "\\n" } { print }' | sed -e 's/^/"/' -e 's/$/"/'
+}
+
+report() { # ok error build_s probe_s gpu_test cluster_file
+  local err=null cluster=null smi
+  [ -n "$2" ] && err=$(json_str "$2")
+  [ -n "$6" ] && [ -s "$6" ] && cluster=$(cat "$6")
+  smi=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -8)
+  printf '{"check": "gpu", "ok": %s, "error": %s, "build_s": %s, "probe_s": %s, ' \
+    "$1" "$err" "$3" "$4"
+  printf '"gpu_test": "%s", "nvidia_smi": %s, "cluster": %s}\n' "$5" "$(json_str "$smi")" \
+    "$cluster"
+}
+
+t0=$(date +%s)
+echo "gpu-check: configuring $build with CUDA" >&2
+if ! cmake -S "$root" -B "$build" -DPP_CUDA=ON -DPP_WERROR=ON -DCMAKE_BUILD_TYPE=Release \
+     >"$tmp/configure.log" 2>&1; then
+  tail -20 "$tmp/configure.log" >&2
+  report false "configure failed: $(tail -3 "$tmp/configure.log")" 0 0 "not run" ""
+  exit 2
+fi
+echo "gpu-check: building pptune and test_probes (-j $jobs)" >&2
+if ! cmake --build "$build" -j "$jobs" --target pptune test_probes >"$tmp/build.log" 2>&1; then
+  grep -E "error|Error" "$tmp/build.log" | head -20 >&2
+  report false "build failed: $(grep -m1 -E 'error' "$tmp/build.log")" $(( $(date +%s) - t0 )) \
+    0 "not run" ""
+  exit 2
+fi
+build_s=$(( $(date +%s) - t0 ))
+
+t1=$(date +%s)
+echo "gpu-check: probing (progress below)" >&2
+timeout 240 "$build/tuner/pptune" probe --require-gpu -o "$tmp/cluster.json" >&2 \
+  2> >(tee "$tmp/probe.err" >&2)
+rc=$?
+probe_s=$(( $(date +%s) - t1 ))
+if [ $rc -ne 0 ]; then
+  msg=$(grep -m1 -E "no CUDA device|pptune probe:" "$tmp/probe.err")
+  [ $rc -eq 124 ] && msg="the probe ran past 240 s"
+  report false "${msg:-pptune probe exited with $rc}" "$build_s" "$probe_s" "not run" ""
+  exit 1
+fi
+
+echo "gpu-check: GPU test of the probes suite" >&2
+gpu_test=failed
+out=$(timeout 120 "$build/tests/test_probes" --verbose \
+      --filter 'probes_run/gpu_probes_where_a_device_exists' 2>&1)
+echo "$out" >&2
+if echo "$out" | grep -q "\[SKIP\]"; then gpu_test=skipped
+elif echo "$out" | grep -q "Passing: 1 "; then gpu_test=passed; fi
+ok=true
+[ "$gpu_test" = passed ] || ok=false
+report "$ok" "" "$build_s" "$probe_s" "$gpu_test" "$tmp/cluster.json"
+[ "$ok" = true ]
