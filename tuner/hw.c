@@ -9,9 +9,12 @@
  *    description, so from vendor figures by device name (A100 2.0, H100 3.35, H200 4.8 TB/s);
  *    CPU devices: the node's measured memcpy bandwidth; otherwise 1/100 of the GEMM rate
  *    (an assumption, stated in the note).
+ *  - GEMM rate by shape: where the device has a measured sweep (probed machines), the time model
+ *    reads the rate at each GEMM's size from it (pp_tune_hw_gemm_rate).
  * The slowest device sets the pace of a synchronous step, so heterogeneous clusters use the
  * minimum memory and GEMM rate over their devices. This file measures nothing.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -28,6 +31,48 @@ static double known_mem_bw(const char *name)
     return 0.0;
 }
 
+/* Keeps the sweep of device d in its own dtype, sorted by m*n*k (insertion: a few points). */
+static void copy_sweep(const pp_device *d, pp_tune_hw *out)
+{
+    out->n_gemm = 0;
+    for (int i = 0; i < d->n_gemm && out->n_gemm < PP_TUNE_GEMM_POINTS; i++) {
+        const pp_gemm_point *g = &d->gemm[i];
+        if (strcmp(g->dtype, d->gemm_dtype) != 0 || g->flops.median <= 0)
+            continue;
+        double mnk = (double)g->m * g->n * g->k;
+        int j = out->n_gemm++;
+        while (j > 0 && out->gemm_mnk[j - 1] > mnk) {
+            out->gemm_mnk[j] = out->gemm_mnk[j - 1];
+            out->gemm_rate[j] = out->gemm_rate[j - 1];
+            j--;
+        }
+        out->gemm_mnk[j] = mnk;
+        out->gemm_rate[j] = g->flops.median;
+    }
+}
+
+double pp_tune_hw_gemm_rate(const pp_tune_hw *hw, double m, double n, double k)
+{
+    int np = hw->n_gemm;
+    if (np == 0)
+        return hw->gemm_flops;
+    double x = m * n * k, rate;
+    if (x <= hw->gemm_mnk[0]) {
+        rate = hw->gemm_rate[0];
+    } else if (x >= hw->gemm_mnk[np - 1]) {
+        rate = hw->gemm_rate[np - 1];
+    } else {
+        int i = 1;
+        while (hw->gemm_mnk[i] < x)
+            i++;
+        double f = log(x / hw->gemm_mnk[i - 1]) / log(hw->gemm_mnk[i] / hw->gemm_mnk[i - 1]);
+        rate = hw->gemm_rate[i - 1] + f * (hw->gemm_rate[i] - hw->gemm_rate[i - 1]);
+    }
+    /* a point measured above the stated peak (noise, or a peak that is itself a measurement)
+     * must not let MFU pass 100 % */
+    return hw->peak_flops > 0 && rate > hw->peak_flops ? hw->peak_flops : rate;
+}
+
 static void summarise_devices(const pp_cluster *c, pp_tune_hw *out, double *peak_like)
 {
     *peak_like = 0;
@@ -41,6 +86,7 @@ static void summarise_devices(const pp_cluster *c, pp_tune_hw *out, double *peak
             out->peak_flops = peak;
             snprintf(out->device, sizeof out->device, "%s", d->name);
             *peak_like = d->peak_flops > 0 && gemm >= 0.99 * d->peak_flops;
+            copy_sweep(d, out);
         }
     }
 }
@@ -59,7 +105,8 @@ pp_status pp_tune_hw_from_cluster(const pp_cluster *c, const char *source, pp_tu
     out->cpu_devices = strcmp(c->devices[0].kind, "cpu") == 0;
     double peak_like;
     summarise_devices(c, out, &peak_like);
-    const char *gemm_note = "measured GEMM rate";
+    const char *gemm_note = out->n_gemm > 1 ? "GEMM rate by shape from the measured sweep"
+                                            : "measured GEMM rate";
     if (peak_like) {
         out->gemm_flops *= PP_TUNE_PEAK_GEMM_EFFICIENCY;
         gemm_note = "GEMM rate = 0.8 x vendor peak (H200 measurement ratio)";

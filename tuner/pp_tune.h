@@ -67,6 +67,8 @@ pp_status pp_tune_model_validate(const pp_tune_model *m, const char *source);
 void pp_tune_model_params(const pp_tune_model *m, pp_tune_params *out);
 
 /* ---- The hardware the tuner plans for --------------------------------------------------- */
+#define PP_TUNE_GEMM_POINTS 16
+
 /* A flat summary of a cluster description (probes/), what the time and memory models read. */
 typedef struct {
     char name[64];          /* "dgx-h100", or the probed machine's name */
@@ -86,7 +88,14 @@ typedef struct {
     double intra_lat;       /* s */
     double inter_bw;        /* one direction per device across nodes, B/s */
     double inter_lat;       /* s */
+    int n_gemm;             /* points of a measured GEMM sweep; 0: gemm_flops for every shape */
+    double gemm_mnk[PP_TUNE_GEMM_POINTS];  /* m*n*k of each point, ascending */
+    double gemm_rate[PP_TUNE_GEMM_POINTS]; /* FLOP/s measured there (median) */
 } pp_tune_hw;
+
+/* Achievable GEMM rate for an m x n x k product: log-linear interpolation in m*n*k over the
+ * measured sweep, clamped to its ends; gemm_flops where nothing was measured. FLOP/s. */
+double pp_tune_hw_gemm_rate(const pp_tune_hw *hw, double m, double n, double k);
 
 /* Summarises a cluster description (probes/): the slowest device's memory and GEMM rate, the
  * link classes' alpha-beta. A GEMM rate equal to the vendor peak (presets without a

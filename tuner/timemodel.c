@@ -1,7 +1,8 @@
 /* timemodel.c — turns one configuration into the schedule simulator's costs.
  *
  * Compute: every GEMM of a block is timed by a roofline, max(2mnk / R, bytes moved / memory
- * bandwidth), with R = the cluster's achievable GEMM rate x opts.gemm_efficiency; attention's
+ * bandwidth), with R = the cluster's GEMM rate at that shape (its measured sweep where there is
+ * one, pp_tune_hw_gemm_rate) x opts.gemm_efficiency; attention's
  * s^2 products at R (no causal halving: Narayanan's count); element-wise kernels (norms,
  * residuals, dropout, activation) by the bytes they move. Backward = 2 x forward (dgrad + wgrad),
  * plus the recomputed forward for full recompute, or the attention core for selective.
@@ -50,12 +51,14 @@ double pp_tune_model_flops(const pp_tune_model *m, double sequences)
 }
 
 typedef struct {
-    double rate, bw, dt;
+    double rate, bw, dt; /* rate: large-GEMM FLOP/s (attention); GEMMs ask hw by shape */
+    double eff;
+    const pp_tune_hw *hw;
 } roof;
 
 static double gemm(const roof *r, double M, double N, double K)
 {
-    double compute = 2.0 * M * N * K / r->rate;
+    double compute = 2.0 * M * N * K / (pp_tune_hw_gemm_rate(r->hw, M, N, K) * r->eff);
     double memory = r->dt * (M * K + K * N + M * N) / r->bw;
     return compute > memory ? compute : memory;
 }
@@ -86,8 +89,8 @@ void pp_tune_op_times_compute(const pp_tune_model *m, const pp_tune_hw *hw,
                               pp_tune_op_times *out)
 {
     memset(out, 0, sizeof *out);
-    roof r = {hw->gemm_flops * (o->gemm_efficiency > 0 ? o->gemm_efficiency : 1.0), hw->mem_bw,
-              dtype_bytes(o)};
+    double eff = o->gemm_efficiency > 0 ? o->gemm_efficiency : 1.0;
+    roof r = {hw->gemm_flops * eff, hw->mem_bw, dtype_bytes(o), eff, hw};
     double h = m->hidden, M = (double)m->seq * c->b;
     out->p2p_bytes = r.dt * M * h;
     out->tp_allreduce = pp_tune_ring_allreduce(out->p2p_bytes, c->t, hw->intra_bw, hw->intra_lat);
