@@ -62,8 +62,8 @@ typedef struct {
                                const float *x, const float *g, const float *mean,
                                const float *rstd, int N, int C);
     /* Causal multi-head attention on qkv(B,T,3C) laid out [q | k | v], head h at columns
-     * h*C/NH of each: y(B,T,C) = softmax(q k^T / sqrt(hs), causal) v; saves the probabilities
-     * att(B,NH,T,T) (zero above the diagonal). */
+     * h*C/NH of each: y(B,T,C) = softmax(q k^T / sqrt(hs), causal) v; saves what its backward
+     * needs in att(B,NH,T,T) (the CPU backend: the probabilities on and below the diagonal). */
     pp_status (*attention_fwd)(void *ctx, float *y, float *att, const float *qkv, int B, int T,
                                int C, int NH);
     /* dqkv(B,T,3C) = gradient (overwritten); scratch has attention_scratch_bytes. */

@@ -34,7 +34,7 @@ typedef struct {
     float *rstd1; /* (N) */
     float *qkv;   /* (N, 3C) */
     float *atty;  /* (N, C) attention output before the projection */
-    float *att;   /* (B, NH, T, T) probabilities, zero above the diagonal */
+    float *att;   /* (B, NH, T, T) probabilities (layout: the backend's attention_fwd) */
     float *res2;  /* (N, C) x + attention branch */
     float *ln2;   /* (N, C) */
     float *mean2; /* (N) */

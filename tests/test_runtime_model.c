@@ -128,8 +128,10 @@ Test(runtime, reference_gradients_match_finite_differences)
 {
     pp_model_cfg m;
     CHECK(pp_model_preset("tiny", &m));
-    m.seq = 128; /* T = 80 spans two attention blocks of 64 rows: the causal blocking is covered */
-    const int B = 2, T = 80;
+    /* T = 300 spans a full and a partial block of the CPU attention's causal blocking (256 rows
+     * per block), so the block edges are covered. */
+    m.seq = 320;
+    const int B = 2, T = 300;
     pp_backend *be;
     CHECK(pp_backend_cpu_create(&be));
     pp_rt_stage_params p = {.model = &m, .layer_begin = 0, .layer_end = m.layers, .has_embed = 1,

@@ -3,8 +3,9 @@
  *
  * Causality is exploited in blocks of PP_ATT_BLOCK rows: a row block [r0, r1) only needs keys
  * [0, r1), so the products cover about half of the T x T square (plus the diagonal blocks).
- * The probabilities att (B, NH, T, T) are saved for backward with zeros above the diagonal,
- * which is what lets the backward products read whole blocks without masks.
+ * The probabilities att (B, NH, T, T) are saved for backward with zeros above the diagonal
+ * inside the diagonal blocks, which lets the backward products read whole blocks without
+ * masks; entries right of a row's block are left unwritten (no product ever reads them).
  * It deliberately does not do flash-attention style recomputation: the saved T x T matrix is
  * the memory the tuner's activation model counts (Korthikanti et al. 2022, the 5as/h term).
  *
@@ -16,38 +17,33 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "cpu_math.h"
 
-#define PP_ATT_BLOCK 64
-
-/* Row t of the scores: softmax over keys [0, t], zero for keys (t, T). */
-static void softmax_causal_row(float *row, int t, int T)
+/* Row t of the scores: softmax over keys [0, t], zero for keys (t, r1) up to the end of its
+ * block. Keys from r1 on are never written nor read (their pages are never even touched). */
+static void softmax_causal_row(float *row, int t, int r1)
 {
-    float mx = row[0];
-    for (int j = 1; j <= t; j++)
-        mx = row[j] > mx ? row[j] : mx;
-    float sum = 0.0f;
-    for (int j = 0; j <= t; j++) {
-        row[j] = expf(row[j] - mx);
-        sum += row[j];
-    }
-    float inv = 1.0f / sum;
-    for (int j = 0; j <= t; j++)
-        row[j] *= inv;
-    if (t + 1 < T)
-        memset(row + t + 1, 0, (size_t)(T - t - 1) * sizeof(float));
+    float mx = pp_row_max(row, t + 1);
+    float sum = pp_row_exp_sum(row, t + 1, mx);
+    pp_row_scale(row, t + 1, 1.0f / sum);
+    if (t + 1 < r1)
+        memset(row + t + 1, 0, (size_t)(r1 - t - 1) * sizeof(float));
 }
 
 /* Row t of dS from A and dA (in place over dA), scaled; keys (t, r1) zeroed because the dk
  * product reads the diagonal block whole. */
-static void softmax_causal_row_bwd(float *ds, const float *a, int t, int r1, float scale)
+static void softmax_causal_row_bwd(float *restrict ds, const float *restrict a, int t, int r1,
+                                   float scale)
 {
-    float dot = 0.0f;
-    for (int j = 0; j <= t; j++)
-        dot += a[j] * ds[j];
-    for (int j = 0; j <= t; j++)
+    int n = t + 1, j = 0;
+    float dot = pp_row_dot(a, ds, n);
+    for (; j + PP_VW <= n; j += PP_VW)
+        for (int k = 0; k < PP_VW; k++)
+            ds[j + k] = a[j + k] * (ds[j + k] - dot) * scale;
+    for (; j < n; j++)
         ds[j] = a[j] * (ds[j] - dot) * scale;
-    for (int j = t + 1; j < r1; j++)
-        ds[j] = 0.0f;
+    if (n < r1)
+        memset(ds + n, 0, (size_t)(r1 - n) * sizeof(float));
 }
 
 pp_status pp_cpu_attention_fwd(void *ctx, float *y, float *att, const float *qkv, int B, int T,
@@ -67,7 +63,7 @@ pp_status pp_cpu_attention_fwd(void *ctx, float *y, float *att, const float *qkv
                 pp_cpu_gemm(ctx, 0, 1, rb, r1, hs, scale, q + (size_t)r0 * C3, C3, k, C3, 0.0f,
                             Ab, T);
                 for (int t = r0; t < r1; t++)
-                    softmax_causal_row(A + (size_t)t * T, t, T);
+                    softmax_causal_row(A + (size_t)t * T, t, r1);
                 pp_cpu_gemm(ctx, 0, 0, rb, hs, r1, 1.0f, Ab, T, v, C3, 0.0f,
                             out + (size_t)r0 * C, C);
             }
