@@ -1,12 +1,11 @@
 /* cpu_measure.c — what a CPU-backend rank gets: memory, single-thread BLAS GEMM rate, memcpy
- * bandwidth, and the time to hand a buffer from one thread to another.
+ * bandwidth. (Transfers between threads: cpu_transfer.c.)
  *
  * Every figure is the median of repeated timed samples after a warm-up, with min/max kept;
  * each sample repeats the operation until it lasts long enough for the clock to resolve it.
  * Not here: deciding how many CPU devices a node has (probe.c), printing.
  */
 #include <cblas.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,113 +158,5 @@ pp_status pp_cpu_memcpy(const pp_probe_opts *o, pp_measure *bw)
     free(dst);
     pp_probe_say(o, "cpu: memcpy %zu MiB  %.2f GB/s (%.2f..%.2f)", bytes >> 20, bw->median / 1e9,
                  bw->min / 1e9, bw->max / 1e9);
-    return PP_OK;
-}
-
-/* ---- thread-to-thread transfer ---- */
-
-typedef struct {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int turn;     /* 0: main thread holds the token, 1: the peer does */
-    long rounds;  /* how many replies the peer sends */
-    char *a, *b;  /* main thread's and peer's buffers */
-    size_t bytes;
-} pingpong;
-
-/* The peer: each time the token arrives, copy its buffer into the main thread's and return it. */
-static void *peer_main(void *arg)
-{
-    pingpong *p = arg;
-    for (long r = 0; r < p->rounds; r++) {
-        pthread_mutex_lock(&p->mu);
-        while (p->turn != 1)
-            pthread_cond_wait(&p->cv, &p->mu);
-        pthread_mutex_unlock(&p->mu);
-        memcpy(p->a, p->b, p->bytes);
-        pthread_mutex_lock(&p->mu);
-        p->turn = 0;
-        pthread_cond_signal(&p->cv);
-        pthread_mutex_unlock(&p->mu);
-    }
-    return NULL;
-}
-
-static void send_and_wait(pingpong *p)
-{
-    memcpy(p->b, p->a, p->bytes);
-    pthread_mutex_lock(&p->mu);
-    p->turn = 1;
-    pthread_cond_signal(&p->cv);
-    while (p->turn != 0)
-        pthread_cond_wait(&p->cv, &p->mu);
-    pthread_mutex_unlock(&p->mu);
-}
-
-/* One size: warm-up rounds, then `samples` timed blocks of `iters` round trips; a one-way
- * transfer is half a round trip. */
-static pp_status transfer_point(size_t bytes, int samples, pp_xfer_point *pt)
-{
-    int iters = (int)((64u << 20) / (bytes ? bytes : 1));
-    iters = iters < 4 ? 4 : iters > 200 ? 200 : iters;
-    int warm = 2;
-    pingpong p = {.turn = 0, .rounds = (long)warm + (long)samples * iters, .bytes = bytes};
-    p.a = pp_calloc(bytes ? bytes : 1, 1);
-    p.b = pp_calloc(bytes ? bytes : 1, 1);
-    pthread_t th;
-    if (!p.a || !p.b || pthread_mutex_init(&p.mu, NULL) || pthread_cond_init(&p.cv, NULL)) {
-        free(p.a);
-        free(p.b);
-        return PP_ERR(PP_ERR_NOMEM, "thread transfer probe: cannot set up %zu-byte buffers", bytes);
-    }
-    pp_status st = PP_OK;
-    if (pthread_create(&th, NULL, peer_main, &p) != 0) {
-        st = PP_ERR(PP_ERR_DEVICE, "thread transfer probe: pthread_create failed");
-    } else {
-        double t[32];
-        for (int i = 0; i < warm; i++)
-            send_and_wait(&p);
-        for (int s = 0; s < samples; s++) {
-            double t0 = pp_now();
-            for (int i = 0; i < iters; i++)
-                send_and_wait(&p);
-            t[s] = (pp_now() - t0) / (2.0 * iters);
-        }
-        pthread_join(th, NULL);
-        *pt = (pp_xfer_point){.bytes = (double)bytes, .seconds = pp_measure_of(t, samples)};
-    }
-    pthread_cond_destroy(&p.cv);
-    pthread_mutex_destroy(&p.mu);
-    free(p.a);
-    free(p.b);
-    return st;
-}
-
-pp_status pp_cpu_thread_transfer(const pp_probe_opts *o, pp_link *link)
-{
-    /* nccl-tests style sweep by a constant factor: 8 B .. 16 MiB (quick, x8), 8 B .. 64 MiB (x4) */
-    size_t lo = 8, hi = (size_t)(o->quick ? 16 : 64) << 20, factor = o->quick ? 8 : 4;
-    int samples = o->quick ? 5 : 9, n = 0;
-    pp_xfer_point *pts = pp_calloc(32, sizeof *pts);
-    if (!pts)
-        return PP_ERR_NOMEM;
-    for (size_t b = lo; b <= hi && n < 32; b *= factor) {
-        pp_status st = transfer_point(b, samples, &pts[n]);
-        if (st != PP_OK) {
-            free(pts);
-            return pp_err_trace(st, __FILE__, __LINE__);
-        }
-        pp_probe_say(o, "cpu: thread transfer %zu B  %.2f us", b, pts[n].seconds.median * 1e6);
-        n++;
-    }
-    pp_link l = {.present = 1, .source = PP_SRC_PROBED, .n_points = n, .points = pts};
-    snprintf(l.method, sizeof l.method, "thread-copy (memcpy into the peer's buffer + "
-             "condition-variable hand-off)");
-    pp_status st = pp_fit_alpha_beta(pts, n, &l.alpha_s, &l.beta_Bps);
-    if (st != PP_OK) {
-        free(pts);
-        return pp_err_trace(st, __FILE__, __LINE__);
-    }
-    *link = l;
     return PP_OK;
 }

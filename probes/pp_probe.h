@@ -221,7 +221,8 @@ typedef struct {
 /* An empty cluster (schema version, timestamp set). */
 pp_status pp_cluster_create(pp_cluster **out);
 void pp_cluster_destroy(pp_cluster *c);
-/* Appends nodes / devices; pointers into c->nodes / c->devices move, indexes stay. */
+/* Appends a node / a device (copied, its gemm array too; it must belong to the last node added).
+ * Pointers into c->nodes / c->devices move, indexes stay. */
 pp_status pp_cluster_add_node(pp_cluster *c, const char *hostname, int *index);
 pp_status pp_cluster_add_device(pp_cluster *c, const pp_device *d, int *index);
 

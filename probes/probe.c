@@ -61,13 +61,12 @@ static pp_status add_cpu_devices(const pp_probe_opts *o, pp_cluster *c, int node
 {
     double mem;
     pp_gemm_point *gemm = NULL;
-    int n_gemm = 0;
+    int n_gemm = 0, cores = 0, first = c->n_devices, *cpus = NULL;
     PP_TRY(pp_cpu_usable_memory(&mem));
-    PP_TRY(pp_cpu_gemm_sweep(o, &gemm, &n_gemm));
-    int cores = local->cores > 0 ? local->cores : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (cores < 1)
-        cores = 1;
-    pp_status st = PP_OK;
+    PP_TRY(pp_topo_local_cpus(&cpus, &cores));
+    pp_status st = pp_cpu_gemm_sweep(o, &gemm, &n_gemm);
+    if (st == PP_OK && cores < 1)
+        st = PP_ERR(PP_ERR_DEVICE, "hwloc finds no core this process may run on");
     for (int i = 0; i < cores && st == PP_OK; i++) {
         pp_device d = {.kind = "cpu", .node = node, .local_index = i, .mem_bytes = mem / cores,
                        .mem_free_bytes = mem / cores, .gemm_flops = gemm[n_gemm - 1].flops.median,
@@ -77,11 +76,10 @@ static pp_status add_cpu_devices(const pp_probe_opts *o, pp_cluster *c, int node
         st = pp_cluster_add_device(c, &d, NULL);
     }
     free(gemm);
-    if (st != PP_OK)
-        return pp_err_trace(st, __FILE__, __LINE__);
-    if (cores > 1)
-        PP_TRY(pp_cpu_thread_transfer(o, &c->links[PP_LINK_INTRA]));
-    return PP_OK;
+    if (st == PP_OK && cores > 1)
+        st = pp_cpu_thread_links(o, cpus, cores, c, first);
+    free(cpus);
+    return st == PP_OK ? PP_OK : pp_err_trace(st, __FILE__, __LINE__);
 }
 
 static pp_status describe_node(const pp_probe_opts *o, pp_cluster *c, const pp_topo *local)

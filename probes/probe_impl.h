@@ -20,9 +20,16 @@ pp_status pp_cpu_usable_memory(double *bytes);
 pp_status pp_cpu_gemm_sweep(const pp_probe_opts *o, pp_gemm_point **pts, int *n);
 /* memcpy bandwidth, bytes copied per second. */
 pp_status pp_cpu_memcpy(const pp_probe_opts *o, pp_measure *bw);
-/* Thread-to-thread transfer (one memcpy into the receiver's buffer + a condition-variable
- * hand-off, as an in-process transport does) over a size sweep, with its α-β fit. */
-pp_status pp_cpu_thread_transfer(const pp_probe_opts *o, pp_link *link);
+/* Thread-to-thread transfers between the cores cpus[0..n) (OS CPU numbers), done as the
+ * in-process transport does them, over a size sweep per core pair: fills the pairwise matrices
+ * for devices [first, first + n) of c and the intra-node class (median over pairs). */
+pp_status pp_cpu_thread_links(const pp_probe_opts *o, const int *cpus, int n, pp_cluster *c,
+                              int first);
+
+/* ---- topology (topology.c) ---- */
+/* The OS CPU number of the first PU of every core this process may run on (one CPU-backend
+ * rank per core); *cpus is the caller's to free. */
+pp_status pp_topo_local_cpus(int **cpus, int *n);
 
 /* ---- GPU (gpu_probe.cu / gpu_none.c) ---- */
 /* Appends this node's GPUs to c (node `node`, the last added), fills the intra-node link, the

@@ -31,8 +31,10 @@ static void print_devices(const pp_cluster *c, FILE *fp)
             "name", "memory", "GEMM rate", "dtype", "spread (min..max)  source");
     for (int i = 0; i < c->n_devices && i < MAX_DEVICE_ROWS; i++) {
         const pp_device *d = &c->devices[i];
-        fprintf(fp, "  %3d %4d %-4s %-28.28s %10s %9.1f GF/s %-6s", i, d->node, d->kind, d->name,
-                human_bytes(d->mem_bytes, mem, sizeof mem), d->gemm_flops / 1e9, d->gemm_dtype);
+        int tera = d->gemm_flops >= 1e12;
+        fprintf(fp, "  %3d %4d %-4s %-28.28s %10s %9.1f %s %-6s", i, d->node, d->kind, d->name,
+                human_bytes(d->mem_bytes, mem, sizeof mem), d->gemm_flops / (tera ? 1e12 : 1e9),
+                tera ? "TF/s" : "GF/s", d->gemm_dtype);
         const pp_gemm_point *last = d->n_gemm ? &d->gemm[d->n_gemm - 1] : NULL;
         if (last)
             fprintf(fp, " %.3g..%.3g GF/s  ", last->flops.min / 1e9, last->flops.max / 1e9);

@@ -16,7 +16,7 @@
 #endif
 #include <string.h>
 
-#include "pp_probe.h"
+#include "probe_impl.h"
 
 #define MAX_DEPTH 64
 
@@ -443,4 +443,33 @@ void pp_topo_print(const pp_topo *t, FILE *fp)
             fprintf(fp, "\n");
         }
     }
+}
+
+pp_status pp_topo_local_cpus(int **cpus, int *n)
+{
+    hwloc_topology_t topo;
+    *cpus = NULL;
+    *n = 0;
+    if (hwloc_topology_init(&topo) != 0 || hwloc_topology_load(topo) != 0)
+        return PP_ERR(PP_ERR_DEVICE, "hwloc could not load this machine's topology");
+    hwloc_const_cpuset_t allowed = hwloc_topology_get_allowed_cpuset(topo);
+    int cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+    int *v = pp_calloc((size_t)cores + 1, sizeof *v);
+    if (!v) {
+        hwloc_topology_destroy(topo);
+        return PP_ERR_NOMEM;
+    }
+    for (int i = 0; i < cores; i++) {
+        hwloc_obj_t core = hwloc_get_obj_by_type(topo, HWLOC_OBJ_CORE, (unsigned)i);
+        hwloc_bitmap_t mine = hwloc_bitmap_alloc();
+        int pu = -1;
+        if (mine && hwloc_bitmap_and(mine, core->cpuset, allowed) == 0)
+            pu = hwloc_bitmap_first(mine);
+        hwloc_bitmap_free(mine);
+        if (pu >= 0)
+            v[(*n)++] = pu;
+    }
+    hwloc_topology_destroy(topo);
+    *cpus = v;
+    return PP_OK;
 }

@@ -35,7 +35,7 @@ Test(probes_run, cpu_devices_carry_measured_figures, .timeout = 300)
     cr_assert_eq(c->n_nodes, 1);
     cr_assert_geq(c->n_devices, 1);
     cr_assert_not_null(c->nodes[0].topo);
-    cr_assert_eq(c->n_devices, c->nodes[0].topo->cores, "one CPU device per core");
+    cr_assert_leq(c->n_devices, c->nodes[0].topo->cores, "one CPU device per usable core");
     check_measure("memcpy", c->nodes[0].memcpy_Bps);
     for (int i = 0; i < c->n_devices; i++) {
         const pp_device *d = &c->devices[i];
@@ -55,6 +55,11 @@ Test(probes_run, cpu_devices_carry_measured_figures, .timeout = 300)
         cr_assert_geq(l->n_points, 5);
         for (int i = 0; i < l->n_points; i++)
             check_measure("thread transfer", l->points[i].seconds);
+        int n = c->n_devices;
+        cr_assert_not_null(c->pair_bw_Bps, "pinned core pairs give a pairwise matrix");
+        cr_assert_gt(c->pair_bw_Bps[0 * n + 1], 0);
+        cr_assert_eq(c->pair_bw_Bps[0 * n + 1], c->pair_bw_Bps[1 * n + 0], "ping-pong: symmetric");
+        cr_assert_eq(c->pair_bw_Bps[0], 0, "diagonal");
     }
     cr_assert(strstr(c->note, "no GPU") != NULL, "note: %s", c->note);
     cr_assert_str_eq(c->sw.hwloc, "2.9.0");
