@@ -32,8 +32,8 @@ static double cpu_now(void)
 /* ---- a timing wrapper around the backend's table ---- */
 
 enum { K_GEMM, K_ATT_F, K_ATT_B, K_LN, K_GELU, K_BIAS, K_COPY, K__COUNT };
-static const char *const kname[K__COUNT] = {"linear GEMMs",   "attention fwd", "attention bwd",
-                                            "layernorm f+b",  "gelu f+b",      "bias f+b",
+static const char *const kname[K__COUNT] = {"linear GEMMs",  "attention fwd", "attention bwd",
+                                            "layernorm f+b", "gelu f+b",      "bias f+b",
                                             "copies"};
 static double ktime[K__COUNT];
 static const pp_backend_ops *orig;
@@ -137,7 +137,8 @@ static double replay_linear(void)
     size_t amax = 0, bmax = 0, cmax = 0;
     for (int i = 0; i < ncalls; i++) {
         gemm_call *g = &calls[i];
-        size_t a = (size_t)(g->ta ? g->k : g->m) * g->lda, b = (size_t)(g->tb ? g->n : g->k) * g->ldb;
+        size_t a = (size_t)(g->ta ? g->k : g->m) * g->lda,
+               b = (size_t)(g->tb ? g->n : g->k) * g->ldb;
         size_t c = (size_t)g->m * g->ldc;
         amax = a > amax ? a : amax, bmax = b > bmax ? b : bmax, cmax = c > cmax ? c : cmax;
     }
@@ -171,15 +172,15 @@ static double replay_attention(int B, int T, int C, int NH, double *flops)
                             0.0f, y + (size_t)r0 * C, C);
                 pp_cpu_gemm(NULL, 0, 1, rb, r1, hs, 1.0f, y + (size_t)r0 * C, C, qkv + 2 * C, C3,
                             0.0f, S + (size_t)r0 * T, T);
-                pp_cpu_gemm(NULL, 0, 0, rb, hs, r1, 1.0f, S + (size_t)r0 * T, T, qkv + C, C3,
-                            0.0f, d + (size_t)r0 * C3, C3);
+                pp_cpu_gemm(NULL, 0, 0, rb, hs, r1, 1.0f, S + (size_t)r0 * T, T, qkv + C, C3, 0.0f,
+                            d + (size_t)r0 * C3, C3);
                 f += 4.0 * 2.0 * rb * r1 * hs;
             }
             for (int c0 = 0; c0 < T; c0 += PP_ATT_BLOCK) {
                 int c1 = c0 + PP_ATT_BLOCK < T ? c0 + PP_ATT_BLOCK : T, cb = c1 - c0;
                 size_t blk = (size_t)c0 * T + c0;
-                pp_cpu_gemm(NULL, 1, 0, cb, hs, T - c0, 1.0f, S + blk, T, qkv + (size_t)c0 * C3,
-                            C3, 0.0f, d + C + (size_t)c0 * C3, C3);
+                pp_cpu_gemm(NULL, 1, 0, cb, hs, T - c0, 1.0f, S + blk, T, qkv + (size_t)c0 * C3, C3,
+                            0.0f, d + C + (size_t)c0 * C3, C3);
                 pp_cpu_gemm(NULL, 1, 0, cb, hs, T - c0, 1.0f, S + blk, T, y + (size_t)c0 * C, C,
                             0.0f, d + 2 * C + (size_t)c0 * C3, C3);
                 f += 2.0 * 2.0 * cb * (T - c0) * hs;
@@ -214,8 +215,8 @@ int main(int argc, char **argv)
         return 1;
     }
     const int B = 1, C = m.hidden, F = m.ffn, N = B * T;
-    pp_rt_stage_params p = {.model = &m, .layer_begin = 0, .layer_end = 1, .micro_batch = B,
-                            .seq = T, .seed = 1};
+    pp_rt_stage_params p = {
+        .model = &m, .layer_begin = 0, .layer_end = 1, .micro_batch = B, .seq = T, .seed = 1};
     if (pp_rt_stage_create(be, &p, &st)) {
         fprintf(stderr, "bench_layer: %s\n", pp_err_msg());
         return 1;

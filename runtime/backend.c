@@ -13,17 +13,15 @@
 const char *pp_mem_category_name(pp_mem_category c)
 {
     static const char *const names[PP_MEM__COUNT] = {
-        [PP_MEM_WEIGHTS] = "weights", [PP_MEM_GRADS] = "grads",
-        [PP_MEM_OPTIM] = "optim",     [PP_MEM_ACTS] = "acts",
-        [PP_MEM_COMM] = "comm",       [PP_MEM_WORKSPACE] = "workspace",
+        [PP_MEM_WEIGHTS] = "weights", [PP_MEM_GRADS] = "grads", [PP_MEM_OPTIM] = "optim",
+        [PP_MEM_ACTS] = "acts",       [PP_MEM_COMM] = "comm",   [PP_MEM_WORKSPACE] = "workspace",
     };
     if ((int)c < 0 || c >= PP_MEM__COUNT)
         return "unknown";
     return names[c];
 }
 
-pp_status pp_backend_wrap(const char *name, const pp_backend_ops *ops, void *ctx,
-                          pp_backend **out)
+pp_status pp_backend_wrap(const char *name, const pp_backend_ops *ops, void *ctx, pp_backend **out)
 {
     *out = NULL;
     pp_backend *be = pp_calloc(1, sizeof *be);
@@ -46,9 +44,15 @@ void pp_backend_destroy(pp_backend *be)
     free(be);
 }
 
-const char *pp_backend_name(const pp_backend *be) { return be ? be->name : "none"; }
+const char *pp_backend_name(const pp_backend *be)
+{
+    return be ? be->name : "none";
+}
 
-void pp_backend_mem_stats(const pp_backend *be, pp_mem_stats *out) { *out = be->mem; }
+void pp_backend_mem_stats(const pp_backend *be, pp_mem_stats *out)
+{
+    *out = be->mem;
+}
 
 void pp_backend_mem_reset_peak(pp_backend *be)
 {

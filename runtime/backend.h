@@ -59,8 +59,8 @@ typedef struct {
                                const float *g, const float *b, int N, int C);
     /* dx += ..., dg += ..., db += ... */
     pp_status (*layernorm_bwd)(void *ctx, float *dx, float *dg, float *db, const float *dout,
-                               const float *x, const float *g, const float *mean,
-                               const float *rstd, int N, int C);
+                               const float *x, const float *g, const float *mean, const float *rstd,
+                               int N, int C);
     /* Causal multi-head attention on qkv(B,T,3C) laid out [q | k | v], head h at columns
      * h*C/NH of each: y(B,T,C) = softmax(q k^T / sqrt(hs), causal) v; saves what its backward
      * needs in att(B,NH,T,T) (the CPU backend: the probabilities on and below the diagonal). */
@@ -96,7 +96,6 @@ struct pp_backend {
 };
 
 /* Wraps a filled table into a backend (takes ownership of ctx: destroy is called on failure). */
-pp_status pp_backend_wrap(const char *name, const pp_backend_ops *ops, void *ctx,
-                          pp_backend **out);
+pp_status pp_backend_wrap(const char *name, const pp_backend_ops *ops, void *ctx, pp_backend **out);
 
 #endif

@@ -131,6 +131,8 @@ pp_status pp_rt_stage_backward(pp_rt_stage *st, int slot, const float *dx_out, f
                                float loss_scale);
 /* The stage's parameter tensors (owned by the stage). */
 pp_rt_tensor *pp_rt_stage_tensors(pp_rt_stage *st, int *n);
+/* The stage's tensor with this name ("h3.attn.qkv.w", "wte.head"), or NULL if it holds none. */
+pp_rt_tensor *pp_rt_stage_tensor(pp_rt_stage *st, const char *name);
 void pp_rt_stage_zero_grad(pp_rt_stage *st);
 
 /* AdamW (Loshchilov & Hutter), applied to every tensor of the stage. grad_scale multiplies the

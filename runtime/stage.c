@@ -88,7 +88,7 @@ static pp_status init_tensor(pp_backend *be, float *dst, size_t n, init_kind kin
     for (size_t done = 0; done < n;) {
         size_t m = n - done < 4096 ? n - done : 4096;
         for (size_t i = 0; i < m; i++)
-            buf[i] = kind == INIT_ONE ? 1.0f
+            buf[i] = kind == INIT_ONE    ? 1.0f
                      : kind == INIT_ZERO ? 0.0f
                                          : normal_at(key, done + i, std);
         PP_TRY(be->ops->upload(be->ctx, dst + done, buf, m * sizeof(float)));
@@ -345,12 +345,23 @@ size_t pp_rt_stage_io_bytes(const pp_rt_stage *st)
     return (size_t)st->B * st->T * st->cfg.hidden * sizeof(float);
 }
 
-size_t pp_rt_stage_act_bytes(const pp_rt_stage *st) { return st->slot_bytes; }
+size_t pp_rt_stage_act_bytes(const pp_rt_stage *st)
+{
+    return st->slot_bytes;
+}
 
 pp_rt_tensor *pp_rt_stage_tensors(pp_rt_stage *st, int *n)
 {
     *n = st->ntensors;
     return st->tensors;
+}
+
+pp_rt_tensor *pp_rt_stage_tensor(pp_rt_stage *st, const char *name)
+{
+    for (int i = 0; i < st->ntensors; i++)
+        if (strcmp(st->tensors[i].name, name) == 0)
+            return &st->tensors[i];
+    return NULL;
 }
 
 void pp_rt_stage_zero_grad(pp_rt_stage *st)

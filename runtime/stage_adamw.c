@@ -35,8 +35,8 @@ pp_status pp_rt_stage_adamw(pp_rt_stage *st, const pp_adamw *hp, int step, float
         pp_rt_tensor *t = &st->tensors[i];
         size_t off = (size_t)(t->data - st->params);
         s.weight_decay = st->decay[i] ? hp->weight_decay : 0.0f;
-        PP_TRY(be->ops->adamw(be->ctx, t->data, t->grad, st->opt + off, st->opt + n + off, t->n,
-                              &s));
+        PP_TRY(
+            be->ops->adamw(be->ctx, t->data, t->grad, st->opt + off, st->opt + n + off, t->n, &s));
     }
     return PP_OK;
 }

@@ -42,17 +42,17 @@ static pp_status block_bwd(pp_rt_stage *st, int l, const pp_layer_acts *a, works
     PP_TRY(linear_bwd(be, ws->dbig, G(PP_LT_FCP_W), G(PP_LT_FCP_B), ws->dres, a->gelu,
                       W(PP_LT_FCP_W), N, F, C));
     PP_TRY(o->gelu_bwd(be->ctx, ws->dbig, a->fch, ws->dbig, (size_t)N * F));
-    PP_TRY(linear_bwd(be, ws->dln, G(PP_LT_FC_W), G(PP_LT_FC_B), ws->dbig, a->ln2,
-                      W(PP_LT_FC_W), N, C, F));
+    PP_TRY(linear_bwd(be, ws->dln, G(PP_LT_FC_W), G(PP_LT_FC_B), ws->dbig, a->ln2, W(PP_LT_FC_W), N,
+                      C, F));
     PP_TRY(o->layernorm_bwd(be->ctx, ws->dres, G(PP_LT_LN2_G), G(PP_LT_LN2_B), ws->dln, a->res2,
                             W(PP_LT_LN2_G), a->mean2, a->rstd2, N, C));
     /* Attention branch: res2 = x + attn(ln1(x)) Wproj^T + bproj */
     PP_TRY(linear_bwd(be, ws->dln, G(PP_LT_PROJ_W), G(PP_LT_PROJ_B), ws->dres, a->atty,
                       W(PP_LT_PROJ_W), N, C, C));
-    PP_TRY(o->attention_bwd(be->ctx, ws->dbig, ws->scratch, ws->dln, a->att, a->qkv, st->B,
-                            st->T, C, st->cfg.heads));
-    PP_TRY(linear_bwd(be, ws->dln, G(PP_LT_QKV_W), G(PP_LT_QKV_B), ws->dbig, a->ln1,
-                      W(PP_LT_QKV_W), N, C, 3 * C));
+    PP_TRY(o->attention_bwd(be->ctx, ws->dbig, ws->scratch, ws->dln, a->att, a->qkv, st->B, st->T,
+                            C, st->cfg.heads));
+    PP_TRY(linear_bwd(be, ws->dln, G(PP_LT_QKV_W), G(PP_LT_QKV_B), ws->dbig, a->ln1, W(PP_LT_QKV_W),
+                      N, C, 3 * C));
     PP_TRY(o->layernorm_bwd(be->ctx, ws->dres, G(PP_LT_LN1_G), G(PP_LT_LN1_B), ws->dln, a->x,
                             W(PP_LT_LN1_G), a->mean1, a->rstd1, N, C));
 #undef W
@@ -73,8 +73,8 @@ static pp_status head_bwd(pp_rt_stage *st, const pp_head_acts *h, const int32_t 
     const float *dlogits = h->probs;
     PP_TRY(o->gemm(be->ctx, 0, 0, N, C, V, 1.0f, dlogits, V, t[st->i_headwte].data, C, 0.0f,
                    ws->dln, C));
-    PP_TRY(o->gemm(be->ctx, 1, 0, V, C, N, 1.0f, dlogits, V, h->lnf, C, 1.0f,
-                   t[st->i_headwte].grad, C));
+    PP_TRY(o->gemm(be->ctx, 1, 0, V, C, N, 1.0f, dlogits, V, h->lnf, C, 1.0f, t[st->i_headwte].grad,
+                   C));
     PP_TRY(o->zero(be->ctx, ws->dres, (size_t)N * C * sizeof(float)));
     PP_TRY(o->layernorm_bwd(be->ctx, ws->dres, t[st->i_lnf].grad, t[st->i_lnf + 1].grad, ws->dln,
                             h->xf, t[st->i_lnf].data, h->meanf, h->rstdf, N, C));
@@ -121,8 +121,8 @@ static pp_status backward_slot(pp_rt_stage *st, void *mem, const float *dx_out, 
     }
     if (st->has_embed) {
         const pp_rt_tensor *t = st->tensors;
-        PP_TRY(o->encoder_bwd(be->ctx, t[st->i_wte].grad, t[st->i_wpe].grad, ws->dres, tok_s,
-                              st->B, st->T, st->cfg.hidden));
+        PP_TRY(o->encoder_bwd(be->ctx, t[st->i_wte].grad, t[st->i_wpe].grad, ws->dres, tok_s, st->B,
+                              st->T, st->cfg.hidden));
     } else {
         PP_TRY(o->copy(be->ctx, dx_in, ws->dres, nc));
     }

@@ -67,8 +67,8 @@ static pp_status check_tokens(const int32_t *tok, int n, int vocab, const char *
     return PP_OK;
 }
 
-static pp_status check_io(const pp_rt_stage *st, int slot, const int32_t *tokens,
-                          const float *x_in, const int32_t *targets, float *x_out, float *loss)
+static pp_status check_io(const pp_rt_stage *st, int slot, const int32_t *tokens, const float *x_in,
+                          const int32_t *targets, float *x_out, float *loss)
 {
     if (pp_stage_find_slot(st, slot) >= 0)
         return PP_ERR(PP_ERR_INVALID,

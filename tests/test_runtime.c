@@ -14,16 +14,6 @@
         cr_assert_eq(st_, PP_OK, "%s failed: %s", #expr, pp_err_msg());                            \
     } while (0)
 
-static pp_rt_tensor *tensor_named(pp_rt_stage *st, const char *name)
-{
-    int n;
-    pp_rt_tensor *t = pp_rt_stage_tensors(st, &n);
-    for (int i = 0; i < n; i++)
-        if (strcmp(t[i].name, name) == 0)
-            return &t[i];
-    return NULL;
-}
-
 Test(runtime, presets_and_validation)
 {
     pp_model_cfg m;
@@ -57,8 +47,8 @@ Test(runtime, bad_stage_parameters_are_rejected)
     pp_backend *be;
     CHECK(pp_backend_cpu_create(&be));
     pp_rt_stage *st = NULL;
-    pp_rt_stage_params p = {.model = &m, .layer_begin = 2, .layer_end = 6, .micro_batch = 1,
-                            .seq = 8};
+    pp_rt_stage_params p = {
+        .model = &m, .layer_begin = 2, .layer_end = 6, .micro_batch = 1, .seq = 8};
     cr_expect_eq(pp_rt_stage_create(be, &p, &st), PP_ERR_INVALID);
     cr_expect(strstr(pp_err_text(), "[2, 6)"), "message: %s", pp_err_text());
     p.layer_end = 3;
@@ -69,8 +59,8 @@ Test(runtime, bad_stage_parameters_are_rejected)
     pp_backend_mem_stats(be, &ms);
     cr_expect_eq(ms.current_total, 0, "a failed create leaked %zu bytes", ms.current_total);
     /* a token outside the vocabulary is refused before anything is computed */
-    p = (pp_rt_stage_params){.model = &m, .layer_begin = 0, .layer_end = 1, .has_embed = 1,
-                             .micro_batch = 1, .seq = 4};
+    p = (pp_rt_stage_params){
+        .model = &m, .layer_begin = 0, .layer_end = 1, .has_embed = 1, .micro_batch = 1, .seq = 4};
     CHECK(pp_rt_stage_create(be, &p, &st));
     int32_t tok[4] = {1, 2, 256, 3};
     float out[4 * 32];
@@ -91,8 +81,14 @@ Test(runtime, init_is_placement_independent)
     pp_backend *be;
     CHECK(pp_backend_cpu_create(&be));
     pp_rt_stage *a, *b, *c, *d;
-    pp_rt_stage_params pa = {.model = &m, .layer_begin = 0, .layer_end = 4, .has_embed = 1,
-                             .has_head = 1, .micro_batch = 1, .seq = 16, .seed = 5};
+    pp_rt_stage_params pa = {.model = &m,
+                             .layer_begin = 0,
+                             .layer_end = 4,
+                             .has_embed = 1,
+                             .has_head = 1,
+                             .micro_batch = 1,
+                             .seq = 16,
+                             .seed = 5};
     pp_rt_stage_params pb = pa;
     pb.layer_begin = 2, pb.layer_end = 3, pb.has_embed = 0, pb.has_head = 1;
     pp_rt_stage_params pc = pa;
@@ -103,37 +99,36 @@ Test(runtime, init_is_placement_independent)
     CHECK(pp_rt_stage_create(be, &pb, &b));
     CHECK(pp_rt_stage_create(be, &pc, &c));
     CHECK(pp_rt_stage_create(be, &pd, &d));
-    const char *names[] = {"h2.ln1.g",    "h2.attn.qkv.w", "h2.attn.proj.w", "h2.mlp.fc.w",
-                           "h2.mlp.proj.w", "h2.mlp.fc.b"};
+    const char *names[] = {"h2.ln1.g",    "h2.attn.qkv.w", "h2.attn.proj.w",
+                           "h2.mlp.fc.w", "h2.mlp.proj.w", "h2.mlp.fc.b"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        pp_rt_tensor *ta = tensor_named(a, names[i]), *tb = tensor_named(b, names[i]),
-                     *tc = tensor_named(c, names[i]), *td = tensor_named(d, names[i]);
+        pp_rt_tensor *ta = pp_rt_stage_tensor(a, names[i]), *tb = pp_rt_stage_tensor(b, names[i]),
+                     *tc = pp_rt_stage_tensor(c, names[i]), *td = pp_rt_stage_tensor(d, names[i]);
         cr_assert(ta && tb && tc && td, "%s missing", names[i]);
         cr_expect(memcmp(ta->data, tb->data, ta->n * 4) == 0, "%s differs in stage b", names[i]);
         cr_expect(memcmp(ta->data, tc->data, ta->n * 4) == 0, "%s differs in stage c", names[i]);
     }
-    pp_rt_tensor *w1 = tensor_named(a, "h1.attn.qkv.w"), *w2 = tensor_named(a, "h2.attn.qkv.w");
+    pp_rt_tensor *w1 = pp_rt_stage_tensor(a, "h1.attn.qkv.w"), *w2 = pp_rt_stage_tensor(a, "h2.attn.qkv.w");
     cr_expect(memcmp(w1->data, w2->data, w1->n * 4) != 0, "two layers got the same weights");
-    cr_expect(memcmp(tensor_named(c, "h2.mlp.fc.w")->data, tensor_named(d, "h2.mlp.fc.w")->data,
+    cr_expect(memcmp(pp_rt_stage_tensor(c, "h2.mlp.fc.w")->data, pp_rt_stage_tensor(d, "h2.mlp.fc.w")->data,
                      w1->n * 4) != 0,
               "the seed does not change the weights");
-    pp_rt_tensor *wte = tensor_named(a, "wte"), *head = tensor_named(b, "wte.head");
+    pp_rt_tensor *wte = pp_rt_stage_tensor(a, "wte"), *head = pp_rt_stage_tensor(b, "wte.head");
     cr_assert(wte && head && wte->n == head->n);
     cr_expect(memcmp(wte->data, head->data, wte->n * 4) == 0, "wte.head must start equal to wte");
-    cr_expect_null(tensor_named(a, "wte.head"), "a stage with embed and head shares one wte");
+    cr_expect_null(pp_rt_stage_tensor(a, "wte.head"), "a stage with embed and head shares one wte");
 
     /* GPT-2 init statistics: std 0.02, residual projections 0.02/sqrt(2L) */
     double s1 = 0, s2 = 0;
-    pp_rt_tensor *fc = tensor_named(a, "h0.mlp.fc.w"), *pr = tensor_named(a, "h0.mlp.proj.w");
+    pp_rt_tensor *fc = pp_rt_stage_tensor(a, "h0.mlp.fc.w"), *pr = pp_rt_stage_tensor(a, "h0.mlp.proj.w");
     for (size_t i = 0; i < fc->n; i++)
         s1 += (double)fc->data[i] * fc->data[i];
     for (size_t i = 0; i < pr->n; i++)
         s2 += (double)pr->data[i] * pr->data[i];
     cr_expect(fabs(sqrt(s1 / fc->n) - 0.02) < 0.001, "fc std %g", sqrt(s1 / fc->n));
-    cr_expect(fabs(sqrt(s2 / pr->n) - 0.02 / sqrt(8.0)) < 0.0005, "proj std %g",
-              sqrt(s2 / pr->n));
-    cr_expect_eq(tensor_named(a, "h0.ln1.g")->data[3], 1.0f);
-    cr_expect_eq(tensor_named(a, "h0.attn.qkv.b")->data[3], 0.0f);
+    cr_expect(fabs(sqrt(s2 / pr->n) - 0.02 / sqrt(8.0)) < 0.0005, "proj std %g", sqrt(s2 / pr->n));
+    cr_expect_eq(pp_rt_stage_tensor(a, "h0.ln1.g")->data[3], 1.0f);
+    cr_expect_eq(pp_rt_stage_tensor(a, "h0.attn.qkv.b")->data[3], 0.0f);
     pp_rt_stage_destroy(a);
     pp_rt_stage_destroy(b);
     pp_rt_stage_destroy(c);
@@ -146,8 +141,7 @@ Test(runtime, init_is_placement_independent)
  *              + LN means and rstds (4 N) + attention probabilities (B NH T T)
  *   head:      xf, lnf (2 NC) + logits/probs (NV) + mean, rstd (2 N) + targets (N int32)
  *   embedding: tokens (N int32)                                                        */
-static size_t hand_act_bytes(const pp_model_cfg *m, int layers, int embed, int head, int B,
-                             int T)
+static size_t hand_act_bytes(const pp_model_cfg *m, int layers, int embed, int head, int B, int T)
 {
     size_t N = (size_t)B * T, C = m->hidden, F = m->ffn, V = m->vocab;
     size_t per_layer = N * (8 * C + 2 * F) + 4 * N + (size_t)B * m->heads * T * T;
@@ -167,8 +161,13 @@ Test(runtime, memory_accounting_is_exact)
     cr_expect_str_eq(pp_mem_category_name(PP_MEM_ACTS), "acts");
     pp_rt_stage *st;
     /* the last stage of a pipeline: layers 1..3, LN + head (its own copy of wte) */
-    pp_rt_stage_params p = {.model = &m, .layer_begin = 1, .layer_end = 3, .has_head = 1,
-                            .micro_batch = B, .seq = T, .seed = 1};
+    pp_rt_stage_params p = {.model = &m,
+                            .layer_begin = 1,
+                            .layer_end = 3,
+                            .has_head = 1,
+                            .micro_batch = B,
+                            .seq = T,
+                            .seed = 1};
     CHECK(pp_rt_stage_create(be, &p, &st));
     size_t per_layer_params = 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + F * C + F + C * F + C;
     size_t wbytes = 4 * (2 * per_layer_params + 2 * C + V * C);
@@ -203,8 +202,8 @@ Test(runtime, memory_accounting_is_exact)
     size_t ws = 4 * (2 * N * C + N * (F > 3 * C ? F : 3 * C) + (size_t)T * T);
     cr_expect_eq(ms.peak[PP_MEM_WORKSPACE], ws, "workspace peak %zu, expected %zu",
                  ms.peak[PP_MEM_WORKSPACE], ws);
-    cr_expect_eq(ms.peak_total, 2 * wbytes + K * act + ws, "peak %zu, expected %zu",
-                 ms.peak_total, 2 * wbytes + K * act + ws);
+    cr_expect_eq(ms.peak_total, 2 * wbytes + K * act + ws, "peak %zu, expected %zu", ms.peak_total,
+                 2 * wbytes + K * act + ws);
     cr_expect_eq(ms.peak[PP_MEM_ACTS], K * act);
     cr_expect_eq(ms.current[PP_MEM_ACTS], 0);
     cr_expect_eq(ms.current[PP_MEM_WORKSPACE], 0);
@@ -249,8 +248,13 @@ Test(runtime, adamw_matches_hand_computation)
     pp_backend *be;
     CHECK(pp_backend_cpu_create(&be));
     pp_rt_stage *st;
-    pp_rt_stage_params p = {.model = &m, .layer_begin = 0, .layer_end = 1, .has_head = 1,
-                            .micro_batch = 1, .seq = 4, .seed = 3};
+    pp_rt_stage_params p = {.model = &m,
+                            .layer_begin = 0,
+                            .layer_end = 1,
+                            .has_head = 1,
+                            .micro_batch = 1,
+                            .seq = 4,
+                            .seed = 3};
     CHECK(pp_rt_stage_create(be, &p, &st));
     int n;
     pp_rt_tensor *t = pp_rt_stage_tensors(st, &n);
@@ -261,8 +265,8 @@ Test(runtime, adamw_matches_hand_computation)
     memcpy(w0, t[0].data, total * 4);
     for (size_t j = 0; j < total; j++)
         t[0].grad[j] = 0.01f * cosf(0.37f * (float)j) + (j % 7 == 0 ? 0.0f : 1e-4f);
-    const pp_adamw hp = {.lr = 0.05f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-6f,
-                         .weight_decay = 0.2f};
+    const pp_adamw hp = {
+        .lr = 0.05f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-6f, .weight_decay = 0.2f};
     const float scale = 0.5f;
     CHECK(pp_rt_stage_adamw(st, &hp, 1, scale));
     CHECK(pp_rt_stage_adamw(st, &hp, 2, scale));

@@ -24,16 +24,6 @@ static void fill_tokens(int32_t *tok, int n, int vocab, uint32_t seed)
     }
 }
 
-static pp_rt_tensor *find_tensor(pp_rt_stage *st, const char *name)
-{
-    int n;
-    pp_rt_tensor *t = pp_rt_stage_tensors(st, &n);
-    for (int i = 0; i < n; i++)
-        if (strcmp(t[i].name, name) == 0)
-            return &t[i];
-    return NULL;
-}
-
 /* ---- finite differences on the one-stage reference ---- */
 
 typedef struct {
@@ -84,7 +74,7 @@ static double fd_directional(fd_ctx *c, pp_rt_tensor *t, const float *dir, doubl
 
 static void fd_check_tensor(fd_ctx *c, const char *name, const float *grad_all, size_t off)
 {
-    pp_rt_tensor *t = find_tensor(c->st, name);
+    pp_rt_tensor *t = pp_rt_stage_tensor(c->st, name);
     cr_assert_not_null(t, "tensor %s missing", name);
     const float *g = grad_all + off;
     float *dir = calloc(t->n, sizeof(float));
@@ -134,8 +124,14 @@ Test(runtime, reference_gradients_match_finite_differences)
     const int B = 2, T = 300;
     pp_backend *be;
     CHECK(pp_backend_cpu_create(&be));
-    pp_rt_stage_params p = {.model = &m, .layer_begin = 0, .layer_end = m.layers, .has_embed = 1,
-                            .has_head = 1, .micro_batch = B, .seq = T, .seed = 7};
+    pp_rt_stage_params p = {.model = &m,
+                            .layer_begin = 0,
+                            .layer_end = m.layers,
+                            .has_embed = 1,
+                            .has_head = 1,
+                            .micro_batch = B,
+                            .seq = T,
+                            .seed = 7};
     fd_ctx c = {.be = be};
     CHECK(pp_rt_stage_create(be, &p, &c.st));
     c.tok = malloc(sizeof(int32_t) * B * T);
@@ -169,12 +165,12 @@ Test(runtime, reference_gradients_match_finite_differences)
     float *grad = malloc(total * sizeof(float));
     memcpy(grad, ts[0].grad, total * sizeof(float)); /* one carved allocation */
 
-    const char *kinds[] = {"wte",           "wpe",          "h0.ln1.g",      "h1.ln1.b",
+    const char *kinds[] = {"wte",           "wpe",           "h0.ln1.g",       "h1.ln1.b",
                            "h2.attn.qkv.w", "h3.attn.qkv.b", "h1.attn.proj.w", "h2.attn.proj.b",
-                           "h3.ln2.g",      "h0.ln2.b",     "h2.mlp.fc.w",   "h1.mlp.fc.b",
-                           "h0.mlp.proj.w", "h3.mlp.proj.b", "lnf.g",        "lnf.b"};
+                           "h3.ln2.g",      "h0.ln2.b",      "h2.mlp.fc.w",    "h1.mlp.fc.b",
+                           "h0.mlp.proj.w", "h3.mlp.proj.b", "lnf.g",          "lnf.b"};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
-        pp_rt_tensor *t = find_tensor(c.st, kinds[k]);
+        pp_rt_tensor *t = pp_rt_stage_tensor(c.st, kinds[k]);
         cr_assert_not_null(t, "tensor %s missing", kinds[k]);
         fd_check_tensor(&c, kinds[k], grad, (size_t)(t->grad - ts[0].grad));
     }
@@ -201,9 +197,14 @@ static void chain_create(chain *ch, const pp_model_cfg *m, const int *bounds, in
     CHECK(pp_backend_cpu_create(&ch->be));
     ch->n = n_stages;
     for (int s = 0; s < n_stages; s++) {
-        pp_rt_stage_params p = {.model = m, .layer_begin = bounds[s], .layer_end = bounds[s + 1],
-                                .has_embed = s == 0, .has_head = s == n_stages - 1,
-                                .micro_batch = B, .seq = T, .seed = 42};
+        pp_rt_stage_params p = {.model = m,
+                                .layer_begin = bounds[s],
+                                .layer_end = bounds[s + 1],
+                                .has_embed = s == 0,
+                                .has_head = s == n_stages - 1,
+                                .micro_batch = B,
+                                .seq = T,
+                                .seed = 42};
         CHECK(pp_rt_stage_create(ch->be, &p, &ch->st[s]));
     }
 }
@@ -280,8 +281,8 @@ static void check_split(const int *bounds, int n_stages)
     double ls = chain_step(&sp, tok, tgt, B, T, m.hidden);
     cr_expect(fabs(lr - ls) <= 1e-5 * fabs(lr), "loss: reference %.9g, split %.9g", lr, ls);
 
-    pp_rt_tensor *wte = find_tensor(sp.st[0], "wte");
-    pp_rt_tensor *head = find_tensor(sp.st[n_stages - 1], "wte.head");
+    pp_rt_tensor *wte = pp_rt_stage_tensor(sp.st[0], "wte");
+    pp_rt_tensor *head = pp_rt_stage_tensor(sp.st[n_stages - 1], "wte.head");
     cr_assert(n_stages == 1 || head != NULL, "last stage has no wte.head");
     int checked = 0;
     for (int s = 0; s < n_stages; s++) {
@@ -290,7 +291,7 @@ static void check_split(const int *bounds, int n_stages)
         for (int i = 0; i < n; i++) {
             if (strcmp(t[i].name, "wte.head") == 0)
                 continue;
-            pp_rt_tensor *r = find_tensor(ref.st[0], t[i].name);
+            pp_rt_tensor *r = pp_rt_stage_tensor(ref.st[0], t[i].name);
             cr_assert_not_null(r, "split tensor %s not in the reference", t[i].name);
             cr_assert_eq(r->n, t[i].n);
             cr_expect(memcmp(r->data, t[i].data, r->n * sizeof(float)) == 0,

@@ -60,12 +60,12 @@ pp_status pp_cpu_attention_fwd(void *ctx, float *y, float *att, const float *qkv
             for (int r0 = 0; r0 < T; r0 += PP_ATT_BLOCK) {
                 int r1 = r0 + PP_ATT_BLOCK < T ? r0 + PP_ATT_BLOCK : T, rb = r1 - r0;
                 float *Ab = A + (size_t)r0 * T;
-                pp_cpu_gemm(ctx, 0, 1, rb, r1, hs, scale, q + (size_t)r0 * C3, C3, k, C3, 0.0f,
-                            Ab, T);
+                pp_cpu_gemm(ctx, 0, 1, rb, r1, hs, scale, q + (size_t)r0 * C3, C3, k, C3, 0.0f, Ab,
+                            T);
                 for (int t = r0; t < r1; t++)
                     softmax_causal_row(A + (size_t)t * T, t, r1);
-                pp_cpu_gemm(ctx, 0, 0, rb, hs, r1, 1.0f, Ab, T, v, C3, 0.0f,
-                            out + (size_t)r0 * C, C);
+                pp_cpu_gemm(ctx, 0, 0, rb, hs, r1, 1.0f, Ab, T, v, C3, 0.0f, out + (size_t)r0 * C,
+                            C);
             }
         }
     return PP_OK;
@@ -104,10 +104,10 @@ pp_status pp_cpu_attention_bwd(void *ctx, float *dqkv, float *scratch, const flo
             for (int c0 = 0; c0 < T; c0 += PP_ATT_BLOCK) {
                 int c1 = c0 + PP_ATT_BLOCK < T ? c0 + PP_ATT_BLOCK : T, cb = c1 - c0;
                 size_t blk = (size_t)c0 * T + c0;
-                pp_cpu_gemm(ctx, 1, 0, cb, hs, T - c0, 1.0f, S + blk, T, q + (size_t)c0 * C3,
-                            C3, 0.0f, dk + (size_t)c0 * C3, C3);
-                pp_cpu_gemm(ctx, 1, 0, cb, hs, T - c0, 1.0f, A + blk, T, dyh + (size_t)c0 * C,
-                            C, 0.0f, dv + (size_t)c0 * C3, C3);
+                pp_cpu_gemm(ctx, 1, 0, cb, hs, T - c0, 1.0f, S + blk, T, q + (size_t)c0 * C3, C3,
+                            0.0f, dk + (size_t)c0 * C3, C3);
+                pp_cpu_gemm(ctx, 1, 0, cb, hs, T - c0, 1.0f, A + blk, T, dyh + (size_t)c0 * C, C,
+                            0.0f, dv + (size_t)c0 * C3, C3);
             }
         }
     return PP_OK;

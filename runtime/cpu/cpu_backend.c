@@ -59,12 +59,14 @@ pp_status pp_cpu_gemm(void *ctx, int trans_a, int trans_b, int m, int n, int k, 
         return PP_OK;
     }
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c,
-                ldc);
+                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return PP_OK;
 }
 
-static void cpu_destroy(void *ctx) { (void)ctx; }
+static void cpu_destroy(void *ctx)
+{
+    (void)ctx;
+}
 
 static const pp_backend_ops cpu_ops = {
     .alloc = cpu_alloc,

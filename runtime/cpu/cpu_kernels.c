@@ -1,7 +1,8 @@
 /* cpu_kernels.c — the CPU backend's element-wise and row-wise kernels: embeddings, LayerNorm,
  * GELU, bias, cross-entropy, AdamW. Plain C; the hot loops use cpu_math.h's chunked rows so
- * that -O2 vectorises them (contiguous rows, no branches inside them). Attention is in cpu_attention.c, GEMM in
- * cpu_backend.c. Structure after karpathy/llm.c's train_gpt2.c; the code is our own.
+ * that -O2 vectorises them (contiguous rows, no branches inside them). Attention is in
+ * cpu_attention.c, GEMM in cpu_backend.c. Structure after karpathy/llm.c's train_gpt2.c; the code
+ * is our own.
  */
 #include <math.h>
 #include <string.h>
@@ -95,8 +96,8 @@ pp_status pp_cpu_layernorm_fwd(void *ctx, float *out, float *mean, float *rstd, 
  *   dx = rstd * (dn - mean(dn) - n * mean(dn * n)),  dn = dy * g
  *   dg += dy * n,  db += dy                                          */
 pp_status pp_cpu_layernorm_bwd(void *ctx, float *dx, float *dg, float *db, const float *dout,
-                               const float *x, const float *g, const float *mean,
-                               const float *rstd, int N, int C)
+                               const float *x, const float *g, const float *mean, const float *rstd,
+                               int N, int C)
 {
     (void)ctx;
     for (int i = 0; i < N; i++) {

@@ -26,8 +26,8 @@ pp_status pp_cpu_encoder_bwd(void *ctx, float *dwte, float *dwpe, const float *d
 pp_status pp_cpu_layernorm_fwd(void *ctx, float *out, float *mean, float *rstd, const float *x,
                                const float *g, const float *b, int N, int C);
 pp_status pp_cpu_layernorm_bwd(void *ctx, float *dx, float *dg, float *db, const float *dout,
-                               const float *x, const float *g, const float *mean,
-                               const float *rstd, int N, int C);
+                               const float *x, const float *g, const float *mean, const float *rstd,
+                               int N, int C);
 pp_status pp_cpu_attention_fwd(void *ctx, float *y, float *att, const float *qkv, int B, int T,
                                int C, int NH);
 pp_status pp_cpu_attention_bwd(void *ctx, float *dqkv, float *scratch, const float *dy,

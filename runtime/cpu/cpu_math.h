@@ -51,7 +51,10 @@ static inline float pp_exp_fast(float x)
 }
 
 /* tanh(u) = 1 - 2 / (e^{2u} + 1): exact limits +-1, absolute error ~1e-7. */
-static inline float pp_tanh_fast(float u) { return 1.0f - 2.0f / (pp_exp_fast(2.0f * u) + 1.0f); }
+static inline float pp_tanh_fast(float u)
+{
+    return 1.0f - 2.0f / (pp_exp_fast(2.0f * u) + 1.0f);
+}
 
 static inline float pp_row_max(const float *x, int n)
 {
