@@ -11,8 +11,10 @@ static int bench(const char *model, int nodes, int keep, int dist_opt, pp_tune_r
 {
     pp_tune_model m;
     pp_tune_hw hw;
+    double l0 = pp_now();
     if (pp_tune_model_preset(model, &m) != PP_OK || pp_tune_hw_preset("dgx-h100", nodes, &hw))
         return fprintf(stderr, "bench_search: %s\n", pp_err_msg()), 1;
+    double load = pp_now() - l0; /* the cluster preset through probes/ */
     pp_tune_search_params sp = {.model = &m, .hw = &hw, .allow_tp = 1, .keep = keep};
     pp_tune_opts_default(&sp.opts);
     sp.opts.distributed_optimizer = dist_opt;
@@ -26,9 +28,10 @@ static int bench(const char *model, int nodes, int keep, int dist_opt, pp_tune_r
     if (r->n_best)
         pp_tune_config_str(&r->best[0].cfg, cb, sizeof cb);
     printf("%-12s %5d x 8  keep %-6d %s%s  seen %6ld  rule %6ld  memory %5ld  simulated %5ld  "
-           "bound-skipped %5ld  wall %7.3f s  best: %s (%.3f s/step, MFU %.1f %%)\n",
+           "bound-skipped %5ld  search %7.3f s (+ cluster load %.3f s)  best: %s (%.3f s/step, "
+           "MFU %.1f %%)\n",
            model, nodes, keep, dist_opt ? "dist-opt " : "", pp_tune_recompute_name(rc), r->seen,
-           r->pruned_rule, r->pruned_memory, r->simulated, r->bounded, wall, cb,
+           r->pruned_rule, r->pruned_memory, r->simulated, r->bounded, wall, load, cb,
            r->n_best ? r->best[0].step_time : 0.0, r->n_best ? 100 * r->best[0].mfu : 0.0);
     pp_tune_result_destroy(r);
     return 0;
