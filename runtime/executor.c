@@ -6,6 +6,7 @@
  * (executor_sync.c), MPI/NCCL ranks in other processes (a later issue).
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,26 +53,28 @@ static pp_status check_params(const pp_rt_exec_params *p)
     return PP_OK;
 }
 
-static pp_status create_stages(pp_rt_executor *ex)
+/* The stages global rank g holds (its replica's copies of the stages placed on its rank). */
+static pp_status create_stages(pp_rt_executor *ex, int g)
 {
-    for (int k = 0; k < ex->dp; k++)
-        for (int p = 0; p < ex->P; p++)
-            for (int s = 0; s < ex->S; s++) {
-                const pp_stage *g = pp_sched_stage(ex->sched, p, s);
-                pp_rt_stage_params sp = {
-                    .model = &ex->model,
-                    .layer_begin = g->layer_begin,
-                    .layer_end = g->layer_end,
-                    .has_embed = s == 0,
-                    .has_head = s == ex->S - 1,
-                    .micro_batch = ex->B,
-                    .seq = ex->T,
-                    .seed = ex->seed, /* same seed everywhere: replicas start identical */
-                };
-                pp_rt_stage **dst = &ex->stages[((size_t)k * ex->P + p) * ex->S + s];
-                PP_TRY(pp_rt_stage_create(ex->be[k * ex->D + g->rank], &sp, dst));
-            }
-    ex->io_bytes = pp_rt_stage_io_bytes(ex->stages[0]);
+    int k = g / ex->D, r = g % ex->D;
+    for (int p = 0; p < ex->P; p++)
+        for (int s = 0; s < ex->S; s++) {
+            const pp_stage *st = pp_sched_stage(ex->sched, p, s);
+            if (st->rank != r)
+                continue;
+            pp_rt_stage_params sp = {
+                .model = &ex->model,
+                .layer_begin = st->layer_begin,
+                .layer_end = st->layer_end,
+                .has_embed = s == 0,
+                .has_head = s == ex->S - 1,
+                .micro_batch = ex->B,
+                .seq = ex->T,
+                .seed = ex->seed, /* same seed everywhere: replicas start identical */
+            };
+            PP_TRY(pp_rt_stage_create(ex->be[g], &sp,
+                                      &ex->stages[((size_t)k * ex->P + p) * ex->S + s]));
+        }
     return PP_OK;
 }
 
@@ -106,6 +109,52 @@ static pp_status create_rank(pp_rt_executor *ex, int g)
     return PP_OK;
 }
 
+/* A rank's backend, stages and state are made on the rank's own thread: the ranks'
+ * initialisation runs in parallel, and each rank's memory is first touched by the thread (and
+ * so the NUMA node) that will use it. */
+static pp_status create_rank_all(pp_rt_executor *ex, int g)
+{
+    PP_TRY(pp_backend_cpu_create(&ex->be[g]));
+    PP_TRY(create_stages(ex, g));
+    PP_TRY(create_rank(ex, g));
+    return PP_OK;
+}
+
+static void *create_rank_main(void *arg)
+{
+    pp_ex_thread_arg *ta = arg;
+    rank_state *rs = &ta->ex->rk[ta->g];
+    pp_err_clear();
+    rs->st = create_rank_all(ta->ex, ta->g);
+    if (rs->st != PP_OK)
+        snprintf(rs->err, sizeof rs->err, "%s", pp_err_msg());
+    return NULL;
+}
+
+static pp_status create_ranks(pp_rt_executor *ex)
+{
+    pp_ex_thread_arg *args = pp_calloc((size_t)ex->G, sizeof *args);
+    if (!args)
+        return PP_ERR_NOMEM;
+    int started = 0;
+    pp_status st = PP_OK;
+    for (int g = 0; g < ex->G; g++) {
+        args[g] = (pp_ex_thread_arg){ex, g};
+        if (pthread_create(&ex->rk[g].thread, NULL, create_rank_main, &args[g]) != 0) {
+            st = PP_ERR(PP_ERR_NOMEM, "cannot start the thread of rank %d", g);
+            break;
+        }
+        started++;
+    }
+    for (int g = 0; g < started; g++)
+        pthread_join(ex->rk[g].thread, NULL);
+    free(args);
+    for (int g = 0; g < started && st == PP_OK; g++)
+        if (ex->rk[g].st != PP_OK)
+            st = PP_ERR(ex->rk[g].st, "rank %d: %s", g, ex->rk[g].err);
+    return st;
+}
+
 static pp_status create_all(pp_rt_executor *ex)
 {
     int G = ex->G;
@@ -119,11 +168,8 @@ static pp_status create_all(pp_rt_executor *ex)
     if (!ex->be || !ex->stages || !ex->rk || !ex->losses || !ex->spans || !ex->sync ||
         !ex->optim)
         return PP_ERR_NOMEM;
-    for (int g = 0; g < G; g++)
-        PP_TRY(pp_backend_cpu_create(&ex->be[g]));
-    PP_TRY(create_stages(ex));
-    for (int g = 0; g < G; g++)
-        PP_TRY(create_rank(ex, g));
+    PP_TRY(create_ranks(ex));
+    ex->io_bytes = pp_rt_stage_io_bytes(ex->stages[0]);
     PP_TRY(pp_ex_check_reduces(ex));
     PP_TRY(pp_transport_thread_create(G, ex->be, &ex->tp));
     return PP_OK;

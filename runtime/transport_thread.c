@@ -335,7 +335,9 @@ static pp_status t_wait(void *ctx, int rank, pp_transport_req *q)
 {
     tctx *c = ctx;
     pthread_mutex_lock(&c->cmu);
-    while (!q->done && !atomic_load(&c->aborted))
+    /* Once every member has posted, the last one is summing into all the buffers: wait for it
+     * even after an abort, so no caller frees a buffer that is still being written. */
+    while (!q->done && (!atomic_load(&c->aborted) || q->arrived == q->n_group))
         pthread_cond_wait(&c->ccv, &c->cmu);
     int done = q->done;
     if (++q->left == q->n_group)
