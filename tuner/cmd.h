@@ -16,6 +16,11 @@ int pp_cmd_probe(int argc, char **argv);
 int pp_cmd_search(int argc, char **argv);   /* also the bare form: argv[1] starts with "--" */
 int pp_cmd_models(int argc, char **argv);
 int pp_cmd_simulate(int argc, char **argv);
+/* profiles/ (issue 7): compare, export, and move profiles to and from a store */
+int pp_cmd_diff(int argc, char **argv);
+int pp_cmd_export(int argc, char **argv);
+int pp_cmd_publish(int argc, char **argv);
+int pp_cmd_fetch(int argc, char **argv);
 
 /* Prints "pptune <cmd>: <message>" to stderr and returns 2 (usage) — for argument errors. */
 int pp_cmd_usage_error(const char *cmd, const char *fmt, ...)

@@ -16,6 +16,11 @@ static const pp_cmd commands[] = {
     {"models", "list the model presets with their sizes", pp_cmd_models},
     {"simulate", "predict one configuration: step time, memory per rank, timeline",
      pp_cmd_simulate},
+    {"diff", "compare two profiles; exit 3 when throughput dropped past a threshold",
+     pp_cmd_diff},
+    {"export", "a profile as Megatron-LM flags, NeMo YAML or pprun flags", pp_cmd_export},
+    {"publish", "put a profile in the HTTP store (or the local one)", pp_cmd_publish},
+    {"fetch", "get this cluster's profile of a model from the HTTP store", pp_cmd_fetch},
 };
 #define N_COMMANDS ((int)(sizeof commands / sizeof commands[0]))
 

@@ -1,0 +1,209 @@
+/* pp_profile.h — the tuned profile: pptune's contract with training runs.
+ *
+ * A profile is a versioned JSON document (docs/profile-schema.md describes every field, its
+ * unit and the version rules) that the search writes and that training jobs, exporters and the
+ * CI job read. This module:
+ *
+ *   - reads and validates a profile (pp_profile_read / pp_profile_parse): every error names the
+ *     file, the field and what was expected; a newer MAJOR version is refused, fields this
+ *     reader does not know (a newer MINOR version) are kept and written back unchanged;
+ *   - compares two profiles (pp_profile_diff) for a CI job that must notice a slowdown;
+ *   - exports the chosen configuration as Megatron-LM flags, NeMo YAML or pprun flags;
+ *   - stores profiles: a local directory keyed by cluster fingerprint and model, and an HTTP
+ *     store (libcurl: PUT/GET, timeouts, retries with backoff, SHA-256 checksums, bearer token).
+ *
+ * Lifecycle: pp_profile_read → use the fields → pp_profile_destroy. The fields are views into
+ * the parsed document and stay valid until destroy. Library code here never prints except into
+ * a FILE* the caller passes, and never exits.
+ */
+#ifndef PP_PROFILE_H
+#define PP_PROFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "pp_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PP_PROFILE_SCHEMA "pptune-profile"
+/* The version this code reads and writes. A file with a larger MAJOR is refused; a file with
+ * the same MAJOR and a larger MINOR is read (its unknown fields kept). */
+#define PP_PROFILE_VERSION_MAJOR 1
+#define PP_PROFILE_VERSION_MINOR 0
+
+/* ---- the document --------------------------------------------------------------------------- */
+
+/* One parallel configuration (profile field "config"). */
+typedef struct {
+    const char *schedule; /* "gpipe", "1f1b", "interleaved", "chimera", "bitpipe" */
+    int p;                /* pipeline ranks per pipeline */
+    int v;      /* model chunks (virtual stages) per rank and pipeline; 1 if not interleaved */
+    int G;      /* interleaved micro-batch group size (Megatron
+                 * microbatch_group_size_per_vp_stage); 0 for other schedules */
+    int b;      /* micro-batch size, sequences */
+    int d;      /* data-parallel replicas of the pipeline */
+    int t;      /* tensor-parallel size */
+    int N;      /* micro-batches per step and replica */
+    int uneven; /* 1: Llama-3 split (first and last stage one layer fewer) */
+} pp_profile_config;
+
+/* A candidate: the chosen one or a runner-up. Measured figures exist only after trials. */
+typedef struct {
+    pp_profile_config config;
+    /* predicted */
+    double step_time_s;       /* one optimizer step, seconds */
+    double tokens_per_s;      /* whole cluster, tokens per second */
+    double tflops_per_gpu;    /* model FLOPs per GPU per second / 1e12 */
+    double mfu;               /* fraction of peak, 0..1 */
+    double bubble_over_ideal; /* idle / ideal compute (Megatron definition) */
+    double peak_bytes;        /* fullest rank's predicted peak, bytes */
+    double capacity_bytes;    /* usable device memory after headroom, bytes */
+    int fits;                 /* 1 when peak_bytes <= capacity_bytes */
+    /* measured (has_measured = 1 only when a trial ran) */
+    int has_measured;
+    const char *measured_status; /* "ok", "oom", "crash", "timeout" */
+    double measured_step_time_s; /* median step after warm-up, seconds */
+    double measured_peak_bytes;  /* largest rank's peak, bytes */
+    const char *launch;          /* the pprun command line the tuner wrote, informative */
+    int predicted_only;          /* 1: could not be trialled here (e.g. t > 1 on the CPU runtime) */
+} pp_profile_candidate;
+
+typedef struct {
+    const char *name;      /* the file name used in messages */
+    int version_major;     /* "version" */
+    int version_minor;     /* "version_minor" (absent: 0) */
+    const char *created;   /* ISO 8601 UTC */
+    const char *generator; /* "pptune 0.1.0" */
+    const char *command;   /* the pptune command line that made it */
+    struct {
+        const char *name;        /* preset or "probed" */
+        const char *fingerprint; /* "fnv1a64:<16 hex>": the store's key */
+        const char *device;
+        int nodes, gpus_per_node;
+    } cluster;
+    struct {
+        const char *name;
+        int layers, hidden, heads, seq, vocab;
+        double parameters; /* count */
+    } model;
+    struct {
+        int distributed_optimizer, sequence_parallel;
+        const char *recompute; /* "none", "selective", "full" */
+    } options;
+    int global_batch; /* sequences per optimizer step: b * N * d of every candidate */
+    int has_chosen;   /* 0 when nothing fitted ("chosen": null) */
+    pp_profile_candidate chosen;
+    int n_runners_up;
+    pp_profile_candidate *runners_up; /* (n_runners_up) */
+    void *doc; /* private: the whole JSON document, unknown fields included */
+} pp_profile;
+
+/* Parses and validates text. `name` names the source in messages ("profile.json"). Errors:
+ * PP_ERR_PARSE (`profile.json: field "chosen.config.p": expected an integer >= 1, got "x"`),
+ * PP_ERR_UNSUPPORTED for a newer major version. *out is set only on success. */
+pp_status pp_profile_parse(const char *text, size_t len, const char *name, pp_profile **out);
+/* Reads a file and parses it. PP_ERR_NOTFOUND when the file does not exist. */
+pp_status pp_profile_read(const char *path, pp_profile **out);
+/* NULL is a no-op. */
+void pp_profile_destroy(pp_profile *p);
+/* The document as JSON text (unknown fields included), caller frees. */
+pp_status pp_profile_to_json(const pp_profile *p, char **text);
+/* Writes the document atomically to path. */
+pp_status pp_profile_write(const pp_profile *p, const char *path);
+
+/* Derived figures of a candidate: measured tokens/s from the measured step time (0 when not
+ * measured: global_batch * seq / step). */
+double pp_profile_measured_tokens_per_s(const pp_profile *p, const pp_profile_candidate *c);
+
+/* ---- diff ----------------------------------------------------------------------------------- */
+
+typedef struct {
+    int config_changed;  /* any of schedule p v G b d t N split differs */
+    int cluster_changed; /* fingerprints differ */
+    int model_changed;   /* model names differ */
+    int measured_basis;  /* 1: throughputs compared are measured in both, 0: predicted */
+    double old_tokens_per_s, new_tokens_per_s; /* on that basis */
+    double throughput_change;                  /* new / old - 1 (-0.07: 7 % slower) */
+    double peak_bytes_change; /* new - old, bytes, on the same basis as throughput */
+    int regression;           /* 1: throughput dropped by more than the threshold */
+} pp_profile_diff;
+
+/* Compares the chosen configurations of old and new and writes a readable report of what
+ * changed to fp (may be NULL). threshold: largest tolerated relative drop of throughput
+ * (0.05 = 5 %). Throughput is compared on measured figures when both have them, else on
+ * predicted ones; the report says which. PP_ERR_INVALID when either has no chosen candidate. */
+pp_status pp_profile_diff_run(const pp_profile *old, const pp_profile *new_, double threshold,
+                              FILE *fp, pp_profile_diff *out);
+
+/* ---- export --------------------------------------------------------------------------------- */
+
+typedef enum {
+    PP_PROFILE_EXPORT_MEGATRON, /* Megatron-LM command-line flags (BitPipe fork for bitpipe) */
+    PP_PROFILE_EXPORT_NEMO,     /* NeMo megatron_gpt_config YAML keys */
+    PP_PROFILE_EXPORT_PPRUN,    /* pptune's runtime flags */
+} pp_profile_export_format;
+
+/* "megatron", "nemo", "pprun" → format; PP_ERR_INVALID otherwise (message lists them). */
+pp_status pp_profile_export_format_parse(const char *s, pp_profile_export_format *out);
+/* Writes the chosen configuration in the format to fp. PP_ERR_UNSUPPORTED when the target
+ * cannot express it (Chimera in Megatron-LM, tensor parallelism in pprun), with the reason. */
+pp_status pp_profile_export(const pp_profile *p, pp_profile_export_format fmt, FILE *fp);
+
+/* ---- local store ---------------------------------------------------------------------------- */
+
+/* The default local store: $XDG_DATA_HOME/pptune/profiles, else ~/.local/share/pptune/profiles.
+ * Caller frees. PP_ERR_INVALID when neither variable is set. */
+pp_status pp_profile_store_dir(char **out);
+/* The key of a profile in any store: "<fingerprint with ':' as '-'>/<model>.json". Refuses
+ * (PP_ERR_INVALID) a fingerprint or model with characters outside [A-Za-z0-9._-:] so a key can
+ * never leave the store's directory or need URL escaping. */
+pp_status pp_profile_store_key(const char *fingerprint, const char *model, char *buf, size_t n);
+/* dir + "/" + key. Creates nothing (a failed fetch must leave the store as it was). Caller
+ * frees. */
+pp_status pp_profile_store_path(const char *dir, const char *fingerprint, const char *model,
+                                char **out);
+/* Creates the directories above the file path (mkdir -p of its parent). */
+pp_status pp_profile_store_mkdirs(const char *path);
+
+/* ---- HTTP store ----------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *url;          /* base URL; profiles live at <url>/<key> */
+    const char *token;        /* bearer token or NULL; never copied into a message */
+    double connect_timeout_s; /* per attempt; 0: 10 s */
+    double timeout_s;         /* whole attempt; 0: 60 s */
+    int retries;              /* attempts after the first, on connection errors, timeouts and
+                               * 5xx (never on 4xx); < 0: 3 */
+    double backoff_s;         /* wait before the first retry, doubled each time; 0: 0.5 s */
+    /* Progress ("retry 1/3 in 0.5 s: HTTP 503"), may be NULL. Never receives the token. */
+    void (*log)(void *ctx, const char *msg);
+    void *log_ctx;
+} pp_profile_http;
+
+/* PUTs the profile file at <url>/<key of its fingerprint and model> with header
+ * X-Checksum-Sha256 (hex of the body; the convention of Artifactory's deploy API). The file is
+ * validated first. On success *key_out (may be NULL) receives the key, caller frees. */
+pp_status pp_profile_publish(const pp_profile_http *h, const char *path, char **key_out);
+/* GETs <url>/<key>, checks the body's SHA-256 against the X-Checksum-Sha256 response header,
+ * validates it as a profile of that fingerprint and model, and only then creates dest's
+ * directory and writes it atomically to dest (on every failure nothing is created and the
+ * previous file, if any, stays untouched). Errors: PP_ERR_IO
+ * (connection, 5xx after retries, truncated body), PP_ERR_TIMEOUT, PP_ERR_NOTFOUND (404),
+ * PP_ERR_INVALID (401/403: token missing or refused), PP_ERR_IO also for a missing or
+ * mismatching checksum, PP_ERR_PARSE (not a valid profile, or not the one asked for). */
+pp_status pp_profile_fetch(const pp_profile_http *h, const char *fingerprint, const char *model,
+                           const char *dest);
+
+/* ---- SHA-256 (FIPS 180-4), for the checksums ------------------------------------------------ */
+
+/* hex: 65 bytes (64 lowercase hex digits + NUL). */
+void pp_sha256_hex(const void *data, size_t len, char hex[65]);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

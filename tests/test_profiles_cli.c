@@ -1,0 +1,161 @@
+/* test_profiles_cli.c — `pptune diff`, `export`, `publish` and `fetch` as a user runs them: exit
+ * codes a CI job acts on, what is printed, and that the store's token never is. */
+#include <jansson.h>
+
+#include "profiles_test.h"
+
+/* A copy of a fixture with the chosen candidate's predicted throughput scaled, written to dir. */
+static void scaled_copy(const char *fixture, double factor, const char *out)
+{
+    json_error_t e;
+    json_t *j = json_load_file(fixture, 0, &e);
+    cr_assert_not_null(j);
+    json_t *pr = json_object_get(json_object_get(j, "chosen"), "predicted");
+    double t = json_number_value(json_object_get(pr, "tokens_per_s"));
+    json_object_set_new(pr, "tokens_per_s", json_real(t * factor));
+    cr_assert_eq(json_dump_file(j, out, JSON_INDENT(2)), 0);
+    json_decref(j);
+}
+
+Test(profiles_cli, diff_exit_code_says_whether_throughput_dropped)
+{
+    char dir[64], slow[128], cmd[1024], out[8192];
+    pt_tmpdir(dir, sizeof dir);
+    snprintf(slow, sizeof slow, "%s/slow.json", dir);
+    scaled_copy(FIX "gpt-13b-dgx-h100-x32.json", 0.93, slow);
+    snprintf(cmd, sizeof cmd, PPTUNE " diff " FIX "gpt-13b-dgx-h100-x32.json %s", slow);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 3, "%s", out);
+    cr_assert(strstr(out, "throughput (predicted): -7.00 % (threshold -5.00 %): REGRESSION"), "%s",
+              out);
+    snprintf(cmd, sizeof cmd, PPTUNE " diff --threshold 8 " FIX "gpt-13b-dgx-h100-x32.json %s",
+             slow);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    cr_assert(strstr(out, "within threshold"), "%s", out);
+    /* faster is never a regression */
+    snprintf(cmd, sizeof cmd, PPTUNE " diff --quiet %s " FIX "gpt-13b-dgx-h100-x32.json", slow);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    cr_assert_str_eq(out, "");
+    /* a missing file is an error, not a verdict */
+    snprintf(cmd, sizeof cmd, PPTUNE " diff %s/none.json %s", dir, slow);
+    int rc = pt_run(cmd, out, sizeof out);
+    cr_assert(rc == 1 || rc == 2, "rc %d: %s", rc, out);
+    cr_assert(strstr(out, "none.json"), "%s", out);
+}
+
+Test(profiles_cli, export_prints_flags_or_refuses_with_the_reason)
+{
+    char out[8192];
+    cr_assert_eq(pt_run(PPTUNE " export --format megatron " FIX "gpt-13b-dgx-h100-x32.json", out,
+                        sizeof out),
+                 0, "%s", out);
+    cr_assert(
+        strncmp(out, "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 8 ", 64) == 0,
+        "%s", out);
+    cr_assert_eq(pt_run(PPTUNE " export --format pprun " FIX "tiny-local.json", out, sizeof out), 0,
+                 "%s", out);
+    cr_assert_str_eq(out, "--model tiny --schedule gpipe --ranks 1 --microbatches 1 "
+                          "--micro-batch-size 8 --dp 2 --seq 64\n");
+    cr_assert_eq(
+        pt_run(PPTUNE " export --format pprun " FIX "gpt-13b-dgx-h100-x32.json", out, sizeof out),
+        2, "%s", out);
+    cr_assert(strstr(out, "tensor parallelism (t = 2)"), "%s", out);
+    cr_assert_eq(
+        pt_run(PPTUNE " export --format deepspeed " FIX "tiny-local.json", out, sizeof out), 2,
+        "%s", out);
+    cr_assert(strstr(out, "expected megatron, nemo or pprun"), "%s", out);
+}
+
+Test(profiles_cli, the_exported_pprun_flags_run)
+{
+    char cmd[1024], out[16384], flags[512];
+    cr_assert_eq(
+        pt_run(PPTUNE " export --format pprun " FIX "tiny-local.json", flags, sizeof flags), 0);
+    flags[strcspn(flags, "\n")] = '\0';
+    snprintf(cmd, sizeof cmd, PP_BINARY_DIR "/runtime/pprun %s --steps 2 --quiet", flags);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s\n%s", cmd, out);
+}
+
+Test(profiles_cli, newer_major_version_is_refused_by_every_command)
+{
+    char dir[64], path[128], cmd[512], out[4096];
+    pt_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/v2.json", dir);
+    cr_assert_eq(pp_file_write_atomic(path, "{\"schema\": \"pptune-profile\", \"version\": 2}", 42),
+                 PP_OK);
+    snprintf(cmd, sizeof cmd, PPTUNE " export --format megatron %s", path);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 2, "%s", out);
+    cr_assert(strstr(out, "profile version 2.0 is newer than this pptune reads (1.x)"), "%s", out);
+    snprintf(cmd, sizeof cmd, PPTUNE " diff " FIX "tiny-local.json %s", path);
+    cr_assert_neq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    cr_assert(strstr(out, "newer than this pptune reads"), "%s", out);
+}
+
+#define SECRET "tok-9f3b2c71e0d4-secret"
+
+Test(profiles_cli, publish_and_fetch_with_a_token_that_is_never_printed)
+{
+    char dir[64], root[128], local[128], log[128], cmd[2048], out[16384];
+    pt_tmpdir(dir, sizeof dir);
+    snprintf(root, sizeof root, "%s/root", dir);
+    snprintf(local, sizeof local, "%s/local", dir);
+    snprintf(log, sizeof log, "%s/log", dir);
+    mkdir(root, 0755);
+    pt_server s;
+    pt_server_start(&s, root, "auth", "--token", SECRET, "--log", log, NULL);
+    /* right token: publish; a wrong one: fetch refused (exit 2), nothing printed of either */
+    snprintf(cmd, sizeof cmd,
+             "PPTUNE_STORE_TOKEN=" SECRET " " PPTUNE " publish -v " FIX "tiny-local.json "
+             "--store %s --backoff 0.05",
+             s.url);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    cr_assert(strstr(out, "published"), "%s", out);
+    cr_assert_null(strstr(out, SECRET), "token printed: %s", out);
+    snprintf(cmd, sizeof cmd,
+             "PPTUNE_DEBUG=1 PPTUNE_STORE_TOKEN=wrong-" SECRET " " PPTUNE " fetch -v --store %s "
+             "--model tiny --fingerprint fnv1a64:dd91123eca1202b2 --local-store %s",
+             s.url, local);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 2, "%s", out);
+    cr_assert(strstr(out, "HTTP 401"), "%s", out);
+    cr_assert_null(strstr(out, SECRET), "token printed: %s", out);
+    struct stat st;
+    cr_assert_neq(stat(local, &st), 0, "a failed fetch created the local store");
+    snprintf(cmd, sizeof cmd,
+             "PPTUNE_STORE_TOKEN=" SECRET " " PPTUNE " fetch -v --store %s --model tiny "
+             "--fingerprint fnv1a64:dd91123eca1202b2 --local-store %s",
+             s.url, local);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    cr_assert_null(strstr(out, SECRET), "token printed: %s", out);
+    pt_server_stop(&s);
+    char path[256];
+    snprintf(path, sizeof path, "%s/fnv1a64-dd91123eca1202b2/tiny.json", local);
+    pp_profile *p;
+    cr_assert_eq(pp_profile_read(path, &p), PP_OK, "%s", pp_err_msg());
+    cr_assert_str_eq(p->model.name, "tiny");
+    pp_profile_destroy(p);
+}
+
+Test(profiles_cli, fetch_by_cluster_file_uses_its_fingerprint)
+{
+    /* a preset's fingerprint is what `pptune probe --preset` writes: publish the gpt-13b
+     * profile made for dgx-h100 x 32 and fetch it back by naming the preset */
+    char dir[64], root[128], out_file[128], cmd[2048], out[16384];
+    pt_tmpdir(dir, sizeof dir);
+    snprintf(root, sizeof root, "%s/root", dir);
+    snprintf(out_file, sizeof out_file, "%s/got.json", dir);
+    mkdir(root, 0755);
+    pt_server s;
+    pt_server_start(&s, root, "ok", NULL);
+    snprintf(cmd, sizeof cmd, PPTUNE " publish " FIX "gpt-13b-dgx-h100-x32.json --store %s", s.url);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    snprintf(cmd, sizeof cmd,
+             PPTUNE
+             " probe --preset dgx-h100 --nodes 32 -o %s/cluster.json >/dev/null 2>&1 && " PPTUNE
+             " fetch --store %s --model gpt-13b --cluster %s/cluster.json -o %s",
+             dir, s.url, dir, out_file);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    pt_server_stop(&s);
+    pp_profile *p;
+    cr_assert_eq(pp_profile_read(out_file, &p), PP_OK, "%s", pp_err_msg());
+    cr_assert_str_eq(p->cluster.fingerprint, "fnv1a64:b79c73af88c5178f");
+    pp_profile_destroy(p);
+}

@@ -1,0 +1,59 @@
+/* cmd_export.c — `pptune export --format megatron|nemo|pprun PROFILE`: the chosen configuration
+ * as a training framework's options, on stdout (flags on one line; NeMo as YAML). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "pp_profile.h"
+
+static void usage(void)
+{
+    printf("usage: pptune export --format megatron|nemo|pprun PROFILE\n\n"
+           "Prints the profile's chosen configuration as launch options:\n"
+           "  megatron  Megatron-LM flags on one line (--tensor-model-parallel-size,\n"
+           "            --pipeline-model-parallel-size, --num-layers-per-virtual-pipeline-stage,\n"
+           "            --microbatch-group-size-per-virtual-pipeline-stage, --micro-batch-size,\n"
+           "            --global-batch-size, ...; --enable-bitpipe-schedule for the BitPipe fork)\n"
+           "  nemo      NeMo megatron_gpt_config.yaml keys (trainer.*, model.*)\n"
+           "  pprun     pprun's flags on one line\n"
+           "A configuration the target cannot run (Chimera in Megatron-LM, tensor parallelism\n"
+           "in pprun) is refused with the reason (exit 2).\n");
+}
+
+int pp_cmd_export(int argc, char **argv)
+{
+    const char *format = NULL, *file = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
+            usage();
+            return 0;
+        } else if (!strcmp(o, "--format")) {
+            if (i + 1 >= argc)
+                return pp_cmd_usage_error("export", "--format needs a value");
+            format = argv[++i];
+        } else if (o[0] == '-' && o[1]) {
+            return pp_cmd_usage_error("export", "unknown option \"%s\"", o);
+        } else if (!file) {
+            file = o;
+        } else {
+            return pp_cmd_usage_error("export", "expected one profile, got a second: \"%s\"", o);
+        }
+    }
+    if (!format || !file)
+        return pp_cmd_usage_error("export", "expected --format megatron|nemo|pprun PROFILE");
+    pp_profile_export_format fmt;
+    pp_status st = pp_profile_export_format_parse(format, &fmt);
+    if (st != PP_OK)
+        return pp_cmd_usage_error("export", "%s", pp_err_text());
+    pp_profile *p = NULL;
+    st = pp_profile_read(file, &p);
+    if (st == PP_OK)
+        st = pp_profile_export(p, fmt, stdout);
+    pp_profile_destroy(p);
+    if (st == PP_ERR_UNSUPPORTED) {
+        pp_cmd_fail("export", st);
+        return 2;
+    }
+    return st == PP_OK ? 0 : pp_cmd_fail("export", st);
+}

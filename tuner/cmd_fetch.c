@@ -1,0 +1,123 @@
+/* cmd_fetch.c — `pptune fetch --store URL --model M [--cluster C]`: downloads the profile of
+ * this cluster and model from the HTTP store, verifies it, and writes it atomically into the
+ * local store (or -o FILE). The cluster is identified by its fingerprint: from a cluster file,
+ * a preset, a quick probe of this machine (the default), or given with --fingerprint. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "pp_probe.h"
+#include "store_opts.h"
+
+static void usage(void)
+{
+    printf(
+        "usage: pptune fetch --store URL --model M [--cluster C [--nodes N] | --fingerprint FP]\n"
+        "                    [-o FILE] [options]\n\n"
+        "Downloads <url>/<cluster fingerprint>/<M>.json, checks its SHA-256 against the\n"
+        "store's X-Checksum-Sha256 header, validates it, and only then writes it (atomically)\n"
+        "to the local store or FILE: on any failure the destination is left as it was.\n\n"
+        "  --model M              the model name the profile was tuned for\n"
+        "  --cluster C            cluster file (pptune probe -o), preset name, or 'local'\n"
+        "                         (a quick probe of this machine; the default)\n"
+        "  --nodes N              nodes of a preset (default 1)\n"
+        "  --fingerprint FP       the cluster's fingerprint, instead of --cluster\n"
+        "  -o FILE                destination (default: the local store)\n");
+    pp_store_opts_help(stdout);
+}
+
+typedef struct {
+    const char *model, *cluster, *fingerprint, *out;
+    int nodes;
+} fetch_args;
+
+static pp_status cluster_fingerprint(const fetch_args *a, char *fp, size_t n)
+{
+    pp_cluster *c = NULL;
+    const char *name = a->cluster ? a->cluster : "local";
+    pp_status st;
+    if (!strcmp(name, "local")) {
+        pp_probe_opts po = {.quick = 1};
+        fprintf(stderr, "pptune fetch: probing this machine (quick) for its fingerprint...\n");
+        st = pp_probe_run(&po, &c);
+    } else if (strchr(name, '/') || strstr(name, ".json")) {
+        st = pp_cluster_read(name, &c);
+    } else {
+        st = pp_cluster_load_preset(name, a->nodes, &c);
+    }
+    if (st == PP_OK)
+        snprintf(fp, n, "%s", c->fingerprint);
+    pp_cluster_destroy(c);
+    PP_TRY(st);
+    return PP_OK;
+}
+
+static int parse(int argc, char **argv, fetch_args *a, pp_store_opts *s)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
+            usage();
+            return 0;
+        }
+        int rc = pp_store_opts_option("fetch", argc, argv, &i, s);
+        if (rc < 0)
+            return 2;
+        if (rc > 0)
+            continue;
+        const char **dst = !strcmp(o, "--model")         ? &a->model
+                           : !strcmp(o, "--cluster")     ? &a->cluster
+                           : !strcmp(o, "--fingerprint") ? &a->fingerprint
+                           : !strcmp(o, "-o")            ? &a->out
+                                                         : NULL;
+        if (dst) {
+            if (!v)
+                return pp_cmd_usage_error("fetch", "%s needs a value", o);
+            *dst = v;
+            i++;
+        } else if (!strcmp(o, "--nodes")) {
+            if (!pp_cmd_parse_int("fetch", o, v, 1, &a->nodes))
+                return 2;
+            i++;
+        } else {
+            return pp_cmd_usage_error("fetch", "unknown option or argument \"%s\"", o);
+        }
+    }
+    if (!s->http.url)
+        return pp_cmd_usage_error("fetch",
+                                  "no store: give --store URL (or set " PP_STORE_URL_ENV ")");
+    if (!a->model)
+        return pp_cmd_usage_error("fetch", "--model M is required");
+    if (a->cluster && a->fingerprint)
+        return pp_cmd_usage_error("fetch", "give --cluster or --fingerprint, not both");
+    return -1;
+}
+
+int pp_cmd_fetch(int argc, char **argv)
+{
+    pp_store_opts s;
+    pp_store_opts_init(&s);
+    fetch_args a = {.nodes = 1};
+    int rc = parse(argc, argv, &a, &s);
+    if (rc >= 0)
+        return rc;
+    char fp[64], *dest = NULL, *dir = NULL;
+    pp_status st = PP_OK;
+    if (a.fingerprint)
+        snprintf(fp, sizeof fp, "%s", a.fingerprint);
+    else
+        st = cluster_fingerprint(&a, fp, sizeof fp);
+    if (st == PP_OK && a.out)
+        dest = pp_strdup(a.out);
+    else if (st == PP_OK)
+        st = pp_store_opts_local_dir(&s, &dir);
+    if (st == PP_OK && !dest)
+        st = pp_profile_store_path(dir, fp, a.model, &dest);
+    if (st == PP_OK)
+        st = pp_profile_fetch(&s.http, fp, a.model, dest);
+    if (st == PP_OK)
+        printf("fetched %s/%s.json to %s\n", fp, a.model, dest);
+    free(dest);
+    free(dir);
+    return st == PP_OK ? 0 : pp_cmd_fail("fetch", st);
+}

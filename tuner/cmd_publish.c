@@ -1,0 +1,76 @@
+/* cmd_publish.c — `pptune publish PROFILE [--store URL]`: validates a profile and puts it in the
+ * HTTP store (PUT, SHA-256 checksum, bearer token from the environment) or, without a URL, in
+ * the local store, under the key of its cluster fingerprint and model. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "store_opts.h"
+
+static void usage(void)
+{
+    printf("usage: pptune publish PROFILE [--store URL] [options]\n\n"
+           "Validates PROFILE and stores it under <cluster fingerprint>/<model>.json: with a\n"
+           "URL by HTTP PUT (header X-Checksum-Sha256), else in the local store.\n\n");
+    pp_store_opts_help(stdout);
+}
+
+/* The local store: a validated, byte-for-byte, atomic copy. */
+static pp_status publish_local(const pp_store_opts *s, const char *file, char **dest)
+{
+    pp_profile *p;
+    char *dir = NULL, *text = NULL;
+    size_t len;
+    PP_TRY(pp_profile_read(file, &p));
+    pp_status st = pp_store_opts_local_dir(s, &dir);
+    if (st == PP_OK)
+        st = pp_profile_store_path(dir, p->cluster.fingerprint, p->model.name, dest);
+    pp_profile_destroy(p);
+    free(dir);
+    if (st == PP_OK)
+        st = pp_profile_store_mkdirs(*dest);
+    if (st == PP_OK)
+        st = pp_file_read(file, &text, &len);
+    if (st == PP_OK)
+        st = pp_file_write_atomic(*dest, text, len);
+    free(text);
+    PP_TRY(st);
+    return PP_OK;
+}
+
+int pp_cmd_publish(int argc, char **argv)
+{
+    pp_store_opts s;
+    pp_store_opts_init(&s);
+    const char *file = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage();
+            return 0;
+        }
+        int rc = pp_store_opts_option("publish", argc, argv, &i, &s);
+        if (rc < 0)
+            return 2;
+        if (rc > 0)
+            continue;
+        if (argv[i][0] == '-' && argv[i][1])
+            return pp_cmd_usage_error("publish", "unknown option \"%s\"", argv[i]);
+        if (file)
+            return pp_cmd_usage_error("publish", "expected one profile, got a second: \"%s\"",
+                                      argv[i]);
+        file = argv[i];
+    }
+    if (!file)
+        return pp_cmd_usage_error("publish", "expected the profile to publish");
+    char *where = NULL;
+    pp_status st =
+        s.http.url ? pp_profile_publish(&s.http, file, &where) : publish_local(&s, file, &where);
+    if (st != PP_OK)
+        return pp_cmd_fail("publish", st);
+    if (s.http.url)
+        printf("published %s as %s to %s\n", file, where, s.http.url);
+    else
+        printf("published %s to the local store: %s\n", file, where);
+    free(where);
+    return 0;
+}

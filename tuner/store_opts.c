@@ -1,0 +1,84 @@
+/* store_opts.c — the options `pptune publish` and `pptune fetch` share. The token is read from
+ * the environment only (a command-line value would show in `ps` and shell history). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "store_opts.h"
+
+static void log_stderr(void *ctx, const char *msg)
+{
+    fprintf(stderr, "pptune %s: %s\n", (const char *)ctx, msg);
+}
+
+void pp_store_opts_init(pp_store_opts *s)
+{
+    const char *url = getenv(PP_STORE_URL_ENV), *tok = getenv(PP_STORE_TOKEN_ENV);
+    *s = (pp_store_opts){.http = {.url = url && *url ? url : NULL,
+                                  .token = tok && *tok ? tok : NULL,
+                                  .retries = -1}};
+}
+
+int pp_store_opts_option(const char *cmd, int argc, char **argv, int *i, pp_store_opts *s)
+{
+    const char *o = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    double x;
+    int k;
+    if (!strcmp(o, "--verbose") || !strcmp(o, "-v")) {
+        s->verbose = 1;
+        s->http.log = log_stderr;
+        s->http.log_ctx = (void *)cmd;
+        return 1;
+    }
+    if (strcmp(o, "--store") && strcmp(o, "--local-store") && strcmp(o, "--timeout") &&
+        strcmp(o, "--connect-timeout") && strcmp(o, "--retries") && strcmp(o, "--backoff"))
+        return 0;
+    if (!v) {
+        pp_cmd_usage_error(cmd, "%s needs a value", o);
+        return -1;
+    }
+    (*i)++;
+    if (!strcmp(o, "--store"))
+        s->http.url = v;
+    else if (!strcmp(o, "--local-store"))
+        s->local_dir = v;
+    else if (!strcmp(o, "--retries")) {
+        if (!pp_cmd_parse_int(cmd, o, v, 0, &k))
+            return -1;
+        s->http.retries = k;
+    } else {
+        if (!pp_cmd_parse_double(cmd, o, v, 0.001, &x))
+            return -1;
+        if (!strcmp(o, "--timeout"))
+            s->http.timeout_s = x;
+        else if (!strcmp(o, "--connect-timeout"))
+            s->http.connect_timeout_s = x;
+        else
+            s->http.backoff_s = x;
+    }
+    return 1;
+}
+
+void pp_store_opts_help(FILE *fp)
+{
+    fprintf(fp, "store:\n"
+                "  --store URL            HTTP store (default $" PP_STORE_URL_ENV "; none: the\n"
+                "                         local store only)\n"
+                "  --local-store DIR      local store (default $XDG_DATA_HOME/pptune/profiles)\n"
+                "  --timeout S            whole request, seconds (60)\n"
+                "  --connect-timeout S    connection, seconds (10)\n"
+                "  --retries N            retries on connection errors, timeouts and 5xx (3)\n"
+                "  --backoff S            first wait between retries, doubled each time (0.5)\n"
+                "  -v, --verbose          say each retry on stderr\n"
+                "The bearer token is read from $" PP_STORE_TOKEN_ENV " and never printed.\n");
+}
+
+pp_status pp_store_opts_local_dir(const pp_store_opts *s, char **out)
+{
+    if (s->local_dir) {
+        *out = pp_strdup(s->local_dir);
+        return *out ? PP_OK : PP_ERR_NOMEM;
+    }
+    PP_TRY(pp_profile_store_dir(out));
+    return PP_OK;
+}
