@@ -73,6 +73,26 @@ typedef struct {
 typedef struct pp_backend pp_backend;
 
 pp_status pp_backend_cpu_create(pp_backend **out);
+
+/* The CUDA backend (runtime/cuda/): device memory, cuBLAS GEMMs, CUDA kernels, on one device.
+ * PP_PREC_FP32 computes in fp32 throughout (no TF32: the numerical twin of the CPU backend);
+ * PP_PREC_BF16 keeps every tensor fp32 (master weights, activations, gradients) and runs the
+ * GEMMs on bf16 copies of their operands, made at the GEMM boundary in a backend workspace,
+ * with fp32 accumulation and fp32 results (what users train with). Kernels run in order on the
+ * backend's compute stream; download and xent_fwd (the loss) wait for them.
+ * PP_ERR_UNSUPPORTED when built without CUDA or when the machine has no CUDA device (the
+ * message says which), PP_ERR_INVALID for a bad device index or precision. */
+typedef enum { PP_PREC_FP32 = 0, PP_PREC_BF16 = 1 } pp_precision;
+pp_status pp_backend_cuda_create(int device, int precision, pp_backend **out);
+/* CUDA-only queries; PP_ERR_UNSUPPORTED for any other backend (or a build without CUDA).
+ * sync: waits for the compute and communication streams. timer: CUDA events on the compute
+ * stream; stop waits for the stop event and gives the milliseconds between start and stop.
+ * mem_info: the device's free and total bytes as the driver sees them (cudaMemGetInfo), next
+ * to the backend's own accounting (pp_backend_mem_stats). */
+pp_status pp_backend_cuda_sync(pp_backend *be);
+pp_status pp_backend_cuda_timer_start(pp_backend *be);
+pp_status pp_backend_cuda_timer_stop(pp_backend *be, double *ms);
+pp_status pp_backend_cuda_mem_info(pp_backend *be, size_t *free_bytes, size_t *total_bytes);
 void pp_backend_destroy(pp_backend *be);
 const char *pp_backend_name(const pp_backend *be);
 void pp_backend_mem_stats(const pp_backend *be, pp_mem_stats *out);

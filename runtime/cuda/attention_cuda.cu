@@ -1,0 +1,194 @@
+/* attention_cuda.cu — causal multi-head self-attention on the GPU, forward and backward: cuBLAS
+ * strided-batched GEMMs over the heads for the products (as karpathy/llm.c's attention_forward)
+ * and one warp-per-row kernel for the causal softmax and for its backward. Same math as
+ * runtime/cpu/cpu_attention.c:
+ *
+ *   S = q k^T / sqrt(hs),  A = softmax_causal(S),  y = A v
+ *   dA = dy v^T,  dS = A * (dA - rowsum(A * dA)) / sqrt(hs),  dq = dS k,  dk = dS^T q,  dv = A^T dy
+ *
+ * No permutation copies: head h of batch row b reads q, k, v straight out of qkv(B,T,3C) with a
+ * leading dimension of 3C and a head stride of hs, so one batched GEMM per batch row covers every
+ * head. The products cover the whole T x T square (the softmax zeroes what lies above the
+ * diagonal): twice the FLOPs causality needs, on a term that is 4BT^2C of the layer's
+ * 24BTC^2 + 4BT^2C forward. Not flash attention: the saved probabilities att(B,NH,T,T) are the
+ * memory the tuner's activation model counts.
+ *
+ * bf16 mode: q, k, v, dy are converted per batch row into the workspace; the softmax kernels
+ * write a bf16 copy of A (and dS) beside their fp32 results, so no extra pass converts them.
+ */
+#include <math.h>
+
+#include "cuda_impl.h"
+
+#define CX(ctx) ((pp_cuda_ctx *)(ctx))
+#define SM_WARPS 8 /* rows per block */
+
+static __device__ __forceinline__ float warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+static __device__ __forceinline__ float warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* rows (B*NH*T) of length T in place: row r is query t = r % T, softmax over keys [0, t], zero
+ * beyond. a16: NULL, or a bf16 copy of the result. */
+static __global__ void softmax_causal_kernel(float *att, __nv_bfloat16 *a16, size_t rows, int T)
+{
+    size_t r = (size_t)blockIdx.x * SM_WARPS + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (r >= rows)
+        return;
+    int t = (int)(r % (size_t)T);
+    float *row = att + r * T;
+    float mx = -INFINITY;
+    for (int j = lane; j <= t; j += 32)
+        mx = fmaxf(mx, row[j]);
+    mx = warp_max(mx);
+    float s = 0.0f;
+    for (int j = lane; j <= t; j += 32)
+        s += expf(row[j] - mx);
+    float inv = 1.0f / warp_sum(s);
+    for (int j = lane; j < T; j += 32) {
+        float p = j <= t ? expf(row[j] - mx) * inv : 0.0f;
+        row[j] = p;
+        if (a16)
+            a16[r * T + j] = __float2bfloat16_rn(p);
+    }
+}
+
+/* rows (NH*T) of one batch row: dS from A and dA (fp32, in place over dA unless ds16 is given,
+ * then written there in bf16), scaled; zero above the diagonal. a16: NULL, or where to put a
+ * bf16 copy of A (for the dv product). */
+static __global__ void softmax_causal_bwd_kernel(float *ds, __nv_bfloat16 *ds16, __nv_bfloat16 *a16,
+                                                 const float *att, size_t rows, int T, float scale)
+{
+    size_t r = (size_t)blockIdx.x * SM_WARPS + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (r >= rows)
+        return;
+    int t = (int)(r % (size_t)T);
+    const float *a = att + r * T;
+    float *d = ds + r * T;
+    float dot = 0.0f;
+    for (int j = lane; j <= t; j += 32)
+        dot += a[j] * d[j];
+    dot = warp_sum(dot);
+    for (int j = lane; j < T; j += 32) {
+        float v = j <= t ? a[j] * (d[j] - dot) * scale : 0.0f;
+        if (ds16)
+            ds16[r * T + j] = __float2bfloat16_rn(v);
+        else
+            d[j] = v;
+        if (a16)
+            a16[r * T + j] = __float2bfloat16_rn(a[j]);
+    }
+}
+
+static unsigned sm_grid(size_t rows)
+{
+    return (unsigned)((rows + SM_WARPS - 1) / SM_WARPS);
+}
+
+size_t pp_cuda_attention_scratch_bytes(void *ctx, int B, int T, int C, int NH)
+{
+    (void)ctx, (void)B, (void)C;
+    return (size_t)NH * T * T * sizeof(float); /* dA, then dS, of one batch row at a time */
+}
+
+pp_status pp_cuda_attention_fwd(void *ctx, float *y, float *att, const float *qkv, int B, int T,
+                                int C, int NH)
+{
+    pp_cuda_ctx *cx = CX(ctx);
+    const int hs = C / NH, C3 = 3 * C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const size_t tt = (size_t)T * T, rows = (size_t)B * NH * T;
+    if (B <= 0 || T <= 0)
+        return PP_OK;
+    int bf = cx->precision == PP_PREC_BF16;
+    pp_cuda_dtype dt = bf ? PP_CUDA_BF16 : PP_CUDA_F32;
+    const void *in = qkv; /* q, k, v operands: qkv itself, or its bf16 copy */
+    __nv_bfloat16 *a16 = NULL;
+    size_t esz = bf ? sizeof(__nv_bfloat16) : sizeof(float);
+    if (bf) {
+        void *ws;
+        PP_TRY(pp_cuda_ws_reserve(cx, ((size_t)B * T * C3 + (size_t)B * NH * tt) * esz, &ws));
+        __nv_bfloat16 *q16 = (__nv_bfloat16 *)ws;
+        a16 = q16 + (size_t)B * T * C3;
+        PP_TRY(pp_cuda_to_bf16(cx, q16, qkv, B * T, C3, C3));
+        in = q16;
+    }
+    const char *base = (const char *)in;
+    for (int b = 0; b < B; b++) { /* S(h) = scale * q(h) k(h)^T, every head at once */
+        const char *q = base + (size_t)b * T * C3 * esz, *k = q + (size_t)C * esz;
+        PP_TRY(pp_cuda_gemm_batched(cx, 0, 1, T, T, hs, scale, q, C3, hs, k, C3, hs, 0.0f,
+                                    att + (size_t)b * NH * tt, T, (long long)tt, NH, dt));
+    }
+    softmax_causal_kernel<<<sm_grid(rows), 32 * SM_WARPS, 0, cx->stream>>>(att, a16, rows, T);
+    PP_CUDA_LAUNCH_CHECK();
+    for (int b = 0; b < B; b++) { /* y(h) = A(h) v(h) */
+        const char *v = base + ((size_t)b * T * C3 + 2 * (size_t)C) * esz;
+        const void *A = bf ? (const void *)(a16 + (size_t)b * NH * tt)
+                           : (const void *)(att + (size_t)b * NH * tt);
+        PP_TRY(pp_cuda_gemm_batched(cx, 0, 0, T, hs, T, 1.0f, A, T, (long long)tt, v, C3, hs, 0.0f,
+                                    y + (size_t)b * T * C, C, hs, NH, dt));
+    }
+    return PP_OK;
+}
+
+pp_status pp_cuda_attention_bwd(void *ctx, float *dqkv, float *scratch, const float *dy,
+                                const float *att, const float *qkv, int B, int T, int C, int NH)
+{
+    pp_cuda_ctx *cx = CX(ctx);
+    const int hs = C / NH, C3 = 3 * C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const size_t tt = (size_t)T * T, rows = (size_t)NH * T;
+    if (B <= 0 || T <= 0)
+        return PP_OK;
+    int bf = cx->precision == PP_PREC_BF16;
+    pp_cuda_dtype dt = bf ? PP_CUDA_BF16 : PP_CUDA_F32;
+    size_t esz = bf ? sizeof(__nv_bfloat16) : sizeof(float);
+    __nv_bfloat16 *q16 = NULL, *dy16 = NULL, *a16 = NULL, *ds16 = NULL;
+    if (bf) { /* per batch row: q,k,v | dy | A | dS, all bf16 */
+        void *ws;
+        PP_TRY(pp_cuda_ws_reserve(cx, ((size_t)T * C3 + (size_t)T * C + 2 * NH * tt) * esz, &ws));
+        q16 = (__nv_bfloat16 *)ws;
+        dy16 = q16 + (size_t)T * C3;
+        a16 = dy16 + (size_t)T * C;
+        ds16 = a16 + NH * tt;
+    }
+    for (int b = 0; b < B; b++) {
+        const float *qkv_b = qkv + (size_t)b * T * C3, *dy_b = dy + (size_t)b * T * C;
+        const float *A = att + (size_t)b * NH * tt;
+        float *dq = dqkv + (size_t)b * T * C3, *dk = dq + C, *dv = dq + 2 * C;
+        const char *q = (const char *)qkv_b, *dyo = (const char *)dy_b;
+        if (bf) {
+            PP_TRY(pp_cuda_to_bf16(cx, q16, qkv_b, T, C3, C3));
+            PP_TRY(pp_cuda_to_bf16(cx, dy16, dy_b, T, C, C));
+            q = (const char *)q16;
+            dyo = (const char *)dy16;
+        }
+        const char *k = q + (size_t)C * esz, *v = q + 2 * (size_t)C * esz;
+        /* dA(h) = dy(h) v(h)^T into scratch, then dS over it (or into ds16) */
+        PP_TRY(pp_cuda_gemm_batched(cx, 0, 1, T, T, hs, 1.0f, dyo, C, hs, v, C3, hs, 0.0f, scratch,
+                                    T, (long long)tt, NH, dt));
+        softmax_causal_bwd_kernel<<<sm_grid(rows), 32 * SM_WARPS, 0, cx->stream>>>(
+            scratch, ds16, a16, A, rows, T, scale);
+        PP_CUDA_LAUNCH_CHECK();
+        const void *dS = bf ? (const void *)ds16 : (const void *)scratch;
+        const void *Ao = bf ? (const void *)a16 : (const void *)A;
+        PP_TRY(pp_cuda_gemm_batched(cx, 0, 0, T, hs, T, 1.0f, dS, T, (long long)tt, k, C3, hs, 0.0f,
+                                    dq, C3, hs, NH, dt)); /* dq = dS k */
+        PP_TRY(pp_cuda_gemm_batched(cx, 1, 0, T, hs, T, 1.0f, dS, T, (long long)tt, q, C3, hs, 0.0f,
+                                    dk, C3, hs, NH, dt)); /* dk = dS^T q */
+        PP_TRY(pp_cuda_gemm_batched(cx, 1, 0, T, hs, T, 1.0f, Ao, T, (long long)tt, dyo, C, hs,
+                                    0.0f, dv, C3, hs, NH, dt)); /* dv = A^T dy */
+    }
+    return PP_OK;
+}

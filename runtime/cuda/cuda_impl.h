@@ -1,0 +1,114 @@
+/* cuda_impl.h — private to runtime/cuda/: the CUDA backend's context, its error macros and the
+ * kernel entry points shared by its three translation units (backend_cuda.cu: memory, streams,
+ * GEMM, the table; kernels_cuda.cu: element-wise and row-wise kernels; attention_cuda.cu).
+ *
+ * Only .cu files include this header: it names CUDA and cuBLAS types. Code above the backend sees
+ * pp_backend_cuda_create() in pp_rt.h and nothing else (no CUDA type crosses that line).
+ * Every CUDA / cuBLAS call goes through PP_CUDA_CHECK / PP_CUBLAS_CHECK, which turn a failure
+ * into a pp_status with the call's text and file:line (PP_ERR_OOM for out-of-memory, so the
+ * tuner can classify a trial); every kernel launch is followed by PP_CUDA_LAUNCH_CHECK().
+ */
+#ifndef PP_RT_CUDA_IMPL_H
+#define PP_RT_CUDA_IMPL_H
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pp_common.h"
+#include "pp_rt.h"
+extern "C" {
+#include "../backend.h" /* no C++ guards of its own; its includes above are already in */
+}
+
+/* ---- errors ---- */
+pp_status pp_cuda_status(cudaError_t e, const char *call, const char *file, int line);
+pp_status pp_cublas_status(cublasStatus_t e, const char *call, const char *file, int line);
+#define PP_CUDA_CHECK(call) pp_cuda_status((call), #call, __FILE__, __LINE__)
+#define PP_CUBLAS_CHECK(call) pp_cublas_status((call), #call, __FILE__, __LINE__)
+/* Propagating forms, for functions that own nothing to clean up. */
+#define PP_CUDA_TRY(call) PP_TRY(PP_CUDA_CHECK(call))
+#define PP_CUBLAS_TRY(call) PP_TRY(PP_CUBLAS_CHECK(call))
+/* After every <<<...>>>: a bad configuration is reported here, at the launch's line. */
+#define PP_CUDA_LAUNCH_CHECK()                                                                     \
+    PP_TRY(pp_cuda_status(cudaGetLastError(), "kernel launch", __FILE__, __LINE__))
+
+/* ---- the context ---- */
+typedef struct {
+    int device;
+    int precision;       /* PP_PREC_FP32 or PP_PREC_BF16 */
+    int sms;             /* multiprocessors, for grid sizing */
+    cudaStream_t stream; /* compute: every kernel and GEMM of the table runs here, in order */
+    cudaStream_t comm;   /* communication: for transports to overlap transfers with compute */
+    cudaEvent_t ev_start, ev_stop; /* the timer of pp_backend_cuda_timer_* (compute stream) */
+    cublasHandle_t blas;
+    pp_backend *be; /* back pointer: the workspaces below are counted in its accounting */
+    void *ws;       /* scratch of the kernels (bf16 operand copies, per-row losses) */
+    size_t ws_bytes;
+    void *blas_ws; /* cuBLAS workspace (cublasSetWorkspace), PP_MEM_WORKSPACE */
+    size_t blas_ws_bytes;
+    float *host_rows; /* host copy of per-row losses (xent_fwd), grown as needed */
+    size_t host_rows_n;
+} pp_cuda_ctx;
+
+/* Scratch of at least `bytes` (grown, never shrunk; counted under PP_MEM_WORKSPACE). Each call
+ * may hand out the same memory: a user's kernels must be queued on the compute stream before the
+ * next user's (stream order keeps them apart). */
+pp_status pp_cuda_ws_reserve(pp_cuda_ctx *cx, size_t bytes, void **out);
+
+/* 1-D launch geometry: blocks of `threads` covering n elements, capped for grid-stride loops. */
+static inline unsigned pp_cuda_blocks(size_t n, unsigned threads)
+{
+    size_t b = (n + threads - 1) / threads;
+    const size_t cap = 65535u * 8u;
+    return (unsigned)(b == 0 ? 1 : b < cap ? b : cap);
+}
+
+/* ---- GEMM (backend_cuda.cu) ---- */
+/* Element type of a GEMM operand: fp32 everywhere in fp32 mode; bf16 copies in bf16 mode. */
+typedef enum { PP_CUDA_F32, PP_CUDA_BF16 } pp_cuda_dtype;
+
+/* Row-major strided-batched c_i(m,n) = alpha op(a_i) op(b_i) + beta c_i with a_i = a + i*sa etc.
+ * (strides in elements), a and b of type `ab`, c fp32, fp32 accumulation. */
+pp_status pp_cuda_gemm_batched(pp_cuda_ctx *cx, int ta, int tb, int m, int n, int k, float alpha,
+                               const void *a, int lda, long long sa, const void *b, int ldb,
+                               long long sb, float beta, float *c, int ldc, long long sc, int batch,
+                               pp_cuda_dtype ab);
+/* dst(rows, cols) packed bf16 <- src(rows, cols) fp32 with leading dimension ld. */
+pp_status pp_cuda_to_bf16(pp_cuda_ctx *cx, __nv_bfloat16 *dst, const float *src, int rows, int cols,
+                          int ld);
+
+/* ---- kernels (kernels_cuda.cu), one per table entry; backend.h says what each computes ---- */
+pp_status pp_cuda_add_bias(void *ctx, float *y, const float *bias, int rows, int cols);
+pp_status pp_cuda_bias_grad(void *ctx, float *db, const float *dy, int rows, int cols);
+pp_status pp_cuda_add(void *ctx, float *y, const float *x, size_t n);
+pp_status pp_cuda_encoder_fwd(void *ctx, float *out, const int32_t *tok, const float *wte,
+                              const float *wpe, int B, int T, int C);
+pp_status pp_cuda_encoder_bwd(void *ctx, float *dwte, float *dwpe, const float *dout,
+                              const int32_t *tok, int B, int T, int C);
+pp_status pp_cuda_layernorm_fwd(void *ctx, float *out, float *mean, float *rstd, const float *x,
+                                const float *g, const float *b, int N, int C);
+pp_status pp_cuda_layernorm_bwd(void *ctx, float *dx, float *dg, float *db, const float *dout,
+                                const float *x, const float *g, const float *mean,
+                                const float *rstd, int N, int C);
+pp_status pp_cuda_gelu_fwd(void *ctx, float *y, const float *x, size_t n);
+pp_status pp_cuda_gelu_bwd(void *ctx, float *dx, const float *x, const float *dy, size_t n);
+pp_status pp_cuda_xent_fwd(void *ctx, float *probs, const int32_t *targets, int N, int V,
+                           float *mean_loss_host);
+pp_status pp_cuda_xent_bwd(void *ctx, float *probs, const int32_t *targets, int N, int V,
+                           float scale);
+pp_status pp_cuda_adamw(void *ctx, float *w, const float *g, float *m, float *v, size_t n,
+                        const pp_adamw_scalars *s);
+/* c(m, n) = beta * c (0 when beta = 0, whatever c held): an empty product (k = 0). */
+pp_status pp_cuda_scale_matrix(pp_cuda_ctx *cx, float *c, int m, int n, int ldc, float beta);
+
+/* ---- attention (attention_cuda.cu) ---- */
+pp_status pp_cuda_attention_fwd(void *ctx, float *y, float *att, const float *qkv, int B, int T,
+                                int C, int NH);
+pp_status pp_cuda_attention_bwd(void *ctx, float *dqkv, float *scratch, const float *dy,
+                                const float *att, const float *qkv, int B, int T, int C, int NH);
+size_t pp_cuda_attention_scratch_bytes(void *ctx, int B, int T, int C, int NH);
+
+#endif

@@ -1,0 +1,446 @@
+/* test_cuda.c — the CUDA backend against the CPU backend (the numerical reference): every kernel
+ * of the table on random inputs in fp32, a whole stage forward/backward + AdamW in fp32, and the
+ * bf16 mode's loss tracking fp32 over a few training steps. Built only with CUDA; where the
+ * machine has no CUDA device each test that needs one skips with one line saying so.
+ *
+ * Tolerance: "close" means max |gpu - cpu| <= tol * max |cpu| over the tensor (a max-norm
+ * relative error: element-wise relative error is meaningless at entries near zero). fp32 kernels
+ * differ from the CPU only in summation order and in expf/tanhf vs the CPU's polynomials
+ * (~1e-7), hence tol = 1e-4 as issue 6 asks. White-box: includes the private backend.h to call
+ * single kernels.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "pp_rt.h"
+
+#define CHECK(expr)                                                                                \
+    do {                                                                                           \
+        pp_status st_ = (expr);                                                                    \
+        cr_assert_eq(st_, PP_OK, "%s failed: %s", #expr, pp_err_msg());                            \
+    } while (0)
+
+#define TOL 1e-4
+
+static pp_backend *cuda_or_skip(int precision)
+{
+    pp_backend *be = NULL;
+    pp_status st = pp_backend_cuda_create(0, precision, &be);
+    if (st == PP_ERR_UNSUPPORTED)
+        cr_skip_test("skipped: %s", pp_err_text());
+    cr_assert_eq(st, PP_OK, "cuda backend: %s", pp_err_msg());
+    return be;
+}
+
+/* ---- host data and device copies ---- */
+
+static uint32_t rng_state;
+static float frand(float lo, float hi)
+{
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return lo + (hi - lo) * (float)(rng_state >> 8) / 16777216.0f;
+}
+
+static float *hrand(size_t n, float lo, float hi)
+{
+    float *h = malloc(n * sizeof(float));
+    cr_assert(h);
+    for (size_t i = 0; i < n; i++)
+        h[i] = frand(lo, hi);
+    return h;
+}
+
+static void *dev_of(pp_backend *g, const void *h, size_t bytes)
+{
+    void *d = pp_backend_alloc(g, bytes, PP_MEM_WORKSPACE);
+    cr_assert(d, "device alloc: %s", pp_err_msg());
+    CHECK(g->ops->upload(g->ctx, d, h, bytes));
+    return d;
+}
+
+/* Downloads n floats of d and compares them with ref (see the file comment). */
+static void expect_close(pp_backend *g, const float *d, const float *ref, size_t n, double tol,
+                         const char *what)
+{
+    float *got = malloc(n * sizeof(float));
+    CHECK(g->ops->download(g->ctx, got, d, n * sizeof(float)));
+    double scale = 0.0, worst = 0.0;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        scale = fmax(scale, fabs((double)ref[i]));
+        double e = fabs((double)got[i] - (double)ref[i]);
+        if (!(e <= worst)) { /* NaN-proof: a NaN becomes the worst */
+            worst = e;
+            at = i;
+        }
+    }
+    cr_expect(worst <= tol * fmax(scale, 1e-30),
+              "%s: max |gpu - cpu| = %g at [%zu] (gpu %g, cpu %g), max |cpu| = %g, tol %g", what,
+              worst, at, (double)got[at], (double)ref[at], scale, tol);
+    free(got);
+}
+
+typedef struct {
+    pp_backend *cpu, *gpu;
+} pair;
+
+static pair pair_or_skip(void)
+{
+    pair p;
+    p.gpu = cuda_or_skip(PP_PREC_FP32);
+    CHECK(pp_backend_cpu_create(&p.cpu));
+    rng_state = 12345u;
+    return p;
+}
+
+static void pair_done(pair *p)
+{
+    pp_backend_destroy(p->gpu);
+    pp_backend_destroy(p->cpu);
+}
+
+/* ---- tests that need no device ---- */
+
+Test(cuda, bad_arguments_and_other_backends_are_refused)
+{
+    pp_backend *be = (pp_backend *)1;
+    cr_expect_eq(pp_backend_cuda_create(0, 7, &be), PP_ERR_INVALID);
+    cr_expect(strstr(pp_err_text(), "precision 7"), "message: %s", pp_err_text());
+    cr_expect_null(be);
+    cr_expect_eq(pp_backend_cuda_create(-1, PP_PREC_FP32, &be), PP_ERR_INVALID);
+    cr_expect(strstr(pp_err_text(), "-1"), "message: %s", pp_err_text());
+    pp_backend *cpu;
+    CHECK(pp_backend_cpu_create(&cpu));
+    size_t f, t;
+    cr_expect_eq(pp_backend_cuda_mem_info(cpu, &f, &t), PP_ERR_UNSUPPORTED);
+    cr_expect(strstr(pp_err_text(), "\"cpu\""), "message: %s", pp_err_text());
+    cr_expect_eq(pp_backend_cuda_sync(cpu), PP_ERR_UNSUPPORTED);
+    pp_backend_destroy(cpu);
+}
+
+/* ---- kernels, fp32, against the CPU ---- */
+
+Test(cuda, gemm_matches_cpu)
+{
+    pair p = pair_or_skip();
+    const int m = 33, n = 21, k = 45, pad = 3;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int acc = 0; acc < 2; acc++) {
+                int ar = ta ? k : m, ac = (ta ? m : k), lda = ac + pad;
+                int br = tb ? n : k, bc = (tb ? k : n), ldb = bc + pad, ldc = n + pad;
+                size_t na = (size_t)ar * lda, nb = (size_t)br * ldb, nc = (size_t)m * ldc;
+                float *a = hrand(na, -1, 1), *b = hrand(nb, -1, 1), *c = hrand(nc, -1, 1);
+                float *da = dev_of(p.gpu, a, na * 4), *db = dev_of(p.gpu, b, nb * 4);
+                float *dc = dev_of(p.gpu, c, nc * 4);
+                float beta = acc ? 1.0f : 0.0f;
+                CHECK(p.cpu->ops->gemm(NULL, ta, tb, m, n, k, 0.7f, a, lda, b, ldb, beta, c, ldc));
+                CHECK(p.gpu->ops->gemm(p.gpu->ctx, ta, tb, m, n, k, 0.7f, da, lda, db, ldb, beta,
+                                       dc, ldc));
+                char what[64];
+                snprintf(what, sizeof what, "gemm ta=%d tb=%d beta=%g", ta, tb, (double)beta);
+                expect_close(p.gpu, dc, c, nc, TOL, what);
+                /* k = 0: c = beta * c (BLAS semantics), here with beta = 0.5 */
+                CHECK(p.cpu->ops->gemm(NULL, ta, tb, m, n, 0, 1.0f, a, lda, b, ldb, 0.5f, c, ldc));
+                CHECK(p.gpu->ops->gemm(p.gpu->ctx, ta, tb, m, n, 0, 1.0f, da, lda, db, ldb, 0.5f,
+                                       dc, ldc));
+                expect_close(p.gpu, dc, c, nc, TOL, "gemm k=0");
+                free(a), free(b), free(c);
+                pp_backend_free(p.gpu, da, na * 4, PP_MEM_WORKSPACE);
+                pp_backend_free(p.gpu, db, nb * 4, PP_MEM_WORKSPACE);
+                pp_backend_free(p.gpu, dc, nc * 4, PP_MEM_WORKSPACE);
+            }
+    pair_done(&p);
+}
+
+Test(cuda, elementwise_kernels_match_cpu)
+{
+    pair p = pair_or_skip();
+    void *g = p.gpu->ctx;
+    const pp_backend_ops *G = p.gpu->ops, *H = p.cpu->ops;
+    const int rows = 67, cols = 45;
+    size_t n = (size_t)rows * cols;
+    float *y = hrand(n, -1, 1), *bias = hrand(cols, -1, 1), *db = hrand(cols, -1, 1);
+    float *dy = dev_of(p.gpu, y, n * 4), *dbias = dev_of(p.gpu, bias, cols * 4);
+    float *ddb = dev_of(p.gpu, db, cols * 4);
+    CHECK(H->add_bias(NULL, y, bias, rows, cols));
+    CHECK(G->add_bias(g, dy, dbias, rows, cols));
+    expect_close(p.gpu, dy, y, n, TOL, "add_bias");
+    CHECK(H->bias_grad(NULL, db, y, rows, cols));
+    CHECK(G->bias_grad(g, ddb, dy, rows, cols));
+    expect_close(p.gpu, ddb, db, cols, TOL, "bias_grad (+=)");
+    float *x = hrand(n, -3, 3), *dx = dev_of(p.gpu, x, n * 4);
+    CHECK(H->add(NULL, y, x, n));
+    CHECK(G->add(g, dy, dx, n));
+    expect_close(p.gpu, dy, y, n, TOL, "add");
+    float *gel = hrand(n, 0, 1), *dgel = dev_of(p.gpu, gel, n * 4);
+    CHECK(H->gelu_fwd(NULL, gel, x, n));
+    CHECK(G->gelu_fwd(g, dgel, dx, n));
+    expect_close(p.gpu, dgel, gel, n, TOL, "gelu_fwd");
+    CHECK(H->gelu_bwd(NULL, y, x, y, n)); /* dx aliasing dy, as the stage uses it */
+    CHECK(G->gelu_bwd(g, dy, dx, dy, n));
+    expect_close(p.gpu, dy, y, n, TOL, "gelu_bwd (in place)");
+    /* AdamW on (w, g, m, v) with decay and a clipping factor */
+    float *w = hrand(n, -1, 1), *m = hrand(n, -0.1f, 0.1f), *v = hrand(n, 0, 0.01f);
+    float *dw = dev_of(p.gpu, w, n * 4), *dm = dev_of(p.gpu, m, n * 4);
+    float *dv = dev_of(p.gpu, v, n * 4);
+    pp_adamw_scalars s = {.lr = 1e-2f,
+                          .beta1 = 0.9f,
+                          .beta2 = 0.95f,
+                          .eps = 1e-8f,
+                          .weight_decay = 0.1f,
+                          .bc1 = 0.19f,
+                          .bc2 = 0.0975f,
+                          .grad_scale = 0.5f};
+    CHECK(H->adamw(NULL, w, x, m, v, n, &s));
+    CHECK(G->adamw(g, dw, dx, dm, dv, n, &s));
+    expect_close(p.gpu, dw, w, n, TOL, "adamw w");
+    expect_close(p.gpu, dm, m, n, TOL, "adamw m");
+    expect_close(p.gpu, dv, v, n, TOL, "adamw v");
+    free(y), free(bias), free(db), free(x), free(gel), free(w), free(m), free(v);
+    pair_done(&p);
+}
+
+Test(cuda, layernorm_matches_cpu)
+{
+    pair p = pair_or_skip();
+    void *g = p.gpu->ctx;
+    const int N = 19, C = 70;
+    size_t n = (size_t)N * C;
+    float *x = hrand(n, 4, 6); /* far from 0: the two-pass variance matters */
+    float *gm = hrand(C, 0.5f, 1.5f), *b = hrand(C, -1, 1), *out = hrand(n, 0, 1);
+    float *mean = hrand(N, 0, 1), *rstd = hrand(N, 0, 1);
+    float *dx_ = dev_of(p.gpu, x, n * 4), *dg_ = dev_of(p.gpu, gm, C * 4);
+    float *db_ = dev_of(p.gpu, b, C * 4), *dout = dev_of(p.gpu, out, n * 4);
+    float *dmean = dev_of(p.gpu, mean, N * 4), *drstd = dev_of(p.gpu, rstd, N * 4);
+    CHECK(p.cpu->ops->layernorm_fwd(NULL, out, mean, rstd, x, gm, b, N, C));
+    CHECK(p.gpu->ops->layernorm_fwd(g, dout, dmean, drstd, dx_, dg_, db_, N, C));
+    expect_close(p.gpu, dout, out, n, TOL, "layernorm_fwd out");
+    expect_close(p.gpu, dmean, mean, N, TOL, "layernorm_fwd mean");
+    expect_close(p.gpu, drstd, rstd, N, TOL, "layernorm_fwd rstd");
+    /* backward accumulates into dx, dg, db that already hold values */
+    float *up = hrand(n, -1, 1), *gx = hrand(n, -1, 1), *gg = hrand(C, -1, 1),
+          *gb = hrand(C, -1, 1);
+    float *dup = dev_of(p.gpu, up, n * 4), *dgx = dev_of(p.gpu, gx, n * 4);
+    float *dgg = dev_of(p.gpu, gg, C * 4), *dgb = dev_of(p.gpu, gb, C * 4);
+    CHECK(p.cpu->ops->layernorm_bwd(NULL, gx, gg, gb, up, x, gm, mean, rstd, N, C));
+    CHECK(p.gpu->ops->layernorm_bwd(g, dgx, dgg, dgb, dup, dx_, dg_, dmean, drstd, N, C));
+    expect_close(p.gpu, dgx, gx, n, TOL, "layernorm_bwd dx");
+    expect_close(p.gpu, dgg, gg, C, TOL, "layernorm_bwd dg");
+    expect_close(p.gpu, dgb, gb, C, TOL, "layernorm_bwd db");
+    free(x), free(gm), free(b), free(out), free(mean), free(rstd), free(up), free(gx), free(gg),
+        free(gb);
+    pair_done(&p);
+}
+
+Test(cuda, embedding_matches_cpu)
+{
+    pair p = pair_or_skip();
+    const int B = 2, T = 9, C = 33, V = 17;
+    int32_t tok[2 * 9];
+    for (int i = 0; i < B * T; i++)
+        tok[i] = (int32_t)(frand(0, 1) * V) % V; /* repeats: dwte rows get several updates */
+    float *wte = hrand((size_t)V * C, -1, 1), *wpe = hrand((size_t)T * C, -1, 1);
+    size_t n = (size_t)B * T * C;
+    float *out = hrand(n, 0, 1);
+    int32_t *dtok = dev_of(p.gpu, tok, sizeof tok);
+    float *dwte = dev_of(p.gpu, wte, (size_t)V * C * 4),
+          *dwpe = dev_of(p.gpu, wpe, (size_t)T * C * 4);
+    float *dout = dev_of(p.gpu, out, n * 4);
+    CHECK(p.cpu->ops->encoder_fwd(NULL, out, tok, wte, wpe, B, T, C));
+    CHECK(p.gpu->ops->encoder_fwd(p.gpu->ctx, dout, dtok, dwte, dwpe, B, T, C));
+    expect_close(p.gpu, dout, out, n, TOL, "encoder_fwd");
+    /* backward into the (random) wte / wpe buffers used as gradients: += semantics */
+    CHECK(p.cpu->ops->encoder_bwd(NULL, wte, wpe, out, tok, B, T, C));
+    CHECK(p.gpu->ops->encoder_bwd(p.gpu->ctx, dwte, dwpe, dout, dtok, B, T, C));
+    expect_close(p.gpu, dwte, wte, (size_t)V * C, TOL, "encoder_bwd dwte");
+    expect_close(p.gpu, dwpe, wpe, (size_t)T * C, TOL, "encoder_bwd dwpe");
+    free(wte), free(wpe), free(out);
+    pair_done(&p);
+}
+
+Test(cuda, attention_matches_cpu)
+{
+    pair p = pair_or_skip();
+    const int B = 2, T = 37, C = 48, NH = 4; /* T not a multiple of the warp */
+    size_t nq = (size_t)B * T * 3 * C, ny = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+    float *qkv = hrand(nq, -2, 2), *y = hrand(ny, 0, 1), *att = hrand(na, 0, 1);
+    float *dyv = hrand(ny, -1, 1), *dqkv = hrand(nq, 0, 1);
+    float *dq = dev_of(p.gpu, qkv, nq * 4), *dy_ = dev_of(p.gpu, y, ny * 4);
+    float *datt = dev_of(p.gpu, att, na * 4), *ddy = dev_of(p.gpu, dyv, ny * 4);
+    float *ddqkv = dev_of(p.gpu, dqkv, nq * 4);
+    CHECK(p.cpu->ops->attention_fwd(NULL, y, att, qkv, B, T, C, NH));
+    CHECK(p.gpu->ops->attention_fwd(p.gpu->ctx, dy_, datt, dq, B, T, C, NH));
+    expect_close(p.gpu, datt, att, na, TOL, "attention_fwd att (zero above the diagonal)");
+    expect_close(p.gpu, dy_, y, ny, TOL, "attention_fwd y");
+    size_t sc = p.cpu->ops->attention_scratch_bytes(NULL, B, T, C, NH);
+    size_t sg = p.gpu->ops->attention_scratch_bytes(p.gpu->ctx, B, T, C, NH);
+    float *scr = malloc(sc), *dscr = pp_backend_alloc(p.gpu, sg, PP_MEM_WORKSPACE);
+    cr_assert(scr && dscr);
+    CHECK(p.cpu->ops->attention_bwd(NULL, dqkv, scr, dyv, att, qkv, B, T, C, NH));
+    CHECK(p.gpu->ops->attention_bwd(p.gpu->ctx, ddqkv, dscr, ddy, datt, dq, B, T, C, NH));
+    expect_close(p.gpu, ddqkv, dqkv, nq, TOL, "attention_bwd dqkv");
+    free(qkv), free(y), free(att), free(dyv), free(dqkv), free(scr);
+    pair_done(&p);
+}
+
+Test(cuda, cross_entropy_matches_cpu)
+{
+    pair p = pair_or_skip();
+    const int N = 13, V = 301;
+    size_t n = (size_t)N * V;
+    float *lg = hrand(n, -6, 6);
+    int32_t tgt[13];
+    for (int i = 0; i < N; i++)
+        tgt[i] = (int32_t)(frand(0, 1) * V) % V;
+    float *dl = dev_of(p.gpu, lg, n * 4);
+    int32_t *dt = dev_of(p.gpu, tgt, sizeof tgt);
+    float lc = 0.0f, lgpu = 0.0f;
+    CHECK(p.cpu->ops->xent_fwd(NULL, lg, tgt, N, V, &lc));
+    CHECK(p.gpu->ops->xent_fwd(p.gpu->ctx, dl, dt, N, V, &lgpu));
+    cr_expect(fabs((double)lgpu - lc) <= TOL * fabs((double)lc), "mean loss gpu %.9g cpu %.9g",
+              (double)lgpu, (double)lc);
+    expect_close(p.gpu, dl, lg, n, TOL, "xent_fwd probabilities");
+    CHECK(p.cpu->ops->xent_bwd(NULL, lg, tgt, N, V, 0.25f));
+    CHECK(p.gpu->ops->xent_bwd(p.gpu->ctx, dl, dt, N, V, 0.25f));
+    expect_close(p.gpu, dl, lg, n, TOL, "xent_bwd dlogits");
+    free(lg);
+    pair_done(&p);
+}
+
+Test(cuda, out_of_memory_is_reported_as_such)
+{
+    pp_backend *g = cuda_or_skip(PP_PREC_FP32);
+    void *p = pp_backend_alloc(g, (size_t)1 << 50, PP_MEM_ACTS); /* 1 PiB */
+    cr_expect_null(p);
+    cr_expect(strstr(pp_err_text(), "cannot allocate"), "message: %s", pp_err_text());
+    pp_mem_stats m;
+    pp_backend_mem_stats(g, &m);
+    cr_expect_eq(m.current[PP_MEM_ACTS], 0, "a failed allocation is not counted");
+    size_t f = 0, t = 0;
+    CHECK(pp_backend_cuda_mem_info(g, &f, &t));
+    cr_expect(t > 0 && f <= t, "cudaMemGetInfo: free %zu of %zu", f, t);
+    double ms = -1.0;
+    CHECK(pp_backend_cuda_timer_start(g));
+    CHECK(pp_backend_cuda_timer_stop(g, &ms));
+    cr_expect(ms >= 0.0, "timer gave %g ms", ms);
+    pp_backend_destroy(g);
+}
+
+/* ---- a whole stage (embedding, 4 blocks, head, loss): fp32 equals the CPU, bf16 tracks it ---- */
+
+typedef struct {
+    pp_backend *be;
+    pp_rt_stage *st;
+    pp_model_cfg m;
+    int B, T;
+} stage_run;
+
+static void stage_open(stage_run *r, pp_backend *be)
+{
+    CHECK(pp_model_preset("tiny", &r->m));
+    r->be = be;
+    r->B = 2;
+    r->T = 24;
+    pp_rt_stage_params p = {.model = &r->m,
+                            .layer_begin = 0,
+                            .layer_end = r->m.layers,
+                            .has_embed = 1,
+                            .has_head = 1,
+                            .micro_batch = r->B,
+                            .seq = r->T,
+                            .seed = 7};
+    CHECK(pp_rt_stage_create(be, &p, &r->st));
+}
+
+static void fill_tokens(int32_t *tok, int n, int vocab, uint32_t seed)
+{
+    uint32_t x = seed * 2654435761u + 1u;
+    for (int i = 0; i < n; i++) {
+        x = x * 1664525u + 1013904223u;
+        tok[i] = (int32_t)((x >> 8) % (uint32_t)vocab);
+    }
+}
+
+/* Two micro-batches forward, then both backward (gradients accumulate); returns the mean loss. */
+static double stage_step(stage_run *r, uint32_t seed)
+{
+    int n = r->B * r->T;
+    int32_t *tok = malloc(4 * (size_t)n * sizeof(int32_t));
+    fill_tokens(tok, 4 * n, r->m.vocab, seed);
+    float l0 = 0.0f, l1 = 0.0f;
+    CHECK(pp_rt_stage_forward(r->st, 0, tok, NULL, tok + n, NULL, &l0));
+    CHECK(pp_rt_stage_forward(r->st, 1, tok + 2 * n, NULL, tok + 3 * n, NULL, &l1));
+    CHECK(pp_rt_stage_backward(r->st, 1, NULL, NULL, 0.5f));
+    CHECK(pp_rt_stage_backward(r->st, 0, NULL, NULL, 0.5f));
+    free(tok);
+    return 0.5 * ((double)l0 + (double)l1);
+}
+
+/* Every tensor's gradient (grads = 1) or value (grads = 0) of the GPU stage vs the CPU one. */
+static void expect_stage_close(stage_run *cpu, stage_run *gpu, int grads, double tol)
+{
+    int nc, ng;
+    pp_rt_tensor *tc = pp_rt_stage_tensors(cpu->st, &nc), *tg = pp_rt_stage_tensors(gpu->st, &ng);
+    cr_assert_eq(nc, ng);
+    for (int i = 0; i < nc; i++) {
+        char what[96];
+        snprintf(what, sizeof what, "%s of %s", grads ? "gradient" : "value", tc[i].name);
+        expect_close(gpu->be, grads ? tg[i].grad : tg[i].data, grads ? tc[i].grad : tc[i].data,
+                     tc[i].n, tol, what);
+    }
+}
+
+Test(cuda, stage_forward_backward_adamw_match_cpu)
+{
+    pp_backend *g = cuda_or_skip(PP_PREC_FP32), *c;
+    CHECK(pp_backend_cpu_create(&c));
+    stage_run rc, rg;
+    stage_open(&rc, c);
+    stage_open(&rg, g);
+    double lc = stage_step(&rc, 3), lg = stage_step(&rg, 3);
+    cr_expect(fabs(lg - lc) <= TOL * lc, "loss gpu %.9g cpu %.9g", lg, lc);
+    expect_stage_close(&rc, &rg, 1, TOL);
+    pp_adamw hp = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
+    CHECK(pp_rt_stage_adamw(rc.st, &hp, 1, 1.0f));
+    CHECK(pp_rt_stage_adamw(rg.st, &hp, 1, 1.0f));
+    expect_stage_close(&rc, &rg, 0, TOL);
+    pp_rt_stage_destroy(rg.st);
+    pp_rt_stage_destroy(rc.st);
+    pp_backend_destroy(g);
+    pp_backend_destroy(c);
+}
+
+/* bf16 GEMMs (8-bit mantissa operands, fp32 accumulation) move the loss by far less than 1 %
+ * on this model; a wrong conversion (stride, transpose, leading dimension) moves it by O(1).
+ * The 2 % bound is a judgement, not yet calibrated on a GPU. */
+Test(cuda, bf16_loss_tracks_fp32_over_training_steps)
+{
+    pp_backend *g32 = cuda_or_skip(PP_PREC_FP32), *g16 = cuda_or_skip(PP_PREC_BF16);
+    stage_run r32, r16;
+    stage_open(&r32, g32);
+    stage_open(&r16, g16);
+    pp_adamw hp = {.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.0f};
+    double first = 0.0, l32 = 0.0;
+    for (int step = 1; step <= 8; step++) { /* the same batch each step: the loss must fall */
+        pp_rt_stage_zero_grad(r32.st);
+        pp_rt_stage_zero_grad(r16.st);
+        l32 = stage_step(&r32, 11);
+        double l16 = stage_step(&r16, 11);
+        if (step == 1)
+            first = l32;
+        cr_expect(fabs(l16 - l32) <= 2e-2 * l32, "step %d: bf16 loss %.6g vs fp32 %.6g", step, l16,
+                  l32);
+        CHECK(pp_rt_stage_adamw(r32.st, &hp, step, 1.0f));
+        CHECK(pp_rt_stage_adamw(r16.st, &hp, step, 1.0f));
+    }
+    cr_expect(l32 < first, "training on one batch should lower the loss: %g -> %g", first, l32);
+    pp_rt_stage_destroy(r16.st);
+    pp_rt_stage_destroy(r32.st);
+    pp_backend_destroy(g16);
+    pp_backend_destroy(g32);
+}
