@@ -61,8 +61,12 @@ static int setup(const pprun_opts *o, run_state *s)
     pp_sched_params sp = {.ranks = o->ranks, .microbatches = o->microbatches,
                           .chunks = o->chunks, .group = o->group, .layers = m->layers,
                           .uneven = o->uneven};
-    if ((st = pp_sched_generate(o->schedule, &sp, &s->sched)) != PP_OK)
-        return fail(st, "schedule: ");
+    if ((st = pp_sched_generate(o->schedule, &sp, &s->sched)) != PP_OK) {
+        char ctx[160];
+        snprintf(ctx, sizeof ctx, "--schedule %s, --ranks %d, model %s (%d layers): ",
+                 o->schedule, o->ranks, o->model_name, m->layers);
+        return fail(st, pp_sched_find(o->schedule) ? ctx : "");
+    }
     if (o->data)
         st = pp_rt_data_open_text(o->data, o->seed, &s->data);
     else
