@@ -38,8 +38,9 @@ report() { # ok error build_s probe_s gpu_test cluster_file
 
 t0=$(date +%s)
 echo "gpu-check: configuring $build with CUDA" >&2
-if ! cmake -S "$root" -B "$build" -DPP_CUDA=ON -DPP_WERROR=ON -DCMAKE_BUILD_TYPE=Release \
-     >"$tmp/configure.log" 2>&1; then
+# Warnings are CI's business (scripts/test.sh); here a new compiler's warning must not stop
+# the one run on a GPU machine, so no -Werror.
+if ! cmake -S "$root" -B "$build" -DPP_CUDA=ON -DPP_WERROR=OFF >"$tmp/configure.log" 2>&1; then
   tail -20 "$tmp/configure.log" >&2
   report false "configure failed: $(tail -3 "$tmp/configure.log")" 0 0 "not run" ""
   exit 2
