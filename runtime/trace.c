@@ -2,11 +2,12 @@
  * chrome://tracing open): one track (tid) per global rank named after its replica and pipeline
  * rank, one complete ("ph":"X") event per action with its pipe, stage and micro-batch in args,
  * one for the gradient sync and one for the optimizer, and a "steps" track with each step's
- * span and loss. Timestamps are microseconds from the start of the run.
+ * span and loss, and a flow arrow from every SEND to its RECV. Timestamps are microseconds
+ * from the start of the run.
  *
  * Events are streamed to PATH.tmp.<pid> (pp_afile) and renamed on commit, so a reader never
  * sees a half-written trace. The trace reads the executor's schedule: commit it before the
- * executor is destroyed. Not here: flow arrows between SEND and RECV, counters.
+ * executor is destroyed. Not here: counters (memory over time).
  */
 #include <stdlib.h>
 
@@ -56,6 +57,26 @@ pp_status pp_rt_trace_open(const char *path, const pp_rt_executor *ex, pp_rt_tra
     return PP_OK;
 }
 
+/* A flow arrow from a SEND to its RECV (Chrome trace flow events "s" / "f", bound to the
+ * slices they sit in): both ends compute the same id from (step, replica, hop). */
+static void flow(pp_rt_trace *tr, int step, int g, const pp_action *a, double t0, pp_rt_span sp)
+{
+    const pp_rt_executor *ex = tr->ex;
+    int send = a->op == PP_OP_SEND_F || a->op == PP_OP_SEND_B;
+    int fwd = a->op == PP_OP_SEND_F || a->op == PP_OP_RECV_F;
+    int stage = send ? a->stage + (fwd ? 1 : -1) : a->stage; /* the receiving stage */
+    unsigned long long id =
+        ((((unsigned long long)step * ex->dp + g / ex->D) * ex->P + a->pipe) * ex->S + stage) *
+            ex->N * 2 +
+        (unsigned long long)a->mb * 2 + !fwd;
+    sep(tr);
+    fprintf(tr->af.fp,
+            "{\"name\":\"%s%d\",\"cat\":\"hop\",\"ph\":\"%s\",%s\"id\":%llu,\"pid\":0,"
+            "\"tid\":%d,\"ts\":%.3f}",
+            fwd ? "F" : "B", (int)a->mb, send ? "s" : "f", send ? "" : "\"bp\":\"e\",", id, g,
+            (t0 + 0.5 * (sp.start + sp.end)) * 1e6);
+}
+
 static void event(pp_rt_trace *tr, const char *name, const char *cat, int tid, double t0,
                   pp_rt_span sp, int step)
 {
@@ -88,6 +109,8 @@ pp_status pp_rt_trace_add_step(pp_rt_trace *tr, int step, double t0, const pp_rt
                     "\"args\":{\"step\":%d,\"pipe\":%d,\"stage\":%d,\"mb\":%d,\"peer\":%d}}",
                     g, (t0 + sp.start) * 1e6, (sp.end - sp.start) * 1e6, step, a->pipe,
                     (int)a->stage, (int)a->mb, (int)a->peer);
+            if (a->op >= PP_OP_SEND_F && a->op <= PP_OP_RECV_B)
+                flow(tr, step, g, a, t0, sp);
         }
         event(tr, "grad sync", "sync", g, t0, r->sync[g], step);
         event(tr, "AdamW", "optim", g, t0, r->optim[g], step);

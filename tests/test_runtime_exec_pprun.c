@@ -2,6 +2,7 @@
  * exit code 2 for bad input, training that brings the loss well down on a text file with a
  * fixed seed, the JSON summary's fields, and a Chrome trace with every action of every rank. */
 #include <criterion/criterion.h>
+#include <glob.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,11 +169,17 @@ Test(runtime_pprun, trace_has_every_action_of_every_rank)
     json_t *j = parse(text);
     free(text);
     remove(path);
+    char pattern[160];
+    snprintf(pattern, sizeof pattern, "%s.tmp.*", path);
+    glob_t gl;
+    cr_assert_eq(glob(pattern, 0, NULL, &gl), GLOB_NOMATCH, "a temporary trace file was left");
 
     pp_sched_params sp = {.ranks = 2, .microbatches = 4, .chunks = 2, .layers = 4};
     pp_sched *s;
     cr_assert_eq(pp_sched_generate("interleaved", &sp, &s), PP_OK);
-    int actions[2] = {0, 0}, named[2] = {0, 0};
+    int actions[2] = {0, 0}, named[2] = {0, 0}, hops = 0;
+    long long flow_sum[2] = {0, 0}; /* sums of the ids of flow starts and finishes */
+    int flows[2] = {0, 0};
     json_t *ev = json_object_get(j, "traceEvents");
     cr_assert(json_is_array(ev));
     for (size_t i = 0; i < json_array_size(ev); i++) {
@@ -182,6 +189,12 @@ Test(runtime_pprun, trace_has_every_action_of_every_rank)
         const char *cat = json_string_value(json_object_get(e, "cat"));
         if (tid < 0 || tid > 1)
             continue;
+        if (strcmp(ph, "s") == 0 || strcmp(ph, "f") == 0) {
+            int fin = ph[0] == 'f';
+            flows[fin]++;
+            flow_sum[fin] += json_integer_value(json_object_get(e, "id"));
+            continue;
+        }
         if (strcmp(ph, "M") == 0)
             named[tid] += strcmp(json_string_value(json_object_get(e, "name")), "thread_name") == 0;
         else if (strcmp(ph, "X") == 0 && strcmp(cat, "sync") && strcmp(cat, "optim")) {
@@ -189,6 +202,13 @@ Test(runtime_pprun, trace_has_every_action_of_every_rank)
             actions[tid]++;
         }
     }
+    for (int g = 0; g < 2; g++)
+        for (int i = 0; i < s->n_ops[g]; i++)
+            hops += s->ops[g][i].op == PP_OP_SEND_F || s->ops[g][i].op == PP_OP_SEND_B;
+    /* one arrow from every SEND to its RECV, per step */
+    cr_assert_eq(flows[0], 2 * hops, "%d flow starts for %d hops in 2 steps", flows[0], hops);
+    cr_assert_eq(flows[1], 2 * hops, "%d flow ends for %d hops in 2 steps", flows[1], hops);
+    cr_assert_eq(flow_sum[0], flow_sum[1], "flow starts and ends do not pair up");
     for (int g = 0; g < 2; g++) {
         cr_assert_eq(named[g], 1, "rank %d track is not named", g);
         cr_assert_eq(actions[g], 2 * s->n_ops[g], "rank %d: %d action events for 2 steps of %d",
