@@ -80,6 +80,8 @@ pp_status pp_backend_cpu_create(pp_backend **out);
  * GEMMs on bf16 copies of their operands, made at the GEMM boundary in a backend workspace,
  * with fp32 accumulation and fp32 results (what users train with). Kernels run in order on the
  * backend's compute stream; download and xent_fwd (the loss) wait for them.
+ * Use it from one thread whose current device is `device` (create sets it on the calling
+ * thread; one process per GPU, as under mpirun, needs nothing more).
  * PP_ERR_UNSUPPORTED when built without CUDA or when the machine has no CUDA device (the
  * message says which), PP_ERR_INVALID for a bad device index or precision. */
 typedef enum { PP_PREC_FP32 = 0, PP_PREC_BF16 = 1 } pp_precision;

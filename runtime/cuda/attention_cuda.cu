@@ -118,9 +118,10 @@ pp_status pp_cuda_attention_fwd(void *ctx, float *y, float *att, const float *qk
     size_t esz = bf ? sizeof(__nv_bfloat16) : sizeof(float);
     if (bf) {
         void *ws;
-        PP_TRY(pp_cuda_ws_reserve(cx, ((size_t)B * T * C3 + (size_t)B * NH * tt) * esz, &ws));
+        size_t nq = pp_cuda_align64((size_t)B * T * C3);
+        PP_TRY(pp_cuda_ws_reserve(cx, (nq + (size_t)B * NH * tt) * esz, &ws));
         __nv_bfloat16 *q16 = (__nv_bfloat16 *)ws;
-        a16 = q16 + (size_t)B * T * C3;
+        a16 = q16 + nq;
         PP_TRY(pp_cuda_to_bf16(cx, q16, qkv, B * T, C3, C3));
         in = q16;
     }
@@ -157,11 +158,13 @@ pp_status pp_cuda_attention_bwd(void *ctx, float *dqkv, float *scratch, const fl
     __nv_bfloat16 *q16 = NULL, *dy16 = NULL, *a16 = NULL, *ds16 = NULL;
     if (bf) { /* per batch row: q,k,v | dy | A | dS, all bf16 */
         void *ws;
-        PP_TRY(pp_cuda_ws_reserve(cx, ((size_t)T * C3 + (size_t)T * C + 2 * NH * tt) * esz, &ws));
+        size_t nq = pp_cuda_align64((size_t)T * C3), ny = pp_cuda_align64((size_t)T * C);
+        size_t na = pp_cuda_align64(NH * tt);
+        PP_TRY(pp_cuda_ws_reserve(cx, (nq + ny + 2 * na) * esz, &ws));
         q16 = (__nv_bfloat16 *)ws;
-        dy16 = q16 + (size_t)T * C3;
-        a16 = dy16 + (size_t)T * C;
-        ds16 = a16 + NH * tt;
+        dy16 = q16 + nq;
+        a16 = dy16 + ny;
+        ds16 = a16 + na;
     }
     for (int b = 0; b < B; b++) {
         const float *qkv_b = qkv + (size_t)b * T * C3, *dy_b = dy + (size_t)b * T * C;

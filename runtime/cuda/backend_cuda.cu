@@ -218,7 +218,7 @@ static pp_status cuda_gemm(void *ctx, int trans_a, int trans_b, int m, int n, in
     /* bf16: the stored shapes of A and B (rows x cols with their leading dimensions) */
     int ar = trans_a ? k : m, ac = trans_a ? m : k;
     int br = trans_b ? n : k, bc = trans_b ? k : n;
-    size_t na = (size_t)ar * ac, nb = (size_t)br * bc;
+    size_t na = pp_cuda_align64((size_t)ar * ac), nb = (size_t)br * bc;
     void *ws;
     PP_TRY(pp_cuda_ws_reserve(cx, (na + nb) * sizeof(__nv_bfloat16), &ws));
     __nv_bfloat16 *a16 = (__nv_bfloat16 *)ws, *b16 = a16 + na;
@@ -315,11 +315,14 @@ static pp_status ctx_init(pp_cuda_ctx *cx)
 /* The cuBLAS workspace, allocated through the accounting once the backend exists. */
 static pp_status blas_ws_init(pp_cuda_ctx *cx)
 {
-    cx->blas_ws = pp_backend_alloc(cx->be, PP_CUBLAS_WS_BYTES, PP_MEM_WORKSPACE);
+    /* cuBLAS wants the workspace 256-byte aligned: over-allocate and round the pointer up
+     * rather than rely on the pool's alignment, which its documentation does not state. */
+    cx->blas_ws_bytes = PP_CUBLAS_WS_BYTES + 256;
+    cx->blas_ws = pp_backend_alloc(cx->be, cx->blas_ws_bytes, PP_MEM_WORKSPACE);
     if (!cx->blas_ws)
         return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
-    cx->blas_ws_bytes = PP_CUBLAS_WS_BYTES;
-    PP_CUBLAS_TRY(cublasSetWorkspace(cx->blas, cx->blas_ws, cx->blas_ws_bytes));
+    uintptr_t p = ((uintptr_t)cx->blas_ws + 255) / 256 * 256;
+    PP_CUBLAS_TRY(cublasSetWorkspace(cx->blas, (void *)p, PP_CUBLAS_WS_BYTES));
     return PP_OK;
 }
 

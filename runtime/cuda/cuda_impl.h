@@ -66,6 +66,13 @@ static inline unsigned pp_cuda_blocks(size_t n, unsigned threads)
     return (unsigned)(b == 0 ? 1 : b < cap ? b : cap);
 }
 
+/* Elements to the next multiple of 64: bf16 operands carved from one workspace start on
+ * 128-byte boundaries, which cuBLAS's tensor-core kernels and 16-byte loads want. */
+static inline size_t pp_cuda_align64(size_t n)
+{
+    return (n + 63) / 64 * 64;
+}
+
 /* ---- GEMM (backend_cuda.cu) ---- */
 /* Element type of a GEMM operand: fp32 everywhere in fp32 mode; bf16 copies in bf16 mode. */
 typedef enum { PP_CUDA_F32, PP_CUDA_BF16 } pp_cuda_dtype;
