@@ -69,6 +69,20 @@ pp_status pp_cpu_encoder_bwd(void *ctx, float *dwte, float *dwpe, const float *d
     return PP_OK;
 }
 
+/* Sum of (x - m)^2 over a row, in PP_VW partial sums. */
+static float row_sq_dev(const float *x, int n, float m)
+{
+    float s[PP_VW] = {0};
+    int i = 0;
+    for (; i + PP_VW <= n; i += PP_VW)
+        for (int k = 0; k < PP_VW; k++)
+            s[k] += (x[i + k] - m) * (x[i + k] - m);
+    float r = pp_sum8(s);
+    for (; i < n; i++)
+        r += (x[i] - m) * (x[i] - m);
+    return r;
+}
+
 pp_status pp_cpu_layernorm_fwd(void *ctx, float *out, float *mean, float *rstd, const float *x,
                                const float *g, const float *b, int N, int C)
 {
@@ -76,15 +90,17 @@ pp_status pp_cpu_layernorm_fwd(void *ctx, float *out, float *mean, float *rstd, 
     for (int i = 0; i < N; i++) {
         const float *xi = x + (size_t)i * C;
         float *oi = out + (size_t)i * C;
-        float sum = 0.0f;
-        for (int c = 0; c < C; c++)
-            sum += xi[c];
-        float m = sum / C;
-        float var = 0.0f; /* two passes: the variance of values far from 0 stays accurate */
-        for (int c = 0; c < C; c++)
-            var += (xi[c] - m) * (xi[c] - m);
-        float s = 1.0f / sqrtf(var / C + PP_LN_EPS);
-        for (int c = 0; c < C; c++)
+        float m = pp_row_sum(xi, C) / C;
+        /* two passes: the variance of values far from 0 stays accurate */
+        float s = 1.0f / sqrtf(row_sq_dev(xi, C, m) / C + PP_LN_EPS);
+        int c = 0;
+        for (; c + PP_VW <= C; c += PP_VW) {
+            float v[PP_VW]; /* loads, then stores: vectorises without alias checks */
+            for (int k = 0; k < PP_VW; k++)
+                v[k] = (xi[c + k] - m) * s * g[c + k] + b[c + k];
+            memcpy(oi + c, v, sizeof v);
+        }
+        for (; c < C; c++)
             oi[c] = (xi[c] - m) * s * g[c] + b[c];
         mean[i] = m;
         rstd[i] = s;
@@ -95,31 +111,55 @@ pp_status pp_cpu_layernorm_fwd(void *ctx, float *out, float *mean, float *rstd, 
 /* With n = (x - mean) * rstd and y = n * g + b:
  *   dx = rstd * (dn - mean(dn) - n * mean(dn * n)),  dn = dy * g
  *   dg += dy * n,  db += dy                                          */
+static void layernorm_bwd_row(float *dx, float *dg, float *db, const float *dy, const float *x,
+                              const float *g, float m, float s, int C)
+{
+    float s1[PP_VW] = {0}, s2[PP_VW] = {0};
+    int c = 0;
+    for (; c + PP_VW <= C; c += PP_VW)
+        for (int k = 0; k < PP_VW; k++) {
+            float dn = g[c + k] * dy[c + k];
+            s1[k] += dn;
+            s2[k] += dn * (x[c + k] - m) * s;
+        }
+    float sum_dn = pp_sum8(s1), sum_dnn = pp_sum8(s2);
+    for (int t = c; t < C; t++) {
+        float dn = g[t] * dy[t];
+        sum_dn += dn;
+        sum_dnn += dn * (x[t] - m) * s;
+    }
+    const float mean_dn = sum_dn / C, mean_dnn = sum_dnn / C;
+    for (c = 0; c + PP_VW <= C; c += PP_VW) {
+        float vdy[PP_VW], vdg[PP_VW], vdx[PP_VW]; /* loads first, then one output at a time */
+        for (int k = 0; k < PP_VW; k++) {
+            float n = (x[c + k] - m) * s;
+            vdy[k] = dy[c + k];
+            vdg[k] = n * vdy[k];
+            vdx[k] = (g[c + k] * vdy[k] - mean_dn - n * mean_dnn) * s;
+        }
+        for (int k = 0; k < PP_VW; k++)
+            db[c + k] += vdy[k];
+        for (int k = 0; k < PP_VW; k++)
+            dg[c + k] += vdg[k];
+        for (int k = 0; k < PP_VW; k++)
+            dx[c + k] += vdx[k];
+    }
+    for (; c < C; c++) {
+        float n = (x[c] - m) * s;
+        db[c] += dy[c];
+        dg[c] += n * dy[c];
+        dx[c] += (g[c] * dy[c] - mean_dn - n * mean_dnn) * s;
+    }
+}
+
 pp_status pp_cpu_layernorm_bwd(void *ctx, float *dx, float *dg, float *db, const float *dout,
                                const float *x, const float *g, const float *mean, const float *rstd,
                                int N, int C)
 {
     (void)ctx;
     for (int i = 0; i < N; i++) {
-        const float *dy = dout + (size_t)i * C;
-        const float *xi = x + (size_t)i * C;
-        float *dxi = dx + (size_t)i * C;
-        float m = mean[i], s = rstd[i];
-        float sum_dn = 0.0f, sum_dnn = 0.0f;
-        for (int c = 0; c < C; c++) {
-            float n = (xi[c] - m) * s;
-            float dn = g[c] * dy[c];
-            sum_dn += dn;
-            sum_dnn += dn * n;
-        }
-        float mean_dn = sum_dn / C, mean_dnn = sum_dnn / C;
-        for (int c = 0; c < C; c++) {
-            float n = (xi[c] - m) * s;
-            float dn = g[c] * dy[c];
-            db[c] += dy[c];
-            dg[c] += n * dy[c];
-            dxi[c] += (dn - mean_dn - n * mean_dnn) * s;
-        }
+        size_t o = (size_t)i * C;
+        layernorm_bwd_row(dx + o, dg, db, dout + o, x + o, g, mean[i], rstd[i], C);
     }
     return PP_OK;
 }

@@ -96,6 +96,19 @@ static inline float pp_row_exp_sum(float *x, int n, float shift)
     return r;
 }
 
+static inline float pp_row_sum(const float *x, int n)
+{
+    float s[PP_VW] = {0};
+    int i = 0;
+    for (; i + PP_VW <= n; i += PP_VW)
+        for (int k = 0; k < PP_VW; k++)
+            s[k] += x[i + k];
+    float r = pp_sum8(s);
+    for (; i < n; i++)
+        r += x[i];
+    return r;
+}
+
 static inline float pp_row_dot(const float *a, const float *b, int n)
 {
     float s[PP_VW] = {0};
