@@ -5,7 +5,13 @@
 #
 #   {"check": "gpu", "ok": true|false, "error": null|"...", "build_s": N, "probe_s": N,
 #    "gpu_test": "passed"|"failed"|"skipped"|"not run", "nvidia_smi": "...",
-#    "cluster": {...the cluster description pptune probe wrote...}|null}
+#    "cluster": {...the cluster description pptune probe wrote...}|null,
+#    "cuda_test": "passed"|"failed"|"skipped"|"not run", "cuda_test_summary": "...",
+#    "cuda_layer": {...bench_cuda_layer --json: gpt-13b block in bf16, TFLOP/s, % of peak...}|null}
+#
+# The CUDA backend's checks (after the probes): tests/test_cuda (CPU vs CUDA fp32 per kernel
+# and per stage within 1e-4, bf16 loss tracking fp32) and bench/bench_cuda_layer; together
+# well under 2 minutes on one H200 (each capped at 150 s).
 #
 # Without a usable GPU it still configures and builds everything it needs, then stops with
 # "no CUDA device: <reason>" in the report and exit status 1. Exit 2: the build failed.
@@ -25,15 +31,18 @@ json_str() {
     | awk 'BEGIN { ORS = "" } NR > 1 { print "\\n" } { print }' | sed -e 's/^/"/' -e 's/$/"/'
 }
 
-report() { # ok error build_s probe_s gpu_test cluster_file
-  local err=null cluster=null smi
+report() { # ok error build_s probe_s gpu_test cluster_file [cuda_test cuda_summary layer_json]
+  local err=null cluster=null smi cuda_test=${7:-not run} cuda_sum=${8:-} layer=${9:-null}
   [ -n "$2" ] && err=$(json_str "$2")
   [ -n "$6" ] && [ -s "$6" ] && cluster=$(cat "$6")
   smi=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -8)
   printf '{"check": "gpu", "ok": %s, "error": %s, "build_s": %s, "probe_s": %s, ' \
     "$1" "$err" "$3" "$4"
-  printf '"gpu_test": "%s", "nvidia_smi": %s, "cluster": %s}\n' "$5" "$(json_str "$smi")" \
+  printf '"gpu_test": "%s", "nvidia_smi": %s, "cluster": %s, ' "$5" "$(json_str "$smi")" \
     "$cluster"
+  [ -n "$cuda_sum" ] && cuda_sum=$(json_str "$cuda_sum")
+  printf '"cuda_test": "%s", "cuda_test_summary": %s, "cuda_layer": %s}\n' "$cuda_test" \
+    "${cuda_sum:-null}" "${layer:-null}"
 }
 
 t0=$(date +%s)
@@ -45,8 +54,9 @@ if ! cmake -S "$root" -B "$build" -DPP_CUDA=ON -DPP_WERROR=OFF >"$tmp/configure.
   report false "configure failed: $(tail -3 "$tmp/configure.log")" 0 0 "not run" ""
   exit 2
 fi
-echo "gpu-check: building pptune and test_probes (-j $jobs)" >&2
-if ! cmake --build "$build" -j "$jobs" --target pptune test_probes >"$tmp/build.log" 2>&1; then
+echo "gpu-check: building pptune, test_probes, test_cuda, bench_cuda_layer (-j $jobs)" >&2
+if ! cmake --build "$build" -j "$jobs" --target pptune test_probes test_cuda bench_cuda_layer \
+     >"$tmp/build.log" 2>&1; then
   grep -E "error|Error" "$tmp/build.log" | head -20 >&2
   report false "build failed: $(grep -m1 -E 'error' "$tmp/build.log")" $(( $(date +%s) - t0 )) \
     0 "not run" ""
@@ -74,7 +84,26 @@ out=$(timeout 120 "$build/tests/test_probes" --verbose \
 echo "$out" >&2
 if echo "$out" | grep -q "\[SKIP\]"; then gpu_test=skipped
 elif echo "$out" | grep -q "Passing: 1 "; then gpu_test=passed; fi
+
+echo "gpu-check: CUDA backend tests (CPU vs CUDA fp32, bf16 vs fp32)" >&2
+cuda_test=failed
+out=$(timeout 150 "$build/tests/test_cuda" --verbose --jobs 1 2>&1)
+echo "$out" >&2
+cuda_sum=$(echo "$out" | grep -m1 "Synthesis" | sed 's/.*Synthesis: //')
+if echo "$out" | grep -q "\[SKIP\]"; then cuda_test=skipped
+elif echo "$out" | grep -qE "Failing: 0 \| Crashing: 0"; then cuda_test=passed; fi
+[ -z "$cuda_sum" ] && cuda_sum="test_cuda printed no summary (timed out or crashed)"
+
+echo "gpu-check: gpt-13b block benchmark on the CUDA backend (bf16)" >&2
+layer=$(timeout 150 "$build/bench/bench_cuda_layer" --json 2>"$tmp/bench.err" | tail -1)
+cat "$tmp/bench.err" >&2
+case "$layer" in "{"*"}") ;; *) layer=null ;; esac
+
 ok=true
 [ "$gpu_test" = passed ] || ok=false
-report "$ok" "" "$build_s" "$probe_s" "$gpu_test" "$tmp/cluster.json"
+[ "$cuda_test" = passed ] || ok=false
+[ "$layer" != null ] || ok=false
+case "$layer" in *'"skipped"'*) ok=false ;; esac
+report "$ok" "" "$build_s" "$probe_s" "$gpu_test" "$tmp/cluster.json" "$cuda_test" "$cuda_sum" \
+  "$layer"
 [ "$ok" = true ]
