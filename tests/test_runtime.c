@@ -108,10 +108,11 @@ Test(runtime, init_is_placement_independent)
         cr_expect(memcmp(ta->data, tb->data, ta->n * 4) == 0, "%s differs in stage b", names[i]);
         cr_expect(memcmp(ta->data, tc->data, ta->n * 4) == 0, "%s differs in stage c", names[i]);
     }
-    pp_rt_tensor *w1 = pp_rt_stage_tensor(a, "h1.attn.qkv.w"), *w2 = pp_rt_stage_tensor(a, "h2.attn.qkv.w");
+    pp_rt_tensor *w1 = pp_rt_stage_tensor(a, "h1.attn.qkv.w"),
+                 *w2 = pp_rt_stage_tensor(a, "h2.attn.qkv.w");
     cr_expect(memcmp(w1->data, w2->data, w1->n * 4) != 0, "two layers got the same weights");
-    cr_expect(memcmp(pp_rt_stage_tensor(c, "h2.mlp.fc.w")->data, pp_rt_stage_tensor(d, "h2.mlp.fc.w")->data,
-                     w1->n * 4) != 0,
+    cr_expect(memcmp(pp_rt_stage_tensor(c, "h2.mlp.fc.w")->data,
+                     pp_rt_stage_tensor(d, "h2.mlp.fc.w")->data, w1->n * 4) != 0,
               "the seed does not change the weights");
     pp_rt_tensor *wte = pp_rt_stage_tensor(a, "wte"), *head = pp_rt_stage_tensor(b, "wte.head");
     cr_assert(wte && head && wte->n == head->n);
@@ -120,7 +121,8 @@ Test(runtime, init_is_placement_independent)
 
     /* GPT-2 init statistics: std 0.02, residual projections 0.02/sqrt(2L) */
     double s1 = 0, s2 = 0;
-    pp_rt_tensor *fc = pp_rt_stage_tensor(a, "h0.mlp.fc.w"), *pr = pp_rt_stage_tensor(a, "h0.mlp.proj.w");
+    pp_rt_tensor *fc = pp_rt_stage_tensor(a, "h0.mlp.fc.w"),
+                 *pr = pp_rt_stage_tensor(a, "h0.mlp.proj.w");
     for (size_t i = 0; i < fc->n; i++)
         s1 += (double)fc->data[i] * fc->data[i];
     for (size_t i = 0; i < pr->n; i++)
@@ -289,6 +291,37 @@ Test(runtime, adamw_matches_hand_computation)
     }
     cr_expect_eq(pp_rt_stage_adamw(st, &hp, 0, 1.0f), PP_ERR_INVALID);
     free(w0);
+    pp_rt_stage_destroy(st);
+    pp_backend_destroy(be);
+}
+
+/* A stage may hold no block at all (a pipe's stage that only embeds, or a pass-through): the
+ * activation and its gradient go through unchanged, and it holds no memory between calls. */
+Test(runtime, empty_stage_passes_through)
+{
+    pp_model_cfg m;
+    CHECK(pp_model_preset("small", &m));
+    CHECK(pp_model_validate(&m));
+    pp_backend *be;
+    CHECK(pp_backend_cpu_create(&be));
+    pp_rt_stage *st;
+    pp_rt_stage_params p = {
+        .model = &m, .layer_begin = 3, .layer_end = 3, .micro_batch = 2, .seq = 5, .seed = 9};
+    CHECK(pp_rt_stage_create(be, &p, &st));
+    int n = -1;
+    pp_rt_stage_tensors(st, &n);
+    cr_expect_eq(n, 0, "a stage without blocks, embedding or head holds %d tensors", n);
+    size_t N = 2 * 5 * (size_t)m.hidden;
+    float *x = malloc(N * 4), *y = malloc(N * 4), *dy = malloc(N * 4), *dx = malloc(N * 4);
+    for (size_t i = 0; i < N; i++)
+        x[i] = (float)i, dy[i] = -(float)i;
+    CHECK(pp_rt_stage_forward(st, 1, NULL, x, NULL, y, NULL));
+    CHECK(pp_rt_stage_backward(st, 1, dy, dx, 1.0f));
+    cr_expect(memcmp(x, y, N * 4) == 0 && memcmp(dy, dx, N * 4) == 0);
+    pp_mem_stats ms;
+    pp_backend_mem_stats(be, &ms);
+    cr_expect_eq(ms.current_total, 0);
+    free(x), free(y), free(dy), free(dx);
     pp_rt_stage_destroy(st);
     pp_backend_destroy(be);
 }
