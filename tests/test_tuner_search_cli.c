@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "pp_profile.h"
+
 #define PPTUNE PP_BINARY_DIR "/tuner/pptune"
 
 /* Runs a shell command, returns its exit status and stdout+stderr (caller frees). */
@@ -73,7 +75,7 @@ Test(tuner_search_cli, gpt13b_on_32_nodes_prints_a_leaderboard_and_writes_a_prof
     rmdir(dir);
 }
 
-Test(tuner_search_cli, default_store_path_under_xdg_data_home)
+Test(tuner_search_cli, default_store_path_is_the_stores_and_profiles_reads_it)
 {
     char dir[] = "/tmp/pptune_xdg_XXXXXX";
     cr_assert(mkdtemp(dir));
@@ -81,11 +83,21 @@ Test(tuner_search_cli, default_store_path_under_xdg_data_home)
     snprintf(cmd, sizeof cmd,
              "XDG_DATA_HOME=%s " PPTUNE " --model gpt-1.3b --nodes 2 --schedules 1f1b", dir);
     cr_assert_eq(run(cmd, &out), 0, "%s", out);
-    char path[600];
-    snprintf(path, sizeof path, "%s/pptune/profiles/dgx-h100-x2-gpt-1.3b.json", dir);
-    cr_assert_eq(access(path, R_OK), 0, "no profile at %s: %s", path, out);
+    /* <store>/<fingerprint with ':' as '-'>/<model>.json, profiles/'s key */
+    char prefix[600];
+    snprintf(prefix, sizeof prefix, "profile: %s/pptune/profiles/fnv1a64-", dir);
+    const char *at = strstr(out, prefix);
+    cr_assert(at, "%s", out);
+    char path[700];
+    cr_assert_eq(sscanf(at, "profile: %699s", path), 1);
+    cr_assert(strstr(path, "/gpt-1.3b.json"), "%s", path);
+    pp_profile *p = NULL;
+    cr_assert_eq(pp_profile_read(path, &p), PP_OK, "profiles/ cannot read it: %s", pp_err_msg());
+    cr_assert(p->has_chosen);
+    cr_assert_str_eq(p->chosen.config.schedule, "1f1b");
+    cr_assert_eq(p->cluster.nodes, 2);
+    pp_profile_destroy(p);
     free(out);
-    unlink(path);
     snprintf(cmd, sizeof cmd, "rm -r %s", dir);
     cr_assert_eq(system(cmd), 0);
 }

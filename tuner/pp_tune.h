@@ -315,8 +315,9 @@ typedef struct {
 
 /* Writes the profile atomically to path. */
 pp_status pp_tune_profile_write(const pp_tune_profile_input *in, const char *path);
-/* Default store path: $XDG_DATA_HOME/pptune/profiles/<cluster>-<model>.json (XDG_DATA_HOME
- * defaulting to ~/.local/share); creates the directories. Caller frees. */
+/* Default store path: the local store's (profiles/: $XDG_DATA_HOME/pptune/profiles, else
+ * ~/.local/share/...) entry for the cluster's fingerprint and the model, directories created.
+ * Caller frees. */
 pp_status pp_tune_profile_default_path(const pp_tune_hw *hw, const pp_tune_model *m, char **out);
 /* The pprun command line that launches configuration c (buf, n). */
 char *pp_tune_launch_command(const pp_tune_model *m, const pp_tune_config *c, char *buf, size_t n);

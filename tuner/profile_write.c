@@ -4,16 +4,16 @@
  * cluster (fingerprint, description used, where its figures came from), the model, the options
  * of the memory and time models, the chosen configuration with its predicted (and measured)
  * figures and their provenance, the runners-up, search statistics, and the pprun command that
- * launches the chosen configuration. Kept in one file so that profiles/ (issue 7) can take it
- * over with the schema documentation and the store; this file does not read profiles back.
+ * launches the chosen configuration. Kept in one file so that profiles/ can take it over; the
+ * store's layout (directory, key) and the reader are profiles/'s (pp_profile.h).
  */
-#include <errno.h>
+#include <ctype.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
+#include "pp_profile.h"
 #include "pp_tune.h"
 
 char *pp_tune_launch_command(const pp_tune_model *m, const pp_tune_config *c, char *buf, size_t n)
@@ -159,39 +159,22 @@ pp_status pp_tune_profile_write(const pp_tune_profile_input *in, const char *pat
     return PP_OK;
 }
 
-static pp_status mkdirs(char *path)
-{
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        int rc = mkdir(path, 0755);
-        *p = '/';
-        if (rc != 0 && errno != EEXIST)
-            return PP_ERR(PP_ERR_IO, "cannot create directory for %s: %s", path, strerror(errno));
-    }
-    return PP_OK;
-}
-
+/* The store keys a profile by cluster fingerprint and model name (profiles/store.c); a model
+ * name read from a file may hold characters a key refuses: those become '_'. */
 pp_status pp_tune_profile_default_path(const pp_tune_hw *hw, const pp_tune_model *m, char **out)
 {
-    const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
-    char base[512];
-    if (xdg && *xdg)
-        snprintf(base, sizeof base, "%s/pptune/profiles", xdg);
-    else if (home && *home)
-        snprintf(base, sizeof base, "%s/.local/share/pptune/profiles", home);
-    else
-        return PP_ERR(PP_ERR_INVALID, "neither XDG_DATA_HOME nor HOME is set: pass -o FILE");
-    size_t n = strlen(base) + strlen(hw->name) + strlen(m->name) + 32;
-    char *path = malloc(n);
-    if (!path)
-        return PP_ERR_NOMEM;
-    snprintf(path, n, "%s/%s-x%d-%s.json", base, hw->name, hw->nodes, m->name);
-    for (char *p = path + strlen(base) + 1; *p; p++)
-        if (*p == '/' || *p == ' ')
-            *p = '_';
-    pp_status st = mkdirs(path);
+    char model[101];
+    snprintf(model, sizeof model, "%s", m->name);
+    for (char *c = model; *c; c++)
+        if (!isalnum((unsigned char)*c) && *c != '.' && *c != '_' && *c != '-')
+            *c = '_';
+    char *dir = NULL;
+    PP_TRY(pp_profile_store_dir(&dir));
+    char *path = NULL;
+    pp_status st = pp_profile_store_path(dir, hw->fingerprint, model, &path);
+    free(dir);
+    if (st == PP_OK)
+        st = pp_profile_store_mkdirs(path);
     if (st != PP_OK) {
         free(path);
         return pp_err_trace(st, __FILE__, __LINE__);
