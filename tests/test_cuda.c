@@ -157,6 +157,74 @@ Test(cuda, gemm_matches_cpu)
     pair_done(&p);
 }
 
+/* Values i/64, |i| <= 128: at most 8 significant bits, so exact in bf16. */
+static float *hbf16_exact(size_t n)
+{
+    float *h = malloc(n * sizeof(float));
+    cr_assert(h);
+    for (size_t i = 0; i < n; i++)
+        h[i] = (float)((int)frand(-128.0f, 129.0f)) / 64.0f;
+    return h;
+}
+
+/* bf16 mode on operands that bf16 holds exactly: the conversion is lossless and products of
+ * 8-bit mantissas are exact in fp32, so only the fp32 summation order separates cuBLAS from
+ * OpenBLAS. A wrong leading dimension, stride or transpose in the conversion shows as O(1). */
+Test(cuda, bf16_gemm_is_exact_on_bf16_values)
+{
+    pp_backend *g = cuda_or_skip(PP_PREC_BF16), *c;
+    CHECK(pp_backend_cpu_create(&c));
+    rng_state = 99u;
+    const int m = 37, n = 29, k = 41, pad = 5;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            int ar = ta ? k : m, lda = (ta ? m : k) + pad;
+            int br = tb ? n : k, ldb = (tb ? k : n) + pad, ldc = n + pad;
+            size_t na = (size_t)ar * lda, nb = (size_t)br * ldb, nc = (size_t)m * ldc;
+            float *a = hbf16_exact(na), *b = hbf16_exact(nb), *cc = hrand(nc, -1, 1);
+            float *da = dev_of(g, a, na * 4), *db = dev_of(g, b, nb * 4),
+                  *dc = dev_of(g, cc, nc * 4);
+            CHECK(c->ops->gemm(NULL, ta, tb, m, n, k, 0.5f, a, lda, b, ldb, 1.0f, cc, ldc));
+            CHECK(g->ops->gemm(g->ctx, ta, tb, m, n, k, 0.5f, da, lda, db, ldb, 1.0f, dc, ldc));
+            char what[64];
+            snprintf(what, sizeof what, "bf16 gemm ta=%d tb=%d", ta, tb);
+            expect_close(g, dc, cc, nc, 1e-5, what);
+            free(a), free(b), free(cc);
+        }
+    pp_backend_destroy(g);
+    pp_backend_destroy(c);
+}
+
+/* bf16 attention: q, k, v, dy exact in bf16, but the probabilities (and dS) are rounded to
+ * bf16 (2^-9 relative) before their products: 1e-2 of the largest entry bounds that. */
+Test(cuda, bf16_attention_is_close_to_cpu)
+{
+    pp_backend *g = cuda_or_skip(PP_PREC_BF16), *c;
+    CHECK(pp_backend_cpu_create(&c));
+    rng_state = 7u;
+    const int B = 2, T = 45, C = 64, NH = 4;
+    size_t nq = (size_t)B * T * 3 * C, ny = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+    float *qkv = hbf16_exact(nq), *y = hrand(ny, 0, 1), *att = hrand(na, 0, 1);
+    float *dyv = hbf16_exact(ny), *dqkv = hrand(nq, 0, 1);
+    float *dq = dev_of(g, qkv, nq * 4), *dy_ = dev_of(g, y, ny * 4);
+    float *datt = dev_of(g, att, na * 4), *ddy = dev_of(g, dyv, ny * 4);
+    float *ddqkv = dev_of(g, dqkv, nq * 4);
+    CHECK(c->ops->attention_fwd(NULL, y, att, qkv, B, T, C, NH));
+    CHECK(g->ops->attention_fwd(g->ctx, dy_, datt, dq, B, T, C, NH));
+    expect_close(g, datt, att, na, 1e-4, "bf16 attention_fwd att (scores exact, fp32 softmax)");
+    expect_close(g, dy_, y, ny, 1e-2, "bf16 attention_fwd y");
+    size_t sc = c->ops->attention_scratch_bytes(NULL, B, T, C, NH);
+    size_t sg = g->ops->attention_scratch_bytes(g->ctx, B, T, C, NH);
+    float *scr = malloc(sc), *dscr = pp_backend_alloc(g, sg, PP_MEM_WORKSPACE);
+    cr_assert(scr && dscr);
+    CHECK(c->ops->attention_bwd(NULL, dqkv, scr, dyv, att, qkv, B, T, C, NH));
+    CHECK(g->ops->attention_bwd(g->ctx, ddqkv, dscr, ddy, datt, dq, B, T, C, NH));
+    expect_close(g, ddqkv, dqkv, nq, 1e-2, "bf16 attention_bwd dqkv");
+    free(qkv), free(y), free(att), free(dyv), free(dqkv), free(scr);
+    pp_backend_destroy(g);
+    pp_backend_destroy(c);
+}
+
 Test(cuda, elementwise_kernels_match_cpu)
 {
     pair p = pair_or_skip();
