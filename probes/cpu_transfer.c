@@ -162,16 +162,6 @@ static pp_status sweep(const pp_probe_opts *o, int cpu_a, int cpu_b, pp_xfer_poi
     return PP_OK;
 }
 
-static pp_status keep_first_sweep(pp_link *l, const pp_xfer_point *pts, int n)
-{
-    l->points = pp_calloc((size_t)n, sizeof *pts);
-    if (!l->points)
-        return PP_ERR_NOMEM;
-    memcpy(l->points, pts, (size_t)n * sizeof *pts);
-    l->n_points = n;
-    return PP_OK;
-}
-
 pp_status pp_cpu_thread_links(const pp_probe_opts *o, const int *cpus, int n, pp_cluster *c,
                               int first)
 {
@@ -188,8 +178,11 @@ pp_status pp_cpu_thread_links(const pp_probe_opts *o, const int *cpus, int n, pp
             st = sweep(o, cpus[a], cpus[b], pts, &np);
             if (st == PP_OK)
                 st = pp_fit_alpha_beta(pts, np, &al[k], &be[k]);
-            if (st == PP_OK && k == 0)
-                st = keep_first_sweep(l, pts, np);
+            if (st == PP_OK && k == 0) {
+                l->points = pp_xfer_copy(pts, np);
+                l->n_points = np;
+                st = l->points ? PP_OK : PP_ERR_NOMEM;
+            }
             if (st != PP_OK)
                 break;
             /* a ping-pong times both directions alike: the matrix is symmetric */

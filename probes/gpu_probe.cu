@@ -341,10 +341,8 @@ static pp_status peer_matrix(const pp_probe_opts *o, pp_cluster *c, int first, i
             pp_probe_say(o, "gpu %d -> %d: peer copy alpha %.2f us, beta %.1f GB/s", a, b,
                          alpha * 1e6, beta / 1e9);
             if (k == 1) {
-                copy_class->points = (pp_xfer_point *)pp_calloc((size_t)np, sizeof *pts);
-                if (!copy_class->points)
+                if (!(copy_class->points = pp_xfer_copy(pts, np)))
                     return PP_ERR_NOMEM;
-                memcpy(copy_class->points, pts, (size_t)np * sizeof *pts);
                 copy_class->n_points = np;
             }
         }
@@ -467,10 +465,8 @@ static pp_status nccl_probe(const pp_probe_opts *o, pp_cluster *c, int n)
                          al[k] * 1e6, be[k] / 1e9);
             if (k++ == 0) {
                 free(l->points);
-                l->points = (pp_xfer_point *)pp_calloc((size_t)np, sizeof *pts);
-                if (!l->points)
+                if (!(l->points = pp_xfer_copy(pts, np)))
                     CK(PP_ERR_NOMEM);
-                memcpy(l->points, pts, (size_t)np * sizeof *pts);
                 l->n_points = np;
             }
         }
@@ -482,10 +478,8 @@ static pp_status nccl_probe(const pp_probe_opts *o, pp_cluster *c, int n)
     CK(nccl_sweep(o, &x, -1, -1, pts, &np));
     {
         pp_collective *ar = &c->allreduce;
-        ar->points = (pp_xfer_point *)pp_calloc((size_t)np, sizeof *pts);
-        if (!ar->points)
+        if (!(ar->points = pp_xfer_copy(pts, np)))
             CK(PP_ERR_NOMEM);
-        memcpy(ar->points, pts, (size_t)np * sizeof *pts);
         ar->n_points = np;
         ar->present = 1;
         ar->ranks = n;

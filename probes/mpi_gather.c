@@ -191,10 +191,8 @@ static pp_status measure_pairs(const pp_probe_opts *o, const layout *L, pp_link 
             if (L->rank == 0) {
                 fits[*n_fits] = (pair_fit){i, j, fit[0], fit[1]};
                 if (*n_fits == 0) { /* the class keeps the first pair's sweep */
-                    cls->points = pp_calloc((size_t)n + 1, sizeof *pts);
-                    if (!cls->points)
+                    if (!(cls->points = pp_xfer_copy(pts, n)))
                         return PP_ERR_NOMEM;
-                    memcpy(cls->points, pts, (size_t)n * sizeof *pts);
                     cls->n_points = n;
                 }
                 (*n_fits)++;

@@ -10,6 +10,9 @@
 extern "C" {
 #endif
 
+/* A copy of a size sweep (malloc'd, the caller frees); NULL with PP_ERR_NOMEM recorded. */
+pp_xfer_point *pp_xfer_copy(const pp_xfer_point *pts, int n);
+
 /* Progress line through opts->progress (no-op without one). */
 void pp_probe_say(const pp_probe_opts *o, const char *fmt, ...) PP_PRINTF(2, 3);
 

@@ -5,8 +5,9 @@
  * between a memcpy, a thread hand-off and a CUDA stream).
  */
 #include <stdlib.h>
+#include <string.h>
 
-#include "pp_probe.h"
+#include "probe_impl.h"
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -63,4 +64,12 @@ pp_status pp_fit_alpha_beta(const pp_xfer_point *pts, int n, double *alpha_s, do
     *alpha_s = a;
     *beta_Bps = pts[hi].bytes / (t_hi - a);
     return PP_OK;
+}
+
+pp_xfer_point *pp_xfer_copy(const pp_xfer_point *pts, int n)
+{
+    pp_xfer_point *c = pp_calloc((size_t)n + 1, sizeof *c);
+    if (c && n > 0)
+        memcpy(c, pts, (size_t)n * sizeof *c);
+    return c;
 }
