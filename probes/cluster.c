@@ -9,7 +9,10 @@
 
 #include "pp_probe.h"
 
-const char *pp_source_name(pp_source s) { return s == PP_SRC_PRESET ? "preset" : "probed"; }
+const char *pp_source_name(pp_source s)
+{
+    return s == PP_SRC_PRESET ? "preset" : "probed";
+}
 
 const char *pp_link_class_name(pp_link_class c)
 {
@@ -69,8 +72,10 @@ pp_status pp_cluster_add_node(pp_cluster *c, const char *hostname, int *index)
 pp_status pp_cluster_add_device(pp_cluster *c, const pp_device *d, int *index)
 {
     if (d->node < 0 || d->node >= c->n_nodes || d->node != c->n_nodes - 1)
-        return PP_ERR(PP_ERR_INVALID, "device \"%s\" names node %d; devices must be added to the "
-                      "last node added (%d)", d->name, d->node, c->n_nodes - 1);
+        return PP_ERR(PP_ERR_INVALID,
+                      "device \"%s\" names node %d; devices must be added to the "
+                      "last node added (%d)",
+                      d->name, d->node, c->n_nodes - 1);
     pp_device *v = pp_realloc_array(c->devices, (size_t)c->n_devices + 1, sizeof *v);
     if (!v)
         return PP_ERR_NOMEM;
@@ -164,8 +169,8 @@ const pp_link *pp_cluster_link(const pp_cluster *c, int a, int b)
 {
     if (a < 0 || b < 0 || a >= c->n_devices || b >= c->n_devices)
         return NULL;
-    const pp_link *l = &c->links[c->devices[a].node == c->devices[b].node ? PP_LINK_INTRA
-                                                                          : PP_LINK_INTER];
+    const pp_link *l =
+        &c->links[c->devices[a].node == c->devices[b].node ? PP_LINK_INTRA : PP_LINK_INTER];
     return l->present ? l : NULL;
 }
 

@@ -45,22 +45,21 @@ static json_t *topo_json(const pp_topo *t)
                                               "mem_bytes", t->numa[i].mem_bytes));
     for (int i = 0; i < t->n_gpus; i++) {
         const pp_topo_gpu *g = &t->gpus[i];
-        json_array_append_new(gpus, json_pack("{s:s, s:s, s:s, s:i, s:i, s:s, s:f}", "name",
-                                              g->name, "model", g->model, "pci", g->pci, "numa",
-                                              g->numa, "nic", g->nic, "nic_path",
-                                              pp_pci_path_name(g->nic_path), "mem_bytes",
-                                              g->mem_bytes));
+        json_array_append_new(
+            gpus, json_pack("{s:s, s:s, s:s, s:i, s:i, s:s, s:f}", "name", g->name, "model",
+                            g->model, "pci", g->pci, "numa", g->numa, "nic", g->nic, "nic_path",
+                            pp_pci_path_name(g->nic_path), "mem_bytes", g->mem_bytes));
     }
     for (int i = 0; i < t->n_nics; i++) {
         const pp_topo_nic *n = &t->nics[i];
         json_array_append_new(nics, json_pack("{s:s, s:s, s:s, s:i, s:b}", "name", n->name,
-                                              "netdevs", n->netdevs, "pci", n->pci, "numa",
-                                              n->numa, "rdma", n->rdma));
+                                              "netdevs", n->netdevs, "pci", n->pci, "numa", n->numa,
+                                              "rdma", n->rdma));
     }
     return json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:f, s:o, s:o, s:o, s:o}", "hostname",
-                     t->hostname, "arch", t->arch, "cpu_model", t->cpu_model, "sockets",
-                     t->sockets, "cores", t->cores, "pus", t->pus, "mem_bytes", t->mem_bytes,
-                     "numa", numa, "gpus", gpus, "nics", nics, "nvlink_MBps",
+                     t->hostname, "arch", t->arch, "cpu_model", t->cpu_model, "sockets", t->sockets,
+                     "cores", t->cores, "pus", t->pus, "mem_bytes", t->mem_bytes, "numa", numa,
+                     "gpus", gpus, "nics", nics, "nvlink_MBps",
                      t->nvlink_MBps ? matrix_json(t->nvlink_MBps, t->n_gpus) : json_null());
 }
 
@@ -69,16 +68,16 @@ static json_t *device_json(const pp_device *d)
     json_t *gemm = json_array();
     for (int i = 0; i < d->n_gemm; i++) {
         const pp_gemm_point *g = &d->gemm[i];
-        json_array_append_new(gemm, json_pack("{s:s, s:i, s:i, s:i, s:o}", "dtype", g->dtype, "m",
-                                              g->m, "n", g->n, "k", g->k, "flops",
-                                              measure_json(&g->flops)));
+        json_array_append_new(gemm,
+                              json_pack("{s:s, s:i, s:i, s:i, s:o}", "dtype", g->dtype, "m", g->m,
+                                        "n", g->n, "k", g->k, "flops", measure_json(&g->flops)));
     }
     return json_pack("{s:s, s:s, s:i, s:i, s:s, s:f, s:f, s:f, s:f, s:s, s:s, s:o, s:o}", "kind",
                      d->kind, "name", d->name, "node", d->node, "local_index", d->local_index,
-                     "pci", d->pci, "mem_bytes", d->mem_bytes, "mem_free_bytes",
-                     d->mem_free_bytes, "peak_flops", d->peak_flops, "gemm_flops", d->gemm_flops,
-                     "gemm_dtype", d->gemm_dtype, "source", pp_source_name(d->source), "gemm",
-                     gemm, "copy_Bps", measure_json(&d->copy_Bps));
+                     "pci", d->pci, "mem_bytes", d->mem_bytes, "mem_free_bytes", d->mem_free_bytes,
+                     "peak_flops", d->peak_flops, "gemm_flops", d->gemm_flops, "gemm_dtype",
+                     d->gemm_dtype, "source", pp_source_name(d->source), "gemm", gemm, "copy_Bps",
+                     measure_json(&d->copy_Bps));
 }
 
 static json_t *link_json(const pp_link *l)
@@ -94,8 +93,8 @@ static json_t *allreduce_json(const pp_collective *a)
 {
     if (!a->present)
         return json_null();
-    return json_pack("{s:i, s:f, s:f, s:f, s:s, s:o}", "ranks", a->ranks, "busbw_Bps",
-                     a->busbw_Bps, "alpha_s", a->alpha_s, "beta_Bps", a->beta_Bps, "source",
+    return json_pack("{s:i, s:f, s:f, s:f, s:s, s:o}", "ranks", a->ranks, "busbw_Bps", a->busbw_Bps,
+                     "alpha_s", a->alpha_s, "beta_Bps", a->beta_Bps, "source",
                      pp_source_name(a->source), "sweep", sweep_json(a->points, a->n_points));
 }
 
@@ -114,11 +113,11 @@ static json_t *cluster_json(const pp_cluster *c)
     json_t *nodes = json_array(), *devices = json_array();
     for (int i = 0; i < c->n_nodes; i++) {
         const pp_node *n = &c->nodes[i];
-        json_array_append_new(nodes, json_pack("{s:s, s:i, s:i, s:o, s:o}", "hostname",
-                                               n->hostname, "first_device", n->first_device,
-                                               "n_devices", n->n_devices, "memcpy_Bps",
-                                               measure_json(&n->memcpy_Bps), "topology",
-                                               n->topo ? topo_json(n->topo) : json_null()));
+        json_array_append_new(nodes,
+                              json_pack("{s:s, s:i, s:i, s:o, s:o}", "hostname", n->hostname,
+                                        "first_device", n->first_device, "n_devices", n->n_devices,
+                                        "memcpy_Bps", measure_json(&n->memcpy_Bps), "topology",
+                                        n->topo ? topo_json(n->topo) : json_null()));
     }
     for (int i = 0; i < c->n_devices; i++)
         json_array_append_new(devices, device_json(&c->devices[i]));
@@ -130,9 +129,9 @@ static json_t *cluster_json(const pp_cluster *c)
     return json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:{s:o, s:o}, s:o, s:o}",
                      "schema", PP_CLUSTER_SCHEMA, "schema_version", c->schema_version, "created",
                      c->created, "origin", c->origin, "fingerprint", c->fingerprint, "note",
-                     c->note, "software", software_json(&c->sw), "nodes", nodes, "devices",
-                     devices, "links", "intra_node", link_json(&c->links[PP_LINK_INTRA]),
-                     "inter_node", link_json(&c->links[PP_LINK_INTER]), "allreduce",
+                     c->note, "software", software_json(&c->sw), "nodes", nodes, "devices", devices,
+                     "links", "intra_node", link_json(&c->links[PP_LINK_INTRA]), "inter_node",
+                     link_json(&c->links[PP_LINK_INTER]), "allreduce",
                      allreduce_json(&c->allreduce), "pairwise", pair);
 }
 
@@ -141,7 +140,7 @@ pp_status pp_cluster_to_json(const pp_cluster *c, char **text)
     json_t *j = cluster_json(c);
     if (!j)
         return PP_ERR(PP_ERR_NOMEM, "could not build the cluster JSON (out of memory or a "
-                      "string that is not UTF-8)");
+                                    "string that is not UTF-8)");
     /* full precision: a figure read back must equal the one written (the fingerprint and the
      * tuner's costs depend on them) */
     *text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

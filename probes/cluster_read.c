@@ -105,8 +105,9 @@ static pp_status get_kind(const rd *r, json_t *o, const char *pre, const char *k
     if (null_ok && json_is_null(v))
         return PP_OK;
     if (is_array ? !json_is_array(v) : !json_is_object(v))
-        return bad(r, f, is_array ? (null_ok ? "an array or null" : "an array")
-                                  : (null_ok ? "an object or null" : "an object"),
+        return bad(r, f,
+                   is_array ? (null_ok ? "an array or null" : "an array")
+                            : (null_ok ? "an object or null" : "an object"),
                    v);
     *out = v;
     return PP_OK;
@@ -121,8 +122,8 @@ static void elem(char *out, const char *prefix, const char *key, size_t i)
         out[PATH_MAX_LEN - 1] = '\0';
 }
 
-static pp_status get_elem_obj(const rd *r, json_t *arr, const char *pre, const char *key,
-                              size_t i, char *path, json_t **out)
+static pp_status get_elem_obj(const rd *r, json_t *arr, const char *pre, const char *key, size_t i,
+                              char *path, json_t **out)
 {
     elem(path, pre, key, i);
     *out = json_array_get(arr, i);

@@ -43,7 +43,7 @@ pp_status pp_cpu_usable_memory(double *bytes)
         long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
         if (pages <= 0 || page <= 0)
             return PP_ERR(PP_ERR_IO, "cannot tell available memory: /proc/meminfo has no "
-                          "MemAvailable and sysconf(_SC_AVPHYS_PAGES) failed");
+                                     "MemAvailable and sysconf(_SC_AVPHYS_PAGES) failed");
         avail = (double)pages * (double)page;
     }
     /* a container's limit is what the kernel enforces (cgroup v2, then v1) */
@@ -65,8 +65,8 @@ typedef struct {
 } shape;
 
 /* Square shapes, then one shaped like a GPT-125m MLP projection (tokens x 4h x h). */
-static const shape full_shapes[] = {{256, 256, 256}, {512, 512, 512}, {768, 3072, 768},
-                                    {1024, 1024, 1024}};
+static const shape full_shapes[] = {
+    {256, 256, 256}, {512, 512, 512}, {768, 3072, 768}, {1024, 1024, 1024}};
 static const shape quick_shapes[] = {{256, 256, 256}, {512, 512, 512}, {1024, 1024, 1024}};
 
 static void fill_random(float *x, size_t n, unsigned seed)
@@ -101,8 +101,8 @@ static pp_status gemm_point(const pp_probe_opts *o, shape s, pp_gemm_point *p)
         rate[i] = flop * reps / (pp_now() - t0);
     }
     free(a);
-    *p = (pp_gemm_point){.dtype = "fp32", .m = s.m, .n = s.n, .k = s.k,
-                         .flops = pp_measure_of(rate, samples)};
+    *p = (pp_gemm_point){
+        .dtype = "fp32", .m = s.m, .n = s.n, .k = s.k, .flops = pp_measure_of(rate, samples)};
     pp_probe_say(o, "cpu: sgemm %dx%dx%d  %.2f GFLOP/s (%.2f..%.2f)", s.m, s.n, s.k,
                  p->flops.median / 1e9, p->flops.min / 1e9, p->flops.max / 1e9);
     return PP_OK;
@@ -111,8 +111,8 @@ static pp_status gemm_point(const pp_probe_opts *o, shape s, pp_gemm_point *p)
 pp_status pp_cpu_gemm_sweep(const pp_probe_opts *o, pp_gemm_point **pts, int *n)
 {
     const shape *sh = o->quick ? quick_shapes : full_shapes;
-    int ns = o->quick ? (int)(sizeof quick_shapes / sizeof *sh)
-                      : (int)(sizeof full_shapes / sizeof *sh);
+    int ns =
+        o->quick ? (int)(sizeof quick_shapes / sizeof *sh) : (int)(sizeof full_shapes / sizeof *sh);
     /* one BLAS thread: each CPU rank of the runtime runs its own GEMMs on its own core */
     openblas_set_num_threads(1);
     *pts = pp_calloc((size_t)ns, sizeof **pts);

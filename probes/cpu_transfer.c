@@ -24,12 +24,12 @@
 typedef struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int turn;       /* 0: main thread holds the token, 1: the peer does */
-    long rounds;    /* how many replies the peer sends */
-    char *a, *b;    /* main thread's and peer's own buffers */
-    char *msg;      /* the message in flight, allocated by its sender, freed by its receiver */
+    int turn;    /* 0: main thread holds the token, 1: the peer does */
+    long rounds; /* how many replies the peer sends */
+    char *a, *b; /* main thread's and peer's own buffers */
+    char *msg;   /* the message in flight, allocated by its sender, freed by its receiver */
     size_t bytes;
-    int failed;     /* an allocation failed: both sides stop */
+    int failed; /* an allocation failed: both sides stop */
 } pingpong;
 
 /* One direction: copy `from` into a new message, hand it over, wait for the answer. */
@@ -132,8 +132,10 @@ static pp_status transfer_point(size_t bytes, int samples, int cpu_a, int cpu_b,
             t[s] = (pp_now() - t0) / (2.0 * iters);
         }
         if (!ok) /* the peer saw `failed` too and has left */
-            st = PP_ERR(PP_ERR_NOMEM, "thread transfer probe: cannot allocate a %zu-byte "
-                        "message", bytes);
+            st = PP_ERR(PP_ERR_NOMEM,
+                        "thread transfer probe: cannot allocate a %zu-byte "
+                        "message",
+                        bytes);
         pthread_join(th, NULL);
         free(p.msg);
         if (ok)
@@ -189,9 +191,11 @@ pp_status pp_cpu_thread_links(const pp_probe_opts *o, const int *cpus, int n, pp
             int i = first + a, j = first + b;
             c->pair_bw_Bps[i * nd + j] = c->pair_bw_Bps[j * nd + i] = be[k];
             c->pair_alpha_s[i * nd + j] = c->pair_alpha_s[j * nd + i] = al[k];
-            pp_probe_say(o, "cpu %d <-> %d: thread transfer alpha %.2f us, beta %.2f GB/s "
-                         "(%zu B .. %.0f MiB)", cpus[a], cpus[b], al[k] * 1e6, be[k] / 1e9,
-                         (size_t)8, pts[np - 1].bytes / (1 << 20));
+            pp_probe_say(o,
+                         "cpu %d <-> %d: thread transfer alpha %.2f us, beta %.2f GB/s "
+                         "(%zu B .. %.0f MiB)",
+                         cpus[a], cpus[b], al[k] * 1e6, be[k] / 1e9, (size_t)8,
+                         pts[np - 1].bytes / (1 << 20));
             k++;
         }
     if (st == PP_OK && k > 0) {
@@ -199,8 +203,10 @@ pp_status pp_cpu_thread_links(const pp_probe_opts *o, const int *cpus, int n, pp
         l->source = PP_SRC_PROBED;
         l->alpha_s = pp_measure_of(al, k).median;
         l->beta_Bps = pp_measure_of(be, k).median;
-        snprintf(l->method, sizeof l->method, "thread-copy as the in-process transport (median "
-                 "of %d pinned core pair%s)", k, k == 1 ? "" : "s");
+        snprintf(l->method, sizeof l->method,
+                 "thread-copy as the in-process transport (median "
+                 "of %d pinned core pair%s)",
+                 k, k == 1 ? "" : "s");
         snprintf(c->pair_method, sizeof c->pair_method, "thread-copy, pinned ping-pong%s",
                  all ? "" : " (pairs with core 0 only; 0 = not measured)");
     }

@@ -14,7 +14,10 @@ pp_status pp_gpu_probe_node(const pp_probe_opts *o, pp_cluster *c, int node)
     (void)c;
     (void)node;
     return PP_ERR(PP_ERR_UNSUPPORTED, "no CUDA device: pptune was built without CUDA "
-                  "(configure with nvcc on the PATH, or -DPP_CUDA=ON)");
+                                      "(configure with nvcc on the PATH, or -DPP_CUDA=ON)");
 }
 
-void pp_gpu_versions(pp_software *sw) { (void)sw; }
+void pp_gpu_versions(pp_software *sw)
+{
+    (void)sw;
+}

@@ -159,9 +159,8 @@ typedef struct {
     uint16_t fill_base; /* small positive values: 0x3c00 is 1.0 in fp16, 0x3c00 ~ 0.0078 in bf16 */
 } dtype;
 
-static const dtype dtypes[] = {{"bf16", CUDA_R_16BF, 2, 0x3c00},
-                               {"fp16", CUDA_R_16F, 2, 0x3000},
-                               {"fp32", CUDA_R_32F, 4, 0}};
+static const dtype dtypes[] = {
+    {"bf16", CUDA_R_16BF, 2, 0x3c00}, {"fp16", CUDA_R_16F, 2, 0x3000}, {"fp32", CUDA_R_32F, 4, 0}};
 static const int quick_sizes[] = {2048, 4096, 8192};
 static const int full_sizes[] = {1024, 2048, 4096, 8192};
 
@@ -171,8 +170,8 @@ static pp_status gemm_shape(cublasHandle_t h, timer *t, const dtype *dt, int m, 
     const float one = 1.0f, zero = 0.0f;
     double flop = 2.0 * m * n * k, r[16], secs = 0;
 #define GEMM()                                                                                     \
-    PP_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, a, dt->type, m, b,   \
-                                 dt->type, k, &zero, c, dt->type, m, CUBLAS_COMPUTE_32F,          \
+    PP_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, a, dt->type, m, b,    \
+                                 dt->type, k, &zero, c, dt->type, m, CUBLAS_COMPUTE_32F,           \
                                  CUBLAS_GEMM_DEFAULT))
     /* warm-up (cuBLAS picks its kernel), then size the repeat count to ~20 ms per sample */
     PP_TRY(PP_CUDA_CHECK(cudaEventRecord(t->a, t->s)));
@@ -263,12 +262,17 @@ static pp_status copy_point(timer *t, void *dst, int ddev, const void *src, int 
     return PP_OK;
 }
 
-static size_t sweep_hi(const pp_probe_opts *o) { return (size_t)(o->quick ? 64 : 256) << 20; }
-static size_t sweep_factor(const pp_probe_opts *o) { return o->quick ? 8 : 4; }
+static size_t sweep_hi(const pp_probe_opts *o)
+{
+    return (size_t)(o->quick ? 64 : 256) << 20;
+}
+static size_t sweep_factor(const pp_probe_opts *o)
+{
+    return o->quick ? 8 : 4;
+}
 
 /* Copy sweep src -> dst device (src == dst: within one device's memory). */
-static pp_status copy_sweep(const pp_probe_opts *o, int sdev, int ddev, pp_xfer_point *pts,
-                            int *n)
+static pp_status copy_sweep(const pp_probe_opts *o, int sdev, int ddev, pp_xfer_point *pts, int *n)
 {
     void *src = NULL, *dst = NULL;
     timer t{};

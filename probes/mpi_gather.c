@@ -20,9 +20,9 @@
 
 typedef struct {
     int rank, size, n_nodes;
-    char *hosts;   /* (size, HOST_LEN) */
-    int *node_of;  /* (size) node index of each rank */
-    int *leader;   /* (n_nodes) the rank leading each node */
+    char *hosts;  /* (size, HOST_LEN) */
+    int *node_of; /* (size) node index of each rank */
+    int *leader;  /* (n_nodes) the rank leading each node */
 } layout;
 
 static pp_status mpi_fail(int rc, const char *what)
@@ -114,8 +114,7 @@ static pp_status gather_nodes(const pp_probe_opts *o, const layout *L,
 }
 
 /* Ping-pong between ranks a and b over a size sweep; fills pts on both. */
-static pp_status pingpong(const pp_probe_opts *o, int me, int a, int b, pp_xfer_point *pts,
-                          int *n)
+static pp_status pingpong(const pp_probe_opts *o, int me, int a, int b, pp_xfer_point *pts, int *n)
 {
     size_t hi = (size_t)(o->quick ? 4 : 64) << 20;
     int samples = o->quick ? 5 : 9, peer = me == a ? b : a;
@@ -202,7 +201,10 @@ static pp_status measure_pairs(const pp_probe_opts *o, const layout *L, pp_link 
     return PP_OK;
 }
 
-static double median_of(double *x, int n) { return pp_measure_of(x, n).median; }
+static double median_of(double *x, int n)
+{
+    return pp_measure_of(x, n).median;
+}
 
 /* Rank 0: the inter-node class (median over pairs) and the cross-node pair entries. */
 static pp_status apply_pairs(pp_cluster *c, const layout *L, pp_link *cls, const pair_fit *f,
@@ -218,9 +220,10 @@ static pp_status apply_pairs(pp_cluster *c, const layout *L, pp_link *cls, const
     cls->source = PP_SRC_PROBED;
     cls->alpha_s = median_of(al, k);
     cls->beta_Bps = median_of(be, k);
-    snprintf(cls->method, sizeof cls->method, "mpi-pingpong between node leaders, host memory "
-             "(median of %d pair%s)%s", nf, nf == 1 ? "" : "s",
-             L->n_nodes == 1 ? " - same host: shared memory" : "");
+    snprintf(cls->method, sizeof cls->method,
+             "mpi-pingpong between node leaders, host memory "
+             "(median of %d pair%s)%s",
+             nf, nf == 1 ? "" : "s", L->n_nodes == 1 ? " - same host: shared memory" : "");
     if (L->n_nodes == 1)
         return PP_OK;
     int n = c->n_devices;
@@ -235,7 +238,8 @@ static pp_status apply_pairs(pp_cluster *c, const layout *L, pp_link *cls, const
     }
     for (int p = 0; p < nf; p++)
         for (int x = 0; x < 2; x++) { /* both directions: ping-pong is symmetric */
-            const pp_node *A = &c->nodes[x ? f[p].nb : f[p].na], *B = &c->nodes[x ? f[p].na : f[p].nb];
+            const pp_node *A = &c->nodes[x ? f[p].nb : f[p].na],
+                          *B = &c->nodes[x ? f[p].na : f[p].nb];
             for (int i = A->first_device; i < A->first_device + A->n_devices; i++)
                 for (int j = B->first_device; j < B->first_device + B->n_devices; j++) {
                     c->pair_bw_Bps[i * n + j] = f[p].beta;
@@ -283,12 +287,14 @@ static void describe(pp_cluster *c, const layout *L)
     MPI_Get_library_version(ver, &len);
     ver[strcspn(ver, ",\n")] = '\0';
     snprintf(c->sw.mpi, sizeof c->sw.mpi, "%.63s", ver);
-    snprintf(c->origin, sizeof c->origin, "probed (mpi, %d ranks, %d node%s)", L->size,
-             L->n_nodes, L->n_nodes == 1 ? "" : "s");
+    snprintf(c->origin, sizeof c->origin, "probed (mpi, %d ranks, %d node%s)", L->size, L->n_nodes,
+             L->n_nodes == 1 ? "" : "s");
     if (L->n_nodes == 1) {
         size_t n = strlen(c->note);
-        snprintf(c->note + n, sizeof c->note - n, "%sall %d ranks on host %.20s: inter-node link = "
-                 "MPI over shared memory", n ? "; " : "", L->size, L->hosts);
+        snprintf(c->note + n, sizeof c->note - n,
+                 "%sall %d ranks on host %.20s: inter-node link = "
+                 "MPI over shared memory",
+                 n ? "; " : "", L->size, L->hosts);
     }
     pp_cluster_fingerprint(c);
 }

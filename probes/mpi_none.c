@@ -9,7 +9,9 @@ pp_status pp_mpi_probe(const pp_probe_opts *o,
     (void)o;
     (void)probe_node;
     *out = NULL;
-    return PP_ERR(PP_ERR_UNSUPPORTED, "started by a launcher with %d ranks, but pptune was built "
+    return PP_ERR(PP_ERR_UNSUPPORTED,
+                  "started by a launcher with %d ranks, but pptune was built "
                   "without MPI: rebuild with MPI (Debian: libopenmpi-dev) or run one "
-                  "`pptune probe` per node without mpirun", pp_probe_launcher_size());
+                  "`pptune probe` per node without mpirun",
+                  pp_probe_launcher_size());
 }

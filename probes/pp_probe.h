@@ -49,11 +49,11 @@ typedef struct {
  * NCCL_NET_GDR_LEVEL use the same names), from the closest common ancestor of the two PCI
  * devices in the hwloc tree. Ordered from closest to farthest. */
 typedef enum {
-    PP_PATH_PIX = 0, /* through at most one PCIe bridge (same switch port)            */
-    PP_PATH_PXB = 1, /* through several PCIe bridges, without the host bridge          */
-    PP_PATH_PHB = 2, /* through a PCIe host bridge (the CPU root complex)              */
+    PP_PATH_PIX = 0,  /* through at most one PCIe bridge (same switch port)            */
+    PP_PATH_PXB = 1,  /* through several PCIe bridges, without the host bridge          */
+    PP_PATH_PHB = 2,  /* through a PCIe host bridge (the CPU root complex)              */
     PP_PATH_NODE = 3, /* between host bridges of the same NUMA node                     */
-    PP_PATH_SYS = 4, /* across the inter-socket link (QPI/UPI/X-Bus)                   */
+    PP_PATH_SYS = 4,  /* across the inter-socket link (QPI/UPI/X-Bus)                   */
     PP_PATH_UNKNOWN = 5,
 } pp_pci_path;
 const char *pp_pci_path_name(pp_pci_path p); /* "PIX", "PXB", ... */
@@ -64,11 +64,11 @@ typedef struct {
 } pp_topo_numa;
 
 typedef struct {
-    char name[16];   /* "cuda0" when the CUDA backend saw it, else "nvml0" */
-    char model[64];  /* hwloc's GPUModel ("Tesla P100-SXM2-16GB"), "" when unknown */
-    char pci[16];    /* "0000:84:00.0" */
-    int numa;        /* OS index of the NUMA node the GPU hangs off, -1 when not a single one */
-    int nic;         /* index into pp_topo.nics of the nearest NIC, -1 when there is none */
+    char name[16];  /* "cuda0" when the CUDA backend saw it, else "nvml0" */
+    char model[64]; /* hwloc's GPUModel ("Tesla P100-SXM2-16GB"), "" when unknown */
+    char pci[16];   /* "0000:84:00.0" */
+    int numa;       /* OS index of the NUMA node the GPU hangs off, -1 when not a single one */
+    int nic;        /* index into pp_topo.nics of the nearest NIC, -1 when there is none */
     pp_pci_path nic_path; /* GPU <-> that NIC, PP_PATH_UNKNOWN when nic < 0 */
     double mem_bytes;     /* CUDAGlobalMemorySize from hwloc, bytes; 0 when unknown */
 } pp_topo_gpu;
@@ -83,16 +83,16 @@ typedef struct {
 
 typedef struct {
     char hostname[64];
-    char arch[16];       /* "x86_64", "ppc64le" */
-    char cpu_model[96];  /* first Package's CPUModel, "" when hwloc does not say */
+    char arch[16];      /* "x86_64", "ppc64le" */
+    char cpu_model[96]; /* first Package's CPUModel, "" when hwloc does not say */
     int sockets, cores, pus;
-    double mem_bytes;    /* total of the NUMA nodes, bytes */
+    double mem_bytes; /* total of the NUMA nodes, bytes */
     int n_numa;
-    pp_topo_numa *numa;  /* (n_numa) in logical order */
+    pp_topo_numa *numa; /* (n_numa) in logical order */
     int n_gpus;
-    pp_topo_gpu *gpus;   /* (n_gpus) in CUDA/NVML index order */
+    pp_topo_gpu *gpus; /* (n_gpus) in CUDA/NVML index order */
     int n_nics;
-    pp_topo_nic *nics;   /* (n_nics) */
+    pp_topo_nic *nics; /* (n_nics) */
     /* hwloc's "NVLinkBandwidth" matrix restricted to the GPUs, MB/s as hwloc reports it
      * (row = source GPU, diagonal = hwloc's own value, the GPU memory bandwidth); (n_gpus,
      * n_gpus), NULL when the topology has none (no NVML backend, or no NVLink). */
@@ -111,17 +111,17 @@ void pp_topo_print(const pp_topo *t, FILE *fp);
 /* ---- the cluster description ------------------------------------------------------------ */
 
 typedef struct {
-    char dtype[8]; /* "bf16", "fp16", "fp32" */
-    int m, n, k;   /* C(m,n) = A(m,k) B(k,n) */
+    char dtype[8];    /* "bf16", "fp16", "fp32" */
+    int m, n, k;      /* C(m,n) = A(m,k) B(k,n) */
     pp_measure flops; /* FLOP/s, 2·m·n·k / time */
 } pp_gemm_point;
 
 typedef struct {
-    char kind[8];   /* "gpu" or "cpu" (one CPU core: what one CPU-backend rank gets) */
-    char name[64];  /* "NVIDIA H200", "AMD EPYC core" */
-    int node;       /* index into pp_cluster.nodes */
-    int local_index; /* CUDA device index on its node; core slot for CPU devices */
-    char pci[16];   /* GPUs: "0000:84:00.0"; "" otherwise */
+    char kind[8];          /* "gpu" or "cpu" (one CPU core: what one CPU-backend rank gets) */
+    char name[64];         /* "NVIDIA H200", "AMD EPYC core" */
+    int node;              /* index into pp_cluster.nodes */
+    int local_index;       /* CUDA device index on its node; core slot for CPU devices */
+    char pci[16];          /* GPUs: "0000:84:00.0"; "" otherwise */
     double mem_bytes;      /* memory one rank on this device may use, bytes (GPU: total) */
     double mem_free_bytes; /* free when probed, bytes (presets: = mem_bytes) */
     double peak_flops;     /* vendor dense peak in gemm_dtype, FLOP/s; 0 unknown */
@@ -129,7 +129,7 @@ typedef struct {
                             * largest shape swept (presets: a published measurement) */
     char gemm_dtype[8];    /* "bf16" for GPUs, "fp32" for CPU cores */
     int n_gemm;
-    pp_gemm_point *gemm;   /* (n_gemm) the whole sweep, NULL for presets */
+    pp_gemm_point *gemm; /* (n_gemm) the whole sweep, NULL for presets */
     /* Copy within the device's own memory, bytes copied per second (the memory traffic is twice
      * this: read + write). GPUs: cudaMemcpyAsync device to device; CPU cores: one thread's
      * memcpy. samples 0 when not measured (presets). */
@@ -151,21 +151,22 @@ const char *pp_link_class_name(pp_link_class c); /* "intra_node", "inter_node" *
  * to a size sweep (α from the smallest message, β from the largest: pp_fit_alpha_beta), or
  * taken from a preset. */
 typedef struct {
-    int present;        /* 0: nothing known for this class (e.g. one node: no inter-node link) */
-    double alpha_s;     /* latency, seconds */
-    double beta_Bps;    /* bandwidth, bytes/second, one direction */
-    char method[96];    /* "thread-copy", "cuda-peer-copy", "nccl-sendrecv", "mpi-pingpong",
-                         * "preset: NVLink4 900 GB/s per GPU", ... */
+    int present;     /* 0: nothing known for this class (e.g. one node: no inter-node link) */
+    double alpha_s;  /* latency, seconds */
+    double beta_Bps; /* bandwidth, bytes/second, one direction */
+    char method[96]; /* "thread-copy", "cuda-peer-copy", "nccl-sendrecv", "mpi-pingpong",
+                      * "preset: NVLink4 900 GB/s per GPU", ... */
     pp_source source;
     int n_points;
     pp_xfer_point *points; /* (n_points) the sweep the fit came from; NULL for presets */
 } pp_link;
 
-/* All-reduce within a node, nccl-tests conventions: algbw = bytes / time, busbw = algbw·2(n−1)/n. */
+/* All-reduce within a node, nccl-tests conventions: algbw = bytes / time, busbw = algbw·2(n−1)/n.
+ */
 typedef struct {
     int present;
-    int ranks;          /* n */
-    double busbw_Bps;   /* at the largest size swept */
+    int ranks;                /* n */
+    double busbw_Bps;         /* at the largest size swept */
     double alpha_s, beta_Bps; /* α-β fit of time(bytes) */
     pp_source source;
     int n_points;
@@ -177,7 +178,7 @@ typedef struct {
     int first_device;  /* devices [first_device, first_device + n_devices) are on this node */
     int n_devices;
     pp_measure memcpy_Bps; /* host memcpy bandwidth (bytes copied / s), samples 0 for presets */
-    pp_topo *topo;     /* owned; NULL for presets (no recorded tree) */
+    pp_topo *topo;         /* owned; NULL for presets (no recorded tree) */
 } pp_node;
 
 #define PP_MAX_ENV 16
@@ -193,20 +194,20 @@ typedef struct {
     struct {
         char name[32];
         char value[128];
-    } env[PP_MAX_ENV];     /* NCCL_* variables set when probing: they change what was measured */
+    } env[PP_MAX_ENV]; /* NCCL_* variables set when probing: they change what was measured */
 } pp_software;
 
 typedef struct {
-    int schema_version;  /* PP_CLUSTER_SCHEMA_VERSION */
-    char created[32];    /* ISO 8601 UTC, "2026-11-29T12:44:10Z" */
-    char origin[64];     /* "probed", "probed (mpi, 2 ranks)", "preset hgx-h200" */
+    int schema_version;   /* PP_CLUSTER_SCHEMA_VERSION */
+    char created[32];     /* ISO 8601 UTC, "2026-11-29T12:44:10Z" */
+    char origin[64];      /* "probed", "probed (mpi, 2 ranks)", "preset hgx-h200" */
     char fingerprint[32]; /* "fnv1a64:<16 hex>" of hardware and software identity: see
                            * pp_cluster_fingerprint */
-    char note[160];      /* caveat shown with the figures, "" when none */
+    char note[160];       /* caveat shown with the figures, "" when none */
     int n_nodes;
-    pp_node *nodes;      /* (n_nodes) */
+    pp_node *nodes; /* (n_nodes) */
     int n_devices;
-    pp_device *devices;  /* (n_devices), grouped by node */
+    pp_device *devices; /* (n_devices), grouped by node */
     pp_link links[PP_LINK_NCLASS];
     pp_collective allreduce;
     /* Measured pairwise matrices, (n_devices, n_devices), row = source device; diagonal 0.
@@ -261,10 +262,10 @@ pp_status pp_cluster_load_preset(const char *name, int nodes, pp_cluster **out);
 /* ---- probing ---------------------------------------------------------------------------- */
 
 typedef struct {
-    int quick;                 /* fewer shapes, sizes and samples: well under 30 s on a laptop */
-    const char *topology_xml;  /* recorded topology to describe instead of this machine's; the
-                                * measurements still run here */
-    int no_gpu;                /* skip the GPU probes even where CUDA devices exist */
+    int quick;                /* fewer shapes, sizes and samples: well under 30 s on a laptop */
+    const char *topology_xml; /* recorded topology to describe instead of this machine's; the
+                               * measurements still run here */
+    int no_gpu;               /* skip the GPU probes even where CUDA devices exist */
     /* Progress ("cpu: sgemm 512x512x512 ... 45.1 GFLOP/s"), may be NULL. */
     void (*progress)(void *ctx, const char *msg);
     void *progress_ctx;

@@ -23,12 +23,12 @@ typedef struct {
     const char *name;
     const char *gpu;
     double mem_bytes;
-    double peak_bf16;   /* FLOP/s */
-    double gemm_bf16;   /* FLOP/s the tuner uses: a published measurement, else the peak */
+    double peak_bf16; /* FLOP/s */
+    double gemm_bf16; /* FLOP/s the tuner uses: a published measurement, else the peak */
     const char *gemm_note;
     double nvlink_bidir_Bps;
     const char *nvlink;
-    double nic_bits;    /* per GPU, bits/s */
+    double nic_bits; /* per GPU, bits/s */
     const char *ib;
 } preset;
 
@@ -37,8 +37,8 @@ static const preset presets[] = {
      600e9, "NVLink3", 200e9, "HDR"},
     {"dgx-h100", "NVIDIA H100 80GB HBM3", 80e9, 989e12, 989e12, "vendor peak (no measurement)",
      900e9, "NVLink4", 400e9, "NDR"},
-    {"hgx-h200", "NVIDIA H200", 141e9, 989e12, 790e12, "measured 8192^3 bf16 on one H200",
-     900e9, "NVLink4", 400e9, "NDR"},
+    {"hgx-h200", "NVIDIA H200", 141e9, 989e12, 790e12, "measured 8192^3 bf16 on one H200", 900e9,
+     "NVLink4", 400e9, "NDR"},
 };
 #define N_PRESETS ((int)(sizeof presets / sizeof presets[0]))
 #define GPUS_PER_NODE 8
@@ -56,29 +56,40 @@ const char *const *pp_preset_names(void)
 static pp_status fill(const preset *p, int nodes, pp_cluster *c)
 {
     snprintf(c->origin, sizeof c->origin, "preset %s", p->name);
-    snprintf(c->note, sizeof c->note, "preset from public specifications; GEMM rate: %s; "
-             "link latencies unpublished (alpha = 0)", p->gemm_note);
+    snprintf(c->note, sizeof c->note,
+             "preset from public specifications; GEMM rate: %s; "
+             "link latencies unpublished (alpha = 0)",
+             p->gemm_note);
     for (int n = 0; n < nodes; n++) {
         int idx;
         PP_TRY(pp_cluster_add_node(c, "", &idx));
         for (int g = 0; g < GPUS_PER_NODE; g++) {
-            pp_device d = {.kind = "gpu", .node = idx, .local_index = g,
-                           .mem_bytes = p->mem_bytes, .mem_free_bytes = p->mem_bytes,
-                           .peak_flops = p->peak_bf16, .gemm_flops = p->gemm_bf16,
-                           .gemm_dtype = "bf16", .source = PP_SRC_PRESET};
+            pp_device d = {.kind = "gpu",
+                           .node = idx,
+                           .local_index = g,
+                           .mem_bytes = p->mem_bytes,
+                           .mem_free_bytes = p->mem_bytes,
+                           .peak_flops = p->peak_bf16,
+                           .gemm_flops = p->gemm_bf16,
+                           .gemm_dtype = "bf16",
+                           .source = PP_SRC_PRESET};
             snprintf(d.name, sizeof d.name, "%s", p->gpu);
             PP_TRY(pp_cluster_add_device(c, &d, NULL));
         }
     }
     pp_link *in = &c->links[PP_LINK_INTRA];
     *in = (pp_link){.present = 1, .beta_Bps = p->nvlink_bidir_Bps / 2, .source = PP_SRC_PRESET};
-    snprintf(in->method, sizeof in->method, "preset: %s %.0f GB/s per GPU both directions, "
-             "alpha unpublished", p->nvlink, p->nvlink_bidir_Bps / 1e9);
+    snprintf(in->method, sizeof in->method,
+             "preset: %s %.0f GB/s per GPU both directions, "
+             "alpha unpublished",
+             p->nvlink, p->nvlink_bidir_Bps / 1e9);
     if (nodes > 1) {
         pp_link *out = &c->links[PP_LINK_INTER];
         *out = (pp_link){.present = 1, .beta_Bps = p->nic_bits / 8, .source = PP_SRC_PRESET};
-        snprintf(out->method, sizeof out->method, "preset: InfiniBand %s %.0f Gb/s per GPU, "
-                 "alpha unpublished", p->ib, p->nic_bits / 1e9);
+        snprintf(out->method, sizeof out->method,
+                 "preset: InfiniBand %s %.0f Gb/s per GPU, "
+                 "alpha unpublished",
+                 p->ib, p->nic_bits / 1e9);
     }
     pp_cluster_fingerprint(c);
     return PP_OK;
@@ -100,8 +111,8 @@ pp_status pp_cluster_load_preset(const char *name, int nodes, pp_cluster **out)
                       name ? name : "(null)", known);
     }
     if (nodes < 1 || nodes > MAX_NODES)
-        return PP_ERR(PP_ERR_INVALID, "preset %s: --nodes must be between 1 and %d, got %d",
-                      name, MAX_NODES, nodes);
+        return PP_ERR(PP_ERR_INVALID, "preset %s: --nodes must be between 1 and %d, got %d", name,
+                      MAX_NODES, nodes);
     pp_cluster *c;
     PP_TRY(pp_cluster_create(&c));
     pp_status st = fill(p, nodes, c);

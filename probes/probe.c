@@ -68,11 +68,19 @@ static pp_status add_cpu_devices(const pp_probe_opts *o, pp_cluster *c, int node
     if (st == PP_OK && cores < 1)
         st = PP_ERR(PP_ERR_DEVICE, "hwloc finds no core this process may run on");
     for (int i = 0; i < cores && st == PP_OK; i++) {
-        pp_device d = {.kind = "cpu", .node = node, .local_index = i, .mem_bytes = mem / cores,
-                       .mem_free_bytes = mem / cores, .gemm_flops = gemm[n_gemm - 1].flops.median,
-                       .gemm_dtype = "fp32", .n_gemm = n_gemm, .gemm = gemm,
-                       .copy_Bps = c->nodes[node].memcpy_Bps, .source = PP_SRC_PROBED};
-        snprintf(d.name, sizeof d.name, "%.58s core", local->cpu_model[0] ? local->cpu_model : "CPU");
+        pp_device d = {.kind = "cpu",
+                       .node = node,
+                       .local_index = i,
+                       .mem_bytes = mem / cores,
+                       .mem_free_bytes = mem / cores,
+                       .gemm_flops = gemm[n_gemm - 1].flops.median,
+                       .gemm_dtype = "fp32",
+                       .n_gemm = n_gemm,
+                       .gemm = gemm,
+                       .copy_Bps = c->nodes[node].memcpy_Bps,
+                       .source = PP_SRC_PROBED};
+        snprintf(d.name, sizeof d.name, "%.58s core",
+                 local->cpu_model[0] ? local->cpu_model : "CPU");
         st = pp_cluster_add_device(c, &d, NULL);
     }
     free(gemm);

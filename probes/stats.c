@@ -40,17 +40,20 @@ pp_status pp_fit_alpha_beta(const pp_xfer_point *pts, int n, double *alpha_s, do
     int lo = -1, hi = -1;
     for (int i = 0; i < n; i++) {
         if (!(pts[i].seconds.median > 0) || !(pts[i].bytes >= 0))
-            return PP_ERR(PP_ERR_INVALID, "alpha-beta fit: point %d has size %g B and time %g s; "
-                          "expected a size >= 0 and a time > 0", i, pts[i].bytes,
-                          pts[i].seconds.median);
+            return PP_ERR(PP_ERR_INVALID,
+                          "alpha-beta fit: point %d has size %g B and time %g s; "
+                          "expected a size >= 0 and a time > 0",
+                          i, pts[i].bytes, pts[i].seconds.median);
         if (lo < 0 || pts[i].bytes < pts[lo].bytes)
             lo = i;
         if (hi < 0 || pts[i].bytes > pts[hi].bytes)
             hi = i;
     }
     if (n < 2 || !(pts[hi].bytes > pts[lo].bytes))
-        return PP_ERR(PP_ERR_INVALID, "alpha-beta fit needs at least 2 distinct message sizes, "
-                      "got %d point(s)", n);
+        return PP_ERR(PP_ERR_INVALID,
+                      "alpha-beta fit needs at least 2 distinct message sizes, "
+                      "got %d point(s)",
+                      n);
     /* α: the smallest message's time, less what its bytes cost at the large-message rate */
     double t_lo = pts[lo].seconds.median, t_hi = pts[hi].seconds.median;
     double g = (t_hi - t_lo) / (pts[hi].bytes - pts[lo].bytes); /* s per byte, first estimate */
@@ -58,9 +61,10 @@ pp_status pp_fit_alpha_beta(const pp_xfer_point *pts, int n, double *alpha_s, do
     if (a < 0)
         a = 0;
     if (!(t_hi > a))
-        return PP_ERR(PP_ERR_INVALID, "alpha-beta fit: %g B took %g s, no longer than %g B "
-                      "(%g s); bandwidth cannot be estimated", pts[hi].bytes, t_hi,
-                      pts[lo].bytes, t_lo);
+        return PP_ERR(PP_ERR_INVALID,
+                      "alpha-beta fit: %g B took %g s, no longer than %g B "
+                      "(%g s); bandwidth cannot be estimated",
+                      pts[hi].bytes, t_hi, pts[lo].bytes, t_lo);
     *alpha_s = a;
     *beta_Bps = pts[hi].bytes / (t_hi - a);
     return PP_OK;

@@ -27,8 +27,8 @@ static const char *human_bytes(double b, char *buf, size_t n)
 static void print_devices(const pp_cluster *c, FILE *fp)
 {
     char mem[32];
-    fprintf(fp, "\ndevices:\n  %3s %4s %-4s %-28s %10s %14s %-6s %s\n", "#", "node", "kind",
-            "name", "memory", "GEMM rate", "dtype", "spread (min..max)  source");
+    fprintf(fp, "\ndevices:\n  %3s %4s %-4s %-28s %10s %14s %-6s %s\n", "#", "node", "kind", "name",
+            "memory", "GEMM rate", "dtype", "spread (min..max)  source");
     for (int i = 0; i < c->n_devices && i < MAX_DEVICE_ROWS; i++) {
         const pp_device *d = &c->devices[i];
         int tera = d->gemm_flops >= 1e12;
@@ -65,8 +65,9 @@ static void print_sweep(const pp_xfer_point *p, int n, int busbw_ranks, FILE *fp
     char sz[32];
     for (int i = 0; i < n; i++) {
         double t = p[i].seconds.median, bw = t > 0 ? p[i].bytes / t : 0;
-        fprintf(fp, "    %10s  %10.2f us  (%.2f..%.2f)  %9.3f GB/s", human_bytes(p[i].bytes, sz,
-                sizeof sz), t * 1e6, p[i].seconds.min * 1e6, p[i].seconds.max * 1e6, bw / 1e9);
+        fprintf(fp, "    %10s  %10.2f us  (%.2f..%.2f)  %9.3f GB/s",
+                human_bytes(p[i].bytes, sz, sizeof sz), t * 1e6, p[i].seconds.min * 1e6,
+                p[i].seconds.max * 1e6, bw / 1e9);
         if (busbw_ranks > 1) /* nccl-tests: busbw = algbw * 2(n-1)/n for all-reduce */
             fprintf(fp, "  busbw %.3f GB/s", bw * 2.0 * (busbw_ranks - 1) / busbw_ranks / 1e9);
         fprintf(fp, "\n");
@@ -129,8 +130,10 @@ void pp_cluster_print(const pp_cluster *c, FILE *fp)
     if (c->note[0])
         fprintf(fp, "note: %s\n", c->note);
     const pp_software *s = &c->sw;
-    fprintf(fp, "software: pptune %s, hwloc %s, BLAS %s, CUDA runtime %s, driver %s, NCCL %s, "
-            "MPI %s\n", s->pptune, s->hwloc[0] ? s->hwloc : "-", s->blas[0] ? s->blas : "-",
+    fprintf(fp,
+            "software: pptune %s, hwloc %s, BLAS %s, CUDA runtime %s, driver %s, NCCL %s, "
+            "MPI %s\n",
+            s->pptune, s->hwloc[0] ? s->hwloc : "-", s->blas[0] ? s->blas : "-",
             s->cuda_runtime[0] ? s->cuda_runtime : "-", s->cuda_driver[0] ? s->cuda_driver : "-",
             s->nccl[0] ? s->nccl : "-", s->mpi[0] ? s->mpi : "-");
     for (int i = 0; i < s->n_env; i++)

@@ -110,10 +110,9 @@ static int name_index(const char *name, const char *prefix)
 
 static int is_gpu_osdev(hwloc_obj_t o)
 {
-    return o->name && ((o->attr->osdev.type == HWLOC_OBJ_OSDEV_COPROC &&
-                        name_index(o->name, "cuda") >= 0) ||
-                       (o->attr->osdev.type == HWLOC_OBJ_OSDEV_GPU &&
-                        name_index(o->name, "nvml") >= 0));
+    return o->name &&
+           ((o->attr->osdev.type == HWLOC_OBJ_OSDEV_COPROC && name_index(o->name, "cuda") >= 0) ||
+            (o->attr->osdev.type == HWLOC_OBJ_OSDEV_GPU && name_index(o->name, "nvml") >= 0));
 }
 
 static int is_nic_osdev(hwloc_obj_t o)
@@ -164,8 +163,7 @@ static void merge_nic_osdev(pp_topo_nic *n, hwloc_obj_t o)
         copy_str(n->name, sizeof n->name, o->name);
 }
 
-static pp_status collect_io(hwloc_topology_t topo, pp_topo *t, io_ref **gpu_refs,
-                            io_ref **nic_refs)
+static pp_status collect_io(hwloc_topology_t topo, pp_topo *t, io_ref **gpu_refs, io_ref **nic_refs)
 {
     int cap = 0;
     for (hwloc_obj_t o = NULL; (o = hwloc_get_next_osdev(topo, o)) != NULL;)
@@ -223,8 +221,8 @@ static void nearest_nics(hwloc_topology_t topo, pp_topo *t, const io_ref *gr, co
     for (int g = 0; g < t->n_gpus; g++) {
         int best = -1, best_score = 1 << 30;
         for (int n = 0; n < t->n_nics; n++) {
-            pp_pci_path p = gr[g].pci && nr[n].pci ? pci_path(topo, gr[g].pci, nr[n].pci)
-                                                   : PP_PATH_UNKNOWN;
+            pp_pci_path p =
+                gr[g].pci && nr[n].pci ? pci_path(topo, gr[g].pci, nr[n].pci) : PP_PATH_UNKNOWN;
             int score = (t->nics[n].rdma ? 0 : 100) + (int)p;
             if (score < best_score) {
                 best = n;
@@ -254,7 +252,8 @@ static void load_nvlink(hwloc_topology_t topo, pp_topo *t, const io_ref *gr)
     }
     for (int a = 0; ok && a < t->n_gpus; a++)
         for (int b = 0; b < t->n_gpus; b++)
-            m[a * t->n_gpus + b] = (double)d->values[(unsigned)map[a] * d->nbobjs + (unsigned)map[b]];
+            m[a * t->n_gpus + b] =
+                (double)d->values[(unsigned)map[a] * d->nbobjs + (unsigned)map[b]];
     if (ok) {
         t->nvlink_MBps = m;
         m = NULL;
@@ -332,8 +331,10 @@ pp_status pp_probe_topology(const char *xml_path, pp_topo **out)
     hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
     if (xml_path && hwloc_topology_set_xml(topo, xml_path) != 0) {
         hwloc_topology_destroy(topo);
-        return PP_ERR(PP_ERR_IO, "%s: not a readable hwloc XML topology (write one with "
-                      "`lstopo FILE.xml`)", xml_path);
+        return PP_ERR(PP_ERR_IO,
+                      "%s: not a readable hwloc XML topology (write one with "
+                      "`lstopo FILE.xml`)",
+                      xml_path);
     }
     if (hwloc_topology_load(topo) != 0) {
         hwloc_topology_destroy(topo);
@@ -382,9 +383,10 @@ pp_status pp_topo_copy(const pp_topo *t, pp_topo **out)
     c->numa = dup_array(t->numa, (size_t)t->n_numa, sizeof *t->numa, &ok);
     c->gpus = dup_array(t->gpus, (size_t)t->n_gpus, sizeof *t->gpus, &ok);
     c->nics = dup_array(t->nics, (size_t)t->n_nics, sizeof *t->nics, &ok);
-    c->nvlink_MBps = t->nvlink_MBps ? dup_array(t->nvlink_MBps, (size_t)t->n_gpus * (size_t)t->n_gpus,
-                                                sizeof(double), &ok)
-                                    : NULL;
+    c->nvlink_MBps =
+        t->nvlink_MBps
+            ? dup_array(t->nvlink_MBps, (size_t)t->n_gpus * (size_t)t->n_gpus, sizeof(double), &ok)
+            : NULL;
     if (!ok) {
         pp_topo_destroy(c);
         return PP_ERR_NOMEM;

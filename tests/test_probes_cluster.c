@@ -95,15 +95,23 @@ static pp_cluster *synthetic(void)
     snprintf(c->origin, sizeof c->origin, "probed");
     int node;
     cr_assert_eq(pp_cluster_add_node(c, "host-a", &node), PP_OK);
-    cr_assert_eq(pp_probe_topology(PP_FIXTURES_DIR "/hwloc/power8gpudistances.xml",
-                                   &c->nodes[node].topo), PP_OK);
+    cr_assert_eq(
+        pp_probe_topology(PP_FIXTURES_DIR "/hwloc/power8gpudistances.xml", &c->nodes[node].topo),
+        PP_OK);
     c->nodes[node].memcpy_Bps = (pp_measure){1e10, 9e9, 1.1e10, 5};
     pp_gemm_point g[2] = {{"bf16", 1024, 1024, 1024, {1e14, 9e13, 1.1e14, 5}},
                           {"fp32", 4096, 4096, 4096, {2e13, 1.9e13, 2.1e13, 5}}};
     for (int i = 0; i < 2; i++) {
-        pp_device d = {.kind = "gpu", .name = "Tesla P100-SXM2-16GB", .node = node,
-                       .local_index = i, .mem_bytes = 17071734784.0, .mem_free_bytes = 1.6e10,
-                       .gemm_flops = 1e14, .gemm_dtype = "bf16", .n_gemm = 2, .gemm = g};
+        pp_device d = {.kind = "gpu",
+                       .name = "Tesla P100-SXM2-16GB",
+                       .node = node,
+                       .local_index = i,
+                       .mem_bytes = 17071734784.0,
+                       .mem_free_bytes = 1.6e10,
+                       .gemm_flops = 1e14,
+                       .gemm_dtype = "bf16",
+                       .n_gemm = 2,
+                       .gemm = g};
         cr_assert_eq(pp_cluster_add_device(c, &d, NULL), PP_OK);
     }
     pp_link *l = &c->links[PP_LINK_INTRA];
@@ -115,8 +123,12 @@ static pp_cluster *synthetic(void)
     l->points = calloc(2, sizeof *l->points);
     l->points[0] = (pp_xfer_point){8, {5e-6, 4e-6, 6e-6, 5}};
     l->points[1] = (pp_xfer_point){1 << 20, {3.3e-5, 3e-5, 3.5e-5, 5}};
-    c->allreduce = (pp_collective){.present = 1, .ranks = 2, .busbw_Bps = 3e10, .alpha_s = 1e-5,
-                                   .beta_Bps = 3e10, .n_points = 1,
+    c->allreduce = (pp_collective){.present = 1,
+                                   .ranks = 2,
+                                   .busbw_Bps = 3e10,
+                                   .alpha_s = 1e-5,
+                                   .beta_Bps = 3e10,
+                                   .n_points = 1,
                                    .points = calloc(1, sizeof(pp_xfer_point))};
     c->allreduce.points[0] = (pp_xfer_point){1 << 20, {4e-5, 3e-5, 5e-5, 5}};
     c->pair_bw_Bps = calloc(4, sizeof(double));
@@ -194,7 +206,10 @@ static void mem_as_string(json_t *root)
     json_object_set_new(json_array_get(json_object_get(root, "devices"), 1), "mem_bytes",
                         json_string("80GB"));
 }
-static void no_fingerprint(json_t *root) { json_object_del(root, "fingerprint"); }
+static void no_fingerprint(json_t *root)
+{
+    json_object_del(root, "fingerprint");
+}
 static void future_version(json_t *root)
 {
     json_object_set_new(root, "schema_version", json_integer(7));
@@ -222,8 +237,9 @@ static void bad_numa(json_t *root)
 
 Test(probes_cluster, reader_names_file_field_expectation_and_value)
 {
-    cr_assert_str_eq(read_error_after(mem_as_string),
-                     "c.json: field \"devices[1].mem_bytes\": expected a number >= 0, got \"80GB\"");
+    cr_assert_str_eq(
+        read_error_after(mem_as_string),
+        "c.json: field \"devices[1].mem_bytes\": expected a number >= 0, got \"80GB\"");
     cr_assert_str_eq(read_error_after(no_fingerprint),
                      "c.json: field \"fingerprint\": expected a string of at most 31 characters, "
                      "got nothing (missing)");
@@ -300,8 +316,8 @@ Test(probes_cluster, alpha_beta_fit_recovers_latency_and_bandwidth)
 Test(probes_cluster, alpha_beta_fit_follows_the_largest_message_not_the_cache)
 {
     /* as measured between threads on a small VM: 2 MiB fits in cache, 16 MiB does not */
-    pp_xfer_point p[3] = {{8, {7e-6, 0, 0, 1}}, {2 << 20, {77e-6, 0, 0, 1}},
-                          {16 << 20, {10.5e-3, 0, 0, 1}}};
+    pp_xfer_point p[3] = {
+        {8, {7e-6, 0, 0, 1}}, {2 << 20, {77e-6, 0, 0, 1}}, {16 << 20, {10.5e-3, 0, 0, 1}}};
     double a, b;
     cr_assert_eq(pp_fit_alpha_beta(p, 3, &a, &b), PP_OK);
     cr_assert_float_eq(pp_link_time(&(pp_link){.alpha_s = a, .beta_Bps = b}, 16 << 20), 10.5e-3,

@@ -115,7 +115,9 @@ Test(probes_run, cli_preset_json_reads_back)
     char *out;
     const char *path = "/tmp/pp_probe_cli_preset.json";
     cr_assert_eq(run(PPTUNE " probe --preset hgx-h200 --nodes 4 -o /tmp/pp_probe_cli_preset.json"
-                     " --json", &out), 0, "%s", out);
+                            " --json",
+                     &out),
+                 0, "%s", out);
     pp_cluster *c = NULL;
     cr_assert_eq(pp_cluster_read(path, &c), PP_OK, "%s", pp_err_msg());
     cr_assert_eq(c->n_devices, 32);
@@ -138,8 +140,10 @@ Test(probes_run, cli_unknown_preset_is_a_usage_error)
 Test(probes_run, cli_recorded_topology_summary_and_file, .timeout = 300)
 {
     char *out;
-    cr_assert_eq(run(PPTUNE " probe --quick --no-gpu --topology " FIX("power8gpudistances.xml")
-                     " -o /tmp/pp_probe_cli_p8.json", &out), 0, "%s", out);
+    cr_assert_eq(run(PPTUNE " probe --quick --no-gpu --topology " FIX(
+                         "power8gpudistances.xml") " -o /tmp/pp_probe_cli_p8.json",
+                     &out),
+                 0, "%s", out);
     cr_assert(strstr(out, "GPU cuda3") != NULL, "%s", out);
     cr_assert(strstr(out, "NVLink bandwidth") != NULL, "%s", out);
     cr_assert(strstr(out, "describing the CPU cores") != NULL, "no-GPU message missing: %s", out);
@@ -148,10 +152,13 @@ Test(probes_run, cli_recorded_topology_summary_and_file, .timeout = 300)
     cr_assert_eq(run(PPTUNE " probe --show /tmp/pp_probe_cli_p8.json", &out), 0, "%s", out);
     cr_assert(strstr(out, "topology from") != NULL, "%s", out);
     free(out);
-    cr_assert_eq(run("echo '{\"schema\": \"pptune-cluster\"}' > /tmp/pp_probe_bad.json && "
-                     PPTUNE " probe --show /tmp/pp_probe_bad.json", &out), 2, "%s", out);
+    cr_assert_eq(run("echo '{\"schema\": \"pptune-cluster\"}' > /tmp/pp_probe_bad.json && " PPTUNE
+                     " probe --show /tmp/pp_probe_bad.json",
+                     &out),
+                 2, "%s", out);
     cr_assert(strstr(out, "/tmp/pp_probe_bad.json: field \"schema_version\": expected an integer "
-                          ">= 1, got nothing (missing)") != NULL, "%s", out);
+                          ">= 1, got nothing (missing)") != NULL,
+              "%s", out);
     free(out);
     unlink("/tmp/pp_probe_cli_p8.json");
     unlink("/tmp/pp_probe_bad.json");
@@ -166,14 +173,17 @@ Test(probes_run, mpirun_two_ranks_gathers_on_rank_0, .timeout = 600)
     }
     free(out);
     /* Open MPI keeps allocations until exit: leak checking would fail the ranks under ASan */
-    int rc = run("ASAN_OPTIONS=detect_leaks=0 mpirun --oversubscribe --allow-run-as-root -np 2 "
-                 PPTUNE " probe --quick --no-gpu -o /tmp/pp_probe_mpi.json", &out);
+    int rc =
+        run("ASAN_OPTIONS=detect_leaks=0 mpirun --oversubscribe --allow-run-as-root -np 2 " PPTUNE
+            " probe --quick --no-gpu -o /tmp/pp_probe_mpi.json",
+            &out);
     if (rc != 0 && strstr(out, "built without MPI")) {
         free(out);
         cr_skip_test("pptune built without MPI");
     }
     cr_assert_eq(rc, 0, "%s", out);
-    cr_assert(strstr(out, "all 2 ranks on host") != NULL, "the one-host caveat is missing: %s", out);
+    cr_assert(strstr(out, "all 2 ranks on host") != NULL, "the one-host caveat is missing: %s",
+              out);
     free(out);
     pp_cluster *c = NULL;
     cr_assert_eq(pp_cluster_read("/tmp/pp_probe_mpi.json", &c), PP_OK, "%s", pp_err_msg());

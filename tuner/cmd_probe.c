@@ -9,22 +9,23 @@
 
 static void usage(void)
 {
-    printf("usage: pptune probe [-o FILE] [--quick] [--topology FILE.xml] [--json] [--no-gpu]\n"
-           "       pptune probe --preset NAME [--nodes N] [-o FILE] [--json]\n"
-           "       pptune probe --show FILE [--json]\n\n"
-           "Probes this machine (topology through hwloc; GPUs through CUDA/cuBLAS/NCCL where built\n"
-           "and present, else the CPU cores the CPU backend uses) and prints a summary; progress\n"
-           "goes to stderr. Under mpirun/srun every node is probed and rank 0 prints the whole\n"
-           "cluster.\n\n"
-           "  -o FILE            write the cluster description (JSON) to FILE, atomically\n"
-           "  --json             print the JSON on stdout instead of the summary\n"
-           "  --quick            fewer shapes, sizes and repeats (under 30 s on a laptop)\n"
-           "  --topology FILE    describe a recorded hwloc topology (lstopo FILE.xml) instead\n"
-           "                     of this machine's; measurements still run here\n"
-           "  --no-gpu           skip the GPU probes\n"
-           "  --require-gpu      fail (exit 1, \"no CUDA device: ...\") instead of describing CPUs\n"
-           "  --preset NAME      describe a cluster from public specifications instead:\n"
-           "                     ");
+    printf(
+        "usage: pptune probe [-o FILE] [--quick] [--topology FILE.xml] [--json] [--no-gpu]\n"
+        "       pptune probe --preset NAME [--nodes N] [-o FILE] [--json]\n"
+        "       pptune probe --show FILE [--json]\n\n"
+        "Probes this machine (topology through hwloc; GPUs through CUDA/cuBLAS/NCCL where built\n"
+        "and present, else the CPU cores the CPU backend uses) and prints a summary; progress\n"
+        "goes to stderr. Under mpirun/srun every node is probed and rank 0 prints the whole\n"
+        "cluster.\n\n"
+        "  -o FILE            write the cluster description (JSON) to FILE, atomically\n"
+        "  --json             print the JSON on stdout instead of the summary\n"
+        "  --quick            fewer shapes, sizes and repeats (under 30 s on a laptop)\n"
+        "  --topology FILE    describe a recorded hwloc topology (lstopo FILE.xml) instead\n"
+        "                     of this machine's; measurements still run here\n"
+        "  --no-gpu           skip the GPU probes\n"
+        "  --require-gpu      fail (exit 1, \"no CUDA device: ...\") instead of describing CPUs\n"
+        "  --preset NAME      describe a cluster from public specifications instead:\n"
+        "                     ");
     for (const char *const *n = pp_preset_names(); *n; n++)
         printf("%s%s", *n, n[1] ? ", " : "\n");
     printf("  --nodes N          nodes of the preset (default 1)\n"
@@ -82,14 +83,16 @@ static int parse(int argc, char **argv, probe_args *a)
         i += takes || !strcmp(o, "--nodes");
     }
     if (a->nodes != 1 && !a->preset)
-        return pp_cmd_usage_error("probe", "--nodes %d needs --preset (a probe counts the nodes "
-                                  "mpirun/srun started)", a->nodes);
+        return pp_cmd_usage_error("probe",
+                                  "--nodes %d needs --preset (a probe counts the nodes "
+                                  "mpirun/srun started)",
+                                  a->nodes);
     if (a->require_gpu && (a->opts.no_gpu || a->preset || a->show))
         return pp_cmd_usage_error("probe", "--require-gpu probes this machine's GPUs: it cannot "
-                                  "be combined with --no-gpu, --preset or --show");
+                                           "be combined with --no-gpu, --preset or --show");
     if (a->preset && (a->opts.topology_xml || a->opts.quick || a->show))
         return pp_cmd_usage_error("probe", "--preset cannot be combined with --topology, "
-                                  "--quick or --show");
+                                           "--quick or --show");
     return 0;
 }
 
@@ -134,9 +137,9 @@ int pp_cmd_probe(int argc, char **argv)
         }
         a.opts.progress = progress;
         if (pp_probe_launcher_size() > 1)
-            a.opts.progress_ctx = getenv("OMPI_COMM_WORLD_RANK")  ? getenv("OMPI_COMM_WORLD_RANK")
-                                  : getenv("SLURM_PROCID")        ? getenv("SLURM_PROCID")
-                                                                  : getenv("PMI_RANK");
+            a.opts.progress_ctx = getenv("OMPI_COMM_WORLD_RANK") ? getenv("OMPI_COMM_WORLD_RANK")
+                                  : getenv("SLURM_PROCID")       ? getenv("SLURM_PROCID")
+                                                                 : getenv("PMI_RANK");
         double t0 = pp_now();
         st = pp_probe_run(&a.opts, &c);
         if (st == PP_OK && c)
