@@ -172,6 +172,17 @@ Test(tuner_search_cli, tiny_on_this_machine_runs_trials_and_records_them, .timeo
     cr_assert_str_eq(json_string_value(json_object_get(measured, "status")), "ok");
     cr_assert(json_number_value(json_object_get(measured, "step_time_s")) > 0);
     cr_assert(json_object_get(p, "calibration"));
+    json_t *chosen = json_object_get(p, "chosen");
+    int pp = (int)json_integer_value(json_object_get(json_object_get(chosen, "config"), "p"));
+    json_t *pred_ranks = json_object_get(json_object_get(chosen, "predicted"), "memory_per_rank");
+    json_t *meas_ranks = json_object_get(measured, "peak_bytes_per_rank");
+    cr_assert_eq((int)json_array_size(pred_ranks), pp, "predicted memory for every rank");
+    cr_assert_eq((int)json_array_size(meas_ranks), pp, "measured peak for every rank");
+    for (int r = 0; r < pp; r++) {
+        double pr = json_number_value(json_object_get(json_array_get(pred_ranks, r), "total"));
+        double me = json_number_value(json_array_get(meas_ranks, r));
+        cr_assert(me > 0 && pr > 0.97 * me && pr < 1.03 * me, "rank %d: %f vs %f", r, pr, me);
+    }
     cr_assert(json_is_object(json_object_get(json_object_get(p, "cluster"), "description")),
               "a probed cluster's description is embedded");
     cr_assert(strstr(json_string_value(json_object_get(p, "figures")), "measured"));

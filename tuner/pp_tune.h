@@ -68,6 +68,7 @@ void pp_tune_model_params(const pp_tune_model *m, pp_tune_params *out);
 
 /* ---- The hardware the tuner plans for --------------------------------------------------- */
 #define PP_TUNE_GEMM_POINTS 16
+#define PP_TUNE_RANK_PEAKS 64
 
 /* A flat summary of a cluster description (probes/), what the time and memory models read. */
 typedef struct {
@@ -223,6 +224,9 @@ typedef struct {
     double measured_step;   /* s from a trial, 0 when none */
     double measured_peak;   /* bytes, 0 when none */
     char trial_status[16];  /* "", "ok", "crash", "oom", "timeout" */
+    char trial_detail[200]; /* the failed trial's error line, signal or time limit */
+    double measured_rank_peak[PP_TUNE_RANK_PEAKS]; /* bytes per pipeline rank (first
+                                                       PP_TUNE_RANK_PEAKS), trials only */
     int predicted_only;     /* t > 1 or not runnable by the runtime */
 } pp_tune_prediction;
 
@@ -276,7 +280,7 @@ pp_status pp_tune_search(const pp_tune_search_params *sp, pp_tune_result **out);
 void pp_tune_result_destroy(pp_tune_result *r);
 
 /* ---- Trials (trials.c) ---------------------------------------------------------------------- */
-#define PP_TUNE_TRIAL_MAX_RANKS 64
+#define PP_TUNE_TRIAL_MAX_RANKS PP_TUNE_RANK_PEAKS
 
 typedef struct {
     const pp_tune_model *model; /* model->runtime_model names pprun's preset */

@@ -48,13 +48,36 @@ static json_t *prediction_json(const pp_tune_model *m, const pp_tune_prediction 
         "peak_bytes_per_rank_max", p->peak_mem, "peak_rank", p->peak_rank, "capacity_bytes",
         p->capacity, "fits", p->fits, "launch", pp_tune_launch_command(m, &p->cfg, cmd, sizeof cmd));
     if (p->trial_status[0]) {
+        json_t *ranks = json_array();
+        for (int r = 0; r < p->cfg.p && r < PP_TUNE_RANK_PEAKS; r++)
+            json_array_append_new(ranks, json_real(p->measured_rank_peak[r]));
         json_object_set_new(o, "measured",
-                            json_pack("{s:s, s:s, s:f, s:f}", "provenance", "trial (pprun)",
-                                      "status", p->trial_status, "step_time_s", p->measured_step,
-                                      "peak_bytes", p->measured_peak));
+                            json_pack("{s:s, s:s, s:s, s:f, s:f, s:o}", "provenance",
+                                      "trial (pprun)", "status", p->trial_status, "detail",
+                                      p->trial_detail, "step_time_s", p->measured_step,
+                                      "peak_bytes", p->measured_peak, "peak_bytes_per_rank",
+                                      ranks));
     }
     json_object_set_new(o, "predicted_only", json_boolean(p->predicted_only));
     return o;
+}
+
+/* The chosen configuration's predicted bytes per pipeline rank, by category. */
+static json_t *rank_memory_json(const pp_tune_profile_input *in, const pp_tune_config *c)
+{
+    pp_tune_rank_mem *mem = pp_calloc((size_t)c->p, sizeof *mem);
+    pp_tune_prediction again;
+    json_t *a = json_array();
+    if (mem && pp_tune_predict(in->model, in->hw, c, in->opts, &again, mem) == PP_OK)
+        for (int r = 0; r < c->p; r++)
+            json_array_append_new(
+                a, json_pack("{s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "rank", r,
+                             "weights", mem[r].weights, "grads", mem[r].grads, "optim",
+                             mem[r].optim, "acts", mem[r].acts, "acts_in_flight_units",
+                             mem[r].peak_units, "comm", mem[r].comm, "workspace",
+                             mem[r].workspace, "total", mem[r].total));
+    free(mem);
+    return a;
 }
 
 static json_t *cluster_json(const pp_tune_hw *hw)
@@ -127,8 +150,11 @@ static json_t *profile_json(const pp_tune_profile_input *in)
                           stats_json(r), "figures",
                           in->trials_run ? "measured by trials on this machine, and predicted"
                                          : "predicted only (no trials on the target cluster)");
-    json_object_set_new(o, "chosen", r->n_best > 0 ? prediction_json(in->model, &r->best[0])
-                                                   : json_null());
+    json_t *chosen = r->n_best > 0 ? prediction_json(in->model, &r->best[0]) : json_null();
+    if (r->n_best > 0)
+        json_object_set_new(json_object_get(chosen, "predicted"), "memory_per_rank",
+                            rank_memory_json(in, &r->best[0].cfg));
+    json_object_set_new(o, "chosen", chosen);
     json_t *cluster = json_object_get(o, "cluster");
     json_error_t e;
     json_t *desc = in->cluster_json ? json_loads(in->cluster_json, 0, &e) : NULL;

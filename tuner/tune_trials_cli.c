@@ -97,6 +97,8 @@ int pp_cli_run_trials(const pp_tune_model *m, const pp_tune_hw *hw, pp_tune_resu
         snprintf(p->trial_status, sizeof p->trial_status, "%s", tr.status);
         p->measured_step = tr.step_time;
         p->measured_peak = tr.peak;
+        snprintf(p->trial_detail, sizeof p->trial_detail, "%s", tr.detail);
+        memcpy(p->measured_rank_peak, tr.peak_per_rank, sizeof p->measured_rank_peak);
         if (!strcmp(tr.status, "ok") && p->step_time > 0 && n_ratio < 64)
             ratios[n_ratio++] = tr.step_time / p->step_time;
         else if (strcmp(tr.status, "ok") != 0)
