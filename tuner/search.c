@@ -347,7 +347,12 @@ static pp_status evaluate_one(search *x, const cand *cd, cache_slot *cache, long
         x->res->pruned_rule++;
         return add_reject(x, c, 0, pp_err_text());
     }
-    PP_TRY(pp_tune_memory(x->m, c, s, &x->sp->opts, mem));
+    st = pp_tune_memory(x->m, c, s, &x->sp->opts, mem);
+    if (st == PP_ERR_UNSUPPORTED) { /* e.g. t > 1 with the runtime's memory model */
+        x->res->pruned_rule++;
+        return add_reject(x, c, 0, pp_err_text());
+    }
+    PP_TRY(st);
     double cap = pp_tune_mem_capacity(x->hw, &x->sp->opts);
     int worst = 0;
     for (int r = 1; r < c->p; r++)
