@@ -91,6 +91,8 @@ Test(profiles_cli, newer_major_version_is_refused_by_every_command)
 }
 
 #define SECRET "tok-9f3b2c71e0d4-secret"
+/* the CI job script, from the source tree */
+#define TUNE_CLUSTER PP_FIXTURES_DIR "/../../scripts/tune-cluster.sh"
 
 Test(profiles_cli, publish_and_fetch_with_a_token_that_is_never_printed)
 {
@@ -158,4 +160,95 @@ Test(profiles_cli, fetch_by_cluster_file_uses_its_fingerprint)
     cr_assert_eq(pp_profile_read(out_file, &p), PP_OK, "%s", pp_err_msg());
     cr_assert_str_eq(p->cluster.fingerprint, "fnv1a64:b79c73af88c5178f");
     pp_profile_destroy(p);
+}
+
+/* A profile 100 times faster than anything this machine will measure: the next tuning of the
+ * cluster must regress against it. */
+static void doctor_faster(const char *path)
+{
+    json_error_t e;
+    json_t *j = json_load_file(path, 0, &e);
+    cr_assert_not_null(j, "%s: %s", path, e.text);
+    json_t *ch = json_object_get(j, "chosen");
+    json_t *pr = json_object_get(ch, "predicted"), *me = json_object_get(ch, "measured");
+    json_object_set_new(pr, "tokens_per_s",
+                        json_real(100 * json_number_value(json_object_get(pr, "tokens_per_s"))));
+    if (me)
+        json_object_set_new(me, "step_time_s",
+                            json_real(json_number_value(json_object_get(me, "step_time_s")) / 100));
+    cr_assert_eq(json_dump_file(j, path, JSON_INDENT(2)), 0);
+    json_decref(j);
+}
+
+/* scripts/tune-cluster.sh end to end on this machine's CPU cluster against the test store:
+ * the first run probes, tunes and publishes (nothing to compare with); a run against a store
+ * whose previous profile is much faster exits 3 and leaves the store as it was. */
+Test(profiles_cli, ci_job_probes_tunes_diffs_and_publishes, .timeout = 240)
+{
+    char dir[64], root[128], cmd[4096], out[65536], key_path[512];
+    pt_tmpdir(dir, sizeof dir);
+    snprintf(root, sizeof root, "%s/root", dir);
+    mkdir(root, 0755);
+    pt_server s;
+    pt_server_start(&s, root, "ok", NULL);
+    snprintf(cmd, sizeof cmd,
+             "XDG_DATA_HOME=%s/xdg " TUNE_CLUSTER " --model tiny "
+             "--store %s --quick --workdir %s/w1 --pptune " PPTUNE " -- --trials 1 --trial-steps 2",
+             dir, s.url, dir);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    cr_assert(strstr(out, "no previous profile for this cluster and model: first run"), "%s", out);
+    cr_assert(strstr(out, "published"), "%s", out);
+    /* what was published is the profile the job wrote, under the probed fingerprint */
+    char w1[256];
+    snprintf(w1, sizeof w1, "%s/w1/profile.json", dir);
+    pp_profile *p;
+    cr_assert_eq(pp_profile_read(w1, &p), PP_OK, "%s", pp_err_msg());
+    char key[256];
+    cr_assert_eq(pp_profile_store_key(p->cluster.fingerprint, "tiny", key, sizeof key), PP_OK);
+    pp_profile_destroy(p);
+    snprintf(key_path, sizeof key_path, "%s/profiles/%s", root, key);
+    char *a, *b;
+    size_t la, lb;
+    cr_assert_eq(pp_file_read(key_path, &a, &la), PP_OK, "nothing at %s", key_path);
+    cr_assert_eq(pp_file_read(w1, &b, &lb), PP_OK);
+    cr_assert(la == lb && memcmp(a, b, la) == 0);
+    free(a);
+    free(b);
+
+    /* second run, same cluster file: the store's previous profile is far faster */
+    doctor_faster(key_path);
+    char before[8192], after[8192];
+    pt_tree(root, before, sizeof before);
+    snprintf(cmd, sizeof cmd,
+             TUNE_CLUSTER " --model tiny --store %s --cluster "
+                          "%s/w1/cluster.json --workdir %s/w2 --pptune " PPTUNE
+                          " -- --trials 1 --trial-steps 2",
+             s.url, dir, dir);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 3, "%s", out);
+    pt_server_stop(&s);
+    cr_assert(strstr(out, "REGRESSION"), "%s", out);
+    cr_assert(strstr(out, "NOT published"), "%s", out);
+    pt_tree(root, after, sizeof after);
+    cr_assert_str_eq(after, before, "the store changed on a regression");
+}
+
+Test(profiles_cli, the_tuners_profiles_read_back)
+{
+    /* the writer (tuner/profile_write.c) and this reader agree, for each schedule family */
+    const char *schedules[] = {"interleaved", "1f1b", "gpipe", "chimera", "bitpipe"};
+    char dir[64], cmd[1024], out[32768], path[256];
+    pt_tmpdir(dir, sizeof dir);
+    for (int i = 0; i < 5; i++) {
+        snprintf(path, sizeof path, "%s/%s.json", dir, schedules[i]);
+        snprintf(cmd, sizeof cmd,
+                 PPTUNE " --model gpt-125m --nodes 1 --schedules %s --no-tp -o %s >/dev/null",
+                 schedules[i], path);
+        cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s: %s", cmd, out);
+        pp_profile *p;
+        cr_assert_eq(pp_profile_read(path, &p), PP_OK, "%s", pp_err_msg());
+        cr_assert(p->has_chosen, "%s", schedules[i]);
+        cr_assert_str_eq(p->chosen.config.schedule, schedules[i]);
+        cr_assert_eq(p->chosen.config.t, 1);
+        pp_profile_destroy(p);
+    }
 }

@@ -9,6 +9,10 @@
 #include "pp_probe.h"
 #include "store_opts.h"
 
+/* Exit code when the store has no profile for this cluster and model (HTTP 404): a CI job's
+ * first run on a cluster, not a failure. */
+#define FETCH_NOT_IN_STORE 4
+
 static void usage(void)
 {
     printf(
@@ -22,7 +26,9 @@ static void usage(void)
         "                         (a quick probe of this machine; the default)\n"
         "  --nodes N              nodes of a preset (default 1)\n"
         "  --fingerprint FP       the cluster's fingerprint, instead of --cluster\n"
-        "  -o FILE                destination (default: the local store)\n");
+        "  -o FILE                destination (default: the local store)\n\n"
+        "exit status: 0 fetched, 4 the store has no such profile, 1 the transfer failed,\n"
+        "             2 bad usage, a refused token or an invalid profile\n\n");
     pp_store_opts_help(stdout);
 }
 
@@ -113,11 +119,16 @@ int pp_cmd_fetch(int argc, char **argv)
         st = pp_store_opts_local_dir(&s, &dir);
     if (st == PP_OK && !dest)
         st = pp_profile_store_path(dir, fp, a.model, &dest);
-    if (st == PP_OK)
+    int asked_store = st == PP_OK;
+    if (asked_store)
         st = pp_profile_fetch(&s.http, fp, a.model, dest);
     if (st == PP_OK)
         printf("fetched %s/%s.json to %s\n", fp, a.model, dest);
     free(dest);
     free(dir);
+    if (st == PP_ERR_NOTFOUND && asked_store) {
+        pp_cmd_fail("fetch", st);
+        return FETCH_NOT_IN_STORE;
+    }
     return st == PP_OK ? 0 : pp_cmd_fail("fetch", st);
 }
