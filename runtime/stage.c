@@ -3,8 +3,9 @@
  * layout of a micro-batch slot, and the small accessors.
  *
  * Initialisation is counter-based: element i of tensor (layer, name) is a function of
- * (seed, layer, name, i) only (splitmix64, Steele et al. 2014, then Box-Muller), so a layer's
- * weights are bit-identical whichever stage, rank or allocation order holds it. GPT-2 init
+ * (seed, layer, name, i) only (splitmix64, Steele et al. 2014, then Box-Muller on counters
+ * 2j and 2j+1 for elements 2j and 2j+1), so a layer's weights are bit-identical whichever
+ * stage, rank or allocation order holds it. GPT-2 init
  * (Radford et al. 2019): normal(0, 0.02), residual projections scaled by 1/sqrt(2L), LayerNorm
  * gain 1 and bias 0, biases 0.
  * Forward, backward and AdamW are in stage_fwd.c, stage_bwd.c, stage_adamw.c.
@@ -73,24 +74,33 @@ static double uniform01(uint64_t key, uint64_t i)
     return ((double)(splitmix64(key + i) >> 40) + 0.5) / 16777216.0;
 }
 
-static float normal_at(uint64_t key, uint64_t i, double std)
+/* Elements 2j and 2j+1 of a tensor: the two outputs of one Box-Muller draw from counters 2j
+ * and 2j+1, scaled by std. */
+static void normal_pair(uint64_t key, uint64_t j, double std, float out[2])
 {
     const double two_pi = 6.283185307179586;
-    double u1 = uniform01(key, 2 * i), u2 = uniform01(key, 2 * i + 1);
-    return (float)(std * sqrt(-2.0 * log(u1)) * cos(two_pi * u2));
+    double u1 = uniform01(key, 2 * j), u2 = uniform01(key, 2 * j + 1);
+    double r = std * sqrt(-2.0 * log(u1));
+    out[0] = (float)(r * cos(two_pi * u2));
+    out[1] = (float)(r * sin(two_pi * u2));
 }
 
-/* Fills a backend tensor through a small host buffer (no host copy of the whole tensor). */
+/* Fills a backend tensor through a small host buffer (no host copy of the whole tensor). The
+ * chunk length is even, so a Box-Muller pair never straddles two chunks. */
 static pp_status init_tensor(pp_backend *be, float *dst, size_t n, init_kind kind, uint64_t key,
                              double std)
 {
     float buf[4096];
     for (size_t done = 0; done < n;) {
         size_t m = n - done < 4096 ? n - done : 4096;
-        for (size_t i = 0; i < m; i++)
-            buf[i] = kind == INIT_ONE    ? 1.0f
-                     : kind == INIT_ZERO ? 0.0f
-                                         : normal_at(key, done + i, std);
+        for (size_t i = 0; i < m; i += 2) {
+            float pair[2] = {kind == INIT_ONE ? 1.0f : 0.0f, kind == INIT_ONE ? 1.0f : 0.0f};
+            if (kind == INIT_NORMAL)
+                normal_pair(key, (done + i) / 2, std, pair);
+            buf[i] = pair[0];
+            if (i + 1 < m)
+                buf[i + 1] = pair[1];
+        }
         PP_TRY(be->ops->upload(be->ctx, dst + done, buf, m * sizeof(float)));
         done += m;
     }
