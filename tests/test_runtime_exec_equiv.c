@@ -13,8 +13,7 @@
  * (biases) consist of nothing but those updates after three steps. Measured over this grid
  * (eps 1e-8): gradients agree within 5.2e-7 per tensor; after three steps weight tensors within
  * 4.5e-6 and zero-initialised biases within 2.0e-5 per tensor, all parameters within 2.0e-8
- * overall. A tensor that missed its
- * gradient sync or its update would be off by far more than 1e-3.
+ * overall. A tensor that missed its gradient sync or its update would be off by far more.
  * The grid itself is in test_runtime_exec.c. */
 #include <criterion/criterion.h>
 #include <math.h>
