@@ -100,7 +100,7 @@ static pp_status describe_node(const pp_probe_opts *o, pp_cluster *c, const pp_t
                            : pp_topo_copy(local, &c->nodes[node].topo));
     software(&c->sw);
     PP_TRY(pp_cpu_memcpy(o, &c->nodes[node].memcpy_Bps));
-    char why[160] = "GPU probes skipped (--no-gpu)";
+    char why[160] = "GPU probes not run: --no-gpu";
     if (!o->no_gpu && pp_probe_gpu_available(why, sizeof why)) {
         PP_TRY(pp_gpu_probe_node(o, c, node));
     } else {
