@@ -31,8 +31,8 @@ static void die(const char *what)
 
 static pp_model_cfg micro_model(int layers)
 {
-    return (pp_model_cfg){.layers = layers, .hidden = 8, .heads = 1, .ffn = 8, .vocab = 16,
-                          .seq = T};
+    return (pp_model_cfg){
+        .layers = layers, .hidden = 8, .heads = 1, .ffn = 8, .vocab = 16, .seq = T};
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -66,16 +66,21 @@ static double direct_compute(const pp_sched *s, const pp_model_cfg *m, int rank,
                 continue;
             const pp_stage *g = pp_sched_stage(s, a->pipe, a->stage);
             int first = a->stage == 0, last = a->stage == s->stages_per_pipe - 1;
-            pp_rt_stage_params sp = {.model = m, .layer_begin = g->layer_begin,
-                                     .layer_end = g->layer_end, .has_embed = first,
-                                     .has_head = last, .micro_batch = B, .seq = T, .seed = 1};
+            pp_rt_stage_params sp = {.model = m,
+                                     .layer_begin = g->layer_begin,
+                                     .layer_end = g->layer_end,
+                                     .has_embed = first,
+                                     .has_head = last,
+                                     .micro_batch = B,
+                                     .seq = T,
+                                     .seed = 1};
             pp_rt_stage *st;
             if (pp_rt_stage_create(be, &sp, &st) != PP_OK)
                 die("stage");
             float loss;
             double t0 = pp_now();
-            if (pp_rt_stage_forward(st, 0, first ? tok : NULL, first ? NULL : x,
-                                    last ? tgt : NULL, last ? NULL : y, last ? &loss : NULL) ||
+            if (pp_rt_stage_forward(st, 0, first ? tok : NULL, first ? NULL : x, last ? tgt : NULL,
+                                    last ? NULL : y, last ? &loss : NULL) ||
                 pp_rt_stage_backward(st, 0, last ? NULL : y, first ? NULL : dx, 1.0f))
                 die("forward/backward");
             total += pp_now() - t0;
@@ -98,9 +103,13 @@ static void run_case(const char *kind, int D, int N, int v, int reps)
     pp_sched *s;
     if (pp_sched_generate(kind, &sp, &s) != PP_OK)
         die(kind);
-    pp_rt_exec_params ep = {.model = &m, .sched = s, .micro_batch = B, .seq = T, .dp = 1,
-                            .seed = 1, .adamw = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f,
-                                                 .eps = 1e-8f}};
+    pp_rt_exec_params ep = {.model = &m,
+                            .sched = s,
+                            .micro_batch = B,
+                            .seq = T,
+                            .dp = 1,
+                            .seed = 1,
+                            .adamw = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f}};
     pp_rt_executor *ex;
     if (pp_rt_executor_create(&ep, &ex) != PP_OK)
         die("executor");

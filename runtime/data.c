@@ -32,7 +32,10 @@ static uint64_t rng_next(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-static uint64_t rng_below(uint64_t *s, uint64_t n) { return rng_next(s) % n; }
+static uint64_t rng_below(uint64_t *s, uint64_t n)
+{
+    return rng_next(s) % n;
+}
 
 pp_status pp_rt_data_open_text(const char *path, uint64_t seed, pp_rt_data **out)
 {
@@ -47,8 +50,8 @@ pp_status pp_rt_data_open_text(const char *path, uint64_t seed, pp_rt_data **out
     }
     if (len < 2) {
         free(bytes);
-        return PP_ERR(PP_ERR_INVALID, "data file \"%s\" has %zu bytes; at least 2 are needed",
-                      path, len);
+        return PP_ERR(PP_ERR_INVALID, "data file \"%s\" has %zu bytes; at least 2 are needed", path,
+                      len);
     }
     pp_rt_data *d = pp_calloc(1, sizeof *d);
     if (!d) {
@@ -94,7 +97,10 @@ void pp_rt_data_destroy(pp_rt_data *d)
     free(d);
 }
 
-int pp_rt_data_vocab(const pp_rt_data *d) { return d->vocab; }
+int pp_rt_data_vocab(const pp_rt_data *d)
+{
+    return d->vocab;
+}
 
 /* Three times in four the successor map, otherwise a uniform token: entropy well below
  * log(vocab), so a model that learns the map shows a falling loss. */

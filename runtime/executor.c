@@ -24,13 +24,13 @@ static pp_status check_params(const pp_rt_exec_params *p)
                       p->micro_batch);
     if (p->seq < 1 || p->seq > p->model->seq)
         return PP_ERR(PP_ERR_INVALID,
-                      "sequence length %d is outside 1..%d (the model's maximum sequence)",
-                      p->seq, p->model->seq);
+                      "sequence length %d is outside 1..%d (the model's maximum sequence)", p->seq,
+                      p->model->seq);
     if (p->dp < 1 || p->dp > 64)
         return PP_ERR(PP_ERR_INVALID, "data-parallel replicas must be 1..64, got %d", p->dp);
     if ((long)p->dp * s->ranks > 1024)
-        return PP_ERR(PP_ERR_INVALID, "%d replicas x %d ranks = %ld threads; at most 1024",
-                      p->dp, s->ranks, (long)p->dp * s->ranks);
+        return PP_ERR(PP_ERR_INVALID, "%d replicas x %d ranks = %ld threads; at most 1024", p->dp,
+                      s->ranks, (long)p->dp * s->ranks);
     if (s->layers != p->model->layers)
         return PP_ERR(PP_ERR_INVALID,
                       "the schedule splits %d layers but the model has %d (generate it with "
@@ -165,8 +165,7 @@ static pp_status create_all(pp_rt_executor *ex)
     ex->spans = pp_calloc((size_t)G, sizeof *ex->spans);
     ex->sync = pp_calloc((size_t)G, sizeof *ex->sync);
     ex->optim = pp_calloc((size_t)G, sizeof *ex->optim);
-    if (!ex->be || !ex->stages || !ex->rk || !ex->losses || !ex->spans || !ex->sync ||
-        !ex->optim)
+    if (!ex->be || !ex->stages || !ex->rk || !ex->losses || !ex->spans || !ex->sync || !ex->optim)
         return PP_ERR_NOMEM;
     PP_TRY(create_ranks(ex));
     ex->io_bytes = pp_rt_stage_io_bytes(ex->stages[0]);
@@ -280,7 +279,8 @@ pp_status pp_rt_executor_step(pp_rt_executor *ex, const int32_t *batch, int upda
     if (ex->broken)
         return PP_ERR(PP_ERR_INVALID, "this executor failed in an earlier step; create a new one");
     if (!batch)
-        return PP_ERR(PP_ERR_INVALID, "a step needs a batch of %d rows", pp_rt_executor_batch_rows(ex));
+        return PP_ERR(PP_ERR_INVALID, "a step needs a batch of %d rows",
+                      pp_rt_executor_batch_rows(ex));
     ex->batch = batch;
     ex->update = update;
     for (int i = 0; i < ex->dp * ex->N; i++)
@@ -294,8 +294,8 @@ pp_status pp_rt_executor_step(pp_rt_executor *ex, const int32_t *batch, int upda
         if (st != PP_OK)
             return pp_err_trace(st, __FILE__, __LINE__);
         const rank_state *rs = &ex->rk[bad];
-        return PP_ERR(rs->st, "rank %d (replica %d, pipeline rank %d): %s", bad, rs->replica,
-                      rs->r, rs->err);
+        return PP_ERR(rs->st, "rank %d (replica %d, pipeline rank %d): %s", bad, rs->replica, rs->r,
+                      rs->err);
     }
     /* Mean over all micro-batches of all replicas, summed in a fixed order. */
     double sum = 0;
@@ -313,9 +313,18 @@ pp_status pp_rt_executor_step(pp_rt_executor *ex, const int32_t *batch, int upda
     return PP_OK;
 }
 
-int pp_rt_executor_ranks(const pp_rt_executor *ex) { return ex->G; }
-const pp_sched *pp_rt_executor_sched(const pp_rt_executor *ex) { return ex->sched; }
-int pp_rt_executor_batch_rows(const pp_rt_executor *ex) { return ex->dp * ex->N * ex->B; }
+int pp_rt_executor_ranks(const pp_rt_executor *ex)
+{
+    return ex->G;
+}
+const pp_sched *pp_rt_executor_sched(const pp_rt_executor *ex)
+{
+    return ex->sched;
+}
+int pp_rt_executor_batch_rows(const pp_rt_executor *ex)
+{
+    return ex->dp * ex->N * ex->B;
+}
 
 pp_rt_stage *pp_rt_executor_stage(pp_rt_executor *ex, int replica, int pipe, int stage)
 {

@@ -21,15 +21,15 @@ typedef struct {
 } pending_reduce;
 
 typedef struct {
-    int g, replica, r;   /* global rank, dp replica, rank in the pipeline */
+    int g, replica, r; /* global rank, dp replica, rank in the pipeline */
     pp_backend *be;
     void **slot;         /* [n_pipes * S * N * SLOT__COUNT] buffers of io_bytes (PP_MEM_COMM) */
     int32_t *tok, *tgt;  /* [N][B*T] inputs / targets of the micro-batches (PP_MEM_ACTS) when
                             the rank holds a pipe's first / last stage, else NULL */
     pending_reduce *red; /* [n_red_cap] */
     int n_red, n_red_cap;
-    double grad_sq;      /* this rank's share of the squared gradient norm */
-    double norm;         /* the global norm, once synchronised */
+    double grad_sq; /* this rank's share of the squared gradient norm */
+    double norm;    /* the global norm, once synchronised */
     pp_status st;
     char err[1024];
     pthread_t thread;
@@ -44,12 +44,12 @@ struct pp_rt_executor {
     float clip;
     int steps_done; /* AdamW steps applied */
     size_t io_bytes;
-    pp_backend **be;        /* [G] */
-    pp_rt_stage **stages;   /* [dp * P * S] index (replica * P + pipe) * S + stage */
+    pp_backend **be;      /* [G] */
+    pp_rt_stage **stages; /* [dp * P * S] index (replica * P + pipe) * S + stage */
     pp_transport *tp;
-    rank_state *rk;         /* [G] */
-    double *losses;         /* [dp * N] index replica * N + mb */
-    pp_rt_span **spans;     /* [G][n_ops of g % D] */
+    rank_state *rk;           /* [G] */
+    double *losses;           /* [dp * N] index replica * N + mb */
+    pp_rt_span **spans;       /* [G][n_ops of g % D] */
     pp_rt_span *sync, *optim; /* [G] */
     /* the step in progress */
     const int32_t *batch;

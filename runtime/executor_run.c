@@ -44,8 +44,9 @@ static pp_status slot_take(pp_rt_executor *ex, rank_state *rs, const pp_action *
     void **s = slot_at(ex, rs, a->pipe, a->stage, a->mb, kind);
     if (!*s)
         return PP_ERR(PP_ERR_CHECK, "%s %s pipe %d stage %d mb %d: its %s is not on this rank",
-                      pp_op_name((pp_op_kind)a->op), a->op == PP_OP_F || a->op == PP_OP_B ? "of" : "for",
-                      a->pipe, (int)a->stage, (int)a->mb, slot_names[kind]);
+                      pp_op_name((pp_op_kind)a->op),
+                      a->op == PP_OP_F || a->op == PP_OP_B ? "of" : "for", a->pipe, (int)a->stage,
+                      (int)a->mb, slot_names[kind]);
     *buf = *s;
     *s = NULL;
     return PP_OK;
@@ -171,14 +172,22 @@ static pp_status do_send(pp_rt_executor *ex, rank_state *rs, const pp_action *a,
 static pp_status do_action(pp_rt_executor *ex, rank_state *rs, const pp_action *a)
 {
     switch ((pp_op_kind)a->op) {
-    case PP_OP_F: return do_forward(ex, rs, a);
-    case PP_OP_B: return do_backward(ex, rs, a);
-    case PP_OP_RECV_F: return do_recv(ex, rs, a, 1);
-    case PP_OP_RECV_B: return do_recv(ex, rs, a, 0);
-    case PP_OP_SEND_F: return do_send(ex, rs, a, 1);
-    case PP_OP_SEND_B: return do_send(ex, rs, a, 0);
-    case PP_OP_REDUCE: return pp_ex_post_reduce(ex, rs, a->stage);
-    default: break;
+    case PP_OP_F:
+        return do_forward(ex, rs, a);
+    case PP_OP_B:
+        return do_backward(ex, rs, a);
+    case PP_OP_RECV_F:
+        return do_recv(ex, rs, a, 1);
+    case PP_OP_RECV_B:
+        return do_recv(ex, rs, a, 0);
+    case PP_OP_SEND_F:
+        return do_send(ex, rs, a, 1);
+    case PP_OP_SEND_B:
+        return do_send(ex, rs, a, 0);
+    case PP_OP_REDUCE:
+        return pp_ex_post_reduce(ex, rs, a->stage);
+    default:
+        break;
     }
     return PP_ERR(PP_ERR_CHECK, "unknown action kind %d", (int)a->op);
 }

@@ -184,7 +184,8 @@ static pp_status sync_tied(pp_rt_executor *ex, rank_state *rs)
             rs->r == b ? find_tensor(ex_stage(ex, rs->replica, p, ex->S - 1), "wte.head") : NULL;
         if ((rs->r == a && !wte) || (rs->r == b && !head))
             return PP_ERR(PP_ERR_INVALID, "pipe %d: the %s stage has no \"%s\" tensor", p,
-                          rs->r == a && !wte ? "first" : "last", rs->r == a && !wte ? "wte" : "wte.head");
+                          rs->r == a && !wte ? "first" : "last",
+                          rs->r == a && !wte ? "wte" : "wte.head");
         if (a == b) {
             for (size_t i = 0; i < wte->n; i++)
                 wte->grad[i] = head->grad[i] = wte->grad[i] + head->grad[i];

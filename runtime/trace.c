@@ -39,18 +39,21 @@ pp_status pp_rt_trace_open(const char *path, const pp_rt_executor *ex, pp_rt_tra
     FILE *fp = tr->af.fp;
     fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", fp);
     sep(tr);
-    fprintf(fp, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":\"pprun %s "
-                "D=%d N=%d dp=%d\"}}",
+    fprintf(fp,
+            "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":\"pprun %s "
+            "D=%d N=%d dp=%d\"}}",
             ex->sched->kind, ex->D, ex->N, ex->dp);
     for (int g = 0; g <= ex->G; g++) {
         sep(tr);
         if (g < ex->G)
-            fprintf(fp, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
-                        "\"args\":{\"name\":\"rank %d (replica %d, pipeline rank %d)\"}}",
+            fprintf(fp,
+                    "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
+                    "\"args\":{\"name\":\"rank %d (replica %d, pipeline rank %d)\"}}",
                     g, g, g / ex->D, g % ex->D);
         else
-            fprintf(fp, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
-                        "\"args\":{\"name\":\"steps\"}}",
+            fprintf(fp,
+                    "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
+                    "\"args\":{\"name\":\"steps\"}}",
                     g);
     }
     *out = tr;

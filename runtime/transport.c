@@ -13,9 +13,15 @@ void pp_transport_destroy(pp_transport *t)
     free(t);
 }
 
-const char *pp_transport_name(const pp_transport *t) { return t ? t->name : "none"; }
+const char *pp_transport_name(const pp_transport *t)
+{
+    return t ? t->name : "none";
+}
 
-int pp_transport_ranks(const pp_transport *t) { return t ? t->ranks : 0; }
+int pp_transport_ranks(const pp_transport *t)
+{
+    return t ? t->ranks : 0;
+}
 
 /* Layout, most significant first: 1 bit reserved for collectives' tags (0 here), 1 bit pipe,
  * 1 bit direction, 29 bits stage, 32 bits micro-batch. */
@@ -39,8 +45,8 @@ pp_status pp_transport_send(pp_transport *t, int from, int to, uint64_t tag, con
     PP_TRY(check_rank(t, "send", from));
     PP_TRY(check_rank(t, "send", to));
     if (!buf && bytes)
-        return PP_ERR(PP_ERR_INVALID, "transport send %d -> %d: NULL buffer of %zu bytes", from,
-                      to, bytes);
+        return PP_ERR(PP_ERR_INVALID, "transport send %d -> %d: NULL buffer of %zu bytes", from, to,
+                      bytes);
     PP_TRY(t->ops->send(t->ctx, from, to, tag, buf, bytes));
     return PP_OK;
 }
@@ -51,8 +57,8 @@ pp_status pp_transport_recv(pp_transport *t, int to, int from, uint64_t tag, voi
     PP_TRY(check_rank(t, "recv", from));
     PP_TRY(check_rank(t, "recv", to));
     if (!buf && bytes)
-        return PP_ERR(PP_ERR_INVALID, "transport recv %d <- %d: NULL buffer of %zu bytes", to,
-                      from, bytes);
+        return PP_ERR(PP_ERR_INVALID, "transport recv %d <- %d: NULL buffer of %zu bytes", to, from,
+                      bytes);
     PP_TRY(t->ops->recv(t->ctx, to, from, tag, buf, bytes));
     return PP_OK;
 }
@@ -81,8 +87,7 @@ static pp_status check_group(const pp_transport *t, int rank, const int *group, 
 }
 
 pp_status pp_transport_iallreduce_sum(pp_transport *t, int rank, const int *group, int n_group,
-                                      uint64_t tag, float *data, size_t n,
-                                      pp_transport_req **req)
+                                      uint64_t tag, float *data, size_t n, pp_transport_req **req)
 {
     *req = NULL;
     PP_TRY(check_group(t, rank, group, n_group));

@@ -55,9 +55,9 @@ struct pp_transport_req {
 
 typedef struct {
     int ranks;
-    pp_backend **be; /* [ranks] or NULL */
-    mailbox *mbox;   /* [ranks] */
-    outbox *obox;    /* [ranks] */
+    pp_backend **be;     /* [ranks] or NULL */
+    mailbox *mbox;       /* [ranks] */
+    outbox *obox;        /* [ranks] */
     pthread_mutex_t cmu; /* collectives and barrier */
     pthread_cond_t ccv;
     pp_transport_req *colls;
@@ -226,8 +226,7 @@ static int group_index(const pp_transport_req *q, int rank)
 }
 
 /* The open collective with this tag and group that `rank` has not joined yet, or NULL. */
-static pp_transport_req *find_coll(tctx *c, const int *group, int n_group, uint64_t tag,
-                                   int rank)
+static pp_transport_req *find_coll(tctx *c, const int *group, int n_group, uint64_t tag, int rank)
 {
     for (pp_transport_req *q = c->colls; q; q = q->next) {
         if (q->tag != tag || q->n_group != n_group ||

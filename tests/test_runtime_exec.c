@@ -28,12 +28,30 @@ static void grid(const char *kind, int v)
                 }
 }
 
-Test(runtime_exec, gpipe_equals_reference) { grid("gpipe", 0); }
-Test(runtime_exec, one_f_one_b_equals_reference) { grid("1f1b", 0); }
-Test(runtime_exec, interleaved_v2_equals_reference) { grid("interleaved", 2); }
-Test(runtime_exec, interleaved_v3_equals_reference) { grid("interleaved", 3); }
-Test(runtime_exec, chimera_equals_reference) { grid("chimera", 0); }
-Test(runtime_exec, bitpipe_equals_reference) { grid("bitpipe", 0); }
+Test(runtime_exec, gpipe_equals_reference)
+{
+    grid("gpipe", 0);
+}
+Test(runtime_exec, one_f_one_b_equals_reference)
+{
+    grid("1f1b", 0);
+}
+Test(runtime_exec, interleaved_v2_equals_reference)
+{
+    grid("interleaved", 2);
+}
+Test(runtime_exec, interleaved_v3_equals_reference)
+{
+    grid("interleaved", 3);
+}
+Test(runtime_exec, chimera_equals_reference)
+{
+    grid("chimera", 0);
+}
+Test(runtime_exec, bitpipe_equals_reference)
+{
+    grid("bitpipe", 0);
+}
 
 Test(runtime_exec, one_rank_schedule_equals_reference)
 {
@@ -45,9 +63,13 @@ Test(runtime_exec, one_rank_schedule_equals_reference)
  * every rank (no hang) and says which rank and action failed ---- */
 static pp_rt_executor *try_create(pp_model_cfg *m, const pp_sched *s, int seq, pp_status *st)
 {
-    pp_rt_exec_params ep = {.model = m, .sched = s, .micro_batch = 1, .seq = seq, .dp = 1,
-                            .seed = 1, .adamw = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f,
-                                                 .eps = 1e-8f}};
+    pp_rt_exec_params ep = {.model = m,
+                            .sched = s,
+                            .micro_batch = 1,
+                            .seq = seq,
+                            .dp = 1,
+                            .seed = 1,
+                            .adamw = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f}};
     pp_rt_executor *ex = NULL;
     *st = pp_rt_executor_create(&ep, &ex);
     return ex;

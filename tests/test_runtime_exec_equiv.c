@@ -29,18 +29,18 @@
     } while (0)
 
 enum { B = 2, T = 8 };
-static const double TOL = 1e-5;           /* loss, gradients per tensor, parameters overall */
+static const double TOL = 1e-5;              /* loss, gradients per tensor, parameters overall */
 static const double TOL_PARAM_TENSOR = 1e-3; /* parameters per tensor after AdamW (see above) */
 static const float CLIP = 0.5f;
 
 pp_model_cfg exec_tiny_model(int layers)
 {
-    return (pp_model_cfg){.layers = layers, .hidden = 16, .heads = 2, .ffn = 32, .vocab = 64,
-                          .seq = T};
+    return (pp_model_cfg){
+        .layers = layers, .hidden = 16, .heads = 2, .ffn = 32, .vocab = 64, .seq = T};
 }
 
-static const pp_adamw ADAMW = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
-                               .weight_decay = 0.1f};
+static const pp_adamw ADAMW = {
+    .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
 
 /* ---- the reference: one stage with everything, micro-batches one after another ---- */
 typedef struct {
@@ -52,8 +52,13 @@ typedef struct {
 static void ref_create(reference *r, const pp_model_cfg *m, uint64_t seed)
 {
     OK(pp_backend_cpu_create(&r->be));
-    pp_rt_stage_params p = {.model = m, .layer_begin = 0, .layer_end = m->layers,
-                            .has_embed = 1, .has_head = 1, .micro_batch = B, .seq = T,
+    pp_rt_stage_params p = {.model = m,
+                            .layer_begin = 0,
+                            .layer_end = m->layers,
+                            .has_embed = 1,
+                            .has_head = 1,
+                            .micro_batch = B,
+                            .seq = T,
                             .seed = seed};
     OK(pp_rt_stage_create(r->be, &p, &r->st));
     r->tok = pp_backend_alloc(r->be, B * T * sizeof(int32_t), PP_MEM_ACTS);
@@ -182,7 +187,7 @@ static int layers_for(int S, int uneven)
 {
     if (!uneven)
         return 12 % S == 0 ? 12 : S * (12 / S + 1); /* S = 8 -> 16 */
-    int L = 2 * S - 2 > 10 ? 2 * S - 2 : 10; /* at least 2 layers per middle stage */
+    int L = 2 * S - 2 > 10 ? 2 * S - 2 : 10;        /* at least 2 layers per middle stage */
     while ((L + 2) % S != 0)
         L++;
     return L;
@@ -199,13 +204,19 @@ int exec_check_case(const exec_case *c)
     snprintf(what, sizeof what, "%s D=%d N=%d v=%d %s dp=%d L=%d", c->kind, c->D, c->N, v,
              c->uneven ? "uneven" : "even", c->dp, L);
     pp_model_cfg m = exec_tiny_model(L);
-    pp_sched_params sp = {.ranks = c->D, .microbatches = c->N, .chunks = c->v, .layers = L,
-                          .uneven = c->uneven};
+    pp_sched_params sp = {
+        .ranks = c->D, .microbatches = c->N, .chunks = c->v, .layers = L, .uneven = c->uneven};
     pp_sched *s;
     pp_status st = pp_sched_generate(c->kind, &sp, &s);
     cr_assert_eq(st, PP_OK, "%s: %s", what, pp_err_msg());
-    pp_rt_exec_params ep = {.model = &m, .sched = s, .micro_batch = B, .seq = T, .dp = c->dp,
-                            .seed = 1234, .adamw = ADAMW, .clip = CLIP};
+    pp_rt_exec_params ep = {.model = &m,
+                            .sched = s,
+                            .micro_batch = B,
+                            .seq = T,
+                            .dp = c->dp,
+                            .seed = 1234,
+                            .adamw = ADAMW,
+                            .clip = CLIP};
     pp_rt_executor *ex;
     st = pp_rt_executor_create(&ep, &ex);
     cr_assert_eq(st, PP_OK, "%s: %s", what, pp_err_msg());

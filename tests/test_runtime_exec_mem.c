@@ -27,8 +27,7 @@ enum { B = 2, T = 16 };
 
 static pp_model_cfg model(void)
 {
-    return (pp_model_cfg){.layers = 8, .hidden = 32, .heads = 2, .ffn = 64, .vocab = 128,
-                          .seq = T};
+    return (pp_model_cfg){.layers = 8, .hidden = 32, .heads = 2, .ffn = 64, .vocab = 128, .seq = T};
 }
 
 typedef struct {
@@ -42,8 +41,13 @@ static void make(setup *u, const char *kind, int D, int N, int v, int dp)
     pp_model_cfg m = model();
     pp_sched_params sp = {.ranks = D, .microbatches = N, .chunks = v, .layers = m.layers};
     OK(pp_sched_generate(kind, &sp, &u->s));
-    pp_rt_exec_params ep = {.model = &m, .sched = u->s, .micro_batch = B, .seq = T, .dp = dp,
-                            .seed = 5, .clip = 1.0f,
+    pp_rt_exec_params ep = {.model = &m,
+                            .sched = u->s,
+                            .micro_batch = B,
+                            .seq = T,
+                            .dp = dp,
+                            .seed = 5,
+                            .clip = 1.0f,
                             .adamw = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f}};
     OK(pp_rt_executor_create(&ep, &u->ex));
     u->dp = dp;
@@ -110,8 +114,8 @@ static void check_categories(setup *u, const char *what)
         }
         pp_mem_stats m;
         pp_backend_mem_stats(pp_rt_executor_backend(u->ex, g), &m);
-        cr_assert_eq(m.current[PP_MEM_WEIGHTS], w, "%s rank %d: weights %zu, stages hold %zu",
-                     what, g, m.current[PP_MEM_WEIGHTS], w);
+        cr_assert_eq(m.current[PP_MEM_WEIGHTS], w, "%s rank %d: weights %zu, stages hold %zu", what,
+                     g, m.current[PP_MEM_WEIGHTS], w);
         cr_assert_eq(m.peak[PP_MEM_WEIGHTS], w, "%s rank %d", what, g);
         cr_assert_eq(m.peak[PP_MEM_GRADS], w, "%s rank %d: grads %zu", what, g,
                      m.peak[PP_MEM_GRADS]);
@@ -126,13 +130,13 @@ static void check_categories(setup *u, const char *what)
                      m.current[PP_MEM_COMM]);
         /* every rank of these schedules talks to another (hops, REDUCE or dp), so its
          * communication buffers must show up */
-        cr_assert_gt(m.peak[PP_MEM_COMM], 0, "%s rank %d: no communication buffer counted",
-                     what, g);
+        cr_assert_gt(m.peak[PP_MEM_COMM], 0, "%s rank %d: no communication buffer counted", what,
+                     g);
         size_t sum_peaks = 0;
         for (int c = 0; c < PP_MEM__COUNT; c++)
             sum_peaks += m.peak[c];
-        cr_assert(m.peak_total <= sum_peaks && m.peak_total >= m.current_total, "%s rank %d",
-                  what, g);
+        cr_assert(m.peak_total <= sum_peaks && m.peak_total >= m.current_total, "%s rank %d", what,
+                  g);
     }
 }
 
@@ -141,8 +145,11 @@ Test(runtime_exec_mem, categories_match_the_schedule)
     struct {
         const char *kind;
         int D, N, v, dp;
-    } cases[] = {{"1f1b", 4, 8, 0, 1},  {"gpipe", 2, 4, 0, 2},   {"interleaved", 2, 4, 2, 1},
-                 {"chimera", 4, 4, 0, 1}, {"bitpipe", 2, 4, 0, 2}};
+    } cases[] = {{"1f1b", 4, 8, 0, 1},
+                 {"gpipe", 2, 4, 0, 2},
+                 {"interleaved", 2, 4, 2, 1},
+                 {"chimera", 4, 4, 0, 1},
+                 {"bitpipe", 2, 4, 0, 2}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         setup u;
         make(&u, cases[i].kind, cases[i].D, cases[i].N, cases[i].v, cases[i].dp);

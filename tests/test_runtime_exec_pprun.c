@@ -69,9 +69,10 @@ Test(runtime_pprun, help_describes_every_option)
 {
     run_result r = run("--help");
     cr_assert_eq(r.code, 0);
-    const char *opts[] = {"--model", "--schedule", "--ranks", "--microbatches",
-                          "--micro-batch-size", "--chunks", "--dp", "--seq", "--steps",
-                          "--data", "--seed", "--json", "--trace"};
+    const char *opts[] = {
+        "--model",  "--schedule", "--ranks", "--microbatches", "--micro-batch-size",
+        "--chunks", "--dp",       "--seq",   "--steps",        "--data",
+        "--seed",   "--json",     "--trace"};
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
         cr_assert(strstr(r.out, opts[i]), "--help does not mention %s", opts[i]);
     done(&r);
@@ -211,8 +212,8 @@ Test(runtime_pprun, trace_has_every_action_of_every_rank)
     cr_assert_eq(flow_sum[0], flow_sum[1], "flow starts and ends do not pair up");
     for (int g = 0; g < 2; g++) {
         cr_assert_eq(named[g], 1, "rank %d track is not named", g);
-        cr_assert_eq(actions[g], 2 * s->n_ops[g], "rank %d: %d action events for 2 steps of %d",
-                     g, actions[g], s->n_ops[g]);
+        cr_assert_eq(actions[g], 2 * s->n_ops[g], "rank %d: %d action events for 2 steps of %d", g,
+                     actions[g], s->n_ops[g]);
     }
     pp_sched_destroy(s);
     json_decref(j);

@@ -58,13 +58,16 @@ static int setup(const pprun_opts *o, run_state *s)
                 o->model_name, m->seq);
         return 2;
     }
-    pp_sched_params sp = {.ranks = o->ranks, .microbatches = o->microbatches,
-                          .chunks = o->chunks, .group = o->group, .layers = m->layers,
+    pp_sched_params sp = {.ranks = o->ranks,
+                          .microbatches = o->microbatches,
+                          .chunks = o->chunks,
+                          .group = o->group,
+                          .layers = m->layers,
                           .uneven = o->uneven};
     if ((st = pp_sched_generate(o->schedule, &sp, &s->sched)) != PP_OK) {
         char ctx[160];
-        snprintf(ctx, sizeof ctx, "--schedule %s, --ranks %d, model %s (%d layers): ",
-                 o->schedule, o->ranks, o->model_name, m->layers);
+        snprintf(ctx, sizeof ctx, "--schedule %s, --ranks %d, model %s (%d layers): ", o->schedule,
+                 o->ranks, o->model_name, m->layers);
         return fail(st, pp_sched_find(o->schedule) ? ctx : "");
     }
     if (o->data)
@@ -74,14 +77,23 @@ static int setup(const pprun_opts *o, run_state *s)
     if (st != PP_OK)
         return fail(st, "");
     if (pp_rt_data_vocab(s->data) > m->vocab) {
-        fprintf(stderr, "pprun: byte-level data needs a vocabulary of at least 256; model %s has %d\n",
+        fprintf(stderr,
+                "pprun: byte-level data needs a vocabulary of at least 256; model %s has %d\n",
                 o->model_name, m->vocab);
         return 2;
     }
     pp_rt_exec_params ep = {
-        .model = m, .sched = s->sched, .micro_batch = o->micro_batch, .seq = seq, .dp = o->dp,
-        .seed = o->seed, .clip = (float)o->clip,
-        .adamw = {.lr = (float)o->lr, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+        .model = m,
+        .sched = s->sched,
+        .micro_batch = o->micro_batch,
+        .seq = seq,
+        .dp = o->dp,
+        .seed = o->seed,
+        .clip = (float)o->clip,
+        .adamw = {.lr = (float)o->lr,
+                  .beta1 = 0.9f,
+                  .beta2 = 0.95f,
+                  .eps = 1e-8f,
                   .weight_decay = (float)o->weight_decay},
     };
     if ((st = pp_rt_executor_create(&ep, &s->ex)) != PP_OK)

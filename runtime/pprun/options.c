@@ -12,37 +12,37 @@
 
 static void usage(FILE *fp)
 {
-    fputs(
-        "usage: pprun [options]\n"
-        "Trains a GPT-style model with a pipeline schedule on this machine's CPU, every\n"
-        "pipeline rank a thread, and reports loss, step time and per-rank memory.\n"
-        "\n"
-        "  --model NAME              tiny | small | gpt-125m (default tiny)\n"
-        "  --schedule K              gpipe | 1f1b | interleaved | chimera | bitpipe (default 1f1b)\n"
-        "  --ranks D                 pipeline ranks (default 2)\n"
-        "  --microbatches N          micro-batches per step and replica (default 4)\n"
-        "  --micro-batch-size b      sequences per micro-batch (default 1)\n"
-        "  --chunks v                stages per rank per pipe, interleaved (default: the\n"
-        "                            schedule's own)\n"
-        "  --group G                 interleaved micro-batch group size (default D)\n"
-        "  --uneven                  Llama-3 split: one layer fewer on the first and last stage\n"
-        "  --dp d                    data-parallel pipeline replicas (default 1)\n"
-        "  --seq s                   tokens per sequence (default: min(model maximum, 64))\n"
-        "  --steps S                 training steps (default 10)\n"
-        "  --lr X                    AdamW learning rate (default 1e-3)\n"
-        "  --weight-decay X          AdamW weight decay (default 0.0)\n"
-        "  --clip X                  clip the global gradient norm to X; 0 = off (default 1.0)\n"
-        "  --data FILE               train on the bytes of FILE (vocabulary 256); default: a\n"
-        "                            synthetic stream from the seed\n"
-        "  --seed X                  parameters and data order (default 1)\n"
-        "  --json                    print a JSON summary on stdout\n"
-        "  --trace FILE              write a Chrome trace (Perfetto) of every action\n"
-        "  --quiet                   no per-step progress on stderr\n"
-        "  --help                    this text\n"
-        "\n"
-        "A step consumes dp * N * b sequences; its loss is their mean cross-entropy.\n"
-        "Exit status: 0 done, 1 the run failed, 2 bad options or input.\n",
-        fp);
+    fputs("usage: pprun [options]\n"
+          "Trains a GPT-style model with a pipeline schedule on this machine's CPU, every\n"
+          "pipeline rank a thread, and reports loss, step time and per-rank memory.\n"
+          "\n"
+          "  --model NAME              tiny | small | gpt-125m (default tiny)\n"
+          "  --schedule K              gpipe | 1f1b | interleaved | chimera | bitpipe (default "
+          "1f1b)\n"
+          "  --ranks D                 pipeline ranks (default 2)\n"
+          "  --microbatches N          micro-batches per step and replica (default 4)\n"
+          "  --micro-batch-size b      sequences per micro-batch (default 1)\n"
+          "  --chunks v                stages per rank per pipe, interleaved (default: the\n"
+          "                            schedule's own)\n"
+          "  --group G                 interleaved micro-batch group size (default D)\n"
+          "  --uneven                  Llama-3 split: one layer fewer on the first and last stage\n"
+          "  --dp d                    data-parallel pipeline replicas (default 1)\n"
+          "  --seq s                   tokens per sequence (default: min(model maximum, 64))\n"
+          "  --steps S                 training steps (default 10)\n"
+          "  --lr X                    AdamW learning rate (default 1e-3)\n"
+          "  --weight-decay X          AdamW weight decay (default 0.0)\n"
+          "  --clip X                  clip the global gradient norm to X; 0 = off (default 1.0)\n"
+          "  --data FILE               train on the bytes of FILE (vocabulary 256); default: a\n"
+          "                            synthetic stream from the seed\n"
+          "  --seed X                  parameters and data order (default 1)\n"
+          "  --json                    print a JSON summary on stdout\n"
+          "  --trace FILE              write a Chrome trace (Perfetto) of every action\n"
+          "  --quiet                   no per-step progress on stderr\n"
+          "  --help                    this text\n"
+          "\n"
+          "A step consumes dp * N * b sequences; its loss is their mean cross-entropy.\n"
+          "Exit status: 0 done, 1 the run failed, 2 bad options or input.\n",
+          fp);
 }
 
 static int bad(const char *opt, const char *val, const char *want)
@@ -91,8 +91,26 @@ static int parse_u64(const char *opt, const char *val, uint64_t *out)
 }
 
 enum {
-    O_MODEL = 256, O_SCHEDULE, O_RANKS, O_MB, O_MBS, O_CHUNKS, O_GROUP, O_UNEVEN, O_DP, O_SEQ,
-    O_STEPS, O_LR, O_WD, O_CLIP, O_DATA, O_SEED, O_JSON, O_TRACE, O_QUIET, O_HELP
+    O_MODEL = 256,
+    O_SCHEDULE,
+    O_RANKS,
+    O_MB,
+    O_MBS,
+    O_CHUNKS,
+    O_GROUP,
+    O_UNEVEN,
+    O_DP,
+    O_SEQ,
+    O_STEPS,
+    O_LR,
+    O_WD,
+    O_CLIP,
+    O_DATA,
+    O_SEED,
+    O_JSON,
+    O_TRACE,
+    O_QUIET,
+    O_HELP
 };
 
 static const struct option long_opts[] = {
@@ -122,27 +140,56 @@ static const struct option long_opts[] = {
 static int apply(int c, const char *v, pprun_opts *o)
 {
     switch (c) {
-    case O_MODEL: o->model_name = v; return -1;
-    case O_SCHEDULE: o->schedule = v; return -1;
-    case O_RANKS: return parse_int("--ranks", v, 1, &o->ranks);
-    case O_MB: return parse_int("--microbatches", v, 1, &o->microbatches);
-    case O_MBS: return parse_int("--micro-batch-size", v, 1, &o->micro_batch);
-    case O_CHUNKS: return parse_int("--chunks", v, 1, &o->chunks);
-    case O_GROUP: return parse_int("--group", v, 1, &o->group);
-    case O_UNEVEN: o->uneven = 1; return -1;
-    case O_DP: return parse_int("--dp", v, 1, &o->dp);
-    case O_SEQ: return parse_int("--seq", v, 1, &o->seq);
-    case O_STEPS: return parse_int("--steps", v, 1, &o->steps);
-    case O_LR: return parse_double("--lr", v, 0, &o->lr);
-    case O_WD: return parse_double("--weight-decay", v, 0, &o->weight_decay);
-    case O_CLIP: return parse_double("--clip", v, 0, &o->clip);
-    case O_DATA: o->data = v; return -1;
-    case O_SEED: return parse_u64("--seed", v, &o->seed);
-    case O_JSON: o->json = 1; return -1;
-    case O_TRACE: o->trace = v; return -1;
-    case O_QUIET: o->quiet = 1; return -1;
-    case O_HELP: usage(stdout); return 0;
-    default: break;
+    case O_MODEL:
+        o->model_name = v;
+        return -1;
+    case O_SCHEDULE:
+        o->schedule = v;
+        return -1;
+    case O_RANKS:
+        return parse_int("--ranks", v, 1, &o->ranks);
+    case O_MB:
+        return parse_int("--microbatches", v, 1, &o->microbatches);
+    case O_MBS:
+        return parse_int("--micro-batch-size", v, 1, &o->micro_batch);
+    case O_CHUNKS:
+        return parse_int("--chunks", v, 1, &o->chunks);
+    case O_GROUP:
+        return parse_int("--group", v, 1, &o->group);
+    case O_UNEVEN:
+        o->uneven = 1;
+        return -1;
+    case O_DP:
+        return parse_int("--dp", v, 1, &o->dp);
+    case O_SEQ:
+        return parse_int("--seq", v, 1, &o->seq);
+    case O_STEPS:
+        return parse_int("--steps", v, 1, &o->steps);
+    case O_LR:
+        return parse_double("--lr", v, 0, &o->lr);
+    case O_WD:
+        return parse_double("--weight-decay", v, 0, &o->weight_decay);
+    case O_CLIP:
+        return parse_double("--clip", v, 0, &o->clip);
+    case O_DATA:
+        o->data = v;
+        return -1;
+    case O_SEED:
+        return parse_u64("--seed", v, &o->seed);
+    case O_JSON:
+        o->json = 1;
+        return -1;
+    case O_TRACE:
+        o->trace = v;
+        return -1;
+    case O_QUIET:
+        o->quiet = 1;
+        return -1;
+    case O_HELP:
+        usage(stdout);
+        return 0;
+    default:
+        break;
     }
     fputs("pprun: unknown or incomplete option (see pprun --help)\n", stderr);
     return 2;
@@ -150,8 +197,15 @@ static int apply(int c, const char *v, pprun_opts *o)
 
 int pprun_parse(int argc, char **argv, pprun_opts *o)
 {
-    *o = (pprun_opts){.model_name = "tiny", .schedule = "1f1b", .ranks = 2, .microbatches = 4,
-                      .micro_batch = 1, .dp = 1, .steps = 10, .lr = 1e-3, .clip = 1.0,
+    *o = (pprun_opts){.model_name = "tiny",
+                      .schedule = "1f1b",
+                      .ranks = 2,
+                      .microbatches = 4,
+                      .micro_batch = 1,
+                      .dp = 1,
+                      .steps = 10,
+                      .lr = 1e-3,
+                      .clip = 1.0,
                       .seed = 1};
     opterr = 0; /* our own one-line message */
     optind = 1;

@@ -12,7 +12,7 @@ typedef struct {
     const char *schedule;
     int ranks, microbatches, micro_batch, chunks, group, uneven, dp, seq, steps;
     double lr, clip, weight_decay;
-    const char *data;  /* NULL: synthetic */
+    const char *data; /* NULL: synthetic */
     uint64_t seed;
     int json, quiet;
     const char *trace; /* NULL: no trace */
@@ -24,10 +24,10 @@ typedef struct {
 
 typedef struct {
     pp_model_cfg model;
-    const pp_sched *sched;  /* the executor's */
-    pprun_step *steps;      /* [opts.steps] */
+    const pp_sched *sched; /* the executor's */
+    pprun_step *steps;     /* [opts.steps] */
     int n_steps;
-    pp_mem_stats *mem;      /* [n_ranks] per global rank, at the end */
+    pp_mem_stats *mem; /* [n_ranks] per global rank, at the end */
     int n_ranks;
 } pprun_record;
 

@@ -42,8 +42,8 @@ static json_t *schedule_json(const pprun_opts *o, const pp_sched *s)
 {
     return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:i}", "kind", s->kind, "ranks",
                      s->ranks, "microbatches", s->microbatches, "chunks", s->chunks, "group",
-                     s->group, "pipes", s->n_pipes, "stages_per_pipe", s->stages_per_pipe,
-                     "uneven", o->uneven, "dp", o->dp);
+                     s->group, "pipes", s->n_pipes, "stages_per_pipe", s->stages_per_pipe, "uneven",
+                     o->uneven, "dp", o->dp);
 }
 
 static json_t *ranks_json(const pprun_record *rec)
@@ -66,22 +66,21 @@ int pprun_write_json(const pprun_opts *o, const pprun_record *rec)
 {
     json_t *steps = json_array();
     for (int i = 0; i < rec->n_steps; i++)
-        json_array_append_new(steps, json_pack("{s:i, s:f, s:f, s:f}", "step", i + 1, "loss",
-                                               rec->steps[i].loss, "grad_norm",
-                                               rec->steps[i].grad_norm, "seconds",
-                                               rec->steps[i].seconds));
+        json_array_append_new(steps,
+                              json_pack("{s:i, s:f, s:f, s:f}", "step", i + 1, "loss",
+                                        rec->steps[i].loss, "grad_norm", rec->steps[i].grad_norm,
+                                        "seconds", rec->steps[i].seconds));
     int warmup;
     double med = pprun_median_step(rec, &warmup);
     int seq = o->seq ? o->seq : (rec->model.seq < 64 ? rec->model.seq : 64);
     double tokens = (double)o->dp * o->microbatches * o->micro_batch * seq;
     json_t *root = json_pack(
-        "{s:o, s:o, s:i, s:i, s:i, s:I, s:f, s:f, s:f, s:s, s:o, s:i, s:f, s:f, s:f, s:o}",
-        "model", model_json(o, &rec->model), "schedule", schedule_json(o, rec->sched),
-        "micro_batch_size", o->micro_batch, "seq", seq, "steps", rec->n_steps, "seed",
-        (json_int_t)o->seed, "lr", o->lr, "clip", o->clip, "weight_decay", o->weight_decay,
-        "data", o->data ? o->data : "synthetic", "per_step", steps, "warmup_steps", warmup,
-        "median_step_seconds", med, "tokens_per_step", tokens, "tokens_per_second",
-        med > 0 ? tokens / med : 0.0, "ranks", ranks_json(rec));
+        "{s:o, s:o, s:i, s:i, s:i, s:I, s:f, s:f, s:f, s:s, s:o, s:i, s:f, s:f, s:f, s:o}", "model",
+        model_json(o, &rec->model), "schedule", schedule_json(o, rec->sched), "micro_batch_size",
+        o->micro_batch, "seq", seq, "steps", rec->n_steps, "seed", (json_int_t)o->seed, "lr", o->lr,
+        "clip", o->clip, "weight_decay", o->weight_decay, "data", o->data ? o->data : "synthetic",
+        "per_step", steps, "warmup_steps", warmup, "median_step_seconds", med, "tokens_per_step",
+        tokens, "tokens_per_second", med > 0 ? tokens / med : 0.0, "ranks", ranks_json(rec));
     if (!root) {
         fputs("pprun: cannot build the JSON summary\n", stderr);
         return 1;
