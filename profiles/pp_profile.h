@@ -108,6 +108,8 @@ typedef struct {
 pp_status pp_profile_parse(const char *text, size_t len, const char *name, pp_profile **out);
 /* Reads a file and parses it. PP_ERR_NOTFOUND when the file does not exist. */
 pp_status pp_profile_read(const char *path, pp_profile **out);
+/* The file's bytes (NUL-terminated, caller frees), PP_ERR_NOTFOUND when it does not exist. */
+pp_status pp_profile_read_text(const char *path, char **text, size_t *len);
 /* NULL is a no-op. */
 void pp_profile_destroy(pp_profile *p);
 /* The document as JSON text (unknown fields included), caller frees. */

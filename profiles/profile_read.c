@@ -313,16 +313,22 @@ pp_status pp_profile_parse(const char *text, size_t len, const char *name, pp_pr
     return PP_OK;
 }
 
-pp_status pp_profile_read(const char *path, pp_profile **out)
+pp_status pp_profile_read_text(const char *path, char **text, size_t *len)
 {
-    char *text = NULL;
-    size_t len;
     FILE *probe = fopen(path, "rb");
     if (!probe)
         return PP_ERR(errno == ENOENT ? PP_ERR_NOTFOUND : PP_ERR_IO, "cannot open profile %s: %s",
                       path, strerror(errno));
     fclose(probe);
-    PP_TRY(pp_file_read(path, &text, &len));
+    PP_TRY(pp_file_read(path, text, len));
+    return PP_OK;
+}
+
+pp_status pp_profile_read(const char *path, pp_profile **out)
+{
+    char *text = NULL;
+    size_t len;
+    PP_TRY(pp_profile_read_text(path, &text, &len));
     pp_status st = pp_profile_parse(text, len, path, out);
     free(text);
     PP_TRY(st);

@@ -301,16 +301,17 @@ static pp_status publish_text(const pp_profile_http *h, const char *text, size_t
 
 pp_status pp_profile_publish(const pp_profile_http *h, const char *path, char **key_out)
 {
-    char *text = NULL;
+    /* One read: the bytes validated are the bytes sent. */
+    char *text = NULL, key[256];
     size_t len;
-    pp_profile *p;
-    PP_TRY(pp_profile_read(path, &p));
-    char key[256];
-    pp_status st = pp_profile_store_key(p->cluster.fingerprint, p->model.name, key, sizeof key);
+    pp_profile *p = NULL;
+    PP_TRY(pp_profile_read_text(path, &text, &len));
+    pp_status st = pp_profile_parse(text, len, path, &p);
+    if (st == PP_OK)
+        st = pp_profile_store_key(p->cluster.fingerprint, p->model.name, key, sizeof key);
     pp_profile_destroy(p);
-    PP_TRY(st);
-    PP_TRY(pp_file_read(path, &text, &len));
-    st = publish_text(h, text, len, key);
+    if (st == PP_OK)
+        st = publish_text(h, text, len, key);
     free(text);
     PP_TRY(st);
     if (key_out && !(*key_out = pp_strdup(key)))

@@ -252,3 +252,43 @@ Test(profiles_cli, the_tuners_profiles_read_back)
         pp_profile_destroy(p);
     }
 }
+
+Test(profiles_cli, publish_without_a_url_fills_the_local_store)
+{
+    char dir[64], cmd[1024], out[4096], path[256];
+    pt_tmpdir(dir, sizeof dir);
+    snprintf(cmd, sizeof cmd,
+             "env -u PPTUNE_STORE_URL XDG_DATA_HOME=%s " PPTUNE " publish " FIX "tiny-local.json",
+             dir);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    snprintf(path, sizeof path, "%s/pptune/profiles/fnv1a64-dd91123eca1202b2/tiny.json", dir);
+    cr_assert(strstr(out, path), "%s", out);
+    char *a, *b;
+    size_t la, lb;
+    cr_assert_eq(pp_file_read(path, &a, &la), PP_OK);
+    cr_assert_eq(pp_file_read(FIX "tiny-local.json", &b, &lb), PP_OK);
+    cr_assert(la == lb && memcmp(a, b, la) == 0);
+    free(a);
+    free(b);
+}
+
+Test(profiles_cli, verbose_fetch_reports_each_retry)
+{
+    char dir[64], root[128], path[256], cmd[1024], out[8192];
+    pt_tmpdir(dir, sizeof dir);
+    snprintf(root, sizeof root, "%s/root", dir);
+    snprintf(path, sizeof path, "%s/profiles/fnv1a64-dd91123eca1202b2/tiny.json", root);
+    cr_assert_eq(pp_profile_store_mkdirs(path), PP_OK);
+    pt_copy(FIX "tiny-local.json", path);
+    pt_server s;
+    pt_server_start(&s, root, "flaky", "--fail-count", "2", NULL);
+    snprintf(cmd, sizeof cmd,
+             PPTUNE " fetch -v --store %s --model tiny --fingerprint fnv1a64:dd91123eca1202b2 "
+                    "-o %s/got.json --backoff 0.05",
+             s.url, dir);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    pt_server_stop(&s);
+    cr_assert(strstr(out, ": HTTP 500; retry 1/3 in 0.05 s"), "%s", out);
+    cr_assert(strstr(out, ": HTTP 500; retry 2/3 in 0.1 s"), "%s", out);
+    cr_assert_null(strstr(out, "retry 3/3"), "%s", out);
+}

@@ -18,23 +18,27 @@ static void usage(void)
 /* The local store: a validated, byte-for-byte, atomic copy. */
 static pp_status publish_local(const pp_store_opts *s, const char *file, char **dest)
 {
-    pp_profile *p;
-    char *dir = NULL, *text = NULL;
+    pp_profile *p = NULL;
+    char *dir = NULL, *text = NULL, *path = NULL;
     size_t len;
-    PP_TRY(pp_profile_read(file, &p));
-    pp_status st = pp_store_opts_local_dir(s, &dir);
+    PP_TRY(pp_profile_read_text(file, &text, &len));
+    pp_status st = pp_profile_parse(text, len, file, &p);
     if (st == PP_OK)
-        st = pp_profile_store_path(dir, p->cluster.fingerprint, p->model.name, dest);
+        st = pp_store_opts_local_dir(s, &dir);
+    if (st == PP_OK)
+        st = pp_profile_store_path(dir, p->cluster.fingerprint, p->model.name, &path);
+    if (st == PP_OK)
+        st = pp_profile_store_mkdirs(path);
+    if (st == PP_OK)
+        st = pp_file_write_atomic(path, text, len);
     pp_profile_destroy(p);
     free(dir);
-    if (st == PP_OK)
-        st = pp_profile_store_mkdirs(*dest);
-    if (st == PP_OK)
-        st = pp_file_read(file, &text, &len);
-    if (st == PP_OK)
-        st = pp_file_write_atomic(*dest, text, len);
     free(text);
-    PP_TRY(st);
+    if (st != PP_OK) {
+        free(path);
+        return pp_err_trace(st, __FILE__, __LINE__);
+    }
+    *dest = path;
     return PP_OK;
 }
 
