@@ -6,7 +6,9 @@
  * FLOPs counted are those the kernels perform (Megatron-LM's convention, Narayanan et al. 2021):
  * forward 2BT(3C^2 + C^2 + 2CF) for the four linear layers + 4BT^2C for QK^T and AV over the
  * whole T x T square; backward twice the forward. Timing: CUDA events on the backend's compute
- * stream around `iters` forward+backward pairs after `warmup` untimed ones.
+ * stream around `iters` forward+backward pairs after `warmup` untimed ones and two AdamW steps
+ * (in bf16 the optimizer leaves bf16 copies of the weights that the GEMMs then read, as in
+ * training; the timed pairs run with them).
  * A program that prints figures, not a test. Where no CUDA device exists (or the build has no
  * CUDA) it prints one line "bench_cuda_layer: no CUDA device: ..." and exits 0.
  *
@@ -128,6 +130,17 @@ static pp_status time_layer(bench *b, int iters, double *fwd_ms, double *bwd_ms)
     return PP_OK;
 }
 
+/* Two AdamW steps (the first allocates the optimizer state); the second's milliseconds. */
+static pp_status time_adamw(bench *b, double *ms)
+{
+    pp_adamw hp = {.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
+    PP_TRY(pp_rt_stage_adamw(b->st, &hp, 1, 1.0f));
+    PP_TRY(pp_backend_cuda_timer_start(b->be));
+    PP_TRY(pp_rt_stage_adamw(b->st, &hp, 2, 1.0f));
+    PP_TRY(pp_backend_cuda_timer_stop(b->be, ms));
+    return PP_OK;
+}
+
 /* Forward FLOPs of one block as the kernels compute them (see the file comment). */
 static double layer_fwd_flops(const pp_model_cfg *m, int B, int T)
 {
@@ -157,9 +170,11 @@ int main(int argc, char **argv)
             printf("bench_cuda_layer: %s\n", pp_err_text());
         return 0;
     }
-    double fwd = 0.0, bwd = 0.0;
+    double fwd = 0.0, bwd = 0.0, adam = 0.0;
     if (st == PP_OK)
         st = time_layer(&b, o.warmup, &fwd, &bwd);
+    if (st == PP_OK) /* as in training; in bf16 it also leaves the weights' bf16 copies */
+        st = time_adamw(&b, &adam);
     if (st == PP_OK)
         st = time_layer(&b, o.iters, &fwd, &bwd);
     if (st != PP_OK) {
@@ -176,9 +191,9 @@ int main(int argc, char **argv)
     if (o.json)
         printf("{\"bench\": \"cuda_layer\", \"model\": \"gpt-13b\", \"precision\": \"%s\", "
                "\"B\": %d, \"T\": %d, \"iters\": %d, \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, "
-               "\"layer_ms\": %.4f, \"tflops\": %.2f, \"pct_of_peak\": %.2f, "
+               "\"layer_ms\": %.4f, \"adamw_ms\": %.4f, \"tflops\": %.2f, \"pct_of_peak\": %.2f, "
                "\"peak_tflops\": %.1f, \"peak_bytes\": %zu, \"device_used_bytes\": %zu}\n",
-               prec, o.B, o.T, o.iters, ff, bb, ff + bb, tf, 100.0 * tf / o.peak_tflops,
+               prec, o.B, o.T, o.iters, ff, bb, ff + bb, adam, tf, 100.0 * tf / o.peak_tflops,
                o.peak_tflops, ms.peak_total, dev_total - dev_free);
     else {
         printf("gpt-13b block (C=%d NH=%d F=%d), B=%d T=%d, %s, mean of %d iterations:\n", m.hidden,
@@ -187,6 +202,7 @@ int main(int argc, char **argv)
         printf("  backward  %9.3f ms  %7.1f TFLOP/s\n", bb, tf_b);
         printf("  fwd+bwd   %9.3f ms  %7.1f TFLOP/s = %.1f %% of %.0f TFLOP/s peak\n", ff + bb, tf,
                100.0 * tf / o.peak_tflops, o.peak_tflops);
+        printf("  AdamW     %9.3f ms  (one step of the block's parameters)\n", adam);
         printf("  memory    %.2f GiB peak through the backend, %.2f GiB in use on the device\n",
                ms.peak_total / 1073741824.0, (dev_total - dev_free) / 1073741824.0);
     }

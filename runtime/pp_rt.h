@@ -78,7 +78,9 @@ pp_status pp_backend_cpu_create(pp_backend **out);
  * PP_PREC_FP32 computes in fp32 throughout (no TF32: the numerical twin of the CPU backend);
  * PP_PREC_BF16 keeps every tensor fp32 (master weights, activations, gradients) and runs the
  * GEMMs on bf16 copies of their operands, made at the GEMM boundary in a backend workspace,
- * with fp32 accumulation and fp32 results (what users train with). Kernels run in order on the
+ * with fp32 accumulation and fp32 results (what users train with); from the first AdamW step
+ * on it also keeps a bf16 copy of every weight it updates (2 bytes per parameter, counted under
+ * "weights") so that GEMMs read weights without converting them. Kernels run in order on the
  * backend's compute stream; download and xent_fwd (the loss) wait for them.
  * Use it from one thread whose current device is `device` (create sets it on the calling
  * thread; one process per GPU, as under mpirun, needs nothing more).

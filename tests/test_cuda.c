@@ -512,3 +512,67 @@ Test(cuda, bf16_loss_tracks_fp32_over_training_steps)
     pp_backend_destroy(g16);
     pp_backend_destroy(g32);
 }
+
+static pp_rt_tensor *tensor_named(stage_run *r, const char *name)
+{
+    int n;
+    pp_rt_tensor *t = pp_rt_stage_tensors(r->st, &n);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(t[i].name, name))
+            return &t[i];
+    cr_assert_fail("no tensor %s", name);
+    return NULL;
+}
+
+/* Every parameter of `from` into `to` (stages of the same shape), through the host. */
+static void copy_weights(stage_run *from, stage_run *to)
+{
+    int n1, n2;
+    pp_rt_tensor *a = pp_rt_stage_tensors(from->st, &n1), *b = pp_rt_stage_tensors(to->st, &n2);
+    cr_assert_eq(n1, n2);
+    for (int i = 0; i < n1; i++) {
+        float *h = malloc(a[i].n * sizeof(float));
+        CHECK(from->be->ops->download(from->be->ctx, h, a[i].data, a[i].n * sizeof(float)));
+        CHECK(to->be->ops->upload(to->be->ctx, b[i].data, h, a[i].n * sizeof(float)));
+        free(h);
+    }
+}
+
+/* After AdamW the bf16 mode reads weights from bf16 copies written by the optimizer; a backend
+ * that never stepped converts the same fp32 weights at each GEMM. Both must compute the same
+ * loss (the same bf16 operands). Then "wte" (the head's GEMM operand) is overwritten with 1.5x
+ * its values in both: the stepped backend must drop its stale copy of it (and only of it). A
+ * stale copy would leave the logits 1.5x smaller than the other backend's: a loss difference
+ * of order 1e-3, far above the 1e-5 allowed for summation order. */
+Test(cuda, bf16_weight_copies_follow_the_weights)
+{
+    pp_backend *g1 = cuda_or_skip(PP_PREC_BF16), *g2 = cuda_or_skip(PP_PREC_BF16);
+    stage_run r1, r2;
+    stage_open(&r1, g1);
+    stage_open(&r2, g2);
+    pp_adamw hp = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
+    stage_step(&r1, 5);
+    CHECK(pp_rt_stage_adamw(r1.st, &hp, 1, 1.0f)); /* r1 now holds bf16 copies */
+    pp_mem_stats m1, m2;
+    pp_backend_mem_stats(g1, &m1);
+    pp_backend_mem_stats(g2, &m2);
+    cr_expect_gt(m1.current[PP_MEM_WEIGHTS], m2.current[PP_MEM_WEIGHTS],
+                 "the copies are counted under weights");
+    copy_weights(&r1, &r2);
+    double l1 = stage_step(&r1, 6), l2 = stage_step(&r2, 6);
+    cr_expect(fabs(l1 - l2) <= 1e-5 * l2, "copies: loss %.9g, converted: %.9g", l1, l2);
+    pp_rt_tensor *w1 = tensor_named(&r1, "wte"), *w2 = tensor_named(&r2, "wte");
+    float *h = malloc(w1->n * sizeof(float));
+    CHECK(g1->ops->download(g1->ctx, h, w1->data, w1->n * sizeof(float)));
+    for (size_t j = 0; j < w1->n; j++)
+        h[j] *= 1.5f;
+    CHECK(g1->ops->upload(g1->ctx, w1->data, h, w1->n * sizeof(float)));
+    CHECK(g2->ops->upload(g2->ctx, w2->data, h, w2->n * sizeof(float)));
+    free(h);
+    double s1 = stage_step(&r1, 6), s2 = stage_step(&r2, 6);
+    cr_expect(fabs(s1 - s2) <= 1e-5 * s2, "after an upload of wte: loss %.9g vs %.9g", s1, s2);
+    pp_rt_stage_destroy(r2.st);
+    pp_rt_stage_destroy(r1.st);
+    pp_backend_destroy(g2);
+    pp_backend_destroy(g1);
+}

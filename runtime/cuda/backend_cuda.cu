@@ -8,8 +8,8 @@
  * same products as OpenBLAS up to summation order. bf16 mode converts A and B to packed bf16 in
  * the backend's workspace (one kernel each), then cublasGemmEx with bf16 inputs, fp32 output and
  * CUBLAS_COMPUTE_32F (fp32 accumulation). The fp32 table interface is kept; the price is one
- * read of each fp32 operand per GEMM (a bf16 copy of the weights kept between optimizer steps
- * would save most of it: not done).
+ * conversion pass over each activation operand per GEMM. Weights are read from the bf16 copies
+ * that AdamW leaves behind (weights_bf16.cu) once the first optimizer step has run.
  *
  * Not here: NCCL (the transports'), multi-device placement (one backend = one device).
  */
@@ -59,12 +59,14 @@ static void *cuda_alloc(void *ctx, size_t bytes)
         (void)cudaGetLastError(); /* an out-of-memory is not sticky: clear it for later calls */
         return NULL;              /* backend.c reports PP_ERR_OOM with the sizes */
     }
+    pp_cuda_track_alloc(cx, p, bytes);
     return p;
 }
 
 static void cuda_free(void *ctx, void *p)
 {
     pp_cuda_ctx *cx = (pp_cuda_ctx *)ctx;
+    pp_cuda_track_free(cx, p);          /* drops the bf16 weight copies of tensors in p */
     (void)cudaFreeAsync(p, cx->stream); /* after the queued kernels that use p */
 }
 
@@ -73,6 +75,7 @@ static pp_status cuda_upload(void *ctx, void *dst, const void *src_host, size_t 
     pp_cuda_ctx *cx = (pp_cuda_ctx *)ctx;
     if (!bytes)
         return PP_OK;
+    pp_cuda_shadow_invalidate(cx, dst, bytes);
     /* In stream order, then wait: the caller may reuse its host buffer when this returns. */
     PP_CUDA_TRY(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, cx->stream));
     PP_CUDA_TRY(cudaStreamSynchronize(cx->stream));
@@ -94,6 +97,7 @@ static pp_status cuda_copy(void *ctx, void *dst, const void *src, size_t bytes)
     pp_cuda_ctx *cx = (pp_cuda_ctx *)ctx;
     if (!bytes || dst == src)
         return PP_OK;
+    pp_cuda_shadow_invalidate(cx, dst, bytes);
     PP_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cx->stream));
     return PP_OK;
 }
@@ -103,6 +107,7 @@ static pp_status cuda_zero(void *ctx, void *dst, size_t bytes)
     pp_cuda_ctx *cx = (pp_cuda_ctx *)ctx;
     if (!bytes)
         return PP_OK;
+    pp_cuda_shadow_invalidate(cx, dst, bytes);
     PP_CUDA_TRY(cudaMemsetAsync(dst, 0, bytes, cx->stream));
     return PP_OK;
 }
@@ -215,17 +220,30 @@ static pp_status cuda_gemm(void *ctx, int trans_a, int trans_b, int m, int n, in
     if (cx->precision == PP_PREC_FP32 || m <= 0 || n <= 0 || k <= 0)
         return pp_cuda_gemm_batched(cx, trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0,
                                     beta, c, ldc, 0, 1, PP_CUDA_F32);
-    /* bf16: the stored shapes of A and B (rows x cols with their leading dimensions) */
+    /* bf16: the stored shapes of A and B (rows x cols with their leading dimensions); a weight
+     * with a valid bf16 copy is read from it, anything else is converted into the workspace */
     int ar = trans_a ? k : m, ac = trans_a ? m : k;
     int br = trans_b ? n : k, bc = trans_b ? k : n;
-    size_t na = pp_cuda_align64((size_t)ar * ac), nb = (size_t)br * bc;
-    void *ws;
-    PP_TRY(pp_cuda_ws_reserve(cx, (na + nb) * sizeof(__nv_bfloat16), &ws));
-    __nv_bfloat16 *a16 = (__nv_bfloat16 *)ws, *b16 = a16 + na;
-    PP_TRY(pp_cuda_to_bf16(cx, a16, a, ar, ac, lda));
-    PP_TRY(pp_cuda_to_bf16(cx, b16, b, br, bc, ldb));
-    return pp_cuda_gemm_batched(cx, trans_a, trans_b, m, n, k, alpha, a16, ac, 0, b16, bc, 0, beta,
-                                c, ldc, 0, 1, PP_CUDA_BF16);
+    const __nv_bfloat16 *a16 = pp_cuda_shadow_find(cx, a, (size_t)(ar - 1) * lda + ac);
+    const __nv_bfloat16 *b16 = pp_cuda_shadow_find(cx, b, (size_t)(br - 1) * ldb + bc);
+    size_t na = a16 ? 0 : pp_cuda_align64((size_t)ar * ac), nb = b16 ? 0 : (size_t)br * bc;
+    if (na + nb > 0) {
+        void *ws;
+        PP_TRY(pp_cuda_ws_reserve(cx, (na + nb) * sizeof(__nv_bfloat16), &ws));
+        __nv_bfloat16 *w16 = (__nv_bfloat16 *)ws;
+        if (!a16) {
+            PP_TRY(pp_cuda_to_bf16(cx, w16, a, ar, ac, lda));
+            a16 = w16;
+            lda = ac;
+        }
+        if (!b16) {
+            PP_TRY(pp_cuda_to_bf16(cx, w16 + na, b, br, bc, ldb));
+            b16 = w16 + na;
+            ldb = bc;
+        }
+    }
+    return pp_cuda_gemm_batched(cx, trans_a, trans_b, m, n, k, alpha, a16, lda, 0, b16, ldb, 0,
+                                beta, c, ldc, 0, 1, PP_CUDA_BF16);
 }
 
 /* ---- the table ---- */
@@ -239,6 +257,7 @@ static void cuda_destroy(void *ctx)
     /* The workspaces were counted in cx->be, which is being destroyed with us: free them raw,
      * then hand the pool's cached memory back to the device. */
     if (cx->stream) {
+        pp_cuda_shadows_fini(cx);
         if (cx->ws)
             (void)cudaFreeAsync(cx->ws, cx->stream);
         if (cx->blas_ws)

@@ -37,6 +37,18 @@ pp_status pp_cublas_status(cublasStatus_t e, const char *call, const char *file,
 
 /* ---- the context ---- */
 typedef struct {
+    void *p;
+    size_t bytes;
+} pp_cuda_alloc_rec; /* a live allocation of cuda_alloc */
+
+typedef struct {
+    const float *w;     /* an fp32 weight tensor (as passed to adamw) */
+    size_t n;           /* its elements */
+    __nv_bfloat16 *w16; /* its bf16 copy, same layout, PP_MEM_WEIGHTS */
+    int valid;          /* 0 after a write to w other than adamw's */
+} pp_cuda_shadow;
+
+typedef struct {
     int device;
     int precision;       /* PP_PREC_FP32 or PP_PREC_BF16 */
     int sms;             /* multiprocessors, for grid sizing */
@@ -51,6 +63,13 @@ typedef struct {
     size_t blas_ws_bytes;
     float *host_rows; /* host copy of per-row losses (xent_fwd), grown as needed */
     size_t host_rows_n;
+    /* bf16 mode: bf16 copies of the weights (weights_bf16.cu) and the live allocations, whose
+     * sizes tell which copies a free makes stale */
+    pp_cuda_alloc_rec *allocs;
+    size_t n_allocs, cap_allocs;
+    pp_cuda_shadow *shadows;
+    size_t n_shadows, cap_shadows;
+    int shadows_off; /* host bookkeeping failed once: no copies, convert at every GEMM */
 } pp_cuda_ctx;
 
 /* Scratch of at least `bytes` (grown, never shrunk; counted under PP_MEM_WORKSPACE). Each call
@@ -72,6 +91,23 @@ static inline size_t pp_cuda_align64(size_t n)
 {
     return (n + 63) / 64 * 64;
 }
+
+/* ---- bf16 copies of the weights (weights_bf16.cu) ----
+ * In bf16 mode every GEMM needs its operands in bf16. Activations change at every call, but a
+ * weight changes only when the optimizer steps, so AdamW writes a bf16 copy of each tensor it
+ * updates (fused into its kernel) and a GEMM whose operand lies inside a valid copy reads the
+ * copy instead of converting (Megatron-LM keeps bf16 parameters beside fp32 main parameters the
+ * same way). The stage writes weights only through upload and adamw; upload, copy, zero and add
+ * mark any copy they write into stale, and a free drops the copies inside the freed block. */
+void pp_cuda_track_alloc(pp_cuda_ctx *cx, void *p, size_t bytes);
+void pp_cuda_track_free(pp_cuda_ctx *cx, void *p);
+void pp_cuda_shadow_invalidate(pp_cuda_ctx *cx, const void *dst, size_t bytes);
+/* The copy adamw is about to write for w(n) (created on first use, then valid), or NULL
+ * (fp32 mode, or bookkeeping off). PP_ERR_OOM when the copy cannot be allocated. */
+pp_status pp_cuda_shadow_for_update(pp_cuda_ctx *cx, const float *w, size_t n, __nv_bfloat16 **w16);
+/* The valid copy of x[0, span) (same layout), or NULL. */
+const __nv_bfloat16 *pp_cuda_shadow_find(const pp_cuda_ctx *cx, const float *x, size_t span);
+void pp_cuda_shadows_fini(pp_cuda_ctx *cx); /* at destroy: frees the copies and the tables */
 
 /* ---- GEMM (backend_cuda.cu) ---- */
 /* Element type of a GEMM operand: fp32 everywhere in fp32 mode; bf16 copies in bf16 mode. */

@@ -129,6 +129,7 @@ pp_status pp_cuda_add(void *ctx, float *y, const float *x, size_t n)
 {
     if (!n)
         return PP_OK;
+    pp_cuda_shadow_invalidate(CX(ctx), y, n * sizeof(float));
     add_kernel<<<pp_cuda_blocks(n, 256), 256, 0, CX(ctx)->stream>>>(y, x, n);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;
@@ -433,8 +434,8 @@ pp_status pp_cuda_xent_bwd(void *ctx, float *probs, const int32_t *targets, int 
 
 /* ---- AdamW (Loshchilov & Hutter 2019, decoupled weight decay), as cpu_kernels.c ---- */
 
-static __global__ void adamw_kernel(float *w, const float *g, float *m, float *v, size_t n,
-                                    pp_adamw_scalars s)
+static __global__ void adamw_kernel(float *w, __nv_bfloat16 *w16, const float *g, float *m,
+                                    float *v, size_t n, pp_adamw_scalars s)
 {
     GRID_STRIDE(i, n)
     {
@@ -444,7 +445,10 @@ static __global__ void adamw_kernel(float *w, const float *g, float *m, float *v
         m[i] = mi;
         v[i] = vi;
         float mhat = mi / s.bc1, vhat = vi / s.bc2;
-        w[i] -= s.lr * (mhat / (sqrtf(vhat) + s.eps) + s.weight_decay * w[i]);
+        float wi = w[i] - s.lr * (mhat / (sqrtf(vhat) + s.eps) + s.weight_decay * w[i]);
+        w[i] = wi;
+        if (w16)
+            w16[i] = __float2bfloat16_rn(wi); /* the bf16 mode's copy for the GEMMs */
     }
 }
 
@@ -453,7 +457,9 @@ pp_status pp_cuda_adamw(void *ctx, float *w, const float *g, float *m, float *v,
 {
     if (!n)
         return PP_OK;
-    adamw_kernel<<<pp_cuda_blocks(n, 256), 256, 0, CX(ctx)->stream>>>(w, g, m, v, n, *s);
+    __nv_bfloat16 *w16;
+    PP_TRY(pp_cuda_shadow_for_update(CX(ctx), w, n, &w16));
+    adamw_kernel<<<pp_cuda_blocks(n, 256), 256, 0, CX(ctx)->stream>>>(w, w16, g, m, v, n, *s);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;
 }
