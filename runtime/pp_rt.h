@@ -298,7 +298,9 @@ pp_backend *pp_rt_executor_backend(pp_rt_executor *ex, int g);
 /* ---- Chrome trace ------------------------------------------------------------------------ */
 /* Writes the timed actions of steps as a Chrome trace (JSON "traceEvents", opens in Perfetto
  * and chrome://tracing): one track per global rank, one complete event per action, plus the
- * gradient sync and optimizer phases. Written to PATH.tmp.<pid>, renamed on commit. */
+ * gradient sync and optimizer phases, a flow arrow from every SEND to its RECV, and a track
+ * with each step. Written to PATH.tmp.<pid>, renamed on commit; tr reads the executor's
+ * schedule, so commit or abort it before destroying the executor. */
 typedef struct pp_rt_trace pp_rt_trace;
 pp_status pp_rt_trace_open(const char *path, const pp_rt_executor *ex, pp_rt_trace **out);
 /* t0: seconds from the start of the run to the start of this step. */
