@@ -207,8 +207,11 @@ static pp_status sync_tied(pp_rt_executor *ex, rank_state *rs)
     return st;
 }
 
-/* All gradients of the rank's stages, in (pipe, stage, tensor) order. */
-static int for_each_grad(pp_rt_executor *ex, rank_state *rs, float *buf, int to_buf)
+enum { GRADS_PACK, GRADS_UNPACK };
+
+/* Copies all gradients of the rank's stages, in (pipe, stage, tensor) order, into buf (PACK)
+ * or back out of it (UNPACK); with buf NULL only counts. Returns the number of floats. */
+static size_t copy_grads(pp_rt_executor *ex, rank_state *rs, float *buf, int dir)
 {
     size_t off = 0;
     for (int p = 0; p < ex->P; p++)
@@ -218,35 +221,35 @@ static int for_each_grad(pp_rt_executor *ex, rank_state *rs, float *buf, int to_
             int nt;
             pp_rt_tensor *t = pp_rt_stage_tensors(ex_stage(ex, rs->replica, p, s), &nt);
             for (int j = 0; j < nt; j++) {
-                if (buf && to_buf)
+                if (buf && dir == GRADS_PACK)
                     memcpy(buf + off, t[j].grad, t[j].n * sizeof(float));
                 else if (buf)
                     memcpy(t[j].grad, buf + off, t[j].n * sizeof(float));
                 off += t[j].n;
             }
         }
-    return (int)(off > (size_t)0x7fffffff ? -1 : (long)off);
+    return off;
 }
 
+/* Data parallelism: every gradient summed over the dp replicas of this pipeline rank, as one
+ * packed all-reduce (the bucket is the rank's whole gradient). */
 static pp_status sync_dp(pp_rt_executor *ex, rank_state *rs)
 {
     if (ex->dp == 1)
         return PP_OK;
-    int n = for_each_grad(ex, rs, NULL, 0);
-    if (n < 0)
-        return PP_ERR(PP_ERR_INVALID, "rank %d holds more than 2^31 gradient floats", rs->g);
-    float *buf = pp_backend_alloc(rs->be, (size_t)n * sizeof(float), PP_MEM_COMM);
+    size_t n = copy_grads(ex, rs, NULL, GRADS_PACK);
+    float *buf = pp_backend_alloc(rs->be, n * sizeof(float), PP_MEM_COMM);
     if (!buf)
         return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
-    for_each_grad(ex, rs, buf, 1);
-    int group[64];
+    copy_grads(ex, rs, buf, GRADS_PACK);
+    int group[64]; /* dp <= 64, checked at creation */
     for (int k = 0; k < ex->dp; k++)
         group[k] = k * ex->D + rs->r;
     pp_status st = pp_transport_allreduce_sum(ex->tp, rs->g, group, ex->dp,
-                                              pp_ex_coll_tag(TAG_DP, 0, rs->r), buf, (size_t)n);
+                                              pp_ex_coll_tag(TAG_DP, 0, rs->r), buf, n);
     if (st == PP_OK)
-        for_each_grad(ex, rs, buf, 0);
-    pp_backend_free(rs->be, buf, (size_t)n * sizeof(float), PP_MEM_COMM);
+        copy_grads(ex, rs, buf, GRADS_UNPACK);
+    pp_backend_free(rs->be, buf, n * sizeof(float), PP_MEM_COMM);
     return st;
 }
 
