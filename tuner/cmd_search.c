@@ -154,7 +154,8 @@ static void print_board(const pp_tune_result *r, int show)
            "TFLOP/s   MFU  bubble  peak/capacity\n");
     for (int i = 0; i < r->n_best && i < show; i++)
         print_row(i + 1, &r->best[i], r->calibration);
-    printf("(step = simulated pipeline + data-parallel all-reduce + optimizer, predicted; TFLOP/s "
+    printf("(step = simulated pipeline, each rank's data-parallel all-reduce after its last "
+           "backward, optimizer: predicted; TFLOP/s "
            "and MFU: model FLOPs per device (Narayanan) vs its peak; bubble = idle / busy; peak = "
            "fullest rank's predicted bytes vs usable memory after headroom)\n");
 }

@@ -99,8 +99,8 @@ static void print_prediction(const pp_tune_prediction *p, const pp_tune_rank_mem
 {
     char cb[160];
     printf("configuration  %s\n", pp_tune_config_str(&p->cfg, cb, sizeof cb));
-    printf("step time      %.4f s (pipeline %.4f s + data-parallel all-reduce and optimizer "
-           "%.4f s)\n",
+    printf("step time      %.4f s (pipeline %.4f s, then the data-parallel all-reduce, begun on "
+           "each rank after its last backward, and the optimizer: +%.4f s)\n",
            p->step_time, p->pipeline_time, p->step_time - p->pipeline_time);
     printf("throughput     %.0f tokens/s, %.1f model TFLOP/s per GPU, MFU %.1f %%\n",
            p->tokens_per_s, p->tflops_per_gpu, 100 * p->mfu);
@@ -123,7 +123,7 @@ static pp_status timeline(const pp_tune_model *m, const pp_tune_hw *hw, const op
     pp_sched *s = NULL;
     PP_TRY(pp_sched_generate(o->c.kind, &sp, &s));
     pp_cost cost;
-    pp_tune_step_extra extra;
+    pp_tune_step_extra extra = {.dp_rank = NULL};
     pp_status st = pp_tune_costs(m, hw, &o->c, &o->tune.opts, s, &cost, &extra);
     pp_sim_result sim;
     memset(&sim, 0, sizeof sim);

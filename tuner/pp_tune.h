@@ -200,9 +200,11 @@ double pp_tune_ring_allreduce(double bytes, int n, double bw, double lat);
 typedef struct {
     double dp_allreduce; /* slowest rank's data-parallel gradient all-reduce, s */
     double optimizer;    /* slowest rank's optimizer step, s */
+    double *dp_rank;     /* [D] each rank's all-reduce, s; filled when the caller gives it */
 } pp_tune_step_extra;
 
-/* Fills the simulator's cost table for schedule s (pp_cost_fini frees it) and the extras. */
+/* Fills the simulator's cost table for schedule s (pp_cost_fini frees it) and the extras
+ * (set extra->dp_rank to an array of D doubles, or NULL, before the call). */
 pp_status pp_tune_costs(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
                         const pp_tune_opts *o, const pp_sched *s, pp_cost *cost,
                         pp_tune_step_extra *extra);
@@ -210,7 +212,8 @@ pp_status pp_tune_costs(const pp_tune_model *m, const pp_tune_hw *hw, const pp_t
 /* ---- Prediction of one configuration ----------------------------------------------------- */
 typedef struct {
     pp_tune_config cfg;
-    double step_time;       /* s: simulated makespan + DP all-reduce + optimizer */
+    double step_time;       /* s: max over ranks of (its last compute or reduce in the simulated
+                               schedule + its DP all-reduce), + the optimizer step */
     double pipeline_time;   /* s: simulated makespan */
     double tokens_per_s;
     double tflops_per_gpu;  /* model TFLOP/s per GPU (Narayanan) */

@@ -1,8 +1,9 @@
 /* predict.c — one configuration's predicted step: the schedule simulated with the time model's
  * costs, the memory model's per-rank peaks, and the derived throughput figures.
  *
- * Figures (units in the names): step time = simulated pipeline makespan + data-parallel
- * gradient all-reduce + optimizer step (timemodel.c); tokens/s = global batch x seq / step;
+ * Figures (units in the names): step time = when the last rank has finished its data-parallel
+ * gradient all-reduce, begun after its own last backward in the simulated schedule, + the
+ * optimizer step (timemodel.c); tokens/s = global batch x seq / step;
  * model TFLOP/s per GPU and MFU from Narayanan's FLOP count (no recompute FLOPs) over
  * p x d x t GPUs at the device's dense peak. The sanity limits (no MFU over 100 %, no negative
  * or non-finite time) are enforced here: a violation is an error, not a figure.
@@ -58,6 +59,25 @@ static void fill_figures(const pp_tune_model *m, const pp_tune_hw *hw, const pp_
     out->mfu = flops / (out->step_time * gpus * hw->peak_flops);
 }
 
+/* When the last rank finishes its data-parallel all-reduce: each rank starts it after its own
+ * last compute or REDUCE in the simulated schedule. Never before the makespan's end. */
+static double step_end(const pp_sched *s, const pp_sim_result *sim, const double *dp_rank)
+{
+    double end = sim->makespan;
+    for (int r = 0; r < s->ranks; r++) {
+        double last = 0;
+        for (int i = 0; i < s->n_ops[r]; i++) {
+            int op = s->ops[r][i].op;
+            if ((op == PP_OP_F || op == PP_OP_B || op == PP_OP_REDUCE) &&
+                sim->spans[r][i].end > last)
+                last = sim->spans[r][i].end;
+        }
+        if (last + dp_rank[r] > end)
+            end = last + dp_rank[r];
+    }
+    return end;
+}
+
 pp_status pp_tune_evaluate(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
                            const pp_tune_opts *o, const pp_sched *s, pp_tune_prediction *out,
                            pp_tune_rank_mem *mem)
@@ -65,18 +85,25 @@ pp_status pp_tune_evaluate(const pp_tune_model *m, const pp_tune_hw *hw, const p
     memset(out, 0, sizeof *out);
     out->cfg = *c;
     pp_cost cost;
-    pp_tune_step_extra extra;
-    PP_TRY(pp_tune_costs(m, hw, c, o, s, &cost, &extra));
+    pp_tune_step_extra extra = {.dp_rank = pp_calloc((size_t)s->ranks, sizeof(double))};
+    if (!extra.dp_rank)
+        return PP_ERR_NOMEM;
+    pp_status st = pp_tune_costs(m, hw, c, o, s, &cost, &extra);
     pp_sim_result sim;
     memset(&sim, 0, sizeof sim);
-    pp_status st = pp_sim_run(s, &cost, 0, &sim);
-    pp_cost_fini(&cost);
+    if (st == PP_OK) {
+        st = pp_sim_run(s, &cost, 1, &sim);
+        pp_cost_fini(&cost);
+    }
+    if (st == PP_OK) {
+        out->pipeline_time = sim.makespan;
+        out->step_time = step_end(s, &sim, extra.dp_rank) + extra.optimizer;
+        out->bubble_ideal = sim.bubble_over_ideal;
+        out->bubble_total = sim.bubble_over_total;
+        pp_sim_result_fini(&sim);
+    }
+    free(extra.dp_rank);
     PP_TRY(st);
-    out->pipeline_time = sim.makespan;
-    out->step_time = sim.makespan + extra.dp_allreduce + extra.optimizer;
-    out->bubble_ideal = sim.bubble_over_ideal;
-    out->bubble_total = sim.bubble_over_total;
-    pp_sim_result_fini(&sim);
 
     pp_tune_rank_mem *own = mem ? mem : pp_calloc((size_t)s->ranks, sizeof *own);
     if (!own)

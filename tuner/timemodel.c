@@ -13,8 +13,10 @@
  * every data-parallel replica, InfiniBand otherwise. Rank placement (stated in the output):
  * global GPU = tp + t * (pp + p * dp), so pipeline neighbours share a node when t * p allows.
  * REDUCE (replica sync of bidirectional schedules) and the data-parallel gradient all-reduce use
- * the ring model on fp32 (main) gradients. The DP all-reduce and the optimizer step are added
- * after the simulated pipeline (Megatron's default: no overlap of the gradient reduction).
+ * the ring model on fp32 (main) gradients. A rank's DP all-reduce starts when its own last
+ * backward (and replica REDUCE) has ended in the simulated schedule: gradients accumulate over
+ * the micro-batches, so nothing earlier can be reduced, but a rank that drains early reduces
+ * while others still compute (each rank's group is disjoint). The optimizer step follows.
  * Not modelled: kernel launch gaps, NCCL protocol switching, network contention between jobs.
  */
 #include <math.h>
@@ -267,10 +269,14 @@ pp_status pp_tune_costs(const pp_tune_model *m, const pp_tune_hw *hw, const pp_t
         return PP_ERR_NOMEM;
     }
     pp_status st = rank_params(m, c, o, s, params);
+    double *dp_rank = extra->dp_rank;
     memset(extra, 0, sizeof *extra);
+    extra->dp_rank = dp_rank;
     for (int r = 0; r < s->ranks && st == PP_OK; r++) {
         double ar = dp_sync(hw, c, o, params[r]);
         double opt = optimizer_time(hw, c, o, params[r]);
+        if (dp_rank)
+            dp_rank[r] = ar;
         extra->dp_allreduce = fmax(extra->dp_allreduce, ar);
         extra->optimizer = fmax(extra->optimizer, opt);
     }
