@@ -97,6 +97,10 @@ pp_status pp_backend_cuda_sync(pp_backend *be);
 pp_status pp_backend_cuda_timer_start(pp_backend *be);
 pp_status pp_backend_cuda_timer_stop(pp_backend *be, double *ms);
 pp_status pp_backend_cuda_mem_info(pp_backend *be, size_t *free_bytes, size_t *total_bytes);
+/* The backend's device index and its two streams as opaque handles (cudaStream_t values, for
+ * a CUDA-aware transport such as NCCL: it enqueues on `comm` and orders itself against
+ * `compute` with events; no CUDA type crosses this header). */
+pp_status pp_backend_cuda_streams(pp_backend *be, int *device, void **compute, void **comm);
 void pp_backend_destroy(pp_backend *be);
 const char *pp_backend_name(const pp_backend *be);
 void pp_backend_mem_stats(const pp_backend *be, pp_mem_stats *out);

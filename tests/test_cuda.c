@@ -119,6 +119,9 @@ Test(cuda, bad_arguments_and_other_backends_are_refused)
     cr_expect_eq(pp_backend_cuda_mem_info(cpu, &f, &t), PP_ERR_UNSUPPORTED);
     cr_expect(strstr(pp_err_text(), "\"cpu\""), "message: %s", pp_err_text());
     cr_expect_eq(pp_backend_cuda_sync(cpu), PP_ERR_UNSUPPORTED);
+    int dev;
+    void *s1, *s2;
+    cr_expect_eq(pp_backend_cuda_streams(cpu, &dev, &s1, &s2), PP_ERR_UNSUPPORTED);
     pp_backend_destroy(cpu);
 }
 
@@ -396,6 +399,11 @@ Test(cuda, out_of_memory_is_reported_as_such)
     CHECK(pp_backend_cuda_timer_start(g));
     CHECK(pp_backend_cuda_timer_stop(g, &ms));
     cr_expect(ms >= 0.0, "timer gave %g ms", ms);
+    int dev = -1;
+    void *compute = NULL, *comm = NULL;
+    CHECK(pp_backend_cuda_streams(g, &dev, &compute, &comm));
+    cr_expect(dev == 0 && compute && comm && compute != comm, "device %d, streams %p %p", dev,
+              compute, comm);
     pp_backend_destroy(g);
 }
 

@@ -434,3 +434,14 @@ extern "C" pp_status pp_backend_cuda_mem_info(pp_backend *be, size_t *free_bytes
     PP_CUDA_TRY(cudaMemGetInfo(free_bytes, total_bytes));
     return PP_OK;
 }
+
+extern "C" pp_status pp_backend_cuda_streams(pp_backend *be, int *device, void **compute,
+                                             void **comm)
+{
+    pp_cuda_ctx *cx;
+    PP_TRY(cuda_ctx_of(be, &cx));
+    *device = cx->device;
+    *compute = (void *)cx->stream;
+    *comm = (void *)cx->comm;
+    return PP_OK;
+}

@@ -39,3 +39,11 @@ pp_status pp_backend_cuda_mem_info(pp_backend *be, size_t *free_bytes, size_t *t
     *free_bytes = *total_bytes = 0;
     return PP_ERR(PP_ERR_UNSUPPORTED, "cuda memory info: %s", PP_NO_CUDA_MSG);
 }
+
+pp_status pp_backend_cuda_streams(pp_backend *be, int *device, void **compute, void **comm)
+{
+    (void)be;
+    *device = -1;
+    *compute = *comm = NULL;
+    return PP_ERR(PP_ERR_UNSUPPORTED, "cuda streams: %s", PP_NO_CUDA_MSG);
+}
