@@ -23,7 +23,8 @@ static void grid(const char *kind, int v)
                 for (int dp = 1; dp <= 2; dp++) {
                     if (uneven && S1 * D < 3)
                         continue;
-                    exec_case c = {kind, D, N, v, uneven, dp};
+                    exec_case c = {
+                        .kind = kind, .D = D, .N = N, .v = v, .uneven = uneven, .dp = dp};
                     exec_check_case(&c);
                 }
 }
@@ -32,30 +33,43 @@ Test(runtime_exec, gpipe_equals_reference)
 {
     grid("gpipe", 0);
 }
+
 Test(runtime_exec, one_f_one_b_equals_reference)
 {
     grid("1f1b", 0);
 }
+
 Test(runtime_exec, interleaved_v2_equals_reference)
 {
     grid("interleaved", 2);
 }
+
 Test(runtime_exec, interleaved_v3_equals_reference)
 {
     grid("interleaved", 3);
 }
+
 Test(runtime_exec, chimera_equals_reference)
 {
     grid("chimera", 0);
 }
+
 Test(runtime_exec, bitpipe_equals_reference)
 {
     grid("bitpipe", 0);
 }
 
+/* Llama 3's interleaved figure: 4 ranks, v = 2, N = 10 in groups of G = 5, uneven split. */
+Test(runtime_exec, interleaved_llama3_groups_equal_reference)
+{
+    exec_case c = {
+        .kind = "interleaved", .D = 4, .N = 10, .v = 2, .uneven = 1, .dp = 1, .group = 5};
+    exec_check_case(&c);
+}
+
 Test(runtime_exec, one_rank_schedule_equals_reference)
 {
-    exec_case c = {"gpipe", 1, 3, 0, 0, 2};
+    exec_case c = {.kind = "gpipe", .D = 1, .N = 3, .dp = 2};
     exec_check_case(&c);
 }
 

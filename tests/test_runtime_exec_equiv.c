@@ -204,8 +204,12 @@ int exec_check_case(const exec_case *c)
     snprintf(what, sizeof what, "%s D=%d N=%d v=%d %s dp=%d L=%d", c->kind, c->D, c->N, v,
              c->uneven ? "uneven" : "even", c->dp, L);
     pp_model_cfg m = exec_tiny_model(L);
-    pp_sched_params sp = {
-        .ranks = c->D, .microbatches = c->N, .chunks = c->v, .layers = L, .uneven = c->uneven};
+    pp_sched_params sp = {.ranks = c->D,
+                          .microbatches = c->N,
+                          .chunks = c->v,
+                          .group = c->group,
+                          .layers = L,
+                          .uneven = c->uneven};
     pp_sched *s;
     pp_status st = pp_sched_generate(c->kind, &sp, &s);
     cr_assert_eq(st, PP_OK, "%s: %s", what, pp_err_msg());

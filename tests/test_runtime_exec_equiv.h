@@ -8,6 +8,7 @@
 typedef struct {
     const char *kind;
     int D, N, v, uneven, dp;
+    int group; /* interleaved G; 0 = D */
 } exec_case;
 
 /* Runs the case (one gradient step, then three AdamW steps) against the reference and
