@@ -177,6 +177,18 @@ static inline int pt_run(const char *cmd, char *out, size_t n)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
+/* Asserts that two files hold the same bytes. */
+static inline void pt_assert_same_file(const char *a, const char *b)
+{
+    char *x, *y;
+    size_t lx, ly;
+    cr_assert_eq(pp_file_read(a, &x, &lx), PP_OK, "%s", pp_err_msg());
+    cr_assert_eq(pp_file_read(b, &y, &ly), PP_OK, "%s", pp_err_msg());
+    cr_assert(lx == ly && memcmp(x, y, lx) == 0, "%s and %s differ", a, b);
+    free(x);
+    free(y);
+}
+
 static inline void pt_copy(const char *from, const char *to)
 {
     char *data;

@@ -207,13 +207,7 @@ Test(profiles_cli, ci_job_probes_tunes_diffs_and_publishes, .timeout = 240)
     cr_assert_eq(pp_profile_store_key(p->cluster.fingerprint, "tiny", key, sizeof key), PP_OK);
     pp_profile_destroy(p);
     snprintf(key_path, sizeof key_path, "%s/profiles/%s", root, key);
-    char *a, *b;
-    size_t la, lb;
-    cr_assert_eq(pp_file_read(key_path, &a, &la), PP_OK, "nothing at %s", key_path);
-    cr_assert_eq(pp_file_read(w1, &b, &lb), PP_OK);
-    cr_assert(la == lb && memcmp(a, b, la) == 0);
-    free(a);
-    free(b);
+    pt_assert_same_file(key_path, w1);
 
     /* second run, same cluster file: the store's previous profile is far faster */
     doctor_faster(key_path);
@@ -263,13 +257,7 @@ Test(profiles_cli, publish_without_a_url_fills_the_local_store)
     cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
     snprintf(path, sizeof path, "%s/pptune/profiles/fnv1a64-dd91123eca1202b2/tiny.json", dir);
     cr_assert(strstr(out, path), "%s", out);
-    char *a, *b;
-    size_t la, lb;
-    cr_assert_eq(pp_file_read(path, &a, &la), PP_OK);
-    cr_assert_eq(pp_file_read(FIX "tiny-local.json", &b, &lb), PP_OK);
-    cr_assert(la == lb && memcmp(a, b, la) == 0);
-    free(a);
-    free(b);
+    pt_assert_same_file(path, FIX "tiny-local.json");
 }
 
 Test(profiles_cli, verbose_fetch_reports_each_retry)

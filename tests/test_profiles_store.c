@@ -65,14 +65,7 @@ static pp_profile_http quick(const env *e)
 
 static void assert_fetched(const env *e)
 {
-    char *a, *b;
-    size_t la, lb;
-    cr_assert_eq(pp_file_read(e->dest, &a, &la), PP_OK);
-    cr_assert_eq(pp_file_read(FIX "tiny-local.json", &b, &lb), PP_OK);
-    cr_assert_eq(la, lb);
-    cr_assert_eq(memcmp(a, b, la), 0, "the fetched profile differs from the published one");
-    free(a);
-    free(b);
+    pt_assert_same_file(e->dest, FIX "tiny-local.json");
 }
 
 Test(profiles_http, publish_then_fetch_round_trips_the_bytes)
@@ -93,13 +86,7 @@ Test(profiles_http, publish_then_fetch_round_trips_the_bytes)
     assert_fetched(&e);
     char stored[512];
     snprintf(stored, sizeof stored, "%s/profiles/" TINY_KEY, up);
-    char *a, *b;
-    size_t la, lb;
-    cr_assert_eq(pp_file_read(stored, &a, &la), PP_OK);
-    cr_assert_eq(pp_file_read(FIX "tiny-local.json", &b, &lb), PP_OK);
-    cr_assert(la == lb && memcmp(a, b, la) == 0);
-    free(a);
-    free(b);
+    pt_assert_same_file(stored, FIX "tiny-local.json");
     cr_assert_eq(count_lines(e.log, "PUT /profiles/" TINY_KEY " token=none 201"), 1);
 }
 
