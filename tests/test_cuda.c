@@ -433,6 +433,12 @@ static void stage_open(stage_run *r, pp_backend *be)
     CHECK(pp_rt_stage_create(be, &p, &r->st));
 }
 
+static void stage_close(stage_run *r)
+{
+    pp_rt_stage_destroy(r->st);
+    pp_backend_destroy(r->be);
+}
+
 static void fill_tokens(int32_t *tok, int n, int vocab, uint32_t seed)
 {
     uint32_t x = seed * 2654435761u + 1u;
@@ -489,10 +495,8 @@ Test(cuda, stage_forward_backward_adamw_match_cpu)
     CHECK(pp_rt_stage_adamw(rc.st, &hp, 1, 1.0f));
     CHECK(pp_rt_stage_adamw(rg.st, &hp, 1, 1.0f));
     expect_stage_close(&rc, &rg, 0, TOL);
-    pp_rt_stage_destroy(rg.st);
-    pp_rt_stage_destroy(rc.st);
-    pp_backend_destroy(g);
-    pp_backend_destroy(c);
+    stage_close(&rg);
+    stage_close(&rc);
 }
 
 /* A middle stage (layers 1..2, no embedding, no head): activations in and out, gradients in
@@ -525,10 +529,8 @@ Test(cuda, middle_stage_matches_cpu)
     stage_run rc = {.be = c, .st = sc}, rg = {.be = g, .st = sg};
     expect_stage_close(&rc, &rg, 1, TOL);
     free(x), free(dy), free(y), free(dx);
-    pp_rt_stage_destroy(sg);
-    pp_rt_stage_destroy(sc);
-    pp_backend_destroy(g);
-    pp_backend_destroy(c);
+    stage_close(&rg);
+    stage_close(&rc);
 }
 
 /* bf16 GEMMs (8-bit mantissa operands, fp32 accumulation) move the loss by far less than 1 %
@@ -555,10 +557,8 @@ Test(cuda, bf16_loss_tracks_fp32_over_training_steps)
         CHECK(pp_rt_stage_adamw(r16.st, &hp, step, 1.0f));
     }
     cr_expect(l32 < first, "training on one batch should lower the loss: %g -> %g", first, l32);
-    pp_rt_stage_destroy(r16.st);
-    pp_rt_stage_destroy(r32.st);
-    pp_backend_destroy(g16);
-    pp_backend_destroy(g32);
+    stage_close(&r16);
+    stage_close(&r32);
 }
 
 static pp_rt_tensor *tensor_named(stage_run *r, const char *name)
@@ -619,8 +619,6 @@ Test(cuda, bf16_weight_copies_follow_the_weights)
     free(h);
     double s1 = stage_step(&r1, 6), s2 = stage_step(&r2, 6);
     cr_expect(fabs(s1 - s2) <= 1e-5 * s2, "after an upload of wte: loss %.9g vs %.9g", s1, s2);
-    pp_rt_stage_destroy(r2.st);
-    pp_rt_stage_destroy(r1.st);
-    pp_backend_destroy(g2);
-    pp_backend_destroy(g1);
+    stage_close(&r2);
+    stage_close(&r1);
 }

@@ -23,20 +23,6 @@
 #define CX(ctx) ((pp_cuda_ctx *)(ctx))
 #define SM_WARPS 8 /* rows per block */
 
-static __device__ __forceinline__ float warp_sum(float v)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-static __device__ __forceinline__ float warp_max(float v)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
 /* rows (B*NH*T) of length T in place: row r is query t = r % T, softmax over keys [0, t], zero
  * beyond. a16: NULL, or a bf16 copy of the result. */
 static __global__ void softmax_causal_kernel(float *att, __nv_bfloat16 *a16, size_t rows, int T)
@@ -50,11 +36,11 @@ static __global__ void softmax_causal_kernel(float *att, __nv_bfloat16 *a16, siz
     float mx = -INFINITY;
     for (int j = lane; j <= t; j += 32)
         mx = fmaxf(mx, row[j]);
-    mx = warp_max(mx);
+    mx = pp_warp_max(mx);
     float s = 0.0f;
     for (int j = lane; j <= t; j += 32)
         s += expf(row[j] - mx);
-    float inv = 1.0f / warp_sum(s);
+    float inv = 1.0f / pp_warp_sum(s);
     for (int j = lane; j < T; j += 32) {
         float p = j <= t ? expf(row[j] - mx) * inv : 0.0f;
         row[j] = p;
@@ -79,7 +65,7 @@ static __global__ void softmax_causal_bwd_kernel(float *ds, __nv_bfloat16 *ds16,
     float dot = 0.0f;
     for (int j = lane; j <= t; j += 32)
         dot += a[j] * d[j];
-    dot = warp_sum(dot);
+    dot = pp_warp_sum(dot);
     for (int j = lane; j < T; j += 32) {
         float v = j <= t ? a[j] * (d[j] - dot) * scale : 0.0f;
         if (ds16)

@@ -92,6 +92,21 @@ static inline size_t pp_cuda_align64(size_t n)
     return (n + 63) / 64 * 64;
 }
 
+/* Sum and maximum over the 32 lanes of a warp (butterfly shuffles: every lane gets the result). */
+static __device__ __forceinline__ float pp_warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+static __device__ __forceinline__ float pp_warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
 /* ---- bf16 copies of the weights (weights_bf16.cu) ----
  * In bf16 mode every GEMM needs its operands in bf16. Activations change at every call, but a
  * weight changes only when the optimizer steps, so AdamW writes a bf16 copy of each tensor it

@@ -24,20 +24,6 @@
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n);                        \
          i += (size_t)gridDim.x * blockDim.x)
 
-static __device__ __forceinline__ float warp_sum(float v)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-static __device__ __forceinline__ float warp_max(float v)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
 #define CX(ctx) ((pp_cuda_ctx *)(ctx))
 
 /* ---- bias, residual ---- */
@@ -232,13 +218,13 @@ static __global__ void layernorm_fwd_kernel(float *out, float *mean, float *rstd
     float s = 0.0f;
     for (int c = lane; c < C; c += 32)
         s += xr[c];
-    float m = warp_sum(s) / C;
+    float m = pp_warp_sum(s) / C;
     float v = 0.0f; /* two passes, as the CPU: accurate for rows far from 0 */
     for (int c = lane; c < C; c += 32) {
         float d = xr[c] - m;
         v += d * d;
     }
-    float r = 1.0f / sqrtf(warp_sum(v) / C + PP_LN_EPS);
+    float r = 1.0f / sqrtf(pp_warp_sum(v) / C + PP_LN_EPS);
     float *o = out + (size_t)row * C;
     for (int c = lane; c < C; c += 32)
         o[c] = (xr[c] - m) * r * g[c] + b[c];
@@ -275,7 +261,7 @@ static __global__ void layernorm_bwd_dx_kernel(float *dx, const float *dout, con
         sdn += dn;
         sdnn += dn * ((xr[c] - m) * s);
     }
-    float mdn = warp_sum(sdn) / C, mdnn = warp_sum(sdnn) / C;
+    float mdn = pp_warp_sum(sdn) / C, mdnn = pp_warp_sum(sdnn) / C;
     float *d = dx + (size_t)row * C;
     for (int c = lane; c < C; c += 32) {
         float n = (xr[c] - m) * s;
@@ -348,13 +334,13 @@ static __device__ float block_reduce(float v, int is_max)
     __shared__ float part[32];
     __shared__ float result;
     int lane = threadIdx.x % 32, w = threadIdx.x / 32, nw = blockDim.x / 32;
-    v = is_max ? warp_max(v) : warp_sum(v);
+    v = is_max ? pp_warp_max(v) : pp_warp_sum(v);
     if (lane == 0)
         part[w] = v;
     __syncthreads();
     if (w == 0) {
         float u = lane < nw ? part[lane] : (is_max ? -INFINITY : 0.0f);
-        u = is_max ? warp_max(u) : warp_sum(u);
+        u = is_max ? pp_warp_max(u) : pp_warp_sum(u);
         if (lane == 0)
             result = u;
     }
