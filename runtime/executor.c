@@ -2,8 +2,10 @@
  * model, creates one CPU backend per global rank, the stages each rank holds and the
  * in-process transport; a step starts one thread per rank (executor_run.c) and joins them.
  *
+ * With a process transport (MPI) the same code runs one rank: this process's, on the calling
+ * thread; what the ranks share after a step is in executor_dist.c.
  * Not here: the action semantics (executor_run.c), gradient syncs and AdamW
- * (executor_sync.c), MPI/NCCL ranks in other processes (a later issue).
+ * (executor_sync.c).
  */
 #include <math.h>
 #include <stdio.h>
@@ -12,6 +14,7 @@
 
 #include "backend.h"
 #include "executor.h"
+#include "transport.h"
 
 static pp_status check_params(const pp_rt_exec_params *p)
 {
@@ -50,6 +53,20 @@ static pp_status check_params(const pp_rt_exec_params *p)
                           s->mb_pipe[m], s->n_pipes);
     /* A schedule that does not pass the checker could deadlock the rank threads. */
     PP_TRY(pp_sched_check(s));
+    if (p->transport) {
+        int G = p->dp * s->ranks, n = pp_transport_ranks(p->transport),
+            self = pp_transport_self(p->transport);
+        if (n != G)
+            return PP_ERR(PP_ERR_INVALID,
+                          "the %s transport has %d ranks, but %d pipeline ranks x %d replicas "
+                          "need %d (launch %d processes)",
+                          pp_transport_name(p->transport), n, s->ranks, p->dp, G, G);
+        if (self < 0 || self >= G)
+            return PP_ERR(PP_ERR_INVALID,
+                          "the %s transport runs every rank in this process; pass NULL for the "
+                          "in-process executor",
+                          pp_transport_name(p->transport));
+    }
     return PP_OK;
 }
 
@@ -88,13 +105,12 @@ static pp_status create_rank(pp_rt_executor *ex, int g)
     rs->be = ex->be[g];
     rs->slot = pp_calloc((size_t)ex->P * ex->S * ex->N * SLOT__COUNT, sizeof *rs->slot);
     int n_ops = ex->sched->n_ops[rs->r];
-    ex->spans[g] = pp_calloc((size_t)n_ops + 1, sizeof *ex->spans[g]);
     int n_red = 0;
     for (int i = 0; i < n_ops; i++)
         n_red += ex->sched->ops[rs->r][i].op == PP_OP_REDUCE;
     rs->red = pp_calloc((size_t)n_red + 1, sizeof *rs->red);
     rs->n_red_cap = n_red;
-    if (!rs->slot || !ex->spans[g] || !rs->red)
+    if (!rs->slot || !rs->red)
         return PP_ERR_NOMEM;
     int first = 0, last = 0;
     for (int p = 0; p < ex->P; p++) {
@@ -133,6 +149,10 @@ static void *create_rank_main(void *arg)
 
 static pp_status create_ranks(pp_rt_executor *ex)
 {
+    if (ex->self >= 0) { /* a process transport: this process is one rank */
+        PP_TRY(create_rank_all(ex, ex->self));
+        return PP_OK;
+    }
     pp_ex_thread_arg *args = pp_calloc((size_t)ex->G, sizeof *args);
     if (!args)
         return PP_ERR_NOMEM;
@@ -155,6 +175,15 @@ static pp_status create_ranks(pp_rt_executor *ex)
     return st;
 }
 
+/* Index (pipe * S + stage) of some stage placed on pipeline rank r (every rank holds one). */
+static int first_stage_of(const pp_rt_executor *ex, int r)
+{
+    for (int i = 0; i < ex->P * ex->S; i++)
+        if (ex_rank_of(ex, i / ex->S, i % ex->S) == r)
+            return i;
+    return 0;
+}
+
 static pp_status create_all(pp_rt_executor *ex)
 {
     int G = ex->G;
@@ -167,10 +196,24 @@ static pp_status create_all(pp_rt_executor *ex)
     ex->optim = pp_calloc((size_t)G, sizeof *ex->optim);
     if (!ex->be || !ex->stages || !ex->rk || !ex->losses || !ex->spans || !ex->sync || !ex->optim)
         return PP_ERR_NOMEM;
+    /* every rank's spans, also under a process transport: rank 0 gathers them there */
+    for (int g = 0; g < G; g++)
+        if (!(ex->spans[g] =
+                  pp_calloc((size_t)ex->sched->n_ops[g % ex->D] + 1, sizeof *ex->spans[g])))
+            return PP_ERR_NOMEM;
     PP_TRY(create_ranks(ex));
-    ex->io_bytes = pp_rt_stage_io_bytes(ex->stages[0]);
+    int g0 = ex->self < 0 ? 0 : ex->self;
+    ex->io_bytes = pp_rt_stage_io_bytes(
+        ex->stages[(size_t)ex->rk[g0].replica * ex->P * ex->S + first_stage_of(ex, ex->rk[g0].r)]);
+    if (ex->self >= 0) {
+        /* The REDUCE check needs every rank's stages, which live in other processes: the same
+         * schedule passes it in-process (pprun's equivalence test runs both). */
+        pp_transport_bind(ex->tp, ex->self, ex->be[ex->self]);
+        return PP_OK;
+    }
     PP_TRY(pp_ex_check_reduces(ex));
     PP_TRY(pp_transport_thread_create(G, ex->be, &ex->tp));
+    ex->own_tp = 1;
     return PP_OK;
 }
 
@@ -193,6 +236,8 @@ pp_status pp_rt_executor_create(const pp_rt_exec_params *p, pp_rt_executor **out
     ex->seed = p->seed;
     ex->adamw = p->adamw;
     ex->clip = p->clip;
+    ex->tp = p->transport;
+    ex->self = p->transport ? pp_transport_self(p->transport) : -1;
     atomic_init(&ex->failed, -1);
     pp_status st = pp_sched_clone(p->sched, &ex->sched);
     if (st == PP_OK)
@@ -224,8 +269,11 @@ void pp_rt_executor_destroy(pp_rt_executor *ex)
     if (!ex)
         return;
     /* The transport first: it returns the message buffers an aborted step left to the
-     * backends, which go last. */
-    pp_transport_destroy(ex->tp);
+     * backends, which go last (a borrowed one is only unbound from this rank's backend). */
+    if (ex->own_tp)
+        pp_transport_destroy(ex->tp);
+    else if (ex->self >= 0 && ex->be && ex->be[ex->self])
+        pp_transport_bind(ex->tp, ex->self, NULL);
     for (int g = 0; ex->rk && g < ex->G; g++)
         if (ex->rk[g].be)
             destroy_rank(ex, &ex->rk[g]);
@@ -250,6 +298,13 @@ void pp_rt_executor_destroy(pp_rt_executor *ex)
  * aborts the transport, which wakes the others). */
 static pp_status run_threads(pp_rt_executor *ex)
 {
+    if (ex->self >= 0) { /* a process transport: this process's rank, on this thread */
+        pp_ex_thread_arg arg = {ex, ex->self};
+        ex->rk[ex->self].st = PP_OK;
+        ex->rk[ex->self].err[0] = '\0';
+        pp_ex_rank_main(&arg);
+        return PP_OK;
+    }
     pp_ex_thread_arg *args = pp_calloc((size_t)ex->G, sizeof *args);
     if (!args)
         return PP_ERR_NOMEM;
@@ -285,6 +340,12 @@ pp_status pp_rt_executor_step(pp_rt_executor *ex, const int32_t *batch, int upda
     ex->update = update;
     for (int i = 0; i < ex->dp * ex->N; i++)
         ex->losses[i] = NAN;
+    /* Processes start the step together, so their spans share a time origin (to the barrier's
+     * skew: microseconds on one host). */
+    if (ex->self >= 0 && pp_transport_barrier(ex->tp, ex->self) != PP_OK) {
+        ex->broken = 1;
+        return pp_err_trace(PP_ERR_DEVICE, __FILE__, __LINE__);
+    }
     ex->t0 = pp_now();
     pp_status st = run_threads(ex);
     double seconds = pp_now() - ex->t0;
@@ -304,7 +365,7 @@ pp_status pp_rt_executor_step(pp_rt_executor *ex, const int32_t *batch, int upda
     if (update)
         ex->steps_done++;
     out->loss = sum / (ex->dp * ex->N);
-    out->grad_norm = ex->rk[0].norm;
+    out->grad_norm = ex->rk[ex->self < 0 ? 0 : ex->self].norm;
     out->seconds = seconds;
     out->n_ranks = ex->G;
     out->spans = (const pp_rt_span *const *)ex->spans;
@@ -337,4 +398,9 @@ pp_rt_stage *pp_rt_executor_stage(pp_rt_executor *ex, int replica, int pipe, int
 pp_backend *pp_rt_executor_backend(pp_rt_executor *ex, int g)
 {
     return g >= 0 && g < ex->G ? ex->be[g] : NULL;
+}
+
+int pp_rt_executor_self(const pp_rt_executor *ex)
+{
+    return ex->self;
 }

@@ -1,6 +1,7 @@
 /* executor.h — private to runtime/: the executor's state, shared by executor.c (creation,
- * checks, the step driver), executor_run.c (one rank's action list) and executor_sync.c
- * (gradient synchronisation and the optimizer step). */
+ * checks, the step driver), executor_run.c (one rank's action list), executor_sync.c
+ * (gradient synchronisation and the optimizer step) and executor_dist.c (what ranks in other
+ * processes share: losses, spans, memory statistics, parameter checksums). */
 #ifndef PP_RT_EXECUTOR_H
 #define PP_RT_EXECUTOR_H
 
@@ -57,7 +58,15 @@ struct pp_rt_executor {
     double t0;
     atomic_int failed; /* first global rank that failed, -1 if none */
     int broken;
+    int self;   /* the one global rank this process runs (process transport), or -1: all */
+    int own_tp; /* tp is the executor's in-process transport (else borrowed) */
 };
+
+/* Whether global rank g runs in this process. */
+static inline int ex_local(const pp_rt_executor *ex, int g)
+{
+    return ex->self < 0 || ex->self == g;
+}
 
 static inline pp_rt_stage *ex_stage(const pp_rt_executor *ex, int replica, int pipe, int stage)
 {
@@ -89,6 +98,10 @@ static inline uint64_t pp_ex_coll_tag(int kind, int replica, int a)
     return (1ull << 63) | ((uint64_t)(kind & 0xff) << 48) | ((uint64_t)(replica & 0xffff) << 32) |
            (uint64_t)(uint32_t)a;
 }
-enum { TAG_REDUCE = 1, TAG_TIED, TAG_DP, TAG_NORM };
+enum { TAG_REDUCE = 1, TAG_TIED, TAG_DP, TAG_NORM, TAG_LOSS, TAG_SPANS, TAG_GATHER };
+
+/* executor_dist.c: with a process transport, after a rank's step: the losses shared with
+ * every process, the rank's spans sent to rank 0. */
+pp_status pp_ex_share_results(pp_rt_executor *ex, rank_state *rs);
 
 #endif

@@ -217,6 +217,8 @@ static pp_status run_rank(pp_rt_executor *ex, rank_state *rs)
     }
     PP_TRY(pp_ex_sync_and_update(ex, rs));
     PP_TRY(pp_transport_flush(ex->tp, rs->g));
+    if (ex->self >= 0)
+        PP_TRY(pp_ex_share_results(ex, rs));
     return PP_OK;
 }
 
@@ -233,7 +235,10 @@ void *pp_ex_rank_main(void *arg)
         int none = -1;
         /* the first failure is the cause; the others are ranks woken by the abort */
         atomic_compare_exchange_strong(&ex->failed, &none, rs->g);
-        pp_transport_abort(ex->tp);
+        /* In-process, wake the other threads. A process transport's abort ends the whole job
+         * (MPI_Abort): the caller aborts it after it has reported this error. */
+        if (ex->self < 0)
+            pp_transport_abort(ex->tp);
     }
     return NULL;
 }

@@ -9,8 +9,8 @@
  *   pp_rt_stage       the parameters, gradients and saved activations of one stage (a layer
  *                     range, plus the embedding on a pipe's first stage and final LN + head +
  *                     loss on its last); forward / backward of one micro-batch at a time
- *   pp_transport      a table of functions moving tensors between ranks (threads in-process;
- *                     MPI and NCCL in a later issue)
+ *   pp_transport      a table of functions moving tensors between ranks (threads in-process,
+ *                     processes over MPI; NCCL in runtime/cuda/)
  *   pp_rt_executor    runs every rank's actions for one step, then gradient syncs and AdamW
  *
  * Shapes: B micro-batch size, T sequence length, C hidden, V vocabulary. Activations passed
@@ -221,6 +221,41 @@ pp_status pp_transport_flush(pp_transport *t, int rank);
  * a rank that failed calls this so its peers do not wait forever. Any thread may call it. */
 void pp_transport_abort(pp_transport *t);
 
+/* Ranks as processes (runtime/transport_mpi.c): one rank per process of MPI_COMM_WORLD, the
+ * process's rank there. Initialises MPI (MPI_Init_thread, FUNNELED: call every pp_transport_*
+ * of this transport from the thread that created it) unless the caller already did, and then
+ * finalises it in pp_transport_destroy. Point to point: send copies into a buffer posted with
+ * MPI_Isend and kept until it completes (counted as PP_MEM_COMM in the backend the executor
+ * binds to the rank), recv is MPI_Recv. All-reduce: every member sends its part to the
+ * group's first rank, which sums them in group order and sends the sum back, so the floats
+ * are bit-identical to the in-process transport's. abort calls MPI_Abort (the only way to
+ * wake peers blocked in another process): print what went wrong first.
+ * PP_ERR_UNSUPPORTED when built without MPI; PP_ERR_DEVICE when MPI fails (its text). */
+pp_status pp_transport_mpi_create(pp_transport **out);
+/* The one rank this process is (process transports such as MPI), or -1 when every rank is a
+ * thread of this process (the in-process transport). */
+int pp_transport_self(const pp_transport *t);
+
+/* ---- Launch ------------------------------------------------------------------------------ */
+/* Where this process sits in a job started by a launcher, read from the environment (no MPI
+ * call): Open MPI's OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK / _LOCAL_SIZE, else Slurm's
+ * SLURM_PROCID / SLURM_STEP_NUM_TASKS (or SLURM_NTASKS) / SLURM_LOCALID, else PMI_RANK /
+ * PMI_SIZE (MPICH, Intel MPI). Without any: rank 0 of 1, launcher "none". */
+typedef struct {
+    int rank, size;       /* this process in the job */
+    int local_rank;       /* among the job's processes on this node; -1 when not given */
+    const char *launcher; /* "openmpi", "slurm", "pmi" or "none" (a static string) */
+} pp_launch_info;
+
+/* PP_ERR_INVALID when a variable is not a number or the rank is outside 0..size-1 (the
+ * message names the variable and its value). */
+pp_status pp_launch_detect(pp_launch_info *out);
+/* This process's rank among those of the job on its host: the launcher's local rank when it
+ * gives one, else computed over MPI (host names gathered with MPI_Allgather; the rank is the
+ * count of lower world ranks on the same host). For cudaSetDevice(local_rank). The MPI path
+ * needs MPI initialised (PP_ERR_UNSUPPORTED without MPI). */
+pp_status pp_launch_local_rank(const pp_launch_info *li, int *local_rank);
+
 /* ---- Data -------------------------------------------------------------------------------- */
 /* Token streams for training: the bytes of a text file (vocabulary 256), or a deterministic
  * synthetic stream from a seed. A batch is `rows` windows of T+1 consecutive tokens (inputs
@@ -264,6 +299,12 @@ typedef struct {
     uint64_t seed;         /* parameter initialisation */
     pp_adamw adamw;
     float clip; /* clip the global gradient norm to this; 0 = no clipping */
+    /* NULL: every rank a thread of this process (an in-process transport the executor owns).
+     * Else a process transport of dp * D ranks (borrowed: destroy it after the executor) of
+     * which this process is pp_transport_self(): the executor then creates and runs that rank
+     * only, on the calling thread. Losses and the gradient norm of a step are shared with
+     * every process; spans of every rank are gathered on rank 0. */
+    pp_transport *transport;
 } pp_rt_exec_params;
 
 typedef struct {
@@ -298,6 +339,17 @@ int pp_rt_executor_batch_rows(const pp_rt_executor *ex);
 /* The stage object of (pipe, stage) in a replica, and the backend of global rank g. */
 pp_rt_stage *pp_rt_executor_stage(pp_rt_executor *ex, int replica, int pipe, int stage);
 pp_backend *pp_rt_executor_backend(pp_rt_executor *ex, int g);
+/* With a process transport: the global rank this process runs (the others' stages and
+ * backends are NULL here); -1 when every rank is a thread of this process. */
+int pp_rt_executor_self(const pp_rt_executor *ex);
+/* Memory statistics of every global rank into out[n_ranks]. With a process transport every
+ * process must call it (it is a gather): rank 0 gets them all, another process its own. */
+pp_status pp_rt_executor_mem_stats(pp_rt_executor *ex, pp_mem_stats *out);
+/* A checksum of every parameter of every replica, bit for bit: FNV-1a (64 bit) over each
+ * stage's tensors' float bits in tensor order, then FNV-1a over those stage hashes in
+ * (replica, pipe, stage) order. Equal checksums mean equal parameters wherever the ranks ran.
+ * A gather like pp_rt_executor_mem_stats: valid on rank 0 (0 on the other processes). */
+pp_status pp_rt_executor_param_checksum(pp_rt_executor *ex, uint64_t *out);
 
 /* ---- Chrome trace ------------------------------------------------------------------------ */
 /* Writes the timed actions of steps as a Chrome trace (JSON "traceEvents", opens in Perfetto

@@ -134,3 +134,14 @@ void pp_transport_abort(pp_transport *t)
     if (t)
         t->ops->abort(t->ctx);
 }
+
+int pp_transport_self(const pp_transport *t)
+{
+    return t ? t->self : -1;
+}
+
+void pp_transport_bind(pp_transport *t, int rank, pp_backend *be)
+{
+    if (t && t->ops->bind && rank >= 0 && rank < t->ranks)
+        t->ops->bind(t->ctx, rank, be);
+}

@@ -2,7 +2,7 @@
  *
  * The public entry points (pp_transport_* in pp_rt.h) check ranks and arguments in
  * transport.c and dispatch here, so an implementation sees only valid ranks. The in-process
- * transport is transport_thread.c; MPI and NCCL transports fill the same table later.
+ * transport is transport_thread.c, the MPI one transport_mpi.c; NCCL fills the same table.
  */
 #ifndef PP_RT_TRANSPORT_H
 #define PP_RT_TRANSPORT_H
@@ -19,6 +19,10 @@ typedef struct {
     pp_status (*flush)(void *ctx, int rank);
     void (*abort)(void *ctx);
     void (*destroy)(void *ctx);
+    /* Optional (NULL: buffers are the transport's own): rank's transfer buffers are counted
+     * as PP_MEM_COMM in `be` from now on; be NULL releases every buffer still held for the
+     * rank (the executor calls it before it destroys the backend). */
+    void (*bind)(void *ctx, int rank, pp_backend *be);
 } pp_transport_ops;
 
 struct pp_transport {
@@ -26,6 +30,18 @@ struct pp_transport {
     const pp_transport_ops *ops;
     void *ctx;
     int ranks;
+    int self; /* the one rank of this process, or -1 when all ranks are (threads) */
 };
+
+void pp_transport_bind(pp_transport *t, int rank, pp_backend *be);
+
+/* transport_mpi.c: this rank's position among the world ranks on its host (host names over
+ * MPI_Allgather); PP_ERR_UNSUPPORTED without MPI. For pp_launch_local_rank. */
+pp_status pp_mpi_host_local_rank(int *local_rank);
+
+/* Tags. Point to point (bit 63 clear): pp_transport_tag's layout (transport.c). Collectives
+ * and the executor's own point-to-point gathers (bit 63 set): kind in bits 48..55, replica
+ * in bits 32..47, an index in bits 0..31 (executor.h, pp_ex_coll_tag). A process transport
+ * that must squeeze tags into fewer bits (MPI's are ints) relies on this layout. */
 
 #endif

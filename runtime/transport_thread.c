@@ -458,6 +458,7 @@ pp_status pp_transport_thread_create(int ranks, pp_backend *const *backends, pp_
     t->ops = &thread_ops;
     t->ctx = c;
     t->ranks = ranks;
+    t->self = -1;
     *out = t;
     return PP_OK;
 }

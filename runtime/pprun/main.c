@@ -1,11 +1,14 @@
-/* main.c — pprun: train a model with a pipeline schedule on this machine, every rank a thread
- * (the in-process transport and the CPU backend), and report loss, step times and per-rank
- * memory; optionally a JSON summary and a Chrome trace. The tuner runs it for its trials.
+/* main.c — pprun: train a model with a pipeline schedule on the CPU backend, every rank a
+ * thread (the in-process transport) or, under mpirun / srun, a process (the MPI transport,
+ * launch.c), and report loss, step times and per-rank memory; optionally a JSON summary and a
+ * Chrome trace. The tuner runs it for its trials. Under MPI every process trains its rank and
+ * rank 0 reports: progress, the JSON (with every rank's memory) and the trace.
  *
  * Exit codes: 0 done, 1 the run failed, 2 bad options or input (unknown model or schedule, a
  * schedule that does not fit the model, a sequence longer than the model allows, an
- * unreadable data file): one line on stderr saying what was wrong.
- * Not here: MPI/NCCL launch, profiles as input (a later issue), checkpoints.
+ * unreadable data file, a bad launch): one line on stderr saying what was wrong (under MPI
+ * from rank 0 for input errors, which every process shares, else from the failing rank).
+ * Not here: NCCL, profiles as input (a later issue), checkpoints.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,20 +16,26 @@
 
 #include "pprun.h"
 
+/* This process's rank under MPI (0 with threads): input errors are printed by rank 0 only. */
+static int g_rank;
+
 /* Input errors (2) versus failures of the run (1). */
 static int fail(pp_status st, const char *context)
 {
     int input = st == PP_ERR_INVALID || st == PP_ERR_NOTFOUND || st == PP_ERR_PARSE ||
                 st == PP_ERR_IO || st == PP_ERR_CHECK || st == PP_ERR_DEADLOCK ||
                 st == PP_ERR_UNSUPPORTED;
-    if (input)
+    if (input && g_rank == 0)
         fprintf(stderr, "pprun: %s%s\n", context, pp_err_text());
-    else
+    else if (!input && g_rank == 0)
         fprintf(stderr, "pprun: %s%s\n", context, pp_err_msg());
+    else if (!input)
+        fprintf(stderr, "pprun: rank %d: %s%s\n", g_rank, context, pp_err_msg());
     return input ? 2 : 1;
 }
 
 typedef struct {
+    pp_transport *tp; /* NULL: ranks are threads */
     pp_sched *sched;
     pp_rt_data *data;
     pp_rt_executor *ex;
@@ -41,6 +50,7 @@ static void cleanup(run_state *s)
     pp_rt_executor_destroy(s->ex);
     pp_rt_data_destroy(s->data);
     pp_sched_destroy(s->sched);
+    pp_transport_destroy(s->tp); /* after the executor: it finalises MPI */
     free(s->batch);
     free(s->rec.steps);
     free(s->rec.mem);
@@ -52,10 +62,13 @@ static int setup(const pprun_opts *o, run_state *s)
     pp_status st = pp_model_preset(o->model_name, m);
     if (st != PP_OK)
         return fail(st, "");
+    if (o->layers)
+        m->layers = o->layers;
     int seq = o->seq ? o->seq : (m->seq < 64 ? m->seq : 64);
     if (seq > m->seq) {
-        fprintf(stderr, "pprun: --seq %d is longer than model %s allows (at most %d)\n", seq,
-                o->model_name, m->seq);
+        if (g_rank == 0)
+            fprintf(stderr, "pprun: --seq %d is longer than model %s allows (at most %d)\n", seq,
+                    o->model_name, m->seq);
         return 2;
     }
     pp_sched_params sp = {.ranks = o->ranks,
@@ -77,9 +90,10 @@ static int setup(const pprun_opts *o, run_state *s)
     if (st != PP_OK)
         return fail(st, "");
     if (pp_rt_data_vocab(s->data) > m->vocab) {
-        fprintf(stderr,
-                "pprun: byte-level data needs a vocabulary of at least 256; model %s has %d\n",
-                o->model_name, m->vocab);
+        if (g_rank == 0)
+            fprintf(stderr,
+                    "pprun: byte-level data needs a vocabulary of at least 256; model %s has %d\n",
+                    o->model_name, m->vocab);
         return 2;
     }
     pp_rt_exec_params ep = {
@@ -90,6 +104,7 @@ static int setup(const pprun_opts *o, run_state *s)
         .dp = o->dp,
         .seed = o->seed,
         .clip = (float)o->clip,
+        .transport = s->tp,
         .adamw = {.lr = (float)o->lr,
                   .beta1 = 0.9f,
                   .beta2 = 0.95f,
@@ -98,7 +113,7 @@ static int setup(const pprun_opts *o, run_state *s)
     };
     if ((st = pp_rt_executor_create(&ep, &s->ex)) != PP_OK)
         return fail(st, "");
-    if (o->trace && (st = pp_rt_trace_open(o->trace, s->ex, &s->trace)) != PP_OK)
+    if (o->trace && g_rank == 0 && (st = pp_rt_trace_open(o->trace, s->ex, &s->trace)) != PP_OK)
         return fail(st, "--trace: ");
     size_t rows = (size_t)pp_rt_executor_batch_rows(s->ex);
     s->batch = calloc(rows * ((size_t)seq + 1), sizeof *s->batch);
@@ -110,6 +125,8 @@ static int setup(const pprun_opts *o, run_state *s)
         return 1;
     }
     s->rec.sched = pp_rt_executor_sched(s->ex);
+    s->rec.transport = s->tp ? pp_transport_name(s->tp) : "thread";
+    s->rec.processes = s->tp ? pp_transport_ranks(s->tp) : 1;
     return -1;
 }
 
@@ -124,20 +141,26 @@ static int train(const pprun_opts *o, run_state *s, int seq)
         double t0 = pp_now() - t_run;
         pp_rt_step_result r;
         if (pp_rt_executor_step(s->ex, s->batch, 1, &r) != PP_OK) {
-            fprintf(stderr, "pprun: step %d failed: %s\n", i + 1, pp_err_msg());
+            if (s->tp)
+                fprintf(stderr, "pprun: rank %d: step %d failed: %s\n", g_rank, i + 1,
+                        pp_err_msg());
+            else
+                fprintf(stderr, "pprun: step %d failed: %s\n", i + 1, pp_err_msg());
             return 1;
         }
         s->rec.steps[i] = (pprun_step){r.loss, r.grad_norm, r.seconds};
         s->rec.n_steps = i + 1;
-        if (!o->quiet)
+        if (!o->quiet && g_rank == 0)
             fprintf(stderr, "pprun: step %d/%d  loss %.4f  grad-norm %.3f  %.2f ms\n", i + 1,
                     o->steps, r.loss, r.grad_norm, r.seconds * 1e3);
         if (s->trace && (st = pp_rt_trace_add_step(s->trace, i + 1, t0, &r)) != PP_OK)
             return fail(st, "--trace: ");
     }
-    for (int g = 0; g < s->rec.n_ranks; g++)
-        pp_backend_mem_stats(pp_rt_executor_backend(s->ex, g), &s->rec.mem[g]);
-    return -1;
+    /* both gather on rank 0 under MPI: every process takes part */
+    pp_status st = pp_rt_executor_mem_stats(s->ex, s->rec.mem);
+    if (st == PP_OK)
+        st = pp_rt_executor_param_checksum(s->ex, &s->rec.param_checksum);
+    return st == PP_OK ? -1 : fail(st, "");
 }
 
 int main(int argc, char **argv)
@@ -148,10 +171,20 @@ int main(int argc, char **argv)
         return rc;
     run_state s;
     memset(&s, 0, sizeof s);
-    rc = setup(&o, &s);
-    int seq = o.seq ? o.seq : (s.rec.model.seq < 64 ? s.rec.model.seq : 64);
+    rc = pprun_open_transport(&o, &s.tp, &g_rank);
     if (rc < 0)
+        rc = setup(&o, &s);
+    /* under MPI no process starts training unless every one is ready */
+    if (s.tp)
+        rc = pprun_agree(s.tp, g_rank, rc);
+    int seq = o.seq ? o.seq : (s.rec.model.seq < 64 ? s.rec.model.seq : 64);
+    if (rc < 0) {
         rc = train(&o, &s, seq);
+        /* a process that failed mid-run ends the job (it printed why): its peers may be
+         * blocked waiting for it */
+        if (rc >= 0 && s.tp)
+            pp_transport_abort(s.tp);
+    }
     if (rc < 0 && s.trace) {
         pp_rt_trace *tr = s.trace;
         s.trace = NULL;
@@ -159,7 +192,7 @@ int main(int argc, char **argv)
         if (st != PP_OK)
             rc = fail(st, "--trace: ");
     }
-    if (rc < 0 && o.json)
+    if (rc < 0 && o.json && g_rank == 0)
         rc = pprun_write_json(&o, &s.rec);
     cleanup(&s);
     return rc < 0 ? 0 : rc;

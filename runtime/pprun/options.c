@@ -14,9 +14,11 @@ static void usage(FILE *fp)
 {
     fputs("usage: pprun [options]\n"
           "Trains a GPT-style model with a pipeline schedule on this machine's CPU, every\n"
-          "pipeline rank a thread, and reports loss, step time and per-rank memory.\n"
+          "pipeline rank a thread (or, under mpirun / srun, a process), and reports loss,\n"
+          "step time and per-rank memory.\n"
           "\n"
           "  --model NAME              tiny | small | gpt-125m (default tiny)\n"
+          "  --layers L                override the model's number of transformer blocks\n"
           "  --schedule K              gpipe | 1f1b | interleaved | chimera | bitpipe (default "
           "1f1b)\n"
           "  --ranks D                 pipeline ranks (default 2)\n"
@@ -38,6 +40,9 @@ static void usage(FILE *fp)
           "  --json                    print a JSON summary on stdout\n"
           "  --trace FILE              write a Chrome trace (Perfetto) of every action\n"
           "  --quiet                   no per-step progress on stderr\n"
+          "  --transport K             auto | thread | mpi (default auto: MPI when started by\n"
+          "                            mpirun / srun as several processes, one pipeline rank\n"
+          "                            per process and D x dp processes; rank 0 reports)\n"
           "  --help                    this text\n"
           "\n"
           "A step consumes dp * N * b sequences; its loss is their mean cross-entropy.\n"
@@ -93,6 +98,7 @@ static int parse_u64(const char *opt, const char *val, uint64_t *out)
 enum {
     O_MODEL = 256,
     O_SCHEDULE,
+    O_LAYERS,
     O_RANKS,
     O_MB,
     O_MBS,
@@ -110,12 +116,14 @@ enum {
     O_JSON,
     O_TRACE,
     O_QUIET,
+    O_TRANSPORT,
     O_HELP
 };
 
 static const struct option long_opts[] = {
     {"model", required_argument, NULL, O_MODEL},
     {"schedule", required_argument, NULL, O_SCHEDULE},
+    {"layers", required_argument, NULL, O_LAYERS},
     {"ranks", required_argument, NULL, O_RANKS},
     {"microbatches", required_argument, NULL, O_MB},
     {"micro-batch-size", required_argument, NULL, O_MBS},
@@ -133,6 +141,7 @@ static const struct option long_opts[] = {
     {"json", no_argument, NULL, O_JSON},
     {"trace", required_argument, NULL, O_TRACE},
     {"quiet", no_argument, NULL, O_QUIET},
+    {"transport", required_argument, NULL, O_TRANSPORT},
     {"help", no_argument, NULL, O_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -143,6 +152,8 @@ static int apply(int c, const char *v, pprun_opts *o)
     case O_MODEL:
         o->model_name = v;
         return -1;
+    case O_LAYERS:
+        return parse_int("--layers", v, 1, &o->layers);
     case O_SCHEDULE:
         o->schedule = v;
         return -1;
@@ -160,6 +171,7 @@ static int apply(int c, const char *v, pprun_opts *o)
         o->uneven = 1;
         return -1;
     case O_DP:
+        o->dp_set = 1;
         return parse_int("--dp", v, 1, &o->dp);
     case O_SEQ:
         return parse_int("--seq", v, 1, &o->seq);
@@ -185,6 +197,11 @@ static int apply(int c, const char *v, pprun_opts *o)
     case O_QUIET:
         o->quiet = 1;
         return -1;
+    case O_TRANSPORT:
+        if (strcmp(v, "auto") && strcmp(v, "thread") && strcmp(v, "mpi"))
+            return bad("--transport", v, "auto, thread or mpi");
+        o->transport = v;
+        return -1;
     case O_HELP:
         usage(stdout);
         return 0;
@@ -206,7 +223,8 @@ int pprun_parse(int argc, char **argv, pprun_opts *o)
                       .steps = 10,
                       .lr = 1e-3,
                       .clip = 1.0,
-                      .seed = 1};
+                      .seed = 1,
+                      .transport = "auto"};
     opterr = 0; /* our own one-line message */
     optind = 1;
     int c;

@@ -11,11 +11,15 @@ typedef struct {
     const char *model_name;
     const char *schedule;
     int ranks, microbatches, micro_batch, chunks, group, uneven, dp, seq, steps;
+    int layers; /* 0: the preset's */
     double lr, clip, weight_decay;
     const char *data; /* NULL: synthetic */
     uint64_t seed;
     int json, quiet;
-    const char *trace; /* NULL: no trace */
+    const char *trace;     /* NULL: no trace */
+    const char *transport; /* "auto" (MPI when a launcher started several processes), "thread",
+                              "mpi" */
+    int dp_set;            /* --dp was given (else under MPI it is processes / ranks) */
 } pprun_opts;
 
 typedef struct {
@@ -29,10 +33,21 @@ typedef struct {
     int n_steps;
     pp_mem_stats *mem; /* [n_ranks] per global rank, at the end */
     int n_ranks;
+    uint64_t param_checksum; /* pp_rt_executor_param_checksum after the last step */
+    const char *transport;   /* "thread" or "mpi" */
+    int processes;           /* 1, or the MPI world size */
 } pprun_record;
 
 /* Returns -1 to go on, or the exit code (0 after --help, 2 for a bad option). */
 int pprun_parse(int argc, char **argv, pprun_opts *o);
+/* launch.c: the transport --transport and the launcher ask for. *tp NULL: ranks as threads.
+ * Under MPI checks the world size against --ranks (and --dp, or sets o->dp to world / ranks);
+ * *rank is this process's rank (0 without MPI). -1 to go on, or the exit code (2: a bad
+ * launch, said in one line on rank 0). */
+int pprun_open_transport(pprun_opts *o, pp_transport **tp, int *rank);
+/* Under MPI: whether every process got here with rc < 0 (a float all-reduce of the failures).
+ * Returns rc, or 1 when another process failed (it printed why). Without MPI: rc. */
+int pprun_agree(pp_transport *tp, int rank, int rc);
 /* Prints the JSON summary to stdout. */
 int pprun_write_json(const pprun_opts *o, const pprun_record *rec);
 /* Median of the steps after warm-up, and how many steps counted as warm-up. */

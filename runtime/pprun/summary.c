@@ -1,7 +1,10 @@
 /* summary.c — pprun's --json summary (jansson): the configuration, every step's loss, gradient
- * norm and time, the median step time after warm-up, tokens per second, and each rank's peak
- * bytes by category as its backend counted them. */
+ * norm and time, the median step time after warm-up, tokens per second, each rank's peak
+ * bytes by category as its backend counted them, the transport, and "param_checksum" (the
+ * parameters after the last step, bit for bit, as 16 hex digits: equal across transports when
+ * the arithmetic is the same). */
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "pprun.h"
@@ -81,6 +84,15 @@ int pprun_write_json(const pprun_opts *o, const pprun_record *rec)
         "clip", o->clip, "weight_decay", o->weight_decay, "data", o->data ? o->data : "synthetic",
         "per_step", steps, "warmup_steps", warmup, "median_step_seconds", med, "tokens_per_step",
         tokens, "tokens_per_second", med > 0 ? tokens / med : 0.0, "ranks", ranks_json(rec));
+    char sum[24];
+    snprintf(sum, sizeof sum, "%016llx", (unsigned long long)rec->param_checksum);
+    if (root && json_object_update_new(root, json_pack("{s:s, s:i, s:s}", "transport",
+                                                       rec->transport ? rec->transport : "thread",
+                                                       "processes", rec->processes,
+                                                       "param_checksum", sum)) != 0) {
+        json_decref(root);
+        root = NULL;
+    }
     if (!root) {
         fputs("pprun: cannot build the JSON summary\n", stderr);
         return 1;

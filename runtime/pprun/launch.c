@@ -1,0 +1,97 @@
+/* launch.c — pprun under a launcher: which transport to use (threads, or one MPI process per
+ * pipeline rank), the world-size checks that turn a bad launch into one clear line, and the
+ * agreement after setup so that one process's failure does not leave the others waiting.
+ *
+ * Not here: launching processes (mpirun / srun do; examples/pprun.sbatch shows how).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "pprun.h"
+
+/* World size against --ranks / --dp. Every process computes the same answer; rank 0 says it. */
+static int check_world(pprun_opts *o, int world, int rank)
+{
+    if (world % o->ranks != 0) {
+        if (rank == 0)
+            fprintf(stderr,
+                    "pprun: %d processes were launched, which is not a multiple of --ranks %d: "
+                    "launch ranks x dp processes (e.g. mpirun -np %d)\n",
+                    world, o->ranks, o->ranks);
+        return 2;
+    }
+    if (o->dp_set && o->dp * o->ranks != world) {
+        if (rank == 0)
+            fprintf(stderr,
+                    "pprun: --ranks %d x --dp %d = %d pipeline ranks, but %d processes were "
+                    "launched: launch %d (mpirun -np %d), or leave --dp out (it is then %d)\n",
+                    o->ranks, o->dp, o->ranks * o->dp, world, o->ranks * o->dp, o->ranks * o->dp,
+                    world / o->ranks);
+        return 2;
+    }
+    o->dp = world / o->ranks;
+    return -1;
+}
+
+int pprun_open_transport(pprun_opts *o, pp_transport **tp, int *rank)
+{
+    *tp = NULL;
+    *rank = 0;
+    pp_launch_info li;
+    pp_status st = pp_launch_detect(&li);
+    if (st != PP_OK) {
+        fprintf(stderr, "pprun: bad launcher environment: %s\n", pp_err_text());
+        return 2;
+    }
+    int want_mpi = !strcmp(o->transport, "mpi") || (!strcmp(o->transport, "auto") && li.size > 1);
+    if (!want_mpi) {
+        if (li.size > 1) {
+            if (li.rank == 0)
+                fprintf(stderr,
+                        "pprun: --transport thread, but %s started %d processes: each would run "
+                        "the whole job; start one process, or use --transport mpi\n",
+                        li.launcher, li.size);
+            return 2;
+        }
+        return -1;
+    }
+    /* Before MPI_Init: a bad launch fails fast and says so once. */
+    int rc = check_world(o, li.size, li.rank);
+    if (rc >= 0 && li.size > 1)
+        return rc;
+    if ((st = pp_transport_mpi_create(tp)) != PP_OK) {
+        fprintf(stderr, "pprun: --transport mpi: %s\n", pp_err_text());
+        return 2;
+    }
+    *rank = pp_transport_self(*tp);
+    int world = pp_transport_ranks(*tp);
+    if (li.size > 1 && world != li.size) {
+        if (*rank == 0)
+            fprintf(stderr,
+                    "pprun: %s says the job has %d processes but MPI_COMM_WORLD has %d: was pprun "
+                    "started by srun without MPI support (try srun --mpi=pmix)?\n",
+                    li.launcher, li.size, world);
+        return 2;
+    }
+    return check_world(o, world, *rank);
+}
+
+int pprun_agree(pp_transport *tp, int rank, int rc)
+{
+    if (!tp)
+        return rc;
+    int n = pp_transport_ranks(tp);
+    int group[1024];
+    if (n > (int)(sizeof group / sizeof group[0]))
+        return rc; /* larger jobs skip the agreement (the executor allows 1024 ranks) */
+    for (int g = 0; g < n; g++)
+        group[g] = g;
+    /* processes that failed (each printed why, or rank 0 did for an input error all share) */
+    float failed = rc >= 0 ? 1.0f : 0.0f;
+    uint64_t tag = (1ull << 63) | 1; /* kind 0: a tag the executor never uses */
+    if (pp_transport_allreduce_sum(tp, rank, group, n, tag, &failed, 1) != PP_OK) {
+        fprintf(stderr, "pprun: rank %d: %s\n", rank, pp_err_msg());
+        return 1;
+    }
+    return failed > 0 && rc < 0 ? 1 : rc;
+}

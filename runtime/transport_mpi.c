@@ -1,0 +1,475 @@
+/* transport_mpi.c — ranks as processes: the transport table over MPI (Open MPI from Debian),
+ * one pipeline rank per process, on one machine or many.
+ *
+ * Point to point on a duplicate of MPI_COMM_WORLD of its own: send copies the bytes into a
+ * buffer (PP_MEM_COMM in the rank's backend once the executor binds it), posts MPI_Isend and
+ * returns; the buffer lives until MPI_Test / MPI_Wait says the send completed (checked on
+ * every later send, waited for in flush). recv is a blocking MPI_Recv into the caller's buffer.
+ *
+ * All-reduce on a second duplicate communicator, so its messages never match a pipeline hop:
+ * every member sends its part to the group's first rank (the root), which sums the parts in
+ * group order — d0 + d1 + d2 ..., element by element, the order of the in-process transport —
+ * and sends the sum back. Bit-identical floats on every member and with the thread transport,
+ * whatever MPI's own reduction algorithms would do. Posting never blocks: the root posts its
+ * receives, a member its send; wait finishes the exchange.
+ *
+ * Tags: MPI tags are ints (at least 2^30 - 1 in Open MPI and MPICH), ours 64 bits; they are
+ * packed exactly (transport.h documents the layout) and a value that does not fit is an error,
+ * never a silent collision.
+ *
+ * Not here: MPI's own collectives (their summation order is the library's), device buffers
+ * (CUDA-aware MPI), more than one rank per process, threads calling MPI other than the one
+ * that created the transport. Without MPI at build time only the fallback at the bottom is
+ * compiled: it answers PP_ERR_UNSUPPORTED, so code above has no #ifdef.
+ */
+#include "transport.h"
+
+#ifdef PP_HAVE_MPI
+
+#include <limits.h>
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+
+typedef struct pending_send {
+    struct pending_send *next;
+    MPI_Request req;
+    void *buf;
+    size_t bytes;
+} pending_send;
+
+struct pp_transport_req {
+    int root, n_members; /* n_members = n_group - 1 parts the root receives */
+    int *members;        /* [n_members] world ranks (root only) */
+    MPI_Request *reqs;   /* [n_members] receives (root), or [1] the member's send */
+    float **parts;       /* [n_members] received parts (root only) */
+    float *data;
+    size_t n;
+    int tag;
+};
+
+typedef struct {
+    MPI_Comm p2p, coll;
+    int rank, size;
+    int own_init; /* we called MPI_Init_thread: finalise in destroy */
+    pp_backend *be;
+    pending_send *sends;
+} mctx;
+
+static pp_status mpi_fail(int rc, const char *what, const char *file, int line)
+{
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    return pp_err_set(PP_ERR_DEVICE, file, line, "%s failed: %s", what, msg);
+}
+#define MPI_CHECK(call)                                                                            \
+    do {                                                                                           \
+        int rc_ = (call);                                                                          \
+        if (rc_ != MPI_SUCCESS)                                                                    \
+            return mpi_fail(rc_, #call, __FILE__, __LINE__);                                       \
+    } while (0)
+
+/* ---- tags ---- */
+enum { TAG_STAGE_BITS = 11, TAG_MB_BITS = 16, TAG_COLL_BIT = 1 << 29 };
+
+/* Point to point, pp_transport_tag's layout: stage(11) pipe(1) dir(1) mb(16) in 29 bits;
+ * the executor's gathers (bit 63): bit 29, kind(3) replica(6) index(20). */
+static pp_status mpi_tag(uint64_t tag, int *out)
+{
+    if (tag >> 63) {
+        uint64_t kind = (tag >> 48) & 0xff, replica = (tag >> 32) & 0xffff, a = tag & 0xffffffffu;
+        if (kind >= 8 || replica >= 64 || a >= (1u << 20))
+            return PP_ERR(PP_ERR_UNSUPPORTED,
+                          "MPI transport: collective tag %#llx (kind %llu, replica %llu, index "
+                          "%llu) does not fit an MPI tag (kind < 8, replica < 64, index < 2^20)",
+                          (unsigned long long)tag, (unsigned long long)kind,
+                          (unsigned long long)replica, (unsigned long long)a);
+        *out = TAG_COLL_BIT | (int)(kind << 26 | replica << 20 | a);
+        return PP_OK;
+    }
+    uint64_t pipe = (tag >> 62) & 1, dir = (tag >> 61) & 1, stage = (tag >> 32) & 0x1fffffff,
+             mb = tag & 0xffffffffu;
+    if (stage >= (1u << TAG_STAGE_BITS) || mb >= (1u << TAG_MB_BITS))
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "MPI transport: stage %llu / micro-batch %llu do not fit an MPI tag (at "
+                      "most %d stages and %d micro-batches)",
+                      (unsigned long long)stage, (unsigned long long)mb, 1 << TAG_STAGE_BITS,
+                      1 << TAG_MB_BITS);
+    *out = (int)(stage << 18 | pipe << 17 | dir << 16 | mb);
+    return PP_OK;
+}
+
+static pp_status check_count(size_t elems, const char *what)
+{
+    if (elems > INT_MAX)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "MPI transport: a %s of %zu elements exceeds MPI's int "
+                      "count (split the model into more stages)",
+                      what, elems);
+    return PP_OK;
+}
+
+/* ---- buffers: the bound backend's PP_MEM_COMM, or malloc before binding ---- */
+static void *buf_alloc(mctx *c, size_t bytes)
+{
+    if (c->be)
+        return pp_backend_alloc(c->be, bytes, PP_MEM_COMM);
+    return malloc(bytes ? bytes : 1);
+}
+
+static void buf_free(mctx *c, void *p, size_t bytes)
+{
+    if (c->be)
+        pp_backend_free(c->be, p, bytes, PP_MEM_COMM);
+    else
+        free(p);
+}
+
+/* Releases the sends that completed (wait = 1: all of them, waiting). */
+static pp_status reclaim(mctx *c, int wait)
+{
+    pp_status st = PP_OK;
+    for (pending_send **pp = &c->sends; *pp;) {
+        pending_send *s = *pp;
+        int done = 0, rc;
+        if (wait) {
+            rc = MPI_Wait(&s->req, MPI_STATUS_IGNORE);
+            done = 1;
+        } else {
+            rc = MPI_Test(&s->req, &done, MPI_STATUS_IGNORE);
+        }
+        if (rc != MPI_SUCCESS && st == PP_OK)
+            st = mpi_fail(rc, wait ? "MPI_Wait (send)" : "MPI_Test (send)", __FILE__, __LINE__);
+        if (!done) {
+            pp = &s->next;
+            continue;
+        }
+        *pp = s->next;
+        buf_free(c, s->buf, s->bytes);
+        free(s);
+    }
+    return st;
+}
+
+static pp_status m_send(void *ctx, int from, int to, uint64_t tag, const void *buf, size_t bytes)
+{
+    mctx *c = ctx;
+    (void)from;
+    int mt;
+    PP_TRY(mpi_tag(tag, &mt));
+    PP_TRY(check_count(bytes, "message"));
+    PP_TRY(reclaim(c, 0));
+    pending_send *s = calloc(1, sizeof *s);
+    if (!s)
+        return PP_ERR(PP_ERR_NOMEM, "MPI transport: cannot allocate a send descriptor");
+    if (!(s->buf = buf_alloc(c, bytes))) {
+        free(s);
+        return PP_ERR(PP_ERR_OOM, "MPI transport: cannot allocate a %zu-byte send buffer", bytes);
+    }
+    if (bytes)
+        memcpy(s->buf, buf, bytes);
+    s->bytes = bytes;
+    int rc = MPI_Isend(s->buf, (int)bytes, MPI_BYTE, to, mt, c->p2p, &s->req);
+    if (rc != MPI_SUCCESS) {
+        buf_free(c, s->buf, bytes);
+        free(s);
+        return mpi_fail(rc, "MPI_Isend", __FILE__, __LINE__);
+    }
+    s->next = c->sends;
+    c->sends = s;
+    return PP_OK;
+}
+
+static pp_status m_recv(void *ctx, int to, int from, uint64_t tag, void *buf, size_t bytes)
+{
+    mctx *c = ctx;
+    int mt, got = 0;
+    PP_TRY(mpi_tag(tag, &mt));
+    PP_TRY(check_count(bytes, "message"));
+    /* Probe first: a message of another size is reported as such (MPI would truncate). */
+    MPI_Status stt;
+    MPI_CHECK(MPI_Probe(from, mt, c->p2p, &stt));
+    MPI_CHECK(MPI_Get_count(&stt, MPI_BYTE, &got));
+    if ((size_t)got != bytes)
+        return PP_ERR(PP_ERR_INVALID,
+                      "transport recv on rank %d: the message from rank %d (tag %#llx) has %d "
+                      "bytes, the receive expects %zu",
+                      to, from, (unsigned long long)tag, got, bytes);
+    MPI_CHECK(MPI_Recv(buf, (int)bytes, MPI_BYTE, from, mt, c->p2p, MPI_STATUS_IGNORE));
+    return PP_OK;
+}
+
+static pp_status m_flush(void *ctx, int rank)
+{
+    (void)rank;
+    return reclaim(ctx, 1);
+}
+
+/* ---- all-reduce: parts to the root, summed in group order, the sum back ---- */
+static void req_free(mctx *c, pp_transport_req *q)
+{
+    if (!q)
+        return;
+    for (int i = 0; q->parts && i < q->n_members; i++)
+        buf_free(c, q->parts[i], q->n * sizeof(float));
+    free(q->parts);
+    free(q->members);
+    free(q->reqs);
+    free(q);
+}
+
+static pp_status post_root(mctx *c, pp_transport_req *q, const int *group, int n_group)
+{
+    q->n_members = n_group - 1;
+    q->members = calloc((size_t)n_group, sizeof *q->members);
+    q->reqs = calloc((size_t)n_group, sizeof *q->reqs);
+    q->parts = calloc((size_t)n_group, sizeof *q->parts);
+    if (!q->members || !q->reqs || !q->parts)
+        return PP_ERR(PP_ERR_NOMEM, "MPI transport: cannot allocate an all-reduce of %d ranks",
+                      n_group);
+    for (int i = 0; i < q->n_members; i++) {
+        q->reqs[i] = MPI_REQUEST_NULL;
+        q->members[i] = group[i + 1];
+    }
+    for (int i = 0; i < q->n_members; i++) {
+        if (!(q->parts[i] = buf_alloc(c, q->n * sizeof(float))))
+            return PP_ERR(PP_ERR_OOM, "MPI transport: cannot allocate a %zu-float receive buffer",
+                          q->n);
+        MPI_CHECK(MPI_Irecv(q->parts[i], (int)q->n, MPI_FLOAT, q->members[i], q->tag, c->coll,
+                            &q->reqs[i]));
+    }
+    return PP_OK;
+}
+
+static pp_status m_iallreduce(void *ctx, int rank, const int *group, int n_group, uint64_t tag,
+                              float *data, size_t n, pp_transport_req **req)
+{
+    mctx *c = ctx;
+    int mt;
+    PP_TRY(mpi_tag(tag | 1ull << 63, &mt));
+    PP_TRY(check_count(n, "all-reduce"));
+    pp_transport_req *q = calloc(1, sizeof *q);
+    if (!q)
+        return PP_ERR(PP_ERR_NOMEM, "MPI transport: cannot allocate an all-reduce request");
+    q->root = group[0];
+    q->data = data;
+    q->n = n;
+    q->tag = mt;
+    pp_status st;
+    if (rank == q->root) {
+        st = post_root(c, q, group, n_group);
+    } else {
+        q->reqs = calloc(1, sizeof *q->reqs);
+        st = q->reqs ? PP_OK : PP_ERR_NOMEM;
+        if (st == PP_OK) {
+            int rc = MPI_Isend(data, (int)n, MPI_FLOAT, q->root, mt, c->coll, &q->reqs[0]);
+            if (rc != MPI_SUCCESS)
+                st = mpi_fail(rc, "MPI_Isend (all-reduce)", __FILE__, __LINE__);
+        }
+    }
+    if (st != PP_OK) {
+        req_free(c, q);
+        return st;
+    }
+    *req = q;
+    return PP_OK;
+}
+
+static pp_status wait_root(mctx *c, pp_transport_req *q)
+{
+    if (q->n_members == 0)
+        return PP_OK;
+    MPI_CHECK(MPI_Waitall(q->n_members, q->reqs, MPI_STATUSES_IGNORE));
+    /* d0 + d1 + d2 ...: the in-process transport's order, element by element */
+    for (int j = 0; j < q->n_members; j++) {
+        const float *d = q->parts[j];
+        for (size_t i = 0; i < q->n; i++)
+            q->data[i] += d[i];
+    }
+    for (int j = 0; j < q->n_members; j++)
+        MPI_CHECK(
+            MPI_Isend(q->data, (int)q->n, MPI_FLOAT, q->members[j], q->tag, c->coll, &q->reqs[j]));
+    MPI_CHECK(MPI_Waitall(q->n_members, q->reqs, MPI_STATUSES_IGNORE));
+    return PP_OK;
+}
+
+static pp_status wait_member(mctx *c, pp_transport_req *q)
+{
+    MPI_CHECK(MPI_Wait(&q->reqs[0], MPI_STATUS_IGNORE));
+    MPI_CHECK(MPI_Recv(q->data, (int)q->n, MPI_FLOAT, q->root, q->tag, c->coll, MPI_STATUS_IGNORE));
+    return PP_OK;
+}
+
+static pp_status m_wait(void *ctx, int rank, pp_transport_req *q)
+{
+    mctx *c = ctx;
+    pp_status st = rank == q->root ? wait_root(c, q) : wait_member(c, q);
+    req_free(c, q);
+    return st;
+}
+
+static pp_status m_barrier(void *ctx, int rank)
+{
+    (void)rank;
+    MPI_CHECK(MPI_Barrier(((mctx *)ctx)->p2p));
+    return PP_OK;
+}
+
+static void m_abort(void *ctx)
+{
+    (void)ctx;
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+/* Sends still in flight go back to the backend they came from before it is destroyed: a send
+ * that has not completed (its receiver failed) is cancelled first. */
+static void m_bind(void *ctx, int rank, pp_backend *be)
+{
+    mctx *c = ctx;
+    (void)rank;
+    if (c->be != be) {
+        for (pending_send *s = c->sends; s; s = s->next) {
+            int done = 0;
+            MPI_Test(&s->req, &done, MPI_STATUS_IGNORE);
+            if (!done) {
+                MPI_Cancel(&s->req);
+                MPI_Wait(&s->req, MPI_STATUS_IGNORE);
+            }
+        }
+        reclaim(c, 1);
+    }
+    c->be = be;
+}
+
+static void m_destroy(void *ctx)
+{
+    mctx *c = ctx;
+    if (!c)
+        return;
+    m_bind(c, c->rank, NULL);
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) {
+        if (c->p2p != MPI_COMM_NULL)
+            MPI_Comm_free(&c->p2p);
+        if (c->coll != MPI_COMM_NULL)
+            MPI_Comm_free(&c->coll);
+        if (c->own_init)
+            MPI_Finalize();
+    }
+    free(c);
+}
+
+static const pp_transport_ops mpi_ops = {
+    .send = m_send,
+    .recv = m_recv,
+    .iallreduce_sum = m_iallreduce,
+    .wait = m_wait,
+    .barrier = m_barrier,
+    .flush = m_flush,
+    .abort = m_abort,
+    .destroy = m_destroy,
+    .bind = m_bind,
+};
+
+static pp_status init_mpi(mctx *c)
+{
+    int inited = 0, provided = 0;
+    MPI_CHECK(MPI_Initialized(&inited));
+    if (!inited) {
+        MPI_CHECK(MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided));
+        c->own_init = 1;
+    }
+    /* errors come back as codes (turned into pp_status) instead of killing the job */
+    MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &c->p2p));
+    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &c->coll));
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &c->rank));
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &c->size));
+    void *ub = NULL;
+    int flag = 0;
+    MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag));
+    if (flag && *(int *)ub < (1 << 30) - 1)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "this MPI allows tags up to %d; the MPI transport needs 2^30 - 1",
+                      *(int *)ub);
+    return PP_OK;
+}
+
+pp_status pp_transport_mpi_create(pp_transport **out)
+{
+    *out = NULL;
+    mctx *c = pp_calloc(1, sizeof *c);
+    pp_transport *t = pp_calloc(1, sizeof *t);
+    if (!c || !t) {
+        free(c);
+        free(t);
+        return PP_ERR_NOMEM;
+    }
+    c->p2p = c->coll = MPI_COMM_NULL;
+    pp_status st = init_mpi(c);
+    if (st != PP_OK) {
+        m_destroy(c);
+        free(t);
+        return pp_err_trace(st, __FILE__, __LINE__);
+    }
+    t->name = "mpi";
+    t->ops = &mpi_ops;
+    t->ctx = c;
+    t->ranks = c->size;
+    t->self = c->rank;
+    *out = t;
+    return PP_OK;
+}
+
+/* The launch's local-rank fallback (launch.c): host names of all ranks, this rank's position
+ * among those on its host. Needs MPI initialised. */
+pp_status pp_mpi_host_local_rank(int *local_rank)
+{
+    enum { HOST = 256 };
+    int inited = 0, rank, size;
+    MPI_CHECK(MPI_Initialized(&inited));
+    if (!inited)
+        return PP_ERR(PP_ERR_INVALID, "the local rank over MPI needs MPI initialised first "
+                                      "(create the MPI transport before asking)");
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    char me[HOST] = "";
+    gethostname(me, HOST - 1);
+    char *all = pp_calloc((size_t)size, HOST);
+    if (!all)
+        return PP_ERR_NOMEM;
+    int rc = MPI_Allgather(me, HOST, MPI_CHAR, all, HOST, MPI_CHAR, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) {
+        free(all);
+        return mpi_fail(rc, "MPI_Allgather (host names)", __FILE__, __LINE__);
+    }
+    int n = 0;
+    for (int r = 0; r < rank; r++)
+        n += strcmp(all + (size_t)r * HOST, me) == 0;
+    free(all);
+    *local_rank = n;
+    return PP_OK;
+}
+
+#else /* built without MPI */
+
+pp_status pp_transport_mpi_create(pp_transport **out)
+{
+    *out = NULL;
+    return PP_ERR(PP_ERR_UNSUPPORTED, "the MPI transport: pptune was built without MPI "
+                                      "(install Open MPI and reconfigure)");
+}
+
+pp_status pp_mpi_host_local_rank(int *local_rank)
+{
+    *local_rank = -1;
+    return PP_ERR(PP_ERR_UNSUPPORTED, "the local rank over MPI: pptune was built without MPI "
+                                      "(set the launcher's local-rank variable)");
+}
+
+#endif

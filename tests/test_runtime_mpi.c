@@ -1,0 +1,307 @@
+/* test_runtime_mpi.c — pprun with ranks as processes (the MPI transport) against pprun with
+ * ranks as threads: under `mpirun --oversubscribe --allow-run-as-root -np 4` the per-step
+ * losses, gradient norms and the checksum of every parameter after the last step must equal
+ * the in-process run's bit for bit (the same arithmetic in the same order: the all-reduces sum
+ * in group order in both transports). Also: rank 0's summary holds every rank's memory, the
+ * trace every rank's actions, and a bad launch fails with one clear line.
+ *
+ * Skipped, with one line saying why, where mpirun is missing or pptune was built without MPI.
+ * Under AddressSanitizer Open MPI's own allocations that live until exit would be reported as
+ * leaks: LSAN_OPTIONS points LeakSanitizer at tests/fixtures/lsan_openmpi.supp (Open MPI's
+ * libraries only; leaks in pptune's code are still reported).
+ */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "pp_rt.h"
+
+#define PPRUN PP_BINARY_DIR "/runtime/pprun"
+#define MPIRUN "mpirun --oversubscribe --allow-run-as-root"
+#define LSAN_SUPP PP_FIXTURES_DIR "/lsan_openmpi.supp"
+
+typedef struct {
+    int code;
+    char *out, *err;
+} run_result;
+
+static char *slurp(const char *path)
+{
+    char *s = NULL;
+    size_t n;
+    if (pp_file_read(path, &s, &n) != PP_OK)
+        return pp_strdup("");
+    return s;
+}
+
+/* Runs a shell command line, capturing stdout and stderr. */
+static run_result run(const char *cmdline)
+{
+    run_result r = {0};
+    char dir[] = "/tmp/pprun_mpi_XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char cmd[4096], out[64], err[64];
+    snprintf(out, sizeof out, "%s/out", dir);
+    snprintf(err, sizeof err, "%s/err", dir);
+    snprintf(cmd, sizeof cmd, "%s >%s 2>%s", cmdline, out, err);
+    int st = system(cmd);
+    cr_assert(st != -1 && WIFEXITED(st), "could not run %s", cmd);
+    r.code = WEXITSTATUS(st);
+    r.out = slurp(out);
+    r.err = slurp(err);
+    remove(out);
+    remove(err);
+    rmdir(dir);
+    return r;
+}
+
+static void done(run_result *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+/* Skips the test (one line) unless mpirun exists and pprun was built with MPI. */
+static void need_mpi(void)
+{
+    setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
+    setenv("LSAN_OPTIONS", "suppressions=" LSAN_SUPP, 1);
+    if (system("command -v mpirun >/dev/null 2>&1") != 0)
+        cr_skip_test("mpirun not found: the MPI transport tests need Open MPI (openmpi-bin)");
+    run_result r = run(PPRUN " --transport mpi --ranks 1 --steps 1 --quiet");
+    int without = strstr(r.err, "built without MPI") != NULL;
+    done(&r);
+    if (without)
+        cr_skip_test("pprun was built without MPI: the MPI transport tests do not apply");
+}
+
+static json_t *parse(const char *text, const char *what)
+{
+    json_error_t e;
+    json_t *j = json_loads(text, 0, &e);
+    cr_assert(j, "%s: not JSON (line %d: %s):\n%.400s", what, e.line, e.text, text);
+    return j;
+}
+
+/* pprun ARGS --json in-process and under mpirun -np NP: the same steps, bit for bit. */
+static void same_as_threads(const char *args, int np, int n_ranks)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, PPRUN " %s --json --quiet", args);
+    run_result t = run(cmd);
+    cr_assert_eq(t.code, 0, "pprun %s (threads): exit %d: %s", args, t.code, t.err);
+    snprintf(cmd, sizeof cmd, MPIRUN " -np %d " PPRUN " %s --json --quiet", np, args);
+    run_result m = run(cmd);
+    cr_assert_eq(m.code, 0, "%s: exit %d: %s", cmd, m.code, m.err);
+    json_t *jt = parse(t.out, "threads"), *jm = parse(m.out, cmd);
+
+    cr_assert_str_eq(json_string_value(json_object_get(jt, "transport")), "thread");
+    cr_assert_str_eq(json_string_value(json_object_get(jm, "transport")), "mpi");
+    cr_assert_eq(json_integer_value(json_object_get(jm, "processes")), np);
+    json_t *st = json_object_get(jt, "per_step"), *sm = json_object_get(jm, "per_step");
+    cr_assert_eq(json_array_size(sm), json_array_size(st));
+    cr_assert_gt(json_array_size(st), 0);
+    for (size_t i = 0; i < json_array_size(st); i++) {
+        const char *keys[] = {"loss", "grad_norm"};
+        for (int k = 0; k < 2; k++) {
+            double a = json_real_value(json_object_get(json_array_get(st, i), keys[k]));
+            double b = json_real_value(json_object_get(json_array_get(sm, i), keys[k]));
+            cr_assert(a == b, "pprun %s, step %zu: %s %.17g with threads, %.17g under MPI", args,
+                      i + 1, keys[k], a, b);
+        }
+    }
+    const char *ct = json_string_value(json_object_get(jt, "param_checksum"));
+    const char *cm = json_string_value(json_object_get(jm, "param_checksum"));
+    cr_assert(ct && cm && strlen(ct) == 16, "pprun %s: no param_checksum", args);
+    cr_assert_str_eq(cm, ct, "pprun %s: parameters after the last step differ (threads %s, MPI %s)",
+                     args, ct, cm);
+
+    /* rank 0 reports every rank's memory, gathered from the other processes */
+    json_t *rt = json_object_get(jt, "ranks"), *rm = json_object_get(jm, "ranks");
+    cr_assert_eq(json_array_size(rm), (size_t)n_ranks);
+    for (size_t g = 0; g < json_array_size(rm); g++) {
+        json_t *pt = json_object_get(json_array_get(rt, g), "peak_bytes");
+        json_t *pm = json_object_get(json_array_get(rm, g), "peak_bytes");
+        const char *cats[] = {"weights", "grads", "optim", "acts"};
+        for (int c = 0; c < 4; c++)
+            cr_assert_eq(json_integer_value(json_object_get(pm, cats[c])),
+                         json_integer_value(json_object_get(pt, cats[c])),
+                         "pprun %s: rank %zu %s bytes differ between threads and MPI", args, g,
+                         cats[c]);
+        cr_assert_gt(json_integer_value(json_object_get(pm, "comm")), 0,
+                     "rank %zu counts no send buffers under MPI", g);
+    }
+    json_decref(jt);
+    json_decref(jm);
+    done(&t);
+    done(&m);
+}
+
+/* The tiny model with 8 layers, so that interleaved and bitpipe (8 stages) fit D = 4. */
+#define COMMON "--model tiny --layers 8 --microbatches 8 --seq 16 --steps 3 --seed 11"
+
+Test(runtime_mpi, one_f_one_b_d4_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads(COMMON " --schedule 1f1b --ranks 4", 4, 4);
+}
+
+Test(runtime_mpi, interleaved_d4_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads(COMMON " --schedule interleaved --ranks 4 --chunks 2", 4, 4);
+}
+
+Test(runtime_mpi, chimera_d4_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads(COMMON " --schedule chimera --ranks 4", 4, 4);
+}
+
+Test(runtime_mpi, bitpipe_d4_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads(COMMON " --schedule bitpipe --ranks 4", 4, 4);
+}
+
+/* dp = 2 replicas of a 2-rank pipeline: 4 processes, the dp all-reduce across processes. */
+Test(runtime_mpi, dp2_d2_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads(COMMON " --schedule 1f1b --ranks 2 --dp 2 --clip 0.5", 4, 4);
+}
+
+/* Rank 0's trace holds every action of every process's rank. */
+Test(runtime_mpi, trace_has_every_rank, .timeout = 300)
+{
+    need_mpi();
+    char path[128], cmd[1024];
+    snprintf(path, sizeof path, "/tmp/pprun_mpi_trace_%ld.json", (long)getpid());
+    snprintf(cmd, sizeof cmd,
+             MPIRUN " -np 4 " PPRUN " --model tiny --schedule 1f1b --ranks 4 --microbatches 4 "
+                    "--seq 16 --steps 2 --quiet --trace %s",
+             path);
+    run_result r = run(cmd);
+    cr_assert_eq(r.code, 0, "%s: %s", cmd, r.err);
+    char *text = slurp(path);
+    remove(path);
+    json_t *j = parse(text, path);
+    free(text);
+    pp_sched_params sp = {.ranks = 4, .microbatches = 4, .layers = 4};
+    pp_sched *s;
+    cr_assert_eq(pp_sched_generate("1f1b", &sp, &s), PP_OK);
+    int actions[4] = {0};
+    json_t *ev = json_object_get(j, "traceEvents");
+    for (size_t i = 0; i < json_array_size(ev); i++) {
+        json_t *e = json_array_get(ev, i);
+        int tid = (int)json_integer_value(json_object_get(e, "tid"));
+        const char *ph = json_string_value(json_object_get(e, "ph"));
+        const char *cat = json_string_value(json_object_get(e, "cat"));
+        if (tid < 0 || tid > 3 || strcmp(ph, "X") || !strcmp(cat, "sync") || !strcmp(cat, "optim"))
+            continue;
+        actions[tid]++;
+        cr_assert_geq(json_real_value(json_object_get(e, "dur")), 0);
+    }
+    for (int g = 0; g < 4; g++)
+        cr_assert_eq(actions[g], 2 * s->n_ops[g], "rank %d: %d action events for 2 steps of %d", g,
+                     actions[g], s->n_ops[g]);
+    pp_sched_destroy(s);
+    json_decref(j);
+    done(&r);
+}
+
+static int count(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+Test(runtime_mpi, bad_launch_says_so_once, .timeout = 300)
+{
+    need_mpi();
+    struct {
+        const char *launch, *says;
+    } cases[] = {
+        {"-np 3 " PPRUN " --ranks 2", "3 processes were launched, which is not a multiple of "
+                                      "--ranks 2"},
+        {"-np 4 " PPRUN " --ranks 2 --dp 3", "--ranks 2 x --dp 3 = 6 pipeline ranks, but 4 "
+                                             "processes were launched"},
+        {"-np 2 " PPRUN " --ranks 2 --transport thread", "each would run the whole job"},
+        {"-np 2 " PPRUN " --ranks 2 --schedule zigzag", "unknown schedule \"zigzag\""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, MPIRUN " %s --steps 1 --quiet", cases[i].launch);
+        run_result r = run(cmd);
+        cr_assert_neq(r.code, 0, "%s succeeded", cmd);
+        cr_assert_eq(count(r.err, cases[i].says), 1, "%s: \"%s\" not said exactly once in:\n%s",
+                     cmd, cases[i].says, r.err);
+        cr_assert_str_eq(r.out, "", "%s printed on stdout", cmd);
+        done(&r);
+    }
+}
+
+/* The launcher's variables, as pprun and the GPU probes read them. */
+Test(runtime_mpi, launch_reads_openmpi_slurm_pmi)
+{
+    const char *vars[] = {"OMPI_COMM_WORLD_RANK",
+                          "OMPI_COMM_WORLD_SIZE",
+                          "OMPI_COMM_WORLD_LOCAL_RANK",
+                          "SLURM_PROCID",
+                          "SLURM_STEP_NUM_TASKS",
+                          "SLURM_NTASKS",
+                          "SLURM_LOCALID",
+                          "PMI_RANK",
+                          "PMI_SIZE",
+                          "MPI_LOCALRANKID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        unsetenv(vars[i]);
+    pp_launch_info li;
+    cr_assert_eq(pp_launch_detect(&li), PP_OK);
+    cr_assert_eq(li.size, 1);
+    cr_assert_str_eq(li.launcher, "none");
+
+    setenv("SLURM_PROCID", "9", 1);
+    setenv("SLURM_NTASKS", "32", 1); /* the allocation's; the step's wins */
+    setenv("SLURM_STEP_NUM_TASKS", "16", 1);
+    setenv("SLURM_LOCALID", "1", 1);
+    cr_assert_eq(pp_launch_detect(&li), PP_OK);
+    cr_assert_str_eq(li.launcher, "slurm");
+    cr_assert_eq(li.rank, 9);
+    cr_assert_eq(li.size, 16);
+    cr_assert_eq(li.local_rank, 1);
+    int local = -2;
+    cr_assert_eq(pp_launch_local_rank(&li, &local), PP_OK);
+    cr_assert_eq(local, 1);
+
+    setenv("OMPI_COMM_WORLD_RANK", "3", 1); /* Open MPI first */
+    setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", "3", 1);
+    cr_assert_eq(pp_launch_detect(&li), PP_OK);
+    cr_assert_str_eq(li.launcher, "openmpi");
+    cr_assert_eq(li.rank, 3);
+    cr_assert_eq(li.size, 4);
+
+    setenv("OMPI_COMM_WORLD_RANK", "4", 1);
+    cr_assert_eq(pp_launch_detect(&li), PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_text(), "OMPI_COMM_WORLD_RANK=4 is outside 0..3"), "%s", pp_err_text());
+    setenv("OMPI_COMM_WORLD_RANK", "two", 1);
+    cr_assert_eq(pp_launch_detect(&li), PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_text(), "OMPI_COMM_WORLD_RANK=\"two\""), "%s", pp_err_text());
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        unsetenv(vars[i]);
+
+    setenv("PMI_RANK", "0", 1);
+    setenv("PMI_SIZE", "2", 1);
+    cr_assert_eq(pp_launch_detect(&li), PP_OK);
+    cr_assert_str_eq(li.launcher, "pmi");
+    cr_assert_eq(li.local_rank, -1);
+    unsetenv("PMI_RANK");
+    unsetenv("PMI_SIZE");
+}
