@@ -88,7 +88,7 @@ static void check(const char *model, const char *kind, int D, int N, int uneven,
     pp_sched_destroy(s);
 }
 
-Test(tuner_runtime, predicted_peak_within_3_percent_gpipe_1f1b, .timeout = 300)
+Test(tuner_runtime, predicted_peak_within_3_percent_gpipe_1f1b)
 {
     const char *kinds[] = {"gpipe", "1f1b"};
     for (int k = 0; k < 2; k++) {
@@ -99,14 +99,14 @@ Test(tuner_runtime, predicted_peak_within_3_percent_gpipe_1f1b, .timeout = 300)
     }
 }
 
-Test(tuner_runtime, predicted_peak_within_3_percent_interleaved, .timeout = 300)
+Test(tuner_runtime, predicted_peak_within_3_percent_interleaved)
 {
     check("tiny", "interleaved", 2, 2, 0, 1);
     check("tiny", "interleaved", 2, 4, 0, 1);
     check("tiny", "interleaved", 2, 4, 0, 2);
 }
 
-Test(tuner_runtime, predicted_peak_within_3_percent_bidirectional, .timeout = 300)
+Test(tuner_runtime, predicted_peak_within_3_percent_bidirectional)
 {
     check("tiny", "chimera", 2, 2, 0, 1);
     check("tiny", "chimera", 4, 8, 0, 1);

@@ -152,7 +152,7 @@ Test(tuner_search_cli, simulate_one_configuration)
     free(out);
 }
 
-Test(tuner_search_cli, tiny_on_this_machine_runs_trials_and_records_them, .timeout = 300)
+Test(tuner_search_cli, tiny_on_this_machine_runs_trials_and_records_them)
 {
     char path[] = "/tmp/pptune_local_XXXXXX";
     int fd = mkstemp(path);

@@ -37,7 +37,7 @@ static pp_tune_trial_result trial(const char *pprun, double timeout)
     return r;
 }
 
-Test(tuner_trials, real_pprun_is_measured_and_matches_the_memory_model, .timeout = 120)
+Test(tuner_trials, real_pprun_is_measured_and_matches_the_memory_model)
 {
     pp_tune_trial_result r = trial(PPRUN, 60);
     cr_assert_str_eq(r.status, "ok", "%s: %s", r.status, r.detail);
