@@ -290,7 +290,13 @@ static int search_and_report(opts *o, const pp_tune_model *m, const pp_tune_hw *
            r->seen, r->wall_s, r->pruned_rule, r->pruned_memory, r->simulated, r->bounded,
            r->sim_cache_hits);
     int rc = 1;
-    if (r->n_best == 0) {
+    if (r->n_best == 0 && r->pruned_memory == 0) {
+        printf("no candidate satisfies the rules (divisibility of the global batch %d, layers, "
+               "heads; schedule constraints): see --explain\n",
+               r->global_batch);
+        if (o->explain)
+            print_explain(r);
+    } else if (r->n_best == 0) {
         printf("no candidate fits: see --explain, or try --recompute selective|full, "
                "--distributed-optimizer, --sequence-parallel, more --nodes\n");
         if (o->explain)

@@ -190,9 +190,9 @@ static pp_status enumerate(search *x)
     int gpn = x->hw->gpus_per_node;
     int max_t = x->sp->max_t > 0 ? x->sp->max_t : gpn;
     int max_b = x->sp->max_b > 0 ? x->sp->max_b : 16;
-    for (int t = 1; t <= max_t && t <= gpn; t *= 2) {
+    for (int t = 1; t <= max_t && t <= gpn; t++) {
         if (gpn % t || (t > 1 && !x->sp->allow_tp))
-            continue;
+            continue; /* t divides the devices of a node: a tensor group never spans nodes */
         char why[200];
         pp_tune_config c = {.t = t, .kind = "any"};
         if (!divides_model(x->m, t, why, sizeof why)) {
