@@ -1,6 +1,7 @@
 /* test_tuner_runtime.c — the tuner's memory model of the bundled runtime against the runtime
  * itself: for tiny models on the CPU backend, the predicted peak bytes of every rank are within
- * 3 % of the peak pprun measures, for every schedule. Also: the tuner's copies of the runtime's
+ * 3 % of the peak pprun measures, for every schedule (D = 2: a core per rank on this machine;
+ * larger runs are checked within the band the OS's scheduling leaves, see check_b). Also: the tuner's copies of the runtime's
  * model presets agree with the runtime's. Runs the built pprun. */
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pp_rt.h"
 #include "pp_tune.h"
@@ -30,13 +32,13 @@ Test(tuner_runtime, runtime_presets_agree_with_the_runtime)
 }
 
 /* Runs pprun and returns its per-rank peak totals (replica 0) in peak[]. */
-static void measure(const char *model, const pp_tune_config *c, double *peak)
+static void measure(const char *model, int seq, const pp_tune_config *c, double *peak)
 {
     char cmd[512];
     snprintf(cmd, sizeof cmd,
              PPRUN " --model %s --schedule %s --ranks %d --microbatches %d "
-                   "--micro-batch-size %d --dp %d --steps 2 --json --quiet%s%s",
-             model, c->kind, c->p, c->N, c->b, c->d, c->uneven ? " --uneven" : "",
+                   "--micro-batch-size %d --dp %d --seq %d --steps 2 --json --quiet%s%s",
+             model, c->kind, c->p, c->N, c->b, c->d, seq, c->uneven ? " --uneven" : "",
              !strcmp(c->kind, "interleaved") ? " --chunks 2" : "");
     FILE *fp = popen(cmd, "r");
     cr_assert(fp, "cannot run %s", cmd);
@@ -56,12 +58,11 @@ static void measure(const char *model, const pp_tune_config *c, double *peak)
     json_decref(root);
 }
 
-static void check(const char *model, const char *kind, int D, int N, int uneven, int dp)
+static void check_b(const char *model, const char *kind, int D, int N, int uneven, int dp, int b)
 {
     pp_tune_model m;
     cr_assert_eq(pp_tune_model_preset(model, &m), PP_OK);
-    m.seq = 64; /* pprun's default run length, and what these runs use */
-    pp_tune_config c = {.p = D, .v = 1, .b = 1, .d = dp, .t = 1, .N = N, .uneven = uneven};
+    pp_tune_config c = {.p = D, .v = 1, .b = b, .d = dp, .t = 1, .N = N, .uneven = uneven};
     snprintf(c.kind, sizeof c.kind, "%s", kind);
     if (!strcmp(kind, "interleaved") || !strcmp(kind, "bitpipe"))
         c.v = 2;
@@ -77,15 +78,42 @@ static void check(const char *model, const char *kind, int D, int N, int uneven,
     o.precision = PP_TUNE_PREC_FP32;
     cr_assert_eq(pp_tune_memory(&m, &c, s, &o, mem), PP_OK, "%s", pp_err_msg());
     double peak[8] = {0};
-    measure(model, &c, peak);
+    measure(model, m.seq, &c, peak); /* at the model's full length, as trials run */
+    /* The transport's copy of a sent message lives on the sender until the receiver has taken
+     * it; with every rank thread on its own core the simulated timeline predicts when. With
+     * more rank threads than cores the OS decides who runs, and the copies a sender holds at
+     * its peak vary from run to run: there the measured peak must lie between the prediction
+     * (-3 %) and the prediction plus a copy of every message the rank sends. */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int own_core = D * dp <= cores;
+    double io = 4.0 * b * m.seq * m.hidden;
     for (int r = 0; r < D; r++) {
-        double err = fabs(mem[r].total - peak[r]) / peak[r];
-        cr_assert(err <= 0.03,
-                  "%s D=%d N=%d %s dp=%d rank %d: predicted %.0f B, measured %.0f B (%.2f %%)",
-                  kind, D, N, uneven ? "uneven" : "even", dp, r, mem[r].total, peak[r],
-                  100 * err);
+        double err = (mem[r].total - peak[r]) / peak[r];
+        int sends = 0;
+        for (int i = 0; i < s->n_ops[r]; i++)
+            sends += s->ops[r][i].op == PP_OP_SEND_F || s->ops[r][i].op == PP_OP_SEND_B;
+        int ok = own_core ? fabs(err) <= 0.03
+                          : err <= 0.03 && peak[r] <= mem[r].total + sends * io;
+        cr_assert(ok,
+                  "%s %s D=%d N=%d b=%d %s dp=%d rank %d (%s): predicted %.0f B, measured %.0f B "
+                  "(%.2f %%; %d sends of %.0f B)",
+                  model, kind, D, N, b, uneven ? "uneven" : "even", dp, r,
+                  own_core ? "a core per rank" : "more ranks than cores", mem[r].total, peak[r],
+                  100 * err, sends, io);
     }
     pp_sched_destroy(s);
+}
+
+static void check(const char *model, const char *kind, int D, int N, int uneven, int dp)
+{
+    check_b(model, kind, D, N, uneven, dp, 1);
+}
+
+Test(tuner_runtime, predicted_peak_within_3_percent_small_model_and_micro_batch_2)
+{
+    check_b("small", "1f1b", 2, 4, 0, 1, 2);
+    check_b("small", "gpipe", 4, 4, 1, 1, 2); /* uneven: 1 + 2 + 2 + 1 layers */
+    check_b("small", "chimera", 2, 4, 0, 2, 2);
 }
 
 Test(tuner_runtime, predicted_peak_within_3_percent_gpipe_1f1b)

@@ -12,7 +12,7 @@
  *     micro-batch's tokens/targets (N = B T rows);
  *   communication: one B T C buffer per received tensor until the compute consuming it ends,
  *     per produced tensor until its SEND, the packed gradients of every REDUCE until the step's
- *     end, the data-parallel all-reduce buffer at the end; and the in-process transport's copy
+ *     end, then the data-parallel all-reduce buffer; and the in-process transport's copy
  *     of every sent message, counted on the sender until the receiver has taken it and the
  *     sender sends again (runtime/transport_thread.c reclaims on the next send or the flush).
  *     When a message is taken depends on timing: the schedule is simulated (F = 1, B = 2,
@@ -83,6 +83,7 @@ static double reduce_bytes(const pp_tune_model *m, const pp_sched *s, const dims
 
 typedef struct {
     double cur, peak, acts, comm, work, at_acts, at_comm, at_work;
+    double reduces; /* packed gradients of posted REDUCEs, held until the step's end */
 } tracker;
 
 static void bump(tracker *t, double delta_acts, double delta_comm, double delta_work)
@@ -196,9 +197,12 @@ static void walk(const pp_tune_model *m, const pp_sched *s, const dims *x, int r
             bump(t, -slot_bytes(s, x, a->pipe, a->stage), last ? 0 : -io, 0);
             break;
         }
-        case PP_OP_REDUCE:
-            bump(t, 0, reduce_bytes(m, s, x, a->stage, r), 0);       /* held to the end */
+        case PP_OP_REDUCE: {
+            double bytes = reduce_bytes(m, s, x, a->stage, r);
+            t->reduces += bytes;
+            bump(t, 0, bytes, 0); /* held to the end */
             break;
+        }
         default:
             break;
         }
@@ -243,8 +247,9 @@ pp_status pp_tune_memory_runtime(const pp_tune_model *m, const pp_tune_config *c
         bump(&t, tokens, 0, 0);
         ob.n = 0;
         walk(m, s, &x, r, &tl, &ob, &t);
-        /* End of step: pending reduce buffers are still held when the data-parallel buffer (all
-         * of the rank's gradients) is allocated. */
+        /* End of step (runtime/executor_sync.c): the REDUCE buffers are freed when they
+         * complete, then the data-parallel buffer (all of the rank's gradients) is allocated. */
+        bump(&t, 0, -t.reduces, 0);
         if (c->d > 1)
             bump(&t, 0, o->grads, 0);
         o->acts = t.at_acts;
