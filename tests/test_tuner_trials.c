@@ -57,44 +57,39 @@ Test(tuner_trials, real_pprun_is_measured_and_matches_the_memory_model)
     pp_sched_destroy(s);
 }
 
-Test(tuner_trials, a_hanging_child_is_killed_and_recorded_as_timeout)
+/* Runs a stand-in for pprun (a shell script) and checks the recorded status and detail. */
+static pp_tune_trial_result scripted(const char *body, double timeout, const char *status,
+                                     const char *detail)
 {
-    char *p = script("sleep 30");
-    pp_tune_trial_result r = trial(p, 0.5);
-    cr_assert_str_eq(r.status, "timeout");
-    cr_assert(r.wall_s < 10, "the child was not killed in time: %.1f s", r.wall_s);
+    char *p = script(body);
+    pp_tune_trial_result r = trial(p, timeout);
+    cr_assert_str_eq(r.status, status, "%s: %s (%s)", body, r.status, r.detail);
+    cr_assert(strstr(r.detail, detail), "%s: detail \"%s\"", body, r.detail);
     unlink(p);
     free(p);
+    return r;
+}
+
+Test(tuner_trials, a_hanging_child_is_killed_and_recorded_as_timeout)
+{
+    pp_tune_trial_result r = scripted("sleep 30", 0.5, "timeout", "killed after 0.5 s");
+    cr_assert(r.wall_s < 10, "the child was not killed in time: %.1f s", r.wall_s);
 }
 
 Test(tuner_trials, a_crashing_child_is_recorded_as_crash_with_its_signal)
 {
-    char *p = script("kill -SEGV $$");
-    pp_tune_trial_result r = trial(p, 10);
-    cr_assert_str_eq(r.status, "crash");
-    cr_assert(strstr(r.detail, "signal 11"), "%s", r.detail);
-    unlink(p);
-    free(p);
+    scripted("kill -SEGV $$", 10, "crash", "signal 11");
 }
 
 Test(tuner_trials, out_of_memory_is_recognised)
 {
-    char *p = script("echo 'pprun: backend \"cpu\": cannot allocate 99999999999 bytes' >&2; exit 1");
-    pp_tune_trial_result r = trial(p, 10);
-    cr_assert_str_eq(r.status, "oom");
-    cr_assert(strstr(r.detail, "cannot allocate"), "%s", r.detail);
-    unlink(p);
-    free(p);
+    scripted("echo 'pprun: backend \"cpu\": cannot allocate 99999999999 bytes' >&2; exit 1", 10,
+             "oom", "cannot allocate");
 }
 
 Test(tuner_trials, a_failing_child_with_another_error_is_a_crash_with_its_message)
 {
-    char *p = script("echo 'pprun: bad things' >&2; exit 2");
-    pp_tune_trial_result r = trial(p, 10);
-    cr_assert_str_eq(r.status, "crash");
-    cr_assert(strstr(r.detail, "exit 2: pprun: bad things"), "%s", r.detail);
-    unlink(p);
-    free(p);
+    scripted("echo 'pprun: bad things' >&2; exit 2", 10, "crash", "exit 2: pprun: bad things");
 }
 
 Test(tuner_trials, tensor_parallel_candidates_are_not_runnable)
