@@ -235,6 +235,16 @@ pp_status pp_transport_mpi_create(pp_transport **out);
 /* The one rank this process is (process transports such as MPI), or -1 when every rank is a
  * thread of this process (the in-process transport). */
 int pp_transport_self(const pp_transport *t);
+/* GPU ranks over NCCL (runtime/cuda/transport_nccl.cu; compile-checked, not yet run on a
+ * GPU): one rank per process on `device` (the launch's local rank: pp_launch_local_rank),
+ * bootstrapped over `boot` (the MPI transport, borrowed: destroy it after this one), which
+ * carries rank 0's NCCL unique ids to the others before ncclCommInitRank. Buffers are device
+ * memory of the CUDA backend bound to the rank; sends are queued and issued as one NCCL group
+ * with the next receive on the backend's communication stream; messages between two ranks
+ * must be received in the order sent (checked: an error names both tags). All-reduce sums in
+ * group order at the group's first rank, like the CPU transports. PP_ERR_UNSUPPORTED when
+ * built without CUDA; PP_ERR_INVALID for a device this node does not have. */
+pp_status pp_transport_nccl_create(pp_transport *boot, int device, pp_transport **out);
 
 /* ---- Launch ------------------------------------------------------------------------------ */
 /* Where this process sits in a job started by a launcher, read from the environment (no MPI

@@ -37,24 +37,19 @@ int pprun_open_transport(pprun_opts *o, pp_transport **tp, int *rank)
 {
     *tp = NULL;
     *rank = 0;
+    /* --transport thread runs the whole job in this process even under a launcher: a tuner
+     * started by mpirun runs its trials that way (its children inherit the launcher's
+     * variables). */
+    if (!strcmp(o->transport, "thread"))
+        return -1;
     pp_launch_info li;
     pp_status st = pp_launch_detect(&li);
     if (st != PP_OK) {
         fprintf(stderr, "pprun: bad launcher environment: %s\n", pp_err_text());
         return 2;
     }
-    int want_mpi = !strcmp(o->transport, "mpi") || (!strcmp(o->transport, "auto") && li.size > 1);
-    if (!want_mpi) {
-        if (li.size > 1) {
-            if (li.rank == 0)
-                fprintf(stderr,
-                        "pprun: --transport thread, but %s started %d processes: each would run "
-                        "the whole job; start one process, or use --transport mpi\n",
-                        li.launcher, li.size);
-            return 2;
-        }
+    if (!strcmp(o->transport, "auto") && li.size == 1)
         return -1;
-    }
     /* Before MPI_Init: a bad launch fails fast and says so once. */
     int rc = check_world(o, li.size, li.rank);
     if (rc >= 0 && li.size > 1)

@@ -1,0 +1,416 @@
+/* transport_nccl.cu — GPU ranks over NCCL: the transport table (transport.h) with device
+ * buffers, one rank per process and one GPU per rank. COMPILE-CHECKED ONLY: no GPU has run it.
+ *
+ * Bootstrap: rank 0 makes two NCCL unique ids and sends them to every other rank through the
+ * boot transport (the MPI one: its point-to-point send, a broadcast), then every rank calls
+ * cudaSetDevice(device) and ncclCommInitRank twice: one communicator for pipeline hops, one for
+ * the all-reduces, so a REDUCE's messages never meet a hop between the same two ranks.
+ *
+ * NCCL point-to-point has neither tags nor buffering, the table's send has both; so:
+ *   - send copies the buffer on the backend's compute stream (ordered after the kernel that
+ *     produced it) into a message of bytes + 8 (the tag as a trailer), PP_MEM_COMM, and queues
+ *     it; queued sends are issued as ncclSend in one ncclGroupStart/End with the next recv (or
+ *     at flush / wait), on the backend's communication stream: two ranks that send to each
+ *     other and then receive cannot deadlock, and the host never blocks with a send withheld;
+ *   - messages between two ranks on one communicator are received in the order sent (NCCL's
+ *     rule): recv reads the next message from the peer and checks its trailer; a schedule that
+ *     receives out of order gets an error naming both tags, not wrong data. Sizes must match
+ *     (NCCL cannot tell the receiver a message's size); the executor's hops always do.
+ * All-reduce: every member sends its part to the group's first rank, which adds the parts in
+ * group order (d0 + d1 + ..., the CPU transports' order, with the backend's add kernel) and
+ * sends the sum back: deterministic, and the order the CPU reference uses. Not NCCL's ring
+ * all-reduce: correct before fast (a bucketed ncclAllReduce on split communicators is the
+ * faster path, not done here).
+ *
+ * Not here: the executor's use of it (the executor creates CPU backends today), host buffers,
+ * more than one GPU per process.
+ */
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pp_rt.h"
+extern "C" {
+#include "../backend.h"
+#include "../transport.h"
+}
+
+static pp_status nccl_status(ncclResult_t r, const char *call, const char *file, int line)
+{
+    if (r == ncclSuccess)
+        return PP_OK;
+    const char *last = ncclGetLastError(NULL);
+    return pp_err_set(PP_ERR_DEVICE, file, line, "%s failed: %s%s%s", call, ncclGetErrorString(r),
+                      last && *last ? ": " : "", last ? last : "");
+}
+static pp_status cuda_status(cudaError_t e, const char *call, const char *file, int line)
+{
+    if (e == cudaSuccess)
+        return PP_OK;
+    pp_status st = e == cudaErrorMemoryAllocation ? PP_ERR_OOM : PP_ERR_DEVICE;
+    return pp_err_set(st, file, line, "%s failed: %s (%s)", call, cudaGetErrorString(e),
+                      cudaGetErrorName(e));
+}
+#define PP_NCCL_TRY(call) PP_TRY(nccl_status((call), #call, __FILE__, __LINE__))
+#define PP_CUDA_TRY_(call) PP_TRY(cuda_status((call), #call, __FILE__, __LINE__))
+
+enum { TRAILER = sizeof(uint64_t) };
+
+typedef struct nmsg {
+    struct nmsg *next;
+    ncclComm_t comm;
+    int to;
+    void *buf; /* device, bytes + TRAILER */
+    size_t bytes;
+    cudaEvent_t done; /* recorded on the comm stream after the send was issued */
+    int issued;
+} nmsg;
+
+struct pp_transport_req {
+    int root, n_group;
+    int *group;
+    float *data; /* device, n floats */
+    size_t n;
+    uint64_t tag;
+};
+
+typedef struct {
+    pp_transport *boot; /* borrowed */
+    int rank, size, device;
+    ncclComm_t p2p, coll;
+    pp_backend *be;
+    cudaStream_t compute, comm;
+    cudaEvent_t ready; /* compute-stream point the comm stream waits for */
+    nmsg *queue;       /* sends in order: not yet issued first-to-last, then in flight */
+} nctx;
+
+static pp_status need_backend(nctx *c)
+{
+    if (!c->be)
+        return PP_ERR(PP_ERR_INVALID, "NCCL transport: rank %d has no CUDA backend bound", c->rank);
+    return PP_OK;
+}
+
+static void msg_free(nctx *c, nmsg *m)
+{
+    if (m->done)
+        cudaEventDestroy(m->done);
+    if (m->buf)
+        pp_backend_free(c->be, m->buf, m->bytes + TRAILER, PP_MEM_COMM);
+    free(m);
+}
+
+/* Frees sends that completed (all of them, waiting, when wait is set). */
+static pp_status reclaim(nctx *c, int wait)
+{
+    for (nmsg **pp = &c->queue; *pp;) {
+        nmsg *m = *pp;
+        if (!m->issued) {
+            pp = &m->next;
+            continue;
+        }
+        if (wait)
+            PP_CUDA_TRY_(cudaEventSynchronize(m->done));
+        else if (cudaEventQuery(m->done) != cudaSuccess) {
+            pp = &m->next;
+            continue;
+        }
+        *pp = m->next;
+        msg_free(c, m);
+    }
+    return PP_OK;
+}
+
+/* Issues every queued send (and the receive, when recv_buf is given) in one NCCL group on the
+ * communication stream, after the compute stream's work so far. */
+static pp_status issue(nctx *c, ncclComm_t rcomm, int from, void *recv_buf, size_t recv_bytes)
+{
+    PP_CUDA_TRY_(cudaEventRecord(c->ready, c->compute));
+    PP_CUDA_TRY_(cudaStreamWaitEvent(c->comm, c->ready, 0));
+    PP_NCCL_TRY(ncclGroupStart());
+    ncclResult_t r = ncclSuccess;
+    for (nmsg *m = c->queue; m && r == ncclSuccess; m = m->next)
+        if (!m->issued)
+            r = ncclSend(m->buf, m->bytes + TRAILER, ncclUint8, m->to, m->comm, c->comm);
+    if (r == ncclSuccess && recv_buf)
+        r = ncclRecv(recv_buf, recv_bytes, ncclUint8, from, rcomm, c->comm);
+    ncclResult_t e = ncclGroupEnd();
+    PP_NCCL_TRY(r != ncclSuccess ? r : e);
+    for (nmsg *m = c->queue; m; m = m->next)
+        if (!m->issued) {
+            m->issued = 1;
+            PP_CUDA_TRY_(cudaEventRecord(m->done, c->comm));
+        }
+    return PP_OK;
+}
+
+static pp_status queue_send(nctx *c, ncclComm_t comm, int to, uint64_t tag, const void *buf,
+                            size_t bytes)
+{
+    PP_TRY(need_backend(c));
+    PP_TRY(reclaim(c, 0));
+    nmsg *m = (nmsg *)calloc(1, sizeof *m);
+    if (!m)
+        return PP_ERR(PP_ERR_NOMEM, "NCCL transport: cannot allocate a send descriptor");
+    m->comm = comm;
+    m->to = to;
+    m->bytes = bytes;
+    m->buf = pp_backend_alloc(c->be, bytes + TRAILER, PP_MEM_COMM);
+    pp_status st = m->buf ? PP_OK
+                          : PP_ERR(PP_ERR_OOM,
+                                   "NCCL transport: no device memory for a %zu-byte "
+                                   "message",
+                                   bytes);
+    if (st == PP_OK)
+        st = cuda_status(cudaEventCreateWithFlags(&m->done, cudaEventDisableTiming),
+                         "cudaEventCreateWithFlags", __FILE__, __LINE__);
+    if (st == PP_OK && bytes)
+        st = c->be->ops->copy(c->be->ctx, m->buf, buf, bytes); /* compute stream */
+    if (st == PP_OK)
+        st = c->be->ops->upload(c->be->ctx, (char *)m->buf + bytes, &tag, TRAILER);
+    if (st != PP_OK) {
+        msg_free(c, m);
+        return pp_err_trace(st, __FILE__, __LINE__);
+    }
+    nmsg **tail = &c->queue; /* issue order is queue order */
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = m;
+    return PP_OK;
+}
+
+/* The next message from `from` on comm into buf (device), checked against tag. */
+static pp_status recv_msg(nctx *c, ncclComm_t comm, int from, uint64_t tag, void *buf, size_t bytes)
+{
+    PP_TRY(need_backend(c));
+    void *stage = pp_backend_alloc(c->be, bytes + TRAILER, PP_MEM_COMM);
+    if (!stage)
+        return PP_ERR(PP_ERR_OOM, "NCCL transport: no device memory for a %zu-byte receive", bytes);
+    uint64_t got = 0;
+    pp_status st = issue(c, comm, from, stage, bytes + TRAILER);
+    if (st == PP_OK)
+        st = cuda_status(cudaStreamSynchronize(c->comm), "cudaStreamSynchronize(comm)", __FILE__,
+                         __LINE__);
+    if (st == PP_OK)
+        st = c->be->ops->download(c->be->ctx, &got, (char *)stage + bytes, TRAILER);
+    if (st == PP_OK && got != tag)
+        st = PP_ERR(PP_ERR_CHECK,
+                    "NCCL transport: rank %d expected tag %#llx from rank %d but its next message "
+                    "is tag %#llx: NCCL delivers messages between two ranks in the order sent, "
+                    "and this schedule receives them in another",
+                    c->rank, (unsigned long long)tag, from, (unsigned long long)got);
+    if (st == PP_OK && bytes)
+        st = c->be->ops->copy(c->be->ctx, buf, stage, bytes);
+    pp_backend_free(c->be, stage, bytes + TRAILER, PP_MEM_COMM);
+    return st;
+}
+
+static pp_status n_send(void *ctx, int from, int to, uint64_t tag, const void *buf, size_t bytes)
+{
+    nctx *c = (nctx *)ctx;
+    (void)from;
+    return queue_send(c, c->p2p, to, tag, buf, bytes);
+}
+
+static pp_status n_recv(void *ctx, int to, int from, uint64_t tag, void *buf, size_t bytes)
+{
+    nctx *c = (nctx *)ctx;
+    (void)to;
+    return recv_msg(c, c->p2p, from, tag, buf, bytes);
+}
+
+static pp_status n_flush(void *ctx, int rank)
+{
+    nctx *c = (nctx *)ctx;
+    (void)rank;
+    if (!c->be)
+        return PP_OK;
+    PP_TRY(issue(c, c->p2p, -1, NULL, 0));
+    return reclaim(c, 1);
+}
+
+static pp_status n_iallreduce(void *ctx, int rank, const int *group, int n_group, uint64_t tag,
+                              float *data, size_t n, pp_transport_req **req)
+{
+    nctx *c = (nctx *)ctx;
+    pp_transport_req *q = (pp_transport_req *)calloc(1, sizeof *q);
+    int *g = (int *)malloc((size_t)n_group * sizeof *g);
+    if (!q || !g) {
+        free(q);
+        free(g);
+        return PP_ERR(PP_ERR_NOMEM, "NCCL transport: cannot allocate an all-reduce");
+    }
+    memcpy(g, group, (size_t)n_group * sizeof *g);
+    *q = (pp_transport_req){group[0], n_group, g, data, n, tag};
+    if (rank != q->root) {
+        pp_status st = queue_send(c, c->coll, q->root, tag, data, n * sizeof(float));
+        if (st != PP_OK) {
+            free(g);
+            free(q);
+            return st;
+        }
+    }
+    *req = q;
+    return PP_OK;
+}
+
+/* Root: parts in group order added into data (compute stream), the sum sent to each member. */
+static pp_status wait_root(nctx *c, pp_transport_req *q)
+{
+    if (q->n_group == 1)
+        return PP_OK;
+    size_t bytes = q->n * sizeof(float);
+    float *part = (float *)pp_backend_alloc(c->be, bytes, PP_MEM_COMM);
+    if (!part)
+        return PP_ERR(PP_ERR_OOM, "NCCL transport: no device memory for a %zu-float part", q->n);
+    pp_status st = PP_OK;
+    for (int j = 1; j < q->n_group && st == PP_OK; j++) {
+        st = recv_msg(c, c->coll, q->group[j], q->tag, part, bytes);
+        if (st == PP_OK)
+            st = c->be->ops->add(c->be->ctx, q->data, part, q->n);
+    }
+    pp_backend_free(c->be, part, bytes, PP_MEM_COMM);
+    for (int j = 1; j < q->n_group && st == PP_OK; j++)
+        st = queue_send(c, c->coll, q->group[j], q->tag, q->data, bytes);
+    if (st == PP_OK)
+        st = issue(c, c->coll, -1, NULL, 0);
+    return st;
+}
+
+static pp_status n_wait(void *ctx, int rank, pp_transport_req *q)
+{
+    nctx *c = (nctx *)ctx;
+    pp_status st = need_backend(c);
+    if (st == PP_OK)
+        st = rank == q->root ? wait_root(c, q)
+                             : recv_msg(c, c->coll, q->root, q->tag, q->data, q->n * sizeof(float));
+    free(q->group);
+    free(q);
+    return st;
+}
+
+static pp_status n_barrier(void *ctx, int rank)
+{
+    nctx *c = (nctx *)ctx;
+    return pp_transport_barrier(c->boot, rank);
+}
+
+static void n_abort(void *ctx)
+{
+    nctx *c = (nctx *)ctx;
+    ncclCommAbort(c->p2p);
+    ncclCommAbort(c->coll);
+    c->p2p = c->coll = NULL;
+    pp_transport_abort(c->boot);
+}
+
+static void n_bind(void *ctx, int rank, pp_backend *be)
+{
+    nctx *c = (nctx *)ctx;
+    (void)rank;
+    if (c->be && c->be != be) {
+        cudaStreamSynchronize(c->comm);
+        for (nmsg *m = c->queue; m;) {
+            nmsg *next = m->next;
+            msg_free(c, m);
+            m = next;
+        }
+        c->queue = NULL;
+    }
+    c->be = NULL;
+    int dev;
+    void *compute, *comm;
+    if (be && pp_backend_cuda_streams(be, &dev, &compute, &comm) == PP_OK && dev == c->device) {
+        c->be = be;
+        c->compute = (cudaStream_t)compute;
+        c->comm = (cudaStream_t)comm;
+    }
+}
+
+static void n_destroy(void *ctx)
+{
+    nctx *c = (nctx *)ctx;
+    if (!c)
+        return;
+    n_bind(c, c->rank, NULL);
+    if (c->p2p)
+        ncclCommDestroy(c->p2p);
+    if (c->coll)
+        ncclCommDestroy(c->coll);
+    if (c->ready)
+        cudaEventDestroy(c->ready);
+    free(c);
+}
+
+static const pp_transport_ops nccl_ops = {
+    n_send, n_recv, n_iallreduce, n_wait, n_barrier, n_flush, n_abort, n_destroy, n_bind,
+};
+
+/* Rank 0's two unique ids to every rank, over the boot transport. */
+static pp_status share_ids(nctx *c, ncclUniqueId id[2])
+{
+    const uint64_t tag = (1ull << 63) | 3; /* kind 0: no executor tag */
+    if (c->rank == 0) {
+        PP_NCCL_TRY(ncclGetUniqueId(&id[0]));
+        PP_NCCL_TRY(ncclGetUniqueId(&id[1]));
+        for (int r = 1; r < c->size; r++)
+            PP_TRY(pp_transport_send(c->boot, 0, r, tag, id, 2 * sizeof id[0]));
+        PP_TRY(pp_transport_flush(c->boot, 0));
+    } else {
+        PP_TRY(pp_transport_recv(c->boot, c->rank, 0, tag, id, 2 * sizeof id[0]));
+    }
+    return PP_OK;
+}
+
+static pp_status init_comms(nctx *c)
+{
+    int n_dev = 0;
+    PP_CUDA_TRY_(cudaGetDeviceCount(&n_dev));
+    if (c->device < 0 || c->device >= n_dev)
+        return PP_ERR(PP_ERR_INVALID,
+                      "NCCL transport: device %d (the local rank) does not exist: this node has "
+                      "%d GPUs; start at most that many processes per node",
+                      c->device, n_dev);
+    PP_CUDA_TRY_(cudaSetDevice(c->device));
+    PP_CUDA_TRY_(cudaEventCreateWithFlags(&c->ready, cudaEventDisableTiming));
+    ncclUniqueId id[2];
+    PP_TRY(share_ids(c, id));
+    PP_NCCL_TRY(ncclCommInitRank(&c->p2p, c->size, id[0], c->rank));
+    PP_NCCL_TRY(ncclCommInitRank(&c->coll, c->size, id[1], c->rank));
+    return PP_OK;
+}
+
+extern "C" pp_status pp_transport_nccl_create(pp_transport *boot, int device, pp_transport **out)
+{
+    *out = NULL;
+    if (!boot || pp_transport_self(boot) < 0)
+        return PP_ERR(PP_ERR_INVALID,
+                      "the NCCL transport bootstraps over a process transport "
+                      "(MPI: one rank per process), not %s",
+                      pp_transport_name(boot));
+    nctx *c = (nctx *)calloc(1, sizeof *c);
+    pp_transport *t = (pp_transport *)calloc(1, sizeof *t);
+    if (!c || !t) {
+        free(c);
+        free(t);
+        return PP_ERR(PP_ERR_NOMEM, "NCCL transport: out of host memory");
+    }
+    c->boot = boot;
+    c->rank = pp_transport_self(boot);
+    c->size = pp_transport_ranks(boot);
+    c->device = device;
+    pp_status st = init_comms(c);
+    if (st != PP_OK) {
+        n_destroy(c);
+        free(t);
+        return pp_err_trace(st, __FILE__, __LINE__);
+    }
+    t->name = "nccl";
+    t->ops = &nccl_ops;
+    t->ctx = c;
+    t->ranks = c->size;
+    t->self = c->rank;
+    *out = t;
+    return PP_OK;
+}
