@@ -190,3 +190,30 @@ Test(tuner_search_cli, tiny_on_this_machine_runs_trials_and_records_them)
     free(out);
     unlink(path);
 }
+
+Test(tuner_search_cli, llama3_405b_on_2048_nodes_falls_back_to_memory_savings_and_says_so)
+{
+    char path[] = "/tmp/pptune_405b_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    char cmd[512], *out;
+    snprintf(cmd, sizeof cmd, PPTUNE " --model llama3-405b --nodes 2048 -o %s", path);
+    cr_assert_eq(run(cmd, &out), 0, "%s", out);
+    cr_assert(strstr(out, "retrying with --distributed-optimizer"), "%s", out);
+    json_error_t e;
+    json_t *p = json_load_file(path, 0, &e);
+    cr_assert(p, "%s", e.text);
+    json_t *opts = json_object_get(p, "options");
+    cr_assert(json_is_true(json_object_get(opts, "distributed_optimizer")),
+              "the profile records the options its figures assume");
+    cr_assert(json_is_true(json_object_get(json_object_get(json_object_get(p, "chosen"),
+                                                           "predicted"), "fits")));
+    json_decref(p);
+    free(out);
+    unlink(path);
+
+    cr_assert_eq(run(PPTUNE " --model llama3-405b --nodes 2048 --no-fallback --no-save", &out), 1);
+    cr_assert(strstr(out, "no candidate fits"), "%s", out);
+    free(out);
+}

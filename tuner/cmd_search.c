@@ -20,6 +20,7 @@ typedef struct {
     const char *schedules;
     const char *out;
     int keep, show, explain, no_save, no_tp, max_b, max_t, progress, trials, trial_steps;
+    int no_fallback;
     double trial_timeout;
 } opts;
 
@@ -39,6 +40,8 @@ static void help(void)
            "  --no-tp                t = 1 only\n"
            "  --keep K               candidates ranked exactly (10); --top K rows shown (10)\n"
            "  --explain              list why every other candidate lost\n"
+           "  --no-fallback          when nothing fits, do not retry with the distributed\n"
+           "                         optimizer, sequence parallelism, then recompute\n"
            "  --trials K             trial runs of the best K on a local cluster (4; 0: none)\n"
            "  --trial-steps S        steps per trial, the first is warm-up (5)\n"
            "  --trial-timeout SEC    a trial running longer is killed (60)\n"
@@ -94,6 +97,8 @@ static int parse(int argc, char **argv, opts *o)
             o->no_save = 1;
         } else if (!strcmp(a, "--no-tp")) {
             o->no_tp = 1;
+        } else if (!strcmp(a, "--no-fallback")) {
+            o->no_fallback = 1;
         } else if (!strcmp(a, "--progress")) {
             o->progress = 1;
         } else {
@@ -266,6 +271,42 @@ static int report(const opts *o, const pp_tune_model *m, const pp_tune_hw *hw, p
     return save_profile(o, m, hw, r, cmdline, trials_run, cluster_json);
 }
 
+static pp_tune_result *run_search(const opts *o, const pp_tune_model *m, const pp_tune_hw *hw)
+{
+    pp_tune_search_params sp = {.model = m, .hw = hw, .opts = o->tune.opts,
+                                .global_batch = m->global_batch, .schedules = o->schedules,
+                                .max_t = o->max_t, .max_b = o->max_b, .allow_tp = !o->no_tp,
+                                .keep = o->keep};
+    if (o->progress || isatty(2))
+        sp.progress = progress_bar;
+    pp_tune_result *r = NULL;
+    if (pp_tune_search(&sp, &r) != PP_OK)
+        return NULL;
+    printf("searched %ld candidates in %.2f s: %ld broke a rule, %ld did not fit, %ld simulated, "
+           "%ld skipped by the exact lower bound (schedule cache hits %ld)\n",
+           r->seen, r->wall_s, r->pruned_rule, r->pruned_memory, r->simulated, r->bounded,
+           r->sim_cache_hits);
+    return r;
+}
+
+/* When nothing fits with the memory options given, the usual savings are added one at a time
+ * (each keeps the previous): distributed optimizer, sequence parallelism, selective, then full
+ * recompute. Returns 0 when no step is left. The output says which options the result used. */
+static int next_saving(pp_tune_opts *x, int allow_tp)
+{
+    if (!x->distributed_optimizer)
+        return x->distributed_optimizer = 1, printf("\nretrying with --distributed-optimizer\n");
+    if (allow_tp && !x->sequence_parallel)
+        return x->sequence_parallel = 1, printf("\nretrying with --sequence-parallel too\n");
+    if (x->recompute == PP_TUNE_RECOMPUTE_NONE)
+        return x->recompute = PP_TUNE_RECOMPUTE_SELECTIVE,
+               printf("\nretrying with --recompute selective too\n");
+    if (x->recompute == PP_TUNE_RECOMPUTE_SELECTIVE)
+        return x->recompute = PP_TUNE_RECOMPUTE_FULL,
+               printf("\nretrying with --recompute full instead\n");
+    return 0;
+}
+
 static int search_and_report(opts *o, const pp_tune_model *m, const pp_tune_hw *hw,
                              const char *cluster_json, int argc, char **argv)
 {
@@ -275,34 +316,27 @@ static int search_and_report(opts *o, const pp_tune_model *m, const pp_tune_hw *
         o->no_tp = 1;
     }
     pp_cli_tune_describe(stdout, m, hw, &o->tune.opts, m->global_batch);
-    pp_tune_search_params sp = {.model = m, .hw = hw, .opts = o->tune.opts,
-                                .global_batch = m->global_batch, .schedules = o->schedules,
-                                .max_t = o->max_t, .max_b = o->max_b, .allow_tp = !o->no_tp,
-                                .keep = o->keep};
-    if (o->progress || isatty(2))
-        sp.progress = progress_bar;
-    pp_tune_result *r = NULL;
-    pp_status st = pp_tune_search(&sp, &r);
-    if (st != PP_OK)
-        return pp_cmd_fail(CMD, st);
-    printf("searched %ld candidates in %.2f s: %ld broke a rule, %ld did not fit, %ld simulated, "
-           "%ld skipped by the exact lower bound (schedule cache hits %ld)\n",
-           r->seen, r->wall_s, r->pruned_rule, r->pruned_memory, r->simulated, r->bounded,
-           r->sim_cache_hits);
+    pp_tune_result *r = run_search(o, m, hw);
+    while (r && r->n_best == 0 && r->pruned_memory > 0 && !o->no_fallback &&
+           o->tune.opts.precision == PP_TUNE_PREC_BF16 && next_saving(&o->tune.opts, !o->no_tp)) {
+        pp_tune_result_destroy(r);
+        r = run_search(o, m, hw);
+    }
+    if (!r)
+        return pp_cmd_fail(CMD, PP_ERR_INVALID);
     int rc = 1;
-    if (r->n_best == 0 && r->pruned_memory == 0) {
-        printf("no candidate satisfies the rules (divisibility of the global batch %d, layers, "
-               "heads; schedule constraints): see --explain\n",
-               r->global_batch);
-        if (o->explain)
-            print_explain(r);
-    } else if (r->n_best == 0) {
-        printf("no candidate fits: see --explain, or try --recompute selective|full, "
-               "--distributed-optimizer, --sequence-parallel, more --nodes\n");
-        if (o->explain)
-            print_explain(r);
-    } else {
+    if (r->n_best > 0) {
         rc = report(o, m, hw, r, cluster_json, argc, argv);
+    } else {
+        if (r->pruned_memory == 0)
+            printf("no candidate satisfies the rules (divisibility of the global batch %d, "
+                   "layers, heads; schedule constraints): see --explain\n",
+                   r->global_batch);
+        else
+            printf("no candidate fits%s: see --explain, or more --nodes\n",
+                   o->no_fallback ? "" : ", even with the memory savings above");
+        if (o->explain)
+            print_explain(r);
     }
     pp_tune_result_destroy(r);
     return rc;
