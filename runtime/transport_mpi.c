@@ -283,7 +283,27 @@ static pp_status wait_root(mctx *c, pp_transport_req *q)
 {
     if (q->n_members == 0)
         return PP_OK;
-    MPI_CHECK(MPI_Waitall(q->n_members, q->reqs, MPI_STATUSES_IGNORE));
+    MPI_Status stt[64];
+    MPI_Status *sts = q->n_members <= (int)(sizeof stt / sizeof stt[0])
+                          ? stt
+                          : malloc((size_t)q->n_members * sizeof *sts);
+    if (!sts)
+        return PP_ERR(PP_ERR_NOMEM, "MPI transport: cannot allocate %d statuses", q->n_members);
+    int rc = MPI_Waitall(q->n_members, q->reqs, sts);
+    /* a shorter part would leave stale floats in the sum: say so instead */
+    pp_status st = rc == MPI_SUCCESS ? PP_OK : mpi_fail(rc, "MPI_Waitall", __FILE__, __LINE__);
+    for (int j = 0; j < q->n_members && st == PP_OK; j++) {
+        int got = 0;
+        MPI_Get_count(&sts[j], MPI_FLOAT, &got);
+        if ((size_t)got != q->n)
+            st = PP_ERR(PP_ERR_INVALID,
+                        "transport all-reduce: rank %d contributes %d floats, rank %d (the "
+                        "group's first) %zu",
+                        q->members[j], got, q->root, q->n);
+    }
+    if (sts != stt)
+        free(sts);
+    PP_TRY(st);
     /* d0 + d1 + d2 ...: the in-process transport's order, element by element */
     for (int j = 0; j < q->n_members; j++) {
         const float *d = q->parts[j];

@@ -319,3 +319,36 @@ Test(runtime_mpi, launch_reads_openmpi_slurm_pmi)
     unsetenv("PMI_RANK");
     unsetenv("PMI_SIZE");
 }
+
+/* An executor given a transport checks that it fits: dp x D ranks, one of them this process. */
+Test(runtime_mpi, executor_checks_the_transport)
+{
+    pp_model_cfg m;
+    cr_assert_eq(pp_model_preset("tiny", &m), PP_OK);
+    pp_sched_params sp = {.ranks = 2, .microbatches = 2, .layers = m.layers};
+    pp_sched *s;
+    cr_assert_eq(pp_sched_generate("1f1b", &sp, &s), PP_OK);
+    pp_transport *t3, *t2;
+    cr_assert_eq(pp_transport_thread_create(3, NULL, &t3), PP_OK);
+    cr_assert_eq(pp_transport_thread_create(2, NULL, &t2), PP_OK);
+    pp_rt_exec_params p = {.model = &m,
+                           .sched = s,
+                           .micro_batch = 1,
+                           .seq = 8,
+                           .dp = 1,
+                           .seed = 1,
+                           .adamw = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f},
+                           .transport = t3};
+    pp_rt_executor *ex = NULL;
+    cr_assert_eq(pp_rt_executor_create(&p, &ex), PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_text(), "has 3 ranks, but 2 pipeline ranks x 1 replicas need 2"), "%s",
+              pp_err_text());
+    p.transport = t2; /* the thread transport runs every rank here: not a process transport */
+    cr_assert_eq(pp_rt_executor_create(&p, &ex), PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_text(), "pass NULL for the in-process executor"), "%s", pp_err_text());
+    cr_assert_null(ex);
+    cr_assert_eq(pp_transport_self(t2), -1);
+    pp_transport_destroy(t3);
+    pp_transport_destroy(t2);
+    pp_sched_destroy(s);
+}
