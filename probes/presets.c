@@ -33,9 +33,9 @@ typedef struct {
 } preset;
 
 static const preset presets[] = {
-    {"dgx-a100-80g", "NVIDIA A100-SXM4-80GB", 80e9, 312e12, 312e12, "vendor peak (no measurement)",
+    {"dgx-a100-80g", "NVIDIA A100-SXM4-80GB", 80e9, 312e12, 312e12, "vendor peak, not measured",
      600e9, "NVLink3", 200e9, "HDR"},
-    {"dgx-h100", "NVIDIA H100 80GB HBM3", 80e9, 989e12, 989e12, "vendor peak (no measurement)",
+    {"dgx-h100", "NVIDIA H100 80GB HBM3", 80e9, 989e12, 989e12, "vendor peak, not measured",
      900e9, "NVLink4", 400e9, "NDR"},
     {"hgx-h200", "NVIDIA H200", 141e9, 989e12, 790e12, "measured 8192^3 bf16 on one H200", 900e9,
      "NVLink4", 400e9, "NDR"},

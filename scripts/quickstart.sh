@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# quickstart.sh — on a fresh Debian 12 machine: install what is missing, build, run the main job.
-# Until the search lands (issue 5), the main job shows the seed article's example schedule:
-# Megatron's interleaved 1F1B on 4 ranks, 2 chunks each, 8 micro-batches (bubble 18.75 % of ideal).
+# quickstart.sh — on a fresh Debian 12 machine: install what is missing, build, run the main job:
+# the search for gpt-13b on 32 nodes. Without GPUs here, the cluster is the dgx-h100 preset
+# (public specifications) and every figure is predicted; the profile lands in the local store.
+# Extra arguments go to pptune (e.g. --cluster hgx-h200, --explain).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh" "$root/build"
-"$root/build/tuner/pptune" schedule --kind interleaved --ranks 4 --microbatches 8 --chunks 2 "$@"
+"$root/build/tuner/pptune" --model gpt-13b --nodes 32 "$@"
