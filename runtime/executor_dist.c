@@ -88,19 +88,22 @@ pp_status pp_ex_share_results(pp_rt_executor *ex, rank_state *rs)
     return PP_OK;
 }
 
-/* Every process sends `bytes` of item[self] to rank 0, which receives item[g] from each g. */
-static pp_status gather_on_zero(pp_rt_executor *ex, int kind, void *items, size_t bytes)
+/* Every process sends `bytes` of item[self] to rank 0, which receives item[g] from each g.
+ * what: one tag per kind of gather, so two gathers in a row cannot be mistaken. */
+enum { GATHER_MEM, GATHER_CHECKSUM };
+
+static pp_status gather_on_zero(pp_rt_executor *ex, int what, void *items, size_t bytes)
 {
     char *base = items;
     if (ex->self > 0) {
-        PP_TRY(pp_transport_send(ex->tp, ex->self, 0, pp_ex_coll_tag(kind, 0, ex->self),
+        PP_TRY(pp_transport_send(ex->tp, ex->self, 0, pp_ex_coll_tag(TAG_GATHER, what, ex->self),
                                  base + (size_t)ex->self * bytes, bytes));
         PP_TRY(pp_transport_flush(ex->tp, ex->self));
         return PP_OK;
     }
     for (int g = 1; g < ex->G; g++)
-        PP_TRY(pp_transport_recv(ex->tp, 0, g, pp_ex_coll_tag(kind, 0, g), base + (size_t)g * bytes,
-                                 bytes));
+        PP_TRY(pp_transport_recv(ex->tp, 0, g, pp_ex_coll_tag(TAG_GATHER, what, g),
+                                 base + (size_t)g * bytes, bytes));
     return PP_OK;
 }
 
@@ -111,7 +114,7 @@ pp_status pp_rt_executor_mem_stats(pp_rt_executor *ex, pp_mem_stats *out)
         if (ex_local(ex, g) && ex->be[g])
             pp_backend_mem_stats(ex->be[g], &out[g]);
     if (ex->self >= 0)
-        PP_TRY(gather_on_zero(ex, TAG_GATHER, out, sizeof *out));
+        PP_TRY(gather_on_zero(ex, GATHER_MEM, out, sizeof *out));
     return PP_OK;
 }
 
@@ -161,7 +164,7 @@ pp_status pp_rt_executor_param_checksum(pp_rt_executor *ex, uint64_t *out)
             st = stage_hash(ex->be[g], ex->stages[i], &h[(size_t)g * n + i]);
     }
     if (st == PP_OK && ex->self >= 0)
-        st = gather_on_zero(ex, TAG_GATHER, h, n * sizeof *h);
+        st = gather_on_zero(ex, GATHER_CHECKSUM, h, n * sizeof *h);
     if (st == PP_OK && ex->self <= 0) {
         uint64_t all = fnv_basis;
         for (size_t i = 0; i < n; i++) {

@@ -50,12 +50,12 @@ int pprun_open_transport(pprun_opts *o, pp_transport **tp, int *rank)
     }
     if (!strcmp(o->transport, "auto") && li.size == 1)
         return -1;
-    /* Before MPI_Init: a bad launch fails fast and says so once. */
-    int rc = check_world(o, li.size, li.rank);
-    if (rc >= 0 && li.size > 1)
-        return rc;
+    /* The world-size checks come after MPI_Init although the launcher's variables would do:
+     * rank 0 says what is wrong, and no process exits before the agreement that follows (a
+     * process that exits first makes mpirun kill the others, rank 0's message with them). */
     if ((st = pp_transport_mpi_create(tp)) != PP_OK) {
-        fprintf(stderr, "pprun: --transport mpi: %s\n", pp_err_text());
+        if (li.rank == 0 || st != PP_ERR_UNSUPPORTED) /* "built without MPI": once */
+            fprintf(stderr, "pprun: --transport mpi: %s\n", pp_err_text());
         return 2;
     }
     *rank = pp_transport_self(*tp);
