@@ -190,6 +190,14 @@ Test(runtime_mpi, dp2_d2_equals_threads, .timeout = 300)
     same_as_threads(COMMON " --schedule 1f1b --ranks 2 --dp 2 --clip 0.5", 4, 4);
 }
 
+/* dp = 4 replicas of one rank: the gradient all-reduce over a group of 4, where the order of
+ * the sum shows in the bits ((a + b) + c) + d is not a + (b + (c + d))). */
+Test(runtime_mpi, dp4_d1_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads(COMMON " --schedule 1f1b --ranks 1 --dp 4", 4, 4);
+}
+
 /* Rank 0's trace holds every action of every process's rank. */
 Test(runtime_mpi, trace_has_every_rank, .timeout = 300)
 {
