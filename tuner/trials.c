@@ -44,6 +44,9 @@ static int build_argv(const pp_tune_trial_params *tp, char store[MAX_ARGS][32], 
         ARG("--chunks"), ARG("%d", c->v), ARG("--group"), ARG("%d", c->G);
     if (c->uneven)
         ARG("--uneven");
+    /* Trials run every rank as a thread of one child, even when pptune itself was started by
+     * mpirun/srun (the child would otherwise inherit the launcher's variables and pick MPI). */
+    ARG("--transport"), ARG("thread");
     ARG("--json"), ARG("--quiet");
 #undef ARG
     argv[n] = NULL;
