@@ -5,8 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
+
+#include "pp_test_run.h"
 
 #include "pp_probe.h"
 
@@ -89,32 +90,12 @@ Test(probes_run, gpu_probes_where_a_device_exists, .timeout = 300)
     pp_cluster_destroy(c);
 }
 
-/* Runs a shell command, returns its exit status; stdout and stderr in *out (caller frees). */
-static int run(const char *cmd, char **out)
-{
-    char full[1024];
-    snprintf(full, sizeof full, "%s 2>&1", cmd);
-    FILE *p = popen(full, "r");
-    cr_assert_not_null(p);
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    size_t got;
-    while ((got = fread(buf + len, 1, cap - len - 1, p)) > 0) {
-        len += got;
-        if (cap - len < 1024)
-            buf = realloc(buf, cap *= 2);
-    }
-    buf[len] = '\0';
-    int st = pclose(p);
-    *out = buf;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 Test(probes_run, cli_preset_json_reads_back)
 {
     char *out;
     const char *path = "/tmp/pp_probe_cli_preset.json";
-    cr_assert_eq(run(PPTUNE " probe --preset hgx-h200 --nodes 4 -o /tmp/pp_probe_cli_preset.json"
+    cr_assert_eq(pp_test_run_merged(
+                     PPTUNE " probe --preset hgx-h200 --nodes 4 -o /tmp/pp_probe_cli_preset.json"
                             " --json",
                      &out),
                  0, "%s", out);
@@ -130,29 +111,32 @@ Test(probes_run, cli_preset_json_reads_back)
 Test(probes_run, cli_unknown_preset_is_a_usage_error)
 {
     char *out;
-    cr_assert_eq(run(PPTUNE " probe --preset dgx-z9", &out), 2, "%s", out);
+    cr_assert_eq(pp_test_run_merged(PPTUNE " probe --preset dgx-z9", &out), 2, "%s", out);
     cr_assert(strstr(out, "known presets: dgx-a100-80g, dgx-h100, hgx-h200") != NULL, "%s", out);
     free(out);
-    cr_assert_eq(run(PPTUNE " probe --nodes 4", &out), 2, "--nodes without --preset: %s", out);
+    cr_assert_eq(pp_test_run_merged(PPTUNE " probe --nodes 4", &out), 2,
+                 "--nodes without --preset: %s", out);
     free(out);
 }
 
 Test(probes_run, cli_recorded_topology_summary_and_file, .timeout = 300)
 {
     char *out;
-    cr_assert_eq(run(PPTUNE " probe --quick --no-gpu --topology " FIX(
-                         "power8gpudistances.xml") " -o /tmp/pp_probe_cli_p8.json",
-                     &out),
+    cr_assert_eq(pp_test_run_merged(PPTUNE " probe --quick --no-gpu --topology " FIX(
+                                        "power8gpudistances.xml") " -o /tmp/pp_probe_cli_p8.json",
+                                    &out),
                  0, "%s", out);
     cr_assert(strstr(out, "GPU cuda3") != NULL, "%s", out);
     cr_assert(strstr(out, "NVLink bandwidth") != NULL, "%s", out);
     cr_assert(strstr(out, "describing the CPU cores") != NULL, "no-GPU message missing: %s", out);
     cr_assert(strstr(out, "intra_node") != NULL, "%s", out);
     free(out);
-    cr_assert_eq(run(PPTUNE " probe --show /tmp/pp_probe_cli_p8.json", &out), 0, "%s", out);
+    cr_assert_eq(pp_test_run_merged(PPTUNE " probe --show /tmp/pp_probe_cli_p8.json", &out), 0,
+                 "%s", out);
     cr_assert(strstr(out, "topology from") != NULL, "%s", out);
     free(out);
-    cr_assert_eq(run("echo '{\"schema\": \"pptune-cluster\"}' > /tmp/pp_probe_bad.json && " PPTUNE
+    cr_assert_eq(pp_test_run_merged(
+                     "echo '{\"schema\": \"pptune-cluster\"}' > /tmp/pp_probe_bad.json && " PPTUNE
                      " probe --show /tmp/pp_probe_bad.json",
                      &out),
                  2, "%s", out);
@@ -167,16 +151,16 @@ Test(probes_run, cli_recorded_topology_summary_and_file, .timeout = 300)
 Test(probes_run, mpirun_two_ranks_gathers_on_rank_0, .timeout = 600)
 {
     char *out;
-    if (run("command -v mpirun", &out) != 0) {
+    if (pp_test_run_merged("command -v mpirun", &out) != 0) {
         free(out);
         cr_skip_test("mpirun not installed");
     }
     free(out);
     /* Open MPI keeps allocations until exit: leak checking would fail the ranks under ASan */
-    int rc =
-        run("ASAN_OPTIONS=detect_leaks=0 mpirun --oversubscribe --allow-run-as-root -np 2 " PPTUNE
-            " probe --quick --no-gpu -o /tmp/pp_probe_mpi.json",
-            &out);
+    int rc = pp_test_run_merged(
+        "ASAN_OPTIONS=detect_leaks=0 mpirun --oversubscribe --allow-run-as-root -np 2 " PPTUNE
+        " probe --quick --no-gpu -o /tmp/pp_probe_mpi.json",
+        &out);
     if (rc != 0 && strstr(out, "built without MPI")) {
         free(out);
         cr_skip_test("pptune built without MPI");

@@ -7,55 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "pp_rt.h"
+#include "pp_test_run.h"
 
 #define PPRUN PP_BINARY_DIR "/runtime/pprun"
 #define PROSE PP_FIXTURES_DIR "/text/prose.txt"
-
-typedef struct {
-    int code;
-    char *out, *err;
-    char dir[64];
-} run_result;
-
-static char *slurp(const char *path)
-{
-    char *s = NULL;
-    size_t n;
-    if (pp_file_read(path, &s, &n) != PP_OK)
-        return pp_strdup("");
-    return s;
-}
-
-/* Runs pprun with args (shell words), capturing stdout and stderr. */
-static run_result run(const char *args)
-{
-    run_result r = {0};
-    snprintf(r.dir, sizeof r.dir, "/tmp/pprun_test_XXXXXX");
-    cr_assert(mkdtemp(r.dir));
-    char cmd[2048], out[128], err[128];
-    snprintf(out, sizeof out, "%s/out", r.dir);
-    snprintf(err, sizeof err, "%s/err", r.dir);
-    snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s", PPRUN, args, out, err);
-    int st = system(cmd);
-    cr_assert(st != -1 && WIFEXITED(st), "could not run %s", cmd);
-    r.code = WEXITSTATUS(st);
-    r.out = slurp(out);
-    r.err = slurp(err);
-    remove(out);
-    remove(err);
-    return r;
-}
-
-static void done(run_result *r)
-{
-    free(r->out);
-    free(r->err);
-    rmdir(r->dir);
-}
 
 static int lines(const char *s)
 {
@@ -67,7 +25,7 @@ static int lines(const char *s)
 
 Test(runtime_pprun, help_describes_every_option)
 {
-    run_result r = run("--help");
+    pp_test_run_result r = pp_test_run(PPRUN " --help");
     cr_assert_eq(r.code, 0);
     const char *opts[] = {
         "--model",  "--schedule", "--ranks", "--microbatches", "--micro-batch-size",
@@ -75,7 +33,7 @@ Test(runtime_pprun, help_describes_every_option)
         "--seed",   "--json",     "--trace"};
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
         cr_assert(strstr(r.out, opts[i]), "--help does not mention %s", opts[i]);
-    done(&r);
+    pp_test_run_done(&r);
 }
 
 Test(runtime_pprun, bad_input_is_one_line_and_exit_code_2)
@@ -96,14 +54,14 @@ Test(runtime_pprun, bad_input_is_one_line_and_exit_code_2)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[256];
         snprintf(args, sizeof args, "%s --steps 1", cases[i].args);
-        run_result r = run(args);
+        pp_test_run_result r = pp_test_run(PPRUN " %s", args);
         cr_assert_eq(r.code, 2, "pprun %s: exit code %d, expected 2 (stderr: %s)", args, r.code,
                      r.err);
         cr_assert_eq(lines(r.err), 1, "pprun %s: expected one line, got:\n%s", args, r.err);
         cr_assert(strstr(r.err, cases[i].says), "pprun %s: \"%s\" lacks \"%s\"", args, r.err,
                   cases[i].says);
         cr_assert_str_eq(r.out, "", "pprun %s printed on stdout", args);
-        done(&r);
+        pp_test_run_done(&r);
     }
 }
 
@@ -120,9 +78,10 @@ static json_t *parse(const char *text)
  * unigram statistics alone are worth about 3.3). */
 Test(runtime_pprun, trains_tiny_model_on_text, .timeout = 600)
 {
-    run_result r = run("--model tiny --schedule 1f1b --ranks 2 --microbatches 2 "
-                       "--micro-batch-size 2 --seq 32 --steps 200 --lr 3e-3 --seed 7 --json "
-                       "--quiet --data " PROSE);
+    pp_test_run_result r =
+        pp_test_run(PPRUN " --model tiny --schedule 1f1b --ranks 2 --microbatches 2 "
+                          "--micro-batch-size 2 --seq 32 --steps 200 --lr 3e-3 --seed 7 --json "
+                          "--quiet --data " PROSE);
     cr_assert_eq(r.code, 0, "stderr: %s", r.err);
     json_t *j = parse(r.out);
     json_t *steps = json_object_get(j, "per_step");
@@ -152,7 +111,7 @@ Test(runtime_pprun, trains_tiny_model_on_text, .timeout = 600)
                      2 * json_integer_value(json_object_get(peak, "weights")));
     }
     json_decref(j);
-    done(&r);
+    pp_test_run_done(&r);
 }
 
 Test(runtime_pprun, trace_has_every_action_of_every_rank)
@@ -164,9 +123,9 @@ Test(runtime_pprun, trace_has_every_action_of_every_rank)
              "--model tiny --schedule interleaved --ranks 2 --chunks 2 --microbatches 4 "
              "--seq 16 --steps 2 --quiet --trace %s",
              path);
-    run_result r = run(args);
+    pp_test_run_result r = pp_test_run(PPRUN " %s", args);
     cr_assert_eq(r.code, 0, "stderr: %s", r.err);
-    char *text = slurp(path);
+    char *text = pp_test_slurp(path);
     json_t *j = parse(text);
     free(text);
     remove(path);
@@ -217,5 +176,5 @@ Test(runtime_pprun, trace_has_every_action_of_every_rank)
     }
     pp_sched_destroy(s);
     json_decref(j);
-    done(&r);
+    pp_test_run_done(&r);
 }

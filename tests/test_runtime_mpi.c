@@ -15,55 +15,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "pp_rt.h"
+#include "pp_test_run.h"
 
 #define PPRUN PP_BINARY_DIR "/runtime/pprun"
 #define MPIRUN "mpirun --oversubscribe --allow-run-as-root"
 #define LSAN_SUPP PP_FIXTURES_DIR "/lsan_openmpi.supp"
-
-typedef struct {
-    int code;
-    char *out, *err;
-} run_result;
-
-static char *slurp(const char *path)
-{
-    char *s = NULL;
-    size_t n;
-    if (pp_file_read(path, &s, &n) != PP_OK)
-        return pp_strdup("");
-    return s;
-}
-
-/* Runs a shell command line, capturing stdout and stderr. */
-static run_result run(const char *cmdline)
-{
-    run_result r = {0};
-    char dir[] = "/tmp/pprun_mpi_XXXXXX";
-    cr_assert(mkdtemp(dir));
-    char cmd[4096], out[64], err[64];
-    snprintf(out, sizeof out, "%s/out", dir);
-    snprintf(err, sizeof err, "%s/err", dir);
-    snprintf(cmd, sizeof cmd, "%s >%s 2>%s", cmdline, out, err);
-    int st = system(cmd);
-    cr_assert(st != -1 && WIFEXITED(st), "could not run %s", cmd);
-    r.code = WEXITSTATUS(st);
-    r.out = slurp(out);
-    r.err = slurp(err);
-    remove(out);
-    remove(err);
-    rmdir(dir);
-    return r;
-}
-
-static void done(run_result *r)
-{
-    free(r->out);
-    free(r->err);
-}
 
 /* Appends opt to the colon-separated options in variable var (keeping what CI set there). */
 static void add_option(const char *var, const char *opt)
@@ -87,9 +46,9 @@ static void need_mpi(void)
     add_option("LSAN_OPTIONS", "suppressions=" LSAN_SUPP ":print_suppressions=0");
     if (system("command -v mpirun >/dev/null 2>&1") != 0)
         cr_skip_test("mpirun not found: the MPI transport tests need Open MPI (openmpi-bin)");
-    run_result r = run(PPRUN " --transport mpi --ranks 1 --steps 1 --quiet");
+    pp_test_run_result r = pp_test_run(PPRUN " --transport mpi --ranks 1 --steps 1 --quiet");
     int without = strstr(r.err, "built without MPI") != NULL;
-    done(&r);
+    pp_test_run_done(&r);
     if (without)
         cr_skip_test("pprun was built without MPI: the MPI transport tests do not apply");
 }
@@ -107,10 +66,10 @@ static void same_as_threads(const char *args, int np, int n_ranks)
 {
     char cmd[1024];
     snprintf(cmd, sizeof cmd, PPRUN " %s --json --quiet", args);
-    run_result t = run(cmd);
+    pp_test_run_result t = pp_test_run("%s", cmd);
     cr_assert_eq(t.code, 0, "pprun %s (threads): exit %d: %s", args, t.code, t.err);
     snprintf(cmd, sizeof cmd, MPIRUN " -np %d " PPRUN " %s --json --quiet", np, args);
-    run_result m = run(cmd);
+    pp_test_run_result m = pp_test_run("%s", cmd);
     cr_assert_eq(m.code, 0, "%s: exit %d: %s", cmd, m.code, m.err);
     json_t *jt = parse(t.out, "threads"), *jm = parse(m.out, cmd);
 
@@ -152,8 +111,8 @@ static void same_as_threads(const char *args, int np, int n_ranks)
     }
     json_decref(jt);
     json_decref(jm);
-    done(&t);
-    done(&m);
+    pp_test_run_done(&t);
+    pp_test_run_done(&m);
 }
 
 /* The tiny model with 8 layers, so that interleaved and bitpipe (8 stages) fit D = 4. */
@@ -208,9 +167,9 @@ Test(runtime_mpi, trace_has_every_rank, .timeout = 300)
              MPIRUN " -np 4 " PPRUN " --model tiny --schedule 1f1b --ranks 4 --microbatches 4 "
                     "--seq 16 --steps 2 --quiet --trace %s",
              path);
-    run_result r = run(cmd);
+    pp_test_run_result r = pp_test_run("%s", cmd);
     cr_assert_eq(r.code, 0, "%s: %s", cmd, r.err);
-    char *text = slurp(path);
+    char *text = pp_test_slurp(path);
     remove(path);
     json_t *j = parse(text, path);
     free(text);
@@ -234,7 +193,7 @@ Test(runtime_mpi, trace_has_every_rank, .timeout = 300)
                      actions[g], s->n_ops[g]);
     pp_sched_destroy(s);
     json_decref(j);
-    done(&r);
+    pp_test_run_done(&r);
 }
 
 static int count(const char *hay, const char *needle)
@@ -260,12 +219,12 @@ Test(runtime_mpi, bad_launch_says_so_once, .timeout = 300)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char cmd[512];
         snprintf(cmd, sizeof cmd, MPIRUN " %s --steps 1 --quiet", cases[i].launch);
-        run_result r = run(cmd);
+        pp_test_run_result r = pp_test_run("%s", cmd);
         cr_assert_neq(r.code, 0, "%s succeeded", cmd);
         cr_assert_eq(count(r.err, cases[i].says), 1, "%s: \"%s\" not said exactly once in:\n%s",
                      cmd, cases[i].says, r.err);
         cr_assert_str_eq(r.out, "", "%s printed on stdout", cmd);
-        done(&r);
+        pp_test_run_done(&r);
     }
 }
 

@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "pp_sched.h"
+#include "pp_test_run.h"
 #include "sched_equal.h"
 #include "sched_json.h"
 
@@ -71,12 +71,10 @@ Test(tuner_cli, json_reader_accepts_reduces_given_only_on_the_actions)
 
 /* ---- running the program ---------------------------------------------------------------------- */
 
-typedef struct {
-    int status;
-    char out[1 << 16], err[4096];
-} run_result;
-
 static char tmpdir[64];
+
+/* The last run's result for the checks after it (freed by the next run or the suite's end). */
+static pp_test_run_result R;
 
 static void make_tmpdir(void)
 {
@@ -89,31 +87,14 @@ static void remove_tmpdir(void)
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     cr_assert_eq(system(cmd), 0);
+    pp_test_run_done(&R);
 }
 
-static void slurp(const char *path, char *buf, size_t n)
+/* Runs pptune with args (a shell fragment) in tmpdir, leaving the result in R. */
+static void run(const char *args)
 {
-    FILE *fp = fopen(path, "rb");
-    size_t got = fp ? fread(buf, 1, n - 1, fp) : 0;
-    buf[got] = '\0';
-    if (fp)
-        fclose(fp);
-}
-
-/* Runs pptune with args (a shell fragment), capturing exit status, stdout and stderr. */
-static void run(const char *args, run_result *r)
-{
-    char cmd[1024], o[128], e[128];
-    snprintf(o, sizeof o, "%s/stdout", tmpdir);
-    snprintf(e, sizeof e, "%s/stderr", tmpdir);
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s >'%s' 2>'%s'", tmpdir, PPTUNE, args, o, e);
-    int st = system(cmd);
-    cr_assert(WIFEXITED(st), "%s did not exit normally", cmd);
-    r->status = WEXITSTATUS(st);
-    slurp(o, r->out, sizeof r->out);
-    slurp(e, r->err, sizeof r->err);
-    remove(o);
-    remove(e);
+    pp_test_run_done(&R);
+    R = pp_test_run("cd '%s' && '%s' %s", tmpdir, PPTUNE, args);
 }
 
 static void write_file(const char *name, const char *text)
@@ -126,12 +107,10 @@ static void write_file(const char *name, const char *text)
     fclose(fp);
 }
 
-static run_result R;
-
 static void expect_fail(const char *args, int status, const char *msg)
 {
-    run(args, &R);
-    cr_assert_eq(R.status, status, "pptune %s: exit %d, stderr: %s", args, R.status, R.err);
+    run(args);
+    cr_assert_eq(R.code, status, "pptune %s: exit %d, stderr: %s", args, R.code, R.err);
     cr_assert(strstr(R.err, msg), "pptune %s: stderr \"%s\" lacks \"%s\"", args, R.err, msg);
 }
 
@@ -139,8 +118,8 @@ TestSuite(tuner_cli_run, .init = make_tmpdir, .fini = remove_tmpdir);
 
 Test(tuner_cli_run, default_output_is_a_summary_and_a_timeline)
 {
-    run("schedule --kind 1f1b --ranks 4 --microbatches 8", &R);
-    cr_assert_eq(R.status, 0, "%s", R.err);
+    run("schedule --kind 1f1b --ranks 4 --microbatches 8");
+    cr_assert_eq(R.code, 0, "%s", R.err);
     cr_assert(strstr(R.out, "1f1b: D = 4 ranks, N = 8 micro-batches"), "%s", R.out);
     cr_assert(strstr(R.out, "bubble over ideal     0.375  (idle / compute time"), "%s", R.out);
     cr_assert(strstr(R.out, "bubble over total     0.272727"), "%s", R.out); /* 3/11 */
@@ -151,17 +130,17 @@ Test(tuner_cli_run, default_output_is_a_summary_and_a_timeline)
 
 Test(tuner_cli_run, seed_article_figures)
 {
-    run("schedule --kind interleaved --ranks 4 --microbatches 8 --chunks 2 --format json", &R);
-    cr_assert_eq(R.status, 0, "%s", R.err);
+    run("schedule --kind interleaved --ranks 4 --microbatches 8 --chunks 2 --format json");
+    cr_assert_eq(R.code, 0, "%s", R.err);
     cr_assert(strstr(R.out, "\"bubble_over_ideal\": 0.1875,"), "%s", R.out);
-    run("schedule --kind 1f1b --ranks 4 --microbatches 32 --format json", &R);
+    run("schedule --kind 1f1b --ranks 4 --microbatches 32 --format json");
     cr_assert(strstr(R.out, "\"bubble_over_ideal\": 0.09375,"), "%s", R.out);
 }
 
 Test(tuner_cli_run, help_lists_every_schedule)
 {
-    run("schedule --help", &R);
-    cr_assert_eq(R.status, 0);
+    run("schedule --help");
+    cr_assert_eq(R.code, 0);
     int n;
     const pp_sched_generator *g = pp_sched_generators(&n);
     for (int i = 0; i < n; i++)
@@ -219,8 +198,8 @@ static void write_mini_json(const char *name, const char *rank1_ops)
 Test(tuner_cli_run, check_accepts_a_hand_written_json_schedule)
 {
     write_mini_json("mini.json", R1_GOOD);
-    run("schedule --check mini.json --fb-ratio 1", &R);
-    cr_assert_eq(R.status, 0, "%s", R.err);
+    run("schedule --check mini.json --fb-ratio 1");
+    cr_assert_eq(R.code, 0, "%s", R.err);
     cr_assert(strstr(R.out, "makespan              4\n"), "%s", R.out);
 }
 
@@ -266,21 +245,21 @@ Test(tuner_cli_run, output_file_is_written_whole_or_not_at_all)
     write_file("out.json", "old\n");
     write_mini_json("swap.json", "{\"op\": \"B\", \"pipe\": 0, \"stage\": 1, \"mb\": 0}");
     expect_fail("schedule --check swap.json --format json -o out.json", 2, "swap.json");
-    char buf[64];
     char path[256];
     snprintf(path, sizeof path, "%s/out.json", tmpdir);
-    slurp(path, buf, sizeof buf);
-    cr_assert_str_eq(buf, "old\n", "a failed run must leave the old file");
+    char *old = pp_test_slurp(path);
+    cr_assert_str_eq(old, "old\n", "a failed run must leave the old file");
+    free(old);
     cr_assert_eq(tmp_leftovers(), 0, "no temporary file left behind");
     expect_fail("schedule --kind 1f1b --ranks 4 --microbatches 8 -o nodir/out.json", 1,
                 "nodir/out.json");
     /* success: complete, and --check reads it back */
-    run("schedule --kind chimera --ranks 4 --microbatches 8 --format json -o out.json", &R);
-    cr_assert_eq(R.status, 0, "%s", R.err);
+    run("schedule --kind chimera --ranks 4 --microbatches 8 --format json -o out.json");
+    cr_assert_eq(R.code, 0, "%s", R.err);
     cr_assert_str_eq(R.out, "");
     cr_assert_eq(tmp_leftovers(), 0);
-    run("schedule --check out.json", &R);
-    cr_assert_eq(R.status, 0, "%s", R.err);
+    run("schedule --check out.json");
+    cr_assert_eq(R.code, 0, "%s", R.err);
     cr_assert(strstr(R.out, "chimera: D = 4 ranks, N = 8"), "%s", R.out);
 }
 
@@ -288,34 +267,37 @@ Test(tuner_cli_run, text_and_json_round_trip_through_the_command)
 {
     const char *kinds[] = {"gpipe", "1f1b", "interleaved", "chimera", "bitpipe"};
     for (int i = 0; i < 5; i++) {
-        char args[256], text[1 << 16];
+        char args[256];
         snprintf(args, sizeof args,
                  "schedule --kind %s --ranks 4 --microbatches 8 --format text -o a.txt", kinds[i]);
-        run(args, &R);
-        cr_assert_eq(R.status, 0, "%s", R.err);
-        snprintf(args, sizeof args, "schedule --kind %s --ranks 4 --microbatches 8 --format json "
-                                    "-o a.json", kinds[i]);
-        run(args, &R);
-        cr_assert_eq(R.status, 0, "%s", R.err);
+        run(args);
+        cr_assert_eq(R.code, 0, "%s", R.err);
+        snprintf(args, sizeof args,
+                 "schedule --kind %s --ranks 4 --microbatches 8 --format json "
+                 "-o a.json",
+                 kinds[i]);
+        run(args);
+        cr_assert_eq(R.code, 0, "%s", R.err);
         char path[256];
         snprintf(path, sizeof path, "%s/a.txt", tmpdir);
-        slurp(path, text, sizeof text);
-        run("schedule --check a.txt --format text", &R);
-        cr_assert_eq(R.status, 0, "%s", R.err);
+        char *text = pp_test_slurp(path);
+        run("schedule --check a.txt --format text");
+        cr_assert_eq(R.code, 0, "%s", R.err);
         cr_assert_str_eq(R.out, text, "%s: text -> --check -> text differs", kinds[i]);
-        run("schedule --check a.json --format text", &R);
-        cr_assert_eq(R.status, 0, "%s", R.err);
+        run("schedule --check a.json --format text");
+        cr_assert_eq(R.code, 0, "%s", R.err);
         cr_assert_str_eq(R.out, text, "%s: json -> --check -> text differs", kinds[i]);
+        free(text);
     }
 }
 
 Test(tuner_cli_run, svg_and_csv_formats)
 {
-    run("schedule --kind gpipe --ranks 2 --microbatches 2 --format csv", &R);
-    cr_assert_eq(R.status, 0, "%s", R.err);
+    run("schedule --kind gpipe --ranks 2 --microbatches 2 --format csv");
+    cr_assert_eq(R.code, 0, "%s", R.err);
     cr_assert_str_eq(R.out, "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n"
                             "1RECV_F0,1F0,1RECV_F1,1F1,1B0,1SEND_B0,1B1,1SEND_B1\n");
-    run("schedule --kind gpipe --ranks 2 --microbatches 2 --format svg", &R);
-    cr_assert_eq(R.status, 0, "%s", R.err);
+    run("schedule --kind gpipe --ranks 2 --microbatches 2 --format svg");
+    cr_assert_eq(R.code, 0, "%s", R.err);
     cr_assert(strstr(R.out, "<svg") && strstr(R.out, "</svg>"));
 }

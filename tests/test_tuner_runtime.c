@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "pp_rt.h"
+#include "pp_test_run.h"
 #include "pp_tune.h"
 
 #define PPRUN PP_BINARY_DIR "/runtime/pprun"
@@ -40,12 +41,12 @@ static void measure(const char *model, int seq, const pp_tune_config *c, double 
                    "--micro-batch-size %d --dp %d --seq %d --steps 2 --json --quiet%s%s",
              model, c->kind, c->p, c->N, c->b, c->d, seq, c->uneven ? " --uneven" : "",
              !strcmp(c->kind, "interleaved") ? " --chunks 2" : "");
-    FILE *fp = popen(cmd, "r");
-    cr_assert(fp, "cannot run %s", cmd);
+    pp_test_run_result run = pp_test_run("%s", cmd);
     json_error_t e;
-    json_t *root = json_loadf(fp, 0, &e);
-    int rc = pclose(fp);
-    cr_assert(root && rc == 0, "%s: exit %d, %s", cmd, rc, root ? "" : e.text);
+    json_t *root = json_loads(run.out, 0, &e);
+    cr_assert(root && run.code == 0, "%s: exit %d, %s %s", cmd, run.code, root ? "" : e.text,
+              run.err);
+    pp_test_run_done(&run);
     json_t *ranks = json_object_get(root, "ranks");
     cr_assert(json_is_array(ranks));
     for (size_t i = 0; i < json_array_size(ranks); i++) {

@@ -6,33 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
+
+#include "pp_test_run.h"
 
 #include "pp_profile.h"
 
 #define PPTUNE PP_BINARY_DIR "/tuner/pptune"
-
-/* Runs a shell command, returns its exit status and stdout+stderr (caller frees). */
-static int run(const char *cmd, char **out)
-{
-    char full[1024];
-    snprintf(full, sizeof full, "%s 2>&1", cmd);
-    FILE *fp = popen(full, "r");
-    cr_assert(fp);
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    size_t r;
-    while ((r = fread(buf + len, 1, cap - len - 1, fp)) > 0) {
-        len += r;
-        if (cap - len < 1024)
-            buf = realloc(buf, cap *= 2);
-    }
-    buf[len] = '\0';
-    int st = pclose(fp);
-    *out = buf;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 Test(tuner_search_cli, gpt13b_on_32_nodes_prints_a_leaderboard_and_writes_a_profile)
 {
@@ -40,7 +20,7 @@ Test(tuner_search_cli, gpt13b_on_32_nodes_prints_a_leaderboard_and_writes_a_prof
     cr_assert(mkdtemp(dir));
     char cmd[512], *out;
     snprintf(cmd, sizeof cmd, PPTUNE " --model gpt-13b --nodes 32 -o %s/p.json", dir);
-    int rc = run(cmd, &out);
+    int rc = pp_test_run_merged(cmd, &out);
     cr_assert_eq(rc, 0, "%s", out);
     cr_assert(strstr(out, "dgx-h100"), "the cluster used is stated: %s", out);
     cr_assert(strstr(out, "  1  "), "a leaderboard row: %s", out);
@@ -82,7 +62,7 @@ Test(tuner_search_cli, default_store_path_is_the_stores_and_profiles_reads_it)
     char cmd[512], *out;
     snprintf(cmd, sizeof cmd,
              "XDG_DATA_HOME=%s " PPTUNE " --model gpt-1.3b --nodes 2 --schedules 1f1b", dir);
-    cr_assert_eq(run(cmd, &out), 0, "%s", out);
+    cr_assert_eq(pp_test_run_merged(cmd, &out), 0, "%s", out);
     /* <store>/<fingerprint with ':' as '-'>/<model>.json, profiles/'s key */
     char prefix[600];
     snprintf(prefix, sizeof prefix, "profile: %s/pptune/profiles/fnv1a64-", dir);
@@ -105,7 +85,7 @@ Test(tuner_search_cli, default_store_path_is_the_stores_and_profiles_reads_it)
 Test(tuner_search_cli, explain_lists_why_the_rest_lost)
 {
     char *out;
-    int rc = run(PPTUNE " --model gpt-13b --nodes 4 --no-save --explain", &out);
+    int rc = pp_test_run_merged(PPTUNE " --model gpt-13b --nodes 4 --no-save --explain", &out);
     cr_assert_eq(rc, 0, "%s", out);
     cr_assert(strstr(out, "why the other"), "%s", out);
     cr_assert(strstr(out, "[rule     ]"), "rule rejects listed");
@@ -116,7 +96,7 @@ Test(tuner_search_cli, explain_lists_why_the_rest_lost)
 Test(tuner_search_cli, models_lists_presets_with_sizes)
 {
     char *out;
-    cr_assert_eq(run(PPTUNE " models", &out), 0, "%s", out);
+    cr_assert_eq(pp_test_run_merged(PPTUNE " models", &out), 0, "%s", out);
     cr_assert(strstr(out, "gpt-13b        12.853 B"), "%s", out);
     cr_assert(strstr(out, "llama3-405b"), "%s", out);
     cr_assert(strstr(out, "tiny"), "%s", out);
@@ -133,8 +113,9 @@ Test(tuner_search_cli, bad_model_file_is_one_line_and_exit_2)
     close(fd);
     char cmd[256], *out;
     snprintf(cmd, sizeof cmd, PPTUNE " --model-config %s --nodes 2 --no-save", path);
-    cr_assert_eq(run(cmd, &out), 2, "%s", out);
-    cr_assert(strstr(out, path) && strstr(out, "\"num_hidden_layers\": expected a positive integer"),
+    cr_assert_eq(pp_test_run_merged(cmd, &out), 2, "%s", out);
+    cr_assert(strstr(out, path) &&
+                  strstr(out, "\"num_hidden_layers\": expected a positive integer"),
               "%s", out);
     free(out);
     unlink(path);
@@ -143,9 +124,10 @@ Test(tuner_search_cli, bad_model_file_is_one_line_and_exit_2)
 Test(tuner_search_cli, simulate_one_configuration)
 {
     char *out;
-    int rc = run(PPTUNE " simulate --model gpt-13b --nodes 4 --schedule interleaved -p 4 -v 2 "
-                        "-t 2 -b 2 --timeline",
-                 &out);
+    int rc = pp_test_run_merged(
+        PPTUNE " simulate --model gpt-13b --nodes 4 --schedule interleaved -p 4 -v 2 "
+               "-t 2 -b 2 --timeline",
+        &out);
     cr_assert_eq(rc, 0, "%s", out);
     cr_assert(strstr(out, "step time"), "%s", out);
     cr_assert(strstr(out, "fullest rank"), "%s", out);
@@ -162,7 +144,7 @@ Test(tuner_search_cli, tiny_on_this_machine_runs_trials_and_records_them)
     snprintf(cmd, sizeof cmd,
              PPTUNE " --model tiny --cluster local --trials 2 --trial-steps 3 --keep 4 -o %s",
              path);
-    cr_assert_eq(run(cmd, &out), 0, "%s", out);
+    cr_assert_eq(pp_test_run_merged(cmd, &out), 0, "%s", out);
     cr_assert(strstr(out, "trials: 2 candidates run"), "%s", out);
     json_error_t e;
     json_t *p = json_load_file(path, 0, &e);
@@ -199,7 +181,7 @@ Test(tuner_search_cli, llama3_405b_on_2048_nodes_falls_back_to_memory_savings_an
     close(fd);
     char cmd[512], *out;
     snprintf(cmd, sizeof cmd, PPTUNE " --model llama3-405b --nodes 2048 -o %s", path);
-    cr_assert_eq(run(cmd, &out), 0, "%s", out);
+    cr_assert_eq(pp_test_run_merged(cmd, &out), 0, "%s", out);
     cr_assert(strstr(out, "retrying with --distributed-optimizer"), "%s", out);
     json_error_t e;
     json_t *p = json_load_file(path, 0, &e);
@@ -207,13 +189,15 @@ Test(tuner_search_cli, llama3_405b_on_2048_nodes_falls_back_to_memory_savings_an
     json_t *opts = json_object_get(p, "options");
     cr_assert(json_is_true(json_object_get(opts, "distributed_optimizer")),
               "the profile records the options its figures assume");
-    cr_assert(json_is_true(json_object_get(json_object_get(json_object_get(p, "chosen"),
-                                                           "predicted"), "fits")));
+    cr_assert(json_is_true(
+        json_object_get(json_object_get(json_object_get(p, "chosen"), "predicted"), "fits")));
     json_decref(p);
     free(out);
     unlink(path);
 
-    cr_assert_eq(run(PPTUNE " --model llama3-405b --nodes 2048 --no-fallback --no-save", &out), 1);
+    cr_assert_eq(pp_test_run_merged(
+                     PPTUNE " --model llama3-405b --nodes 2048 --no-fallback --no-save", &out),
+                 1);
     cr_assert(strstr(out, "no candidate fits"), "%s", out);
     free(out);
 }
