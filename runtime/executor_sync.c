@@ -157,16 +157,6 @@ static pp_status finish_reduces(pp_rt_executor *ex, rank_state *rs)
     return st;
 }
 
-static pp_rt_tensor *find_tensor(pp_rt_stage *st, const char *name)
-{
-    int n;
-    pp_rt_tensor *t = pp_rt_stage_tensors(st, &n);
-    for (int i = 0; i < n; i++)
-        if (strcmp(t[i].name, name) == 0)
-            return &t[i];
-    return NULL;
-}
-
 /* Megatron's embedding group: the first stage's "wte" and the last stage's "wte.head" each
  * receive the sum of both gradients. */
 static pp_status sync_tied(pp_rt_executor *ex, rank_state *rs)
@@ -179,9 +169,11 @@ static pp_status sync_tied(pp_rt_executor *ex, rank_state *rs)
         int a = ex_rank_of(ex, p, 0), b = ex_rank_of(ex, p, ex->S - 1);
         if (rs->r != a && rs->r != b)
             continue;
-        pp_rt_tensor *wte = rs->r == a ? find_tensor(ex_stage(ex, rs->replica, p, 0), "wte") : NULL;
+        pp_rt_tensor *wte =
+            rs->r == a ? pp_rt_stage_tensor(ex_stage(ex, rs->replica, p, 0), "wte") : NULL;
         pp_rt_tensor *head =
-            rs->r == b ? find_tensor(ex_stage(ex, rs->replica, p, ex->S - 1), "wte.head") : NULL;
+            rs->r == b ? pp_rt_stage_tensor(ex_stage(ex, rs->replica, p, ex->S - 1), "wte.head")
+                       : NULL;
         if ((rs->r == a && !wte) || (rs->r == b && !head))
             return PP_ERR(PP_ERR_INVALID, "pipe %d: the %s stage has no \"%s\" tensor", p,
                           rs->r == a && !wte ? "first" : "last",

@@ -563,13 +563,9 @@ Test(cuda, bf16_loss_tracks_fp32_over_training_steps)
 
 static pp_rt_tensor *tensor_named(stage_run *r, const char *name)
 {
-    int n;
-    pp_rt_tensor *t = pp_rt_stage_tensors(r->st, &n);
-    for (int i = 0; i < n; i++)
-        if (!strcmp(t[i].name, name))
-            return &t[i];
-    cr_assert_fail("no tensor %s", name);
-    return NULL;
+    pp_rt_tensor *t = pp_rt_stage_tensor(r->st, name);
+    cr_assert(t, "no tensor %s", name);
+    return t;
 }
 
 /* Every parameter of `from` into `to` (stages of the same shape), through the host. */

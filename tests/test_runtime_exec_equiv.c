@@ -104,16 +104,6 @@ static double ref_step(reference *r, const int32_t *batch, int mbs, int update, 
     return sum / mbs;
 }
 
-static pp_rt_tensor *find(pp_rt_stage *st, const char *name)
-{
-    int n;
-    pp_rt_tensor *t = pp_rt_stage_tensors(st, &n);
-    for (int i = 0; i < n; i++)
-        if (strcmp(t[i].name, name) == 0)
-            return &t[i];
-    return NULL;
-}
-
 static double rel_err(const float *a, const float *b, size_t n)
 {
     double d = 0, ref = 0;
@@ -137,7 +127,7 @@ static void compare_to_reference(pp_rt_executor *ex, const pp_sched *s, int dp, 
                 pp_rt_tensor *t = pp_rt_stage_tensors(pp_rt_executor_stage(ex, k, p, st), &n);
                 for (int j = 0; j < n; j++) {
                     const char *name = strcmp(t[j].name, "wte.head") ? t[j].name : "wte";
-                    pp_rt_tensor *ref = find(r->st, name);
+                    pp_rt_tensor *ref = pp_rt_stage_tensor(r->st, name);
                     cr_assert(ref, "%s: the reference has no tensor \"%s\"", what, name);
                     cr_assert_eq(ref->n, t[j].n);
                     double e = grads ? rel_err(t[j].grad, ref->grad, ref->n)
