@@ -122,15 +122,9 @@ static pp_status timeline(const pp_tune_model *m, const pp_tune_hw *hw, const op
     pp_tune_sched_params(m, &o->c, &sp);
     pp_sched *s = NULL;
     PP_TRY(pp_sched_generate(o->c.kind, &sp, &s));
-    pp_cost cost;
     pp_tune_step_extra extra = {.dp_rank = NULL};
-    pp_status st = pp_tune_costs(m, hw, &o->c, &o->tune.opts, s, &cost, &extra);
     pp_sim_result sim;
-    memset(&sim, 0, sizeof sim);
-    if (st == PP_OK) {
-        st = pp_sim_run(s, &cost, 1, &sim);
-        pp_cost_fini(&cost);
-    }
+    pp_status st = pp_tune_simulate(m, hw, &o->c, &o->tune.opts, s, &extra, &sim);
     if (st == PP_OK) {
         printf("\n");
         st = pp_sched_write_ascii(s, &sim, 100, stdout);

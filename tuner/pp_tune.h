@@ -233,6 +233,11 @@ typedef struct {
     int predicted_only;     /* t > 1 or not runnable by the runtime */
 } pp_tune_prediction;
 
+/* Costs schedule s with the time model (pp_tune_costs, extra as there) and simulates it with
+ * spans recorded: on PP_OK *sim holds the result (pp_sim_result_fini frees it). */
+pp_status pp_tune_simulate(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
+                           const pp_tune_opts *o, const pp_sched *s, pp_tune_step_extra *extra,
+                           pp_sim_result *sim);
 /* Evaluates configuration c on an already generated schedule s (its kind, D, N, v, G and split
  * must be c's): simulates with the time model's costs, applies the memory model. */
 pp_status pp_tune_evaluate(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,

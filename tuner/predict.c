@@ -78,23 +78,29 @@ static double step_end(const pp_sched *s, const pp_sim_result *sim, const double
     return end;
 }
 
+pp_status pp_tune_simulate(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
+                           const pp_tune_opts *o, const pp_sched *s, pp_tune_step_extra *extra,
+                           pp_sim_result *sim)
+{
+    memset(sim, 0, sizeof *sim);
+    pp_cost cost;
+    PP_TRY(pp_tune_costs(m, hw, c, o, s, &cost, extra));
+    pp_status st = pp_sim_run(s, &cost, 1, sim);
+    pp_cost_fini(&cost);
+    return st;
+}
+
 pp_status pp_tune_evaluate(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
                            const pp_tune_opts *o, const pp_sched *s, pp_tune_prediction *out,
                            pp_tune_rank_mem *mem)
 {
     memset(out, 0, sizeof *out);
     out->cfg = *c;
-    pp_cost cost;
     pp_tune_step_extra extra = {.dp_rank = pp_calloc((size_t)s->ranks, sizeof(double))};
     if (!extra.dp_rank)
         return PP_ERR_NOMEM;
-    pp_status st = pp_tune_costs(m, hw, c, o, s, &cost, &extra);
     pp_sim_result sim;
-    memset(&sim, 0, sizeof sim);
-    if (st == PP_OK) {
-        st = pp_sim_run(s, &cost, 1, &sim);
-        pp_cost_fini(&cost);
-    }
+    pp_status st = pp_tune_simulate(m, hw, c, o, s, &extra, &sim);
     if (st == PP_OK) {
         out->pipeline_time = sim.makespan;
         out->step_time = step_end(s, &sim, extra.dp_rank) + extra.optimizer;
