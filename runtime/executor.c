@@ -136,6 +136,35 @@ static pp_status create_rank_all(pp_rt_executor *ex, int g)
     return PP_OK;
 }
 
+/* Runs fn({ex, g}) on one thread per rank g (each rank's st and err cleared first) and joins
+ * them all. A thread that cannot start is an error; with abort_tp the transport is aborted then
+ * too, so that the ranks already started and waiting on the missing one wake up (at creation
+ * there is no transport of the executor's own yet). */
+static pp_status on_rank_threads(pp_rt_executor *ex, void *(*fn)(void *), int abort_tp)
+{
+    pp_ex_thread_arg *args = pp_calloc((size_t)ex->G, sizeof *args);
+    if (!args)
+        return PP_ERR_NOMEM;
+    int started = 0;
+    pp_status st = PP_OK;
+    for (int g = 0; g < ex->G; g++) {
+        args[g] = (pp_ex_thread_arg){ex, g};
+        ex->rk[g].st = PP_OK;
+        ex->rk[g].err[0] = '\0';
+        if (pthread_create(&ex->rk[g].thread, NULL, fn, &args[g]) != 0) {
+            st = PP_ERR(PP_ERR_NOMEM, "cannot start the thread of rank %d", g);
+            if (abort_tp)
+                pp_transport_abort(ex->tp);
+            break;
+        }
+        started++;
+    }
+    for (int g = 0; g < started; g++)
+        pthread_join(ex->rk[g].thread, NULL);
+    free(args);
+    return st;
+}
+
 static void *create_rank_main(void *arg)
 {
     pp_ex_thread_arg *ta = arg;
@@ -153,26 +182,11 @@ static pp_status create_ranks(pp_rt_executor *ex)
         PP_TRY(create_rank_all(ex, ex->self));
         return PP_OK;
     }
-    pp_ex_thread_arg *args = pp_calloc((size_t)ex->G, sizeof *args);
-    if (!args)
-        return PP_ERR_NOMEM;
-    int started = 0;
-    pp_status st = PP_OK;
-    for (int g = 0; g < ex->G; g++) {
-        args[g] = (pp_ex_thread_arg){ex, g};
-        if (pthread_create(&ex->rk[g].thread, NULL, create_rank_main, &args[g]) != 0) {
-            st = PP_ERR(PP_ERR_NOMEM, "cannot start the thread of rank %d", g);
-            break;
-        }
-        started++;
-    }
-    for (int g = 0; g < started; g++)
-        pthread_join(ex->rk[g].thread, NULL);
-    free(args);
-    for (int g = 0; g < started && st == PP_OK; g++)
+    PP_TRY(on_rank_threads(ex, create_rank_main, 0));
+    for (int g = 0; g < ex->G; g++)
         if (ex->rk[g].st != PP_OK)
-            st = PP_ERR(ex->rk[g].st, "rank %d: %s", g, ex->rk[g].err);
-    return st;
+            return PP_ERR(ex->rk[g].st, "rank %d: %s", g, ex->rk[g].err);
+    return PP_OK;
 }
 
 /* Index (pipe * S + stage) of some stage placed on pipeline rank r (every rank holds one). */
@@ -305,26 +319,7 @@ static pp_status run_threads(pp_rt_executor *ex)
         pp_ex_rank_main(&arg);
         return PP_OK;
     }
-    pp_ex_thread_arg *args = pp_calloc((size_t)ex->G, sizeof *args);
-    if (!args)
-        return PP_ERR_NOMEM;
-    int started = 0;
-    pp_status st = PP_OK;
-    for (int g = 0; g < ex->G; g++) {
-        args[g] = (pp_ex_thread_arg){ex, g};
-        ex->rk[g].st = PP_OK;
-        ex->rk[g].err[0] = '\0';
-        if (pthread_create(&ex->rk[g].thread, NULL, pp_ex_rank_main, &args[g]) != 0) {
-            st = PP_ERR(PP_ERR_NOMEM, "cannot start the thread of rank %d", g);
-            pp_transport_abort(ex->tp);
-            break;
-        }
-        started++;
-    }
-    for (int g = 0; g < started; g++)
-        pthread_join(ex->rk[g].thread, NULL);
-    free(args);
-    return st;
+    return on_rank_threads(ex, pp_ex_rank_main, 1);
 }
 
 pp_status pp_rt_executor_step(pp_rt_executor *ex, const int32_t *batch, int update,
