@@ -11,6 +11,18 @@ pp_status pp_gen_interleaved(const pp_sched_params *p, pp_sched **out);
 pp_status pp_gen_chimera(const pp_sched_params *p, pp_sched **out);
 pp_status pp_gen_bitpipe(const pp_sched_params *p, pp_sched **out);
 
+/* A generator's last step: hands the schedule it built to *out when st (the build's status) is
+ * PP_OK, else destroys it, so that a failed generation leaves nothing behind. Returns st. */
+static inline pp_status pp_gen_finish(pp_sched *s, pp_status st, pp_sched **out)
+{
+    if (st != PP_OK) {
+        pp_sched_destroy(s);
+        return st;
+    }
+    *out = s;
+    return PP_OK;
+}
+
 /* ---- gen_list.c: merging per-rank forward and backward lists (chimera, bitpipe) ------------ */
 typedef struct {
     int ranks;        /* D */

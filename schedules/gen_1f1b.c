@@ -23,10 +23,5 @@ pp_status pp_gen_1f1b(const pp_sched_params *p, pp_sched **out)
         for (int m = N - w; m < N && st == PP_OK; m++)
             st = pp_sched_push(s, d, PP_OP_B, 0, d, m);
     }
-    if (st != PP_OK) {
-        pp_sched_destroy(s);
-        return st;
-    }
-    *out = s;
-    return PP_OK;
+    return pp_gen_finish(s, st, out);
 }

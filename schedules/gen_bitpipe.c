@@ -155,10 +155,6 @@ pp_status pp_gen_bitpipe(const pp_sched_params *p, pp_sched **out)
     pp_status st = add_reduces(s, D);
     if (st == PP_OK)
         st = build(s, D, N);
-    if (st != PP_OK) {
-        pp_sched_destroy(s);
-        return pp_err_trace(st, __FILE__, __LINE__);
-    }
-    *out = s;
+    PP_TRY(pp_gen_finish(s, st, out));
     return PP_OK;
 }

@@ -16,10 +16,5 @@ pp_status pp_gen_gpipe(const pp_sched_params *p, pp_sched **out)
         for (int m = 0; m < N && st == PP_OK; m++)
             st = pp_sched_push(s, d, PP_OP_B, 0, d, m);
     }
-    if (st != PP_OK) {
-        pp_sched_destroy(s);
-        return st;
-    }
-    *out = s;
-    return PP_OK;
+    return pp_gen_finish(s, st, out);
 }

@@ -90,10 +90,5 @@ pp_status pp_gen_interleaved(const pp_sched_params *p, pp_sched **out)
             st = pp_sched_push(s, d, PP_OP_B, 0, (v - 1 - t[b].chunk) * D + d, t[b].mb);
     }
     free(t);
-    if (st != PP_OK) {
-        pp_sched_destroy(s);
-        return st;
-    }
-    *out = s;
-    return PP_OK;
+    return pp_gen_finish(s, st, out);
 }
