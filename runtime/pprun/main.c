@@ -8,7 +8,9 @@
  * schedule that does not fit the model, a sequence longer than the model allows, an
  * unreadable data file, a bad launch): one line on stderr saying what was wrong (under MPI
  * from rank 0 for input errors, which every process shares, else from the failing rank).
- * Not here: NCCL, profiles as input (a later issue), checkpoints.
+ * --profile (profile.c) takes the configuration from a pptune profile; --save-every and
+ * --resume (resume.c) write and restore checkpoints.
+ * Not here: NCCL.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,7 +136,10 @@ static int train(const pprun_opts *o, run_state *s, int seq)
 {
     double t_run = pp_now();
     int rows = pp_rt_executor_batch_rows(s->ex);
-    for (int i = 0; i < o->steps; i++) {
+    int first = 0, rc = pprun_resume(o, s->ex, s->data, s->batch, seq, &s->rec, &first);
+    if (rc >= 0)
+        return rc;
+    for (int i = first; i < o->steps; i++) {
         pp_status st = pp_rt_data_next(s->data, rows, seq, s->batch);
         if (st != PP_OK)
             return fail(st, "");
@@ -155,6 +160,8 @@ static int train(const pprun_opts *o, run_state *s, int seq)
                     o->steps, r.loss, r.grad_norm, r.seconds * 1e3);
         if (s->trace && (st = pp_rt_trace_add_step(s->trace, i + 1, t0, &r)) != PP_OK)
             return fail(st, "--trace: ");
+        if ((rc = pprun_save_if_due(o, s->ex, &s->rec, i + 1)) >= 0)
+            return rc;
     }
     /* both gather on rank 0 under MPI: every process takes part */
     pp_status st = pp_rt_executor_mem_stats(s->ex, s->rec.mem);
@@ -167,6 +174,8 @@ int main(int argc, char **argv)
 {
     pprun_opts o;
     int rc = pprun_parse(argc, argv, &o);
+    if (rc < 0)
+        rc = pprun_apply_profile(&o, argc, argv);
     if (rc >= 0)
         return rc;
     run_state s;
@@ -195,5 +204,6 @@ int main(int argc, char **argv)
     if (rc < 0 && o.json && g_rank == 0)
         rc = pprun_write_json(&o, &s.rec);
     cleanup(&s);
+    pprun_profile_release();
     return rc < 0 ? 0 : rc;
 }

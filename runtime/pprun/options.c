@@ -44,6 +44,15 @@ static void usage(FILE *fp)
           "                            mpirun / srun as several processes, one pipeline rank\n"
           "                            per process and D x dp processes; rank 0 reports;\n"
           "                            thread: every rank in this process, even under one)\n"
+          "  --profile FILE            the configuration of a pptune profile (model, schedule,\n"
+          "                            ranks, micro-batches and size, chunks, group, dp, seq,\n"
+          "                            split); not together with those flags\n"
+          "  --save-every K            write a checkpoint every K steps and at the end\n"
+          "                            (atomically: parameters, AdamW state, step, data position)\n"
+          "  --checkpoint FILE         the checkpoint file (default pprun.ckpt)\n"
+          "  --resume                  continue from the checkpoint when there is one; the run\n"
+          "                            ends with the same parameters, bit for bit, as one that\n"
+          "                            never stopped (thread transport only)\n"
           "  --help                    this text\n"
           "\n"
           "A step consumes dp * N * b sequences; its loss is their mean cross-entropy.\n"
@@ -118,7 +127,11 @@ enum {
     O_TRACE,
     O_QUIET,
     O_TRANSPORT,
-    O_HELP
+    O_HELP,
+    O_PROFILE,
+    O_SAVE_EVERY,
+    O_CHECKPOINT,
+    O_RESUME
 };
 
 static const struct option long_opts[] = {
@@ -144,6 +157,10 @@ static const struct option long_opts[] = {
     {"quiet", no_argument, NULL, O_QUIET},
     {"transport", required_argument, NULL, O_TRANSPORT},
     {"help", no_argument, NULL, O_HELP},
+    {"profile", required_argument, NULL, O_PROFILE},
+    {"save-every", required_argument, NULL, O_SAVE_EVERY},
+    {"checkpoint", required_argument, NULL, O_CHECKPOINT},
+    {"resume", no_argument, NULL, O_RESUME},
     {NULL, 0, NULL, 0},
 };
 
@@ -206,6 +223,17 @@ static int apply(int c, const char *v, pprun_opts *o)
     case O_HELP:
         usage(stdout);
         return 0;
+    case O_PROFILE:
+        o->profile = v;
+        return -1;
+    case O_SAVE_EVERY:
+        return parse_int("--save-every", v, 1, &o->save_every);
+    case O_CHECKPOINT:
+        o->checkpoint = v;
+        return -1;
+    case O_RESUME:
+        o->resume = 1;
+        return -1;
     default:
         break;
     }

@@ -20,6 +20,11 @@ typedef struct {
     const char *transport; /* "auto" (MPI when a launcher started several processes), "thread",
                               "mpi" */
     int dp_set;            /* --dp was given (else under MPI it is processes / ranks) */
+    /* profiles and checkpoints (profile.c, resume.c) */
+    const char *profile;    /* --profile FILE, NULL: none */
+    int save_every;         /* steps between checkpoints, 0: none */
+    const char *checkpoint; /* NULL: "pprun.ckpt" */
+    int resume;
 } pprun_opts;
 
 typedef struct {
@@ -52,5 +57,20 @@ int pprun_agree(pp_transport *tp, int rank, int rc);
 int pprun_write_json(const pprun_opts *o, const pprun_record *rec);
 /* Median of the steps after warm-up, and how many steps counted as warm-up. */
 double pprun_median_step(const pprun_record *rec, int *warmup);
+
+/* profile.c: with --profile, sets the configuration options from the profile's chosen
+ * candidate (argv: to refuse flags that would contradict it). -1 to go on, or the exit code
+ * (2, said in one line). The profile's strings stay valid until pprun_profile_release. */
+int pprun_apply_profile(pprun_opts *o, int argc, char **argv);
+void pprun_profile_release(void);
+/* resume.c: with --resume, restores the checkpoint (if there is one) into ex, the history
+ * into rec and replays the data stream to where the checkpoint was taken (batch: a buffer of
+ * one step's tokens); *first = the next step to run (0 without a checkpoint). With
+ * --save-every, pprun_save_if_due writes one after `done` steps when due (every K, and the
+ * last step). Both return -1 to go on, or the exit code (message printed). */
+int pprun_resume(const pprun_opts *o, pp_rt_executor *ex, pp_rt_data *data, int32_t *batch,
+                 int seq, pprun_record *rec, int *first);
+int pprun_save_if_due(const pprun_opts *o, pp_rt_executor *ex, const pprun_record *rec,
+                      int done);
 
 #endif

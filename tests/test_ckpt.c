@@ -1,0 +1,217 @@
+/* test_ckpt.c — pprun's checkpoints and --profile: a run killed with SIGKILL at several moments
+ * and resumed ends with the same parameters, optimizer state, step, data position and loss
+ * history, bit for bit, as a run that never stopped; checkpoints of another run, corrupted or
+ * truncated ones are refused; --profile trains the profile's configuration. */
+#include <jansson.h>
+#include <time.h>
+
+#include "pp_rt.h"
+#include "profiles_test.h"
+
+#define PPRUN PP_BINARY_DIR "/runtime/pprun"
+/* interleaved, 2 ranks x 2 chunks, 2 replicas: every kind of state (several stages per rank,
+ * data-parallel replicas, AdamW) is in the checkpoint */
+#define RUN_ARGS                                                                                   \
+    "--model tiny --schedule interleaved --ranks 2 --chunks 2 --microbatches 4 --dp 2 "            \
+    "--steps 16 --save-every 1 --quiet"
+
+static void ckpt_info(const char *path, pp_rt_ckpt *ck)
+{
+    *ck = (pp_rt_ckpt){0};
+    cr_assert_eq(pp_rt_checkpoint_load(NULL, path, 0, ck), PP_OK, "%s", pp_err_msg());
+}
+
+static json_t *json_of(const char *text)
+{
+    json_error_t e;
+    const char *brace = strchr(text, '{');
+    cr_assert_not_null(brace, "no JSON in: %s", text);
+    json_t *j = json_loads(brace, JSON_DISABLE_EOF_CHECK, &e);
+    cr_assert_not_null(j, "%s: %s", e.text, text);
+    return j;
+}
+
+/* The uninterrupted run: its final checkpoint and JSON summary. */
+static void reference(const char *dir, pp_rt_ckpt *ck, json_t **summary)
+{
+    char cmd[1024], out[65536], path[256];
+    snprintf(path, sizeof path, "%s/ref.ckpt", dir);
+    snprintf(cmd, sizeof cmd, PPRUN " " RUN_ARGS " --checkpoint %s --json", path);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    ckpt_info(path, ck);
+    cr_assert_eq(ck->step, 16);
+    *summary = json_of(out);
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Starts the run in the background and kills it with SIGKILL `delay_ms` after its checkpoint
+ * has reached `at_step` (at_step 0: `delay_ms` after the start), wherever it then is: in a
+ * step, or writing the next checkpoint. Fails if the run had already finished. Bounded: gives
+ * up after 120 s. */
+static void run_and_kill(const char *path, int at_step, int delay_ms)
+{
+    char args[1024];
+    snprintf(args, sizeof args, PPRUN " " RUN_ARGS " --checkpoint %s", path);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", args, (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; at_step > 0 && i < 120000; i++) { /* 120 s in 1 ms polls */
+        pp_rt_ckpt ck = {0};
+        if (pp_rt_checkpoint_load(NULL, path, 0, &ck) == PP_OK && ck.step >= at_step)
+            break;
+        cr_assert_eq(waitpid(pid, NULL, WNOHANG), 0, "the run ended before it was killed");
+        sleep_ms(1);
+    }
+    sleep_ms(delay_ms);
+    cr_assert_eq(waitpid(pid, NULL, WNOHANG), 0,
+                 "the run finished before the kill (at step %d + %d ms): nothing was tested",
+                 at_step, delay_ms);
+    /* sh -c execs pprun (a single command), so pid is pprun itself */
+    kill(pid, SIGKILL);
+    int status;
+    waitpid(pid, &status, 0);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "pprun was not killed");
+}
+
+static void resume_and_compare(const char *dir, const char *path, const pp_rt_ckpt *ref,
+                               json_t *ref_summary)
+{
+    char cmd[1024], out[65536];
+    snprintf(cmd, sizeof cmd, PPRUN " " RUN_ARGS " --checkpoint %s --resume --json", path);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    pp_rt_ckpt ck;
+    ckpt_info(path, &ck);
+    cr_assert_eq(ck.step, 16);
+    cr_assert_eq(ck.data_batches, ref->data_batches);
+    cr_assert_eq(ck.state_hash, ref->state_hash,
+                 "resumed state %016llx, uninterrupted %016llx (parameters, AdamW state, step, "
+                 "data position and losses)",
+                 (unsigned long long)ck.state_hash, (unsigned long long)ref->state_hash);
+    json_t *j = json_of(out);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "param_checksum")),
+                     json_string_value(json_object_get(ref_summary, "param_checksum")));
+    json_t *a = json_object_get(j, "per_step"), *b = json_object_get(ref_summary, "per_step");
+    cr_assert_eq(json_array_size(a), 16);
+    for (size_t i = 0; i < 16; i++) {
+        double la = json_real_value(json_object_get(json_array_get(a, i), "loss"));
+        double lb = json_real_value(json_object_get(json_array_get(b, i), "loss"));
+        cr_assert(la == lb, "step %zu: loss %.17g resumed, %.17g uninterrupted", i + 1, la, lb);
+    }
+    json_decref(j);
+    (void)dir;
+}
+
+Test(ckpt, killed_runs_resume_to_the_same_bits, .timeout = 600)
+{
+    char dir[64], path[256];
+    pt_tmpdir(dir, sizeof dir);
+    pp_rt_ckpt ref;
+    json_t *ref_summary;
+    reference(dir, &ref, &ref_summary);
+    /* killed right after the checkpoint of step 3, before the first checkpoint exists, and a
+     * few milliseconds after later checkpoints (wherever the run then is: mid-step, or
+     * writing the next checkpoint) */
+    struct {
+        int at_step, delay_ms;
+    } kills[] = {{3, 0}, {0, 1}, {5, 3}, {8, 7}, {12, 1}};
+    for (size_t k = 0; k < sizeof kills / sizeof kills[0]; k++) {
+        snprintf(path, sizeof path, "%s/run%zu.ckpt", dir, k);
+        run_and_kill(path, kills[k].at_step, kills[k].delay_ms);
+        resume_and_compare(dir, path, &ref, ref_summary);
+    }
+    json_decref(ref_summary);
+}
+
+Test(ckpt, a_run_killed_twice_still_matches, .timeout = 600)
+{
+    char dir[64], path[256];
+    pt_tmpdir(dir, sizeof dir);
+    pp_rt_ckpt ref;
+    json_t *ref_summary;
+    reference(dir, &ref, &ref_summary);
+    snprintf(path, sizeof path, "%s/twice.ckpt", dir);
+    run_and_kill(path, 2, 0);
+    /* the second life is resumed and killed again */
+    char args[1024];
+    snprintf(args, sizeof args, PPRUN " " RUN_ARGS " --checkpoint %s --resume", path);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", args, (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 120000; i++) {
+        pp_rt_ckpt ck = {0};
+        if (pp_rt_checkpoint_load(NULL, path, 0, &ck) == PP_OK && ck.step >= 6)
+            break;
+        cr_assert_eq(waitpid(pid, NULL, WNOHANG), 0, "the run ended before it was killed");
+        sleep_ms(1);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    resume_and_compare(dir, path, &ref, ref_summary);
+    json_decref(ref_summary);
+}
+
+Test(ckpt, another_runs_or_a_damaged_checkpoint_is_refused)
+{
+    char dir[64], path[256], cmd[1024], out[16384];
+    pt_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/c.ckpt", dir);
+    snprintf(cmd, sizeof cmd,
+             PPRUN " --model tiny --ranks 2 --steps 2 --save-every 2 --quiet --checkpoint %s",
+             path);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    /* another seed: another run */
+    snprintf(cmd, sizeof cmd,
+             PPRUN " --model tiny --ranks 2 --steps 4 --seed 2 --resume --quiet --checkpoint %s",
+             path);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 2, "%s", out);
+    cr_assert(strstr(out, "was written by a different run: it has seed=1, this run seed=2"), "%s",
+              out);
+    /* one flipped byte, then a truncated file */
+    char *data;
+    size_t len;
+    cr_assert_eq(pp_file_read(path, &data, &len), PP_OK);
+    data[len / 2] ^= 0x40;
+    cr_assert_eq(pp_file_write_atomic(path, data, len), PP_OK);
+    snprintf(cmd, sizeof cmd,
+             PPRUN " --model tiny --ranks 2 --steps 4 --resume --quiet --checkpoint %s", path);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 2, "%s", out);
+    cr_assert(strstr(out, "checksum mismatch (corrupted)"), "%s", out);
+    data[len / 2] ^= 0x40;
+    cr_assert_eq(pp_file_write_atomic(path, data, len / 3), PP_OK);
+    free(data);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 2, "%s", out);
+    cr_assert(strstr(out, "pprun: --resume: checkpoint"), "%s", out);
+}
+
+Test(ckpt, profile_sets_the_configuration)
+{
+    char out[65536];
+    cr_assert_eq(
+        pt_run(PPRUN " --profile " FIX "tiny-local.json --steps 2 --quiet --json", out, sizeof out),
+        0, "%s", out);
+    json_t *j = json_of(out);
+    json_t *s = json_object_get(j, "schedule");
+    /* tiny-local.json chose gpipe, p = 1, b = 8, N = 1, d = 2, seq 64 */
+    cr_assert_str_eq(json_string_value(json_object_get(s, "kind")), "gpipe");
+    cr_assert_eq(json_integer_value(json_object_get(s, "ranks")), 1);
+    cr_assert_eq(json_integer_value(json_object_get(s, "microbatches")), 1);
+    cr_assert_eq(json_integer_value(json_object_get(s, "dp")), 2);
+    cr_assert_eq(json_integer_value(json_object_get(j, "micro_batch_size")), 8);
+    cr_assert_eq(json_integer_value(json_object_get(j, "seq")), 64);
+    json_decref(j);
+    cr_assert_eq(pt_run(PPRUN " --profile " FIX "tiny-local.json --ranks 2", out, sizeof out), 2);
+    cr_assert(strstr(out, "--ranks and --profile"), "%s", out);
+    cr_assert_eq(pt_run(PPRUN " --profile " FIX "gpt-13b-dgx-h100-x32.json", out, sizeof out), 2);
+    cr_assert(strstr(out, "tensor parallelism (t = 2)"), "%s", out);
+}
