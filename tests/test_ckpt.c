@@ -43,6 +43,26 @@ static void reference(const char *dir, pp_rt_ckpt *ck, json_t **summary)
     *summary = json_of(out);
 }
 
+/* Starts the command line (words separated by single spaces, no quoting) as a child process
+ * of its own, not through a shell: the pid is pprun's, so SIGKILL reaches pprun itself. */
+static pid_t spawn(const char *line)
+{
+    static char buf[1024];
+    char *argv[64];
+    int argc = 0;
+    snprintf(buf, sizeof buf, "%s", line);
+    for (char *w = strtok(buf, " "); w && argc < 63; w = strtok(NULL, " "))
+        argv[argc++] = w;
+    argv[argc] = NULL;
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
 static void sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -57,12 +77,7 @@ static void run_and_kill(const char *path, int at_step, int delay_ms)
 {
     char args[1024];
     snprintf(args, sizeof args, PPRUN " " RUN_ARGS " --checkpoint %s", path);
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1);
-    if (pid == 0) {
-        execl("/bin/sh", "sh", "-c", args, (char *)NULL);
-        _exit(127);
-    }
+    pid_t pid = spawn(args);
     for (int i = 0; at_step > 0 && i < 120000; i++) { /* 120 s in 1 ms polls */
         pp_rt_ckpt ck = {0};
         if (pp_rt_checkpoint_load(NULL, path, 0, &ck) == PP_OK && ck.step >= at_step)
@@ -74,7 +89,6 @@ static void run_and_kill(const char *path, int at_step, int delay_ms)
     cr_assert_eq(waitpid(pid, NULL, WNOHANG), 0,
                  "the run finished before the kill (at step %d + %d ms): nothing was tested",
                  at_step, delay_ms);
-    /* sh -c execs pprun (a single command), so pid is pprun itself */
     kill(pid, SIGKILL);
     int status;
     waitpid(pid, &status, 0);
@@ -142,12 +156,7 @@ Test(ckpt, a_run_killed_twice_still_matches, .timeout = 600)
     /* the second life is resumed and killed again */
     char args[1024];
     snprintf(args, sizeof args, PPRUN " " RUN_ARGS " --checkpoint %s --resume", path);
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1);
-    if (pid == 0) {
-        execl("/bin/sh", "sh", "-c", args, (char *)NULL);
-        _exit(127);
-    }
+    pid_t pid = spawn(args);
     for (int i = 0; i < 120000; i++) {
         pp_rt_ckpt ck = {0};
         if (pp_rt_checkpoint_load(NULL, path, 0, &ck) == PP_OK && ck.step >= 6)
