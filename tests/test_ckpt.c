@@ -170,6 +170,38 @@ Test(ckpt, a_run_killed_twice_still_matches, .timeout = 600)
     json_decref(ref_summary);
 }
 
+Test(ckpt, one_run_per_checkpoint_and_stale_temporaries_go)
+{
+    char dir[64], path[256], cmd[1024], out[16384], stale[300];
+    pt_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/one.ckpt", dir);
+    snprintf(stale, sizeof stale, "%s.tmp.999999", path);
+    cr_assert_eq(pp_file_write_atomic(stale, "half a checkpoint", 17), PP_OK);
+    char args[1024];
+    snprintf(args, sizeof args, PPRUN " " RUN_ARGS " --checkpoint %s", path);
+    pid_t pid = spawn(args);
+    for (int i = 0; i < 120000; i++) {
+        pp_rt_ckpt ck = {0};
+        if (pp_rt_checkpoint_load(NULL, path, 0, &ck) == PP_OK && ck.step >= 1)
+            break;
+        cr_assert_eq(waitpid(pid, NULL, WNOHANG), 0, "the first run ended early");
+        sleep_ms(1);
+    }
+    /* the first run holds the checkpoint: a second one is refused and changes nothing */
+    snprintf(cmd, sizeof cmd, PPRUN " " RUN_ARGS " --checkpoint %s --resume", path);
+    int rc = pt_run(cmd, out, sizeof out);
+    int still = waitpid(pid, NULL, WNOHANG) == 0;
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    cr_assert(still, "the first run ended before the second started: nothing was tested");
+    cr_assert_eq(rc, 2, "%s", out);
+    cr_assert(strstr(out, "another pprun is using checkpoint"), "%s", out);
+    struct stat st;
+    cr_assert_neq(stat(stale, &st), 0, "the stale temporary file is still there");
+    /* once it is gone, resuming works */
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+}
+
 Test(ckpt, another_runs_or_a_damaged_checkpoint_is_refused)
 {
     char dir[64], path[256], cmd[1024], out[16384];

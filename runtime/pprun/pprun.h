@@ -63,14 +63,14 @@ double pprun_median_step(const pprun_record *rec, int *warmup);
  * (2, said in one line). The profile's strings stay valid until pprun_profile_release. */
 int pprun_apply_profile(pprun_opts *o, int argc, char **argv);
 void pprun_profile_release(void);
-/* resume.c: with --resume, restores the checkpoint (if there is one) into ex, the history
+/* resume.c: with --save-every or --resume, locks the checkpoint (one run per file); with
+ * --resume, restores the checkpoint (if there is one) into ex, the history
  * into rec and replays the data stream to where the checkpoint was taken (batch: a buffer of
  * one step's tokens); *first = the next step to run (0 without a checkpoint). With
  * --save-every, pprun_save_if_due writes one after `done` steps when due (every K, and the
  * last step). Both return -1 to go on, or the exit code (message printed). */
-int pprun_resume(const pprun_opts *o, pp_rt_executor *ex, pp_rt_data *data, int32_t *batch,
-                 int seq, pprun_record *rec, int *first);
-int pprun_save_if_due(const pprun_opts *o, pp_rt_executor *ex, const pprun_record *rec,
-                      int done);
+int pprun_resume(const pprun_opts *o, pp_rt_executor *ex, pp_rt_data *data, int32_t *batch, int seq,
+                 pprun_record *rec, int *first);
+int pprun_save_if_due(const pprun_opts *o, pp_rt_executor *ex, const pprun_record *rec, int done);
 
 #endif

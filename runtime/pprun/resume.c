@@ -2,9 +2,19 @@
  * every K steps and after the last; --resume restores the last one and replays the data
  * stream to the batch it had reached, so the run continues exactly where it stopped: killed at
  * any moment, it ends with the same parameters, bit for bit, as a run that never stopped.
+ * One run at a time per checkpoint: an flock on CHECKPOINT.lock, held until the process ends
+ * (the kernel drops it even on SIGKILL), refuses a second pprun on the same file — say a job
+ * requeued while its first instance still runs — instead of letting both write it. Holding it,
+ * the temporary files a killed run left (CHECKPOINT.tmp.<pid>) are removed.
  * Not here: MPI runs (each process holds one rank's stages: refused with a message). */
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "pprun.h"
 
@@ -19,6 +29,34 @@ static const char *path_of(const pprun_opts *o)
 static void data_id(const pprun_opts *o, char *buf, size_t n)
 {
     snprintf(buf, n, "data=%s", o->data ? o->data : "synthetic");
+}
+
+/* Takes CHECKPOINT.lock for the rest of the process (the descriptor is never closed) and
+ * removes stale temporary files. -1 to go on, or the exit code. */
+static int lock_checkpoint(const pprun_opts *o)
+{
+    char lock[4096];
+    snprintf(lock, sizeof lock, "%s.lock", path_of(o));
+    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "pprun: cannot open %s: %s\n", lock, strerror(errno));
+        return 2;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        fprintf(stderr, "pprun: another pprun is using checkpoint %s (%s is locked)\n", path_of(o),
+                lock);
+        close(fd);
+        return 2;
+    }
+    char pattern[4200];
+    snprintf(pattern, sizeof pattern, "%s.tmp.*", path_of(o));
+    glob_t g;
+    if (glob(pattern, GLOB_NOSORT, NULL, &g) == 0) {
+        for (size_t i = 0; i < g.gl_pathc; i++)
+            unlink(g.gl_pathv[i]);
+        globfree(&g);
+    }
+    return -1;
 }
 
 typedef struct {
@@ -82,6 +120,17 @@ int pprun_resume(const pprun_opts *o, pp_rt_executor *ex, pp_rt_data *data, int3
                  pprun_record *rec, int *first)
 {
     *first = 0;
+    if ((o->save_every || o->resume) && pp_rt_executor_self(ex) >= 0) {
+        fputs("pprun: --save-every/--resume need every rank in this process (--transport "
+              "thread); checkpoints under MPI are not implemented\n",
+              stderr);
+        return 2;
+    }
+    if (o->save_every || o->resume) {
+        int rc = lock_checkpoint(o);
+        if (rc >= 0)
+            return rc;
+    }
     if (!o->resume)
         return -1;
     history h;
