@@ -1,6 +1,7 @@
 /* executor.c — the executor's lifecycle and step driver: checks that a schedule fits the
- * model, creates one CPU backend per global rank, the stages each rank holds and the
- * in-process transport; a step starts one thread per rank (executor_run.c) and joins them.
+ * model, creates one backend per global rank (CPU or CUDA: executor_mem.c), the stages each
+ * rank holds and the in-process transport; a step starts one thread per rank
+ * (executor_run.c) and joins them.
  *
  * With a process transport (MPI) the same code runs one rank: this process's, on the calling
  * thread; what the ranks share after a step is in executor_dist.c.
@@ -130,7 +131,7 @@ static pp_status create_rank(pp_rt_executor *ex, int g)
  * so the NUMA node) that will use it. */
 static pp_status create_rank_all(pp_rt_executor *ex, int g)
 {
-    PP_TRY(pp_backend_cpu_create(&ex->be[g]));
+    PP_TRY(pp_ex_backend_create(ex, g, &ex->be[g]));
     PP_TRY(create_stages(ex, g));
     PP_TRY(create_rank(ex, g));
     return PP_OK;
@@ -222,11 +223,13 @@ static pp_status create_all(pp_rt_executor *ex)
     if (ex->self >= 0) {
         /* The REDUCE check needs every rank's stages, which live in other processes: the same
          * schedule passes it in-process (pprun's equivalence test runs both). */
-        pp_transport_bind(ex->tp, ex->self, ex->be[ex->self]);
+        /* a host-memory transport keeps its buffers out of a device backend's accounting */
+        if (!ex->staged)
+            pp_transport_bind(ex->tp, ex->self, ex->be[ex->self]);
         return PP_OK;
     }
     PP_TRY(pp_ex_check_reduces(ex));
-    PP_TRY(pp_transport_thread_create(G, ex->be, &ex->tp));
+    PP_TRY(pp_transport_thread_create(G, ex->staged ? NULL : ex->be, &ex->tp));
     ex->own_tp = 1;
     return PP_OK;
 }
@@ -252,6 +255,13 @@ pp_status pp_rt_executor_create(const pp_rt_exec_params *p, pp_rt_executor **out
     ex->clip = p->clip;
     ex->tp = p->transport;
     ex->self = p->transport ? pp_transport_self(p->transport) : -1;
+    ex->backend = p->backend;
+    ex->precision = p->precision;
+    ex->device = p->device;
+    ex->device_mem = p->backend == PP_RT_BACKEND_CUDA;
+    /* only NCCL takes device pointers; the in-process and MPI transports take host memory */
+    ex->staged = (ex->device_mem || p->backend == PP_RT_BACKEND_CPU_STAGED) &&
+                 !(p->transport && strcmp(pp_transport_name(p->transport), "nccl") == 0);
     atomic_init(&ex->failed, -1);
     pp_status st = pp_sched_clone(p->sched, &ex->sched);
     if (st == PP_OK)
@@ -269,8 +279,10 @@ static void destroy_rank(pp_rt_executor *ex, rank_state *rs)
     size_t n = (size_t)ex->P * ex->S * ex->N * SLOT__COUNT;
     for (size_t i = 0; rs->slot && i < n; i++)
         pp_backend_free(rs->be, rs->slot[i], ex->io_bytes, PP_MEM_COMM);
-    for (int i = 0; i < rs->n_red; i++)
+    for (int i = 0; i < rs->n_red; i++) {
         pp_backend_free(rs->be, rs->red[i].buf, rs->red[i].n * sizeof(float), PP_MEM_COMM);
+        free(rs->red[i].host);
+    }
     size_t bytes = (size_t)ex->N * ex->B * ex->T * sizeof(int32_t);
     pp_backend_free(rs->be, rs->tok, bytes, PP_MEM_ACTS);
     pp_backend_free(rs->be, rs->tgt, bytes, PP_MEM_ACTS);
@@ -286,7 +298,7 @@ void pp_rt_executor_destroy(pp_rt_executor *ex)
      * backends, which go last (a borrowed one is only unbound from this rank's backend). */
     if (ex->own_tp)
         pp_transport_destroy(ex->tp);
-    else if (ex->self >= 0 && ex->be && ex->be[ex->self])
+    else if (ex->self >= 0 && ex->be && ex->be[ex->self] && !ex->staged)
         pp_transport_bind(ex->tp, ex->self, NULL);
     for (int g = 0; ex->rk && g < ex->G; g++)
         if (ex->rk[g].be)

@@ -19,6 +19,7 @@ typedef struct {
     pp_transport_req *req;
     float *buf; /* PP_MEM_COMM, n floats */
     size_t n;
+    float *host; /* host copy in flight when the transport needs host memory (else NULL) */
 } pending_reduce;
 
 typedef struct {
@@ -60,6 +61,9 @@ struct pp_rt_executor {
     int broken;
     int self;   /* the one global rank this process runs (process transport), or -1: all */
     int own_tp; /* tp is the executor's in-process transport (else borrowed) */
+    int backend, precision, device; /* pp_rt_exec_params' */
+    int device_mem;                 /* the backends' memory is a device's (CUDA) */
+    int staged; /* device_mem and the transport takes host memory: stage through host */
 };
 
 /* Whether global rank g runs in this process. */
@@ -99,6 +103,34 @@ static inline uint64_t pp_ex_coll_tag(int kind, int replica, int a)
            (uint64_t)(uint32_t)a;
 }
 enum { TAG_REDUCE = 1, TAG_TIED, TAG_DP, TAG_NORM, TAG_LOSS, TAG_SPANS, TAG_GATHER };
+
+/* executor_mem.c: the executor's only ways to create a backend and to move stage memory
+ * through the transport, so that device memory works wherever host memory does. */
+pp_status pp_ex_backend_create(const pp_rt_executor *ex, int g, pp_backend **out);
+/* At the start of a rank's thread: makes the rank's device current on it (CUDA). */
+pp_status pp_ex_rank_enter(pp_rt_executor *ex, rank_state *rs);
+pp_status pp_ex_send(pp_rt_executor *ex, rank_state *rs, int to, uint64_t tag, const void *buf,
+                     size_t bytes);
+pp_status pp_ex_recv(pp_rt_executor *ex, rank_state *rs, int from, uint64_t tag, void *buf,
+                     size_t bytes);
+/* iallreduce_sum on data(n) in backend memory; *host receives the staging copy (NULL when
+ * none) which pp_ex_wait uploads back and frees, also when the wait fails. */
+pp_status pp_ex_iallreduce(pp_rt_executor *ex, rank_state *rs, const int *group, int n_group,
+                           uint64_t tag, float *data, size_t n, float **host,
+                           pp_transport_req **req);
+pp_status pp_ex_wait(pp_rt_executor *ex, rank_state *rs, pp_transport_req *req, float *data,
+                     float *host, size_t n);
+/* *acc += x[i]^2 for x(n) in backend memory, in element order, in double (as a host loop). */
+pp_status pp_ex_sum_sq(rank_state *rs, const float *x, size_t n, double *acc);
+
+/* Host data of the executor's own exchanges (losses, spans, gathers) through the transport:
+ * as they are for a host-memory transport, through a device copy for NCCL. g: the rank. */
+pp_status pp_ex_send_host(pp_rt_executor *ex, int g, int to, uint64_t tag, const void *buf,
+                          size_t bytes);
+pp_status pp_ex_recv_host(pp_rt_executor *ex, int g, int from, uint64_t tag, void *buf,
+                          size_t bytes);
+pp_status pp_ex_allreduce_host(pp_rt_executor *ex, int g, const int *group, int n_group,
+                               uint64_t tag, float *data, size_t n);
 
 /* executor_dist.c: with a process transport, after a rank's step: the losses shared with
  * every process, the rank's spans sent to rank 0. */

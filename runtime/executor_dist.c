@@ -9,6 +9,7 @@
  * The gathers are point-to-point messages through the transport, so the transport table needs
  * no gather of its own. Raw structs travel as bytes: every process runs this same binary.
  *
+ * Host data goes through pp_ex_*_host (executor_mem.c): a device copy for NCCL.
  * Not here: heterogeneous machines (different struct layouts), the actions themselves.
  */
 #include <math.h>
@@ -32,8 +33,8 @@ static pp_status share_losses(pp_rt_executor *ex, rank_state *rs)
         v[i] = isnan(ex->losses[i]) ? 0.0f : (float)ex->losses[i]; /* losses are floats */
     for (int g = 0; g < ex->G; g++)
         group[g] = g;
-    pp_status st = pp_transport_allreduce_sum(ex->tp, rs->g, group, ex->G,
-                                              pp_ex_coll_tag(TAG_LOSS, 0, 0), v, (size_t)n);
+    pp_status st =
+        pp_ex_allreduce_host(ex, rs->g, group, ex->G, pp_ex_coll_tag(TAG_LOSS, 0, 0), v, (size_t)n);
     for (int i = 0; st == PP_OK && i < n; i++)
         ex->losses[i] = v[i];
     free(v);
@@ -61,13 +62,12 @@ static pp_status gather_spans(pp_rt_executor *ex, rank_state *rs)
         memcpy(buf, ex->spans[rs->g], (n - 2) * sizeof *buf);
         buf[n - 2] = ex->sync[rs->g];
         buf[n - 1] = ex->optim[rs->g];
-        st = pp_transport_send(ex->tp, rs->g, 0, pp_ex_coll_tag(TAG_SPANS, 0, rs->g), buf,
-                               n * sizeof *buf);
+        st = pp_ex_send_host(ex, rs->g, 0, pp_ex_coll_tag(TAG_SPANS, 0, rs->g), buf,
+                             n * sizeof *buf);
     } else {
         for (int g = 1; g < ex->G && st == PP_OK; g++) {
             size_t n = spans_count(ex, g);
-            st = pp_transport_recv(ex->tp, 0, g, pp_ex_coll_tag(TAG_SPANS, 0, g), buf,
-                                   n * sizeof *buf);
+            st = pp_ex_recv_host(ex, 0, g, pp_ex_coll_tag(TAG_SPANS, 0, g), buf, n * sizeof *buf);
             if (st != PP_OK)
                 break;
             memcpy(ex->spans[g], buf, (n - 2) * sizeof *buf);
@@ -96,14 +96,14 @@ static pp_status gather_on_zero(pp_rt_executor *ex, int what, void *items, size_
 {
     char *base = items;
     if (ex->self > 0) {
-        PP_TRY(pp_transport_send(ex->tp, ex->self, 0, pp_ex_coll_tag(TAG_GATHER, what, ex->self),
-                                 base + (size_t)ex->self * bytes, bytes));
+        PP_TRY(pp_ex_send_host(ex, ex->self, 0, pp_ex_coll_tag(TAG_GATHER, what, ex->self),
+                               base + (size_t)ex->self * bytes, bytes));
         PP_TRY(pp_transport_flush(ex->tp, ex->self));
         return PP_OK;
     }
     for (int g = 1; g < ex->G; g++)
-        PP_TRY(pp_transport_recv(ex->tp, 0, g, pp_ex_coll_tag(TAG_GATHER, what, g),
-                                 base + (size_t)g * bytes, bytes));
+        PP_TRY(pp_ex_recv_host(ex, 0, g, pp_ex_coll_tag(TAG_GATHER, what, g),
+                               base + (size_t)g * bytes, bytes));
     return PP_OK;
 }
 

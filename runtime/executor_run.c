@@ -149,7 +149,7 @@ static pp_status do_recv(pp_rt_executor *ex, rank_state *rs, const pp_action *a,
         return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
     int peer = rs->replica * ex->D + a->peer;
     uint64_t tag = pp_transport_tag(a->pipe, a->stage, a->mb, !fwd);
-    pp_status e = pp_transport_recv(ex->tp, rs->g, peer, tag, buf, ex->io_bytes);
+    pp_status e = pp_ex_recv(ex, rs, peer, tag, buf, ex->io_bytes);
     if (e == PP_OK)
         e = slot_put(ex, rs, a, a->stage, fwd ? SLOT_X_IN : SLOT_DY, buf);
     if (e != PP_OK)
@@ -164,7 +164,7 @@ static pp_status do_send(pp_rt_executor *ex, rank_state *rs, const pp_action *a,
     int peer = rs->replica * ex->D + a->peer;
     /* tagged with the stage that receives it */
     uint64_t tag = pp_transport_tag(a->pipe, a->stage + (fwd ? 1 : -1), a->mb, !fwd);
-    pp_status e = pp_transport_send(ex->tp, rs->g, peer, tag, buf, ex->io_bytes);
+    pp_status e = pp_ex_send(ex, rs, peer, tag, buf, ex->io_bytes);
     comm_free(ex, rs, buf);
     return e;
 }
@@ -194,6 +194,7 @@ static pp_status do_action(pp_rt_executor *ex, rank_state *rs, const pp_action *
 
 static pp_status run_rank(pp_rt_executor *ex, rank_state *rs)
 {
+    PP_TRY(pp_ex_rank_enter(ex, rs));
     for (int p = 0; p < ex->P; p++)
         for (int s = 0; s < ex->S; s++)
             if (ex_rank_of(ex, p, s) == rs->r)

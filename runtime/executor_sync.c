@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "executor.h"
 
 typedef struct {
@@ -80,29 +81,31 @@ static size_t packed_size(const gref *v, int n)
 }
 
 /* Copies of one name on one rank (a rank holding both replicas of a layer) are summed
- * locally first, in discovery order. */
-static void pack(const gref *v, int n, float *buf)
+ * locally first, in discovery order. Gradients and buf are backend memory: copied and added
+ * by the backend (the CPU backend's copy and add are memcpy and y[i] += x[i]). */
+static pp_status pack(pp_backend *be, const gref *v, int n, float *buf)
 {
     size_t off = 0;
     for (int i = 0; i < n;) {
-        memcpy(buf + off, v[i].grad, v[i].n * sizeof(float));
+        PP_TRY(be->ops->copy(be->ctx, buf + off, v[i].grad, v[i].n * sizeof(float)));
         int j = i + 1;
         for (; j < n && strcmp(v[j].name, v[i].name) == 0; j++)
-            for (size_t e = 0; e < v[i].n; e++)
-                buf[off + e] += v[j].grad[e];
+            PP_TRY(be->ops->add(be->ctx, buf + off, v[j].grad, v[i].n));
         off += v[i].n;
         i = j;
     }
+    return PP_OK;
 }
 
-static void unpack(const gref *v, int n, const float *buf)
+static pp_status unpack(pp_backend *be, const gref *v, int n, const float *buf)
 {
     size_t off = 0;
     for (int i = 0; i < n; i++) {
         if (i > 0 && strcmp(v[i].name, v[i - 1].name) != 0)
             off += v[i - 1].n;
-        memcpy(v[i].grad, buf + off, v[i].n * sizeof(float));
+        PP_TRY(be->ops->copy(be->ctx, v[i].grad, buf + off, v[i].n * sizeof(float)));
     }
+    return PP_OK;
 }
 
 pp_status pp_ex_post_reduce(pp_rt_executor *ex, rank_state *rs, int id)
@@ -121,17 +124,20 @@ pp_status pp_ex_post_reduce(pp_rt_executor *ex, rank_state *rs, int id)
         free(v);
         return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
     }
-    pack(v, n, buf);
+    pp_status st = pack(rs->be, v, n, buf);
     free(v);
+    if (st != PP_OK) {
+        pp_backend_free(rs->be, buf, total * sizeof(float), PP_MEM_COMM);
+        return st;
+    }
     const pp_reduce *rd = &ex->sched->reduces[id];
     int group[PP_REDUCE_MAX_RANKS];
     for (int i = 0; i < rd->n_ranks; i++)
         group[i] = rs->replica * ex->D + rd->ranks[i];
     pending_reduce *pr = &rs->red[rs->n_red++];
     *pr = (pending_reduce){.id = id, .buf = buf, .n = total};
-    PP_TRY(pp_transport_iallreduce_sum(ex->tp, rs->g, group, rd->n_ranks,
-                                       pp_ex_coll_tag(TAG_REDUCE, rs->replica, id), buf, total,
-                                       &pr->req));
+    PP_TRY(pp_ex_iallreduce(ex, rs, group, rd->n_ranks, pp_ex_coll_tag(TAG_REDUCE, rs->replica, id),
+                            buf, total, &pr->host, &pr->req));
     return PP_OK;
 }
 
@@ -141,14 +147,17 @@ static pp_status finish_reduces(pp_rt_executor *ex, rank_state *rs)
     for (int i = 0; i < rs->n_red; i++) {
         pending_reduce *pr = &rs->red[i];
         if (st == PP_OK && pr->req)
-            st = pp_transport_wait(ex->tp, rs->g, pr->req);
+            st = pp_ex_wait(ex, rs, pr->req, pr->buf, pr->host, pr->n);
+        else
+            free(pr->host); /* not waited for: the failed transport holds it no more */
         pr->req = NULL;
+        pr->host = NULL;
         gref *v = NULL;
         int n = 0;
         if (st == PP_OK)
             st = collect_reduce(ex, rs->replica, rs->r, pr->id, &v, &n);
         if (st == PP_OK)
-            unpack(v, n, pr->buf);
+            st = unpack(rs->be, v, n, pr->buf);
         free(v);
         pp_backend_free(rs->be, pr->buf, pr->n * sizeof(float), PP_MEM_COMM);
         pr->buf = NULL;
@@ -164,6 +173,8 @@ static pp_status sync_tied(pp_rt_executor *ex, rank_state *rs)
     if (ex->S == 1)
         return PP_OK; /* one stage holds the only copy */
     pp_transport_req *req[2] = {NULL, NULL};
+    float *host[2] = {NULL, NULL}, *data[2] = {NULL, NULL};
+    size_t len[2] = {0, 0};
     pp_status st = PP_OK;
     for (int p = 0; p < ex->P && st == PP_OK; p++) {
         int a = ex_rank_of(ex, p, 0), b = ex_rank_of(ex, p, ex->S - 1);
@@ -178,21 +189,23 @@ static pp_status sync_tied(pp_rt_executor *ex, rank_state *rs)
             return PP_ERR(PP_ERR_INVALID, "pipe %d: the %s stage has no \"%s\" tensor", p,
                           rs->r == a && !wte ? "first" : "last",
                           rs->r == a && !wte ? "wte" : "wte.head");
-        if (a == b) {
-            for (size_t i = 0; i < wte->n; i++)
-                wte->grad[i] = head->grad[i] = wte->grad[i] + head->grad[i];
+        if (a == b) { /* wte += head; head = wte */
+            st = rs->be->ops->add(rs->be->ctx, wte->grad, head->grad, wte->n);
+            if (st == PP_OK)
+                st = rs->be->ops->copy(rs->be->ctx, head->grad, wte->grad, wte->n * sizeof(float));
             continue;
         }
         int ga = rs->replica * ex->D + a, gb = rs->replica * ex->D + b;
         int group[2] = {ga < gb ? ga : gb, ga < gb ? gb : ga};
         pp_rt_tensor *mine = rs->r == a ? wte : head;
-        st = pp_transport_iallreduce_sum(ex->tp, rs->g, group, 2,
-                                         pp_ex_coll_tag(TAG_TIED, rs->replica, p), mine->grad,
-                                         mine->n, &req[p]);
+        data[p] = mine->grad;
+        len[p] = mine->n;
+        st = pp_ex_iallreduce(ex, rs, group, 2, pp_ex_coll_tag(TAG_TIED, rs->replica, p),
+                              mine->grad, mine->n, &host[p], &req[p]);
     }
     for (int p = 0; p < 2; p++)
         if (req[p]) {
-            pp_status w = pp_transport_wait(ex->tp, rs->g, req[p]);
+            pp_status w = pp_ex_wait(ex, rs, req[p], data[p], host[p], len[p]);
             if (st == PP_OK)
                 st = w;
         }
@@ -202,9 +215,10 @@ static pp_status sync_tied(pp_rt_executor *ex, rank_state *rs)
 enum { GRADS_PACK, GRADS_UNPACK };
 
 /* Copies all gradients of the rank's stages, in (pipe, stage, tensor) order, into buf (PACK)
- * or back out of it (UNPACK); with buf NULL only counts. Returns the number of floats. */
-static size_t copy_grads(pp_rt_executor *ex, rank_state *rs, float *buf, int dir)
+ * or back out of it (UNPACK) through the backend; with buf NULL only counts into *n. */
+static pp_status copy_grads(pp_rt_executor *ex, rank_state *rs, float *buf, int dir, size_t *n)
 {
+    pp_backend *be = rs->be;
     size_t off = 0;
     for (int p = 0; p < ex->P; p++)
         for (int s = 0; s < ex->S; s++) {
@@ -213,14 +227,16 @@ static size_t copy_grads(pp_rt_executor *ex, rank_state *rs, float *buf, int dir
             int nt;
             pp_rt_tensor *t = pp_rt_stage_tensors(ex_stage(ex, rs->replica, p, s), &nt);
             for (int j = 0; j < nt; j++) {
+                size_t bytes = t[j].n * sizeof(float);
                 if (buf && dir == GRADS_PACK)
-                    memcpy(buf + off, t[j].grad, t[j].n * sizeof(float));
+                    PP_TRY(be->ops->copy(be->ctx, buf + off, t[j].grad, bytes));
                 else if (buf)
-                    memcpy(t[j].grad, buf + off, t[j].n * sizeof(float));
+                    PP_TRY(be->ops->copy(be->ctx, t[j].grad, buf + off, bytes));
                 off += t[j].n;
             }
         }
-    return off;
+    *n = off;
+    return PP_OK;
 }
 
 /* Data parallelism: every gradient summed over the dp replicas of this pipeline rank, as one
@@ -229,29 +245,36 @@ static pp_status sync_dp(pp_rt_executor *ex, rank_state *rs)
 {
     if (ex->dp == 1)
         return PP_OK;
-    size_t n = copy_grads(ex, rs, NULL, GRADS_PACK);
+    size_t n;
+    PP_TRY(copy_grads(ex, rs, NULL, GRADS_PACK, &n));
     float *buf = pp_backend_alloc(rs->be, n * sizeof(float), PP_MEM_COMM);
     if (!buf)
         return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
-    copy_grads(ex, rs, buf, GRADS_PACK);
     int group[64]; /* dp <= 64, checked at creation */
     for (int k = 0; k < ex->dp; k++)
         group[k] = k * ex->D + rs->r;
-    pp_status st = pp_transport_allreduce_sum(ex->tp, rs->g, group, ex->dp,
-                                              pp_ex_coll_tag(TAG_DP, 0, rs->r), buf, n);
+    float *host = NULL;
+    pp_transport_req *req = NULL;
+    pp_status st = copy_grads(ex, rs, buf, GRADS_PACK, &n);
     if (st == PP_OK)
-        copy_grads(ex, rs, buf, GRADS_UNPACK);
+        st = pp_ex_iallreduce(ex, rs, group, ex->dp, pp_ex_coll_tag(TAG_DP, 0, rs->r), buf, n,
+                              &host, &req);
+    if (st == PP_OK)
+        st = pp_ex_wait(ex, rs, req, buf, host, n);
+    if (st == PP_OK)
+        st = copy_grads(ex, rs, buf, GRADS_UNPACK, &n);
     pp_backend_free(rs->be, buf, n * sizeof(float), PP_MEM_COMM);
     return st;
 }
 
 /* The model's gradient counted once: replica 0, pipe 0 (every layer once), without the
  * head's copy of the tied embedding. */
-static double owned_grad_sq(pp_rt_executor *ex, rank_state *rs)
+static pp_status owned_grad_sq(pp_rt_executor *ex, rank_state *rs, double *out)
 {
     double sq = 0;
+    *out = 0;
     if (rs->replica != 0)
-        return 0;
+        return PP_OK;
     for (int s = 0; s < ex->S; s++) {
         if (ex_rank_of(ex, 0, s) != rs->r)
             continue;
@@ -260,24 +283,24 @@ static double owned_grad_sq(pp_rt_executor *ex, rank_state *rs)
         for (int j = 0; j < nt; j++) {
             if (strcmp(t[j].name, "wte.head") == 0)
                 continue;
-            for (size_t e = 0; e < t[j].n; e++)
-                sq += (double)t[j].grad[e] * t[j].grad[e];
+            PP_TRY(pp_ex_sum_sq(rs, t[j].grad, t[j].n, &sq));
         }
     }
-    return sq;
+    *out = sq;
+    return PP_OK;
 }
 
 static pp_status global_norm(pp_rt_executor *ex, rank_state *rs)
 {
-    rs->grad_sq = owned_grad_sq(ex, rs);
+    PP_TRY(owned_grad_sq(ex, rs, &rs->grad_sq));
     int *group = malloc((size_t)ex->G * sizeof *group);
     if (!group)
         return PP_ERR(PP_ERR_NOMEM, "cannot allocate a group of %d ranks", ex->G);
     for (int g = 0; g < ex->G; g++)
         group[g] = g;
     float v = (float)rs->grad_sq;
-    pp_status st = pp_transport_allreduce_sum(ex->tp, rs->g, group, ex->G,
-                                              pp_ex_coll_tag(TAG_NORM, 0, 0), &v, 1);
+    pp_status st =
+        pp_ex_allreduce_host(ex, rs->g, group, ex->G, pp_ex_coll_tag(TAG_NORM, 0, 0), &v, 1);
     free(group);
     rs->norm = sqrt((double)v);
     return st;

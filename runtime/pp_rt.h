@@ -101,6 +101,8 @@ pp_status pp_backend_cuda_mem_info(pp_backend *be, size_t *free_bytes, size_t *t
  * a CUDA-aware transport such as NCCL: it enqueues on `comm` and orders itself against
  * `compute` with events; no CUDA type crosses this header). */
 pp_status pp_backend_cuda_streams(pp_backend *be, int *device, void **compute, void **comm);
+/* CUDA devices the driver reports: 0 in a build without CUDA or on a machine without one. */
+int pp_cuda_device_count(void);
 void pp_backend_destroy(pp_backend *be);
 const char *pp_backend_name(const pp_backend *be);
 void pp_backend_mem_stats(const pp_backend *be, pp_mem_stats *out);
@@ -284,7 +286,8 @@ pp_status pp_rt_data_next(pp_rt_data *d, int rows, int T, int32_t *out);
 
 /* ---- Executor ---------------------------------------------------------------------------- */
 /* Runs training steps of a schedule: dp pipeline replicas of sched->ranks ranks each, every
- * rank a thread with its own CPU backend, talking through the in-process transport. Global
+ * rank a thread with its own backend (CPU unless pp_rt_exec_params.backend says CUDA),
+ * talking through the in-process transport. Global
  * rank g = replica * D + r. Each rank holds the stages the schedule places on it; bidirectional
  * schedules hold two replicas of every layer (one per pipe) which start identical (same seed).
  *
@@ -315,7 +318,25 @@ typedef struct {
      * only, on the calling thread. Losses and the gradient norm of a step are shared with
      * every process; spans of every rank are gathered on rank 0. */
     pp_transport *transport;
+    /* The ranks' backends (zero: CPU). PP_RT_BACKEND_CUDA: a CUDA backend of `precision`
+     * (pp_precision) per rank, on device `device` under a process transport (the launch's
+     * local rank), else rank g on device g % pp_cuda_device_count(). Every tensor then lives
+     * in device memory: the in-process and MPI transports get it staged through host memory
+     * (download, send, upload), a CUDA-aware transport (NCCL) gets device pointers.
+     * PP_ERR_UNSUPPORTED without CUDA or without a device (the message says which). */
+    int backend; /* pp_rt_backend_kind */
+    int precision;
+    int device;
 } pp_rt_exec_params;
+
+/* PP_RT_BACKEND_CPU_STAGED: CPU backends whose tensors the executor nevertheless moves through
+ * host staging copies exactly as it does a CUDA backend's (for tests: the staging path runs,
+ * and must give the CPU run's floats bit for bit, on a machine without a GPU). */
+typedef enum {
+    PP_RT_BACKEND_CPU = 0,
+    PP_RT_BACKEND_CUDA = 1,
+    PP_RT_BACKEND_CPU_STAGED = 2
+} pp_rt_backend_kind;
 
 typedef struct {
     double start, end; /* seconds since the step began */

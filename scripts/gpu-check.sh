@@ -10,7 +10,9 @@
 #    "cuda_layer": {...bench_cuda_layer --json: gpt-13b block in bf16, TFLOP/s, % of peak...}|null}
 #
 # The CUDA backend's checks (after the probes): tests/test_cuda (CPU vs CUDA fp32 per kernel
-# and per stage within 1e-4, bf16 loss tracking fp32) and bench/bench_cuda_layer; together
+# and per stage within 1e-4, bf16 loss tracking fp32; its cuda_exec tests, test_cuda_exec.c:
+# one executor step of gpipe, 1f1b, interleaved, chimera and bitpipe on CUDA fp32 vs CPU
+# within 1e-4, and 20 bf16 executor steps tracking fp32) and bench/bench_cuda_layer; together
 # well under 2 minutes on one H200 (each capped at 150 s).
 #
 # Without a usable GPU it still configures and builds everything it needs, then stops with
@@ -93,6 +95,10 @@ cuda_sum=$(echo "$out" | grep -m1 "Synthesis" | sed 's/.*Synthesis: //')
 if echo "$out" | grep -q "\[SKIP\]"; then cuda_test=skipped
 elif echo "$out" | grep -qE "Failing: 0 \| Crashing: 0"; then cuda_test=passed; fi
 [ -z "$cuda_sum" ] && cuda_sum="test_cuda printed no summary (timed out or crashed)"
+# the executor equivalence (cuda_exec) must have run, not only the kernel tests
+exec_pass=$(echo "$out" | grep -c "\[PASS\] cuda_exec::")
+[ "$cuda_test" = passed ] && [ "$exec_pass" -ne 6 ] && cuda_test=failed
+cuda_sum="$cuda_sum; executor on CUDA vs CPU: $exec_pass of 6 cuda_exec tests passed"
 
 echo "gpu-check: gpt-13b block benchmark on the CUDA backend (bf16)" >&2
 layer=$(timeout 150 "$build/bench/bench_cuda_layer" --json 2>"$tmp/bench.err" | tail -1)

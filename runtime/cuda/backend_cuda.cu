@@ -445,3 +445,13 @@ extern "C" pp_status pp_backend_cuda_streams(pp_backend *be, int *device, void *
     *comm = (void *)cx->comm;
     return PP_OK;
 }
+
+extern "C" int pp_cuda_device_count(void)
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        (void)cudaGetLastError(); /* no driver or no device: not an error of a later call */
+        return 0;
+    }
+    return count;
+}

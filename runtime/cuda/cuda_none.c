@@ -47,3 +47,8 @@ pp_status pp_backend_cuda_streams(pp_backend *be, int *device, void **compute, v
     *compute = *comm = NULL;
     return PP_ERR(PP_ERR_UNSUPPORTED, "cuda streams: %s", PP_NO_CUDA_MSG);
 }
+
+int pp_cuda_device_count(void)
+{
+    return 0;
+}

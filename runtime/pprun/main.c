@@ -10,7 +10,9 @@
  * from rank 0 for input errors, which every process shares, else from the failing rank).
  * --profile (profile.c) takes the configuration from a pptune profile; --save-every and
  * --resume (resume.c) write and restore checkpoints.
- * Not here: NCCL.
+ * --backend cuda gives every rank a CUDA backend (--precision fp32 | bf16); under MPI the
+ * ranks then talk over NCCL (bootstrapped over the MPI transport), each process on the device
+ * of its local rank. Without CUDA or without a device: one line, exit 2.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +39,8 @@ static int fail(pp_status st, const char *context)
 }
 
 typedef struct {
-    pp_transport *tp; /* NULL: ranks are threads */
+    pp_transport *tp;   /* NULL: ranks are threads */
+    pp_transport *nccl; /* --backend cuda under MPI: the ranks' transport (tp boots it) */
     pp_sched *sched;
     pp_rt_data *data;
     pp_rt_executor *ex;
@@ -50,6 +53,7 @@ static void cleanup(run_state *s)
 {
     pp_rt_trace_abort(s->trace);
     pp_rt_executor_destroy(s->ex);
+    pp_transport_destroy(s->nccl); /* before tp, which it borrowed */
     pp_rt_data_destroy(s->data);
     pp_sched_destroy(s->sched);
     pp_transport_destroy(s->tp); /* after the executor: it finalises MPI */
@@ -98,15 +102,28 @@ static int setup(const pprun_opts *o, run_state *s)
                     o->model_name, m->vocab);
         return 2;
     }
+    int device = 0;
+    if (o->backend == PP_RT_BACKEND_CUDA && s->tp) {
+        /* one process per GPU: the device of this process's local rank, NCCL between them */
+        pp_launch_info li;
+        if ((st = pp_launch_detect(&li)) != PP_OK ||
+            (st = pp_launch_local_rank(&li, &device)) != PP_OK)
+            return fail(st, "--backend cuda: ");
+        if ((st = pp_transport_nccl_create(s->tp, device, &s->nccl)) != PP_OK)
+            return fail(st, "--backend cuda: ");
+    }
     pp_rt_exec_params ep = {
         .model = m,
+        .backend = o->backend,
+        .precision = o->precision,
+        .device = device,
         .sched = s->sched,
         .micro_batch = o->micro_batch,
         .seq = seq,
         .dp = o->dp,
         .seed = o->seed,
         .clip = (float)o->clip,
-        .transport = s->tp,
+        .transport = s->nccl ? s->nccl : s->tp,
         .adamw = {.lr = (float)o->lr,
                   .beta1 = 0.9f,
                   .beta2 = 0.95f,
@@ -114,7 +131,9 @@ static int setup(const pprun_opts *o, run_state *s)
                   .weight_decay = (float)o->weight_decay},
     };
     if ((st = pp_rt_executor_create(&ep, &s->ex)) != PP_OK)
-        return fail(st, "");
+        return fail(st, o->backend == PP_RT_BACKEND_CUDA && st == PP_ERR_UNSUPPORTED
+                            ? "--backend cuda: "
+                            : "");
     if (o->trace && g_rank == 0 && (st = pp_rt_trace_open(o->trace, s->ex, &s->trace)) != PP_OK)
         return fail(st, "--trace: ");
     size_t rows = (size_t)pp_rt_executor_batch_rows(s->ex);
@@ -127,7 +146,9 @@ static int setup(const pprun_opts *o, run_state *s)
         return 1;
     }
     s->rec.sched = pp_rt_executor_sched(s->ex);
-    s->rec.transport = s->tp ? pp_transport_name(s->tp) : "thread";
+    s->rec.transport = s->nccl ? pp_transport_name(s->nccl)
+                       : s->tp ? pp_transport_name(s->tp)
+                               : "thread";
     s->rec.processes = s->tp ? pp_transport_ranks(s->tp) : 1;
     return -1;
 }

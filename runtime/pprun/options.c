@@ -44,6 +44,10 @@ static void usage(FILE *fp)
           "                            mpirun / srun as several processes, one pipeline rank\n"
           "                            per process and D x dp processes; rank 0 reports;\n"
           "                            thread: every rank in this process, even under one)\n"
+          "  --backend K               cpu | cuda (default cpu): cuda gives each rank a CUDA\n"
+          "                            backend (ranks as threads: rank g on device g mod the\n"
+          "                            devices; as processes: the launch's local rank)\n"
+          "  --precision P             fp32 | bf16 (default fp32; bf16 needs --backend cuda)\n"
           "  --profile FILE            the configuration of a pptune profile (model, schedule,\n"
           "                            ranks, micro-batches and size, chunks, group, dp, seq,\n"
           "                            split); not together with those flags\n"
@@ -131,7 +135,9 @@ enum {
     O_PROFILE,
     O_SAVE_EVERY,
     O_CHECKPOINT,
-    O_RESUME
+    O_RESUME,
+    O_BACKEND,
+    O_PRECISION
 };
 
 static const struct option long_opts[] = {
@@ -161,6 +167,8 @@ static const struct option long_opts[] = {
     {"save-every", required_argument, NULL, O_SAVE_EVERY},
     {"checkpoint", required_argument, NULL, O_CHECKPOINT},
     {"resume", no_argument, NULL, O_RESUME},
+    {"backend", required_argument, NULL, O_BACKEND},
+    {"precision", required_argument, NULL, O_PRECISION},
     {NULL, 0, NULL, 0},
 };
 
@@ -234,6 +242,16 @@ static int apply(int c, const char *v, pprun_opts *o)
     case O_RESUME:
         o->resume = 1;
         return -1;
+    case O_BACKEND:
+        if (strcmp(v, "cpu") && strcmp(v, "cuda"))
+            return bad("--backend", v, "cpu or cuda");
+        o->backend = strcmp(v, "cuda") ? PP_RT_BACKEND_CPU : PP_RT_BACKEND_CUDA;
+        return -1;
+    case O_PRECISION:
+        if (strcmp(v, "fp32") && strcmp(v, "bf16"))
+            return bad("--precision", v, "fp32 or bf16");
+        o->precision = strcmp(v, "bf16") ? PP_PREC_FP32 : PP_PREC_BF16;
+        return -1;
     default:
         break;
     }
@@ -269,6 +287,11 @@ int pprun_parse(int argc, char **argv, pprun_opts *o)
     }
     if (optind < argc) {
         fprintf(stderr, "pprun: unexpected argument \"%s\" (see pprun --help)\n", argv[optind]);
+        return 2;
+    }
+    if (o->precision == PP_PREC_BF16 && o->backend != PP_RT_BACKEND_CUDA) {
+        /* the CPU backend computes in fp32 only */
+        fputs("pprun: --precision bf16 needs --backend cuda (the CPU backend is fp32)\n", stderr);
         return 2;
     }
     return -1;

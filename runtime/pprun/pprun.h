@@ -25,6 +25,8 @@ typedef struct {
     int save_every;         /* steps between checkpoints, 0: none */
     const char *checkpoint; /* NULL: "pprun.ckpt" */
     int resume;
+    int backend;   /* pp_rt_backend_kind: --backend cpu (default) | cuda */
+    int precision; /* pp_precision: --precision fp32 (default) | bf16 */
 } pprun_opts;
 
 typedef struct {

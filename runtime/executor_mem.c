@@ -1,0 +1,195 @@
+/* executor_mem.c — where the executor meets backend memory: the choice of backend (CPU, or
+ * CUDA on a device picked from the rank), and every transfer of stage memory through the
+ * transport. With a CPU backend everything here is a direct call on host pointers (the code
+ * path and the floats of the CPU executor are unchanged). With a CUDA backend the tensors are
+ * in device memory: a transport that takes host memory (in-process threads, MPI) gets them
+ * staged through a host copy (download, send / all-reduce, upload); the NCCL transport takes
+ * device pointers directly.
+ *
+ * Not here: overlapping the staging copies with compute (they are synchronous downloads /
+ * uploads: simple and correct, not fast), pinned host buffers, CUDA-aware MPI.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "executor.h"
+
+pp_status pp_ex_backend_create(const pp_rt_executor *ex, int g, pp_backend **out)
+{
+    if (ex->backend == PP_RT_BACKEND_CPU || ex->backend == PP_RT_BACKEND_CPU_STAGED)
+        return pp_backend_cpu_create(out);
+    if (ex->backend != PP_RT_BACKEND_CUDA)
+        return PP_ERR(PP_ERR_INVALID, "backend kind %d is not CPU (0), CUDA (1) or staged CPU (2)",
+                      ex->backend);
+    int device = ex->device;
+    if (ex->self < 0) {
+        /* ranks as threads of this process: spread them over the devices it sees (with one
+         * device every rank shares it, each on its own streams) */
+        int count = pp_cuda_device_count();
+        device = count > 1 ? g % count : 0;
+    }
+    return pp_backend_cuda_create(device, ex->precision, out);
+}
+
+pp_status pp_ex_rank_enter(pp_rt_executor *ex, rank_state *rs)
+{
+    /* A step's rank threads are new threads: the CUDA backend's device is made current on
+     * this one (pp_backend_cuda_sync does so, and waits for nothing queued yet). */
+    if (!ex->device_mem)
+        return PP_OK;
+    return pp_backend_cuda_sync(rs->be);
+}
+
+/* A host buffer for staging; PP_ERR_NOMEM names the size. */
+static pp_status host_alloc(size_t bytes, void **out)
+{
+    *out = malloc(bytes ? bytes : 1);
+    if (!*out)
+        return PP_ERR(PP_ERR_NOMEM, "cannot allocate a %zu-byte host staging buffer", bytes);
+    return PP_OK;
+}
+
+pp_status pp_ex_send(pp_rt_executor *ex, rank_state *rs, int to, uint64_t tag, const void *buf,
+                     size_t bytes)
+{
+    if (!ex->staged)
+        return pp_transport_send(ex->tp, rs->g, to, tag, buf, bytes);
+    void *h;
+    PP_TRY(host_alloc(bytes, &h));
+    /* the transport copies (thread: into its message; MPI: into the posted buffer) */
+    pp_status st = rs->be->ops->download(rs->be->ctx, h, buf, bytes);
+    if (st == PP_OK)
+        st = pp_transport_send(ex->tp, rs->g, to, tag, h, bytes);
+    free(h);
+    return st;
+}
+
+pp_status pp_ex_recv(pp_rt_executor *ex, rank_state *rs, int from, uint64_t tag, void *buf,
+                     size_t bytes)
+{
+    if (!ex->staged)
+        return pp_transport_recv(ex->tp, rs->g, from, tag, buf, bytes);
+    void *h;
+    PP_TRY(host_alloc(bytes, &h));
+    pp_status st = pp_transport_recv(ex->tp, rs->g, from, tag, h, bytes);
+    if (st == PP_OK)
+        st = rs->be->ops->upload(rs->be->ctx, buf, h, bytes);
+    free(h);
+    return st;
+}
+
+pp_status pp_ex_iallreduce(pp_rt_executor *ex, rank_state *rs, const int *group, int n_group,
+                           uint64_t tag, float *data, size_t n, float **host,
+                           pp_transport_req **req)
+{
+    *host = NULL;
+    *req = NULL;
+    if (!ex->staged)
+        return pp_transport_iallreduce_sum(ex->tp, rs->g, group, n_group, tag, data, n, req);
+    void *h;
+    PP_TRY(host_alloc(n * sizeof(float), &h));
+    pp_status st = rs->be->ops->download(rs->be->ctx, h, data, n * sizeof(float));
+    if (st == PP_OK)
+        st = pp_transport_iallreduce_sum(ex->tp, rs->g, group, n_group, tag, h, n, req);
+    if (st != PP_OK) {
+        /* the transport keeps nothing of a post that failed */
+        free(h);
+        return st;
+    }
+    *host = h;
+    return PP_OK;
+}
+
+pp_status pp_ex_wait(pp_rt_executor *ex, rank_state *rs, pp_transport_req *req, float *data,
+                     float *host, size_t n)
+{
+    pp_status st = pp_transport_wait(ex->tp, rs->g, req);
+    if (st == PP_OK && host)
+        st = rs->be->ops->upload(rs->be->ctx, data, host, n * sizeof(float));
+    free(host);
+    return st;
+}
+
+enum { SQ_CHUNK = 4096 }; /* floats downloaded at a time */
+
+pp_status pp_ex_sum_sq(rank_state *rs, const float *x, size_t n, double *acc)
+{
+    float chunk[SQ_CHUNK];
+    double sq = *acc;
+    for (size_t off = 0; off < n; off += SQ_CHUNK) {
+        size_t len = n - off < SQ_CHUNK ? n - off : SQ_CHUNK;
+        PP_TRY(rs->be->ops->download(rs->be->ctx, chunk, x + off, len * sizeof(float)));
+        for (size_t e = 0; e < len; e++)
+            sq += (double)chunk[e] * chunk[e];
+    }
+    *acc = sq;
+    return PP_OK;
+}
+
+/* ---- host buffers of the executor's own exchanges (executor_dist.c) ----
+ * Losses, spans, memory statistics and checksums are host data. A transport of host memory
+ * takes them as they are; a transport of device memory (NCCL) gets a copy in a buffer of the
+ * rank's backend, counted as PP_MEM_COMM while it exists. */
+
+static int device_transport(const pp_rt_executor *ex)
+{
+    return ex->device_mem && !ex->staged;
+}
+
+static pp_status dev_copy_of(pp_backend *be, const void *host, size_t bytes, void **out)
+{
+    *out = pp_backend_alloc(be, bytes ? bytes : 1, PP_MEM_COMM);
+    if (!*out)
+        return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
+    pp_status st = host ? be->ops->upload(be->ctx, *out, host, bytes) : PP_OK;
+    if (st != PP_OK) {
+        pp_backend_free(be, *out, bytes ? bytes : 1, PP_MEM_COMM);
+        *out = NULL;
+    }
+    return st;
+}
+
+pp_status pp_ex_send_host(pp_rt_executor *ex, int g, int to, uint64_t tag, const void *buf,
+                          size_t bytes)
+{
+    if (!device_transport(ex))
+        return pp_transport_send(ex->tp, g, to, tag, buf, bytes);
+    pp_backend *be = ex->be[g];
+    void *d;
+    PP_TRY(dev_copy_of(be, buf, bytes, &d));
+    pp_status st = pp_transport_send(ex->tp, g, to, tag, d, bytes); /* NCCL copies it */
+    pp_backend_free(be, d, bytes ? bytes : 1, PP_MEM_COMM);
+    return st;
+}
+
+pp_status pp_ex_recv_host(pp_rt_executor *ex, int g, int from, uint64_t tag, void *buf,
+                          size_t bytes)
+{
+    if (!device_transport(ex))
+        return pp_transport_recv(ex->tp, g, from, tag, buf, bytes);
+    pp_backend *be = ex->be[g];
+    void *d;
+    PP_TRY(dev_copy_of(be, NULL, bytes, &d));
+    pp_status st = pp_transport_recv(ex->tp, g, from, tag, d, bytes);
+    if (st == PP_OK)
+        st = be->ops->download(be->ctx, buf, d, bytes);
+    pp_backend_free(be, d, bytes ? bytes : 1, PP_MEM_COMM);
+    return st;
+}
+
+pp_status pp_ex_allreduce_host(pp_rt_executor *ex, int g, const int *group, int n_group,
+                               uint64_t tag, float *data, size_t n)
+{
+    if (!device_transport(ex))
+        return pp_transport_allreduce_sum(ex->tp, g, group, n_group, tag, data, n);
+    pp_backend *be = ex->be[g];
+    size_t bytes = n * sizeof(float);
+    void *d;
+    PP_TRY(dev_copy_of(be, data, bytes, &d));
+    pp_status st = pp_transport_allreduce_sum(ex->tp, g, group, n_group, tag, d, n);
+    if (st == PP_OK)
+        st = be->ops->download(be->ctx, data, d, bytes);
+    pp_backend_free(be, d, bytes ? bytes : 1, PP_MEM_COMM);
+    return st;
+}
