@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "pp_profile.h"
+#include "pp_test_run.h"
 
 #define FIX PP_FIXTURES_DIR "/profiles/"
 #define PPTUNE PP_BINARY_DIR "/tuner/pptune"
@@ -154,27 +155,15 @@ static inline void pt_tree(const char *dir, char *out, size_t n)
     pt_tree_walk(dir, "", out, n);
 }
 
-/* Runs a shell command line, capturing stdout+stderr into out; returns the exit status. */
+/* Runs a shell command line through the suites' one runner (pp_test_run.h), with stderr joined to
+ * stdout; copies what it printed into out (truncated to n - 1 bytes) and returns the exit status. */
 static inline int pt_run(const char *cmd, char *out, size_t n)
 {
-    char full[4096];
-    snprintf(full, sizeof full, "%s 2>&1", cmd);
-    FILE *p = popen(full, "r");
-    cr_assert_not_null(p);
-    size_t len = 0;
-    out[0] = '\0';
-    while (len + 1 < n) {
-        size_t got = fread(out + len, 1, n - 1 - len, p);
-        if (got == 0)
-            break;
-        len += got;
-    }
-    out[len] = '\0';
-    char sink[256];
-    while (fread(sink, 1, sizeof sink, p) > 0) {
-    }
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    char *all;
+    int code = pp_test_run_merged(cmd, &all);
+    snprintf(out, n, "%s", all);
+    free(all);
+    return code;
 }
 
 /* Asserts that two files hold the same bytes. */
