@@ -123,7 +123,7 @@ static pp_status create_rank(pp_rt_executor *ex, int g)
         return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
     if (last && !(rs->tgt = pp_backend_alloc(rs->be, bytes, PP_MEM_ACTS)))
         return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
-    return PP_OK;
+    return pp_ex_marks_create(ex, rs);
 }
 
 /* A rank's backend, stages and state are made on the rank's own thread: the ranks'
@@ -288,6 +288,7 @@ static void destroy_rank(pp_rt_executor *ex, rank_state *rs)
     pp_backend_free(rs->be, rs->tgt, bytes, PP_MEM_ACTS);
     free(rs->slot);
     free(rs->red);
+    pp_ex_marks_destroy(rs);
 }
 
 void pp_rt_executor_destroy(pp_rt_executor *ex)

@@ -35,6 +35,10 @@ typedef struct {
     pp_status st;
     char err[1024];
     pthread_t thread;
+    /* CUDA backends: device-side timing of the step (executor_mem.c); NULL on the CPU */
+    pp_cuda_marks *marks;
+    double *mark_s;   /* [n_marks] seconds from mark 0, as read back */
+    double mark_base; /* host time of mark 0, seconds since the step began */
 } rank_state;
 
 struct pp_rt_executor {
@@ -122,6 +126,26 @@ pp_status pp_ex_wait(pp_rt_executor *ex, rank_state *rs, pp_transport_req *req, 
                      float *host, size_t n);
 /* *acc += x[i]^2 for x(n) in backend memory, in element order, in double (as a host loop). */
 pp_status pp_ex_sum_sq(rank_state *rs, const float *x, size_t n, double *acc);
+
+/* Device-timed spans (CUDA backends; every call is a no-op on a rank without marks). A rank
+ * of n actions has 2n + 4 marks: 0 the origin, then each action's start and end, then the
+ * gradient synchronisation's start and end and the optimizer's end. begin records the origin
+ * (the stream is idle then: its host time is the device's); apply waits for the device and
+ * rewrites the rank's spans with the device times. */
+enum { EX_MARK_SYNC_START, EX_MARK_SYNC_END, EX_MARK_OPTIM_END };
+static inline int ex_mark_action(int i, int end)
+{
+    return 1 + 2 * i + end;
+}
+static inline int ex_mark_after(int n_ops, int which)
+{
+    return 1 + 2 * n_ops + which;
+}
+pp_status pp_ex_marks_create(pp_rt_executor *ex, rank_state *rs);
+void pp_ex_marks_destroy(rank_state *rs);
+pp_status pp_ex_marks_begin(pp_rt_executor *ex, rank_state *rs);
+pp_status pp_ex_mark(rank_state *rs, int k);
+pp_status pp_ex_marks_apply(pp_rt_executor *ex, rank_state *rs);
 
 /* Host data of the executor's own exchanges (losses, spans, gathers) through the transport:
  * as they are for a host-memory transport, through a device copy for NCCL. g: the rank. */

@@ -6,6 +6,9 @@
  * staged through a host copy (download, send / all-reduce, upload); the NCCL transport takes
  * device pointers directly.
  *
+ * With a CUDA backend the rank's spans are device time: CUDA events around every action
+ * (pp_ex_marks_*, runtime/cuda/marks_cuda.cu), read back at the end of the rank's step.
+ *
  * Not here: overlapping the staging copies with compute (they are synchronous downloads /
  * uploads: simple and correct, not fast), pinned host buffers, CUDA-aware MPI.
  */
@@ -192,4 +195,71 @@ pp_status pp_ex_allreduce_host(pp_rt_executor *ex, int g, const int *group, int 
         st = be->ops->download(be->ctx, data, d, bytes);
     pp_backend_free(be, d, bytes ? bytes : 1, PP_MEM_COMM);
     return st;
+}
+
+/* ---- device-timed spans (see executor.h) ---- */
+
+static int marks_of(const pp_rt_executor *ex, const rank_state *rs)
+{
+    return 2 * ex->sched->n_ops[rs->r] + 4;
+}
+
+pp_status pp_ex_marks_create(pp_rt_executor *ex, rank_state *rs)
+{
+    if (!ex->device_mem)
+        return PP_OK;
+    int n = marks_of(ex, rs);
+    if (!(rs->mark_s = pp_calloc((size_t)n, sizeof *rs->mark_s)))
+        return PP_ERR(PP_ERR_NOMEM, "cannot allocate %d mark times", n);
+    return pp_cuda_marks_create(rs->be, n, &rs->marks);
+}
+
+void pp_ex_marks_destroy(rank_state *rs)
+{
+    pp_cuda_marks_destroy(rs->marks);
+    free(rs->mark_s);
+    rs->marks = NULL;
+    rs->mark_s = NULL;
+}
+
+pp_status pp_ex_marks_begin(pp_rt_executor *ex, rank_state *rs)
+{
+    if (!rs->marks)
+        return PP_OK;
+    /* pp_ex_rank_enter has just waited for the streams: the device reaches mark 0 now */
+    rs->mark_base = pp_now() - ex->t0;
+    return pp_cuda_marks_record(rs->marks, 0);
+}
+
+pp_status pp_ex_mark(rank_state *rs, int k)
+{
+    return rs->marks ? pp_cuda_marks_record(rs->marks, k) : PP_OK;
+}
+
+/* span = [mark a, mark b] on the device's clock, kept as the host measured it where a mark is
+ * missing (an action that failed before its end mark leaves no device span). */
+static void device_span(const rank_state *rs, int a, int b, pp_rt_span *span)
+{
+    if (rs->mark_s[a] < 0 || rs->mark_s[b] < 0)
+        return;
+    span->start = rs->mark_base + rs->mark_s[a];
+    span->end = rs->mark_base + rs->mark_s[b];
+}
+
+pp_status pp_ex_marks_apply(pp_rt_executor *ex, rank_state *rs)
+{
+    if (!rs->marks)
+        return PP_OK;
+    PP_TRY(pp_cuda_marks_read(rs->marks, rs->mark_s));
+    int n = ex->sched->n_ops[rs->r];
+    for (int i = 0; i < n; i++)
+        device_span(rs, ex_mark_action(i, 0), ex_mark_action(i, 1), &ex->spans[rs->g][i]);
+    int s0 = ex_mark_after(n, EX_MARK_SYNC_START), s1 = ex_mark_after(n, EX_MARK_SYNC_END);
+    device_span(rs, s0, s1, &ex->sync[rs->g]);
+    pp_rt_span *op = &ex->optim[rs->g];
+    if (ex->update)
+        device_span(rs, s1, ex_mark_after(n, EX_MARK_OPTIM_END), op);
+    else
+        op->start = op->end = ex->sync[rs->g].end;
+    return PP_OK;
 }

@@ -195,6 +195,7 @@ static pp_status do_action(pp_rt_executor *ex, rank_state *rs, const pp_action *
 static pp_status run_rank(pp_rt_executor *ex, rank_state *rs)
 {
     PP_TRY(pp_ex_rank_enter(ex, rs));
+    PP_TRY(pp_ex_marks_begin(ex, rs));
     for (int p = 0; p < ex->P; p++)
         for (int s = 0; s < ex->S; s++)
             if (ex_rank_of(ex, p, s) == rs->r)
@@ -205,7 +206,11 @@ static pp_status run_rank(pp_rt_executor *ex, rank_state *rs)
     for (int i = 0; i < sc->n_ops[rs->r]; i++) {
         const pp_action *a = &sc->ops[rs->r][i];
         span[i].start = pp_now() - ex->t0;
-        pp_status e = do_action(ex, rs, a);
+        pp_status e = pp_ex_mark(rs, ex_mark_action(i, 0));
+        if (e == PP_OK)
+            e = do_action(ex, rs, a);
+        if (e == PP_OK)
+            e = pp_ex_mark(rs, ex_mark_action(i, 1));
         span[i].end = pp_now() - ex->t0;
         if (e != PP_OK) {
             char what[96];
@@ -218,6 +223,7 @@ static pp_status run_rank(pp_rt_executor *ex, rank_state *rs)
     }
     PP_TRY(pp_ex_sync_and_update(ex, rs));
     PP_TRY(pp_transport_flush(ex->tp, rs->g));
+    PP_TRY(pp_ex_marks_apply(ex, rs));
     if (ex->self >= 0)
         PP_TRY(pp_ex_share_results(ex, rs));
     return PP_OK;

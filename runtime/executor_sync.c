@@ -322,14 +322,18 @@ static pp_status update(pp_rt_executor *ex, rank_state *rs)
 pp_status pp_ex_sync_and_update(pp_rt_executor *ex, rank_state *rs)
 {
     pp_rt_span *sy = &ex->sync[rs->g], *op = &ex->optim[rs->g];
+    int n_ops = ex->sched->n_ops[rs->r];
     sy->start = pp_now() - ex->t0;
+    PP_TRY(pp_ex_mark(rs, ex_mark_after(n_ops, EX_MARK_SYNC_START)));
     PP_TRY(finish_reduces(ex, rs));
     PP_TRY(sync_tied(ex, rs));
     PP_TRY(sync_dp(ex, rs));
     PP_TRY(global_norm(ex, rs));
+    PP_TRY(pp_ex_mark(rs, ex_mark_after(n_ops, EX_MARK_SYNC_END)));
     sy->end = op->start = op->end = pp_now() - ex->t0;
     if (ex->update) {
         PP_TRY(update(ex, rs));
+        PP_TRY(pp_ex_mark(rs, ex_mark_after(n_ops, EX_MARK_OPTIM_END)));
         op->end = pp_now() - ex->t0;
     }
     return PP_OK;

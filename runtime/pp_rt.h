@@ -101,6 +101,16 @@ pp_status pp_backend_cuda_mem_info(pp_backend *be, size_t *free_bytes, size_t *t
  * a CUDA-aware transport such as NCCL: it enqueues on `comm` and orders itself against
  * `compute` with events; no CUDA type crosses this header). */
 pp_status pp_backend_cuda_streams(pp_backend *be, int *device, void **compute, void **comm);
+/* Device-side timing (runtime/cuda/marks_cuda.cu): n CUDA events on the backend's compute
+ * stream. record(i) marks the point the stream has reached once the work queued so far is done;
+ * read waits for the stream and gives seconds[i] = time from mark 0 to mark i (-1 for a mark
+ * not recorded since the last read), then forgets the records. The executor marks every
+ * action with them, so its spans on a CUDA backend are device time, not launch time. */
+typedef struct pp_cuda_marks pp_cuda_marks;
+pp_status pp_cuda_marks_create(pp_backend *be, int n, pp_cuda_marks **out);
+pp_status pp_cuda_marks_record(pp_cuda_marks *mk, int i);
+pp_status pp_cuda_marks_read(pp_cuda_marks *mk, double *seconds); /* seconds[n] */
+void pp_cuda_marks_destroy(pp_cuda_marks *mk);
 /* CUDA devices the driver reports: 0 in a build without CUDA or on a machine without one. */
 int pp_cuda_device_count(void);
 void pp_backend_destroy(pp_backend *be);

@@ -48,6 +48,30 @@ pp_status pp_backend_cuda_streams(pp_backend *be, int *device, void **compute, v
     return PP_ERR(PP_ERR_UNSUPPORTED, "cuda streams: %s", PP_NO_CUDA_MSG);
 }
 
+pp_status pp_cuda_marks_create(pp_backend *be, int n, pp_cuda_marks **out)
+{
+    (void)be, (void)n;
+    *out = NULL;
+    return PP_ERR(PP_ERR_UNSUPPORTED, "cuda marks: %s", PP_NO_CUDA_MSG);
+}
+
+pp_status pp_cuda_marks_record(pp_cuda_marks *mk, int i)
+{
+    (void)mk, (void)i;
+    return PP_ERR(PP_ERR_UNSUPPORTED, "cuda marks: %s", PP_NO_CUDA_MSG);
+}
+
+pp_status pp_cuda_marks_read(pp_cuda_marks *mk, double *seconds)
+{
+    (void)mk, (void)seconds;
+    return PP_ERR(PP_ERR_UNSUPPORTED, "cuda marks: %s", PP_NO_CUDA_MSG);
+}
+
+void pp_cuda_marks_destroy(pp_cuda_marks *mk)
+{
+    (void)mk;
+}
+
 int pp_cuda_device_count(void)
 {
     return 0;
