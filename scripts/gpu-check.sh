@@ -98,7 +98,11 @@ elif echo "$out" | grep -qE "Failing: 0 \| Crashing: 0"; then cuda_test=passed; 
 # the executor equivalence (cuda_exec) must have run, not only the kernel tests
 exec_pass=$(echo "$out" | grep -c "\[PASS\] cuda_exec::")
 [ "$cuda_test" = passed ] && [ "$exec_pass" -ne 6 ] && cuda_test=failed
-cuda_sum="$cuda_sum; executor on CUDA vs CPU: $exec_pass of 6 cuda_exec tests passed"
+# and the runtime around it: the tuner's memory model vs the backend's accounting, device-timed
+# spans (test_cuda_rt.c)
+rt_pass=$(echo "$out" | grep -c "\[PASS\] cuda_rt::")
+[ "$cuda_test" = passed ] && [ "$rt_pass" -ne 4 ] && cuda_test=failed
+cuda_sum="$cuda_sum; executor on CUDA vs CPU: $exec_pass of 6 cuda_exec tests passed; memory model and device spans: $rt_pass of 4 cuda_rt tests passed"
 
 echo "gpu-check: gpt-13b block benchmark on the CUDA backend (bf16)" >&2
 layer=$(timeout 150 "$build/bench/bench_cuda_layer" --json 2>"$tmp/bench.err" | tail -1)

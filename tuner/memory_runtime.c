@@ -1,5 +1,8 @@
 /* memory_runtime.c — peak bytes per rank of the bundled runtime (pprun on the CPU backend), the
- * memory model used when the tuner plans trials on this machine (opts.precision = FP32).
+ * memory model used when the tuner plans trials on this machine (opts.precision = FP32), and
+ * the same walk for the runtime's CUDA backend (pp_tune_memory_runtime_on: what differs is
+ * listed in pp_tune.h and at cuda_ws_bytes below; checked against the CUDA backend's own
+ * accounting under the CUDA emulation in CI, not yet against a GPU).
  *
  * The runtime allocates everything through its backend's counters (runtime/pp_rt.h), in fp32:
  *   weights, gradients: one buffer each per stage (parameters as in runtime/stage.c: token and
@@ -25,6 +28,7 @@
  * What this does not model: allocations outside the backend (thread stacks, the transport's
  * own queues), which the runtime does not count either.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +36,7 @@
 
 typedef struct {
     double N, C, F, V, T, H, B;
+    int cuda, bf16; /* the CUDA backend (staged transports), its bf16 mode */
 } dims;
 
 static double block_params(const dims *x)
@@ -67,8 +72,50 @@ static double workspace_bytes(const pp_sched *s, const dims *x, int pipe, int st
     if (pp_sched_stage_layers(s, pipe, stage) == 0)
         return 4.0 * 2 * x->N * x->C;
     double big = x->N * (x->F > 3 * x->C ? x->F : 3 * x->C);
-    return 4.0 * (2 * x->N * x->C + big) + 4.0 * x->T * x->T;
+    /* attention scratch: the CPU backend's dS of one (batch row, head); the CUDA backend's dA
+     * of every head of one batch row (runtime/cuda/attention_cuda.cu) */
+    double scratch = 4.0 * x->T * x->T * (x->cuda ? x->H : 1);
+    return 4.0 * (2 * x->N * x->C + big) + scratch;
 }
+
+static double align64(double n)
+{
+    return ceil(n / 64) * 64;
+}
+
+/* The CUDA backend's kernel scratch (pp_cuda_ws_reserve): one buffer per rank that only
+ * grows, so its size is the largest single need over the step, reached in the first step (no
+ * bf16 weight copies exist before the first AdamW, so every GEMM converts both operands).
+ * fp32: the loss kernel's per-row losses. bf16: the operand copies of each GEMM (A padded to
+ * 64 elements), of the attention's batched products, and the per-row losses. */
+static double cuda_ws_bytes(const pp_sched *s, const dims *x, int pipe, int stage)
+{
+    int last = stage == s->stages_per_pipe - 1, layers = pp_sched_stage_layers(s, pipe, stage);
+    double need = last ? 4.0 * x->N : 0; /* bytes */
+    if (!x->bf16)
+        return need;
+    double e = 0, N = x->N, C = x->C, V = x->V, T = x->T, H = x->H;
+    if (layers > 0) {
+        const double lin[4][2] = {{C, 3 * C}, {C, C}, {C, x->F}, {x->F, C}}; /* in, out */
+        for (int i = 0; i < 4; i++) {
+            double in = lin[i][0], out = lin[i][1];
+            e = fmax(e, align64(N * in) + out * in);  /* forward: x w^T */
+            e = fmax(e, align64(N * out) + out * in); /* dx = dy w */
+            e = fmax(e, align64(N * out) + N * in);   /* dw = dy^T x */
+        }
+        e = fmax(e, align64(x->B * T * 3 * C) + x->B * H * T * T); /* attention forward */
+        e = fmax(e, align64(T * 3 * C) + align64(T * C) + 2 * align64(H * T * T)); /* backward */
+    }
+    if (last) {
+        e = fmax(e, align64(N * C) + V * C); /* logits = x wte^T */
+        e = fmax(e, align64(N * V) + V * C); /* dx = dlogits wte */
+        e = fmax(e, align64(N * V) + N * C); /* dwte += dlogits^T x */
+    }
+    return fmax(need, 2.0 * e);
+}
+
+/* cuBLAS workspace of each CUDA backend (runtime/cuda/backend_cuda.cu: 32 MiB + 256 B). */
+#define CUDA_BLAS_WS_BYTES (32.0 * 1024 * 1024 + 256)
 
 /* Gradient floats of the stages of reduce `id` held by rank r. */
 static double reduce_bytes(const pp_tune_model *m, const pp_sched *s, const dims *x, int id, int r)
@@ -149,8 +196,12 @@ typedef struct {
     int n;
 } outbox;
 
-static void send_message(outbox *ob, tracker *t, double now, double taken, double io)
+static void send_message(outbox *ob, tracker *t, double now, double taken, double io, int staged)
 {
+    if (staged) { /* the transport's copy is in host memory, outside the device's accounting */
+        bump(t, 0, -io, 0);
+        return;
+    }
     int k = 0;
     for (int i = 0; i < ob->n; i++) {
         if (ob->taken[i] <= now)
@@ -181,7 +232,7 @@ static void walk(const pp_tune_model *m, const pp_sched *s, const dims *x, int r
         case PP_OP_SEND_B: {
             int fwd = a->op == PP_OP_SEND_F;
             double taken = tl->done[recv_key(s, a->pipe, a->stage + (fwd ? 1 : -1), a->mb, !fwd)];
-            send_message(ob, t, tl->sim->spans[r][i].start, taken, io);
+            send_message(ob, t, tl->sim->spans[r][i].start, taken, io, x->cuda);
             break;
         }
         case PP_OP_F:
@@ -212,10 +263,23 @@ static void walk(const pp_tune_model *m, const pp_sched *s, const dims *x, int r
 pp_status pp_tune_memory_runtime(const pp_tune_model *m, const pp_tune_config *c,
                                  const pp_sched *s, pp_tune_rank_mem *mem)
 {
+    return pp_tune_memory_runtime_on(m, c, s, PP_TUNE_RT_CPU, mem);
+}
+
+pp_status pp_tune_memory_runtime_on(const pp_tune_model *m, const pp_tune_config *c,
+                                    const pp_sched *s, pp_tune_rt_backend backend,
+                                    pp_tune_rank_mem *mem)
+{
     if (c->t != 1)
         return PP_ERR(PP_ERR_UNSUPPORTED, "the runtime does not run tensor parallelism (t = %d)",
                       c->t);
+    if (backend != PP_TUNE_RT_CPU && backend != PP_TUNE_RT_CUDA_FP32 &&
+        backend != PP_TUNE_RT_CUDA_BF16)
+        return PP_ERR(PP_ERR_INVALID, "runtime backend %d is not cpu (0), cuda fp32 (1) or cuda "
+                                      "bf16 (2)", (int)backend);
     dims x = {.C = m->hidden, .F = m->ffn, .V = m->vocab, .T = m->seq, .H = m->heads, .B = c->b};
+    x.cuda = backend != PP_TUNE_RT_CPU;
+    x.bf16 = backend == PP_TUNE_RT_CUDA_BF16;
     x.N = x.B * x.T;
     int S = s->stages_per_pipe;
     timeline tl;
@@ -232,19 +296,26 @@ pp_status pp_tune_memory_runtime(const pp_tune_model *m, const pp_tune_config *c
         pp_tune_rank_mem *o = &mem[r];
         memset(o, 0, sizeof *o);
         int first = 0, last = 0;
+        double ws = 0; /* CUDA: the kernel scratch and the cuBLAS workspace, held throughout */
         for (int pipe = 0; pipe < s->n_pipes; pipe++)
             for (int st = 0; st < S; st++)
                 if (pp_sched_stage(s, pipe, st)->rank == r) {
                     o->params += stage_params(m, s, &x, pipe, st);
                     first |= st == 0;
                     last |= st == S - 1;
+                    if (x.cuda)
+                        ws = fmax(ws, cuda_ws_bytes(s, &x, pipe, st));
                 }
-        o->weights = 4 * o->params;
+        if (x.cuda)
+            ws += CUDA_BLAS_WS_BYTES;
+        /* bf16: AdamW keeps a bf16 copy of every weight it updates (2 B per parameter) */
+        o->weights = (x.bf16 ? 6 : 4) * o->params;
         o->grads = 4 * o->params;
         o->optim = 8 * o->params;
         double tokens = 4.0 * c->N * x.N * (first + last);
         tracker t = {0};
         bump(&t, tokens, 0, 0);
+        bump(&t, 0, 0, ws);
         ob.n = 0;
         walk(m, s, &x, r, &tl, &ob, &t);
         /* End of step (runtime/executor_sync.c): the REDUCE buffers are freed when they

@@ -172,6 +172,21 @@ pp_status pp_tune_memory(const pp_tune_model *m, const pp_tune_config *c, const 
  * PP_ERR_UNSUPPORTED for t > 1. */
 pp_status pp_tune_memory_runtime(const pp_tune_model *m, const pp_tune_config *c,
                                  const pp_sched *s, pp_tune_rank_mem *mem);
+/* The same walk for the runtime on another backend: the CPU (as above), or the CUDA backend
+ * (pprun --backend cuda) in fp32 or bf16 with a transport that stages through host memory
+ * (threads, MPI: the transport's copies are not device memory). CUDA adds to the CPU's
+ * accounting: the kernel scratch (its largest single need, first step) and the cuBLAS
+ * workspace under workspace; every head's attention scratch of a batch row in the backward;
+ * in bf16 a 2-byte copy of every weight. Not modelled: the NCCL transport's message buffers,
+ * and what the driver holds outside the backend's accounting (context, memory-pool slack). */
+typedef enum {
+    PP_TUNE_RT_CPU = 0,
+    PP_TUNE_RT_CUDA_FP32 = 1,
+    PP_TUNE_RT_CUDA_BF16 = 2
+} pp_tune_rt_backend;
+pp_status pp_tune_memory_runtime_on(const pp_tune_model *m, const pp_tune_config *c,
+                                    const pp_sched *s, pp_tune_rt_backend backend,
+                                    pp_tune_rank_mem *mem);
 /* Bytes available per device after the headroom. */
 double pp_tune_mem_capacity(const pp_tune_hw *hw, const pp_tune_opts *o);
 
