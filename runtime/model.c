@@ -1,8 +1,10 @@
 /* model.c — the runnable model presets and the size checks of pp_model_cfg.
  *
  * Only sizes live here; the tuner's larger catalogue (GPT-3 family, Llama 3) and its importers
- * are in tuner/. "gpt-125m" is GPT-3 Small (Brown et al. 2020): its sizes are real, nobody
- * trains it on this machine.
+ * are in tuner/. The "gpt-*" presets are the GPT-3 family's dense shapes (Brown et al. 2020,
+ * Table 2.1; the same ones tuner/models.c lists): this runtime's model is that architecture
+ * (learned positions, pre-LN blocks, GELU MLP, biases, tied embedding), so pptune's trials on
+ * GPUs run the real sizes. Nobody trains them on a CPU: they are for the CUDA backend.
  */
 #include <string.h>
 
@@ -18,8 +20,16 @@ static const preset presets[] = {
     {"tiny", {.layers = 4, .hidden = 32, .heads = 4, .ffn = 128, .vocab = 256, .seq = 64}},
     /* A few minutes of training on a laptop-class CPU. */
     {"small", {.layers = 6, .hidden = 128, .heads = 4, .ffn = 512, .vocab = 256, .seq = 128}},
-    {"gpt-125m",
-     {.layers = 12, .hidden = 768, .heads = 12, .ffn = 3072, .vocab = 50257, .seq = 2048}},
+#define PP_GPT3(L, C, H) {.layers = L, .hidden = C, .heads = H, .ffn = 4 * (C), .vocab = 50257, .seq = 2048}
+    {"gpt-125m", PP_GPT3(12, 768, 12)},
+    {"gpt-350m", PP_GPT3(24, 1024, 16)},
+    {"gpt-760m", PP_GPT3(24, 1536, 16)},
+    {"gpt-1.3b", PP_GPT3(24, 2048, 16)},
+    {"gpt-2.7b", PP_GPT3(32, 2560, 32)},
+    {"gpt-6.7b", PP_GPT3(32, 4096, 32)},
+    {"gpt-13b", PP_GPT3(40, 5120, 40)},
+    {"gpt-175b", PP_GPT3(96, 12288, 96)},
+#undef PP_GPT3
 };
 
 pp_status pp_model_preset(const char *name, pp_model_cfg *out)

@@ -19,17 +19,30 @@
 
 Test(tuner_runtime, runtime_presets_agree_with_the_runtime)
 {
-    const char *names[] = {"tiny", "small"};
-    for (int i = 0; i < 2; i++) {
-        pp_model_cfg rt;
+    /* every tuner preset that names a runtime model has the runtime's sizes; the runtime's
+     * CI-sized models and the GPT-3 family are among them */
+    int n, runnable = 0;
+    const char *const *names = pp_tune_model_names(&n);
+    for (int i = 0; i < n; i++) {
         pp_tune_model m;
-        cr_assert_eq(pp_model_preset(names[i], &rt), PP_OK, "%s", pp_err_msg());
         cr_assert_eq(pp_tune_model_preset(names[i], &m), PP_OK);
+        if (!m.runtime_model[0])
+            continue;
+        runnable++;
+        pp_model_cfg rt;
+        cr_assert_eq(pp_model_preset(m.runtime_model, &rt), PP_OK, "%s", pp_err_msg());
         cr_assert(rt.layers == m.layers && rt.hidden == m.hidden && rt.heads == m.heads &&
                       rt.ffn == m.ffn && rt.vocab == m.vocab && rt.seq == m.seq,
                   "%s differs from runtime/model.c", names[i]);
         cr_assert_str_eq(m.runtime_model, names[i]);
+        cr_assert(!m.gated_mlp && m.norm_bias && m.linear_bias && m.learned_pos && m.tied_embed &&
+                      m.kv_heads == m.heads,
+                  "%s is not the runtime's architecture (GPT: GELU MLP, biases, learned "
+                  "positions, tied embedding, multi-head attention)",
+                  names[i]);
     }
+    cr_assert_eq(runnable, 10, "tiny, small and the 8 GPT-3 shapes run on pprun, found %d",
+                 runnable);
 }
 
 /* Runs pprun and returns its per-rank peak totals (replica 0) in peak[]. */

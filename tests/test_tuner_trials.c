@@ -102,3 +102,33 @@ Test(tuner_trials, tensor_parallel_candidates_are_not_runnable)
     pp_tune_trial_result r;
     cr_assert_eq(pp_tune_trial(&tp, &r), PP_ERR_UNSUPPORTED);
 }
+
+Test(tuner_trials, gpu_trials_run_the_cuda_backend_in_bf16)
+{
+    char out[] = "/tmp/pptune_trial_args_XXXXXX";
+    int fd = mkstemp(out);
+    cr_assert(fd >= 0);
+    close(fd);
+    char body[256];
+    snprintf(body, sizeof body, "echo \"$@\" > %s; echo 'pprun: stop here' >&2; exit 2", out);
+    char *p = script(body);
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset("gpt-13b", &m), PP_OK);
+    pp_tune_config c = {.kind = "1f1b", .p = 8, .v = 1, .b = 1, .d = 1, .t = 1, .N = 16};
+    pp_tune_trial_params tp = {.model = &m, .cfg = &c, .pprun = p, .steps = 2,
+                               .timeout_s = 10, .cuda = 1};
+    pp_tune_trial_result r;
+    cr_assert_eq(pp_tune_trial(&tp, &r), PP_OK, "%s", pp_err_msg());
+    cr_expect_str_eq(r.status, "crash");
+    FILE *f = fopen(out, "r");
+    char args[512] = "";
+    cr_assert(f && fgets(args, sizeof args, f));
+    fclose(f);
+    cr_expect(strstr(args, "--model gpt-13b ") && strstr(args, "--ranks 8 ") &&
+                  strstr(args, "--backend cuda --precision bf16") &&
+                  strstr(args, "--transport thread"),
+              "pprun was started with: %s", args);
+    unlink(out);
+    unlink(p);
+    free(p);
+}

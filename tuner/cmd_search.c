@@ -236,21 +236,21 @@ static int trials_and_note(const opts *o, const pp_tune_model *m, const pp_tune_
                            pp_tune_result *r)
 {
     int n = 0;
-    if (hw->is_local && hw->cpu_devices && m->runtime_model[0] && o->trials > 0) {
+    if (hw->is_local && m->runtime_model[0] && o->trials > 0) {
         n = pp_cli_run_trials(m, hw, r, o->trials, o->trial_steps, o->trial_timeout,
                               o->progress || isatty(2));
         n = n < 0 ? 0 : n;
     }
     if (n > 0)
-        printf("trials: %d candidates run with pprun on this machine; measured / predicted step "
-               "time %.3g (the calibration); #1 is the fastest measured candidate that fits\n",
-               n, r->calibration);
+        printf("trials: %d candidates run with pprun%s on this machine; measured / predicted "
+               "step time %.3g (the calibration); #1 is the fastest measured candidate that fits\n",
+               n, hw->cpu_devices ? "" : " --backend cuda --precision bf16", r->calibration);
     else
         printf("figures are predicted from %s (no trials: %s)\n", hw->source,
-               !hw->is_local        ? "the target is not this machine"
-               : !hw->cpu_devices   ? "GPU trials need the CUDA runtime (issue 6)"
+               !hw->is_local          ? "the target is not this machine"
                : !m->runtime_model[0] ? "the runtime does not run this model"
-                                      : "--trials 0");
+               : o->trials == 0       ? "--trials 0"
+                                      : "none could run: see the lines above");
     return n;
 }
 
@@ -261,7 +261,7 @@ static int report(const opts *o, const pp_tune_model *m, const pp_tune_hw *hw, p
     print_board(r, o->show);
     print_rank_memory(m, hw, &o->tune.opts, &r->best[0]);
     char cmd[512];
-    printf("\nlaunch: %s\n", pp_tune_launch_command(m, &r->best[0].cfg, cmd, sizeof cmd));
+    printf("\nlaunch: %s\n", pp_tune_launch_command(m, hw, &r->best[0].cfg, cmd, sizeof cmd));
     if (o->explain)
         print_explain(r);
     if (o->no_save)

@@ -311,6 +311,7 @@ typedef struct {
     const char *pprun;          /* path of the pprun program */
     int steps;                  /* >= 2: the first is warm-up */
     double timeout_s;           /* the child is killed past it */
+    int cuda;                   /* 1: pprun --backend cuda --precision bf16 (the ranks' GPUs) */
 } pp_tune_trial_params;
 
 typedef struct {
@@ -346,8 +347,10 @@ pp_status pp_tune_profile_write(const pp_tune_profile_input *in, const char *pat
  * ~/.local/share/...) entry for the cluster's fingerprint and the model, directories created.
  * Caller frees. */
 pp_status pp_tune_profile_default_path(const pp_tune_hw *hw, const pp_tune_model *m, char **out);
-/* The pprun command line that launches configuration c (buf, n). */
-char *pp_tune_launch_command(const pp_tune_model *m, const pp_tune_config *c, char *buf, size_t n);
+/* The pprun command line that launches configuration c (buf, n); on GPUs (hw not CPU cores)
+ * with the CUDA backend in bf16. hw may be NULL (then the CPU's line). */
+char *pp_tune_launch_command(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
+                             char *buf, size_t n);
 
 #ifdef __cplusplus
 }

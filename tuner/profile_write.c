@@ -16,16 +16,19 @@
 #include "pp_profile.h"
 #include "pp_tune.h"
 
-char *pp_tune_launch_command(const pp_tune_model *m, const pp_tune_config *c, char *buf, size_t n)
+char *pp_tune_launch_command(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
+                             char *buf, size_t n)
 {
     char extra[64] = "";
     if (!strcmp(c->kind, "interleaved"))
         snprintf(extra, sizeof extra, " --chunks %d --group %d", c->v, c->G);
     snprintf(buf, n,
              "pprun --model %s --schedule %s --ranks %d --microbatches %d "
-             "--micro-batch-size %d%s --dp %d --seq %d%s%s",
+             "--micro-batch-size %d%s --dp %d --seq %d%s%s%s",
              m->runtime_model[0] ? m->runtime_model : m->name, c->kind, c->p, c->N, c->b, extra,
-             c->d, m->seq, c->uneven ? " --uneven" : "", c->t > 1 ? " --tp (not supported yet)" : "");
+             c->d, m->seq, c->uneven ? " --uneven" : "",
+             hw && !hw->cpu_devices ? " --backend cuda --precision bf16" : "",
+             c->t > 1 ? " --tp (not supported yet)" : "");
     return buf;
 }
 
@@ -36,7 +39,8 @@ static json_t *config_json(const pp_tune_config *c)
                      "split", c->uneven ? "uneven" : "even");
 }
 
-static json_t *prediction_json(const pp_tune_model *m, const pp_tune_prediction *p)
+static json_t *prediction_json(const pp_tune_model *m, const pp_tune_hw *hw,
+                               const pp_tune_prediction *p)
 {
     char cmd[512];
     json_t *o = json_pack(
@@ -46,7 +50,7 @@ static json_t *prediction_json(const pp_tune_model *m, const pp_tune_prediction 
         p->tokens_per_s, "tflops_per_gpu", p->tflops_per_gpu, "mfu", p->mfu,
         "bubble_over_ideal", p->bubble_ideal, "bubble_over_total", p->bubble_total,
         "peak_bytes_per_rank_max", p->peak_mem, "peak_rank", p->peak_rank, "capacity_bytes",
-        p->capacity, "fits", p->fits, "launch", pp_tune_launch_command(m, &p->cfg, cmd, sizeof cmd));
+        p->capacity, "fits", p->fits, "launch", pp_tune_launch_command(m, hw, &p->cfg, cmd, sizeof cmd));
     if (p->trial_status[0]) {
         json_t *ranks = json_array();
         for (int r = 0; r < p->cfg.p && r < PP_TUNE_RANK_PEAKS; r++)
@@ -141,7 +145,7 @@ static json_t *profile_json(const pp_tune_profile_input *in)
     iso_now(created, sizeof created);
     json_t *runners = json_array();
     for (int i = 1; i < r->n_best; i++)
-        json_array_append_new(runners, prediction_json(in->model, &r->best[i]));
+        json_array_append_new(runners, prediction_json(in->model, in->hw, &r->best[i]));
     json_t *o = json_pack("{s:s, s:i, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:s}", "schema",
                           "pptune-profile", "version", PP_TUNE_PROFILE_VERSION, "created", created,
                           "generator", "pptune 0.1.0", "command", in->command_line,
@@ -150,7 +154,7 @@ static json_t *profile_json(const pp_tune_profile_input *in)
                           stats_json(r), "figures",
                           in->trials_run ? "measured by trials on this machine, and predicted"
                                          : "predicted only (no trials on the target cluster)");
-    json_t *chosen = r->n_best > 0 ? prediction_json(in->model, &r->best[0]) : json_null();
+    json_t *chosen = r->n_best > 0 ? prediction_json(in->model, in->hw, &r->best[0]) : json_null();
     if (r->n_best > 0)
         json_object_set_new(json_object_get(chosen, "predicted"), "memory_per_rank",
                             rank_memory_json(in, &r->best[0].cfg));

@@ -47,6 +47,9 @@ static int build_argv(const pp_tune_trial_params *tp, char store[MAX_ARGS][32], 
     /* Trials run every rank as a thread of one child, even when pptune itself was started by
      * mpirun/srun (the child would otherwise inherit the launcher's variables and pick MPI). */
     ARG("--transport"), ARG("thread");
+    /* on GPUs: the CUDA backend in the precision users train with; rank g on GPU g */
+    if (tp->cuda)
+        ARG("--backend"), ARG("cuda"), ARG("--precision"), ARG("bf16");
     ARG("--json"), ARG("--quiet");
 #undef ARG
     argv[n] = NULL;

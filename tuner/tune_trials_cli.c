@@ -1,7 +1,11 @@
 /* tune_trials_cli.c — the program side of trials: finds pprun, runs the top candidates through
  * pp_tune_trial (trials.c) with a progress bar, recalibrates the time model from the measured /
  * predicted ratio and puts the fastest measured candidate that fits first.
- * Only where the cluster is this machine's CPU cores: the runtime's CPU backend is what runs. */
+ * Only where the cluster is this machine: on its CPU cores the runtime's CPU backend runs; on
+ * its GPUs the CUDA backend in bf16 (rank g on GPU g), and a candidate the runtime itself
+ * cannot fit on a GPU (its activations are fp32, nothing is recomputed: the runtime's own
+ * memory model, pp_tune_memory_runtime_on) is left predicted rather than run into an
+ * out-of-memory. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +62,24 @@ static double rank_key(const pp_tune_prediction *p, double cal)
     return 1e30 + p->step_time * (cal > 0 ? cal : 1.0);
 }
 
+/* On GPUs: the largest per-rank peak of the runtime's CUDA bf16 run of c (0 when unknown). */
+static double runtime_peak_on_gpu(const pp_tune_model *m, const pp_tune_config *c)
+{
+    pp_sched_params sp;
+    pp_tune_sched_params(m, c, &sp);
+    pp_sched *s;
+    if (pp_sched_generate(c->kind, &sp, &s) != PP_OK)
+        return 0;
+    double peak = 0;
+    pp_tune_rank_mem *mem = calloc((size_t)s->ranks, sizeof *mem);
+    if (mem && pp_tune_memory_runtime_on(m, c, s, PP_TUNE_RT_CUDA_BF16, mem) == PP_OK)
+        for (int r = 0; r < s->ranks; r++)
+            peak = mem[r].total > peak ? mem[r].total : peak;
+    free(mem);
+    pp_sched_destroy(s);
+    return peak;
+}
+
 static double g_cal;
 static int by_key(const void *a, const void *b)
 {
@@ -74,8 +96,7 @@ int pp_cli_run_trials(const pp_tune_model *m, const pp_tune_hw *hw, pp_tune_resu
                         "figures stay predicted\n");
         return -1;
     }
-    (void)hw;
-    int n = 0;
+    int n = 0, cuda = !hw->cpu_devices;
     double ratios[64];
     int n_ratio = 0;
     int todo = k < r->n_best ? k : r->n_best;
@@ -84,10 +105,19 @@ int pp_cli_run_trials(const pp_tune_model *m, const pp_tune_hw *hw, pp_tune_resu
         if (p->cfg.t != 1)
             continue;
         char cb[160];
+        double need = cuda ? runtime_peak_on_gpu(m, &p->cfg) : 0;
+        if (need > p->capacity) {
+            fprintf(stderr,
+                    "%spptune search: not trialled: %s: the bundled runtime needs %.1f GiB per GPU "
+                    "(fp32 activations, no recompute), %.1f GiB usable\n",
+                    progress ? "\n" : "", pp_tune_config_str(&p->cfg, cb, sizeof cb),
+                    need / 1073741824.0, p->capacity / 1073741824.0);
+            continue;
+        }
         if (progress)
             bar(n, todo, pp_tune_config_str(&p->cfg, cb, sizeof cb));
         pp_tune_trial_params tp = {.model = m, .cfg = &p->cfg, .pprun = pprun, .steps = steps,
-                                   .timeout_s = timeout_s};
+                                   .timeout_s = timeout_s, .cuda = cuda};
         pp_tune_trial_result tr;
         if (pp_tune_trial(&tp, &tr) != PP_OK) {
             fprintf(stderr, "pptune search: trial not started: %s\n", pp_err_text());
