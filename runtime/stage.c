@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "init_normal.h"
 #include "stage_impl.h"
 
 typedef enum { INIT_ZERO, INIT_ONE, INIT_NORMAL } init_kind;
@@ -44,15 +45,7 @@ static void layer_specs(const pp_model_cfg *m, tensor_spec s[PP_LT__COUNT])
     s[PP_LT_FCP_B] = (tensor_spec){"mlp.proj.b", C, 0, INIT_ZERO, 0};
 }
 
-/* ---- counter-based normal numbers ---- */
-
-static uint64_t splitmix64(uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
+/* ---- counter-based normal numbers (init_normal.h) ---- */
 
 static uint64_t fnv1a(const char *s)
 {
@@ -65,24 +58,7 @@ static uint64_t fnv1a(const char *s)
 /* Key of tensor (layer, name); layer -1 for the tensors outside the blocks. */
 static uint64_t tensor_key(uint64_t seed, int layer, const char *name)
 {
-    return splitmix64(seed ^ splitmix64(fnv1a(name) ^ splitmix64((uint64_t)(layer + 1))));
-}
-
-/* Uniform in (0, 1): 24 random bits, offset by half a step so log() never sees 0. */
-static double uniform01(uint64_t key, uint64_t i)
-{
-    return ((double)(splitmix64(key + i) >> 40) + 0.5) / 16777216.0;
-}
-
-/* Elements 2j and 2j+1 of a tensor: the two outputs of one Box-Muller draw from counters 2j
- * and 2j+1, scaled by std. */
-static void normal_pair(uint64_t key, uint64_t j, double std, float out[2])
-{
-    const double two_pi = 6.283185307179586;
-    double u1 = uniform01(key, 2 * j), u2 = uniform01(key, 2 * j + 1);
-    double r = std * sqrt(-2.0 * log(u1));
-    out[0] = (float)(r * cos(two_pi * u2));
-    out[1] = (float)(r * sin(two_pi * u2));
+    return pp_splitmix64(seed ^ pp_splitmix64(fnv1a(name) ^ pp_splitmix64((uint64_t)(layer + 1))));
 }
 
 /* Fills a backend tensor through a small host buffer (no host copy of the whole tensor). The
@@ -90,13 +66,15 @@ static void normal_pair(uint64_t key, uint64_t j, double std, float out[2])
 static pp_status init_tensor(pp_backend *be, float *dst, size_t n, init_kind kind, uint64_t key,
                              double std)
 {
+    if (kind == INIT_ZERO)
+        return be->ops->zero(be->ctx, dst, n * sizeof(float));
     float buf[4096];
     for (size_t done = 0; done < n;) {
         size_t m = n - done < 4096 ? n - done : 4096;
         for (size_t i = 0; i < m; i += 2) {
             float pair[2] = {kind == INIT_ONE ? 1.0f : 0.0f, kind == INIT_ONE ? 1.0f : 0.0f};
             if (kind == INIT_NORMAL)
-                normal_pair(key, (done + i) / 2, std, pair);
+                pp_normal_pair(key, (done + i) / 2, std, pair);
             buf[i] = pair[0];
             if (i + 1 < m)
                 buf[i + 1] = pair[1];
