@@ -117,7 +117,8 @@ pp_status pp_cuda_attention_fwd(void *ctx, float *y, float *att, const float *qk
         PP_TRY(pp_cuda_gemm_batched(cx, 0, 1, T, T, hs, scale, q, C3, hs, k, C3, hs, 0.0f,
                                     att + (size_t)b * NH * tt, T, (long long)tt, NH, dt));
     }
-    softmax_causal_kernel<<<sm_grid(rows), 32 * SM_WARPS, 0, cx->stream>>>(att, a16, rows, T);
+    PP_LAUNCH(softmax_causal_kernel, sm_grid(rows), 32 * SM_WARPS, 0, cx->stream)
+    (att, a16, rows, T);
     PP_CUDA_LAUNCH_CHECK();
     for (int b = 0; b < B; b++) { /* y(h) = A(h) v(h) */
         const char *v = base + ((size_t)b * T * C3 + 2 * (size_t)C) * esz;
@@ -167,8 +168,8 @@ pp_status pp_cuda_attention_bwd(void *ctx, float *dqkv, float *scratch, const fl
         /* dA(h) = dy(h) v(h)^T into scratch, then dS over it (or into ds16) */
         PP_TRY(pp_cuda_gemm_batched(cx, 0, 1, T, T, hs, 1.0f, dyo, C, hs, v, C3, hs, 0.0f, scratch,
                                     T, (long long)tt, NH, dt));
-        softmax_causal_bwd_kernel<<<sm_grid(rows), 32 * SM_WARPS, 0, cx->stream>>>(
-            scratch, ds16, a16, A, rows, T, scale);
+        PP_LAUNCH(softmax_causal_bwd_kernel, sm_grid(rows), 32 * SM_WARPS, 0, cx->stream)
+        (scratch, ds16, a16, A, rows, T, scale);
         PP_CUDA_LAUNCH_CHECK();
         const void *dS = bf ? (const void *)ds16 : (const void *)scratch;
         const void *Ao = bf ? (const void *)a16 : (const void *)A;

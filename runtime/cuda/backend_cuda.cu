@@ -165,7 +165,7 @@ pp_status pp_cuda_to_bf16(pp_cuda_ctx *cx, __nv_bfloat16 *dst, const float *src,
     if (ld != cols) {
         dim3 grid((unsigned)((cols + 255) / 256 < 64 ? (cols + 255) / 256 : 64),
                   (unsigned)(rows < 65535 ? rows : 65535));
-        to_bf16_2d<<<grid, 256, 0, cx->stream>>>(dst, src, rows, cols, ld);
+        PP_LAUNCH(to_bf16_2d, grid, 256, 0, cx->stream)(dst, src, rows, cols, ld);
         PP_CUDA_LAUNCH_CHECK();
         return PP_OK;
     }
@@ -173,15 +173,15 @@ pp_status pp_cuda_to_bf16(pp_cuda_ctx *cx, __nv_bfloat16 *dst, const float *src,
     if ((uintptr_t)src % 16 == 0 && (uintptr_t)dst % 8 == 0) {
         size_t n4 = n / 4;
         if (n4) {
-            to_bf16_flat4<<<pp_cuda_blocks(n4, 256), 256, 0, cx->stream>>>((__nv_bfloat162 *)dst,
-                                                                           (const float4 *)src, n4);
+            PP_LAUNCH(to_bf16_flat4, pp_cuda_blocks(n4, 256), 256, 0, cx->stream)
+            ((__nv_bfloat162 *)dst, (const float4 *)src, n4);
             PP_CUDA_LAUNCH_CHECK();
         }
         head = n4 * 4;
     }
     if (head < n) {
-        to_bf16_flat<<<pp_cuda_blocks(n - head, 256), 256, 0, cx->stream>>>(dst + head, src + head,
-                                                                            n - head);
+        PP_LAUNCH(to_bf16_flat, pp_cuda_blocks(n - head, 256), 256, 0, cx->stream)
+        (dst + head, src + head, n - head);
         PP_CUDA_LAUNCH_CHECK();
     }
     return PP_OK;

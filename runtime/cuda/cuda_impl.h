@@ -31,7 +31,17 @@ pp_status pp_cublas_status(cublasStatus_t e, const char *call, const char *file,
 /* Propagating forms, for functions that own nothing to clean up. */
 #define PP_CUDA_TRY(call) PP_TRY(PP_CUDA_CHECK(call))
 #define PP_CUBLAS_TRY(call) PP_TRY(PP_CUBLAS_CHECK(call))
-/* After every <<<...>>>: a bad configuration is reported here, at the launch's line. */
+/* A kernel launch: PP_LAUNCH(kernel, grid, block, smem, stream)(args) is
+ * kernel<<<grid, block, smem, stream>>>(args) under nvcc. Under the CPU emulation of the tests
+ * (PP_CUDA_EMU: the same sources compiled as host C++ against tests/cuda_emu/), it runs the
+ * kernel's blocks one after another on the calling thread, each block's threads as fibers. */
+#ifdef PP_CUDA_EMU
+#define PP_LAUNCH(kernel, grid, block, smem, stream)                                               \
+    pp_emu_launcher(#kernel, kernel, grid, block, smem, stream)
+#else
+#define PP_LAUNCH(kernel, grid, block, smem, stream) kernel<<<grid, block, smem, stream>>>
+#endif
+/* After every launch: a bad configuration is reported here, at the launch's line. */
 #define PP_CUDA_LAUNCH_CHECK()                                                                     \
     PP_TRY(pp_cuda_status(cudaGetLastError(), "kernel launch", __FILE__, __LINE__))
 

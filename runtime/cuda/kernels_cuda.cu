@@ -42,7 +42,7 @@ pp_status pp_cuda_add_bias(void *ctx, float *y, const float *bias, int rows, int
         return PP_OK;
     dim3 grid((unsigned)((cols + 255) / 256 < 64 ? (cols + 255) / 256 : 64),
               (unsigned)(rows < 65535 ? rows : 65535));
-    add_bias_kernel<<<grid, 256, 0, CX(ctx)->stream>>>(y, bias, rows, cols);
+    PP_LAUNCH(add_bias_kernel, grid, 256, 0, CX(ctx)->stream)(y, bias, rows, cols);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;
 }
@@ -93,7 +93,8 @@ static pp_status colsum(pp_cuda_ctx *cx, float *out0, float *out1, const float *
         return PP_OK;
     dim3 block(COLSUM_X, COLSUM_Y);
     unsigned grid = (unsigned)((cols + COLSUM_X - 1) / COLSUM_X);
-    colsum_kernel<<<grid, block, 0, cx->stream>>>(out0, out1, a, x, mean, rstd, rows, cols, mode);
+    PP_LAUNCH(colsum_kernel, grid, block, 0, cx->stream)
+    (out0, out1, a, x, mean, rstd, rows, cols, mode);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;
 }
@@ -116,7 +117,7 @@ pp_status pp_cuda_add(void *ctx, float *y, const float *x, size_t n)
     if (!n)
         return PP_OK;
     pp_cuda_shadow_invalidate(CX(ctx), y, n * sizeof(float));
-    add_kernel<<<pp_cuda_blocks(n, 256), 256, 0, CX(ctx)->stream>>>(y, x, n);
+    PP_LAUNCH(add_kernel, pp_cuda_blocks(n, 256), 256, 0, CX(ctx)->stream)(y, x, n);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;
 }
@@ -135,7 +136,8 @@ pp_status pp_cuda_scale_matrix(pp_cuda_ctx *cx, float *c, int m, int n, int ldc,
     if (m <= 0 || n <= 0 || beta == 1.0f)
         return PP_OK;
     size_t total = (size_t)m * n;
-    scale_matrix_kernel<<<pp_cuda_blocks(total, 256), 256, 0, cx->stream>>>(c, n, ldc, beta, total);
+    PP_LAUNCH(scale_matrix_kernel, pp_cuda_blocks(total, 256), 256, 0, cx->stream)
+    (c, n, ldc, beta, total);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;
 }
@@ -159,8 +161,8 @@ pp_status pp_cuda_encoder_fwd(void *ctx, float *out, const int32_t *tok, const f
     size_t n = (size_t)B * T * C;
     if (!n)
         return PP_OK;
-    encoder_fwd_kernel<<<pp_cuda_blocks(n, 256), 256, 0, CX(ctx)->stream>>>(out, tok, wte, wpe, T,
-                                                                            C, n);
+    PP_LAUNCH(encoder_fwd_kernel, pp_cuda_blocks(n, 256), 256, 0, CX(ctx)->stream)
+    (out, tok, wte, wpe, T, C, n);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;
 }
@@ -195,11 +197,12 @@ pp_status pp_cuda_encoder_bwd(void *ctx, float *dwte, float *dwpe, const float *
     pp_cuda_ctx *cx = CX(ctx);
     if (B <= 0 || T <= 0 || C <= 0)
         return PP_OK;
-    encoder_bwd_wte_kernel<<<(unsigned)((C + 127) / 128), 128, 0, cx->stream>>>(dwte, dout, tok,
-                                                                                B * T, C);
+    PP_LAUNCH(encoder_bwd_wte_kernel, (unsigned)((C + 127) / 128), 128, 0, cx->stream)
+    (dwte, dout, tok, B * T, C);
     PP_CUDA_LAUNCH_CHECK();
     size_t n = (size_t)T * C;
-    encoder_bwd_wpe_kernel<<<pp_cuda_blocks(n, 256), 256, 0, cx->stream>>>(dwpe, dout, B, T, C);
+    PP_LAUNCH(encoder_bwd_wpe_kernel, pp_cuda_blocks(n, 256), 256, 0, cx->stream)
+    (dwpe, dout, B, T, C);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;
 }
@@ -240,8 +243,8 @@ pp_status pp_cuda_layernorm_fwd(void *ctx, float *out, float *mean, float *rstd,
     if (N <= 0)
         return PP_OK;
     unsigned grid = (unsigned)((N + ROW_WARPS - 1) / ROW_WARPS);
-    layernorm_fwd_kernel<<<grid, 32 * ROW_WARPS, 0, CX(ctx)->stream>>>(out, mean, rstd, x, g, b, N,
-                                                                       C);
+    PP_LAUNCH(layernorm_fwd_kernel, grid, 32 * ROW_WARPS, 0, CX(ctx)->stream)
+    (out, mean, rstd, x, g, b, N, C);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;
 }
@@ -277,8 +280,8 @@ pp_status pp_cuda_layernorm_bwd(void *ctx, float *dx, float *dg, float *db, cons
     if (N <= 0)
         return PP_OK;
     unsigned grid = (unsigned)((N + ROW_WARPS - 1) / ROW_WARPS);
-    layernorm_bwd_dx_kernel<<<grid, 32 * ROW_WARPS, 0, cx->stream>>>(dx, dout, x, g, mean, rstd, N,
-                                                                     C);
+    PP_LAUNCH(layernorm_bwd_dx_kernel, grid, 32 * ROW_WARPS, 0, cx->stream)
+    (dx, dout, x, g, mean, rstd, N, C);
     PP_CUDA_LAUNCH_CHECK();
     return colsum(cx, dg, db, dout, x, mean, rstd, N, C, 1);
 }
@@ -310,7 +313,7 @@ pp_status pp_cuda_gelu_fwd(void *ctx, float *y, const float *x, size_t n)
 {
     if (!n)
         return PP_OK;
-    gelu_fwd_kernel<<<pp_cuda_blocks(n, 256), 256, 0, CX(ctx)->stream>>>(y, x, n);
+    PP_LAUNCH(gelu_fwd_kernel, pp_cuda_blocks(n, 256), 256, 0, CX(ctx)->stream)(y, x, n);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;
 }
@@ -319,7 +322,7 @@ pp_status pp_cuda_gelu_bwd(void *ctx, float *dx, const float *x, const float *dy
 {
     if (!n)
         return PP_OK;
-    gelu_bwd_kernel<<<pp_cuda_blocks(n, 256), 256, 0, CX(ctx)->stream>>>(dx, x, dy, n);
+    PP_LAUNCH(gelu_bwd_kernel, pp_cuda_blocks(n, 256), 256, 0, CX(ctx)->stream)(dx, x, dy, n);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;
 }
@@ -388,7 +391,8 @@ pp_status pp_cuda_xent_fwd(void *ctx, float *probs, const int32_t *targets, int 
         cx->host_rows = h;
         cx->host_rows_n = (size_t)N;
     }
-    xent_fwd_kernel<<<(unsigned)N, XENT_THREADS, 0, cx->stream>>>(probs, (float *)ws, targets, V);
+    PP_LAUNCH(xent_fwd_kernel, (unsigned)N, XENT_THREADS, 0, cx->stream)
+    (probs, (float *)ws, targets, V);
     PP_CUDA_LAUNCH_CHECK();
     PP_CUDA_TRY(cudaMemcpyAsync(cx->host_rows, ws, (size_t)N * sizeof(float),
                                 cudaMemcpyDeviceToHost, cx->stream));
@@ -413,7 +417,7 @@ pp_status pp_cuda_xent_bwd(void *ctx, float *probs, const int32_t *targets, int 
 {
     if (N <= 0)
         return PP_OK;
-    xent_bwd_kernel<<<(unsigned)N, 256, 0, CX(ctx)->stream>>>(probs, targets, V, scale);
+    PP_LAUNCH(xent_bwd_kernel, (unsigned)N, 256, 0, CX(ctx)->stream)(probs, targets, V, scale);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;
 }
@@ -445,7 +449,8 @@ pp_status pp_cuda_adamw(void *ctx, float *w, const float *g, float *m, float *v,
         return PP_OK;
     __nv_bfloat16 *w16;
     PP_TRY(pp_cuda_shadow_for_update(CX(ctx), w, n, &w16));
-    adamw_kernel<<<pp_cuda_blocks(n, 256), 256, 0, CX(ctx)->stream>>>(w, w16, g, m, v, n, *s);
+    PP_LAUNCH(adamw_kernel, pp_cuda_blocks(n, 256), 256, 0, CX(ctx)->stream)
+    (w, w16, g, m, v, n, *s);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;
 }
