@@ -1,7 +1,8 @@
 /* test_cuda.c — the CUDA backend against the CPU backend (the numerical reference): every kernel
  * of the table on random inputs in fp32, a whole stage forward/backward + AdamW in fp32, and the
  * bf16 mode's loss tracking fp32 over a few training steps. Built only with CUDA; where the
- * machine has no CUDA device each test that needs one skips with one line saying so.
+ * machine has no CUDA device each test that needs one skips with one line saying so. The suite
+ * cuda_emu runs this file against the CPU emulation of CUDA (tests/cuda_emu/): logic, not a GPU.
  *
  * Tolerance: "close" means max |gpu - cpu| <= tol * max |cpu| over the tensor (a max-norm
  * relative error: element-wise relative error is meaningless at entries near zero). fp32 kernels
