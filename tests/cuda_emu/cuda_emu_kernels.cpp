@@ -17,6 +17,10 @@
  *     wait, or they wait at different barriers), abort naming the kernel, the block and who
  *     waits where. All this state is thread_local: each pipeline rank's OS thread launches its
  *     own kernels, and __shared__ (static thread_local) memory is per OS thread likewise.
+ * Order: threads start in increasing linear index, blocks run in increasing linear index; with
+ * PP_CUDA_EMU_ORDER=reverse both go the other way (the suite cuda_emu_reverse), so that a read
+ * of another thread's (or block's) write that no barrier orders shows up in one order or the
+ * other as a wrong result. Races that both orders hide stay hidden.
  * Context switches: on x86-64 a few lines of assembly (callee-saved registers, the SSE and x87
  * control words, the stack pointer), since glibc's swapcontext makes a sigprocmask system call
  * at every switch and that dominated the suite's run time; elsewhere makecontext/swapcontext.
@@ -25,6 +29,7 @@
 #include "cuda_emu_impl.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -95,6 +100,7 @@ struct scheduler {
     void (*body)(void *) = nullptr;
     void *arg = nullptr;
     int nthreads = 0, next_thread = 0, exited = 0;
+    bool reverse = false; /* PP_CUDA_EMU_ORDER=reverse: threads and blocks last to first */
     std::deque<fiber *> runnable;
     barrier block;
     barrier warp[MAX_THREADS / WARP];
@@ -226,7 +232,8 @@ static void fiber_main(void)
     fiber *f = S.current;
     for (;;) {
         while (S.next_thread < S.nthreads) {
-            f->tid = S.next_thread++;
+            int k = S.next_thread++;
+            f->tid = S.reverse ? S.nthreads - 1 - k : k;
             f->shfl = 0;
             set_thread(f->tid);
             S.body(S.arg);
@@ -332,14 +339,14 @@ uint64_t pp_emu_shfl_xor(unsigned mask, uint64_t bits, int lane_mask)
     int at_warp = 0;
     for (const barrier &b : S.warp)
         at_warp += b.arrived;
+    char where[256] = "";
+    if (S.block.arrived)
+        snprintf(where, sizeof where, " (%s:%d)", S.block.file, S.block.line);
     pp_emu_die("kernel %s, block (%u,%u,%u) of (%u,%u,%u), %d threads: deadlock: %d thread(s) "
-               "wait at __syncthreads%s%s%s%d, %d at a warp exchange (__shfl_xor_sync), %d "
-               "exited: a barrier that not every thread of its block (or warp) reaches never "
-               "completes",
+               "wait at __syncthreads%s, %d at a warp exchange (__shfl_xor_sync), %d exited: a "
+               "barrier that not every thread of its block (or warp) reaches never completes",
                S.kernel, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, gridDim.y, gridDim.z,
-               S.nthreads, S.block.arrived, S.block.file ? " (" : "",
-               S.block.file ? S.block.file : "", S.block.file ? ":" : "",
-               S.block.file ? S.block.line : 0, at_warp, S.exited);
+               S.nthreads, S.block.arrived, where, at_warp, S.exited);
 }
 
 static void run_block(void)
@@ -383,6 +390,8 @@ void pp_emu_launch(const char *name, dim3 grid, dim3 block, size_t smem, cudaStr
         pp_emu_fail(cudaErrorInvalidResourceHandle);
         return;
     }
+    const char *order = getenv("PP_CUDA_EMU_ORDER");
+    S.reverse = order && strcmp(order, "reverse") == 0;
     S.in_kernel = true;
     S.kernel = name;
     S.body = body;
@@ -390,12 +399,13 @@ void pp_emu_launch(const char *name, dim3 grid, dim3 block, size_t smem, cudaStr
     S.nthreads = (int)(block.x * block.y * block.z);
     gridDim = grid;
     blockDim = block;
-    for (unsigned z = 0; z < grid.z; z++)
-        for (unsigned y = 0; y < grid.y; y++)
-            for (unsigned x = 0; x < grid.x; x++) {
-                blockIdx = uint3{x, y, z};
-                run_block();
-            }
+    unsigned long long nb = (unsigned long long)grid.x * grid.y * grid.z;
+    for (unsigned long long i = 0; i < nb; i++) {
+        unsigned long long b = S.reverse ? nb - 1 - i : i;
+        blockIdx = uint3{(unsigned)(b % grid.x), (unsigned)(b / grid.x % grid.y),
+                         (unsigned)(b / ((unsigned long long)grid.x * grid.y))};
+        run_block();
+    }
     S.in_kernel = false;
     S.kernel = nullptr;
 }

@@ -18,7 +18,6 @@
 #include <stdint.h>
 
 #include <tuple>
-#include <utility>
 
 /* ---- qualifiers: every function is a host function; __shared__ is per OS thread (the blocks of
  * one launch run one after another on the launching thread, and each pipeline rank's thread
@@ -156,13 +155,14 @@ template <typename... P> struct pp_emu_launch_of {
     dim3 grid, block;
     size_t smem;
     cudaStream_t stream;
-    /* The arguments converted to the kernel's parameter types once, as a launch copies them. */
-    template <typename... A> void operator()(A &&...a) const
+    /* The arguments, converted to the kernel's parameter types at the call as a launch does
+     * (NULL to a pointer included), are copied once; every thread gets copies of those. */
+    void operator()(P... a) const
     {
         struct call {
             void (*kernel)(P...);
             std::tuple<P...> args;
-        } c{kernel, std::tuple<P...>(std::forward<A>(a)...)};
+        } c{kernel, std::tuple<P...>(a...)};
         pp_emu_launch(
             name, grid, block, smem, stream,
             [](void *p) {
