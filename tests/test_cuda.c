@@ -55,10 +55,48 @@ static float *hrand(size_t n, float lo, float hi)
     return h;
 }
 
+/* Device buffers of the tests, freed by dev_free or, at the latest, by gpu_destroy (the owner
+ * frees: under the CUDA emulation device memory is host memory, and LeakSanitizer sees it). */
+static struct {
+    pp_backend *be;
+    void *p;
+    size_t bytes;
+    pp_mem_category kind;
+} devs[64];
+static int n_devs;
+
+static void *dev_alloc(pp_backend *g, size_t bytes, pp_mem_category kind)
+{
+    cr_assert_lt(n_devs, 64, "test_cuda.c: more device buffers than its table holds");
+    void *d = pp_backend_alloc(g, bytes, kind);
+    cr_assert(d, "device alloc: %s", pp_err_msg());
+    devs[n_devs].be = g, devs[n_devs].p = d, devs[n_devs].bytes = bytes, devs[n_devs].kind = kind;
+    n_devs++;
+    return d;
+}
+
+static void dev_free(pp_backend *g, void *p)
+{
+    for (int i = 0; i < n_devs; i++)
+        if (devs[i].be == g && devs[i].p == p) {
+            pp_backend_free(g, p, devs[i].bytes, devs[i].kind);
+            devs[i] = devs[--n_devs];
+            return;
+        }
+}
+
+/* Frees the device buffers left on be, then be. */
+static void gpu_destroy(pp_backend *be)
+{
+    for (int i = n_devs; i-- > 0;)
+        if (devs[i].be == be)
+            dev_free(be, devs[i].p);
+    pp_backend_destroy(be);
+}
+
 static void *dev_of(pp_backend *g, const void *h, size_t bytes)
 {
-    void *d = pp_backend_alloc(g, bytes, PP_MEM_WORKSPACE);
-    cr_assert(d, "device alloc: %s", pp_err_msg());
+    void *d = dev_alloc(g, bytes, PP_MEM_WORKSPACE);
     CHECK(g->ops->upload(g->ctx, d, h, bytes));
     return d;
 }
@@ -100,7 +138,7 @@ static pair pair_or_skip(void)
 
 static void pair_done(pair *p)
 {
-    pp_backend_destroy(p->gpu);
+    gpu_destroy(p->gpu);
     pp_backend_destroy(p->cpu);
 }
 
@@ -154,9 +192,9 @@ Test(cuda, gemm_matches_cpu)
                                        dc, ldc));
                 expect_close(p.gpu, dc, c, nc, TOL, "gemm k=0");
                 free(a), free(b), free(c);
-                pp_backend_free(p.gpu, da, na * 4, PP_MEM_WORKSPACE);
-                pp_backend_free(p.gpu, db, nb * 4, PP_MEM_WORKSPACE);
-                pp_backend_free(p.gpu, dc, nc * 4, PP_MEM_WORKSPACE);
+                dev_free(p.gpu, da);
+                dev_free(p.gpu, db);
+                dev_free(p.gpu, dc);
             }
     pair_done(&p);
 }
@@ -195,7 +233,7 @@ Test(cuda, bf16_gemm_is_exact_on_bf16_values)
             expect_close(g, dc, cc, nc, 1e-5, what);
             free(a), free(b), free(cc);
         }
-    pp_backend_destroy(g);
+    gpu_destroy(g);
     pp_backend_destroy(c);
 }
 
@@ -219,13 +257,13 @@ Test(cuda, bf16_attention_is_close_to_cpu)
     expect_close(g, dy_, y, ny, 1e-2, "bf16 attention_fwd y");
     size_t sc = c->ops->attention_scratch_bytes(NULL, B, T, C, NH);
     size_t sg = g->ops->attention_scratch_bytes(g->ctx, B, T, C, NH);
-    float *scr = malloc(sc), *dscr = pp_backend_alloc(g, sg, PP_MEM_WORKSPACE);
+    float *scr = malloc(sc), *dscr = dev_alloc(g, sg, PP_MEM_WORKSPACE);
     cr_assert(scr && dscr);
     CHECK(c->ops->attention_bwd(NULL, dqkv, scr, dyv, att, qkv, B, T, C, NH));
     CHECK(g->ops->attention_bwd(g->ctx, ddqkv, dscr, ddy, datt, dq, B, T, C, NH));
     expect_close(g, ddqkv, dqkv, nq, 1e-2, "bf16 attention_bwd dqkv");
     free(qkv), free(y), free(att), free(dyv), free(dqkv), free(scr);
-    pp_backend_destroy(g);
+    gpu_destroy(g);
     pp_backend_destroy(c);
 }
 
@@ -351,7 +389,7 @@ Test(cuda, attention_matches_cpu)
     expect_close(p.gpu, dy_, y, ny, TOL, "attention_fwd y");
     size_t sc = p.cpu->ops->attention_scratch_bytes(NULL, B, T, C, NH);
     size_t sg = p.gpu->ops->attention_scratch_bytes(p.gpu->ctx, B, T, C, NH);
-    float *scr = malloc(sc), *dscr = pp_backend_alloc(p.gpu, sg, PP_MEM_WORKSPACE);
+    float *scr = malloc(sc), *dscr = dev_alloc(p.gpu, sg, PP_MEM_WORKSPACE);
     cr_assert(scr && dscr);
     CHECK(p.cpu->ops->attention_bwd(NULL, dqkv, scr, dyv, att, qkv, B, T, C, NH));
     CHECK(p.gpu->ops->attention_bwd(p.gpu->ctx, ddqkv, dscr, ddy, datt, dq, B, T, C, NH));
@@ -437,7 +475,7 @@ static void stage_open(stage_run *r, pp_backend *be)
 static void stage_close(stage_run *r)
 {
     pp_rt_stage_destroy(r->st);
-    pp_backend_destroy(r->be);
+    gpu_destroy(r->be);
 }
 
 static void fill_tokens(int32_t *tok, int n, int vocab, uint32_t seed)
@@ -518,8 +556,7 @@ Test(cuda, middle_stage_matches_cpu)
     float *x = hrand(n, -1, 1), *dy = hrand(n, -0.1f, 0.1f), *y = malloc(n * 4),
           *dx = malloc(n * 4);
     float *gx = dev_of(g, x, n * 4), *gdy = dev_of(g, dy, n * 4);
-    float *gy = pp_backend_alloc(g, n * 4, PP_MEM_COMM),
-          *gdx = pp_backend_alloc(g, n * 4, PP_MEM_COMM);
+    float *gy = dev_alloc(g, n * 4, PP_MEM_COMM), *gdx = dev_alloc(g, n * 4, PP_MEM_COMM);
     cr_assert(y && dx && gy && gdx);
     CHECK(pp_rt_stage_forward(sc, 0, NULL, x, NULL, y, NULL));
     CHECK(pp_rt_stage_forward(sg, 0, NULL, gx, NULL, gy, NULL));
