@@ -155,7 +155,8 @@ size_t pp_rt_stage_io_bytes(const pp_rt_stage *st);
 size_t pp_rt_stage_act_bytes(const pp_rt_stage *st);
 /* Forward of one micro-batch. slot identifies it until its backward (the micro-batch id):
  * the stage saves what backward needs under that slot (counted as PP_MEM_ACTS).
- *   tokens  (B,T) int32, required when has_embed, else NULL
+ *   tokens  (B,T) int32, required when has_embed, else NULL; in host memory or the backend's
+ *           (the executor keeps a step's tokens in the backend's: copy, not upload, takes both)
  *   x_in    (B,T,C) input activation when !has_embed, else NULL
  *   targets (B,T) int32, required when has_head, else NULL
  *   x_out   (B,T,C) output when !has_head, else NULL
