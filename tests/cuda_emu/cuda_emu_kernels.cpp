@@ -45,6 +45,7 @@
 #endif
 #endif
 #ifdef EMU_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -261,6 +262,11 @@ static fiber *idle_fiber(void)
                    S.fibers.size());
     mprotect(f->map, page, PROT_NONE); /* a stack overflow faults instead of corrupting */
     f->stack = f->map + page;
+#ifdef EMU_ASAN
+    /* the mapping may reuse the addresses of an exited thread's stack, whose redzones ASan's
+     * shadow memory still marks */
+    ASAN_UNPOISON_MEMORY_REGION(f->stack, FIBER_STACK);
+#endif
     ctx_make(&f->ctx, f->stack, FIBER_STACK, fiber_main);
     S.fibers.push_back(f);
     return f;
