@@ -9,7 +9,9 @@
  * as on a GPU), the row-major/column-major mapping onto cuBLAS and its leading dimensions and
  * strides (checked as cuBLAS documents, and against the bounds of the allocations), bf16 rounding
  * and the bf16 copy bookkeeping, reductions, barriers (a __syncthreads or warp exchange that not
- * every thread reaches aborts, naming the kernel), memory accounting and the out-of-memory path.
+ * every thread reaches aborts, naming the kernel), memory accounting and the out-of-memory path,
+ * copies whose direction contradicts their pointers, and (where the CPU has memory protection
+ * keys) host code that reads or writes device memory, which faults as on a GPU.
  * What it does NOT model, so it proves nothing about the backend on a GPU (which remains
  * compile-checked only): concurrency between streams (every call runs at once, in call order),
  * the GPU memory model and memory consistency, races between the threads of a block outside
@@ -17,14 +19,17 @@
  * without a *_sync intrinsic, real cuBLAS algorithms and their precision and summation order
  * (here: a naive loop accumulating in fp32, k in order), TF32 and other math modes (ignored),
  * timing (events are host clock readings), and the difference between host and device pointers
- * inside kernels (kernels may dereference anything the process can).
+ * inside kernels (kernels may dereference host memory; without protection keys, host code may
+ * dereference device memory too).
  *
  * Files: cuda_emu.cpp (this: errors, devices, memory, streams, events), cuda_emu_kernels.cpp
  * (launches: blocks in order on the launching thread, threads as fibers, barriers, warp
  * exchanges, deadlock detection), cuda_emu_blas.cpp (cuBLAS); the headers beside them.
- * Knobs (environment): PP_CUDA_EMU_DEVICES (device count, default 1; 0 = no device),
- * PP_CUDA_EMU_MEM_LIMIT (bytes of each emulated device, default 80 GiB; allocations past it fail
- * with cudaErrorMemoryAllocation).
+ * cuda_emu_arena.cpp (device memory: one reserved arena; where the CPU has memory protection keys,
+ * host code touching device memory outside kernels, copies and GEMMs faults, as on a GPU).
+ * Knobs (environment): PP_CUDA_EMU_PROTECT=0 (no protection key), PP_CUDA_EMU_DEVICES (device
+ * count, default 1; 0 = no device), PP_CUDA_EMU_MEM_LIMIT (bytes of each emulated device, default
+ * 80 GiB; allocations past it fail with cudaErrorMemoryAllocation).
  */
 #include "cublas_v2.h"
 #include "cuda_bf16.h"
@@ -221,12 +226,14 @@ cudaError_t cudaMalloc(void **p, size_t bytes)
     size_t total = device_total(), used = mem_used[cur_device];
     if (bytes > total || used > total - bytes)
         return pp_emu_fail(cudaErrorMemoryAllocation);
-    void *q = NULL;
-    if (posix_memalign(&q, 256, bytes) != 0) /* cudaMalloc's alignment: 256 bytes at least */
+    void *q = pp_emu_arena_alloc(bytes); /* 256-byte aligned, as cudaMalloc's */
+    if (!q)
         return pp_emu_fail(cudaErrorMemoryAllocation);
     /* fresh device memory holds garbage: all-ones bytes are NaN as floats, -1 as integers, so
      * code that reads what it never wrote shows up in the results */
+    pp_emu_device_enter();
     memset(q, 0xff, bytes);
+    pp_emu_device_leave();
     mem_live[(const char *)q] = alloc_rec{bytes, cur_device};
     mem_used[cur_device] += bytes;
     *p = q;
@@ -242,8 +249,8 @@ cudaError_t cudaFree(void *p)
     if (it == mem_live.end())
         return pp_emu_fail(cudaErrorInvalidValue); /* not an allocation's base, or freed twice */
     mem_used[it->second.device] -= it->second.bytes;
+    pp_emu_arena_free(p, it->second.bytes);
     mem_live.erase(it);
-    free(p);
     return cudaSuccess;
 }
 
@@ -313,7 +320,9 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
         pp_emu_die(
             "cudaMemcpyAsync: overlapping ranges dst %p, src %p, %zu bytes (undefined in CUDA)",
             dst, src, bytes);
+    pp_emu_device_enter();
     memcpy(dst, src, bytes);
+    pp_emu_device_leave();
     return cudaSuccess;
 }
 
@@ -328,7 +337,9 @@ cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t s)
                 dst);
         return pp_emu_fail(cudaErrorInvalidValue);
     }
+    pp_emu_device_enter();
     memset(dst, value, bytes);
+    pp_emu_device_leave();
     return cudaSuccess;
 }
 

@@ -197,6 +197,7 @@ static cublasStatus_t gemm(cublasHandle_t h, const gemm_args &g, cudaDataType ct
                 g.batch);
         return CUBLAS_STATUS_EXECUTION_FAILED;
     }
+    pp_emu_device_enter();
     for (int i = 0; i < g.batch; i++) {
         long long oa = g.sa * i, ob = g.sb * i;
         float *c = (float *)g.c + g.sc * i;
@@ -214,6 +215,7 @@ static cublasStatus_t gemm(cublasHandle_t h, const gemm_args &g, cudaDataType ct
                 out = be == 0.0f ? al * acc : al * acc + be * out; /* beta = 0: C is not read */
             }
     }
+    pp_emu_device_leave();
     return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -405,6 +405,7 @@ void pp_emu_launch(const char *name, dim3 grid, dim3 block, size_t smem, cudaStr
     S.nthreads = (int)(block.x * block.y * block.z);
     gridDim = grid;
     blockDim = block;
+    pp_emu_device_enter();
     unsigned long long nb = (unsigned long long)grid.x * grid.y * grid.z;
     for (unsigned long long i = 0; i < nb; i++) {
         unsigned long long b = S.reverse ? nb - 1 - i : i;
@@ -412,6 +413,7 @@ void pp_emu_launch(const char *name, dim3 grid, dim3 block, size_t smem, cudaStr
                          (unsigned)(b / ((unsigned long long)grid.x * grid.y))};
         run_block();
     }
+    pp_emu_device_leave();
     S.in_kernel = false;
     S.kernel = nullptr;
 }

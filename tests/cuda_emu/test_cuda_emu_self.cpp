@@ -10,17 +10,21 @@
  *     dimensions refused (CUBLAS_STATUS_INVALID_VALUE), operands reaching outside their
  *     allocation refused, unsupported types refused;
  *   - memory: copies in the wrong direction refused, the PP_CUDA_EMU_MEM_LIMIT budget (and the
- *     backend's out-of-memory path at creation), PP_CUDA_EMU_DEVICES=0 (no device).
+ *     backend's out-of-memory path at creation), PP_CUDA_EMU_DEVICES=0 (no device), the host
+ *     dereferencing a device pointer faults (where the CPU has protection keys).
  */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <thread>
 #include <vector>
 
+#include "cuda_emu_impl.h"
 #include "cuda_impl.h"
 
 /* ---- bf16 ---- */
@@ -329,4 +333,30 @@ Test(cuda_emu, no_device_means_the_backend_is_unsupported)
     cr_expect_eq(pp_backend_cuda_create(2, PP_PREC_FP32, &be), PP_ERR_INVALID, "device 2 of 2");
     cr_expect_eq(pp_backend_cuda_create(1, PP_PREC_BF16, &be), PP_OK, "%s", pp_err_msg());
     pp_backend_destroy(be);
+}
+
+Test(cuda_emu, host_code_reading_device_memory_faults)
+{
+    float *d;
+    cr_assert_eq(cudaMalloc((void **)&d, 64 * sizeof(float)), cudaSuccess);
+    if (!pp_emu_device_protected())
+        cr_skip_test("no memory protection keys here (or PP_CUDA_EMU_PROTECT=0): host reads of "
+                     "device memory pass unnoticed");
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        volatile float x = d[3]; /* the host dereferencing a device pointer: a fault on a GPU */
+        (void)x;
+        _exit(0);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_expect(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV,
+              "the read should fault (SIGSEGV); status %#x", status);
+    float h[64];
+    cr_expect_eq(cudaMemcpyAsync(h, d, sizeof h, cudaMemcpyDeviceToHost, NULL), cudaSuccess,
+                 "a copy still reads it");
+    cr_expect(isnan(h[3]), "fresh device memory reads as NaN, got %g", (double)h[3]);
+    cudaFree(d);
 }
