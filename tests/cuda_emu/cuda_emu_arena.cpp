@@ -43,7 +43,8 @@
 
 namespace
 {
-const size_t ARENA_BYTES = (size_t)1 << 40; /* reserved, not committed: 1 TiB of addresses */
+size_t arena_bytes = (size_t)1 << 40; /* reserved, not committed: 1 TiB of addresses (less
+                                       * where the system refuses that much) */
 const size_t ALIGN = 256, REDZONE = 256;
 
 std::mutex arena_mu;
@@ -57,7 +58,7 @@ struct sigaction old_segv;
 void on_segv(int sig, siginfo_t *si, void *uc)
 {
     const char *a = (const char *)si->si_addr;
-    if (arena && a >= arena && a < arena + ARENA_BYTES) {
+    if (arena && a >= arena && a < arena + arena_bytes) {
         static const char msg[] = "cuda_emu: host code read or wrote device memory (outside "
                                   "kernels, copies and GEMMs): a fault on a GPU too\n";
         (void)!write(2, msg, sizeof msg - 1);
@@ -69,16 +70,21 @@ void on_segv(int sig, siginfo_t *si, void *uc)
 
 void arena_init(void)
 {
-    arena = (char *)mmap(nullptr, ARENA_BYTES, PROT_NONE,
-                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    for (;;) {
+        arena = (char *)mmap(nullptr, arena_bytes, PROT_NONE,
+                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (arena != MAP_FAILED || arena_bytes <= ((size_t)1 << 30))
+            break;
+        arena_bytes /= 2;
+    }
     if (arena == MAP_FAILED)
-        pp_emu_die("cannot reserve %zu bytes of addresses for device memory", ARENA_BYTES);
+        pp_emu_die("cannot reserve %zu bytes of addresses for device memory", arena_bytes);
     const char *env = getenv("PP_CUDA_EMU_PROTECT");
     bool protect = !(env && strcmp(env, "0") == 0);
     if (protect)
         pkey = pkey_alloc(0, PKEY_DISABLE_ACCESS); /* -1 without PKU: no protection */
-    if (pkey >= 0 ? pkey_mprotect(arena, ARENA_BYTES, PROT_READ | PROT_WRITE, pkey) != 0
-                  : mprotect(arena, ARENA_BYTES, PROT_READ | PROT_WRITE) != 0)
+    if (pkey >= 0 ? pkey_mprotect(arena, arena_bytes, PROT_READ | PROT_WRITE, pkey) != 0
+                  : mprotect(arena, arena_bytes, PROT_READ | PROT_WRITE) != 0)
         pp_emu_die("cannot make the device memory arena accessible");
     if (pkey >= 0) {
         struct sigaction sa;
@@ -129,7 +135,7 @@ void *pp_emu_arena_alloc(size_t bytes)
                 break;
             }
         if (!p) {
-            if (need > ARENA_BYTES - arena_top)
+            if (need > arena_bytes - arena_top)
                 return nullptr;
             p = arena + arena_top;
             arena_top += need;
