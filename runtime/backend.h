@@ -86,6 +86,17 @@ typedef struct {
                        const pp_adamw_scalars *s);
 
     void (*destroy)(void *ctx); /* frees the context */
+
+    /* ---- optional (NULL: the caller does it on the host, through upload / download) ---- */
+    /* dst(n) = element i of the counter-based normals of init_normal.h for `key`, times std:
+     * a device fills its parameters in place instead of receiving them through upload. */
+    pp_status (*init_normal)(void *ctx, float *dst, size_t n, uint64_t key, double std);
+    /* *acc += sum of x[i]^2 in double (order: the backend's; the host loop's is element order). */
+    pp_status (*sum_sq)(void *ctx, const float *x, size_t n, double *acc);
+    /* Host memory for staging copies of this backend's memory (page-locked for CUDA, so copies
+     * run at full rate); NULL when none can be had. host_free takes what host_alloc gave. */
+    void *(*host_alloc)(void *ctx, size_t bytes);
+    void (*host_free)(void *ctx, void *p);
 } pp_backend_ops;
 
 struct pp_backend {

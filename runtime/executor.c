@@ -96,6 +96,28 @@ static pp_status create_stages(pp_rt_executor *ex, int g)
     return PP_OK;
 }
 
+/* A step's tokens or targets for the rank's stages, which take them in host memory (the stage
+ * checks them against the vocabulary there, and copies each micro-batch's into its slot): the
+ * backend's memory where that is host memory (counted under PP_MEM_ACTS), plain host memory
+ * next to a device backend. */
+static int32_t *tokens_alloc(const pp_rt_executor *ex, rank_state *rs, size_t bytes)
+{
+    if (!ex->device_mem)
+        return pp_backend_alloc(rs->be, bytes, PP_MEM_ACTS);
+    int32_t *p = malloc(bytes);
+    if (!p)
+        (void)PP_ERR(PP_ERR_NOMEM, "cannot allocate the step's %zu bytes of tokens", bytes);
+    return p;
+}
+
+static void tokens_free(const pp_rt_executor *ex, rank_state *rs, int32_t *p, size_t bytes)
+{
+    if (!ex->device_mem)
+        pp_backend_free(rs->be, p, bytes, PP_MEM_ACTS);
+    else
+        free(p);
+}
+
 /* Per rank: the slot table, the token buffers, the span array. */
 static pp_status create_rank(pp_rt_executor *ex, int g)
 {
@@ -119,9 +141,9 @@ static pp_status create_rank(pp_rt_executor *ex, int g)
         last |= ex_rank_of(ex, p, ex->S - 1) == rs->r;
     }
     size_t bytes = (size_t)ex->N * ex->B * ex->T * sizeof(int32_t);
-    if (first && !(rs->tok = pp_backend_alloc(rs->be, bytes, PP_MEM_ACTS)))
+    if (first && !(rs->tok = tokens_alloc(ex, rs, bytes)))
         return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
-    if (last && !(rs->tgt = pp_backend_alloc(rs->be, bytes, PP_MEM_ACTS)))
+    if (last && !(rs->tgt = tokens_alloc(ex, rs, bytes)))
         return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
     return pp_ex_marks_create(ex, rs);
 }
@@ -281,14 +303,16 @@ static void destroy_rank(pp_rt_executor *ex, rank_state *rs)
         pp_backend_free(rs->be, rs->slot[i], ex->io_bytes, PP_MEM_COMM);
     for (int i = 0; i < rs->n_red; i++) {
         pp_backend_free(rs->be, rs->red[i].buf, rs->red[i].n * sizeof(float), PP_MEM_COMM);
-        free(rs->red[i].host);
+        if (rs->red[i].host)
+            pp_ex_host_free(rs->be, rs->red[i].host);
     }
     size_t bytes = (size_t)ex->N * ex->B * ex->T * sizeof(int32_t);
-    pp_backend_free(rs->be, rs->tok, bytes, PP_MEM_ACTS);
-    pp_backend_free(rs->be, rs->tgt, bytes, PP_MEM_ACTS);
+    tokens_free(ex, rs, rs->tok, bytes);
+    tokens_free(ex, rs, rs->tgt, bytes);
     free(rs->slot);
     free(rs->red);
     pp_ex_marks_destroy(rs);
+    pp_ex_host_free(rs->be, rs->stage_host);
 }
 
 void pp_rt_executor_destroy(pp_rt_executor *ex)

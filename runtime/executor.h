@@ -39,6 +39,8 @@ typedef struct {
     pp_cuda_marks *marks;
     double *mark_s;   /* [n_marks] seconds from mark 0, as read back */
     double mark_base; /* host time of mark 0, seconds since the step began */
+    void *stage_host; /* staging buffer of point-to-point messages (executor_mem.c), or NULL */
+    size_t stage_cap;
 } rank_state;
 
 struct pp_rt_executor {
@@ -124,8 +126,11 @@ pp_status pp_ex_iallreduce(pp_rt_executor *ex, rank_state *rs, const int *group,
                            pp_transport_req **req);
 pp_status pp_ex_wait(pp_rt_executor *ex, rank_state *rs, pp_transport_req *req, float *data,
                      float *host, size_t n);
-/* *acc += x[i]^2 for x(n) in backend memory, in element order, in double (as a host loop). */
+/* *acc += x[i]^2 for x(n) in backend memory, in double: the backend's sum_sq where it has one
+ * (on the device), else a host loop in element order. */
 pp_status pp_ex_sum_sq(rank_state *rs, const float *x, size_t n, double *acc);
+/* Frees host memory of the staging copies (the backend's host_free, else free). */
+void pp_ex_host_free(pp_backend *be, void *p);
 
 /* Device-timed spans (CUDA backends; every call is a no-op on a rank without marks). A rank
  * of n actions has 2n + 4 marks: 0 the origin, then each action's start and end, then the

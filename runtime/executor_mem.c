@@ -9,8 +9,10 @@
  * With a CUDA backend the rank's spans are device time: CUDA events around every action
  * (pp_ex_marks_*, runtime/cuda/marks_cuda.cu), read back at the end of the rank's step.
  *
- * Not here: overlapping the staging copies with compute (they are synchronous downloads /
- * uploads: simple and correct, not fast), pinned host buffers, CUDA-aware MPI.
+ * Staging copies go through host memory the backend gives (page-locked for CUDA): one buffer
+ * per rank for point-to-point messages, kept and grown to the largest; one per all-reduce in
+ * flight. Not here: overlapping the staging copies with compute (they are synchronous
+ * downloads / uploads), CUDA-aware MPI.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -44,12 +46,38 @@ pp_status pp_ex_rank_enter(pp_rt_executor *ex, rank_state *rs)
     return pp_backend_cuda_sync(rs->be);
 }
 
-/* A host buffer for staging; PP_ERR_NOMEM names the size. */
-static pp_status host_alloc(size_t bytes, void **out)
+/* Host memory for staging a backend's memory: the backend's own (page-locked for CUDA) where
+ * it has some, else malloc. PP_ERR_NOMEM names the size. */
+static pp_status host_alloc(pp_backend *be, size_t bytes, void **out)
 {
-    *out = malloc(bytes ? bytes : 1);
+    bytes = bytes ? bytes : 1;
+    *out = be->ops->host_alloc ? be->ops->host_alloc(be->ctx, bytes) : malloc(bytes);
     if (!*out)
         return PP_ERR(PP_ERR_NOMEM, "cannot allocate a %zu-byte host staging buffer", bytes);
+    return PP_OK;
+}
+
+void pp_ex_host_free(pp_backend *be, void *p)
+{
+    if (be->ops->host_free)
+        be->ops->host_free(be->ctx, p);
+    else
+        free(p);
+}
+
+/* The rank's staging buffer of point-to-point messages: grown to the largest one and kept
+ * (a message is staged, sent or received, and done with before the next one: the thread
+ * transport copies a send into its own message, MPI's send has completed when it returns). */
+static pp_status stage_buf(rank_state *rs, size_t bytes, void **out)
+{
+    if (bytes > rs->stage_cap || !rs->stage_host) {
+        pp_ex_host_free(rs->be, rs->stage_host);
+        rs->stage_host = NULL;
+        rs->stage_cap = 0;
+        PP_TRY(host_alloc(rs->be, bytes, &rs->stage_host));
+        rs->stage_cap = bytes;
+    }
+    *out = rs->stage_host;
     return PP_OK;
 }
 
@@ -59,13 +87,9 @@ pp_status pp_ex_send(pp_rt_executor *ex, rank_state *rs, int to, uint64_t tag, c
     if (!ex->staged)
         return pp_transport_send(ex->tp, rs->g, to, tag, buf, bytes);
     void *h;
-    PP_TRY(host_alloc(bytes, &h));
-    /* the transport copies (thread: into its message; MPI: into the posted buffer) */
-    pp_status st = rs->be->ops->download(rs->be->ctx, h, buf, bytes);
-    if (st == PP_OK)
-        st = pp_transport_send(ex->tp, rs->g, to, tag, h, bytes);
-    free(h);
-    return st;
+    PP_TRY(stage_buf(rs, bytes, &h));
+    PP_TRY(rs->be->ops->download(rs->be->ctx, h, buf, bytes));
+    return pp_transport_send(ex->tp, rs->g, to, tag, h, bytes);
 }
 
 pp_status pp_ex_recv(pp_rt_executor *ex, rank_state *rs, int from, uint64_t tag, void *buf,
@@ -74,12 +98,9 @@ pp_status pp_ex_recv(pp_rt_executor *ex, rank_state *rs, int from, uint64_t tag,
     if (!ex->staged)
         return pp_transport_recv(ex->tp, rs->g, from, tag, buf, bytes);
     void *h;
-    PP_TRY(host_alloc(bytes, &h));
-    pp_status st = pp_transport_recv(ex->tp, rs->g, from, tag, h, bytes);
-    if (st == PP_OK)
-        st = rs->be->ops->upload(rs->be->ctx, buf, h, bytes);
-    free(h);
-    return st;
+    PP_TRY(stage_buf(rs, bytes, &h));
+    PP_TRY(pp_transport_recv(ex->tp, rs->g, from, tag, h, bytes));
+    return rs->be->ops->upload(rs->be->ctx, buf, h, bytes);
 }
 
 pp_status pp_ex_iallreduce(pp_rt_executor *ex, rank_state *rs, const int *group, int n_group,
@@ -91,13 +112,13 @@ pp_status pp_ex_iallreduce(pp_rt_executor *ex, rank_state *rs, const int *group,
     if (!ex->staged)
         return pp_transport_iallreduce_sum(ex->tp, rs->g, group, n_group, tag, data, n, req);
     void *h;
-    PP_TRY(host_alloc(n * sizeof(float), &h));
+    PP_TRY(host_alloc(rs->be, n * sizeof(float), &h));
     pp_status st = rs->be->ops->download(rs->be->ctx, h, data, n * sizeof(float));
     if (st == PP_OK)
         st = pp_transport_iallreduce_sum(ex->tp, rs->g, group, n_group, tag, h, n, req);
     if (st != PP_OK) {
         /* the transport keeps nothing of a post that failed */
-        free(h);
+        pp_ex_host_free(rs->be, h);
         return st;
     }
     *host = h;
@@ -110,7 +131,8 @@ pp_status pp_ex_wait(pp_rt_executor *ex, rank_state *rs, pp_transport_req *req, 
     pp_status st = pp_transport_wait(ex->tp, rs->g, req);
     if (st == PP_OK && host)
         st = rs->be->ops->upload(rs->be->ctx, data, host, n * sizeof(float));
-    free(host);
+    if (host)
+        pp_ex_host_free(rs->be, host);
     return st;
 }
 
@@ -118,6 +140,8 @@ enum { SQ_CHUNK = 4096 }; /* floats downloaded at a time */
 
 pp_status pp_ex_sum_sq(rank_state *rs, const float *x, size_t n, double *acc)
 {
+    if (rs->be->ops->sum_sq) /* on the device: no copy of the tensor (CUDA) */
+        return rs->be->ops->sum_sq(rs->be->ctx, x, n, acc);
     float chunk[SQ_CHUNK];
     double sq = *acc;
     for (size_t off = 0; off < n; off += SQ_CHUNK) {

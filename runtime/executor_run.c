@@ -71,10 +71,10 @@ static pp_status load_tokens(pp_rt_executor *ex, rank_state *rs)
         for (int b = 0; b < ex->B; b++) {
             const int32_t *row = ex->batch + ((size_t)(rs->replica * ex->N + m) * ex->B + b) * w;
             size_t at = ((size_t)m * ex->B + b) * ex->T;
-            if (rs->tok)
-                PP_TRY(rs->be->ops->upload(rs->be->ctx, rs->tok + at, row, row_bytes));
+            if (rs->tok) /* host memory (executor.c: tokens_alloc) */
+                memcpy(rs->tok + at, row, row_bytes);
             if (rs->tgt)
-                PP_TRY(rs->be->ops->upload(rs->be->ctx, rs->tgt + at, row + 1, row_bytes));
+                memcpy(rs->tgt + at, row + 1, row_bytes);
         }
     return PP_OK;
 }

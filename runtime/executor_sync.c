@@ -148,8 +148,8 @@ static pp_status finish_reduces(pp_rt_executor *ex, rank_state *rs)
         pending_reduce *pr = &rs->red[i];
         if (st == PP_OK && pr->req)
             st = pp_ex_wait(ex, rs, pr->req, pr->buf, pr->host, pr->n);
-        else
-            free(pr->host); /* not waited for: the failed transport holds it no more */
+        else if (pr->host) /* not waited for: the failed transport holds it no more */
+            pp_ex_host_free(rs->be, pr->host);
         pr->req = NULL;
         pr->host = NULL;
         gref *v = NULL;

@@ -155,10 +155,10 @@ size_t pp_rt_stage_io_bytes(const pp_rt_stage *st);
 size_t pp_rt_stage_act_bytes(const pp_rt_stage *st);
 /* Forward of one micro-batch. slot identifies it until its backward (the micro-batch id):
  * the stage saves what backward needs under that slot (counted as PP_MEM_ACTS).
- *   tokens  (B,T) int32, required when has_embed, else NULL; in host memory or the backend's
- *           (the executor keeps a step's tokens in the backend's: copy, not upload, takes both)
+ *   tokens  (B,T) int32 in host memory, required when has_embed, else NULL (checked against
+ *           the vocabulary here, then uploaded into the slot)
  *   x_in    (B,T,C) input activation when !has_embed, else NULL
- *   targets (B,T) int32, required when has_head, else NULL
+ *   targets (B,T) int32 in host memory, required when has_head, else NULL
  *   x_out   (B,T,C) output when !has_head, else NULL
  *   loss    when has_head: receives the mean cross-entropy of this micro-batch */
 pp_status pp_rt_stage_forward(pp_rt_stage *st, int slot, const int32_t *tokens, const float *x_in,

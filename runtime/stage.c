@@ -66,6 +66,8 @@ static uint64_t tensor_key(uint64_t seed, int layer, const char *name)
 static pp_status init_tensor(pp_backend *be, float *dst, size_t n, init_kind kind, uint64_t key,
                              double std)
 {
+    if (kind == INIT_NORMAL && be->ops->init_normal) /* the device fills it (CUDA) */
+        return be->ops->init_normal(be->ctx, dst, n, key, std);
     if (kind == INIT_ZERO)
         return be->ops->zero(be->ctx, dst, n * sizeof(float));
     float buf[4096];

@@ -128,7 +128,7 @@ static pp_status forward_in_slot(pp_rt_stage *st, void *mem, const int32_t *toke
         in = st->has_head ? h.xf : x_out;
     }
     if (st->has_embed) {
-        PP_TRY(o->copy(be->ctx, tok_s, tokens, N * sizeof(int32_t))); /* host or backend memory */
+        PP_TRY(o->upload(be->ctx, tok_s, tokens, N * sizeof(int32_t)));
         const pp_rt_tensor *t = st->tensors;
         PP_TRY(o->encoder_fwd(be->ctx, in, tok_s, t[st->i_wte].data, t[st->i_wpe].data, st->B,
                               st->T, st->cfg.hidden));
@@ -148,7 +148,7 @@ static pp_status forward_in_slot(pp_rt_stage *st, void *mem, const int32_t *toke
         PP_TRY(block_fwd(st, l, &a, out));
     }
     if (st->has_head) {
-        PP_TRY(o->copy(be->ctx, tgt_s, targets, N * sizeof(int32_t)));
+        PP_TRY(o->upload(be->ctx, tgt_s, targets, N * sizeof(int32_t)));
         PP_TRY(head_fwd(st, &h, tgt_s, loss));
     }
     return PP_OK;

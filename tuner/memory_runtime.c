@@ -78,6 +78,9 @@ static double workspace_bytes(const pp_sched *s, const dims *x, int pipe, int st
     return 4.0 * (2 * x->N * x->C + big) + scratch;
 }
 
+/* runtime/cuda/params_cuda.cu: SUMSQ_BLOCKS partial sums in double */
+#define CUDA_SUMSQ_BYTES (256.0 * 8)
+
 static double align64(double n)
 {
     return ceil(n / 64) * 64;
@@ -86,12 +89,13 @@ static double align64(double n)
 /* The CUDA backend's kernel scratch (pp_cuda_ws_reserve): one buffer per rank that only
  * grows, so its size is the largest single need over the step, reached in the first step (no
  * bf16 weight copies exist before the first AdamW, so every GEMM converts both operands).
- * fp32: the loss kernel's per-row losses. bf16: the operand copies of each GEMM (A padded to
- * 64 elements), of the attention's batched products, and the per-row losses. */
+ * fp32: the loss kernel's per-row losses and the gradient norm's partial sums. bf16: also the
+ * operand copies of each GEMM (A padded to 64 elements) and of the attention's products. */
 static double cuda_ws_bytes(const pp_sched *s, const dims *x, int pipe, int stage)
 {
     int last = stage == s->stages_per_pipe - 1, layers = pp_sched_stage_layers(s, pipe, stage);
-    double need = last ? 4.0 * x->N : 0; /* bytes */
+    /* bytes: the gradient norm's block partials (256 doubles, every rank), the per-row losses */
+    double need = fmax(CUDA_SUMSQ_BYTES, last ? 4.0 * x->N : 0);
     if (!x->bf16)
         return need;
     double e = 0, N = x->N, C = x->C, V = x->V, T = x->T, H = x->H;
@@ -312,7 +316,8 @@ pp_status pp_tune_memory_runtime_on(const pp_tune_model *m, const pp_tune_config
         o->weights = (x.bf16 ? 6 : 4) * o->params;
         o->grads = 4 * o->params;
         o->optim = 8 * o->params;
-        double tokens = 4.0 * c->N * x.N * (first + last);
+        /* the step's tokens / targets: the CPU backend's memory; host memory beside a GPU */
+        double tokens = x.cuda ? 0 : 4.0 * c->N * x.N * (first + last);
         tracker t = {0};
         bump(&t, tokens, 0, 0);
         bump(&t, 0, 0, ws);

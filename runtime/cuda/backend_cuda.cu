@@ -305,6 +305,10 @@ static const pp_backend_ops cuda_ops = {
     /* .xent_bwd = */ pp_cuda_xent_bwd,
     /* .adamw = */ pp_cuda_adamw,
     /* .destroy = */ cuda_destroy,
+    /* .init_normal = */ pp_cuda_init_normal,
+    /* .sum_sq = */ pp_cuda_sum_sq,
+    /* .host_alloc = */ pp_cuda_host_alloc,
+    /* .host_free = */ pp_cuda_host_free,
 };
 
 /* Streams, events and the cuBLAS handle of a fresh context (on failure the caller destroys it). */

@@ -172,6 +172,13 @@ pp_status pp_cuda_adamw(void *ctx, float *w, const float *g, float *m, float *v,
 /* c(m, n) = beta * c (0 when beta = 0, whatever c held): an empty product (k = 0). */
 pp_status pp_cuda_scale_matrix(pp_cuda_ctx *cx, float *c, int m, int n, int ldc, float beta);
 
+/* ---- optional entries (params_cuda.cu): device-side parameter fill, sum of squares, pinned
+ * host memory ---- */
+pp_status pp_cuda_init_normal(void *ctx, float *dst, size_t n, uint64_t key, double std);
+pp_status pp_cuda_sum_sq(void *ctx, const float *x, size_t n, double *acc);
+void *pp_cuda_host_alloc(void *ctx, size_t bytes);
+void pp_cuda_host_free(void *ctx, void *p);
+
 /* ---- attention (attention_cuda.cu) ---- */
 pp_status pp_cuda_attention_fwd(void *ctx, float *y, float *att, const float *qkv, int B, int T,
                                 int C, int NH);
