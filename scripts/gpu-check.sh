@@ -57,7 +57,7 @@ if ! cmake -S "$root" -B "$build" -DPP_CUDA=ON -DPP_WERROR=OFF >"$tmp/configure.
   exit 2
 fi
 echo "gpu-check: building pptune, test_probes, test_cuda, bench_cuda_layer (-j $jobs)" >&2
-if ! cmake --build "$build" -j "$jobs" --target pptune test_probes test_cuda bench_cuda_layer \
+if ! cmake --build "$build" -j "$jobs" --target pptune pprun test_probes test_cuda bench_cuda_layer \
      >"$tmp/build.log" 2>&1; then
   grep -E "error|Error" "$tmp/build.log" | head -20 >&2
   report false "build failed: $(grep -m1 -E 'error' "$tmp/build.log")" $(( $(date +%s) - t0 )) \
@@ -102,7 +102,10 @@ exec_pass=$(echo "$out" | grep -c "\[PASS\] cuda_exec::")
 # spans (test_cuda_rt.c)
 rt_pass=$(echo "$out" | grep -c "\[PASS\] cuda_rt::")
 [ "$cuda_test" = passed ] && [ "$rt_pass" -ne 4 ] && cuda_test=failed
-cuda_sum="$cuda_sum; executor on CUDA vs CPU: $exec_pass of 6 cuda_exec tests passed; memory model and device spans: $rt_pass of 4 cuda_rt tests passed"
+# and pptune search running its trials on this GPU (test_cuda_trials.c)
+trials_pass=$(echo "$out" | grep -c "\[PASS\] cuda_trials::")
+[ "$cuda_test" = passed ] && [ "$trials_pass" -ne 1 ] && cuda_test=failed
+cuda_sum="$cuda_sum; executor on CUDA vs CPU: $exec_pass of 6 cuda_exec tests passed; memory model and device spans: $rt_pass of 4 cuda_rt tests passed; GPU trials: $trials_pass of 1 cuda_trials test passed"
 
 echo "gpu-check: gpt-13b block benchmark on the CUDA backend (bf16)" >&2
 layer=$(timeout 150 "$build/bench/bench_cuda_layer" --json 2>"$tmp/bench.err" | tail -1)
