@@ -174,11 +174,14 @@ pp_status pp_tune_memory_runtime(const pp_tune_model *m, const pp_tune_config *c
                                  const pp_sched *s, pp_tune_rank_mem *mem);
 /* The same walk for the runtime on another backend: the CPU (as above), or the CUDA backend
  * (pprun --backend cuda) in fp32 or bf16 with a transport that stages through host memory
- * (threads, MPI: the transport's copies are not device memory). CUDA adds to the CPU's
- * accounting: the kernel scratch (its largest single need, first step) and the cuBLAS
- * workspace under workspace; every head's attention scratch of a batch row in the backward;
- * in bf16 a 2-byte copy of every weight. Not modelled: the NCCL transport's message buffers,
- * and what the driver holds outside the backend's accounting (context, memory-pool slack). */
+ * (threads, MPI: the transport's copies are not device memory). CUDA differs from the CPU's
+ * accounting: the kernel scratch (its largest single need, first step: GEMM operand copies in
+ * bf16, per-row losses, the gradient norm's partials) and the cuBLAS workspace under
+ * workspace; every head's attention scratch of a batch row in the backward; in bf16 a 2-byte
+ * copy of every weight; the step's tokens and targets stay in host memory. Equal to the
+ * backend's own accounting to the byte (tests/test_cuda_rt.c, run under the CUDA emulation).
+ * Not modelled: the NCCL transport's message buffers, and what the driver holds outside the
+ * backend's accounting (context, memory-pool slack: bench_cuda_layer reports both). */
 typedef enum {
     PP_TUNE_RT_CPU = 0,
     PP_TUNE_RT_CUDA_FP32 = 1,
