@@ -42,7 +42,9 @@
 #include <string.h>
 #include <time.h>
 
+#include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 
 void pp_emu_die(const char *fmt, ...)
@@ -215,6 +217,28 @@ bool pp_emu_in_device_memory(const void *p, size_t bytes)
            (size_t)(c - it->first) <= it->second.bytes - bytes;
 }
 
+/* PP_CUDA_EMU_CHECK_FREED=1: at exit, device memory still allocated is reported on stderr (the
+ * device's LeakSanitizer: pprun's tests use it to see every buffer freed by the end). */
+namespace
+{
+struct freed_check {
+    ~freed_check()
+    {
+        const char *on = getenv("PP_CUDA_EMU_CHECK_FREED");
+        if (!on || strcmp(on, "1") != 0)
+            return;
+        std::lock_guard<std::mutex> g(mem_mu);
+        size_t bytes = 0;
+        for (const auto &kv : mem_live)
+            bytes += kv.second.bytes;
+        if (!mem_live.empty())
+            fprintf(stderr, "cuda_emu: at exit %zu device allocations (%zu bytes) were never "
+                            "freed\n",
+                    mem_live.size(), bytes);
+    }
+} check_freed_at_exit;
+} // namespace
+
 cudaError_t cudaMalloc(void **p, size_t bytes)
 {
     if (!p)
@@ -258,14 +282,27 @@ namespace
 {
 enum : unsigned { STREAM_MAGIC = 0x57e4a11u, EVENT_MAGIC = 0xe7e47u };
 } // namespace
+/* A stream's asynchronous work (pp_emu_async, cuda_emu_impl.h), in order; the front one is
+ * started. done counts the operations completed, enq those ever enqueued: an event recorded
+ * when enq was n is complete once done reaches n. Shared with the events recorded on it, which
+ * may outlive the stream. */
+struct emu_queue {
+    std::mutex mu;
+    std::deque<std::unique_ptr<pp_emu_async>> ops;
+    bool front_started = false;
+    unsigned long long enq = 0, done = 0;
+};
 struct pp_emu_stream {
     unsigned magic;
     int device;
+    std::shared_ptr<emu_queue> q;
 };
 struct pp_emu_event {
     unsigned magic;
     int recorded;
-    double ms; /* host clock at the record */
+    double ms;                     /* host clock at the record */
+    std::shared_ptr<emu_queue> q;  /* the stream recorded on (NULL: nothing to wait for) */
+    unsigned long long seq;        /* its work up to here */
 };
 struct pp_emu_pool {
     int device;
@@ -274,6 +311,87 @@ struct pp_emu_pool {
 bool pp_emu_stream_ok(cudaStream_t s)
 {
     return !s || s->magic == STREAM_MAGIC; /* NULL: the default stream */
+}
+
+static std::shared_ptr<emu_queue> default_queue = std::make_shared<emu_queue>();
+
+static emu_queue &queue_of(cudaStream_t s)
+{
+    return s ? *s->q : *default_queue;
+}
+
+/* Starts and tests q's work in order, as far as it completes now. */
+static void queue_progress(emu_queue &q)
+{
+    std::lock_guard<std::mutex> g(q.mu);
+    while (!q.ops.empty()) {
+        if (!q.front_started) {
+            q.front_started = true;
+            q.ops.front()->start();
+        }
+        if (!q.ops.front()->test())
+            return;
+        q.ops.pop_front();
+        q.front_started = false;
+        q.done++;
+    }
+}
+
+static bool queue_reached(emu_queue &q, unsigned long long seq)
+{
+    queue_progress(q);
+    std::lock_guard<std::mutex> g(q.mu);
+    return q.done >= seq;
+}
+
+static double now_ms(void);
+
+/* Until q has completed its first seq operations; aborts on a wait that cannot end. */
+static void queue_wait(emu_queue &q, unsigned long long seq)
+{
+    if (queue_reached(q, seq))
+        return;
+    static const double limit_ms = 1e3 * (double)env_size("PP_CUDA_EMU_WAIT_S", 60);
+    double t0 = now_ms();
+    struct timespec nap = {0, 20000}; /* 20 us: the peer processes share the cores */
+    while (!queue_reached(q, seq)) {
+        if (now_ms() - t0 > limit_ms) {
+            char what[256] = "?";
+            {
+                std::lock_guard<std::mutex> g(q.mu);
+                if (!q.ops.empty())
+                    q.ops.front()->describe(what, sizeof what);
+            }
+            pp_emu_die("a stream waited %.0f s for %s: a deadlock (on a GPU this would hang; "
+                       "PP_CUDA_EMU_WAIT_S sets the limit)",
+                       limit_ms / 1e3, what);
+        }
+        nanosleep(&nap, NULL);
+    }
+}
+
+void pp_emu_stream_enqueue(cudaStream_t s, pp_emu_async *op)
+{
+    emu_queue &q = queue_of(s);
+    {
+        std::lock_guard<std::mutex> g(q.mu);
+        q.ops.emplace_back(op);
+        q.enq++;
+    }
+    queue_progress(q); /* starts it when nothing is ahead of it */
+}
+
+void pp_emu_stream_drain(cudaStream_t s)
+{
+    emu_queue &q = queue_of(s);
+    unsigned long long seq;
+    {
+        std::lock_guard<std::mutex> g(q.mu);
+        if (q.done == q.enq)
+            return;
+        seq = q.enq;
+    }
+    queue_wait(q, seq);
 }
 
 cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t s)
@@ -315,6 +433,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
                 src_dev ? "device" : "host");
         return pp_emu_fail(cudaErrorInvalidValue);
     }
+    pp_emu_stream_drain(s); /* after the stream's pending work (stream order) */
     const char *d = (const char *)dst, *c = (const char *)src;
     if (d < c + bytes && c < d + bytes)
         pp_emu_die(
@@ -337,6 +456,7 @@ cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t s)
                 dst);
         return pp_emu_fail(cudaErrorInvalidValue);
     }
+    pp_emu_stream_drain(s);
     pp_emu_device_enter();
     memset(dst, value, bytes);
     pp_emu_device_leave();
@@ -427,14 +547,16 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
 {
     if (!s || (flags & ~cudaStreamNonBlocking))
         return pp_emu_fail(cudaErrorInvalidValue);
-    *s = new pp_emu_stream{STREAM_MAGIC, cur_device};
+    *s = new pp_emu_stream{STREAM_MAGIC, cur_device, std::make_shared<emu_queue>()};
     return cudaSuccess;
 }
 
+/* As CUDA: the stream's pending work still completes (here: before the call returns). */
 cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
     if (!s || s->magic != STREAM_MAGIC)
         return pp_emu_fail(cudaErrorInvalidResourceHandle);
+    pp_emu_stream_drain(s);
     s->magic = 0;
     delete s;
     return cudaSuccess;
@@ -442,7 +564,10 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
-    return pp_emu_stream_ok(s) ? cudaSuccess : pp_emu_fail(cudaErrorInvalidResourceHandle);
+    if (!pp_emu_stream_ok(s))
+        return pp_emu_fail(cudaErrorInvalidResourceHandle);
+    pp_emu_stream_drain(s);
+    return cudaSuccess;
 }
 
 static double now_ms(void)
@@ -452,43 +577,85 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+static bool event_ok(cudaEvent_t e)
+{
+    return e && e->magic == EVENT_MAGIC;
+}
+
 cudaError_t cudaEventCreate(cudaEvent_t *e)
 {
-    if (!e)
+    return cudaEventCreateWithFlags(e, cudaEventDefault);
+}
+
+/* Flags are checked, not modelled (a timing-disabled event still reads the clock). */
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
+{
+    if (!e || (flags & ~cudaEventDisableTiming))
         return pp_emu_fail(cudaErrorInvalidValue);
-    *e = new pp_emu_event{EVENT_MAGIC, 0, 0.0};
+    *e = new pp_emu_event{EVENT_MAGIC, 0, 0.0, nullptr, 0};
     return cudaSuccess;
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t e)
 {
-    if (!e || e->magic != EVENT_MAGIC)
+    if (!event_ok(e))
         return pp_emu_fail(cudaErrorInvalidResourceHandle);
     e->magic = 0;
     delete e;
     return cudaSuccess;
 }
 
+/* Captures the stream's work so far: the event completes when that work has. */
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 {
-    if (!e || e->magic != EVENT_MAGIC || !pp_emu_stream_ok(s))
+    if (!event_ok(e) || !pp_emu_stream_ok(s))
         return pp_emu_fail(cudaErrorInvalidResourceHandle);
     e->recorded = 1;
-    e->ms = now_ms(); /* everything queued before it has already run */
+    e->ms = now_ms(); /* the stream's kernels and copies queued before it have already run */
+    std::shared_ptr<emu_queue> q = s ? s->q : default_queue;
+    std::lock_guard<std::mutex> g(q->mu);
+    e->q = q->done == q->enq ? nullptr : q;
+    e->seq = q->enq;
+    return cudaSuccess;
+}
+
+/* As CUDA: an event never recorded is complete. */
+cudaError_t cudaEventQuery(cudaEvent_t e)
+{
+    if (!event_ok(e))
+        return pp_emu_fail(cudaErrorInvalidResourceHandle);
+    if (e->q && !queue_reached(*e->q, e->seq))
+        return cudaErrorNotReady; /* not an error: CUDA leaves the last error alone */
     return cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e)
 {
-    return e && e->magic == EVENT_MAGIC ? cudaSuccess : pp_emu_fail(cudaErrorInvalidResourceHandle);
+    if (!event_ok(e))
+        return pp_emu_fail(cudaErrorInvalidResourceHandle);
+    if (e->q)
+        queue_wait(*e->q, e->seq);
+    return cudaSuccess;
+}
+
+/* On a GPU only s waits; here s's later work runs as soon as it is called, so the event's work
+ * must have completed first: the host waits for it now. */
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
+{
+    if (!event_ok(e) || !pp_emu_stream_ok(s))
+        return pp_emu_fail(cudaErrorInvalidResourceHandle);
+    if (flags)
+        return pp_emu_fail(cudaErrorInvalidValue);
+    if (e->q)
+        queue_wait(*e->q, e->seq);
+    return cudaSuccess;
 }
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t stop)
 {
     if (!ms)
         return pp_emu_fail(cudaErrorInvalidValue);
-    if (!start || !stop || start->magic != EVENT_MAGIC || stop->magic != EVENT_MAGIC ||
-        !start->recorded || !stop->recorded)
+    if (!event_ok(start) || !event_ok(stop) || !start->recorded || !stop->recorded)
         return pp_emu_fail(cudaErrorInvalidResourceHandle);
     *ms = (float)(stop->ms - start->ms);
     return cudaSuccess;

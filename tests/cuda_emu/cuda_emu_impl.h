@@ -27,4 +27,22 @@ void pp_emu_device_leave(void);
  * something has been allocated. */
 bool pp_emu_device_protected(void);
 
+/* Asynchronous work on a stream: the one kind the emulation has is an NCCL group (nccl_emu.cpp),
+ * whose MPI requests complete when the peer takes part. A stream runs its asynchronous work in
+ * the order enqueued: start() when everything before it on the stream has completed, then
+ * test() until it says done. Kernels, copies and sets on a stream first wait for its pending
+ * work (stream order); cudaStreamSynchronize, cudaEventSynchronize and cudaStreamWaitEvent
+ * wait, cudaEventQuery only tests. A wait longer than PP_CUDA_EMU_WAIT_S seconds (default 60)
+ * aborts naming the operation (describe()): a deadlock, which a GPU would hang in. */
+struct pp_emu_async {
+    virtual ~pp_emu_async() = default;
+    virtual void start() = 0;
+    virtual bool test() = 0; /* never blocks */
+    virtual void describe(char *buf, size_t n) const = 0;
+};
+/* Appends op to s's (NULL: the default stream's) pending work; the stream owns it from now. */
+void pp_emu_stream_enqueue(cudaStream_t s, pp_emu_async *op);
+/* Waits for everything pending on s (cudaStreamSynchronize without the handle check). */
+void pp_emu_stream_drain(cudaStream_t s);
+
 #endif

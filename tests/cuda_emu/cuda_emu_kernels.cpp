@@ -396,6 +396,7 @@ void pp_emu_launch(const char *name, dim3 grid, dim3 block, size_t smem, cudaStr
         pp_emu_fail(cudaErrorInvalidResourceHandle);
         return;
     }
+    pp_emu_stream_drain(s); /* after the stream's pending NCCL work (stream order) */
     const char *order = getenv("PP_CUDA_EMU_ORDER");
     S.reverse = order && strcmp(order, "reverse") == 0;
     S.in_kernel = true;

@@ -88,6 +88,14 @@ cudaError_t cudaEventDestroy(cudaEvent_t e);
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
 cudaError_t cudaEventSynchronize(cudaEvent_t e);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t stop);
+/* Asynchronous work (the NCCL emulation's operations, tests/cuda_emu/nccl_emu.cpp) is the one
+ * thing a stream can hold unfinished: an event recorded after it is not ready until it
+ * completes; everything else has finished when its call returns. */
+#define cudaEventDefault 0x00u
+#define cudaEventDisableTiming 0x02u
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
+cudaError_t cudaEventQuery(cudaEvent_t e);
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags);
 cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int device);
 cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *value);
 cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t keep);
