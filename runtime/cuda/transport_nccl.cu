@@ -363,15 +363,54 @@ static pp_status share_ids(nctx *c, ncclUniqueId id[2])
     return PP_OK;
 }
 
+/* Every rank's device check, agreed over the boot transport before any rank waits for another:
+ * a rank that returned alone would leave the others blocked in the id exchange (and only rank
+ * 0 prints an input error, so nothing would say why). bad[r] = device + 1 where rank r has none. */
+static pp_status agree_devices(nctx *c, int n_dev)
+{
+    const uint64_t tag = (1ull << 63) | 4; /* kind 0: no executor tag */
+    int ok = c->device >= 0 && c->device < n_dev;
+    float *bad = (float *)calloc((size_t)c->size, sizeof *bad);
+    int *group = (int *)malloc((size_t)c->size * sizeof *group);
+    if (!bad || !group) {
+        free(bad);
+        free(group);
+        return PP_ERR(PP_ERR_NOMEM, "NCCL transport: out of host memory");
+    }
+    for (int r = 0; r < c->size; r++)
+        group[r] = r;
+    bad[c->rank] = ok ? 0.0f : (float)(c->device + 1);
+    pp_transport_req *req = NULL;
+    pp_status st = pp_transport_iallreduce_sum(c->boot, c->rank, group, c->size, tag, bad,
+                                               (size_t)c->size, &req);
+    if (st == PP_OK)
+        st = pp_transport_wait(c->boot, c->rank, req);
+    int first = -1;
+    for (int r = 0; st == PP_OK && r < c->size && first < 0; r++)
+        if (bad[r] != 0.0f)
+            first = r;
+    if (first == c->rank)
+        st = PP_ERR(PP_ERR_INVALID,
+                    "NCCL transport: device %d (the local rank) does not exist: this node has %d "
+                    "GPUs; start at most that many processes per node",
+                    c->device, n_dev);
+    else if (first >= 0)
+        st = PP_ERR(PP_ERR_INVALID,
+                    "NCCL transport: rank %d's device %d (its local rank) does not exist on its "
+                    "node; start at most as many processes per node as the node has GPUs",
+                    first, (int)bad[first] - 1);
+    free(bad);
+    free(group);
+    return st;
+}
+
 static pp_status init_comms(nctx *c)
 {
     int n_dev = 0;
-    PP_CUDA_TRY_(cudaGetDeviceCount(&n_dev));
-    if (c->device < 0 || c->device >= n_dev)
-        return PP_ERR(PP_ERR_INVALID,
-                      "NCCL transport: device %d (the local rank) does not exist: this node has "
-                      "%d GPUs; start at most that many processes per node",
-                      c->device, n_dev);
+    cudaError_t e = cudaGetDeviceCount(&n_dev);
+    if (e != cudaSuccess && e != cudaErrorNoDevice)
+        return cuda_status(e, "cudaGetDeviceCount", __FILE__, __LINE__);
+    PP_TRY(agree_devices(c, e == cudaSuccess ? n_dev : 0));
     PP_CUDA_TRY_(cudaSetDevice(c->device));
     PP_CUDA_TRY_(cudaEventCreateWithFlags(&c->ready, cudaEventDisableTiming));
     ncclUniqueId id[2];
