@@ -46,6 +46,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 void pp_emu_die(const char *fmt, ...)
 {
@@ -337,9 +338,40 @@ static void queue_progress(emu_queue &q)
     }
 }
 
+/* Every stream with pending work: a GPU runs all streams at once, so any wait here moves them
+ * all (a rank blocked on one stream's receive must still see its sends on another start). */
+static std::mutex busy_mu;
+static std::vector<std::shared_ptr<emu_queue>> busy;
+
+static void progress_all(void)
+{
+    std::vector<std::shared_ptr<emu_queue>> qs;
+    {
+        std::lock_guard<std::mutex> g(busy_mu);
+        qs = busy;
+    }
+    for (auto &q : qs)
+        queue_progress(*q);
+    std::lock_guard<std::mutex> g(busy_mu);
+    for (size_t i = 0; i < busy.size();) {
+        bool idle;
+        {
+            std::lock_guard<std::mutex> gq(busy[i]->mu);
+            idle = busy[i]->ops.empty();
+        }
+        if (idle) {
+            busy[i] = busy.back();
+            busy.pop_back();
+        } else {
+            i++;
+        }
+    }
+}
+
 static bool queue_reached(emu_queue &q, unsigned long long seq)
 {
     queue_progress(q);
+    progress_all();
     std::lock_guard<std::mutex> g(q.mu);
     return q.done >= seq;
 }
@@ -372,13 +404,21 @@ static void queue_wait(emu_queue &q, unsigned long long seq)
 
 void pp_emu_stream_enqueue(cudaStream_t s, pp_emu_async *op)
 {
-    emu_queue &q = queue_of(s);
+    std::shared_ptr<emu_queue> q = s ? s->q : default_queue;
     {
-        std::lock_guard<std::mutex> g(q.mu);
-        q.ops.emplace_back(op);
-        q.enq++;
+        std::lock_guard<std::mutex> g(q->mu);
+        q->ops.emplace_back(op);
+        q->enq++;
     }
-    queue_progress(q); /* starts it when nothing is ahead of it */
+    {
+        std::lock_guard<std::mutex> g(busy_mu);
+        bool known = false;
+        for (auto &b : busy)
+            known = known || b == q;
+        if (!known)
+            busy.push_back(q);
+    }
+    queue_progress(*q); /* starts it when nothing is ahead of it */
 }
 
 void pp_emu_stream_drain(cudaStream_t s)
