@@ -1,29 +1,37 @@
 /* transport_nccl.cu — GPU ranks over NCCL: the transport table (transport.h) with device
- * buffers, one rank per process and one GPU per rank. COMPILE-CHECKED ONLY: no GPU has run it.
+ * buffers, one rank per process and one GPU per rank. No GPU has run it (compile-checked with
+ * nvcc); the tests run it under the CPU emulation, whose NCCL is MPI (tests/cuda_emu/nccl_emu.cpp).
  *
- * Bootstrap: rank 0 makes two NCCL unique ids and sends them to every other rank through the
- * boot transport (the MPI one: its point-to-point send, a broadcast), then every rank calls
- * cudaSetDevice(device) and ncclCommInitRank twice: one communicator for pipeline hops, one for
- * the all-reduces, so a REDUCE's messages never meet a hop between the same two ranks.
+ * Bootstrap: rank 0 makes size + 1 NCCL unique ids and sends them to every other rank through
+ * the boot transport (the MPI one: its point-to-point send, a broadcast), after every rank's
+ * device was checked (all ranks fail together); then every rank calls cudaSetDevice(device) and
+ * ncclCommInitRank size + 1 times: one communicator per sending rank for pipeline hops (p2p[q]
+ * carries what rank q sends), one for the all-reduces, so a REDUCE's messages never meet a hop.
  *
  * NCCL point-to-point has neither tags nor buffering, the table's send has both; so:
  *   - send copies the buffer on the backend's compute stream (ordered after the kernel that
- *     produced it) into a message of bytes + 8 (the tag as a trailer), PP_MEM_COMM, and queues
- *     it; queued sends are issued as ncclSend in one ncclGroupStart/End with the next recv (or
- *     at flush / wait), on the backend's communication stream: two ranks that send to each
- *     other and then receive cannot deadlock, and the host never blocks with a send withheld;
- *   - messages between two ranks on one communicator are received in the order sent (NCCL's
- *     rule): recv reads the next message from the peer and checks its trailer; a schedule that
- *     receives out of order gets an error naming both tags, not wrong data. Sizes must match
- *     (NCCL cannot tell the receiver a message's size); the executor's hops always do.
+ *     produced it) into a message of bytes + 8 (the tag as a trailer), PP_MEM_COMM, and issues
+ *     it at once as an ncclSend on its own communicator p2p[self] and that communicator's
+ *     stream: NCCL runs one communicator's operations in issue order and a send completes only
+ *     when the peer receives it, so a send on the communicator of the receives would block every
+ *     later receive until the peer took it; two ranks that each send to the other ahead of
+ *     their receives (interleaved) deadlocked that way. On p2p[self] a send waits only for
+ *     earlier sends of this rank, which their receivers take in the order sent, and the host
+ *     never blocks on a send until flush;
+ *   - messages between two ranks are received in the order sent (NCCL's rule): recv reads the
+ *     next message from the peer on p2p[peer] and checks its trailer; a schedule that receives
+ *     out of order gets an error naming both tags, not wrong data. Sizes must match (NCCL
+ *     cannot tell the receiver a message's size); the executor's hops always do.
  * All-reduce: every member sends its part to the group's first rank, which adds the parts in
  * group order (d0 + d1 + ..., the CPU transports' order, with the backend's add kernel) and
  * sends the sum back: deterministic, and the order the CPU reference uses. Not NCCL's ring
  * all-reduce: correct before fast (a bucketed ncclAllReduce on split communicators is the
  * faster path, not done here).
  *
- * Not here: the executor's use of it (the executor creates CPU backends today), host buffers,
- * more than one GPU per process.
+ * Not here: host buffers, more than one GPU per process. A rank's sends to different peers
+ * still complete in issue order (one communicator per ordered pair of ranks would lift that:
+ * a schedule in which a rank's later send must arrive before its earlier one is received
+ * would hang here, and runs over the buffered MPI and thread transports).
  */
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -60,6 +68,7 @@ enum { TRAILER = sizeof(uint64_t) };
 typedef struct nmsg {
     struct nmsg *next;
     ncclComm_t comm;
+    cudaStream_t stream; /* comm's stream here */
     int to;
     void *buf; /* device, bytes + TRAILER */
     size_t bytes;
@@ -78,9 +87,17 @@ struct pp_transport_req {
 typedef struct {
     pp_transport *boot; /* borrowed */
     int rank, size, device;
-    ncclComm_t p2p, coll;
+    /* p2p[q] carries the messages rank q sends, on this rank's stream p2p_s[q] (made here).
+     * NCCL runs a communicator's operations in the order issued and a send waits for its
+     * receive: on one communicator, a send the peer receives only later blocks every receive
+     * issued after it, and two ranks each sending to the other ahead of its receives deadlock
+     * (interleaved did, under the emulation). One communicator per sender: a send waits only
+     * for the receives of its own messages, which the receiver posts in the order sent. */
+    ncclComm_t *p2p;      /* [size] */
+    cudaStream_t *p2p_s;  /* [size] */
+    ncclComm_t coll;
     pp_backend *be;
-    cudaStream_t compute, comm;
+    cudaStream_t compute, comm; /* the backend's; comm is coll's stream */
     cudaEvent_t ready; /* compute-stream point the comm stream waits for */
     nmsg *queue;       /* sends in order: not yet issued first-to-last, then in flight */
 } nctx;
@@ -124,29 +141,30 @@ static pp_status reclaim(nctx *c, int wait)
 
 /* Issues every queued send (and the receive, when recv_buf is given) in one NCCL group on the
  * communication stream, after the compute stream's work so far. */
-static pp_status issue(nctx *c, ncclComm_t rcomm, int from, void *recv_buf, size_t recv_bytes)
+static pp_status issue(nctx *c, ncclComm_t comm, cudaStream_t stream, int from, void *recv_buf,
+                       size_t recv_bytes)
 {
     PP_CUDA_TRY_(cudaEventRecord(c->ready, c->compute));
-    PP_CUDA_TRY_(cudaStreamWaitEvent(c->comm, c->ready, 0));
+    PP_CUDA_TRY_(cudaStreamWaitEvent(stream, c->ready, 0));
     PP_NCCL_TRY(ncclGroupStart());
     ncclResult_t r = ncclSuccess;
     for (nmsg *m = c->queue; m && r == ncclSuccess; m = m->next)
-        if (!m->issued)
-            r = ncclSend(m->buf, m->bytes + TRAILER, ncclUint8, m->to, m->comm, c->comm);
+        if (!m->issued && m->comm == comm)
+            r = ncclSend(m->buf, m->bytes + TRAILER, ncclUint8, m->to, m->comm, stream);
     if (r == ncclSuccess && recv_buf)
-        r = ncclRecv(recv_buf, recv_bytes, ncclUint8, from, rcomm, c->comm);
+        r = ncclRecv(recv_buf, recv_bytes, ncclUint8, from, comm, stream);
     ncclResult_t e = ncclGroupEnd();
     PP_NCCL_TRY(r != ncclSuccess ? r : e);
     for (nmsg *m = c->queue; m; m = m->next)
-        if (!m->issued) {
+        if (!m->issued && m->comm == comm) {
             m->issued = 1;
-            PP_CUDA_TRY_(cudaEventRecord(m->done, c->comm));
+            PP_CUDA_TRY_(cudaEventRecord(m->done, stream));
         }
     return PP_OK;
 }
 
-static pp_status queue_send(nctx *c, ncclComm_t comm, int to, uint64_t tag, const void *buf,
-                            size_t bytes)
+static pp_status queue_send(nctx *c, ncclComm_t comm, cudaStream_t stream, int to, uint64_t tag,
+                            const void *buf, size_t bytes)
 {
     PP_TRY(need_backend(c));
     PP_TRY(reclaim(c, 0));
@@ -154,6 +172,7 @@ static pp_status queue_send(nctx *c, ncclComm_t comm, int to, uint64_t tag, cons
     if (!m)
         return PP_ERR(PP_ERR_NOMEM, "NCCL transport: cannot allocate a send descriptor");
     m->comm = comm;
+    m->stream = stream;
     m->to = to;
     m->bytes = bytes;
     m->buf = pp_backend_alloc(c->be, bytes + TRAILER, PP_MEM_COMM);
@@ -181,16 +200,17 @@ static pp_status queue_send(nctx *c, ncclComm_t comm, int to, uint64_t tag, cons
 }
 
 /* The next message from `from` on comm into buf (device), checked against tag. */
-static pp_status recv_msg(nctx *c, ncclComm_t comm, int from, uint64_t tag, void *buf, size_t bytes)
+static pp_status recv_msg(nctx *c, ncclComm_t comm, cudaStream_t stream, int from, uint64_t tag,
+                          void *buf, size_t bytes)
 {
     PP_TRY(need_backend(c));
     void *stage = pp_backend_alloc(c->be, bytes + TRAILER, PP_MEM_COMM);
     if (!stage)
         return PP_ERR(PP_ERR_OOM, "NCCL transport: no device memory for a %zu-byte receive", bytes);
     uint64_t got = 0;
-    pp_status st = issue(c, comm, from, stage, bytes + TRAILER);
+    pp_status st = issue(c, comm, stream, from, stage, bytes + TRAILER);
     if (st == PP_OK)
-        st = cuda_status(cudaStreamSynchronize(c->comm), "cudaStreamSynchronize(comm)", __FILE__,
+        st = cuda_status(cudaStreamSynchronize(stream), "cudaStreamSynchronize(comm)", __FILE__,
                          __LINE__);
     if (st == PP_OK)
         st = c->be->ops->download(c->be->ctx, &got, (char *)stage + bytes, TRAILER);
@@ -210,14 +230,16 @@ static pp_status n_send(void *ctx, int from, int to, uint64_t tag, const void *b
 {
     nctx *c = (nctx *)ctx;
     (void)from;
-    return queue_send(c, c->p2p, to, tag, buf, bytes);
+    int me = c->rank; /* issued at once: on its own communicator it waits for nothing else */
+    PP_TRY(queue_send(c, c->p2p[me], c->p2p_s[me], to, tag, buf, bytes));
+    return issue(c, c->p2p[me], c->p2p_s[me], -1, NULL, 0);
 }
 
 static pp_status n_recv(void *ctx, int to, int from, uint64_t tag, void *buf, size_t bytes)
 {
     nctx *c = (nctx *)ctx;
     (void)to;
-    return recv_msg(c, c->p2p, from, tag, buf, bytes);
+    return recv_msg(c, c->p2p[from], c->p2p_s[from], from, tag, buf, bytes);
 }
 
 static pp_status n_flush(void *ctx, int rank)
@@ -226,7 +248,7 @@ static pp_status n_flush(void *ctx, int rank)
     (void)rank;
     if (!c->be)
         return PP_OK;
-    PP_TRY(issue(c, c->p2p, -1, NULL, 0));
+    PP_TRY(issue(c, c->coll, c->comm, -1, NULL, 0)); /* point-to-point sends are issued */
     return reclaim(c, 1);
 }
 
@@ -244,7 +266,7 @@ static pp_status n_iallreduce(void *ctx, int rank, const int *group, int n_group
     memcpy(g, group, (size_t)n_group * sizeof *g);
     *q = (pp_transport_req){group[0], n_group, g, data, n, tag};
     if (rank != q->root) {
-        pp_status st = queue_send(c, c->coll, q->root, tag, data, n * sizeof(float));
+        pp_status st = queue_send(c, c->coll, c->comm, q->root, tag, data, n * sizeof(float));
         if (st != PP_OK) {
             free(g);
             free(q);
@@ -266,15 +288,15 @@ static pp_status wait_root(nctx *c, pp_transport_req *q)
         return PP_ERR(PP_ERR_OOM, "NCCL transport: no device memory for a %zu-float part", q->n);
     pp_status st = PP_OK;
     for (int j = 1; j < q->n_group && st == PP_OK; j++) {
-        st = recv_msg(c, c->coll, q->group[j], q->tag, part, bytes);
+        st = recv_msg(c, c->coll, c->comm, q->group[j], q->tag, part, bytes);
         if (st == PP_OK)
             st = c->be->ops->add(c->be->ctx, q->data, part, q->n);
     }
     pp_backend_free(c->be, part, bytes, PP_MEM_COMM);
     for (int j = 1; j < q->n_group && st == PP_OK; j++)
-        st = queue_send(c, c->coll, q->group[j], q->tag, q->data, bytes);
+        st = queue_send(c, c->coll, c->comm, q->group[j], q->tag, q->data, bytes);
     if (st == PP_OK)
-        st = issue(c, c->coll, -1, NULL, 0);
+        st = issue(c, c->coll, c->comm, -1, NULL, 0);
     return st;
 }
 
@@ -284,7 +306,8 @@ static pp_status n_wait(void *ctx, int rank, pp_transport_req *q)
     pp_status st = need_backend(c);
     if (st == PP_OK)
         st = rank == q->root ? wait_root(c, q)
-                             : recv_msg(c, c->coll, q->root, q->tag, q->data, q->n * sizeof(float));
+                             : recv_msg(c, c->coll, c->comm, q->root, q->tag, q->data,
+                                        q->n * sizeof(float));
     free(q->group);
     free(q);
     return st;
@@ -299,9 +322,12 @@ static pp_status n_barrier(void *ctx, int rank)
 static void n_abort(void *ctx)
 {
     nctx *c = (nctx *)ctx;
-    ncclCommAbort(c->p2p);
+    for (int q = 0; c->p2p && q < c->size; q++) {
+        ncclCommAbort(c->p2p[q]);
+        c->p2p[q] = NULL;
+    }
     ncclCommAbort(c->coll);
-    c->p2p = c->coll = NULL;
+    c->coll = NULL;
     pp_transport_abort(c->boot);
 }
 
@@ -311,6 +337,9 @@ static void n_bind(void *ctx, int rank, pp_backend *be)
     (void)rank;
     if (c->be && c->be != be) {
         cudaStreamSynchronize(c->comm);
+        for (int q = 0; c->p2p_s && q < c->size; q++)
+            if (c->p2p_s[q])
+                cudaStreamSynchronize(c->p2p_s[q]);
         for (nmsg *m = c->queue; m;) {
             nmsg *next = m->next;
             msg_free(c, m);
@@ -334,8 +363,14 @@ static void n_destroy(void *ctx)
     if (!c)
         return;
     n_bind(c, c->rank, NULL);
-    if (c->p2p)
-        ncclCommDestroy(c->p2p);
+    for (int q = 0; c->p2p && q < c->size; q++)
+        if (c->p2p[q])
+            ncclCommDestroy(c->p2p[q]);
+    for (int q = 0; c->p2p_s && q < c->size; q++)
+        if (c->p2p_s[q])
+            cudaStreamDestroy(c->p2p_s[q]);
+    free(c->p2p);
+    free(c->p2p_s);
     if (c->coll)
         ncclCommDestroy(c->coll);
     if (c->ready)
@@ -347,18 +382,18 @@ static const pp_transport_ops nccl_ops = {
     n_send, n_recv, n_iallreduce, n_wait, n_barrier, n_flush, n_abort, n_destroy, n_bind,
 };
 
-/* Rank 0's two unique ids to every rank, over the boot transport. */
-static pp_status share_ids(nctx *c, ncclUniqueId id[2])
+/* Rank 0's n unique ids to every rank, over the boot transport. */
+static pp_status share_ids(nctx *c, ncclUniqueId *id, int n)
 {
     const uint64_t tag = (1ull << 63) | 3; /* kind 0: no executor tag */
     if (c->rank == 0) {
-        PP_NCCL_TRY(ncclGetUniqueId(&id[0]));
-        PP_NCCL_TRY(ncclGetUniqueId(&id[1]));
+        for (int i = 0; i < n; i++)
+            PP_NCCL_TRY(ncclGetUniqueId(&id[i]));
         for (int r = 1; r < c->size; r++)
-            PP_TRY(pp_transport_send(c->boot, 0, r, tag, id, 2 * sizeof id[0]));
+            PP_TRY(pp_transport_send(c->boot, 0, r, tag, id, (size_t)n * sizeof id[0]));
         PP_TRY(pp_transport_flush(c->boot, 0));
     } else {
-        PP_TRY(pp_transport_recv(c->boot, c->rank, 0, tag, id, 2 * sizeof id[0]));
+        PP_TRY(pp_transport_recv(c->boot, c->rank, 0, tag, id, (size_t)n * sizeof id[0]));
     }
     return PP_OK;
 }
@@ -413,11 +448,26 @@ static pp_status init_comms(nctx *c)
     PP_TRY(agree_devices(c, e == cudaSuccess ? n_dev : 0));
     PP_CUDA_TRY_(cudaSetDevice(c->device));
     PP_CUDA_TRY_(cudaEventCreateWithFlags(&c->ready, cudaEventDisableTiming));
-    ncclUniqueId id[2];
-    PP_TRY(share_ids(c, id));
-    PP_NCCL_TRY(ncclCommInitRank(&c->p2p, c->size, id[0], c->rank));
-    PP_NCCL_TRY(ncclCommInitRank(&c->coll, c->size, id[1], c->rank));
-    return PP_OK;
+    c->p2p = (ncclComm_t *)calloc((size_t)c->size, sizeof *c->p2p);
+    c->p2p_s = (cudaStream_t *)calloc((size_t)c->size, sizeof *c->p2p_s);
+    ncclUniqueId *id = (ncclUniqueId *)calloc((size_t)c->size + 1, sizeof *id);
+    if (!c->p2p || !c->p2p_s || !id) {
+        free(id);
+        return PP_ERR(PP_ERR_NOMEM, "NCCL transport: out of host memory");
+    }
+    pp_status st = share_ids(c, id, c->size + 1); /* [0, size): p2p[q], [size]: coll */
+    for (int q = 0; q < c->size && st == PP_OK; q++) {
+        st = cuda_status(cudaStreamCreateWithFlags(&c->p2p_s[q], cudaStreamNonBlocking),
+                         "cudaStreamCreateWithFlags", __FILE__, __LINE__);
+        if (st == PP_OK)
+            st = nccl_status(ncclCommInitRank(&c->p2p[q], c->size, id[q], c->rank),
+                             "ncclCommInitRank(p2p)", __FILE__, __LINE__);
+    }
+    if (st == PP_OK)
+        st = nccl_status(ncclCommInitRank(&c->coll, c->size, id[c->size], c->rank),
+                         "ncclCommInitRank(coll)", __FILE__, __LINE__);
+    free(id);
+    return st;
 }
 
 extern "C" pp_status pp_transport_nccl_create(pp_transport *boot, int device, pp_transport **out)
