@@ -1,0 +1,169 @@
+/* test_cuda_nccl.c — pprun --backend cuda with ranks as processes, talking over the NCCL
+ * transport (runtime/cuda/transport_nccl.cu): under `mpirun -np 2` and `-np 4` (dp 2) the
+ * per-step losses, gradient norms and the checksum of every parameter after the last step must
+ * equal, bit for bit, `pprun --backend cuda --transport thread` (ranks as threads, messages
+ * staged through the host): the same kernels, and all-reduces that sum in group order in both.
+ * Also: every rank counts the NCCL transport's message buffers (comm), the device memory is all
+ * freed by the end, and more processes on a node than it has GPUs fail with one line, exit 2.
+ *
+ * Part of the cuda_emu suite (pprun_emu on the CPU emulation of CUDA, whose NCCL is MPI:
+ * tests/cuda_emu/nccl_emu.cpp; PP_CUDA_EMU_DEVICES=4 gives each local rank a device) and of the
+ * cuda suite (the real pprun, real NCCL). What runs where: under the emulation, all of it; on a
+ * real machine it skips, one line, without mpirun, without MPI in pprun, or with fewer GPUs than
+ * processes; the "freed by the end" check reads the emulation's report (PP_CUDA_EMU_CHECK_FREED)
+ * and checks nothing on a GPU. No GPU has run this file.
+ */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pp_rt.h"
+#include "pp_test_run.h"
+
+#define MPIRUN "mpirun --oversubscribe --allow-run-as-root"
+#define LSAN_SUPP PP_FIXTURES_DIR "/lsan_openmpi.supp"
+
+/* Appends opt to the colon-separated options in variable var (keeping what CI set there). */
+static void add_option(const char *var, const char *opt)
+{
+    const char *old = getenv(var);
+    char v[1024];
+    snprintf(v, sizeof v, "%s%s%s", old ? old : "", old && *old ? ":" : "", opt);
+    setenv(var, v, 1);
+}
+
+/* Skips the test (one line) unless mpirun exists, pprun has MPI and this node has `devices`
+ * GPUs (emulated: PP_CUDA_EMU_DEVICES says so). As test_runtime_mpi.c for ASan builds. */
+static void need_mpi_gpus(int devices)
+{
+    setenv("PP_CUDA_EMU_DEVICES", "4", 1); /* read by the emulation only */
+    setenv("PP_CUDA_EMU_CHECK_FREED", "1", 1);
+    setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
+    setenv("OMPI_MCA_mca_base_component_disable_dlclose", "1", 1);
+    add_option("ASAN_OPTIONS", "fast_unwind_on_malloc=0");
+    add_option("LSAN_OPTIONS", "suppressions=" LSAN_SUPP ":print_suppressions=0");
+    if (pp_cuda_device_count() < devices)
+        cr_skip_test("skipped: fewer than %d CUDA devices (the NCCL transport needs one per "
+                     "process)",
+                     devices);
+    if (system("command -v mpirun >/dev/null 2>&1") != 0)
+        cr_skip_test("skipped: mpirun not found (the NCCL transport boots over Open MPI)");
+    pp_test_run_result r = pp_test_run(PP_TEST_PPRUN " --transport mpi --ranks 1 --steps 1 --quiet");
+    int without = strstr(r.err, "built without MPI") != NULL;
+    pp_test_run_done(&r);
+    if (without)
+        cr_skip_test("skipped: pprun was built without MPI (no NCCL transport to boot)");
+}
+
+static json_t *parse(const char *text, const char *what)
+{
+    json_error_t e;
+    json_t *j = json_loads(text, 0, &e);
+    cr_assert(j, "%s: not JSON (line %d: %s):\n%.400s", what, e.line, e.text, text);
+    return j;
+}
+
+static double step_value(json_t *j, size_t i, const char *key)
+{
+    return json_real_value(json_object_get(json_array_get(json_object_get(j, "per_step"), i), key));
+}
+
+/* pprun ARGS --backend cuda --json as threads and under mpirun -np NP (NCCL): the same steps. */
+static void same_as_threads(const char *args, int np)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, PP_TEST_PPRUN " %s --backend cuda --transport thread --json --quiet",
+             args);
+    pp_test_run_result t = pp_test_run("%s", cmd);
+    cr_assert_eq(t.code, 0, "%s: exit %d: %s", cmd, t.code, t.err);
+    snprintf(cmd, sizeof cmd,
+             MPIRUN " -np %d " PP_TEST_PPRUN " %s --backend cuda --transport mpi --json --quiet", np,
+             args);
+    pp_test_run_result m = pp_test_run("%s", cmd);
+    cr_assert_eq(m.code, 0, "%s: exit %d: %s", cmd, m.code, m.err);
+    cr_assert(!strstr(m.err, "never freed"), "%s: device memory left at exit:\n%s", cmd, m.err);
+    json_t *jt = parse(t.out, "threads"), *jm = parse(m.out, cmd);
+
+    cr_assert_str_eq(json_string_value(json_object_get(jm, "transport")), "nccl");
+    cr_assert_eq(json_integer_value(json_object_get(jm, "processes")), np);
+    size_t n = json_array_size(json_object_get(jt, "per_step"));
+    cr_assert_gt(n, 0);
+    cr_assert_eq(json_array_size(json_object_get(jm, "per_step")), n);
+    for (size_t i = 0; i < n; i++) {
+        const char *keys[] = {"loss", "grad_norm"};
+        for (int k = 0; k < 2; k++) {
+            double a = step_value(jt, i, keys[k]), b = step_value(jm, i, keys[k]);
+            cr_assert(a == b, "pprun %s, step %zu: %s %.17g as threads, %.17g over NCCL", args,
+                      i + 1, keys[k], a, b);
+        }
+    }
+    const char *ct = json_string_value(json_object_get(jt, "param_checksum"));
+    const char *cm = json_string_value(json_object_get(jm, "param_checksum"));
+    cr_assert(ct && cm && strlen(ct) == 16, "pprun %s: no param_checksum", args);
+    cr_assert_str_eq(cm, ct, "pprun %s: parameters after the last step differ (threads %s, NCCL %s)",
+                     args, ct, cm);
+
+    /* the NCCL transport's messages are device buffers the backend counts as comm, and every
+     * rank has some (the thread transport's staging is comm too: at least as much here) */
+    json_t *rt = json_object_get(jt, "ranks"), *rm = json_object_get(jm, "ranks");
+    cr_assert_eq(json_array_size(rm), (size_t)np);
+    for (size_t g = 0; g < json_array_size(rm); g++) {
+        json_t *pt = json_object_get(json_array_get(rt, g), "peak_bytes");
+        json_t *pm = json_object_get(json_array_get(rm, g), "peak_bytes");
+        const char *cats[] = {"weights", "grads", "optim"};
+        for (int c = 0; c < 3; c++)
+            cr_assert_eq(json_integer_value(json_object_get(pm, cats[c])),
+                         json_integer_value(json_object_get(pt, cats[c])),
+                         "pprun %s: rank %zu %s bytes differ between threads and NCCL", args, g,
+                         cats[c]);
+        cr_assert_gt(json_integer_value(json_object_get(pm, "comm")), 0,
+                     "pprun %s: rank %zu counts no NCCL message buffers", args, g);
+    }
+    json_decref(jt);
+    json_decref(jm);
+    pp_test_run_done(&t);
+    pp_test_run_done(&m);
+}
+
+/* The tiny model with 8 layers, so that interleaved and bitpipe have stages to spread. */
+#define COMMON "--model tiny --layers 8 --microbatches 4 --seq 16 --steps 3 --seed 11 --ranks 2"
+
+#define SCHEDULE_TESTS(name, sched)                                                               \
+    Test(cuda_nccl, name##_np2_equals_threads, .timeout = 300)                                    \
+    {                                                                                             \
+        need_mpi_gpus(2);                                                                         \
+        same_as_threads(COMMON " --schedule " sched, 2);                                          \
+    }                                                                                             \
+    Test(cuda_nccl, name##_np4_dp2_equals_threads, .timeout = 300)                                \
+    {                                                                                             \
+        need_mpi_gpus(4);                                                                         \
+        same_as_threads(COMMON " --dp 2 --schedule " sched, 4);                                   \
+    }
+
+SCHEDULE_TESTS(gpipe, "gpipe")
+SCHEDULE_TESTS(one_f_one_b, "1f1b")
+SCHEDULE_TESTS(interleaved, "interleaved --chunks 2")
+SCHEDULE_TESTS(chimera, "chimera")
+SCHEDULE_TESTS(bitpipe, "bitpipe")
+
+/* Two processes on a node with one GPU: one clear line from rank 0, exit 2, no hang (the rank
+ * without a device used to return alone and leave rank 0 waiting in the id exchange). */
+Test(cuda_nccl, more_processes_than_gpus_fails_with_one_line, .timeout = 120)
+{
+    need_mpi_gpus(2);
+    setenv("PP_CUDA_EMU_DEVICES", "1", 1);
+    setenv("CUDA_VISIBLE_DEVICES", "0", 1); /* the same on a real machine */
+    pp_test_run_result r = pp_test_run(MPIRUN " -np 2 " PP_TEST_PPRUN " " COMMON
+                                              " --backend cuda --transport mpi --quiet");
+    cr_assert_eq(r.code, 2, "exit %d, stderr:\n%s", r.code, r.err);
+    int lines = 0;
+    for (const char *p = r.err; (p = strstr(p, "pprun: ")); p++)
+        lines++;
+    cr_assert_eq(lines, 1, "expected one pprun line, got %d:\n%s", lines, r.err);
+    cr_assert(strstr(r.err, "rank 1's device 1 (its local rank) does not exist"),
+              "the line does not name the rank and device:\n%s", r.err);
+    cr_assert(strstr(r.err, "start at most"), "the line does not say what to do:\n%s", r.err);
+    pp_test_run_done(&r);
+}
