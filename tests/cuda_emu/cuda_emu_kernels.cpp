@@ -55,9 +55,6 @@
 #include <ucontext.h>
 #endif
 
-thread_local uint3 threadIdx, blockIdx;
-thread_local dim3 blockDim, gridDim;
-
 namespace
 {
 #ifdef EMU_ASAN

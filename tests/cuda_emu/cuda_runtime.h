@@ -40,9 +40,14 @@ struct alignas(16) float4 {
     float x, y, z, w;
 };
 
-/* Set by the emulated scheduler before a thread of a kernel runs or resumes. */
-extern thread_local uint3 threadIdx, blockIdx;
-extern thread_local dim3 blockDim, gridDim;
+/* Set by the emulated scheduler before a thread of a kernel runs or resumes. Inline definitions,
+ * not extern declarations: an extern thread_local of class type is reached through a TLS
+ * wrapper, and GCC's -fsanitize=null check after that wrapper tests stale flags when there is no
+ * initialiser to call (the wrapper's call is skipped): every kernel reading blockDim aborted
+ * with "member access within null pointer" in the sanitizer build. Seen here visible as
+ * constant-initialised, they are plain %fs accesses. */
+inline thread_local uint3 threadIdx, blockIdx;
+inline thread_local dim3 blockDim, gridDim;
 
 /* ---- errors ---- */
 enum cudaError {
