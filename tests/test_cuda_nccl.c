@@ -21,18 +21,10 @@
 
 #include "pp_rt.h"
 #include "pp_test_run.h"
+#include "pprun_json.h"
 
 #define MPIRUN "mpirun --oversubscribe --allow-run-as-root"
 #define LSAN_SUPP PP_FIXTURES_DIR "/lsan_openmpi.supp"
-
-/* Appends opt to the colon-separated options in variable var (keeping what CI set there). */
-static void add_option(const char *var, const char *opt)
-{
-    const char *old = getenv(var);
-    char v[1024];
-    snprintf(v, sizeof v, "%s%s%s", old ? old : "", old && *old ? ":" : "", opt);
-    setenv(var, v, 1);
-}
 
 /* Skips the test (one line) unless mpirun exists, pprun has MPI and this node has `devices`
  * GPUs (emulated: PP_CUDA_EMU_DEVICES says so). As test_runtime_mpi.c for ASan builds. */
@@ -42,8 +34,8 @@ static void need_mpi_gpus(int devices)
     setenv("PP_CUDA_EMU_CHECK_FREED", "1", 1);
     setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
     setenv("OMPI_MCA_mca_base_component_disable_dlclose", "1", 1);
-    add_option("ASAN_OPTIONS", "fast_unwind_on_malloc=0");
-    add_option("LSAN_OPTIONS", "suppressions=" LSAN_SUPP ":print_suppressions=0");
+    pp_test_add_option("ASAN_OPTIONS", "fast_unwind_on_malloc=0");
+    pp_test_add_option("LSAN_OPTIONS", "suppressions=" LSAN_SUPP ":print_suppressions=0");
     if (pp_cuda_device_count() < devices)
         cr_skip_test("skipped: fewer than %d CUDA devices (the NCCL transport needs one per "
                      "process)",
@@ -55,19 +47,6 @@ static void need_mpi_gpus(int devices)
     pp_test_run_done(&r);
     if (without)
         cr_skip_test("skipped: pprun was built without MPI (no NCCL transport to boot)");
-}
-
-static json_t *parse(const char *text, const char *what)
-{
-    json_error_t e;
-    json_t *j = json_loads(text, 0, &e);
-    cr_assert(j, "%s: not JSON (line %d: %s):\n%.400s", what, e.line, e.text, text);
-    return j;
-}
-
-static double step_value(json_t *j, size_t i, const char *key)
-{
-    return json_real_value(json_object_get(json_array_get(json_object_get(j, "per_step"), i), key));
 }
 
 /* pprun ARGS --backend cuda --json as threads and under mpirun -np NP (NCCL): the same steps. */
@@ -88,7 +67,7 @@ static void same_as_threads(const char *args, int np)
      * emulation's own report (PP_CUDA_EMU_CHECK_FREED). No effect without ASan. */
     const char *asan = getenv("ASAN_OPTIONS");
     char *saved = asan ? strdup(asan) : NULL;
-    add_option("ASAN_OPTIONS", "detect_leaks=0");
+    pp_test_add_option("ASAN_OPTIONS", "detect_leaks=0");
     pp_test_run_result m = pp_test_run("%s", cmd);
     if (saved)
         setenv("ASAN_OPTIONS", saved, 1);
@@ -97,26 +76,11 @@ static void same_as_threads(const char *args, int np)
     free(saved);
     cr_assert_eq(m.code, 0, "%s: exit %d: %s", cmd, m.code, m.err);
     cr_assert(!strstr(m.err, "never freed"), "%s: device memory left at exit:\n%s", cmd, m.err);
-    json_t *jt = parse(t.out, "threads"), *jm = parse(m.out, cmd);
+    json_t *jt = pp_test_parse_json(t.out, "threads"), *jm = pp_test_parse_json(m.out, cmd);
 
     cr_assert_str_eq(json_string_value(json_object_get(jm, "transport")), "nccl");
     cr_assert_eq(json_integer_value(json_object_get(jm, "processes")), np);
-    size_t n = json_array_size(json_object_get(jt, "per_step"));
-    cr_assert_gt(n, 0);
-    cr_assert_eq(json_array_size(json_object_get(jm, "per_step")), n);
-    for (size_t i = 0; i < n; i++) {
-        const char *keys[] = {"loss", "grad_norm"};
-        for (int k = 0; k < 2; k++) {
-            double a = step_value(jt, i, keys[k]), b = step_value(jm, i, keys[k]);
-            cr_assert(a == b, "pprun %s, step %zu: %s %.17g as threads, %.17g over NCCL", args,
-                      i + 1, keys[k], a, b);
-        }
-    }
-    const char *ct = json_string_value(json_object_get(jt, "param_checksum"));
-    const char *cm = json_string_value(json_object_get(jm, "param_checksum"));
-    cr_assert(ct && cm && strlen(ct) == 16, "pprun %s: no param_checksum", args);
-    cr_assert_str_eq(cm, ct, "pprun %s: parameters after the last step differ (threads %s, NCCL %s)",
-                     args, ct, cm);
+    pp_test_expect_same_training(jt, jm, args, "NCCL");
 
     /* the NCCL transport's messages are device buffers the backend counts as comm, and every
      * rank has some (the thread transport's staging is comm too: at least as much here) */
@@ -168,7 +132,7 @@ Test(cuda_nccl, more_processes_than_gpus_fails_with_one_line, .timeout = 120)
     need_mpi_gpus(2);
     setenv("PP_CUDA_EMU_DEVICES", "1", 1);
     setenv("CUDA_VISIBLE_DEVICES", "0", 1); /* the same on a real machine */
-    add_option("ASAN_OPTIONS", "detect_leaks=0"); /* as in same_as_threads */
+    pp_test_add_option("ASAN_OPTIONS", "detect_leaks=0"); /* as in same_as_threads */
     pp_test_run_result r = pp_test_run(MPIRUN " -np 2 " PP_TEST_PPRUN " " COMMON
                                               " --backend cuda --transport mpi --quiet");
     cr_assert_eq(r.code, 2, "exit %d, stderr:\n%s", r.code, r.err);

@@ -19,19 +19,11 @@
 
 #include "pp_rt.h"
 #include "pp_test_run.h"
+#include "pprun_json.h"
 
 #define PPRUN PP_BINARY_DIR "/runtime/pprun"
 #define MPIRUN "mpirun --oversubscribe --allow-run-as-root"
 #define LSAN_SUPP PP_FIXTURES_DIR "/lsan_openmpi.supp"
-
-/* Appends opt to the colon-separated options in variable var (keeping what CI set there). */
-static void add_option(const char *var, const char *opt)
-{
-    const char *old = getenv(var);
-    char v[1024];
-    snprintf(v, sizeof v, "%s%s%s", old ? old : "", old && *old ? ":" : "", opt);
-    setenv(var, v, 1);
-}
 
 /* Skips the test (one line) unless mpirun exists and pprun was built with MPI. */
 static void need_mpi(void)
@@ -42,8 +34,8 @@ static void need_mpi(void)
      * malloc stacks fully (Open MPI and OpenBLAS lack frame pointers), so the suppressions
      * can name the library each such allocation comes from. */
     setenv("OMPI_MCA_mca_base_component_disable_dlclose", "1", 1);
-    add_option("ASAN_OPTIONS", "fast_unwind_on_malloc=0");
-    add_option("LSAN_OPTIONS", "suppressions=" LSAN_SUPP ":print_suppressions=0");
+    pp_test_add_option("ASAN_OPTIONS", "fast_unwind_on_malloc=0");
+    pp_test_add_option("LSAN_OPTIONS", "suppressions=" LSAN_SUPP ":print_suppressions=0");
     if (system("command -v mpirun >/dev/null 2>&1") != 0)
         cr_skip_test("mpirun not found: the MPI transport tests need Open MPI (openmpi-bin)");
     pp_test_run_result r = pp_test_run(PPRUN " --transport mpi --ranks 1 --steps 1 --quiet");
@@ -51,14 +43,6 @@ static void need_mpi(void)
     pp_test_run_done(&r);
     if (without)
         cr_skip_test("pprun was built without MPI: the MPI transport tests do not apply");
-}
-
-static json_t *parse(const char *text, const char *what)
-{
-    json_error_t e;
-    json_t *j = json_loads(text, 0, &e);
-    cr_assert(j, "%s: not JSON (line %d: %s):\n%.400s", what, e.line, e.text, text);
-    return j;
 }
 
 /* pprun ARGS --json in-process and under mpirun -np NP: the same steps, bit for bit. */
@@ -71,28 +55,12 @@ static void same_as_threads(const char *args, int np, int n_ranks)
     snprintf(cmd, sizeof cmd, MPIRUN " -np %d " PPRUN " %s --json --quiet", np, args);
     pp_test_run_result m = pp_test_run("%s", cmd);
     cr_assert_eq(m.code, 0, "%s: exit %d: %s", cmd, m.code, m.err);
-    json_t *jt = parse(t.out, "threads"), *jm = parse(m.out, cmd);
+    json_t *jt = pp_test_parse_json(t.out, "threads"), *jm = pp_test_parse_json(m.out, cmd);
 
     cr_assert_str_eq(json_string_value(json_object_get(jt, "transport")), "thread");
     cr_assert_str_eq(json_string_value(json_object_get(jm, "transport")), "mpi");
     cr_assert_eq(json_integer_value(json_object_get(jm, "processes")), np);
-    json_t *st = json_object_get(jt, "per_step"), *sm = json_object_get(jm, "per_step");
-    cr_assert_eq(json_array_size(sm), json_array_size(st));
-    cr_assert_gt(json_array_size(st), 0);
-    for (size_t i = 0; i < json_array_size(st); i++) {
-        const char *keys[] = {"loss", "grad_norm"};
-        for (int k = 0; k < 2; k++) {
-            double a = json_real_value(json_object_get(json_array_get(st, i), keys[k]));
-            double b = json_real_value(json_object_get(json_array_get(sm, i), keys[k]));
-            cr_assert(a == b, "pprun %s, step %zu: %s %.17g with threads, %.17g under MPI", args,
-                      i + 1, keys[k], a, b);
-        }
-    }
-    const char *ct = json_string_value(json_object_get(jt, "param_checksum"));
-    const char *cm = json_string_value(json_object_get(jm, "param_checksum"));
-    cr_assert(ct && cm && strlen(ct) == 16, "pprun %s: no param_checksum", args);
-    cr_assert_str_eq(cm, ct, "pprun %s: parameters after the last step differ (threads %s, MPI %s)",
-                     args, ct, cm);
+    pp_test_expect_same_training(jt, jm, args, "MPI");
 
     /* rank 0 reports every rank's memory, gathered from the other processes */
     json_t *rt = json_object_get(jt, "ranks"), *rm = json_object_get(jm, "ranks");
@@ -171,7 +139,7 @@ Test(runtime_mpi, trace_has_every_rank, .timeout = 300)
     cr_assert_eq(r.code, 0, "%s: %s", cmd, r.err);
     char *text = pp_test_slurp(path);
     remove(path);
-    json_t *j = parse(text, path);
+    json_t *j = pp_test_parse_json(text, path);
     free(text);
     pp_sched_params sp = {.ranks = 4, .microbatches = 4, .layers = 4};
     pp_sched *s;

@@ -25,13 +25,6 @@
 #include <map>
 #include <mutex>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define EMU_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define EMU_ASAN 1
-#endif
-#endif
 #ifdef EMU_ASAN
 #include <sanitizer/asan_interface.h>
 #define EMU_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)

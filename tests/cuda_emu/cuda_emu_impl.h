@@ -6,6 +6,15 @@
 
 #include "cuda_runtime.h"
 
+/* EMU_ASAN: this file is built with AddressSanitizer (GCC's and Clang's ways of saying so). */
+#if defined(__SANITIZE_ADDRESS__)
+#define EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EMU_ASAN 1
+#endif
+#endif
+
 /* Prints "cuda_emu: <message>" and aborts: a bug that a GPU would not report cleanly either. */
 [[noreturn]] void pp_emu_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Sets the calling thread's last error (cudaGetLastError) and returns e. */
