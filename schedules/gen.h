@@ -1,5 +1,7 @@
 /* gen.h — private to schedules/: the generator entry points the registry lists, and helpers
- * every generator shares. */
+ * every generator shares. A generator runs after the registry has checked its parameters against
+ * the schedule's row (pp_sched_desc_check) and resolved chunks and group to the values it runs
+ * with, so generators hold no rules of their own. */
 #ifndef PP_SCHED_GEN_H
 #define PP_SCHED_GEN_H
 
@@ -35,9 +37,6 @@ typedef struct {
     int overflow;       /* set when an add did not fit; the merge reports it */
 } pp_gen_lists;
 
-/* The rules both bidirectional generators share: D even, N a multiple of D, --chunks 0 or the
- * generator's own count. Errors name the rule and the numbers. */
-pp_status pp_gen_check_bidir(const char *kind, const pp_sched_params *p, int chunks);
 /* Empty lists with room for per_rank entries each, caps unbounded. Free with pp_gen_lists_fini. */
 pp_status pp_gen_lists_init(pp_gen_lists *l, int ranks, int per_rank);
 void pp_gen_lists_fini(pp_gen_lists *l);

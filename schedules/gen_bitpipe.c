@@ -147,7 +147,6 @@ static pp_status build(pp_sched *s, int D, int N)
 pp_status pp_gen_bitpipe(const pp_sched_params *p, pp_sched **out)
 {
     *out = NULL;
-    PP_TRY(pp_gen_check_bidir("bitpipe", p, 2));
     int D = p->ranks, N = p->microbatches;
     pp_sched *s;
     PP_TRY(pp_sched_create("bitpipe", D, N, 2, 2, p->layers, p->uneven, &s));

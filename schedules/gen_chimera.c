@@ -229,7 +229,6 @@ static pp_status build(pp_sched *s)
 pp_status pp_gen_chimera(const pp_sched_params *p, pp_sched **out)
 {
     *out = NULL;
-    PP_TRY(pp_gen_check_bidir("chimera", p, 1));
     pp_sched *s;
     PP_TRY(pp_sched_create("chimera", p->ranks, p->microbatches, 1, 2, p->layers, p->uneven, &s));
     place(s);

@@ -29,35 +29,10 @@ static void schedule_table(int N, int v, int G, slot *t)
     }
 }
 
-static pp_status check_params(int D, int N, int v, int G)
-{
-    if (v < 2)
-        return PP_ERR(PP_ERR_INVALID,
-                      "interleaved needs at least 2 chunks per rank (--chunks), got %d", v);
-    if (G < D)
-        return PP_ERR(PP_ERR_INVALID,
-                      "interleaved needs a group size of at least the ranks (G >= D): G = %d, "
-                      "D = %d",
-                      G, D);
-    if (G > N)
-        return PP_ERR(PP_ERR_INVALID,
-                      "interleaved needs the group size within the micro-batches (G <= N): G = "
-                      "%d, N = %d",
-                      G, N);
-    if (N % G != 0 && N % G < D)
-        return PP_ERR(PP_ERR_INVALID,
-                      "interleaved needs N mod G = 0 or N mod G >= D (else dependency bubbles): "
-                      "N = %d, G = %d, D = %d",
-                      N, G, D);
-    return PP_OK;
-}
-
 pp_status pp_gen_interleaved(const pp_sched_params *p, pp_sched **out)
 {
     int D = p->ranks, N = p->microbatches;
-    int v = p->chunks ? p->chunks : 2;
-    int G = p->group ? p->group : D;
-    PP_TRY(check_params(D, N, v, G));
+    int v = p->chunks, G = p->group; /* resolved and checked by the registry (registry.c) */
     pp_sched *s;
     PP_TRY(pp_sched_create("interleaved", D, N, v, 1, p->layers, p->uneven, &s));
     s->group = G;

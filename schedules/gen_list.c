@@ -145,23 +145,6 @@ pp_status pp_gen_merge_lists(pp_sched *s, const pp_gen_lists *l)
 
 /* ---- parameters ------------------------------------------------------------------------- */
 
-pp_status pp_gen_check_bidir(const char *kind, const pp_sched_params *p, int chunks)
-{
-    int D = p->ranks, N = p->microbatches;
-    if (D < 2 || D % 2 != 0)
-        return PP_ERR(PP_ERR_INVALID, "%s needs an even number of ranks, got %d", kind, D);
-    if (N % D != 0)
-        return PP_ERR(PP_ERR_INVALID,
-                      "%s needs the micro-batches to be a multiple of the ranks (N mod D = 0), "
-                      "got N = %d, D = %d",
-                      kind, N, D);
-    if (p->chunks != 0 && p->chunks != chunks)
-        return PP_ERR(PP_ERR_INVALID,
-                      "%s has %d chunk%s per rank per pipe (%d in all), got --chunks %d", kind,
-                      chunks, chunks == 1 ? "" : "s", 2 * chunks, p->chunks);
-    return PP_OK;
-}
-
 /* ---- per-rank lists ------------------------------------------------------------------------ */
 
 pp_status pp_gen_lists_init(pp_gen_lists *l, int ranks, int per_rank)

@@ -118,17 +118,43 @@ typedef struct {
     int uneven;       /* 1: Llama-3 split, one layer fewer on the first and last stage */
 } pp_sched_params;
 
-typedef struct {
+/* ---- The registry: one descriptor per schedule ----------------------------------------------
+ * A descriptor is everything the rest of the program may know about a schedule: its name, its
+ * shape (pipes, weight replicas, chunks) and its rules, with their reason text. The tuner, the
+ * profile reader, the exporters and pprun ask the registry; no schedule name is compared outside
+ * schedules/. Adding a schedule is one generator file, one row in registry.c, and its tests. */
+typedef struct pp_sched_desc {
     const char *name;    /* "1f1b" */
     const char *summary; /* one line for --help */
-    int bidirectional;   /* two pipes */
-    pp_status (*generate)(const pp_sched_params *p, pp_sched **out);
-} pp_sched_generator;
+    int pipes;           /* 1, or 2 for bidirectional schedules (two pipelines, opposite ways) */
+    int weight_replicas; /* model copies whose stages the D ranks hold together (1; 2 for the
+                            bidirectional ones: every rank holds stages of both pipes) */
+    int chunks;          /* v, stages per rank per pipe; 0 = tunable (interleaved) */
+    int chunks_min;      /* tunable chunks: the least v; the default when none is given */
+    int grouped;         /* takes a micro-batch group size G (interleaved: D <= G <= N) */
+    int min_ranks;       /* D >= min_ranks */
+    int even_ranks;      /* D must be even */
+    int n_multiple_of_ranks; /* N mod D must be 0 */
+    pp_status (*generate)(const pp_sched_params *p, pp_sched **out); /* after pp_sched_desc_check */
+} pp_sched_desc;
 
-/* The registry: all generators, in a stable order. *n receives the count. */
-const pp_sched_generator *pp_sched_generators(int *n);
-/* NULL (and a PP_ERR message listing the known ones) if no generator has that name. */
-const pp_sched_generator *pp_sched_find(const char *name);
+/* The registry: all descriptors, in a stable order. *n receives the count. */
+const pp_sched_desc *pp_sched_generators(int *n);
+/* NULL (and a PP_ERR_NOTFOUND message listing the known ones) if no schedule has that name. */
+const pp_sched_desc *pp_sched_find(const char *name);
+/* Like pp_sched_find, but NULL without touching the error message (for callers that only ask). */
+const pp_sched_desc *pp_sched_lookup(const char *name);
+/* The v a schedule runs with when asked for `chunks` (0 = its natural value): the fixed count,
+ * or for a tunable one `chunks` itself, chunks_min when 0. */
+int pp_sched_desc_chunks(const pp_sched_desc *d, int chunks);
+/* The micro-batch group a grouped schedule runs with when asked for `group` (0 = D); 0 for the
+ * others. */
+int pp_sched_desc_group(const pp_sched_desc *d, int ranks, int group);
+/* Whether p (ranks, micro-batches, chunks, group; layers and uneven are the split's, checked by
+ * pp_sched_split_layers) obeys d's rules. PP_OK, or PP_ERR_INVALID with the rule and the numbers:
+ * "chimera needs an even number of ranks, got 3". Pure: the search calls it for every candidate
+ * and keeps the message as the candidate's reason. */
+pp_status pp_sched_desc_check(const pp_sched_desc *d, const pp_sched_params *p);
 /* Looks up `kind`, generates, lowers communication; the result passes pp_sched_check. */
 pp_status pp_sched_generate(const char *kind, const pp_sched_params *p, pp_sched **out);
 
@@ -143,7 +169,8 @@ pp_status pp_sched_clone(const pp_sched *s, pp_sched **out);
 
 /* Splits L layers over S stages into begin offsets begin[0..S] (begin[S] = L). Even: every stage
  * L/S (L % S must be 0). Uneven (Llama 3): first and last stage one layer fewer than the others,
- * so (L + 2) % S must be 0 and S >= 2. Errors name the rule and the numbers. */
+ * so (L + 2) % S must be 0, S >= 3 and every stage keeps a layer. Errors name the rule and the
+ * numbers. begin NULL: only checks. */
 pp_status pp_sched_split_layers(int layers, int stages, int uneven, int *begin);
 
 static inline pp_stage *pp_sched_stage(const pp_sched *s, int pipe, int stage)

@@ -1,52 +1,145 @@
-/* registry.c — the one table of schedule generators. Add a generator here and nowhere else. */
+/* registry.c — the one table of schedules: each row is the schedule's descriptor (its shape and
+ * its rules, with their reason text) and its generator. Add a schedule here and nowhere else;
+ * the rest of the program asks these rows and never compares schedule names. */
 #include <string.h>
 
 #include "gen.h"
 
-static const pp_sched_generator generators[] = {
-    {"gpipe", "all forwards, then all backwards (GPipe)", 0, pp_gen_gpipe},
-    {"1f1b", "one forward one backward after a warm-up (PipeDream-Flush, Megatron)", 0,
-     pp_gen_1f1b},
-    {"interleaved", "Megatron virtual pipeline: v chunks per rank, groups of G micro-batches", 0,
-     pp_gen_interleaved},
-    {"chimera", "bidirectional: two model replicas in opposite directions (Chimera, SC'21)", 1,
-     pp_gen_chimera},
-    {"bitpipe", "bidirectional, interleaved, V-shaped, eager gradient sync (BitPipe)", 1,
-     pp_gen_bitpipe},
+static const pp_sched_desc schedules[] = {
+    {.name = "gpipe",
+     .summary = "all forwards, then all backwards (GPipe)",
+     .pipes = 1, .weight_replicas = 1, .chunks = 1, .min_ranks = 1,
+     .generate = pp_gen_gpipe},
+    {.name = "1f1b",
+     .summary = "one forward one backward after a warm-up (PipeDream-Flush, Megatron)",
+     .pipes = 1, .weight_replicas = 1, .chunks = 1, .min_ranks = 1,
+     .generate = pp_gen_1f1b},
+    /* Megatron's virtual pipeline (Narayanan et al., SC'21): v >= 2 chunks per rank, micro-batches
+     * in groups of D <= G <= N; N mod G below D leaves dependency bubbles. One rank cannot
+     * interleave. */
+    {.name = "interleaved",
+     .summary = "Megatron virtual pipeline: v chunks per rank, groups of G micro-batches",
+     .pipes = 1, .weight_replicas = 1, .chunks = 0, .chunks_min = 2, .grouped = 1,
+     .min_ranks = 2,
+     .generate = pp_gen_interleaved},
+    /* Bidirectional: the two pipes meet in the middle, so D is even, and each pipe's N/2
+     * micro-batches run in groups of D/2, so N is a multiple of D (Li & Hoefler, SC'21; BitPipe). */
+    {.name = "chimera",
+     .summary = "bidirectional: two model replicas in opposite directions (Chimera, SC'21)",
+     .pipes = 2, .weight_replicas = 2, .chunks = 1, .min_ranks = 2, .even_ranks = 1,
+     .n_multiple_of_ranks = 1,
+     .generate = pp_gen_chimera},
+    {.name = "bitpipe",
+     .summary = "bidirectional, interleaved, V-shaped, eager gradient sync (BitPipe)",
+     .pipes = 2, .weight_replicas = 2, .chunks = 2, .min_ranks = 2, .even_ranks = 1,
+     .n_multiple_of_ranks = 1,
+     .generate = pp_gen_bitpipe},
 };
 
-const pp_sched_generator *pp_sched_generators(int *n)
+#define N_SCHEDULES ((int)(sizeof schedules / sizeof schedules[0]))
+
+const pp_sched_desc *pp_sched_generators(int *n)
 {
-    *n = (int)(sizeof generators / sizeof generators[0]);
-    return generators;
+    *n = N_SCHEDULES;
+    return schedules;
 }
 
-const pp_sched_generator *pp_sched_find(const char *name)
+const pp_sched_desc *pp_sched_lookup(const char *name)
 {
-    int n;
-    const pp_sched_generator *g = pp_sched_generators(&n);
-    for (int i = 0; i < n; i++)
-        if (strcmp(g[i].name, name) == 0)
-            return &g[i];
-    PP_ERR(PP_ERR_NOTFOUND,
-           "unknown schedule \"%s\": expected one of gpipe, 1f1b, interleaved, chimera, bitpipe",
-           name);
+    for (int i = 0; name && i < N_SCHEDULES; i++)
+        if (strcmp(schedules[i].name, name) == 0)
+            return &schedules[i];
     return NULL;
+}
+
+const pp_sched_desc *pp_sched_find(const char *name)
+{
+    const pp_sched_desc *d = pp_sched_lookup(name);
+    if (d)
+        return d;
+    char known[256] = "";
+    size_t len = 0;
+    for (int i = 0; i < N_SCHEDULES && len < sizeof known; i++)
+        len += (size_t)snprintf(known + len, sizeof known - len, "%s%s", i ? ", " : "",
+                                schedules[i].name);
+    PP_ERR(PP_ERR_NOTFOUND, "unknown schedule \"%s\": expected one of %s", name ? name : "",
+           known);
+    return NULL;
+}
+
+int pp_sched_desc_chunks(const pp_sched_desc *d, int chunks)
+{
+    if (d->chunks)
+        return d->chunks;
+    return chunks ? chunks : d->chunks_min;
+}
+
+int pp_sched_desc_group(const pp_sched_desc *d, int ranks, int group)
+{
+    if (!d->grouped)
+        return 0;
+    return group ? group : ranks;
+}
+
+pp_status pp_sched_desc_check(const pp_sched_desc *d, const pp_sched_params *p)
+{
+    const char *k = d->name;
+    int D = p->ranks, N = p->microbatches;
+    if (D < 1)
+        return PP_ERR(PP_ERR_INVALID, "%s needs at least 1 rank, got %d", k, D);
+    if (N < 1)
+        return PP_ERR(PP_ERR_INVALID, "%s needs at least 1 micro-batch, got %d", k, N);
+    if (d->even_ranks && (D < d->min_ranks || D % 2 != 0))
+        return PP_ERR(PP_ERR_INVALID, "%s needs an even number of ranks, got %d", k, D);
+    if (D < d->min_ranks)
+        return PP_ERR(PP_ERR_INVALID, "%s needs at least %d ranks, got %d", k, d->min_ranks, D);
+    if (d->n_multiple_of_ranks && N % D != 0)
+        return PP_ERR(PP_ERR_INVALID,
+                      "%s needs the micro-batches to be a multiple of the ranks (N mod D = 0), "
+                      "got N = %d, D = %d",
+                      k, N, D);
+    /* chunks: a fixed count refuses another one where the schedule has a choice to refuse
+     * (bidirectional: --chunks is a shape, not ignored); single-pipe fixed ones take v = 1. */
+    if (d->chunks && d->pipes == 2 && p->chunks != 0 && p->chunks != d->chunks)
+        return PP_ERR(PP_ERR_INVALID,
+                      "%s has %d chunk%s per rank per pipe (%d in all), got --chunks %d", k,
+                      d->chunks, d->chunks == 1 ? "" : "s", d->pipes * d->chunks, p->chunks);
+    int v = pp_sched_desc_chunks(d, p->chunks);
+    if (!d->chunks && v < d->chunks_min)
+        return PP_ERR(PP_ERR_INVALID, "%s needs at least %d chunks per rank (--chunks), got %d",
+                      k, d->chunks_min, v);
+    if (d->grouped) {
+        int G = pp_sched_desc_group(d, D, p->group);
+        if (G < D)
+            return PP_ERR(PP_ERR_INVALID,
+                          "%s needs a group size of at least the ranks (G >= D): G = %d, D = %d",
+                          k, G, D);
+        if (G > N)
+            return PP_ERR(PP_ERR_INVALID,
+                          "%s needs the group size within the micro-batches (G <= N): G = %d, "
+                          "N = %d",
+                          k, G, N);
+        if (N % G != 0 && N % G < D)
+            return PP_ERR(PP_ERR_INVALID,
+                          "%s needs N mod G = 0 or N mod G >= D (else dependency bubbles): "
+                          "N = %d, G = %d, D = %d",
+                          k, N, G, D);
+    }
+    return PP_OK;
 }
 
 pp_status pp_sched_generate(const char *kind, const pp_sched_params *p, pp_sched **out)
 {
     *out = NULL;
-    const pp_sched_generator *g = pp_sched_find(kind);
-    if (!g)
+    const pp_sched_desc *d = pp_sched_find(kind);
+    if (!d)
         return PP_ERR_NOTFOUND;
-    if (p->ranks < 1)
-        return PP_ERR(PP_ERR_INVALID, "%s needs at least 1 rank, got %d", kind, p->ranks);
-    if (p->microbatches < 1)
-        return PP_ERR(PP_ERR_INVALID, "%s needs at least 1 micro-batch, got %d", kind,
-                      p->microbatches);
+    PP_TRY(pp_sched_desc_check(d, p));
+    pp_sched_params q = *p;
+    q.chunks = pp_sched_desc_chunks(d, p->chunks);
+    q.group = pp_sched_desc_group(d, p->ranks, p->group);
     pp_sched *s = NULL;
-    PP_TRY(g->generate(p, &s));
+    PP_TRY(d->generate(&q, &s));
     pp_status st = pp_sched_lower_comms(s);
     if (st != PP_OK) {
         pp_sched_destroy(s);

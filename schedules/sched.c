@@ -52,6 +52,8 @@ pp_status pp_sched_split_layers(int layers, int stages, int uneven, int *begin)
                           layers, stages);
         per = layers / stages;
     }
+    if (!begin)
+        return PP_OK;
     begin[0] = 0;
     for (int s = 0; s < stages; s++) {
         int n = per - (uneven && (s == 0 || s == stages - 1));

@@ -185,7 +185,7 @@ static int layers_for(int S, int uneven)
 
 int exec_check_case(const exec_case *c)
 {
-    const pp_sched_generator *g = pp_sched_find(c->kind);
+    const pp_sched_desc *g = pp_sched_find(c->kind);
     cr_assert(g, "%s", pp_err_msg());
     int v = c->v ? c->v : (strcmp(c->kind, "bitpipe") == 0 ? 2 : 1);
     int S = v * c->D;

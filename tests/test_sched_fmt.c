@@ -50,7 +50,7 @@ static void assert_text_round_trip(const pp_sched *s)
 Test(sched_fmt, text_round_trips_for_every_generator)
 {
     int n;
-    const pp_sched_generator *g = pp_sched_generators(&n);
+    const pp_sched_desc *g = pp_sched_generators(&n);
     cr_assert_geq(n, 5);
     for (int i = 0; i < n; i++) {
         /* D = 4, N = 8 is valid for all five (N a multiple of D, G = D <= N) */

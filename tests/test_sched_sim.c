@@ -377,7 +377,7 @@ Test(sched_sim, bad_inputs_are_rejected)
     pp_sched_destroy(s);
     /* a schedule without SEND/RECV (never lowered) would ignore the links: refused */
     pp_sched_params p = {.ranks = 2, .microbatches = 2};
-    const pp_sched_generator *g = pp_sched_find("1f1b");
+    const pp_sched_desc *g = pp_sched_find("1f1b");
     cr_assert_eq(g->generate(&p, &s), PP_OK);
     cr_assert_eq(pp_sim_run(s, &c, 0, &r), PP_ERR_CHECK);
     cr_assert(strstr(pp_err_text(), "rank 0, action 2 (B pipe 0 stage 0 mb 0): its input from "

@@ -36,7 +36,7 @@ static char *json_of(const pp_sched *s)
 Test(tuner_cli, json_written_then_read_gives_an_equal_schedule)
 {
     int n;
-    const pp_sched_generator *g = pp_sched_generators(&n);
+    const pp_sched_desc *g = pp_sched_generators(&n);
     for (int i = 0; i < n; i++) {
         pp_sched_params p = {.ranks = 4, .microbatches = 8, .layers = 30, .uneven = 1};
         if (!strcmp(g[i].name, "bitpipe") || !strcmp(g[i].name, "interleaved"))
@@ -142,7 +142,7 @@ Test(tuner_cli_run, help_lists_every_schedule)
     run("schedule --help");
     cr_assert_eq(R.code, 0);
     int n;
-    const pp_sched_generator *g = pp_sched_generators(&n);
+    const pp_sched_desc *g = pp_sched_generators(&n);
     for (int i = 0; i < n; i++)
         cr_assert(strstr(R.out, g[i].name), "%s missing from --help", g[i].name);
     cr_assert(strstr(R.out, "--check FILE"));

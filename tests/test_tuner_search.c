@@ -131,7 +131,7 @@ Test(tuner_search, pruned_candidates_keep_their_reasons)
     pp_tune_result *r = run(&m, &hw, 5, NULL);
     cr_assert(has_reason(r, 1, "does not fit"));
     cr_assert(has_reason(r, 0, "do not split evenly"), "24 layers over 3 x 8 ... stages");
-    cr_assert(has_reason(r, 0, "needs N mod p = 0"));
+    cr_assert(has_reason(r, 0, "needs the micro-batches to be a multiple of the ranks (N mod D = 0)"));
     cr_assert(has_reason(r, 0, "uneven split"));
     for (int i = 0; i < r->n_best; i++) {
         cr_assert(r->best[i].fits);

@@ -29,7 +29,7 @@ typedef struct {
 static void usage(FILE *fp)
 {
     int n;
-    const pp_sched_generator *g = pp_sched_generators(&n);
+    const pp_sched_desc *g = pp_sched_generators(&n);
     fprintf(fp,
             "usage: pptune schedule --kind K --ranks D --microbatches N [--chunks v] [--group G]\n"
             "                       [--layers L] [--uneven] [--fb-ratio R] [--format F]\n"

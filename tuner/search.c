@@ -88,38 +88,19 @@ static int schedule_wanted(const char *list, const char *kind)
     return 0;
 }
 
-/* Returns 1 when c breaks a rule, with the rule in why. */
+/* Returns 1 when c breaks a rule of its schedule (the registry's row) or of the layer split,
+ * with the rule's own text in why. */
 static int breaks_rule(const pp_tune_model *m, const pp_tune_config *c, char *why, size_t n)
 {
-    int D = c->p, N = c->N, S = c->p * c->v;
-    int bidir = !strcmp(c->kind, "chimera") || !strcmp(c->kind, "bitpipe");
-    if (bidir && D % 2 != 0)
-        return snprintf(why, n, "%s needs an even number of pipeline ranks, p = %d", c->kind, D),
-               1;
-    if (bidir && N % D != 0)
-        return snprintf(why, n, "%s needs N mod p = 0: N = %d, p = %d", c->kind, N, D), 1;
-    if (!strcmp(c->kind, "interleaved")) {
-        if (D < 2)
-            return snprintf(why, n, "interleaving needs at least 2 pipeline ranks"), 1;
-        if (c->G > N)
-            return snprintf(why, n, "group G = %d exceeds N = %d", c->G, N), 1;
-        if (N % c->G != 0 && N % c->G < D)
-            return snprintf(why, n,
-                            "N mod G = %d is neither 0 nor >= p = %d (dependency bubbles)",
-                            N % c->G, D),
-                   1;
-    }
-    if (c->uneven) {
-        if (S < 3)
-            return snprintf(why, n, "uneven split needs >= 3 stages, has %d", S), 1;
-        if ((m->layers + 2) % S != 0 || (m->layers + 2) / S < 2)
-            return snprintf(why, n, "uneven split: L + 2 = %d not a multiple of %d stages "
-                                    "with >= 2 layers each", m->layers + 2, S), 1;
-    } else if (m->layers % S != 0) {
-        return snprintf(why, n, "L = %d layers do not split evenly over %d stages", m->layers, S),
-               1;
-    }
-    return 0;
+    const pp_sched_desc *d = pp_sched_find(c->kind);
+    pp_sched_params sp = {.ranks = c->p, .microbatches = c->N, .chunks = c->v, .group = c->G,
+                          .layers = m->layers, .uneven = c->uneven};
+    if (d && pp_sched_desc_check(d, &sp) == PP_OK &&
+        pp_sched_split_layers(m->layers, c->p * c->v, c->uneven, NULL) == PP_OK)
+        return 0;
+    snprintf(why, n, "%s", pp_err_text());
+    pp_err_clear();
+    return 1;
 }
 
 /* Adds one fully specified candidate, or its reject. */
@@ -136,27 +117,30 @@ static pp_status offer(search *x, const pp_tune_config *c)
 
 static pp_status enumerate_schedules(search *x, pp_tune_config c)
 {
-    static const char *kinds[] = {"gpipe", "1f1b", "interleaved", "chimera", "bitpipe"};
-    for (int k = 0; k < 5; k++) {
-        if (!schedule_wanted(x->sp->schedules, kinds[k]))
+    int n_kinds;
+    const pp_sched_desc *kinds = pp_sched_generators(&n_kinds);
+    for (int k = 0; k < n_kinds; k++) {
+        const pp_sched_desc *d = &kinds[k];
+        if (!schedule_wanted(x->sp->schedules, d->name))
             continue;
-        snprintf(c.kind, sizeof c.kind, "%s", kinds[k]);
+        snprintf(c.kind, sizeof c.kind, "%s", d->name);
         for (int uneven = 0; uneven <= 1; uneven++) {
             c.uneven = uneven;
-            if (strcmp(kinds[k], "interleaved") != 0) {
-                c.v = strcmp(kinds[k], "bitpipe") == 0 ? 2 : 1;
+            if (d->chunks) {
+                c.v = d->chunks;
                 c.G = 0;
                 PP_TRY(offer(x, &c));
                 continue;
             }
-            /* v up to the layers a rank holds; G = p, 2p, 4p, ... and N (Megatron's default is
-             * p; Llama 3 tuned it). One pipeline rank cannot interleave: one candidate says so. */
-            if (c.p < 2) {
-                c.v = 2, c.G = c.p;
+            /* tunable chunks: v up to the layers a rank holds; G = p, 2p, 4p, ... and N
+             * (Megatron's default is p; Llama 3 tuned it). Too few ranks to interleave: one
+             * candidate says so. */
+            if (c.p < d->min_ranks) {
+                c.v = d->chunks_min, c.G = c.p;
                 PP_TRY(offer(x, &c));
                 continue;
             }
-            for (int v = 2; v * c.p <= x->m->layers + 2 && v <= 16; v++) {
+            for (int v = d->chunks_min; v * c.p <= x->m->layers + 2 && v <= 16; v++) {
                 c.v = v;
                 for (int G = c.p; G <= c.N; G *= 2) {
                     c.G = G;
@@ -239,8 +223,8 @@ static void bound(const search *x, const pp_tune_config *c, double *time_lb, dou
 
     pp_tune_params pc;
     pp_tune_model_params(m, &pc);
-    int pipes = (!strcmp(c->kind, "chimera") || !strcmp(c->kind, "bitpipe")) ? 2 : 1;
-    double avg_params = pc.total / c->t * pipes / c->p;
+    const pp_sched_desc *d = pp_sched_lookup(c->kind);
+    double avg_params = pc.total / c->t * (d ? d->weight_replicas : 1) / c->p;
     double bpp_w = o->precision == PP_TUNE_PREC_FP32 ? 4 : 2, bpp_g = 4;
     double bpp_o = o->precision == PP_TUNE_PREC_FP32 ? 8 : 12;
     if (o->distributed_optimizer && c->d > 1)
