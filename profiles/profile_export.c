@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "pp_profile.h"
+#include "pp_sched.h"
 
 pp_status pp_profile_export_format_parse(const char *s, pp_profile_export_format *out)
 {
@@ -33,15 +34,16 @@ pp_status pp_profile_export_format_parse(const char *s, pp_profile_export_format
     return PP_OK;
 }
 
-static int is(const pp_profile_config *c, const char *kind)
+/* The schedule's registry row (the reader accepted only registry names). */
+static const pp_sched_desc *desc(const pp_profile_config *c)
 {
-    return !strcmp(c->schedule, kind);
+    return pp_sched_lookup(c->schedule);
 }
 
-/* Interleaved with more than one chunk per rank: Megatron's virtual pipeline. */
+/* Tunable chunks (interleaved) with more than one per rank: Megatron's virtual pipeline. */
 static int virtual_pipeline(const pp_profile_config *c)
 {
-    return is(c, "interleaved") && c->v > 1;
+    return desc(c)->chunks == 0 && c->v > 1;
 }
 
 static void megatron_recompute(const pp_profile *p, FILE *fp)
@@ -58,11 +60,14 @@ static void megatron_recompute(const pp_profile *p, FILE *fp)
 static pp_status export_megatron(const pp_profile *p, FILE *fp)
 {
     const pp_profile_config *c = &p->chosen.config;
-    if (is(c, "chimera"))
+    const pp_sched_desc *d = desc(c);
+    char names[128];
+    if (d->megatron == PP_SCHED_MEGATRON_NONE)
         return PP_ERR(PP_ERR_UNSUPPORTED,
-                      "%s: Megatron-LM has no Chimera schedule; re-run the search with "
-                      "--schedules gpipe,1f1b,interleaved,bitpipe",
-                      p->name);
+                      "%s: Megatron-LM has no %s schedule; re-run the search with "
+                      "--schedules %s",
+                      p->name, d->title,
+                      pp_sched_names(PP_SCHED_MEGATRON_FORK, ",", names, sizeof names));
     int L = p->model.layers;
     fprintf(fp, "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d", c->t, c->p);
     if (virtual_pipeline(c)) {
@@ -85,8 +90,8 @@ static pp_status export_megatron(const pp_profile *p, FILE *fp)
     if (p->options.distributed_optimizer)
         fprintf(fp, " --use-distributed-optimizer");
     megatron_recompute(p, fp);
-    if (is(c, "bitpipe"))
-        fprintf(fp, " --enable-bitpipe-schedule");
+    if (d->megatron == PP_SCHED_MEGATRON_FORK)
+        fprintf(fp, " %s", d->megatron_flag);
     fprintf(fp, "\n");
     return PP_OK;
 }
@@ -94,11 +99,19 @@ static pp_status export_megatron(const pp_profile *p, FILE *fp)
 static pp_status export_nemo(const pp_profile *p, FILE *fp)
 {
     const pp_profile_config *c = &p->chosen.config;
-    if (is(c, "chimera") || is(c, "bitpipe"))
+    const pp_sched_desc *d = desc(c);
+    char names[128];
+    if (d->megatron == PP_SCHED_MEGATRON_FORK)
         return PP_ERR(PP_ERR_UNSUPPORTED,
-                      "%s: NeMo has no %s schedule; use --format megatron (BitPipe fork) or "
-                      "re-run the search with --schedules gpipe,1f1b,interleaved",
-                      p->name, c->schedule);
+                      "%s: NeMo has no %s schedule; use --format megatron (%s fork) or "
+                      "re-run the search with --schedules %s",
+                      p->name, c->schedule, d->title,
+                      pp_sched_names(PP_SCHED_MEGATRON_UPSTREAM, ",", names, sizeof names));
+    if (d->megatron == PP_SCHED_MEGATRON_NONE)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "%s: NeMo has no %s schedule; re-run the search with --schedules %s",
+                      p->name, c->schedule,
+                      pp_sched_names(PP_SCHED_MEGATRON_UPSTREAM, ",", names, sizeof names));
     int gpus = c->p * c->t * c->d, per_node = p->cluster.gpus_per_node;
     int devices = gpus < per_node ? gpus : per_node;
     fprintf(fp, "# NeMo megatron_gpt_config.yaml overrides from pptune profile %s\n", p->name);
@@ -149,7 +162,7 @@ static pp_status export_pprun(const pp_profile *p, FILE *fp)
                       p->name, c->t);
     fprintf(fp, "--model %s --schedule %s --ranks %d --microbatches %d --micro-batch-size %d",
             p->model.name, c->schedule, c->p, c->N, c->b);
-    if (is(c, "interleaved"))
+    if (desc(c)->grouped)
         fprintf(fp, " --chunks %d --group %d", c->v, c->G);
     fprintf(fp, " --dp %d --seq %d%s\n", c->d, p->model.seq, c->uneven ? " --uneven" : "");
     return PP_OK;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "pp_profile.h"
+#include "pp_sched.h"
 
 typedef struct {
     const char *file; /* for messages */
@@ -116,14 +117,25 @@ static pp_status get_obj(const rd *r, json_t *o, const char *prefix, const char 
     return PP_OK;
 }
 
-static const char *const SCHEDULES[] = {"gpipe", "1f1b", "interleaved", "chimera", "bitpipe", NULL};
+/* "schedule": a name in the schedules' registry. */
+static pp_status get_schedule(const rd *r, json_t *o, const char *prefix, const char **out)
+{
+    json_t *v = json_object_get(o, "schedule");
+    if (json_is_string(v) && pp_sched_lookup(json_string_value(v))) {
+        *out = json_string_value(v);
+        return PP_OK;
+    }
+    char names[256], want[300];
+    snprintf(want, sizeof want, "one of %s",
+             pp_sched_names(PP_SCHED_MEGATRON_NONE, ", ", names, sizeof names));
+    return bad(r, prefix, "schedule", want, v);
+}
 
 static pp_status read_config(const rd *r, json_t *o, const char *prefix, pp_profile_config *c)
 {
     static const char *const SPLITS[] = {"even", "uneven", NULL};
     const char *split;
-    PP_TRY(get_enum(r, o, prefix, "schedule", SCHEDULES,
-                    "one of gpipe, 1f1b, interleaved, chimera, bitpipe", &c->schedule));
+    PP_TRY(get_schedule(r, o, prefix, &c->schedule));
     PP_TRY(get_int(r, o, prefix, "p", 1, &c->p));
     PP_TRY(get_int(r, o, prefix, "v", 1, &c->v));
     PP_TRY(get_int(r, o, prefix, "G", 0, &c->G));
@@ -133,7 +145,7 @@ static pp_status read_config(const rd *r, json_t *o, const char *prefix, pp_prof
     PP_TRY(get_int(r, o, prefix, "N", 1, &c->N));
     PP_TRY(get_enum(r, o, prefix, "split", SPLITS, "\"even\" or \"uneven\"", &split));
     c->uneven = !strcmp(split, "uneven");
-    if (!strcmp(c->schedule, "interleaved") && c->G < 1)
+    if (pp_sched_lookup(c->schedule)->grouped && c->G < 1)
         return bad(r, prefix, "G", "an integer >= 1 (the interleaved group size)",
                    json_object_get(o, "G"));
     return PP_OK;

@@ -123,8 +123,16 @@ typedef struct {
  * shape (pipes, weight replicas, chunks) and its rules, with their reason text. The tuner, the
  * profile reader, the exporters and pprun ask the registry; no schedule name is compared outside
  * schedules/. Adding a schedule is one generator file, one row in registry.c, and its tests. */
+/* Whether Megatron-LM (and NeMo, which runs Megatron-Core's schedules) can run a schedule. */
+typedef enum {
+    PP_SCHED_MEGATRON_UPSTREAM = 0, /* Megatron's own pipelining (1F1B; virtual pipeline) */
+    PP_SCHED_MEGATRON_FORK,         /* only a fork of Megatron, switched on by megatron_flag */
+    PP_SCHED_MEGATRON_NONE,         /* no Megatron has it */
+} pp_sched_megatron;
+
 typedef struct pp_sched_desc {
     const char *name;    /* "1f1b" */
+    const char *title;   /* as the literature writes it, for messages: "Chimera" */
     const char *summary; /* one line for --help */
     int pipes;           /* 1, or 2 for bidirectional schedules (two pipelines, opposite ways) */
     int weight_replicas; /* model copies whose stages the D ranks hold together (1; 2 for the
@@ -135,7 +143,11 @@ typedef struct pp_sched_desc {
     int min_ranks;       /* D >= min_ranks */
     int even_ranks;      /* D must be even */
     int n_multiple_of_ranks; /* N mod D must be 0 */
-    pp_status (*generate)(const pp_sched_params *p, pp_sched **out); /* after pp_sched_desc_check */
+    pp_sched_megatron megatron; /* how Megatron-LM runs it */
+    const char *megatron_flag;  /* PP_SCHED_MEGATRON_FORK: the fork's flag; NULL otherwise */
+    /* The generator. Call it through pp_sched_generate, which checks p against the row and
+     * resolves chunks and group first; a direct call must pass pp_sched_desc_check itself. */
+    pp_status (*generate)(const pp_sched_params *p, pp_sched **out);
 } pp_sched_desc;
 
 /* The registry: all descriptors, in a stable order. *n receives the count. */
@@ -144,6 +156,10 @@ const pp_sched_desc *pp_sched_generators(int *n);
 const pp_sched_desc *pp_sched_find(const char *name);
 /* Like pp_sched_find, but NULL without touching the error message (for callers that only ask). */
 const pp_sched_desc *pp_sched_lookup(const char *name);
+/* Writes into buf the registry's names, in order, separated by sep ("gpipe, 1f1b, ..."), of the
+ * schedules whose Megatron support is at most `at_most` (NONE: all of them; UPSTREAM: what
+ * upstream Megatron and NeMo run; FORK: also the forks'), for messages. Returns buf. */
+char *pp_sched_names(pp_sched_megatron at_most, const char *sep, char *buf, size_t n);
 /* The v a schedule runs with when asked for `chunks` (0 = its natural value): the fixed count,
  * or for a tunable one `chunks` itself, chunks_min when 0. */
 int pp_sched_desc_chunks(const pp_sched_desc *d, int chunks);

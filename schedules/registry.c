@@ -6,33 +6,34 @@
 #include "gen.h"
 
 static const pp_sched_desc schedules[] = {
-    {.name = "gpipe",
+    {.name = "gpipe", .title = "GPipe",
      .summary = "all forwards, then all backwards (GPipe)",
      .pipes = 1, .weight_replicas = 1, .chunks = 1, .min_ranks = 1,
      .generate = pp_gen_gpipe},
-    {.name = "1f1b",
+    {.name = "1f1b", .title = "1F1B",
      .summary = "one forward one backward after a warm-up (PipeDream-Flush, Megatron)",
      .pipes = 1, .weight_replicas = 1, .chunks = 1, .min_ranks = 1,
      .generate = pp_gen_1f1b},
     /* Megatron's virtual pipeline (Narayanan et al., SC'21): v >= 2 chunks per rank, micro-batches
      * in groups of D <= G <= N; N mod G below D leaves dependency bubbles. One rank cannot
      * interleave. */
-    {.name = "interleaved",
+    {.name = "interleaved", .title = "interleaved 1F1B",
      .summary = "Megatron virtual pipeline: v chunks per rank, groups of G micro-batches",
      .pipes = 1, .weight_replicas = 1, .chunks = 0, .chunks_min = 2, .grouped = 1,
      .min_ranks = 2,
      .generate = pp_gen_interleaved},
     /* Bidirectional: the two pipes meet in the middle, so D is even, and each pipe's N/2
      * micro-batches run in groups of D/2, so N is a multiple of D (Li & Hoefler, SC'21; BitPipe). */
-    {.name = "chimera",
+    {.name = "chimera", .title = "Chimera",
      .summary = "bidirectional: two model replicas in opposite directions (Chimera, SC'21)",
      .pipes = 2, .weight_replicas = 2, .chunks = 1, .min_ranks = 2, .even_ranks = 1,
-     .n_multiple_of_ranks = 1,
+     .n_multiple_of_ranks = 1, .megatron = PP_SCHED_MEGATRON_NONE,
      .generate = pp_gen_chimera},
-    {.name = "bitpipe",
+    {.name = "bitpipe", .title = "BitPipe",
      .summary = "bidirectional, interleaved, V-shaped, eager gradient sync (BitPipe)",
      .pipes = 2, .weight_replicas = 2, .chunks = 2, .min_ranks = 2, .even_ranks = 1,
-     .n_multiple_of_ranks = 1,
+     .n_multiple_of_ranks = 1, .megatron = PP_SCHED_MEGATRON_FORK,
+     .megatron_flag = "--enable-bitpipe-schedule", /* BitPipe's Megatron fork */
      .generate = pp_gen_bitpipe},
 };
 
@@ -57,14 +58,20 @@ const pp_sched_desc *pp_sched_find(const char *name)
     const pp_sched_desc *d = pp_sched_lookup(name);
     if (d)
         return d;
-    char known[256] = "";
-    size_t len = 0;
-    for (int i = 0; i < N_SCHEDULES && len < sizeof known; i++)
-        len += (size_t)snprintf(known + len, sizeof known - len, "%s%s", i ? ", " : "",
-                                schedules[i].name);
+    char known[256];
     PP_ERR(PP_ERR_NOTFOUND, "unknown schedule \"%s\": expected one of %s", name ? name : "",
-           known);
+           pp_sched_names(PP_SCHED_MEGATRON_NONE, ", ", known, sizeof known));
     return NULL;
+}
+
+char *pp_sched_names(pp_sched_megatron at_most, const char *sep, char *buf, size_t n)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < N_SCHEDULES && len < n; i++)
+        if (schedules[i].megatron <= at_most)
+            len += (size_t)snprintf(buf + len, n - len, "%s%s", len ? sep : "", schedules[i].name);
+    return buf;
 }
 
 int pp_sched_desc_chunks(const pp_sched_desc *d, int chunks)

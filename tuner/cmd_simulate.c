@@ -86,12 +86,12 @@ static int complete(opts *o, const pp_tune_model *m, const pp_tune_hw *hw)
         return pp_cmd_usage_error(CMD, "global batch %d is not a multiple of b x d = %d x %d",
                                   m->global_batch, c->b, c->d);
     c->N = m->global_batch / (c->b * c->d);
+    const pp_sched_desc *d = pp_sched_find(c->kind);
+    if (!d)
+        return pp_cmd_usage_error(CMD, "%s", pp_err_text());
     if (!c->v)
-        c->v = !strcmp(c->kind, "interleaved") || !strcmp(c->kind, "bitpipe") ? 2 : 1;
-    if (!strcmp(c->kind, "interleaved") && !c->G)
-        c->G = c->p;
-    if (strcmp(c->kind, "interleaved") != 0)
-        c->G = 0;
+        c->v = pp_sched_desc_chunks(d, 0);
+    c->G = pp_sched_desc_group(d, c->p, c->G);
     return 0;
 }
 

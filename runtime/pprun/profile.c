@@ -63,8 +63,9 @@ int pprun_apply_profile(pprun_opts *o, int argc, char **argv)
     o->ranks = c->p;
     o->microbatches = c->N;
     o->micro_batch = c->b;
-    o->chunks = !strcmp(c->schedule, "interleaved") ? c->v : 0;
-    o->group = !strcmp(c->schedule, "interleaved") ? c->G : 0;
+    const pp_sched_desc *d = pp_sched_lookup(c->schedule); /* the reader checked the name */
+    o->chunks = d->chunks == 0 ? c->v : 0; /* tunable chunks: the profile's; else the row's */
+    o->group = d->grouped ? c->G : 0;
     o->dp = c->d;
     o->dp_set = 1;
     o->seq = p->model.seq;
