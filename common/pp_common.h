@@ -67,21 +67,38 @@ void *pp_calloc(size_t n, size_t size);
 void *pp_realloc_array(void *p, size_t n, size_t size);
 char *pp_strdup(const char *s);
 
-/* Atomic file output: pp_afile_open writes to "PATH.tmp.<pid>" in the same directory;
- * pp_afile_commit flushes, fsyncs and renames it over PATH; pp_afile_abort removes it.
- * Either commit or abort must be called exactly once. A reader never sees a partial file. */
+/* Atomic file output (file.c). pp_afile_open creates a temporary file next to PATH, exclusively
+ * (O_CREAT|O_EXCL|O_NOFOLLOW, mode 0644 less the umask) under an unpredictable name
+ * "PATH.tmp.<pid>.<random>", so a link or file planted in the folder is never followed or
+ * truncated; it first removes the temporaries of PATH that dead processes left. pp_afile_commit
+ * flushes, fsyncs, renames it over PATH and fsyncs the folder; pp_afile_abort removes it. Either
+ * commit or abort must be called exactly once. A reader never sees a partial file.
+ * A PATH that exists and is not a regular file is never replaced: a pipe, a terminal or the null
+ * device (-o /dev/stdout, /dev/null) is written through, with no temporary file (tmp is NULL);
+ * anything else (a directory, a block or other device, a socket) is refused with PP_ERR_INVALID.
+ * A symbolic link at PATH is followed only to those write-through targets; otherwise the link
+ * itself is replaced by the new file, and its target is left alone. */
 typedef struct {
     FILE *fp;
     char *path;
-    char *tmp;
+    char *tmp; /* NULL when writing through to a pipe or device */
 } pp_afile;
 pp_status pp_afile_open(pp_afile *af, const char *path);
 pp_status pp_afile_commit(pp_afile *af);
 void pp_afile_abort(pp_afile *af);
 /* Writes len bytes atomically. */
 pp_status pp_file_write_atomic(const char *path, const void *data, size_t len);
-/* Reads a whole file into a NUL-terminated buffer the caller frees. */
+/* Removes the temporary files "PATH.tmp.<pid>[.<anything>]" next to PATH whose process <pid> no
+ * longer exists (a writer killed before its commit). Matches the literal name, never a pattern.
+ * Returns how many it removed. */
+int pp_afile_clean_stale(const char *path);
+
+/* Reads a whole file into a NUL-terminated buffer the caller frees: a regular file or a pipe
+ * (refuses directories and devices), of at most PP_FILE_READ_MAX bytes (PP_ERR_INVALID naming the
+ * file and the limit beyond that, read no further). pp_file_read_max takes its own limit. */
+#define PP_FILE_READ_MAX ((size_t)64 << 20)
 pp_status pp_file_read(const char *path, char **data, size_t *len);
+pp_status pp_file_read_max(const char *path, size_t max, char **data, size_t *len);
 
 /* Monotonic wall clock in seconds. */
 double pp_now(void);

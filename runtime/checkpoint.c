@@ -20,6 +20,7 @@
  * function of its seed, and nothing else in training draws random numbers).
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -329,7 +330,9 @@ pp_status pp_rt_checkpoint_load(pp_rt_executor *ex, const char *path, int cap, p
         return PP_ERR(errno == ENOENT ? PP_ERR_NOTFOUND : PP_ERR_IO, "checkpoint %s: %s", path,
                       strerror(errno));
     fclose(probe);
-    PP_TRY(pp_file_read(path, &data, &len));
+    /* a checkpoint holds every parameter and optimizer moment: no size cap beyond memory, but a
+     * regular file (pp_file_read_max refuses devices) */
+    PP_TRY(pp_file_read_max(path, SIZE_MAX / 2, &data, &len));
     reader r = {.p = (const unsigned char *)data, .len = len, .path = path};
     pp_status st = read_header(&r, &cfg);
     if (st == PP_OK && ex) {

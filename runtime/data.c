@@ -2,21 +2,30 @@
  * stream derived from a seed. Windows of T+1 tokens start at offsets drawn from a splitmix64
  * generator seeded by the caller, so a run is reproducible.
  *
- * Not here: tokenizers beyond bytes, sharded or memory-mapped corpora, epochs and shuffling
- * without replacement.
+ * A text file is memory-mapped (read-only, private): a corpus of any size costs address space,
+ * not a copy in memory, and only a regular file is accepted (a device or pipe is refused, so
+ * `--data /dev/zero` cannot fill memory).
+ *
+ * Not here: tokenizers beyond bytes, sharded corpora, epochs and shuffling without replacement.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "pp_rt.h"
 
 struct pp_rt_data {
     int vocab;
     uint64_t rng;
-    /* text: the file's bytes */
-    unsigned char *text;
+    /* text: the file's bytes, mapped */
+    const unsigned char *text;
     size_t len;
+    char *path; /* the file, for messages */
     /* synthetic: next[t] is the usual successor of token t; prev carries the stream on */
     int32_t *next;
     int32_t prev;
@@ -40,27 +49,36 @@ static uint64_t rng_below(uint64_t *s, uint64_t n)
 pp_status pp_rt_data_open_text(const char *path, uint64_t seed, pp_rt_data **out)
 {
     *out = NULL;
-    char *bytes = NULL;
-    size_t len = 0;
-    pp_status st = pp_file_read(path, &bytes, &len);
-    if (st != PP_OK) {
-        char why[256]; /* copied: PP_ERR below rewrites the message pp_err_text points to */
-        snprintf(why, sizeof why, "%s", pp_err_text());
-        return PP_ERR(PP_ERR_IO, "cannot read the data file %s", why);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    struct stat st;
+    if (fd < 0)
+        return PP_ERR(PP_ERR_IO, "cannot read the data file %s: %s", path, strerror(errno));
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return PP_ERR(PP_ERR_INVALID, "data file \"%s\" is not a regular file", path);
     }
+    size_t len = (size_t)st.st_size;
     if (len < 2) {
-        free(bytes);
+        close(fd);
         return PP_ERR(PP_ERR_INVALID, "data file \"%s\" has %zu bytes; at least 2 are needed", path,
                       len);
     }
+    void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    int err = errno;
+    close(fd);
+    if (map == MAP_FAILED)
+        return PP_ERR(PP_ERR_IO, "cannot read the data file %s: %s", path, strerror(err));
     pp_rt_data *d = pp_calloc(1, sizeof *d);
-    if (!d) {
-        free(bytes);
+    if (d)
+        d->path = pp_strdup(path);
+    if (!d || !d->path) {
+        free(d);
+        munmap(map, len);
         return PP_ERR_NOMEM;
     }
     d->vocab = 256;
     d->rng = seed;
-    d->text = (unsigned char *)bytes;
+    d->text = map;
     d->len = len;
     *out = d;
     return PP_OK;
@@ -92,7 +110,9 @@ void pp_rt_data_destroy(pp_rt_data *d)
 {
     if (!d)
         return;
-    free(d->text);
+    if (d->text)
+        munmap((void *)d->text, d->len);
+    free(d->path);
     free(d->next);
     free(d);
 }
@@ -119,8 +139,8 @@ pp_status pp_rt_data_next(pp_rt_data *d, int rows, int T, int32_t *out)
     size_t w = (size_t)T + 1;
     if (d->text && d->len < w)
         return PP_ERR(PP_ERR_INVALID,
-                      "the data file has %zu bytes, fewer than one window of T+1 = %zu tokens",
-                      d->len, w);
+                      "data file \"%s\" has %zu bytes, fewer than one window of T+1 = %zu tokens",
+                      d->path, d->len, w);
     for (int r = 0; r < rows; r++) {
         int32_t *row = out + (size_t)r * w;
         if (d->text) {

@@ -256,3 +256,19 @@ Test(ckpt, profile_sets_the_configuration)
     cr_assert_eq(pt_run(PPRUN " --profile " FIX "gpt-13b-dgx-h100-x32.json", out, sizeof out), 2);
     cr_assert(strstr(out, "tensor parallelism (t = 2)"), "%s", out);
 }
+
+Test(ckpt, a_checkpoint_path_is_a_name_not_a_pattern)
+{
+    /* `--checkpoint '*'` once globbed "*.tmp.*" and removed other programs' files */
+    char dir[64], keep[300], cmd[1024], out[16384];
+    pt_tmpdir(dir, sizeof dir);
+    snprintf(keep, sizeof keep, "%s/other.json.tmp.1", dir);
+    cr_assert_eq(pp_file_write_atomic(keep, "someone else's", 14), PP_OK);
+    snprintf(cmd, sizeof cmd,
+             "cd %s && " PPRUN " --model tiny --schedule 1f1b --ranks 2 --microbatches 2 "
+             "--steps 1 --save-every 1 --quiet --checkpoint '*'",
+             dir);
+    int rc = pt_run(cmd, out, sizeof out);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_assert_eq(access(keep, F_OK), 0, "pprun removed a file the checkpoint name only matched");
+}

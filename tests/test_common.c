@@ -3,10 +3,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "pp_common.h"
+
+/* rm -rf of a test's own temporary folder. */
+static void rmtree(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+}
 
 static pp_status inner(void) { return PP_ERR(PP_ERR_PARSE, "model.json: \"num_layers\" must be positive, got %d", -3); }
 static pp_status outer(void)
@@ -69,4 +79,150 @@ Test(common, read_missing_file_names_it)
     char *d;
     cr_assert_eq(pp_file_read("/nonexistent.txt", &d, NULL), PP_ERR_IO);
     cr_assert(strstr(pp_err_text(), "/nonexistent.txt") != NULL);
+}
+
+/* ---- hostile folders and destinations (issue 18: planted links, device nodes, stale files) --- */
+
+static void make_dir(char *dir)
+{
+    cr_assert_not_null(mkdtemp(dir));
+}
+
+static int count_entries(const char *dir)
+{
+    int n = 0;
+    DIR *d = opendir(dir);
+    cr_assert(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+Test(common, atomic_write_never_follows_a_planted_link)
+{
+    char dir[] = "/tmp/pp_test_XXXXXX", victim_dir[] = "/tmp/pp_victim_XXXXXX";
+    make_dir(dir);
+    make_dir(victim_dir);
+    char victim[256], path[256], link[512];
+    snprintf(victim, sizeof victim, "%s/precious", victim_dir);
+    cr_assert_eq(pp_file_write_atomic(victim, "keep me", 7), PP_OK);
+    snprintf(path, sizeof path, "%s/profile.json", dir);
+    /* the old writer's name for pid p was PATH.tmp.<p>: plant links for every pid near ours */
+    for (int d = 0; d < 64; d++) {
+        snprintf(link, sizeof link, "%s.tmp.%ld", path, (long)getpid() + d);
+        cr_assert_eq(symlink(victim, link), 0);
+    }
+    cr_assert_eq(pp_file_write_atomic(path, "new", 3), PP_OK);
+    char *data;
+    cr_assert_eq(pp_file_read(victim, &data, NULL), PP_OK);
+    cr_assert_str_eq(data, "keep me", "the victim behind a planted link was written");
+    free(data);
+    cr_assert_eq(pp_file_read(path, &data, NULL), PP_OK);
+    cr_assert_str_eq(data, "new");
+    free(data);
+    /* a link at the destination itself: replaced by the file, its target untouched */
+    char dest[256];
+    snprintf(dest, sizeof dest, "%s/dest.json", dir);
+    cr_assert_eq(symlink(victim, dest), 0);
+    cr_assert_eq(pp_file_write_atomic(dest, "mine", 4), PP_OK);
+    cr_assert_eq(pp_file_read(victim, &data, NULL), PP_OK);
+    cr_assert_str_eq(data, "keep me");
+    free(data);
+    struct stat st;
+    cr_assert_eq(lstat(dest, &st), 0);
+    cr_assert(S_ISREG(st.st_mode), "the destination link was followed, not replaced");
+    cr_assert_eq(st.st_mode & 0777, 0644 & ~(mode_t)umask(umask(0)), "mode %o", st.st_mode);
+    rmtree(dir);
+    rmtree(victim_dir);
+}
+
+Test(common, atomic_write_keeps_device_nodes_and_refuses_directories)
+{
+    /* /dev/null is written through, never replaced by a regular file (as root, the old rename
+     * did exactly that) */
+    cr_assert_eq(pp_file_write_atomic("/dev/null", "discarded", 9), PP_OK);
+    struct stat st;
+    cr_assert_eq(stat("/dev/null", &st), 0);
+    cr_assert(S_ISCHR(st.st_mode), "/dev/null is no longer a device");
+    /* a pipe is written through */
+    char dir[] = "/tmp/pp_test_XXXXXX";
+    make_dir(dir);
+    char fifo[256];
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    if (pid == 0) { /* the reader */
+        char *got;
+        size_t n;
+        _exit(pp_file_read(fifo, &got, &n) == PP_OK && n == 5 && !memcmp(got, "piped", 5) ? 0
+                                                                                         : 1);
+    }
+    cr_assert_eq(pp_file_write_atomic(fifo, "piped", 5), PP_OK, "%s", pp_err_msg());
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the FIFO's reader got other bytes");
+    cr_assert_eq(stat(fifo, &st), 0);
+    cr_assert(S_ISFIFO(st.st_mode));
+    close(fds[0]);
+    close(fds[1]);
+    /* a directory is refused with its name */
+    cr_assert_eq(pp_file_write_atomic(dir, "x", 1), PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_text(), "is a directory"), "%s", pp_err_text());
+    rmtree(dir);
+}
+
+Test(common, stale_temporaries_of_dead_writers_go_and_live_ones_stay)
+{
+    char dir[] = "/tmp/pp_test_XXXXXX";
+    make_dir(dir);
+    char path[256], dead[300], alive[300], other[300], glob_like[300];
+    snprintf(path, sizeof path, "%s/p.json", dir);
+    pid_t child = fork();
+    if (child == 0)
+        _exit(0);
+    waitpid(child, NULL, 0); /* a pid that is now dead */
+    snprintf(dead, sizeof dead, "%s.tmp.%ld.0123456789abcdef", path, (long)child);
+    snprintf(alive, sizeof alive, "%s.tmp.%ld.fedcba9876543210", path, (long)getppid());
+    snprintf(other, sizeof other, "%s/q.json.tmp.%ld", dir, (long)child);
+    snprintf(glob_like, sizeof glob_like, "%s/p.jsonX.tmp.%ld", dir, (long)child);
+    const char *files[] = {dead, alive, other, glob_like};
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(pp_file_write_atomic(files[i], "x", 1), PP_OK);
+    cr_assert_eq(pp_file_write_atomic(path, "p", 1), PP_OK);
+    cr_assert_neq(access(dead, F_OK), 0, "a dead writer's temporary was left");
+    cr_assert_eq(access(alive, F_OK), 0, "a live writer's temporary was removed");
+    cr_assert_eq(access(other, F_OK), 0, "another file's temporary was removed");
+    cr_assert_eq(access(glob_like, F_OK), 0, "a name the prefix only resembles was removed");
+    cr_assert_eq(count_entries(dir), 4);
+    rmtree(dir);
+}
+
+Test(common, reads_are_bounded_and_refuse_devices)
+{
+    char *d;
+    cr_assert_eq(pp_file_read("/dev/zero", &d, NULL), PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_text(), "/dev/zero: not a regular file"), "%s", pp_err_text());
+    cr_assert_eq(pp_file_read("/tmp", &d, NULL), PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_text(), "a directory"), "%s", pp_err_text());
+    char dir[] = "/tmp/pp_test_XXXXXX";
+    make_dir(dir);
+    char path[256];
+    snprintf(path, sizeof path, "%s/big", dir);
+    char buf[4096] = {0};
+    FILE *fp = fopen(path, "wb");
+    for (int i = 0; i < 600; i++) /* 2.4 MB */
+        fwrite(buf, 1, sizeof buf, fp);
+    fclose(fp);
+    cr_assert_eq(pp_file_read_max(path, (size_t)2 << 20, &d, NULL), PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_text(), "more than the 2 MiB this reader accepts"), "%s",
+              pp_err_text());
+    size_t n;
+    cr_assert_eq(pp_file_read_max(path, (size_t)3 << 20, &d, &n), PP_OK);
+    cr_assert_eq(n, (size_t)600 * 4096);
+    free(d);
+    rmtree(dir);
 }

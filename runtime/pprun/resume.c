@@ -5,11 +5,12 @@
  * One run at a time per checkpoint: an flock on CHECKPOINT.lock, held until the process ends
  * (the kernel drops it even on SIGKILL), refuses a second pprun on the same file — say a job
  * requeued while its first instance still runs — instead of letting both write it. Holding it,
- * the temporary files a killed run left (CHECKPOINT.tmp.<pid>) are removed.
+ * the temporary files a killed run left (CHECKPOINT.tmp.<pid>...) are removed: the literal name
+ * in the checkpoint's folder, only where that pid is dead (pp_afile_clean_stale), never a glob of
+ * the path (`--checkpoint '*'` once removed every *.tmp.* file of the folder).
  * Not here: MPI runs (each process holds one rank's stages: refused with a message). */
 #include <errno.h>
 #include <fcntl.h>
-#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +38,7 @@ static int lock_checkpoint(const pprun_opts *o)
 {
     char lock[4096];
     snprintf(lock, sizeof lock, "%s.lock", path_of(o));
-    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) {
         fprintf(stderr, "pprun: cannot open %s: %s\n", lock, strerror(errno));
         return 2;
@@ -48,14 +49,7 @@ static int lock_checkpoint(const pprun_opts *o)
         close(fd);
         return 2;
     }
-    char pattern[4200];
-    snprintf(pattern, sizeof pattern, "%s.tmp.*", path_of(o));
-    glob_t g;
-    if (glob(pattern, GLOB_NOSORT, NULL, &g) == 0) {
-        for (size_t i = 0; i < g.gl_pathc; i++)
-            unlink(g.gl_pathv[i]);
-        globfree(&g);
-    }
+    pp_afile_clean_stale(path_of(o));
     return -1;
 }
 
