@@ -173,18 +173,33 @@ pp_status pp_profile_store_mkdirs(const char *path);
 
 /* ---- HTTP store ----------------------------------------------------------------------------- */
 
+/* The environment variable holding the store's bearer token; its value is never printed. */
+#define PP_STORE_TOKEN_ENV "PPTUNE_STORE_TOKEN"
+/* The environment variable giving a default for --store. */
+#define PP_STORE_URL_ENV "PPTUNE_STORE_URL"
+/* Set to 1 to send the token over plain http to another host (allow_insecure_token). */
+#define PP_STORE_INSECURE_ENV "PPTUNE_STORE_ALLOW_INSECURE_TOKEN"
+
 typedef struct {
     const char *url;          /* base URL; profiles live at <url>/<key> */
     const char *token;        /* bearer token or NULL; never copied into a message */
     double connect_timeout_s; /* per attempt; 0: 10 s */
     double timeout_s;         /* whole attempt; 0: 60 s */
+    double deadline_s;        /* the whole publish or fetch, retries and waits included (no
+                               * attempt starts or runs past it); 0: twice timeout_s */
     int retries;              /* attempts after the first, on connection errors, timeouts and
-                               * 5xx (never on 4xx); < 0: 3 */
-    double backoff_s;         /* wait before the first retry, doubled each time; 0: 0.5 s */
+                               * 5xx (never on 4xx); < 0: 3; at most PP_PROFILE_HTTP_MAX_RETRIES */
+    double backoff_s;         /* wait before the first retry, doubled each time, each wait at
+                               * most 30 s; 0: 0.5 s; at most 30 */
+    int allow_insecure_token; /* send the token over plain http to a non-loopback host (else
+                               * refused: it would cross the network in clear text) */
     /* Progress ("retry 1/3 in 0.5 s: HTTP 503"), may be NULL. Never receives the token. */
     void (*log)(void *ctx, const char *msg);
     void *log_ctx;
 } pp_profile_http;
+#define PP_PROFILE_HTTP_MAX_RETRIES 10
+/* An attempt that moves fewer than 1 KiB/s for this long is abandoned (a slow-drip server). */
+#define PP_PROFILE_HTTP_LOW_SPEED_S 10
 
 /* PUTs the profile file at <url>/<key of its fingerprint and model> with header
  * X-Checksum-Sha256 (hex of the body; the convention of Artifactory's deploy API). The file is

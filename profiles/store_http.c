@@ -1,8 +1,13 @@
 /* store_http.c — the HTTP profile store: PUT and GET of <url>/<key> through libcurl.
  *
- * Each request has a connect timeout and a total timeout; connection errors, timeouts, bodies
- * cut short and 5xx answers are retried with exponential backoff (backoff_s, 2 backoff_s, ...),
- * 4xx answers never (the request itself is wrong: retrying cannot help). The body's SHA-256
+ * Each attempt has a connect timeout, a total timeout and a low-speed limit (under 1 KiB/s for
+ * PP_PROFILE_HTTP_LOW_SPEED_S), and the whole operation a deadline that bounds every attempt
+ * and wait; connection errors, timeouts, bodies cut short and 5xx answers are retried with
+ * exponential backoff (backoff_s, 2 backoff_s, ..., each wait capped), 4xx answers never (the
+ * request itself is wrong: retrying cannot help). What the network sends is never printed as
+ * received: a mismatch names what was expected, a malformed checksum header is described, not
+ * echoed. A token with control characters is refused (it would inject headers), and so is a
+ * token over plain http to a host other than this machine unless allow_insecure_token is set. The body's SHA-256
  * travels in X-Checksum-Sha256 both ways. A fetched profile is verified (checksum, schema, the
  * fingerprint and model asked for) before it is written, atomically, so a failure leaves the
  * destination as it was. The bearer token goes only into the Authorization header: no message
@@ -12,6 +17,7 @@
  * Not here: a server (tests/fixtures/store_server.py is the test one), listing or deleting.
  */
 #include <curl/curl.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -79,10 +85,16 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *ud)
             v++, vl--;
         while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' '))
             vl--;
-        if (vl == 64) {
+        size_t hex = 0;
+        while (hex < vl && strchr("0123456789abcdefABCDEF", v[hex]) && v[hex])
+            hex++;
+        if (vl == 64 && hex == 64) {
             for (size_t i = 0; i < 64; i++)
                 r->checksum[i] = (char)((v[i] >= 'A' && v[i] <= 'F') ? v[i] - 'A' + 'a' : v[i]);
             r->checksum[64] = '\0';
+            r->has_checksum = 1;
+        } else if (vl == 64) {
+            snprintf(r->checksum, sizeof r->checksum, "(malformed: not hexadecimal)");
             r->has_checksum = 1;
         } else {
             snprintf(r->checksum, sizeof r->checksum, "(malformed, %zu characters)", vl);
@@ -103,24 +115,54 @@ static size_t on_read(char *dst, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
-/* The URL without user:password@, for messages. */
+/* The URL without its userinfo (user:password@, which may itself hold '/' or '@'), for
+ * messages: everything between "://" and the last '@' before any '?' or '#' is hidden. */
 static void redact(const char *url, char *out, size_t n)
 {
     const char *scheme = strstr(url, "://");
     const char *host = scheme ? scheme + 3 : url;
-    const char *at = strchr(host, '@'), *slash = strchr(host, '/');
-    if (at && (!slash || at < slash))
+    size_t span = strcspn(host, "?#");
+    const char *at = NULL;
+    for (const char *q = host; q < host + span; q++)
+        if (*q == '@')
+            at = q;
+    if (at)
         snprintf(out, n, "%.*s***@%s", (int)(host - url), url, at + 1);
     else
         snprintf(out, n, "%s", url);
 }
 
-static void set_common(CURL *c, const pp_profile_http *h, response *r)
+/* Whether the URL's host is this machine (127.0.0.0/8, localhost, [::1]): a token sent there
+ * over http never crosses a network. */
+static int loopback_url(const char *url)
+{
+    const char *host = strstr(url, "://");
+    host = host ? host + 3 : url;
+    const char *at = strrchr(host, '@'), *slash = strchr(host, '/');
+    if (at && (!slash || at < slash))
+        host = at + 1;
+    return !strncmp(host, "127.", 4) || !strncmp(host, "localhost", 9) ||
+           !strncmp(host, "[::1]", 5);
+}
+
+/* The whole operation's limit in seconds: deadline_s, else twice one attempt's timeout. */
+static double deadline_s(const pp_profile_http *h)
+{
+    return h->deadline_s > 0 ? h->deadline_s : 2 * (h->timeout_s > 0 ? h->timeout_s : 60);
+}
+
+static void set_common(CURL *c, const pp_profile_http *h, double left_s, response *r)
 {
     double ct = h->connect_timeout_s > 0 ? h->connect_timeout_s : 10;
     double tt = h->timeout_s > 0 ? h->timeout_s : 60;
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(ct * 1000));
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(tt * 1000));
+    if (tt > left_s)
+        tt = left_s;
+    if (ct > tt)
+        ct = tt;
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(ct * 1000) + 1);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(tt * 1000) + 1);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (long)PP_PROFILE_HTTP_LOW_SPEED_S);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L); /* timeouts without SIGALRM (thread-safe) */
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, r->curl_err);
@@ -135,7 +177,7 @@ static void set_common(CURL *c, const pp_profile_http *h, response *r)
 
 /* One request. put_body NULL: GET. Returns PP_ERR_NOMEM only; the outcome is in r. */
 static pp_status request_once(const pp_profile_http *h, const char *url, const char *put_body,
-                              size_t put_len, const char *sha, response *r)
+                              size_t put_len, const char *sha, double left_s, response *r)
 {
     free(r->body.data);
     *r = (response){0};
@@ -145,7 +187,7 @@ static pp_status request_once(const pp_profile_http *h, const char *url, const c
     struct curl_slist *hd = NULL;
     char line[160];
     upload up = {.data = put_body, .len = put_len};
-    set_common(c, h, r);
+    set_common(c, h, left_s, r);
     curl_easy_setopt(c, CURLOPT_URL, url);
     if (put_body) {
         curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
@@ -209,11 +251,40 @@ static int describe(const response *r, char *why, size_t n)
     return r->http >= 500;
 }
 
-static void sleep_s(double s)
+static void sleep_s(double s) /* s in [0, 30] (request caps it) */
 {
     struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0) {
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
+}
+
+/* Options and token checked before anything is sent. */
+static pp_status check_http(const pp_profile_http *h, const char *url)
+{
+    if (h->retries > PP_PROFILE_HTTP_MAX_RETRIES)
+        return PP_ERR(PP_ERR_INVALID, "--retries %d: at most %d", h->retries,
+                      PP_PROFILE_HTTP_MAX_RETRIES);
+    if (!(h->backoff_s >= 0 && h->backoff_s <= 30))
+        return PP_ERR(PP_ERR_INVALID, "--backoff %g: expected 0 to 30 seconds", h->backoff_s);
+    double limits[3] = {h->timeout_s, h->connect_timeout_s, h->deadline_s};
+    static const char *const names[3] = {"--timeout", "--connect-timeout", "the deadline"};
+    for (int i = 0; i < 3; i++)
+        if (!(limits[i] >= 0 && limits[i] <= 86400))
+            return PP_ERR(PP_ERR_INVALID, "%s %g: expected 0 to 86400 seconds", names[i],
+                          limits[i]);
+    if (h->token && *h->token) {
+        for (const unsigned char *t = (const unsigned char *)h->token; *t; t++)
+            if (*t < 0x20 || *t == 0x7f)
+                return PP_ERR(PP_ERR_INVALID,
+                              "the store token (" PP_STORE_TOKEN_ENV ") contains a control "
+                              "character (a newline?): refusing to send it");
+        if (!strncmp(url, "http://", 7) && !loopback_url(url) && !h->allow_insecure_token)
+            return PP_ERR(PP_ERR_INVALID,
+                          "the store URL is plain http: the bearer token would cross the network "
+                          "unencrypted; use https://, or allow it explicitly "
+                          "(" PP_STORE_INSECURE_ENV "=1)");
+    }
+    return PP_OK;
 }
 
 /* The error for a final failure: status kind from what happened, message with the URL. */
@@ -246,16 +317,22 @@ static pp_status request(const pp_profile_http *h, const char *url, const char *
     const char *method = put_body ? "PUT" : "GET";
     char shown[1024];
     redact(url, shown, sizeof shown);
+    PP_TRY(check_http(h, url));
     int retries = h->retries >= 0 ? h->retries : 3;
-    double wait = h->backoff_s > 0 ? h->backoff_s : 0.5;
+    double wait = h->backoff_s > 0 ? h->backoff_s : 0.5, deadline = pp_now() + deadline_s(h);
     for (int k = 0;; k++) {
-        PP_TRY(request_once(h, url, put_body, put_len, sha, r));
+        PP_TRY(request_once(h, url, put_body, put_len, sha, deadline - pp_now(), r));
         char why[CURL_ERROR_SIZE + 64];
         int transient = describe(r, why, sizeof why);
         if (r->cc == CURLE_OK && r->http >= 200 && r->http < 300)
             return PP_OK;
         if (!transient || k >= retries)
             return final_error(r, method, shown, k + 1, h->token && *h->token);
+        if (pp_now() + wait >= deadline) {
+            return PP_ERR(PP_ERR_TIMEOUT, "%s %s: %s; no time left for a retry within the %g s "
+                                          "deadline (after %d attempt%s)",
+                          method, shown, why, deadline_s(h), k + 1, k ? "s" : "");
+        }
         if (h->log) {
             char msg[CURL_ERROR_SIZE + 1200];
             snprintf(msg, sizeof msg, "%s %s: %s; retry %d/%d in %.3g s", method, shown, why, k + 1,
@@ -263,7 +340,7 @@ static pp_status request(const pp_profile_http *h, const char *url, const char *
             h->log(h->log_ctx, msg);
         }
         sleep_s(wait);
-        wait *= 2;
+        wait = wait * 2 > 30 ? 30 : wait * 2;
     }
 }
 
@@ -332,20 +409,24 @@ static pp_status verify(const response *r, const char *shown, const char *finger
     pp_sha256_hex(r->body.data ? r->body.data : "", r->body.len, sha);
     if (strcmp(sha, r->checksum) != 0)
         return PP_ERR(PP_ERR_IO,
-                      "GET %s: checksum mismatch: the store says sha256 %s, the %zu "
-                      "bytes received hash to %s (corrupted or truncated)",
-                      shown, r->checksum, r->body.len, sha);
+                      "GET %s: checksum mismatch: the %zu bytes received hash to sha256 %s, not "
+                      "to the store's X-Checksum-Sha256%s (corrupted or truncated)",
+                      shown, r->body.len, sha,
+                      r->checksum[0] == '(' ? " header, which is malformed" : "");
     pp_profile *p;
     PP_TRY(pp_profile_parse(r->body.data ? r->body.data : "", r->body.len, shown, &p));
-    int same = !strcmp(p->cluster.fingerprint, fingerprint) && !strcmp(p->model.name, model);
-    char got[300];
-    snprintf(got, sizeof got, "cluster %s, model %s", p->cluster.fingerprint, p->model.name);
+    int same_cluster = !strcmp(p->cluster.fingerprint, fingerprint);
+    int same_model = !strcmp(p->model.name, model);
     pp_profile_destroy(p);
-    if (!same)
+    /* what the store sent is not echoed (it could carry terminal escapes, or the token) */
+    if (!same_cluster || !same_model)
         return PP_ERR(PP_ERR_PARSE,
-                      "GET %s: the store returned the profile of %s, expected "
+                      "GET %s: the store returned the profile of another %s, expected "
                       "cluster %s, model %s",
-                      shown, got, fingerprint, model);
+                      shown, !same_cluster && !same_model ? "cluster and model"
+                             : !same_cluster             ? "cluster"
+                                                         : "model",
+                      fingerprint, model);
     return PP_OK;
 }
 

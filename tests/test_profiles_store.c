@@ -243,3 +243,84 @@ Test(profiles_http, an_invalid_profile_is_not_published)
     cr_assert(strstr(pp_err_text(), "field \"version\""), "%s", pp_err_text());
     cr_assert_eq(count_lines(e.log, "PUT "), 0);
 }
+
+/* ---- hostile servers and options (issue 18, findings 8 and 9) -------------------------------- */
+
+Test(profiles_http, a_slow_drip_server_cannot_hold_a_fetch_past_the_deadline, .timeout = 60)
+{
+    env e;
+    env_init(&e);
+    pt_server_start(&e.srv, e.root, "drip", "--delay", "0.5", NULL);
+    pp_profile_http h = quick(&e);
+    h.deadline_s = 2; /* the attempt's own timeout (10 s) and the retries would allow far more */
+    cr_assert_eq(pp_profile_fetch(&h, TINY_FP, "tiny", e.dest), PP_ERR_TIMEOUT, "%s",
+                 pp_err_msg());
+    pt_server_stop(&e.srv);
+    assert_local_unchanged(&e);
+}
+
+Test(profiles_http, absurd_retry_options_are_refused_before_any_request)
+{
+    env e;
+    env_init(&e);
+    pt_server_start(&e.srv, e.root, "ok", "--log", e.log, NULL);
+    pp_profile_http h = quick(&e);
+    h.backoff_s = 1e19; /* nanosleep refused it with EINVAL and the loop spun */
+    cr_assert_eq(pp_profile_fetch(&h, TINY_FP, "tiny", e.dest), PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_text(), "--backoff 1e+19"), "%s", pp_err_text());
+    h = quick(&e);
+    h.retries = 1000000;
+    cr_assert_eq(pp_profile_fetch(&h, TINY_FP, "tiny", e.dest), PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_text(), "--retries 1000000: at most 10"), "%s", pp_err_text());
+    pt_server_stop(&e.srv);
+    cr_assert_eq(count_lines(e.log, "GET "), 0, "a request went out");
+    assert_local_unchanged(&e);
+}
+
+Test(profiles_http, tokens_that_would_inject_headers_or_travel_in_clear_are_refused)
+{
+    env e;
+    env_init(&e);
+    pt_server_start(&e.srv, e.root, "ok", "--log", e.log, NULL);
+    pp_profile_http h = quick(&e);
+    h.token = "secret\r\nX-Injected: yes";
+    cr_assert_eq(pp_profile_fetch(&h, TINY_FP, "tiny", e.dest), PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_text(), "contains a control character"), "%s", pp_err_text());
+    cr_assert_null(strstr(pp_err_text(), "secret"), "the token was printed: %s", pp_err_text());
+    pt_server_stop(&e.srv);
+    cr_assert_eq(count_lines(e.log, "GET "), 0, "a request went out");
+    /* plain http to a host that is not loopback by name (0.0.0.0 still reaches only this
+     * machine, so nothing could leave it even if the check failed) */
+    h = quick(&e);
+    h.url = "http://0.0.0.0:9/store";
+    h.token = "secret";
+    h.retries = 0;
+    cr_assert_eq(pp_profile_fetch(&h, TINY_FP, "tiny", e.dest), PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_text(), "unencrypted"), "%s", pp_err_text());
+    h.allow_insecure_token = 1; /* allowed: it is tried (and nothing listens there) */
+    cr_assert_eq(pp_profile_fetch(&h, TINY_FP, "tiny", e.dest), PP_ERR_IO, "%s", pp_err_msg());
+    assert_local_unchanged(&e);
+}
+
+Test(profiles_http, what_a_hostile_store_sends_is_not_echoed)
+{
+    env e;
+    env_init(&e);
+    pt_server_start(&e.srv, e.root, "evilsum", NULL);
+    pp_profile_http h = quick(&e);
+    cr_assert_eq(pp_profile_fetch(&h, TINY_FP, "tiny", e.dest), PP_ERR_IO);
+    pt_server_stop(&e.srv);
+    cr_assert(strstr(pp_err_text(), "malformed"), "%s", pp_err_text());
+    cr_assert_null(strchr(pp_err_text(), '\x1b'), "a terminal escape was echoed");
+    cr_assert_null(strstr(pp_err_text(), "pwned"), "%s", pp_err_text());
+    assert_local_unchanged(&e);
+    /* userinfo holding '/' and '@' is hidden too */
+    h = quick(&e);
+    char url[512];
+    snprintf(url, sizeof url, "http://user:pa/ss@w0rd@127.0.0.1:%s", strrchr(e.srv.url, ':') + 1);
+    h.url = url;
+    h.retries = 0;
+    cr_assert_neq(pp_profile_fetch(&h, TINY_FP, "tiny", e.dest), PP_OK);
+    cr_assert_null(strstr(pp_err_text(), "pa/ss"), "%s", pp_err_text());
+    cr_assert_null(strstr(pp_err_text(), "w0rd"), "%s", pp_err_text());
+}

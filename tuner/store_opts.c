@@ -14,9 +14,11 @@ static void log_stderr(void *ctx, const char *msg)
 void pp_store_opts_init(pp_store_opts *s)
 {
     const char *url = getenv(PP_STORE_URL_ENV), *tok = getenv(PP_STORE_TOKEN_ENV);
+    const char *insecure = getenv(PP_STORE_INSECURE_ENV);
     *s = (pp_store_opts){.http = {.url = url && *url ? url : NULL,
                                   .token = tok && *tok ? tok : NULL,
-                                  .retries = -1}};
+                                  .retries = -1,
+                                  .allow_insecure_token = insecure && !strcmp(insecure, "1")}};
 }
 
 int pp_store_opts_option(const char *cmd, int argc, char **argv, int *i, pp_store_opts *s)
@@ -65,12 +67,18 @@ void pp_store_opts_help(FILE *fp)
                 "  --store URL            HTTP store (default $" PP_STORE_URL_ENV "; none: the\n"
                 "                         local store only)\n"
                 "  --local-store DIR      local store (default $XDG_DATA_HOME/pptune/profiles)\n"
-                "  --timeout S            whole request, seconds (60)\n"
+                "  --timeout S            one attempt, seconds (60); the whole command, retries\n"
+                "                         included, ends within twice that, and an attempt\n"
+                "                         moving under 1 KiB/s for 10 s is abandoned\n"
                 "  --connect-timeout S    connection, seconds (10)\n"
-                "  --retries N            retries on connection errors, timeouts and 5xx (3)\n"
-                "  --backoff S            first wait between retries, doubled each time (0.5)\n"
+                "  --retries N            retries on connection errors, timeouts and 5xx (3,\n"
+                "                         at most 10)\n"
+                "  --backoff S            first wait between retries, doubled each time, at\n"
+                "                         most 30 s (0.5)\n"
                 "  -v, --verbose          say each retry on stderr\n"
-                "The bearer token is read from $" PP_STORE_TOKEN_ENV " and never printed.\n");
+                "The bearer token is read from $" PP_STORE_TOKEN_ENV " and never printed; it is\n"
+                "sent over plain http only to this machine (127.0.0.1, localhost) unless\n"
+                "$" PP_STORE_INSECURE_ENV "=1.\n");
 }
 
 pp_status pp_store_opts_local_dir(const pp_store_opts *s, char **out)

@@ -5,11 +5,6 @@
 
 #include "pp_profile.h"
 
-/* The environment variable holding the store's bearer token; its value is never printed. */
-#define PP_STORE_TOKEN_ENV "PPTUNE_STORE_TOKEN"
-/* The environment variable giving a default for --store. */
-#define PP_STORE_URL_ENV "PPTUNE_STORE_URL"
-
 typedef struct {
     pp_profile_http http;  /* url NULL: the local store */
     const char *local_dir; /* --local-store DIR, NULL: the XDG default */
