@@ -58,8 +58,9 @@ static pp_status get_int(const rd *r, json_t *o, const char *prefix, const char 
                          int *out)
 {
     json_t *v = json_object_get(o, key);
-    char want[48];
-    snprintf(want, sizeof want, "an integer >= %d", min);
+    char want[64];
+    snprintf(want, sizeof want, "an integer >= %d%s", min,
+             json_is_integer(v) && json_integer_value(v) > 1000000000 ? " and <= 1000000000" : "");
     if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > 1000000000)
         return bad(r, prefix, key, want, v);
     *out = (int)json_integer_value(v);
@@ -168,7 +169,7 @@ static pp_status read_predicted(const rd *r, json_t *o, const char *prefix, pp_p
 }
 
 static pp_status read_candidate(const rd *r, json_t *o, const char *prefix, int global_batch,
-                                pp_profile_candidate *c)
+                                long devices, pp_profile_candidate *c)
 {
     char sub[160];
     json_t *x = NULL;
@@ -192,12 +193,24 @@ static pp_status read_candidate(const rd *r, json_t *o, const char *prefix, int 
         c->has_measured = 1;
     }
     const pp_profile_config *k = &c->config;
-    if ((long)k->b * k->N * k->d != global_batch) {
+    /* b N d = global batch, compared by division: each factor may be up to 1e9, and a product
+     * that wraps could let a hostile profile pass and then size pprun's buffers */
+    if (global_batch % k->b != 0 || (global_batch / k->b) % k->d != 0 ||
+        (global_batch / k->b) / k->d != k->N) {
         char want[96], path[160];
         join(path, sizeof path, prefix, "config");
         snprintf(want, sizeof want, "b * N * d = search.global_batch (%d)", global_batch);
-        return PP_ERR(PP_ERR_PARSE, "%s: field \"%s\": expected %s, got b=%d N=%d d=%d (%ld)",
-                      r->file, path, want, k->b, k->N, k->d, (long)k->b * k->N * k->d);
+        return PP_ERR(PP_ERR_PARSE, "%s: field \"%s\": expected %s, got b=%d N=%d d=%d", r->file,
+                      path, want, k->b, k->N, k->d);
+    }
+    /* p t d devices, at most the cluster's (same care: divisions, not products) */
+    if (devices > 0 && (k->p > devices || k->t > devices / k->p || k->d > devices / k->p / k->t)) {
+        char path[160];
+        join(path, sizeof path, prefix, "config");
+        return PP_ERR(PP_ERR_PARSE,
+                      "%s: field \"%s\": expected p * t * d <= the cluster's %ld devices, got "
+                      "p=%d t=%d d=%d",
+                      r->file, path, devices, k->p, k->t, k->d);
     }
     return PP_OK;
 }
@@ -261,9 +274,10 @@ static pp_status read_head(const rd *r, json_t *doc, pp_profile *p)
 
 static pp_status read_candidates(const rd *r, json_t *doc, pp_profile *p)
 {
+    long devices = (long)p->cluster.nodes * p->cluster.gpus_per_node; /* each <= 1e9 */
     json_t *ch = json_object_get(doc, "chosen");
     if (json_is_object(ch)) {
-        PP_TRY(read_candidate(r, ch, "chosen", p->global_batch, &p->chosen));
+        PP_TRY(read_candidate(r, ch, "chosen", p->global_batch, devices, &p->chosen));
         p->has_chosen = 1;
     } else if (!json_is_null(ch)) {
         return bad(r, "", "chosen", "an object, or null when nothing fitted", ch);
@@ -283,7 +297,7 @@ static pp_status read_candidates(const rd *r, json_t *doc, pp_profile *p)
         json_t *c = json_array_get(ru, i);
         if (!json_is_object(c))
             return bad(r, "runners_up", prefix + strlen("runners_up."), "an object", c);
-        PP_TRY(read_candidate(r, c, prefix, p->global_batch, &p->runners_up[i]));
+        PP_TRY(read_candidate(r, c, prefix, p->global_batch, devices, &p->runners_up[i]));
         p->n_runners_up = (int)i + 1;
     }
     return PP_OK;

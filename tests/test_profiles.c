@@ -405,3 +405,24 @@ Test(profiles_export, bitpipe_chimera_and_uneven)
     free(t);
     pp_profile_destroy(p);
 }
+
+Test(profiles_read, products_that_wrap_cannot_pass_the_checks)
+{
+    /* b N d = 1024 only modulo 2^64: 1024 x 18139745 x 993089953 = 1024 (1 + 2^54), which the
+     * old 64-bit product wrapped onto the global batch; then p t d beyond the cluster's 256 */
+    json_t *j = load_fixture("gpt-13b-dgx-h100-x32.json");
+    json_t *c = at(j, "chosen", "config");
+    json_object_set_new(c, "b", json_integer(1024));
+    json_object_set_new(c, "N", json_integer(18139745));
+    json_object_set_new(c, "d", json_integer(993089953));
+    expect_field_error(j, "field \"chosen.config\": expected b * N * d = search.global_batch");
+    json_decref(j);
+
+    j = load_fixture("gpt-13b-dgx-h100-x32.json");
+    c = at(j, "chosen", "config");
+    json_object_set_new(c, "b", json_integer(1));
+    json_object_set_new(c, "N", json_integer(1));
+    json_object_set_new(c, "d", json_integer(1024));
+    expect_field_error(j, "expected p * t * d <= the cluster's 256 devices, got p=8 t=2 d=1024");
+    json_decref(j);
+}
