@@ -255,8 +255,9 @@ pp_status pp_file_read_max(const char *path, size_t max, char **data, size_t *le
     if (len)
         *len = 0;
     int fd = open(path, O_RDONLY | O_NOCTTY | O_CLOEXEC);
-    if (fd < 0)
-        return PP_ERR(PP_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0) /* a file the user named that is not there is bad input (exit 2), not a failure */
+        return PP_ERR(errno == ENOENT ? PP_ERR_NOTFOUND : PP_ERR_IO, "%s: cannot open: %s", path,
+                      strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode))) {
         close(fd);

@@ -95,7 +95,8 @@ int pp_afile_clean_stale(const char *path);
 
 /* Reads a whole file into a NUL-terminated buffer the caller frees: a regular file or a pipe
  * (refuses directories and devices), of at most PP_FILE_READ_MAX bytes (PP_ERR_INVALID naming the
- * file and the limit beyond that, read no further). pp_file_read_max takes its own limit. */
+ * file and the limit beyond that, read no further). PP_ERR_NOTFOUND when there is no such file
+ * (bad input: exit 2), PP_ERR_IO when it cannot be read. pp_file_read_max takes its own limit. */
 #define PP_FILE_READ_MAX ((size_t)64 << 20)
 pp_status pp_file_read(const char *path, char **data, size_t *len);
 pp_status pp_file_read_max(const char *path, size_t max, char **data, size_t *len);

@@ -9,12 +9,16 @@
  * Deliberately not here: anything CUDA (hwloc/cudart.h would pull CUDA headers into C files),
  * measurements, printing beyond pp_topo_print.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <hwloc.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #if defined(__SANITIZE_ADDRESS__)
 #include <dlfcn.h>
 #endif
-#include <string.h>
 
 #include "probe_impl.h"
 
@@ -100,12 +104,16 @@ static pp_pci_path pci_path(hwloc_topology_t topo, hwloc_obj_t a, hwloc_obj_t b)
     return na >= 0 && na == nb ? PP_PATH_NODE : PP_PATH_SYS;
 }
 
+/* The index in "cuda3" / "nvml12"; -1 when name is not prefix + digits or the index is absurd
+ * (over 65535: a hostile XML's "nvml99999999999" must not overflow the sort key). */
 static int name_index(const char *name, const char *prefix)
 {
     size_t n = strlen(prefix);
     if (strncmp(name, prefix, n) != 0 || name[n] < '0' || name[n] > '9')
         return -1;
-    return atoi(name + n);
+    char *end;
+    long i = strtol(name + n, &end, 10);
+    return i > 65535 ? -1 : (int)i;
 }
 
 static int is_gpu_osdev(hwloc_obj_t o)
@@ -320,10 +328,46 @@ static void keep_pciaccess_loaded(void)
 #endif
 }
 
+/* hwloc 2.9 dereferences NULL inside hwloc_topology_load for an XML object without its
+ * complete_cpuset or complete_nodeset (fixed upstream later). A file is bad input, not a reason
+ * to crash: it is loaded once in a child first, and a child that dies says so. 1: the child
+ * loaded it (or failed cleanly: the real load reports why); 0: it crashed hwloc. */
+static int xml_survives_hwloc(const char *xml_path)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return 1; /* cannot check: load it here as before */
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0)
+            dup2(null, STDERR_FILENO); /* a sanitizer's report of the crash is for the parent */
+        hwloc_topology_t topo;
+        if (hwloc_topology_init(&topo) != 0)
+            _exit(3);
+        hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+        int ok = hwloc_topology_set_xml(topo, xml_path) == 0 && hwloc_topology_load(topo) == 0;
+        _exit(ok ? 0 : 3);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return 1;
+    return WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 3);
+}
+
 pp_status pp_probe_topology(const char *xml_path, pp_topo **out)
 {
     *out = NULL;
     keep_pciaccess_loaded();
+    if (xml_path && access(xml_path, F_OK) != 0)
+        return PP_ERR(PP_ERR_NOTFOUND, "%s: no such file", xml_path);
+    if (xml_path && !xml_survives_hwloc(xml_path))
+        return PP_ERR(PP_ERR_PARSE,
+                      "hwloc could not read %s: it crashed loading this XML (an object without "
+                      "complete_cpuset or complete_nodeset?); write the file again with "
+                      "`lstopo FILE.xml`",
+                      xml_path);
     hwloc_topology_t topo;
     if (hwloc_topology_init(&topo) != 0)
         return PP_ERR(PP_ERR_DEVICE, "hwloc_topology_init failed");
@@ -331,15 +375,15 @@ pp_status pp_probe_topology(const char *xml_path, pp_topo **out)
     hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
     if (xml_path && hwloc_topology_set_xml(topo, xml_path) != 0) {
         hwloc_topology_destroy(topo);
-        return PP_ERR(PP_ERR_IO,
+        return PP_ERR(PP_ERR_PARSE,
                       "%s: not a readable hwloc XML topology (write one with "
                       "`lstopo FILE.xml`)",
                       xml_path);
     }
     if (hwloc_topology_load(topo) != 0) {
         hwloc_topology_destroy(topo);
-        return PP_ERR(PP_ERR_DEVICE, "%s: hwloc could not load the topology",
-                      xml_path ? xml_path : "this machine");
+        return PP_ERR(xml_path ? PP_ERR_PARSE : PP_ERR_DEVICE,
+                      "%s: hwloc could not load the topology", xml_path ? xml_path : "this machine");
     }
     pp_topo *t = pp_calloc(1, sizeof *t);
     pp_status st = t ? walk(topo, t) : PP_ERR_NOMEM;

@@ -341,12 +341,7 @@ pp_status pp_profile_parse(const char *text, size_t len, const char *name, pp_pr
 
 pp_status pp_profile_read_text(const char *path, char **text, size_t *len)
 {
-    FILE *probe = fopen(path, "rb");
-    if (!probe)
-        return PP_ERR(errno == ENOENT ? PP_ERR_NOTFOUND : PP_ERR_IO, "cannot open profile %s: %s",
-                      path, strerror(errno));
-    fclose(probe);
-    PP_TRY(pp_file_read(path, text, len));
+    PP_TRY(pp_file_read(path, text, len)); /* NOTFOUND for a missing file, IO otherwise */
     return PP_OK;
 }
 

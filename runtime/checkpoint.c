@@ -325,11 +325,6 @@ pp_status pp_rt_checkpoint_load(pp_rt_executor *ex, const char *path, int cap, p
         PP_TRY(supported(ex));
     char *data = NULL, *cfg = NULL;
     size_t len;
-    FILE *probe = fopen(path, "rb");
-    if (!probe)
-        return PP_ERR(errno == ENOENT ? PP_ERR_NOTFOUND : PP_ERR_IO, "checkpoint %s: %s", path,
-                      strerror(errno));
-    fclose(probe);
     /* a checkpoint holds every parameter and optimizer moment: no size cap beyond memory, but a
      * regular file (pp_file_read_max refuses devices) */
     PP_TRY(pp_file_read_max(path, SIZE_MAX / 2, &data, &len));

@@ -77,7 +77,7 @@ Test(common, atomic_write_into_missing_directory_fails_clearly)
 Test(common, read_missing_file_names_it)
 {
     char *d;
-    cr_assert_eq(pp_file_read("/nonexistent.txt", &d, NULL), PP_ERR_IO);
+    cr_assert_eq(pp_file_read("/nonexistent.txt", &d, NULL), PP_ERR_NOTFOUND);
     cr_assert(strstr(pp_err_text(), "/nonexistent.txt") != NULL);
 }
 

@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pp_probe.h"
 
@@ -122,9 +123,37 @@ Test(probes, this_machine_loads)
 Test(probes, missing_topology_file_names_it)
 {
     pp_topo *t = NULL;
-    cr_assert_eq(pp_probe_topology("/nonexistent/machine.xml", &t), PP_ERR_IO);
+    cr_assert_eq(pp_probe_topology("/nonexistent/machine.xml", &t), PP_ERR_NOTFOUND);
     cr_assert_null(t);
     cr_assert(strstr(pp_err_text(), "/nonexistent/machine.xml") != NULL, "%s", pp_err_text());
+}
+
+/* hwloc 2.9 crashes loading an XML object without complete_cpuset (issue 18, finding 10): the
+ * probe reports the file instead of dying with it. The file is a recorded machine with one
+ * attribute removed. */
+Test(probes, xml_that_crashes_hwloc_is_reported_not_followed_into_the_crash)
+{
+    char *xml;
+    size_t n;
+    cr_assert_eq(pp_file_read(FIX("24em64t-2n6c2t-pci.xml"), &xml, &n), PP_OK);
+    char *pkg = strstr(xml, "type=\"Package\"");
+    cr_assert(pkg);
+    char *attr = strstr(pkg, " complete_cpuset=\"");
+    cr_assert(attr);
+    char *end = strchr(attr + strlen(" complete_cpuset=\""), '"');
+    memmove(attr, end + 1, strlen(end + 1) + 1);
+    char path[] = "/tmp/pp_bad_topology_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    cr_assert_eq(write(fd, xml, strlen(xml)), (ssize_t)strlen(xml));
+    close(fd);
+    free(xml);
+    pp_topo *t = NULL;
+    cr_assert_eq(pp_probe_topology(path, &t), PP_ERR_PARSE);
+    cr_assert_null(t);
+    cr_assert(strstr(pp_err_text(), "hwloc could not read"), "%s", pp_err_text());
+    cr_assert(strstr(pp_err_text(), path), "%s", pp_err_text());
+    unlink(path);
 }
 
 Test(probes, summary_prints_gpus_under_their_numa_node)

@@ -265,7 +265,7 @@ Test(probes_cluster, reader_rejects_non_json_with_position)
     pp_cluster *r = NULL;
     cr_assert_eq(pp_cluster_from_json("{\"schema\": ", "x.json", &r), PP_ERR_PARSE);
     cr_assert_eq(strncmp(pp_err_text(), "x.json:1:", 9), 0, "%s", pp_err_text());
-    cr_assert_eq(pp_cluster_read("/nonexistent/c.json", &r), PP_ERR_IO);
+    cr_assert_eq(pp_cluster_read("/nonexistent/c.json", &r), PP_ERR_NOTFOUND);
 }
 
 Test(probes_cluster, preset_round_trips_through_a_file)

@@ -135,9 +135,9 @@ Test(tuner_models, pptune_model_json_with_defaults)
     free(p);
 }
 
-Test(tuner_models, missing_file_is_an_io_error_naming_it)
+Test(tuner_models, missing_file_is_not_found_naming_it)
 {
     pp_tune_model m;
-    cr_assert_eq(pp_tune_model_load_hf("/nonexistent/config.json", &m), PP_ERR_IO);
+    cr_assert_eq(pp_tune_model_load_hf("/nonexistent/config.json", &m), PP_ERR_NOTFOUND);
     cr_assert(strstr(pp_err_text(), "/nonexistent/config.json"), "%s", pp_err_text());
 }

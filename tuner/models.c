@@ -141,11 +141,11 @@ void pp_tune_model_params(const pp_tune_model *m, pp_tune_params *out)
 static pp_status load_json(const char *path, json_t **out)
 {
     json_error_t e;
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return PP_ERR(PP_ERR_IO, "%s: cannot open the model file", path);
-    json_t *root = json_loadf(fp, 0, &e);
-    fclose(fp);
+    char *text;
+    size_t len;
+    PP_TRY(pp_file_read(path, &text, &len)); /* bounded, regular files and pipes only */
+    json_t *root = json_loadb(text, len, 0, &e);
+    free(text);
     if (!root)
         return PP_ERR(PP_ERR_PARSE, "%s:%d: not valid JSON: %s", path, e.line, e.text);
     if (!json_is_object(root)) {
