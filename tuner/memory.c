@@ -102,13 +102,9 @@ static double head_act(const pp_tune_model *m, int b, int t, const pp_tune_opts 
     return act_dtype(o) * 2.0 * s * b * h + 4.0 * s * b * (double)m->vocab / t;
 }
 
-typedef struct {
-    double weights, grads, optim; /* bytes per parameter */
-} bytes_per_param;
-
-static bytes_per_param param_bytes(const pp_tune_opts *o, int d)
+pp_tune_param_bytes pp_tune_bytes_per_param(const pp_tune_opts *o, int d)
 {
-    bytes_per_param r;
+    pp_tune_param_bytes r;
     if (o->precision == PP_TUNE_PREC_FP32) {
         r.weights = 4, r.grads = 4, r.optim = 8; /* fp32 weights/grads, Adam m and v */
     } else {
@@ -207,7 +203,7 @@ pp_status pp_tune_memory(const pp_tune_model *m, const pp_tune_config *c, const 
     if (o->precision == PP_TUNE_PREC_FP32)
         return pp_tune_memory_runtime(m, c, s, mem);
     double per_layer = pp_tune_act_bytes_per_layer(m, c->b, c->t, o);
-    bytes_per_param bp = param_bytes(o, c->d);
+    pp_tune_param_bytes bp = pp_tune_bytes_per_param(o, c->d);
     double p2p = act_dtype(o) * (double)m->seq * c->b * m->hidden; /* one boundary tensor */
     int S = s->stages_per_pipe;
     for (int r = 0; r < s->ranks; r++) {

@@ -7,11 +7,12 @@
  * (out of memory / cannot allocate) or death by SIGKILL without our kill (the kernel's OOM
  * killer) is "oom"; any other signal or non-zero exit is "crash". A trial's failure is a result,
  * never an error of this function: only failing to start the child (fork, pipe) is.
- * Not here: which candidates get trials, and recalibration (cmd_search.c decides, search.c's
- * figures are only predictions).
+ * Also here: the default trial runner of the search (pp_tune_runner_pprun) and where it finds
+ * pprun. Not here: which candidates get trials, recalibration and choice (search_trials.c).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <jansson.h>
 #include <poll.h>
 #include <signal.h>
@@ -40,7 +41,8 @@ static int build_argv(const pp_tune_trial_params *tp, char store[MAX_ARGS][32], 
     ARG("--dp"), ARG("%d", c->d);
     ARG("--seq"), ARG("%d", tp->model->seq);
     ARG("--steps"), ARG("%d", tp->steps > 1 ? tp->steps : 2);
-    if (!strcmp(c->kind, "interleaved"))
+    const pp_sched_desc *d = pp_sched_lookup(c->kind);
+    if (d && d->chunks == 0) /* tunable chunks and group (interleaved) */
         ARG("--chunks"), ARG("%d", c->v), ARG("--group"), ARG("%d", c->G);
     if (c->uneven)
         ARG("--uneven");
@@ -197,4 +199,39 @@ pp_status pp_tune_trial(const pp_tune_trial_params *tp, pp_tune_trial_result *r)
     free(out.data);
     free(err.data);
     return PP_OK;
+}
+
+pp_status pp_tune_runner_pprun(void *ctx, const pp_tune_trial_params *tp, pp_tune_trial_result *r)
+{
+    pp_tune_trial_params q = *tp;
+    q.pprun = (const char *)ctx;
+    return pp_tune_trial(&q, r);
+}
+
+pp_status pp_tune_pprun_find(char *path, size_t n)
+{
+    const char *env = getenv("PPTUNE_PPRUN");
+    if (env && *env) {
+        snprintf(path, n, "%s", env);
+        if (access(path, X_OK) == 0)
+            return PP_OK;
+        return PP_ERR(PP_ERR_NOTFOUND, "PPTUNE_PPRUN=%s is not an executable program", env);
+    }
+    char exe[PATH_MAX - 32]; /* room for the suffixes below */
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    char *slash = NULL;
+    if (len > 0) {
+        exe[len] = '\0';
+        slash = strrchr(exe, '/');
+    }
+    if (slash) {
+        *slash = '\0';
+        snprintf(path, n, "%s/../runtime/pprun", exe);
+        if (access(path, X_OK) == 0)
+            return PP_OK;
+        snprintf(path, n, "%s/pprun", exe);
+        if (access(path, X_OK) == 0)
+            return PP_OK;
+    }
+    return PP_ERR(PP_ERR_NOTFOUND, "cannot find pprun for trials (set PPTUNE_PPRUN)");
 }
