@@ -81,7 +81,7 @@ Test(tuner_search_runner, fake_runner_measurements_choose_the_winner)
     cr_assert_eq(pp_tune_search(&sp, &pred), PP_OK, "%s", pp_err_msg());
     cr_assert_geq(pred->n_best, 4);
     cr_assert_eq(pred->trialled, 0, "no trials asked: none run");
-    cr_assert_eq(pred->opts.precision, PP_TUNE_PREC_FP32, "CPU devices: fp32");
+    cr_assert_eq(pred->opts.precision, PP_PREC_FP32, "CPU devices: fp32");
 
     fake f = {.table = pred, .oom_call = -1};
     sp.trials = 3;
@@ -309,4 +309,31 @@ Test(tuner_search_runner, lower_bound_is_exact_with_latencies_and_the_distribute
     bound_keeps_exact(o, &hw);
     o.distributed_optimizer = 1;
     bound_keeps_exact(o, &hw);
+}
+
+Test(tuner_search_runner, config_maps_to_the_profile_and_back_and_launch_uses_the_builder)
+{
+    pp_tune_config c = {.kind = "interleaved", .p = 4, .v = 2, .G = 8, .b = 1, .d = 2, .t = 1,
+                        .N = 16, .uneven = 1};
+    pp_profile_config pc;
+    pp_tune_config_to_profile(&c, &pc);
+    cr_assert_str_eq(pc.schedule, "interleaved");
+    cr_assert(pc.p == 4 && pc.v == 2 && pc.G == 8 && pc.b == 1 && pc.d == 2 && pc.t == 1 &&
+              pc.N == 16 && pc.uneven == 1);
+    pp_tune_config back;
+    cr_assert_eq(pp_tune_config_from_profile(&pc, &back), PP_OK);
+    cr_assert(!memcmp(&back, &c, sizeof c), "round trip");
+    pc.schedule = "a-schedule-name-too-long";
+    cr_assert_eq(pp_tune_config_from_profile(&pc, &back), PP_ERR_INVALID);
+
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
+    pp_tune_hw gpus = {.cpu_devices = 0};
+    char line[512], args[512];
+    pp_tune_config_to_profile(&c, &pc);
+    pp_profile_pprun_line l = {.model = "tiny", .config = &pc, .seq = m.seq, .cuda = 1,
+                               .precision = PP_PREC_BF16};
+    char want[600];
+    snprintf(want, sizeof want, "pprun %s", pp_profile_pprun_args(&l, args, sizeof args));
+    cr_assert_str_eq(pp_tune_launch_command(&m, &gpus, &c, line, sizeof line), want);
 }

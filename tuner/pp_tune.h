@@ -17,6 +17,7 @@
 
 #include "pp_common.h"
 #include "pp_probe.h"
+#include "pp_profile.h"
 #include "pp_sched.h"
 
 #ifdef __cplusplus
@@ -114,13 +115,10 @@ typedef enum {
     PP_TUNE_RECOMPUTE_FULL
 } pp_tune_recompute;
 
-typedef enum {
-    PP_TUNE_PREC_BF16 = 0, /* Megatron mixed precision: bf16 weights, fp32 main grads, Adam */
-    PP_TUNE_PREC_FP32      /* the bundled runtime on the CPU: everything fp32 */
-} pp_tune_precision;
-
 typedef struct {
-    pp_tune_precision precision;
+    /* pp_common.h's: PP_PREC_BF16 Megatron mixed precision (bf16 weights, fp32 main grads,
+     * Adam; the default), PP_PREC_FP32 the bundled runtime on the CPU (everything fp32) */
+    pp_precision precision;
     int distributed_optimizer; /* Adam state sharded over d (Megatron --use-distributed-optimizer) */
     pp_tune_recompute recompute;
     int flash_attention;   /* 1: no s x s score matrix kept (Korthikanti's 5as/h term removed) */
@@ -145,6 +143,12 @@ typedef struct {
     int uneven;    /* Llama-3 split */
 } pp_tune_config;
 
+/* The one mapping each way between the tuner's configuration and the profile's (which pprun
+ * and the exporters read; pp_profile.h). to_profile: out->schedule points into c->kind (valid
+ * while c is). from_profile: PP_ERR_INVALID when the schedule name does not fit kind. */
+void pp_tune_config_to_profile(const pp_tune_config *c, pp_profile_config *out);
+pp_status pp_tune_config_from_profile(const pp_profile_config *c, pp_tune_config *out);
+
 /* "interleaved p=4 v=2 G=4 b=1 d=8 t=8 N=32 even" into buf; returns buf. */
 char *pp_tune_config_str(const pp_tune_config *c, char *buf, size_t n);
 
@@ -168,7 +172,7 @@ double pp_tune_act_bytes_per_layer(const pp_tune_model *m, int b, int t, const p
 pp_status pp_tune_memory(const pp_tune_model *m, const pp_tune_config *c, const pp_sched *s,
                          const pp_tune_opts *o, pp_tune_rank_mem *mem);
 /* The bundled runtime's own accounting (pprun, CPU backend, fp32), walked over each rank's
- * actions (memory_runtime.c); pp_tune_memory uses it when o->precision is PP_TUNE_PREC_FP32.
+ * actions (memory_runtime.c); pp_tune_memory uses it when o->precision is PP_PREC_FP32.
  * PP_ERR_UNSUPPORTED for t > 1. */
 pp_status pp_tune_memory_runtime(const pp_tune_model *m, const pp_tune_config *c,
                                  const pp_sched *s, pp_tune_rank_mem *mem);

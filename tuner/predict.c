@@ -27,6 +27,24 @@ void pp_tune_sched_params(const pp_tune_model *m, const pp_tune_config *c, pp_sc
     out->uneven = c->uneven;
 }
 
+void pp_tune_config_to_profile(const pp_tune_config *c, pp_profile_config *out)
+{
+    *out = (pp_profile_config){.schedule = c->kind, .p = c->p, .v = c->v, .G = c->G, .b = c->b,
+                               .d = c->d, .t = c->t, .N = c->N, .uneven = c->uneven};
+}
+
+pp_status pp_tune_config_from_profile(const pp_profile_config *c, pp_tune_config *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!c->schedule || strlen(c->schedule) >= sizeof out->kind)
+        return PP_ERR(PP_ERR_INVALID, "schedule name \"%s\" is longer than %zu characters",
+                      c->schedule ? c->schedule : "", sizeof out->kind - 1);
+    snprintf(out->kind, sizeof out->kind, "%s", c->schedule);
+    out->p = c->p, out->v = c->v, out->G = c->G, out->b = c->b;
+    out->d = c->d, out->t = c->t, out->N = c->N, out->uneven = c->uneven;
+    return PP_OK;
+}
+
 char *pp_tune_config_str(const pp_tune_config *c, char *buf, size_t n)
 {
     char g[24] = "";

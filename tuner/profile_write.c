@@ -19,16 +19,14 @@
 char *pp_tune_launch_command(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
                              char *buf, size_t n)
 {
-    char extra[64] = "";
-    const pp_sched_desc *d = pp_sched_lookup(c->kind);
-    if (d && d->chunks == 0) /* tunable chunks and group (interleaved) */
-        snprintf(extra, sizeof extra, " --chunks %d --group %d", c->v, c->G);
-    snprintf(buf, n,
-             "pprun --model %s --schedule %s --ranks %d --microbatches %d "
-             "--micro-batch-size %d%s --dp %d --seq %d%s%s%s",
-             m->runtime_model[0] ? m->runtime_model : m->name, c->kind, c->p, c->N, c->b, extra,
-             c->d, m->seq, c->uneven ? " --uneven" : "",
-             hw && !hw->cpu_devices ? " --backend cuda --precision bf16" : "",
+    pp_profile_config pc;
+    pp_tune_config_to_profile(c, &pc);
+    int cuda = hw && !hw->cpu_devices;
+    pp_profile_pprun_line line = {.model = m->runtime_model[0] ? m->runtime_model : m->name,
+                                  .config = &pc, .seq = m->seq, .cuda = cuda,
+                                  .precision = cuda ? PP_PREC_BF16 : PP_PREC_FP32};
+    char args[512];
+    snprintf(buf, n, "pprun %s%s", pp_profile_pprun_args(&line, args, sizeof args),
              c->t > 1 ? " --tp (not supported yet)" : "");
     return buf;
 }
@@ -109,7 +107,7 @@ static json_t *model_json(const pp_tune_model *m)
 static json_t *opts_json(const pp_tune_opts *o)
 {
     return json_pack("{s:s, s:b, s:s, s:b, s:b, s:f, s:s}", "precision",
-                     o->precision == PP_TUNE_PREC_FP32 ? "fp32" : "bf16 + fp32 main grads + Adam",
+                     o->precision == PP_PREC_FP32 ? "fp32" : "bf16 + fp32 main grads + Adam",
                      "distributed_optimizer", o->distributed_optimizer, "recompute",
                      pp_tune_recompute_name(o->recompute), "flash_attention", o->flash_attention,
                      "sequence_parallel", o->sequence_parallel,

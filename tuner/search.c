@@ -505,7 +505,7 @@ void pp_tune_search_adjust(const pp_tune_hw *hw, pp_tune_opts *o, int *allow_tp)
 {
     if (hw->cpu_devices) {
         /* the runtime's CPU backend runs these devices: fp32, no tensor parallelism */
-        o->precision = PP_TUNE_PREC_FP32;
+        o->precision = PP_PREC_FP32;
         *allow_tp = 0;
     }
 }
@@ -522,7 +522,7 @@ pp_status pp_tune_search(const pp_tune_search_params *sp, pp_tune_result **out)
         sp->on_pass(sp->progress_ctx, r);
     pp_tune_saving added;
     while (st == PP_OK && r->n_best == 0 && r->pruned_memory > 0 && sp->fallback &&
-           o.precision == PP_TUNE_PREC_BF16 && (added = next_saving(&o, allow_tp)) != 0) {
+           o.precision == PP_PREC_BF16 && (added = next_saving(&o, allow_tp)) != 0) {
         if (sp->on_retry)
             sp->on_retry(sp->progress_ctx, added, &o);
         pp_tune_result_destroy(r);

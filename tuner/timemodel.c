@@ -34,7 +34,7 @@ double pp_tune_ring_allreduce(double bytes, int n, double bw, double lat)
 
 static double dtype_bytes(const pp_tune_opts *o)
 {
-    return o->precision == PP_TUNE_PREC_FP32 ? 4.0 : 2.0;
+    return o->precision == PP_PREC_FP32 ? 4.0 : 2.0;
 }
 
 /* Narayanan's FLOP count from the matrix shapes: 2 x elements for every matrix product. */
@@ -207,7 +207,7 @@ double pp_tune_dp_sync_time(const pp_tune_hw *hw, const pp_tune_config *c, const
 double pp_tune_optimizer_time(const pp_tune_hw *hw, const pp_tune_config *c,
                               const pp_tune_opts *o, double params)
 {
-    double per = o->precision == PP_TUNE_PREC_FP32 ? 28.0 : 30.0;
+    double per = o->precision == PP_PREC_FP32 ? 28.0 : 30.0;
     double n = o->distributed_optimizer ? params / c->d : params;
     return n * per / hw->mem_bw;
 }
