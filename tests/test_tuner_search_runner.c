@@ -337,3 +337,18 @@ Test(tuner_search_runner, config_maps_to_the_profile_and_back_and_launch_uses_th
     snprintf(want, sizeof want, "pprun %s", pp_profile_pprun_args(&l, args, sizeof args));
     cr_assert_str_eq(pp_tune_launch_command(&m, &gpus, &c, line, sizeof line), want);
 }
+
+Test(tuner_search_runner, a_runnable_presets_pprun_name_is_its_profile_name)
+{
+    /* Trials pass runtime_model to pprun; the profile's launch line and its export (and pprun
+     * --profile) use the profile's model name: they agree because every runnable preset is
+     * named as pprun names it. */
+    int n;
+    const char *const *names = pp_tune_model_names(&n);
+    for (int i = 0; i < n; i++) {
+        pp_tune_model m;
+        cr_assert_eq(pp_tune_model_preset(names[i], &m), PP_OK);
+        cr_assert(!m.runtime_model[0] || !strcmp(m.runtime_model, m.name), "%s runs as %s",
+                  m.name, m.runtime_model);
+    }
+}
