@@ -159,12 +159,12 @@ pp_status pp_profile_export(const pp_profile *p, pp_profile_export_format fmt, F
 
 /* What a pprun command line says. */
 typedef struct {
-    const char *model;              /* --model: a pprun preset name */
+    const char *model;               /* --model: a pprun preset name */
     const pp_profile_config *config; /* --schedule ... --uneven (config->t is not pprun's: the
                                         caller refuses or annotates t > 1) */
-    int seq;                        /* --seq */
-    int cuda;                       /* 1: --backend cuda */
-    pp_precision precision;         /* PP_PREC_BF16: --precision bf16; FP32: pprun's default */
+    int seq;                         /* --seq */
+    int cuda;                        /* 1: --backend cuda */
+    pp_precision precision;          /* PP_PREC_BF16: --precision bf16; FP32: pprun's default */
 } pp_profile_pprun_line;
 
 #define PP_PROFILE_PPRUN_MAX_ARGS 24

@@ -247,8 +247,8 @@ double pp_tune_dp_sync_time(const pp_tune_hw *hw, const pp_tune_config *c, const
                             double params);
 /* Adam step of a rank holding `params` parameters (memory bound), s; sharded by d with the
  * distributed optimizer. */
-double pp_tune_optimizer_time(const pp_tune_hw *hw, const pp_tune_config *c,
-                              const pp_tune_opts *o, double params);
+double pp_tune_optimizer_time(const pp_tune_hw *hw, const pp_tune_config *c, const pp_tune_opts *o,
+                              double params);
 
 /* ---- Prediction of one configuration ----------------------------------------------------- */
 typedef struct {
@@ -308,7 +308,8 @@ pp_status pp_tune_predict(const pp_tune_model *m, const pp_tune_hw *hw, const pp
 typedef struct {
     const pp_tune_model *model; /* model->runtime_model names pprun's preset */
     const pp_tune_config *cfg;  /* t must be 1 */
-    const char *pprun;          /* path of the pprun program (the default runner's) */
+    const char *pprun;          /* path of the pprun program; the search passes NULL to a
+                                   runner (the default runner fills in its own path) */
     int steps;                  /* >= 2: the first is warm-up */
     double timeout_s;           /* the child is killed past it */
     int cuda;                   /* 1: pprun --backend cuda --precision bf16 (the ranks' GPUs) */
