@@ -34,6 +34,13 @@ typedef enum {
     PP_ERR_NOTFOUND = -11,   /* named thing (model, preset, profile) does not exist */
 } pp_status;
 
+/* Numeric precision of a training run, the one enum of every module (tuner options, pprun's
+ * --precision, the CUDA backend). PP_PREC_FP32: fp32 throughout (the CPU backend; the CUDA
+ * backend without TF32). PP_PREC_BF16: bf16 GEMM operands with fp32 accumulation; in the
+ * tuner's models Megatron's mixed precision (bf16 weights, fp32 main grads, Adam). A zeroed
+ * struct means fp32: the tuner's defaults (pp_tune_opts_default) set bf16 explicitly. */
+typedef enum { PP_PREC_FP32 = 0, PP_PREC_BF16 = 1 } pp_precision;
+
 /* Short name of a status ("invalid", "parse", ...). Never NULL. */
 const char *pp_status_name(pp_status st);
 

@@ -155,6 +155,32 @@ pp_status pp_profile_export_format_parse(const char *s, pp_profile_export_format
  * cannot express it (Chimera in Megatron-LM, tensor parallelism in pprun), with the reason. */
 pp_status pp_profile_export(const pp_profile *p, pp_profile_export_format fmt, FILE *fp);
 
+/* ---- pprun's command line (the one builder: trials, the profile's launch line, export) ------ */
+
+/* What a pprun command line says. */
+typedef struct {
+    const char *model;               /* --model: a pprun preset name */
+    const pp_profile_config *config; /* --schedule ... --uneven (config->t is not pprun's: the
+                                        caller refuses or annotates t > 1) */
+    int seq;                         /* --seq */
+    int cuda;                        /* 1: --backend cuda */
+    pp_precision precision;          /* PP_PREC_BF16: --precision bf16; FP32: pprun's default */
+} pp_profile_pprun_line;
+
+#define PP_PROFILE_PPRUN_MAX_ARGS 24
+#define PP_PROFILE_PPRUN_ARG_LEN 72
+
+/* pprun's options for the line, in one order: --model M --schedule K --ranks p --microbatches
+ * N --micro-batch-size b [--chunks v --group G (schedules with tunable chunks, the registry's)]
+ * --dp d --seq s [--uneven] [--backend cuda] [--precision bf16]. Fills argv[0..n-1] (pointing
+ * into store) and returns n (at most PP_PROFILE_PPRUN_MAX_ARGS). */
+int pp_profile_pprun_argv(const pp_profile_pprun_line *l,
+                          char store[PP_PROFILE_PPRUN_MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN],
+                          char **argv);
+/* The same options as one string, separated by single spaces (no program name, no newline),
+ * into buf (n bytes); returns buf. */
+char *pp_profile_pprun_args(const pp_profile_pprun_line *l, char *buf, size_t n);
+
 /* ---- local store ---------------------------------------------------------------------------- */
 
 /* The default local store: $XDG_DATA_HOME/pptune/profiles, else ~/.local/share/pptune/profiles.

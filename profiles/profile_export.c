@@ -160,11 +160,9 @@ static pp_status export_pprun(const pp_profile *p, FILE *fp)
                       "%s: the chosen configuration uses tensor parallelism (t = %d), which pprun "
                       "does not implement; re-run the search with --no-tp",
                       p->name, c->t);
-    fprintf(fp, "--model %s --schedule %s --ranks %d --microbatches %d --micro-batch-size %d",
-            p->model.name, c->schedule, c->p, c->N, c->b);
-    if (desc(c)->grouped)
-        fprintf(fp, " --chunks %d --group %d", c->v, c->G);
-    fprintf(fp, " --dp %d --seq %d%s\n", c->d, p->model.seq, c->uneven ? " --uneven" : "");
+    pp_profile_pprun_line line = {.model = p->model.name, .config = c, .seq = p->model.seq};
+    char args[512];
+    fprintf(fp, "%s\n", pp_profile_pprun_args(&line, args, sizeof args));
     return PP_OK;
 }
 

@@ -85,8 +85,8 @@ pp_status pp_backend_cpu_create(pp_backend **out);
  * Use it from one thread whose current device is `device` (create sets it on the calling
  * thread; one process per GPU, as under mpirun, needs nothing more).
  * PP_ERR_UNSUPPORTED when built without CUDA or when the machine has no CUDA device (the
- * message says which), PP_ERR_INVALID for a bad device index or precision. */
-typedef enum { PP_PREC_FP32 = 0, PP_PREC_BF16 = 1 } pp_precision;
+ * message says which), PP_ERR_INVALID for a bad device index or precision (pp_precision, in
+ * pp_common.h). */
 pp_status pp_backend_cuda_create(int device, int precision, pp_backend **out);
 /* CUDA-only queries; PP_ERR_UNSUPPORTED for any other backend (or a build without CUDA).
  * sync: waits for the compute and communication streams. timer: CUDA events on the compute

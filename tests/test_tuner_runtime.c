@@ -89,7 +89,7 @@ static void check_b(const char *model, const char *kind, int D, int N, int uneve
     pp_tune_rank_mem mem[8];
     pp_tune_opts o;
     pp_tune_opts_default(&o);
-    o.precision = PP_TUNE_PREC_FP32;
+    o.precision = PP_PREC_FP32;
     cr_assert_eq(pp_tune_memory(&m, &c, s, &o, mem), PP_OK, "%s", pp_err_msg());
     double peak[8] = {0};
     measure(model, m.seq, &c, peak); /* at the model's full length, as trials run */

@@ -201,3 +201,32 @@ Test(tuner_search_cli, llama3_405b_on_2048_nodes_falls_back_to_memory_savings_an
     cr_assert(strstr(out, "no candidate fits"), "%s", out);
     free(out);
 }
+
+/* One builder of pprun's command line: the profile's launch line is `pprun` + what
+ * `pptune export --format pprun` prints for that profile (issue 11: they disagreed once). */
+Test(tuner_search_cli, profile_launch_line_equals_the_pprun_export)
+{
+    char path[] = "/tmp/pptune_launch_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    char cmd[512], *out;
+    snprintf(cmd, sizeof cmd, PPTUNE " --model tiny --cluster local --trials 0 -o %s", path);
+    cr_assert_eq(pp_test_run_merged(cmd, &out), 0, "%s", out);
+    free(out);
+    json_error_t e;
+    json_t *p = json_load_file(path, 0, &e);
+    cr_assert(p, "%s", e.text);
+    const char *launch =
+        json_string_value(json_object_get(json_object_get(p, "chosen"), "launch"));
+    cr_assert(launch);
+    snprintf(cmd, sizeof cmd, PPTUNE " export --format pprun %s", path);
+    cr_assert_eq(pp_test_run_merged(cmd, &out), 0, "%s", out);
+    char want[600];
+    snprintf(want, sizeof want, "pprun %s", out);
+    want[strcspn(want, "\n")] = '\0';
+    cr_assert_str_eq(launch, want);
+    free(out);
+    json_decref(p);
+    unlink(path);
+}

@@ -1,9 +1,10 @@
 /* cmd_search.c — `pptune --model M --nodes N` (also `pptune search ...`): the search, its
  * leaderboard, --explain, and the profile.
  *
- * The search itself is pp_tune_search (search.c); this file parses options, shows progress on
- * stderr, prints the leaderboard and the winner's per-rank memory, and writes the profile.
- * Trials on the runtime run only where the cluster is this machine (trials.c).
+ * The search itself, with its fallback, trials, recalibration and choice, is pp_tune_search
+ * (search.c, search_trials.c); this file parses options, shows progress on stderr (the
+ * search's callbacks, tune_trials_cli.c for the trials), prints the leaderboard and the
+ * winner's per-rank memory, and writes the profile.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,13 +113,35 @@ static int parse(int argc, char **argv, opts *o)
 
 static void progress_bar(void *ctx, long done, long total)
 {
-    (void)ctx;
+    const pp_cli_search_view *view = ctx;
+    if (!view->progress)
+        return;
     int width = 40, fill = total > 0 ? (int)(width * done / total) : width;
     fprintf(stderr, "\rsearching [%.*s%*s] %ld/%ld candidates", fill,
             "########################################", width - fill, "", done, total);
     if (done == total)
         fprintf(stderr, "\n");
     fflush(stderr);
+}
+
+static void pass_done(void *ctx, const pp_tune_result *r)
+{
+    (void)ctx;
+    printf("searched %ld candidates in %.2f s: %ld broke a rule, %ld did not fit, %ld simulated, "
+           "%ld skipped by the exact lower bound (schedule cache hits %ld)\n",
+           r->seen, r->wall_s, r->pruned_rule, r->pruned_memory, r->simulated, r->bounded,
+           r->sim_cache_hits);
+}
+
+/* The fallback's next pass: the output says which options the result used. */
+static void retry(void *ctx, pp_tune_saving added, const pp_tune_opts *next)
+{
+    (void)ctx, (void)next;
+    printf("\nretrying with %s\n",
+           added == PP_TUNE_SAVING_DISTRIBUTED_OPTIMIZER ? "--distributed-optimizer"
+           : added == PP_TUNE_SAVING_SEQUENCE_PARALLEL   ? "--sequence-parallel too"
+           : added == PP_TUNE_SAVING_RECOMPUTE_SELECTIVE ? "--recompute selective too"
+                                                         : "--recompute full instead");
 }
 
 /* "12.3G", "45.6M", "789K": bytes in binary units, short enough for a table. */
@@ -165,15 +188,11 @@ static void print_board(const pp_tune_result *r, int show)
            "fullest rank's predicted bytes vs usable memory after headroom)\n");
 }
 
-static void print_rank_memory(const pp_tune_model *m, const pp_tune_hw *hw,
-                              const pp_tune_opts *o, const pp_tune_prediction *best)
+static void print_rank_memory(const pp_tune_prediction *best)
 {
-    pp_tune_rank_mem *mem = calloc((size_t)best->cfg.p, sizeof *mem);
-    pp_tune_prediction again;
-    if (!mem || pp_tune_predict(m, hw, &best->cfg, o, &again, mem) != PP_OK) {
-        free(mem);
+    const pp_tune_rank_mem *mem = best->mem; /* the search's, for its schedule */
+    if (!mem)
         return;
-    }
     printf("\npredicted memory per pipeline rank of #1 (in flight: micro-batches x L/p layers)\n"
            "  rank  weights    grads    optim     acts in-flight     comm workspace    total\n");
     for (int r = 0; r < best->cfg.p; r++) {
@@ -184,7 +203,6 @@ static void print_rank_memory(const pp_tune_model *m, const pp_tune_hw *hw,
                human(mem[r].comm, b[4], 16), human(mem[r].workspace, b[5], 16),
                human(mem[r].total, b[6], 16));
     }
-    free(mem);
 }
 
 static void print_explain(const pp_tune_result *r)
@@ -211,7 +229,7 @@ static int save_profile(const opts *o, const pp_tune_model *m, const pp_tune_hw 
         st = pp_tune_profile_default_path(hw, m, &path);
     if (st == PP_OK && !path)
         st = PP_ERR_NOMEM;
-    pp_tune_profile_input in = {.model = m, .hw = hw, .opts = &o->tune.opts, .result = r,
+    pp_tune_profile_input in = {.model = m, .hw = hw, .opts = &r->opts, .result = r,
                                 .command_line = cmdline, .trials_run = trials_run,
                                 .cluster_json = cluster_json};
     if (st == PP_OK)
@@ -231,16 +249,11 @@ static void join_args(int argc, char **argv, char *buf, size_t n)
     }
 }
 
-/* Trials where the cluster is this machine's CPU, then what the figures are based on. */
-static int trials_and_note(const opts *o, const pp_tune_model *m, const pp_tune_hw *hw,
-                           pp_tune_result *r)
+/* What the figures are based on: the trials pp_tune_search ran, or why none ran. */
+static int trials_note(const opts *o, const pp_tune_model *m, const pp_tune_hw *hw,
+                       const pp_tune_result *r)
 {
-    int n = 0;
-    if (hw->is_local && m->runtime_model[0] && o->trials > 0) {
-        n = pp_cli_run_trials(m, hw, r, o->trials, o->trial_steps, o->trial_timeout,
-                              o->progress || isatty(2));
-        n = n < 0 ? 0 : n;
-    }
+    int n = (int)r->trialled;
     if (n > 0)
         printf("trials: %d candidates run with pprun%s on this machine; measured / predicted "
                "step time %.3g (the calibration); #1 is the fastest measured candidate that fits\n",
@@ -257,9 +270,9 @@ static int trials_and_note(const opts *o, const pp_tune_model *m, const pp_tune_
 static int report(const opts *o, const pp_tune_model *m, const pp_tune_hw *hw, pp_tune_result *r,
                   const char *cluster_json, int argc, char **argv)
 {
-    int trials_run = trials_and_note(o, m, hw, r);
+    int trials_run = trials_note(o, m, hw, r);
     print_board(r, o->show);
-    print_rank_memory(m, hw, &o->tune.opts, &r->best[0]);
+    print_rank_memory(&r->best[0]);
     char cmd[512];
     printf("\nlaunch: %s\n", pp_tune_launch_command(m, hw, &r->best[0].cfg, cmd, sizeof cmd));
     if (o->explain)
@@ -271,58 +284,24 @@ static int report(const opts *o, const pp_tune_model *m, const pp_tune_hw *hw, p
     return save_profile(o, m, hw, r, cmdline, trials_run, cluster_json);
 }
 
-static pp_tune_result *run_search(const opts *o, const pp_tune_model *m, const pp_tune_hw *hw)
-{
-    pp_tune_search_params sp = {.model = m, .hw = hw, .opts = o->tune.opts,
-                                .global_batch = m->global_batch, .schedules = o->schedules,
-                                .max_t = o->max_t, .max_b = o->max_b, .allow_tp = !o->no_tp,
-                                .keep = o->keep};
-    if (o->progress || isatty(2))
-        sp.progress = progress_bar;
-    pp_tune_result *r = NULL;
-    if (pp_tune_search(&sp, &r) != PP_OK)
-        return NULL;
-    printf("searched %ld candidates in %.2f s: %ld broke a rule, %ld did not fit, %ld simulated, "
-           "%ld skipped by the exact lower bound (schedule cache hits %ld)\n",
-           r->seen, r->wall_s, r->pruned_rule, r->pruned_memory, r->simulated, r->bounded,
-           r->sim_cache_hits);
-    return r;
-}
-
-/* When nothing fits with the memory options given, the usual savings are added one at a time
- * (each keeps the previous): distributed optimizer, sequence parallelism, selective, then full
- * recompute. Returns 0 when no step is left. The output says which options the result used. */
-static int next_saving(pp_tune_opts *x, int allow_tp)
-{
-    if (!x->distributed_optimizer)
-        return x->distributed_optimizer = 1, printf("\nretrying with --distributed-optimizer\n");
-    if (allow_tp && !x->sequence_parallel)
-        return x->sequence_parallel = 1, printf("\nretrying with --sequence-parallel too\n");
-    if (x->recompute == PP_TUNE_RECOMPUTE_NONE)
-        return x->recompute = PP_TUNE_RECOMPUTE_SELECTIVE,
-               printf("\nretrying with --recompute selective too\n");
-    if (x->recompute == PP_TUNE_RECOMPUTE_SELECTIVE)
-        return x->recompute = PP_TUNE_RECOMPUTE_FULL,
-               printf("\nretrying with --recompute full instead\n");
-    return 0;
-}
-
 static int search_and_report(opts *o, const pp_tune_model *m, const pp_tune_hw *hw,
                              const char *cluster_json, int argc, char **argv)
 {
-    if (hw->cpu_devices) {
-        /* the runtime's CPU backend runs these devices: fp32, no tensor parallelism */
-        o->tune.opts.precision = PP_TUNE_PREC_FP32;
-        o->no_tp = 1;
-    }
+    int allow_tp = !o->no_tp;
+    pp_tune_search_adjust(hw, &o->tune.opts, &allow_tp);
+    o->no_tp = !allow_tp;
     pp_cli_tune_describe(stdout, m, hw, &o->tune.opts, m->global_batch);
-    pp_tune_result *r = run_search(o, m, hw);
-    while (r && r->n_best == 0 && r->pruned_memory > 0 && !o->no_fallback &&
-           o->tune.opts.precision == PP_TUNE_PREC_BF16 && next_saving(&o->tune.opts, !o->no_tp)) {
-        pp_tune_result_destroy(r);
-        r = run_search(o, m, hw);
-    }
-    if (!r)
+    pp_cli_search_view view = {.progress = o->progress || isatty(2)};
+    pp_tune_search_params sp = {.model = m, .hw = hw, .opts = o->tune.opts,
+                                .global_batch = m->global_batch, .schedules = o->schedules,
+                                .max_t = o->max_t, .max_b = o->max_b, .allow_tp = allow_tp,
+                                .keep = o->keep, .fallback = !o->no_fallback,
+                                .trials = o->trials, .trial_steps = o->trial_steps,
+                                .trial_timeout_s = o->trial_timeout, .progress = progress_bar,
+                                .on_pass = pass_done, .on_retry = retry,
+                                .on_trial = pp_cli_trial_event, .progress_ctx = &view};
+    pp_tune_result *r = NULL;
+    if (pp_tune_search(&sp, &r) != PP_OK)
         return pp_cmd_fail(CMD, PP_ERR_INVALID);
     int rc = 1;
     if (r->n_best > 0) {

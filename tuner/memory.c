@@ -31,7 +31,7 @@
 void pp_tune_opts_default(pp_tune_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->precision = PP_TUNE_PREC_BF16;
+    o->precision = PP_PREC_BF16;
     o->recompute = PP_TUNE_RECOMPUTE_NONE;
     o->flash_attention = 1;
     o->headroom = 0.05;
@@ -57,7 +57,7 @@ double pp_tune_mem_capacity(const pp_tune_hw *hw, const pp_tune_opts *o)
 
 static double act_dtype(const pp_tune_opts *o)
 {
-    return o->precision == PP_TUNE_PREC_FP32 ? 4.0 : 2.0;
+    return o->precision == PP_PREC_FP32 ? 4.0 : 2.0;
 }
 
 /* Korthikanti's derivation, per layer and micro-batch, in units of s*b*h 16-bit elements:
@@ -102,14 +102,10 @@ static double head_act(const pp_tune_model *m, int b, int t, const pp_tune_opts 
     return act_dtype(o) * 2.0 * s * b * h + 4.0 * s * b * (double)m->vocab / t;
 }
 
-typedef struct {
-    double weights, grads, optim; /* bytes per parameter */
-} bytes_per_param;
-
-static bytes_per_param param_bytes(const pp_tune_opts *o, int d)
+pp_tune_param_bytes pp_tune_bytes_per_param(const pp_tune_opts *o, int d)
 {
-    bytes_per_param r;
-    if (o->precision == PP_TUNE_PREC_FP32) {
+    pp_tune_param_bytes r;
+    if (o->precision == PP_PREC_FP32) {
         r.weights = 4, r.grads = 4, r.optim = 8; /* fp32 weights/grads, Adam m and v */
     } else {
         r.weights = 2, r.grads = 4, r.optim = 12; /* bf16 weights, fp32 main grads, Adam */
@@ -204,10 +200,10 @@ pp_status pp_tune_memory(const pp_tune_model *m, const pp_tune_config *c, const 
     if (c->t < 1 || c->b < 1 || c->d < 1)
         return PP_ERR(PP_ERR_INVALID, "memory model needs t, b, d >= 1 (got t=%d b=%d d=%d)",
                       c->t, c->b, c->d);
-    if (o->precision == PP_TUNE_PREC_FP32)
+    if (o->precision == PP_PREC_FP32)
         return pp_tune_memory_runtime(m, c, s, mem);
     double per_layer = pp_tune_act_bytes_per_layer(m, c->b, c->t, o);
-    bytes_per_param bp = param_bytes(o, c->d);
+    pp_tune_param_bytes bp = pp_tune_bytes_per_param(o, c->d);
     double p2p = act_dtype(o) * (double)m->seq * c->b * m->hidden; /* one boundary tensor */
     int S = s->stages_per_pipe;
     for (int r = 0; r < s->ranks; r++) {
@@ -233,7 +229,7 @@ pp_status pp_tune_memory(const pp_tune_model *m, const pp_tune_config *c, const 
          * rank (received tensors become the next stage's saved input, counted above). */
         x->comm = s->ranks > 1 ? 2.0 * p2p * pipes_here : 0.0;
         x->workspace = transient(m, c, o, holds_head) +
-                       (o->precision == PP_TUNE_PREC_BF16 ? GPU_FIXED_RESERVE : 0.0);
+                       (o->precision == PP_PREC_BF16 ? GPU_FIXED_RESERVE : 0.0);
         x->total = x->weights + x->grads + x->optim + x->acts + x->comm + x->workspace;
     }
     return PP_OK;

@@ -17,6 +17,7 @@
 
 #include "pp_common.h"
 #include "pp_probe.h"
+#include "pp_profile.h"
 #include "pp_sched.h"
 
 #ifdef __cplusplus
@@ -114,13 +115,10 @@ typedef enum {
     PP_TUNE_RECOMPUTE_FULL
 } pp_tune_recompute;
 
-typedef enum {
-    PP_TUNE_PREC_BF16 = 0, /* Megatron mixed precision: bf16 weights, fp32 main grads, Adam */
-    PP_TUNE_PREC_FP32      /* the bundled runtime on the CPU: everything fp32 */
-} pp_tune_precision;
-
 typedef struct {
-    pp_tune_precision precision;
+    /* pp_common.h's: PP_PREC_BF16 Megatron mixed precision (bf16 weights, fp32 main grads,
+     * Adam; the default), PP_PREC_FP32 the bundled runtime on the CPU (everything fp32) */
+    pp_precision precision;
     int distributed_optimizer; /* Adam state sharded over d (Megatron --use-distributed-optimizer) */
     pp_tune_recompute recompute;
     int flash_attention;   /* 1: no s x s score matrix kept (Korthikanti's 5as/h term removed) */
@@ -145,6 +143,12 @@ typedef struct {
     int uneven;    /* Llama-3 split */
 } pp_tune_config;
 
+/* The one mapping each way between the tuner's configuration and the profile's (which pprun
+ * and the exporters read; pp_profile.h). to_profile: out->schedule points into c->kind (valid
+ * while c is). from_profile: PP_ERR_INVALID when the schedule name does not fit kind. */
+void pp_tune_config_to_profile(const pp_tune_config *c, pp_profile_config *out);
+pp_status pp_tune_config_from_profile(const pp_profile_config *c, pp_tune_config *out);
+
 /* "interleaved p=4 v=2 G=4 b=1 d=8 t=8 N=32 even" into buf; returns buf. */
 char *pp_tune_config_str(const pp_tune_config *c, char *buf, size_t n);
 
@@ -168,7 +172,7 @@ double pp_tune_act_bytes_per_layer(const pp_tune_model *m, int b, int t, const p
 pp_status pp_tune_memory(const pp_tune_model *m, const pp_tune_config *c, const pp_sched *s,
                          const pp_tune_opts *o, pp_tune_rank_mem *mem);
 /* The bundled runtime's own accounting (pprun, CPU backend, fp32), walked over each rank's
- * actions (memory_runtime.c); pp_tune_memory uses it when o->precision is PP_TUNE_PREC_FP32.
+ * actions (memory_runtime.c); pp_tune_memory uses it when o->precision is PP_PREC_FP32.
  * PP_ERR_UNSUPPORTED for t > 1. */
 pp_status pp_tune_memory_runtime(const pp_tune_model *m, const pp_tune_config *c,
                                  const pp_sched *s, pp_tune_rank_mem *mem);
@@ -192,6 +196,14 @@ pp_status pp_tune_memory_runtime_on(const pp_tune_model *m, const pp_tune_config
                                     pp_tune_rank_mem *mem);
 /* Bytes available per device after the headroom. */
 double pp_tune_mem_capacity(const pp_tune_hw *hw, const pp_tune_opts *o);
+/* Bytes per parameter of the weights, gradients and optimizer state (memory.c; Megatron-LM's
+ * theoretical_memory_usage.py table): bf16 2 + 4 + 12, the CPU runtime's fp32 4 + 4 + 8; with
+ * the distributed optimizer and d > 1 the optimizer's share divided by d. The one copy: the
+ * memory model, the time model's gradient sync and the search's lower bound read it. */
+typedef struct {
+    double weights, grads, optim;
+} pp_tune_param_bytes;
+pp_tune_param_bytes pp_tune_bytes_per_param(const pp_tune_opts *o, int d);
 
 /* ---- Time model (timemodel.c) ------------------------------------------------------------ */
 /* Model FLOPs of one step for B sequences (Narayanan et al. 2021):
@@ -222,10 +234,21 @@ typedef struct {
 } pp_tune_step_extra;
 
 /* Fills the simulator's cost table for schedule s (pp_cost_fini frees it) and the extras
- * (set extra->dp_rank to an array of D doubles, or NULL, before the call). */
+ * (set extra->dp_rank to an array of D doubles, or NULL, before the call). mem: the memory
+ * model's D entries for (c, s) when the caller has them (their params give each rank's
+ * gradient sync and optimizer step); NULL: computed here. */
 pp_status pp_tune_costs(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
-                        const pp_tune_opts *o, const pp_sched *s, pp_cost *cost,
-                        pp_tune_step_extra *extra);
+                        const pp_tune_opts *o, const pp_sched *s, const pp_tune_rank_mem *mem,
+                        pp_cost *cost, pp_tune_step_extra *extra);
+/* Data-parallel gradient sync of a rank holding `params` parameters, s: a ring all-reduce of
+ * the gradients, or with the distributed optimizer a reduce-scatter of gradients plus an
+ * all-gather of the weights (bytes from pp_tune_bytes_per_param). 0 for d = 1. */
+double pp_tune_dp_sync_time(const pp_tune_hw *hw, const pp_tune_config *c, const pp_tune_opts *o,
+                            double params);
+/* Adam step of a rank holding `params` parameters (memory bound), s; sharded by d with the
+ * distributed optimizer. */
+double pp_tune_optimizer_time(const pp_tune_hw *hw, const pp_tune_config *c, const pp_tune_opts *o,
+                              double params);
 
 /* ---- Prediction of one configuration ----------------------------------------------------- */
 typedef struct {
@@ -249,6 +272,12 @@ typedef struct {
     double measured_rank_peak[PP_TUNE_RANK_PEAKS]; /* bytes per pipeline rank (first
                                                        PP_TUNE_RANK_PEAKS), trials only */
     int predicted_only;     /* t > 1 or not runnable by the runtime */
+    /* In a pp_tune_result's best list (owned by the result, valid until
+     * pp_tune_result_destroy): the schedule the candidate was evaluated on and the memory
+     * model's [cfg.p] entries for it, shared by the leaderboard, the profile and the trials.
+     * NULL in a prediction from pp_tune_evaluate / pp_tune_predict. */
+    const pp_sched *sched;
+    const pp_tune_rank_mem *mem;
 } pp_tune_prediction;
 
 /* Costs schedule s with the time model (pp_tune_costs, extra as there) and simulates it with
@@ -257,10 +286,15 @@ pp_status pp_tune_simulate(const pp_tune_model *m, const pp_tune_hw *hw, const p
                            const pp_tune_opts *o, const pp_sched *s, pp_tune_step_extra *extra,
                            pp_sim_result *sim);
 /* Evaluates configuration c on an already generated schedule s (its kind, D, N, v, G and split
- * must be c's): simulates with the time model's costs, applies the memory model. */
+ * must be c's): applies the memory model once (into mem, D entries, when not NULL), simulates
+ * with the time model's costs. */
 pp_status pp_tune_evaluate(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
                            const pp_tune_opts *o, const pp_sched *s, pp_tune_prediction *out,
                            pp_tune_rank_mem *mem);
+/* The same with the memory model's D entries for (c, s) already computed (not recomputed). */
+pp_status pp_tune_evaluate_mem(const pp_tune_model *m, const pp_tune_hw *hw,
+                               const pp_tune_config *c, const pp_tune_opts *o, const pp_sched *s,
+                               const pp_tune_rank_mem *mem, pp_tune_prediction *out);
 /* Schedule parameters of c. */
 void pp_tune_sched_params(const pp_tune_model *m, const pp_tune_config *c, pp_sched_params *out);
 /* Generates the schedule, simulates it with the time model and applies the memory model.
@@ -268,50 +302,14 @@ void pp_tune_sched_params(const pp_tune_model *m, const pp_tune_config *c, pp_sc
 pp_status pp_tune_predict(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
                           const pp_tune_opts *o, pp_tune_prediction *out, pp_tune_rank_mem *mem);
 
-/* ---- Search (search.c) --------------------------------------------------------------------- */
-typedef struct {
-    const pp_tune_model *model;
-    const pp_tune_hw *hw;
-    pp_tune_opts opts;
-    int global_batch;    /* sequences; 0 = the model's default */
-    const char *schedules; /* comma list; NULL = all five */
-    int max_t;           /* 0 = gpus per node */
-    int max_b;           /* largest micro-batch size tried, 0 = 16 */
-    int allow_tp;        /* 0: t = 1 only */
-    int keep;            /* leaderboard size kept (ranked), default 10 */
-    void (*progress)(void *ctx, long done, long total);
-    void *progress_ctx;
-} pp_tune_search_params;
-
-typedef struct {
-    pp_tune_config cfg;
-    char reason[200]; /* why it was pruned or lost */
-    int stage;        /* 0 rule, 1 memory, 2 outranked, 3 bound (not simulated: lower bound slower
-                         than the kept ones) */
-} pp_tune_reject;
-
-typedef struct {
-    pp_tune_prediction *best; /* [n_best], fastest first; only fitting candidates */
-    int n_best;
-    pp_tune_reject *rejects;  /* every candidate that lost, with its reason */
-    long n_rejects;
-    long seen, pruned_rule, pruned_memory, simulated, bounded, trialled;
-    long sim_cache_hits;
-    double wall_s;
-    int global_batch;
-    double calibration; /* median measured / predicted step time over ok trials; 0 = none */
-} pp_tune_result;
-
-pp_status pp_tune_search(const pp_tune_search_params *sp, pp_tune_result **out);
-void pp_tune_result_destroy(pp_tune_result *r);
-
 /* ---- Trials (trials.c) ---------------------------------------------------------------------- */
 #define PP_TUNE_TRIAL_MAX_RANKS PP_TUNE_RANK_PEAKS
 
 typedef struct {
     const pp_tune_model *model; /* model->runtime_model names pprun's preset */
     const pp_tune_config *cfg;  /* t must be 1 */
-    const char *pprun;          /* path of the pprun program */
+    const char *pprun;          /* path of the pprun program; the search passes NULL to a
+                                   runner (the default runner fills in its own path) */
     int steps;                  /* >= 2: the first is warm-up */
     double timeout_s;           /* the child is killed past it */
     int cuda;                   /* 1: pprun --backend cuda --precision bf16 (the ranks' GPUs) */
@@ -329,6 +327,120 @@ typedef struct {
 /* Runs pprun --json for the configuration in a child process. A crash, OOM or timeout of the
  * child is a result in *r (status), not an error; errors are failures to start it. */
 pp_status pp_tune_trial(const pp_tune_trial_params *tp, pp_tune_trial_result *r);
+
+/* A trial runner: how the search measures a candidate. run() fills *r like pp_tune_trial (a
+ * failed run is a status, an error is a failure to start); ctx is the runner's own. The
+ * default (run NULL in the search's parameters) runs pprun in a child process: pp_tune_trial
+ * with tp->pprun = the path pp_tune_pprun_find gives. Tests pass a fake one. */
+typedef struct {
+    pp_status (*run)(void *ctx, const pp_tune_trial_params *tp, pp_tune_trial_result *r);
+    void *ctx;
+} pp_tune_runner;
+
+/* The pprun program for trials: $PPTUNE_PPRUN, else beside the running program's build tree
+ * (<dir>/../runtime/pprun) or directory (<dir>/pprun). PP_ERR_NOTFOUND (message says to set
+ * PPTUNE_PPRUN) when none is executable. */
+pp_status pp_tune_pprun_find(char *path, size_t n);
+/* The default runner's run(): ctx is the pprun path (const char *). */
+pp_status pp_tune_runner_pprun(void *ctx, const pp_tune_trial_params *tp, pp_tune_trial_result *r);
+
+/* What the search reports about its trials (pp_tune_search_params.on_trial). */
+typedef enum {
+    PP_TUNE_TRIAL_NO_RUNNER,   /* the default runner found no pprun: message; nothing runs */
+    PP_TUNE_TRIAL_SKIPPED,     /* cfg not trialled: the runtime needs `need` bytes per GPU,
+                                  `capacity` usable */
+    PP_TUNE_TRIAL_START,       /* cfg starts; done of total trials ran before it */
+    PP_TUNE_TRIAL_NOT_STARTED, /* the runner failed to start cfg: message */
+    PP_TUNE_TRIAL_DONE,        /* cfg ran: result (its status may be a failure) */
+    PP_TUNE_TRIAL_END          /* every trial is over: done = total */
+} pp_tune_trial_event_kind;
+
+typedef struct {
+    pp_tune_trial_event_kind kind;
+    const pp_tune_config *cfg;
+    int done, total;
+    double need, capacity;              /* SKIPPED, bytes */
+    const char *message;                /* NO_RUNNER, NOT_STARTED */
+    const pp_tune_trial_result *result; /* DONE */
+} pp_tune_trial_event;
+
+/* ---- Search (search.c, search_trials.c) ------------------------------------------------------ */
+/* Memory savings the fallback adds one at a time (each keeping the previous ones) when nothing
+ * fits: the distributed optimizer, sequence parallelism (only with t > 1 allowed), selective
+ * recompute, then full recompute instead. */
+typedef enum {
+    PP_TUNE_SAVING_DISTRIBUTED_OPTIMIZER = 1,
+    PP_TUNE_SAVING_SEQUENCE_PARALLEL,
+    PP_TUNE_SAVING_RECOMPUTE_SELECTIVE,
+    PP_TUNE_SAVING_RECOMPUTE_FULL
+} pp_tune_saving;
+
+typedef struct pp_tune_result pp_tune_result;
+
+typedef struct {
+    const pp_tune_model *model;
+    const pp_tune_hw *hw;
+    pp_tune_opts opts;
+    int global_batch;    /* sequences; 0 = the model's default */
+    const char *schedules; /* comma list; NULL = all five */
+    int max_t;           /* 0 = gpus per node */
+    int max_b;           /* largest micro-batch size tried, 0 = 16 */
+    int allow_tp;        /* 0: t = 1 only */
+    int keep;            /* leaderboard size kept (ranked), default 10 */
+    /* When nothing fits (bf16 only): 1 retries with the memory savings one at a time. */
+    int fallback;
+    /* Trials of the best `trials` candidates the runtime can run (t = 1), only where the
+     * cluster is this machine (hw->is_local) and the runtime runs the model
+     * (model->runtime_model): then recalibration and choice (pp_tune_result). 0: none. */
+    int trials;
+    int trial_steps;        /* per trial, the first is warm-up; 0 = 5 */
+    double trial_timeout_s; /* a trial running longer is killed; 0 = 60 */
+    pp_tune_runner runner;  /* run NULL: pprun in a child process (pp_tune_runner_pprun) */
+    /* Reports, all optional, each given progress_ctx: progress of a pass over the
+     * candidates; a pass's end (r: its counters; r->opts its options); a retry with one more
+     * saving (next: the next pass's options); the trials. */
+    void (*progress)(void *ctx, long done, long total);
+    void (*on_pass)(void *ctx, const pp_tune_result *r);
+    void (*on_retry)(void *ctx, pp_tune_saving added, const pp_tune_opts *next);
+    void (*on_trial)(void *ctx, const pp_tune_trial_event *ev);
+    void *progress_ctx;
+} pp_tune_search_params;
+
+typedef struct {
+    pp_tune_config cfg;
+    char reason[200]; /* why it was pruned or lost */
+    int stage;        /* 0 rule, 1 memory, 2 outranked, 3 bound (not simulated: lower bound slower
+                         than the kept ones) */
+} pp_tune_reject;
+
+struct pp_tune_result {
+    pp_tune_prediction *best; /* [n_best], fastest first (after trials: the fastest measured
+                                 candidate that fits first); only fitting candidates */
+    int n_best;
+    pp_tune_reject *rejects;  /* every candidate that lost, with its reason */
+    long n_rejects;
+    long seen, pruned_rule, pruned_memory, simulated, bounded, trialled;
+    long sim_cache_hits;
+    double wall_s;
+    int global_batch;
+    double calibration; /* median measured / predicted step time over ok trials; 0 = none */
+    pp_tune_opts opts;  /* the options the figures assume (the last pass's, after fallback) */
+    int allow_tp;       /* t > 1 was searched (0 on CPU devices whatever was asked) */
+    pp_sched **held;    /* private: the schedules best[i].sched point to */
+    int n_held;
+};
+
+/* The options a search on hw uses: on CPU devices (the runtime's CPU backend) fp32 and no
+ * tensor parallelism, else o and allow_tp as given. pp_tune_search applies it; a program
+ * that describes the options before searching calls it too. */
+void pp_tune_search_adjust(const pp_tune_hw *hw, pp_tune_opts *o, int *allow_tp);
+
+/* enumerate → bound → simulate (one pass; with fallback, more passes with added savings) →
+ * trials through the runner → recalibration → choice. *out (pp_tune_result_destroy frees it)
+ * is the last pass's result, also when nothing fits (n_best = 0). Errors: allocation, or a
+ * model inconsistency found while evaluating. */
+pp_status pp_tune_search(const pp_tune_search_params *sp, pp_tune_result **out);
+void pp_tune_result_destroy(pp_tune_result *r);
 
 /* ---- Profile (profile_write.c) ------------------------------------------------------------ */
 typedef struct {

@@ -19,10 +19,30 @@ void pp_tune_sched_params(const pp_tune_model *m, const pp_tune_config *c, pp_sc
     memset(out, 0, sizeof *out);
     out->ranks = c->p;
     out->microbatches = c->N;
-    out->chunks = strcmp(c->kind, "interleaved") == 0 ? c->v : 0;
+    /* chunks only where the schedule has a choice (the registry row's tunable v) */
+    const pp_sched_desc *d = pp_sched_lookup(c->kind);
+    out->chunks = d && d->chunks == 0 ? c->v : 0;
     out->group = c->G;
     out->layers = m->layers;
     out->uneven = c->uneven;
+}
+
+void pp_tune_config_to_profile(const pp_tune_config *c, pp_profile_config *out)
+{
+    *out = (pp_profile_config){.schedule = c->kind, .p = c->p, .v = c->v, .G = c->G, .b = c->b,
+                               .d = c->d, .t = c->t, .N = c->N, .uneven = c->uneven};
+}
+
+pp_status pp_tune_config_from_profile(const pp_profile_config *c, pp_tune_config *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!c->schedule || strlen(c->schedule) >= sizeof out->kind)
+        return PP_ERR(PP_ERR_INVALID, "schedule name \"%s\" is longer than %zu characters",
+                      c->schedule ? c->schedule : "", sizeof out->kind - 1);
+    snprintf(out->kind, sizeof out->kind, "%s", c->schedule);
+    out->p = c->p, out->v = c->v, out->G = c->G, out->b = c->b;
+    out->d = c->d, out->t = c->t, out->N = c->N, out->uneven = c->uneven;
+    return PP_OK;
 }
 
 char *pp_tune_config_str(const pp_tune_config *c, char *buf, size_t n)
@@ -78,21 +98,28 @@ static double step_end(const pp_sched *s, const pp_sim_result *sim, const double
     return end;
 }
 
-pp_status pp_tune_simulate(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
-                           const pp_tune_opts *o, const pp_sched *s, pp_tune_step_extra *extra,
-                           pp_sim_result *sim)
+static pp_status simulate(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
+                          const pp_tune_opts *o, const pp_sched *s, const pp_tune_rank_mem *mem,
+                          pp_tune_step_extra *extra, pp_sim_result *sim)
 {
     memset(sim, 0, sizeof *sim);
     pp_cost cost;
-    PP_TRY(pp_tune_costs(m, hw, c, o, s, &cost, extra));
+    PP_TRY(pp_tune_costs(m, hw, c, o, s, mem, &cost, extra));
     pp_status st = pp_sim_run(s, &cost, 1, sim);
     pp_cost_fini(&cost);
     return st;
 }
 
-pp_status pp_tune_evaluate(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
-                           const pp_tune_opts *o, const pp_sched *s, pp_tune_prediction *out,
-                           pp_tune_rank_mem *mem)
+pp_status pp_tune_simulate(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
+                           const pp_tune_opts *o, const pp_sched *s, pp_tune_step_extra *extra,
+                           pp_sim_result *sim)
+{
+    return simulate(m, hw, c, o, s, NULL, extra, sim);
+}
+
+pp_status pp_tune_evaluate_mem(const pp_tune_model *m, const pp_tune_hw *hw,
+                               const pp_tune_config *c, const pp_tune_opts *o, const pp_sched *s,
+                               const pp_tune_rank_mem *mem, pp_tune_prediction *out)
 {
     memset(out, 0, sizeof *out);
     out->cfg = *c;
@@ -100,7 +127,7 @@ pp_status pp_tune_evaluate(const pp_tune_model *m, const pp_tune_hw *hw, const p
     if (!extra.dp_rank)
         return PP_ERR_NOMEM;
     pp_sim_result sim;
-    pp_status st = pp_tune_simulate(m, hw, c, o, s, &extra, &sim);
+    pp_status st = simulate(m, hw, c, o, s, mem, &extra, &sim);
     if (st == PP_OK) {
         out->pipeline_time = sim.makespan;
         out->step_time = step_end(s, &sim, extra.dp_rank) + extra.optimizer;
@@ -110,24 +137,32 @@ pp_status pp_tune_evaluate(const pp_tune_model *m, const pp_tune_hw *hw, const p
     }
     free(extra.dp_rank);
     PP_TRY(st);
-
-    pp_tune_rank_mem *own = mem ? mem : pp_calloc((size_t)s->ranks, sizeof *own);
-    if (!own)
-        return PP_ERR_NOMEM;
-    st = pp_tune_memory(m, c, s, o, own);
-    for (int r = 0; r < s->ranks && st == PP_OK; r++)
-        if (own[r].total > out->peak_mem) {
-            out->peak_mem = own[r].total;
+    for (int r = 0; r < s->ranks; r++)
+        if (mem[r].total > out->peak_mem) {
+            out->peak_mem = mem[r].total;
             out->peak_rank = r;
         }
-    if (!mem)
-        free(own);
-    PP_TRY(st);
     out->capacity = pp_tune_mem_capacity(hw, o);
     out->fits = out->peak_mem <= out->capacity;
     out->predicted_only = c->t > 1 || !m->runtime_model[0] || !hw->is_local;
     fill_figures(m, hw, c, out);
     PP_TRY(sanity(c, out));
+    return PP_OK;
+}
+
+pp_status pp_tune_evaluate(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
+                           const pp_tune_opts *o, const pp_sched *s, pp_tune_prediction *out,
+                           pp_tune_rank_mem *mem)
+{
+    pp_tune_rank_mem *own = mem ? mem : pp_calloc((size_t)s->ranks, sizeof *own);
+    if (!own)
+        return PP_ERR_NOMEM;
+    pp_status st = pp_tune_memory(m, c, s, o, own);
+    if (st == PP_OK)
+        st = pp_tune_evaluate_mem(m, hw, c, o, s, own, out);
+    if (!mem)
+        free(own);
+    PP_TRY(st);
     return PP_OK;
 }
 

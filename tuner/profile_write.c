@@ -19,15 +19,14 @@
 char *pp_tune_launch_command(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
                              char *buf, size_t n)
 {
-    char extra[64] = "";
-    if (!strcmp(c->kind, "interleaved"))
-        snprintf(extra, sizeof extra, " --chunks %d --group %d", c->v, c->G);
-    snprintf(buf, n,
-             "pprun --model %s --schedule %s --ranks %d --microbatches %d "
-             "--micro-batch-size %d%s --dp %d --seq %d%s%s%s",
-             m->runtime_model[0] ? m->runtime_model : m->name, c->kind, c->p, c->N, c->b, extra,
-             c->d, m->seq, c->uneven ? " --uneven" : "",
-             hw && !hw->cpu_devices ? " --backend cuda --precision bf16" : "",
+    pp_profile_config pc;
+    pp_tune_config_to_profile(c, &pc);
+    int cuda = hw && !hw->cpu_devices;
+    pp_profile_pprun_line line = {.model = m->runtime_model[0] ? m->runtime_model : m->name,
+                                  .config = &pc, .seq = m->seq, .cuda = cuda,
+                                  .precision = cuda ? PP_PREC_BF16 : PP_PREC_FP32};
+    char args[512];
+    snprintf(buf, n, "pprun %s%s", pp_profile_pprun_args(&line, args, sizeof args),
              c->t > 1 ? " --tp (not supported yet)" : "");
     return buf;
 }
@@ -66,21 +65,18 @@ static json_t *prediction_json(const pp_tune_model *m, const pp_tune_hw *hw,
     return o;
 }
 
-/* The chosen configuration's predicted bytes per pipeline rank, by category. */
-static json_t *rank_memory_json(const pp_tune_profile_input *in, const pp_tune_config *c)
+/* The chosen configuration's predicted bytes per pipeline rank, by category: the search's own
+ * entries for its schedule (none when the prediction carries none). */
+static json_t *rank_memory_json(const pp_tune_prediction *p)
 {
-    pp_tune_rank_mem *mem = pp_calloc((size_t)c->p, sizeof *mem);
-    pp_tune_prediction again;
+    const pp_tune_rank_mem *mem = p->mem;
     json_t *a = json_array();
-    if (mem && pp_tune_predict(in->model, in->hw, c, in->opts, &again, mem) == PP_OK)
-        for (int r = 0; r < c->p; r++)
-            json_array_append_new(
-                a, json_pack("{s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "rank", r,
-                             "weights", mem[r].weights, "grads", mem[r].grads, "optim",
-                             mem[r].optim, "acts", mem[r].acts, "acts_in_flight_units",
-                             mem[r].peak_units, "comm", mem[r].comm, "workspace",
-                             mem[r].workspace, "total", mem[r].total));
-    free(mem);
+    for (int r = 0; mem && r < p->cfg.p; r++)
+        json_array_append_new(
+            a, json_pack("{s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "rank", r, "weights",
+                         mem[r].weights, "grads", mem[r].grads, "optim", mem[r].optim, "acts",
+                         mem[r].acts, "acts_in_flight_units", mem[r].peak_units, "comm",
+                         mem[r].comm, "workspace", mem[r].workspace, "total", mem[r].total));
     return a;
 }
 
@@ -111,7 +107,7 @@ static json_t *model_json(const pp_tune_model *m)
 static json_t *opts_json(const pp_tune_opts *o)
 {
     return json_pack("{s:s, s:b, s:s, s:b, s:b, s:f, s:s}", "precision",
-                     o->precision == PP_TUNE_PREC_FP32 ? "fp32" : "bf16 + fp32 main grads + Adam",
+                     o->precision == PP_PREC_FP32 ? "fp32" : "bf16 + fp32 main grads + Adam",
                      "distributed_optimizer", o->distributed_optimizer, "recompute",
                      pp_tune_recompute_name(o->recompute), "flash_attention", o->flash_attention,
                      "sequence_parallel", o->sequence_parallel,
@@ -157,7 +153,7 @@ static json_t *profile_json(const pp_tune_profile_input *in)
     json_t *chosen = r->n_best > 0 ? prediction_json(in->model, in->hw, &r->best[0]) : json_null();
     if (r->n_best > 0)
         json_object_set_new(json_object_get(chosen, "predicted"), "memory_per_rank",
-                            rank_memory_json(in, &r->best[0].cfg));
+                            rank_memory_json(&r->best[0]));
     json_object_set_new(o, "chosen", chosen);
     json_t *cluster = json_object_get(o, "cluster");
     json_error_t e;

@@ -15,6 +15,12 @@
  *    fit, a candidate whose bound is not below the keep-th best step time cannot enter the
  *    leaderboard; it and every later one are recorded as "bound" without simulation. This is
  *    exact: the kept leaderboard equals the one a full simulation of every candidate would give.
+ * 4. Fallback: when nothing fits (bf16), the pass runs again with one more memory saving
+ *    (pp_tune_saving), as long as one is left. Trials, recalibration and choice follow on the
+ *    last pass's leaderboard (search_trials.c).
+ * Each candidate's schedule is generated once (the cache) and its memory computed once; the
+ * leaderboard's entries keep both (pp_tune_prediction.sched, .mem), so printing, the profile
+ * and the trials reuse them.
  * What is not cached, and why: simulated makespans. Costs of different (b, t) do not scale
  * uniformly (latencies, all-reduce alpha terms, memory-bound kernels), so reusing a makespan
  * across them would not be exact.
@@ -24,6 +30,7 @@
 #include <string.h>
 
 #include "pp_tune.h"
+#include "search_impl.h"
 
 typedef struct {
     pp_tune_config cfg;
@@ -32,6 +39,8 @@ typedef struct {
 
 typedef struct {
     const pp_tune_search_params *sp;
+    const pp_tune_opts *o; /* this pass's options */
+    int allow_tp;
     const pp_tune_model *m;
     const pp_tune_hw *hw;
     int gb, gpus;
@@ -175,7 +184,7 @@ static pp_status enumerate(search *x)
     int max_t = x->sp->max_t > 0 ? x->sp->max_t : gpn;
     int max_b = x->sp->max_b > 0 ? x->sp->max_b : 16;
     for (int t = 1; t <= max_t && t <= gpn; t++) {
-        if (gpn % t || (t > 1 && !x->sp->allow_tp))
+        if (gpn % t || (t > 1 && !x->allow_tp))
             continue; /* t divides the devices of a node: a tensor group never spans nodes */
         char why[200];
         pp_tune_config c = {.t = t, .kind = "any"};
@@ -210,11 +219,12 @@ static pp_status enumerate(search *x)
 }
 
 /* ---- bounds -------------------------------------------------------------------------------- */
-/* Lower bound on the step time and on the fullest rank's static bytes (see the file comment). */
+/* Lower bound on the step time and on the fullest rank's static bytes (see the file comment),
+ * from the cost model's own functions applied to a rank holding the average parameters. */
 static void bound(const search *x, const pp_tune_config *c, double *time_lb, double *static_lb)
 {
     const pp_tune_model *m = x->m;
-    const pp_tune_opts *o = &x->sp->opts;
+    const pp_tune_opts *o = x->o;
     pp_tune_op_times ot;
     pp_tune_op_times_compute(m, x->hw, c, o, &ot);
     double per_mb = m->layers * (ot.layer_f + ot.layer_b);
@@ -225,23 +235,11 @@ static void bound(const search *x, const pp_tune_config *c, double *time_lb, dou
     pp_tune_model_params(m, &pc);
     const pp_sched_desc *d = pp_sched_lookup(c->kind);
     double avg_params = pc.total / c->t * (d ? d->weight_replicas : 1) / c->p;
-    double bpp_w = o->precision == PP_TUNE_PREC_FP32 ? 4 : 2, bpp_g = 4;
-    double bpp_o = o->precision == PP_TUNE_PREC_FP32 ? 8 : 12;
-    if (o->distributed_optimizer && c->d > 1)
-        bpp_o /= c->d;
-    *static_lb = avg_params * (bpp_w + bpp_g + bpp_o);
-    /* the DP all-reduce of an average rank (the slowest rank moves at least as much) */
-    double dp = 0;
-    if (c->d > 1) {
-        long span = (long)c->t * c->p * c->d;
-        double bw = span <= x->hw->gpus_per_node ? x->hw->intra_bw : x->hw->inter_bw;
-        dp = o->distributed_optimizer ? (double)(c->d - 1) / c->d * avg_params * (4 + bpp_w) / bw
-                                      : 2.0 * (c->d - 1) / c->d * avg_params * 4 / bw;
-    }
-    double opt_per = o->precision == PP_TUNE_PREC_FP32 ? 28.0 : 30.0;
-    double opt = (o->distributed_optimizer ? avg_params / c->d : avg_params) * opt_per /
-                 x->hw->mem_bw;
-    *time_lb = compute + dp + opt;
+    pp_tune_param_bytes bp = pp_tune_bytes_per_param(o, c->d);
+    *static_lb = avg_params * (bp.weights + bp.grads + bp.optim);
+    /* the DP sync and optimizer step of an average rank (the slowest moves at least as much) */
+    *time_lb = compute + pp_tune_dp_sync_time(x->hw, c, o, avg_params) +
+               pp_tune_optimizer_time(x->hw, c, o, avg_params);
 }
 
 static int by_bound(const void *a, const void *b)
@@ -251,6 +249,8 @@ static int by_bound(const void *a, const void *b)
 }
 
 /* ---- schedule cache --------------------------------------------------------------------- */
+/* A schedule leaving the cache while a leaderboard entry points to it moves to the result's
+ * held list (freed with the result); unreferenced ones are destroyed. */
 #define CACHE_SLOTS 16
 typedef struct {
     pp_sched_params key;
@@ -258,27 +258,66 @@ typedef struct {
     pp_sched *s;
 } cache_slot;
 
-static pp_status cached_schedule(const pp_tune_model *m, const pp_tune_config *c,
-                                 cache_slot *cache, long *hits, long *next, pp_sched **out)
+static int referenced(const pp_tune_result *r, const pp_sched *s)
+{
+    for (int i = 0; i < r->n_best; i++)
+        if (r->best[i].sched == s)
+            return 1;
+    return 0;
+}
+
+/* Destroys the held schedules no entry points to any more. */
+static void prune_held(pp_tune_result *r)
+{
+    int n = 0;
+    for (int i = 0; i < r->n_held; i++) {
+        if (referenced(r, r->held[i]))
+            r->held[n++] = r->held[i];
+        else
+            pp_sched_destroy(r->held[i]);
+    }
+    r->n_held = n;
+}
+
+static pp_status release(search *x, pp_sched *s)
+{
+    pp_tune_result *r = x->res;
+    if (!s || !referenced(r, s)) {
+        pp_sched_destroy(s);
+        return PP_OK;
+    }
+    prune_held(r);
+    pp_sched **h = pp_realloc_array(r->held, (size_t)r->n_held + 1, sizeof *h);
+    if (!h) {
+        pp_sched_destroy(s); /* the entries pointing to it are cleared with the error */
+        return PP_ERR_NOMEM;
+    }
+    r->held = h;
+    r->held[r->n_held++] = s;
+    return PP_OK;
+}
+
+static pp_status cached_schedule(search *x, const pp_tune_config *c, cache_slot *cache,
+                                 long *next, pp_sched **out)
 {
     pp_sched_params sp;
-    pp_tune_sched_params(m, c, &sp);
+    pp_tune_sched_params(x->m, c, &sp);
     for (int i = 0; i < CACHE_SLOTS; i++)
         if (cache[i].s && !strcmp(cache[i].kind, c->kind) &&
             !memcmp(&cache[i].key, &sp, sizeof sp)) {
-            (*hits)++;
+            x->res->sim_cache_hits++;
             *out = cache[i].s;
             return PP_OK;
         }
     pp_sched *s = NULL;
     PP_TRY(pp_sched_generate(c->kind, &sp, &s));
     cache_slot *slot = &cache[(*next)++ % CACHE_SLOTS];
-    pp_sched_destroy(slot->s);
+    pp_sched *old = slot->s;
     slot->key = sp;
     snprintf(slot->kind, sizeof slot->kind, "%s", c->kind);
     slot->s = s;
     *out = s;
-    return PP_OK;
+    return release(x, old);
 }
 
 /* ---- leaderboard --------------------------------------------------------------------------- */
@@ -292,7 +331,9 @@ static pp_status outranked(search *x, const pp_tune_prediction *p)
     return add_reject(x, &p->cfg, 2, why);
 }
 
-static pp_status insert_best(search *x, const pp_tune_prediction *p)
+/* p enters with its schedule s and its memory (copied: p->cfg.p entries). */
+static pp_status insert_best(search *x, const pp_tune_prediction *p, const pp_sched *s,
+                             const pp_tune_rank_mem *mem)
 {
     pp_tune_result *r = x->res;
     int keep = x->sp->keep > 0 ? x->sp->keep : 10;
@@ -300,14 +341,21 @@ static pp_status insert_best(search *x, const pp_tune_prediction *p)
         if (p->step_time >= r->best[keep - 1].step_time)
             return outranked(x, p);
         PP_TRY(outranked(x, &r->best[keep - 1]));
+        free((void *)r->best[keep - 1].mem);
         r->n_best--;
     }
+    pp_tune_rank_mem *own = pp_calloc((size_t)p->cfg.p, sizeof *own);
+    if (!own)
+        return PP_ERR_NOMEM;
+    memcpy(own, mem, (size_t)p->cfg.p * sizeof *own);
     int i = r->n_best;
     while (i > 0 && r->best[i - 1].step_time > p->step_time) {
         r->best[i] = r->best[i - 1];
         i--;
     }
     r->best[i] = *p;
+    r->best[i].sched = s;
+    r->best[i].mem = own;
     r->n_best++;
     return PP_OK;
 }
@@ -324,20 +372,20 @@ static pp_status evaluate_one(search *x, const cand *cd, cache_slot *cache, long
     const pp_tune_config *c = &cd->cfg;
     char why[200];
     pp_sched *s = NULL;
-    pp_status st = cached_schedule(x->m, c, cache, &x->res->sim_cache_hits, next, &s);
+    pp_status st = cached_schedule(x, c, cache, next, &s);
     if (st == PP_ERR_NOMEM)
         return st;
     if (st != PP_OK) {
         x->res->pruned_rule++;
         return add_reject(x, c, 0, pp_err_text());
     }
-    st = pp_tune_memory(x->m, c, s, &x->sp->opts, mem);
+    st = pp_tune_memory(x->m, c, s, x->o, mem);
     if (st == PP_ERR_UNSUPPORTED) { /* e.g. t > 1 with the runtime's memory model */
         x->res->pruned_rule++;
         return add_reject(x, c, 0, pp_err_text());
     }
     PP_TRY(st);
-    double cap = pp_tune_mem_capacity(x->hw, &x->sp->opts);
+    double cap = pp_tune_mem_capacity(x->hw, x->o);
     int worst = 0;
     for (int r = 1; r < c->p; r++)
         if (mem[r].total > mem[worst].total)
@@ -353,15 +401,15 @@ static pp_status evaluate_one(search *x, const cand *cd, cache_slot *cache, long
         return add_reject(x, c, 1, why);
     }
     pp_tune_prediction pred;
-    PP_TRY(pp_tune_evaluate(x->m, x->hw, c, &x->sp->opts, s, &pred, NULL));
+    PP_TRY(pp_tune_evaluate_mem(x->m, x->hw, c, x->o, s, mem, &pred));
     x->res->simulated++;
-    return insert_best(x, &pred);
+    return insert_best(x, &pred, s, mem);
 }
 
 static pp_status run_ranked(search *x)
 {
     const pp_tune_search_params *sp = x->sp;
-    double cap = pp_tune_mem_capacity(x->hw, &sp->opts);
+    double cap = pp_tune_mem_capacity(x->hw, x->o);
     for (long i = 0; i < x->n_cands; i++) {
         double slb;
         bound(x, &x->cands[i].cfg, &x->cands[i].bound, &slb);
@@ -396,19 +444,26 @@ static pp_status run_ranked(search *x)
         if (sp->progress && (i % 16 == 15 || i + 1 == x->n_cands))
             sp->progress(sp->progress_ctx, i + 1, x->n_cands);
     }
-    for (int i = 0; i < CACHE_SLOTS; i++)
-        pp_sched_destroy(cache[i].s);
+    for (int i = 0; i < CACHE_SLOTS; i++) {
+        pp_status rs = release(x, cache[i].s);
+        st = st == PP_OK ? rs : st;
+    }
+    prune_held(x->res);
     free(mem);
     return st;
 }
 
-pp_status pp_tune_search(const pp_tune_search_params *sp, pp_tune_result **out)
+/* One pass over the space with options o. */
+static pp_status search_pass(const pp_tune_search_params *sp, const pp_tune_opts *o,
+                             int allow_tp, pp_tune_result **out)
 {
     *out = NULL;
     double t0 = pp_now();
     search x;
     memset(&x, 0, sizeof x);
     x.sp = sp;
+    x.o = o;
+    x.allow_tp = allow_tp;
     x.m = sp->model;
     x.hw = sp->hw;
     x.gb = sp->global_batch > 0 ? sp->global_batch : sp->model->global_batch;
@@ -417,16 +472,71 @@ pp_status pp_tune_search(const pp_tune_search_params *sp, pp_tune_result **out)
     if (!x.res)
         return PP_ERR_NOMEM;
     x.res->global_batch = x.gb;
+    x.res->opts = *o;
+    x.res->allow_tp = allow_tp;
     pp_status st = enumerate(&x);
     if (st == PP_OK)
         st = run_ranked(&x);
     free(x.cands);
     if (st != PP_OK) {
         pp_tune_result_destroy(x.res);
-        return pp_err_trace(st, __FILE__, __LINE__);
+        return st;
     }
     x.res->wall_s = pp_now() - t0;
     *out = x.res;
+    return PP_OK;
+}
+
+/* Adds the next memory saving to o (each keeps the previous); 0 when none is left. */
+static pp_tune_saving next_saving(pp_tune_opts *o, int allow_tp)
+{
+    if (!o->distributed_optimizer)
+        return o->distributed_optimizer = 1, PP_TUNE_SAVING_DISTRIBUTED_OPTIMIZER;
+    if (allow_tp && !o->sequence_parallel)
+        return o->sequence_parallel = 1, PP_TUNE_SAVING_SEQUENCE_PARALLEL;
+    if (o->recompute == PP_TUNE_RECOMPUTE_NONE)
+        return o->recompute = PP_TUNE_RECOMPUTE_SELECTIVE, PP_TUNE_SAVING_RECOMPUTE_SELECTIVE;
+    if (o->recompute == PP_TUNE_RECOMPUTE_SELECTIVE)
+        return o->recompute = PP_TUNE_RECOMPUTE_FULL, PP_TUNE_SAVING_RECOMPUTE_FULL;
+    return (pp_tune_saving)0;
+}
+
+void pp_tune_search_adjust(const pp_tune_hw *hw, pp_tune_opts *o, int *allow_tp)
+{
+    if (hw->cpu_devices) {
+        /* the runtime's CPU backend runs these devices: fp32, no tensor parallelism */
+        o->precision = PP_PREC_FP32;
+        *allow_tp = 0;
+    }
+}
+
+pp_status pp_tune_search(const pp_tune_search_params *sp, pp_tune_result **out)
+{
+    *out = NULL;
+    pp_tune_opts o = sp->opts;
+    int allow_tp = sp->allow_tp;
+    pp_tune_search_adjust(sp->hw, &o, &allow_tp);
+    pp_tune_result *r = NULL;
+    pp_status st = search_pass(sp, &o, allow_tp, &r);
+    if (st == PP_OK && sp->on_pass)
+        sp->on_pass(sp->progress_ctx, r);
+    pp_tune_saving added;
+    while (st == PP_OK && r->n_best == 0 && r->pruned_memory > 0 && sp->fallback &&
+           o.precision == PP_PREC_BF16 && (added = next_saving(&o, allow_tp)) != 0) {
+        if (sp->on_retry)
+            sp->on_retry(sp->progress_ctx, added, &o);
+        pp_tune_result_destroy(r);
+        st = search_pass(sp, &o, allow_tp, &r);
+        if (st == PP_OK && sp->on_pass)
+            sp->on_pass(sp->progress_ctx, r);
+    }
+    if (st == PP_OK && r->n_best > 0)
+        st = pp_tune_search_trials(sp, r);
+    if (st != PP_OK) {
+        pp_tune_result_destroy(r);
+        return pp_err_trace(st, __FILE__, __LINE__);
+    }
+    *out = r;
     return PP_OK;
 }
 
@@ -434,6 +544,11 @@ void pp_tune_result_destroy(pp_tune_result *r)
 {
     if (!r)
         return;
+    for (int i = 0; r->best && i < r->n_best; i++)
+        free((void *)r->best[i].mem);
+    for (int i = 0; i < r->n_held; i++)
+        pp_sched_destroy(r->held[i]);
+    free(r->held);
     free(r->best);
     free(r->rejects);
     free(r);

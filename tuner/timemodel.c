@@ -34,7 +34,7 @@ double pp_tune_ring_allreduce(double bytes, int n, double bw, double lat)
 
 static double dtype_bytes(const pp_tune_opts *o)
 {
-    return o->precision == PP_TUNE_PREC_FP32 ? 4.0 : 2.0;
+    return o->precision == PP_PREC_FP32 ? 4.0 : 2.0;
 }
 
 /* Narayanan's FLOP count from the matrix shapes: 2 x elements for every matrix product. */
@@ -127,26 +127,6 @@ static int same_node(const pp_tune_hw *hw, const pp_tune_config *c, int i, int j
     return 1;
 }
 
-static double grad_bytes(const pp_tune_opts *o)
-{
-    (void)o;
-    return 4.0; /* fp32 main gradients (bf16 mixed precision) or fp32 (CPU runtime) */
-}
-
-/* Parameters of the stages rank r holds, from the memory model's accounting. */
-static pp_status rank_params(const pp_tune_model *m, const pp_tune_config *c,
-                             const pp_tune_opts *o, const pp_sched *s, double *params)
-{
-    pp_tune_rank_mem *mem = pp_calloc((size_t)s->ranks, sizeof *mem);
-    if (!mem)
-        return PP_ERR_NOMEM;
-    pp_status st = pp_tune_memory(m, c, s, o, mem);
-    for (int r = 0; r < s->ranks && st == PP_OK; r++)
-        params[r] = mem[r].params;
-    free(mem);
-    return st;
-}
-
 static void fill_links(const pp_tune_hw *hw, const pp_tune_config *c, const pp_sched *s,
                        pp_cost *cost)
 {
@@ -196,7 +176,8 @@ static void fill_reduces(const pp_tune_model *m, const pp_tune_hw *hw, const pp_
         for (int a = 0; a < rd->n_ranks; a++)
             for (int b = a + 1; b < rd->n_ranks; b++)
                 intra &= same_node(hw, c, rd->ranks[a], rd->ranks[b]);
-        cost->reduce[id] = pp_tune_ring_allreduce(params * grad_bytes(o), rd->n_ranks,
+        cost->reduce[id] = pp_tune_ring_allreduce(params * pp_tune_bytes_per_param(o, 1).grads,
+                                                  rd->n_ranks,
                                                   intra ? hw->intra_bw : hw->inter_bw,
                                                   intra ? hw->intra_lat : hw->inter_lat);
     }
@@ -205,27 +186,28 @@ static void fill_reduces(const pp_tune_model *m, const pp_tune_hw *hw, const pp_
 /* Data-parallel gradient sync of one rank's parameters: a ring all-reduce of fp32 gradients, or
  * with the distributed optimizer a reduce-scatter of gradients plus an all-gather of the 16-bit
  * weights. Members sit t*p GPUs apart: inside a node only when the whole group fits in one. */
-static double dp_sync(const pp_tune_hw *hw, const pp_tune_config *c, const pp_tune_opts *o,
-                      double params)
+double pp_tune_dp_sync_time(const pp_tune_hw *hw, const pp_tune_config *c, const pp_tune_opts *o,
+                            double params)
 {
     if (c->d <= 1)
         return 0.0;
     long span = (long)c->t * c->p * c->d;
     int intra = span <= hw->gpus_per_node;
     double bw = intra ? hw->intra_bw : hw->inter_bw, lat = intra ? hw->intra_lat : hw->inter_lat;
+    pp_tune_param_bytes bp = pp_tune_bytes_per_param(o, 1);
     if (!o->distributed_optimizer)
-        return pp_tune_ring_allreduce(params * grad_bytes(o), c->d, bw, lat);
+        return pp_tune_ring_allreduce(params * bp.grads, c->d, bw, lat);
     double frac = (double)(c->d - 1) / c->d;
-    return frac * params * (grad_bytes(o) + dtype_bytes(o)) / bw + 2.0 * (c->d - 1) * lat;
+    return frac * params * (bp.grads + bp.weights) / bw + 2.0 * (c->d - 1) * lat;
 }
 
 /* Adam update, memory bound: fp32 master weight, m, v read and written, gradient read, 16-bit
  * weight written: ~30 bytes per parameter (28 in fp32). Sharded by d with the distributed
  * optimizer. */
-static double optimizer_time(const pp_tune_hw *hw, const pp_tune_config *c,
-                             const pp_tune_opts *o, double params)
+double pp_tune_optimizer_time(const pp_tune_hw *hw, const pp_tune_config *c,
+                              const pp_tune_opts *o, double params)
 {
-    double per = o->precision == PP_TUNE_PREC_FP32 ? 28.0 : 30.0;
+    double per = o->precision == PP_PREC_FP32 ? 28.0 : 30.0;
     double n = o->distributed_optimizer ? params / c->d : params;
     return n * per / hw->mem_bw;
 }
@@ -250,12 +232,28 @@ static pp_status alloc_cost(const pp_sched *s, pp_cost *cost)
 }
 
 pp_status pp_tune_costs(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
-                        const pp_tune_opts *o, const pp_sched *s, pp_cost *cost,
-                        pp_tune_step_extra *extra)
+                        const pp_tune_opts *o, const pp_sched *s, const pp_tune_rank_mem *mem,
+                        pp_cost *cost, pp_tune_step_extra *extra)
 {
+    pp_tune_rank_mem *own = NULL;
+    if (!mem) { /* each rank's parameters, from the memory model's accounting */
+        own = pp_calloc((size_t)s->ranks, sizeof *own);
+        if (!own)
+            return PP_ERR_NOMEM;
+        pp_status st = pp_tune_memory(m, c, s, o, own);
+        if (st != PP_OK) {
+            free(own);
+            return pp_err_trace(st, __FILE__, __LINE__);
+        }
+        mem = own;
+    }
     pp_tune_op_times ot;
     pp_tune_op_times_compute(m, hw, c, o, &ot);
-    PP_TRY(alloc_cost(s, cost));
+    pp_status st = alloc_cost(s, cost);
+    if (st != PP_OK) {
+        free(own);
+        return st;
+    }
     fill_compute(&ot, s, cost);
     fill_links(hw, c, s, cost);
     pp_tune_params pc;
@@ -263,27 +261,17 @@ pp_status pp_tune_costs(const pp_tune_model *m, const pp_tune_hw *hw, const pp_t
     double layer_params = pc.per_layer / c->t;
     fill_reduces(m, hw, c, o, s, &layer_params, cost);
 
-    double *params = pp_calloc((size_t)s->ranks, sizeof *params);
-    if (!params) {
-        pp_cost_fini(cost);
-        return PP_ERR_NOMEM;
-    }
-    pp_status st = rank_params(m, c, o, s, params);
     double *dp_rank = extra->dp_rank;
     memset(extra, 0, sizeof *extra);
     extra->dp_rank = dp_rank;
-    for (int r = 0; r < s->ranks && st == PP_OK; r++) {
-        double ar = dp_sync(hw, c, o, params[r]);
-        double opt = optimizer_time(hw, c, o, params[r]);
+    for (int r = 0; r < s->ranks; r++) {
+        double ar = pp_tune_dp_sync_time(hw, c, o, mem[r].params);
+        double opt = pp_tune_optimizer_time(hw, c, o, mem[r].params);
         if (dp_rank)
             dp_rank[r] = ar;
         extra->dp_allreduce = fmax(extra->dp_allreduce, ar);
         extra->optimizer = fmax(extra->optimizer, opt);
     }
-    free(params);
-    if (st != PP_OK) {
-        pp_cost_fini(cost);
-        return pp_err_trace(st, __FILE__, __LINE__);
-    }
+    free(own);
     return PP_OK;
 }

@@ -7,11 +7,12 @@
  * (out of memory / cannot allocate) or death by SIGKILL without our kill (the kernel's OOM
  * killer) is "oom"; any other signal or non-zero exit is "crash". A trial's failure is a result,
  * never an error of this function: only failing to start the child (fork, pipe) is.
- * Not here: which candidates get trials, and recalibration (cmd_search.c decides, search.c's
- * figures are only predictions).
+ * Also here: the default trial runner of the search (pp_tune_runner_pprun) and where it finds
+ * pprun. Not here: which candidates get trials, recalibration and choice (search_trials.c).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <jansson.h>
 #include <poll.h>
 #include <signal.h>
@@ -22,34 +23,30 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "pp_profile.h"
 #include "pp_tune.h"
 
-#define MAX_ARGS 40
+#define MAX_ARGS (PP_PROFILE_PPRUN_MAX_ARGS + 8)
 
-static int build_argv(const pp_tune_trial_params *tp, char store[MAX_ARGS][32], char **argv)
+/* pprun's options for the configuration (pp_profile_pprun_argv, the one builder) and the
+ * trial's own: steps, every rank a thread, the JSON summary. */
+static int build_argv(const pp_tune_trial_params *tp,
+                      char store[MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN], char **argv)
 {
-    const pp_tune_config *c = tp->cfg;
+    pp_profile_config pc;
+    pp_tune_config_to_profile(tp->cfg, &pc);
+    /* on GPUs: the CUDA backend in the precision users train with; rank g on GPU g */
+    pp_profile_pprun_line line = {.model = tp->model->runtime_model, .config = &pc,
+                                  .seq = tp->model->seq, .cuda = tp->cuda,
+                                  .precision = tp->cuda ? PP_PREC_BF16 : PP_PREC_FP32};
     int n = 0;
-#define ARG(...) (snprintf(store[n], sizeof store[n], __VA_ARGS__), argv[n] = store[n], n++)
     argv[n++] = (char *)tp->pprun;
-    ARG("--model"), ARG("%s", tp->model->runtime_model);
-    ARG("--schedule"), ARG("%s", c->kind);
-    ARG("--ranks"), ARG("%d", c->p);
-    ARG("--microbatches"), ARG("%d", c->N);
-    ARG("--micro-batch-size"), ARG("%d", c->b);
-    ARG("--dp"), ARG("%d", c->d);
-    ARG("--seq"), ARG("%d", tp->model->seq);
+    n += pp_profile_pprun_argv(&line, store + n, argv + n);
+#define ARG(...) (snprintf(store[n], sizeof store[n], __VA_ARGS__), argv[n] = store[n], n++)
     ARG("--steps"), ARG("%d", tp->steps > 1 ? tp->steps : 2);
-    if (!strcmp(c->kind, "interleaved"))
-        ARG("--chunks"), ARG("%d", c->v), ARG("--group"), ARG("%d", c->G);
-    if (c->uneven)
-        ARG("--uneven");
     /* Trials run every rank as a thread of one child, even when pptune itself was started by
      * mpirun/srun (the child would otherwise inherit the launcher's variables and pick MPI). */
     ARG("--transport"), ARG("thread");
-    /* on GPUs: the CUDA backend in the precision users train with; rank g on GPU g */
-    if (tp->cuda)
-        ARG("--backend"), ARG("cuda"), ARG("--precision"), ARG("bf16");
     ARG("--json"), ARG("--quiet");
 #undef ARG
     argv[n] = NULL;
@@ -160,7 +157,7 @@ pp_status pp_tune_trial(const pp_tune_trial_params *tp, pp_tune_trial_result *r)
     if (!tp->model->runtime_model[0] || tp->cfg->t != 1)
         return PP_ERR(PP_ERR_UNSUPPORTED, "the runtime cannot run %s with t = %d",
                       tp->model->name, tp->cfg->t);
-    char store[MAX_ARGS][32], *argv[MAX_ARGS + 1];
+    char store[MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN], *argv[MAX_ARGS + 1];
     build_argv(tp, store, argv);
     int out_p[2], err_p[2];
     if (pipe(out_p) != 0)
@@ -197,4 +194,39 @@ pp_status pp_tune_trial(const pp_tune_trial_params *tp, pp_tune_trial_result *r)
     free(out.data);
     free(err.data);
     return PP_OK;
+}
+
+pp_status pp_tune_runner_pprun(void *ctx, const pp_tune_trial_params *tp, pp_tune_trial_result *r)
+{
+    pp_tune_trial_params q = *tp;
+    q.pprun = (const char *)ctx;
+    return pp_tune_trial(&q, r);
+}
+
+pp_status pp_tune_pprun_find(char *path, size_t n)
+{
+    const char *env = getenv("PPTUNE_PPRUN");
+    if (env && *env) {
+        snprintf(path, n, "%s", env);
+        if (access(path, X_OK) == 0)
+            return PP_OK;
+        return PP_ERR(PP_ERR_NOTFOUND, "PPTUNE_PPRUN=%s is not an executable program", env);
+    }
+    char exe[PATH_MAX - 32]; /* room for the suffixes below */
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    char *slash = NULL;
+    if (len > 0) {
+        exe[len] = '\0';
+        slash = strrchr(exe, '/');
+    }
+    if (slash) {
+        *slash = '\0';
+        snprintf(path, n, "%s/../runtime/pprun", exe);
+        if (access(path, X_OK) == 0)
+            return PP_OK;
+        snprintf(path, n, "%s/pprun", exe);
+        if (access(path, X_OK) == 0)
+            return PP_OK;
+    }
+    return PP_ERR(PP_ERR_NOTFOUND, "cannot find pprun for trials (set PPTUNE_PPRUN)");
 }

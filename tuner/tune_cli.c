@@ -193,7 +193,7 @@ void pp_cli_tune_describe(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw
     fprintf(fp, "training global batch %d sequences (%.2f M tokens); %s; %s optimizer; "
                 "recompute %s; %s attention%s; headroom %.0f %%\n",
             global_batch, global_batch * (double)m->seq / 1e6,
-            o->precision == PP_TUNE_PREC_FP32 ? "fp32 (16 B/param)"
+            o->precision == PP_PREC_FP32 ? "fp32 (16 B/param)"
                                               : "bf16 + fp32 main grads + Adam (18 B/param)",
             o->distributed_optimizer ? "distributed" : "replicated",
             pp_tune_recompute_name(o->recompute), o->flash_attention ? "flash" : "plain",

@@ -30,11 +30,14 @@ int pp_cli_tune_load(const char *cmd, const pp_cli_tune *c, pp_tune_model *m, pp
 void pp_cli_tune_describe(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw,
                           const pp_tune_opts *o, int global_batch);
 
-/* Trials (tune_trials_cli.c): runs pprun on the best `k` candidates the runtime can run, with a
- * progress bar on stderr, records each outcome in r->best[i], recalibrates (r->calibration) and
- * reorders r->best so that the fastest measured candidate that fits comes first. Returns the
- * number of trials run, or -1 (message printed) when pprun cannot be found. */
-int pp_cli_run_trials(const pp_tune_model *m, const pp_tune_hw *hw, pp_tune_result *r, int k,
-                      int steps, double timeout_s, int progress);
+/* What the search's callbacks print to (their progress_ctx). */
+typedef struct {
+    int progress; /* 1: progress bars on stderr */
+} pp_cli_search_view;
+
+/* Trials (tune_trials_cli.c): prints pp_tune_search's trial events (ctx: pp_cli_search_view):
+ * a progress bar, and a line on stderr for each candidate not trialled, not started or
+ * failed. */
+void pp_cli_trial_event(void *ctx, const pp_tune_trial_event *ev);
 
 #endif

@@ -26,7 +26,7 @@ typedef struct {
     const char *checkpoint; /* NULL: "pprun.ckpt" */
     int resume;
     int backend;   /* pp_rt_backend_kind: --backend cpu (default) | cuda */
-    int precision; /* pp_precision: --precision fp32 (default) | bf16 */
+    pp_precision precision; /* --precision fp32 (default) | bf16 */
 } pprun_opts;
 
 typedef struct {

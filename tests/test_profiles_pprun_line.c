@@ -1,0 +1,62 @@
+/* test_profiles_pprun_line.c — the one builder of pprun's command line (trials, the profile's
+ * launch line, export): its order, the registry deciding --chunks/--group, backend and
+ * precision flags, and the argv and string forms agreeing. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "pp_profile.h"
+
+Test(profiles_pprun_line, interleaved_on_gpus_names_chunks_group_backend_and_precision)
+{
+    pp_profile_config c = {.schedule = "interleaved",
+                           .p = 4,
+                           .v = 2,
+                           .G = 8,
+                           .b = 1,
+                           .d = 2,
+                           .t = 1,
+                           .N = 16,
+                           .uneven = 1};
+    pp_profile_pprun_line l = {
+        .model = "tiny", .config = &c, .seq = 64, .cuda = 1, .precision = PP_PREC_BF16};
+    char buf[512];
+    cr_assert_str_eq(pp_profile_pprun_args(&l, buf, sizeof buf),
+                     "--model tiny --schedule interleaved --ranks 4 --microbatches 16 "
+                     "--micro-batch-size 1 --chunks 2 --group 8 --dp 2 --seq 64 --uneven "
+                     "--backend cuda --precision bf16");
+}
+
+Test(profiles_pprun_line, fixed_chunk_schedules_take_no_chunks_and_cpu_is_the_default)
+{
+    const char *kinds[] = {"gpipe", "1f1b", "chimera", "bitpipe"};
+    for (int i = 0; i < 4; i++) {
+        pp_profile_config c = {
+            .schedule = kinds[i], .p = 2, .v = 1, .b = 4, .d = 1, .t = 1, .N = 8};
+        pp_profile_pprun_line l = {.model = "small", .config = &c, .seq = 128};
+        char buf[512], want[512];
+        snprintf(want, sizeof want,
+                 "--model small --schedule %s --ranks 2 --microbatches 8 --micro-batch-size 4 "
+                 "--dp 1 --seq 128",
+                 kinds[i]);
+        cr_assert_str_eq(pp_profile_pprun_args(&l, buf, sizeof buf), want);
+    }
+}
+
+Test(profiles_pprun_line, argv_and_string_forms_agree)
+{
+    pp_profile_config c = {
+        .schedule = "interleaved", .p = 2, .v = 3, .G = 2, .b = 2, .d = 4, .t = 1, .N = 4};
+    pp_profile_pprun_line l = {.model = "gpt-125m", .config = &c, .seq = 2048, .cuda = 1};
+    char store[PP_PROFILE_PPRUN_MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN],
+        *argv[PP_PROFILE_PPRUN_MAX_ARGS];
+    int n = pp_profile_pprun_argv(&l, store, argv);
+    char joined[512] = "", buf[512];
+    for (int i = 0; i < n; i++) {
+        if (i)
+            strcat(joined, " ");
+        strcat(joined, argv[i]);
+    }
+    cr_assert_str_eq(pp_profile_pprun_args(&l, buf, sizeof buf), joined);
+    cr_assert_str_eq(argv[n - 2], "--backend");
+    cr_assert_str_eq(argv[n - 1], "cuda", "fp32 on CUDA: no --precision flag");
+}

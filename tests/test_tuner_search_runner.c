@@ -1,0 +1,354 @@
+/* test_tuner_search_runner.c — the whole search through the library alone: trials through a
+ * fake runner (recalibration and the choice of the fastest measured candidate that fits), the
+ * memory-saving fallback and its order, the leaderboard entries' shared schedule and memory, and
+ * the lower bound (built from the cost model's own functions) keeping the exact leaderboard. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "pp_tune.h"
+
+/* 4 CPU "devices" of this machine: trials possible, the runtime's fp32 accounting. */
+static pp_tune_hw local_cpus(void)
+{
+    pp_tune_hw hw = {.name = "local",
+                     .source = "test",
+                     .nodes = 1,
+                     .gpus_per_node = 4,
+                     .is_local = 1,
+                     .cpu_devices = 1,
+                     .mem_bytes = 1e10,
+                     .peak_flops = 1e11,
+                     .gemm_flops = 5e10,
+                     .mem_bw = 1e10,
+                     .intra_bw = 1e9,
+                     .inter_bw = 1e9,
+                     .intra_lat = 1e-6,
+                     .inter_lat = 1e-6};
+    return hw;
+}
+
+/* The fake runner: measures the candidate's predicted step time (found in the table the test
+ * gives it) / (1 + the trials before it): the trials reverse the order. Trial number oom_call
+ * (from 0; -1: none) runs out of memory. */
+typedef struct {
+    const pp_tune_result *table; /* predictions of a search without trials */
+    int oom_call;
+    int calls;
+    pp_tune_config seen[16];
+} fake;
+
+static double predicted(const fake *f, const pp_tune_config *c)
+{
+    for (int i = 0; i < f->table->n_best; i++)
+        if (!memcmp(&f->table->best[i].cfg, c, sizeof *c))
+            return f->table->best[i].step_time;
+    return 1.0;
+}
+
+static pp_status fake_run(void *ctx, const pp_tune_trial_params *tp, pp_tune_trial_result *r)
+{
+    fake *f = ctx;
+    memset(r, 0, sizeof *r);
+    if (f->calls < 16)
+        f->seen[f->calls] = *tp->cfg;
+    int call = f->calls++;
+    double factor = 1.0 / (1.0 + call);
+    if (call == f->oom_call) {
+        snprintf(r->status, sizeof r->status, "oom");
+        return PP_OK;
+    }
+    snprintf(r->status, sizeof r->status, "ok");
+    r->step_time = factor * predicted(f, tp->cfg);
+    r->peak = 1e6;
+    return PP_OK;
+}
+
+static pp_tune_search_params params(const pp_tune_model *m, const pp_tune_hw *hw)
+{
+    pp_tune_search_params sp = {.model = m, .hw = hw, .allow_tp = 1, .keep = 6};
+    pp_tune_opts_default(&sp.opts);
+    return sp;
+}
+
+Test(tuner_search_runner, fake_runner_measurements_choose_the_winner)
+{
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
+    pp_tune_hw hw = local_cpus();
+    pp_tune_search_params sp = params(&m, &hw);
+    pp_tune_result *pred = NULL;
+    cr_assert_eq(pp_tune_search(&sp, &pred), PP_OK, "%s", pp_err_msg());
+    cr_assert_geq(pred->n_best, 4);
+    cr_assert_eq(pred->trialled, 0, "no trials asked: none run");
+    cr_assert_eq(pred->opts.precision, PP_PREC_FP32, "CPU devices: fp32");
+
+    fake f = {.table = pred, .oom_call = -1};
+    sp.trials = 3;
+    sp.runner = (pp_tune_runner){.run = fake_run, .ctx = &f};
+    pp_tune_result *r = NULL;
+    cr_assert_eq(pp_tune_search(&sp, &r), PP_OK, "%s", pp_err_msg());
+    cr_assert_eq(f.calls, 3);
+    cr_assert_eq(r->trialled, 3);
+    for (int i = 0; i < 3; i++) /* the best three in predicted order were run */
+        cr_assert(!memcmp(&f.seen[i], &pred->best[i].cfg, sizeof f.seen[i]));
+    /* measured 1, 1/2, 1/3 x predicted: the third is now first, then the second, the first */
+    cr_assert(!memcmp(&r->best[0].cfg, &pred->best[2].cfg, sizeof r->best[0].cfg));
+    cr_assert(!memcmp(&r->best[1].cfg, &pred->best[1].cfg, sizeof r->best[1].cfg));
+    cr_assert(!memcmp(&r->best[2].cfg, &pred->best[0].cfg, sizeof r->best[2].cfg));
+    /* the untried follow in their predicted order */
+    for (int i = 3; i < r->n_best; i++) {
+        cr_assert(!memcmp(&r->best[i].cfg, &pred->best[i].cfg, sizeof r->best[i].cfg));
+        cr_assert_str_empty(r->best[i].trial_status);
+    }
+    cr_assert_float_eq(r->calibration, 0.5, 1e-12, "median of 1, 1/2, 1/3: %g", r->calibration);
+    cr_assert_str_eq(r->best[0].trial_status, "ok");
+    pp_tune_result_destroy(r);
+    pp_tune_result_destroy(pred);
+}
+
+Test(tuner_search_runner, a_failed_trial_is_recorded_and_never_chosen)
+{
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
+    pp_tune_hw hw = local_cpus();
+    pp_tune_search_params sp = params(&m, &hw);
+    pp_tune_result *pred = NULL;
+    cr_assert_eq(pp_tune_search(&sp, &pred), PP_OK, "%s", pp_err_msg());
+    fake f = {.table = pred, .oom_call = 1};
+    sp.trials = 2;
+    sp.runner = (pp_tune_runner){.run = fake_run, .ctx = &f};
+    pp_tune_result *r = NULL;
+    cr_assert_eq(pp_tune_search(&sp, &r), PP_OK, "%s", pp_err_msg());
+    cr_assert(!memcmp(&r->best[0].cfg, &pred->best[0].cfg, sizeof r->best[0].cfg),
+              "the only ok trial wins");
+    cr_assert(!memcmp(&r->best[1].cfg, &pred->best[1].cfg, sizeof r->best[1].cfg),
+              "the failed one stays in its predicted place");
+    cr_assert_str_eq(r->best[1].trial_status, "oom", "and keeps its status");
+    cr_assert_float_eq(r->calibration, 1.0, 1e-12);
+    pp_tune_result_destroy(r);
+    pp_tune_result_destroy(pred);
+}
+
+Test(tuner_search_runner, no_trials_off_this_machine_whatever_the_runner)
+{
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
+    pp_tune_hw hw = local_cpus();
+    hw.is_local = 0;
+    pp_tune_search_params sp = params(&m, &hw);
+    fake f = {.oom_call = -1};
+    sp.trials = 3;
+    sp.runner = (pp_tune_runner){.run = fake_run, .ctx = &f};
+    pp_tune_result *r = NULL;
+    cr_assert_eq(pp_tune_search(&sp, &r), PP_OK, "%s", pp_err_msg());
+    cr_assert_eq(f.calls, 0);
+    cr_assert_eq(r->trialled, 0);
+    pp_tune_result_destroy(r);
+}
+
+typedef struct {
+    pp_tune_saving added[8];
+    int n_retries, n_passes;
+} fallback_log;
+
+static void on_retry(void *ctx, pp_tune_saving added, const pp_tune_opts *next)
+{
+    fallback_log *l = ctx;
+    (void)next;
+    if (l->n_retries < 8)
+        l->added[l->n_retries] = added;
+    l->n_retries++;
+}
+
+static void on_pass(void *ctx, const pp_tune_result *r)
+{
+    (void)r;
+    ((fallback_log *)ctx)->n_passes++;
+}
+
+static pp_tune_result *fallback_run(const char *model, const pp_tune_hw *hw, int allow_tp,
+                                    int fallback, fallback_log *log)
+{
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset(model, &m), PP_OK);
+    pp_tune_search_params sp = {.model = &m,
+                                .hw = hw,
+                                .allow_tp = allow_tp,
+                                .keep = 5,
+                                .fallback = fallback,
+                                .on_retry = on_retry,
+                                .on_pass = on_pass,
+                                .progress_ctx = log};
+    pp_tune_opts_default(&sp.opts);
+    pp_tune_result *r = NULL;
+    cr_assert_eq(pp_tune_search(&sp, &r), PP_OK, "%s", pp_err_msg());
+    return r;
+}
+
+Test(tuner_search_runner, fallback_adds_the_savings_in_order_until_none_is_left)
+{
+    pp_tune_hw hw = {.name = "box",
+                     .source = "test",
+                     .nodes = 1,
+                     .gpus_per_node = 8,
+                     .mem_bytes = 1e8,
+                     .peak_flops = 1e15,
+                     .gemm_flops = 8e14,
+                     .mem_bw = 3e12,
+                     .intra_bw = 1e11,
+                     .inter_bw = 1e11};
+    fallback_log l = {0};
+    pp_tune_result *r = fallback_run("gpt-1.3b", &hw, 1, 1, &l);
+    cr_assert_eq(r->n_best, 0, "100 MB devices fit nothing");
+    cr_assert_eq(l.n_retries, 4);
+    cr_assert_eq(l.n_passes, 5);
+    cr_assert_eq(l.added[0], PP_TUNE_SAVING_DISTRIBUTED_OPTIMIZER);
+    cr_assert_eq(l.added[1], PP_TUNE_SAVING_SEQUENCE_PARALLEL);
+    cr_assert_eq(l.added[2], PP_TUNE_SAVING_RECOMPUTE_SELECTIVE);
+    cr_assert_eq(l.added[3], PP_TUNE_SAVING_RECOMPUTE_FULL);
+    cr_assert(r->opts.distributed_optimizer && r->opts.sequence_parallel);
+    cr_assert_eq(r->opts.recompute, PP_TUNE_RECOMPUTE_FULL, "full instead of selective");
+    pp_tune_result_destroy(r);
+
+    memset(&l, 0, sizeof l);
+    r = fallback_run("gpt-1.3b", &hw, 0, 1, &l);
+    cr_assert_eq(l.n_retries, 3, "t = 1 only: no sequence parallelism");
+    cr_assert_eq(l.added[1], PP_TUNE_SAVING_RECOMPUTE_SELECTIVE);
+    cr_assert(!r->opts.sequence_parallel);
+    pp_tune_result_destroy(r);
+
+    memset(&l, 0, sizeof l);
+    r = fallback_run("gpt-1.3b", &hw, 1, 0, &l);
+    cr_assert_eq(l.n_retries, 0, "no fallback asked");
+    cr_assert_eq(l.n_passes, 1);
+    cr_assert(!r->opts.distributed_optimizer);
+    pp_tune_result_destroy(r);
+}
+
+Test(tuner_search_runner, fallback_stops_at_the_first_saving_that_fits)
+{
+    pp_tune_hw hw;
+    cr_assert_eq(pp_tune_hw_preset("dgx-h100", 2048, &hw), PP_OK, "%s", pp_err_msg());
+    fallback_log l = {0};
+    pp_tune_result *r = fallback_run("llama3-405b", &hw, 1, 1, &l);
+    cr_assert_eq(l.n_retries, 2, "as pptune says: distributed optimizer, then sequence parallel");
+    cr_assert_eq(l.added[0], PP_TUNE_SAVING_DISTRIBUTED_OPTIMIZER);
+    cr_assert_eq(l.added[1], PP_TUNE_SAVING_SEQUENCE_PARALLEL);
+    cr_assert_gt(r->n_best, 0);
+    cr_assert(r->best[0].fits);
+    cr_assert(r->opts.distributed_optimizer && r->opts.sequence_parallel);
+    cr_assert_eq(r->opts.recompute, PP_TUNE_RECOMPUTE_NONE);
+    pp_tune_result_destroy(r);
+}
+
+Test(tuner_search_runner, leaderboard_entries_carry_their_schedule_and_memory)
+{
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset("gpt-1.3b", &m), PP_OK);
+    pp_tune_hw hw;
+    cr_assert_eq(pp_tune_hw_preset("dgx-h100", 1, &hw), PP_OK, "%s", pp_err_msg());
+    pp_tune_search_params sp = {
+        .model = &m, .hw = &hw, .allow_tp = 1, .keep = 8, .global_batch = 64};
+    pp_tune_opts_default(&sp.opts);
+    pp_tune_result *r = NULL;
+    cr_assert_eq(pp_tune_search(&sp, &r), PP_OK, "%s", pp_err_msg());
+    cr_assert_gt(r->n_best, 0);
+    for (int i = 0; i < r->n_best; i++) {
+        const pp_tune_prediction *b = &r->best[i];
+        cr_assert(b->sched && b->mem);
+        cr_assert_eq(b->sched->ranks, b->cfg.p);
+        cr_assert_eq(b->sched->microbatches, b->cfg.N);
+        pp_tune_prediction again;
+        pp_tune_rank_mem mem[64];
+        cr_assert_eq(pp_tune_predict(&m, &hw, &b->cfg, &sp.opts, &again, mem), PP_OK);
+        cr_assert_float_eq(again.step_time, b->step_time, 1e-15 * b->step_time);
+        for (int k = 0; k < b->cfg.p; k++)
+            cr_assert(!memcmp(&mem[k], &b->mem[k], sizeof mem[k]), "rank %d of #%d", k, i);
+    }
+    pp_tune_result_destroy(r);
+}
+
+static void bound_keeps_exact(pp_tune_opts o, const pp_tune_hw *hw)
+{
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset("gpt-1.3b", &m), PP_OK);
+    pp_tune_search_params sp = {
+        .model = &m, .hw = hw, .global_batch = 64, .allow_tp = 1, .opts = o, .keep = 3};
+    pp_tune_result *small = NULL, *all = NULL;
+    cr_assert_eq(pp_tune_search(&sp, &small), PP_OK, "%s", pp_err_msg());
+    sp.keep = 100000;
+    cr_assert_eq(pp_tune_search(&sp, &all), PP_OK, "%s", pp_err_msg());
+    cr_assert(small->bounded > 0, "the bound skipped nothing: the test shows nothing");
+    cr_assert_eq(all->bounded, 0);
+    cr_assert_eq(small->n_best, 3);
+    for (int i = 0; i < 3; i++) {
+        cr_assert_float_eq(small->best[i].step_time, all->best[i].step_time, 1e-15);
+        cr_assert(!memcmp(&small->best[i].cfg, &all->best[i].cfg, sizeof small->best[i].cfg));
+    }
+    pp_tune_result_destroy(small);
+    pp_tune_result_destroy(all);
+}
+
+Test(tuner_search_runner, lower_bound_is_exact_with_latencies_and_the_distributed_optimizer)
+{
+    pp_tune_hw hw = {.name = "box",
+                     .source = "test",
+                     .nodes = 2,
+                     .gpus_per_node = 4,
+                     .mem_bytes = 8e10,
+                     .peak_flops = 1e15,
+                     .gemm_flops = 8e14,
+                     .mem_bw = 3e12,
+                     .intra_bw = 2e10,
+                     .inter_bw = 5e9,
+                     .intra_lat = 5e-6,
+                     .inter_lat = 2e-5};
+    pp_tune_opts o;
+    pp_tune_opts_default(&o);
+    bound_keeps_exact(o, &hw);
+    o.distributed_optimizer = 1;
+    bound_keeps_exact(o, &hw);
+}
+
+Test(tuner_search_runner, config_maps_to_the_profile_and_back_and_launch_uses_the_builder)
+{
+    pp_tune_config c = {.kind = "interleaved", .p = 4, .v = 2, .G = 8, .b = 1, .d = 2, .t = 1,
+                        .N = 16, .uneven = 1};
+    pp_profile_config pc;
+    pp_tune_config_to_profile(&c, &pc);
+    cr_assert_str_eq(pc.schedule, "interleaved");
+    cr_assert(pc.p == 4 && pc.v == 2 && pc.G == 8 && pc.b == 1 && pc.d == 2 && pc.t == 1 &&
+              pc.N == 16 && pc.uneven == 1);
+    pp_tune_config back;
+    cr_assert_eq(pp_tune_config_from_profile(&pc, &back), PP_OK);
+    cr_assert(!memcmp(&back, &c, sizeof c), "round trip");
+    pc.schedule = "a-schedule-name-too-long";
+    cr_assert_eq(pp_tune_config_from_profile(&pc, &back), PP_ERR_INVALID);
+
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
+    pp_tune_hw gpus = {.cpu_devices = 0};
+    char line[512], args[512];
+    pp_tune_config_to_profile(&c, &pc);
+    pp_profile_pprun_line l = {.model = "tiny", .config = &pc, .seq = m.seq, .cuda = 1,
+                               .precision = PP_PREC_BF16};
+    char want[600];
+    snprintf(want, sizeof want, "pprun %s", pp_profile_pprun_args(&l, args, sizeof args));
+    cr_assert_str_eq(pp_tune_launch_command(&m, &gpus, &c, line, sizeof line), want);
+}
+
+Test(tuner_search_runner, a_runnable_presets_pprun_name_is_its_profile_name)
+{
+    /* Trials pass runtime_model to pprun; the profile's launch line and its export (and pprun
+     * --profile) use the profile's model name: they agree because every runnable preset is
+     * named as pprun names it. */
+    int n;
+    const char *const *names = pp_tune_model_names(&n);
+    for (int i = 0; i < n; i++) {
+        pp_tune_model m;
+        cr_assert_eq(pp_tune_model_preset(names[i], &m), PP_OK);
+        cr_assert(!m.runtime_model[0] || !strcmp(m.runtime_model, m.name), "%s runs as %s",
+                  m.name, m.runtime_model);
+    }
+}

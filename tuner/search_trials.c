@@ -1,0 +1,156 @@
+/* search_trials.c — the end of the search: trials of the leaderboard's best candidates through
+ * the caller's runner (pprun in a child process by default), recalibration of the time model
+ * from the measured / predicted ratio, and the choice of the winner.
+ *
+ * Only where the cluster is this machine: on its CPU cores the runtime's CPU backend runs; on
+ * its GPUs the CUDA backend in bf16 (rank g on GPU g), and a candidate the runtime itself
+ * cannot fit on a GPU (its activations are fp32, nothing is recomputed: the runtime's own
+ * memory model, pp_tune_memory_runtime_on, on the schedule the search already generated) is
+ * left predicted rather than run into an out-of-memory.
+ * Choice: measured candidates that ran "ok" and fit come first, fastest measured first; the
+ * others follow in their predicted order (a uniform calibration does not reorder them).
+ * Not here: printing (the caller's on_trial callback), how a trial runs (trials.c).
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "search_impl.h"
+
+static void report(const pp_tune_search_params *sp, const pp_tune_trial_event *ev)
+{
+    if (sp->on_trial)
+        sp->on_trial(sp->progress_ctx, ev);
+}
+
+/* On GPUs: the largest per-rank peak of the runtime's CUDA bf16 run of p (0 when unknown). */
+static double runtime_peak_on_gpu(const pp_tune_model *m, const pp_tune_prediction *p)
+{
+    const pp_sched *s = p->sched;
+    if (!s)
+        return 0;
+    double peak = 0;
+    pp_tune_rank_mem *mem = pp_calloc((size_t)s->ranks, sizeof *mem);
+    if (mem && pp_tune_memory_runtime_on(m, &p->cfg, s, PP_TUNE_RT_CUDA_BF16, mem) == PP_OK)
+        for (int r = 0; r < s->ranks; r++)
+            peak = mem[r].total > peak ? mem[r].total : peak;
+    pp_err_clear();
+    free(mem);
+    return peak;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int measured_fit(const pp_tune_prediction *p)
+{
+    return !strcmp(p->trial_status, "ok") && p->measured_peak <= p->capacity;
+}
+
+/* Stable insertion sort (the list is the leaderboard: keep entries): measured-and-fitting
+ * first by measured step time, the rest after them in their order. */
+static void choose(pp_tune_result *r)
+{
+    for (int i = 1; i < r->n_best; i++) {
+        pp_tune_prediction p = r->best[i];
+        if (!measured_fit(&p))
+            continue;
+        int j = i;
+        while (j > 0 &&
+               (!measured_fit(&r->best[j - 1]) || r->best[j - 1].measured_step > p.measured_step)) {
+            r->best[j] = r->best[j - 1];
+            j--;
+        }
+        r->best[j] = p;
+    }
+}
+
+static void record(pp_tune_prediction *p, const pp_tune_trial_result *tr)
+{
+    snprintf(p->trial_status, sizeof p->trial_status, "%s", tr->status);
+    p->measured_step = tr->step_time;
+    p->measured_peak = tr->peak;
+    snprintf(p->trial_detail, sizeof p->trial_detail, "%s", tr->detail);
+    memcpy(p->measured_rank_peak, tr->peak_per_rank, sizeof p->measured_rank_peak);
+}
+
+pp_status pp_tune_search_trials(const pp_tune_search_params *sp, pp_tune_result *r)
+{
+    const pp_tune_model *m = sp->model;
+    const pp_tune_hw *hw = sp->hw;
+    int k = sp->trials;
+    if (!hw->is_local || !m->runtime_model[0] || k <= 0)
+        return PP_OK;
+    pp_tune_runner runner = sp->runner;
+    char pprun[PATH_MAX];
+    if (!runner.run) {
+        if (pp_tune_pprun_find(pprun, sizeof pprun) != PP_OK) {
+            pp_tune_trial_event ev = {.kind = PP_TUNE_TRIAL_NO_RUNNER, .message = pp_err_text()};
+            report(sp, &ev);
+            pp_err_clear();
+            return PP_OK;
+        }
+        runner.run = pp_tune_runner_pprun;
+        runner.ctx = pprun;
+    }
+    int n = 0, cuda = !hw->cpu_devices;
+    double ratios[64];
+    int n_ratio = 0;
+    int todo = k < r->n_best ? k : r->n_best;
+    for (int i = 0; i < r->n_best && n < k; i++) {
+        pp_tune_prediction *p = &r->best[i];
+        if (p->cfg.t != 1)
+            continue;
+        double need = cuda ? runtime_peak_on_gpu(m, p) : 0;
+        if (need > p->capacity) {
+            pp_tune_trial_event ev = {.kind = PP_TUNE_TRIAL_SKIPPED,
+                                      .cfg = &p->cfg,
+                                      .done = n,
+                                      .total = todo,
+                                      .need = need,
+                                      .capacity = p->capacity};
+            report(sp, &ev);
+            continue;
+        }
+        pp_tune_trial_event start = {
+            .kind = PP_TUNE_TRIAL_START, .cfg = &p->cfg, .done = n, .total = todo};
+        report(sp, &start);
+        pp_tune_trial_params tp = {.model = m,
+                                   .cfg = &p->cfg,
+                                   .steps = sp->trial_steps > 0 ? sp->trial_steps : 5,
+                                   .timeout_s = sp->trial_timeout_s > 0 ? sp->trial_timeout_s : 60,
+                                   .cuda = cuda};
+        pp_tune_trial_result tr;
+        memset(&tr, 0, sizeof tr);
+        if (runner.run(runner.ctx, &tp, &tr) != PP_OK) {
+            pp_tune_trial_event ev = {.kind = PP_TUNE_TRIAL_NOT_STARTED,
+                                      .cfg = &p->cfg,
+                                      .done = n,
+                                      .total = todo,
+                                      .message = pp_err_text()};
+            report(sp, &ev);
+            pp_err_clear();
+            continue;
+        }
+        n++;
+        record(p, &tr);
+        if (!strcmp(tr.status, "ok") && p->step_time > 0 && n_ratio < 64)
+            ratios[n_ratio++] = tr.step_time / p->step_time;
+        pp_tune_trial_event done = {
+            .kind = PP_TUNE_TRIAL_DONE, .cfg = &p->cfg, .done = n, .total = todo, .result = &tr};
+        report(sp, &done);
+    }
+    pp_tune_trial_event end = {.kind = PP_TUNE_TRIAL_END, .done = todo, .total = todo};
+    report(sp, &end);
+    r->trialled = n;
+    if (n_ratio > 0) {
+        qsort(ratios, (size_t)n_ratio, sizeof *ratios, cmp_double);
+        r->calibration = n_ratio % 2 ? ratios[n_ratio / 2]
+                                     : 0.5 * (ratios[n_ratio / 2 - 1] + ratios[n_ratio / 2]);
+    }
+    choose(r);
+    return PP_OK;
+}
