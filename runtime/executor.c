@@ -281,13 +281,19 @@ pp_status pp_rt_executor_create(const pp_rt_exec_params *p, pp_rt_executor **out
     ex->precision = p->precision;
     ex->device = p->device;
     ex->device_mem = p->backend == PP_RT_BACKEND_CUDA;
-    /* only NCCL takes device pointers; the in-process and MPI transports take host memory */
+    /* a transport that takes device memory (NCCL) gets device pointers; the in-process and MPI
+     * transports take host memory, so a device's tensors are staged through host copies */
+    ex->tp_caps = p->transport ? pp_transport_caps(p->transport) : 0;
     ex->staged = (ex->device_mem || p->backend == PP_RT_BACKEND_CPU_STAGED) &&
-                 !(p->transport && strcmp(pp_transport_name(p->transport), "nccl") == 0);
+                 !(ex->tp_caps & PP_TRANSPORT_CAP_DEVICE_MEM);
     atomic_init(&ex->failed, -1);
     pp_status st = pp_sched_clone(p->sched, &ex->sched);
     if (st == PP_OK)
+        st = pp_ex_plan_create(ex);
+    if (st == PP_OK)
         st = create_all(ex);
+    if (st == PP_OK)
+        st = pp_ex_plan_check(ex);
     if (st != PP_OK) {
         pp_rt_executor_destroy(ex);
         return pp_err_trace(st, __FILE__, __LINE__);
@@ -335,6 +341,7 @@ void pp_rt_executor_destroy(pp_rt_executor *ex)
     for (int g = 0; ex->be && g < ex->G; g++)
         pp_backend_destroy(ex->be[g]);
     free(ex->be);
+    free(ex->plan);
     free(ex->stages);
     free(ex->rk);
     free(ex->losses);

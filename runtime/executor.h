@@ -70,6 +70,9 @@ struct pp_rt_executor {
     int backend, precision, device; /* pp_rt_exec_params' */
     int device_mem;                 /* the backends' memory is a device's (CUDA) */
     int staged; /* device_mem and the transport takes host memory: stage through host */
+    unsigned tp_caps;      /* the transport's PP_TRANSPORT_CAP_* (0 for the in-process one) */
+    pp_rt_plan_rank *plan; /* [D] the memory plan of each pipeline rank (executor_plan.c) */
+    int plan_exact;        /* pp_rt_plan_is_exact of it */
 };
 
 /* Whether global rank g runs in this process. */
@@ -160,6 +163,11 @@ pp_status pp_ex_recv_host(pp_rt_executor *ex, int g, int from, uint64_t tag, voi
                           size_t bytes);
 pp_status pp_ex_allreduce_host(pp_rt_executor *ex, int g, const int *group, int n_group,
                                uint64_t tag, float *data, size_t n);
+
+/* executor_plan.c: the plan computed at creation (after the schedule is cloned), then checked
+ * against the weights the ranks' stages allocated (PP_ERR_CHECK when they differ). */
+pp_status pp_ex_plan_create(pp_rt_executor *ex);
+pp_status pp_ex_plan_check(const pp_rt_executor *ex);
 
 /* executor_dist.c: with a process transport, after a rank's step: the losses shared with
  * every process, the rank's spans sent to rank 0. */

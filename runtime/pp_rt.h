@@ -24,46 +24,14 @@
 #include <stdint.h>
 
 #include "pp_common.h"
+#include "pp_rt_mem.h"
+#include "pp_rt_model.h"
+#include "pp_rt_plan.h"
 #include "pp_sched.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ---- Model ------------------------------------------------------------------------------- */
-typedef struct {
-    int layers; /* L transformer blocks */
-    int hidden; /* C */
-    int heads;  /* NH; C % NH == 0 */
-    int ffn;    /* MLP width, usually 4C */
-    int vocab;  /* V */
-    int seq;    /* maximum sequence length (learned positions) */
-} pp_model_cfg;
-
-/* Runnable presets: "tiny" (CI-sized), "small", "gpt-125m", ... PP_ERR_NOTFOUND lists the names. */
-pp_status pp_model_preset(const char *name, pp_model_cfg *out);
-/* Checks the sizes (positive, heads divide hidden); messages name the field. */
-pp_status pp_model_validate(const pp_model_cfg *cfg);
-
-/* ---- Memory accounting ------------------------------------------------------------------- */
-typedef enum {
-    PP_MEM_WEIGHTS = 0,
-    PP_MEM_GRADS,
-    PP_MEM_OPTIM,
-    PP_MEM_ACTS,      /* activations saved for backward */
-    PP_MEM_COMM,      /* send / receive buffers */
-    PP_MEM_WORKSPACE, /* scratch of the kernels */
-    PP_MEM__COUNT
-} pp_mem_category;
-
-const char *pp_mem_category_name(pp_mem_category c); /* "weights", "grads", ... */
-
-typedef struct {
-    size_t current[PP_MEM__COUNT]; /* bytes held now */
-    size_t peak[PP_MEM__COUNT];    /* high-water mark of each category */
-    size_t current_total;
-    size_t peak_total; /* high-water mark of the sum (not the sum of peaks) */
-} pp_mem_stats;
 
 /* ---- Backend ----------------------------------------------------------------------------- */
 /* A backend is a table of callbacks plus a context (ggml-backend style). Every byte the
@@ -86,7 +54,6 @@ pp_status pp_backend_cpu_create(pp_backend **out);
  * thread; one process per GPU, as under mpirun, needs nothing more).
  * PP_ERR_UNSUPPORTED when built without CUDA or when the machine has no CUDA device (the
  * message says which), PP_ERR_INVALID for a bad device index or precision. */
-typedef enum { PP_PREC_FP32 = 0, PP_PREC_BF16 = 1 } pp_precision;
 pp_status pp_backend_cuda_create(int device, int precision, pp_backend **out);
 /* CUDA-only queries; PP_ERR_UNSUPPORTED for any other backend (or a build without CUDA).
  * sync: waits for the compute and communication streams. timer: CUDA events on the compute
@@ -209,6 +176,8 @@ pp_status pp_transport_thread_create(int ranks, pp_backend *const *backends, pp_
 void pp_transport_destroy(pp_transport *t);
 const char *pp_transport_name(const pp_transport *t); /* "thread" */
 int pp_transport_ranks(const pp_transport *t);
+/* Returns the transport's PP_TRANSPORT_CAP_* flags (plan/pp_rt_plan.h); 0 for NULL. */
+unsigned pp_transport_caps(const pp_transport *t);
 
 /* Point-to-point tag of the activation (dir 0) or gradient (dir 1) hop of micro-batch mb
  * into / out of `stage` of `pipe`: the executor tags a hop with the stage that receives it. */
@@ -340,15 +309,6 @@ typedef struct {
     int device;
 } pp_rt_exec_params;
 
-/* PP_RT_BACKEND_CPU_STAGED: CPU backends whose tensors the executor nevertheless moves through
- * host staging copies exactly as it does a CUDA backend's (for tests: the staging path runs,
- * and must give the CPU run's floats bit for bit, on a machine without a GPU). */
-typedef enum {
-    PP_RT_BACKEND_CPU = 0,
-    PP_RT_BACKEND_CUDA = 1,
-    PP_RT_BACKEND_CPU_STAGED = 2
-} pp_rt_backend_kind;
-
 typedef struct {
     double start, end; /* seconds since the step began */
 } pp_rt_span;
@@ -384,6 +344,13 @@ pp_backend *pp_rt_executor_backend(pp_rt_executor *ex, int g);
 /* With a process transport: the global rank this process runs (the others' stages and
  * backends are NULL here); -1 when every rank is a thread of this process. */
 int pp_rt_executor_self(const pp_rt_executor *ex);
+/* Returns the memory plan of global rank g (computed at creation: every replica of a
+ * pipeline rank plans the same), owned by the executor; NULL for g outside 0..n_ranks-1.
+ * After steps, pp_rt_executor_mem_stats' peaks equal it (to the byte when
+ * pp_rt_executor_plan_is_exact returns 1). */
+const pp_rt_plan_rank *pp_rt_executor_plan(const pp_rt_executor *ex, int g);
+/* Returns pp_rt_plan_is_exact of the executor's plan: 1 when it is exact. */
+int pp_rt_executor_plan_is_exact(const pp_rt_executor *ex);
 /* Memory statistics of every global rank into out[n_ranks]. With a process transport every
  * process must call it (it is a gather): rank 0 gets them all, another process its own. */
 pp_status pp_rt_executor_mem_stats(pp_rt_executor *ex, pp_mem_stats *out);

@@ -89,6 +89,19 @@ static void memory_model_matches(const char *kind, int prec)
     pp_tune_rank_mem want[2];
     pp_tune_rt_backend be = prec == PP_PREC_BF16 ? PP_TUNE_RT_CUDA_BF16 : PP_TUNE_RT_CUDA_FP32;
     OK(pp_tune_memory_runtime_on(&tm, &c, s, be, want));
+    /* the executor's own plan, computed at its creation, is exact here (staged ranks) */
+    cr_expect(pp_rt_executor_plan_is_exact(ex), "%s: staged CUDA ranks plan exactly", kind);
+    for (int r = 0; r < 2; r++) {
+        const pp_rt_plan_rank *pl = pp_rt_executor_plan(ex, r);
+        cr_expect(pl && pl->peak_total == got[r].peak_total,
+                  "%s %s rank %d: the executor's plan %zu B, the CUDA backend's accounting %zu B",
+                  kind, prec == PP_PREC_BF16 ? "bf16" : "fp32", r, pl ? pl->peak_total : 0,
+                  got[r].peak_total);
+        for (int c = 0; pl && c < PP_MEM__COUNT; c++)
+            cr_expect_eq(pl->peak[c], got[r].peak[c], "%s %s rank %d: %s peak: plan %zu, measured %zu",
+                         kind, prec == PP_PREC_BF16 ? "bf16" : "fp32", r,
+                         pp_mem_category_name((pp_mem_category)c), pl->peak[c], got[r].peak[c]);
+    }
     for (int r = 0; r < 2; r++) {
         double measured = (double)got[r].peak_total, err = (want[r].total - measured) / measured;
         cr_expect(fabs(err) <= MEM_TOL,

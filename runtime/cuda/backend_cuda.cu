@@ -19,9 +19,7 @@
 
 #include "cuda_impl.h"
 
-/* cuBLAS workspace: 32 MiB, NVIDIA's recommendation for Hopper (cuBLAS docs, cublasSetWorkspace).
- */
-#define PP_CUBLAS_WS_BYTES ((size_t)32 << 20)
+/* The cuBLAS workspace's size is PP_RT_CUBLAS_WS_BYTES (pp_rt_sizes.h, with the plan's). */
 
 /* ---- errors ---- */
 
@@ -226,10 +224,11 @@ static pp_status cuda_gemm(void *ctx, int trans_a, int trans_b, int m, int n, in
     int br = trans_b ? n : k, bc = trans_b ? k : n;
     const __nv_bfloat16 *a16 = pp_cuda_shadow_find(cx, a, (size_t)(ar - 1) * lda + ac);
     const __nv_bfloat16 *b16 = pp_cuda_shadow_find(cx, b, (size_t)(br - 1) * ldb + bc);
-    size_t na = a16 ? 0 : pp_cuda_align64((size_t)ar * ac), nb = b16 ? 0 : (size_t)br * bc;
+    size_t na = a16 ? 0 : pp_rt_size_align64((size_t)ar * ac), nb = b16 ? 0 : (size_t)br * bc;
     if (na + nb > 0) {
         void *ws;
-        PP_TRY(pp_cuda_ws_reserve(cx, (na + nb) * sizeof(__nv_bfloat16), &ws));
+        PP_TRY(pp_cuda_ws_reserve(
+            cx, pp_rt_size_cuda_gemm_ws(a16 ? 0 : (size_t)ar * ac, nb), &ws)); /* = (na + nb) */
         __nv_bfloat16 *w16 = (__nv_bfloat16 *)ws;
         if (!a16) {
             PP_TRY(pp_cuda_to_bf16(cx, w16, a, ar, ac, lda));
@@ -340,12 +339,13 @@ static pp_status blas_ws_init(pp_cuda_ctx *cx)
 {
     /* cuBLAS wants the workspace 256-byte aligned: over-allocate and round the pointer up
      * rather than rely on the pool's alignment, which its documentation does not state. */
-    cx->blas_ws_bytes = PP_CUBLAS_WS_BYTES + 256;
+    cx->blas_ws_bytes = PP_RT_CUBLAS_WS_BYTES + PP_RT_CUBLAS_WS_ALIGN;
     cx->blas_ws = pp_backend_alloc(cx->be, cx->blas_ws_bytes, PP_MEM_WORKSPACE);
     if (!cx->blas_ws)
         return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
-    uintptr_t p = ((uintptr_t)cx->blas_ws + 255) / 256 * 256;
-    PP_CUBLAS_TRY(cublasSetWorkspace(cx->blas, (void *)p, PP_CUBLAS_WS_BYTES));
+    uintptr_t p = ((uintptr_t)cx->blas_ws + PP_RT_CUBLAS_WS_ALIGN - 1) / PP_RT_CUBLAS_WS_ALIGN *
+                  PP_RT_CUBLAS_WS_ALIGN;
+    PP_CUBLAS_TRY(cublasSetWorkspace(cx->blas, (void *)p, PP_RT_CUBLAS_WS_BYTES));
     return PP_OK;
 }
 
