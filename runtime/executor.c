@@ -100,9 +100,9 @@ static pp_status create_stages(pp_rt_executor *ex, int g)
  * checks them against the vocabulary there, and copies each micro-batch's into its slot): the
  * backend's memory where that is host memory (counted under PP_MEM_ACTS), plain host memory
  * next to a device backend. */
-static int32_t *tokens_alloc(const pp_rt_executor *ex, rank_state *rs, size_t bytes)
+static int32_t *tokens_alloc(rank_state *rs, size_t bytes)
 {
-    if (!ex->device_mem)
+    if (!pp_backend_is_device(rs->be))
         return pp_backend_alloc(rs->be, bytes, PP_MEM_ACTS);
     int32_t *p = malloc(bytes);
     if (!p)
@@ -110,9 +110,9 @@ static int32_t *tokens_alloc(const pp_rt_executor *ex, rank_state *rs, size_t by
     return p;
 }
 
-static void tokens_free(const pp_rt_executor *ex, rank_state *rs, int32_t *p, size_t bytes)
+static void tokens_free(rank_state *rs, int32_t *p, size_t bytes)
 {
-    if (!ex->device_mem)
+    if (!pp_backend_is_device(rs->be))
         pp_backend_free(rs->be, p, bytes, PP_MEM_ACTS);
     else
         free(p);
@@ -141,9 +141,9 @@ static pp_status create_rank(pp_rt_executor *ex, int g)
         last |= ex_rank_of(ex, p, ex->S - 1) == rs->r;
     }
     size_t bytes = (size_t)ex->N * ex->B * ex->T * sizeof(int32_t);
-    if (first && !(rs->tok = tokens_alloc(ex, rs, bytes)))
+    if (first && !(rs->tok = tokens_alloc(rs, bytes)))
         return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
-    if (last && !(rs->tgt = tokens_alloc(ex, rs, bytes)))
+    if (last && !(rs->tgt = tokens_alloc(rs, bytes)))
         return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
     return pp_ex_marks_create(ex, rs);
 }
@@ -313,8 +313,8 @@ static void destroy_rank(pp_rt_executor *ex, rank_state *rs)
             pp_ex_host_free(rs->be, rs->red[i].host);
     }
     size_t bytes = (size_t)ex->N * ex->B * ex->T * sizeof(int32_t);
-    tokens_free(ex, rs, rs->tok, bytes);
-    tokens_free(ex, rs, rs->tgt, bytes);
+    tokens_free(rs, rs->tok, bytes);
+    tokens_free(rs, rs->tgt, bytes);
     free(rs->slot);
     free(rs->red);
     pp_ex_marks_destroy(rs);

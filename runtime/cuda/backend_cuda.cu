@@ -280,6 +280,47 @@ static void cuda_destroy(void *ctx)
     free(cx);
 }
 
+/* ---- the table's device ops: what the executor asks without naming CUDA ---- */
+
+static pp_status cuda_sync(void *ctx)
+{
+    pp_cuda_ctx *cx = (pp_cuda_ctx *)ctx;
+    PP_CUDA_TRY(cudaSetDevice(cx->device));
+    PP_CUDA_TRY(cudaStreamSynchronize(cx->stream));
+    PP_CUDA_TRY(cudaStreamSynchronize(cx->comm));
+    return PP_OK;
+}
+
+static pp_status cuda_mem_info(void *ctx, size_t *free_bytes, size_t *total_bytes)
+{
+    PP_CUDA_TRY(cudaSetDevice(((pp_cuda_ctx *)ctx)->device));
+    PP_CUDA_TRY(cudaMemGetInfo(free_bytes, total_bytes));
+    return PP_OK;
+}
+
+static pp_status cuda_marks_create(void *ctx, int n, void **marks)
+{
+    pp_cuda_marks *mk = NULL;
+    pp_status st = pp_cuda_marks_create(((pp_cuda_ctx *)ctx)->be, n, &mk);
+    *marks = mk;
+    return st;
+}
+
+static pp_status cuda_marks_record(void *marks, int i)
+{
+    return pp_cuda_marks_record((pp_cuda_marks *)marks, i);
+}
+
+static pp_status cuda_marks_read(void *marks, double *seconds)
+{
+    return pp_cuda_marks_read((pp_cuda_marks *)marks, seconds);
+}
+
+static void cuda_marks_destroy(void *marks)
+{
+    pp_cuda_marks_destroy((pp_cuda_marks *)marks);
+}
+
 static const pp_backend_ops cuda_ops = {
     /* .alloc = */ cuda_alloc,
     /* .free = */ cuda_free,
@@ -308,6 +349,13 @@ static const pp_backend_ops cuda_ops = {
     /* .sum_sq = */ pp_cuda_sum_sq,
     /* .host_alloc = */ pp_cuda_host_alloc,
     /* .host_free = */ pp_cuda_host_free,
+    /* .device_memory = */ 1,
+    /* .sync = */ cuda_sync,
+    /* .mem_info = */ cuda_mem_info,
+    /* .marks_create = */ cuda_marks_create,
+    /* .marks_record = */ cuda_marks_record,
+    /* .marks_read = */ cuda_marks_read,
+    /* .marks_destroy = */ cuda_marks_destroy,
 };
 
 /* Streams, events and the cuBLAS handle of a fresh context (on failure the caller destroys it). */
@@ -405,9 +453,7 @@ extern "C" pp_status pp_backend_cuda_sync(pp_backend *be)
 {
     pp_cuda_ctx *cx;
     PP_TRY(cuda_ctx_of(be, &cx));
-    PP_CUDA_TRY(cudaStreamSynchronize(cx->stream));
-    PP_CUDA_TRY(cudaStreamSynchronize(cx->comm));
-    return PP_OK;
+    return cuda_sync(cx);
 }
 
 extern "C" pp_status pp_backend_cuda_timer_start(pp_backend *be)
@@ -435,8 +481,7 @@ extern "C" pp_status pp_backend_cuda_mem_info(pp_backend *be, size_t *free_bytes
 {
     pp_cuda_ctx *cx;
     PP_TRY(cuda_ctx_of(be, &cx));
-    PP_CUDA_TRY(cudaMemGetInfo(free_bytes, total_bytes));
-    return PP_OK;
+    return cuda_mem_info(cx, free_bytes, total_bytes);
 }
 
 extern "C" pp_status pp_backend_cuda_streams(pp_backend *be, int *device, void **compute,
