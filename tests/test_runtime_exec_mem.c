@@ -36,7 +36,7 @@ typedef struct {
     int dp;
 } setup;
 
-static void make(setup *u, const char *kind, int D, int N, int v, int dp)
+static void make_on(setup *u, const char *kind, int D, int N, int v, int dp, int backend)
 {
     pp_model_cfg m = model();
     pp_sched_params sp = {.ranks = D, .microbatches = N, .chunks = v, .layers = m.layers};
@@ -48,10 +48,26 @@ static void make(setup *u, const char *kind, int D, int N, int v, int dp)
                             .dp = dp,
                             .seed = 5,
                             .clip = 1.0f,
-                            .adamw = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f}};
+                            .adamw = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f},
+                            .backend = backend};
     OK(pp_rt_executor_create(&ep, &u->ex));
     u->dp = dp;
 }
+
+static void make(setup *u, const char *kind, int D, int N, int v, int dp)
+{
+    make_on(u, kind, D, N, v, dp, PP_RT_BACKEND_CPU);
+}
+
+/* The schedules both accounting tests run (every generator family, with and without dp). */
+static const struct {
+    const char *kind;
+    int D, N, v, dp;
+} cases[] = {{"1f1b", 4, 8, 0, 1},
+             {"gpipe", 2, 4, 0, 2},
+             {"interleaved", 2, 4, 2, 1},
+             {"chimera", 4, 4, 0, 1},
+             {"bitpipe", 2, 4, 0, 2}};
 
 static void steps(setup *u, int n)
 {
@@ -153,14 +169,6 @@ static void check_categories(setup *u, const char *what)
 
 Test(runtime_exec_mem, categories_match_the_schedule)
 {
-    struct {
-        const char *kind;
-        int D, N, v, dp;
-    } cases[] = {{"1f1b", 4, 8, 0, 1},
-                 {"gpipe", 2, 4, 0, 2},
-                 {"interleaved", 2, 4, 2, 1},
-                 {"chimera", 4, 4, 0, 1},
-                 {"bitpipe", 2, 4, 0, 2}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         setup u;
         make(&u, cases[i].kind, cases[i].D, cases[i].N, cases[i].v, cases[i].dp);
@@ -175,32 +183,10 @@ Test(runtime_exec_mem, categories_match_the_schedule)
  * program order and the plan computed at creation equals every measured peak to the byte. */
 Test(runtime_exec_mem, plan_equals_measured_when_staged)
 {
-    struct {
-        const char *kind;
-        int D, N, v, dp;
-    } cases[] = {{"1f1b", 4, 8, 0, 1},
-                 {"gpipe", 2, 4, 0, 2},
-                 {"interleaved", 2, 4, 2, 1},
-                 {"chimera", 4, 4, 0, 1},
-                 {"bitpipe", 2, 4, 0, 2}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        pp_model_cfg m = model();
-        pp_sched *s;
-        pp_sched_params sp = {.ranks = cases[i].D, .microbatches = cases[i].N,
-                              .chunks = cases[i].v, .layers = m.layers};
-        OK(pp_sched_generate(cases[i].kind, &sp, &s));
-        pp_rt_exec_params ep = {
-            .model = &m,
-            .sched = s,
-            .micro_batch = B,
-            .seq = T,
-            .dp = cases[i].dp,
-            .seed = 5,
-            .clip = 1.0f,
-            .adamw = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f},
-            .backend = PP_RT_BACKEND_CPU_STAGED};
-        setup u = {.s = s, .dp = cases[i].dp};
-        OK(pp_rt_executor_create(&ep, &u.ex));
+        setup u;
+        make_on(&u, cases[i].kind, cases[i].D, cases[i].N, cases[i].v, cases[i].dp,
+                PP_RT_BACKEND_CPU_STAGED);
         cr_assert(pp_rt_executor_plan_is_exact(u.ex), "%s: a staged plan is exact",
                   cases[i].kind);
         steps(&u, 2);
