@@ -158,6 +158,34 @@ Test(cuda_rt, marks_time_the_stream_and_forget_after_a_read)
     pp_backend_destroy(be);
 }
 
+/* The same marks through the backend table's optional ops (what the executor uses), and the
+ * other device ops a CUDA backend fills. */
+Test(cuda_rt, the_table_device_ops_of_a_cuda_backend)
+{
+    pp_backend *be = NULL;
+    pp_status st = pp_backend_create(PP_RT_BACKEND_CUDA, 0, PP_PREC_FP32, &be);
+    if (st == PP_ERR_UNSUPPORTED)
+        cr_skip_test("skipped: %s", pp_err_text());
+    OK(st);
+    cr_expect_eq(pp_backend_is_device(be), 1);
+    cr_expect_geq(pp_backend_device_count(PP_RT_BACKEND_CUDA), 1);
+    OK(pp_backend_sync(be));
+    size_t f = 0, t = 0;
+    OK(pp_backend_mem_info(be, &f, &t));
+    cr_expect(t > 0 && f <= t, "free %zu of %zu", f, t);
+    cr_assert_eq(pp_backend_has_marks(be), 1);
+    pp_backend_marks *mk;
+    OK(pp_backend_marks_create(be, 2, &mk));
+    OK(pp_backend_marks_record(mk, 0));
+    OK(pp_backend_marks_record(mk, 1));
+    double sec[2];
+    OK(pp_backend_marks_read(mk, sec));
+    cr_expect(sec[0] == 0.0 && sec[1] >= 0.0, "marks %g %g", sec[0], sec[1]);
+    cr_expect_eq(pp_backend_marks_record(mk, 2), PP_ERR_INVALID, "mark 2 of 2 must be refused");
+    pp_backend_marks_destroy(mk);
+    pp_backend_destroy(be);
+}
+
 Test(cuda_rt, executor_spans_on_cuda_are_ordered_and_inside_the_step)
 {
     pp_tune_model tm;
