@@ -10,17 +10,6 @@
 
 #include "backend.h"
 
-const char *pp_mem_category_name(pp_mem_category c)
-{
-    static const char *const names[PP_MEM__COUNT] = {
-        [PP_MEM_WEIGHTS] = "weights", [PP_MEM_GRADS] = "grads", [PP_MEM_OPTIM] = "optim",
-        [PP_MEM_ACTS] = "acts",       [PP_MEM_COMM] = "comm",   [PP_MEM_WORKSPACE] = "workspace",
-    };
-    if ((int)c < 0 || c >= PP_MEM__COUNT)
-        return "unknown";
-    return names[c];
-}
-
 pp_status pp_backend_wrap(const char *name, const pp_backend_ops *ops, void *ctx, pp_backend **out)
 {
     *out = NULL;

@@ -97,6 +97,24 @@ typedef struct {
      * run at full rate); NULL when none can be had. host_free takes what host_alloc gave. */
     void *(*host_alloc)(void *ctx, size_t bytes);
     void (*host_free)(void *ctx, void *p);
+
+    /* ---- optional: a device backend (0 / NULL on a host backend such as the CPU) ----
+     * The code above the table (the executor, pp_backend_* in backend_device.c) asks these
+     * instead of naming a device API, so that it has no CUDA call and no #ifdef. */
+    int device_memory; /* 1: alloc gives device memory, reached from the host only through
+                          upload / download (tensors are staged for host transports) */
+    /* Makes the backend's device current on the calling thread and waits for the work queued
+     * on its streams. NULL: nothing is ever queued (the call returns PP_OK). */
+    pp_status (*sync)(void *ctx);
+    /* The device's free and total bytes as its driver sees them. NULL: PP_ERR_UNSUPPORTED. */
+    pp_status (*mem_info)(void *ctx, size_t *free_bytes, size_t *total_bytes);
+    /* Device-side timing marks on the compute stream (pp_backend_marks_* in pp_rt_backend.h
+     * say what they mean); *marks is the backend's own handle. NULL: the backend has none and
+     * its work is done when a kernel returns, so host clocks time it. */
+    pp_status (*marks_create)(void *ctx, int n, void **marks);
+    pp_status (*marks_record)(void *marks, int i);
+    pp_status (*marks_read)(void *marks, double *seconds);
+    void (*marks_destroy)(void *marks);
 } pp_backend_ops;
 
 struct pp_backend {

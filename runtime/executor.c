@@ -100,9 +100,9 @@ static pp_status create_stages(pp_rt_executor *ex, int g)
  * checks them against the vocabulary there, and copies each micro-batch's into its slot): the
  * backend's memory where that is host memory (counted under PP_MEM_ACTS), plain host memory
  * next to a device backend. */
-static int32_t *tokens_alloc(const pp_rt_executor *ex, rank_state *rs, size_t bytes)
+static int32_t *tokens_alloc(rank_state *rs, size_t bytes)
 {
-    if (!ex->device_mem)
+    if (!pp_backend_is_device(rs->be))
         return pp_backend_alloc(rs->be, bytes, PP_MEM_ACTS);
     int32_t *p = malloc(bytes);
     if (!p)
@@ -110,9 +110,9 @@ static int32_t *tokens_alloc(const pp_rt_executor *ex, rank_state *rs, size_t by
     return p;
 }
 
-static void tokens_free(const pp_rt_executor *ex, rank_state *rs, int32_t *p, size_t bytes)
+static void tokens_free(rank_state *rs, int32_t *p, size_t bytes)
 {
-    if (!ex->device_mem)
+    if (!pp_backend_is_device(rs->be))
         pp_backend_free(rs->be, p, bytes, PP_MEM_ACTS);
     else
         free(p);
@@ -141,9 +141,9 @@ static pp_status create_rank(pp_rt_executor *ex, int g)
         last |= ex_rank_of(ex, p, ex->S - 1) == rs->r;
     }
     size_t bytes = (size_t)ex->N * ex->B * ex->T * sizeof(int32_t);
-    if (first && !(rs->tok = tokens_alloc(ex, rs, bytes)))
+    if (first && !(rs->tok = tokens_alloc(rs, bytes)))
         return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
-    if (last && !(rs->tgt = tokens_alloc(ex, rs, bytes)))
+    if (last && !(rs->tgt = tokens_alloc(rs, bytes)))
         return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
     return pp_ex_marks_create(ex, rs);
 }
@@ -281,13 +281,19 @@ pp_status pp_rt_executor_create(const pp_rt_exec_params *p, pp_rt_executor **out
     ex->precision = p->precision;
     ex->device = p->device;
     ex->device_mem = p->backend == PP_RT_BACKEND_CUDA;
-    /* only NCCL takes device pointers; the in-process and MPI transports take host memory */
+    /* a transport that takes device memory (NCCL) gets device pointers; the in-process and MPI
+     * transports take host memory, so a device's tensors are staged through host copies */
+    ex->tp_caps = p->transport ? pp_transport_caps(p->transport) : 0;
     ex->staged = (ex->device_mem || p->backend == PP_RT_BACKEND_CPU_STAGED) &&
-                 !(p->transport && strcmp(pp_transport_name(p->transport), "nccl") == 0);
+                 !(ex->tp_caps & PP_TRANSPORT_CAP_DEVICE_MEM);
     atomic_init(&ex->failed, -1);
     pp_status st = pp_sched_clone(p->sched, &ex->sched);
     if (st == PP_OK)
+        st = pp_ex_plan_create(ex);
+    if (st == PP_OK)
         st = create_all(ex);
+    if (st == PP_OK)
+        st = pp_ex_plan_check(ex);
     if (st != PP_OK) {
         pp_rt_executor_destroy(ex);
         return pp_err_trace(st, __FILE__, __LINE__);
@@ -307,8 +313,8 @@ static void destroy_rank(pp_rt_executor *ex, rank_state *rs)
             pp_ex_host_free(rs->be, rs->red[i].host);
     }
     size_t bytes = (size_t)ex->N * ex->B * ex->T * sizeof(int32_t);
-    tokens_free(ex, rs, rs->tok, bytes);
-    tokens_free(ex, rs, rs->tgt, bytes);
+    tokens_free(rs, rs->tok, bytes);
+    tokens_free(rs, rs->tgt, bytes);
     free(rs->slot);
     free(rs->red);
     pp_ex_marks_destroy(rs);
@@ -335,6 +341,7 @@ void pp_rt_executor_destroy(pp_rt_executor *ex)
     for (int g = 0; ex->be && g < ex->G; g++)
         pp_backend_destroy(ex->be[g]);
     free(ex->be);
+    free(ex->plan);
     free(ex->stages);
     free(ex->rk);
     free(ex->losses);

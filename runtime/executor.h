@@ -35,8 +35,8 @@ typedef struct {
     pp_status st;
     char err[1024];
     pthread_t thread;
-    /* CUDA backends: device-side timing of the step (executor_mem.c); NULL on the CPU */
-    pp_cuda_marks *marks;
+    /* device backends: device-side timing of the step (executor_mem.c); NULL on the CPU */
+    pp_backend_marks *marks;
     double *mark_s;   /* [n_marks] seconds from mark 0, as read back */
     double mark_base; /* host time of mark 0, seconds since the step began */
     void *stage_host; /* staging buffer of point-to-point messages (executor_mem.c), or NULL */
@@ -68,8 +68,11 @@ struct pp_rt_executor {
     int self;   /* the one global rank this process runs (process transport), or -1: all */
     int own_tp; /* tp is the executor's in-process transport (else borrowed) */
     int backend, precision, device; /* pp_rt_exec_params' */
-    int device_mem;                 /* the backends' memory is a device's (CUDA) */
+    int device_mem;                 /* the backends' memory is a device's (the CUDA kind) */
     int staged; /* device_mem and the transport takes host memory: stage through host */
+    unsigned tp_caps;      /* the transport's PP_TRANSPORT_CAP_* (0 for the in-process one) */
+    pp_rt_plan_rank *plan; /* [D] the memory plan of each pipeline rank (executor_plan.c) */
+    int plan_exact;        /* pp_rt_plan_is_exact of it */
 };
 
 /* Whether global rank g runs in this process. */
@@ -132,7 +135,7 @@ pp_status pp_ex_sum_sq(rank_state *rs, const float *x, size_t n, double *acc);
 /* Frees host memory of the staging copies (the backend's host_free, else free). */
 void pp_ex_host_free(pp_backend *be, void *p);
 
-/* Device-timed spans (CUDA backends; every call is a no-op on a rank without marks). A rank
+/* Device-timed spans (device backends; every call is a no-op on a rank without marks). A rank
  * of n actions has 2n + 4 marks: 0 the origin, then each action's start and end, then the
  * gradient synchronisation's start and end and the optimizer's end. begin records the origin
  * (the stream is idle then: its host time is the device's); apply waits for the device and
@@ -160,6 +163,11 @@ pp_status pp_ex_recv_host(pp_rt_executor *ex, int g, int from, uint64_t tag, voi
                           size_t bytes);
 pp_status pp_ex_allreduce_host(pp_rt_executor *ex, int g, const int *group, int n_group,
                                uint64_t tag, float *data, size_t n);
+
+/* executor_plan.c: the plan computed at creation (after the schedule is cloned), then checked
+ * against the weights the ranks' stages allocated (PP_ERR_CHECK when they differ). */
+pp_status pp_ex_plan_create(pp_rt_executor *ex);
+pp_status pp_ex_plan_check(const pp_rt_executor *ex);
 
 /* executor_dist.c: with a process transport, after a rank's step: the losses shared with
  * every process, the rank's spans sent to rank 0. */

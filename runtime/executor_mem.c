@@ -6,8 +6,10 @@
  * staged through a host copy (download, send / all-reduce, upload); the NCCL transport takes
  * device pointers directly.
  *
- * With a CUDA backend the rank's spans are device time: CUDA events around every action
- * (pp_ex_marks_*, runtime/cuda/marks_cuda.cu), read back at the end of the rank's step.
+ * With a device backend the rank's spans are device time: the backend's timing marks around
+ * every action (pp_ex_marks_*, pp_backend_marks_*: CUDA events in runtime/cuda/marks_cuda.cu),
+ * read back at the end of the rank's step. Nothing here names CUDA: it asks the backend's
+ * optional ops (runtime/backend.h).
  *
  * Staging copies go through host memory the backend gives (page-locked for CUDA): one buffer
  * per rank for point-to-point messages, kept and grown to the largest; one per all-reduce in
@@ -22,28 +24,23 @@
 
 pp_status pp_ex_backend_create(const pp_rt_executor *ex, int g, pp_backend **out)
 {
-    if (ex->backend == PP_RT_BACKEND_CPU || ex->backend == PP_RT_BACKEND_CPU_STAGED)
-        return pp_backend_cpu_create(out);
-    if (ex->backend != PP_RT_BACKEND_CUDA)
-        return PP_ERR(PP_ERR_INVALID, "backend kind %d is not CPU (0), CUDA (1) or staged CPU (2)",
-                      ex->backend);
     int device = ex->device;
     if (ex->self < 0) {
         /* ranks as threads of this process: spread them over the devices it sees (with one
          * device every rank shares it, each on its own streams) */
-        int count = pp_cuda_device_count();
+        int count = pp_backend_device_count(ex->backend);
         device = count > 1 ? g % count : 0;
     }
-    return pp_backend_cuda_create(device, ex->precision, out);
+    return pp_backend_create(ex->backend, device, ex->precision, out);
 }
 
 pp_status pp_ex_rank_enter(pp_rt_executor *ex, rank_state *rs)
 {
-    /* A step's rank threads are new threads: the CUDA backend's device is made current on
-     * this one (pp_backend_cuda_sync does so, and waits for nothing queued yet). */
-    if (!ex->device_mem)
-        return PP_OK;
-    return pp_backend_cuda_sync(rs->be);
+    /* A step's rank threads are new threads: a device backend's device is made current on
+     * this one (pp_backend_sync does so, and waits for nothing queued yet); a host backend
+     * returns at once. */
+    (void)ex;
+    return pp_backend_sync(rs->be);
 }
 
 /* Host memory for staging a backend's memory: the backend's own (page-locked for CUDA) where
@@ -230,17 +227,17 @@ static int marks_of(const pp_rt_executor *ex, const rank_state *rs)
 
 pp_status pp_ex_marks_create(pp_rt_executor *ex, rank_state *rs)
 {
-    if (!ex->device_mem)
+    if (!pp_backend_has_marks(rs->be)) /* host backends: their work is done when a call returns */
         return PP_OK;
     int n = marks_of(ex, rs);
     if (!(rs->mark_s = pp_calloc((size_t)n, sizeof *rs->mark_s)))
         return PP_ERR(PP_ERR_NOMEM, "cannot allocate %d mark times", n);
-    return pp_cuda_marks_create(rs->be, n, &rs->marks);
+    return pp_backend_marks_create(rs->be, n, &rs->marks);
 }
 
 void pp_ex_marks_destroy(rank_state *rs)
 {
-    pp_cuda_marks_destroy(rs->marks);
+    pp_backend_marks_destroy(rs->marks);
     free(rs->mark_s);
     rs->marks = NULL;
     rs->mark_s = NULL;
@@ -252,12 +249,12 @@ pp_status pp_ex_marks_begin(pp_rt_executor *ex, rank_state *rs)
         return PP_OK;
     /* pp_ex_rank_enter has just waited for the streams: the device reaches mark 0 now */
     rs->mark_base = pp_now() - ex->t0;
-    return pp_cuda_marks_record(rs->marks, 0);
+    return pp_backend_marks_record(rs->marks, 0);
 }
 
 pp_status pp_ex_mark(rank_state *rs, int k)
 {
-    return rs->marks ? pp_cuda_marks_record(rs->marks, k) : PP_OK;
+    return rs->marks ? pp_backend_marks_record(rs->marks, k) : PP_OK;
 }
 
 /* span = [mark a, mark b] on the device's clock, kept as the host measured it where a mark is
@@ -274,7 +271,7 @@ pp_status pp_ex_marks_apply(pp_rt_executor *ex, rank_state *rs)
 {
     if (!rs->marks)
         return PP_OK;
-    PP_TRY(pp_cuda_marks_read(rs->marks, rs->mark_s));
+    PP_TRY(pp_backend_marks_read(rs->marks, rs->mark_s));
     int n = ex->sched->n_ops[rs->r];
     for (int i = 0; i < n; i++)
         device_span(rs, ex_mark_action(i, 0), ex_mark_action(i, 1), &ex->spans[rs->g][i]);

@@ -148,23 +148,16 @@ static int plan_tensors(const pp_rt_stage *st, tensor_plan *plan)
  * [tokens (N) int32][targets (N) int32][block 0 .. block nl-1][head]; no padding, so the
  * bytes are exactly the sum of the saved tensors (what the accounting test checks). */
 
+/* The slot's sizes are pp_rt_sizes.h's, which the memory plan adds up. */
 static size_t layer_floats(const pp_rt_stage *st)
 {
-    size_t N = (size_t)st->B * st->T, C = (size_t)st->cfg.hidden, F = (size_t)st->cfg.ffn;
-    size_t att = (size_t)st->B * st->cfg.heads * st->T * st->T;
-    return N * (8 * C + 2 * F) + 4 * N + att;
-}
-
-static size_t head_floats(const pp_rt_stage *st)
-{
-    size_t N = (size_t)st->B * st->T;
-    return N * (2 * (size_t)st->cfg.hidden + (size_t)st->cfg.vocab) + 2 * N;
+    return pp_rt_size_act_layer_floats((size_t)st->B, (size_t)st->T, (size_t)st->cfg.hidden,
+                                  (size_t)st->cfg.ffn, (size_t)st->cfg.heads);
 }
 
 static size_t prefix_words(const pp_rt_stage *st)
 {
-    size_t N = (size_t)st->B * st->T;
-    return (st->has_embed ? N : 0) + (st->has_head ? N : 0);
+    return pp_rt_size_act_prefix_words((size_t)st->B * st->T, st->has_embed, st->has_head);
 }
 
 void pp_stage_slot_views(const pp_rt_stage *st, void *mem, int32_t **tokens, int32_t **targets)
@@ -301,9 +294,10 @@ pp_status pp_rt_stage_create(pp_backend *be, const pp_rt_stage_params *p, pp_rt_
     st->B = p->micro_batch;
     st->T = p->seq;
     st->seed = p->seed;
-    st->slot_bytes = (prefix_words(st) + (size_t)st->nl * layer_floats(st) +
-                      (st->has_head ? head_floats(st) : 0)) *
-                     sizeof(float);
+    st->slot_bytes = pp_rt_size_act_slot_bytes((size_t)st->B, (size_t)st->T, (size_t)st->nl,
+                                          st->has_embed, st->has_head, (size_t)st->cfg.hidden,
+                                          (size_t)st->cfg.ffn, (size_t)st->cfg.vocab,
+                                          (size_t)st->cfg.heads);
     pp_status rc = build_tensors(st);
     if (rc != PP_OK) {
         pp_rt_stage_destroy(st);

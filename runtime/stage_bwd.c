@@ -88,7 +88,7 @@ static pp_status workspace_alloc(pp_rt_stage *st, workspace *ws)
     size_t scratch = st->nl > 0 ? st->be->ops->attention_scratch_bytes(
                                       st->be->ctx, st->B, st->T, st->cfg.hidden, st->cfg.heads)
                                 : 0;
-    ws->bytes = (2 * N * C + big) * sizeof(float) + scratch;
+    ws->bytes = pp_rt_size_bwd_ws(N, C, F, (size_t)st->nl, scratch); /* pp_rt_sizes.h */
     ws->mem = pp_backend_alloc(st->be, ws->bytes, PP_MEM_WORKSPACE);
     if (!ws->mem)
         return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);

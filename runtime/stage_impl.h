@@ -7,6 +7,7 @@
 #define PP_RT_STAGE_IMPL_H
 
 #include "backend.h"
+#include "pp_rt_sizes.h"
 
 /* The tensors of one transformer block, in allocation order. Shapes (PyTorch nn.Linear
  * convention, weight (out, in)): */

@@ -18,6 +18,11 @@ const char *pp_transport_name(const pp_transport *t)
     return t ? t->name : "none";
 }
 
+unsigned pp_transport_caps(const pp_transport *t)
+{
+    return t ? t->caps : 0;
+}
+
 int pp_transport_ranks(const pp_transport *t)
 {
     return t ? t->ranks : 0;

@@ -31,6 +31,7 @@ struct pp_transport {
     void *ctx;
     int ranks;
     int self; /* the one rank of this process, or -1 when all ranks are (threads) */
+    unsigned caps; /* PP_TRANSPORT_CAP_* (plan/pp_rt_plan.h); 0: host memory only */
 };
 
 void pp_transport_bind(pp_transport *t, int rank, pp_backend *be);

@@ -89,6 +89,19 @@ static void memory_model_matches(const char *kind, int prec)
     pp_tune_rank_mem want[2];
     pp_tune_rt_backend be = prec == PP_PREC_BF16 ? PP_TUNE_RT_CUDA_BF16 : PP_TUNE_RT_CUDA_FP32;
     OK(pp_tune_memory_runtime_on(&tm, &c, s, be, want));
+    /* the executor's own plan, computed at its creation, is exact here (staged ranks) */
+    cr_expect(pp_rt_executor_plan_is_exact(ex), "%s: staged CUDA ranks plan exactly", kind);
+    for (int r = 0; r < 2; r++) {
+        const pp_rt_plan_rank *pl = pp_rt_executor_plan(ex, r);
+        cr_expect(pl && pl->peak_total == got[r].peak_total,
+                  "%s %s rank %d: the executor's plan %zu B, the CUDA backend's accounting %zu B",
+                  kind, prec == PP_PREC_BF16 ? "bf16" : "fp32", r, pl ? pl->peak_total : 0,
+                  got[r].peak_total);
+        for (int c = 0; pl && c < PP_MEM__COUNT; c++)
+            cr_expect_eq(pl->peak[c], got[r].peak[c], "%s %s rank %d: %s peak: plan %zu, measured %zu",
+                         kind, prec == PP_PREC_BF16 ? "bf16" : "fp32", r,
+                         pp_mem_category_name((pp_mem_category)c), pl->peak[c], got[r].peak[c]);
+    }
     for (int r = 0; r < 2; r++) {
         double measured = (double)got[r].peak_total, err = (want[r].total - measured) / measured;
         cr_expect(fabs(err) <= MEM_TOL,
@@ -142,6 +155,34 @@ Test(cuda_rt, marks_time_the_stream_and_forget_after_a_read)
     pp_cuda_marks_destroy(mk);
     pp_backend_free(be, a, N * N * sizeof(float), PP_MEM_WORKSPACE);
     pp_backend_free(be, c, N * N * sizeof(float), PP_MEM_WORKSPACE);
+    pp_backend_destroy(be);
+}
+
+/* The same marks through the backend table's optional ops (what the executor uses), and the
+ * other device ops a CUDA backend fills. */
+Test(cuda_rt, the_table_device_ops_of_a_cuda_backend)
+{
+    pp_backend *be = NULL;
+    pp_status st = pp_backend_create(PP_RT_BACKEND_CUDA, 0, PP_PREC_FP32, &be);
+    if (st == PP_ERR_UNSUPPORTED)
+        cr_skip_test("skipped: %s", pp_err_text());
+    OK(st);
+    cr_expect_eq(pp_backend_is_device(be), 1);
+    cr_expect_geq(pp_backend_device_count(PP_RT_BACKEND_CUDA), 1);
+    OK(pp_backend_sync(be));
+    size_t f = 0, t = 0;
+    OK(pp_backend_mem_info(be, &f, &t));
+    cr_expect(t > 0 && f <= t, "free %zu of %zu", f, t);
+    cr_assert_eq(pp_backend_has_marks(be), 1);
+    pp_backend_marks *mk;
+    OK(pp_backend_marks_create(be, 2, &mk));
+    OK(pp_backend_marks_record(mk, 0));
+    OK(pp_backend_marks_record(mk, 1));
+    double sec[2];
+    OK(pp_backend_marks_read(mk, sec));
+    cr_expect(sec[0] == 0.0 && sec[1] >= 0.0, "marks %g %g", sec[0], sec[1]);
+    cr_expect_eq(pp_backend_marks_record(mk, 2), PP_ERR_INVALID, "mark 2 of 2 must be refused");
+    pp_backend_marks_destroy(mk);
     pp_backend_destroy(be);
 }
 

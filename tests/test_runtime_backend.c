@@ -138,3 +138,28 @@ Test(runtime_backend, pprun_backend_cpu_is_the_default)
     pp_test_run_done(&a);
     pp_test_run_done(&b);
 }
+
+/* The backend table's optional device ops, as the executor asks them, on a host backend:
+ * every answer is the host's (nothing to wait for, no device memory, no device timing). */
+Test(runtime_backend, a_host_backend_answers_the_device_ops_as_the_host)
+{
+    pp_backend *be = NULL;
+    cr_assert_eq(pp_backend_create(PP_RT_BACKEND_CPU_STAGED, 0, PP_PREC_FP32, &be), PP_OK, "%s",
+                 pp_err_msg());
+    cr_assert_str_eq(pp_backend_name(be), "cpu");
+    cr_expect_eq(pp_backend_is_device(be), 0);
+    cr_expect_eq(pp_backend_sync(be), PP_OK);
+    size_t f = 1, t = 1;
+    cr_expect_eq(pp_backend_mem_info(be, &f, &t), PP_ERR_UNSUPPORTED);
+    cr_expect(f == 0 && t == 0, "free %zu total %zu", f, t);
+    cr_expect_eq(pp_backend_has_marks(be), 0);
+    pp_backend_marks *mk = (pp_backend_marks *)be;
+    cr_expect_eq(pp_backend_marks_create(be, 4, &mk), PP_ERR_UNSUPPORTED);
+    cr_expect_null(mk);
+    pp_backend_marks_destroy(NULL);
+    pp_backend_destroy(be);
+    cr_expect_eq(pp_backend_device_count(PP_RT_BACKEND_CPU), 0);
+    cr_expect_eq(pp_backend_create(9, 0, PP_PREC_FP32, &be), PP_ERR_INVALID);
+    cr_expect_null(be);
+    cr_expect(strstr(pp_err_msg(), "backend kind 9"), "%s", pp_err_msg());
+}

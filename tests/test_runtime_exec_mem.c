@@ -36,7 +36,7 @@ typedef struct {
     int dp;
 } setup;
 
-static void make(setup *u, const char *kind, int D, int N, int v, int dp)
+static void make_on(setup *u, const char *kind, int D, int N, int v, int dp, int backend)
 {
     pp_model_cfg m = model();
     pp_sched_params sp = {.ranks = D, .microbatches = N, .chunks = v, .layers = m.layers};
@@ -48,10 +48,26 @@ static void make(setup *u, const char *kind, int D, int N, int v, int dp)
                             .dp = dp,
                             .seed = 5,
                             .clip = 1.0f,
-                            .adamw = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f}};
+                            .adamw = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f},
+                            .backend = backend};
     OK(pp_rt_executor_create(&ep, &u->ex));
     u->dp = dp;
 }
+
+static void make(setup *u, const char *kind, int D, int N, int v, int dp)
+{
+    make_on(u, kind, D, N, v, dp, PP_RT_BACKEND_CPU);
+}
+
+/* The schedules both accounting tests run (every generator family, with and without dp). */
+static const struct {
+    const char *kind;
+    int D, N, v, dp;
+} cases[] = {{"1f1b", 4, 8, 0, 1},
+             {"gpipe", 2, 4, 0, 2},
+             {"interleaved", 2, 4, 2, 1},
+             {"chimera", 4, 4, 0, 1},
+             {"bitpipe", 2, 4, 0, 2}};
 
 static void steps(setup *u, int n)
 {
@@ -132,6 +148,17 @@ static void check_categories(setup *u, const char *what)
          * communication buffers must show up */
         cr_assert_gt(m.peak[PP_MEM_COMM], 0, "%s rank %d: no communication buffer counted", what,
                      g);
+        /* the executor's own memory plan: every category whose bytes the program order fixes
+         * equals it to the byte (communication also depends on when the in-process transport's
+         * copies are taken: see plan_equals_measured_when_staged) */
+        const pp_rt_plan_rank *pl = pp_rt_executor_plan(u->ex, g);
+        cr_assert(pl, "%s rank %d: no plan", what, g);
+        const pp_mem_category fixed[] = {PP_MEM_WEIGHTS, PP_MEM_GRADS, PP_MEM_OPTIM, PP_MEM_ACTS,
+                                         PP_MEM_WORKSPACE};
+        for (size_t c = 0; c < sizeof fixed / sizeof fixed[0]; c++)
+            cr_assert_eq(m.peak[fixed[c]], pl->peak[fixed[c]],
+                         "%s rank %d: %s peak %zu, the plan says %zu", what, g,
+                         pp_mem_category_name(fixed[c]), m.peak[fixed[c]], pl->peak[fixed[c]]);
         size_t sum_peaks = 0;
         for (int c = 0; c < PP_MEM__COUNT; c++)
             sum_peaks += m.peak[c];
@@ -142,19 +169,38 @@ static void check_categories(setup *u, const char *what)
 
 Test(runtime_exec_mem, categories_match_the_schedule)
 {
-    struct {
-        const char *kind;
-        int D, N, v, dp;
-    } cases[] = {{"1f1b", 4, 8, 0, 1},
-                 {"gpipe", 2, 4, 0, 2},
-                 {"interleaved", 2, 4, 2, 1},
-                 {"chimera", 4, 4, 0, 1},
-                 {"bitpipe", 2, 4, 0, 2}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         setup u;
         make(&u, cases[i].kind, cases[i].D, cases[i].N, cases[i].v, cases[i].dp);
         steps(&u, 2);
         check_categories(&u, cases[i].kind);
+        drop(&u);
+    }
+}
+
+/* Ranks whose tensors go through host staging copies (as a CUDA backend's do), on CPU
+ * backends: the transport's copies stay outside the accounting, so every byte is placed by
+ * program order and the plan computed at creation equals every measured peak to the byte. */
+Test(runtime_exec_mem, plan_equals_measured_when_staged)
+{
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        setup u;
+        make_on(&u, cases[i].kind, cases[i].D, cases[i].N, cases[i].v, cases[i].dp,
+                PP_RT_BACKEND_CPU_STAGED);
+        cr_assert(pp_rt_executor_plan_is_exact(u.ex), "%s: a staged plan is exact",
+                  cases[i].kind);
+        steps(&u, 2);
+        for (int g = 0; g < pp_rt_executor_ranks(u.ex); g++) {
+            pp_mem_stats got;
+            pp_backend_mem_stats(pp_rt_executor_backend(u.ex, g), &got);
+            const pp_rt_plan_rank *pl = pp_rt_executor_plan(u.ex, g);
+            cr_assert_eq(got.peak_total, pl->peak_total, "%s rank %d: measured %zu B, plan %zu B",
+                         cases[i].kind, g, got.peak_total, pl->peak_total);
+            for (int c = 0; c < PP_MEM__COUNT; c++)
+                cr_assert_eq(got.peak[c], pl->peak[c], "%s rank %d: %s peak %zu, plan %zu",
+                             cases[i].kind, g, pp_mem_category_name((pp_mem_category)c),
+                             got.peak[c], pl->peak[c]);
+        }
         drop(&u);
     }
 }

@@ -171,8 +171,9 @@ double pp_tune_act_bytes_per_layer(const pp_tune_model *m, int b, int t, const p
 /* Fills mem[0..D-1] for the schedule s of configuration c. */
 pp_status pp_tune_memory(const pp_tune_model *m, const pp_tune_config *c, const pp_sched *s,
                          const pp_tune_opts *o, pp_tune_rank_mem *mem);
-/* The bundled runtime's own accounting (pprun, CPU backend, fp32), walked over each rank's
- * actions (memory_runtime.c); pp_tune_memory uses it when o->precision is PP_PREC_FP32.
+/* The bundled runtime's own accounting (pprun, CPU backend, fp32): the runtime's memory plan
+ * (runtime/plan/pp_rt_plan.h, adapted in runtime_mem.c), the one the executor's measured peaks
+ * equal; pp_tune_memory uses it when o->precision is PP_PREC_FP32.
  * PP_ERR_UNSUPPORTED for t > 1. */
 pp_status pp_tune_memory_runtime(const pp_tune_model *m, const pp_tune_config *c,
                                  const pp_sched *s, pp_tune_rank_mem *mem);

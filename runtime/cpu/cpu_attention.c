@@ -18,6 +18,7 @@
 
 #include "cpu_kernels.h"
 #include "cpu_math.h"
+#include "pp_rt_sizes.h"
 
 /* Row t of the scores: softmax over keys [0, t], zero for keys (t, r1) up to the end of its
  * block. Keys from r1 on are never written nor read (their pages are never even touched). */
@@ -74,7 +75,7 @@ pp_status pp_cpu_attention_fwd(void *ctx, float *y, float *att, const float *qkv
 size_t pp_cpu_attention_scratch_bytes(void *ctx, int B, int T, int C, int NH)
 {
     (void)ctx, (void)B, (void)C, (void)NH;
-    return (size_t)T * T * sizeof(float); /* dS of one (batch, head) at a time */
+    return pp_rt_size_attn_scratch_cpu((size_t)T); /* dS of one (batch, head) at a time */
 }
 
 pp_status pp_cpu_attention_bwd(void *ctx, float *dqkv, float *scratch, const float *dy,

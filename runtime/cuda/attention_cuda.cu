@@ -85,7 +85,7 @@ static unsigned sm_grid(size_t rows)
 size_t pp_cuda_attention_scratch_bytes(void *ctx, int B, int T, int C, int NH)
 {
     (void)ctx, (void)B, (void)C;
-    return (size_t)NH * T * T * sizeof(float); /* dA, then dS, of one batch row at a time */
+    return pp_rt_size_attn_scratch_cuda((size_t)NH, (size_t)T); /* dA, then dS, of one batch row */
 }
 
 pp_status pp_cuda_attention_fwd(void *ctx, float *y, float *att, const float *qkv, int B, int T,
@@ -104,8 +104,8 @@ pp_status pp_cuda_attention_fwd(void *ctx, float *y, float *att, const float *qk
     size_t esz = bf ? sizeof(__nv_bfloat16) : sizeof(float);
     if (bf) {
         void *ws;
-        size_t nq = pp_cuda_align64((size_t)B * T * C3);
-        PP_TRY(pp_cuda_ws_reserve(cx, (nq + (size_t)B * NH * tt) * esz, &ws));
+        size_t nq = pp_rt_size_align64((size_t)B * T * C3);
+        PP_TRY(pp_cuda_ws_reserve(cx, pp_rt_size_cuda_attn_fwd_ws(B, T, C, NH), &ws));
         __nv_bfloat16 *q16 = (__nv_bfloat16 *)ws;
         a16 = q16 + nq;
         PP_TRY(pp_cuda_to_bf16(cx, q16, qkv, B * T, C3, C3));
@@ -145,9 +145,9 @@ pp_status pp_cuda_attention_bwd(void *ctx, float *dqkv, float *scratch, const fl
     __nv_bfloat16 *q16 = NULL, *dy16 = NULL, *a16 = NULL, *ds16 = NULL;
     if (bf) { /* per batch row: q,k,v | dy | A | dS, all bf16 */
         void *ws;
-        size_t nq = pp_cuda_align64((size_t)T * C3), ny = pp_cuda_align64((size_t)T * C);
-        size_t na = pp_cuda_align64(NH * tt);
-        PP_TRY(pp_cuda_ws_reserve(cx, (nq + ny + 2 * na) * esz, &ws));
+        size_t nq = pp_rt_size_align64((size_t)T * C3), ny = pp_rt_size_align64((size_t)T * C);
+        size_t na = pp_rt_size_align64(NH * tt);
+        PP_TRY(pp_cuda_ws_reserve(cx, pp_rt_size_cuda_attn_bwd_ws(T, C, NH), &ws));
         q16 = (__nv_bfloat16 *)ws;
         dy16 = q16 + nq;
         a16 = dy16 + ny;

@@ -19,9 +19,7 @@
 
 #include "cuda_impl.h"
 
-/* cuBLAS workspace: 32 MiB, NVIDIA's recommendation for Hopper (cuBLAS docs, cublasSetWorkspace).
- */
-#define PP_CUBLAS_WS_BYTES ((size_t)32 << 20)
+/* The cuBLAS workspace's size is PP_RT_CUBLAS_WS_BYTES (pp_rt_sizes.h, with the plan's). */
 
 /* ---- errors ---- */
 
@@ -226,10 +224,11 @@ static pp_status cuda_gemm(void *ctx, int trans_a, int trans_b, int m, int n, in
     int br = trans_b ? n : k, bc = trans_b ? k : n;
     const __nv_bfloat16 *a16 = pp_cuda_shadow_find(cx, a, (size_t)(ar - 1) * lda + ac);
     const __nv_bfloat16 *b16 = pp_cuda_shadow_find(cx, b, (size_t)(br - 1) * ldb + bc);
-    size_t na = a16 ? 0 : pp_cuda_align64((size_t)ar * ac), nb = b16 ? 0 : (size_t)br * bc;
+    size_t na = a16 ? 0 : pp_rt_size_align64((size_t)ar * ac), nb = b16 ? 0 : (size_t)br * bc;
     if (na + nb > 0) {
         void *ws;
-        PP_TRY(pp_cuda_ws_reserve(cx, (na + nb) * sizeof(__nv_bfloat16), &ws));
+        PP_TRY(pp_cuda_ws_reserve(
+            cx, pp_rt_size_cuda_gemm_ws(a16 ? 0 : (size_t)ar * ac, nb), &ws)); /* = (na + nb) */
         __nv_bfloat16 *w16 = (__nv_bfloat16 *)ws;
         if (!a16) {
             PP_TRY(pp_cuda_to_bf16(cx, w16, a, ar, ac, lda));
@@ -281,6 +280,47 @@ static void cuda_destroy(void *ctx)
     free(cx);
 }
 
+/* ---- the table's device ops: what the executor asks without naming CUDA ---- */
+
+static pp_status cuda_sync(void *ctx)
+{
+    pp_cuda_ctx *cx = (pp_cuda_ctx *)ctx;
+    PP_CUDA_TRY(cudaSetDevice(cx->device));
+    PP_CUDA_TRY(cudaStreamSynchronize(cx->stream));
+    PP_CUDA_TRY(cudaStreamSynchronize(cx->comm));
+    return PP_OK;
+}
+
+static pp_status cuda_mem_info(void *ctx, size_t *free_bytes, size_t *total_bytes)
+{
+    PP_CUDA_TRY(cudaSetDevice(((pp_cuda_ctx *)ctx)->device));
+    PP_CUDA_TRY(cudaMemGetInfo(free_bytes, total_bytes));
+    return PP_OK;
+}
+
+static pp_status cuda_marks_create(void *ctx, int n, void **marks)
+{
+    pp_cuda_marks *mk = NULL;
+    pp_status st = pp_cuda_marks_create(((pp_cuda_ctx *)ctx)->be, n, &mk);
+    *marks = mk;
+    return st;
+}
+
+static pp_status cuda_marks_record(void *marks, int i)
+{
+    return pp_cuda_marks_record((pp_cuda_marks *)marks, i);
+}
+
+static pp_status cuda_marks_read(void *marks, double *seconds)
+{
+    return pp_cuda_marks_read((pp_cuda_marks *)marks, seconds);
+}
+
+static void cuda_marks_destroy(void *marks)
+{
+    pp_cuda_marks_destroy((pp_cuda_marks *)marks);
+}
+
 static const pp_backend_ops cuda_ops = {
     /* .alloc = */ cuda_alloc,
     /* .free = */ cuda_free,
@@ -309,6 +349,13 @@ static const pp_backend_ops cuda_ops = {
     /* .sum_sq = */ pp_cuda_sum_sq,
     /* .host_alloc = */ pp_cuda_host_alloc,
     /* .host_free = */ pp_cuda_host_free,
+    /* .device_memory = */ 1,
+    /* .sync = */ cuda_sync,
+    /* .mem_info = */ cuda_mem_info,
+    /* .marks_create = */ cuda_marks_create,
+    /* .marks_record = */ cuda_marks_record,
+    /* .marks_read = */ cuda_marks_read,
+    /* .marks_destroy = */ cuda_marks_destroy,
 };
 
 /* Streams, events and the cuBLAS handle of a fresh context (on failure the caller destroys it). */
@@ -340,12 +387,13 @@ static pp_status blas_ws_init(pp_cuda_ctx *cx)
 {
     /* cuBLAS wants the workspace 256-byte aligned: over-allocate and round the pointer up
      * rather than rely on the pool's alignment, which its documentation does not state. */
-    cx->blas_ws_bytes = PP_CUBLAS_WS_BYTES + 256;
+    cx->blas_ws_bytes = PP_RT_CUBLAS_WS_BYTES + PP_RT_CUBLAS_WS_ALIGN;
     cx->blas_ws = pp_backend_alloc(cx->be, cx->blas_ws_bytes, PP_MEM_WORKSPACE);
     if (!cx->blas_ws)
         return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
-    uintptr_t p = ((uintptr_t)cx->blas_ws + 255) / 256 * 256;
-    PP_CUBLAS_TRY(cublasSetWorkspace(cx->blas, (void *)p, PP_CUBLAS_WS_BYTES));
+    uintptr_t p = ((uintptr_t)cx->blas_ws + PP_RT_CUBLAS_WS_ALIGN - 1) / PP_RT_CUBLAS_WS_ALIGN *
+                  PP_RT_CUBLAS_WS_ALIGN;
+    PP_CUBLAS_TRY(cublasSetWorkspace(cx->blas, (void *)p, PP_RT_CUBLAS_WS_BYTES));
     return PP_OK;
 }
 
@@ -405,9 +453,7 @@ extern "C" pp_status pp_backend_cuda_sync(pp_backend *be)
 {
     pp_cuda_ctx *cx;
     PP_TRY(cuda_ctx_of(be, &cx));
-    PP_CUDA_TRY(cudaStreamSynchronize(cx->stream));
-    PP_CUDA_TRY(cudaStreamSynchronize(cx->comm));
-    return PP_OK;
+    return cuda_sync(cx);
 }
 
 extern "C" pp_status pp_backend_cuda_timer_start(pp_backend *be)
@@ -435,8 +481,7 @@ extern "C" pp_status pp_backend_cuda_mem_info(pp_backend *be, size_t *free_bytes
 {
     pp_cuda_ctx *cx;
     PP_TRY(cuda_ctx_of(be, &cx));
-    PP_CUDA_TRY(cudaMemGetInfo(free_bytes, total_bytes));
-    return PP_OK;
+    return cuda_mem_info(cx, free_bytes, total_bytes);
 }
 
 extern "C" pp_status pp_backend_cuda_streams(pp_backend *be, int *device, void **compute,

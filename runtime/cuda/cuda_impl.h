@@ -19,6 +19,7 @@
 
 #include "pp_common.h"
 #include "pp_rt.h"
+#include "pp_rt_sizes.h"
 extern "C" {
 #include "../backend.h" /* no C++ guards of its own; its includes above are already in */
 }
@@ -95,12 +96,9 @@ static inline unsigned pp_cuda_blocks(size_t n, unsigned threads)
     return (unsigned)(b == 0 ? 1 : b < cap ? b : cap);
 }
 
-/* Elements to the next multiple of 64: bf16 operands carved from one workspace start on
- * 128-byte boundaries, which cuBLAS's tensor-core kernels and 16-byte loads want. */
-static inline size_t pp_cuda_align64(size_t n)
-{
-    return (n + 63) / 64 * 64;
-}
+/* The sizes of every buffer the backend asks for (workspaces, scratch, bf16 copies) are
+ * pp_rt_sizes.h's, shared with the memory plan; bf16 elements there are this type's size. */
+static_assert(sizeof(__nv_bfloat16) == PP_RT_BF16_BYTES, "bf16 is 2 bytes");
 
 /* Sum and maximum over the 32 lanes of a warp (butterfly shuffles: every lane gets the result). */
 static __device__ __forceinline__ float pp_warp_sum(float v)

@@ -383,7 +383,7 @@ pp_status pp_cuda_xent_fwd(void *ctx, float *probs, const int32_t *targets, int 
     if (N <= 0)
         return PP_OK;
     void *ws;
-    PP_TRY(pp_cuda_ws_reserve(cx, (size_t)N * sizeof(float), &ws));
+    PP_TRY(pp_cuda_ws_reserve(cx, pp_rt_size_cuda_xent_ws((size_t)N), &ws));
     if ((size_t)N > cx->host_rows_n) {
         float *h = (float *)realloc(cx->host_rows, (size_t)N * sizeof(float));
         if (!h)

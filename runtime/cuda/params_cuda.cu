@@ -20,7 +20,7 @@
 #include "cuda_impl.h"
 
 #define CX(ctx) ((pp_cuda_ctx *)(ctx))
-#define SUMSQ_BLOCKS 256
+#define SUMSQ_BLOCKS PP_RT_SUMSQ_BLOCKS /* pp_rt_sizes.h: the plan counts its partials */
 #define SUMSQ_THREADS 256
 
 static __global__ void init_normal_kernel(float *dst, size_t n, uint64_t key, double std)
@@ -74,7 +74,7 @@ pp_status pp_cuda_sum_sq(void *ctx, const float *x, size_t n, double *acc)
     if (!n)
         return PP_OK;
     void *ws;
-    PP_TRY(pp_cuda_ws_reserve(cx, SUMSQ_BLOCKS * sizeof(double), &ws));
+    PP_TRY(pp_cuda_ws_reserve(cx, pp_rt_size_cuda_sumsq_ws(), &ws)); /* SUMSQ_BLOCKS doubles */
     size_t want = (n + SUMSQ_THREADS - 1) / SUMSQ_THREADS;
     unsigned blocks = (unsigned)(want < SUMSQ_BLOCKS ? want : SUMSQ_BLOCKS);
     PP_LAUNCH(sum_sq_kernel, blocks, SUMSQ_THREADS, 0, cx->stream)((double *)ws, x, n);

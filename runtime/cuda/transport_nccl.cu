@@ -496,6 +496,7 @@ extern "C" pp_status pp_transport_nccl_create(pp_transport *boot, int device, pp
         return pp_err_trace(st, __FILE__, __LINE__);
     }
     t->name = "nccl";
+    t->caps = PP_TRANSPORT_CAP_DEVICE_MEM; /* device buffers of the bound CUDA backend */
     t->ops = &nccl_ops;
     t->ctx = c;
     t->ranks = c->size;

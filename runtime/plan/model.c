@@ -8,7 +8,7 @@
  */
 #include <string.h>
 
-#include "pp_rt.h"
+#include "pp_rt_model.h"
 
 typedef struct {
     const char *name;

@@ -1,0 +1,94 @@
+/* backend_device.c — what code above the backend table asks of any backend without naming a
+ * device API: creation by kind, whether its memory is a device's, waiting for its queued
+ * work, the device's memory figures and device-side timing marks. Each is an optional op of
+ * the table (runtime/backend.h); a host backend leaves them NULL and gets the host answer
+ * here. Not here: the accounting (backend.c) and anything CUDA (runtime/cuda/).
+ */
+#include <stdlib.h>
+
+#include "backend.h"
+
+struct pp_backend_marks {
+    const pp_backend_ops *ops;
+    void *impl; /* the backend's own handle */
+};
+
+pp_status pp_backend_create(int kind, int device, int precision, pp_backend **out)
+{
+    *out = NULL;
+    switch (kind) {
+    case PP_RT_BACKEND_CPU:
+    case PP_RT_BACKEND_CPU_STAGED:
+        return pp_backend_cpu_create(out);
+    case PP_RT_BACKEND_CUDA:
+        return pp_backend_cuda_create(device, precision, out);
+    default:
+        return PP_ERR(PP_ERR_INVALID, "backend kind %d is not CPU (0), CUDA (1) or staged CPU (2)",
+                      kind);
+    }
+}
+
+int pp_backend_device_count(int kind)
+{
+    return kind == PP_RT_BACKEND_CUDA ? pp_cuda_device_count() : 0;
+}
+
+int pp_backend_is_device(const pp_backend *be)
+{
+    return be && be->ops->device_memory;
+}
+
+pp_status pp_backend_sync(pp_backend *be)
+{
+    return be->ops->sync ? be->ops->sync(be->ctx) : PP_OK;
+}
+
+pp_status pp_backend_mem_info(pp_backend *be, size_t *free_bytes, size_t *total_bytes)
+{
+    *free_bytes = *total_bytes = 0;
+    if (!be->ops->mem_info)
+        return PP_ERR(PP_ERR_UNSUPPORTED, "backend \"%s\" has no device memory to report",
+                      be->name);
+    return be->ops->mem_info(be->ctx, free_bytes, total_bytes);
+}
+
+int pp_backend_has_marks(const pp_backend *be)
+{
+    return be && be->ops->marks_create;
+}
+
+pp_status pp_backend_marks_create(pp_backend *be, int n, pp_backend_marks **out)
+{
+    *out = NULL;
+    if (!be->ops->marks_create)
+        return PP_ERR(PP_ERR_UNSUPPORTED, "backend \"%s\" has no device timing marks", be->name);
+    pp_backend_marks *mk = pp_calloc(1, sizeof *mk);
+    if (!mk)
+        return PP_ERR(PP_ERR_NOMEM, "cannot allocate a table of %d marks", n);
+    mk->ops = be->ops;
+    pp_status st = be->ops->marks_create(be->ctx, n, &mk->impl);
+    if (st != PP_OK) {
+        free(mk);
+        return pp_err_trace(st, __FILE__, __LINE__);
+    }
+    *out = mk;
+    return PP_OK;
+}
+
+pp_status pp_backend_marks_record(pp_backend_marks *mk, int i)
+{
+    return mk->ops->marks_record(mk->impl, i);
+}
+
+pp_status pp_backend_marks_read(pp_backend_marks *mk, double *seconds)
+{
+    return mk->ops->marks_read(mk->impl, seconds);
+}
+
+void pp_backend_marks_destroy(pp_backend_marks *mk)
+{
+    if (!mk)
+        return;
+    mk->ops->marks_destroy(mk->impl);
+    free(mk);
+}

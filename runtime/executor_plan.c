@@ -1,0 +1,61 @@
+/* executor_plan.c — the executor's memory plan (plan/pp_rt_plan.h): computed when the executor
+ * is created, from the same parameters its ranks are built with, and held against what the
+ * stages allocated (their weights) before the first step. After steps, each rank's measured
+ * peaks equal the plan (to the byte where pp_rt_plan_is_exact; the tests hold it to that).
+ * Not here: allocation itself, which the stages and the executor's rank code do with the
+ * sizes of plan/pp_rt_sizes.h that the plan adds up.
+ */
+#include <stdlib.h>
+
+#include "backend.h"
+#include "executor.h"
+
+static void plan_params(const pp_rt_executor *ex, pp_rt_plan_params *pp)
+{
+    *pp = (pp_rt_plan_params){.model = &ex->model,
+                              .sched = ex->sched,
+                              .micro_batch = ex->B,
+                              .seq = ex->T,
+                              .dp = ex->dp,
+                              .backend = ex->backend,
+                              .precision = ex->precision,
+                              .transport_caps = ex->tp_caps};
+}
+
+pp_status pp_ex_plan_create(pp_rt_executor *ex)
+{
+    if (!(ex->plan = pp_calloc((size_t)ex->D, sizeof *ex->plan)))
+        return PP_ERR_NOMEM;
+    pp_rt_plan_params pp;
+    plan_params(ex, &pp);
+    ex->plan_exact = pp_rt_plan_is_exact(&pp);
+    return pp_rt_plan_compute(&pp, ex->plan);
+}
+
+pp_status pp_ex_plan_check(const pp_rt_executor *ex)
+{
+    for (int g = 0; g < ex->G; g++) {
+        if (!ex_local(ex, g))
+            continue;
+        pp_mem_stats m;
+        pp_backend_mem_stats(ex->be[g], &m);
+        /* before the first AdamW the weights are the fp32 parameters only */
+        size_t want = 4 * ex->plan[g % ex->D].params;
+        if (m.current[PP_MEM_WEIGHTS] != want)
+            return PP_ERR(PP_ERR_CHECK,
+                          "rank %d: its stages hold %zu bytes of weights, the memory plan says "
+                          "%zu (runtime/plan/pp_rt_sizes.h and runtime/stage.c disagree)",
+                          g, m.current[PP_MEM_WEIGHTS], want);
+    }
+    return PP_OK;
+}
+
+const pp_rt_plan_rank *pp_rt_executor_plan(const pp_rt_executor *ex, int g)
+{
+    return ex && g >= 0 && g < ex->G ? &ex->plan[g % ex->D] : NULL;
+}
+
+int pp_rt_executor_plan_is_exact(const pp_rt_executor *ex)
+{
+    return ex ? ex->plan_exact : 0;
+}

@@ -1,0 +1,101 @@
+/* pp_rt_plan.h — the runtime's memory plan: the bytes every pipeline rank of the bundled
+ * runtime holds in a training step, by category, computed from the model, the schedule, the
+ * backend, the precision and what the transport takes, without allocating anything or
+ * touching a device. The executor computes it when it is created and its backends' measured
+ * peaks equal it (tests/test_runtime_exec_mem.c, tests/test_cuda_rt.c); the tuner plans the
+ * runtime's own trials with it (tuner/runtime_mem.c). Library pp_rt_plan: links only
+ * pp_schedules and pp_common, never a backend, so the tuner can use it.
+ *
+ * What is counted: exactly the bytes the runtime allocates through its backends' accounting
+ * (runtime/backend.c), in the order the executor allocates them (executor_run.c, stage_fwd.c,
+ * stage_bwd.c, executor_sync.c), with the sizes of pp_rt_sizes.h:
+ *   weights, grads: the parameters of the rank's stages (pp_rt_size_stage_params), fp32; on CUDA in
+ *     bf16 also a 2-byte copy of every weight (made by the first AdamW step);
+ *   optimizer: AdamW m and v, held from the first step on;
+ *   activations: the step's tokens and targets (ranks with a first / last stage; host memory
+ *     beside a CUDA backend, so not counted there) and one slot per in-flight micro-batch;
+ *   communication: a received tensor until the compute consuming it ends, a produced one
+ *     until its SEND, the packed gradients of every REDUCE until the step's end, then the
+ *     data-parallel all-reduce buffer; and, with the in-process transport on host memory
+ *     (the CPU backend, not staged), its copy of every message sent, on the sender until the
+ *     receiver has taken it and the sender sends again (transport_thread.c reclaims then);
+ *   workspace: a backward's scratch; on CUDA the kernel scratch (its largest single need,
+ *     reached in the first step) and the cuBLAS workspace, held throughout.
+ * The steady state (step >= 2) is planned: optimizer state and bf16 copies already exist.
+ * Exact when every byte is placed by the rank's program order (pp_rt_plan_is_exact). When
+ * the in-process transport's copies count, when a receive completes depends on timing: the
+ * plan simulates the schedule with unit costs (F = 1, B = 2, free links: pp_cost_init_unit)
+ * and reclaims a copy at the sender's first SEND that starts after the matching RECV ended.
+ * Not planned: the NCCL and MPI transports' own message buffers, and what lives outside the
+ * backends (thread stacks, the transports' queues, a device's context).
+ */
+#ifndef PP_RT_PLAN_H
+#define PP_RT_PLAN_H
+
+#include <stddef.h>
+
+#include "pp_common.h"
+#include "pp_rt_mem.h"
+#include "pp_rt_model.h"
+#include "pp_sched.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Arithmetic: pp_precision, in pp_common.h (one enum for tuner, profiles, pprun and backends). */
+
+/* The backends of an executor's ranks. PP_RT_BACKEND_CPU_STAGED: CPU backends whose tensors the
+ * executor nevertheless moves through host staging copies exactly as it does a CUDA backend's
+ * (for tests: the staging path runs, and must give the CPU run's floats bit for bit, on a
+ * machine without a GPU). */
+typedef enum {
+    PP_RT_BACKEND_CPU = 0,
+    PP_RT_BACKEND_CUDA = 1,
+    PP_RT_BACKEND_CPU_STAGED = 2
+} pp_rt_backend_kind;
+
+/* What a transport can take (pp_transport_caps). 0: host memory only (in-process, MPI). */
+enum {
+    /* buffers may be device memory of the rank's backend, which it then moves without a host
+     * copy (NCCL); the executor does not stage through host memory for it */
+    PP_TRANSPORT_CAP_DEVICE_MEM = 1u << 0
+};
+
+typedef struct {
+    const pp_model_cfg *model;
+    const pp_sched *sched;   /* sched->layers must equal model->layers */
+    int micro_batch;         /* B >= 1 */
+    int seq;                 /* T, 1..model->seq */
+    int dp;                  /* data-parallel replicas >= 1 (each plans the same) */
+    int backend;             /* pp_rt_backend_kind */
+    int precision;           /* pp_precision; CUDA only (the CPU computes in fp32) */
+    unsigned transport_caps; /* PP_TRANSPORT_CAP_* of the transport (0: in-process threads) */
+} pp_rt_plan_params;
+
+/* One pipeline rank's plan (every dp replica of the rank plans the same). */
+typedef struct {
+    size_t params;                 /* parameters of the rank's stages (floats) */
+    size_t peak[PP_MEM__COUNT];    /* high-water mark of each category over a step */
+    size_t at_peak[PP_MEM__COUNT]; /* each category at the moment of peak_total */
+    size_t peak_total;             /* high-water mark of the sum = sum of at_peak */
+    double peak_units; /* the simulator's peak in-flight activations on the rank, in
+                        * micro-batch x (L/D layers) (pp_sim_result.peak_activations) */
+} pp_rt_plan_rank;
+
+/* Fills out[0 .. sched->ranks-1]. Returns PP_OK; PP_ERR_INVALID for a backend kind, precision
+ * or size out of range, or a schedule that does not fit the model (the message names the
+ * value); the simulator's error for a schedule that fails pp_sched_check. Allocates only
+ * host scratch, freed before it returns. */
+pp_status pp_rt_plan_compute(const pp_rt_plan_params *p, pp_rt_plan_rank *out);
+
+/* Returns 1 when the plan of p equals the backends' measured peaks to the byte (staged
+ * transports: every byte placed by program order), 0 when a transport's copies make it
+ * depend on timing or are not planned (the in-process transport on host memory: within a
+ * few percent, see tests/test_tuner_runtime.c). */
+int pp_rt_plan_is_exact(const pp_rt_plan_params *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

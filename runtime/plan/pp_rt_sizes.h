@@ -1,0 +1,142 @@
+/* pp_rt_sizes.h — the sizes of the runtime's buffers, written down once. The stages and the
+ * backends (runtime/stage*.c, runtime/cpu/, runtime/cuda/) allocate with these functions, and
+ * the memory plan (plan.c) adds the same functions up, so the plan cannot drift from what is
+ * allocated. Pure arithmetic on sizes: no allocation, no CUDA type (the .cu files include it
+ * too). Shapes: B micro-batch size, T sequence length, C hidden, F MLP width, V vocabulary,
+ * NH heads, N = B*T rows. Each name says whether it counts elements or bytes.
+ */
+#ifndef PP_RT_SIZES_H
+#define PP_RT_SIZES_H
+
+#include <stddef.h>
+
+/* cuBLAS workspace of a CUDA backend: 32 MiB, NVIDIA's recommendation for Hopper (cuBLAS docs,
+ * cublasSetWorkspace), over-allocated by its alignment (256 B) so the pointer can be rounded up. */
+#define PP_RT_CUBLAS_WS_BYTES ((size_t)32 << 20)
+#define PP_RT_CUBLAS_WS_ALIGN ((size_t)256)
+/* The CUDA gradient norm's grid (runtime/cuda/params_cuda.cu): at most this many blocks, whose
+ * partial sums (one double each) go through the kernel scratch. */
+#define PP_RT_SUMSQ_BLOCKS 256
+/* Bytes of a bf16 element (the CUDA backend's GEMM operands and weight copies). */
+#define PP_RT_BF16_BYTES ((size_t)2)
+
+/* Elements to the next multiple of 64: bf16 operands carved from one workspace start on
+ * 128-byte boundaries, which cuBLAS's tensor-core kernels and 16-byte loads want. */
+static inline size_t pp_rt_size_align64(size_t n)
+{
+    return (n + 63) / 64 * 64;
+}
+
+/* ---- parameters (runtime/stage.c) ---- */
+
+/* Floats of one pre-LN block: ln1 (2C), qkv (3C*C + 3C), proj (C*C + C), ln2 (2C),
+ * fc (F*C + F), fc proj (C*F + C). */
+static inline size_t pp_rt_size_block_params(size_t C, size_t F)
+{
+    return 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + F * C + F + C * F + C;
+}
+
+/* Floats of a stage: its blocks, the token (V*C) and position (seq*C) embedding on a pipe's
+ * first stage, final LN (2C) and, on a last stage without the embedding, the head's copy of
+ * the tied embedding (V*C). seq: the model's maximum length (learned positions). */
+static inline size_t pp_rt_size_stage_params(size_t layers, int has_embed, int has_head, size_t C,
+                                        size_t F, size_t V, size_t seq)
+{
+    size_t n = layers * pp_rt_size_block_params(C, F);
+    if (has_embed)
+        n += V * C + seq * C;
+    if (has_head)
+        n += 2 * C + (has_embed ? 0 : V * C);
+    return n;
+}
+
+/* ---- activations saved for backward: one slot per in-flight micro-batch ---- */
+
+/* Floats one block saves (runtime/stage.c's slot layout): x, ln1, qkv (3), atty, res2, ln2
+ * (8 N C), the MLP's fc output and GELU output (2 N F), the two LayerNorms' mean and rstd
+ * (4 N), and the attention probabilities (B, NH, T, T). */
+static inline size_t pp_rt_size_act_layer_floats(size_t B, size_t T, size_t C, size_t F, size_t NH)
+{
+    size_t N = B * T;
+    return N * (8 * C + 2 * F) + 4 * N + B * NH * T * T;
+}
+
+/* Floats the head saves: final LN input and output (2 N C), its mean and rstd (2N), the
+ * probabilities (N V). */
+static inline size_t pp_rt_size_act_head_floats(size_t N, size_t C, size_t V)
+{
+    return N * (2 * C + V) + 2 * N;
+}
+
+/* 4-byte words of the slot's prefix: the micro-batch's tokens (a first stage) and targets (a
+ * last stage), uploaded into the slot. */
+static inline size_t pp_rt_size_act_prefix_words(size_t N, int has_embed, int has_head)
+{
+    return (has_embed ? N : 0) + (has_head ? N : 0);
+}
+
+/* Bytes of one slot of a stage (PP_MEM_ACTS). */
+static inline size_t pp_rt_size_act_slot_bytes(size_t B, size_t T, size_t layers, int has_embed,
+                                          int has_head, size_t C, size_t F, size_t V, size_t NH)
+{
+    size_t N = B * T;
+    return (pp_rt_size_act_prefix_words(N, has_embed, has_head) +
+            layers * pp_rt_size_act_layer_floats(B, T, C, F, NH) +
+            (has_head ? pp_rt_size_act_head_floats(N, C, V) : 0)) *
+           4;
+}
+
+/* ---- scratch ---- */
+
+/* The attention backward's scratch (attention_scratch_bytes): the CPU backend's dS of one
+ * (batch row, head) at a time; the CUDA backend's dA, then dS, of every head of one batch row. */
+static inline size_t pp_rt_size_attn_scratch_cpu(size_t T)
+{
+    return T * T * 4;
+}
+static inline size_t pp_rt_size_attn_scratch_cuda(size_t NH, size_t T)
+{
+    return NH * T * T * 4;
+}
+
+/* Bytes of a backward's workspace (runtime/stage_bwd.c, PP_MEM_WORKSPACE, freed at its end):
+ * dres and dln (N C each), with blocks the widest intermediate gradient (N max(F, 3C)) and the
+ * attention scratch (attn_scratch: one of the two above). */
+static inline size_t pp_rt_size_bwd_ws(size_t N, size_t C, size_t F, size_t layers,
+                                        size_t attn_scratch)
+{
+    size_t big = layers > 0 ? N * (F > 3 * C ? F : 3 * C) : 0;
+    return (2 * N * C + big) * 4 + (layers > 0 ? attn_scratch : 0);
+}
+
+/* ---- the CUDA backend's kernel scratch (pp_cuda_ws_reserve: one buffer that only grows) ---- */
+
+/* A bf16 GEMM's operand copies: A (a elements, padded to 64) then B (b elements); 0 for an
+ * operand read from a weight's bf16 copy. */
+static inline size_t pp_rt_size_cuda_gemm_ws(size_t a, size_t b)
+{
+    return (pp_rt_size_align64(a) + b) * PP_RT_BF16_BYTES;
+}
+/* bf16 attention forward: q,k,v of the whole micro-batch, then the probabilities. */
+static inline size_t pp_rt_size_cuda_attn_fwd_ws(size_t B, size_t T, size_t C, size_t NH)
+{
+    return (pp_rt_size_align64(B * T * 3 * C) + B * NH * T * T) * PP_RT_BF16_BYTES;
+}
+/* bf16 attention backward, per batch row: q,k,v | dy | A | dS. */
+static inline size_t pp_rt_size_cuda_attn_bwd_ws(size_t T, size_t C, size_t NH)
+{
+    return (pp_rt_size_align64(T * 3 * C) + pp_rt_size_align64(T * C) + 2 * pp_rt_size_align64(NH * T * T)) *
+           PP_RT_BF16_BYTES;
+}
+/* The loss kernel's per-row losses (floats). */
+static inline size_t pp_rt_size_cuda_xent_ws(size_t N)
+{
+    return N * 4;
+}
+/* The gradient norm's block partials (doubles). */
+static inline size_t pp_rt_size_cuda_sumsq_ws(void)
+{
+    return (size_t)PP_RT_SUMSQ_BLOCKS * 8;
+}
+
+#endif

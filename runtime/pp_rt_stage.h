@@ -1,0 +1,100 @@
+/* pp_rt_stage.h — one pipeline stage of the model: the parameters, gradients and saved
+ * activations of a layer range (plus the embedding on a pipe's first stage and final LN + head
+ * + loss on its last); forward / backward of one micro-batch at a time; AdamW.
+ * Shapes: B micro-batch size, T sequence length, C hidden, V vocabulary. Activations passed
+ * between stages are fp32 (B, T, C) row-major; tokens are int32 (B, T).
+ * Part of the runtime's public headers (pp_rt.h includes them all); stands alone.
+ */
+#ifndef PP_RT_STAGE_H
+#define PP_RT_STAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pp_common.h"
+#include "pp_rt_backend.h"
+#include "pp_rt_model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pp_rt_stage pp_rt_stage;
+
+typedef struct {
+    const pp_model_cfg *model;
+    int layer_begin, layer_end; /* [begin, end) transformer blocks; may be empty */
+    int has_embed;              /* token + position embedding (a pipe's first stage) */
+    int has_head;               /* final LN, LM head tied to the token embedding, loss */
+    int micro_batch;            /* B */
+    int seq;                    /* T <= model->seq */
+    uint64_t seed;              /* every tensor derives from (seed, layer, name): a layer's
+                                   weights are identical wherever it is placed */
+} pp_rt_stage_params;
+
+/* A named parameter tensor with its gradient (both in backend memory, fp32, n elements).
+ * Names are stable across placements: "wte", "wpe", "h3.ln1.g", "h3.attn.qkv.w", "lnf.b",
+ * and "wte.head" for the head's copy of the tied embedding on a stage that has the head but
+ * not the embedding (its gradient is summed with the first stage's "wte", as Megatron does). */
+typedef struct {
+    const char *name;
+    float *data;
+    float *grad;
+    size_t n;
+} pp_rt_tensor;
+
+/* Creates the stage's parameters (initialised from the seed) and gradients (zero) in be's
+ * memory into *out, freed by the caller with pp_rt_stage_destroy before be is destroyed
+ * (be is borrowed). Returns PP_OK; PP_ERR_INVALID for parameters that do not fit the model
+ * (the message names the field); PP_ERR_OOM when be runs out of memory. */
+pp_status pp_rt_stage_create(pp_backend *be, const pp_rt_stage_params *p, pp_rt_stage **out);
+/* Frees every buffer of the stage in its backend, then the stage. NULL is a no-op. */
+void pp_rt_stage_destroy(pp_rt_stage *st);
+/* Returns the bytes of the activation tensor a stage sends / receives: B*T*C*4. */
+size_t pp_rt_stage_io_bytes(const pp_rt_stage *st);
+/* Returns the bytes of the activations one forward saves until its backward (PP_MEM_ACTS per
+ * in-flight slot): the memory model's "activations per micro-batch" of this stage, exactly. */
+size_t pp_rt_stage_act_bytes(const pp_rt_stage *st);
+/* Forward of one micro-batch. slot identifies it until its backward (the micro-batch id):
+ * the stage saves what backward needs under that slot (counted as PP_MEM_ACTS).
+ *   tokens  (B,T) int32 in host memory, required when has_embed, else NULL (checked against
+ *           the vocabulary here, then uploaded into the slot)
+ *   x_in    (B,T,C) input activation when !has_embed, else NULL
+ *   targets (B,T) int32 in host memory, required when has_head, else NULL
+ *   x_out   (B,T,C) output when !has_head, else NULL
+ *   loss    when has_head: receives the mean cross-entropy of this micro-batch
+ * Returns PP_OK; PP_ERR_INVALID for a token outside the vocabulary, a slot already in use or a
+ * missing / extra argument; PP_ERR_OOM when the slot cannot be allocated. */
+pp_status pp_rt_stage_forward(pp_rt_stage *st, int slot, const int32_t *tokens, const float *x_in,
+                              const int32_t *targets, float *x_out, float *loss);
+/* Backward of the micro-batch in `slot`, accumulating into the parameter gradients and freeing
+ * the slot's saved activations.
+ *   dx_out    (B,T,C) gradient of the output when !has_head, else NULL
+ *   dx_in     (B,T,C) receives the gradient of the input when !has_embed, else NULL
+ *   loss_scale when has_head: d(total loss)/d(this micro-batch's mean loss), e.g. 1/(N*dp)
+ * Returns PP_OK; PP_ERR_INVALID for a slot no forward filled; PP_ERR_OOM for its workspace. */
+pp_status pp_rt_stage_backward(pp_rt_stage *st, int slot, const float *dx_out, float *dx_in,
+                               float loss_scale);
+/* Returns the stage's parameter tensors, *n of them (owned by the stage, valid until it is
+ * destroyed). */
+pp_rt_tensor *pp_rt_stage_tensors(pp_rt_stage *st, int *n);
+/* Returns the stage's tensor with this name ("h3.attn.qkv.w", "wte.head"), owned by the
+ * stage, or NULL if it holds none. */
+pp_rt_tensor *pp_rt_stage_tensor(pp_rt_stage *st, const char *name);
+/* Sets every gradient of the stage to zero (before a step's first backward). */
+void pp_rt_stage_zero_grad(pp_rt_stage *st);
+
+/* AdamW (Loshchilov & Hutter), applied to every tensor of the stage. grad_scale multiplies the
+ * gradients first (1 or a clipping factor); step counts from 1. Optimizer state is allocated on
+ * the first call (PP_MEM_OPTIM). Weight decay is not applied to LayerNorm gains/biases or biases. */
+typedef struct {
+    float lr, beta1, beta2, eps, weight_decay;
+} pp_adamw;
+/* Returns PP_OK; PP_ERR_INVALID for step < 1; PP_ERR_OOM when the optimizer state cannot be
+ * allocated. */
+pp_status pp_rt_stage_adamw(pp_rt_stage *st, const pp_adamw *hp, int step, float grad_scale);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

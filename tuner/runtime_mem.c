@@ -1,0 +1,63 @@
+/* runtime_mem.c — the tuner's view of the bundled runtime's memory: pp_tune_memory_runtime[_on]
+ * adapt the tuner's model and configuration to the runtime's own memory plan
+ * (runtime/plan/pp_rt_plan.h) and its per-category bytes to pp_tune_rank_mem. No byte is
+ * derived here: the plan is the runtime's, and the runtime's measured peaks equal it.
+ * The trials this plans run the in-process transport (pprun's ranks as threads): on the CPU
+ * its message copies are planned on the simulated timeline; on CUDA they are staged through
+ * host memory, so they stay outside the device's accounting.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pp_rt_plan.h"
+#include "pp_tune.h"
+
+pp_status pp_tune_memory_runtime(const pp_tune_model *m, const pp_tune_config *c,
+                                 const pp_sched *s, pp_tune_rank_mem *mem)
+{
+    return pp_tune_memory_runtime_on(m, c, s, PP_TUNE_RT_CPU, mem);
+}
+
+pp_status pp_tune_memory_runtime_on(const pp_tune_model *m, const pp_tune_config *c,
+                                    const pp_sched *s, pp_tune_rt_backend backend,
+                                    pp_tune_rank_mem *mem)
+{
+    if (c->t != 1)
+        return PP_ERR(PP_ERR_UNSUPPORTED, "the runtime does not run tensor parallelism (t = %d)",
+                      c->t);
+    if (backend != PP_TUNE_RT_CPU && backend != PP_TUNE_RT_CUDA_FP32 &&
+        backend != PP_TUNE_RT_CUDA_BF16)
+        return PP_ERR(PP_ERR_INVALID, "runtime backend %d is not cpu (0), cuda fp32 (1) or cuda "
+                                      "bf16 (2)", (int)backend);
+    pp_model_cfg rm = {.layers = m->layers, .hidden = m->hidden, .heads = m->heads,
+                       .ffn = m->ffn, .vocab = m->vocab, .seq = m->seq};
+    pp_rt_plan_params pp = {
+        .model = &rm,
+        .sched = s,
+        .micro_batch = c->b,
+        .seq = m->seq, /* trials run the model's full length */
+        .dp = c->d,
+        .backend = backend == PP_TUNE_RT_CPU ? PP_RT_BACKEND_CPU : PP_RT_BACKEND_CUDA,
+        .precision = backend == PP_TUNE_RT_CUDA_BF16 ? PP_PREC_BF16 : PP_PREC_FP32,
+        .transport_caps = 0 /* the in-process transport */};
+    pp_rt_plan_rank *plan = pp_calloc((size_t)s->ranks, sizeof *plan);
+    if (!plan)
+        return PP_ERR_NOMEM;
+    pp_status st = pp_rt_plan_compute(&pp, plan);
+    for (int r = 0; st == PP_OK && r < s->ranks; r++) {
+        const pp_rt_plan_rank *p = &plan[r];
+        pp_tune_rank_mem *o = &mem[r];
+        memset(o, 0, sizeof *o);
+        o->params = (double)p->params;
+        o->weights = (double)p->at_peak[PP_MEM_WEIGHTS];
+        o->grads = (double)p->at_peak[PP_MEM_GRADS];
+        o->optim = (double)p->at_peak[PP_MEM_OPTIM];
+        o->acts = (double)p->at_peak[PP_MEM_ACTS];
+        o->comm = (double)p->at_peak[PP_MEM_COMM];
+        o->workspace = (double)p->at_peak[PP_MEM_WORKSPACE];
+        o->total = (double)p->peak_total;
+        o->peak_units = p->peak_units;
+    }
+    free(plan);
+    return st == PP_OK ? PP_OK : pp_err_trace(st, __FILE__, __LINE__);
+}
