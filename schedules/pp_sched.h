@@ -228,6 +228,15 @@ int pp_sched_implied_peer(const pp_sched *s, const pp_action *a);
 /* Writes "F(p0,s3,m2)"-style text for one action into buf (for messages). Returns buf. */
 char *pp_action_str(const pp_sched *s, const pp_action *a, char *buf, size_t n);
 
+/* ---- In-flight activations (inflight.c) ------------------------------------------------------ */
+/* A stage's activations in units of one micro-batch through L/D layers: its layers / (L / D). */
+double pp_sched_stage_units(const pp_sched *s, int pipe, int stage);
+/* The most a rank holds at once of sum(weight[stage]) over the micro-batches it has forwarded
+ * through a stage and not yet backwarded there (F adds, B frees), walking its action list in
+ * order. weight: [n_pipes * S], indexed pipe * S + stage (bytes, say); NULL = the stage's units
+ * (pp_sched_stage_units), which is the simulator's peak_activations. */
+double pp_sched_in_flight_peak(const pp_sched *s, int rank, const double *weight);
+
 /* ---- Simulation ------------------------------------------------------------------------------ */
 /* Costs. Times are in any unit (seconds for the tuner, "F of L/D layers" for textbook figures).
  * Arrays indexed by pipe * S + stage have n_pipes * S entries. */

@@ -20,6 +20,8 @@
  */
 #include <string.h>
 
+#include <stdlib.h>
+
 #include "pp_tune.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -149,29 +151,22 @@ static double stage_act(const pp_tune_model *m, const pp_sched *s, const pp_tune
     return a;
 }
 
-/* Walks rank r's actions: F adds the stage's activations, B releases them. Returns peak bytes
- * and the peak in micro-batch x (L/D layers) units. */
-static void walk_acts(const pp_tune_model *m, const pp_sched *s, const pp_tune_config *c,
-                      const pp_tune_opts *o, int r, double per_layer, double *bytes, double *units)
+/* Rank r's peak saved activations in bytes and in micro-batch x (L/D layers) units: the
+ * schedule's own in-flight walk (pp_sched_in_flight_peak), weighted by each stage's bytes. */
+static pp_status walk_acts(const pp_tune_model *m, const pp_sched *s, const pp_tune_config *c,
+                           const pp_tune_opts *o, int r, double per_layer, double *bytes,
+                           double *units)
 {
-    double cur = 0, peak = 0, ucur = 0, upeak = 0;
-    double unit_layers = (double)s->layers / s->ranks;
-    for (int i = 0; i < s->n_ops[r]; i++) {
-        const pp_action *a = &s->ops[r][i];
-        if (a->op != PP_OP_F && a->op != PP_OP_B)
-            continue;
-        double sa = stage_act(m, s, c, o, a->pipe, a->stage, per_layer);
-        double su = pp_sched_stage_layers(s, a->pipe, a->stage) / unit_layers;
-        double sign = a->op == PP_OP_F ? 1.0 : -1.0;
-        cur += sign * sa;
-        ucur += sign * su;
-        if (cur > peak)
-            peak = cur;
-        if (ucur > upeak)
-            upeak = ucur;
-    }
-    *bytes = peak;
-    *units = upeak;
+    int n = s->n_pipes * s->stages_per_pipe;
+    double *w = pp_calloc((size_t)n, sizeof *w);
+    if (!w)
+        return PP_ERR_NOMEM;
+    for (int i = 0; i < n; i++)
+        w[i] = stage_act(m, s, c, o, i / s->stages_per_pipe, i % s->stages_per_pipe, per_layer);
+    *bytes = pp_sched_in_flight_peak(s, r, w);
+    *units = pp_sched_in_flight_peak(s, r, NULL);
+    free(w);
+    return PP_OK;
 }
 
 /* Largest transient of a rank's stages: the fp32 logit gradient of the head, the MLP's
@@ -224,7 +219,7 @@ pp_status pp_tune_memory(const pp_tune_model *m, const pp_tune_config *c, const 
         x->weights = x->params * bp.weights;
         x->grads = x->params * bp.grads;
         x->optim = x->params * bp.optim;
-        walk_acts(m, s, c, o, r, per_layer, &x->acts, &x->peak_units);
+        PP_TRY(walk_acts(m, s, c, o, r, per_layer, &x->acts, &x->peak_units));
         /* One outgoing activation and one outgoing gradient in flight per pipe through the
          * rank (received tensors become the next stage's saved input, counted above). */
         x->comm = s->ranks > 1 ? 2.0 * p2p * pipes_here : 0.0;
