@@ -177,7 +177,7 @@ static pp_status timeline_build(const pp_sched *s, timeline *tl)
     for (int r = 0; r < s->ranks; r++)
         for (int i = 0; i < s->n_ops[r]; i++) {
             const pp_action *a = &s->ops[r][i];
-            if (a->op == PP_OP_RECV_F || a->op == PP_OP_RECV_B)
+            if (pp_op_is_recv(a->op))
                 tl->done[recv_key(s, a->pipe, a->stage, a->mb, a->op == PP_OP_RECV_B)] =
                     sim->spans[r][i].end;
         }
@@ -235,7 +235,7 @@ static void walk(const pp_tune_model *m, const pp_sched *s, const dims *x, int r
         case PP_OP_SEND_F:
         case PP_OP_SEND_B: {
             int fwd = a->op == PP_OP_SEND_F;
-            double taken = tl->done[recv_key(s, a->pipe, a->stage + (fwd ? 1 : -1), a->mb, !fwd)];
+            double taken = tl->done[recv_key(s, a->pipe, pp_action_peer_stage(a), a->mb, !fwd)];
             send_message(ob, t, tl->sim->spans[r][i].start, taken, io, x->cuda);
             break;
         }
