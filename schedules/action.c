@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fmt.h"
 #include "pp_sched.h"
 
 /* Per op: its name (pp_op_name, JSON, messages) and its token prefix. */
@@ -84,8 +85,8 @@ char *pp_action_str(const pp_sched *s, const pp_action *a, char *buf, size_t n)
     return pp_action_format(s, a, PP_ACTION_WORDS, buf, n);
 }
 
-/* A decimal integer in [lo, hi] at *p, advancing p. Returns 0 on failure. */
-static int scan_int(const char **p, long lo, long hi, int *out)
+/* fmt.h */
+int pp_fmt_scan_int(const char **p, long lo, long hi, int *out)
 {
     const char *q = *p;
     if (!isdigit((unsigned char)*q) && !(*q == '-' && isdigit((unsigned char)q[1])))
@@ -124,7 +125,7 @@ pp_status pp_action_parse(const pp_sched *s, const char *t, pp_action *out)
     int ok = op >= 0;
     if (ok && op == PP_OP_REDUCE) {
         int id;
-        ok = scan_int(&q, 0, INT_MAX, &id) && !*q;
+        ok = pp_fmt_scan_int(&q, 0, INT_MAX, &id) && !*q;
         a.stage = id;
     } else if (ok) {
         int p = *q == 'd' ? 0 : *q == 'u' ? 1 : -1;
@@ -133,11 +134,11 @@ pp_status pp_action_parse(const pp_sched *s, const char *t, pp_action *out)
         else
             p = 0;
         int mb = 0, st = 0, peer = PP_ACTION_PEER_IMPLIED;
-        ok = p < s->n_pipes && scan_int(&q, 0, s->microbatches - 1, &mb) && *q++ == '.' &&
-             scan_int(&q, 0, s->stages_per_pipe - 1, &st);
+        ok = p < s->n_pipes && pp_fmt_scan_int(&q, 0, s->microbatches - 1, &mb) && *q++ == '.' &&
+             pp_fmt_scan_int(&q, 0, s->stages_per_pipe - 1, &st);
         if (ok && *q == '@') {
             q++;
-            ok = pp_op_is_comm(op) && scan_int(&q, -1, s->ranks - 1, &peer);
+            ok = pp_op_is_comm(op) && pp_fmt_scan_int(&q, -1, s->ranks - 1, &peer);
         }
         ok = ok && !*q;
         a.pipe = (uint8_t)p;

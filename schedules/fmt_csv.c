@@ -49,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fmt.h"
 #include "pp_sched.h"
 
 /* Bounds that keep a malformed file from asking for absurd allocations. */
@@ -180,21 +181,10 @@ static const struct {
     {"I", PP_OP_I, 1},           {"W", PP_OP_W, 1},
 };
 
-/* Digits at *p into *out (at most `max`); 0 if none or too large. */
+/* Digits at *p (no sign) into *out, at most `max`; 0 if none or too large. */
 static int scan_uint(const char **p, long max, int *out)
 {
-    const char *q = *p;
-    long v = 0;
-    if (!isdigit((unsigned char)*q))
-        return 0;
-    for (; isdigit((unsigned char)*q); q++) {
-        v = v * 10 + (*q - '0');
-        if (v > max)
-            return 0;
-    }
-    *out = (int)v;
-    *p = q;
-    return 1;
+    return isdigit((unsigned char)**p) && pp_fmt_scan_int(p, 0, max, out);
 }
 
 #define CSV_EXPECTED                                                                               \

@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fmt.h"
 #include "pp_sched.h"
 
 /* Upper bounds that keep a malformed header from asking for absurd allocations. */
@@ -166,22 +167,6 @@ static char *next_token(text_parser *tp)
     return t;
 }
 
-/* Parses a decimal integer in [lo, hi] at *p, advancing p. Returns 0 on failure. */
-static int scan_int(const char **p, long lo, long hi, int *out)
-{
-    const char *q = *p;
-    if (!isdigit((unsigned char)*q) && !(*q == '-' && isdigit((unsigned char)q[1])))
-        return 0;
-    errno = 0;
-    char *end;
-    long v = strtol(q, &end, 10);
-    if (errno || v < lo || v > hi)
-        return 0;
-    *out = (int)v;
-    *p = end;
-    return 1;
-}
-
 /* A whole token that must be an integer in [lo, hi]. */
 static pp_status token_int(text_parser *tp, const char *what, long lo, long hi, int *out)
 {
@@ -190,7 +175,7 @@ static pp_status token_int(text_parser *tp, const char *what, long lo, long hi, 
     if (!t)
         return TP_ERR(tp, "%s: expected an integer in %ld..%ld, got the end of the line", what, lo,
                       hi);
-    if (!scan_int(&p, lo, hi, out) || *p)
+    if (!pp_fmt_scan_int(&p, lo, hi, out) || *p)
         return TP_ERR(tp, "%s: expected an integer in %ld..%ld, got \"%s\"", what, lo, hi, t);
     return PP_OK;
 }
@@ -278,7 +263,7 @@ static pp_status parse_place(text_parser *tp)
         int r;
         if (t && strcmp(t, "-") == 0)
             r = -1;
-        else if (!t || !scan_int(&q, 0, s->ranks - 1, &r) || *q)
+        else if (!t || !pp_fmt_scan_int(&q, 0, s->ranks - 1, &r) || *q)
             return TP_ERR(tp, "place %c, stage %d: expected a rank in 0..%d, got \"%s\"",
                           pipe_letter(p), k, s->ranks - 1, t ? t : "");
         pp_sched_stage(s, p, k)->rank = r;
@@ -295,8 +280,8 @@ static pp_status parse_layers(text_parser *tp)
         char *t = next_token(tp);
         const char *q = t;
         int b, e;
-        if (!t || !scan_int(&q, 0, s->layers, &b) || *q++ != '-' || !scan_int(&q, 0, s->layers, &e) ||
-            *q || e <= b)
+        if (!t || !pp_fmt_scan_int(&q, 0, s->layers, &b) || *q++ != '-' ||
+            !pp_fmt_scan_int(&q, 0, s->layers, &e) || *q || e <= b)
             return TP_ERR(tp,
                           "layers %c, stage %d: expected a range b-e with 0 <= b < e <= %d, got "
                           "\"%s\"",
@@ -331,7 +316,7 @@ static pp_status parse_reduce(text_parser *tp, const char *idtok)
     pp_sched *s = tp->s;
     const char *q = idtok;
     int id;
-    if (!scan_int(&q, 0, INT_MAX, &id) || strcmp(q, ":") != 0 || id != s->n_reduces)
+    if (!pp_fmt_scan_int(&q, 0, INT_MAX, &id) || strcmp(q, ":") != 0 || id != s->n_reduces)
         return TP_ERR(tp, "reduce: expected \"%d:\" (descriptors are numbered in order), got \"%s\"",
                       s->n_reduces, idtok);
     char *t = next_token(tp);
@@ -342,7 +327,8 @@ static pp_status parse_reduce(text_parser *tp, const char *idtok)
     int ns = 0;
     while ((t = next_token(tp)) && strcmp(t, "stages") != 0) {
         q = t;
-        if (nr == PP_REDUCE_MAX_RANKS || !scan_int(&q, 0, s->ranks - 1, &ranks[nr]) || *q)
+        if (nr == PP_REDUCE_MAX_RANKS || !pp_fmt_scan_int(&q, 0, s->ranks - 1, &ranks[nr]) ||
+            *q)
             return TP_ERR(tp, "reduce %d: expected up to %d ranks in 0..%d, got \"%s\"", id,
                           PP_REDUCE_MAX_RANKS, s->ranks - 1, t);
         nr++;
@@ -353,7 +339,7 @@ static pp_status parse_reduce(text_parser *tp, const char *idtok)
         int p = parse_pipe_letter(t[0]);
         q = t + 1;
         if (ns == PP_REDUCE_MAX_STAGES || p < 0 || p >= s->n_pipes ||
-            !scan_int(&q, 0, s->stages_per_pipe - 1, &st[ns].stage) || *q)
+            !pp_fmt_scan_int(&q, 0, s->stages_per_pipe - 1, &st[ns].stage) || *q)
             return TP_ERR(tp,
                           "reduce %d: expected up to %d stages like d%d or u0 (pipe letter, stage "
                           "0..%d), got \"%s\"",
@@ -389,7 +375,7 @@ static pp_status parse_rank(text_parser *tp, const char *rtok)
     pp_sched *s = tp->s;
     const char *q = rtok;
     int r;
-    if (!scan_int(&q, 0, s->ranks - 1, &r) || strcmp(q, ":") != 0)
+    if (!pp_fmt_scan_int(&q, 0, s->ranks - 1, &r) || strcmp(q, ":") != 0)
         return TP_ERR(tp, "rank: expected \"R:\" with R in 0..%d, got \"%s\"", s->ranks - 1, rtok);
     if (tp->seen_rank[r])
         return TP_ERR(tp, "rank %d: a second line for the same rank", r);

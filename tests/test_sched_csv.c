@@ -9,42 +9,9 @@
 #include <string.h>
 
 #include "pp_sched.h"
+#include "pp_test_run.h"
 #include "sched_equal.h"
-
-static char *render(const pp_sched *s, pp_status (*fn)(const pp_sched *, FILE *))
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *fp = open_memstream(&buf, &len);
-    cr_assert(fp);
-    cr_assert_eq(fn(s, fp), PP_OK, "%s", pp_err_msg());
-    fclose(fp);
-    return buf;
-}
-
-static pp_sched *generate(const char *kind, int D, int N, int v)
-{
-    pp_sched_params p = {.ranks = D, .microbatches = N, .chunks = v};
-    pp_sched *s = NULL;
-    cr_assert_eq(pp_sched_generate(kind, &p, &s), PP_OK, "%s D=%d N=%d: %s", kind, D, N,
-                 pp_err_msg());
-    return s;
-}
-
-static char *slurp(const char *path)
-{
-    FILE *fp = fopen(path, "rb");
-    cr_assert(fp, "cannot open %s", path);
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&buf, &len);
-    int c;
-    while ((c = fgetc(fp)) != EOF)
-        fputc(c, out);
-    fclose(fp);
-    fclose(out);
-    return buf;
-}
+#include "sched_render.h"
 
 /* ---- the grammar ----------------------------------------------------------------------------- */
 
@@ -159,7 +126,7 @@ Test(sched_csv, checker_refuses_split_backward_as_not_supported_yet)
 /* ---- CSV round trips ------------------------------------------------------------------------- */
 
 /* The CSV holds no kind, group or layer split: the reader's are "csv", 0 and one per stage. */
-static void assert_csv_round_trip(const pp_sched *s, pp_status (*writer)(const pp_sched *, FILE *))
+static void assert_csv_round_trip(const pp_sched *s, render_fn writer)
 {
     char *csv = render(s, writer);
     pp_sched *back;
@@ -229,7 +196,8 @@ static pp_sched *read_fixture(const char *name)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/pytorch/%s", PP_FIXTURES_DIR, name);
-    char *text = slurp(path);
+    char *text = pp_test_slurp(path);
+    cr_assert(text, "cannot read %s", path);
     pp_sched *s;
     cr_assert_eq(pp_sched_read_csv(text, name, &s), PP_OK, "%s", pp_err_msg());
     free(text);
@@ -328,8 +296,7 @@ Test(sched_csv, bidirectional_schedules_are_refused)
         if (g[i].pipes != 2)
             continue;
         pp_sched *s = generate(g[i].name, 4, 8, 0);
-        pp_status (*writers[])(const pp_sched *, FILE *) = {pp_sched_write_csv,
-                                                            pp_sched_write_csv_compute};
+        render_fn writers[] = {pp_sched_write_csv, pp_sched_write_csv_compute};
         for (int w = 0; w < 2; w++) {
             char *buf = NULL;
             size_t len = 0;

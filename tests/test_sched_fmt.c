@@ -7,29 +7,7 @@
 
 #include "pp_sched.h"
 #include "sched_equal.h"
-
-/* Renders with fn into a string the caller frees. */
-typedef pp_status (*render_fn)(const pp_sched *s, FILE *fp);
-
-static char *render(const pp_sched *s, render_fn fn)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *fp = open_memstream(&buf, &len);
-    cr_assert(fp);
-    cr_assert_eq(fn(s, fp), PP_OK, "%s", pp_err_msg());
-    fclose(fp);
-    return buf;
-}
-
-static pp_sched *generate(const char *kind, int D, int N, int v)
-{
-    pp_sched_params p = {.ranks = D, .microbatches = N, .chunks = v};
-    pp_sched *s = NULL;
-    cr_assert_eq(pp_sched_generate(kind, &p, &s), PP_OK, "%s D=%d N=%d: %s", kind, D, N,
-                 pp_err_msg());
-    return s;
-}
+#include "sched_render.h"
 
 static void assert_text_round_trip(const pp_sched *s)
 {
