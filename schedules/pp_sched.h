@@ -231,8 +231,9 @@ typedef enum {
 /* pp_action_parse's peer when the token has no @PEER: fill it from the placement once known. */
 #define PP_ACTION_PEER_IMPLIED INT32_MIN
 
-/* Writes action a of schedule s (for the pipe letter and the implied peer) in the given style
- * into buf (n bytes, truncated if short). Returns buf. */
+/* Writes action a of schedule s in the given style into buf (n bytes, truncated if short).
+ * Returns buf. s gives the token its pipe letter and implied peer; it may be NULL for the
+ * spelled-out form (then a token has no pipe letter and always its @PEER). */
 char *pp_action_format(const pp_sched *s, const pp_action *a, pp_action_style style, char *buf,
                        size_t n);
 /* The spelled-out form, for messages: pp_action_format(s, a, PP_ACTION_WORDS, buf, n). */
