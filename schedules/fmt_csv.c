@@ -322,9 +322,10 @@ static size_t recv_key(const pp_sched *s, const pp_action *a)
            (pp_op_dir(a->op) < 0);
 }
 
-static int is_fb(int op)
+/* A compute that consumes what a RECV brings (F, B; I once split backward runs). */
+static int is_consumer(int op)
 {
-    return op == PP_OP_F || op == PP_OP_B;
+    return pp_op_recv_of(op) >= 0;
 }
 
 /* PyTorch's RECV_F / RECV_B posts the receive and the F / B of that (stage, micro-batch) waits
@@ -351,7 +352,7 @@ static pp_status recvs_to_wait_points(pp_sched *s)
             if (pp_op_is_recv(ops[i].op))
                 consumer[recv_key(s, &ops[i])] = -1;
         for (int i = 0; i < n; i++)
-            if (is_fb(ops[i].op))
+            if (is_consumer(ops[i].op))
                 consumer[recv_key(s, &ops[i])] = i;
         for (int i = 0; i < n; i++) {
             const pp_action *a = &ops[i];
@@ -360,7 +361,7 @@ static pp_status recvs_to_wait_points(pp_sched *s)
                 holding[recv_key(s, a)] = 1;
                 continue;
             }
-            if (is_fb(a->op) && holding[recv_key(s, a)]) {
+            if (is_consumer(a->op) && holding[recv_key(s, a)]) {
                 row[k++] = held[recv_key(s, a)];
                 holding[recv_key(s, a)] = 0;
             }

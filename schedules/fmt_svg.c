@@ -167,7 +167,7 @@ static void write_rows(const pp_sched *s, const pp_sim_result *sim, const svg_ax
                 SVG_ROW);
         for (int i = 0; i < s->n_ops[r]; i++) {
             const pp_action *a = &s->ops[r][i];
-            if (a->op == PP_OP_F || a->op == PP_OP_B)
+            if (pp_op_is_compute(a->op))
                 write_block(a, sim->spans[r][i], y, ax, show_stage, fp);
         }
         double last_x = -1e9;
