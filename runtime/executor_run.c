@@ -45,7 +45,7 @@ static pp_status slot_take(pp_rt_executor *ex, rank_state *rs, const pp_action *
     if (!*s)
         return PP_ERR(PP_ERR_CHECK, "%s %s pipe %d stage %d mb %d: its %s is not on this rank",
                       pp_op_name((pp_op_kind)a->op),
-                      a->op == PP_OP_F || a->op == PP_OP_B ? "of" : "for", a->pipe, (int)a->stage,
+                      pp_op_is_compute(a->op) ? "of" : "for", a->pipe, (int)a->stage,
                       (int)a->mb, slot_names[kind]);
     *buf = *s;
     *s = NULL;
@@ -103,8 +103,9 @@ static pp_status do_forward(pp_rt_executor *ex, rank_state *rs, const pp_action 
         ex->losses[(size_t)rs->replica * ex->N + m] = loss;
         return PP_OK;
     }
-    if (ex_rank_of(ex, a->pipe, s + 1) == rs->r) /* local hop: hand the buffer over */
-        e = slot_put(ex, rs, a, s + 1, SLOT_X_IN, x_out);
+    int next = pp_action_dst_stage(a);
+    if (ex_rank_of(ex, a->pipe, next) == rs->r) /* local hop: hand the buffer over */
+        e = slot_put(ex, rs, a, next, SLOT_X_IN, x_out);
     else
         e = slot_put(ex, rs, a, s, SLOT_X_OUT, x_out);
     if (e != PP_OK)
@@ -133,8 +134,9 @@ static pp_status do_backward(pp_rt_executor *ex, rank_state *rs, const pp_action
     }
     if (first)
         return PP_OK;
-    if (ex_rank_of(ex, a->pipe, s - 1) == rs->r)
-        e = slot_put(ex, rs, a, s - 1, SLOT_DY, dx);
+    int prev = pp_action_dst_stage(a);
+    if (ex_rank_of(ex, a->pipe, prev) == rs->r)
+        e = slot_put(ex, rs, a, prev, SLOT_DY, dx);
     else
         e = slot_put(ex, rs, a, s, SLOT_DX, dx);
     if (e != PP_OK)
@@ -163,7 +165,7 @@ static pp_status do_send(pp_rt_executor *ex, rank_state *rs, const pp_action *a,
     PP_TRY(slot_take(ex, rs, a, fwd ? SLOT_X_OUT : SLOT_DX, &buf));
     int peer = rs->replica * ex->D + a->peer;
     /* tagged with the stage that receives it */
-    uint64_t tag = pp_transport_tag(a->pipe, a->stage + (fwd ? 1 : -1), a->mb, !fwd);
+    uint64_t tag = pp_transport_tag(a->pipe, pp_action_peer_stage(a), a->mb, !fwd);
     pp_status e = pp_ex_send(ex, rs, peer, tag, buf, ex->io_bytes);
     comm_free(ex, rs, buf);
     return e;

@@ -65,9 +65,9 @@ pp_status pp_rt_trace_open(const char *path, const pp_rt_executor *ex, pp_rt_tra
 static void flow(pp_rt_trace *tr, int step, int g, const pp_action *a, double t0, pp_rt_span sp)
 {
     const pp_rt_executor *ex = tr->ex;
-    int send = a->op == PP_OP_SEND_F || a->op == PP_OP_SEND_B;
-    int fwd = a->op == PP_OP_SEND_F || a->op == PP_OP_RECV_F;
-    int stage = send ? a->stage + (fwd ? 1 : -1) : a->stage; /* the receiving stage */
+    int send = pp_op_is_send(a->op);
+    int fwd = pp_op_dir(a->op) > 0;
+    int stage = send ? pp_action_peer_stage(a) : a->stage; /* the receiving stage */
     unsigned long long id =
         ((((unsigned long long)step * ex->dp + g / ex->D) * ex->P + a->pipe) * ex->S + stage) *
             ex->N * 2 +
@@ -100,19 +100,17 @@ pp_status pp_rt_trace_add_step(pp_rt_trace *tr, int step, double t0, const pp_rt
         for (int i = 0; i < s->n_ops[rank]; i++) {
             const pp_action *a = &s->ops[rank][i];
             pp_rt_span sp = r->spans[g][i];
-            const char *op = pp_op_name((pp_op_kind)a->op);
+            char name[64];
             sep(tr);
-            if (a->op == PP_OP_REDUCE)
-                fprintf(fp, "{\"name\":\"REDUCE #%d\",\"cat\":\"REDUCE\"", (int)a->stage);
-            else
-                fprintf(fp, "{\"name\":\"%s%d%s\",\"cat\":\"%s\"", op, (int)a->mb,
-                        a->pipe ? "u" : "", op);
+            fprintf(fp, "{\"name\":\"%s\",\"cat\":\"%s\"",
+                    pp_action_format(s, a, PP_ACTION_TOKEN, name, sizeof name),
+                    pp_op_name((pp_op_kind)a->op));
             fprintf(fp,
                     ",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
                     "\"args\":{\"step\":%d,\"pipe\":%d,\"stage\":%d,\"mb\":%d,\"peer\":%d}}",
                     g, (t0 + sp.start) * 1e6, (sp.end - sp.start) * 1e6, step, a->pipe,
                     (int)a->stage, (int)a->mb, (int)a->peer);
-            if (a->op >= PP_OP_SEND_F && a->op <= PP_OP_RECV_B)
+            if (pp_op_is_comm(a->op))
                 flow(tr, step, g, a, t0, sp);
         }
         event(tr, "grad sync", "sync", g, t0, r->sync[g], step);

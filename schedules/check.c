@@ -87,12 +87,6 @@ static pp_status check_placement(const checker *ck)
     return PP_OK;
 }
 
-/* The stage at the other end of a SEND/RECV. */
-static int partner_stage(int op, int stage)
-{
-    return op == PP_OP_SEND_F || op == PP_OP_RECV_B ? stage + 1 : stage - 1;
-}
-
 static pp_status record_reduce(checker *ck, int r, int i)
 {
     const pp_sched *s = ck->s;
@@ -118,6 +112,10 @@ static pp_status record_action(checker *ck, int r, int i)
     const pp_action *a = &s->ops[r][i];
     if (a->op >= PP_OP__COUNT)
         return fail(ck, r, i, "unknown action kind %d", a->op);
+    if (pp_op_is_split_backward(a->op))
+        return fail(ck, r, i,
+                    "split backward (I, W) is not supported yet: pptune's checker, simulator "
+                    "and runtime run full backwards (B) only");
     if (a->op == PP_OP_REDUCE)
         return record_reduce(ck, r, i);
     if (a->pipe >= ck->P)
@@ -135,8 +133,8 @@ static pp_status record_action(checker *ck, int r, int i)
     if (home != r)
         return fail(ck, r, i, "wrong rank: stage %d of pipe %d is placed on rank %d", a->stage,
                     a->pipe, home);
-    if (a->op != PP_OP_F && a->op != PP_OP_B) {
-        int ps = partner_stage(a->op, a->stage);
+    if (pp_op_is_comm(a->op)) {
+        int ps = pp_action_peer_stage(a);
         if (ps < 0 || ps >= ck->S)
             return fail(ck, r, i,
                         "stage %d is at the end of pipe %d: there is no stage %d to "
@@ -186,7 +184,6 @@ static pp_status check_pairs(const checker *ck)
 {
     const pp_sched *s = ck->s;
     static const int comm[4] = {PP_OP_SEND_F, PP_OP_RECV_F, PP_OP_SEND_B, PP_OP_RECV_B};
-    static const int mate[4] = {PP_OP_RECV_F, PP_OP_SEND_F, PP_OP_RECV_B, PP_OP_SEND_B};
     for (int p = 0; p < ck->P; p++)
         for (int k = 0; k < ck->S; k++)
             for (int m = 0; m < ck->N; m++) {
@@ -195,15 +192,16 @@ static pp_status check_pairs(const checker *ck)
                     int i = POS(ck, comm[c], key);
                     if (i < 0)
                         continue;
-                    int ps = partner_stage(comm[c], k);
-                    if (POS(ck, mate[c], pp_sched_key(s, p, ps, m)) >= 0)
-                        continue;
                     int r = pp_sched_stage(s, p, k)->rank;
+                    const pp_action *a = &s->ops[r][i];
+                    int ps = pp_action_peer_stage(a), mate = pp_op_mate(a->op);
+                    if (POS(ck, mate, pp_sched_key(s, p, ps, m)) >= 0)
+                        continue;
                     int q = pp_sched_stage(s, p, ps)->rank;
-                    int is_recv = comm[c] == PP_OP_RECV_F || comm[c] == PP_OP_RECV_B;
                     return fail(ck, r, i, "%s: rank %d never posts %s pipe %d stage %d mb %d",
-                                is_recv ? "RECV without its SEND" : "SEND without its RECV", q,
-                                pp_op_name(mate[c]), p, ps, m);
+                                pp_op_is_recv(a->op) ? "RECV without its SEND"
+                                                     : "SEND without its RECV",
+                                q, pp_op_name(mate), p, ps, m);
                 }
             }
     return PP_OK;
@@ -229,7 +227,7 @@ static pp_status check_input(const checker *ck, int r, int i, const pp_action *a
 {
     const pp_sched *s = ck->s;
     int fwd = a->op == PP_OP_F;
-    int ns = a->stage + (fwd ? -1 : 1);
+    int ns = pp_action_src_stage(a);
     if (ns < 0 || ns >= ck->S)
         return PP_OK; /* first stage's forward, last stage's backward: no input to wait for */
     int q = pp_sched_stage(s, a->pipe, ns)->rank;
@@ -240,7 +238,7 @@ static pp_status check_input(const checker *ck, int r, int i, const pp_action *a
                         fwd ? "forward" : "backward", fwd ? "forward" : "backward", ns, j);
         return PP_OK;
     }
-    int rop = fwd ? PP_OP_RECV_F : PP_OP_RECV_B;
+    int rop = pp_op_recv_of(a->op);
     int j = POS(ck, rop, pp_sched_key(s, a->pipe, a->stage, a->mb));
     if (j < 0)
         return fail(ck, r, i, "its input from stage %d on rank %d is never received (no %s)", ns, q,
@@ -294,8 +292,8 @@ static pp_status check_order(checker *ck, int r)
             PP_TRY(check_input(ck, r, i, a));
         if (a->op == PP_OP_B)
             ck->b_done[a->pipe * ck->S + a->stage]++;
-        if (a->op == PP_OP_SEND_F || a->op == PP_OP_SEND_B) {
-            int prod = a->op == PP_OP_SEND_F ? PP_OP_F : PP_OP_B;
+        if (pp_op_is_send(a->op)) {
+            int prod = pp_op_compute_of(a->op);
             int j = POS(ck, prod, key);
             if (j > i)
                 return fail(ck, r, i, "send before the %s that produces it (action %d)",
@@ -330,9 +328,9 @@ static int blocker(const checker *ck, runner *x, int r)
 {
     const pp_sched *s = ck->s;
     const pp_action *a = &s->ops[r][x->pc[r]];
-    if (a->op == PP_OP_RECV_F || a->op == PP_OP_RECV_B) {
-        int sop = a->op == PP_OP_RECV_F ? PP_OP_SEND_F : PP_OP_SEND_B;
-        int ps = partner_stage(a->op, a->stage);
+    if (pp_op_is_recv(a->op)) {
+        int sop = pp_op_mate(a->op);
+        int ps = pp_action_peer_stage(a);
         int q = pp_sched_stage(s, a->pipe, ps)->rank;
         return x->pc[q] > POS(ck, sop, pp_sched_key(s, a->pipe, ps, a->mb)) ? -1 : q;
     }
@@ -370,8 +368,8 @@ static void run_rank(const checker *ck, runner *x, int r)
         if (blocker(ck, x, r) >= 0)
             return;
         x->pc[r]++;
-        if (a->op == PP_OP_SEND_F || a->op == PP_OP_SEND_B)
-            wake(ck, x, pp_sched_stage(s, a->pipe, partner_stage(a->op, a->stage))->rank);
+        if (pp_op_is_send(a->op))
+            wake(ck, x, pp_sched_stage(s, a->pipe, pp_action_peer_stage(a))->rank);
     }
 }
 

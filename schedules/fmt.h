@@ -6,4 +6,8 @@
  * span must be positive. */
 double pp_fmt_tick_step(double span, int ticks);
 
+/* A decimal integer in [lo, hi] at *p, advancing *p past it. Returns 0 (and leaves *p) when
+ * there is none or it is out of range. (action.c; the text parser uses it too.) */
+int pp_fmt_scan_int(const char **p, long lo, long hi, int *out);
+
 #endif

@@ -28,7 +28,7 @@ static int auto_width(const pp_sched *s, const pp_sim_result *sim)
         for (int i = 0; i < s->n_ops[r]; i++) {
             int op = s->ops[r][i].op;
             double d = sim->spans[r][i].end - sim->spans[r][i].start;
-            if ((op == PP_OP_F || op == PP_OP_B) && d > 0 && d < shortest)
+            if (pp_op_is_compute(op) && d > 0 && d < shortest)
                 shortest = d;
         }
     double w = shortest > 0 ? 2.0 * sim->makespan / shortest : ASCII_MAX_AUTO;
@@ -76,7 +76,7 @@ static void draw_rank(const pp_sched *s, const pp_sim_result *sim, int r, int wi
     row[width + extra] = '\0';
     for (int i = 0; i < s->n_ops[r]; i++) {
         const pp_action *a = &s->ops[r][i];
-        if (a->op != PP_OP_F && a->op != PP_OP_B)
+        if (!pp_op_is_compute(a->op))
             continue;
         pp_span sp = sim->spans[r][i];
         draw_block(row, column(sp.start, sim->makespan, width),

@@ -130,7 +130,7 @@ static pp_status write_action(const pp_sched *s, int r, const pp_action *a, FILE
     }
     fprintf(fp, "{\"op\": \"%s\", \"pipe\": %d, \"stage\": %d, \"mb\": %d",
             pp_op_name((pp_op_kind)a->op), a->pipe, (int)a->stage, (int)a->mb);
-    if (a->op != PP_OP_F && a->op != PP_OP_B)
+    if (pp_op_is_comm(a->op))
         fprintf(fp, ", \"peer\": %d", (int)a->peer);
     fputc('}', fp);
     return PP_OK;

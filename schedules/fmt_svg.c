@@ -110,14 +110,14 @@ static void write_block(const pp_action *a, pp_span sp, double y, const svg_axis
                         int show_stage, FILE *fp)
 {
     int bwd = a->op == PP_OP_B;
+    char what[96]; /* the spelled-out action (needs no schedule: F/B carry no peer) */
     unsigned c = mb_colour(a->mb, bwd);
     double x = ax->x0 + sp.start * ax->scale, w = (sp.end - sp.start) * ax->scale;
     fprintf(fp,
             "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%g\" fill=\"#%06x\" "
-            "stroke=\"#ffffff\" stroke-width=\"1\"%s><title>%s pipe %d stage %d mb %d: %g .. "
-            "%g</title></rect>\n",
+            "stroke=\"#ffffff\" stroke-width=\"1\"%s><title>%s: %g .. %g</title></rect>\n",
             x, y, w, SVG_ROW, c, a->pipe ? " stroke-dasharray=\"3,2\"" : "",
-            pp_op_name((pp_op_kind)a->op), a->pipe, (int)a->stage, (int)a->mb, sp.start, sp.end);
+            pp_action_str(NULL, a, what, sizeof what), sp.start, sp.end);
     char label[16], sub[16];
     int n = snprintf(label, sizeof label, "%c%d", (bwd ? 'B' : 'F') + (a->pipe ? 32 : 0),
                      (int)a->mb);
@@ -167,7 +167,7 @@ static void write_rows(const pp_sched *s, const pp_sim_result *sim, const svg_ax
                 SVG_ROW);
         for (int i = 0; i < s->n_ops[r]; i++) {
             const pp_action *a = &s->ops[r][i];
-            if (a->op == PP_OP_F || a->op == PP_OP_B)
+            if (pp_op_is_compute(a->op))
                 write_block(a, sim->spans[r][i], y, ax, show_stage, fp);
         }
         double last_x = -1e9;

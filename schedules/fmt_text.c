@@ -21,15 +21,11 @@
  *   rank R: TOKEN TOKEN ...       rank R's actions in order
  * Pipes are written d (pipe 0: the only pipeline, or "down") and u (pipe 1: "up").
  *
- * Action tokens: OP [PIPE] MB . STAGE [@PEER]
- *   OP is F, B (compute), SF / RF (SEND_F / RECV_F), SB / RB (SEND_B / RECV_B);
- *   PIPE is d or u, written only when the schedule has two pipes (absent means d);
- *   MB is the 0-based global micro-batch id, STAGE the stage along that pipe — the order of
- *   schedules.md's notation ("Fd1.0"), except micro-batches count from 0 here;
- *   @PEER names the other rank of a SEND/RECV, written only where it differs from the rank the
- *   placement implies (stage s+1 for SEND_F / RECV_B, s-1 for RECV_F / SEND_B), which is never
- *   the case for a lowered schedule.
- *   ARk is REDUCE with descriptor k.
+ * Action tokens are the action grammar of pp_sched.h (action.c: pp_action_format /
+ * pp_action_parse): OP [PIPE] MB . STAGE [@PEER], or ARk for REDUCE with descriptor k; e.g.
+ * "Fd1.0" is the forward of micro-batch 1 through stage 0 of the down pipe (schedules.md's
+ * notation, except micro-batches count from 0 here). I and W (split backward) parse, and
+ * pp_sched_check refuses them as not supported yet.
  *
  * The parser checks structure (every number in range, every reduce id defined) so that the
  * result is safe to hand to pp_sched_check, which judges whether the schedule is correct. It does
@@ -42,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fmt.h"
 #include "pp_sched.h"
 
 /* Upper bounds that keep a malformed header from asking for absurd allocations. */
@@ -54,40 +51,10 @@ static char pipe_letter(int pipe)
     return pipe ? 'u' : 'd';
 }
 
-int pp_sched_implied_peer(const pp_sched *s, const pp_action *a)
-{
-    int next;
-    switch (a->op) {
-    case PP_OP_SEND_F:
-    case PP_OP_RECV_B:
-        next = a->stage + 1;
-        break;
-    case PP_OP_RECV_F:
-    case PP_OP_SEND_B:
-        next = a->stage - 1;
-        break;
-    default:
-        return -1;
-    }
-    if (a->pipe >= s->n_pipes || next < 0 || next >= s->stages_per_pipe)
-        return -1;
-    return pp_sched_stage(s, a->pipe, next)->rank;
-}
-
-static const char *const op_tokens[PP_OP__COUNT] = {"F", "B", "SF", "RF", "SB", "RB", "AR"};
-
 static void write_action(const pp_sched *s, const pp_action *a, FILE *fp)
 {
-    if (a->op == PP_OP_REDUCE) {
-        fprintf(fp, "AR%d", (int)a->stage);
-        return;
-    }
-    fputs(op_tokens[a->op], fp);
-    if (s->n_pipes == 2)
-        fputc(pipe_letter(a->pipe), fp);
-    fprintf(fp, "%d.%d", (int)a->mb, (int)a->stage);
-    if (a->peer != pp_sched_implied_peer(s, a))
-        fprintf(fp, "@%d", (int)a->peer);
+    char tok[64];
+    fputs(pp_action_format(s, a, PP_ACTION_TOKEN, tok, sizeof tok), fp);
 }
 
 static int kind_is_word(const char *k)
@@ -200,22 +167,6 @@ static char *next_token(text_parser *tp)
     return t;
 }
 
-/* Parses a decimal integer in [lo, hi] at *p, advancing p. Returns 0 on failure. */
-static int scan_int(const char **p, long lo, long hi, int *out)
-{
-    const char *q = *p;
-    if (!isdigit((unsigned char)*q) && !(*q == '-' && isdigit((unsigned char)q[1])))
-        return 0;
-    errno = 0;
-    char *end;
-    long v = strtol(q, &end, 10);
-    if (errno || v < lo || v > hi)
-        return 0;
-    *out = (int)v;
-    *p = end;
-    return 1;
-}
-
 /* A whole token that must be an integer in [lo, hi]. */
 static pp_status token_int(text_parser *tp, const char *what, long lo, long hi, int *out)
 {
@@ -224,7 +175,7 @@ static pp_status token_int(text_parser *tp, const char *what, long lo, long hi, 
     if (!t)
         return TP_ERR(tp, "%s: expected an integer in %ld..%ld, got the end of the line", what, lo,
                       hi);
-    if (!scan_int(&p, lo, hi, out) || *p)
+    if (!pp_fmt_scan_int(&p, lo, hi, out) || *p)
         return TP_ERR(tp, "%s: expected an integer in %ld..%ld, got \"%s\"", what, lo, hi, t);
     return PP_OK;
 }
@@ -312,7 +263,7 @@ static pp_status parse_place(text_parser *tp)
         int r;
         if (t && strcmp(t, "-") == 0)
             r = -1;
-        else if (!t || !scan_int(&q, 0, s->ranks - 1, &r) || *q)
+        else if (!t || !pp_fmt_scan_int(&q, 0, s->ranks - 1, &r) || *q)
             return TP_ERR(tp, "place %c, stage %d: expected a rank in 0..%d, got \"%s\"",
                           pipe_letter(p), k, s->ranks - 1, t ? t : "");
         pp_sched_stage(s, p, k)->rank = r;
@@ -329,8 +280,8 @@ static pp_status parse_layers(text_parser *tp)
         char *t = next_token(tp);
         const char *q = t;
         int b, e;
-        if (!t || !scan_int(&q, 0, s->layers, &b) || *q++ != '-' || !scan_int(&q, 0, s->layers, &e) ||
-            *q || e <= b)
+        if (!t || !pp_fmt_scan_int(&q, 0, s->layers, &b) || *q++ != '-' ||
+            !pp_fmt_scan_int(&q, 0, s->layers, &e) || *q || e <= b)
             return TP_ERR(tp,
                           "layers %c, stage %d: expected a range b-e with 0 <= b < e <= %d, got "
                           "\"%s\"",
@@ -365,7 +316,7 @@ static pp_status parse_reduce(text_parser *tp, const char *idtok)
     pp_sched *s = tp->s;
     const char *q = idtok;
     int id;
-    if (!scan_int(&q, 0, INT_MAX, &id) || strcmp(q, ":") != 0 || id != s->n_reduces)
+    if (!pp_fmt_scan_int(&q, 0, INT_MAX, &id) || strcmp(q, ":") != 0 || id != s->n_reduces)
         return TP_ERR(tp, "reduce: expected \"%d:\" (descriptors are numbered in order), got \"%s\"",
                       s->n_reduces, idtok);
     char *t = next_token(tp);
@@ -376,7 +327,8 @@ static pp_status parse_reduce(text_parser *tp, const char *idtok)
     int ns = 0;
     while ((t = next_token(tp)) && strcmp(t, "stages") != 0) {
         q = t;
-        if (nr == PP_REDUCE_MAX_RANKS || !scan_int(&q, 0, s->ranks - 1, &ranks[nr]) || *q)
+        if (nr == PP_REDUCE_MAX_RANKS || !pp_fmt_scan_int(&q, 0, s->ranks - 1, &ranks[nr]) ||
+            *q)
             return TP_ERR(tp, "reduce %d: expected up to %d ranks in 0..%d, got \"%s\"", id,
                           PP_REDUCE_MAX_RANKS, s->ranks - 1, t);
         nr++;
@@ -387,7 +339,7 @@ static pp_status parse_reduce(text_parser *tp, const char *idtok)
         int p = parse_pipe_letter(t[0]);
         q = t + 1;
         if (ns == PP_REDUCE_MAX_STAGES || p < 0 || p >= s->n_pipes ||
-            !scan_int(&q, 0, s->stages_per_pipe - 1, &st[ns].stage) || *q)
+            !pp_fmt_scan_int(&q, 0, s->stages_per_pipe - 1, &st[ns].stage) || *q)
             return TP_ERR(tp,
                           "reduce %d: expected up to %d stages like d%d or u0 (pipe letter, stage "
                           "0..%d), got \"%s\"",
@@ -401,57 +353,19 @@ static pp_status parse_reduce(text_parser *tp, const char *idtok)
     return PP_OK;
 }
 
-/* One action token; see the file comment. Peers are filled in after all lines are read. */
+/* One action token (pp_action_parse); peers are filled in after all lines are read. */
 static pp_status parse_action(text_parser *tp, int rank, int idx, const char *t)
 {
     pp_sched *s = tp->s;
-    static const char *const prefixes[] = {"AR", "SF", "RF", "SB", "RB", "F", "B"};
-    static const int kinds[] = {PP_OP_REDUCE, PP_OP_SEND_F, PP_OP_RECV_F, PP_OP_SEND_B,
-                                PP_OP_RECV_B, PP_OP_F,      PP_OP_B};
-    int op = -1;
-    const char *q = t;
-    for (int i = 0; i < 7 && op < 0; i++) {
-        size_t n = strlen(prefixes[i]);
-        if (strncmp(t, prefixes[i], n) == 0) {
-            op = kinds[i];
-            q = t + n;
-        }
+    pp_action a;
+    if (pp_action_parse(s, t, &a) != PP_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", pp_err_text());
+        return TP_ERR(tp, "rank %d, action %d: %s", rank, idx, why);
     }
-    pp_action a = {.op = 0, .pipe = 0, .stage = 0, .mb = -1, .peer = -1};
-    int ok = op >= 0;
-    if (ok && op == PP_OP_REDUCE) {
-        int id;
-        ok = scan_int(&q, 0, INT_MAX, &id) && !*q;
-        a.stage = id;
-    } else if (ok) {
-        int p = parse_pipe_letter(*q);
-        if (p >= 0)
-            q++;
-        else
-            p = 0;
-        int mb, st, peer = INT_MIN;
-        ok = p < s->n_pipes && scan_int(&q, 0, s->microbatches - 1, &mb) && *q++ == '.' &&
-             scan_int(&q, 0, s->stages_per_pipe - 1, &st);
-        if (ok && *q == '@') {
-            q++;
-            ok = scan_int(&q, -1, s->ranks - 1, &peer);
-        }
-        ok = ok && !*q;
-        a.pipe = (uint8_t)p;
-        a.stage = st;
-        a.mb = mb;
-        a.peer = peer; /* INT_MIN: implied by the placement, resolved later */
-    }
-    if (!ok)
-        return TP_ERR(tp,
-                      "rank %d, action %d: expected F, B, SF, RF, SB or RB with [pipe d|u] "
-                      "micro-batch 0..%d '.' stage 0..%d (e.g. F%d.0, RB0.%d), or ARk, got \"%s\"",
-                      rank, idx, s->microbatches - 1, s->stages_per_pipe - 1,
-                      s->microbatches - 1, s->stages_per_pipe - 1, t);
-    a.op = (uint8_t)op;
-    if (op == PP_OP_REDUCE && a.stage >= *tp->reduce_use)
+    if (a.op == PP_OP_REDUCE && a.stage >= *tp->reduce_use)
         *tp->reduce_use = a.stage + 1;
-    PP_TRY(pp_sched_push(s, rank, (pp_op_kind)op, a.pipe, a.stage, a.mb));
+    PP_TRY(pp_sched_push(s, rank, (pp_op_kind)a.op, a.pipe, a.stage, a.mb));
     s->ops[rank][s->n_ops[rank] - 1].peer = a.peer;
     return PP_OK;
 }
@@ -461,7 +375,7 @@ static pp_status parse_rank(text_parser *tp, const char *rtok)
     pp_sched *s = tp->s;
     const char *q = rtok;
     int r;
-    if (!scan_int(&q, 0, s->ranks - 1, &r) || strcmp(q, ":") != 0)
+    if (!pp_fmt_scan_int(&q, 0, s->ranks - 1, &r) || strcmp(q, ":") != 0)
         return TP_ERR(tp, "rank: expected \"R:\" with R in 0..%d, got \"%s\"", s->ranks - 1, rtok);
     if (tp->seen_rank[r])
         return TP_ERR(tp, "rank %d: a second line for the same rank", r);
@@ -516,7 +430,7 @@ static pp_status finish(text_parser *tp, int reduce_use)
     for (int r = 0; r < s->ranks; r++)
         for (int i = 0; i < s->n_ops[r]; i++) {
             pp_action *a = &s->ops[r][i];
-            if (a->peer == INT_MIN)
+            if (a->peer == PP_ACTION_PEER_IMPLIED)
                 a->peer = pp_sched_implied_peer(s, a);
         }
     return PP_OK;

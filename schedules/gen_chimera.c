@@ -54,11 +54,11 @@ static long unit_ready(const unit_state *u, const pp_action *a)
 {
     int D = u->D;
     if (a->op == PP_OP_F)
-        return a->stage == 0 ? 0 : u->f_end[unit_index(D, a->pipe, a->stage - 1, a->mb)];
+        return a->stage == 0 ? 0 : u->f_end[unit_index(D, a->pipe, pp_action_src_stage(a), a->mb)];
     long f = u->f_end[unit_index(D, a->pipe, a->stage, a->mb)];
     if (f < 0 || a->stage == D - 1)
         return f;
-    long g = u->b_end[unit_index(D, a->pipe, a->stage + 1, a->mb)];
+    long g = u->b_end[unit_index(D, a->pipe, pp_action_src_stage(a), a->mb)];
     return g < 0 ? -1 : (f > g ? f : g);
 }
 

@@ -37,11 +37,11 @@ static long ready_at(const list_state *st, const pp_action *a)
 {
     const pp_sched *s = st->s;
     if (a->op == PP_OP_F)
-        return a->stage == 0 ? 0 : st->f_end[op_index(s, a->pipe, a->stage - 1, a->mb)];
+        return a->stage == 0 ? 0 : st->f_end[op_index(s, a->pipe, pp_action_src_stage(a), a->mb)];
     long f = st->f_end[op_index(s, a->pipe, a->stage, a->mb)];
     if (f < 0 || a->stage == s->stages_per_pipe - 1)
         return f;
-    long g = st->b_end[op_index(s, a->pipe, a->stage + 1, a->mb)];
+    long g = st->b_end[op_index(s, a->pipe, pp_action_src_stage(a), a->mb)];
     return g < 0 ? -1 : (f > g ? f : g);
 }
 

@@ -44,18 +44,25 @@
 extern "C" {
 #endif
 
+/* The op kinds. The order is part of the IR (tables in check.c index by it): new kinds go at the
+ * end. I and W (split backward, as PyTorch pipelining and the Zero Bubble papers spell them) are
+ * reserved: the grammar reads and writes them, but no generator emits them and pp_sched_check
+ * refuses them ("not supported yet") until the checker, simulator and runtime learn them. */
 typedef enum {
-    PP_OP_F = 0,
-    PP_OP_B,
-    PP_OP_SEND_F,
+    PP_OP_F = 0,  /* forward of one micro-batch through one stage */
+    PP_OP_B,      /* full backward: input and weight gradients */
+    PP_OP_SEND_F, /* see the file comment */
     PP_OP_RECV_F,
     PP_OP_SEND_B,
     PP_OP_RECV_B,
-    PP_OP_REDUCE,
+    PP_OP_REDUCE, /* gradient sync of replicas; stage holds the descriptor id */
+    PP_OP_I,      /* split backward: input gradient only (reserved) */
+    PP_OP_W,      /* split backward: weight gradient only (reserved) */
     PP_OP__COUNT
 } pp_op_kind;
 
-/* "F", "B", "SEND_F", ... */
+/* "F", "B", "SEND_F", ..., "REDUCE", "I", "W" (PyTorch's spelling of the kinds they share);
+ * "?" for a value outside the enum. */
 const char *pp_op_name(pp_op_kind k);
 /* Parses an op name as printed by pp_op_name; returns -1 if unknown. */
 int pp_op_parse(const char *name);
@@ -220,13 +227,139 @@ pp_status pp_sched_lower_comms(pp_sched *s);
  * reason, e.g. "rank 1, action 7 (B pipe 0 stage 1 mb 3): backward before its forward". */
 pp_status pp_sched_check(const pp_sched *s);
 
-/* The peer the placement implies for a SEND/RECV (the rank of stage s+1 for SEND_F / RECV_B,
- * of s-1 for RECV_F / SEND_B), the value pp_sched_lower_comms gives it; -1 for other actions or
- * outside the pipe. Parsers use it to fill peers a file leaves out. (fmt_text.c) */
-int pp_sched_implied_peer(const pp_sched *s, const pp_action *a);
+/* ---- The action grammar (action.c) ------------------------------------------------------------
+ * One textual form of an action, used by the text format (fmt_text.c), the runtime's traces and,
+ * spelled out, by every message that names an action:
+ *   token:  OP [PIPE] MB . STAGE [@PEER]     e.g. F0.1  SF3.0  RBu2.5  Fd1.0@3
+ *           ARk                              REDUCE with descriptor k
+ *     OP is F, B, I, W (compute), SF / RF / SB / RB (SEND_F / RECV_F / SEND_B / RECV_B);
+ *     PIPE d or u, written only when the schedule has two pipes (absent means d); MB the global
+ *     micro-batch, STAGE the stage along the pipe (0-based); @PEER only where the peer differs
+ *     from the one the placement implies (never for a lowered schedule).
+ *   spelled out (messages): "SEND_F pipe 0 stage 3 mb 2 peer 1", "F pipe 0 stage 3 mb 2",
+ *     "REDUCE #1" — the same fields in words, so "rank 1, action 7 (...)" reads without a key.
+ * PyTorch's CSV cells (fmt_csv.c: "1F0", "0SEND_F3") are PyTorch's grammar, kept for interop. */
+typedef enum {
+    PP_ACTION_TOKEN = 0, /* the compact token: files, traces; pp_action_parse reads it back */
+    PP_ACTION_WORDS      /* spelled out, for messages */
+} pp_action_style;
 
-/* Writes "F(p0,s3,m2)"-style text for one action into buf (for messages). Returns buf. */
+/* pp_action_parse's peer when the token has no @PEER: fill it from the placement once known. */
+#define PP_ACTION_PEER_IMPLIED INT32_MIN
+
+/* Writes action a of schedule s in the given style into buf (n bytes, truncated if short).
+ * Returns buf. s gives the token its pipe letter and implied peer; it may be NULL for the
+ * spelled-out form (then a token has no pipe letter and always its @PEER). */
+char *pp_action_format(const pp_sched *s, const pp_action *a, pp_action_style style, char *buf,
+                       size_t n);
+/* The spelled-out form, for messages: pp_action_format(s, a, PP_ACTION_WORDS, buf, n). */
 char *pp_action_str(const pp_sched *s, const pp_action *a, char *buf, size_t n);
+/* Parses one token (the whole string) against s's shape: pipe < n_pipes, mb < microbatches,
+ * stage < stages_per_pipe, peer in -1..ranks-1; a REDUCE id is only checked to be >= 0.
+ * *out gets the action, with peer PP_ACTION_PEER_IMPLIED where the token has none (-1 for
+ * compute and REDUCE). PP_OK, or PP_ERR_PARSE with "expected ..., got \"TOKEN\"" and no
+ * position: the caller prefixes where the token was. */
+pp_status pp_action_parse(const pp_sched *s, const char *token, pp_action *out);
+
+/* ---- IR predicates ----------------------------------------------------------------------------
+ * Data flows forward (F, SEND_F, RECV_F: stage s -> s+1) or backward (B, I, SEND_B, RECV_B:
+ * s -> s-1). A compute's input comes from stage s - dir and its output goes to s + dir; a SEND
+ * ships to s + dir, a RECV takes from s - dir. W and REDUCE move no data (dir 0). */
+static inline int pp_op_is_compute(int op)
+{
+    return op == PP_OP_F || op == PP_OP_B || op == PP_OP_I || op == PP_OP_W;
+}
+static inline int pp_op_is_send(int op)
+{
+    return op == PP_OP_SEND_F || op == PP_OP_SEND_B;
+}
+static inline int pp_op_is_recv(int op)
+{
+    return op == PP_OP_RECV_F || op == PP_OP_RECV_B;
+}
+/* SEND_F, RECV_F, SEND_B, RECV_B: point-to-point transfers between neighbour stages. */
+static inline int pp_op_is_comm(int op)
+{
+    return pp_op_is_send(op) || pp_op_is_recv(op);
+}
+/* Split backward (I, W): in the grammar, not yet in the checker, simulator or runtime. */
+static inline int pp_op_is_split_backward(int op)
+{
+    return op == PP_OP_I || op == PP_OP_W;
+}
+/* +1 forward (F, SEND_F, RECV_F), -1 backward (B, I, SEND_B, RECV_B), 0 for W and REDUCE. */
+static inline int pp_op_dir(int op)
+{
+    if (op == PP_OP_F || op == PP_OP_SEND_F || op == PP_OP_RECV_F)
+        return 1;
+    if (op == PP_OP_B || op == PP_OP_I || op == PP_OP_SEND_B || op == PP_OP_RECV_B)
+        return -1;
+    return 0;
+}
+/* The RECV that brings a compute its input from another rank (F: RECV_F, B/I: RECV_B), the
+ * SEND that ships its output (F: SEND_F, B/I: SEND_B); -1 for the others. */
+static inline int pp_op_recv_of(int op)
+{
+    int d = pp_op_is_compute(op) ? pp_op_dir(op) : 0;
+    return d > 0 ? PP_OP_RECV_F : d < 0 ? PP_OP_RECV_B : -1;
+}
+static inline int pp_op_send_of(int op)
+{
+    int d = pp_op_is_compute(op) ? pp_op_dir(op) : 0;
+    return d > 0 ? PP_OP_SEND_F : d < 0 ? PP_OP_SEND_B : -1;
+}
+/* The other end of a transfer: SEND_F <-> RECV_F, SEND_B <-> RECV_B; -1 for the others. */
+static inline int pp_op_mate(int op)
+{
+    switch (op) {
+    case PP_OP_SEND_F: return PP_OP_RECV_F;
+    case PP_OP_RECV_F: return PP_OP_SEND_F;
+    case PP_OP_SEND_B: return PP_OP_RECV_B;
+    case PP_OP_RECV_B: return PP_OP_SEND_B;
+    default: return -1;
+    }
+}
+/* The compute whose input a RECV brings or whose output a SEND ships (SEND_F/RECV_F: F,
+ * SEND_B/RECV_B: B); -1 for the others. */
+static inline int pp_op_compute_of(int op)
+{
+    return !pp_op_is_comm(op) ? -1 : pp_op_dir(op) > 0 ? PP_OP_F : PP_OP_B;
+}
+/* Stage that feeds a compute or RECV (stage - dir) and stage that a compute's or SEND's result
+ * goes to (stage + dir), along the action's pipe; may be -1 or S (outside the pipe). Only
+ * meaningful where pp_op_dir is not 0. */
+static inline int pp_action_src_stage(const pp_action *a)
+{
+    return a->stage - pp_op_dir(a->op);
+}
+static inline int pp_action_dst_stage(const pp_action *a)
+{
+    return a->stage + pp_op_dir(a->op);
+}
+/* The neighbour stage a SEND/RECV talks to: s+1 for SEND_F / RECV_B, s-1 for RECV_F / SEND_B.
+ * For other actions, the stage itself. */
+static inline int pp_action_peer_stage(const pp_action *a)
+{
+    if (pp_op_is_send(a->op))
+        return pp_action_dst_stage(a);
+    if (pp_op_is_recv(a->op))
+        return pp_action_src_stage(a);
+    return a->stage;
+}
+/* The rank of stage `stage` of `pipe`, or -1 outside the pipe (or the schedule's pipes). */
+static inline int pp_sched_rank_of(const pp_sched *s, int pipe, int stage)
+{
+    if (pipe < 0 || pipe >= s->n_pipes || stage < 0 || stage >= s->stages_per_pipe)
+        return -1;
+    return pp_sched_stage(s, pipe, stage)->rank;
+}
+/* The peer the placement implies for a SEND/RECV (the rank of its pp_action_peer_stage), the
+ * value pp_sched_lower_comms gives it; -1 for other actions or outside the pipe. Parsers use it
+ * to fill peers a file leaves out. */
+static inline int pp_sched_implied_peer(const pp_sched *s, const pp_action *a)
+{
+    return pp_op_is_comm(a->op) ? pp_sched_rank_of(s, a->pipe, pp_action_peer_stage(a)) : -1;
+}
 
 /* ---- In-flight activations (inflight.c) ------------------------------------------------------ */
 /* A stage's activations in units of one micro-batch through L/D layers: its layers / (L / D). */
@@ -285,12 +418,21 @@ void pp_sim_result_fini(pp_sim_result *r);
 /* ---- Renderers (write to a FILE*, never open files) -------------------------------------------
  * text: one line per rank, round-trips through pp_sched_parse_text.
  * json: the interchange form (see README / docs), read back by the tuner's --check.
- * csv: PyTorch pipelining artifact style, one row per rank.
+ * csv: PyTorch pipelining's CSV (torch.distributed.pipelining _dump_csv / _load_csv), one row per
+ *      rank, cells like 0F1, 1SEND_F0; single-pipe schedules without REDUCE only (PP_ERR_INVALID
+ *      otherwise, saying why). pp_sched_write_csv writes PyTorch's "compute_comms" form (every
+ *      action, plus REDUCE_GRAD after each stage's last backward, as its runtime loader wants);
+ *      pp_sched_write_csv_compute its "compute_only" form (F and B cells). pp_sched_read_csv
+ *      reads either (fmt_csv.c says how: placement from the rows, kind "csv", one layer per
+ *      stage; a compute-only file is lowered); errors name the source, row (rank), column and
+ *      cell. It does not check the schedule: call pp_sched_check.
  * ascii: a terminal timeline from a simulation; svg: a Gantt chart from a simulation. */
 pp_status pp_sched_write_text(const pp_sched *s, FILE *fp);
 pp_status pp_sched_parse_text(const char *text, const char *source_name, pp_sched **out);
 pp_status pp_sched_write_json(const pp_sched *s, const pp_sim_result *sim, FILE *fp);
 pp_status pp_sched_write_csv(const pp_sched *s, FILE *fp);
+pp_status pp_sched_write_csv_compute(const pp_sched *s, FILE *fp);
+pp_status pp_sched_read_csv(const char *text, const char *source_name, pp_sched **out);
 pp_status pp_sched_write_ascii(const pp_sched *s, const pp_sim_result *sim, int width, FILE *fp);
 pp_status pp_sched_write_svg(const pp_sched *s, const pp_sim_result *sim, FILE *fp);
 

@@ -5,22 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const op_names[PP_OP__COUNT] = {"F",      "B",      "SEND_F", "RECV_F",
-                                                   "SEND_B", "RECV_B", "REDUCE"};
-
-const char *pp_op_name(pp_op_kind k)
-{
-    return (unsigned)k < PP_OP__COUNT ? op_names[k] : "?";
-}
-
-int pp_op_parse(const char *name)
-{
-    for (int k = 0; k < PP_OP__COUNT; k++)
-        if (strcmp(name, op_names[k]) == 0)
-            return k;
-    return -1;
-}
-
 pp_status pp_sched_split_layers(int layers, int stages, int uneven, int *begin)
 {
     if (stages < 1)
@@ -235,19 +219,6 @@ pp_status pp_sched_add_reduce(pp_sched *s, const int *ranks, int n_ranks,
     return PP_OK;
 }
 
-static int is_comm(int op)
-{
-    return op == PP_OP_SEND_F || op == PP_OP_RECV_F || op == PP_OP_SEND_B || op == PP_OP_RECV_B;
-}
-
-/* Stage's rank, or -1 outside the pipe. */
-static int rank_of(const pp_sched *s, int pipe, int stage)
-{
-    if (stage < 0 || stage >= s->stages_per_pipe)
-        return -1;
-    return pp_sched_stage(s, pipe, stage)->rank;
-}
-
 pp_status pp_sched_lower_comms(pp_sched *s)
 {
     for (int r = 0; r < s->ranks; r++) {
@@ -258,18 +229,17 @@ pp_status pp_sched_lower_comms(pp_sched *s)
         pp_status st = PP_OK;
         for (int i = 0; i < n_old && st == PP_OK; i++) {
             pp_action a = old[i];
-            if (is_comm(a.op))
+            if (pp_op_is_comm(a.op))
                 continue;
-            if (a.op == PP_OP_REDUCE) {
+            if (!pp_op_is_compute(a.op) || pp_op_dir(a.op) == 0) { /* REDUCE, W: no data */
                 st = push_action(s, r, a);
                 continue;
             }
-            int fwd = a.op == PP_OP_F;
-            int src = rank_of(s, a.pipe, a.stage + (fwd ? -1 : 1)); /* who feeds this compute */
-            int dst = rank_of(s, a.pipe, a.stage + (fwd ? 1 : -1)); /* who consumes its result */
+            int src = pp_sched_rank_of(s, a.pipe, pp_action_src_stage(&a)); /* who feeds it */
+            int dst = pp_sched_rank_of(s, a.pipe, pp_action_dst_stage(&a)); /* who consumes it */
             pp_action c = a;
             if (src >= 0 && src != r) {
-                c.op = fwd ? PP_OP_RECV_F : PP_OP_RECV_B;
+                c.op = (uint8_t)pp_op_recv_of(a.op);
                 c.peer = src;
                 st = push_action(s, r, c);
             }
@@ -278,7 +248,7 @@ pp_status pp_sched_lower_comms(pp_sched *s)
                 st = push_action(s, r, a);
             }
             if (st == PP_OK && dst >= 0 && dst != r) {
-                c.op = fwd ? PP_OP_SEND_F : PP_OP_SEND_B;
+                c.op = (uint8_t)pp_op_send_of(a.op);
                 c.peer = dst;
                 st = push_action(s, r, c);
             }
@@ -288,18 +258,4 @@ pp_status pp_sched_lower_comms(pp_sched *s)
             return st;
     }
     return PP_OK;
-}
-
-char *pp_action_str(const pp_sched *s, const pp_action *a, char *buf, size_t n)
-{
-    (void)s;
-    if (a->op == PP_OP_REDUCE)
-        snprintf(buf, n, "REDUCE #%d", (int)a->stage);
-    else if (a->op == PP_OP_F || a->op == PP_OP_B)
-        snprintf(buf, n, "%s pipe %d stage %d mb %d", pp_op_name(a->op), a->pipe, (int)a->stage,
-                 (int)a->mb);
-    else
-        snprintf(buf, n, "%s pipe %d stage %d mb %d peer %d", pp_op_name(a->op), a->pipe,
-                 (int)a->stage, (int)a->mb, (int)a->peer);
-    return buf;
 }

@@ -127,6 +127,8 @@ static pp_status validate_action(const sim *x, int r, int i, uint8_t *issued)
     const pp_action *a = &s->ops[r][i];
     if (a->op >= PP_OP__COUNT)
         return bad(s, r, i, "unknown action kind");
+    if (pp_op_is_split_backward(a->op))
+        return bad(s, r, i, "split backward (I, W) is not supported yet");
     if (a->op == PP_OP_REDUCE) {
         if (a->stage < 0 || a->stage >= s->n_reduces)
             return bad(s, r, i, "no such REDUCE");
@@ -141,12 +143,13 @@ static pp_status validate_action(const sim *x, int r, int i, uint8_t *issued)
     }
     if (a->pipe >= s->n_pipes || a->stage < 0 || a->stage >= x->S || a->mb < 0 || a->mb >= x->N)
         return bad(s, r, i, "pipe, stage or micro-batch out of range");
-    if (a->op == PP_OP_SEND_F || a->op == PP_OP_RECV_B)
-        if (a->stage + 1 >= x->S)
+    if (pp_op_is_comm(a->op)) {
+        int ps = pp_action_peer_stage(a);
+        if (ps >= x->S)
             return bad(s, r, i, "the last stage has no next stage");
-    if (a->op == PP_OP_RECV_F || a->op == PP_OP_SEND_B)
-        if (a->stage == 0)
+        if (ps < 0)
             return bad(s, r, i, "the first stage has no previous stage");
+    }
     return PP_OK;
 }
 
@@ -199,7 +202,7 @@ static pp_span *span(sim *x, int r, int i)
 static pp_status check_input(const sim *x, int r, int i, const pp_action *a)
 {
     int fwd = a->op == PP_OP_F;
-    int ns = a->stage + (fwd ? -1 : 1);
+    int ns = pp_action_src_stage(a);
     if (ns < 0 || ns >= x->S || pp_sched_stage(x->s, a->pipe, ns)->rank == r)
         return PP_OK;
     size_t slot = (fwd ? 0 : x->nk) + pp_sched_key(x->s, a->pipe, a->stage, a->mb);
@@ -231,7 +234,7 @@ static void send(sim *x, int r, int i, const pp_action *a)
 {
     const pp_cost *c = x->c;
     int fwd = a->op == PP_OP_SEND_F;
-    int ps = a->stage + (fwd ? 1 : -1);
+    int ps = pp_action_peer_stage(a);
     int dst = pp_sched_stage(x->s, a->pipe, ps)->rank;
     size_t st = (size_t)a->pipe * x->S + a->stage;
     size_t link = (size_t)r * x->D + dst;
@@ -370,8 +373,7 @@ static pp_status report_stuck(sim *x)
         waits[r] = -1;
         if (x->pc[r] < s->n_ops[r]) {
             const pp_action *a = &s->ops[r][x->pc[r]];
-            int ps = a->stage + (a->op == PP_OP_RECV_F ? -1 : 1);
-            waits[r] = pp_sched_stage(s, a->pipe, ps)->rank;
+            waits[r] = pp_sched_stage(s, a->pipe, pp_action_peer_stage(a))->rank;
         }
     }
     pp_status st = pp_sched_deadlock_error(s, x->pc, waits);

@@ -15,14 +15,6 @@ static inline size_t pp_sched_key(const pp_sched *s, int pipe, int stage, int mb
            (size_t)mb;
 }
 
-/* Stage's rank, or -1 when the stage is outside its pipe. */
-static inline int pp_sched_rank_of(const pp_sched *s, int pipe, int stage)
-{
-    if (stage < 0 || stage >= s->stages_per_pipe)
-        return -1;
-    return pp_sched_stage(s, pipe, stage)->rank;
-}
-
 /* Index of rank r among the participants of a REDUCE, or -1. */
 static inline int pp_reduce_participant(const pp_reduce *red, int r)
 {

@@ -295,9 +295,79 @@ Test(tuner_cli_run, svg_and_csv_formats)
 {
     run("schedule --kind gpipe --ranks 2 --microbatches 2 --format csv");
     cr_assert_eq(R.code, 0, "%s", R.err);
-    cr_assert_str_eq(R.out, "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n"
-                            "1RECV_F0,1F0,1RECV_F1,1F1,1B0,1SEND_B0,1B1,1SEND_B1\n");
+    /* PyTorch's compute_comms form: REDUCE_GRAD after each stage's last backward */
+    cr_assert_str_eq(R.out, "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0REDUCE_GRAD\n"
+                            "1RECV_F0,1F0,1RECV_F1,1F1,1B0,1SEND_B0,1B1,1SEND_B1,1REDUCE_GRAD\n");
+    run("schedule --kind gpipe --ranks 2 --microbatches 2 --format csv-compute");
+    cr_assert_eq(R.code, 0, "%s", R.err);
+    cr_assert_str_eq(R.out, "0F0,0F1,0B0,0B1\n1F0,1F1,1B0,1B1\n");
     run("schedule --kind gpipe --ranks 2 --microbatches 2 --format svg");
     cr_assert_eq(R.code, 0, "%s", R.err);
     cr_assert(strstr(R.out, "<svg") && strstr(R.out, "</svg>"));
+}
+
+/* ---- PyTorch pipelining's CSV through the command ------------------------------------------- */
+
+Test(tuner_cli_run, check_reads_a_pytorch_csv)
+{
+    /* PyTorch's compute_comms shape: receives posted early, REDUCE_GRAD, CRLF rows */
+    char args[512];
+    snprintf(args, sizeof args, "schedule --check '%s/pytorch/interleaved_2rank_4stage_comms.csv'",
+             PP_FIXTURES_DIR);
+    run(args);
+    cr_assert_eq(R.code, 0, "%s", R.err);
+    cr_assert(strstr(R.out, "csv: D = 2 ranks, N = 4 micro-batches, v = 2 chunks per rank"), "%s",
+              R.out);
+    cr_assert(strstr(R.out, "makespan              13.5\n"), "%s", R.out); /* as interleaved */
+    /* compute_only, detected by its content under any name, and written back as PyTorch's
+     * compute_comms form: the schedule pptune generates */
+    write_file("order", "0F0,0F1,0B0,0B1\n,1F0,1F1,1B0,1B1\n");
+    run("schedule --check order --format csv");
+    cr_assert_eq(R.code, 0, "%s", R.err);
+    cr_assert_str_eq(R.out, "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0REDUCE_GRAD\n"
+                            "1RECV_F0,1F0,1RECV_F1,1F1,1B0,1SEND_B0,1B1,1SEND_B1,1REDUCE_GRAD\n");
+    /* and CSV -> text -> CSV keeps it */
+    run("schedule --kind interleaved --ranks 4 --chunks 2 --microbatches 8 --format csv -o a.csv");
+    cr_assert_eq(R.code, 0, "%s", R.err);
+    run("schedule --check a.csv --format text -o a.txt");
+    cr_assert_eq(R.code, 0, "%s", R.err);
+    run("schedule --check a.txt --format csv");
+    cr_assert_eq(R.code, 0, "%s", R.err);
+    char path[256];
+    snprintf(path, sizeof path, "%s/a.csv", tmpdir);
+    char *csv = pp_test_slurp(path);
+    cr_assert_str_eq(R.out, csv);
+    free(csv);
+}
+
+Test(tuner_cli_run, csv_errors_name_the_cell_and_exit_2)
+{
+    write_file("bad.csv", "0F0,0SEND_F0\n1RECV_F0,1F0,1Q0\n");
+    expect_fail("schedule --check bad.csv", 2,
+                "pptune schedule: bad.csv: row 2 (rank 1), column 3: \"1Q0\": expected a PyTorch "
+                "pipelining action");
+    write_file("zb.csv", "0F0,0I0,0W0\n");
+    expect_fail("schedule --check zb.csv", 2,
+                "zb.csv: row 1 (rank 0), column 2: \"0I0\": split "
+                "backward (I: input gradient, W: weight gradient) "
+                "is not supported yet");
+    /* a well-formed file whose order is wrong: the checker's message, with the file */
+    write_file("late.csv", "0F0,0SEND_F0,0RECV_B0,0B0\n1F0,1RECV_F0,1B0,1SEND_B0\n");
+    expect_fail("schedule --check late.csv", 2,
+                "late.csv: rank 1, action 0 (F pipe 0 stage 1 mb "
+                "0): forward before the RECV_F of its input");
+}
+
+Test(tuner_cli_run, csv_of_a_bidirectional_schedule_is_refused)
+{
+    expect_fail("schedule --kind chimera --ranks 4 --microbatches 8 --format csv", 2,
+                "--format csv: chimera is bidirectional (2 pipes), and PyTorch pipelining's CSV "
+                "holds one pipeline; use --format text or json");
+    expect_fail("schedule --kind bitpipe --ranks 4 --microbatches 8 --format csv-compute", 2,
+                "bitpipe is bidirectional");
+    /* a two-pipe schedule read from a file has no registry row: the writer refuses it */
+    run("schedule --kind bitpipe --ranks 4 --microbatches 4 --format text -o b.txt");
+    cr_assert_eq(R.code, 0, "%s", R.err);
+    expect_fail("schedule --check b.txt --format csv", 2,
+                "bitpipe is bidirectional (2 pipes): PyTorch pipelining's CSV holds one pipeline");
 }

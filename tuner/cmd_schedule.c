@@ -6,9 +6,11 @@
  * prints the summary a person wants at a terminal. -o writes atomically: the file appears
  * complete or not at all, and an existing one is left as it was when anything fails.
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cmd.h"
 #include "pp_sched.h"
@@ -54,17 +56,28 @@ static void usage(FILE *fp)
             "                     needs --layers with L + 2 a multiple of the stages\n"
             "  --fb-ratio R       backward / forward time (default 2)\n"
             "  --format F         text (one line per rank, round-trips), json (the interchange\n"
-            "                     form, read back by --check), csv (PyTorch pipelining style),\n"
-            "                     ascii (timeline), svg (Gantt chart)\n"
+            "                     form, read back by --check), ascii (timeline), svg (Gantt\n"
+            "                     chart), or PyTorch pipelining's CSV (one pipeline only):\n"
+            "                     csv (its compute_comms form: every SEND/RECV, REDUCE_GRAD\n"
+            "                     after each stage's last backward; for\n"
+            "                     _PipelineScheduleRuntime._load_csv(f, format=\"compute_comms\")),\n"
+            "                     csv-compute (its compute_only form: F and B cells; for\n"
+            "                     _load_csv(f) / format=\"compute_only\")\n"
             "  --width W          columns of the ascii timeline (default: automatic)\n"
             "  -o FILE            write to FILE (atomically) instead of standard output\n"
-            "  --check FILE       read a schedule in the json or text form (detected), validate\n"
-            "                     it, simulate it and print it as above; exit status 2 if it is\n"
+            "  --check FILE       read a schedule in the json, text or PyTorch CSV form\n"
+            "                     (detected; CSV: either form, one row per rank), validate it,\n"
+            "                     simulate it and print it as above; exit status 2 if it is\n"
             "                     malformed or invalid\n"
             "\nexit status: 0 ok, 1 the work failed (e.g. a write), 2 bad options or input.\n");
 }
 
-static const char *const formats[] = {"text", "json", "csv", "ascii", "svg"};
+static const char *const formats[] = {"text", "json", "csv", "csv-compute", "ascii", "svg"};
+
+static int is_csv_format(const char *f)
+{
+    return f && (!strcmp(f, "csv") || !strcmp(f, "csv-compute"));
+}
 
 static int known_format(const char *f)
 {
@@ -140,7 +153,8 @@ static int validate_opts(const sched_opts *o)
 {
     if (o->format && !known_format(o->format))
         return pp_cmd_usage_error(CMD,
-                                  "--format expects one of text, json, csv, ascii, svg, got \"%s\"",
+                                  "--format expects one of text, json, csv, ascii, svg, got \"%s\" "
+                                  "(or csv-compute: PyTorch's compute-only CSV)",
                                   o->format);
     if (o->check) {
         if (o->kind || o->p.ranks || o->p.microbatches || o->p.chunks || o->p.group ||
@@ -158,6 +172,12 @@ static int validate_opts(const sched_opts *o)
     if (o->p.uneven && !o->p.layers)
         return pp_cmd_usage_error(CMD, "--uneven needs --layers L (one layer fewer on the first "
                                        "and last stage of L)");
+    const pp_sched_desc *d = pp_sched_lookup(o->kind);
+    if (d && d->pipes == 2 && is_csv_format(o->format))
+        return pp_cmd_usage_error(CMD,
+                                  "--format %s: %s is bidirectional (2 pipes), and PyTorch "
+                                  "pipelining's CSV holds one pipeline; use --format text or json",
+                                  o->format, o->kind);
     return -1;
 }
 
@@ -179,6 +199,16 @@ static pp_status prefix_error(pp_status st, const char *path)
     return PP_ERR(st, "%s: %s", path, msg);
 }
 
+/* PyTorch's CSV: a .csv name, or a first cell that starts like one of its actions ("0F0") or
+ * is empty (an idle step). The text form starts with "schedule" or a comment. */
+static int looks_like_csv(const char *path, const char *first)
+{
+    size_t n = strlen(path);
+    if (n >= 4 && !strcasecmp(path + n - 4, ".csv"))
+        return 1;
+    return isdigit((unsigned char)*first) || *first == ',' || *first == '"' || *first == '(';
+}
+
 static pp_status load_schedule(const char *path, pp_sched **out)
 {
     char *text;
@@ -188,7 +218,12 @@ static pp_status load_schedule(const char *path, pp_sched **out)
     const char *p = text;
     while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
         p++;
-    st = *p == '{' ? pp_sched_read_json(text, path, out) : pp_sched_parse_text(text, path, out);
+    if (*p == '{')
+        st = pp_sched_read_json(text, path, out);
+    else if (looks_like_csv(path, p))
+        st = pp_sched_read_csv(text, path, out);
+    else
+        st = pp_sched_parse_text(text, path, out);
     free(text);
     if (st == PP_OK && (st = pp_sched_check(*out)) != PP_OK) {
         pp_sched_destroy(*out);
@@ -248,6 +283,8 @@ static pp_status render(const sched_opts *o, const pp_sched *s, const pp_sim_res
         return pp_sched_write_json(s, sim, fp);
     if (!strcmp(f, "csv"))
         return pp_sched_write_csv(s, fp);
+    if (!strcmp(f, "csv-compute"))
+        return pp_sched_write_csv_compute(s, fp);
     if (!strcmp(f, "ascii"))
         return pp_sched_write_ascii(s, sim, o->width, fp);
     return pp_sched_write_svg(s, sim, fp);
