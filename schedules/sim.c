@@ -34,8 +34,6 @@ typedef struct {
     uint8_t *received;       /* [2 * nk] the RECV of that slot has run */
     double *link_free;       /* [D * D] when directed link src*D+dst is free again */
     double *clock;           /* [D] compute stream of each rank */
-    double *act;             /* [D] in-flight activations, micro-batch x (L/D layers) */
-    double *units;           /* [n_pipes * S] activation units of one micro-batch's F of a stage */
     int *pc;                 /* [D] next action */
     long *waiting;           /* [D] arrival slot a parked rank waits for, -1 when not parked */
     int *queue, head, count; /* ring of runnable ranks */
@@ -223,10 +221,6 @@ static pp_status compute(sim *x, int r, int i, const pp_action *a)
         *sp = (pp_span){x->clock[r], x->clock[r] + d};
     x->clock[r] += d;
     x->out->busy[r] += d;
-    /* activations: an F keeps its stage's activations alive until its B frees them */
-    x->act[r] += a->op == PP_OP_F ? x->units[st] : -x->units[st];
-    if (x->act[r] > x->out->peak_activations[r])
-        x->out->peak_activations[r] = x->act[r];
     return PP_OK;
 }
 
@@ -405,6 +399,7 @@ static pp_status finish(sim *x)
         busy += o->busy[r];
         idle += o->idle[r];
         o->actions += s->n_ops[r];
+        o->peak_activations[r] = pp_sched_in_flight_peak(s, r, NULL); /* order only, no timing */
     }
     o->makespan = makespan;
     o->bubble_over_total = makespan > 0 ? idle / (x->D * makespan) : 0;
@@ -424,11 +419,6 @@ static pp_status simulate(sim *x)
     size_t nr = (size_t)x->s->n_reduces * PP_REDUCE_MAX_RANKS;
     for (size_t k = 0; k < nr; k++)
         x->prev[k] = x->next[k] = -1;
-    const pp_sched *s = x->s;
-    double per_unit = (double)(s->layers > 0 ? s->layers : x->S) / x->D;
-    for (int p = 0; p < s->n_pipes; p++)
-        for (int k = 0; k < x->S; k++)
-            x->units[(size_t)p * x->S + k] = pp_sched_stage_layers(s, p, k) / per_unit;
     for (int r = 0; r < x->D; r++)
         wake(x, r);
     while (x->count > 0) {
@@ -465,8 +455,7 @@ static pp_status alloc_result(const pp_sched *s, int want_spans, pp_sim_result *
 
 static void free_sim(sim *x)
 {
-    void *p[] = {x->arrival,  x->received,  x->link_free,  x->clock,    x->act,
-                 x->units,    x->pc,        x->waiting,    x->queue,    x->queued,
+    void *p[] = {x->arrival,  x->received,  x->link_free,  x->clock,    x->pc,        x->waiting,    x->queue,    x->queued,
                  x->n_issued, x->start_at,  x->red_end,    x->resolved, x->prev,
                  x->next,     x->issue_idx, x->issue_time, x->last_red, x->stack};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
@@ -481,8 +470,6 @@ static int alloc_sim(sim *x)
     x->received = pp_calloc(2 * x->nk, 1);
     x->link_free = pp_calloc(D * D, sizeof *x->link_free);
     x->clock = pp_calloc(D, sizeof *x->clock);
-    x->act = pp_calloc(D, sizeof *x->act);
-    x->units = pp_calloc((size_t)x->s->n_pipes * x->S, sizeof *x->units);
     x->pc = pp_calloc(D, sizeof *x->pc);
     x->waiting = pp_calloc(D, sizeof *x->waiting);
     x->queue = pp_calloc(D, sizeof *x->queue);
@@ -497,7 +484,7 @@ static int alloc_sim(sim *x)
     x->issue_time = pp_calloc(nrj, sizeof *x->issue_time);
     x->last_red = pp_calloc(D, sizeof *x->last_red);
     x->stack = pp_calloc(nrj + 1, sizeof *x->stack);
-    return x->arrival && x->received && x->link_free && x->clock && x->act && x->units && x->pc &&
+    return x->arrival && x->received && x->link_free && x->clock && x->pc &&
            x->waiting && x->queue && x->queued && x->n_issued && x->start_at && x->red_end &&
            x->resolved && x->prev && x->next && x->issue_idx && x->issue_time && x->last_red &&
            x->stack;
