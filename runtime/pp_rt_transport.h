@@ -50,6 +50,12 @@ const char *pp_transport_name(const pp_transport *t);
 int pp_transport_ranks(const pp_transport *t);
 /* Returns the transport's PP_TRANSPORT_CAP_* flags (plan/pp_rt_plan.h); 0 for NULL. */
 unsigned pp_transport_caps(const pp_transport *t);
+/* A process transport (MPI) fails a blocking wait (receive, send completion, all-reduce,
+ * barrier) that sees no progress for `seconds` with PP_ERR_TIMEOUT, naming the rank it waited
+ * for, instead of hanging behind a stopped or frozen peer; 0 disables it. Default
+ * PP_TRANSPORT_WATCHDOG_S. A no-op for transports whose ranks cannot stall apart (threads). */
+#define PP_TRANSPORT_WATCHDOG_S 600.0
+void pp_transport_set_watchdog(pp_transport *t, double seconds);
 
 /* Returns the point-to-point tag of the activation (dir 0) or gradient (dir 1) hop of micro-batch mb
  * into / out of `stage` of `pipe`: the executor tags a hop with the stage that receives it. */

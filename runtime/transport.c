@@ -18,6 +18,12 @@ const char *pp_transport_name(const pp_transport *t)
     return t ? t->name : "none";
 }
 
+void pp_transport_set_watchdog(pp_transport *t, double seconds)
+{
+    if (t && t->ops->set_watchdog)
+        t->ops->set_watchdog(t->ctx, seconds);
+}
+
 unsigned pp_transport_caps(const pp_transport *t)
 {
     return t ? t->caps : 0;

@@ -23,6 +23,9 @@ typedef struct {
      * as PP_MEM_COMM in `be` from now on; be NULL releases every buffer still held for the
      * rank (the executor calls it before it destroys the backend). */
     void (*bind)(void *ctx, int rank, pp_backend *be);
+    /* Optional (NULL: waits cannot stall, as between threads of one process): a blocking wait
+     * that sees no progress for `seconds` fails with PP_ERR_TIMEOUT naming the peer; 0: never. */
+    void (*set_watchdog)(void *ctx, double seconds);
 } pp_transport_ops;
 
 struct pp_transport {

@@ -13,6 +13,11 @@
  * whatever MPI's own reduction algorithms would do. Posting never blocks: the root posts its
  * receives, a member its send; wait finishes the exchange.
  *
+ * Watchdog: every wait polls (MPI_Test*, MPI_Iprobe; a spin for the first milliseconds, then
+ * short sleeps) instead of blocking inside MPI, so a peer that stops making progress (SIGSTOP,
+ * a frozen node, a hung kernel) turns into PP_ERR_TIMEOUT naming the rank waited for after
+ * watchdog_s, and pprun then aborts the job, rather than every other rank hanging forever.
+ *
  * Tags: MPI tags are ints (at least 2^30 - 1 in Open MPI and MPICH), ours 64 bits; they are
  * packed exactly (transport.h documents the layout) and a value that does not fit is an error,
  * never a silent collision.
@@ -30,12 +35,14 @@
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
 
 typedef struct pending_send {
     struct pending_send *next;
+    int to;
     MPI_Request req;
     void *buf;
     size_t bytes;
@@ -57,6 +64,7 @@ typedef struct {
     int own_init; /* we called MPI_Init_thread: finalise in destroy */
     pp_backend *be;
     pending_send *sends;
+    double watchdog_s; /* a wait without progress this long fails; 0: never */
 } mctx;
 
 static pp_status mpi_fail(int rc, const char *what, const char *file, int line)
@@ -78,6 +86,59 @@ enum { TAG_STAGE_BITS = 11, TAG_MB_BITS = 16, TAG_COLL_BIT = 1 << 29 };
 
 /* Point to point, pp_transport_tag's layout: stage(11) pipe(1) dir(1) mb(16) in 29 bits;
  * the executor's gathers (bit 63): bit 29, kind(3) replica(6) index(20). */
+/* Waits for all n requests (statuses may be NULL) like MPI_Waitall, polling so that a wait
+ * with no progress for c->watchdog_s fails, naming peers[i] of the first request still open
+ * (peers NULL: `peer`). */
+static pp_status await_all(mctx *c, int n, MPI_Request *reqs, MPI_Status *sts, const int *peers,
+                           int peer, const char *what)
+{
+    double t0 = pp_now(), spin_until = t0 + 0.005;
+    for (;;) {
+        int done = 0;
+        int rc = MPI_Testall(n, reqs, &done, sts ? sts : MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS)
+            return mpi_fail(rc, what, __FILE__, __LINE__);
+        if (done)
+            return PP_OK;
+        double now = pp_now();
+        if (c->watchdog_s > 0 && now - t0 > c->watchdog_s) {
+            int who = peer;
+            for (int i = 0; peers && i < n; i++) {
+                int open = 0;
+                MPI_Request_get_status(reqs[i], &open, MPI_STATUS_IGNORE);
+                if (!open) {
+                    who = peers[i];
+                    break;
+                }
+            }
+            if (who < 0)
+                return PP_ERR(PP_ERR_TIMEOUT,
+                              "rank %d waited %.0f s for the other ranks (%s) without progress: "
+                              "one is stopped, frozen or gone (pprun --watchdog S sets the "
+                              "limit, 0 none)",
+                              c->rank, now - t0, what);
+            return PP_ERR(PP_ERR_TIMEOUT,
+                          "rank %d waited %.0f s for rank %d (%s) without progress: rank %d is "
+                          "stopped, frozen or gone (pprun --watchdog S sets the limit, 0 none)",
+                          c->rank, now - t0, who, what, who);
+        }
+        if (now > spin_until) {
+            struct timespec ts = {0, 200000}; /* 0.2 ms: idle ranks leave the core to others */
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+static pp_status await_one(mctx *c, MPI_Request *req, MPI_Status *st, int peer, const char *what)
+{
+    return await_all(c, 1, req, st, NULL, peer, what);
+}
+
+static void m_set_watchdog(void *ctx, double seconds)
+{
+    ((mctx *)ctx)->watchdog_s = seconds > 0 ? seconds : 0;
+}
+
 static pp_status mpi_tag(uint64_t tag, int *out)
 {
     if (tag >> 63) {
@@ -137,7 +198,10 @@ static pp_status reclaim(mctx *c, int wait)
         pending_send *s = *pp;
         int done = 0, rc;
         if (wait) {
-            rc = MPI_Wait(&s->req, MPI_STATUS_IGNORE);
+            pp_status w = await_one(c, &s->req, NULL, s->to, "the completion of a send");
+            if (w != PP_OK)
+                return w;
+            rc = MPI_SUCCESS;
             done = 1;
         } else {
             rc = MPI_Test(&s->req, &done, MPI_STATUS_IGNORE);
@@ -173,6 +237,7 @@ static pp_status m_send(void *ctx, int from, int to, uint64_t tag, const void *b
     if (bytes)
         memcpy(s->buf, buf, bytes);
     s->bytes = bytes;
+    s->to = to;
     int rc = MPI_Isend(s->buf, (int)bytes, MPI_BYTE, to, mt, c->p2p, &s->req);
     if (rc != MPI_SUCCESS) {
         buf_free(c, s->buf, bytes);
@@ -192,14 +257,31 @@ static pp_status m_recv(void *ctx, int to, int from, uint64_t tag, void *buf, si
     PP_TRY(check_count(bytes, "message"));
     /* Probe first: a message of another size is reported as such (MPI would truncate). */
     MPI_Status stt;
-    MPI_CHECK(MPI_Probe(from, mt, c->p2p, &stt));
+    double t0 = pp_now();
+    for (int flag = 0, polls = 0; !flag; polls++) {
+        MPI_CHECK(MPI_Iprobe(from, mt, c->p2p, &flag, &stt));
+        if (flag)
+            break;
+        if (c->watchdog_s > 0 && pp_now() - t0 > c->watchdog_s)
+            return PP_ERR(PP_ERR_TIMEOUT,
+                          "rank %d waited %.0f s for a message from rank %d without progress: "
+                          "rank %d is stopped, frozen or gone (pprun --watchdog S sets the "
+                          "limit, 0 none)",
+                          to, pp_now() - t0, from, from);
+        if (polls > 1000) {
+            struct timespec ts = {0, 200000};
+            nanosleep(&ts, NULL);
+        }
+    }
     MPI_CHECK(MPI_Get_count(&stt, MPI_BYTE, &got));
     if ((size_t)got != bytes)
         return PP_ERR(PP_ERR_INVALID,
                       "transport recv on rank %d: the message from rank %d (tag %#llx) has %d "
                       "bytes, the receive expects %zu",
                       to, from, (unsigned long long)tag, got, bytes);
-    MPI_CHECK(MPI_Recv(buf, (int)bytes, MPI_BYTE, from, mt, c->p2p, MPI_STATUS_IGNORE));
+    MPI_Request rq;
+    MPI_CHECK(MPI_Irecv(buf, (int)bytes, MPI_BYTE, from, mt, c->p2p, &rq));
+    PP_TRY(await_one(c, &rq, NULL, from, "the rest of a message"));
     return PP_OK;
 }
 
@@ -289,9 +371,9 @@ static pp_status wait_root(mctx *c, pp_transport_req *q)
                           : malloc((size_t)q->n_members * sizeof *sts);
     if (!sts)
         return PP_ERR(PP_ERR_NOMEM, "MPI transport: cannot allocate %d statuses", q->n_members);
-    int rc = MPI_Waitall(q->n_members, q->reqs, sts);
     /* a shorter part would leave stale floats in the sum: say so instead */
-    pp_status st = rc == MPI_SUCCESS ? PP_OK : mpi_fail(rc, "MPI_Waitall", __FILE__, __LINE__);
+    pp_status st = await_all(c, q->n_members, q->reqs, sts, q->members, -1,
+                             "its part of an all-reduce");
     for (int j = 0; j < q->n_members && st == PP_OK; j++) {
         int got = 0;
         MPI_Get_count(&sts[j], MPI_FLOAT, &got);
@@ -313,14 +395,16 @@ static pp_status wait_root(mctx *c, pp_transport_req *q)
     for (int j = 0; j < q->n_members; j++)
         MPI_CHECK(
             MPI_Isend(q->data, (int)q->n, MPI_FLOAT, q->members[j], q->tag, c->coll, &q->reqs[j]));
-    MPI_CHECK(MPI_Waitall(q->n_members, q->reqs, MPI_STATUSES_IGNORE));
+    PP_TRY(await_all(c, q->n_members, q->reqs, NULL, q->members, -1,
+                     "taking the all-reduce's sum"));
     return PP_OK;
 }
 
 static pp_status wait_member(mctx *c, pp_transport_req *q)
 {
-    MPI_CHECK(MPI_Wait(&q->reqs[0], MPI_STATUS_IGNORE));
-    MPI_CHECK(MPI_Recv(q->data, (int)q->n, MPI_FLOAT, q->root, q->tag, c->coll, MPI_STATUS_IGNORE));
+    PP_TRY(await_one(c, &q->reqs[0], NULL, q->root, "taking this rank's all-reduce part"));
+    MPI_CHECK(MPI_Irecv(q->data, (int)q->n, MPI_FLOAT, q->root, q->tag, c->coll, &q->reqs[0]));
+    PP_TRY(await_one(c, &q->reqs[0], NULL, q->root, "the all-reduce's sum"));
     return PP_OK;
 }
 
@@ -335,7 +419,10 @@ static pp_status m_wait(void *ctx, int rank, pp_transport_req *q)
 static pp_status m_barrier(void *ctx, int rank)
 {
     (void)rank;
-    MPI_CHECK(MPI_Barrier(((mctx *)ctx)->p2p));
+    mctx *c = ctx;
+    MPI_Request rq;
+    MPI_CHECK(MPI_Ibarrier(c->p2p, &rq));
+    PP_TRY(await_one(c, &rq, NULL, -1, "a barrier"));
     return PP_OK;
 }
 
@@ -394,6 +481,7 @@ static const pp_transport_ops mpi_ops = {
     .abort = m_abort,
     .destroy = m_destroy,
     .bind = m_bind,
+    .set_watchdog = m_set_watchdog,
 };
 
 static pp_status init_mpi(mctx *c)
@@ -409,6 +497,7 @@ static pp_status init_mpi(mctx *c)
     MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &c->p2p));
     MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &c->coll));
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &c->rank));
+    c->watchdog_s = PP_TRANSPORT_WATCHDOG_S;
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &c->size));
     void *ub = NULL;
     int flag = 0;

@@ -380,6 +380,7 @@ static void n_destroy(void *ctx)
 
 static const pp_transport_ops nccl_ops = {
     n_send, n_recv, n_iallreduce, n_wait, n_barrier, n_flush, n_abort, n_destroy, n_bind,
+    NULL, /* set_watchdog: NCCL waits on the device; a stalled peer is not detected here yet */
 };
 
 /* Rank 0's n unique ids to every rank, over the boot transport. */

@@ -59,6 +59,7 @@ int pprun_open_transport(pprun_opts *o, pp_transport **tp, int *rank)
         return 2;
     }
     *rank = pp_transport_self(*tp);
+    pp_transport_set_watchdog(*tp, o->watchdog_s);
     int world = pp_transport_ranks(*tp);
     if (li.size > 1 && world != li.size) {
         if (*rank == 0)

@@ -45,6 +45,10 @@ static void usage(FILE *fp)
           "                            mpirun / srun as several processes, one pipeline rank\n"
           "                            per process and D x dp processes; rank 0 reports;\n"
           "                            thread: every rank in this process, even under one)\n"
+          "  --watchdog S              under MPI, a rank that waits S seconds for a peer\n"
+          "                            without progress (a stopped or frozen process) ends the\n"
+          "                            job with a message naming that peer; 0 = never\n"
+          "                            (default 600)\n"
           "  --backend K               cpu | cuda (default cpu): cuda gives each rank a CUDA\n"
           "                            backend (ranks as threads: rank g on device g mod the\n"
           "                            devices; as processes: the launch's local rank)\n"
@@ -138,7 +142,8 @@ enum {
     O_CHECKPOINT,
     O_RESUME,
     O_BACKEND,
-    O_PRECISION
+    O_PRECISION,
+    O_WATCHDOG
 };
 
 static const struct option long_opts[] = {
@@ -170,6 +175,7 @@ static const struct option long_opts[] = {
     {"resume", no_argument, NULL, O_RESUME},
     {"backend", required_argument, NULL, O_BACKEND},
     {"precision", required_argument, NULL, O_PRECISION},
+    {"watchdog", required_argument, NULL, O_WATCHDOG},
     {NULL, 0, NULL, 0},
 };
 
@@ -253,6 +259,8 @@ static int apply(int c, const char *v, pprun_opts *o)
             return bad("--precision", v, "fp32 or bf16");
         o->precision = strcmp(v, "bf16") ? PP_PREC_FP32 : PP_PREC_BF16;
         return -1;
+    case O_WATCHDOG:
+        return parse_double("--watchdog", v, 0, &o->watchdog_s);
     default:
         break;
     }
@@ -272,7 +280,8 @@ int pprun_parse(int argc, char **argv, pprun_opts *o)
                       .lr = 1e-3,
                       .clip = 1.0,
                       .seed = 1,
-                      .transport = "auto"};
+                      .transport = "auto",
+                      .watchdog_s = PP_TRANSPORT_WATCHDOG_S};
     opterr = 0; /* our own one-line message */
     optind = 1;
     int c;

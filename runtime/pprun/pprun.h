@@ -13,6 +13,7 @@ typedef struct {
     int ranks, microbatches, micro_batch, chunks, group, uneven, dp, seq, steps;
     int layers; /* 0: the preset's */
     double lr, clip, weight_decay;
+    double watchdog_s; /* --watchdog: an MPI wait without progress this long ends the job */
     const char *data; /* NULL: synthetic */
     uint64_t seed;
     int json, quiet;
