@@ -1,4 +1,5 @@
-/* pp_common.h — what every pptune module shares: status codes, the error trail, atomic files.
+/* pp_common.h — what every pptune module shares: status codes, the error trail, atomic files,
+ * FNV-1a.
  *
  * Library code never prints or exits. A failing function records a message with
  * PP_ERR(status, fmt, ...) and returns the status; each caller that passes the failure upward
@@ -13,6 +14,7 @@
 #define PP_COMMON_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #ifdef __cplusplus
@@ -82,6 +84,14 @@ void pp_afile_abort(pp_afile *af);
 pp_status pp_file_write_atomic(const char *path, const void *data, size_t len);
 /* Reads a whole file into a NUL-terminated buffer the caller frees. */
 pp_status pp_file_read(const char *path, char **data, size_t *len);
+
+/* FNV-1a, 64 bit: h' = (h XOR byte) * prime for each byte, starting from PP_FNV1A_BASIS.
+ * pp_fnv1a hashes n bytes, pp_fnv1a_str a NUL-terminated string (without the NUL); both
+ * continue from h, so a hash can be built piece by piece. Not cryptographic. */
+#define PP_FNV1A_BASIS 14695981039346656037ull /* 0xcbf29ce484222325 */
+#define PP_FNV1A_PRIME 1099511628211ull        /* 0x100000001b3 */
+uint64_t pp_fnv1a(uint64_t h, const void *data, size_t n);
+uint64_t pp_fnv1a_str(uint64_t h, const char *s);
 
 /* Monotonic wall clock in seconds. */
 double pp_now(void);

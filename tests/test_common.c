@@ -1,4 +1,4 @@
-/* test_common.c — the error trail and atomic files every module relies on. */
+/* test_common.c — the error trail, atomic files and FNV-1a every module relies on. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,4 +69,15 @@ Test(common, read_missing_file_names_it)
     char *d;
     cr_assert_eq(pp_file_read("/nonexistent.txt", &d, NULL), PP_ERR_IO);
     cr_assert(strstr(pp_err_text(), "/nonexistent.txt") != NULL);
+}
+
+/* Published FNV-1a 64 test vectors (Fowler, Noll, Vo): the cluster fingerprint and the
+ * checkpoint hashes depend on these exact values. */
+Test(common, fnv1a_matches_published_vectors)
+{
+    cr_assert_eq(pp_fnv1a_str(PP_FNV1A_BASIS, ""), 0xcbf29ce484222325ull);
+    cr_assert_eq(pp_fnv1a_str(PP_FNV1A_BASIS, "a"), 0xaf63dc4c8601ec8cull);
+    cr_assert_eq(pp_fnv1a_str(PP_FNV1A_BASIS, "foobar"), 0x85944171f73967e8ull);
+    uint64_t h = pp_fnv1a(PP_FNV1A_BASIS, "foo", 3);
+    cr_assert_eq(pp_fnv1a(h, "bar", 3), 0x85944171f73967e8ull, "piecewise equals whole");
 }
