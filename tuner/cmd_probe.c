@@ -136,10 +136,12 @@ int pp_cmd_probe(int argc, char **argv)
             return 1;
         }
         a.opts.progress = progress;
-        if (pp_probe_launcher_size() > 1)
-            a.opts.progress_ctx = getenv("OMPI_COMM_WORLD_RANK") ? getenv("OMPI_COMM_WORLD_RANK")
-                                  : getenv("SLURM_PROCID")       ? getenv("SLURM_PROCID")
-                                                                 : getenv("PMI_RANK");
+        pp_launch_info li;
+        char rank[16];
+        if (pp_launch_detect(&li) == PP_OK && li.size > 1) { /* else pp_probe_run says why */
+            snprintf(rank, sizeof rank, "%d", li.rank);
+            a.opts.progress_ctx = rank;
+        }
         double t0 = pp_now();
         st = pp_probe_run(&a.opts, &c);
         if (st == PP_OK && c)
