@@ -16,6 +16,8 @@ void pp_cli_init(pp_cli *p, const char *cmd, int argc, char **argv, const char *
     p->argv = argv;
     snprintf(p->optstring, sizeof p->optstring, ":%s", shortopts);
     p->longopts = longopts;
+    p->unknown = "unknown option";
+    p->value = "a value";
     optind = 0; /* glibc: 0 resets the whole scan (a second parse in one process) */
 }
 
@@ -40,14 +42,14 @@ int pp_cli_next(pp_cli *p)
         return -1;
     if (c == '?') {
         name_read(p, optopt);
-        return pp_cmd_usage_error(p->cmd, "unknown option \"%s\"", p->name), PP_CLI_BAD;
+        return pp_cmd_usage_error(p->cmd, "%s \"%s\"", p->unknown, p->name), PP_CLI_BAD;
     }
     if (c == ':') {
         name_read(p, optopt);
         char *eq = strchr(p->name, '=');
         if (eq)
             *eq = '\0';
-        return pp_cmd_usage_error(p->cmd, "%s needs a value", p->name), PP_CLI_BAD;
+        return pp_cmd_usage_error(p->cmd, "%s needs %s", p->name, p->value), PP_CLI_BAD;
     }
     if (idx >= 0)
         snprintf(p->name, sizeof p->name, "--%s", p->longopts[idx].name);
@@ -60,5 +62,5 @@ int pp_cli_no_words(const pp_cli *p)
 {
     if (optind >= p->argc)
         return -1;
-    return pp_cmd_usage_error(p->cmd, "unknown option \"%s\"", p->argv[optind]);
+    return pp_cmd_usage_error(p->cmd, "%s \"%s\"", p->unknown, p->argv[optind]);
 }

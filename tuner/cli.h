@@ -29,6 +29,8 @@ typedef struct {
     const struct option *longopts; /* ends with a zero entry */
     char name[64];                 /* the option just read as written: "--ranks", "-p" */
     const char *arg;               /* its value; NULL when it takes none */
+    const char *unknown;           /* "unknown option" (set after pp_cli_init to change it) */
+    const char *value;             /* "a value", in "--opt needs a value" */
 } pp_cli;
 
 /* Starts a parse of argv[1..argc) (getopt_long's state is reset). */
