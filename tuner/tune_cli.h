@@ -21,7 +21,20 @@ enum {
     PP_CLI_NODES, PP_CLI_SEQ, PP_CLI_GLOBAL_BATCH, PP_CLI_HEADROOM, PP_CLI_GEMM_EFF,
     PP_CLI_RECOMPUTE, PP_CLI_DIST_OPT, PP_CLI_SEQ_PAR, PP_CLI_NO_FLASH,
 };
-#define PP_CLI_TUNE_OPTIONS                                                                            {"model", required_argument, NULL, PP_CLI_MODEL},                                                     {"model-config", required_argument, NULL, PP_CLI_MODEL_CONFIG},                                   {"model-file", required_argument, NULL, PP_CLI_MODEL_FILE},                                       {"cluster", required_argument, NULL, PP_CLI_CLUSTER},                                             {"nodes", required_argument, NULL, PP_CLI_NODES},                                                 {"seq", required_argument, NULL, PP_CLI_SEQ},                                                     {"global-batch", required_argument, NULL, PP_CLI_GLOBAL_BATCH},                                   {"headroom", required_argument, NULL, PP_CLI_HEADROOM},                                           {"gemm-efficiency", required_argument, NULL, PP_CLI_GEMM_EFF},                                    {"recompute", required_argument, NULL, PP_CLI_RECOMPUTE},                                         {"distributed-optimizer", no_argument, NULL, PP_CLI_DIST_OPT},                                    {"sequence-parallel", no_argument, NULL, PP_CLI_SEQ_PAR},                                         {"no-flash-attention", no_argument, NULL, PP_CLI_NO_FLASH}
+#define PP_CLI_TUNE_OPTIONS                                                                        \
+    {"model", required_argument, NULL, PP_CLI_MODEL},                                              \
+        {"model-config", required_argument, NULL, PP_CLI_MODEL_CONFIG},                            \
+        {"model-file", required_argument, NULL, PP_CLI_MODEL_FILE},                                \
+        {"cluster", required_argument, NULL, PP_CLI_CLUSTER},                                      \
+        {"nodes", required_argument, NULL, PP_CLI_NODES},                                          \
+        {"seq", required_argument, NULL, PP_CLI_SEQ},                                              \
+        {"global-batch", required_argument, NULL, PP_CLI_GLOBAL_BATCH},                            \
+        {"headroom", required_argument, NULL, PP_CLI_HEADROOM},                                    \
+        {"gemm-efficiency", required_argument, NULL, PP_CLI_GEMM_EFF},                             \
+        {"recompute", required_argument, NULL, PP_CLI_RECOMPUTE},                                  \
+        {"distributed-optimizer", no_argument, NULL, PP_CLI_DIST_OPT},                             \
+        {"sequence-parallel", no_argument, NULL, PP_CLI_SEQ_PAR},                                  \
+        {"no-flash-attention", no_argument, NULL, PP_CLI_NO_FLASH}
 
 void pp_cli_tune_init(pp_cli_tune *c);
 /* Applies option `code` just read by pp_cli_next(p) when it is a shared option: returns 1
