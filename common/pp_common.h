@@ -1,4 +1,5 @@
-/* pp_common.h — what every pptune module shares: status codes, the error trail, atomic files.
+/* pp_common.h — what every pptune module shares: status codes, the error trail, atomic files,
+ * FNV-1a, the launcher's environment.
  *
  * Library code never prints or exits. A failing function records a message with
  * PP_ERR(status, fmt, ...) and returns the status; each caller that passes the failure upward
@@ -13,6 +14,7 @@
 #define PP_COMMON_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #ifdef __cplusplus
@@ -107,6 +109,36 @@ int pp_afile_clean_stale(const char *path);
 #define PP_FILE_READ_MAX ((size_t)64 << 20)
 pp_status pp_file_read(const char *path, char **data, size_t *len);
 pp_status pp_file_read_max(const char *path, size_t max, char **data, size_t *len);
+
+/* FNV-1a, 64 bit: h' = (h XOR byte) * prime for each byte, starting from PP_FNV1A_BASIS.
+ * pp_fnv1a hashes n bytes, pp_fnv1a_str a NUL-terminated string (without the NUL); both
+ * continue from h, so a hash can be built piece by piece. Not cryptographic. */
+#define PP_FNV1A_BASIS 14695981039346656037ull /* 0xcbf29ce484222325 */
+#define PP_FNV1A_PRIME 1099511628211ull        /* 0x100000001b3 */
+uint64_t pp_fnv1a(uint64_t h, const void *data, size_t n);
+uint64_t pp_fnv1a_str(uint64_t h, const char *s);
+
+/* ---- the launcher (common/launch.c) ---- */
+/* Where this process sits in a job started by a launcher, read from the environment (no MPI
+ * call): Open MPI's OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK, else Slurm's SLURM_PROCID /
+ * SLURM_STEP_NUM_TASKS (or SLURM_NTASKS) / SLURM_LOCALID, else PMI_RANK / PMI_SIZE /
+ * MPI_LOCALRANKID (MPICH, Intel MPI). Without any: rank 0 of 1, launcher "none". */
+typedef struct {
+    int rank, size;       /* this process in the job */
+    int local_rank;       /* among the job's processes on this node; -1 when not given */
+    const char *launcher; /* "openmpi", "slurm", "pmi" or "none" (a static string) */
+} pp_launch_info;
+
+/* PP_ERR_INVALID when a variable is not a number or the rank is outside 0..size-1 (the
+ * message names the variable and its value). */
+pp_status pp_launch_detect(pp_launch_info *out);
+
+/* Groups the n ranks of a job by host. hosts holds each rank's host name in a slot of `stride`
+ * bytes (as MPI_Allgather of gethostname leaves them). Fills, where not NULL, node_of[r]: the
+ * index of r's host, hosts numbered in order of first appearance (so the first rank of node k
+ * is the first r with node_of[r] == k); local_rank[r]: the number of lower ranks on the same
+ * host (its host-local rank, 0 for the host's first). Returns the number of hosts. */
+int pp_launch_hosts(const char *hosts, size_t stride, int n, int *node_of, int *local_rank);
 
 /* Monotonic wall clock in seconds. */
 double pp_now(void);

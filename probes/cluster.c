@@ -96,20 +96,16 @@ pp_status pp_cluster_add_device(pp_cluster *c, const pp_device *d, int *index)
     return PP_OK;
 }
 
-/* FNV-1a, 64 bits (Fowler, Noll, Vo): small, stable across platforms, good enough to tell
- * configurations apart; not a cryptographic hash. */
+/* FNV-1a (pp_common.h): small, stable across platforms, good enough to tell configurations
+ * apart; not a cryptographic hash. */
 typedef struct {
     uint64_t h;
 } fnv;
 
 static void fnv_str(fnv *f, const char *s)
 {
-    for (; *s; s++) {
-        f->h ^= (unsigned char)*s;
-        f->h *= 0x100000001b3ULL;
-    }
-    f->h ^= 0x1f; /* field separator, so "ab"+"c" differs from "a"+"bc" */
-    f->h *= 0x100000001b3ULL;
+    static const unsigned char sep = 0x1f; /* field separator, so "ab"+"c" differs from "a"+"bc" */
+    f->h = pp_fnv1a(pp_fnv1a_str(f->h, s), &sep, 1);
 }
 
 static void fnv_num(fnv *f, double x)
@@ -141,7 +137,7 @@ static void fnv_topo(fnv *f, const pp_topo *t)
 
 void pp_cluster_fingerprint(pp_cluster *c)
 {
-    fnv f = {0xcbf29ce484222325ULL};
+    fnv f = {PP_FNV1A_BASIS};
     fnv_str(&f, PP_CLUSTER_SCHEMA);
     /* the origin minus any run detail: "preset hgx-h200" vs "probed" */
     fnv_str(&f, strncmp(c->origin, "preset", 6) == 0 ? c->origin : "probed");

@@ -6,139 +6,45 @@
  * Unknown extra fields are ignored (a newer minor writer may add some). The inverse of
  * cluster_json.c.
  */
-#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "pp_json.h"
 #include "pp_probe.h"
 
-typedef struct {
-    const char *file;
-} rd;
+typedef pp_json_src rd;
 
 #define PATH_MAX_LEN 192
-
-static pp_status bad(const rd *r, const char *field, const char *expected, json_t *got)
-{
-    char *g = got ? json_dumps(got, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
-    if (g && strlen(g) > 60)
-        strcpy(g + 57, "...");
-    pp_status st = PP_ERR(PP_ERR_PARSE, "%s: field \"%s\": expected %s, got %s", r->file, field,
-                          expected, got ? (g ? g : "an unprintable value") : "nothing (missing)");
-    free(g);
-    return st;
-}
+#define INT_MAX_FIELD 1000000000 /* no count or index in a cluster file comes near */
 
 /* For a value made up for the message: released here. */
 static pp_status bad_owned(const rd *r, const char *field, const char *expected, json_t *got)
 {
-    pp_status st = bad(r, field, expected, got);
+    pp_status st = pp_json_bad(r, field, expected, got);
     json_decref(got);
     return st;
 }
 
-static void join(char *out, const char *prefix, const char *key)
-{
-    /* paths are short; a longer one is cut, which only shortens the message */
-    if (snprintf(out, PATH_MAX_LEN, "%s%s%s", prefix, *prefix ? "." : "", key) >= PATH_MAX_LEN)
-        out[PATH_MAX_LEN - 1] = '\0';
-}
-
-static pp_status get_num(const rd *r, json_t *o, const char *pre, const char *key, double min,
-                         double *out)
-{
-    char f[PATH_MAX_LEN], exp[48];
-    join(f, pre, key);
-    json_t *v = json_object_get(o, key);
-    snprintf(exp, sizeof exp, "a number >= %g", min);
-    if (!json_is_number(v) || !(json_number_value(v) >= min))
-        return bad(r, f, exp, v);
-    *out = json_number_value(v);
-    return PP_OK;
-}
-
-static pp_status get_int(const rd *r, json_t *o, const char *pre, const char *key, int min,
-                         int *out)
-{
-    char f[PATH_MAX_LEN], exp[48];
-    join(f, pre, key);
-    json_t *v = json_object_get(o, key);
-    snprintf(exp, sizeof exp, "an integer >= %d", min);
-    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > 1000000000)
-        return bad(r, f, exp, v);
-    *out = (int)json_integer_value(v);
-    return PP_OK;
-}
-
-static pp_status get_str(const rd *r, json_t *o, const char *pre, const char *key, char *buf,
-                         size_t n)
-{
-    char f[PATH_MAX_LEN], exp[64];
-    join(f, pre, key);
-    json_t *v = json_object_get(o, key);
-    snprintf(exp, sizeof exp, "a string of at most %zu characters", n - 1);
-    if (!json_is_string(v) || json_string_length(v) >= n)
-        return bad(r, f, exp, v);
-    snprintf(buf, n, "%s", json_string_value(v));
-    return PP_OK;
-}
-
-static pp_status get_bool(const rd *r, json_t *o, const char *pre, const char *key, int *out)
-{
-    char f[PATH_MAX_LEN];
-    join(f, pre, key);
-    json_t *v = json_object_get(o, key);
-    if (!json_is_boolean(v))
-        return bad(r, f, "true or false", v);
-    *out = json_is_true(v);
-    return PP_OK;
-}
-
-/* *out NULL when the value is null and null is allowed. */
-static pp_status get_kind(const rd *r, json_t *o, const char *pre, const char *key, int is_array,
-                          int null_ok, json_t **out)
-{
-    char f[PATH_MAX_LEN];
-    join(f, pre, key);
-    json_t *v = json_object_get(o, key);
-    *out = NULL;
-    if (null_ok && json_is_null(v))
-        return PP_OK;
-    if (is_array ? !json_is_array(v) : !json_is_object(v))
-        return bad(r, f,
-                   is_array ? (null_ok ? "an array or null" : "an array")
-                            : (null_ok ? "an object or null" : "an object"),
-                   v);
-    *out = v;
-    return PP_OK;
-}
-#define GET_ARR(o, pre, key, null_ok, out) PP_TRY(get_kind(r, o, pre, key, 1, null_ok, out))
-#define GET_OBJ(o, pre, key, null_ok, out) PP_TRY(get_kind(r, o, pre, key, 0, null_ok, out))
-
-static void elem(char *out, const char *prefix, const char *key, size_t i)
-{
-    if (snprintf(out, PATH_MAX_LEN, "%s%s%s[%zu]", prefix, *prefix ? "." : "", key, i) >=
-        PATH_MAX_LEN)
-        out[PATH_MAX_LEN - 1] = '\0';
-}
+#define GET_ARR(o, pre, key, null_ok, out) PP_TRY(pp_json_arr(r, o, pre, key, null_ok, out))
+#define GET_OBJ(o, pre, key, null_ok, out) PP_TRY(pp_json_obj(r, o, pre, key, null_ok, out))
 
 static pp_status get_elem_obj(const rd *r, json_t *arr, const char *pre, const char *key, size_t i,
                               char *path, json_t **out)
 {
-    elem(path, pre, key, i);
+    pp_json_path_at(path, PATH_MAX_LEN, pre, key, i);
     *out = json_array_get(arr, i);
     if (!json_is_object(*out))
-        return bad(r, path, "an object", *out);
+        return pp_json_bad(r, path, "an object", *out);
     return PP_OK;
 }
 
 static pp_status get_source(const rd *r, json_t *o, const char *pre, pp_source *out)
 {
     char s[16], f[PATH_MAX_LEN];
-    PP_TRY(get_str(r, o, pre, "source", s, sizeof s));
+    PP_TRY(pp_json_str_copy(r, o, pre, "source", s, sizeof s));
     if (strcmp(s, "probed") && strcmp(s, "preset")) {
-        join(f, pre, "source");
-        return bad(r, f, "\"probed\" or \"preset\"", json_object_get(o, "source"));
+        pp_json_path(f, sizeof f, pre, "source");
+        return pp_json_bad(r, f, "\"probed\" or \"preset\"", json_object_get(o, "source"));
     }
     *out = strcmp(s, "preset") ? PP_SRC_PROBED : PP_SRC_PRESET;
     return PP_OK;
@@ -150,11 +56,11 @@ static pp_status get_measure(const rd *r, json_t *o, const char *pre, const char
     char f[PATH_MAX_LEN];
     json_t *v;
     GET_OBJ(o, pre, key, 0, &v);
-    join(f, pre, key);
-    PP_TRY(get_num(r, v, f, "median", 0, &m->median));
-    PP_TRY(get_num(r, v, f, "min", 0, &m->min));
-    PP_TRY(get_num(r, v, f, "max", 0, &m->max));
-    PP_TRY(get_int(r, v, f, "samples", 0, &m->samples));
+    pp_json_path(f, sizeof f, pre, key);
+    PP_TRY(pp_json_num(r, v, f, "median", 0, &m->median));
+    PP_TRY(pp_json_num(r, v, f, "min", 0, &m->min));
+    PP_TRY(pp_json_num(r, v, f, "max", 0, &m->max));
+    PP_TRY(pp_json_int(r, v, f, "samples", 0, INT_MAX_FIELD, NULL, &m->samples));
     return PP_OK;
 }
 
@@ -165,10 +71,10 @@ static pp_status get_matrix(const rd *r, json_t *o, const char *pre, const char 
     char f[PATH_MAX_LEN], row[PATH_MAX_LEN + 16], exp[64];
     json_t *v;
     GET_ARR(o, pre, key, 0, &v);
-    join(f, pre, key);
+    pp_json_path(f, sizeof f, pre, key);
     snprintf(exp, sizeof exp, "an array of %d rows", n);
     if (json_array_size(v) != (size_t)n)
-        return bad(r, f, exp, v);
+        return pp_json_bad(r, f, exp, v);
     double *m = pp_calloc((size_t)n * (size_t)n + 1, sizeof *m);
     if (!m)
         return PP_ERR_NOMEM;
@@ -185,7 +91,7 @@ static pp_status get_matrix(const rd *r, json_t *o, const char *pre, const char 
         }
         if (!ok) {
             free(m);
-            return bad(r, row, exp, rw);
+            return pp_json_bad(r, row, exp, rw);
         }
     }
     *out = m;
@@ -203,7 +109,7 @@ static pp_status get_sweep(const rd *r, json_t *o, const char *pre, pp_xfer_poin
         return PP_ERR_NOMEM;
     for (int i = 0; i < *n; i++) {
         PP_TRY(get_elem_obj(r, v, pre, "sweep", (size_t)i, f, &e));
-        PP_TRY(get_num(r, e, f, "bytes", 0, &(*pts)[i].bytes));
+        PP_TRY(pp_json_num(r, e, f, "bytes", 0, &(*pts)[i].bytes));
         PP_TRY(get_measure(r, e, f, "seconds", &(*pts)[i].seconds));
     }
     return PP_OK;
@@ -216,11 +122,11 @@ static pp_status read_link(const rd *r, json_t *links, const char *key, pp_link 
     GET_OBJ(links, "links", key, 1, &v);
     if (!v)
         return PP_OK;
-    join(f, "links", key);
+    pp_json_path(f, sizeof f, "links", key);
     l->present = 1;
-    PP_TRY(get_num(r, v, f, "alpha_s", 0, &l->alpha_s));
-    PP_TRY(get_num(r, v, f, "beta_Bps", 1e-300, &l->beta_Bps));
-    PP_TRY(get_str(r, v, f, "method", l->method, sizeof l->method));
+    PP_TRY(pp_json_num(r, v, f, "alpha_s", 0, &l->alpha_s));
+    PP_TRY(pp_json_num(r, v, f, "beta_Bps", 1e-300, &l->beta_Bps));
+    PP_TRY(pp_json_str_copy(r, v, f, "method", l->method, sizeof l->method));
     PP_TRY(get_source(r, v, f, &l->source));
     PP_TRY(get_sweep(r, v, f, &l->points, &l->n_points));
     return PP_OK;
@@ -233,10 +139,10 @@ static pp_status read_allreduce(const rd *r, json_t *root, pp_collective *a)
     if (!v)
         return PP_OK;
     a->present = 1;
-    PP_TRY(get_int(r, v, "allreduce", "ranks", 1, &a->ranks));
-    PP_TRY(get_num(r, v, "allreduce", "busbw_Bps", 0, &a->busbw_Bps));
-    PP_TRY(get_num(r, v, "allreduce", "alpha_s", 0, &a->alpha_s));
-    PP_TRY(get_num(r, v, "allreduce", "beta_Bps", 0, &a->beta_Bps));
+    PP_TRY(pp_json_int(r, v, "allreduce", "ranks", 1, INT_MAX_FIELD, NULL, &a->ranks));
+    PP_TRY(pp_json_num(r, v, "allreduce", "busbw_Bps", 0, &a->busbw_Bps));
+    PP_TRY(pp_json_num(r, v, "allreduce", "alpha_s", 0, &a->alpha_s));
+    PP_TRY(pp_json_num(r, v, "allreduce", "beta_Bps", 0, &a->beta_Bps));
     PP_TRY(get_source(r, v, "allreduce", &a->source));
     PP_TRY(get_sweep(r, v, "allreduce", &a->points, &a->n_points));
     return PP_OK;
@@ -246,24 +152,27 @@ static pp_status read_software(const rd *r, json_t *root, pp_software *s)
 {
     json_t *v, *env;
     GET_OBJ(root, "", "software", 0, &v);
-    PP_TRY(get_str(r, v, "software", "pptune", s->pptune, sizeof s->pptune));
-    PP_TRY(get_str(r, v, "software", "hwloc", s->hwloc, sizeof s->hwloc));
-    PP_TRY(get_str(r, v, "software", "blas", s->blas, sizeof s->blas));
-    PP_TRY(get_str(r, v, "software", "cuda_runtime", s->cuda_runtime, sizeof s->cuda_runtime));
-    PP_TRY(get_str(r, v, "software", "cuda_driver", s->cuda_driver, sizeof s->cuda_driver));
-    PP_TRY(get_str(r, v, "software", "nccl", s->nccl, sizeof s->nccl));
-    PP_TRY(get_str(r, v, "software", "mpi", s->mpi, sizeof s->mpi));
+    PP_TRY(pp_json_str_copy(r, v, "software", "pptune", s->pptune, sizeof s->pptune));
+    PP_TRY(pp_json_str_copy(r, v, "software", "hwloc", s->hwloc, sizeof s->hwloc));
+    PP_TRY(pp_json_str_copy(r, v, "software", "blas", s->blas, sizeof s->blas));
+    PP_TRY(pp_json_str_copy(r, v, "software", "cuda_runtime", s->cuda_runtime,
+                            sizeof s->cuda_runtime));
+    PP_TRY(
+        pp_json_str_copy(r, v, "software", "cuda_driver", s->cuda_driver, sizeof s->cuda_driver));
+    PP_TRY(pp_json_str_copy(r, v, "software", "nccl", s->nccl, sizeof s->nccl));
+    PP_TRY(pp_json_str_copy(r, v, "software", "mpi", s->mpi, sizeof s->mpi));
     GET_OBJ(v, "software", "env", 0, &env);
     const char *k;
     json_t *val;
     json_object_foreach(env, k, val)
     {
         char f[PATH_MAX_LEN];
-        join(f, "software.env", k);
+        pp_json_path(f, sizeof f, "software.env", k);
         if (s->n_env >= PP_MAX_ENV || strlen(k) >= sizeof s->env[0].name)
-            return bad(r, f, "at most 16 variables with names under 32 characters", val);
+            return pp_json_bad(r, f, "at most 16 variables with names under 32 characters", val);
         snprintf(s->env[s->n_env].name, sizeof s->env[0].name, "%s", k);
-        PP_TRY(get_str(r, env, "software.env", k, s->env[s->n_env].value, sizeof s->env[0].value));
+        PP_TRY(pp_json_str_copy(r, env, "software.env", k, s->env[s->n_env].value,
+                                sizeof s->env[0].value));
         s->n_env++;
     }
     return PP_OK;
@@ -280,13 +189,13 @@ static pp_status read_topo_gpus(const rd *r, json_t *v, const char *pre, pp_topo
     for (int i = 0; i < t->n_gpus; i++) {
         pp_topo_gpu *g = &t->gpus[i];
         PP_TRY(get_elem_obj(r, a, pre, "gpus", (size_t)i, f, &e));
-        PP_TRY(get_str(r, e, f, "name", g->name, sizeof g->name));
-        PP_TRY(get_str(r, e, f, "model", g->model, sizeof g->model));
-        PP_TRY(get_str(r, e, f, "pci", g->pci, sizeof g->pci));
-        PP_TRY(get_int(r, e, f, "numa", -1, &g->numa));
-        PP_TRY(get_int(r, e, f, "nic", -1, &g->nic));
-        PP_TRY(get_num(r, e, f, "mem_bytes", 0, &g->mem_bytes));
-        PP_TRY(get_str(r, e, f, "nic_path", path, sizeof path));
+        PP_TRY(pp_json_str_copy(r, e, f, "name", g->name, sizeof g->name));
+        PP_TRY(pp_json_str_copy(r, e, f, "model", g->model, sizeof g->model));
+        PP_TRY(pp_json_str_copy(r, e, f, "pci", g->pci, sizeof g->pci));
+        PP_TRY(pp_json_int(r, e, f, "numa", -1, INT_MAX_FIELD, NULL, &g->numa));
+        PP_TRY(pp_json_int(r, e, f, "nic", -1, INT_MAX_FIELD, NULL, &g->nic));
+        PP_TRY(pp_json_num(r, e, f, "mem_bytes", 0, &g->mem_bytes));
+        PP_TRY(pp_json_str_copy(r, e, f, "nic_path", path, sizeof path));
         g->nic_path = PP_PATH_UNKNOWN;
         for (int p = 0; p < PP_PATH_UNKNOWN; p++)
             if (!strcmp(path, pp_pci_path_name((pp_pci_path)p)))
@@ -307,11 +216,11 @@ static pp_status read_topo_io(const rd *r, json_t *v, const char *pre, pp_topo *
     for (int i = 0; i < t->n_nics; i++) {
         pp_topo_nic *n = &t->nics[i];
         PP_TRY(get_elem_obj(r, a, pre, "nics", (size_t)i, f, &e));
-        PP_TRY(get_str(r, e, f, "name", n->name, sizeof n->name));
-        PP_TRY(get_str(r, e, f, "netdevs", n->netdevs, sizeof n->netdevs));
-        PP_TRY(get_str(r, e, f, "pci", n->pci, sizeof n->pci));
-        PP_TRY(get_int(r, e, f, "numa", -1, &n->numa));
-        PP_TRY(get_bool(r, e, f, "rdma", &n->rdma));
+        PP_TRY(pp_json_str_copy(r, e, f, "name", n->name, sizeof n->name));
+        PP_TRY(pp_json_str_copy(r, e, f, "netdevs", n->netdevs, sizeof n->netdevs));
+        PP_TRY(pp_json_str_copy(r, e, f, "pci", n->pci, sizeof n->pci));
+        PP_TRY(pp_json_int(r, e, f, "numa", -1, INT_MAX_FIELD, NULL, &n->numa));
+        PP_TRY(pp_json_bool(r, e, f, "rdma", &n->rdma));
     }
     for (int i = 0; i < t->n_gpus; i++)
         if (t->gpus[i].nic >= t->n_nics) {
@@ -323,7 +232,7 @@ static pp_status read_topo_io(const rd *r, json_t *v, const char *pre, pp_topo *
     if (nv && !json_is_null(nv))
         PP_TRY(get_matrix(r, v, pre, "nvlink_MBps", t->n_gpus, &t->nvlink_MBps));
     else if (!nv)
-        return bad(r, pre, "a \"nvlink_MBps\" matrix or null", NULL);
+        return pp_json_bad(r, pre, "a \"nvlink_MBps\" matrix or null", NULL);
     return PP_OK;
 }
 
@@ -331,21 +240,21 @@ static pp_status read_topo(const rd *r, json_t *v, const char *pre, pp_topo *t)
 {
     char f[PATH_MAX_LEN];
     json_t *a, *e;
-    PP_TRY(get_str(r, v, pre, "hostname", t->hostname, sizeof t->hostname));
-    PP_TRY(get_str(r, v, pre, "arch", t->arch, sizeof t->arch));
-    PP_TRY(get_str(r, v, pre, "cpu_model", t->cpu_model, sizeof t->cpu_model));
-    PP_TRY(get_int(r, v, pre, "sockets", 0, &t->sockets));
-    PP_TRY(get_int(r, v, pre, "cores", 0, &t->cores));
-    PP_TRY(get_int(r, v, pre, "pus", 0, &t->pus));
-    PP_TRY(get_num(r, v, pre, "mem_bytes", 0, &t->mem_bytes));
+    PP_TRY(pp_json_str_copy(r, v, pre, "hostname", t->hostname, sizeof t->hostname));
+    PP_TRY(pp_json_str_copy(r, v, pre, "arch", t->arch, sizeof t->arch));
+    PP_TRY(pp_json_str_copy(r, v, pre, "cpu_model", t->cpu_model, sizeof t->cpu_model));
+    PP_TRY(pp_json_int(r, v, pre, "sockets", 0, INT_MAX_FIELD, NULL, &t->sockets));
+    PP_TRY(pp_json_int(r, v, pre, "cores", 0, INT_MAX_FIELD, NULL, &t->cores));
+    PP_TRY(pp_json_int(r, v, pre, "pus", 0, INT_MAX_FIELD, NULL, &t->pus));
+    PP_TRY(pp_json_num(r, v, pre, "mem_bytes", 0, &t->mem_bytes));
     GET_ARR(v, pre, "numa", 0, &a);
     t->n_numa = (int)json_array_size(a);
     if (!(t->numa = pp_calloc((size_t)t->n_numa + 1, sizeof *t->numa)))
         return PP_ERR_NOMEM;
     for (int i = 0; i < t->n_numa; i++) {
         PP_TRY(get_elem_obj(r, a, pre, "numa", (size_t)i, f, &e));
-        PP_TRY(get_int(r, e, f, "os_index", 0, &t->numa[i].os_index));
-        PP_TRY(get_num(r, e, f, "mem_bytes", 0, &t->numa[i].mem_bytes));
+        PP_TRY(pp_json_int(r, e, f, "os_index", 0, INT_MAX_FIELD, NULL, &t->numa[i].os_index));
+        PP_TRY(pp_json_num(r, e, f, "mem_bytes", 0, &t->numa[i].mem_bytes));
     }
     return read_topo_io(r, v, pre, t);
 }
@@ -355,21 +264,21 @@ static pp_status read_node(const rd *r, json_t *e, const char *f, pp_cluster *c,
     pp_node *n = &c->nodes[i];
     json_t *tv;
     char tf[PATH_MAX_LEN], exp[64];
-    PP_TRY(get_str(r, e, f, "hostname", n->hostname, sizeof n->hostname));
-    PP_TRY(get_int(r, e, f, "first_device", 0, &n->first_device));
-    PP_TRY(get_int(r, e, f, "n_devices", 0, &n->n_devices));
+    PP_TRY(pp_json_str_copy(r, e, f, "hostname", n->hostname, sizeof n->hostname));
+    PP_TRY(pp_json_int(r, e, f, "first_device", 0, INT_MAX_FIELD, NULL, &n->first_device));
+    PP_TRY(pp_json_int(r, e, f, "n_devices", 0, INT_MAX_FIELD, NULL, &n->n_devices));
     int expect = i ? c->nodes[i - 1].first_device + c->nodes[i - 1].n_devices : 0;
     if (n->first_device != expect) {
-        join(tf, f, "first_device");
+        pp_json_path(tf, sizeof tf, f, "first_device");
         snprintf(exp, sizeof exp, "%d (devices are grouped by node, in order)", expect);
-        return bad(r, tf, exp, json_object_get(e, "first_device"));
+        return pp_json_bad(r, tf, exp, json_object_get(e, "first_device"));
     }
     PP_TRY(get_measure(r, e, f, "memcpy_Bps", &n->memcpy_Bps));
     GET_OBJ(e, f, "topology", 1, &tv);
     if (tv) {
         if (!(n->topo = pp_calloc(1, sizeof *n->topo)))
             return PP_ERR_NOMEM;
-        join(tf, f, "topology");
+        pp_json_path(tf, sizeof tf, f, "topology");
         PP_TRY(read_topo(r, tv, tf, n->topo));
     }
     return PP_OK;
@@ -381,7 +290,7 @@ static pp_status read_nodes(const rd *r, json_t *root, pp_cluster *c)
     json_t *a, *e;
     GET_ARR(root, "", "nodes", 0, &a);
     if (json_array_size(a) < 1)
-        return bad(r, "nodes", "at least one node", a);
+        return pp_json_bad(r, "nodes", "at least one node", a);
     if (!(c->nodes = pp_calloc(json_array_size(a), sizeof *c->nodes)))
         return PP_ERR_NOMEM;
     c->n_nodes = (int)json_array_size(a);
@@ -403,10 +312,10 @@ static pp_status read_gemm(const rd *r, json_t *e, const char *f, pp_device *d)
     for (int i = 0; i < d->n_gemm; i++) {
         pp_gemm_point *p = &d->gemm[i];
         PP_TRY(get_elem_obj(r, a, f, "gemm", (size_t)i, g, &x));
-        PP_TRY(get_str(r, x, g, "dtype", p->dtype, sizeof p->dtype));
-        PP_TRY(get_int(r, x, g, "m", 1, &p->m));
-        PP_TRY(get_int(r, x, g, "n", 1, &p->n));
-        PP_TRY(get_int(r, x, g, "k", 1, &p->k));
+        PP_TRY(pp_json_str_copy(r, x, g, "dtype", p->dtype, sizeof p->dtype));
+        PP_TRY(pp_json_int(r, x, g, "m", 1, INT_MAX_FIELD, NULL, &p->m));
+        PP_TRY(pp_json_int(r, x, g, "n", 1, INT_MAX_FIELD, NULL, &p->n));
+        PP_TRY(pp_json_int(r, x, g, "k", 1, INT_MAX_FIELD, NULL, &p->k));
         PP_TRY(get_measure(r, x, g, "flops", &p->flops));
     }
     return PP_OK;
@@ -416,28 +325,28 @@ static pp_status read_device(const rd *r, json_t *e, const char *f, const pp_clu
                              pp_device *d)
 {
     char tf[PATH_MAX_LEN], exp[64];
-    PP_TRY(get_str(r, e, f, "kind", d->kind, sizeof d->kind));
+    PP_TRY(pp_json_str_copy(r, e, f, "kind", d->kind, sizeof d->kind));
     if (strcmp(d->kind, "gpu") && strcmp(d->kind, "cpu")) {
-        join(tf, f, "kind");
-        return bad(r, tf, "\"gpu\" or \"cpu\"", json_object_get(e, "kind"));
+        pp_json_path(tf, sizeof tf, f, "kind");
+        return pp_json_bad(r, tf, "\"gpu\" or \"cpu\"", json_object_get(e, "kind"));
     }
-    PP_TRY(get_str(r, e, f, "name", d->name, sizeof d->name));
-    PP_TRY(get_int(r, e, f, "node", 0, &d->node));
+    PP_TRY(pp_json_str_copy(r, e, f, "name", d->name, sizeof d->name));
+    PP_TRY(pp_json_int(r, e, f, "node", 0, INT_MAX_FIELD, NULL, &d->node));
     int idx = (int)(d - c->devices), want = 0;
     while (want + 1 < c->n_nodes && idx >= c->nodes[want + 1].first_device)
         want++;
     if (d->node != want) {
-        join(tf, f, "node");
+        pp_json_path(tf, sizeof tf, f, "node");
         snprintf(exp, sizeof exp, "%d (the node whose device range holds it)", want);
-        return bad(r, tf, exp, json_object_get(e, "node"));
+        return pp_json_bad(r, tf, exp, json_object_get(e, "node"));
     }
-    PP_TRY(get_int(r, e, f, "local_index", 0, &d->local_index));
-    PP_TRY(get_str(r, e, f, "pci", d->pci, sizeof d->pci));
-    PP_TRY(get_num(r, e, f, "mem_bytes", 0, &d->mem_bytes));
-    PP_TRY(get_num(r, e, f, "mem_free_bytes", 0, &d->mem_free_bytes));
-    PP_TRY(get_num(r, e, f, "peak_flops", 0, &d->peak_flops));
-    PP_TRY(get_num(r, e, f, "gemm_flops", 0, &d->gemm_flops));
-    PP_TRY(get_str(r, e, f, "gemm_dtype", d->gemm_dtype, sizeof d->gemm_dtype));
+    PP_TRY(pp_json_int(r, e, f, "local_index", 0, INT_MAX_FIELD, NULL, &d->local_index));
+    PP_TRY(pp_json_str_copy(r, e, f, "pci", d->pci, sizeof d->pci));
+    PP_TRY(pp_json_num(r, e, f, "mem_bytes", 0, &d->mem_bytes));
+    PP_TRY(pp_json_num(r, e, f, "mem_free_bytes", 0, &d->mem_free_bytes));
+    PP_TRY(pp_json_num(r, e, f, "peak_flops", 0, &d->peak_flops));
+    PP_TRY(pp_json_num(r, e, f, "gemm_flops", 0, &d->gemm_flops));
+    PP_TRY(pp_json_str_copy(r, e, f, "gemm_dtype", d->gemm_dtype, sizeof d->gemm_dtype));
     PP_TRY(get_source(r, e, f, &d->source));
     PP_TRY(get_measure(r, e, f, "copy_Bps", &d->copy_Bps));
     return read_gemm(r, e, f, d);
@@ -467,18 +376,19 @@ static pp_status read_header(const rd *r, json_t *root, pp_cluster *c)
 {
     char schema[32];
     if (!json_is_object(root))
-        return bad(r, "(top level)", "an object", root);
-    PP_TRY(get_str(r, root, "", "schema", schema, sizeof schema));
+        return pp_json_bad(r, "(top level)", "an object", root);
+    PP_TRY(pp_json_str_copy(r, root, "", "schema", schema, sizeof schema));
     if (strcmp(schema, PP_CLUSTER_SCHEMA))
-        return bad(r, "schema", "\"" PP_CLUSTER_SCHEMA "\"", json_object_get(root, "schema"));
-    PP_TRY(get_int(r, root, "", "schema_version", 1, &c->schema_version));
+        return pp_json_bad(r, "schema", "\"" PP_CLUSTER_SCHEMA "\"",
+                           json_object_get(root, "schema"));
+    PP_TRY(pp_json_int(r, root, "", "schema_version", 1, INT_MAX_FIELD, NULL, &c->schema_version));
     if (c->schema_version != PP_CLUSTER_SCHEMA_VERSION)
-        return bad(r, "schema_version", "1 (this pptune reads version 1 only)",
-                   json_object_get(root, "schema_version"));
-    PP_TRY(get_str(r, root, "", "created", c->created, sizeof c->created));
-    PP_TRY(get_str(r, root, "", "origin", c->origin, sizeof c->origin));
-    PP_TRY(get_str(r, root, "", "fingerprint", c->fingerprint, sizeof c->fingerprint));
-    PP_TRY(get_str(r, root, "", "note", c->note, sizeof c->note));
+        return pp_json_bad(r, "schema_version", "1 (this pptune reads version 1 only)",
+                           json_object_get(root, "schema_version"));
+    PP_TRY(pp_json_str_copy(r, root, "", "created", c->created, sizeof c->created));
+    PP_TRY(pp_json_str_copy(r, root, "", "origin", c->origin, sizeof c->origin));
+    PP_TRY(pp_json_str_copy(r, root, "", "fingerprint", c->fingerprint, sizeof c->fingerprint));
+    PP_TRY(pp_json_str_copy(r, root, "", "note", c->note, sizeof c->note));
     return read_software(r, root, &c->sw);
 }
 
@@ -494,7 +404,8 @@ static pp_status read_all(const rd *r, json_t *root, pp_cluster *c)
     PP_TRY(read_allreduce(r, root, &c->allreduce));
     GET_OBJ(root, "", "pairwise", 1, &pair);
     if (pair) {
-        PP_TRY(get_str(r, pair, "pairwise", "method", c->pair_method, sizeof c->pair_method));
+        PP_TRY(
+            pp_json_str_copy(r, pair, "pairwise", "method", c->pair_method, sizeof c->pair_method));
         PP_TRY(get_matrix(r, pair, "pairwise", "bandwidth_Bps", c->n_devices, &c->pair_bw_Bps));
         PP_TRY(get_matrix(r, pair, "pairwise", "latency_s", c->n_devices, &c->pair_alpha_s));
     }
@@ -504,13 +415,10 @@ static pp_status read_all(const rd *r, json_t *root, pp_cluster *c)
 pp_status pp_cluster_from_json(const char *text, const char *name, pp_cluster **out)
 {
     *out = NULL;
-    json_error_t err;
-    json_t *root = json_loads(text, 0, &err);
-    if (!root)
-        return PP_ERR(PP_ERR_PARSE, "%s:%d:%d: not valid JSON: %s", name, err.line, err.column,
-                      err.text);
+    json_t *root;
+    PP_TRY(pp_json_load(text, strlen(text), name, 0, &root));
     pp_cluster *c = pp_calloc(1, sizeof *c);
-    rd r = {name};
+    rd r = {.file = name};
     pp_status st = c ? read_all(&r, root, c) : PP_ERR_NOMEM;
     json_decref(root);
     if (st != PP_OK) {

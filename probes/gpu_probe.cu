@@ -17,30 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../runtime/cuda/cuda_status.h" /* PP_CUDA_CHECK, PP_CUBLAS_CHECK, PP_NCCL_CHECK */
 #include "probe_impl.h"
 
-static pp_status cuda_status(cudaError_t e, const char *call, const char *file, int line)
-{
-    if (e == cudaSuccess)
-        return PP_OK;
-    return pp_err_set(PP_ERR_DEVICE, file, line, "%s failed: %s (%s)", call, cudaGetErrorString(e),
-                      cudaGetErrorName(e));
-}
-static pp_status cublas_status(cublasStatus_t e, const char *call, const char *file, int line)
-{
-    if (e == CUBLAS_STATUS_SUCCESS)
-        return PP_OK;
-    return pp_err_set(PP_ERR_DEVICE, file, line, "%s failed: %s", call, cublasGetStatusString(e));
-}
-static pp_status nccl_status(ncclResult_t e, const char *call, const char *file, int line)
-{
-    if (e == ncclSuccess)
-        return PP_OK;
-    return pp_err_set(PP_ERR_DEVICE, file, line, "%s failed: %s", call, ncclGetErrorString(e));
-}
-#define PP_CUDA_CHECK(call) cuda_status((call), #call, __FILE__, __LINE__)
-#define PP_CUBLAS_CHECK(call) cublas_status((call), #call, __FILE__, __LINE__)
-#define PP_NCCL_CHECK(call) nccl_status((call), #call, __FILE__, __LINE__)
 /* In functions that own resources: on error, record it and jump to their cleanup. */
 #define CK(expr)                                                                                   \
     do {                                                                                           \

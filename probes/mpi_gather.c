@@ -51,16 +51,10 @@ static pp_status make_layout(layout *L)
     if (!L->hosts || !L->node_of || !L->leader)
         return PP_ERR_NOMEM;
     MPI_TRY(MPI_Allgather(me, HOST_LEN, MPI_CHAR, L->hosts, HOST_LEN, MPI_CHAR, MPI_COMM_WORLD));
-    for (int r = 0; r < L->size; r++) {
-        L->node_of[r] = -1;
-        for (int q = 0; q < r && L->node_of[r] < 0; q++)
-            if (!strcmp(L->hosts + (size_t)q * HOST_LEN, L->hosts + (size_t)r * HOST_LEN))
-                L->node_of[r] = L->node_of[q];
-        if (L->node_of[r] < 0) {
-            L->leader[L->n_nodes] = r;
-            L->node_of[r] = L->n_nodes++;
-        }
-    }
+    L->n_nodes = pp_launch_hosts(L->hosts, HOST_LEN, L->size, L->node_of, NULL);
+    for (int r = 0, k = 0; r < L->size; r++) /* a node's leader: its first rank */
+        if (L->node_of[r] == k)
+            L->leader[k++] = r;
     return PP_OK;
 }
 

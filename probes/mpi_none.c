@@ -9,9 +9,11 @@ pp_status pp_mpi_probe(const pp_probe_opts *o,
     (void)o;
     (void)probe_node;
     *out = NULL;
+    pp_launch_info li;
+    PP_TRY(pp_launch_detect(&li));
     return PP_ERR(PP_ERR_UNSUPPORTED,
                   "started by a launcher with %d ranks, but pptune was built "
                   "without MPI: rebuild with MPI (Debian: libopenmpi-dev) or run one "
                   "`pptune probe` per node without mpirun",
-                  pp_probe_launcher_size());
+                  li.size);
 }

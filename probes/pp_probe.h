@@ -280,10 +280,6 @@ pp_status pp_probe_run(const pp_probe_opts *opts, pp_cluster **out);
  * "no CUDA device: <driver's message>"). */
 int pp_probe_gpu_available(char *why, size_t why_len);
 
-/* Number of ranks the launcher started (OMPI_COMM_WORLD_SIZE, SLURM_NTASKS, PMI_SIZE), 1 when
- * not launched by one. */
-int pp_probe_launcher_size(void);
-
 /* Statistics helpers shared by the probes (exposed for tests). */
 /* Sorts x (n values) in place and returns median, min, max. */
 pp_measure pp_measure_of(double *x, int n);

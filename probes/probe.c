@@ -28,17 +28,6 @@ void pp_probe_say(const pp_probe_opts *o, const char *fmt, ...)
     o->progress(o->progress_ctx, buf);
 }
 
-int pp_probe_launcher_size(void)
-{
-    const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        if (v && atoi(v) > 0)
-            return atoi(v);
-    }
-    return 1;
-}
-
 /* Versions, and the NCCL_* knobs that change what NCCL measures (probes-and-launch.md). */
 static void software(pp_software *sw)
 {
@@ -143,7 +132,9 @@ pp_status pp_probe_run(const pp_probe_opts *opts, pp_cluster **out)
     static const pp_probe_opts none = {0};
     const pp_probe_opts *o = opts ? opts : &none;
     *out = NULL;
-    if (pp_probe_launcher_size() > 1)
+    pp_launch_info li;
+    PP_TRY(pp_launch_detect(&li));
+    if (li.size > 1)
         PP_TRY(pp_mpi_probe(o, probe_this_node, out));
     else
         PP_TRY(probe_this_node(o, out));

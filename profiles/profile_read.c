@@ -7,115 +7,23 @@
  * what to do with a profile; diff, export and the store do.
  */
 #include <errno.h>
-#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "pp_json.h"
 #include "pp_profile.h"
 #include "pp_sched.h"
 
-typedef struct {
-    const char *file; /* for messages */
-} rd;
+typedef pp_json_src rd;
 
-/* A short rendering of a JSON value for "got ..." in messages. */
-static void show(const json_t *v, char *buf, size_t n)
-{
-    if (!v) {
-        snprintf(buf, n, "nothing (the field is missing)");
-        return;
-    }
-    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-    if (!s) {
-        snprintf(buf, n, "an unprintable value");
-        return;
-    }
-    if (strlen(s) > 48)
-        snprintf(buf, n, "%.45s...", s);
-    else
-        snprintf(buf, n, "%s", s);
-    free(s);
-}
+#define INT_MAX_FIELD 1000000000 /* no size or count in a profile comes near */
 
-static void join(char *out, size_t n, const char *prefix, const char *key)
-{
-    if (prefix && *prefix)
-        snprintf(out, n, "%s.%s", prefix, key);
-    else
-        snprintf(out, n, "%s", key);
-}
-
+/* "FILE: field "PREFIX.KEY": expected WANT, got GOT" */
 static pp_status bad(const rd *r, const char *prefix, const char *key, const char *want,
                      const json_t *got)
 {
-    char path[160], g[64];
-    join(path, sizeof path, prefix, key);
-    show(got, g, sizeof g);
-    return PP_ERR(PP_ERR_PARSE, "%s: field \"%s\": expected %s, got %s", r->file, path, want, g);
-}
-
-static pp_status get_int(const rd *r, json_t *o, const char *prefix, const char *key, int min,
-                         int *out)
-{
-    json_t *v = json_object_get(o, key);
-    char want[64];
-    snprintf(want, sizeof want, "an integer >= %d%s", min,
-             json_is_integer(v) && json_integer_value(v) > 1000000000 ? " and <= 1000000000" : "");
-    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > 1000000000)
-        return bad(r, prefix, key, want, v);
-    *out = (int)json_integer_value(v);
-    return PP_OK;
-}
-
-static pp_status get_num(const rd *r, json_t *o, const char *prefix, const char *key, double *out)
-{
-    json_t *v = json_object_get(o, key);
-    if (!json_is_number(v) || !(json_number_value(v) >= 0))
-        return bad(r, prefix, key, "a number >= 0", v);
-    *out = json_number_value(v);
-    return PP_OK;
-}
-
-static pp_status get_bool(const rd *r, json_t *o, const char *prefix, const char *key, int *out)
-{
-    json_t *v = json_object_get(o, key);
-    if (!json_is_boolean(v))
-        return bad(r, prefix, key, "true or false", v);
-    *out = json_is_true(v);
-    return PP_OK;
-}
-
-static pp_status get_str(const rd *r, json_t *o, const char *prefix, const char *key,
-                         const char **out)
-{
-    json_t *v = json_object_get(o, key);
-    if (!json_is_string(v))
-        return bad(r, prefix, key, "a string", v);
-    *out = json_string_value(v);
-    return PP_OK;
-}
-
-/* A string that must be one of a NULL-terminated list. */
-static pp_status get_enum(const rd *r, json_t *o, const char *prefix, const char *key,
-                          const char *const *allowed, const char *want, const char **out)
-{
-    json_t *v = json_object_get(o, key);
-    if (json_is_string(v))
-        for (int i = 0; allowed[i]; i++)
-            if (!strcmp(json_string_value(v), allowed[i])) {
-                *out = json_string_value(v);
-                return PP_OK;
-            }
-    return bad(r, prefix, key, want, v);
-}
-
-static pp_status get_obj(const rd *r, json_t *o, const char *prefix, const char *key, json_t **out)
-{
-    json_t *v = json_object_get(o, key);
-    if (!json_is_object(v))
-        return bad(r, prefix, key, "an object", v);
-    *out = v;
-    return PP_OK;
+    char path[160];
+    return pp_json_bad(r, pp_json_path(path, sizeof path, prefix, key), want, got);
 }
 
 /* "schedule": a name in the schedules' registry. */
@@ -137,14 +45,14 @@ static pp_status read_config(const rd *r, json_t *o, const char *prefix, pp_prof
     static const char *const SPLITS[] = {"even", "uneven", NULL};
     const char *split;
     PP_TRY(get_schedule(r, o, prefix, &c->schedule));
-    PP_TRY(get_int(r, o, prefix, "p", 1, &c->p));
-    PP_TRY(get_int(r, o, prefix, "v", 1, &c->v));
-    PP_TRY(get_int(r, o, prefix, "G", 0, &c->G));
-    PP_TRY(get_int(r, o, prefix, "b", 1, &c->b));
-    PP_TRY(get_int(r, o, prefix, "d", 1, &c->d));
-    PP_TRY(get_int(r, o, prefix, "t", 1, &c->t));
-    PP_TRY(get_int(r, o, prefix, "N", 1, &c->N));
-    PP_TRY(get_enum(r, o, prefix, "split", SPLITS, "\"even\" or \"uneven\"", &split));
+    PP_TRY(pp_json_int(r, o, prefix, "p", 1, INT_MAX_FIELD, NULL, &c->p));
+    PP_TRY(pp_json_int(r, o, prefix, "v", 1, INT_MAX_FIELD, NULL, &c->v));
+    PP_TRY(pp_json_int(r, o, prefix, "G", 0, INT_MAX_FIELD, NULL, &c->G));
+    PP_TRY(pp_json_int(r, o, prefix, "b", 1, INT_MAX_FIELD, NULL, &c->b));
+    PP_TRY(pp_json_int(r, o, prefix, "d", 1, INT_MAX_FIELD, NULL, &c->d));
+    PP_TRY(pp_json_int(r, o, prefix, "t", 1, INT_MAX_FIELD, NULL, &c->t));
+    PP_TRY(pp_json_int(r, o, prefix, "N", 1, INT_MAX_FIELD, NULL, &c->N));
+    PP_TRY(pp_json_enum(r, o, prefix, "split", SPLITS, "\"even\" or \"uneven\"", &split));
     c->uneven = !strcmp(split, "uneven");
     if (pp_sched_lookup(c->schedule)->grouped && c->G < 1)
         return bad(r, prefix, "G", "an integer >= 1 (the interleaved group size)",
@@ -154,14 +62,14 @@ static pp_status read_config(const rd *r, json_t *o, const char *prefix, pp_prof
 
 static pp_status read_predicted(const rd *r, json_t *o, const char *prefix, pp_profile_candidate *c)
 {
-    PP_TRY(get_num(r, o, prefix, "step_time_s", &c->step_time_s));
-    PP_TRY(get_num(r, o, prefix, "tokens_per_s", &c->tokens_per_s));
-    PP_TRY(get_num(r, o, prefix, "tflops_per_gpu", &c->tflops_per_gpu));
-    PP_TRY(get_num(r, o, prefix, "mfu", &c->mfu));
-    PP_TRY(get_num(r, o, prefix, "bubble_over_ideal", &c->bubble_over_ideal));
-    PP_TRY(get_num(r, o, prefix, "peak_bytes_per_rank_max", &c->peak_bytes));
-    PP_TRY(get_num(r, o, prefix, "capacity_bytes", &c->capacity_bytes));
-    PP_TRY(get_bool(r, o, prefix, "fits", &c->fits));
+    PP_TRY(pp_json_num(r, o, prefix, "step_time_s", 0, &c->step_time_s));
+    PP_TRY(pp_json_num(r, o, prefix, "tokens_per_s", 0, &c->tokens_per_s));
+    PP_TRY(pp_json_num(r, o, prefix, "tflops_per_gpu", 0, &c->tflops_per_gpu));
+    PP_TRY(pp_json_num(r, o, prefix, "mfu", 0, &c->mfu));
+    PP_TRY(pp_json_num(r, o, prefix, "bubble_over_ideal", 0, &c->bubble_over_ideal));
+    PP_TRY(pp_json_num(r, o, prefix, "peak_bytes_per_rank_max", 0, &c->peak_bytes));
+    PP_TRY(pp_json_num(r, o, prefix, "capacity_bytes", 0, &c->capacity_bytes));
+    PP_TRY(pp_json_bool(r, o, prefix, "fits", &c->fits));
     if (!(c->step_time_s > 0))
         return bad(r, prefix, "step_time_s", "a number > 0 (seconds)",
                    json_object_get(o, "step_time_s"));
@@ -174,22 +82,22 @@ static pp_status read_candidate(const rd *r, json_t *o, const char *prefix, int 
     char sub[160];
     json_t *x = NULL;
     *c = (pp_profile_candidate){0};
-    join(sub, sizeof sub, prefix, "config");
-    PP_TRY(get_obj(r, o, prefix, "config", &x));
+    pp_json_path(sub, sizeof sub, prefix, "config");
+    PP_TRY(pp_json_obj(r, o, prefix, "config", 0, &x));
     PP_TRY(read_config(r, x, sub, &c->config));
-    join(sub, sizeof sub, prefix, "predicted");
-    PP_TRY(get_obj(r, o, prefix, "predicted", &x));
+    pp_json_path(sub, sizeof sub, prefix, "predicted");
+    PP_TRY(pp_json_obj(r, o, prefix, "predicted", 0, &x));
     PP_TRY(read_predicted(r, x, sub, c));
-    PP_TRY(get_str(r, o, prefix, "launch", &c->launch));
-    PP_TRY(get_bool(r, o, prefix, "predicted_only", &c->predicted_only));
+    PP_TRY(pp_json_str(r, o, prefix, "launch", &c->launch));
+    PP_TRY(pp_json_bool(r, o, prefix, "predicted_only", &c->predicted_only));
     json_t *m = json_object_get(o, "measured");
     if (m) {
-        join(sub, sizeof sub, prefix, "measured");
+        pp_json_path(sub, sizeof sub, prefix, "measured");
         if (!json_is_object(m))
             return bad(r, prefix, "measured", "an object (or no field)", m);
-        PP_TRY(get_str(r, m, sub, "status", &c->measured_status));
-        PP_TRY(get_num(r, m, sub, "step_time_s", &c->measured_step_time_s));
-        PP_TRY(get_num(r, m, sub, "peak_bytes", &c->measured_peak_bytes));
+        PP_TRY(pp_json_str(r, m, sub, "status", &c->measured_status));
+        PP_TRY(pp_json_num(r, m, sub, "step_time_s", 0, &c->measured_step_time_s));
+        PP_TRY(pp_json_num(r, m, sub, "peak_bytes", 0, &c->measured_peak_bytes));
         c->has_measured = 1;
     }
     const pp_profile_config *k = &c->config;
@@ -198,19 +106,17 @@ static pp_status read_candidate(const rd *r, json_t *o, const char *prefix, int 
     if (global_batch % k->b != 0 || (global_batch / k->b) % k->d != 0 ||
         (global_batch / k->b) / k->d != k->N) {
         char want[96], path[160];
-        join(path, sizeof path, prefix, "config");
+        pp_json_path(path, sizeof path, prefix, "config");
         snprintf(want, sizeof want, "b * N * d = search.global_batch (%d)", global_batch);
-        return PP_ERR(PP_ERR_PARSE, "%s: field \"%s\": expected %s, got b=%d N=%d d=%d", r->file,
-                      path, want, k->b, k->N, k->d);
+        return pp_json_fail(r, path, "expected %s, got b=%d N=%d d=%d", want, k->b, k->N, k->d);
     }
     /* p t d devices, at most the cluster's (same care: divisions, not products) */
     if (devices > 0 && (k->p > devices || k->t > devices / k->p || k->d > devices / k->p / k->t)) {
         char path[160];
-        join(path, sizeof path, prefix, "config");
-        return PP_ERR(PP_ERR_PARSE,
-                      "%s: field \"%s\": expected p * t * d <= the cluster's %ld devices, got "
-                      "p=%d t=%d d=%d",
-                      r->file, path, devices, k->p, k->t, k->d);
+        pp_json_path(path, sizeof path, prefix, "config");
+        return pp_json_fail(r, path,
+                            "expected p * t * d <= the cluster's %ld devices, got p=%d t=%d d=%d",
+                            devices, k->p, k->t, k->d);
     }
     return PP_OK;
 }
@@ -222,10 +128,10 @@ static pp_status read_version(const rd *r, json_t *doc, pp_profile *p)
     json_t *s = json_object_get(doc, "schema");
     if (!json_is_string(s) || strcmp(json_string_value(s), PP_PROFILE_SCHEMA) != 0)
         return bad(r, "", "schema", "\"" PP_PROFILE_SCHEMA "\" (is this a pptune profile?)", s);
-    PP_TRY(get_int(r, doc, "", "version", 1, &p->version_major));
+    PP_TRY(pp_json_int(r, doc, "", "version", 1, INT_MAX_FIELD, NULL, &p->version_major));
     p->version_minor = 0;
     if (json_object_get(doc, "version_minor"))
-        PP_TRY(get_int(r, doc, "", "version_minor", 0, &p->version_minor));
+        PP_TRY(pp_json_int(r, doc, "", "version_minor", 0, INT_MAX_FIELD, NULL, &p->version_minor));
     if (p->version_major > PP_PROFILE_VERSION_MAJOR)
         return PP_ERR(PP_ERR_UNSUPPORTED,
                       "%s: profile version %d.%d is newer than this pptune reads (%d.x): its "
@@ -237,38 +143,40 @@ static pp_status read_version(const rd *r, json_t *doc, pp_profile *p)
 static pp_status read_head(const rd *r, json_t *doc, pp_profile *p)
 {
     json_t *o = NULL;
-    PP_TRY(get_str(r, doc, "", "created", &p->created));
-    PP_TRY(get_str(r, doc, "", "generator", &p->generator));
-    PP_TRY(get_str(r, doc, "", "command", &p->command));
-    PP_TRY(get_obj(r, doc, "", "cluster", &o));
-    PP_TRY(get_str(r, o, "cluster", "name", &p->cluster.name));
-    PP_TRY(get_str(r, o, "cluster", "fingerprint", &p->cluster.fingerprint));
-    PP_TRY(get_str(r, o, "cluster", "device", &p->cluster.device));
-    PP_TRY(get_int(r, o, "cluster", "nodes", 1, &p->cluster.nodes));
-    PP_TRY(get_int(r, o, "cluster", "gpus_per_node", 1, &p->cluster.gpus_per_node));
+    PP_TRY(pp_json_str(r, doc, "", "created", &p->created));
+    PP_TRY(pp_json_str(r, doc, "", "generator", &p->generator));
+    PP_TRY(pp_json_str(r, doc, "", "command", &p->command));
+    PP_TRY(pp_json_obj(r, doc, "", "cluster", 0, &o));
+    PP_TRY(pp_json_str(r, o, "cluster", "name", &p->cluster.name));
+    PP_TRY(pp_json_str(r, o, "cluster", "fingerprint", &p->cluster.fingerprint));
+    PP_TRY(pp_json_str(r, o, "cluster", "device", &p->cluster.device));
+    PP_TRY(pp_json_int(r, o, "cluster", "nodes", 1, INT_MAX_FIELD, NULL, &p->cluster.nodes));
+    PP_TRY(pp_json_int(r, o, "cluster", "gpus_per_node", 1, INT_MAX_FIELD, NULL,
+                       &p->cluster.gpus_per_node));
     char key[128];
     if (pp_profile_store_key(p->cluster.fingerprint, "m", key, sizeof key) != PP_OK)
         return bad(r, "cluster", "fingerprint", "letters, digits and . _ - : only",
                    json_object_get(o, "fingerprint"));
-    PP_TRY(get_obj(r, doc, "", "model", &o));
-    PP_TRY(get_str(r, o, "model", "name", &p->model.name));
-    PP_TRY(get_int(r, o, "model", "layers", 1, &p->model.layers));
-    PP_TRY(get_int(r, o, "model", "hidden", 1, &p->model.hidden));
-    PP_TRY(get_int(r, o, "model", "heads", 1, &p->model.heads));
-    PP_TRY(get_int(r, o, "model", "vocab", 1, &p->model.vocab));
-    PP_TRY(get_int(r, o, "model", "seq", 1, &p->model.seq));
-    PP_TRY(get_num(r, o, "model", "parameters", &p->model.parameters));
+    PP_TRY(pp_json_obj(r, doc, "", "model", 0, &o));
+    PP_TRY(pp_json_str(r, o, "model", "name", &p->model.name));
+    PP_TRY(pp_json_int(r, o, "model", "layers", 1, INT_MAX_FIELD, NULL, &p->model.layers));
+    PP_TRY(pp_json_int(r, o, "model", "hidden", 1, INT_MAX_FIELD, NULL, &p->model.hidden));
+    PP_TRY(pp_json_int(r, o, "model", "heads", 1, INT_MAX_FIELD, NULL, &p->model.heads));
+    PP_TRY(pp_json_int(r, o, "model", "vocab", 1, INT_MAX_FIELD, NULL, &p->model.vocab));
+    PP_TRY(pp_json_int(r, o, "model", "seq", 1, INT_MAX_FIELD, NULL, &p->model.seq));
+    PP_TRY(pp_json_num(r, o, "model", "parameters", 0, &p->model.parameters));
     if (pp_profile_store_key("f", p->model.name, key, sizeof key) != PP_OK)
         return bad(r, "model", "name", "letters, digits and . _ - only",
                    json_object_get(o, "name"));
     static const char *const RECOMPUTE[] = {"none", "selective", "full", NULL};
-    PP_TRY(get_obj(r, doc, "", "options", &o));
-    PP_TRY(get_bool(r, o, "options", "distributed_optimizer", &p->options.distributed_optimizer));
-    PP_TRY(get_bool(r, o, "options", "sequence_parallel", &p->options.sequence_parallel));
-    PP_TRY(get_enum(r, o, "options", "recompute", RECOMPUTE, "one of none, selective, full",
-                    &p->options.recompute));
-    PP_TRY(get_obj(r, doc, "", "search", &o));
-    PP_TRY(get_int(r, o, "search", "global_batch", 1, &p->global_batch));
+    PP_TRY(pp_json_obj(r, doc, "", "options", 0, &o));
+    PP_TRY(
+        pp_json_bool(r, o, "options", "distributed_optimizer", &p->options.distributed_optimizer));
+    PP_TRY(pp_json_bool(r, o, "options", "sequence_parallel", &p->options.sequence_parallel));
+    PP_TRY(pp_json_enum(r, o, "options", "recompute", RECOMPUTE, "one of none, selective, full",
+                        &p->options.recompute));
+    PP_TRY(pp_json_obj(r, doc, "", "search", 0, &o));
+    PP_TRY(pp_json_int(r, o, "search", "global_batch", 1, INT_MAX_FIELD, NULL, &p->global_batch));
     return PP_OK;
 }
 
@@ -296,7 +204,7 @@ static pp_status read_candidates(const rd *r, json_t *doc, pp_profile *p)
         snprintf(prefix, sizeof prefix, "runners_up[%zu]", i);
         json_t *c = json_array_get(ru, i);
         if (!json_is_object(c))
-            return bad(r, "runners_up", prefix + strlen("runners_up."), "an object", c);
+            return bad(r, "", prefix, "an object", c);
         PP_TRY(read_candidate(r, c, prefix, p->global_batch, devices, &p->runners_up[i]));
         p->n_runners_up = (int)i + 1;
     }
@@ -315,10 +223,8 @@ static pp_status read_doc(const rd *r, json_t *doc, pp_profile *p)
 
 pp_status pp_profile_parse(const char *text, size_t len, const char *name, pp_profile **out)
 {
-    json_error_t e;
-    json_t *doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, &e);
-    if (!doc)
-        return PP_ERR(PP_ERR_PARSE, "%s:%d:%d: not valid JSON: %s", name, e.line, e.column, e.text);
+    json_t *doc;
+    PP_TRY(pp_json_load(text, len, name, JSON_REJECT_DUPLICATES, &doc));
     pp_profile *p = pp_calloc(1, sizeof *p);
     char *nm = pp_strdup(name);
     if (!p || !nm) {

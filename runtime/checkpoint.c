@@ -29,16 +29,6 @@
 #include "stage_impl.h"
 
 #define MAGIC "PPCKPT01"
-#define FNV_OFFSET 0xcbf29ce484222325ull
-#define FNV_PRIME 0x100000001b3ull
-
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * FNV_PRIME;
-    return h;
-}
 
 /* The identity a checkpoint must share with the run that loads it. */
 static void config_line(const pp_rt_executor *ex, const char *extra, char *buf, size_t n)
@@ -87,9 +77,9 @@ static void put(writer *w, const void *p, size_t n)
         w->failed = 1;
         return;
     }
-    w->file_hash = fnv(w->file_hash, p, n);
+    w->file_hash = pp_fnv1a(w->file_hash, p, n);
     if (w->hashing_state)
-        w->state_hash = fnv(w->state_hash, p, n);
+        w->state_hash = pp_fnv1a(w->state_hash, p, n);
 }
 
 /* Copies n floats of backend memory to the file through a host bounce buffer. */
@@ -168,7 +158,7 @@ pp_status pp_rt_checkpoint_save(pp_rt_executor *ex, const char *path, pp_rt_ckpt
                       ck->step, ex->steps_done);
     pp_afile af;
     PP_TRY(pp_afile_open(&af, path));
-    writer w = {.fp = af.fp, .file_hash = FNV_OFFSET, .state_hash = FNV_OFFSET};
+    writer w = {.fp = af.fp, .file_hash = PP_FNV1A_BASIS, .state_hash = PP_FNV1A_BASIS};
     pp_status st = write_all(&w, ex, ck);
     if (st == PP_OK && w.failed)
         st = PP_ERR(PP_ERR_IO, "checkpoint %s: write failed: %s", path, strerror(errno));
@@ -233,7 +223,7 @@ static pp_status read_header(reader *r, char **cfg)
     if (r->len < 8 + 8)
         return PP_ERR(PP_ERR_PARSE, "checkpoint %s: truncated", r->path);
     memcpy(&fh, r->p + r->len - 8, 8);
-    if (fnv(FNV_OFFSET, r->p, r->len - 8) != fh)
+    if (pp_fnv1a(PP_FNV1A_BASIS, r->p, r->len - 8) != fh)
         return PP_ERR(PP_ERR_PARSE, "checkpoint %s: checksum mismatch (corrupted)", r->path);
     r->len -= 8;
     PP_TRY(take(r, &n, sizeof n, "the header"));
@@ -308,7 +298,7 @@ static pp_status read_body(reader *r, pp_rt_executor *ex, int cap, pp_rt_ckpt *c
                       n_stages, want);
     for (uint32_t i = 0; i < n_stages; i++)
         PP_TRY(load_stage(r, ex ? ex->stages[i] : NULL, (int)i));
-    uint64_t sh = fnv(FNV_OFFSET, r->p + state_begin, r->off - state_begin);
+    uint64_t sh = pp_fnv1a(PP_FNV1A_BASIS, r->p + state_begin, r->off - state_begin);
     PP_TRY(take(r, &ck->state_hash, sizeof ck->state_hash, "the state hash"));
     if (sh != ck->state_hash)
         return PP_ERR(PP_ERR_PARSE, "checkpoint %s: state hash mismatch", r->path);

@@ -118,31 +118,22 @@ pp_status pp_rt_executor_mem_stats(pp_rt_executor *ex, pp_mem_stats *out)
     return PP_OK;
 }
 
-/* FNV-1a, 64 bit (Fowler, Noll, Vo): offset basis 14695981039346656037, prime 1099511628211. */
+/* FNV-1a, 64 bit (pp_common.h), over chunks of FNV_CHUNK floats. */
 enum { FNV_CHUNK = 4096 };
-static const uint64_t fnv_basis = 14695981039346656037ull, fnv_prime = 1099511628211ull;
-
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * fnv_prime;
-    return h;
-}
 
 /* The stage's parameters, tensor by tensor in the stage's order, downloaded in chunks (the
  * backend's memory may be a device's). */
 static pp_status stage_hash(pp_backend *be, pp_rt_stage *st, uint64_t *out)
 {
     float chunk[FNV_CHUNK];
-    uint64_t h = fnv_basis;
+    uint64_t h = PP_FNV1A_BASIS;
     int nt;
     pp_rt_tensor *t = pp_rt_stage_tensors(st, &nt);
     for (int j = 0; j < nt; j++)
         for (size_t off = 0; off < t[j].n; off += FNV_CHUNK) {
             size_t len = t[j].n - off < FNV_CHUNK ? t[j].n - off : FNV_CHUNK;
             PP_TRY(be->ops->download(be->ctx, chunk, t[j].data + off, len * sizeof(float)));
-            h = fnv1a(h, chunk, len * sizeof(float));
+            h = pp_fnv1a(h, chunk, len * sizeof(float));
         }
     *out = h;
     return PP_OK;
@@ -166,11 +157,11 @@ pp_status pp_rt_executor_param_checksum(pp_rt_executor *ex, uint64_t *out)
     if (st == PP_OK && ex->self >= 0)
         st = gather_on_zero(ex, GATHER_CHECKSUM, h, n * sizeof *h);
     if (st == PP_OK && ex->self <= 0) {
-        uint64_t all = fnv_basis;
+        uint64_t all = PP_FNV1A_BASIS;
         for (size_t i = 0; i < n; i++) {
             int k = (int)(i / ((size_t)ex->P * ex->S)), ps = (int)(i % ((size_t)ex->P * ex->S));
             int g = k * ex->D + ex_rank_of(ex, ps / ex->S, ps % ex->S);
-            all = fnv1a(all, &h[(size_t)g * n + i], sizeof h[0]);
+            all = pp_fnv1a(all, &h[(size_t)g * n + i], sizeof h[0]);
         }
         *out = all;
     }

@@ -1,72 +1,11 @@
-/* launch.c — where this process sits in a job, from the launcher's environment: Open MPI
- * (mpirun), Slurm (srun), or a PMI launcher (MPICH's hydra, Intel MPI). Read before MPI is
- * initialised, so a GPU process can pick its device (cudaSetDevice(local_rank)) first.
+/* launch.c — the runtime's host-local rank: the launcher's, else one computed over MPI (which
+ * GPU a process drives). The launcher's environment itself is read once, for every module,
+ * by pp_launch_detect (common/launch.c).
  *
  * Not here: starting processes, MPI itself (transport_mpi.c; the local-rank fallback over MPI
  * lives there so this file needs no MPI header), hosts files or rendezvous of our own.
  */
-#include <errno.h>
-#include <limits.h>
-#include <stdlib.h>
-
 #include "transport.h"
-
-/* An optional non-negative integer variable: *out = -1 when unset. */
-static pp_status env_int(const char *name, int *out)
-{
-    *out = -1;
-    const char *v = getenv(name);
-    if (!v)
-        return PP_OK;
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || end == v || *end || x < 0 || x > INT_MAX)
-        return PP_ERR(PP_ERR_INVALID, "%s=\"%s\": expected a non-negative integer", name, v);
-    *out = (int)x;
-    return PP_OK;
-}
-
-typedef struct {
-    const char *launcher, *rank, *size, *size_alt, *local;
-} env_names;
-
-/* Slurm: SLURM_STEP_NUM_TASKS is the job step's size (srun); SLURM_NTASKS, the allocation's,
- * is what a batch script sees and only a fallback. */
-static const env_names launchers[] = {
-    {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", NULL, "OMPI_COMM_WORLD_LOCAL_RANK"},
-    {"slurm", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_LOCALID"},
-    {"pmi", "PMI_RANK", "PMI_SIZE", NULL, "MPI_LOCALRANKID"},
-};
-
-static pp_status read_launcher(const env_names *e, pp_launch_info *out)
-{
-    int rank, size, local;
-    PP_TRY(env_int(e->rank, &rank));
-    PP_TRY(env_int(e->size, &size));
-    if (size < 0 && e->size_alt)
-        PP_TRY(env_int(e->size_alt, &size));
-    PP_TRY(env_int(e->local, &local));
-    if (size < 1)
-        return PP_ERR(PP_ERR_INVALID, "%s is set (%d) but not the job's size (%s)", e->rank, rank,
-                      e->size);
-    if (rank >= size)
-        return PP_ERR(PP_ERR_INVALID, "%s=%d is outside 0..%d (the job has %d processes)", e->rank,
-                      rank, size - 1, size);
-    if (local >= size)
-        return PP_ERR(PP_ERR_INVALID, "%s=%d is outside 0..%d", e->local, local, size - 1);
-    *out = (pp_launch_info){rank, size, local, e->launcher};
-    return PP_OK;
-}
-
-pp_status pp_launch_detect(pp_launch_info *out)
-{
-    *out = (pp_launch_info){0, 1, 0, "none"};
-    for (size_t i = 0; i < sizeof launchers / sizeof launchers[0]; i++)
-        if (getenv(launchers[i].rank))
-            return read_launcher(&launchers[i], out);
-    return PP_OK;
-}
 
 pp_status pp_launch_local_rank(const pp_launch_info *li, int *local_rank)
 {

@@ -47,18 +47,11 @@ static void layer_specs(const pp_model_cfg *m, tensor_spec s[PP_LT__COUNT])
 
 /* ---- counter-based normal numbers (init_normal.h) ---- */
 
-static uint64_t fnv1a(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    return h;
-}
-
 /* Key of tensor (layer, name); layer -1 for the tensors outside the blocks. */
 static uint64_t tensor_key(uint64_t seed, int layer, const char *name)
 {
-    return pp_splitmix64(seed ^ pp_splitmix64(fnv1a(name) ^ pp_splitmix64((uint64_t)(layer + 1))));
+    uint64_t name_h = pp_fnv1a_str(PP_FNV1A_BASIS, name);
+    return pp_splitmix64(seed ^ pp_splitmix64(name_h ^ pp_splitmix64((uint64_t)(layer + 1))));
 }
 
 /* Fills a backend tensor through a small host buffer (no host copy of the whole tensor). The

@@ -557,12 +557,14 @@ pp_status pp_mpi_host_local_rank(int *local_rank)
         free(all);
         return mpi_fail(rc, "MPI_Allgather (host names)", __FILE__, __LINE__);
     }
-    int n = 0;
-    for (int r = 0; r < rank; r++)
-        n += strcmp(all + (size_t)r * HOST, me) == 0;
+    int *local = pp_calloc((size_t)size, sizeof *local);
+    if (local) {
+        pp_launch_hosts(all, HOST, size, NULL, local);
+        *local_rank = local[rank];
+    }
+    free(local);
     free(all);
-    *local_rank = n;
-    return PP_OK;
+    return local ? PP_OK : PP_ERR_NOMEM;
 }
 
 #else /* built without MPI */

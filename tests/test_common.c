@@ -1,4 +1,4 @@
-/* test_common.c — the error trail and atomic files every module relies on. */
+/* test_common.c — the error trail, atomic files, FNV-1a and host grouping every module uses. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -225,4 +225,31 @@ Test(common, reads_are_bounded_and_refuse_devices)
     cr_assert_eq(n, (size_t)600 * 4096);
     free(d);
     rmtree(dir);
+}
+
+/* Published FNV-1a 64 test vectors (Fowler, Noll, Vo): the cluster fingerprint and the
+ * checkpoint hashes depend on these exact values. */
+Test(common, fnv1a_matches_published_vectors)
+{
+    cr_assert_eq(pp_fnv1a_str(PP_FNV1A_BASIS, ""), 0xcbf29ce484222325ull);
+    cr_assert_eq(pp_fnv1a_str(PP_FNV1A_BASIS, "a"), 0xaf63dc4c8601ec8cull);
+    cr_assert_eq(pp_fnv1a_str(PP_FNV1A_BASIS, "foobar"), 0x85944171f73967e8ull);
+    uint64_t h = pp_fnv1a(PP_FNV1A_BASIS, "foo", 3);
+    cr_assert_eq(pp_fnv1a(h, "bar", 3), 0x85944171f73967e8ull, "piecewise equals whole");
+}
+
+/* Host names as MPI_Allgather leaves them: nodes numbered in order of first appearance, each
+ * rank's host-local rank counting the lower ranks on its host. */
+Test(common, launch_hosts_groups_ranks_by_host)
+{
+    char hosts[5][8] = {"b", "a", "b", "c", "a"};
+    int node[5], local[5];
+    cr_assert_eq(pp_launch_hosts(&hosts[0][0], sizeof hosts[0], 5, node, local), 3);
+    const int want_node[5] = {0, 1, 0, 2, 1}, want_local[5] = {0, 0, 1, 0, 1};
+    for (int r = 0; r < 5; r++) {
+        cr_expect_eq(node[r], want_node[r], "rank %d node %d", r, node[r]);
+        cr_expect_eq(local[r], want_local[r], "rank %d local %d", r, local[r]);
+    }
+    cr_assert_eq(pp_launch_hosts(&hosts[0][0], sizeof hosts[0], 5, NULL, local), 3);
+    cr_expect_eq(local[4], 1);
 }

@@ -371,3 +371,18 @@ Test(tuner_cli_run, csv_of_a_bidirectional_schedule_is_refused)
     expect_fail("schedule --check b.txt --format csv", 2,
                 "bitpipe is bidirectional (2 pipes): PyTorch pipelining's CSV holds one pipeline");
 }
+
+/* Options are read by getopt_long: --opt=value means --opt value, and a value left off is
+ * named. */
+Test(tuner_cli_run, equals_form_of_options_reads_the_same)
+{
+    run("schedule --kind 1f1b --ranks 4 --microbatches 8 --format text");
+    cr_assert_eq(R.code, 0, "%s", R.err);
+    char *spaced = strdup(R.out);
+    run("schedule --kind=1f1b --ranks=4 --microbatches=8 --format=text");
+    cr_assert_eq(R.code, 0, "%s", R.err);
+    cr_assert_str_eq(R.out, spaced);
+    free(spaced);
+    expect_fail("schedule --kind 1f1b --ranks 4 --microbatches", 2, "--microbatches needs a value");
+    expect_fail("simulate --model gpt-13b --nodes=0", 2, "--nodes expects an integer >= 1");
+}

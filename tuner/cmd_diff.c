@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "cmd.h"
 #include "pp_profile.h"
 
@@ -25,19 +26,31 @@ int pp_cmd_diff(int argc, char **argv)
     const char *files[2] = {NULL, NULL};
     int n_files = 0, quiet = 0;
     double pct = 5.0;
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i];
-        if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
+    enum { THRESHOLD = PP_CLI_LOCAL, QUIET };
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"threshold", required_argument, NULL, THRESHOLD},
+        {"quiet", no_argument, NULL, QUIET},
+        {0},
+    };
+    pp_cli p;
+    pp_cli_init(&p, "diff", argc, argv, "h", longopts);
+    for (int c; (c = pp_cli_next(&p)) != -1;) {
+        if (c == PP_CLI_BAD)
+            return 2;
+        if (c == 'h') {
             usage();
             return 0;
-        } else if (!strcmp(o, "--threshold")) {
-            if (!pp_cmd_parse_double("diff", o, i + 1 < argc ? argv[++i] : NULL, 0, &pct))
+        } else if (c == THRESHOLD) {
+            if (!pp_cmd_parse_double("diff", p.name, p.arg, 0, &pct))
                 return 2;
-        } else if (!strcmp(o, "--quiet")) {
+        } else if (c == QUIET) {
             quiet = 1;
-        } else if (o[0] == '-' && o[1]) {
-            return pp_cmd_usage_error("diff", "unknown option \"%s\"", o);
-        } else if (n_files < 2) {
+        }
+    }
+    for (int i = optind; i < argc; i++) {
+        const char *o = argv[i];
+        if (n_files < 2) {
             files[n_files++] = o;
         } else {
             return pp_cmd_usage_error("diff", "expected two profiles, got a third: \"%s\"", o);

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "cmd.h"
 #include "pp_profile.h"
 
@@ -23,18 +24,25 @@ static void usage(void)
 int pp_cmd_export(int argc, char **argv)
 {
     const char *format = NULL, *file = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i];
-        if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"format", required_argument, NULL, 'f'}, /* long only: 'f' is not among the short */
+        {0},
+    };
+    pp_cli cli;
+    pp_cli_init(&cli, "export", argc, argv, "h", longopts);
+    for (int c; (c = pp_cli_next(&cli)) != -1;) {
+        if (c == PP_CLI_BAD)
+            return 2;
+        if (c == 'h') {
             usage();
             return 0;
-        } else if (!strcmp(o, "--format")) {
-            if (i + 1 >= argc)
-                return pp_cmd_usage_error("export", "--format needs a value");
-            format = argv[++i];
-        } else if (o[0] == '-' && o[1]) {
-            return pp_cmd_usage_error("export", "unknown option \"%s\"", o);
-        } else if (!file) {
+        }
+        format = cli.arg;
+    }
+    for (int i = optind; i < argc; i++) {
+        const char *o = argv[i];
+        if (!file) {
             file = o;
         } else {
             return pp_cmd_usage_error("export", "expected one profile, got a second: \"%s\"", o);

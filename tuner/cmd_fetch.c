@@ -60,35 +60,40 @@ static pp_status cluster_fingerprint(const fetch_args *a, char *fp, size_t n)
 
 static int parse(int argc, char **argv, fetch_args *a, pp_store_opts *s)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
-            usage();
-            return 0;
-        }
-        int rc = pp_store_opts_option("fetch", argc, argv, &i, s);
+    enum { MODEL = PP_CLI_LOCAL, CLUSTER, FINGERPRINT, NODES };
+    static const struct option longopts[] = {
+        PP_STORE_OPTIONS,
+        {"help", no_argument, NULL, 'h'},
+        {"model", required_argument, NULL, MODEL},
+        {"cluster", required_argument, NULL, CLUSTER},
+        {"fingerprint", required_argument, NULL, FINGERPRINT},
+        {"nodes", required_argument, NULL, NODES},
+        {0},
+    };
+    pp_cli p;
+    pp_cli_init(&p, "fetch", argc, argv, "hvo:", longopts);
+    p.unknown = "unknown option or argument";
+    for (int c; (c = pp_cli_next(&p)) != -1;) {
+        int rc = c == PP_CLI_BAD ? -1 : pp_store_opts_option(&p, c, s);
         if (rc < 0)
             return 2;
         if (rc > 0)
             continue;
-        const char **dst = !strcmp(o, "--model")         ? &a->model
-                           : !strcmp(o, "--cluster")     ? &a->cluster
-                           : !strcmp(o, "--fingerprint") ? &a->fingerprint
-                           : !strcmp(o, "-o")            ? &a->out
-                                                         : NULL;
-        if (dst) {
-            if (!v)
-                return pp_cmd_usage_error("fetch", "%s needs a value", o);
-            *dst = v;
-            i++;
-        } else if (!strcmp(o, "--nodes")) {
-            if (!pp_cmd_parse_int("fetch", o, v, 1, &a->nodes))
+        switch (c) {
+        case 'h': usage(); return 0;
+        case MODEL: a->model = p.arg; break;
+        case CLUSTER: a->cluster = p.arg; break;
+        case FINGERPRINT: a->fingerprint = p.arg; break;
+        case 'o': a->out = p.arg; break;
+        case NODES:
+            if (!pp_cmd_parse_int("fetch", p.name, p.arg, 1, &a->nodes))
                 return 2;
-            i++;
-        } else {
-            return pp_cmd_usage_error("fetch", "unknown option or argument \"%s\"", o);
+            break;
         }
     }
+    int rc = pp_cli_no_words(&p);
+    if (rc >= 0)
+        return rc;
     if (!s->http.url)
         return pp_cmd_usage_error("fetch",
                                   "no store: give --store URL (or set " PP_STORE_URL_ENV ")");

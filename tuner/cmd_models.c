@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "cmd.h"
 #include "pp_tune.h"
 
@@ -25,8 +26,20 @@ static const char *header =
 int pp_cmd_models(int argc, char **argv)
 {
     const char *cfg = NULL, *file = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+    enum { MODEL_CONFIG = PP_CLI_LOCAL, MODEL_FILE };
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"model-config", required_argument, NULL, MODEL_CONFIG},
+        {"model-file", required_argument, NULL, MODEL_FILE},
+        {0},
+    };
+    pp_cli p;
+    pp_cli_init(&p, CMD, argc, argv, "h", longopts);
+    p.value = "a file";
+    for (int c; (c = pp_cli_next(&p)) != -1;) {
+        if (c == PP_CLI_BAD)
+            return 2;
+        if (c == 'h') {
             printf("usage: pptune models [--model-config FILE | --model-file FILE]\n\n"
                    "Lists the model presets (parameters in billions, layers, hidden, heads, KV "
                    "heads, FFN,\nvocabulary, sequence, default global batch in sequences), or "
@@ -34,15 +47,11 @@ int pp_cmd_models(int argc, char **argv)
                    "JSON.\n");
             return 0;
         }
-        const char **dst = !strcmp(argv[i], "--model-config") ? &cfg
-                           : !strcmp(argv[i], "--model-file") ? &file
-                                                               : NULL;
-        if (!dst)
-            return pp_cmd_usage_error(CMD, "unknown option \"%s\"", argv[i]);
-        if (i + 1 >= argc)
-            return pp_cmd_usage_error(CMD, "%s needs a file", argv[i]);
-        *dst = argv[++i];
+        *(c == MODEL_CONFIG ? &cfg : &file) = p.arg;
     }
+    int rc = pp_cli_no_words(&p);
+    if (rc >= 0)
+        return rc;
     pp_tune_model m;
     if (cfg || file) {
         pp_status st = cfg ? pp_tune_model_load_hf(cfg, &m) : pp_tune_model_load_json(file, &m);

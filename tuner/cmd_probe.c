@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "cmd.h"
 #include "pp_probe.h"
 
@@ -49,39 +50,43 @@ typedef struct {
 
 static int parse(int argc, char **argv, probe_args *a)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int takes = !strcmp(o, "-o") || !strcmp(o, "--topology") || !strcmp(o, "--preset") ||
-                    !strcmp(o, "--show");
-        if (takes && !v)
-            return pp_cmd_usage_error("probe", "%s needs a value", o);
-        if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
-            usage();
-            return -1;
-        } else if (!strcmp(o, "-o")) {
-            a->out = v;
-        } else if (!strcmp(o, "--topology")) {
-            a->opts.topology_xml = v;
-        } else if (!strcmp(o, "--preset")) {
-            a->preset = v;
-        } else if (!strcmp(o, "--show")) {
-            a->show = v;
-        } else if (!strcmp(o, "--nodes")) {
-            if (!pp_cmd_parse_int("probe", o, v, 1, &a->nodes))
+    enum { TOPOLOGY = PP_CLI_LOCAL, PRESET, SHOW, NODES, QUICK, JSON, NO_GPU, REQUIRE_GPU };
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"topology", required_argument, NULL, TOPOLOGY},
+        {"preset", required_argument, NULL, PRESET},
+        {"show", required_argument, NULL, SHOW},
+        {"nodes", required_argument, NULL, NODES},
+        {"quick", no_argument, NULL, QUICK},
+        {"json", no_argument, NULL, JSON},
+        {"no-gpu", no_argument, NULL, NO_GPU},
+        {"require-gpu", no_argument, NULL, REQUIRE_GPU},
+        {0},
+    };
+    pp_cli p;
+    pp_cli_init(&p, "probe", argc, argv, "ho:", longopts);
+    for (int c; (c = pp_cli_next(&p)) != -1;) {
+        const char *v = p.arg;
+        switch (c) {
+        case PP_CLI_BAD: return 2;
+        case 'h': usage(); return -1;
+        case 'o': a->out = v; break;
+        case TOPOLOGY: a->opts.topology_xml = v; break;
+        case PRESET: a->preset = v; break;
+        case SHOW: a->show = v; break;
+        case NODES:
+            if (!pp_cmd_parse_int("probe", p.name, v, 1, &a->nodes))
                 return 2;
-        } else if (!strcmp(o, "--quick")) {
-            a->opts.quick = 1;
-        } else if (!strcmp(o, "--json")) {
-            a->json = 1;
-        } else if (!strcmp(o, "--no-gpu")) {
-            a->opts.no_gpu = 1;
-        } else if (!strcmp(o, "--require-gpu")) {
-            a->require_gpu = 1;
-        } else {
-            return pp_cmd_usage_error("probe", "unknown option \"%s\"", o);
+            break;
+        case QUICK: a->opts.quick = 1; break;
+        case JSON: a->json = 1; break;
+        case NO_GPU: a->opts.no_gpu = 1; break;
+        case REQUIRE_GPU: a->require_gpu = 1; break;
         }
-        i += takes || !strcmp(o, "--nodes");
     }
+    int rc = pp_cli_no_words(&p);
+    if (rc >= 0)
+        return rc;
     if (a->nodes != 1 && !a->preset)
         return pp_cmd_usage_error("probe",
                                   "--nodes %d needs --preset (a probe counts the nodes "
@@ -136,10 +141,12 @@ int pp_cmd_probe(int argc, char **argv)
             return 1;
         }
         a.opts.progress = progress;
-        if (pp_probe_launcher_size() > 1)
-            a.opts.progress_ctx = getenv("OMPI_COMM_WORLD_RANK") ? getenv("OMPI_COMM_WORLD_RANK")
-                                  : getenv("SLURM_PROCID")       ? getenv("SLURM_PROCID")
-                                                                 : getenv("PMI_RANK");
+        pp_launch_info li;
+        char rank[16];
+        if (pp_launch_detect(&li) == PP_OK && li.size > 1) { /* else pp_probe_run says why */
+            snprintf(rank, sizeof rank, "%d", li.rank);
+            a.opts.progress_ctx = rank;
+        }
         double t0 = pp_now();
         st = pp_probe_run(&a.opts, &c);
         if (st == PP_OK && c)

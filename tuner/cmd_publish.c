@@ -47,18 +47,22 @@ int pp_cmd_publish(int argc, char **argv)
     pp_store_opts s;
     pp_store_opts_init(&s);
     const char *file = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+    static const struct option longopts[] = {
+        PP_STORE_OPTIONS,
+        {"help", no_argument, NULL, 'h'},
+        {0},
+    };
+    pp_cli p;
+    pp_cli_init(&p, "publish", argc, argv, "hv", longopts);
+    for (int c; (c = pp_cli_next(&p)) != -1;) {
+        if (c == 'h') {
             usage();
             return 0;
         }
-        int rc = pp_store_opts_option("publish", argc, argv, &i, &s);
-        if (rc < 0)
+        if (c == PP_CLI_BAD || pp_store_opts_option(&p, c, &s) < 0)
             return 2;
-        if (rc > 0)
-            continue;
-        if (argv[i][0] == '-' && argv[i][1])
-            return pp_cmd_usage_error("publish", "unknown option \"%s\"", argv[i]);
+    }
+    for (int i = optind; i < argc; i++) {
         if (file)
             return pp_cmd_usage_error("publish", "expected one profile, got a second: \"%s\"",
                                       argv[i]);

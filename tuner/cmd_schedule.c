@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "cli.h"
 #include "cmd.h"
 #include "pp_sched.h"
 #include "sched_json.h"
@@ -87,65 +88,37 @@ static int known_format(const char *f)
     return 0;
 }
 
-/* Option taking a value: returns 1 and advances *i, or 0 after printing the usage error. */
-static int opt_value(int argc, char **argv, int *i, const char **val)
-{
-    if (*i + 1 >= argc) {
-        pp_cmd_usage_error(CMD, "%s needs a value", argv[*i]);
-        return 0;
-    }
-    *val = argv[++*i];
-    return 1;
-}
+enum { RANKS = PP_CLI_LOCAL, MICROBATCHES, CHUNKS, GROUP, LAYERS, WIDTH, KIND, FORMAT, CHECK,
+       FB_RATIO, UNEVEN };
 
-/* Returns -1 to go on, or the exit code to return (0 after --help). */
-static int parse_int_opt(int argc, char **argv, int *i, int min, int *dst)
+/* Applies one option. Returns -1 to go on, or the exit code to return (0 after --help). */
+static int parse_opt(const pp_cli *p, int c, sched_opts *o)
 {
-    const char *opt = argv[*i], *v;
-    if (!opt_value(argc, argv, i, &v) || !pp_cmd_parse_int(CMD, opt, v, min, dst))
-        return 2;
-    return -1;
-}
-
-static int parse_opt(int argc, char **argv, int *i, sched_opts *o)
-{
-    const char *a = argv[*i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-        usage(stdout);
-        return 0;
-    }
-    if (!strcmp(a, "--uneven")) {
-        o->p.uneven = 1;
-        return -1;
-    }
-    if (!strcmp(a, "--ranks"))
-        return parse_int_opt(argc, argv, i, 1, &o->p.ranks);
-    if (!strcmp(a, "--microbatches"))
-        return parse_int_opt(argc, argv, i, 1, &o->p.microbatches);
-    if (!strcmp(a, "--chunks"))
-        return parse_int_opt(argc, argv, i, 1, &o->p.chunks);
-    if (!strcmp(a, "--group"))
-        return parse_int_opt(argc, argv, i, 1, &o->p.group);
-    if (!strcmp(a, "--layers"))
-        return parse_int_opt(argc, argv, i, 1, &o->p.layers);
-    if (!strcmp(a, "--width"))
-        return parse_int_opt(argc, argv, i, 10, &o->width);
-    const char **dst = !strcmp(a, "--kind")                       ? &o->kind
-                       : !strcmp(a, "--format")                   ? &o->format
-                       : !strcmp(a, "-o") || !strcmp(a, "--output") ? &o->output
-                       : !strcmp(a, "--check")                    ? &o->check
-                                                                  : NULL;
-    if (dst)
-        return opt_value(argc, argv, i, dst) ? -1 : 2;
-    if (!strcmp(a, "--fb-ratio")) {
-        const char *v;
-        if (!opt_value(argc, argv, i, &v) || !pp_cmd_parse_double(CMD, a, v, 0, &o->fb_ratio))
+    const char *a = p->name, *v = p->arg;
+    int *num = c == RANKS          ? &o->p.ranks
+               : c == MICROBATCHES ? &o->p.microbatches
+               : c == CHUNKS       ? &o->p.chunks
+               : c == GROUP        ? &o->p.group
+               : c == LAYERS       ? &o->p.layers
+               : c == WIDTH        ? &o->width
+                                   : NULL;
+    if (num)
+        return pp_cmd_parse_int(CMD, a, v, c == WIDTH ? 10 : 1, num) ? -1 : 2;
+    switch (c) {
+    case 'h': usage(stdout); return 0;
+    case UNEVEN: o->p.uneven = 1; return -1;
+    case KIND: o->kind = v; return -1;
+    case FORMAT: o->format = v; return -1;
+    case 'o': o->output = v; return -1;
+    case CHECK: o->check = v; return -1;
+    case FB_RATIO:
+        if (!pp_cmd_parse_double(CMD, a, v, 0, &o->fb_ratio))
             return 2;
         if (!(o->fb_ratio > 0))
             return pp_cmd_usage_error(CMD, "--fb-ratio expects a number > 0, got \"%s\"", v);
         return -1;
     }
-    return pp_cmd_usage_error(CMD, "unknown option \"%s\"", a);
+    return 2; /* PP_CLI_BAD: said */
 }
 
 /* Rules between options. Returns -1 if consistent, else the exit code. */
@@ -183,12 +156,31 @@ static int validate_opts(const sched_opts *o)
 
 static int parse_args(int argc, char **argv, sched_opts *o)
 {
-    for (int i = 1; i < argc; i++) {
-        int rc = parse_opt(argc, argv, &i, o);
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"uneven", no_argument, NULL, UNEVEN},
+        {"ranks", required_argument, NULL, RANKS},
+        {"microbatches", required_argument, NULL, MICROBATCHES},
+        {"chunks", required_argument, NULL, CHUNKS},
+        {"group", required_argument, NULL, GROUP},
+        {"layers", required_argument, NULL, LAYERS},
+        {"width", required_argument, NULL, WIDTH},
+        {"kind", required_argument, NULL, KIND},
+        {"format", required_argument, NULL, FORMAT},
+        {"output", required_argument, NULL, 'o'},
+        {"check", required_argument, NULL, CHECK},
+        {"fb-ratio", required_argument, NULL, FB_RATIO},
+        {0},
+    };
+    pp_cli p;
+    pp_cli_init(&p, CMD, argc, argv, "ho:", longopts);
+    for (int c; (c = pp_cli_next(&p)) != -1;) {
+        int rc = parse_opt(&p, c, o);
         if (rc >= 0)
             return rc;
     }
-    return validate_opts(o);
+    int rc = pp_cli_no_words(&p);
+    return rc >= 0 ? rc : validate_opts(o);
 }
 
 /* Re-records the current message with "FILE: " in front (the checker does not know the file). */

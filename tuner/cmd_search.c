@@ -61,51 +61,65 @@ static int parse(int argc, char **argv, opts *o)
     o->trials = 4;
     o->trial_steps = 5;
     o->trial_timeout = 60;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int r = pp_cli_tune_option(CMD, argc, argv, &i, &o->tune);
+    enum { KEEP = PP_CLI_LOCAL, TOP, MAX_B, MAX_T, TRIALS, TRIAL_STEPS, TRIAL_TIMEOUT, SCHEDULES,
+           EXPLAIN, NO_SAVE, NO_TP, NO_FALLBACK, PROGRESS };
+    static const struct option longopts[] = {
+        PP_CLI_TUNE_OPTIONS,
+        {"help", no_argument, NULL, 'h'},
+        {"keep", required_argument, NULL, KEEP},
+        {"top", required_argument, NULL, TOP},
+        {"max-b", required_argument, NULL, MAX_B},
+        {"max-t", required_argument, NULL, MAX_T},
+        {"trials", required_argument, NULL, TRIALS},
+        {"trial-steps", required_argument, NULL, TRIAL_STEPS},
+        {"trial-timeout", required_argument, NULL, TRIAL_TIMEOUT},
+        {"schedules", required_argument, NULL, SCHEDULES},
+        {"explain", no_argument, NULL, EXPLAIN},
+        {"no-save", no_argument, NULL, NO_SAVE},
+        {"no-tp", no_argument, NULL, NO_TP},
+        {"no-fallback", no_argument, NULL, NO_FALLBACK},
+        {"progress", no_argument, NULL, PROGRESS},
+        {0},
+    };
+    pp_cli p;
+    pp_cli_init(&p, CMD, argc, argv, "ho:", longopts);
+    for (int c; (c = pp_cli_next(&p)) != -1;) {
+        const char *a = p.name, *v = p.arg;
+        int r = c == PP_CLI_BAD ? -1 : pp_cli_tune_option(&p, c, &o->tune);
         if (r < 0)
             return 2;
         if (r > 0)
             continue;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            help();
-            return -1;
-        }
-        int *num = !strcmp(a, "--keep")    ? &o->keep
-                   : !strcmp(a, "--top")   ? &o->show
-                   : !strcmp(a, "--max-b") ? &o->max_b
-                   : !strcmp(a, "--max-t") ? &o->max_t
-                   : !strcmp(a, "--trials") ? &o->trials
-                   : !strcmp(a, "--trial-steps") ? &o->trial_steps
-                                                 : NULL;
+        int *num = c == KEEP          ? &o->keep
+                   : c == TOP         ? &o->show
+                   : c == MAX_B       ? &o->max_b
+                   : c == MAX_T       ? &o->max_t
+                   : c == TRIALS      ? &o->trials
+                   : c == TRIAL_STEPS ? &o->trial_steps
+                                      : NULL;
         if (num) {
-            if (!pp_cmd_parse_int(CMD, a, v, !strcmp(a, "--trials") ? 0 : 1, num))
+            if (!pp_cmd_parse_int(CMD, a, v, c == TRIALS ? 0 : 1, num))
                 return 2;
-            i++;
-        } else if (!strcmp(a, "--trial-timeout")) {
+            continue;
+        }
+        switch (c) {
+        case 'h': help(); return -1;
+        case TRIAL_TIMEOUT:
             if (!pp_cmd_parse_double(CMD, a, v, 0.1, &o->trial_timeout))
                 return 2;
-            i++;
-        } else if (!strcmp(a, "--schedules") || !strcmp(a, "-o")) {
-            if (!v)
-                return pp_cmd_usage_error(CMD, "%s needs a value", a);
-            *(!strcmp(a, "-o") ? &o->out : &o->schedules) = v;
-            i++;
-        } else if (!strcmp(a, "--explain")) {
-            o->explain = 1;
-        } else if (!strcmp(a, "--no-save")) {
-            o->no_save = 1;
-        } else if (!strcmp(a, "--no-tp")) {
-            o->no_tp = 1;
-        } else if (!strcmp(a, "--no-fallback")) {
-            o->no_fallback = 1;
-        } else if (!strcmp(a, "--progress")) {
-            o->progress = 1;
-        } else {
-            return pp_cmd_usage_error(CMD, "unknown option \"%s\"", a);
+            break;
+        case 'o': o->out = v; break;
+        case SCHEDULES: o->schedules = v; break;
+        case EXPLAIN: o->explain = 1; break;
+        case NO_SAVE: o->no_save = 1; break;
+        case NO_TP: o->no_tp = 1; break;
+        case NO_FALLBACK: o->no_fallback = 1; break;
+        case PROGRESS: o->progress = 1; break;
         }
     }
+    int rc = pp_cli_no_words(&p);
+    if (rc >= 0)
+        return rc;
     if (o->show > o->keep)
         o->keep = o->show;
     return 0;

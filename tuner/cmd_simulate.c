@@ -37,40 +37,44 @@ static int parse(int argc, char **argv, opts *o)
     pp_cli_tune_init(&o->tune);
     snprintf(o->c.kind, sizeof o->c.kind, "1f1b");
     o->c.p = 1, o->c.v = 0, o->c.b = 1, o->c.t = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int r = pp_cli_tune_option(CMD, argc, argv, &i, &o->tune);
+    enum { SCHEDULE = PP_CLI_LOCAL, UNEVEN, TIMELINE };
+    static const struct option longopts[] = {
+        PP_CLI_TUNE_OPTIONS,
+        {"help", no_argument, NULL, 'h'},
+        {"schedule", required_argument, NULL, SCHEDULE},
+        {"uneven", no_argument, NULL, UNEVEN},
+        {"timeline", no_argument, NULL, TIMELINE},
+        {0},
+    };
+    pp_cli p;
+    pp_cli_init(&p, CMD, argc, argv, "hp:v:G:b:t:", longopts);
+    for (int c; (c = pp_cli_next(&p)) != -1;) {
+        int r = c == PP_CLI_BAD ? -1 : pp_cli_tune_option(&p, c, &o->tune);
         if (r < 0)
             return 2;
         if (r > 0)
             continue;
-        int *num = !strcmp(a, "-p")   ? &o->c.p
-                   : !strcmp(a, "-v") ? &o->c.v
-                   : !strcmp(a, "-G") ? &o->c.G
-                   : !strcmp(a, "-b") ? &o->c.b
-                   : !strcmp(a, "-t") ? &o->c.t
-                                      : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+        int *num = c == 'p'   ? &o->c.p
+                   : c == 'v' ? &o->c.v
+                   : c == 'G' ? &o->c.G
+                   : c == 'b' ? &o->c.b
+                   : c == 't' ? &o->c.t
+                              : NULL;
+        if (num) {
+            if (!pp_cmd_parse_int(CMD, p.name, p.arg, 1, num))
+                return 2;
+        } else if (c == 'h') {
             help();
             return -1;
-        } else if (num) {
-            if (!pp_cmd_parse_int(CMD, a, v, 1, num))
-                return 2;
-            i++;
-        } else if (!strcmp(a, "--schedule")) {
-            if (!v)
-                return pp_cmd_usage_error(CMD, "--schedule needs a value");
-            snprintf(o->c.kind, sizeof o->c.kind, "%s", v);
-            i++;
-        } else if (!strcmp(a, "--uneven")) {
+        } else if (c == SCHEDULE) {
+            snprintf(o->c.kind, sizeof o->c.kind, "%s", p.arg);
+        } else if (c == UNEVEN) {
             o->c.uneven = 1;
-        } else if (!strcmp(a, "--timeline")) {
+        } else if (c == TIMELINE) {
             o->timeline = 1;
-        } else {
-            return pp_cmd_usage_error(CMD, "unknown option \"%s\"", a);
         }
     }
-    return 0;
+    return pp_cli_no_words(&p) >= 0 ? 2 : 0;
 }
 
 /* Fills d, N, v and G from the cluster and batch; returns 0 or an exit code. */

@@ -14,11 +14,11 @@
  *    "norm_bias" (true), "linear_bias" (true), "learned_positions" (true),
  *    "tied_embeddings" (true), "global_batch" (512)}
  */
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "pp_json.h"
 #include "pp_tune.h"
 
 typedef struct {
@@ -140,14 +140,13 @@ void pp_tune_model_params(const pp_tune_model *m, pp_tune_params *out)
 /* ---- JSON readers ------------------------------------------------------------------------- */
 static pp_status load_json(const char *path, json_t **out)
 {
-    json_error_t e;
     char *text;
     size_t len;
-    PP_TRY(pp_file_read(path, &text, &len)); /* bounded, regular files and pipes only */
-    json_t *root = json_loadb(text, len, 0, &e);
+    PP_TRY(pp_file_read(path, &text, &len)); /* bounded; NOTFOUND names a missing file */
+    json_t *root;
+    pp_status st = pp_json_load(text, len, path, 0, &root);
     free(text);
-    if (!root)
-        return PP_ERR(PP_ERR_PARSE, "%s:%d: not valid JSON: %s", path, e.line, e.text);
+    PP_TRY(st);
     if (!json_is_object(root)) {
         json_decref(root);
         return PP_ERR(PP_ERR_PARSE, "%s: expected a JSON object at the top level", path);
@@ -159,33 +158,16 @@ static pp_status load_json(const char *path, json_t **out)
 /* Reads a positive integer field; required=0 leaves *v unchanged when the field is absent. */
 static pp_status get_int(json_t *o, const char *path, const char *field, int required, int *v)
 {
-    json_t *j = json_object_get(o, field);
-    if (!j) {
-        if (required)
-            return PP_ERR(PP_ERR_PARSE, "%s: field \"%s\": missing, expected a positive integer",
-                          path, field);
-        return PP_OK;
-    }
-    if (!json_is_integer(j) || json_integer_value(j) < 1 || json_integer_value(j) > 1 << 30) {
-        char *txt = json_dumps(j, JSON_ENCODE_ANY);
-        pp_status st = PP_ERR(PP_ERR_PARSE, "%s: field \"%s\": expected a positive integer, got %s",
-                              path, field, txt ? txt : "?");
-        free(txt);
-        return st;
-    }
-    *v = (int)json_integer_value(j);
-    return PP_OK;
+    const pp_json_src s = {.file = path};
+    if (!json_object_get(o, field))
+        return required ? pp_json_fail(&s, field, "missing, expected a positive integer") : PP_OK;
+    return pp_json_int(&s, o, "", field, 1, 1 << 30, "a positive integer", v);
 }
 
 static pp_status get_bool(json_t *o, const char *path, const char *field, int *v)
 {
-    json_t *j = json_object_get(o, field);
-    if (!j)
-        return PP_OK;
-    if (!json_is_boolean(j))
-        return PP_ERR(PP_ERR_PARSE, "%s: field \"%s\": expected true or false", path, field);
-    *v = json_is_true(j);
-    return PP_OK;
+    const pp_json_src s = {.file = path};
+    return json_object_get(o, field) ? pp_json_bool(&s, o, "", field, v) : PP_OK;
 }
 
 static void basename_of(const char *path, char *buf, size_t n)
@@ -222,13 +204,14 @@ static pp_status read_hf(json_t *o, const char *path, pp_tune_model *m)
 
 static pp_status read_own(json_t *o, const char *path, pp_tune_model *m)
 {
+    const pp_json_src s = {.file = path};
     const char *fmt = json_string_value(json_object_get(o, "format"));
     if (!fmt || strcmp(fmt, "pptune-model") != 0)
-        return PP_ERR(PP_ERR_PARSE, "%s: field \"format\": expected \"pptune-model\"", path);
+        return pp_json_bad(&s, "format", "\"pptune-model\"", json_object_get(o, "format"));
     int version = 0;
     PP_TRY(get_int(o, path, "version", 1, &version));
     if (version != 1)
-        return PP_ERR(PP_ERR_PARSE, "%s: field \"version\": expected 1, got %d", path, version);
+        return pp_json_bad(&s, "version", "1", json_object_get(o, "version"));
     const char *name = json_string_value(json_object_get(o, "name"));
     if (name)
         snprintf(m->name, sizeof m->name, "%s", name);

@@ -10,79 +10,43 @@
  */
 #include "sched_json.h"
 
-#include <jansson.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "pp_json.h"
 
 #define JS_MAX_RANKS 65536
 #define JS_MAX_MB (1 << 24)
 #define JS_MAX_STAGES (1 << 20)
 
 typedef struct {
-    const char *src;
+    pp_json_src js; /* the source's name; paths bare: ops[1][4].op */
     pp_sched *s;
 } js_reader;
-
-static pp_status js_error(const js_reader *jr, const char *path, const char *fmt, ...)
-    PP_PRINTF(3, 4);
-
-static pp_status js_error(const js_reader *jr, const char *path, const char *fmt, ...)
-{
-    char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return pp_err_set(PP_ERR_PARSE, __FILE__, __LINE__, "%s: %s: %s", jr->src, path, msg);
-}
-
-/* A short rendering of a JSON value for messages: "X", 3.5, [1,2], nothing. */
-static const char *js_show(const json_t *v, char *buf, size_t n)
-{
-    if (!v) {
-        snprintf(buf, n, "nothing");
-        return buf;
-    }
-    char *d = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-    if (!d) {
-        snprintf(buf, n, "an unprintable value");
-        return buf;
-    }
-    if (strlen(d) > 40)
-        snprintf(buf, n, "%.37s...", d);
-    else
-        snprintf(buf, n, "%s", d);
-    free(d);
-    return buf;
-}
 
 /* An integer in [lo, hi]; `def` when the value is absent and `required` is 0. */
 static pp_status js_int(const js_reader *jr, const json_t *v, const char *path, long lo, long hi,
                         int required, int def, int *out)
 {
-    char got[64];
+    char want[64];
     if (!v && !required) {
         *out = def;
         return PP_OK;
     }
-    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
-        return js_error(jr, path, "expected an integer in %ld..%ld, got %s", lo, hi,
-                        js_show(v, got, sizeof got));
-    *out = (int)json_integer_value(v);
-    return PP_OK;
+    snprintf(want, sizeof want, "an integer in %ld..%ld", lo, hi);
+    return pp_json_int(&jr->js, v, path, NULL, lo, hi, want, out);
 }
 
 static pp_status js_array(const js_reader *jr, const json_t *v, const char *path, size_t n,
                           const char *what)
 {
-    char got[64];
     if (!json_is_array(v) || (n && json_array_size(v) != n)) {
-        char count[32] = "";
+        char want[128];
         if (n)
-            snprintf(count, sizeof count, "%zu ", n);
-        return js_error(jr, path, "expected an array of %s%s, got %s", count, what,
-                        js_show(v, got, sizeof got));
+            snprintf(want, sizeof want, "an array of %zu %s", n, what);
+        else
+            snprintf(want, sizeof want, "an array of %s", what);
+        return pp_json_bad(&jr->js, path, want, v);
     }
     return PP_OK;
 }
@@ -91,11 +55,11 @@ static pp_status js_array(const js_reader *jr, const json_t *v, const char *path
 static pp_status js_shape(js_reader *jr, const json_t *root)
 {
     const json_t *kv = json_object_get(root, "kind");
-    char got[64];
+    char want[64];
+    snprintf(want, sizeof want, "a schedule name of 1..%zu characters", sizeof jr->s->kind - 1);
     if (kv && (!json_is_string(kv) || json_string_length(kv) == 0 ||
                json_string_length(kv) >= sizeof jr->s->kind))
-        return js_error(jr, "kind", "expected a schedule name of 1..%zu characters, got %s",
-                        sizeof jr->s->kind - 1, js_show(kv, got, sizeof got));
+        return pp_json_bad(&jr->js, "kind", want, kv);
     int D, N, v, P, G, L;
     PP_TRY(js_int(jr, json_object_get(root, "ranks"), "ranks", 1, JS_MAX_RANKS, 1, 0, &D));
     PP_TRY(js_int(jr, json_object_get(root, "microbatches"), "microbatches", 1, JS_MAX_MB, 1, 0,
@@ -105,11 +69,11 @@ static pp_status js_shape(js_reader *jr, const json_t *root)
     PP_TRY(js_int(jr, json_object_get(root, "group"), "group", 0, JS_MAX_MB, 0, 0, &G));
     PP_TRY(js_int(jr, json_object_get(root, "layers"), "layers", 0, 1 << 30, 0, 0, &L));
     if ((long)v * D > JS_MAX_STAGES)
-        return js_error(jr, "chunks", "chunks x ranks = %ld stages is more than %d", (long)v * D,
-                        JS_MAX_STAGES);
+        return pp_json_fail(&jr->js, "chunks", "chunks x ranks = %ld stages is more than %d",
+                            (long)v * D, JS_MAX_STAGES);
     if (L && L < v * D)
-        return js_error(jr, "layers", "%d layers cannot fill %d stages (chunks x ranks)", L,
-                        v * D);
+        return pp_json_fail(&jr->js, "layers", "%d layers cannot fill %d stages (chunks x ranks)",
+                            L, v * D);
     /* layers = 0: one per stage, which always splits; the "stages" ranges then set the real ones */
     PP_TRY(pp_sched_create(kv ? json_string_value(kv) : "custom", D, N, v, P, 0, 0, &jr->s));
     jr->s->group = G;
@@ -166,8 +130,8 @@ static pp_status js_reduce_body(const js_reader *jr, const json_t *o, const char
     snprintf(p2, sizeof p2, "%s.stages", path);
     PP_TRY(js_array(jr, st, p2, 0, "[pipe, stage] pairs"));
     if (json_array_size(st) < 1 || json_array_size(st) > PP_REDUCE_MAX_STAGES)
-        return js_error(jr, p2, "expected 1..%d [pipe, stage] pairs, got %zu",
-                        PP_REDUCE_MAX_STAGES, json_array_size(st));
+        return pp_json_fail(&jr->js, p2, "expected 1..%d [pipe, stage] pairs, got %zu",
+                            PP_REDUCE_MAX_STAGES, json_array_size(st));
     rd->n_stages = (int)json_array_size(st);
     for (int i = 0; i < rd->n_stages; i++) {
         const json_t *pr = json_array_get(st, (size_t)i);
@@ -181,8 +145,8 @@ static pp_status js_reduce_body(const js_reader *jr, const json_t *o, const char
     snprintf(p2, sizeof p2, "%s.ranks", path);
     PP_TRY(js_array(jr, rk, p2, 0, "ranks"));
     if (json_array_size(rk) < 1 || json_array_size(rk) > PP_REDUCE_MAX_RANKS)
-        return js_error(jr, p2, "expected 1..%d ranks, got %zu", PP_REDUCE_MAX_RANKS,
-                        json_array_size(rk));
+        return pp_json_fail(&jr->js, p2, "expected 1..%d ranks, got %zu", PP_REDUCE_MAX_RANKS,
+                            json_array_size(rk));
     rd->n_ranks = (int)json_array_size(rk);
     for (int i = 0; i < rd->n_ranks; i++) {
         snprintf(p2, sizeof p2, "%s.ranks[%d]", path, i);
@@ -217,7 +181,8 @@ static pp_status js_reduce_action(js_reader *jr, const json_t *o, const char *pa
     if (iv) {
         snprintf(p2, sizeof p2, "%s.id", path);
         if (s->n_reduces == 0)
-            return js_error(jr, p2, "names a reduce descriptor, but \"reduces\" defines none");
+            return pp_json_fail(&jr->js, p2,
+                                "names a reduce descriptor, but \"reduces\" defines none");
         return js_int(jr, iv, p2, 0, s->n_reduces - 1, 1, 0, id);
     }
     pp_reduce rd;
@@ -242,18 +207,15 @@ static pp_status js_reduce_action(js_reader *jr, const json_t *o, const char *pa
 static pp_status js_action(js_reader *jr, int r, int i, const json_t *o)
 {
     pp_sched *s = jr->s;
-    char path[64], p2[96], got[64];
+    char path[64], p2[96];
     snprintf(path, sizeof path, "ops[%d][%d]", r, i);
     if (!json_is_object(o))
-        return js_error(jr, path, "expected an action object {\"op\": ..., ...}, got %s",
-                        js_show(o, got, sizeof got));
+        return pp_json_bad(&jr->js, path, "an action object {\"op\": ..., ...}", o);
     const json_t *ov = json_object_get(o, "op");
     int op = json_is_string(ov) ? pp_op_parse(json_string_value(ov)) : -1;
     snprintf(p2, sizeof p2, "%s.op", path);
     if (op < 0)
-        return js_error(jr, p2,
-                        "expected one of F, B, SEND_F, RECV_F, SEND_B, RECV_B, REDUCE, got %s",
-                        js_show(ov, got, sizeof got));
+        return pp_json_bad(&jr->js, p2, "one of F, B, SEND_F, RECV_F, SEND_B, RECV_B, REDUCE", ov);
     if (op == PP_OP_REDUCE) {
         int id;
         PP_TRY(js_reduce_action(jr, o, path, &id));
@@ -296,8 +258,8 @@ static pp_status js_read(js_reader *jr, const json_t *root)
     char got[64];
     if (!json_is_object(root))
         return pp_err_set(PP_ERR_PARSE, __FILE__, __LINE__,
-                          "%s: expected a JSON object (a schedule), got %s", jr->src,
-                          js_show(root, got, sizeof got));
+                          "%s: expected a JSON object (a schedule), got %s", jr->js.file,
+                          pp_json_show(root, got, sizeof got));
     PP_TRY(js_shape(jr, root));
     PP_TRY(js_stages(jr, root));
     PP_TRY(js_reduces(jr, root));
@@ -308,12 +270,9 @@ static pp_status js_read(js_reader *jr, const json_t *root)
 pp_status pp_sched_read_json(const char *text, const char *source_name, pp_sched **out)
 {
     *out = NULL;
-    js_reader jr = {.src = source_name ? source_name : "<json>", .s = NULL};
-    json_error_t err;
-    json_t *root = json_loads(text, 0, &err);
-    if (!root)
-        return PP_ERR(PP_ERR_PARSE, "%s:%d:%d: not valid JSON: %s", jr.src, err.line, err.column,
-                      err.text);
+    js_reader jr = {.js = {.file = source_name ? source_name : "<json>", .bare_paths = 1}};
+    json_t *root;
+    PP_TRY(pp_json_load(text, strlen(text), jr.js.file, 0, &root));
     pp_status st = js_read(&jr, root);
     json_decref(root);
     if (st != PP_OK) {

@@ -21,44 +21,38 @@ void pp_store_opts_init(pp_store_opts *s)
                                   .allow_insecure_token = insecure && !strcmp(insecure, "1")}};
 }
 
-int pp_store_opts_option(const char *cmd, int argc, char **argv, int *i, pp_store_opts *s)
+int pp_store_opts_option(const pp_cli *p, int code, pp_store_opts *s)
 {
-    const char *o = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    const char *cmd = p->cmd, *o = p->name, *v = p->arg;
     double x;
     int k;
-    if (!strcmp(o, "--verbose") || !strcmp(o, "-v")) {
+    switch (code) {
+    case 'v':
         s->verbose = 1;
         s->http.log = log_stderr;
         s->http.log_ctx = (void *)cmd;
         return 1;
-    }
-    if (strcmp(o, "--store") && strcmp(o, "--local-store") && strcmp(o, "--timeout") &&
-        strcmp(o, "--connect-timeout") && strcmp(o, "--retries") && strcmp(o, "--backoff"))
-        return 0;
-    if (!v) {
-        pp_cmd_usage_error(cmd, "%s needs a value", o);
-        return -1;
-    }
-    (*i)++;
-    if (!strcmp(o, "--store"))
-        s->http.url = v;
-    else if (!strcmp(o, "--local-store"))
-        s->local_dir = v;
-    else if (!strcmp(o, "--retries")) {
+    case PP_STORE_OPT_URL: s->http.url = v; return 1;
+    case PP_STORE_OPT_LOCAL: s->local_dir = v; return 1;
+    case PP_STORE_OPT_RETRIES:
         if (!pp_cmd_parse_int(cmd, o, v, 0, &k))
             return -1;
         s->http.retries = k;
-    } else {
+        return 1;
+    case PP_STORE_OPT_TIMEOUT:
+    case PP_STORE_OPT_CONNECT_TIMEOUT:
+    case PP_STORE_OPT_BACKOFF:
         if (!pp_cmd_parse_double(cmd, o, v, 0.001, &x))
             return -1;
-        if (!strcmp(o, "--timeout"))
+        if (code == PP_STORE_OPT_TIMEOUT)
             s->http.timeout_s = x;
-        else if (!strcmp(o, "--connect-timeout"))
+        else if (code == PP_STORE_OPT_CONNECT_TIMEOUT)
             s->http.connect_timeout_s = x;
         else
             s->http.backoff_s = x;
+        return 1;
     }
-    return 1;
+    return 0;
 }
 
 void pp_store_opts_help(FILE *fp)

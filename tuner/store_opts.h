@@ -3,6 +3,7 @@
 #ifndef PP_STORE_OPTS_H
 #define PP_STORE_OPTS_H
 
+#include "cli.h"
 #include "pp_profile.h"
 
 typedef struct {
@@ -13,9 +14,21 @@ typedef struct {
 
 /* Defaults: url from PPTUNE_STORE_URL, token from PPTUNE_STORE_TOKEN, library timeouts. */
 void pp_store_opts_init(pp_store_opts *s);
-/* Consumes argv[*i] (and its value) when it is a store option: 1 consumed, 0 not one, -1 bad
- * value (message printed; exit 2). */
-int pp_store_opts_option(const char *cmd, int argc, char **argv, int *i, pp_store_opts *s);
+/* The store options' codes and getopt_long entries (with 'v' among the short options). */
+enum {
+    PP_STORE_OPT_URL = PP_CLI_STORE, PP_STORE_OPT_LOCAL, PP_STORE_OPT_TIMEOUT,
+    PP_STORE_OPT_CONNECT_TIMEOUT, PP_STORE_OPT_RETRIES, PP_STORE_OPT_BACKOFF,
+};
+#define PP_STORE_OPTIONS                                                                           \
+    {"verbose", no_argument, NULL, 'v'}, {"store", required_argument, NULL, PP_STORE_OPT_URL},    \
+        {"local-store", required_argument, NULL, PP_STORE_OPT_LOCAL},                             \
+        {"timeout", required_argument, NULL, PP_STORE_OPT_TIMEOUT},                               \
+        {"connect-timeout", required_argument, NULL, PP_STORE_OPT_CONNECT_TIMEOUT},               \
+        {"retries", required_argument, NULL, PP_STORE_OPT_RETRIES},                               \
+        {"backoff", required_argument, NULL, PP_STORE_OPT_BACKOFF}
+/* Applies option `code` just read by pp_cli_next(p) when it is a store option: 1 applied, 0
+ * not one, -1 bad value (message printed; exit 2). */
+int pp_store_opts_option(const pp_cli *p, int code, pp_store_opts *s);
 /* Help text for the shared options. */
 void pp_store_opts_help(FILE *fp);
 /* The local store directory (--local-store or the XDG default); caller frees. */

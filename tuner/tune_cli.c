@@ -38,43 +38,26 @@ void pp_cli_tune_help(FILE *fp)
             "  --gemm-efficiency F    fraction of the cluster's GEMM rate layers reach (1)\n");
 }
 
-static int need(const char *cmd, int argc, char **argv, int i)
+int pp_cli_tune_option(const pp_cli *p, int code, pp_cli_tune *c)
 {
-    if (i + 1 >= argc) {
-        pp_cmd_usage_error(cmd, "%s needs a value", argv[i]);
-        return 0;
-    }
-    return 1;
-}
-
-int pp_cli_tune_option(const char *cmd, int argc, char **argv, int *i, pp_cli_tune *c)
-{
-    const char *a = argv[*i];
-    const char **str = !strcmp(a, "--model")          ? &c->model
-                       : !strcmp(a, "--model-config") ? &c->model_config
-                       : !strcmp(a, "--model-file")   ? &c->model_file
-                       : !strcmp(a, "--cluster")      ? &c->cluster
-                                                      : NULL;
+    const char *cmd = p->cmd, *a = p->name, *v = p->arg;
+    const char **str = code == PP_CLI_MODEL          ? &c->model
+                       : code == PP_CLI_MODEL_CONFIG ? &c->model_config
+                       : code == PP_CLI_MODEL_FILE   ? &c->model_file
+                       : code == PP_CLI_CLUSTER      ? &c->cluster
+                                                     : NULL;
     if (str) {
-        if (!need(cmd, argc, argv, *i))
-            return -1;
-        *str = argv[++*i];
+        *str = v;
         return 1;
     }
-    int *num = !strcmp(a, "--nodes")          ? &c->nodes
-               : !strcmp(a, "--seq")          ? &c->seq
-               : !strcmp(a, "--global-batch") ? &c->global_batch
-                                              : NULL;
-    if (num) {
-        const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
-        if (!pp_cmd_parse_int(cmd, a, v, 1, num))
-            return -1;
-        ++*i;
-        return 1;
-    }
-    if (!strcmp(a, "--headroom") || !strcmp(a, "--gemm-efficiency")) {
-        double *d = !strcmp(a, "--headroom") ? &c->opts.headroom : &c->opts.gemm_efficiency;
-        const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    int *num = code == PP_CLI_NODES          ? &c->nodes
+               : code == PP_CLI_SEQ          ? &c->seq
+               : code == PP_CLI_GLOBAL_BATCH ? &c->global_batch
+                                             : NULL;
+    if (num)
+        return pp_cmd_parse_int(cmd, a, v, 1, num) ? 1 : -1;
+    if (code == PP_CLI_HEADROOM || code == PP_CLI_GEMM_EFF) {
+        double *d = code == PP_CLI_HEADROOM ? &c->opts.headroom : &c->opts.gemm_efficiency;
         if (!pp_cmd_parse_double(cmd, a, v, 0.0, d))
             return -1;
         if (c->opts.headroom >= 1.0 || c->opts.gemm_efficiency > 1.0 ||
@@ -82,13 +65,10 @@ int pp_cli_tune_option(const char *cmd, int argc, char **argv, int *i, pp_cli_tu
             pp_cmd_usage_error(cmd, "%s expects a fraction in (0, 1), got %s", a, v);
             return -1;
         }
-        ++*i;
         return 1;
     }
-    if (!strcmp(a, "--recompute")) {
-        if (!need(cmd, argc, argv, *i))
-            return -1;
-        const char *v = argv[++*i];
+    switch (code) {
+    case PP_CLI_RECOMPUTE:
         if (!strcmp(v, "none"))
             c->opts.recompute = PP_TUNE_RECOMPUTE_NONE;
         else if (!strcmp(v, "selective"))
@@ -100,18 +80,9 @@ int pp_cli_tune_option(const char *cmd, int argc, char **argv, int *i, pp_cli_tu
             return -1;
         }
         return 1;
-    }
-    if (!strcmp(a, "--distributed-optimizer")) {
-        c->opts.distributed_optimizer = 1;
-        return 1;
-    }
-    if (!strcmp(a, "--sequence-parallel")) {
-        c->opts.sequence_parallel = 1;
-        return 1;
-    }
-    if (!strcmp(a, "--no-flash-attention")) {
-        c->opts.flash_attention = 0;
-        return 1;
+    case PP_CLI_DIST_OPT: c->opts.distributed_optimizer = 1; return 1;
+    case PP_CLI_SEQ_PAR: c->opts.sequence_parallel = 1; return 1;
+    case PP_CLI_NO_FLASH: c->opts.flash_attention = 0; return 1;
     }
     return 0;
 }

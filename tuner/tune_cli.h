@@ -3,6 +3,7 @@
 #ifndef PP_TUNE_CLI_H
 #define PP_TUNE_CLI_H
 
+#include "cli.h"
 #include "pp_tune.h"
 
 typedef struct {
@@ -14,10 +15,31 @@ typedef struct {
     pp_tune_opts opts;
 } pp_cli_tune;
 
+/* The shared options' codes, and their getopt_long entries for a command's table. */
+enum {
+    PP_CLI_MODEL = PP_CLI_CODE, PP_CLI_MODEL_CONFIG, PP_CLI_MODEL_FILE, PP_CLI_CLUSTER,
+    PP_CLI_NODES, PP_CLI_SEQ, PP_CLI_GLOBAL_BATCH, PP_CLI_HEADROOM, PP_CLI_GEMM_EFF,
+    PP_CLI_RECOMPUTE, PP_CLI_DIST_OPT, PP_CLI_SEQ_PAR, PP_CLI_NO_FLASH,
+};
+#define PP_CLI_TUNE_OPTIONS                                                                        \
+    {"model", required_argument, NULL, PP_CLI_MODEL},                                              \
+        {"model-config", required_argument, NULL, PP_CLI_MODEL_CONFIG},                            \
+        {"model-file", required_argument, NULL, PP_CLI_MODEL_FILE},                                \
+        {"cluster", required_argument, NULL, PP_CLI_CLUSTER},                                      \
+        {"nodes", required_argument, NULL, PP_CLI_NODES},                                          \
+        {"seq", required_argument, NULL, PP_CLI_SEQ},                                              \
+        {"global-batch", required_argument, NULL, PP_CLI_GLOBAL_BATCH},                            \
+        {"headroom", required_argument, NULL, PP_CLI_HEADROOM},                                    \
+        {"gemm-efficiency", required_argument, NULL, PP_CLI_GEMM_EFF},                             \
+        {"recompute", required_argument, NULL, PP_CLI_RECOMPUTE},                                  \
+        {"distributed-optimizer", no_argument, NULL, PP_CLI_DIST_OPT},                             \
+        {"sequence-parallel", no_argument, NULL, PP_CLI_SEQ_PAR},                                  \
+        {"no-flash-attention", no_argument, NULL, PP_CLI_NO_FLASH}
+
 void pp_cli_tune_init(pp_cli_tune *c);
-/* Consumes argv[*i] (and its value) when it is a shared option: returns 1 consumed, 0 not a
- * shared option, -1 bad value (the message is printed; exit with 2). */
-int pp_cli_tune_option(const char *cmd, int argc, char **argv, int *i, pp_cli_tune *c);
+/* Applies option `code` just read by pp_cli_next(p) when it is a shared option: returns 1
+ * applied, 0 not a shared option, -1 bad value (the message is printed; exit with 2). */
+int pp_cli_tune_option(const pp_cli *p, int code, pp_cli_tune *c);
 /* Help text lines for the shared options. */
 void pp_cli_tune_help(FILE *fp);
 /* Loads the model and the hardware summary; returns 0 or the exit code (message printed).

@@ -21,25 +21,6 @@
 
 /* The cuBLAS workspace's size is PP_RT_CUBLAS_WS_BYTES (pp_rt_sizes.h, with the plan's). */
 
-/* ---- errors ---- */
-
-pp_status pp_cuda_status(cudaError_t e, const char *call, const char *file, int line)
-{
-    if (e == cudaSuccess)
-        return PP_OK;
-    pp_status st = e == cudaErrorMemoryAllocation ? PP_ERR_OOM : PP_ERR_DEVICE;
-    return pp_err_set(st, file, line, "%s failed: %s (%s)", call, cudaGetErrorString(e),
-                      cudaGetErrorName(e));
-}
-
-pp_status pp_cublas_status(cublasStatus_t e, const char *call, const char *file, int line)
-{
-    if (e == CUBLAS_STATUS_SUCCESS)
-        return PP_OK;
-    pp_status st = e == CUBLAS_STATUS_ALLOC_FAILED ? PP_ERR_OOM : PP_ERR_DEVICE;
-    return pp_err_set(st, file, line, "%s failed: %s", call, cublasGetStatusString(e));
-}
-
 /* ---- memory and transfers ---- */
 
 /* Stream-ordered allocation from the device's memory pool (cudaMallocAsync, CUDA 11.2+), with

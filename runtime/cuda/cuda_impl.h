@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cuda_status.h"
 #include "pp_common.h"
 #include "pp_rt.h"
 #include "pp_rt_sizes.h"
@@ -24,14 +25,7 @@ extern "C" {
 #include "../backend.h" /* no C++ guards of its own; its includes above are already in */
 }
 
-/* ---- errors ---- */
-pp_status pp_cuda_status(cudaError_t e, const char *call, const char *file, int line);
-pp_status pp_cublas_status(cublasStatus_t e, const char *call, const char *file, int line);
-#define PP_CUDA_CHECK(call) pp_cuda_status((call), #call, __FILE__, __LINE__)
-#define PP_CUBLAS_CHECK(call) pp_cublas_status((call), #call, __FILE__, __LINE__)
-/* Propagating forms, for functions that own nothing to clean up. */
-#define PP_CUDA_TRY(call) PP_TRY(PP_CUDA_CHECK(call))
-#define PP_CUBLAS_TRY(call) PP_TRY(PP_CUBLAS_CHECK(call))
+/* ---- errors: PP_CUDA_CHECK / PP_CUBLAS_CHECK and their _TRY forms (cuda_status.h) ---- */
 /* A kernel launch: PP_LAUNCH(kernel, grid, block, smem, stream)(args) is
  * kernel<<<grid, block, smem, stream>>>(args) under nvcc. Under the CPU emulation of the tests
  * (PP_CUDA_EMU: the same sources compiled as host C++ against tests/cuda_emu/), it runs the

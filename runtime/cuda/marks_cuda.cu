@@ -13,16 +13,9 @@
 #include <cuda_runtime.h>
 #include <stdlib.h>
 
+#include "cuda_status.h"
 #include "pp_rt.h"
 
-static pp_status marks_status(cudaError_t e, const char *call, const char *file, int line)
-{
-    if (e == cudaSuccess)
-        return PP_OK;
-    return pp_err_set(e == cudaErrorMemoryAllocation ? PP_ERR_OOM : PP_ERR_DEVICE, file, line,
-                      "%s failed: %s (%s)", call, cudaGetErrorString(e), cudaGetErrorName(e));
-}
-#define MARKS_TRY(call) PP_TRY(marks_status((call), #call, __FILE__, __LINE__))
 
 struct pp_cuda_marks {
     int device;
@@ -68,8 +61,8 @@ extern "C" pp_status pp_cuda_marks_create(pp_backend *be, int n, pp_cuda_marks *
         return PP_ERR(PP_ERR_NOMEM, "cuda marks: cannot allocate the table of %d events", n);
     }
     for (int i = 0; i < n; i++) {
-        pp_status st = marks_status(cudaEventCreate(&mk->ev[i]), "cudaEventCreate", __FILE__,
-                                    __LINE__);
+        pp_status st = pp_cuda_status(cudaEventCreate(&mk->ev[i]), "cudaEventCreate", __FILE__,
+                                      __LINE__);
         if (st != PP_OK) {
             pp_cuda_marks_destroy(mk);
             return st;
@@ -83,7 +76,7 @@ extern "C" pp_status pp_cuda_marks_record(pp_cuda_marks *mk, int i)
 {
     if (i < 0 || i >= mk->n)
         return PP_ERR(PP_ERR_INVALID, "cuda marks: mark %d outside 0..%d", i, mk->n - 1);
-    MARKS_TRY(cudaEventRecord(mk->ev[i], mk->stream));
+    PP_CUDA_TRY(cudaEventRecord(mk->ev[i], mk->stream));
     mk->recorded[i] = 1;
     return PP_OK;
 }
@@ -96,15 +89,15 @@ extern "C" pp_status pp_cuda_marks_read(pp_cuda_marks *mk, double *seconds)
             last = i;
     if (last < 0 || !mk->recorded[0])
         return PP_ERR(PP_ERR_INVALID, "cuda marks: mark 0 (the origin) was not recorded");
-    MARKS_TRY(cudaSetDevice(mk->device));
+    PP_CUDA_TRY(cudaSetDevice(mk->device));
     /* events complete in stream order: once the last recorded one has, all have */
-    MARKS_TRY(cudaStreamSynchronize(mk->stream));
+    PP_CUDA_TRY(cudaStreamSynchronize(mk->stream));
     for (int i = 0; i < mk->n; i++) {
         seconds[i] = -1.0;
         if (!mk->recorded[i])
             continue;
         float ms = 0.0f;
-        MARKS_TRY(cudaEventElapsedTime(&ms, mk->ev[0], mk->ev[i]));
+        PP_CUDA_TRY(cudaEventElapsedTime(&ms, mk->ev[0], mk->ev[i]));
         seconds[i] = ms * 1e-3;
         mk->recorded[i] = 0;
     }

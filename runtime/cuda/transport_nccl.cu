@@ -38,30 +38,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_status.h"
 #include "pp_rt.h"
 extern "C" {
 #include "../backend.h"
 #include "../transport.h"
 }
 
-static pp_status nccl_status(ncclResult_t r, const char *call, const char *file, int line)
-{
-    if (r == ncclSuccess)
-        return PP_OK;
-    const char *last = ncclGetLastError(NULL);
-    return pp_err_set(PP_ERR_DEVICE, file, line, "%s failed: %s%s%s", call, ncclGetErrorString(r),
-                      last && *last ? ": " : "", last ? last : "");
-}
-static pp_status cuda_status(cudaError_t e, const char *call, const char *file, int line)
-{
-    if (e == cudaSuccess)
-        return PP_OK;
-    pp_status st = e == cudaErrorMemoryAllocation ? PP_ERR_OOM : PP_ERR_DEVICE;
-    return pp_err_set(st, file, line, "%s failed: %s (%s)", call, cudaGetErrorString(e),
-                      cudaGetErrorName(e));
-}
-#define PP_NCCL_TRY(call) PP_TRY(nccl_status((call), #call, __FILE__, __LINE__))
-#define PP_CUDA_TRY_(call) PP_TRY(cuda_status((call), #call, __FILE__, __LINE__))
 
 enum { TRAILER = sizeof(uint64_t) };
 
@@ -128,7 +111,7 @@ static pp_status reclaim(nctx *c, int wait)
             continue;
         }
         if (wait)
-            PP_CUDA_TRY_(cudaEventSynchronize(m->done));
+            PP_CUDA_TRY(cudaEventSynchronize(m->done));
         else if (cudaEventQuery(m->done) != cudaSuccess) {
             pp = &m->next;
             continue;
@@ -144,8 +127,8 @@ static pp_status reclaim(nctx *c, int wait)
 static pp_status issue(nctx *c, ncclComm_t comm, cudaStream_t stream, int from, void *recv_buf,
                        size_t recv_bytes)
 {
-    PP_CUDA_TRY_(cudaEventRecord(c->ready, c->compute));
-    PP_CUDA_TRY_(cudaStreamWaitEvent(stream, c->ready, 0));
+    PP_CUDA_TRY(cudaEventRecord(c->ready, c->compute));
+    PP_CUDA_TRY(cudaStreamWaitEvent(stream, c->ready, 0));
     PP_NCCL_TRY(ncclGroupStart());
     ncclResult_t r = ncclSuccess;
     for (nmsg *m = c->queue; m && r == ncclSuccess; m = m->next)
@@ -158,7 +141,7 @@ static pp_status issue(nctx *c, ncclComm_t comm, cudaStream_t stream, int from, 
     for (nmsg *m = c->queue; m; m = m->next)
         if (!m->issued && m->comm == comm) {
             m->issued = 1;
-            PP_CUDA_TRY_(cudaEventRecord(m->done, stream));
+            PP_CUDA_TRY(cudaEventRecord(m->done, stream));
         }
     return PP_OK;
 }
@@ -182,8 +165,8 @@ static pp_status queue_send(nctx *c, ncclComm_t comm, cudaStream_t stream, int t
                                    "message",
                                    bytes);
     if (st == PP_OK)
-        st = cuda_status(cudaEventCreateWithFlags(&m->done, cudaEventDisableTiming),
-                         "cudaEventCreateWithFlags", __FILE__, __LINE__);
+        st = pp_cuda_status(cudaEventCreateWithFlags(&m->done, cudaEventDisableTiming),
+                            "cudaEventCreateWithFlags", __FILE__, __LINE__);
     if (st == PP_OK && bytes)
         st = c->be->ops->copy(c->be->ctx, m->buf, buf, bytes); /* compute stream */
     if (st == PP_OK)
@@ -210,8 +193,8 @@ static pp_status recv_msg(nctx *c, ncclComm_t comm, cudaStream_t stream, int fro
     uint64_t got = 0;
     pp_status st = issue(c, comm, stream, from, stage, bytes + TRAILER);
     if (st == PP_OK)
-        st = cuda_status(cudaStreamSynchronize(stream), "cudaStreamSynchronize(comm)", __FILE__,
-                         __LINE__);
+        st = pp_cuda_status(cudaStreamSynchronize(stream), "cudaStreamSynchronize(comm)", __FILE__,
+                            __LINE__);
     if (st == PP_OK)
         st = c->be->ops->download(c->be->ctx, &got, (char *)stage + bytes, TRAILER);
     if (st == PP_OK && got != tag)
@@ -445,10 +428,10 @@ static pp_status init_comms(nctx *c)
     int n_dev = 0;
     cudaError_t e = cudaGetDeviceCount(&n_dev);
     if (e != cudaSuccess && e != cudaErrorNoDevice)
-        return cuda_status(e, "cudaGetDeviceCount", __FILE__, __LINE__);
+        return pp_cuda_status(e, "cudaGetDeviceCount", __FILE__, __LINE__);
     PP_TRY(agree_devices(c, e == cudaSuccess ? n_dev : 0));
-    PP_CUDA_TRY_(cudaSetDevice(c->device));
-    PP_CUDA_TRY_(cudaEventCreateWithFlags(&c->ready, cudaEventDisableTiming));
+    PP_CUDA_TRY(cudaSetDevice(c->device));
+    PP_CUDA_TRY(cudaEventCreateWithFlags(&c->ready, cudaEventDisableTiming));
     c->p2p = (ncclComm_t *)calloc((size_t)c->size, sizeof *c->p2p);
     c->p2p_s = (cudaStream_t *)calloc((size_t)c->size, sizeof *c->p2p_s);
     ncclUniqueId *id = (ncclUniqueId *)calloc((size_t)c->size + 1, sizeof *id);
@@ -458,15 +441,15 @@ static pp_status init_comms(nctx *c)
     }
     pp_status st = share_ids(c, id, c->size + 1); /* [0, size): p2p[q], [size]: coll */
     for (int q = 0; q < c->size && st == PP_OK; q++) {
-        st = cuda_status(cudaStreamCreateWithFlags(&c->p2p_s[q], cudaStreamNonBlocking),
-                         "cudaStreamCreateWithFlags", __FILE__, __LINE__);
+        st = pp_cuda_status(cudaStreamCreateWithFlags(&c->p2p_s[q], cudaStreamNonBlocking),
+                            "cudaStreamCreateWithFlags", __FILE__, __LINE__);
         if (st == PP_OK)
-            st = nccl_status(ncclCommInitRank(&c->p2p[q], c->size, id[q], c->rank),
-                             "ncclCommInitRank(p2p)", __FILE__, __LINE__);
+            st = pp_nccl_status(ncclCommInitRank(&c->p2p[q], c->size, id[q], c->rank),
+                                "ncclCommInitRank(p2p)", __FILE__, __LINE__);
     }
     if (st == PP_OK)
-        st = nccl_status(ncclCommInitRank(&c->coll, c->size, id[c->size], c->rank),
-                         "ncclCommInitRank(coll)", __FILE__, __LINE__);
+        st = pp_nccl_status(ncclCommInitRank(&c->coll, c->size, id[c->size], c->rank),
+                            "ncclCommInitRank(coll)", __FILE__, __LINE__);
     free(id);
     return st;
 }
