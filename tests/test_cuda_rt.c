@@ -87,8 +87,7 @@ static void memory_model_matches(const char *kind, int prec)
     pp_mem_stats got[2];
     OK(pp_rt_executor_mem_stats(ex, got));
     pp_tune_rank_mem want[2];
-    pp_tune_rt_backend be = prec == PP_PREC_BF16 ? PP_TUNE_RT_CUDA_BF16 : PP_TUNE_RT_CUDA_FP32;
-    OK(pp_tune_memory_runtime_on(&tm, &c, s, be, want));
+    OK(pp_tune_memory_runtime_on(&tm, &c, s, PP_RT_BACKEND_CUDA, (pp_precision)prec, want));
     /* the executor's own plan, computed at its creation, is exact here (staged ranks) */
     cr_expect(pp_rt_executor_plan_is_exact(ex), "%s: staged CUDA ranks plan exactly", kind);
     for (int r = 0; r < 2; r++) {

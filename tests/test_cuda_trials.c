@@ -69,7 +69,7 @@ static int expect_measured_equals_model(json_t *cand, const pp_tune_model *m)
     cr_assert_eq(pp_sched_generate(cfg.kind, &sp, &s), PP_OK, "%s", pp_err_msg());
     pp_tune_rank_mem mem[8];
     cr_assert(s->ranks <= 8);
-    cr_assert_eq(pp_tune_memory_runtime_on(m, &cfg, s, PP_TUNE_RT_CUDA_BF16, mem), PP_OK, "%s",
+    cr_assert_eq(pp_tune_memory_runtime_on(m, &cfg, s, PP_RT_BACKEND_CUDA, PP_PREC_BF16, mem), PP_OK, "%s",
                  pp_err_msg());
     json_t *peaks = json_object_get(meas, "peak_bytes_per_rank");
     cr_assert_eq((int)json_array_size(peaks), cfg.p);

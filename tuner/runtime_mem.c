@@ -15,20 +15,21 @@
 pp_status pp_tune_memory_runtime(const pp_tune_model *m, const pp_tune_config *c,
                                  const pp_sched *s, pp_tune_rank_mem *mem)
 {
-    return pp_tune_memory_runtime_on(m, c, s, PP_TUNE_RT_CPU, mem);
+    return pp_tune_memory_runtime_on(m, c, s, PP_RT_BACKEND_CPU, PP_PREC_FP32, mem);
 }
 
 pp_status pp_tune_memory_runtime_on(const pp_tune_model *m, const pp_tune_config *c,
-                                    const pp_sched *s, pp_tune_rt_backend backend,
-                                    pp_tune_rank_mem *mem)
+                                    const pp_sched *s, pp_rt_backend_kind backend,
+                                    pp_precision precision, pp_tune_rank_mem *mem)
 {
     if (c->t != 1)
         return PP_ERR(PP_ERR_UNSUPPORTED, "the runtime does not run tensor parallelism (t = %d)",
                       c->t);
-    if (backend != PP_TUNE_RT_CPU && backend != PP_TUNE_RT_CUDA_FP32 &&
-        backend != PP_TUNE_RT_CUDA_BF16)
-        return PP_ERR(PP_ERR_INVALID, "runtime backend %d is not cpu (0), cuda fp32 (1) or cuda "
-                                      "bf16 (2)", (int)backend);
+    if (backend != PP_RT_BACKEND_CPU && backend != PP_RT_BACKEND_CUDA)
+        return PP_ERR(PP_ERR_INVALID, "runtime backend %d is not cpu (%d) or cuda (%d)",
+                      (int)backend, PP_RT_BACKEND_CPU, PP_RT_BACKEND_CUDA);
+    if (precision == PP_PREC_BF16 && backend != PP_RT_BACKEND_CUDA)
+        return PP_ERR(PP_ERR_INVALID, "the runtime's CPU backend computes in fp32 only");
     pp_model_cfg rm = {.layers = m->layers, .hidden = m->hidden, .heads = m->heads,
                        .ffn = m->ffn, .vocab = m->vocab, .seq = m->seq};
     pp_rt_plan_params pp = {
@@ -37,8 +38,8 @@ pp_status pp_tune_memory_runtime_on(const pp_tune_model *m, const pp_tune_config
         .micro_batch = c->b,
         .seq = m->seq, /* trials run the model's full length */
         .dp = c->d,
-        .backend = backend == PP_TUNE_RT_CPU ? PP_RT_BACKEND_CPU : PP_RT_BACKEND_CUDA,
-        .precision = backend == PP_TUNE_RT_CUDA_BF16 ? PP_PREC_BF16 : PP_PREC_FP32,
+        .backend = backend,
+        .precision = precision,
         .transport_caps = 0 /* the in-process transport */};
     pp_rt_plan_rank *plan = pp_calloc((size_t)s->ranks, sizeof *plan);
     if (!plan)

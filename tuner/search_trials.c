@@ -31,7 +31,7 @@ static double runtime_peak_on_gpu(const pp_tune_model *m, const pp_tune_predicti
         return 0;
     double peak = 0;
     pp_tune_rank_mem *mem = pp_calloc((size_t)s->ranks, sizeof *mem);
-    if (mem && pp_tune_memory_runtime_on(m, &p->cfg, s, PP_TUNE_RT_CUDA_BF16, mem) == PP_OK)
+    if (mem && pp_tune_memory_runtime_on(m, &p->cfg, s, PP_RT_BACKEND_CUDA, PP_PREC_BF16, mem) == PP_OK)
         for (int r = 0; r < s->ranks; r++)
             peak = mem[r].total > peak ? mem[r].total : peak;
     pp_err_clear();
