@@ -39,7 +39,7 @@ extern "C" {
 
 /* One parallel configuration (profile field "config"). */
 typedef struct {
-    const char *schedule; /* "gpipe", "1f1b", "interleaved", "chimera", "bitpipe" */
+    const char *schedule; /* a name in the schedules' registry (pp_sched_lookup) */
     int p;                /* pipeline ranks per pipeline */
     int v;      /* model chunks (virtual stages) per rank and pipeline; 1 if not interleaved */
     int G;      /* interleaved micro-batch group size (Megatron

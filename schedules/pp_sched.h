@@ -157,6 +157,9 @@ typedef struct pp_sched_desc {
     pp_status (*generate)(const pp_sched_params *p, pp_sched **out);
 } pp_sched_desc;
 
+/* The schedule a program runs when none is named (pprun, pptune simulate). */
+#define PP_SCHED_DEFAULT "1f1b"
+
 /* The registry: all descriptors, in a stable order. *n receives the count. */
 const pp_sched_desc *pp_sched_generators(int *n);
 /* NULL (and a PP_ERR_NOTFOUND message listing the known ones) if no schedule has that name. */

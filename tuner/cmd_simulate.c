@@ -35,7 +35,7 @@ static int parse(int argc, char **argv, opts *o)
 {
     memset(o, 0, sizeof *o);
     pp_cli_tune_init(&o->tune);
-    snprintf(o->c.kind, sizeof o->c.kind, "1f1b");
+    snprintf(o->c.kind, sizeof o->c.kind, "%s", PP_SCHED_DEFAULT);
     o->c.p = 1, o->c.v = 0, o->c.b = 1, o->c.t = 1;
     enum { SCHEDULE = PP_CLI_LOCAL, UNEVEN, TIMELINE };
     static const struct option longopts[] = {

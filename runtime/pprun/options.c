@@ -271,7 +271,7 @@ static int apply(int c, const char *v, pprun_opts *o)
 int pprun_parse(int argc, char **argv, pprun_opts *o)
 {
     *o = (pprun_opts){.model_name = "tiny",
-                      .schedule = "1f1b",
+                      .schedule = PP_SCHED_DEFAULT,
                       .ranks = 2,
                       .microbatches = 4,
                       .micro_batch = 1,
