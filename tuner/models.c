@@ -15,6 +15,7 @@
  *    "tied_embeddings" (true), "global_batch" (512)}
  */
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,14 +105,23 @@ pp_status pp_tune_model_validate(const pp_tune_model *m, const char *src)
 {
     const struct {
         const char *field;
-        int value;
-    } pos[] = {{"layers", m->layers}, {"hidden", m->hidden}, {"heads", m->heads},
-               {"kv_heads", m->kv_heads}, {"ffn", m->ffn},   {"vocab", m->vocab},
-               {"seq", m->seq},         {"global_batch", m->global_batch}};
-    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
+        int value, max;
+    } pos[] = {{"layers", m->layers, PP_TUNE_MAX_LAYERS},
+               {"hidden", m->hidden, PP_TUNE_MAX_HIDDEN},
+               {"heads", m->heads, PP_TUNE_MAX_HEADS},
+               {"kv_heads", m->kv_heads, PP_TUNE_MAX_HEADS},
+               {"ffn", m->ffn, PP_TUNE_MAX_FFN},
+               {"vocab", m->vocab, PP_TUNE_MAX_VOCAB},
+               {"seq", m->seq, PP_TUNE_MAX_SEQ},
+               {"global_batch", m->global_batch, PP_TUNE_MAX_GLOBAL_BATCH}};
+    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++) {
         if (pos[i].value < 1)
             return PP_ERR(PP_ERR_PARSE, "%s: field \"%s\": expected a positive integer, got %d",
                           src, pos[i].field, pos[i].value);
+        if (pos[i].value > pos[i].max)
+            return PP_ERR(PP_ERR_PARSE, "%s: field \"%s\": expected at most %d, got %d", src,
+                          pos[i].field, pos[i].max, pos[i].value);
+    }
     if (m->hidden % m->heads != 0)
         return PP_ERR(PP_ERR_PARSE,
                       "%s: field \"heads\": expected a divisor of hidden (%d), got %d", src,
@@ -238,7 +248,7 @@ static pp_status read_own(json_t *o, const char *path, pp_tune_model *m)
     PP_TRY(get_int(o, path, "vocab", 1, &m->vocab));
     PP_TRY(get_int(o, path, "seq", 1, &m->seq));
     m->kv_heads = m->heads;
-    m->ffn = 4 * m->hidden;
+    m->ffn = m->hidden <= INT_MAX / 4 ? 4 * m->hidden : INT_MAX; /* validate refuses it */
     fill_family(m, GPT3);
     PP_TRY(get_int(o, path, "kv_heads", 0, &m->kv_heads));
     PP_TRY(get_int(o, path, "ffn", 0, &m->ffn));

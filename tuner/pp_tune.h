@@ -44,6 +44,17 @@ typedef struct {
     char runtime_model[32]; /* pprun --model name when the bundled runtime runs this model */
 } pp_tune_model;
 
+/* Upper bounds of a model's sizes (pp_tune_model_validate), far above any published model, so
+ * that products of them stay in range: more is refused as bad input. The global batch bound
+ * is in sequences (BERT with LAMB trained at 65536). */
+#define PP_TUNE_MAX_LAYERS 4096
+#define PP_TUNE_MAX_HIDDEN (1 << 20)
+#define PP_TUNE_MAX_HEADS 65536
+#define PP_TUNE_MAX_FFN (1 << 22)
+#define PP_TUNE_MAX_VOCAB (1 << 24)
+#define PP_TUNE_MAX_SEQ (1 << 24)
+#define PP_TUNE_MAX_GLOBAL_BATCH (1 << 20)
+
 /* Parameter counts (elements), whole model, no parallelism. */
 typedef struct {
     double per_layer;  /* one transformer block */
