@@ -50,6 +50,9 @@ Test(runtime_pprun, bad_input_is_one_line_and_exit_code_2)
         {"--ranks 0", "--ranks: invalid value \"0\""},
         {"--lr fast", "--lr: invalid value \"fast\""},
         {"--frobnicate", "unknown option"},
+        /* issue 18, finding 6: these ran until memory ran out */
+        {"--microbatches 100000000", "--microbatches"},
+        {"--layers 100000000", "--layers: expected at most 4096"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[256];

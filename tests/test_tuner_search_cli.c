@@ -265,3 +265,10 @@ Test(tuner_search_cli, products_of_huge_sizes_do_not_wrap_to_zero)
     unlink(path);
     expect_refused("--model gpt-13b --global-batch 2000000000 --no-save", "--global-batch");
 }
+
+Test(tuner_search_cli, an_absurd_timeline_width_is_refused)
+{
+    /* issue 18, finding 6: --width 1e9 took 2 GB */
+    expect_refused("schedule --kind 1f1b --ranks 4 --microbatches 8 --width 1000000000",
+                   "--width");
+}

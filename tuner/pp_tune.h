@@ -54,6 +54,11 @@ typedef struct {
 #define PP_TUNE_MAX_VOCAB (1 << 24)
 #define PP_TUNE_MAX_SEQ (1 << 24)
 #define PP_TUNE_MAX_GLOBAL_BATCH (1 << 20)
+/* The most micro-batches per step a search candidate may have: its simulation and schedule are
+ * linear in N (a global batch of 100000 at b = d = 1 took 45 s and 6.8 GB), so candidates above
+ * it are rejected with that reason (twice the largest N of the bundled presets' batches, 2048;
+ * a larger b or d brings N under it). */
+#define PP_TUNE_MAX_MICROBATCHES 4096
 
 /* Parameter counts (elements), whole model, no parallelism. */
 typedef struct {

@@ -213,6 +213,16 @@ static pp_status enumerate(search *x)
                     continue;
                 }
                 c.N = (int)(x->gb / bd);
+                if (c.N > PP_TUNE_MAX_MICROBATCHES) { /* bounded work per candidate */
+                    snprintf(c.kind, sizeof c.kind, "any");
+                    snprintf(why, sizeof why,
+                             "N = %d micro-batches per step: the search simulates at most %d "
+                             "(a larger b, --max-b, or d brings N down)",
+                             c.N, PP_TUNE_MAX_MICROBATCHES);
+                    x->res->seen++, x->res->pruned_rule++;
+                    PP_TRY(add_reject(x, &c, 0, why));
+                    continue;
+                }
                 PP_TRY(enumerate_schedules(x, c));
             }
         }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pp_sched.h"
 #include "pprun.h"
 
 static void usage(FILE *fp)
@@ -98,6 +99,9 @@ static int parse_double(const char *opt, const char *val, double min, double *ou
     *out = v;
     return -1;
 }
+
+/* The most transformer blocks --layers may ask for (as the tuner's model bound). */
+#define PPRUN_MAX_LAYERS 4096
 
 static int parse_u64(const char *opt, const char *val, uint64_t *out)
 {
@@ -288,6 +292,17 @@ int pprun_parse(int argc, char **argv, pprun_opts *o)
     }
     if (optind < argc) {
         fprintf(stderr, "pprun: unexpected argument \"%s\" (see pprun --help)\n", argv[optind]);
+        return 2;
+    }
+    /* sizes bounded before anything is allocated (issue 18, finding 6) */
+    if (o->layers > PPRUN_MAX_LAYERS) {
+        fprintf(stderr, "pprun: --layers: expected at most %d, got %d\n", PPRUN_MAX_LAYERS,
+                o->layers);
+        return 2;
+    }
+    if (pp_sched_budget_check(o->ranks, o->microbatches, o->chunks > 0 ? o->chunks : 1) !=
+        PP_OK) {
+        fprintf(stderr, "pprun: --ranks, --chunks, --microbatches: %s\n", pp_err_text());
         return 2;
     }
     if (o->precision == PP_PREC_BF16 && o->backend != PP_RT_BACKEND_CUDA) {
