@@ -44,17 +44,32 @@ static void join(char *out, const char *prefix, const char *key)
         out[PATH_MAX_LEN - 1] = '\0';
 }
 
+/* The largest any physical quantity of a cluster file may be (bytes, B/s, FLOP/s, seconds):
+ * 1e18 is an exaFLOP/s device, far past any; beyond it a product overflows to inf. */
+#define NUM_MAX 1e18
+
+/* A number in [min, max]; zero_ok: 0 too (a figure not measured). */
+static pp_status get_range(const rd *r, json_t *o, const char *pre, const char *key, double min,
+                           double max, int zero_ok, double *out)
+{
+    char f[PATH_MAX_LEN], exp[80];
+    join(f, pre, key);
+    json_t *v = json_object_get(o, key);
+    if (max < NUM_MAX)
+        snprintf(exp, sizeof exp, "%sa number in %g..%g", zero_ok ? "0 or " : "", min, max);
+    else
+        snprintf(exp, sizeof exp, "%sa number >= %g", zero_ok ? "0 or " : "", min);
+    double x = json_is_number(v) ? json_number_value(v) : -1;
+    if (!json_is_number(v) || !((x >= min && x <= max) || (zero_ok && x == 0)))
+        return bad(r, f, exp, v);
+    *out = x;
+    return PP_OK;
+}
+
 static pp_status get_num(const rd *r, json_t *o, const char *pre, const char *key, double min,
                          double *out)
 {
-    char f[PATH_MAX_LEN], exp[48];
-    join(f, pre, key);
-    json_t *v = json_object_get(o, key);
-    snprintf(exp, sizeof exp, "a number >= %g", min);
-    if (!json_is_number(v) || !(json_number_value(v) >= min))
-        return bad(r, f, exp, v);
-    *out = json_number_value(v);
-    return PP_OK;
+    return get_range(r, o, pre, key, min, NUM_MAX, 0, out);
 }
 
 static pp_status get_int(const rd *r, json_t *o, const char *pre, const char *key, int min,
@@ -179,7 +194,8 @@ static pp_status get_matrix(const rd *r, json_t *o, const char *pre, const char 
         int ok = json_is_array(rw) && json_array_size(rw) == (size_t)n;
         for (int b = 0; ok && b < n; b++) {
             json_t *x = json_array_get(rw, (size_t)b);
-            ok = json_is_number(x) && json_number_value(x) >= 0;
+            ok = json_is_number(x) && json_number_value(x) >= 0 &&
+                 json_number_value(x) <= NUM_MAX;
             if (ok)
                 m[a * n + b] = json_number_value(x);
         }
@@ -218,8 +234,8 @@ static pp_status read_link(const rd *r, json_t *links, const char *key, pp_link 
         return PP_OK;
     join(f, "links", key);
     l->present = 1;
-    PP_TRY(get_num(r, v, f, "alpha_s", 0, &l->alpha_s));
-    PP_TRY(get_num(r, v, f, "beta_Bps", 1e-300, &l->beta_Bps));
+    PP_TRY(get_range(r, v, f, "alpha_s", 0, 10, 0, &l->alpha_s)); /* latency, s */
+    PP_TRY(get_range(r, v, f, "beta_Bps", 1, 1e15, 0, &l->beta_Bps)); /* 1 PB/s */
     PP_TRY(get_str(r, v, f, "method", l->method, sizeof l->method));
     PP_TRY(get_source(r, v, f, &l->source));
     PP_TRY(get_sweep(r, v, f, &l->points, &l->n_points));
@@ -234,9 +250,9 @@ static pp_status read_allreduce(const rd *r, json_t *root, pp_collective *a)
         return PP_OK;
     a->present = 1;
     PP_TRY(get_int(r, v, "allreduce", "ranks", 1, &a->ranks));
-    PP_TRY(get_num(r, v, "allreduce", "busbw_Bps", 0, &a->busbw_Bps));
-    PP_TRY(get_num(r, v, "allreduce", "alpha_s", 0, &a->alpha_s));
-    PP_TRY(get_num(r, v, "allreduce", "beta_Bps", 0, &a->beta_Bps));
+    PP_TRY(get_range(r, v, "allreduce", "busbw_Bps", 0, 1e15, 0, &a->busbw_Bps));
+    PP_TRY(get_range(r, v, "allreduce", "alpha_s", 0, 10, 0, &a->alpha_s));
+    PP_TRY(get_range(r, v, "allreduce", "beta_Bps", 0, 1e15, 0, &a->beta_Bps));
     PP_TRY(get_source(r, v, "allreduce", &a->source));
     PP_TRY(get_sweep(r, v, "allreduce", &a->points, &a->n_points));
     return PP_OK;
@@ -435,8 +451,8 @@ static pp_status read_device(const rd *r, json_t *e, const char *f, const pp_clu
     PP_TRY(get_str(r, e, f, "pci", d->pci, sizeof d->pci));
     PP_TRY(get_num(r, e, f, "mem_bytes", 0, &d->mem_bytes));
     PP_TRY(get_num(r, e, f, "mem_free_bytes", 0, &d->mem_free_bytes));
-    PP_TRY(get_num(r, e, f, "peak_flops", 0, &d->peak_flops));
-    PP_TRY(get_num(r, e, f, "gemm_flops", 0, &d->gemm_flops));
+    PP_TRY(get_range(r, e, f, "peak_flops", 1e3, NUM_MAX, 1, &d->peak_flops));
+    PP_TRY(get_range(r, e, f, "gemm_flops", 1e3, NUM_MAX, 1, &d->gemm_flops));
     PP_TRY(get_str(r, e, f, "gemm_dtype", d->gemm_dtype, sizeof d->gemm_dtype));
     PP_TRY(get_source(r, e, f, &d->source));
     PP_TRY(get_measure(r, e, f, "copy_Bps", &d->copy_Bps));
