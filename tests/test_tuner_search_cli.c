@@ -272,3 +272,17 @@ Test(tuner_search_cli, an_absurd_timeline_width_is_refused)
     expect_refused("schedule --kind 1f1b --ranks 4 --microbatches 8 --width 1000000000",
                    "--width");
 }
+
+Test(tuner_search_cli, arguments_echoed_in_messages_keep_them_on_one_line)
+{
+    /* issue 18, finding 14: raw newlines from arguments let a message forge lines */
+    pp_test_run_result r = pp_test_run(PPTUNE " --model 'x\nFAKE: ok' --no-save");
+    cr_expect_eq(r.code, 2, "%s", r.err);
+    cr_expect(strstr(r.err, "unknown model \"x\\nFAKE: ok\""), "%s", r.err);
+    cr_expect_null(strstr(r.err, "\nFAKE"), "%s", r.err);
+    pp_test_run_done(&r);
+    r = pp_test_run(PPTUNE " schedule --kind 1f1b --ranks '4\nFAKE' --microbatches 4");
+    cr_expect_eq(r.code, 2, "%s", r.err);
+    cr_expect_null(strstr(r.err, "\nFAKE"), "%s", r.err);
+    pp_test_run_done(&r);
+}

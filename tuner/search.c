@@ -428,7 +428,8 @@ static pp_status run_ranked(search *x)
         if (slb > cap)
             x->cands[i].bound = INFINITY; /* marked: pruned below without a schedule */
     }
-    qsort(x->cands, (size_t)x->n_cands, sizeof *x->cands, by_bound);
+    if (x->n_cands > 0) /* no candidate: x->cands is NULL, and qsort(NULL, 0) is undefined */
+        qsort(x->cands, (size_t)x->n_cands, sizeof *x->cands, by_bound);
     int keep = sp->keep > 0 ? sp->keep : 10;
     x->res->best = pp_calloc((size_t)keep + 1, sizeof *x->res->best);
     pp_tune_rank_mem *mem = pp_calloc((size_t)x->gpus + 1, sizeof *mem);

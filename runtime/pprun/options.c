@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,7 +69,9 @@ static void usage(FILE *fp)
 
 static int bad(const char *opt, const char *val, const char *want)
 {
-    fprintf(stderr, "pprun: %s: invalid value \"%s\": expected %s\n", opt, val, want);
+    fprintf(stderr, "pprun: %s: invalid value \"", opt);
+    pp_fputs_escaped(val, stderr); /* stays one line */
+    fprintf(stderr, "\": expected %s\n", want);
     return 2;
 }
 
@@ -91,9 +94,9 @@ static int parse_double(const char *opt, const char *val, double min, double *ou
     char *end;
     errno = 0;
     double v = strtod(val, &end);
-    if (errno || end == val || *end || !(v >= min)) {
+    if (errno || end == val || *end || !(v >= min) || !isfinite(v)) { /* --lr inf */
         char want[64];
-        snprintf(want, sizeof want, "a number >= %g", min);
+        snprintf(want, sizeof want, "a finite number >= %g", min);
         return bad(opt, val, want);
     }
     *out = v;
@@ -282,8 +285,9 @@ int pprun_parse(int argc, char **argv, pprun_opts *o)
     int c;
     while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
         if (c == '?') {
-            fprintf(stderr, "pprun: unknown option or missing value: \"%s\" (see pprun --help)\n",
-                    argv[optind - 1]);
+            fputs("pprun: unknown option or missing value: \"", stderr);
+            pp_fputs_escaped(argv[optind - 1], stderr);
+            fputs("\" (see pprun --help)\n", stderr);
             return 2;
         }
         int rc = apply(c, optarg, o);
@@ -291,7 +295,14 @@ int pprun_parse(int argc, char **argv, pprun_opts *o)
             return rc;
     }
     if (optind < argc) {
-        fprintf(stderr, "pprun: unexpected argument \"%s\" (see pprun --help)\n", argv[optind]);
+        fputs("pprun: unexpected argument \"", stderr);
+        pp_fputs_escaped(argv[optind], stderr);
+        fputs("\" (see pprun --help)\n", stderr);
+        return 2;
+    }
+    if (o->lr > 10 || o->weight_decay > 10) { /* finite (parse_double), and sane */
+        fprintf(stderr, "pprun: %s: expected at most 10, got %g\n",
+                o->lr > 10 ? "--lr" : "--weight-decay", o->lr > 10 ? o->lr : o->weight_decay);
         return 2;
     }
     /* sizes bounded before anything is allocated (issue 18, finding 6) */
