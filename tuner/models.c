@@ -14,6 +14,7 @@
  *    "norm_bias" (true), "linear_bias" (true), "learned_positions" (true),
  *    "tied_embeddings" (true), "global_batch" (512)}
  */
+#include <ctype.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
@@ -198,6 +199,20 @@ static pp_status get_bool(json_t *o, const char *path, const char *field, int *v
     return PP_OK;
 }
 
+/* A model name as profiles and the store key it (profiles/store.c's key rule): letters, digits
+ * and . _ -, not "." or "..", shorter than n. */
+static int name_ok(const char *s, size_t n)
+{
+    if (!s || !*s || strlen(s) >= n || !strcmp(s, ".") || !strcmp(s, ".."))
+        return 0;
+    for (; *s; s++)
+        if (!isalnum((unsigned char)*s) && *s != '.' && *s != '_' && *s != '-')
+            return 0;
+    return 1;
+}
+
+/* The file's name without its folder and extension, other characters as '_' (a name the
+ * profile reader accepts: the writer and the reader agree). */
 static void basename_of(const char *path, char *buf, size_t n)
 {
     const char *b = strrchr(path, '/');
@@ -205,6 +220,11 @@ static void basename_of(const char *path, char *buf, size_t n)
     char *dot = strrchr(buf, '.');
     if (dot && dot != buf)
         *dot = '\0';
+    for (char *c = buf; *c; c++)
+        if (!isalnum((unsigned char)*c) && *c != '.' && *c != '_' && *c != '-')
+            *c = '_';
+    if (!name_ok(buf, n))
+        snprintf(buf, n, "model");
 }
 
 static pp_status read_hf(json_t *o, const char *path, pp_tune_model *m)
@@ -239,7 +259,13 @@ static pp_status read_own(json_t *o, const char *path, pp_tune_model *m)
     PP_TRY(get_int(o, path, "version", 1, &version));
     if (version != 1)
         return PP_ERR(PP_ERR_PARSE, "%s: field \"version\": expected 1, got %d", path, version);
-    const char *name = json_string_value(json_object_get(o, "name"));
+    json_t *jn = json_object_get(o, "name");
+    const char *name = json_string_value(jn);
+    if (jn && !name_ok(name, sizeof m->name)) /* profiles and the store are keyed by it */
+        return PP_ERR(PP_ERR_PARSE,
+                      "%s: field \"name\": expected letters, digits and . _ - only (at most %zu "
+                      "characters), got \"%.80s\"",
+                      path, sizeof m->name - 1, name ? name : "(not a string)");
     if (name)
         snprintf(m->name, sizeof m->name, "%s", name);
     PP_TRY(get_int(o, path, "layers", 1, &m->layers));
