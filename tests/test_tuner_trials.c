@@ -175,34 +175,32 @@ Test(tuner_trials, a_child_that_closes_its_pipes_and_hangs_is_still_timed_out, .
     scripted("exec >&- 2>&-; sleep 60", 0.5, "timeout", "killed after 0.5 s");
 }
 
-Test(tuner_trials, a_wrappers_children_are_killed_with_it_on_timeout, .timeout = 25)
+/* Runs body (which starts `sleep 60 &` and writes its pid to %s) as the trial and checks the
+ * status, and that the sleep did not outlive the trial. */
+static void leaves_no_child(const char *body_fmt, double timeout, const char *status,
+                            const char *detail)
 {
     char pidf[] = "/tmp/pptune_trial_pid_XXXXXX";
     close(mkstemp(pidf));
     char body[256];
-    snprintf(body, sizeof body, "sleep 60 & echo $! > %s; wait", pidf);
-    scripted(body, 0.5, "timeout", "killed after 0.5 s");
+    snprintf(body, sizeof body, body_fmt, pidf);
+    scripted(body, timeout, status, detail);
     pid_t g = read_pid(pidf);
     int gone = process_gone(g);
     if (!gone)
         kill(g, SIGKILL);
-    cr_expect(gone, "the wrapper's child %d outlived the trial", (int)g);
+    cr_expect(gone, "%s: its child %d outlived the trial", body, (int)g);
     unlink(pidf);
+}
+
+Test(tuner_trials, a_wrappers_children_are_killed_with_it_on_timeout, .timeout = 25)
+{
+    leaves_no_child("sleep 60 & echo $! > %s; wait", 0.5, "timeout", "killed after 0.5 s");
 }
 
 Test(tuner_trials, what_a_child_leaves_running_when_it_exits_is_ended, .timeout = 25)
 {
-    char pidf[] = "/tmp/pptune_trial_pid_XXXXXX";
-    close(mkstemp(pidf));
-    char body[256];
-    snprintf(body, sizeof body, "sleep 60 & echo $! > %s; exit 3", pidf);
-    scripted(body, 20, "crash", "exit 3");
-    pid_t g = read_pid(pidf);
-    int gone = process_gone(g);
-    if (!gone)
-        kill(g, SIGKILL);
-    cr_expect(gone, "the child's child %d outlived the trial", (int)g);
-    unlink(pidf);
+    leaves_no_child("sleep 60 & echo $! > %s; exit 3", 20, "crash", "exit 3");
 }
 
 Test(tuner_trials, a_child_flooding_stdout_does_not_take_memory, .timeout = 60)
