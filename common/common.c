@@ -126,3 +126,19 @@ double pp_now(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+
+void pp_fputs_escaped(const char *s, FILE *fp)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '\n')
+            fputs("\\n", fp);
+        else if (*p == '\r')
+            fputs("\\r", fp);
+        else if (*p == '\t')
+            fputs("\\t", fp);
+        else if (*p < 0x20 || *p == 0x7f)
+            fprintf(fp, "\\x%02x", *p);
+        else
+            fputc(*p, fp);
+    }
+}

@@ -84,6 +84,23 @@ pp_status pp_json_int(const pp_json_src *s, const json_t *o, const char *prefix,
     return PP_OK;
 }
 
+pp_status pp_json_range(const pp_json_src *s, const json_t *o, const char *prefix, const char *key,
+                        double min, double max, int zero_ok, double *out)
+{
+    char f[192], w[96];
+    const json_t *v = field(o, prefix, key, f, sizeof f);
+    double x = json_is_number(v) ? json_number_value(v) : -1;
+    if (!json_is_number(v) || !((x >= min && x <= max) || (zero_ok && x == 0))) {
+        if (max < PP_JSON_HUGE)
+            snprintf(w, sizeof w, "%sa number in %g..%g", zero_ok ? "0 or " : "", min, max);
+        else
+            snprintf(w, sizeof w, "%sa number >= %g", zero_ok ? "0 or " : "", min);
+        return pp_json_bad(s, f, w, v);
+    }
+    *out = x;
+    return PP_OK;
+}
+
 pp_status pp_json_num(const pp_json_src *s, const json_t *o, const char *prefix, const char *key,
                       double min, double *out)
 {

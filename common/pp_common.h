@@ -62,6 +62,9 @@ const char *pp_err_msg(void);
 /* The message without the file:line trail (for users who do not want it). */
 const char *pp_err_text(void);
 void pp_err_clear(void);
+/* Writes s to fp with control characters escaped (\n, \r, \t, else \xNN), so that a message
+ * echoing a user's argument or a file's text stays one line and sends no terminal escapes. */
+void pp_fputs_escaped(const char *s, FILE *fp);
 
 #define PP_ERR(st, ...) pp_err_set((st), __FILE__, __LINE__, __VA_ARGS__)
 #define PP_TRY(expr)                                                                               \

@@ -47,6 +47,12 @@ pp_status pp_json_bad(const pp_json_src *s, const char *field, const char *expec
 /* An integer in lo..hi; want says so in the message (NULL: "an integer >= lo"). */
 pp_status pp_json_int(const pp_json_src *s, const json_t *o, const char *prefix, const char *key,
                       long lo, long hi, const char *want, int *out);
+/* A number in [min, max], or exactly 0 when zero_ok (a figure not measured): "a number in
+ * MIN..MAX", or "a number >= MIN" when max >= PP_JSON_HUGE (a cap past any real figure, there
+ * to keep products finite, is not worth a reader's attention); "0 or " first with zero_ok. */
+#define PP_JSON_HUGE 1e18
+pp_status pp_json_range(const pp_json_src *s, const json_t *o, const char *prefix, const char *key,
+                        double min, double max, int zero_ok, double *out);
 /* A number >= min (NaN never is). */
 pp_status pp_json_num(const pp_json_src *s, const json_t *o, const char *prefix, const char *key,
                       double min, double *out);

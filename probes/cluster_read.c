@@ -28,6 +28,17 @@ static pp_status bad_owned(const rd *r, const char *field, const char *expected,
 #define GET_ARR(o, pre, key, null_ok, out) PP_TRY(pp_json_arr(r, o, pre, key, null_ok, out))
 #define GET_OBJ(o, pre, key, null_ok, out) PP_TRY(pp_json_obj(r, o, pre, key, null_ok, out))
 
+/* The largest any physical quantity of a cluster file may be (bytes, B/s, FLOP/s, seconds):
+ * 1e18 is an exaFLOP/s device, far past any; beyond it a product overflows to inf. */
+#define NUM_MAX PP_JSON_HUGE
+
+/* A number in [min, NUM_MAX]. */
+static pp_status num(const rd *r, const json_t *o, const char *pre, const char *key, double min,
+                     double *out)
+{
+    return pp_json_range(r, o, pre, key, min, NUM_MAX, 0, out);
+}
+
 static pp_status get_elem_obj(const rd *r, json_t *arr, const char *pre, const char *key, size_t i,
                               char *path, json_t **out)
 {
@@ -57,9 +68,9 @@ static pp_status get_measure(const rd *r, json_t *o, const char *pre, const char
     json_t *v;
     GET_OBJ(o, pre, key, 0, &v);
     pp_json_path(f, sizeof f, pre, key);
-    PP_TRY(pp_json_num(r, v, f, "median", 0, &m->median));
-    PP_TRY(pp_json_num(r, v, f, "min", 0, &m->min));
-    PP_TRY(pp_json_num(r, v, f, "max", 0, &m->max));
+    PP_TRY(num(r, v, f, "median", 0, &m->median));
+    PP_TRY(num(r, v, f, "min", 0, &m->min));
+    PP_TRY(num(r, v, f, "max", 0, &m->max));
     PP_TRY(pp_json_int(r, v, f, "samples", 0, INT_MAX_FIELD, NULL, &m->samples));
     return PP_OK;
 }
@@ -85,7 +96,8 @@ static pp_status get_matrix(const rd *r, json_t *o, const char *pre, const char 
         int ok = json_is_array(rw) && json_array_size(rw) == (size_t)n;
         for (int b = 0; ok && b < n; b++) {
             json_t *x = json_array_get(rw, (size_t)b);
-            ok = json_is_number(x) && json_number_value(x) >= 0;
+            ok = json_is_number(x) && json_number_value(x) >= 0 &&
+                 json_number_value(x) <= NUM_MAX;
             if (ok)
                 m[a * n + b] = json_number_value(x);
         }
@@ -109,7 +121,7 @@ static pp_status get_sweep(const rd *r, json_t *o, const char *pre, pp_xfer_poin
         return PP_ERR_NOMEM;
     for (int i = 0; i < *n; i++) {
         PP_TRY(get_elem_obj(r, v, pre, "sweep", (size_t)i, f, &e));
-        PP_TRY(pp_json_num(r, e, f, "bytes", 0, &(*pts)[i].bytes));
+        PP_TRY(num(r, e, f, "bytes", 0, &(*pts)[i].bytes));
         PP_TRY(get_measure(r, e, f, "seconds", &(*pts)[i].seconds));
     }
     return PP_OK;
@@ -124,8 +136,8 @@ static pp_status read_link(const rd *r, json_t *links, const char *key, pp_link 
         return PP_OK;
     pp_json_path(f, sizeof f, "links", key);
     l->present = 1;
-    PP_TRY(pp_json_num(r, v, f, "alpha_s", 0, &l->alpha_s));
-    PP_TRY(pp_json_num(r, v, f, "beta_Bps", 1e-300, &l->beta_Bps));
+    PP_TRY(pp_json_range(r, v, f, "alpha_s", 0, 10, 0, &l->alpha_s));  /* latency, s */
+    PP_TRY(pp_json_range(r, v, f, "beta_Bps", 1, 1e15, 0, &l->beta_Bps)); /* 1 PB/s */
     PP_TRY(pp_json_str_copy(r, v, f, "method", l->method, sizeof l->method));
     PP_TRY(get_source(r, v, f, &l->source));
     PP_TRY(get_sweep(r, v, f, &l->points, &l->n_points));
@@ -140,9 +152,9 @@ static pp_status read_allreduce(const rd *r, json_t *root, pp_collective *a)
         return PP_OK;
     a->present = 1;
     PP_TRY(pp_json_int(r, v, "allreduce", "ranks", 1, INT_MAX_FIELD, NULL, &a->ranks));
-    PP_TRY(pp_json_num(r, v, "allreduce", "busbw_Bps", 0, &a->busbw_Bps));
-    PP_TRY(pp_json_num(r, v, "allreduce", "alpha_s", 0, &a->alpha_s));
-    PP_TRY(pp_json_num(r, v, "allreduce", "beta_Bps", 0, &a->beta_Bps));
+    PP_TRY(pp_json_range(r, v, "allreduce", "busbw_Bps", 0, 1e15, 0, &a->busbw_Bps));
+    PP_TRY(pp_json_range(r, v, "allreduce", "alpha_s", 0, 10, 0, &a->alpha_s));
+    PP_TRY(pp_json_range(r, v, "allreduce", "beta_Bps", 0, 1e15, 0, &a->beta_Bps));
     PP_TRY(get_source(r, v, "allreduce", &a->source));
     PP_TRY(get_sweep(r, v, "allreduce", &a->points, &a->n_points));
     return PP_OK;
@@ -194,7 +206,7 @@ static pp_status read_topo_gpus(const rd *r, json_t *v, const char *pre, pp_topo
         PP_TRY(pp_json_str_copy(r, e, f, "pci", g->pci, sizeof g->pci));
         PP_TRY(pp_json_int(r, e, f, "numa", -1, INT_MAX_FIELD, NULL, &g->numa));
         PP_TRY(pp_json_int(r, e, f, "nic", -1, INT_MAX_FIELD, NULL, &g->nic));
-        PP_TRY(pp_json_num(r, e, f, "mem_bytes", 0, &g->mem_bytes));
+        PP_TRY(num(r, e, f, "mem_bytes", 0, &g->mem_bytes));
         PP_TRY(pp_json_str_copy(r, e, f, "nic_path", path, sizeof path));
         g->nic_path = PP_PATH_UNKNOWN;
         for (int p = 0; p < PP_PATH_UNKNOWN; p++)
@@ -246,7 +258,7 @@ static pp_status read_topo(const rd *r, json_t *v, const char *pre, pp_topo *t)
     PP_TRY(pp_json_int(r, v, pre, "sockets", 0, INT_MAX_FIELD, NULL, &t->sockets));
     PP_TRY(pp_json_int(r, v, pre, "cores", 0, INT_MAX_FIELD, NULL, &t->cores));
     PP_TRY(pp_json_int(r, v, pre, "pus", 0, INT_MAX_FIELD, NULL, &t->pus));
-    PP_TRY(pp_json_num(r, v, pre, "mem_bytes", 0, &t->mem_bytes));
+    PP_TRY(num(r, v, pre, "mem_bytes", 0, &t->mem_bytes));
     GET_ARR(v, pre, "numa", 0, &a);
     t->n_numa = (int)json_array_size(a);
     if (!(t->numa = pp_calloc((size_t)t->n_numa + 1, sizeof *t->numa)))
@@ -254,7 +266,7 @@ static pp_status read_topo(const rd *r, json_t *v, const char *pre, pp_topo *t)
     for (int i = 0; i < t->n_numa; i++) {
         PP_TRY(get_elem_obj(r, a, pre, "numa", (size_t)i, f, &e));
         PP_TRY(pp_json_int(r, e, f, "os_index", 0, INT_MAX_FIELD, NULL, &t->numa[i].os_index));
-        PP_TRY(pp_json_num(r, e, f, "mem_bytes", 0, &t->numa[i].mem_bytes));
+        PP_TRY(num(r, e, f, "mem_bytes", 0, &t->numa[i].mem_bytes));
     }
     return read_topo_io(r, v, pre, t);
 }
@@ -342,10 +354,10 @@ static pp_status read_device(const rd *r, json_t *e, const char *f, const pp_clu
     }
     PP_TRY(pp_json_int(r, e, f, "local_index", 0, INT_MAX_FIELD, NULL, &d->local_index));
     PP_TRY(pp_json_str_copy(r, e, f, "pci", d->pci, sizeof d->pci));
-    PP_TRY(pp_json_num(r, e, f, "mem_bytes", 0, &d->mem_bytes));
-    PP_TRY(pp_json_num(r, e, f, "mem_free_bytes", 0, &d->mem_free_bytes));
-    PP_TRY(pp_json_num(r, e, f, "peak_flops", 0, &d->peak_flops));
-    PP_TRY(pp_json_num(r, e, f, "gemm_flops", 0, &d->gemm_flops));
+    PP_TRY(num(r, e, f, "mem_bytes", 0, &d->mem_bytes));
+    PP_TRY(num(r, e, f, "mem_free_bytes", 0, &d->mem_free_bytes));
+    PP_TRY(pp_json_range(r, e, f, "peak_flops", 1e3, NUM_MAX, 1, &d->peak_flops));
+    PP_TRY(pp_json_range(r, e, f, "gemm_flops", 1e3, NUM_MAX, 1, &d->gemm_flops));
     PP_TRY(pp_json_str_copy(r, e, f, "gemm_dtype", d->gemm_dtype, sizeof d->gemm_dtype));
     PP_TRY(get_source(r, e, f, &d->source));
     PP_TRY(get_measure(r, e, f, "copy_Bps", &d->copy_Bps));

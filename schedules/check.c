@@ -495,6 +495,11 @@ pp_status pp_sched_check(const pp_sched *s)
                       "schedule shape is invalid: %d ranks, %d micro-batches, %d stages per "
                       "pipe, %d pipes (expected at least 1 of each and at most 2 pipes)",
                       s->ranks, s->microbatches, s->stages_per_pipe, s->n_pipes);
+    if ((long long)s->stages_per_pipe * s->microbatches > PP_SCHED_MAX_VISITS)
+        return PP_ERR(PP_ERR_CHECK,
+                      "schedule of %d stages x %d micro-batches is more than a schedule may have "
+                      "(%d stage visits)",
+                      s->stages_per_pipe, s->microbatches, PP_SCHED_MAX_VISITS);
     checker ck = {
         .s = s, .S = s->stages_per_pipe, .N = s->microbatches, .D = s->ranks, .P = s->n_pipes};
     ck.nk = (size_t)ck.P * (size_t)ck.S * (size_t)ck.N;

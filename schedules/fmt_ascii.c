@@ -143,6 +143,9 @@ pp_status pp_sched_write_ascii(const pp_sched *s, const pp_sim_result *sim, int 
     if (!sim || !sim->spans)
         return PP_ERR(PP_ERR_INVALID,
                       "the ascii timeline needs a simulation run with want_spans = 1");
+    if (width > PP_SCHED_ASCII_MAX_WIDTH)
+        return PP_ERR(PP_ERR_INVALID, "width: expected at most %d columns, got %d",
+                      PP_SCHED_ASCII_MAX_WIDTH, width);
     if (width <= 0)
         width = auto_width(s, sim);
     int extra = max_reduces(s) + 1;

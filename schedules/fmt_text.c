@@ -219,6 +219,11 @@ static pp_status parse_header(text_parser *tp, pp_sched **out)
     if ((long)v * D > TEXT_MAX_STAGES)
         return TP_ERR(tp, "schedule: chunks x ranks = %ld stages is more than %d",
                       (long)v * D, TEXT_MAX_STAGES);
+    if (pp_sched_budget_check(D, N, v) != PP_OK) { /* before any allocation (finding 6) */
+        char why[200];
+        snprintf(why, sizeof why, "%s", pp_err_text());
+        return TP_ERR(tp, "schedule: %s", why);
+    }
     if (L && L < v * D)
         return TP_ERR(tp, "schedule: %d layers cannot fill %d stages", L, v * D);
     /* Layers 0 gives one layer per stage, which always splits; the real ranges follow in the

@@ -184,6 +184,18 @@ pp_status pp_sched_desc_check(const pp_sched_desc *d, const pp_sched_params *p);
 /* Looks up `kind`, generates, lowers communication; the result passes pp_sched_check. */
 pp_status pp_sched_generate(const char *kind, const pp_sched_params *p, pp_sched **out);
 
+/* ---- The budget of one schedule -------------------------------------------------------------
+ * Every micro-batch visits every stage of its pipe (a forward and a backward there), so a
+ * schedule of D ranks, v chunks and N micro-batches has N x v x D stage visits and a few actions
+ * per visit; the checker's tables are of that size too. PP_SCHED_MAX_VISITS bounds it before
+ * anything is allocated: 2^21 is eight times the largest the search meets (Llama 3 405B, 2048
+ * micro-batches x 128 stages) and about 10^7 actions. Ranks and stages are bounded as well. */
+#define PP_SCHED_MAX_VISITS (1 << 21)
+#define PP_SCHED_MAX_RANKS 65536
+/* PP_OK, or PP_ERR_INVALID naming the sizes (as the options and the text format call them:
+ * ranks, chunks, microbatches) and the budget. 64-bit products; any int is safe to pass. */
+pp_status pp_sched_budget_check(int ranks, int microbatches, int chunks);
+
 /* ---- Building a schedule (generators, parsers) ---------------------------------------------- */
 /* An empty schedule with S = chunks * ranks stages per pipe, every stage unplaced (rank -1) and
  * layers split by pp_sched_split_layers(layers ? layers : S, S, uneven). */
@@ -436,6 +448,8 @@ pp_status pp_sched_write_json(const pp_sched *s, const pp_sim_result *sim, FILE 
 pp_status pp_sched_write_csv(const pp_sched *s, FILE *fp);
 pp_status pp_sched_write_csv_compute(const pp_sched *s, FILE *fp);
 pp_status pp_sched_read_csv(const char *text, const char *source_name, pp_sched **out);
+/* width: columns, at most PP_SCHED_ASCII_MAX_WIDTH (more is PP_ERR_INVALID); <= 0: automatic. */
+#define PP_SCHED_ASCII_MAX_WIDTH 10000
 pp_status pp_sched_write_ascii(const pp_sched *s, const pp_sim_result *sim, int width, FILE *fp);
 pp_status pp_sched_write_svg(const pp_sched *s, const pp_sim_result *sim, FILE *fp);
 

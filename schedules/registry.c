@@ -112,6 +112,7 @@ pp_status pp_sched_desc_check(const pp_sched_desc *d, const pp_sched_params *p)
                       "%s has %d chunk%s per rank per pipe (%d in all), got --chunks %d", k,
                       d->chunks, d->chunks == 1 ? "" : "s", d->pipes * d->chunks, p->chunks);
     int v = pp_sched_desc_chunks(d, p->chunks);
+    PP_TRY(pp_sched_budget_check(D, N, v < 1 ? 1 : v));
     if (!d->chunks && v < d->chunks_min)
         return PP_ERR(PP_ERR_INVALID, "%s needs at least %d chunks per rank (--chunks), got %d",
                       k, d->chunks_min, v);

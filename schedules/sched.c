@@ -46,6 +46,20 @@ pp_status pp_sched_split_layers(int layers, int stages, int uneven, int *begin)
     return PP_OK;
 }
 
+pp_status pp_sched_budget_check(int ranks, int microbatches, int chunks)
+{
+    if (ranks > PP_SCHED_MAX_RANKS)
+        return PP_ERR(PP_ERR_INVALID, "ranks: expected at most %d, got %d", PP_SCHED_MAX_RANKS,
+                      ranks);
+    long long visits = (long long)ranks * chunks * microbatches;
+    if (ranks >= 1 && chunks >= 1 && microbatches >= 1 && visits > PP_SCHED_MAX_VISITS)
+        return PP_ERR(PP_ERR_INVALID,
+                      "ranks x chunks x microbatches = %d x %d x %d = %lld stage visits, more "
+                      "than a schedule may have (%d)",
+                      ranks, chunks, microbatches, visits, PP_SCHED_MAX_VISITS);
+    return PP_OK;
+}
+
 pp_status pp_sched_create(const char *kind, int ranks, int microbatches, int chunks, int n_pipes,
                           int layers, int uneven, pp_sched **out)
 {
@@ -60,6 +74,7 @@ pp_status pp_sched_create(const char *kind, int ranks, int microbatches, int chu
         return PP_ERR(PP_ERR_INVALID, "a schedule has 1 or 2 pipes, got %d", n_pipes);
     if (layers < 0)
         return PP_ERR(PP_ERR_INVALID, "layers must be positive, got %d", layers);
+    PP_TRY(pp_sched_budget_check(ranks, microbatches, chunks)); /* before any allocation */
     int S = chunks * ranks;
     int L = layers ? layers : S;
     int *begin = pp_calloc((size_t)S + 1, sizeof *begin);

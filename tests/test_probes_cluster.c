@@ -235,6 +235,36 @@ static void bad_numa(json_t *root)
     json_object_set_new(json_array_get(json_object_get(topo, "gpus"), 2), "numa", json_true());
 }
 
+/* issue 18, finding 13: accepted, then "predicted step time inf" */
+static void huge_alpha(json_t *root)
+{
+    json_object_set_new(json_object_get(json_object_get(root, "links"), "intra_node"), "alpha_s",
+                        json_real(1e308));
+}
+static void tiny_gemm(json_t *root)
+{
+    json_object_set_new(json_array_get(json_object_get(root, "devices"), 0), "gemm_flops",
+                        json_real(1e-286));
+}
+static void huge_bandwidth(json_t *root)
+{
+    json_object_set_new(json_object_get(json_object_get(root, "links"), "intra_node"), "beta_Bps",
+                        json_real(1e300));
+}
+
+Test(probes_cluster, physical_quantities_out_of_any_sane_range_are_refused)
+{
+    cr_expect(strstr(read_error_after(huge_alpha),
+                     "c.json: field \"links.intra_node.alpha_s\": expected a number in 0..10, "
+                     "got 1e308"),
+              "%s", pp_err_text());
+    cr_expect(strstr(read_error_after(tiny_gemm), "c.json: field \"devices[0].gemm_flops\": "
+                                                  "expected 0 or a number >= 1000, got 1"),
+              "%s", pp_err_text());
+    cr_expect(strstr(read_error_after(huge_bandwidth), "links.intra_node.beta_Bps"), "%s",
+              pp_err_text());
+}
+
 Test(probes_cluster, reader_names_file_field_expectation_and_value)
 {
     cr_assert_str_eq(

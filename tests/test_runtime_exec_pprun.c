@@ -50,6 +50,14 @@ Test(runtime_pprun, bad_input_is_one_line_and_exit_code_2)
         {"--ranks 0", "--ranks: invalid value \"0\""},
         {"--lr fast", "--lr: invalid value \"fast\""},
         {"--frobnicate", "unknown option"},
+        /* issue 18, finding 6: these ran until memory ran out */
+        {"--microbatches 100000000", "--microbatches"},
+        {"--layers 100000000", "--layers: expected at most 4096"},
+        /* finding 14: infinite rates were accepted; an argument's newline split the message */
+        {"--lr inf", "--lr: invalid value \"inf\": expected a finite number"},
+        {"--clip inf", "--clip: invalid value \"inf\": expected a finite number"},
+        {"--lr 1e9", "--lr: expected at most 10"},
+        {"--ranks '3\nFAKE'", "--ranks: invalid value \"3\\nFAKE\""},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[256];

@@ -113,3 +113,27 @@ Test(sched_gen, unknown_kind_lists_the_known_ones)
     cr_assert(strstr(pp_err_text(), "\"zigzag\""));
     cr_assert(strstr(pp_err_text(), "bitpipe"));
 }
+
+/* issue 18, finding 6: sizes past the budget fail before anything is allocated */
+Test(sched, generators_refuse_schedules_past_the_budget)
+{
+    struct {
+        const char *kind;
+        pp_sched_params p;
+        const char *says;
+    } cases[] = {
+        {"1f1b", {.ranks = 4, .microbatches = 100000000}, "more than a schedule may have"},
+        {"gpipe", {.ranks = 1000000, .microbatches = 4}, "ranks: expected at most 65536"},
+        {"interleaved", {.ranks = 4, .microbatches = 8, .chunks = 100000000},
+         "more than a schedule may have"},
+        {"1f1b", {.ranks = 65536, .microbatches = 65536}, "more than a schedule may have"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pp_sched *s = NULL;
+        cr_expect_eq(pp_sched_generate(cases[i].kind, &cases[i].p, &s), PP_ERR_INVALID,
+                     "case %zu accepted", i);
+        cr_expect_null(s);
+        cr_expect(strstr(pp_err_text(), cases[i].says), "case %zu: %s", i, pp_err_text());
+        pp_sched_destroy(s);
+    }
+}

@@ -300,3 +300,10 @@ Test(sched_fmt, svg_draws_every_compute_with_a_title_and_legend)
     free(out);
     simulated_fini(&x);
 }
+
+/* issue 18, finding 6: 51 bytes took 3.3 GB before any structural check */
+Test(sched_fmt, a_header_past_the_budget_is_refused_before_allocating)
+{
+    assert_parse_error("schedule x ranks 1 microbatches 16777216 chunks 8\n",
+                       "ranks x chunks x microbatches = 1 x 8 x 16777216");
+}

@@ -141,3 +141,51 @@ Test(tuner_models, missing_file_is_not_found_naming_it)
     cr_assert_eq(pp_tune_model_load_hf("/nonexistent/config.json", &m), PP_ERR_NOTFOUND);
     cr_assert(strstr(pp_err_text(), "/nonexistent/config.json"), "%s", pp_err_text());
 }
+
+/* issue 18, finding 12: "my model" got a sanitized file name but the raw name in the profile,
+ * which export, diff, publish and pprun then refused */
+Test(tuner_models, a_model_name_the_profile_reader_would_refuse_is_refused_where_it_enters)
+{
+    const char *names[] = {"my model", "../evil", "mod\\u00e8le", "a/b", ".."};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char text[256];
+        snprintf(text, sizeof text,
+                 "{\"format\": \"pptune-model\", \"version\": 1, \"name\": \"%s\", "
+                 "\"layers\": 4, \"hidden\": 64, \"heads\": 4, \"vocab\": 100, \"seq\": 16}",
+                 names[i]);
+        expect_parse_error(text, 0, "field \"name\": expected letters, digits and . _ - only");
+    }
+}
+
+Test(tuner_models, a_name_taken_from_the_file_name_is_one_the_profile_reader_accepts)
+{
+    char dir[] = "/tmp/pptune_models_XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof path, "%s/my model.json", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("{\"num_hidden_layers\": 4, \"hidden_size\": 64, \"num_attention_heads\": 4, "
+          "\"intermediate_size\": 256, \"vocab_size\": 100, \"max_position_embeddings\": 16}",
+          f);
+    fclose(f);
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_load_hf(path, &m), PP_OK, "%s", pp_err_msg());
+    cr_expect_str_eq(m.name, "my_model");
+    unlink(path);
+    rmdir(dir);
+}
+
+/* issue 18, finding 12: nodes of 8 and 1 devices were planned as 2 x 8 */
+Test(tuner_models, a_cluster_of_unlike_nodes_is_refused)
+{
+    pp_cluster *c = NULL;
+    cr_assert_eq(pp_cluster_load_preset("dgx-h100", 2, &c), PP_OK, "%s", pp_err_msg());
+    int keep = c->nodes[1].n_devices;
+    c->nodes[1].n_devices = 1;
+    pp_tune_hw hw;
+    cr_expect_eq(pp_tune_hw_from_cluster(c, "c.json", &hw), PP_ERR_INVALID);
+    cr_expect(strstr(pp_err_text(), "node 0 has 8 devices, node 1 has 1"), "%s", pp_err_text());
+    c->nodes[1].n_devices = keep;
+    pp_cluster_destroy(c);
+}

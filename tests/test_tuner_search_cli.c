@@ -230,3 +230,59 @@ Test(tuner_search_cli, profile_launch_line_equals_the_pprun_export)
     json_decref(p);
     unlink(path);
 }
+
+/* ---- absurd sizes (issue 18, finding 4): each once a SIGFPE (exit 136) from a 32-bit product
+ * wrapping to 0; now exit 2 with a message naming the option or field ---- */
+static void expect_refused(const char *args, const char *name)
+{
+    pp_test_run_result r = pp_test_run(PPTUNE " %s", args);
+    cr_expect_eq(r.code, 2, "%s: exit %d: %s", args, r.code, r.err);
+    cr_expect(strstr(r.err, name), "%s: the message names %s: %s", args, name, r.err);
+    pp_test_run_done(&r);
+}
+
+Test(tuner_search_cli, products_of_huge_sizes_do_not_wrap_to_zero)
+{
+    expect_refused("--model gpt-13b --max-b 536870912 --no-save", "--max-b");
+    expect_refused("simulate --model gpt-13b -p 65536 -t 65536", "-p x -t");
+    expect_refused("simulate --model gpt-13b -b 536870912", "-b x d");
+    char path[] = "/tmp/pptune_model_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fprintf(f, "{\"format\": \"pptune-model\", \"version\": 1, \"name\": \"m\", \"layers\": 8,"
+               " \"hidden\": 1024, \"heads\": 16, \"vocab\": 32000, \"seq\": 2048,"
+               " \"global_batch\": 1073741824}");
+    fclose(f);
+    char args[256];
+    snprintf(args, sizeof args, "--model-file %s --no-save", path);
+    expect_refused(args, "global_batch");
+    f = fopen(path, "w");
+    fprintf(f, "{\"format\": \"pptune-model\", \"version\": 1, \"name\": \"m\", \"layers\": 8,"
+               " \"hidden\": 1073741824, \"heads\": 16, \"vocab\": 32000, \"seq\": 2048}");
+    fclose(f);
+    expect_refused(args, "hidden"); /* 4 * hidden, the default FFN, was signed overflow */
+    unlink(path);
+    expect_refused("--model gpt-13b --global-batch 2000000000 --no-save", "--global-batch");
+}
+
+Test(tuner_search_cli, an_absurd_timeline_width_is_refused)
+{
+    /* issue 18, finding 6: --width 1e9 took 2 GB */
+    expect_refused("schedule --kind 1f1b --ranks 4 --microbatches 8 --width 1000000000",
+                   "--width");
+}
+
+Test(tuner_search_cli, arguments_echoed_in_messages_keep_them_on_one_line)
+{
+    /* issue 18, finding 14: raw newlines from arguments let a message forge lines */
+    pp_test_run_result r = pp_test_run(PPTUNE " --model 'x\nFAKE: ok' --no-save");
+    cr_expect_eq(r.code, 2, "%s", r.err);
+    cr_expect(strstr(r.err, "unknown model \"x\\nFAKE: ok\""), "%s", r.err);
+    cr_expect_null(strstr(r.err, "\nFAKE"), "%s", r.err);
+    pp_test_run_done(&r);
+    r = pp_test_run(PPTUNE " schedule --kind 1f1b --ranks '4\nFAKE' --microbatches 4");
+    cr_expect_eq(r.code, 2, "%s", r.err);
+    cr_expect_null(strstr(r.err, "\nFAKE"), "%s", r.err);
+    pp_test_run_done(&r);
+}

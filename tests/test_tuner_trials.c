@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -131,4 +133,107 @@ Test(tuner_trials, gpu_trials_run_the_cuda_backend_in_bf16)
     unlink(out);
     unlink(p);
     free(p);
+}
+
+/* ---- hostile children (issue 18, findings 3 and 12) ---- */
+
+/* 1 when the process is gone (or a zombie nobody has reaped yet). Waits a little for init to
+ * reap it; no timing is asserted. */
+static int process_gone(pid_t pid)
+{
+    for (int i = 0; i < 200; i++) {
+        if (kill(pid, 0) != 0)
+            return 1;
+        char path[64], st[256] = "";
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            return 1;
+        size_t n = fread(st, 1, sizeof st - 1, f);
+        fclose(f);
+        st[n] = '\0';
+        char *paren = strrchr(st, ')');
+        if (paren && paren[1] == ' ' && paren[2] == 'Z')
+            return 1;
+        usleep(20000);
+    }
+    return 0;
+}
+
+static pid_t read_pid(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    int pid = 0;
+    cr_assert(f && fscanf(f, "%d", &pid) == 1, "no pid in %s", path);
+    fclose(f);
+    return (pid_t)pid;
+}
+
+Test(tuner_trials, a_child_that_closes_its_pipes_and_hangs_is_still_timed_out, .timeout = 25)
+{
+    /* before: the deadline held only while the pipes were open; waitpid then blocked */
+    scripted("exec >&- 2>&-; sleep 60", 0.5, "timeout", "killed after 0.5 s");
+}
+
+/* Runs body (which starts `sleep 60 &` and writes its pid to %s) as the trial and checks the
+ * status, and that the sleep did not outlive the trial. */
+static void leaves_no_child(const char *body_fmt, double timeout, const char *status,
+                            const char *detail)
+{
+    char pidf[] = "/tmp/pptune_trial_pid_XXXXXX";
+    close(mkstemp(pidf));
+    char body[256];
+    snprintf(body, sizeof body, body_fmt, pidf);
+    scripted(body, timeout, status, detail);
+    pid_t g = read_pid(pidf);
+    int gone = process_gone(g);
+    if (!gone)
+        kill(g, SIGKILL);
+    cr_expect(gone, "%s: its child %d outlived the trial", body, (int)g);
+    unlink(pidf);
+}
+
+Test(tuner_trials, a_wrappers_children_are_killed_with_it_on_timeout, .timeout = 25)
+{
+    leaves_no_child("sleep 60 & echo $! > %s; wait", 0.5, "timeout", "killed after 0.5 s");
+}
+
+Test(tuner_trials, what_a_child_leaves_running_when_it_exits_is_ended, .timeout = 25)
+{
+    leaves_no_child("sleep 60 & echo $! > %s; exit 3", 20, "crash", "exit 3");
+}
+
+Test(tuner_trials, a_child_flooding_stdout_does_not_take_memory, .timeout = 60)
+{
+    struct rusage before, after;
+    getrusage(RUSAGE_SELF, &before);
+    /* 300 MB of output, then a hang: held in full, this took 300 MB or more */
+    pp_tune_trial_result r = scripted("yes flood | head -c 300000000; sleep 60", 10,
+                                      "timeout", "killed after");
+    (void)r;
+    getrusage(RUSAGE_SELF, &after);
+    cr_expect_lt(after.ru_maxrss, before.ru_maxrss + 64 * 1024, "max RSS grew from %ld to %ld KiB",
+                 before.ru_maxrss, after.ru_maxrss);
+}
+
+Test(tuner_trials, a_flooded_error_stream_keeps_its_head_and_tail)
+{
+    scripted("echo 'pprun: first line' >&2; yes spam | head -c 5000000 >&2; "
+             "echo 'pprun: cannot allocate 1 bytes' >&2; exit 1",
+             20, "oom", "pprun: first line");
+}
+
+Test(tuner_trials, absurd_step_times_are_not_ok)
+{
+    const char *times[] = {"-1", "0", "1e308", "NaN", "Infinity"};
+    for (size_t i = 0; i < sizeof times / sizeof *times; i++) {
+        char body[256];
+        snprintf(body, sizeof body,
+                 "echo '{\"median_step_seconds\": %s, \"ranks\": []}'; exit 0", times[i]);
+        char *p = script(body);
+        pp_tune_trial_result r = trial(p, 10);
+        cr_expect_str_neq(r.status, "ok", "step time %s accepted: %s", times[i], r.detail);
+        unlink(p);
+        free(p);
+    }
 }

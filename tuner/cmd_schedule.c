@@ -124,6 +124,9 @@ static int parse_opt(const pp_cli *p, int c, sched_opts *o)
 /* Rules between options. Returns -1 if consistent, else the exit code. */
 static int validate_opts(const sched_opts *o)
 {
+    if (o->width > PP_SCHED_ASCII_MAX_WIDTH)
+        return pp_cmd_usage_error(CMD, "--width: expected at most %d columns, got %d",
+                                  PP_SCHED_ASCII_MAX_WIDTH, o->width);
     if (o->format && !known_format(o->format))
         return pp_cmd_usage_error(CMD,
                                   "--format expects one of text, json, csv, ascii, svg, got \"%s\" "

@@ -301,6 +301,9 @@ static int report(const opts *o, const pp_tune_model *m, const pp_tune_hw *hw, p
 static int search_and_report(opts *o, const pp_tune_model *m, const pp_tune_hw *hw,
                              const char *cluster_json, int argc, char **argv)
 {
+    if (o->max_b > m->global_batch) /* b x d of a larger one wrapped (issue 18, finding 4) */
+        return pp_cmd_usage_error(CMD, "--max-b: expected at most the global batch (%d), got %d",
+                                  m->global_batch, o->max_b);
     int allow_tp = !o->no_tp;
     pp_tune_search_adjust(hw, &o->tune.opts, &allow_tp);
     o->no_tp = !allow_tp;

@@ -81,15 +81,17 @@ static int parse(int argc, char **argv, opts *o)
 static int complete(opts *o, const pp_tune_model *m, const pp_tune_hw *hw)
 {
     pp_tune_config *c = &o->c;
-    int gpus = hw->nodes * hw->gpus_per_node;
-    if (gpus % (c->p * c->t) != 0)
-        return pp_cmd_usage_error(CMD, "p x t = %d x %d does not divide the %d devices", c->p,
+    long long gpus = (long long)hw->nodes * hw->gpus_per_node;
+    long long pt = (long long)c->p * c->t; /* 64 bits: 65536 x 65536 wrapped to 0 (SIGFPE) */
+    if (pt > gpus || gpus % pt != 0)
+        return pp_cmd_usage_error(CMD, "-p x -t = %d x %d does not divide the %lld devices", c->p,
                                   c->t, gpus);
-    c->d = gpus / (c->p * c->t);
-    if (m->global_batch % (c->b * c->d) != 0)
-        return pp_cmd_usage_error(CMD, "global batch %d is not a multiple of b x d = %d x %d",
+    c->d = (int)(gpus / pt);
+    long long bd = (long long)c->b * c->d;
+    if (c->b > m->global_batch || m->global_batch % bd != 0)
+        return pp_cmd_usage_error(CMD, "global batch %d is not a multiple of -b x d = %d x %d",
                                   m->global_batch, c->b, c->d);
-    c->N = m->global_batch / (c->b * c->d);
+    c->N = (int)(m->global_batch / bd);
     const pp_sched_desc *d = pp_sched_find(c->kind);
     if (!d)
         return pp_cmd_usage_error(CMD, "%s", pp_err_text());

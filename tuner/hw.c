@@ -99,6 +99,14 @@ pp_status pp_tune_hw_from_cluster(const pp_cluster *c, const char *source, pp_tu
     snprintf(out->name, sizeof out->name, "%s", c->origin);
     snprintf(out->source, sizeof out->source, "%s", source);
     snprintf(out->fingerprint, sizeof out->fingerprint, "%s", c->fingerprint);
+    /* The plan assumes nodes alike (d, t and the placement count devices per node): a cluster
+     * of 8- and 1-device nodes was planned as 2 x 8. Refused, naming the first that differs. */
+    for (int i = 1; i < c->n_nodes; i++)
+        if (c->nodes[i].n_devices != c->nodes[0].n_devices)
+            return PP_ERR(PP_ERR_INVALID,
+                          "%s: nodes differ: node 0 has %d devices, node %d has %d; pptune plans "
+                          "clusters of identical nodes (describe the nodes alike, or a subset)",
+                          source, c->nodes[0].n_devices, i, c->nodes[i].n_devices);
     out->nodes = c->n_nodes;
     out->gpus_per_node = c->nodes[0].n_devices;
     out->is_local = strncmp(c->origin, "probed", 6) == 0;

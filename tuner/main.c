@@ -39,17 +39,21 @@ int pp_cmd_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "pptune %s: ", cmd);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n(see 'pptune %s --help')\n", cmd);
+    char msg[2048];
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    fprintf(stderr, "pptune %s: ", cmd);
+    pp_fputs_escaped(msg, stderr); /* arguments echoed in it stay on one line */
+    fprintf(stderr, "\n(see 'pptune %s --help')\n", cmd);
     return 2;
 }
 
 int pp_cmd_fail(const char *cmd, int status)
 {
     const char *verbose = getenv("PPTUNE_DEBUG");
-    fprintf(stderr, "pptune %s: %s\n", cmd, verbose && *verbose ? pp_err_msg() : pp_err_text());
+    fprintf(stderr, "pptune %s: ", cmd);
+    pp_fputs_escaped(verbose && *verbose ? pp_err_msg() : pp_err_text(), stderr);
+    fputc('\n', stderr);
     switch (status) {
     case PP_ERR_INVALID:
     case PP_ERR_PARSE:

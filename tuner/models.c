@@ -14,6 +14,8 @@
  *    "norm_bias" (true), "linear_bias" (true), "learned_positions" (true),
  *    "tied_embeddings" (true), "global_batch" (512)}
  */
+#include <ctype.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,14 +106,23 @@ pp_status pp_tune_model_validate(const pp_tune_model *m, const char *src)
 {
     const struct {
         const char *field;
-        int value;
-    } pos[] = {{"layers", m->layers}, {"hidden", m->hidden}, {"heads", m->heads},
-               {"kv_heads", m->kv_heads}, {"ffn", m->ffn},   {"vocab", m->vocab},
-               {"seq", m->seq},         {"global_batch", m->global_batch}};
-    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
+        int value, max;
+    } pos[] = {{"layers", m->layers, PP_TUNE_MAX_LAYERS},
+               {"hidden", m->hidden, PP_TUNE_MAX_HIDDEN},
+               {"heads", m->heads, PP_TUNE_MAX_HEADS},
+               {"kv_heads", m->kv_heads, PP_TUNE_MAX_HEADS},
+               {"ffn", m->ffn, PP_TUNE_MAX_FFN},
+               {"vocab", m->vocab, PP_TUNE_MAX_VOCAB},
+               {"seq", m->seq, PP_TUNE_MAX_SEQ},
+               {"global_batch", m->global_batch, PP_TUNE_MAX_GLOBAL_BATCH}};
+    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++) {
         if (pos[i].value < 1)
             return PP_ERR(PP_ERR_PARSE, "%s: field \"%s\": expected a positive integer, got %d",
                           src, pos[i].field, pos[i].value);
+        if (pos[i].value > pos[i].max)
+            return PP_ERR(PP_ERR_PARSE, "%s: field \"%s\": expected at most %d, got %d", src,
+                          pos[i].field, pos[i].max, pos[i].value);
+    }
     if (m->hidden % m->heads != 0)
         return PP_ERR(PP_ERR_PARSE,
                       "%s: field \"heads\": expected a divisor of hidden (%d), got %d", src,
@@ -170,6 +181,20 @@ static pp_status get_bool(json_t *o, const char *path, const char *field, int *v
     return json_object_get(o, field) ? pp_json_bool(&s, o, "", field, v) : PP_OK;
 }
 
+/* A model name as profiles and the store key it (profiles/store.c's key rule): letters, digits
+ * and . _ -, not "." or "..", shorter than n. */
+static int name_ok(const char *s, size_t n)
+{
+    if (!s || !*s || strlen(s) >= n || !strcmp(s, ".") || !strcmp(s, ".."))
+        return 0;
+    for (; *s; s++)
+        if (!isalnum((unsigned char)*s) && *s != '.' && *s != '_' && *s != '-')
+            return 0;
+    return 1;
+}
+
+/* The file's name without its folder and extension, other characters as '_' (a name the
+ * profile reader accepts: the writer and the reader agree). */
 static void basename_of(const char *path, char *buf, size_t n)
 {
     const char *b = strrchr(path, '/');
@@ -177,6 +202,11 @@ static void basename_of(const char *path, char *buf, size_t n)
     char *dot = strrchr(buf, '.');
     if (dot && dot != buf)
         *dot = '\0';
+    for (char *c = buf; *c; c++)
+        if (!isalnum((unsigned char)*c) && *c != '.' && *c != '_' && *c != '-')
+            *c = '_';
+    if (!name_ok(buf, n))
+        snprintf(buf, n, "model");
 }
 
 static pp_status read_hf(json_t *o, const char *path, pp_tune_model *m)
@@ -212,7 +242,11 @@ static pp_status read_own(json_t *o, const char *path, pp_tune_model *m)
     PP_TRY(get_int(o, path, "version", 1, &version));
     if (version != 1)
         return pp_json_bad(&s, "version", "1", json_object_get(o, "version"));
-    const char *name = json_string_value(json_object_get(o, "name"));
+    json_t *jn = json_object_get(o, "name");
+    const char *name = json_string_value(jn);
+    if (jn && !name_ok(name, sizeof m->name)) /* profiles and the store are keyed by it */
+        return pp_json_bad(&s, "name",
+                           "letters, digits and . _ - only (at most 63 characters)", jn);
     if (name)
         snprintf(m->name, sizeof m->name, "%s", name);
     PP_TRY(get_int(o, path, "layers", 1, &m->layers));
@@ -221,7 +255,7 @@ static pp_status read_own(json_t *o, const char *path, pp_tune_model *m)
     PP_TRY(get_int(o, path, "vocab", 1, &m->vocab));
     PP_TRY(get_int(o, path, "seq", 1, &m->seq));
     m->kv_heads = m->heads;
-    m->ffn = 4 * m->hidden;
+    m->ffn = m->hidden <= INT_MAX / 4 ? 4 * m->hidden : INT_MAX; /* validate refuses it */
     fill_family(m, GPT3);
     PP_TRY(get_int(o, path, "kv_heads", 0, &m->kv_heads));
     PP_TRY(get_int(o, path, "ffn", 0, &m->ffn));

@@ -45,6 +45,22 @@ typedef struct {
     char runtime_model[32]; /* pprun --model name when the bundled runtime runs this model */
 } pp_tune_model;
 
+/* Upper bounds of a model's sizes (pp_tune_model_validate), far above any published model, so
+ * that products of them stay in range: more is refused as bad input. The global batch bound
+ * is in sequences (BERT with LAMB trained at 65536). */
+#define PP_TUNE_MAX_LAYERS 4096
+#define PP_TUNE_MAX_HIDDEN (1 << 20)
+#define PP_TUNE_MAX_HEADS 65536
+#define PP_TUNE_MAX_FFN (1 << 22)
+#define PP_TUNE_MAX_VOCAB (1 << 24)
+#define PP_TUNE_MAX_SEQ (1 << 24)
+#define PP_TUNE_MAX_GLOBAL_BATCH (1 << 20)
+/* The most micro-batches per step a search candidate may have: its simulation and schedule are
+ * linear in N (a global batch of 100000 at b = d = 1 took 45 s and 6.8 GB), so candidates above
+ * it are rejected with that reason (twice the largest N of the bundled presets' batches, 2048;
+ * a larger b or d brings N under it). */
+#define PP_TUNE_MAX_MICROBATCHES 4096
+
 /* Parameter counts (elements), whole model, no parallelism. */
 typedef struct {
     double per_layer;  /* one transformer block */

@@ -151,8 +151,8 @@ static pp_status enumerate_schedules(search *x, pp_tune_config c)
             }
             for (int v = d->chunks_min; v * c.p <= x->m->layers + 2 && v <= 16; v++) {
                 c.v = v;
-                for (int G = c.p; G <= c.N; G *= 2) {
-                    c.G = G;
+                for (long long G = c.p; G <= c.N; G *= 2) { /* 64 bits: N may be 2^30 */
+                    c.G = (int)G;
                     PP_TRY(offer(x, &c));
                 }
                 if (c.N > c.p && (c.N & (c.N - 1)) != 0) {
@@ -198,19 +198,31 @@ static pp_status enumerate(search *x)
                 continue;
             c.p = p;
             c.d = x->gpus / (p * t);
-            for (int b = 1; b <= max_b; b *= 2) {
-                c.b = b;
-                if (x->gb % (b * c.d) != 0) {
+            /* 64 bits: b x d of 32-bit ints wrapped to 0 (SIGFPE) and b *= 2 past INT_MAX */
+            for (long long b = 1; b <= max_b; b *= 2) {
+                c.b = (int)b;
+                long long bd = b * c.d;
+                if (x->gb % bd != 0) {
                     c.N = 0;
                     snprintf(c.kind, sizeof c.kind, "any");
                     snprintf(why, sizeof why,
-                             "global batch %d is not a multiple of b x d = %d x %d", x->gb, b,
+                             "global batch %d is not a multiple of b x d = %d x %d", x->gb, c.b,
                              c.d);
                     x->res->seen++, x->res->pruned_rule++;
                     PP_TRY(add_reject(x, &c, 0, why));
                     continue;
                 }
-                c.N = x->gb / (b * c.d);
+                c.N = (int)(x->gb / bd);
+                if (c.N > PP_TUNE_MAX_MICROBATCHES) { /* bounded work per candidate */
+                    snprintf(c.kind, sizeof c.kind, "any");
+                    snprintf(why, sizeof why,
+                             "N = %d micro-batches per step: the search simulates at most %d "
+                             "(a larger b, --max-b, or d brings N down)",
+                             c.N, PP_TUNE_MAX_MICROBATCHES);
+                    x->res->seen++, x->res->pruned_rule++;
+                    PP_TRY(add_reject(x, &c, 0, why));
+                    continue;
+                }
                 PP_TRY(enumerate_schedules(x, c));
             }
         }
@@ -416,7 +428,8 @@ static pp_status run_ranked(search *x)
         if (slb > cap)
             x->cands[i].bound = INFINITY; /* marked: pruned below without a schedule */
     }
-    qsort(x->cands, (size_t)x->n_cands, sizeof *x->cands, by_bound);
+    if (x->n_cands > 0) /* no candidate: x->cands is NULL, and qsort(NULL, 0) is undefined */
+        qsort(x->cands, (size_t)x->n_cands, sizeof *x->cands, by_bound);
     int keep = sp->keep > 0 ? sp->keep : 10;
     x->res->best = pp_calloc((size_t)keep + 1, sizeof *x->res->best);
     pp_tune_rank_mem *mem = pp_calloc((size_t)x->gpus + 1, sizeof *mem);
@@ -513,6 +526,13 @@ void pp_tune_search_adjust(const pp_tune_hw *hw, pp_tune_opts *o, int *allow_tp)
 pp_status pp_tune_search(const pp_tune_search_params *sp, pp_tune_result **out)
 {
     *out = NULL;
+    int gb = sp->global_batch > 0 ? sp->global_batch : sp->model->global_batch;
+    if (gb < 1 || gb > PP_TUNE_MAX_GLOBAL_BATCH)
+        return PP_ERR(PP_ERR_INVALID, "global batch: expected 1 to %d sequences, got %d",
+                      PP_TUNE_MAX_GLOBAL_BATCH, gb);
+    if (sp->max_b > gb)
+        return PP_ERR(PP_ERR_INVALID, "max_b: expected at most the global batch (%d), got %d",
+                      gb, sp->max_b);
     pp_tune_opts o = sp->opts;
     int allow_tp = sp->allow_tp;
     pp_tune_search_adjust(sp->hw, &o, &allow_tp);

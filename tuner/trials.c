@@ -1,9 +1,12 @@
 /* trials.c — runs one candidate for a few steps with the bundled runtime (`pprun --json`) in a
  * child process with a time limit, and classifies what happened.
  *
- * The child's stdout (the JSON summary) and stderr (its error line) are read through pipes
- * while the parent polls with a deadline; past it the child gets SIGKILL and the trial is a
- * "timeout". Exit 0 with a parsable summary is "ok"; an error line naming memory
+ * The child runs in its own process group. Its stdout (the JSON summary) and stderr (its error
+ * line) are read through pipes into bounded buffers (head and tail kept) while the parent polls
+ * and reaps under one deadline; past it the whole group gets SIGTERM, then SIGKILL, and the
+ * trial is a "timeout"; whatever the child left running is ended with the group either way.
+ * Exit 0 with a parsable summary whose step time is a positive finite number no longer than the
+ * trial itself is "ok" (anything else is a "crash" saying why); an error line naming memory
  * (out of memory / cannot allocate) or death by SIGKILL without our kill (the kernel's OOM
  * killer) is "oom"; any other signal or non-zero exit is "crash". A trial's failure is a result,
  * never an error of this function: only failing to start the child (fork, pipe) is.
@@ -12,8 +15,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <jansson.h>
+#include <limits.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -53,39 +57,115 @@ static int build_argv(const pp_tune_trial_params *tp,
     return n;
 }
 
+/* The child's output is kept bounded (a child flooding stdout must not take the tuner's
+ * memory): the first BUF_HEAD bytes and the last BUF_TAIL bytes, with the count dropped between
+ * them. The JSON summary and the error line are small and come first or last. */
+#define BUF_HEAD (768 * 1024)
+#define BUF_TAIL (256 * 1024)
+
 typedef struct {
-    char *data;
-    size_t len, cap;
+    char *data;          /* head, then (buf_finish) the joined text; NUL-terminated */
+    size_t len, cap;     /* head bytes held, allocated */
+    char *tail;          /* ring of BUF_TAIL bytes once the head is full */
+    size_t tail_pos;     /* next write in the ring */
+    unsigned long long tail_total, dropped; /* bytes through the ring; bytes lost */
 } buf;
 
 static int buf_read(int fd, buf *b)
 {
-    if (b->cap - b->len < 4096) {
-        size_t cap = b->cap ? 2 * b->cap : 65536;
-        char *d = realloc(b->data, cap + 1);
-        if (!d)
-            return -1;
-        b->data = d, b->cap = cap;
+    char chunk[65536];
+    ssize_t r = read(fd, chunk, sizeof chunk);
+    if (r <= 0)
+        return (int)r;
+    size_t n = (size_t)r, k = 0;
+    if (b->len < BUF_HEAD) { /* the head grows to BUF_HEAD */
+        size_t want = b->len + n < BUF_HEAD ? b->len + n : BUF_HEAD;
+        if (want + 1 > b->cap) {
+            size_t cap = b->cap ? 2 * b->cap : 65536;
+            cap = cap < want + 1 ? want + 1 : cap;
+            cap = cap > BUF_HEAD + 1 ? BUF_HEAD + 1 : cap;
+            char *d = realloc(b->data, cap);
+            if (!d)
+                return -1;
+            b->data = d, b->cap = cap;
+        }
+        k = want - b->len;
+        memcpy(b->data + b->len, chunk, k);
+        b->len = want;
+        b->data[b->len] = '\0';
     }
-    ssize_t r = read(fd, b->data + b->len, b->cap - b->len);
-    if (r > 0)
-        b->len += (size_t)r;
-    b->data[b->len] = '\0';
+    if (k < n && !b->tail && !(b->tail = malloc(BUF_TAIL)))
+        return -1;
+    for (; k < n; k++) { /* the rest through the ring: what falls out of it is dropped */
+        if (b->tail_total >= BUF_TAIL)
+            b->dropped++;
+        b->tail[b->tail_pos] = chunk[k];
+        b->tail_pos = (b->tail_pos + 1) % BUF_TAIL;
+        b->tail_total++;
+    }
     return (int)r;
 }
 
-/* Collects the child's output until both pipes close or the deadline passes. */
-static int collect(int out_fd, int err_fd, double deadline, buf *out, buf *err)
+/* Joins head, a note on what was dropped, and the tail into b->data. */
+static void buf_finish(buf *b)
+{
+    if (!b->tail)
+        return;
+    size_t held = b->tail_total < BUF_TAIL ? (size_t)b->tail_total : BUF_TAIL;
+    char note[96];
+    int nl = b->dropped ? snprintf(note, sizeof note, "\n[... %llu bytes dropped ...]\n",
+                                   b->dropped)
+                        : 0;
+    char *d = realloc(b->data, b->len + (size_t)nl + held + 1);
+    if (d) {
+        memcpy(d + b->len, note, (size_t)nl);
+        size_t start = b->tail_total < BUF_TAIL ? 0 : b->tail_pos;
+        for (size_t i = 0; i < held; i++)
+            d[b->len + (size_t)nl + i] = b->tail[(start + i) % BUF_TAIL];
+        b->len += (size_t)nl + held;
+        d[b->len] = '\0';
+        b->data = d;
+    }
+    free(b->tail);
+    b->tail = NULL;
+}
+
+/* How long a child's leftovers (a wrapper's children still holding the pipes) may keep writing
+ * after the child itself exited, and how long the group has between SIGTERM and SIGKILL. */
+#define AFTER_EXIT_S 1.0
+#define KILL_GRACE_S 2.0
+
+/* Waits for output on fds (n of them; 0: just sleeps) for at most s seconds, and no more than
+ * 50 ms so that the child's exit is noticed (a poll error or EINTR is retried by the caller
+ * against the same deadline). */
+static void poll_for(struct pollfd *fds, nfds_t n, double s)
+{
+    int ms = s <= 0 ? 0 : s > 0.05 ? 50 : (int)(s * 1000) + 1;
+    (void)poll(fds, n, ms);
+}
+
+/* One deadline over reading and reaping: collects the child's output and reaps it, until the
+ * child has exited and both pipes closed (or AFTER_EXIT_S passed since its exit), or the
+ * deadline passes. Returns 1 on timeout, 0 when *wstatus holds the child's status. */
+static int collect(pid_t pid, int out_fd, int err_fd, double deadline, buf *out, buf *err,
+                   int *wstatus)
 {
     struct pollfd fds[2] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
-    int open_fds = 2;
-    while (open_fds > 0) {
+    int open_fds = 2, reaped = 0;
+    double exited_at = 0;
+    for (;;) {
+        if (!reaped && waitpid(pid, wstatus, WNOHANG) == pid)
+            reaped = 1, exited_at = pp_now();
+        if (reaped && (open_fds == 0 || pp_now() - exited_at > AFTER_EXIT_S))
+            return 0;
         double left = deadline - pp_now();
-        if (left <= 0)
+        if (left <= 0 && !reaped)
             return 1; /* timed out */
-        int rc = poll(fds, 2, (int)(left * 1000) + 1);
-        if (rc < 0 && errno == EINTR)
-            continue;
+        if (left <= 0)
+            return 0; /* exited in time; only its leftovers still write */
+        for (int i = 0; i < 2; i++)
+            fds[i].revents = 0;
+        poll_for(fds, 2, left);
         for (int i = 0; i < 2; i++) {
             if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
                 continue;
@@ -95,10 +175,27 @@ static int collect(int out_fd, int err_fd, double deadline, buf *out, buf *err)
             }
         }
     }
-    return 0;
 }
 
-static void parse_summary(const char *json, const pp_tune_config *c, pp_tune_trial_result *r)
+/* Ends the child's process group (the child and whatever it started): SIGTERM, KILL_GRACE_S to
+ * exit, then SIGKILL; reaps the child unless reaped is set. */
+static void end_group(pid_t pid, int reaped, int *wstatus)
+{
+    kill(-pid, SIGTERM);
+    double until = pp_now() + KILL_GRACE_S;
+    while (!reaped && pp_now() < until) {
+        if (waitpid(pid, wstatus, WNOHANG) == pid)
+            reaped = 1;
+        else
+            poll_for(NULL, 0, until - pp_now());
+    }
+    kill(-pid, SIGKILL);
+    while (!reaped && waitpid(pid, wstatus, 0) < 0 && errno == EINTR)
+        ;
+}
+
+static void parse_summary(const char *json, const pp_tune_config *c, double wall_s,
+                          pp_tune_trial_result *r)
 {
     json_error_t e;
     json_t *root = json_loads(json, 0, &e);
@@ -110,7 +207,17 @@ static void parse_summary(const char *json, const pp_tune_config *c, pp_tune_tri
         json_decref(root);
         return;
     }
-    r->step_time = json_number_value(med);
+    double t = json_number_value(med);
+    if (!(isfinite(t) && t > 0 && t <= wall_s)) {
+        snprintf(r->status, sizeof r->status, "crash");
+        snprintf(r->detail, sizeof r->detail,
+                 "pprun reported a median step time of %g s (expected a positive time within "
+                 "the trial's %.1f s)",
+                 t, wall_s);
+        json_decref(root);
+        return;
+    }
+    r->step_time = t;
     for (size_t i = 0; i < json_array_size(ranks); i++) {
         json_t *rk = json_array_get(ranks, i);
         int g = (int)json_integer_value(json_object_get(rk, "rank"));
@@ -136,7 +243,7 @@ static void classify(int wstatus, int killed, const buf *out, const buf *err,
         snprintf(r->status, sizeof r->status, "timeout");
         snprintf(r->detail, sizeof r->detail, "killed after %.1f s", tp->timeout_s);
     } else if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) {
-        parse_summary(out->data ? out->data : "", tp->cfg, r);
+        parse_summary(out->data ? out->data : "", tp->cfg, r->wall_s, r);
     } else if (strstr(msg, "out of memory") || strstr(msg, "cannot allocate") ||
                (WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL)) {
         snprintf(r->status, sizeof r->status, "oom");
@@ -173,6 +280,7 @@ pp_status pp_tune_trial(const pp_tune_trial_params *tp, pp_tune_trial_result *r)
         return PP_ERR(PP_ERR_IO, "trial: fork: %s", strerror(errno));
     }
     if (pid == 0) {
+        setpgid(0, 0); /* its own process group, ended as a group (end_group) */
         dup2(out_p[1], 1);
         dup2(err_p[1], 2);
         close(out_p[0]), close(out_p[1]), close(err_p[0]), close(err_p[1]);
@@ -180,19 +288,21 @@ pp_status pp_tune_trial(const pp_tune_trial_params *tp, pp_tune_trial_result *r)
         fprintf(stderr, "cannot run %s: %s\n", tp->pprun, strerror(errno));
         _exit(127);
     }
+    setpgid(pid, pid); /* also here: no race with the child's own call */
     close(out_p[1]), close(err_p[1]);
     buf out = {0}, err = {0};
-    int killed = collect(out_p[0], err_p[0], t0 + tp->timeout_s, &out, &err);
-    if (killed)
-        kill(pid, SIGKILL);
     int wstatus = 0;
-    while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR)
-        ;
+    int killed = collect(pid, out_p[0], err_p[0], t0 + tp->timeout_s, &out, &err, &wstatus);
+    end_group(pid, !killed, &wstatus);
     close(out_p[0]), close(err_p[0]);
+    buf_finish(&out);
+    buf_finish(&err);
     r->wall_s = pp_now() - t0;
     classify(wstatus, killed, &out, &err, tp, r);
     free(out.data);
     free(err.data);
+    free(out.tail);
+    free(err.tail);
     return PP_OK;
 }
 

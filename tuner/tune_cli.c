@@ -98,6 +98,12 @@ static int load_model(const char *cmd, const pp_cli_tune *c, pp_tune_model *m)
                                      : pp_tune_model_load_json(c->model_file, m);
     if (st != PP_OK)
         return pp_cmd_fail(cmd, st);
+    if (c->seq > PP_TUNE_MAX_SEQ)
+        return pp_cmd_usage_error(cmd, "--seq: expected at most %d, got %d", PP_TUNE_MAX_SEQ,
+                                  c->seq);
+    if (c->global_batch > PP_TUNE_MAX_GLOBAL_BATCH)
+        return pp_cmd_usage_error(cmd, "--global-batch: expected at most %d, got %d",
+                                  PP_TUNE_MAX_GLOBAL_BATCH, c->global_batch);
     if (c->seq)
         m->seq = c->seq;
     if (c->global_batch)

@@ -4,10 +4,12 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "pp_sched.h"
 #include "pprun.h"
 
 static void usage(FILE *fp)
@@ -71,7 +73,9 @@ static void usage(FILE *fp)
 
 static int bad(const char *opt, const char *val, const char *want)
 {
-    fprintf(stderr, "pprun: %s: invalid value \"%s\": expected %s\n", opt, val, want);
+    fprintf(stderr, "pprun: %s: invalid value \"", opt);
+    pp_fputs_escaped(val, stderr); /* stays one line */
+    fprintf(stderr, "\": expected %s\n", want);
     return 2;
 }
 
@@ -94,14 +98,17 @@ static int parse_double(const char *opt, const char *val, double min, double *ou
     char *end;
     errno = 0;
     double v = strtod(val, &end);
-    if (errno || end == val || *end || !(v >= min)) {
+    if (errno || end == val || *end || !(v >= min) || !isfinite(v)) { /* --lr inf */
         char want[64];
-        snprintf(want, sizeof want, "a number >= %g", min);
+        snprintf(want, sizeof want, "a finite number >= %g", min);
         return bad(opt, val, want);
     }
     *out = v;
     return -1;
 }
+
+/* The most transformer blocks --layers may ask for (as the tuner's model bound). */
+#define PPRUN_MAX_LAYERS 4096
 
 static int parse_u64(const char *opt, const char *val, uint64_t *out)
 {
@@ -287,8 +294,9 @@ int pprun_parse(int argc, char **argv, pprun_opts *o)
     int c;
     while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
         if (c == '?') {
-            fprintf(stderr, "pprun: unknown option or missing value: \"%s\" (see pprun --help)\n",
-                    argv[optind - 1]);
+            fputs("pprun: unknown option or missing value: \"", stderr);
+            pp_fputs_escaped(argv[optind - 1], stderr);
+            fputs("\" (see pprun --help)\n", stderr);
             return 2;
         }
         int rc = apply(c, optarg, o);
@@ -296,7 +304,25 @@ int pprun_parse(int argc, char **argv, pprun_opts *o)
             return rc;
     }
     if (optind < argc) {
-        fprintf(stderr, "pprun: unexpected argument \"%s\" (see pprun --help)\n", argv[optind]);
+        fputs("pprun: unexpected argument \"", stderr);
+        pp_fputs_escaped(argv[optind], stderr);
+        fputs("\" (see pprun --help)\n", stderr);
+        return 2;
+    }
+    if (o->lr > 10 || o->weight_decay > 10) { /* finite (parse_double), and sane */
+        fprintf(stderr, "pprun: %s: expected at most 10, got %g\n",
+                o->lr > 10 ? "--lr" : "--weight-decay", o->lr > 10 ? o->lr : o->weight_decay);
+        return 2;
+    }
+    /* sizes bounded before anything is allocated (issue 18, finding 6) */
+    if (o->layers > PPRUN_MAX_LAYERS) {
+        fprintf(stderr, "pprun: --layers: expected at most %d, got %d\n", PPRUN_MAX_LAYERS,
+                o->layers);
+        return 2;
+    }
+    if (pp_sched_budget_check(o->ranks, o->microbatches, o->chunks > 0 ? o->chunks : 1) !=
+        PP_OK) {
+        fprintf(stderr, "pprun: --ranks, --chunks, --microbatches: %s\n", pp_err_text());
         return 2;
     }
     if (o->precision == PP_PREC_BF16 && o->backend != PP_RT_BACKEND_CUDA) {
