@@ -190,6 +190,10 @@ pp_status pp_profile_store_dir(char **out);
  * (PP_ERR_INVALID) a fingerprint or model with characters outside [A-Za-z0-9._-:] so a key can
  * never leave the store's directory or need URL escaping. */
 pp_status pp_profile_store_key(const char *fingerprint, const char *model, char *buf, size_t n);
+/* Whether a model name can key a profile (the rule pp_profile_store_key applies): 1 or 0. */
+int pp_profile_model_name_ok(const char *name);
+/* Replaces, in place, every character a store key refuses with '_'. */
+void pp_profile_model_name_sanitize(char *name);
 /* dir + "/" + key. Creates nothing (a failed fetch must leave the store as it was). Caller
  * frees. */
 pp_status pp_profile_store_path(const char *dir, const char *fingerprint, const char *model,

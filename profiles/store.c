@@ -34,6 +34,23 @@ static int key_char_ok(char c, int colon_ok)
            c == '_' || c == '-' || (colon_ok && c == ':');
 }
 
+int pp_profile_model_name_ok(const char *name)
+{
+    if (!name || !*name || strlen(name) > 100 || !strcmp(name, ".") || !strcmp(name, ".."))
+        return 0;
+    for (const char *c = name; *c; c++)
+        if (!key_char_ok(*c, 0))
+            return 0;
+    return 1;
+}
+
+void pp_profile_model_name_sanitize(char *name)
+{
+    for (char *c = name; *c; c++)
+        if (!key_char_ok(*c, 0))
+            *c = '_';
+}
+
 static pp_status check_part(const char *what, const char *s, int colon_ok)
 {
     if (!s || !*s)

@@ -14,7 +14,6 @@
  *    "norm_bias" (true), "linear_bias" (true), "learned_positions" (true),
  *    "tied_embeddings" (true), "global_batch" (512)}
  */
-#include <ctype.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,16 +180,11 @@ static pp_status get_bool(json_t *o, const char *path, const char *field, int *v
     return json_object_get(o, field) ? pp_json_bool(&s, o, "", field, v) : PP_OK;
 }
 
-/* A model name as profiles and the store key it (profiles/store.c's key rule): letters, digits
- * and . _ -, not "." or "..", shorter than n. */
+/* A model name as profiles and the store key it (the store's one rule,
+ * pp_profile_model_name_ok), shorter than n. */
 static int name_ok(const char *s, size_t n)
 {
-    if (!s || !*s || strlen(s) >= n || !strcmp(s, ".") || !strcmp(s, ".."))
-        return 0;
-    for (; *s; s++)
-        if (!isalnum((unsigned char)*s) && *s != '.' && *s != '_' && *s != '-')
-            return 0;
-    return 1;
+    return s && strlen(s) < n && pp_profile_model_name_ok(s);
 }
 
 /* The file's name without its folder and extension, other characters as '_' (a name the
@@ -202,9 +196,7 @@ static void basename_of(const char *path, char *buf, size_t n)
     char *dot = strrchr(buf, '.');
     if (dot && dot != buf)
         *dot = '\0';
-    for (char *c = buf; *c; c++)
-        if (!isalnum((unsigned char)*c) && *c != '.' && *c != '_' && *c != '-')
-            *c = '_';
+    pp_profile_model_name_sanitize(buf);
     if (!name_ok(buf, n))
         snprintf(buf, n, "model");
 }

@@ -7,7 +7,6 @@
  * launches the chosen configuration. Kept in one file so that profiles/ can take it over; the
  * store's layout (directory, key) and the reader are profiles/'s (pp_profile.h).
  */
-#include <ctype.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,9 +190,7 @@ pp_status pp_tune_profile_default_path(const pp_tune_hw *hw, const pp_tune_model
 {
     char model[101];
     snprintf(model, sizeof model, "%s", m->name);
-    for (char *c = model; *c; c++)
-        if (!isalnum((unsigned char)*c) && *c != '.' && *c != '_' && *c != '-')
-            *c = '_';
+    pp_profile_model_name_sanitize(model);
     char *dir = NULL;
     PP_TRY(pp_profile_store_dir(&dir));
     char *path = NULL;
