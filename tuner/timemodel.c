@@ -25,6 +25,14 @@
 
 #include "pp_tune.h"
 
+const char *pp_tune_fx_name(int i)
+{
+    static const char *const names[PP_TUNE_FX_COUNT] = {
+        "tp-busbw", "recompute-ar", "seq-par", "attention", "gemm-shape", "kernel-cost",
+        "dp-nics", "p2p-share"};
+    return i >= 0 && i < PP_TUNE_FX_COUNT ? names[i] : NULL;
+}
+
 double pp_tune_ring_allreduce(double bytes, int n, double bw, double lat)
 {
     if (n <= 1 || bytes <= 0)
