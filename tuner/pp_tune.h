@@ -107,6 +107,11 @@ typedef struct {
     double intra_lat;       /* s */
     double inter_bw;        /* one direction per device across nodes, B/s */
     double inter_lat;       /* s */
+    double tp_busbw;        /* all-reduce bus bandwidth inside a node, B/s (nccl-tests busbw):
+                               measured where the cluster has one, else intra_bw x the preset
+                               efficiency PP_TUNE_NVLINK_ALLREDUCE_EFFICIENCY */
+    int tp_busbw_measured;  /* 1: tp_busbw is the cluster's measured all-reduce */
+    int sms;                /* streaming multiprocessors per device (vendor figure); 0: unknown */
     int n_gemm;             /* points of a measured GEMM sweep; 0: gemm_flops for every shape */
     double gemm_mnk[PP_TUNE_GEMM_POINTS];  /* m*n*k of each point, ascending */
     double gemm_rate[PP_TUNE_GEMM_POINTS]; /* FLOP/s measured there (median) */
@@ -121,6 +126,13 @@ double pp_tune_hw_gemm_rate(const pp_tune_hw *hw, double m, double n, double k);
  * measurement) is scaled by PP_TUNE_PEAK_GEMM_EFFICIENCY; memory bandwidth, which the cluster
  * description does not carry, comes from a table of known devices (see hw.c). */
 #define PP_TUNE_PEAK_GEMM_EFFICIENCY 0.8
+/* NCCL all-reduce bus bandwidth over NVLink/NVSwitch as a fraction of one GPU's one-direction
+ * NVLink figure: nccl-tests all_reduce_perf on 8 x A100-SXM4-80GB reports ~200-208 GB/s busbw
+ * of NVLink3's 300 GB/s (NVIDIA/nccl-tests issues #149 and #178). Used where the cluster has no
+ * measured all-reduce. */
+#define PP_TUNE_NVLINK_ALLREDUCE_EFFICIENCY 0.7
+/* Fraction of a device's vendor memory bandwidth kernels reach (hw.c gives the source). */
+#define PP_TUNE_MEM_BW_EFFICIENCY 0.88
 pp_status pp_tune_hw_from_cluster(const pp_cluster *c, const char *source, pp_tune_hw *out);
 /* Loads preset `name` scaled to `nodes` through probes/ and summarises it. */
 pp_status pp_tune_hw_preset(const char *name, int nodes, pp_tune_hw *out);
@@ -156,7 +168,8 @@ enum {
     PP_TUNE_FX_KERNEL_COST = 1u << 5, /* a fixed cost per kernel */
     PP_TUNE_FX_DP_NICS = 1u << 6,     /* DP sync over all the node's NICs of the group */
     PP_TUNE_FX_P2P_SHARE = 1u << 7,   /* each TP rank sends 1/t of the boundary tensor */
-    PP_TUNE_FX_COUNT = 8
+    PP_TUNE_FX_P2P_BLOCKING = 1u << 8, /* Megatron's pipeline sends block compute */
+    PP_TUNE_FX_COUNT = 9
 };
 /* "tp-busbw", "recompute-ar", ... for bit i; NULL past the last. */
 const char *pp_tune_fx_name(int i);
@@ -248,7 +261,8 @@ typedef struct {
     double embed_f, embed_b; /* embedding on a pipe's first stage */
     double head_f, head_b;   /* final norm + LM head + loss on a pipe's last stage */
     double tp_allreduce;     /* per layer per direction (already inside layer_f/layer_b) */
-    double p2p_bytes;        /* bytes of one stage-boundary activation transfer */
+    double p2p_bytes;        /* bytes of one stage-boundary activation transfer (per TP rank) */
+    double p2p_gather;       /* s: the receiver's all-gather of the 1/t shares (0 for t = 1) */
 } pp_tune_op_times;
 
 void pp_tune_op_times_compute(const pp_tune_model *m, const pp_tune_hw *hw,
