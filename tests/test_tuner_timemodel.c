@@ -57,16 +57,22 @@ static pp_tune_model gpt(int layers, int hidden, int heads)
     return m;
 }
 
+/* dgx-a100-80g x nodes and the default options. */
+static void a100(int nodes, pp_tune_hw *hw, pp_tune_opts *o)
+{
+    cr_assert_eq(pp_tune_hw_preset("dgx-a100-80g", nodes, hw), PP_OK, "%s", pp_err_msg());
+    pp_tune_opts_default(o);
+}
+
 Test(tuner_timemodel, tp_allreduce_at_preset_efficiency_or_measured_busbw)
 {
     pp_tune_hw hw;
-    cr_assert_eq(pp_tune_hw_preset("dgx-a100-80g", 2, &hw), PP_OK, "%s", pp_err_msg());
+    pp_tune_opts o;
+    a100(2, &hw, &o);
     cr_expect_eq(hw.tp_busbw_measured, 0);
     cr_expect_float_eq(hw.tp_busbw, PP_TUNE_NVLINK_ALLREDUCE_EFFICIENCY * 300e9, 1.0);
     cr_expect(strstr(hw.note, "TP all-reduce at 70 % of the link"), "%s", hw.note);
     pp_tune_model m = gpt(8, 8192, 64);
-    pp_tune_opts o;
-    pp_tune_opts_default(&o);
     pp_tune_config c = {.kind = "1f1b", .p = 1, .v = 1, .b = 1, .d = 2, .t = 8, .N = 4};
     pp_tune_op_times ot;
     pp_tune_op_times_compute(&m, &hw, &c, &o, &ot);
@@ -90,10 +96,9 @@ Test(tuner_timemodel, tp_allreduce_at_preset_efficiency_or_measured_busbw)
 Test(tuner_timemodel, full_recompute_charges_the_recomputed_forwards_allreduces)
 {
     pp_tune_hw hw;
-    cr_assert_eq(pp_tune_hw_preset("dgx-a100-80g", 2, &hw), PP_OK);
-    pp_tune_model m = gpt(8, 8192, 64);
     pp_tune_opts o;
-    pp_tune_opts_default(&o);
+    a100(2, &hw, &o);
+    pp_tune_model m = gpt(8, 8192, 64);
     o.recompute = PP_TUNE_RECOMPUTE_FULL;
     pp_tune_config c = {.kind = "1f1b", .p = 1, .v = 1, .b = 1, .d = 2, .t = 8, .N = 4};
     pp_tune_op_times on, off;
@@ -107,10 +112,9 @@ Test(tuner_timemodel, full_recompute_charges_the_recomputed_forwards_allreduces)
 Test(tuner_timemodel, boundary_share_and_dp_sync_over_the_nodes_nics)
 {
     pp_tune_hw hw;
-    cr_assert_eq(pp_tune_hw_preset("dgx-a100-80g", 4, &hw), PP_OK);
-    pp_tune_model m = gpt(8, 8192, 64);
     pp_tune_opts o;
-    pp_tune_opts_default(&o);
+    a100(4, &hw, &o);
+    pp_tune_model m = gpt(8, 8192, 64);
     pp_tune_config c = {.kind = "1f1b", .p = 2, .v = 1, .b = 1, .d = 2, .t = 8, .N = 4};
     pp_tune_op_times ot;
     pp_tune_op_times_compute(&m, &hw, &c, &o, &ot);
@@ -128,10 +132,9 @@ Test(tuner_timemodel, boundary_share_and_dp_sync_over_the_nodes_nics)
 Test(tuner_timemodel, attention_s2_work_and_kernel_cost_are_charged)
 {
     pp_tune_hw hw;
-    cr_assert_eq(pp_tune_hw_preset("dgx-a100-80g", 1, &hw), PP_OK);
-    pp_tune_model m = gpt(8, 2304, 24);
     pp_tune_opts o;
-    pp_tune_opts_default(&o);
+    a100(1, &hw, &o);
+    pp_tune_model m = gpt(8, 2304, 24);
     o.flash_attention = 0;
     pp_tune_config c = {.kind = "1f1b", .p = 1, .v = 1, .b = 1, .d = 1, .t = 1, .N = 1};
     pp_tune_op_times on, off;
