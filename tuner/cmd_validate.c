@@ -22,9 +22,9 @@ static void help(void)
            "the model predicts fastest among those that fit.\n\n"
            "options:\n"
            "  --without LIST   switch effects of the time model off, to see each one's share\n"
-           "                   (comma list):");
+           "                   (comma list of):");
     for (int i = 0; pp_tune_fx_name(i); i++)
-        printf("%s %s", i ? "," : "", pp_tune_fx_name(i));
+        printf("%s%s", i % 5 ? ", " : "\n                     ", pp_tune_fx_name(i));
     printf("\n  -h, --help       this text\n");
 }
 

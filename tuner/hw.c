@@ -174,12 +174,15 @@ pp_status pp_tune_hw_from_cluster(const pp_cluster *c, const char *source, pp_tu
     out->sms = out->cpu_devices ? 0 : known_sms(out->device);
     const pp_collective *ar = &c->allreduce;
     out->tp_busbw_measured = ar->present && ar->busbw_Bps > 0;
-    out->tp_busbw = out->tp_busbw_measured ? ar->busbw_Bps
-                                           : out->intra_bw * PP_TUNE_NVLINK_ALLREDUCE_EFFICIENCY;
+    /* the NVLink efficiency is a GPU figure: CPU devices keep their measured copy bandwidth */
+    double eff = out->cpu_devices ? 1.0 : PP_TUNE_NVLINK_ALLREDUCE_EFFICIENCY;
+    out->tp_busbw = out->tp_busbw_measured ? ar->busbw_Bps : out->intra_bw * eff;
     char ar_note[96];
     if (out->tp_busbw_measured)
         snprintf(ar_note, sizeof ar_note, "TP all-reduce at the measured busbw %.0f GB/s",
                  out->tp_busbw / 1e9);
+    else if (out->cpu_devices)
+        snprintf(ar_note, sizeof ar_note, "TP all-reduce at the intra-node copy bandwidth");
     else
         snprintf(ar_note, sizeof ar_note, "TP all-reduce at %.0f %% of the link (preset, nccl-tests)",
                  100 * PP_TUNE_NVLINK_ALLREDUCE_EFFICIENCY);
