@@ -62,11 +62,16 @@ static pp_status check_params(const pp_rt_exec_params *p)
     if (p->transport) {
         int G = p->dp * s->ranks * t, n = pp_transport_ranks(p->transport),
             self = pp_transport_self(p->transport);
-        if (n != G)
+        if (n != G && t > 1)
             return PP_ERR(PP_ERR_INVALID,
                           "the %s transport has %d ranks, but %d pipeline ranks x %d replicas x "
                           "%d tensor ranks need %d (launch %d processes)",
                           pp_transport_name(p->transport), n, s->ranks, p->dp, t, G, G);
+        if (n != G)
+            return PP_ERR(PP_ERR_INVALID,
+                          "the %s transport has %d ranks, but %d pipeline ranks x %d replicas "
+                          "need %d (launch %d processes)",
+                          pp_transport_name(p->transport), n, s->ranks, p->dp, G, G);
         if (self < 0 || self >= G)
             return PP_ERR(PP_ERR_INVALID,
                           "the %s transport runs every rank in this process; pass NULL for the "

@@ -120,6 +120,13 @@ pp_status pp_rt_trace_add_step(pp_rt_trace *tr, int step, double t0, const pp_rt
         }
         event(tr, "grad sync", "sync", g, t0, r->sync[g], step);
         event(tr, "AdamW", "optim", g, t0, r->optim[g], step);
+        if (ex->TP > 1) { /* the step's tensor-parallel all-reduces, inside its F and B spans */
+            sep(tr);
+            fprintf(fp,
+                    "{\"name\":\"tp comm\",\"cat\":\"tp\",\"ph\":\"C\",\"pid\":0,\"tid\":%d,"
+                    "\"ts\":%.3f,\"args\":{\"seconds\":%.9f,\"bytes\":%.0f}}",
+                    g, (t0 + r->optim[g].end) * 1e6, r->tp_seconds[g], r->tp_bytes[g]);
+        }
     }
     sep(tr);
     fprintf(fp,

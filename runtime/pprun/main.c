@@ -60,6 +60,8 @@ static void cleanup(run_state *s)
     free(s->batch);
     free(s->rec.steps);
     free(s->rec.mem);
+    free(s->rec.tp_seconds);
+    free(s->rec.tp_bytes);
 }
 
 static int setup(const pprun_opts *o, run_state *s)
@@ -121,6 +123,7 @@ static int setup(const pprun_opts *o, run_state *s)
         .micro_batch = o->micro_batch,
         .seq = seq,
         .dp = o->dp,
+        .tp = o->tp,
         .seed = o->seed,
         .clip = (float)o->clip,
         .transport = s->nccl ? s->nccl : s->tp,
@@ -141,11 +144,14 @@ static int setup(const pprun_opts *o, run_state *s)
     s->rec.steps = calloc((size_t)o->steps, sizeof *s->rec.steps);
     s->rec.n_ranks = pp_rt_executor_ranks(s->ex);
     s->rec.mem = calloc((size_t)s->rec.n_ranks, sizeof *s->rec.mem);
-    if (!s->batch || !s->rec.steps || !s->rec.mem) {
+    s->rec.tp_seconds = calloc((size_t)s->rec.n_ranks, sizeof *s->rec.tp_seconds);
+    s->rec.tp_bytes = calloc((size_t)s->rec.n_ranks, sizeof *s->rec.tp_bytes);
+    if (!s->batch || !s->rec.steps || !s->rec.mem || !s->rec.tp_seconds || !s->rec.tp_bytes) {
         fputs("pprun: out of host memory for the batch\n", stderr);
         return 1;
     }
     s->rec.sched = pp_rt_executor_sched(s->ex);
+    s->rec.tp = pp_rt_executor_tp(s->ex);
     s->rec.transport = s->nccl ? pp_transport_name(s->nccl)
                        : s->tp ? pp_transport_name(s->tp)
                                : "thread";
@@ -176,6 +182,10 @@ static int train(const pprun_opts *o, run_state *s, int seq)
         }
         s->rec.steps[i] = (pprun_step){r.loss, r.grad_norm, r.seconds};
         s->rec.n_steps = i + 1;
+        for (int g = 0; g < r.n_ranks; g++) {
+            s->rec.tp_seconds[g] += r.tp_seconds[g];
+            s->rec.tp_bytes[g] += r.tp_bytes[g];
+        }
         if (!o->quiet && g_rank == 0)
             fprintf(stderr, "pprun: step %d/%d  loss %.4f  grad-norm %.3f  %.2f ms\n", i + 1,
                     o->steps, r.loss, r.grad_norm, r.seconds * 1e3);
