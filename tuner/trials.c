@@ -261,9 +261,8 @@ static void classify(int wstatus, int killed, const buf *out, const buf *err,
 pp_status pp_tune_trial(const pp_tune_trial_params *tp, pp_tune_trial_result *r)
 {
     memset(r, 0, sizeof *r);
-    if (!tp->model->runtime_model[0] || tp->cfg->t != 1)
-        return PP_ERR(PP_ERR_UNSUPPORTED, "the runtime cannot run %s with t = %d",
-                      tp->model->name, tp->cfg->t);
+    if (!tp->model->runtime_model[0])
+        return PP_ERR(PP_ERR_UNSUPPORTED, "the runtime cannot run %s", tp->model->name);
     char store[MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN], *argv[MAX_ARGS + 1];
     build_argv(tp, store, argv);
     int out_p[2], err_p[2];
