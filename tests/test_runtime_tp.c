@@ -112,7 +112,7 @@ static void run_free(run *r)
 typedef struct {
     double worst_tensor; /* largest per-tensor relative error */
     char worst[64];
-    double overall;   /* over all compared elements */
+    double overall;  /* over all compared elements */
     int split_brain; /* replicated tensors that differ between tensor ranks */
 } cmp;
 
@@ -195,11 +195,10 @@ static void check_kind(const char *kind, int tp)
     run_steps(&ref);
     run_steps(&a);
     for (int i = 1; i <= STEPS; i++) {
-        cr_assert(rel(a.loss[i], ref.loss[i]) <= TOL, "%s t=%d step %d: loss %.9g, t=1 %.9g",
-                  kind, tp, i, a.loss[i], ref.loss[i]);
-        cr_assert(rel(a.norm[i], ref.norm[i]) <= TOL,
-                  "%s t=%d step %d: grad norm %.9g, t=1 %.9g", kind, tp, i, a.norm[i],
-                  ref.norm[i]);
+        cr_assert(rel(a.loss[i], ref.loss[i]) <= TOL, "%s t=%d step %d: loss %.9g, t=1 %.9g", kind,
+                  tp, i, a.loss[i], ref.loss[i]);
+        cr_assert(rel(a.norm[i], ref.norm[i]) <= TOL, "%s t=%d step %d: grad norm %.9g, t=1 %.9g",
+                  kind, tp, i, a.norm[i], ref.norm[i]);
     }
     cmp w = compare(&a, tp, &ref, 0);
     cr_assert(w.worst_tensor <= TOL_PARAM_TENSOR && w.overall <= TOL,
@@ -266,8 +265,14 @@ Test(runtime_tp, refuses_impossible_layouts)
     pp_sched *s;
     pp_sched_params sp = {.ranks = D, .microbatches = N, .layers = L};
     OK(pp_sched_generate("1f1b", &sp, &s));
-    pp_rt_exec_params ep = {.model = &MODEL, .sched = s, .micro_batch = B, .seq = T, .dp = 1,
-                            .seed = 1, .adamw = ADAMW, .tp = 3};
+    pp_rt_exec_params ep = {.model = &MODEL,
+                            .sched = s,
+                            .micro_batch = B,
+                            .seq = T,
+                            .dp = 1,
+                            .seed = 1,
+                            .adamw = ADAMW,
+                            .tp = 3};
     pp_rt_executor *ex = NULL;
     cr_assert_eq(pp_rt_executor_create(&ep, &ex), PP_ERR_INVALID);
     cr_assert(strstr(pp_err_msg(), "must divide the model's 4 attention heads"), "%s",

@@ -28,8 +28,8 @@ static json_t *run_json(const char *args)
 
 static double step_loss(json_t *j, size_t i)
 {
-    return json_real_value(json_object_get(json_array_get(json_object_get(j, "per_step"), i),
-                                           "loss"));
+    return json_real_value(
+        json_object_get(json_array_get(json_object_get(j, "per_step"), i), "loss"));
 }
 
 Test(runtime_tp_pprun, tp2_trains_like_tp1_and_reports_its_communication)
@@ -58,8 +58,8 @@ Test(runtime_tp_pprun, tp2_trains_like_tp1_and_reports_its_communication)
         json_t *c = json_object_get(r, "tp_comm");
         cr_assert_gt(json_real_value(json_object_get(c, "bytes")), 0, "rank %zu", g);
         cr_assert_gt(json_real_value(json_object_get(c, "seconds")), 0, "rank %zu", g);
-        json_t *c1 = json_object_get(json_array_get(json_object_get(one, "ranks"), g % 4),
-                                     "tp_comm");
+        json_t *c1 =
+            json_object_get(json_array_get(json_object_get(one, "ranks"), g % 4), "tp_comm");
         cr_assert_eq(json_real_value(json_object_get(c1, "bytes")), 0);
     }
     char *text = pp_test_slurp(trace);
