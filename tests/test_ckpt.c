@@ -253,8 +253,40 @@ Test(ckpt, profile_sets_the_configuration)
     json_decref(j);
     cr_assert_eq(pt_run(PPRUN " --profile " FIX "tiny-local.json --ranks 2", out, sizeof out), 2);
     cr_assert(strstr(out, "--ranks and --profile"), "%s", out);
+    /* a t = 2 profile runs (pprun --tp), but this one is sized for 256 GPUs: refused before
+     * anything is allocated, with what its ranks would need */
     cr_assert_eq(pt_run(PPRUN " --profile " FIX "gpt-13b-dgx-h100-x32.json", out, sizeof out), 2);
-    cr_assert(strstr(out, "tensor parallelism (t = 2)"), "%s", out);
+    cr_assert(strstr(out, "GiB for its 256 ranks"), "%s", out);
+}
+
+/* A profile that chose t = 2 trains: the tiny-local profile with its choice turned into
+ * t = 2, d = 1, b = 16 (the same two devices and batch), run by pprun --profile as 2 tensor
+ * ranks. */
+Test(ckpt, a_tensor_parallel_profile_trains)
+{
+    char dir[64], path[128], out[65536];
+    pt_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/tiny-tp2.json", dir);
+    json_error_t e;
+    json_t *prof = json_load_file(FIX "tiny-local.json", 0, &e);
+    cr_assert(prof, "%s", e.text);
+    json_t *cfg = json_object_get(json_object_get(prof, "chosen"), "config");
+    json_object_set_new(cfg, "t", json_integer(2));
+    json_object_set_new(cfg, "d", json_integer(1));
+    json_object_set_new(cfg, "b", json_integer(16)); /* the same global batch: b N d = 16 */
+    cr_assert_eq(json_dump_file(prof, path, 0), 0);
+    json_decref(prof);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, PPRUN " --profile %s --steps 2 --quiet --json", path);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    json_t *j = json_of(out);
+    cr_assert_eq(json_integer_value(json_object_get(j, "tp")), 2);
+    cr_assert_eq(json_array_size(json_object_get(j, "ranks")), 2);
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(j, "schedule"), "dp")), 1);
+    json_decref(j);
+    snprintf(cmd, sizeof cmd, PPRUN " --profile %s --tp 1", path);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 2);
+    cr_assert(strstr(out, "--tp and --profile"), "%s", out);
 }
 
 Test(ckpt, a_checkpoint_path_is_a_name_not_a_pattern)

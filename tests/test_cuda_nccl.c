@@ -125,6 +125,15 @@ SCHEDULE_TESTS(interleaved, "interleaved --chunks 2")
 SCHEDULE_TESTS(chimera, "chimera")
 SCHEDULE_TESTS(bitpipe, "bitpipe")
 
+/* Tensor parallelism over NCCL: t2 x p2, 4 processes (one per tensor and pipeline rank); the
+ * tensor-parallel all-reduces go through the NCCL transport's group all-reduce, summed in
+ * group order: bit for bit the threads' run. */
+Test(cuda_nccl, tp2_np4_equals_threads, .timeout = 300)
+{
+    need_mpi_gpus(4);
+    same_as_threads(COMMON " --schedule 1f1b --tp 2", 4);
+}
+
 /* Two processes on a node with one GPU: one clear line from rank 0, exit 2, no hang (the rank
  * without a device used to return alone and leave rank 0 waiting in the id exchange). */
 Test(cuda_nccl, more_processes_than_gpus_fails_with_one_line, .timeout = 120)

@@ -125,6 +125,14 @@ Test(runtime_mpi, dp4_d1_equals_threads, .timeout = 300)
     same_as_threads(COMMON " --schedule 1f1b --ranks 1 --dp 4", 4, 4);
 }
 
+/* t2 x p2 x d2: 8 processes, one per (tensor rank, pipeline rank, replica); the tensor-parallel
+ * all-reduces sum in group order at the group's first rank, as the threads do: bit for bit. */
+Test(runtime_mpi, tp2_d2_dp2_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads(COMMON " --schedule 1f1b --ranks 2 --dp 2 --tp 2", 8, 8);
+}
+
 /* Rank 0's trace holds every action of every process's rank. */
 Test(runtime_mpi, trace_has_every_rank, .timeout = 300)
 {

@@ -220,8 +220,8 @@ pp_status pp_tune_memory(const pp_tune_model *m, const pp_tune_config *c, const 
                          const pp_tune_opts *o, pp_tune_rank_mem *mem);
 /* The bundled runtime's own accounting (pprun, CPU backend, fp32): the runtime's memory plan
  * (runtime/plan/pp_rt_plan.h, adapted in runtime_mem.c), the one the executor's measured peaks
- * equal; pp_tune_memory uses it when o->precision is PP_PREC_FP32.
- * PP_ERR_UNSUPPORTED for t > 1. */
+ * equal; pp_tune_memory uses it when o->precision is PP_PREC_FP32. t > 1 is planned as the
+ * runtime splits each stage (Megatron's split, embedding and head replicated). */
 pp_status pp_tune_memory_runtime(const pp_tune_model *m, const pp_tune_config *c,
                                  const pp_sched *s, pp_tune_rank_mem *mem);
 /* The same walk for the runtime on another backend: the CPU (as above), or the CUDA backend
@@ -317,7 +317,7 @@ typedef struct {
     char trial_detail[200]; /* the failed trial's error line, signal or time limit */
     double measured_rank_peak[PP_TUNE_RANK_PEAKS]; /* bytes per pipeline rank (first
                                                        PP_TUNE_RANK_PEAKS), trials only */
-    int predicted_only;     /* t > 1 or not runnable by the runtime */
+    int predicted_only;     /* not runnable by the runtime (its model) or not on this machine */
     /* In a pp_tune_result's best list (owned by the result, valid until
      * pp_tune_result_destroy): the schedule the candidate was evaluated on and the memory
      * model's [cfg.p] entries for it, shared by the leaderboard, the profile and the trials.
@@ -471,7 +471,7 @@ typedef struct {
     int keep;            /* leaderboard size kept (ranked), default 10 */
     /* When nothing fits (bf16 only): 1 retries with the memory savings one at a time. */
     int fallback;
-    /* Trials of the best `trials` candidates the runtime can run (t = 1), only where the
+    /* Trials of the best `trials` candidates (any t: the runtime splits stages), only where the
      * cluster is this machine (hw->is_local) and the runtime runs the model
      * (model->runtime_model): then recalibration and choice (pp_tune_result). 0: none. */
     int trials;
@@ -507,13 +507,14 @@ struct pp_tune_result {
     int global_batch;
     double calibration; /* median measured / predicted step time over ok trials; 0 = none */
     pp_tune_opts opts;  /* the options the figures assume (the last pass's, after fallback) */
-    int allow_tp;       /* t > 1 was searched (0 on CPU devices whatever was asked) */
+    int allow_tp;       /* t > 1 was searched */
     pp_sched **held;    /* private: the schedules best[i].sched point to */
     int n_held;
 };
 
 /* The options a search on hw uses: on CPU devices (the runtime's CPU backend) fp32 and no
- * tensor parallelism, else o and allow_tp as given. pp_tune_search applies it; a program
+ * sequence parallelism (tensor parallelism as asked: the CPU backend runs it), else o and
+ * allow_tp as given. pp_tune_search applies it; a program
  * that describes the options before searching calls it too. */
 void pp_tune_search_adjust(const pp_tune_hw *hw, pp_tune_opts *o, int *allow_tp);
 

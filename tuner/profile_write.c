@@ -25,8 +25,7 @@ char *pp_tune_launch_command(const pp_tune_model *m, const pp_tune_hw *hw, const
                                   .config = &pc, .seq = m->seq, .cuda = cuda,
                                   .precision = cuda ? PP_PREC_BF16 : PP_PREC_FP32};
     char args[512];
-    snprintf(buf, n, "pprun %s%s", pp_profile_pprun_args(&line, args, sizeof args),
-             c->t > 1 ? " --tp (not supported yet)" : "");
+    snprintf(buf, n, "pprun %s", pp_profile_pprun_args(&line, args, sizeof args));
     return buf;
 }
 

@@ -11,6 +11,7 @@ typedef struct {
     const char *model_name;
     const char *schedule;
     int ranks, microbatches, micro_batch, chunks, group, uneven, dp, seq, steps;
+    int tp; /* --tp: tensor-parallel ranks per pipeline rank (1: none) */
     int layers; /* 0: the preset's */
     double lr, clip, weight_decay;
     double watchdog_s; /* --watchdog: an MPI wait without progress this long ends the job */
@@ -40,7 +41,10 @@ typedef struct {
     pprun_step *steps;     /* [opts.steps] */
     int n_steps;
     pp_mem_stats *mem; /* [n_ranks] per global rank, at the end */
+    double *tp_seconds, *tp_bytes; /* [n_ranks] tensor-parallel all-reduces, summed over the
+                                      steps (this process's rank only under MPI) */
     int n_ranks;
+    int tp;                  /* tensor-parallel ranks per pipeline rank */
     uint64_t param_checksum; /* pp_rt_executor_param_checksum after the last step */
     const char *transport;   /* "thread" or "mpi" */
     int processes;           /* 1, or the MPI world size */

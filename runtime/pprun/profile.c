@@ -1,7 +1,7 @@
 /* profile.c — pprun --profile: train with the configuration a pptune profile chose (the
  * profile's reader, profiles/pp_profile.h, validates the file). The profile decides the
  * model, schedule, ranks, micro-batches and their size, chunks, group, data-parallel
- * replicas, sequence length and split; giving one of those flags too is refused rather than
+ * replicas, tensor-parallel ranks, sequence length and split; giving one of those flags too is refused rather than
  * silently overridden. Training options (--steps, --lr, --data, ...) stay pprun's. */
 #include <stdio.h>
 #include <string.h>
@@ -13,7 +13,8 @@ static pp_profile *g_profile;
 
 static const char *const CONFIG_FLAGS[] = {
     "--model", "--schedule", "--ranks", "--microbatches", "--micro-batch-size", "--chunks",
-    "--group", "--dp",       "--seq",   "--uneven",       "--layers",           NULL};
+    "--group", "--dp",       "--seq",   "--uneven",       "--layers",           "--tp",
+    NULL};
 
 /* The first configuration flag on the command line, or NULL. */
 static const char *config_flag(int argc, char **argv)
@@ -51,13 +52,6 @@ int pprun_apply_profile(pprun_opts *o, int argc, char **argv)
         return 2;
     }
     const pp_profile_config *c = &p->chosen.config;
-    if (c->t > 1) {
-        fprintf(stderr,
-                "pprun: --profile %s: tensor parallelism (t = %d) is not implemented by "
-                "pprun; tune with --no-tp\n",
-                o->profile, c->t);
-        return 2;
-    }
     o->model_name = p->model.name;
     o->schedule = c->schedule;
     o->ranks = c->p;
@@ -68,6 +62,7 @@ int pprun_apply_profile(pprun_opts *o, int argc, char **argv)
     o->group = d->grouped ? c->G : 0;
     o->dp = c->d;
     o->dp_set = 1;
+    o->tp = c->t > 1 ? c->t : 1; /* the runtime splits each stage over t ranks (Megatron) */
     o->seq = p->model.seq;
     o->uneven = c->uneven;
     return -1;
