@@ -19,6 +19,17 @@
 #include "pp_tune.h"
 #include "sched_json.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define PP_FUZZ_LSAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PP_FUZZ_LSAN 1
+#endif
+#endif
+#ifdef PP_FUZZ_LSAN
+#include <sanitizer/lsan_interface.h>
+#endif
+
 int pp_fuzz_write_file(const char *path, const void *data, size_t len)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -178,28 +189,37 @@ static pp_status data_text(const char *data, size_t len, const char *path)
     return st;
 }
 
-/* `pptune probe --topology FILE`. */
+/* `pptune probe --topology FILE`. hwloc's XML plugin (libxml2, unloaded again when the
+ * topology is destroyed, so LeakSanitizer cannot name it or match a suppression) leaks on some
+ * malformed files, e.g. an unknown encoding="..."; what this call allocates is therefore left
+ * out of leak checks. Memory errors are still caught. */
 static pp_status hwloc_xml(const char *data, size_t len, const char *path)
 {
     (void)data, (void)len;
     pp_topo *t = NULL;
+#ifdef PP_FUZZ_LSAN
+    __lsan_disable();
+#endif
     pp_status st = pp_probe_topology(path, &t);
     pp_topo_destroy(t);
+#ifdef PP_FUZZ_LSAN
+    __lsan_enable();
+#endif
     return st;
 }
 
 const pp_fuzz_target pp_fuzz_targets[] = {
-    {"sched-text", ".txt", sched_text, 0, NULL},
-    {"sched-json", ".json", sched_json, 0, NULL},
-    {"sched-csv", ".csv", sched_csv, 0, NULL},
-    {"cluster", ".json", cluster, 0, NULL},
-    {"model", ".json", model_json, 0, NULL},
-    {"hf", ".json", model_hf, 0, NULL},
-    {"profile", ".json", profile, 1, NULL},
-    {"checkpoint", ".ckpt", checkpoint, 0, checkpoint_fixup},
-    {"data", ".txt", data_text, 0, NULL},
-    {"hwloc", ".xml", hwloc_xml, 0, NULL},
-    {NULL, NULL, NULL, 0, NULL},
+    {"sched-text", ".txt", sched_text, 0, NULL, 1},
+    {"sched-json", ".json", sched_json, 0, NULL, 1},
+    {"sched-csv", ".csv", sched_csv, 0, NULL, 1},
+    {"cluster", ".json", cluster, 0, NULL, 1},
+    {"model", ".json", model_json, 0, NULL, 1},
+    {"hf", ".json", model_hf, 0, NULL, 1},
+    {"profile", ".json", profile, 1, NULL, 1},
+    {"checkpoint", ".ckpt", checkpoint, 0, checkpoint_fixup, 1},
+    {"data", ".txt", data_text, 0, NULL, 1},
+    {"hwloc", ".xml", hwloc_xml, 0, NULL, 8},
+    {NULL, NULL, NULL, 0, NULL, 0},
 };
 
 const pp_fuzz_target *pp_fuzz_target_find(const char *name)

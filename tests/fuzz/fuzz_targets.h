@@ -24,6 +24,8 @@ typedef struct {
     /* optional: makes a mutant pass the format's whole-file checksum, so mutation reaches the
      * fields behind it (the checkpoint's trailing FNV-1a); NULL where there is none */
     void (*fixup)(char *data, size_t len);
+    int cost; /* >= 1: an input costs about this many of the others (hwloc loads a whole
+               * topology); the CI pass runs count / cost mutants of it */
 } pp_fuzz_target;
 
 /* The targets, terminated by a row with name NULL. */

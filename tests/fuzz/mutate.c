@@ -70,6 +70,7 @@ typedef struct {
 /* ---- the current input, for the death callback and the signal handlers ---------------------- */
 static char cur_path[1024], cur_artifact[1100], cur_line[3400];
 static volatile sig_atomic_t reported;
+static int leak_found; /* leak checks stop after the first: leaked blocks stay reported */
 
 static void report_current(const char *what)
 {
@@ -104,7 +105,12 @@ static void on_signal(int sig)
 
 static void install_handlers(void)
 {
+#ifdef PP_FUZZ_ASAN
+    /* ASan reports memory faults itself (with the stack) and then calls on_sanitizer_death */
+    int sigs[] = {SIGALRM, SIGABRT};
+#else
     int sigs[] = {SIGALRM, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+#endif
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
         struct sigaction sa = {.sa_handler = on_signal};
         sigemptyset(&sa.sa_mask);
@@ -134,12 +140,13 @@ static size_t below(uint64_t *s, size_t n)
     return n ? (size_t)(next(s) % n) : 0;
 }
 
-/* Half the positions fall in the first kilobyte: headers, counts and sizes live there. */
+/* Half the positions fall in the first kilobyte, a quarter in the first 64 bytes: headers,
+ * counts and sizes live there. */
 static size_t pos_in(uint64_t *s, size_t len)
 {
-    if (len == 0)
-        return 0;
-    return (next(s) & 1) ? below(s, len < 1024 ? len : 1024) : below(s, len);
+    size_t r = (size_t)(next(s) & 3);
+    size_t lim = r == 0 ? 64 : r == 1 ? 1024 : len;
+    return below(s, len < lim ? len : lim);
 }
 
 typedef struct {
@@ -156,8 +163,8 @@ static void replace(buf *b, size_t at, size_t n_del, const char *ins, size_t n_i
     if (b->len - n_del + n_ins > MAX_MUTANT)
         n_ins = MAX_MUTANT - (b->len - n_del);
     size_t len = b->len - n_del + n_ins;
-    if (len + 1 > b->cap) {
-        b->cap = len + 1;
+    if (len + 1 > b->cap) { /* geometric: the nesting mutator appends thousands of times */
+        b->cap = len + 1 > 2 * b->cap ? len + 1 : 2 * b->cap;
         b->p = realloc(b->p, b->cap);
         if (!b->p)
             abort();
@@ -193,7 +200,16 @@ static void mutate_once(buf *b, const pp_fuzz_seeds *seeds, uint64_t *s)
 {
     size_t at = pos_in(s, b->len);
     char tmp[8192];
-    switch (below(s, 11)) {
+    switch (below(s, 12)) {
+    case 11: { /* a binary field (checkpoints): an edge value of 1, 2, 4 or 8 bytes */
+        static const uint64_t v[] = {0, 1, 0x7f, 0x80, 0xff, 0x7fff, 0xffff, 0x7fffffff,
+                                     0x80000000, 0xffffffff, 0x7fffffffffffffffull, ~0ull};
+        uint64_t x = v[below(s, sizeof v / sizeof v[0])];
+        size_t n = (size_t)1 << below(s, 4);
+        if (at + n <= b->len)
+            memcpy(b->p + at, &x, n);
+        break;
+    }
     case 0: /* flip a bit */
         if (b->len)
             b->p[at < b->len ? at : b->len - 1] ^= (char)(1u << below(s, 8));
@@ -217,8 +233,8 @@ static void mutate_once(buf *b, const pp_fuzz_seeds *seeds, uint64_t *s)
         replace(b, pos_in(s, b->len), 0, tmp, n);
         break;
     }
-    case 4: /* truncate */
-        b->len = at;
+    case 4: /* truncate, often to a few bytes (the shortest inputs a reader must refuse) */
+        b->len = (next(s) & 1) && b->len > 32 ? below(s, 32) : at;
         break;
     case 5: { /* splice: this input's head, another seed's tail */
         int k = (int)below(s, (size_t)seeds->n);
@@ -370,7 +386,9 @@ static int run_range(const fuzz_opts *o, const pp_fuzz_target *t, const pp_fuzz_
         reported = 0;
         if (leaks_now()) {
             report_current("LeakSanitizer report above (memory leaked on this input); ");
-            findings++;
+            /* what leaked stays leaked: every later check would report it again */
+            leak_found = 1;
+            return findings + 1;
         }
     }
     return findings;
@@ -389,13 +407,22 @@ static int fuzz_format(const fuzz_opts *o, const pp_fuzz_target *t, double t_end
     buf b = {0};
     int findings = 0, stopped = -1;
     leaks_now(); /* whatever was left before the first mutant is not the mutants' */
-    for (int i = 0; i < o->count && stopped < 0; i += o->leak_every) {
-        int to = i + o->leak_every < o->count ? i + o->leak_every : o->count;
+    int count = o->count / t->cost > 0 ? o->count / t->cost : 1;
+    for (int i = 0; i < count && stopped < 0; i += o->leak_every) {
+        int to = i + o->leak_every < count ? i + o->leak_every : count;
         findings += run_range(o, t, &seeds, i, to, 0, &b, &stopped, t_end);
-        if (leaks_now()) /* which one: again, one by one */
+        if (!leak_found && leaks_now()) { /* which one: again, one by one */
             findings += run_range(o, t, &seeds, i, to, 1, &b, &stopped, t_end + 60);
+            if (!leak_found) { /* leaked only in the batch: name the batch */
+                fprintf(stderr, "fuzz FINDING: LeakSanitizer report above; format %s, seed %llu, "
+                                "one of mutants %d..%d (not again one by one)\n",
+                        t->name, (unsigned long long)o->seed, i, to - 1);
+                leak_found = 1;
+                findings++;
+            }
+        }
     }
-    int done = stopped < 0 ? o->count : stopped;
+    int done = stopped < 0 ? count : stopped;
     printf("fuzz %-10s %5d mutants of %d seed%s, %d finding%s, %.1f s%s\n", t->name, done,
            seeds.n, seeds.n == 1 ? "" : "s", findings, findings == 1 ? "" : "s", now() - t0,
            stopped >= 0 ? " (time cap reached)" : "");
@@ -441,6 +468,7 @@ static int replay(const char *format, const char *file)
     snprintf(cur_path, sizeof cur_path, "%s", file);
     snprintf(cur_artifact, sizeof cur_artifact, "%s", file);
     snprintf(cur_line, sizeof cur_line, "format %s, file %s\n", format, file);
+    install_handlers();
     pp_err_clear();
     pp_status st = t->run(data, len, file);
     printf("%s: status %s: %s\n", file, pp_status_name(st), pp_err_text());
@@ -453,6 +481,7 @@ static int usage(void)
     fprintf(stderr,
             "usage: pp_fuzz_mutate [--seed S] [--count N] [--time-cap SECONDS] [--timeout SECONDS]\n"
             "                      [--format NAME] [--artifacts DIR] [--work DIR] [--pprun PATH]\n"
+            "                      [--leak-every N]\n"
             "       pp_fuzz_mutate --write-seeds DIR [--pprun PATH] [--work DIR]\n"
             "       pp_fuzz_mutate --replay FORMAT FILE\n");
     return 2;
@@ -483,6 +512,8 @@ int main(int argc, char **argv)
             o.artifacts = v;
         else if (!strcmp(a, "--work"))
             o.work = v;
+        else if (!strcmp(a, "--leak-every"))
+            o.leak_every = atoi(v);
         else if (!strcmp(a, "--pprun"))
             o.pprun = v;
         else if (!strcmp(a, "--write-seeds"))
@@ -491,7 +522,7 @@ int main(int argc, char **argv)
             return usage();
         i++;
     }
-    if (o.count < 1 || o.timeout < 1 || !(o.time_cap > 0))
+    if (o.count < 1 || o.timeout < 1 || o.leak_every < 1 || !(o.time_cap > 0))
         return usage();
     if (seeds_dir)
         return write_seeds(&o, seeds_dir);
@@ -507,6 +538,10 @@ int main(int argc, char **argv)
     for (const pp_fuzz_target *t = pp_fuzz_targets; t->name; t++)
         if (!o.only || !strcmp(o.only, t->name))
             findings += fuzz_format(&o, t, t_end);
+    /* LeakSanitizer's check at exit is no mutant's */
+    cur_path[0] = '\0';
+    snprintf(cur_line, sizeof cur_line, "at exit: memory still allocated after the pass\n");
+    reported = 0;
     printf("fuzz: seed %llu, %d finding%s%s\n", (unsigned long long)o.seed, findings,
            findings == 1 ? "" : "s", findings ? " (inputs kept under the artifacts folder)" : "");
     return findings ? 1 : 0;
