@@ -249,3 +249,34 @@ int pp_fuzz_status_ok(const pp_fuzz_target *t, pp_status st)
         return 0;
     }
 }
+
+int pp_fuzz_one(const char *targets, const unsigned char *data, size_t size)
+{
+    char *text = malloc(size + 1);
+    if (!text)
+        abort();
+    memcpy(text, data, size);
+    text[size] = '\0';
+    char names[256];
+    snprintf(names, sizeof names, "%s", targets);
+    for (char *save = NULL, *n = strtok_r(names, ",", &save); n; n = strtok_r(NULL, ",", &save)) {
+        const pp_fuzz_target *t = pp_fuzz_target_find(n);
+        if (!t)
+            abort();
+        char path[256];
+        snprintf(path, sizeof path, "%s/pp_fuzz.%d%s", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+                 (int)getpid(), t->ext);
+        if (pp_fuzz_write_file(path, data, size) != 0)
+            abort();
+        pp_err_clear();
+        pp_status st = t->run(text, size, path);
+        unlink(path);
+        if (!pp_fuzz_status_ok(t, st)) {
+            fprintf(stderr, "fuzz %s: status %s, message \"%s\"\n", t->name, pp_status_name(st),
+                    pp_err_text());
+            abort();
+        }
+    }
+    free(text);
+    return 0;
+}

@@ -38,6 +38,12 @@ const pp_fuzz_target *pp_fuzz_target_find(const char *name);
  * not empty. 0 for anything else (exit 1 kinds such as NOMEM or IO, an empty message). */
 int pp_fuzz_status_ok(const pp_fuzz_target *t, pp_status st);
 
+/* One libFuzzer input (the *_fuzz.c entry points): runs the named targets (a comma-separated
+ * list: "sched-text,sched-json,sched-csv") on the bytes, through a temporary file of this
+ * process for the readers that open a path, and aborts with a one-line message on a status
+ * pp_fuzz_status_ok refuses, so that libFuzzer keeps the input. Returns 0. */
+int pp_fuzz_one(const char *targets, const unsigned char *data, size_t size);
+
 /* Writes len bytes to path (plain write, truncating). 0 on success. */
 int pp_fuzz_write_file(const char *path, const void *data, size_t len);
 
