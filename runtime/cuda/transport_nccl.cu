@@ -123,8 +123,8 @@ static void msg_free(nctx *c, nmsg *m)
  * dead node NCCL has not noticed) cannot hang this rank forever: past c->watchdog_s seconds
  * without completion, or on an asynchronous NCCL error of comm (ncclCommGetAsyncError), the
  * communicators are aborted (ncclCommAbort: the only way to reclaim an NCCL operation that
- * will never complete) and the wait fails with PP_ERR_TIMEOUT naming this rank and the peer.
- * peer < 0: the wait is on this rank's own sends (any receiver). */
+ * will never complete) and the wait fails with PP_ERR_TIMEOUT naming this rank and the peer
+ * (pp_transport_stalled). */
 static pp_status await_done(nctx *c, cudaEvent_t ev, ncclComm_t comm, int peer, const char *what)
 {
     double t0 = pp_now(), spin_until = t0 + 0.005;
@@ -144,16 +144,7 @@ static pp_status await_done(nctx *c, cudaEvent_t ev, ncclComm_t comm, int peer, 
         double now = pp_now();
         if (c->watchdog_s > 0 && now - t0 > c->watchdog_s) {
             n_abort_comms(c);
-            if (peer < 0)
-                return PP_ERR(PP_ERR_TIMEOUT,
-                              "rank %d waited %.0f s for its sends to be received (%s) without "
-                              "progress: a receiving rank is stopped, frozen or gone (pprun "
-                              "--watchdog S sets the limit, 0 none)",
-                              c->rank, now - t0, what);
-            return PP_ERR(PP_ERR_TIMEOUT,
-                          "rank %d waited %.0f s for rank %d (%s) without progress: rank %d is "
-                          "stopped, frozen or gone (pprun --watchdog S sets the limit, 0 none)",
-                          c->rank, now - t0, peer, what, peer);
+            return pp_transport_stalled(c->rank, now - t0, peer, what);
         }
         if (now > spin_until) {
             struct timespec ts = {0, 200000};

@@ -80,28 +80,32 @@ static pp_status sched_after_parse(pp_status st, pp_sched *s)
     return st;
 }
 
+/* Each form's reader: text, the source's name for messages, the schedule out. */
+typedef pp_status (*sched_reader)(const char *text, const char *source_name, pp_sched **out);
+
+static pp_status sched_read(sched_reader read, const char *data, const char *path)
+{
+    pp_sched *s = NULL;
+    pp_status st = read(data, path, &s);
+    return sched_after_parse(st, s);
+}
+
 static pp_status sched_text(const char *data, size_t len, const char *path)
 {
     (void)len;
-    pp_sched *s = NULL;
-    pp_status st = pp_sched_parse_text(data, path, &s);
-    return sched_after_parse(st, s);
+    return sched_read(pp_sched_parse_text, data, path);
 }
 
 static pp_status sched_json(const char *data, size_t len, const char *path)
 {
     (void)len;
-    pp_sched *s = NULL;
-    pp_status st = pp_sched_read_json(data, path, &s);
-    return sched_after_parse(st, s);
+    return sched_read(pp_sched_read_json, data, path);
 }
 
 static pp_status sched_csv(const char *data, size_t len, const char *path)
 {
     (void)len;
-    pp_sched *s = NULL;
-    pp_status st = pp_sched_read_csv(data, path, &s);
-    return sched_after_parse(st, s);
+    return sched_read(pp_sched_read_csv, data, path);
 }
 
 /* `pptune --cluster FILE`: read, then the tuner's view of the hardware. */
