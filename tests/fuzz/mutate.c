@@ -492,7 +492,7 @@ int main(int argc, char **argv)
     fuzz_opts o = {.seed = 1, .count = 300, .time_cap = 150, .timeout = 20, .artifacts = ".",
                    .work = ".", .leak_every = 64};
     const char *seeds_dir = NULL;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* every option takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--replay") && i + 2 < argc)
             return replay(argv[i + 1], argv[i + 2]);
@@ -520,7 +520,6 @@ int main(int argc, char **argv)
             seeds_dir = v;
         else
             return usage();
-        i++;
     }
     if (o.count < 1 || o.timeout < 1 || o.leak_every < 1 || !(o.time_cap > 0))
         return usage();
