@@ -154,3 +154,26 @@ Test(cuda_nccl, more_processes_than_gpus_fails_with_one_line, .timeout = 120)
     cr_assert(strstr(r.err, "start at most"), "the line does not say what to do:\n%s", r.err);
     pp_test_run_done(&r);
 }
+
+/* A rank that stops (SIGSTOP: a frozen process or node) cannot hang its peers inside the NCCL
+ * transport: its waits poll with a deadline (pprun --watchdog), abort the communicators and fail
+ * naming the stopped rank; the job ends. Before, a receive blocked in cudaStreamSynchronize
+ * (under the emulation, until its own 60 s deadlock abort; on a GPU, forever). As the MPI
+ * transport's test in test_runtime_mpi.c; the message must be the NCCL transport's. */
+Test(cuda_nccl, a_stopped_rank_ends_the_job_with_its_name, .timeout = 240)
+{
+    need_mpi_gpus(2);
+    pp_test_add_option("ASAN_OPTIONS", "detect_leaks=0"); /* as same_as_threads: MPI ranks */
+    pp_test_run_result r = pp_test_run_stopping_rank1(
+        MPIRUN " -np 2 " PP_TEST_PPRUN " --backend cuda --transport mpi --model tiny --ranks 2 "
+               "--steps 1000000 --seq 16 --seed $((5252520 + 1)) --watchdog 3",
+        "see[d] 5252521 --watchdog");
+    cr_assert_null(strstr(r.out, "NO VICTIM"), "training never started:\n%s", r.err);
+    cr_assert(strstr(r.out, "exit 0") == NULL, "the job ended normally: %s\n%s", r.out, r.err);
+    cr_assert(strstr(r.err, "for rank 1 (an NCCL"), "the NCCL transport does not name the stopped "
+              "rank:\n%s", r.err);
+    cr_assert(strstr(r.err, "without progress"), "%s", r.err);
+    cr_assert_null(strstr(r.out, "LEFT RUNNING"), "a process of the job was left running: %s",
+                   r.out);
+    pp_test_run_done(&r);
+}

@@ -148,6 +148,7 @@ static int setup(const pprun_opts *o, run_state *s)
             return fail(st, "--backend cuda: ");
         if ((st = pp_transport_nccl_create(s->tp, device, &s->nccl)) != PP_OK)
             return fail(st, "--backend cuda: ");
+        pp_transport_set_watchdog(s->nccl, o->watchdog_s); /* a stalled peer ends the job */
     }
     pp_rt_exec_params ep = {
         .model = m,
