@@ -167,7 +167,7 @@ typedef struct {
     pp_precision precision;          /* PP_PREC_BF16: --precision bf16; FP32: pprun's default */
 } pp_profile_pprun_line;
 
-#define PP_PROFILE_PPRUN_MAX_ARGS 24
+#define PP_PROFILE_PPRUN_MAX_ARGS 32
 #define PP_PROFILE_PPRUN_ARG_LEN 72
 
 /* pprun's options for the line, in one order: --model M --schedule K --ranks p --microbatches
