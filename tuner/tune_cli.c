@@ -111,6 +111,11 @@ static int load_model(const char *cmd, const pp_cli_tune *c, pp_tune_model *m)
     return 0;
 }
 
+int pp_cli_cluster_is_file(const char *cluster)
+{
+    return strchr(cluster, '/') || strstr(cluster, ".json");
+}
+
 static pp_status open_cluster(const char *cmd, const pp_cli_tune *c, pp_cluster **cl,
                               char *source, size_t n)
 {
@@ -120,7 +125,7 @@ static pp_status open_cluster(const char *cmd, const pp_cli_tune *c, pp_cluster 
         snprintf(source, n, "probed: this machine (quick)");
         return pp_probe_run(&po, cl);
     }
-    if (strchr(c->cluster, '/') || strstr(c->cluster, ".json")) {
+    if (pp_cli_cluster_is_file(c->cluster)) {
         snprintf(source, n, "%s", c->cluster);
         return pp_cluster_read(c->cluster, cl);
     }
@@ -140,7 +145,11 @@ static int load_cluster(const char *cmd, const pp_cli_tune *c, pp_tune_hw *hw, c
     if (st == PP_OK && json && cl->n_devices <= 64)
         st = pp_cluster_to_json(cl, json);
     pp_cluster_destroy(cl);
-    return st == PP_OK ? 0 : pp_cmd_fail(cmd, st);
+    if (st == PP_OK)
+        return 0;
+    int rc = pp_cmd_fail(cmd, st);
+    /* a cluster file that cannot be read is bad input, like a malformed one (exit 2) */
+    return st == PP_ERR_IO && pp_cli_cluster_is_file(c->cluster) ? 2 : rc;
 }
 
 int pp_cli_tune_load(const char *cmd, const pp_cli_tune *c, pp_tune_model *m, pp_tune_hw *hw,

@@ -1,0 +1,126 @@
+/* board.c — the search's leaderboard as a person reads it (pptune's stdout): readable column
+ * headers and a legend, tokens/s as grouped integers, memory in GiB (2^30 bytes) everywhere.
+ * After trials the measured figures take the main columns and the prediction sits beside them
+ * with the model's error. The HTML report (report.c) formats its own table from the same
+ * helpers (pp_cli_fmt_int, pp_cli_measured). Decides nothing: the order is the search's. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tune_cli.h"
+
+#define GIB 1073741824.0
+
+char *pp_cli_fmt_int(double x, char *buf, size_t n)
+{
+    char digits[32];
+    snprintf(digits, sizeof digits, "%.0f", x < 0 ? -x : x);
+    size_t len = strlen(digits), o = 0;
+    if (x < 0 && o + 1 < n)
+        buf[o++] = '-';
+    for (size_t i = 0; i < len && o + 1 < n; i++) {
+        if (i > 0 && (len - i) % 3 == 0 && o + 1 < n)
+            buf[o++] = ',';
+        if (o + 1 < n)
+            buf[o++] = digits[i];
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+int pp_cli_measured(const pp_tune_prediction *p, pp_cli_measured_figures *out)
+{
+    memset(out, 0, sizeof *out);
+    if (strcmp(p->trial_status, "ok") != 0 || p->measured_step <= 0)
+        return 0;
+    /* the same tokens and model FLOPs per step, in the measured time */
+    double scale = p->step_time / p->measured_step;
+    out->step = p->measured_step;
+    out->tokens_per_s = p->tokens_per_s * scale;
+    out->tflops_per_gpu = p->tflops_per_gpu * scale;
+    out->mfu = p->mfu * scale;
+    out->peak = p->measured_peak;
+    out->error = (p->step_time - p->measured_step) / p->measured_step;
+    return 1;
+}
+
+static void config_cols(char *buf, size_t n, const pp_tune_config *c)
+{
+    char g[12] = "-";
+    if (c->G)
+        snprintf(g, sizeof g, "%d", c->G);
+    snprintf(buf, n, "%-11s %3d %2d %4s %3d %5d %2d %5d %-6s", c->kind, c->p, c->v, g, c->b, c->d,
+             c->t, c->N, c->uneven ? "uneven" : "even");
+}
+
+static const char *CONFIG_HEAD = "schedule      p  v    G   b     d  t     N split ";
+
+static void predicted_row(FILE *fp, int rank, const pp_tune_prediction *p)
+{
+    char cfg[96], tok[32];
+    config_cols(cfg, sizeof cfg, &p->cfg);
+    fprintf(fp, "%3d  %s %8.4g %12s %7.0f %5.1f%% %6.1f%% %6.1f / %-6.1f%s\n", rank, cfg,
+            p->step_time, pp_cli_fmt_int(p->tokens_per_s, tok, sizeof tok), p->tflops_per_gpu,
+            100 * p->mfu, 100 * p->bubble_ideal, p->peak_mem / GIB, p->capacity / GIB,
+            p->cfg.t > 1 ? "  predicted only: t>1" : "");
+}
+
+static void measured_row(FILE *fp, int rank, const pp_tune_prediction *p)
+{
+    char cfg[96], tok[32], main[96];
+    config_cols(cfg, sizeof cfg, &p->cfg);
+    pp_cli_measured_figures mf;
+    if (pp_cli_measured(p, &mf))
+        snprintf(main, sizeof main, "%8.4g %12s %7.1f %6.1f", mf.step,
+                 pp_cli_fmt_int(mf.tokens_per_s, tok, sizeof tok), mf.tflops_per_gpu,
+                 mf.peak / GIB);
+    else
+        snprintf(main, sizeof main, "%8s %12s %7s %6s", "-", "-", "-", "-");
+    char err[16] = "-";
+    if (mf.step > 0)
+        snprintf(err, sizeof err, "%+.0f%%", 100 * mf.error);
+    const char *trial = p->trial_status[0] ? p->trial_status : "not run";
+    fprintf(fp, "%3d  %s %s | %8.4g %6s %6.1f | %6.1f  %s\n", rank, cfg, main, p->step_time, err,
+            p->peak_mem / GIB, p->capacity / GIB, trial);
+}
+
+void pp_cli_board_print(FILE *fp, const pp_tune_result *r, int show)
+{
+    int trials = r->trialled > 0;
+    if (!trials)
+        fprintf(fp, "\n  #  %s  step s     tokens/s TFLOP/s   MFU  bubble  peak GiB / usable\n",
+                CONFIG_HEAD);
+    else
+        fprintf(fp, "\n     %*s measured:                          | predicted:           |\n"
+                    "  #  %s  step s     tokens/s TFLOP/s    GiB |   step s  error    GiB | "
+                    "usable  trial\n",
+                (int)strlen(CONFIG_HEAD), "", CONFIG_HEAD);
+    for (int i = 0; i < r->n_best && i < show; i++)
+        (trials ? measured_row : predicted_row)(fp, i + 1, &r->best[i]);
+    fprintf(fp, "(p pipeline ranks, v chunks per rank, G interleaving group, b micro-batch size, d "
+                "data-parallel replicas, t tensor-parallel size, N micro-batches per step; memory "
+                "in GiB = 2^30 bytes)\n");
+    if (trials)
+        fprintf(fp, "(measured: pprun's median step after warm-up and its fullest rank's peak; "
+                    "error = (predicted - measured) / measured step; TFLOP/s: model FLOPs per "
+                    "device in the measured time)\n");
+    else
+        fprintf(fp, "(step = simulated pipeline, each rank's data-parallel all-reduce after its "
+                    "last backward, optimizer: predicted; TFLOP/s and MFU: model FLOPs per device "
+                    "(Narayanan) vs its peak; bubble = idle / busy; peak = fullest rank's "
+                    "predicted bytes vs usable memory after headroom)\n");
+}
+
+void pp_cli_rank_memory_print(FILE *fp, const pp_tune_prediction *best)
+{
+    const pp_tune_rank_mem *mem = best->mem; /* the search's, for its schedule */
+    if (!mem)
+        return;
+    fprintf(fp, "\npredicted memory per pipeline rank of #1, GiB (in flight: micro-batches x L/p "
+                "layers)\n"
+                "  rank  weights    grads    optim     acts in-flight     comm workspace    "
+                "total\n");
+    for (int r = 0; r < best->cfg.p; r++)
+        fprintf(fp, "  %4d %8.2f %8.2f %8.2f %8.2f %9.3g %8.2f %9.2f %8.2f\n", r,
+                mem[r].weights / GIB, mem[r].grads / GIB, mem[r].optim / GIB, mem[r].acts / GIB,
+                mem[r].peak_units, mem[r].comm / GIB, mem[r].workspace / GIB, mem[r].total / GIB);
+}
