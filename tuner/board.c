@@ -27,6 +27,14 @@ char *pp_cli_fmt_int(double x, char *buf, size_t n)
     return buf;
 }
 
+char *pp_cli_fmt_gib(double bytes, char *buf, size_t n)
+{
+    double g = bytes / GIB;
+    /* three significant digits, at least one decimal: 34.3, 1.71, 0.0123 */
+    snprintf(buf, n, g >= 10 || g == 0 ? "%.1f" : g >= 1 ? "%.2f" : "%.3g", g);
+    return buf;
+}
+
 int pp_cli_measured(const pp_tune_prediction *p, pp_cli_measured_figures *out)
 {
     memset(out, 0, sizeof *out);
@@ -56,31 +64,33 @@ static const char *CONFIG_HEAD = "schedule      p  v    G   b     d  t     N spl
 
 static void predicted_row(FILE *fp, int rank, const pp_tune_prediction *p)
 {
-    char cfg[96], tok[32];
+    char cfg[96], tok[32], pk[16], cap[16];
     config_cols(cfg, sizeof cfg, &p->cfg);
-    fprintf(fp, "%3d  %s %8.4g %12s %7.0f %5.1f%% %6.1f%% %6.1f / %-6.1f%s\n", rank, cfg,
+    fprintf(fp, "%3d  %s %8.4g %12s %7.3g %5.1f%% %6.1f%% %6s / %-6s%s\n", rank, cfg,
             p->step_time, pp_cli_fmt_int(p->tokens_per_s, tok, sizeof tok), p->tflops_per_gpu,
-            100 * p->mfu, 100 * p->bubble_ideal, p->peak_mem / GIB, p->capacity / GIB,
+            100 * p->mfu, 100 * p->bubble_ideal, pp_cli_fmt_gib(p->peak_mem, pk, sizeof pk),
+            pp_cli_fmt_gib(p->capacity, cap, sizeof cap),
             p->cfg.t > 1 ? "  predicted only: t>1" : "");
 }
 
 static void measured_row(FILE *fp, int rank, const pp_tune_prediction *p)
 {
-    char cfg[96], tok[32], main[96];
+    char cfg[96], tok[32], main[96], g[3][16];
     config_cols(cfg, sizeof cfg, &p->cfg);
     pp_cli_measured_figures mf;
     if (pp_cli_measured(p, &mf))
-        snprintf(main, sizeof main, "%8.4g %12s %7.1f %6.1f", mf.step,
+        snprintf(main, sizeof main, "%8.4g %12s %7.3g %6s", mf.step,
                  pp_cli_fmt_int(mf.tokens_per_s, tok, sizeof tok), mf.tflops_per_gpu,
-                 mf.peak / GIB);
+                 pp_cli_fmt_gib(mf.peak, g[0], sizeof g[0]));
     else
         snprintf(main, sizeof main, "%8s %12s %7s %6s", "-", "-", "-", "-");
     char err[16] = "-";
     if (mf.step > 0)
         snprintf(err, sizeof err, "%+.0f%%", 100 * mf.error);
     const char *trial = p->trial_status[0] ? p->trial_status : "not run";
-    fprintf(fp, "%3d  %s %s | %8.4g %6s %6.1f | %6.1f  %s\n", rank, cfg, main, p->step_time, err,
-            p->peak_mem / GIB, p->capacity / GIB, trial);
+    fprintf(fp, "%3d  %s %s | %8.4g %6s %6s | %6s  %s\n", rank, cfg, main, p->step_time, err,
+            pp_cli_fmt_gib(p->peak_mem, g[1], sizeof g[1]),
+            pp_cli_fmt_gib(p->capacity, g[2], sizeof g[2]), trial);
 }
 
 void pp_cli_board_print(FILE *fp, const pp_tune_result *r, int show)
@@ -119,8 +129,12 @@ void pp_cli_rank_memory_print(FILE *fp, const pp_tune_prediction *best)
                 "layers)\n"
                 "  rank  weights    grads    optim     acts in-flight     comm workspace    "
                 "total\n");
-    for (int r = 0; r < best->cfg.p; r++)
-        fprintf(fp, "  %4d %8.2f %8.2f %8.2f %8.2f %9.3g %8.2f %9.2f %8.2f\n", r,
-                mem[r].weights / GIB, mem[r].grads / GIB, mem[r].optim / GIB, mem[r].acts / GIB,
-                mem[r].peak_units, mem[r].comm / GIB, mem[r].workspace / GIB, mem[r].total / GIB);
+    for (int r = 0; r < best->cfg.p; r++) {
+        char b[7][16];
+        fprintf(fp, "  %4d %8s %8s %8s %8s %9.3g %8s %9s %8s\n", r,
+                pp_cli_fmt_gib(mem[r].weights, b[0], 16), pp_cli_fmt_gib(mem[r].grads, b[1], 16),
+                pp_cli_fmt_gib(mem[r].optim, b[2], 16), pp_cli_fmt_gib(mem[r].acts, b[3], 16),
+                mem[r].peak_units, pp_cli_fmt_gib(mem[r].comm, b[4], 16),
+                pp_cli_fmt_gib(mem[r].workspace, b[5], 16), pp_cli_fmt_gib(mem[r].total, b[6], 16));
+    }
 }

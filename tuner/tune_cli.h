@@ -67,6 +67,8 @@ void pp_cli_trial_event(void *ctx, const pp_tune_trial_event *ev);
 /* ---- What the search prints (board.c, explain.c) ------------------------------------------- */
 /* x as a grouped integer, "1,581,000", into buf; returns buf. */
 char *pp_cli_fmt_int(double x, char *buf, size_t n);
+/* bytes in GiB (2^30) with three significant digits, "34.3", "1.71", "0.0123"; returns buf. */
+char *pp_cli_fmt_gib(double bytes, char *buf, size_t n);
 
 /* A trialled candidate's figures in its measured time. */
 typedef struct {
