@@ -20,6 +20,7 @@ typedef struct {
     pp_cli_tune tune;
     const char *schedules;
     const char *out;
+    const char *report; /* --report FILE.html, NULL: none */
     int keep, show, explain, no_save, no_tp, max_b, max_t, progress, trials, trial_steps;
     int no_fallback;
     double trial_timeout;
@@ -53,6 +54,7 @@ static void help(void)
            "  -o FILE                profile path (default $XDG_DATA_HOME/pptune/profiles/...);\n"
            "                         -o - writes the profile to stdout, the report to stderr\n"
            "  --no-save              do not write a profile\n"
+           "  --report FILE.html     also write the search as one self-contained HTML page\n"
            "  --progress             progress bar even when stderr is not a terminal\n");
 }
 
@@ -66,7 +68,7 @@ static int parse(int argc, char **argv, opts *o)
     o->trial_steps = 5;
     o->trial_timeout = 60;
     enum { KEEP = PP_CLI_LOCAL, TOP, MAX_B, MAX_T, TRIALS, TRIAL_STEPS, TRIAL_TIMEOUT, SCHEDULES,
-           EXPLAIN, NO_SAVE, NO_TP, NO_FALLBACK, PROGRESS };
+           EXPLAIN, NO_SAVE, NO_TP, NO_FALLBACK, PROGRESS, REPORT };
     static const struct option longopts[] = {
         PP_CLI_TUNE_OPTIONS,
         {"help", no_argument, NULL, 'h'},
@@ -83,6 +85,7 @@ static int parse(int argc, char **argv, opts *o)
         {"no-tp", no_argument, NULL, NO_TP},
         {"no-fallback", no_argument, NULL, NO_FALLBACK},
         {"progress", no_argument, NULL, PROGRESS},
+        {"report", required_argument, NULL, REPORT},
         {0},
     };
     pp_cli p;
@@ -123,6 +126,7 @@ static int parse(int argc, char **argv, opts *o)
         case NO_TP: o->no_tp = 1; break;
         case NO_FALLBACK: o->no_fallback = 1; break;
         case PROGRESS: o->progress = 1; break;
+        case REPORT: o->report = v; break;
         }
     }
     int rc = pp_cli_no_words(&p);
@@ -235,6 +239,12 @@ static int report(const opts *o, const pp_tune_model *m, const pp_tune_hw *hw, p
     printf("\nlaunch: %s\n", pp_tune_launch_command(m, hw, &r->best[0].cfg, cmd, sizeof cmd));
     if (o->explain)
         pp_cli_explain_print(stdout, m, hw, r, o->explain > 1);
+    if (o->report) {
+        pp_status st = pp_cli_report_write(o->report, m, hw, r);
+        if (st != PP_OK)
+            return pp_cmd_fail(CMD, st);
+        printf("\nreport: %s\n", o->report);
+    }
     if (o->no_save)
         return 0;
     char cmdline[1024];

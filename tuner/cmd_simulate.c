@@ -108,8 +108,9 @@ static void print_prediction(const pp_tune_prediction *p, const pp_tune_rank_mem
     printf("step time      %.4f s (pipeline %.4f s, then the data-parallel all-reduce, begun on "
            "each rank after its last backward, and the optimizer: +%.4f s)\n",
            p->step_time, p->pipeline_time, p->step_time - p->pipeline_time);
-    printf("throughput     %.0f tokens/s, %.1f model TFLOP/s per GPU, MFU %.1f %%\n",
-           p->tokens_per_s, p->tflops_per_gpu, 100 * p->mfu);
+    char tok[32];
+    printf("throughput     %s tokens/s, %.1f model TFLOP/s per GPU, MFU %.1f %%\n",
+           pp_cli_fmt_int(p->tokens_per_s, tok, sizeof tok), p->tflops_per_gpu, 100 * p->mfu);
     printf("bubble         %.1f %% of ideal compute (%.1f %% of the step)\n",
            100 * p->bubble_ideal, 100 * p->bubble_total);
     printf("memory         fullest rank %d: %.2f GiB of %.2f GiB usable: %s\n", p->peak_rank,

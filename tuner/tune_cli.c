@@ -170,10 +170,10 @@ void pp_cli_tune_describe(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw
             m->name, m->source, pc.total >= 1e9 ? pc.total / 1e9 : pc.total / 1e6,
             pc.total >= 1e9 ? "B" : "M", m->layers, m->hidden, m->heads, m->kv_heads,
             m->ffn, m->vocab, m->seq);
-    fprintf(fp, "cluster  %s: %d nodes x %d %s = %d devices, %.0f GB each, %.3g TFLOP/s GEMM "
+    fprintf(fp, "cluster  %s: %d nodes x %d %s = %d devices, %.1f GiB each, %.3g TFLOP/s GEMM "
                 "(peak %.3g), links %.3g GB/s intra / %.3g GB/s inter per device\n",
             hw->source, hw->nodes, hw->gpus_per_node, hw->device, hw->nodes * hw->gpus_per_node,
-            hw->mem_bytes / 1e9, hw->gemm_flops / 1e12, hw->peak_flops / 1e12, hw->intra_bw / 1e9,
+            hw->mem_bytes / 1073741824.0, hw->gemm_flops / 1e12, hw->peak_flops / 1e12, hw->intra_bw / 1e9,
             hw->inter_bw / 1e9);
     fprintf(fp, "         %s\n", hw->note);
     fprintf(fp, "training global batch %d sequences (%.2f M tokens); %s; %s optimizer; "

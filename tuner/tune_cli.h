@@ -91,6 +91,9 @@ void pp_cli_rank_memory_print(FILE *fp, const pp_tune_prediction *best);
  * breakdowns, the Pareto front; all: also every rejected candidate. */
 void pp_cli_explain_print(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw,
                           const pp_tune_result *r, int all);
+/* --report: the search as one self-contained HTML page (report.c), written atomically. */
+pp_status pp_cli_report_write(const char *path, const pp_tune_model *m, const pp_tune_hw *hw,
+                              const pp_tune_result *r);
 /* One line per most common reason (at most `max`), for "nothing fits" on stderr. */
 void pp_cli_reasons_print(FILE *fp, const pp_tune_result *r, int max);
 
