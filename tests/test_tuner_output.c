@@ -205,3 +205,84 @@ Test(tuner_output, dash_o_writes_the_profile_to_stdout)
     cr_assert(access("-", F_OK) != 0, "no file named -");
     pp_test_run_done(&r);
 }
+
+static char *report_of(const char *args, const char *dir)
+{
+    pp_test_run_result r =
+        pp_test_run("cd %s && " PPTUNE " %s --no-save --report %s/r.html", dir, args, dir);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "report: "), "%s", r.out);
+    pp_test_run_done(&r);
+    char path[300];
+    snprintf(path, sizeof path, "%s/r.html", dir);
+    return pp_test_slurp(path);
+}
+
+Test(tuner_output, report_is_one_self_contained_page)
+{
+    char dir[] = "/tmp/pptune_report_XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char *html = report_of("--model gpt-13b --nodes 32", dir);
+    cr_assert(!strncmp(html, "<!DOCTYPE html>", 15));
+    cr_assert(!strstr(html, "<script") && !strstr(html, "<link") && !strstr(html, "src="),
+              "nothing loaded from outside");
+    cr_assert(!strstr(html, "https://"), "no network");
+    cr_assert(strstr(html, "Leaderboard") && strstr(html, "measured step s"));
+    cr_assert(strstr(html, "Memory per pipeline rank") && strstr(html, "usable capacity"));
+    cr_assert(strstr(html, "Timeline of #1") && strstr(html, "<rect"));
+    cr_assert(strstr(html, "Best of each schedule") && strstr(html, "<td class=l>bitpipe</td>"),
+              "bitpipe's best side by side");
+    cr_assert(strstr(html, "preset dgx-h100"), "the source of the figures");
+    free(html);
+    /* after trials: measured figures, their source and the calibration plot */
+    html = report_of("--model tiny --cluster local --trials 2 --trial-steps 2", dir);
+    cr_assert(strstr(html, "Predicted against measured step time") && strstr(html, "<circle"));
+    cr_assert(strstr(html, "class=l>trial</td>"), "rows measured are marked trial");
+    free(html);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -r %s", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+/* A real browser renders the report: no script errors, the tables and images are there and
+ * not empty, and a screenshot comes out. Debian's chromium (scripts/install-deps.sh). */
+Test(tuner_output, report_renders_in_headless_chromium)
+{
+    if (system("command -v chromium >/dev/null 2>&1") != 0) {
+        cr_skip_test("chromium is not installed: the browser check of the report is skipped");
+        return;
+    }
+    char dir[] = "/tmp/pptune_chromium_XXXXXX";
+    cr_assert(mkdtemp(dir));
+    free(report_of("--model gpt-13b --nodes 32", dir));
+    const char *flags = "--headless --no-sandbox --disable-gpu --hide-scrollbars "
+                        "--enable-logging=stderr --v=0";
+    pp_test_run_result r = pp_test_run("cd %s && HOME=%s timeout 120 chromium %s "
+                                       "--dump-dom file://%s/r.html",
+                                       dir, dir, flags, dir);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_assert(!strstr(r.err, "Uncaught") && !strstr(r.err, "CONSOLE"),
+              "script errors: %s", r.err);
+    /* the DOM as rendered: tables with cells, inline SVG images with shapes */
+    cr_assert(strstr(r.out, "<table>") && strstr(r.out, "<td>1</td>"), "%.2000s", r.out);
+    cr_assert(strstr(r.out, "<svg") && strstr(r.out, "<rect"), "images");
+    pp_test_run_done(&r);
+    r = pp_test_run("cd %s && HOME=%s timeout 120 chromium %s --window-size=1280,1600 "
+                    "--screenshot=%s/r.png file://%s/r.html",
+                    dir, dir, flags, dir, dir);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    pp_test_run_done(&r);
+    char path[300];
+    snprintf(path, sizeof path, "%s/r.png", dir);
+    FILE *fp = fopen(path, "rb");
+    cr_assert(fp, "no screenshot");
+    unsigned char sig[8];
+    cr_assert_eq(fread(sig, 1, 8, fp), 8);
+    cr_assert(!memcmp(sig, "\x89PNG\r\n\x1a\n", 8));
+    fseek(fp, 0, SEEK_END);
+    cr_assert(ftell(fp) > 20000, "a blank page compresses to far less: %ld bytes", ftell(fp));
+    fclose(fp);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -r %s", dir);
+    cr_assert_eq(system(cmd), 0);
+}
