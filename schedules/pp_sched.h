@@ -452,6 +452,15 @@ pp_status pp_sched_read_csv(const char *text, const char *source_name, pp_sched 
 #define PP_SCHED_ASCII_MAX_WIDTH 10000
 pp_status pp_sched_write_ascii(const pp_sched *s, const pp_sim_result *sim, int width, FILE *fp);
 pp_status pp_sched_write_svg(const pp_sched *s, const pp_sim_result *sim, FILE *fp);
+typedef struct {
+    const char *unit; /* the time axis's unit, e.g. "s" when the costs are seconds; NULL: "units
+                         of the cost table" */
+    int aggregate;    /* 1: rows by op kind, merged; 0: every block drawn; -1: 1 when blocks
+                         would be narrower than 6 px on average */
+} pp_sched_svg_opts;
+/* pp_sched_write_svg with options (pp_sched_write_svg: unit NULL, aggregate -1). */
+pp_status pp_sched_write_svg_opts(const pp_sched *s, const pp_sim_result *sim,
+                                  const pp_sched_svg_opts *o, FILE *fp);
 
 #ifdef __cplusplus
 }

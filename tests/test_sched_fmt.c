@@ -307,3 +307,35 @@ Test(sched_fmt, a_header_past_the_budget_is_refused_before_allocating)
     assert_parse_error("schedule x ranks 1 microbatches 16777216 chunks 8\n",
                        "ranks x chunks x microbatches = 1 x 8 x 16777216");
 }
+
+/* D = 8, v = 4, N = 32 (issue 17): 256 blocks a rank would be 3.75 px each, a barcode; the
+ * chart aggregates by op kind, keeps idle hatched, and says seconds when asked. */
+Test(sched_fmt, svg_aggregates_large_schedules_by_kind)
+{
+    simulated x = simulate("interleaved", 8, 32, 4, 2.0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&buf, &len);
+    pp_sched_svg_opts o = {.unit = "s", .aggregate = -1};
+    cr_assert_eq(pp_sched_write_svg_opts(x.s, &x.sim, &o, fp), PP_OK, "%s", pp_err_msg());
+    fclose(fp);
+    cr_assert_eq(count(buf, "<title>F pipe") + count(buf, "<title>B pipe"), 0,
+                 "no block-by-block drawing");
+    int f = count(buf, " forward, micro-batches "), b = count(buf, " backward, micro-batches "),
+        mix = count(buf, " alternating F/B, micro-batches ");
+    cr_assert(f >= 8 && b >= 8, "every rank's warm-up and cool-down show: %d %d", f, b);
+    cr_assert(mix >= 8, "the steady phase is one kind of bar: %d", mix);
+    cr_assert(f + b + mix < 8 * 256 / 8, "a few bars per rank, not a barcode: %d", f + b + mix);
+    cr_assert(strstr(buf, ">forward</text>") && strstr(buf, ">backward</text>"));
+    cr_assert(strstr(buf, ">idle</text>") && strstr(buf, "url(#idle)"));
+    cr_assert(strstr(buf, "time (s)"), "the axis says seconds");
+    free(buf);
+    /* the default keeps a small chart block by block, in the cost table's units */
+    buf = NULL;
+    fp = open_memstream(&buf, &len);
+    cr_assert_eq(pp_sched_write_svg(x.s, &x.sim, fp), PP_OK);
+    fclose(fp);
+    cr_assert(strstr(buf, "time (units of the cost table)"));
+    free(buf);
+    simulated_fini(&x);
+}

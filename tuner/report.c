@@ -28,7 +28,7 @@ static void esc(FILE *fp, const char *s)
 }
 
 static const char *CSS =
-    "body{font:14px/1.4 sans-serif;margin:24px;color:#222;max-width:1200px}"
+    "body{font:14px/1.4 sans-serif;margin:24px;color:#222}"
     "h1{font-size:22px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ccc}"
     "table{border-collapse:collapse;font-size:12px}td,th{padding:3px 7px;border:1px solid #ddd;"
     "text-align:right;white-space:nowrap}th{background:#f3f3f3}td.l,th.l{text-align:left}tr.win td{background:#eef6e8}"
@@ -147,7 +147,8 @@ static void gantt(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw, const 
     char *svg = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&svg, &len);
-    pp_status st = mem ? pp_sched_write_svg(w->sched, &sim, mem) : PP_ERR_NOMEM;
+    pp_sched_svg_opts so = {.unit = "s", .aggregate = -1};
+    pp_status st = mem ? pp_sched_write_svg_opts(w->sched, &sim, &so, mem) : PP_ERR_NOMEM;
     if (mem)
         fclose(mem);
     pp_sim_result_fini(&sim);
