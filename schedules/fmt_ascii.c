@@ -138,6 +138,25 @@ static void write_axis(const pp_sim_result *sim, int width, int indent, FILE *fp
     free(axis);
 }
 
+/* Columns a row takes besides its timeline: "rank D-1  " before, syncs past the end, and
+ * "  idle 100%" after. */
+static int row_overhead(const pp_sched *s)
+{
+    char name[32];
+    return snprintf(name, sizeof name, "rank %d", s->ranks - 1) + 2 + max_reduces(s) + 1 + 11;
+}
+
+pp_status pp_sched_write_ascii_fit(const pp_sched *s, const pp_sim_result *sim, int line_width,
+                                   FILE *fp)
+{
+    if (!sim || !sim->spans)
+        return pp_sched_write_ascii(s, sim, 0, fp); /* its message */
+    int width = auto_width(s, sim), room = line_width - row_overhead(s);
+    if (line_width > 0 && width > room)
+        width = room > 20 ? room : 20;
+    return pp_sched_write_ascii(s, sim, width, fp);
+}
+
 pp_status pp_sched_write_ascii(const pp_sched *s, const pp_sim_result *sim, int width, FILE *fp)
 {
     if (!sim || !sim->spans)
@@ -154,11 +173,11 @@ pp_status pp_sched_write_ascii(const pp_sched *s, const pp_sim_result *sim, int 
         return PP_ERR(PP_ERR_NOMEM, "out of memory for a %d-column timeline", width);
     char name[32];
     int indent = snprintf(name, sizeof name, "rank %d", s->ranks - 1) + 2;
-    fprintf(fp,
-            "time 0 .. %g, 1 column = %.3g; %s micro-batch after the letter, - and = continue "
-            "an F and a B, . idle%s\n",
-            sim->makespan, sim->makespan / width,
-            s->n_pipes == 2 ? "F/B: pipe 0 (down), f/b: pipe 1 (up)," : "F/B:",
+    /* short lines: the legend fits an 80-column terminal like the rows */
+    fprintf(fp, "time 0 .. %g, 1 column = %.3g\n", sim->makespan, sim->makespan / width);
+    fprintf(fp, "%s: forward/backward, micro-batch after the letter where it fits\n",
+            s->n_pipes == 2 ? "F/B pipe 0 (down), f/b pipe 1 (up)" : "F/B");
+    fprintf(fp, "- and = continue an F and a B, . idle%s\n",
             s->n_reduces ? ", R gradient sync (REDUCE) issued" : "");
     write_axis(sim, width, indent, fp);
     for (int r = 0; r < s->ranks; r++) {

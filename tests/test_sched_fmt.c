@@ -245,7 +245,7 @@ Test(sched_fmt, ascii_marks_gradient_syncs_of_bidirectional_schedules)
     FILE *fp = open_memstream(&buf, &len);
     cr_assert_eq(pp_sched_write_ascii(x.s, &x.sim, 0, fp), PP_OK, "%s", pp_err_msg());
     fclose(fp);
-    cr_assert(strstr(buf, "f/b: pipe 1 (up)"), "%s", buf);
+    cr_assert(strstr(buf, "f/b pipe 1 (up)"), "%s", buf);
     cr_assert(strstr(buf, "R gradient sync"), "%s", buf);
     /* every rank row shows its syncs */
     int rs = 0;

@@ -286,3 +286,67 @@ Test(tuner_output, report_renders_in_headless_chromium)
     snprintf(cmd, sizeof cmd, "rm -r %s", dir);
     cr_assert_eq(system(cmd), 0);
 }
+
+/* Timelines fit the terminal: every line of `pptune schedule` and `pptune simulate
+ * --timeline` within $COLUMNS = 80 at D = 8, v = 4, N = 32. */
+static void assert_lines_within(const char *out, int cols)
+{
+    const char *from = strstr(out, "time 0 .. "); /* the timeline, to the end */
+    cr_assert(from, "no timeline: %s", out);
+    for (const char *p = from; *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        if (!strncmp(p, "rank ", 5) || !strncmp(p, "time ", 5) || !strncmp(p, "F/B", 3) ||
+            !strncmp(p, "- and", 5) || p[0] == ' ')
+            cr_assert(n <= (size_t)cols, "%zu columns: %.*s", n, (int)n, p);
+        p += n + (nl ? 1 : 0);
+    }
+}
+
+Test(tuner_output, ascii_timelines_fit_the_terminal)
+{
+    pp_test_run_result r = pp_test_run("COLUMNS=80 " PPTUNE " schedule --kind interleaved "
+                                       "--ranks 8 --chunks 4 --microbatches 32");
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "rank 7  "), "%s", r.out);
+    assert_lines_within(r.out, 80);
+    pp_test_run_done(&r);
+    r = pp_test_run("COLUMNS=80 " PPTUNE " simulate --model gpt-13b --nodes 4 --schedule "
+                    "interleaved -p 8 -v 5 -b 1 -t 4 --global-batch 32 --timeline");
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "rank 7  "), "%s", r.out);
+    assert_lines_within(r.out, 80);
+    cr_assert(strstr(r.out, "step's parts"), "the step's breakdown: %s", r.out);
+    pp_test_run_done(&r);
+    /* --width still decides when given */
+    r = pp_test_run("COLUMNS=80 " PPTUNE " schedule --kind 1f1b --ranks 4 --microbatches 8 "
+                    "--format ascii --width 150");
+    cr_assert(strstr(r.out, "time 0 .. 33, 1 column = 0.22\n"), "%s", r.out); /* 33 / 150 */
+    pp_test_run_done(&r);
+}
+
+Test(tuner_output, simulate_draws_an_svg_in_seconds_to_a_file)
+{
+    char dir[] = "/tmp/pptune_simsvg_XXXXXX";
+    cr_assert(mkdtemp(dir));
+    pp_test_run_result r = pp_test_run(PPTUNE " simulate --model gpt-13b --nodes 32 --schedule "
+                                       "interleaved -p 8 -v 5 -G 16 -b 1 -t 2 --format svg "
+                                       "-o %s/t.svg",
+                                       dir);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "timeline: "), "%s", r.out);
+    pp_test_run_done(&r);
+    char path[300];
+    snprintf(path, sizeof path, "%s/t.svg", dir);
+    char *svg = pp_test_slurp(path);
+    cr_assert(strstr(svg, "<svg") && strstr(svg, "time (s)"), "axis in seconds");
+    cr_assert(strstr(svg, "alternating F/B"), "D = 8, v = 5, N = 64 is aggregated");
+    free(svg);
+    r = pp_test_run(PPTUNE " simulate --model gpt-13b --nodes 4 --schedule 1f1b -p 4 --format png");
+    cr_assert_eq(r.code, 2);
+    cr_assert(strstr(r.err, "ascii or svg"), "%s", r.err);
+    pp_test_run_done(&r);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -r %s", dir);
+    cr_assert_eq(system(cmd), 0);
+}
