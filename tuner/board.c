@@ -12,19 +12,7 @@
 
 char *pp_cli_fmt_int(double x, char *buf, size_t n)
 {
-    char digits[32];
-    snprintf(digits, sizeof digits, "%.0f", x < 0 ? -x : x);
-    size_t len = strlen(digits), o = 0;
-    if (x < 0 && o + 1 < n)
-        buf[o++] = '-';
-    for (size_t i = 0; i < len && o + 1 < n; i++) {
-        if (i > 0 && (len - i) % 3 == 0 && o + 1 < n)
-            buf[o++] = ',';
-        if (o + 1 < n)
-            buf[o++] = digits[i];
-    }
-    buf[o] = '\0';
-    return buf;
+    return pp_fmt_grouped(x, buf, n);
 }
 
 char *pp_cli_fmt_gib(double bytes, char *buf, size_t n)

@@ -114,21 +114,6 @@ static double step_flops(const pp_model_cfg *m, int seq, double tokens)
     return 3 * tokens * (m->layers * layer + 2 * h * m->vocab);
 }
 
-/* 1234567 as "1,234,567" */
-static const char *grouped(double x, char *buf, size_t n)
-{
-    char d[32];
-    snprintf(d, sizeof d, "%.0f", x);
-    size_t len = strlen(d), o = 0;
-    for (size_t i = 0; i < len && o + 2 < n; i++) {
-        if (i > 0 && (len - i) % 3 == 0)
-            buf[o++] = ',';
-        buf[o++] = d[i];
-    }
-    buf[o] = '\0';
-    return buf;
-}
-
 int pprun_write_summary(const pprun_opts *o, const pprun_record *rec, FILE *fp)
 {
     int warmup;
@@ -147,7 +132,7 @@ int pprun_write_summary(const pprun_opts *o, const pprun_record *rec, FILE *fp)
     if (med > 0)
         fprintf(fp, "  median step %.4g s (%d warm-up step%s not counted): %s tokens/s, %.3g model "
                     "TFLOP/s in all, %.3g per rank (Narayanan's model FLOPs)\n",
-                med, warmup, warmup == 1 ? "" : "s", grouped(tokens / med, tok, sizeof tok),
+                med, warmup, warmup == 1 ? "" : "s", pp_fmt_grouped(tokens / med, tok, sizeof tok),
                 flops / med / 1e12, flops / med / 1e12 / devices);
     fprintf(fp, "  peak memory per rank, GiB (as the backend counted it):");
     for (int g = 0; g < rec->n_ranks; g++)
