@@ -247,6 +247,7 @@ Test(sched_fmt, ascii_marks_gradient_syncs_of_bidirectional_schedules)
     fclose(fp);
     cr_assert(strstr(buf, "f/b pipe 1 (up)"), "%s", buf);
     cr_assert(strstr(buf, "R gradient sync"), "%s", buf);
+    cr_assert(strstr(buf, "~~") || strstr(buf, "##"), "BitPipe's second chunk has its own fill");
     /* every rank row shows its syncs */
     int rs = 0;
     for (const char *p = buf; (p = strstr(p, "rank ")); p++) {
@@ -336,6 +337,24 @@ Test(sched_fmt, svg_aggregates_large_schedules_by_kind)
     cr_assert_eq(pp_sched_write_svg(x.s, &x.sim, fp), PP_OK);
     fclose(fp);
     cr_assert(strstr(buf, "time (units of the cost table)"));
+    free(buf);
+    simulated_fini(&x);
+}
+
+/* Interleaved chunks differ by their fill, the legend says which is which, and micro-batches
+ * from 10 on keep their full id (issue 17: "F-B4", "B10=" read as other blocks). */
+Test(sched_fmt, ascii_tells_chunks_apart_and_keeps_two_digit_ids)
+{
+    simulated x = simulate("interleaved", 2, 12, 2, 2.0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&buf, &len);
+    cr_assert_eq(pp_sched_write_ascii(x.s, &x.sim, 400, fp), PP_OK, "%s", pp_err_msg());
+    fclose(fp);
+    cr_assert(strstr(buf, "chunk fills (F/B): 0 -/=, 1 ~/#"), "%s", buf);
+    cr_assert(strstr(buf, "F11-") || strstr(buf, "F11~"), "%s", buf);
+    cr_assert(strstr(buf, "B10=") && strstr(buf, "B10#"), "both chunks' B of mb 10: %s", buf);
+    cr_assert(strstr(buf, "~~") && strstr(buf, "##"), "chunk 1's fills: %s", buf);
     free(buf);
     simulated_fini(&x);
 }
