@@ -65,6 +65,9 @@ void pp_err_clear(void);
 /* Writes s to fp with control characters escaped (\n, \r, \t, else \xNN), so that a message
  * echoing a user's argument or a file's text stays one line and sends no terminal escapes. */
 void pp_fputs_escaped(const char *s, FILE *fp);
+/* x rounded to an integer with thousands grouped, "1,581,229" (what people read in tables:
+ * pptune's leaderboard, pprun's summary), into buf; returns buf. */
+char *pp_fmt_grouped(double x, char *buf, size_t n);
 
 #define PP_ERR(st, ...) pp_err_set((st), __FILE__, __LINE__, __VA_ARGS__)
 #define PP_TRY(expr)                                                                               \

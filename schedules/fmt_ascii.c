@@ -1,7 +1,10 @@
 /* fmt_ascii.c — a terminal timeline of a simulated schedule: one row per rank, time to the right.
  *
- *     time 0 .. 12, 1 column = 0.25; F/B: pipe 0 (down), f/b: pipe 1 (up), micro-batch after the
- *     letter, - and = continue an F and a B, . idle, R a gradient sync (REDUCE) issued
+ *     time 0 .. 12, 1 column = 0.25
+ *     F/B forward/backward, micro-batch after the letter where it fits
+ *     - and = continue an F and a B, . idle
+ * (f/b: pipe 1 of a bidirectional schedule; with several chunks per rank each chunk has its
+ * own fill characters, listed in the legend; R: a gradient sync issued)
  *              0         5         10
  *              +----+----+----+----+----+----+----+----
  *     rank 0   F0--F1--........B0======B1======   idle 33%
@@ -47,11 +50,25 @@ static int column(double t, double makespan, int width)
     return c < 0 ? 0 : c > width ? width : c;
 }
 
-/* Draws one compute block into row[c0..c1): letter, micro-batch id where it fits, fill. */
-static void draw_block(char *row, int c0, int c1, const pp_action *a)
+/* Fill characters of forward / backward blocks by chunk (the k-th stage a rank holds on a
+ * pipe), so interleaved chunks look different; they repeat after ASCII_CHUNK_FILLS. */
+#define ASCII_CHUNK_FILLS 4
+static const char FILL_F[ASCII_CHUNK_FILLS] = {'-', '~', ':', '+'};
+static const char FILL_B[ASCII_CHUNK_FILLS] = {'=', '#', '%', '@'};
+
+static int chunk_of(const pp_sched *s, const pp_action *a)
+{
+    return s->stages_per_pipe > s->ranks ? (int)(a->stage / s->ranks) % ASCII_CHUNK_FILLS : 0;
+}
+
+/* Draws one compute block into row[c0..c1): letter and micro-batch id where both fit (F12),
+ * else the id alone when the block still shows a fill character after it (12-- reads as a
+ * forward by its fill), else the letter; then the chunk's fill. */
+static void draw_block(char *row, int c0, int c1, const pp_action *a, int chunk)
 {
     int fwd = a->op == PP_OP_F;
     char letter = fwd ? (a->pipe ? 'f' : 'F') : (a->pipe ? 'b' : 'B');
+    char fill = fwd ? FILL_F[chunk] : FILL_B[chunk];
     if (c1 <= c0) { /* too short for a column: show it only where nothing else is */
         if (row[c0] == '.')
             row[c0] = letter;
@@ -59,10 +76,13 @@ static void draw_block(char *row, int c0, int c1, const pp_action *a)
     }
     char label[16];
     int n = snprintf(label, sizeof label, "%c%d", letter, (int)a->mb);
-    if (n > c1 - c0)
-        n = 1;
+    if (n > c1 - c0) {
+        n = snprintf(label, sizeof label, "%d", (int)a->mb);
+        if (n + 1 > c1 - c0)
+            n = snprintf(label, sizeof label, "%c", letter);
+    }
     for (int c = c0; c < c1; c++)
-        row[c] = c - c0 < n ? label[c - c0] : (fwd ? '-' : '=');
+        row[c] = c - c0 < n ? label[c - c0] : fill;
 }
 
 /* Fills row (width + extra + 1 bytes): compute blocks, idle dots, then REDUCE markers in the
@@ -80,7 +100,7 @@ static void draw_rank(const pp_sched *s, const pp_sim_result *sim, int r, int wi
             continue;
         pp_span sp = sim->spans[r][i];
         draw_block(row, column(sp.start, sim->makespan, width),
-                   column(sp.end, sim->makespan, width), a);
+                   column(sp.end, sim->makespan, width), a, chunk_of(s, a));
     }
     for (int i = 0; i < s->n_ops[r]; i++) {
         if (s->ops[r][i].op != PP_OP_REDUCE)
@@ -138,6 +158,25 @@ static void write_axis(const pp_sim_result *sim, int width, int indent, FILE *fp
     free(axis);
 }
 
+/* Columns a row takes besides its timeline: "rank D-1  " before, syncs past the end, and
+ * "  idle 100%" after. */
+static int row_overhead(const pp_sched *s)
+{
+    char name[32];
+    return snprintf(name, sizeof name, "rank %d", s->ranks - 1) + 2 + max_reduces(s) + 1 + 11;
+}
+
+pp_status pp_sched_write_ascii_fit(const pp_sched *s, const pp_sim_result *sim, int line_width,
+                                   FILE *fp)
+{
+    if (!sim || !sim->spans)
+        return pp_sched_write_ascii(s, sim, 0, fp); /* its message */
+    int width = auto_width(s, sim), room = line_width - row_overhead(s);
+    if (line_width > 0 && width > room)
+        width = room > 20 ? room : 20;
+    return pp_sched_write_ascii(s, sim, width, fp);
+}
+
 pp_status pp_sched_write_ascii(const pp_sched *s, const pp_sim_result *sim, int width, FILE *fp)
 {
     if (!sim || !sim->spans)
@@ -154,12 +193,16 @@ pp_status pp_sched_write_ascii(const pp_sched *s, const pp_sim_result *sim, int 
         return PP_ERR(PP_ERR_NOMEM, "out of memory for a %d-column timeline", width);
     char name[32];
     int indent = snprintf(name, sizeof name, "rank %d", s->ranks - 1) + 2;
-    fprintf(fp,
-            "time 0 .. %g, 1 column = %.3g; %s micro-batch after the letter, - and = continue "
-            "an F and a B, . idle%s\n",
-            sim->makespan, sim->makespan / width,
-            s->n_pipes == 2 ? "F/B: pipe 0 (down), f/b: pipe 1 (up)," : "F/B:",
-            s->n_reduces ? ", R gradient sync (REDUCE) issued" : "");
+    /* short lines: the legend fits an 80-column terminal like the rows */
+    fprintf(fp, "time 0 .. %g, 1 column = %.3g\n", sim->makespan, sim->makespan / width);
+    fprintf(fp, "%s, micro-batch after the letter where it fits\n",
+            s->n_pipes == 2 ? "F/B pipe 0 (down), f/b pipe 1 (up)" : "F/B forward/backward");
+    if (s->stages_per_pipe > s->ranks) /* several chunks per rank: say which fill is which */
+        fprintf(fp, "chunk fills (F/B): 0 -/=, 1 ~/#, 2 :/%%, 3 +/@; . idle%s\n",
+                s->n_reduces ? ", R gradient sync" : "");
+    else
+        fprintf(fp, "- and = continue an F and a B, . idle%s\n",
+                s->n_reduces ? ", R gradient sync (REDUCE) issued" : "");
     write_axis(sim, width, indent, fp);
     for (int r = 0; r < s->ranks; r++) {
         draw_rank(s, sim, r, width, extra, row);

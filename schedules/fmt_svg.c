@@ -7,6 +7,10 @@
  * triangle where it is issued and, when it takes time, a black bar under the row until it
  * completes. Title (kind, D, N, v, makespan, both bubble definitions), time axis with ticks and
  * a legend complete it. SEND / RECV are not drawn (their cost appears as idle time).
+ * At large sizes (blocks narrower than SVG_MIN_BLOCK px on average) rows are aggregated: touching
+ * blocks of one kind merge into one bar coloured by kind (forward light, backward dark), idle
+ * stays hatched, so D = 8, v = 4, N = 32 reads as phases instead of a barcode. The axis says
+ * seconds when the caller's costs are (pp_sched_svg_opts.unit).
  * Plain SVG 1.1, no scripts or external fonts, so rsvg-convert and browsers agree.
  */
 #include <math.h>
@@ -47,7 +51,14 @@ static const char *text_colour(unsigned c)
 typedef struct {
     double x0, scale; /* x = x0 + t * scale */
     double makespan;
+    int aggregate;    /* 1: rows drawn by kind (write_row_aggregated) */
+    const char *unit; /* the axis label's unit */
 } svg_axis;
+
+#define SVG_MIN_BLOCK 6.0 /* px: narrower blocks on average switch to aggregated rows */
+#define KIND_F 0x8fb3d9u  /* aggregated forward */
+#define KIND_B 0x2c5282u  /* aggregated backward (and I/W) */
+#define KIND_MIX 0x5b82b3u /* aggregated alternating forward and backward */
 
 static double row_y(int r)
 {
@@ -155,6 +166,94 @@ static void write_reduce(const pp_action *a, pp_span sp, double y, const svg_axi
                 x, y + SVG_ROW + 1, (sp.end - sp.start) * ax->scale);
 }
 
+/* Aggregated rows (many actions per pixel): touching blocks merge into bars. A run of one kind
+ * (forward or backward) wide enough to see keeps its kind's colour (warm-up forwards, cool-down
+ * backwards); where narrow F and B alternate (the steady 1F1B phase) the bar is "mixed"; gaps
+ * stay idle. */
+enum { RUN_F, RUN_B, RUN_MIX };
+
+typedef struct {
+    int kind, mb_lo, mb_hi, n;
+    double t0, t1;
+} run;
+
+static const unsigned RUN_COLOUR[] = {KIND_F, KIND_B, KIND_MIX};
+static const char *RUN_NAME[] = {"forward", "backward", "alternating F/B"};
+
+static void flush_run(const run *u, double y, const svg_axis *ax, FILE *fp)
+{
+    if (u->n == 0 || u->t1 <= u->t0)
+        return;
+    fprintf(fp,
+            "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%g\" fill=\"#%06x\">"
+            "<title>%d %s, micro-batches %d..%d: %g .. %g</title></rect>\n",
+            ax->x0 + u->t0 * ax->scale, y, (u->t1 - u->t0) * ax->scale, SVG_ROW,
+            RUN_COLOUR[u->kind], u->n, RUN_NAME[u->kind], u->mb_lo, u->mb_hi, u->t0, u->t1);
+}
+
+static void run_add(run *u, const pp_action *a, pp_span sp)
+{
+    u->t1 = sp.end > u->t1 ? sp.end : u->t1;
+    u->mb_lo = a->mb < u->mb_lo ? a->mb : u->mb_lo;
+    u->mb_hi = a->mb > u->mb_hi ? a->mb : u->mb_hi;
+    u->n++;
+}
+
+static void write_row_aggregated(const pp_sched *s, const pp_sim_result *sim, int r, double y,
+                                 const svg_axis *ax, FILE *fp)
+{
+    run u = {0}, streak = {0}; /* streak: the same-kind tail of a mixed run */
+    for (int i = 0; i < s->n_ops[r]; i++) {
+        const pp_action *a = &s->ops[r][i];
+        if (!pp_op_is_compute(a->op))
+            continue;
+        pp_span sp = sim->spans[r][i];
+        int kind = a->op == PP_OP_F ? RUN_F : RUN_B;
+        run one = {.kind = kind, .mb_lo = a->mb, .mb_hi = a->mb, .n = 1, .t0 = sp.start,
+                   .t1 = sp.end};
+        int touches = u.n && (sp.start - u.t1) * ax->scale < 1.0;
+        int narrow = (sp.end - sp.start) * ax->scale < SVG_MIN_BLOCK;
+        if (touches && u.kind == kind) {
+            run_add(&u, a, sp);
+        } else if (touches && u.kind == RUN_MIX && narrow) {
+            streak = streak.n && streak.kind == kind ? streak : (run){.kind = kind, .t0 = sp.start,
+                                                                     .mb_lo = a->mb,
+                                                                     .mb_hi = a->mb};
+            run_add(&streak, a, sp);
+            run_add(&u, a, sp);
+            if ((streak.t1 - streak.t0) * ax->scale >= 3 * SVG_MIN_BLOCK) {
+                u.t1 = streak.t0; /* a visible same-kind phase leaves the mixed bar */
+                flush_run(&u, y, ax, fp);
+                u = streak;
+                streak.n = 0;
+            }
+        } else if (touches && narrow && (u.t1 - u.t0) * ax->scale < SVG_MIN_BLOCK) {
+            u.kind = RUN_MIX;
+            run_add(&u, a, sp);
+            streak = one;
+        } else {
+            flush_run(&u, y, ax, fp);
+            u = one;
+            streak.n = 0;
+        }
+    }
+    flush_run(&u, y, ax, fp);
+}
+
+/* Whether blocks would be too narrow to tell apart: under SVG_MIN_BLOCK px on average on the
+ * rank with the most compute actions. */
+static int crowded(const pp_sched *s)
+{
+    int most = 0;
+    for (int r = 0; r < s->ranks; r++) {
+        int n = 0;
+        for (int i = 0; i < s->n_ops[r]; i++)
+            n += pp_op_is_compute(s->ops[r][i].op);
+        most = n > most ? n : most;
+    }
+    return most > 0 && SVG_PLOT / most < SVG_MIN_BLOCK;
+}
+
 static void write_rows(const pp_sched *s, const pp_sim_result *sim, const svg_axis *ax, FILE *fp)
 {
     int show_stage = s->n_pipes * s->stages_per_pipe > s->ranks;
@@ -165,11 +264,13 @@ static void write_rows(const pp_sched *s, const pp_sim_result *sim, const svg_ax
                 "<rect x=\"%g\" y=\"%.2f\" width=\"%g\" height=\"%g\" fill=\"url(#idle)\"/>\n",
                 SVG_LEFT - 8, y + SVG_ROW / 2 + 4, r, ax->x0, y, ax->makespan * ax->scale,
                 SVG_ROW);
-        for (int i = 0; i < s->n_ops[r]; i++) {
+        for (int i = 0; !ax->aggregate && i < s->n_ops[r]; i++) {
             const pp_action *a = &s->ops[r][i];
             if (pp_op_is_compute(a->op))
                 write_block(a, sim->spans[r][i], y, ax, show_stage, fp);
         }
+        if (ax->aggregate)
+            write_row_aggregated(s, sim, r, y, ax, fp);
         double last_x = -1e9;
         for (int i = 0; i < s->n_ops[r]; i++)
             if (s->ops[r][i].op == PP_OP_REDUCE)
@@ -195,8 +296,8 @@ static double write_axis(const pp_sched *s, const svg_axis *ax, FILE *fp)
     }
     fprintf(fp,
             "<text x=\"%g\" y=\"%g\" font-size=\"12\" text-anchor=\"middle\" fill=\"#333\">time "
-            "(units of the cost table)</text>\n",
-            ax->x0 + ax->makespan * ax->scale / 2, bottom + 36);
+            "(%s)</text>\n",
+            ax->x0 + ax->makespan * ax->scale / 2, bottom + 36, ax->unit);
     return bottom + 52;
 }
 
@@ -209,6 +310,23 @@ static void swatch(double x, double y, const char *fill, const char *label, FILE
 }
 
 /* Legend: one F/B pair per micro-batch colour, then idle and REDUCE. Returns the y below it. */
+static double write_legend_aggregated(const pp_sched *s, double y, FILE *fp)
+{
+    char f[8], b[8];
+    snprintf(f, sizeof f, "#%06x", KIND_F);
+    snprintf(b, sizeof b, "#%06x", KIND_B);
+    swatch(SVG_LEFT, y, f, "forward", fp);
+    swatch(SVG_LEFT + 100, y, b, "backward", fp);
+    char m[8];
+    snprintf(m, sizeof m, "#%06x", KIND_MIX);
+    swatch(SVG_LEFT + 210, y, m, "alternating F/B", fp);
+    swatch(SVG_LEFT + 360, y, "url(#idle)", "idle", fp);
+    fprintf(fp, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">%d micro-batches x %d stages: "
+                "touching blocks merged (hover a bar for its micro-batches)</text>\n",
+            SVG_LEFT + 440, y + 11, s->microbatches, s->n_pipes * s->stages_per_pipe);
+    return y + 52;
+}
+
 static double write_legend(const pp_sched *s, double y, FILE *fp)
 {
     int n = s->microbatches < 10 ? s->microbatches : 10;
@@ -251,12 +369,21 @@ static double write_legend(const pp_sched *s, double y, FILE *fp)
 
 pp_status pp_sched_write_svg(const pp_sched *s, const pp_sim_result *sim, FILE *fp)
 {
+    pp_sched_svg_opts o = {.unit = NULL, .aggregate = -1};
+    return pp_sched_write_svg_opts(s, sim, &o, fp);
+}
+
+pp_status pp_sched_write_svg_opts(const pp_sched *s, const pp_sim_result *sim,
+                                  const pp_sched_svg_opts *o, FILE *fp)
+{
     if (!sim || !sim->spans)
         return PP_ERR(PP_ERR_INVALID, "the SVG chart needs a simulation run with want_spans = 1");
     if (!(sim->makespan > 0))
         return PP_ERR(PP_ERR_INVALID, "the SVG chart needs a positive makespan, got %g",
                       sim->makespan);
-    svg_axis ax = {.x0 = SVG_LEFT, .scale = SVG_PLOT / sim->makespan, .makespan = sim->makespan};
+    svg_axis ax = {.x0 = SVG_LEFT, .scale = SVG_PLOT / sim->makespan, .makespan = sim->makespan,
+                   .aggregate = o->aggregate < 0 ? crowded(s) : o->aggregate,
+                   .unit = o->unit ? o->unit : "units of the cost table"};
     double width = SVG_LEFT + SVG_PLOT + SVG_RIGHT;
     /* Height: rows, axis (52 px), legend (two lines, 52 px). */
     double height = row_y(s->ranks) - SVG_GAP + 6 + 52 + 52 + 8;
@@ -270,7 +397,10 @@ pp_status pp_sched_write_svg(const pp_sched *s, const pp_sim_result *sim, FILE *
     write_title(s, sim, fp);
     write_rows(s, sim, &ax, fp);
     double y = write_axis(s, &ax, fp);
-    write_legend(s, y, fp);
+    if (ax.aggregate)
+        write_legend_aggregated(s, y, fp);
+    else
+        write_legend(s, y, fp);
     fputs("</svg>\n", fp);
     if (ferror(fp))
         return PP_ERR(PP_ERR_IO, "writing the SVG chart failed");

@@ -451,7 +451,20 @@ pp_status pp_sched_read_csv(const char *text, const char *source_name, pp_sched 
 /* width: columns, at most PP_SCHED_ASCII_MAX_WIDTH (more is PP_ERR_INVALID); <= 0: automatic. */
 #define PP_SCHED_ASCII_MAX_WIDTH 10000
 pp_status pp_sched_write_ascii(const pp_sched *s, const pp_sim_result *sim, int width, FILE *fp);
+/* The automatic width, narrowed so that whole lines fit in line_width columns (a terminal's;
+ * at least 20 timeline columns); line_width <= 0: the automatic width as it is. */
+pp_status pp_sched_write_ascii_fit(const pp_sched *s, const pp_sim_result *sim, int line_width,
+                                   FILE *fp);
 pp_status pp_sched_write_svg(const pp_sched *s, const pp_sim_result *sim, FILE *fp);
+typedef struct {
+    const char *unit; /* the time axis's unit, e.g. "s" when the costs are seconds; NULL: "units
+                         of the cost table" */
+    int aggregate;    /* 1: rows by op kind, merged; 0: every block drawn; -1: 1 when blocks
+                         would be narrower than 6 px on average */
+} pp_sched_svg_opts;
+/* pp_sched_write_svg with options (pp_sched_write_svg: unit NULL, aggregate -1). */
+pp_status pp_sched_write_svg_opts(const pp_sched *s, const pp_sim_result *sim,
+                                  const pp_sched_svg_opts *o, FILE *fp);
 
 #ifdef __cplusplus
 }

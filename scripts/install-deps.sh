@@ -14,6 +14,7 @@ packages=(
   libcriterion-dev              # tests
   libopenmpi-dev openmpi-bin    # multi-process runs and probes under mpirun
   python3                       # test helpers (local HTTP server)
+  chromium                      # renders the HTML report headless in its test (skipped without it)
 )
 
 missing=()

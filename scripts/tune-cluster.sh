@@ -5,8 +5,9 @@
 # Run once per cluster (a GitHub Actions runner or a Slurm job on that cluster; see
 # examples/github-tune.yml and examples/tune-cluster.sbatch). The store's bearer token comes
 # from $PPTUNE_STORE_TOKEN and is never echoed. Everything the job made is left in --workdir
-# (cluster.json, profile.json, previous.json, diff.txt, megatron-flags.txt) for the CI system to
-# keep as artifacts.
+# (cluster.json, profile.json, report.html, previous.json, diff.txt, megatron-flags.txt) for the
+# CI system to keep as artifacts (report.html: the search as one self-contained page, from
+# pptune --report).
 #
 # Exit status: 0 published (or nothing to compare with: first run), 3 throughput dropped by more
 # than --threshold percent (the new profile is NOT published unless --publish-regression),
@@ -77,7 +78,7 @@ fi
 
 # 2. tune
 step "tune $model"
-tune_args=(--model "$model" --cluster "$cl" -o "$new")
+tune_args=(--model "$model" --cluster "$cl" -o "$new" --report "$workdir/report.html")
 "$pptune" "${tune_args[@]}" "${extra[@]}" >"$workdir/tune.txt"
 
 # 3. diff against the previous profile of this cluster and model

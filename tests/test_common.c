@@ -253,3 +253,15 @@ Test(common, launch_hosts_groups_ranks_by_host)
     cr_assert_eq(pp_launch_hosts(&hosts[0][0], sizeof hosts[0], 5, NULL, local), 3);
     cr_expect_eq(local[4], 1);
 }
+
+Test(common, grouped_integers_read_like_the_readme)
+{
+    char b[32];
+    cr_assert_str_eq(pp_fmt_grouped(1581229.4, b, sizeof b), "1,581,229");
+    cr_assert_str_eq(pp_fmt_grouped(999, b, sizeof b), "999");
+    cr_assert_str_eq(pp_fmt_grouped(1000, b, sizeof b), "1,000");
+    cr_assert_str_eq(pp_fmt_grouped(0.4, b, sizeof b), "0");
+    cr_assert_str_eq(pp_fmt_grouped(-12345, b, sizeof b), "-12,345");
+    char small[4];
+    cr_assert_str_eq(pp_fmt_grouped(123456, small, sizeof small), "123", "truncated, terminated");
+}

@@ -208,6 +208,11 @@ Test(profiles_cli, ci_job_probes_tunes_diffs_and_publishes, .timeout = 240)
     pp_profile_destroy(p);
     snprintf(key_path, sizeof key_path, "%s/profiles/%s", root, key);
     pt_assert_same_file(key_path, w1);
+    snprintf(w1, sizeof w1, "%s/w1/report.html", dir); /* the job's HTML report artifact */
+    FILE *rep = fopen(w1, "r");
+    cr_assert(rep, "no report.html in the workdir");
+    fclose(rep);
+    snprintf(w1, sizeof w1, "%s/w1/profile.json", dir);
 
     /* second run, same cluster file: the store's previous profile is far faster */
     doctor_faster(key_path);

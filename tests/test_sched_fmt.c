@@ -245,8 +245,9 @@ Test(sched_fmt, ascii_marks_gradient_syncs_of_bidirectional_schedules)
     FILE *fp = open_memstream(&buf, &len);
     cr_assert_eq(pp_sched_write_ascii(x.s, &x.sim, 0, fp), PP_OK, "%s", pp_err_msg());
     fclose(fp);
-    cr_assert(strstr(buf, "f/b: pipe 1 (up)"), "%s", buf);
+    cr_assert(strstr(buf, "f/b pipe 1 (up)"), "%s", buf);
     cr_assert(strstr(buf, "R gradient sync"), "%s", buf);
+    cr_assert(strstr(buf, "~~") || strstr(buf, "##"), "BitPipe's second chunk has its own fill");
     /* every rank row shows its syncs */
     int rs = 0;
     for (const char *p = buf; (p = strstr(p, "rank ")); p++) {
@@ -306,4 +307,54 @@ Test(sched_fmt, a_header_past_the_budget_is_refused_before_allocating)
 {
     assert_parse_error("schedule x ranks 1 microbatches 16777216 chunks 8\n",
                        "ranks x chunks x microbatches = 1 x 8 x 16777216");
+}
+
+/* D = 8, v = 4, N = 32 (issue 17): 256 blocks a rank would be 3.75 px each, a barcode; the
+ * chart aggregates by op kind, keeps idle hatched, and says seconds when asked. */
+Test(sched_fmt, svg_aggregates_large_schedules_by_kind)
+{
+    simulated x = simulate("interleaved", 8, 32, 4, 2.0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&buf, &len);
+    pp_sched_svg_opts o = {.unit = "s", .aggregate = -1};
+    cr_assert_eq(pp_sched_write_svg_opts(x.s, &x.sim, &o, fp), PP_OK, "%s", pp_err_msg());
+    fclose(fp);
+    cr_assert_eq(count(buf, "<title>F pipe") + count(buf, "<title>B pipe"), 0,
+                 "no block-by-block drawing");
+    int f = count(buf, " forward, micro-batches "), b = count(buf, " backward, micro-batches "),
+        mix = count(buf, " alternating F/B, micro-batches ");
+    cr_assert(f >= 8 && b >= 8, "every rank's warm-up and cool-down show: %d %d", f, b);
+    cr_assert(mix >= 8, "the steady phase is one kind of bar: %d", mix);
+    cr_assert(f + b + mix < 8 * 256 / 8, "a few bars per rank, not a barcode: %d", f + b + mix);
+    cr_assert(strstr(buf, ">forward</text>") && strstr(buf, ">backward</text>"));
+    cr_assert(strstr(buf, ">idle</text>") && strstr(buf, "url(#idle)"));
+    cr_assert(strstr(buf, "time (s)"), "the axis says seconds");
+    free(buf);
+    /* the default keeps a small chart block by block, in the cost table's units */
+    buf = NULL;
+    fp = open_memstream(&buf, &len);
+    cr_assert_eq(pp_sched_write_svg(x.s, &x.sim, fp), PP_OK);
+    fclose(fp);
+    cr_assert(strstr(buf, "time (units of the cost table)"));
+    free(buf);
+    simulated_fini(&x);
+}
+
+/* Interleaved chunks differ by their fill, the legend says which is which, and micro-batches
+ * from 10 on keep their full id (issue 17: "F-B4", "B10=" read as other blocks). */
+Test(sched_fmt, ascii_tells_chunks_apart_and_keeps_two_digit_ids)
+{
+    simulated x = simulate("interleaved", 2, 12, 2, 2.0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&buf, &len);
+    cr_assert_eq(pp_sched_write_ascii(x.s, &x.sim, 400, fp), PP_OK, "%s", pp_err_msg());
+    fclose(fp);
+    cr_assert(strstr(buf, "chunk fills (F/B): 0 -/=, 1 ~/#"), "%s", buf);
+    cr_assert(strstr(buf, "F11-") || strstr(buf, "F11~"), "%s", buf);
+    cr_assert(strstr(buf, "B10=") && strstr(buf, "B10#"), "both chunks' B of mb 10: %s", buf);
+    cr_assert(strstr(buf, "~~") && strstr(buf, "##"), "chunk 1's fills: %s", buf);
+    free(buf);
+    simulated_fini(&x);
 }

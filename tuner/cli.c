@@ -3,7 +3,10 @@
 #include "cli.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include "cmd.h"
 
@@ -63,4 +66,17 @@ int pp_cli_no_words(const pp_cli *p)
     if (optind >= p->argc)
         return -1;
     return pp_cmd_usage_error(p->cmd, "%s \"%s\"", p->unknown, p->argv[optind]);
+}
+
+int pp_cli_terminal_columns(void)
+{
+    const char *env = getenv("COLUMNS");
+    char *end;
+    long n = env ? strtol(env, &end, 10) : 0;
+    if (env && *env && *end == '\0' && n > 0 && n < 100000)
+        return (int)n;
+    struct winsize ws;
+    if (isatty(1) && ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        return ws.ws_col;
+    return 0;
 }

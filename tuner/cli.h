@@ -43,4 +43,8 @@ int pp_cli_next(pp_cli *p);
  * 2: for commands that take no file. */
 int pp_cli_no_words(const pp_cli *p);
 
+/* The terminal's width for output to stdout: $COLUMNS when it is a positive number, else the
+ * terminal's own (TIOCGWINSZ) when stdout is one, else 0 (unknown: not a terminal). */
+int pp_cli_terminal_columns(void);
+
 #endif

@@ -64,7 +64,8 @@ static void usage(FILE *fp)
             "                     _PipelineScheduleRuntime._load_csv(f, format=\"compute_comms\")),\n"
             "                     csv-compute (its compute_only form: F and B cells; for\n"
             "                     _load_csv(f) / format=\"compute_only\")\n"
-            "  --width W          columns of the ascii timeline (default: automatic)\n"
+            "  --width W          columns of the ascii timeline (default: automatic, within\n"
+            "                     the terminal's width: $COLUMNS, else the terminal's own)\n"
             "  -o FILE            write to FILE (atomically) instead of standard output\n"
             "  --check FILE       read a schedule in the json, text or PyTorch CSV form\n"
             "                     (detected; CSV: either form, one row per rank), validate it,\n"
@@ -244,9 +245,19 @@ static void print_per_rank(const char *label, const double *x, int n, const char
     fprintf(fp, "  (ranks 0..%d; %s)\n", n - 1, unit);
 }
 
-static pp_status write_summary(const pp_sched *s, const pp_sim_result *sim, double fb,
-                               int width, FILE *fp)
+/* --width W as given; else automatic, narrowed to the terminal when it is stdout. */
+static pp_status ascii(const sched_opts *o, const pp_sched *s, const pp_sim_result *sim,
+                       FILE *fp)
 {
+    if (o->width > 0)
+        return pp_sched_write_ascii(s, sim, o->width, fp);
+    return pp_sched_write_ascii_fit(s, sim, o->output ? 0 : pp_cli_terminal_columns(), fp);
+}
+
+static pp_status write_summary(const sched_opts *o, const pp_sched *s, const pp_sim_result *sim,
+                               FILE *fp)
+{
+    double fb = o->fb_ratio;
     fprintf(fp, "%s: D = %d ranks, N = %d micro-batches, v = %d chunk%s per rank", s->kind,
             s->ranks, s->microbatches, s->chunks, s->chunks == 1 ? "" : "s");
     if (s->group)
@@ -262,7 +273,7 @@ static pp_status write_summary(const pp_sched *s, const pp_sim_result *sim, doub
     print_per_rank("peak activations", sim->peak_activations, s->ranks,
                    "micro-batches x L/D layers", fp);
     fprintf(fp, "%-22s%ld\n\n", "cross-rank transfers", sim->cross_rank_transfers);
-    PP_TRY(pp_sched_write_ascii(s, sim, width, fp));
+    PP_TRY(ascii(o, s, sim, fp));
     return PP_OK;
 }
 
@@ -271,7 +282,7 @@ static pp_status render(const sched_opts *o, const pp_sched *s, const pp_sim_res
 {
     const char *f = o->format;
     if (!f)
-        return write_summary(s, sim, o->fb_ratio, o->width, fp);
+        return write_summary(o, s, sim, fp);
     if (!strcmp(f, "text"))
         return pp_sched_write_text(s, fp);
     if (!strcmp(f, "json"))
@@ -281,7 +292,7 @@ static pp_status render(const sched_opts *o, const pp_sched *s, const pp_sim_res
     if (!strcmp(f, "csv-compute"))
         return pp_sched_write_csv_compute(s, fp);
     if (!strcmp(f, "ascii"))
-        return pp_sched_write_ascii(s, sim, o->width, fp);
+        return ascii(o, s, sim, fp);
     return pp_sched_write_svg(s, sim, fp);
 }
 

@@ -20,9 +20,11 @@ typedef struct {
     pp_cli_tune tune;
     const char *schedules;
     const char *out;
+    const char *report; /* --report FILE.html, NULL: none */
     int keep, show, explain, no_save, no_tp, max_b, max_t, progress, trials, trial_steps;
     int no_fallback;
     double trial_timeout;
+    int stdout_fd; /* -o -: the real stdout (the profile's), while fd 1 is stderr; else -1 */
 } opts;
 
 static void help(void)
@@ -40,15 +42,19 @@ static void help(void)
            "  --max-t T              largest tensor-parallel size (GPUs per node)\n"
            "  --no-tp                t = 1 only\n"
            "  --keep K               candidates ranked exactly (10); --top K rows shown (10)\n"
-           "  --explain              list why every other candidate lost\n"
+           "  --explain[=all]        why the others lost: rejections by reason, each schedule's\n"
+           "                         best against #1 (time and memory), the Pareto front;\n"
+           "                         =all: also every rejected candidate\n"
            "  --no-fallback          when nothing fits, do not retry with the distributed\n"
            "                         optimizer, sequence parallelism, then recompute\n"
            "  --trials K             trial runs of the best K on a local cluster (4; 0: none)\n"
            "  --trial-steps S        steps per trial, the first is warm-up (5)\n"
            "  --trial-timeout SEC    a trial running longer is killed (60)\n"
            "output:\n"
-           "  -o FILE                profile path (default $XDG_DATA_HOME/pptune/profiles/...)\n"
+           "  -o FILE                profile path (default $XDG_DATA_HOME/pptune/profiles/...);\n"
+           "                         -o - writes the profile to stdout, the report to stderr\n"
            "  --no-save              do not write a profile\n"
+           "  --report FILE.html     also write the search as one self-contained HTML page\n"
            "  --progress             progress bar even when stderr is not a terminal\n");
 }
 
@@ -62,7 +68,7 @@ static int parse(int argc, char **argv, opts *o)
     o->trial_steps = 5;
     o->trial_timeout = 60;
     enum { KEEP = PP_CLI_LOCAL, TOP, MAX_B, MAX_T, TRIALS, TRIAL_STEPS, TRIAL_TIMEOUT, SCHEDULES,
-           EXPLAIN, NO_SAVE, NO_TP, NO_FALLBACK, PROGRESS };
+           EXPLAIN, NO_SAVE, NO_TP, NO_FALLBACK, PROGRESS, REPORT };
     static const struct option longopts[] = {
         PP_CLI_TUNE_OPTIONS,
         {"help", no_argument, NULL, 'h'},
@@ -74,11 +80,12 @@ static int parse(int argc, char **argv, opts *o)
         {"trial-steps", required_argument, NULL, TRIAL_STEPS},
         {"trial-timeout", required_argument, NULL, TRIAL_TIMEOUT},
         {"schedules", required_argument, NULL, SCHEDULES},
-        {"explain", no_argument, NULL, EXPLAIN},
+        {"explain", optional_argument, NULL, EXPLAIN},
         {"no-save", no_argument, NULL, NO_SAVE},
         {"no-tp", no_argument, NULL, NO_TP},
         {"no-fallback", no_argument, NULL, NO_FALLBACK},
         {"progress", no_argument, NULL, PROGRESS},
+        {"report", required_argument, NULL, REPORT},
         {0},
     };
     pp_cli p;
@@ -110,11 +117,16 @@ static int parse(int argc, char **argv, opts *o)
             break;
         case 'o': o->out = v; break;
         case SCHEDULES: o->schedules = v; break;
-        case EXPLAIN: o->explain = 1; break;
+        case EXPLAIN:
+            if (v && strcmp(v, "all") != 0)
+                return pp_cmd_usage_error(CMD, "--explain= expects \"all\", got \"%s\"", v);
+            o->explain = v ? 2 : 1;
+            break;
         case NO_SAVE: o->no_save = 1; break;
         case NO_TP: o->no_tp = 1; break;
         case NO_FALLBACK: o->no_fallback = 1; break;
         case PROGRESS: o->progress = 1; break;
+        case REPORT: o->report = v; break;
         }
     }
     int rc = pp_cli_no_words(&p);
@@ -122,6 +134,8 @@ static int parse(int argc, char **argv, opts *o)
         return rc;
     if (o->show > o->keep)
         o->keep = o->show;
+    if (pp_tune_schedules_check(o->schedules) != PP_OK)
+        return pp_cmd_fail(CMD, PP_ERR_INVALID);
     return 0;
 }
 
@@ -158,78 +172,6 @@ static void retry(void *ctx, pp_tune_saving added, const pp_tune_opts *next)
                                                          : "--recompute full instead");
 }
 
-/* "12.3G", "45.6M", "789K": bytes in binary units, short enough for a table. */
-static const char *human(double bytes, char *buf, size_t n)
-{
-    const char *u = "BKMGT";
-    int i = 0;
-    while (bytes >= 1024 && i < 4)
-        bytes /= 1024, i++;
-    snprintf(buf, n, i ? "%.1f%c" : "%.0f%c", bytes, u[i]);
-    return buf;
-}
-
-static void print_row(int rank, const pp_tune_prediction *p, double cal)
-{
-    const pp_tune_config *c = &p->cfg;
-    char g[12] = "-", pk[16], cap[16], meas[48] = "";
-    if (c->G)
-        snprintf(g, sizeof g, "%d", c->G);
-    if (p->trial_status[0] && !strcmp(p->trial_status, "ok"))
-        snprintf(meas, sizeof meas, "  measured %.4g s, peak %s", p->measured_step,
-                 human(p->measured_peak, pk, sizeof pk));
-    else if (p->trial_status[0])
-        snprintf(meas, sizeof meas, "  trial: %s", p->trial_status);
-    else if (cal > 0)
-        snprintf(meas, sizeof meas, "  calibrated %.4g s", p->step_time * cal);
-    printf("%3d  %-11s %3d %2d %4s %3d %5d %2d %5d %-6s %9.4g %10.4g %7.3g %5.1f%% %6.1f%% "
-           "%7s/%-7s%s\n",
-           rank, c->kind, c->p, c->v, g, c->b, c->d, c->t, c->N, c->uneven ? "uneven" : "even",
-           p->step_time, p->tokens_per_s, p->tflops_per_gpu, 100 * p->mfu, 100 * p->bubble_ideal,
-           human(p->peak_mem, pk, sizeof pk), human(p->capacity, cap, sizeof cap), meas);
-}
-
-static void print_board(const pp_tune_result *r, int show)
-{
-    printf("\n  #  schedule      p  v    G   b     d  t     N split   step(s)   tokens/s "
-           "TFLOP/s   MFU  bubble  peak/capacity\n");
-    for (int i = 0; i < r->n_best && i < show; i++)
-        print_row(i + 1, &r->best[i], r->calibration);
-    printf("(step = simulated pipeline, each rank's data-parallel all-reduce after its last "
-           "backward, optimizer: predicted; TFLOP/s "
-           "and MFU: model FLOPs per device (Narayanan) vs its peak; bubble = idle / busy; peak = "
-           "fullest rank's predicted bytes vs usable memory after headroom)\n");
-}
-
-static void print_rank_memory(const pp_tune_prediction *best)
-{
-    const pp_tune_rank_mem *mem = best->mem; /* the search's, for its schedule */
-    if (!mem)
-        return;
-    printf("\npredicted memory per pipeline rank of #1 (in flight: micro-batches x L/p layers)\n"
-           "  rank  weights    grads    optim     acts in-flight     comm workspace    total\n");
-    for (int r = 0; r < best->cfg.p; r++) {
-        char b[7][16];
-        printf("  %4d %8s %8s %8s %8s %9.3g %8s %9s %8s\n", r,
-               human(mem[r].weights, b[0], 16), human(mem[r].grads, b[1], 16),
-               human(mem[r].optim, b[2], 16), human(mem[r].acts, b[3], 16), mem[r].peak_units,
-               human(mem[r].comm, b[4], 16), human(mem[r].workspace, b[5], 16),
-               human(mem[r].total, b[6], 16));
-    }
-}
-
-static void print_explain(const pp_tune_result *r)
-{
-    static const char *stage[] = {"rule", "memory", "outranked", "bound"};
-    printf("\nwhy the other %ld candidates lost:\n", r->n_rejects);
-    char cb[160];
-    for (long i = 0; i < r->n_rejects; i++) {
-        const pp_tune_reject *j = &r->rejects[i];
-        printf("  [%-9s] %-58s %s\n", stage[j->stage], pp_tune_config_str(&j->cfg, cb, sizeof cb),
-               j->reason);
-    }
-}
-
 static int save_profile(const opts *o, const pp_tune_model *m, const pp_tune_hw *hw,
                         const pp_tune_result *r, const char *cmdline, int trials_run,
                         const char *cluster_json)
@@ -245,9 +187,16 @@ static int save_profile(const opts *o, const pp_tune_model *m, const pp_tune_hw 
     pp_tune_profile_input in = {.model = m, .hw = hw, .opts = &r->opts, .result = r,
                                 .command_line = cmdline, .trials_run = trials_run,
                                 .cluster_json = cluster_json};
+    if (st == PP_OK && o->stdout_fd >= 0) { /* -o -: the profile alone on the real stdout */
+        fflush(stdout);
+        if (dup2(o->stdout_fd, 1) < 0)
+            st = PP_ERR(PP_ERR_IO, "-o -: cannot restore stdout");
+    }
     if (st == PP_OK)
         st = pp_tune_profile_write(&in, path);
-    if (st == PP_OK)
+    if (st == PP_OK && o->stdout_fd >= 0)
+        fprintf(stderr, "\nprofile: written to stdout\n");
+    else if (st == PP_OK)
         printf("\nprofile: %s\n", path);
     free(path);
     return st == PP_OK ? 0 : pp_cmd_fail(CMD, st);
@@ -284,12 +233,18 @@ static int report(const opts *o, const pp_tune_model *m, const pp_tune_hw *hw, p
                   const char *cluster_json, int argc, char **argv)
 {
     int trials_run = trials_note(o, m, hw, r);
-    print_board(r, o->show);
-    print_rank_memory(&r->best[0]);
+    pp_cli_board_print(stdout, r, o->show);
+    pp_cli_rank_memory_print(stdout, &r->best[0]);
     char cmd[512];
     printf("\nlaunch: %s\n", pp_tune_launch_command(m, hw, &r->best[0].cfg, cmd, sizeof cmd));
     if (o->explain)
-        print_explain(r);
+        pp_cli_explain_print(stdout, m, hw, r, o->explain > 1);
+    if (o->report) {
+        pp_status st = pp_cli_report_write(o->report, m, hw, r);
+        if (st != PP_OK)
+            return pp_cmd_fail(CMD, st);
+        printf("\nreport: %s\n", o->report);
+    }
     if (o->no_save)
         return 0;
     char cmdline[1024];
@@ -317,21 +272,25 @@ static int search_and_report(opts *o, const pp_tune_model *m, const pp_tune_hw *
                                 .on_pass = pass_done, .on_retry = retry,
                                 .on_trial = pp_cli_trial_event, .progress_ctx = &view};
     pp_tune_result *r = NULL;
-    if (pp_tune_search(&sp, &r) != PP_OK)
-        return pp_cmd_fail(CMD, PP_ERR_INVALID);
+    pp_status st = pp_tune_search(&sp, &r);
+    if (st != PP_OK)
+        return pp_cmd_fail(CMD, st);
     int rc = 1;
     if (r->n_best > 0) {
         rc = report(o, m, hw, r, cluster_json, argc, argv);
     } else {
+        /* a failure: the verdict and its reasons on stderr, the exit status 1 */
+        fflush(stdout);
         if (r->pruned_memory == 0)
-            printf("no candidate satisfies the rules (divisibility of the global batch %d, "
-                   "layers, heads; schedule constraints): see --explain\n",
-                   r->global_batch);
+            fprintf(stderr, "pptune search: no candidate satisfies the rules (divisibility of the "
+                            "global batch %d, layers, heads; schedule constraints)\n",
+                    r->global_batch);
         else
-            printf("no candidate fits%s: see --explain, or more --nodes\n",
-                   o->no_fallback ? "" : ", even with the memory savings above");
+            fprintf(stderr, "pptune search: no candidate fits%s; more --nodes, or see why:\n",
+                    o->no_fallback ? "" : ", even with the memory savings above");
+        pp_cli_reasons_print(stderr, r, 8);
         if (o->explain)
-            print_explain(r);
+            pp_cli_explain_print(stdout, m, hw, r, o->explain > 1);
     }
     pp_tune_result_destroy(r);
     return rc;
@@ -343,6 +302,14 @@ int pp_cmd_search(int argc, char **argv)
     int rc = parse(argc, argv, &o);
     if (rc)
         return rc < 0 ? 0 : rc;
+    o.stdout_fd = -1;
+    if (o.out && !strcmp(o.out, "-") && !o.no_save) {
+        /* -o -: stdout carries the profile only, so everything else goes to stderr */
+        fflush(stdout);
+        o.stdout_fd = dup(1);
+        if (o.stdout_fd < 0 || dup2(2, 1) < 0)
+            return pp_cmd_usage_error(CMD, "-o -: cannot redirect the report to stderr");
+    }
     pp_tune_model m;
     pp_tune_hw hw;
     char *cluster_json = NULL;
@@ -350,6 +317,8 @@ int pp_cmd_search(int argc, char **argv)
         return rc;
     rc = search_and_report(&o, &m, &hw, cluster_json, argc, argv);
     free(cluster_json);
+    if (o.stdout_fd >= 0)
+        close(o.stdout_fd);
     return rc;
 }
 

@@ -14,7 +14,8 @@
 static void help(void)
 {
     printf("usage: pptune simulate --model M [--nodes N] --schedule K -p P [-v V] [-G G] [-b B]\n"
-           "                       [-t T] [--uneven] [--timeline] [shared options]\n\n"
+           "                       [-t T] [--uneven] [--timeline [--format ascii|svg] [--width W]\n"
+           "                       [-o FILE]] [shared options]\n\n"
            "Predicts one configuration: d = GPUs / (p t), N = global batch / (b d).\n\n");
     pp_cli_tune_help(stdout);
     printf("configuration:\n"
@@ -22,13 +23,19 @@ static void help(void)
            "  -p P  -v V  -G G       pipeline ranks, chunks (interleaved), group (default p)\n"
            "  -b B  -t T             micro-batch size (1), tensor-parallel size (1)\n"
            "  --uneven               Llama-3 split (one layer fewer on first and last stage)\n"
-           "  --timeline             print the simulated timeline (ASCII)\n");
+           "  --timeline             draw the simulated timeline with the predicted costs\n"
+           "  --format ascii|svg     the timeline's form (ascii; svg: a Gantt chart in seconds)\n"
+           "  --width W              ascii columns (default: fit the terminal, $COLUMNS)\n"
+           "  -o FILE                write the timeline to FILE (atomically) instead of stdout\n");
 }
 
 typedef struct {
     pp_cli_tune tune;
     pp_tune_config c;
     int timeline;
+    int svg;            /* --format svg */
+    int width;          /* --width, 0: fit the terminal */
+    const char *output; /* -o FILE, NULL: stdout */
 } opts;
 
 static int parse(int argc, char **argv, opts *o)
@@ -37,17 +44,19 @@ static int parse(int argc, char **argv, opts *o)
     pp_cli_tune_init(&o->tune);
     snprintf(o->c.kind, sizeof o->c.kind, "%s", PP_SCHED_DEFAULT);
     o->c.p = 1, o->c.v = 0, o->c.b = 1, o->c.t = 1;
-    enum { SCHEDULE = PP_CLI_LOCAL, UNEVEN, TIMELINE };
+    enum { SCHEDULE = PP_CLI_LOCAL, UNEVEN, TIMELINE, FORMAT, WIDTH };
     static const struct option longopts[] = {
         PP_CLI_TUNE_OPTIONS,
         {"help", no_argument, NULL, 'h'},
         {"schedule", required_argument, NULL, SCHEDULE},
         {"uneven", no_argument, NULL, UNEVEN},
         {"timeline", no_argument, NULL, TIMELINE},
+        {"format", required_argument, NULL, FORMAT},
+        {"width", required_argument, NULL, WIDTH},
         {0},
     };
     pp_cli p;
-    pp_cli_init(&p, CMD, argc, argv, "hp:v:G:b:t:", longopts);
+    pp_cli_init(&p, CMD, argc, argv, "hp:v:G:b:t:o:", longopts);
     for (int c; (c = pp_cli_next(&p)) != -1;) {
         int r = c == PP_CLI_BAD ? -1 : pp_cli_tune_option(&p, c, &o->tune);
         if (r < 0)
@@ -59,6 +68,7 @@ static int parse(int argc, char **argv, opts *o)
                    : c == 'G' ? &o->c.G
                    : c == 'b' ? &o->c.b
                    : c == 't' ? &o->c.t
+                   : c == WIDTH ? &o->width
                               : NULL;
         if (num) {
             if (!pp_cmd_parse_int(CMD, p.name, p.arg, 1, num))
@@ -72,9 +82,22 @@ static int parse(int argc, char **argv, opts *o)
             o->c.uneven = 1;
         } else if (c == TIMELINE) {
             o->timeline = 1;
+        } else if (c == FORMAT) {
+            if (strcmp(p.arg, "ascii") != 0 && strcmp(p.arg, "svg") != 0)
+                return pp_cmd_usage_error(CMD, "--format expects ascii or svg, got \"%s\"", p.arg);
+            o->svg = !strcmp(p.arg, "svg");
+        } else if (c == 'o') {
+            o->output = p.arg;
         }
     }
-    return pp_cli_no_words(&p) >= 0 ? 2 : 0;
+    if (pp_cli_no_words(&p) >= 0)
+        return 2;
+    if (o->width > PP_SCHED_ASCII_MAX_WIDTH)
+        return pp_cmd_usage_error(CMD, "--width: expected at most %d columns, got %d",
+                                  PP_SCHED_ASCII_MAX_WIDTH, o->width);
+    if ((o->svg || o->output || o->width) && !o->timeline)
+        o->timeline = 1; /* asking for the timeline's form asks for the timeline */
+    return 0;
 }
 
 /* Fills d, N, v and G from the cluster and batch; returns 0 or an exit code. */
@@ -108,8 +131,9 @@ static void print_prediction(const pp_tune_prediction *p, const pp_tune_rank_mem
     printf("step time      %.4f s (pipeline %.4f s, then the data-parallel all-reduce, begun on "
            "each rank after its last backward, and the optimizer: +%.4f s)\n",
            p->step_time, p->pipeline_time, p->step_time - p->pipeline_time);
-    printf("throughput     %.0f tokens/s, %.1f model TFLOP/s per GPU, MFU %.1f %%\n",
-           p->tokens_per_s, p->tflops_per_gpu, 100 * p->mfu);
+    char tok[32];
+    printf("throughput     %s tokens/s, %.1f model TFLOP/s per GPU, MFU %.1f %%\n",
+           pp_cli_fmt_int(p->tokens_per_s, tok, sizeof tok), p->tflops_per_gpu, 100 * p->mfu);
     printf("bubble         %.1f %% of ideal compute (%.1f %% of the step)\n",
            100 * p->bubble_ideal, 100 * p->bubble_total);
     printf("memory         fullest rank %d: %.2f GiB of %.2f GiB usable: %s\n", p->peak_rank,
@@ -122,21 +146,43 @@ static void print_prediction(const pp_tune_prediction *p, const pp_tune_rank_mem
                mem[r].peak_units, mem[r].comm / GIB, mem[r].workspace / GIB, mem[r].total / GIB);
 }
 
-static pp_status timeline(const pp_tune_model *m, const pp_tune_hw *hw, const opts *o)
+/* The timeline of schedule s (the one the prediction used) with the time model's costs. */
+static pp_status draw(const pp_tune_model *m, const pp_tune_hw *hw, const opts *o,
+                      const pp_sched *s, FILE *fp)
 {
-    pp_sched_params sp;
-    pp_tune_sched_params(m, &o->c, &sp);
-    pp_sched *s = NULL;
-    PP_TRY(pp_sched_generate(o->c.kind, &sp, &s));
     pp_tune_step_extra extra = {.dp_rank = NULL};
     pp_sim_result sim;
-    pp_status st = pp_tune_simulate(m, hw, &o->c, &o->tune.opts, s, &extra, &sim);
-    if (st == PP_OK) {
+    PP_TRY(pp_tune_simulate(m, hw, &o->c, &o->tune.opts, s, &extra, &sim));
+    pp_sched_svg_opts so = {.unit = "s", .aggregate = -1};
+    pp_status st = o->svg          ? pp_sched_write_svg_opts(s, &sim, &so, fp)
+                   : o->width > 0 ? pp_sched_write_ascii(s, &sim, o->width, fp)
+                                  : pp_sched_write_ascii_fit(
+                                        s, &sim, o->output ? 0 : pp_cli_terminal_columns(), fp);
+    pp_sim_result_fini(&sim);
+    return st;
+}
+
+/* To stdout, or built in memory and written atomically to -o FILE. */
+static pp_status timeline(const pp_tune_model *m, const pp_tune_hw *hw, const opts *o,
+                          const pp_sched *s)
+{
+    if (!o->output) {
         printf("\n");
-        st = pp_sched_write_ascii(s, &sim, 100, stdout);
-        pp_sim_result_fini(&sim);
+        return draw(m, hw, o, s, stdout);
     }
-    pp_sched_destroy(s);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&buf, &len);
+    if (!fp)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for the timeline");
+    pp_status st = draw(m, hw, o, s, fp);
+    if (fclose(fp) != 0 && st == PP_OK)
+        st = PP_ERR(PP_ERR_NOMEM, "out of memory for the timeline");
+    if (st == PP_OK)
+        st = pp_file_write_atomic(o->output, buf, len);
+    free(buf);
+    if (st == PP_OK)
+        printf("\ntimeline: %s\n", o->output);
     return st;
 }
 
@@ -156,14 +202,28 @@ int pp_cmd_simulate(int argc, char **argv)
     pp_tune_rank_mem *mem = calloc((size_t)o.c.p, sizeof *mem);
     if (!mem)
         return pp_cmd_fail(CMD, PP_ERR_NOMEM);
+    /* one schedule for the prediction and the timeline (generated once) */
+    pp_sched_params sp;
+    pp_tune_sched_params(&m, &o.c, &sp);
+    pp_sched *s = NULL;
     pp_tune_prediction p;
-    pp_status st = pp_tune_predict(&m, &hw, &o.c, &o.tune.opts, &p, mem);
+    pp_status st = pp_sched_generate(o.c.kind, &sp, &s);
+    if (st == PP_OK)
+        st = pp_tune_evaluate(&m, &hw, &o.c, &o.tune.opts, s, &p, mem);
     if (st == PP_OK) {
         printf("\n");
         print_prediction(&p, mem);
-        if (o.timeline)
-            st = timeline(&m, &hw, &o);
+        pp_tune_time_parts t;
+        st = pp_tune_breakdown(&m, &hw, &p, &o.tune.opts, &t);
+        if (st == PP_OK)
+            printf("\nstep's parts   compute %.4g s, tensor-parallel %.4g, bubble %.4g, p2p %.4g, "
+                   "data-parallel %.4g, optimizer %.4g (the busiest rank; they add up to the "
+                   "step)\n",
+                   t.compute, t.tp, t.bubble, t.p2p, t.dp, t.optimizer);
+        if (st == PP_OK && o.timeline)
+            st = timeline(&m, &hw, &o, s);
     }
+    pp_sched_destroy(s);
     free(mem);
     return st == PP_OK ? 0 : pp_cmd_fail(CMD, st);
 }

@@ -383,6 +383,26 @@ typedef struct {
 /* Predicts every bundled row with the time model (effects in `without` off; 0 for the model
  * every command uses). PP_ERR_INVALID when a row has no layout that fits. */
 pp_status pp_tune_validate(unsigned without, pp_tune_validation *out);
+/* Where a prediction's step time goes (breakdown.c), s; the parts add up to p->step_time. */
+typedef struct {
+    double compute;   /* the busiest rank's compute, without its tensor-parallel all-reduces */
+    double tp;        /* that rank's tensor-parallel all-reduces (inside its F and B) */
+    double bubble;    /* pipeline makespan with free links - that rank's compute: idle time */
+    double p2p;       /* makespan - makespan with free links: exposed point-to-point transfers
+                         and weight-replica syncs (bidirectional schedules) */
+    double dp;        /* exposed data-parallel gradient sync after the pipeline */
+    double optimizer; /* the optimizer step */
+} pp_tune_time_parts;
+
+/* Regenerates p->cfg's schedule, simulates it with and without link costs under options o
+ * (the search's: pp_tune_result.opts) and fills *out. */
+pp_status pp_tune_breakdown(const pp_tune_model *m, const pp_tune_hw *hw,
+                            const pp_tune_prediction *p, const pp_tune_opts *o,
+                            pp_tune_time_parts *out);
+
+/* PP_OK when every name in the comma list (NULL: all) is a registry schedule, else
+ * PP_ERR_INVALID naming the unknown one and the known ones. pp_tune_search checks it too. */
+pp_status pp_tune_schedules_check(const char *list);
 
 /* ---- Trials (trials.c) ---------------------------------------------------------------------- */
 #define PP_TUNE_TRIAL_MAX_RANKS PP_TUNE_RANK_PEAKS
@@ -495,6 +515,12 @@ typedef struct {
                          than the kept ones) */
 } pp_tune_reject;
 
+/* A simulated candidate kept beside the leaderboard (per-schedule bests, the Pareto front). */
+typedef struct {
+    pp_tune_prediction pred; /* its sched and mem are NULL */
+    pp_tune_rank_mem worst;  /* the fullest rank's memory by category (pred.peak_rank) */
+} pp_tune_candidate;
+
 struct pp_tune_result {
     pp_tune_prediction *best; /* [n_best], fastest first (after trials: the fastest measured
                                  candidate that fits first); only fitting candidates */
@@ -507,7 +533,17 @@ struct pp_tune_result {
     int global_batch;
     double calibration; /* median measured / predicted step time over ok trials; 0 = none */
     pp_tune_opts opts;  /* the options the figures assume (the last pass's, after fallback) */
-    int allow_tp;       /* t > 1 was searched */
+    /* [n_sched_best], in registry order: the fastest fitting candidate of each schedule
+     * searched that has one (predicted figures). The bound skips a candidate only when it
+     * can beat neither the leaderboard nor its own schedule's best, so each is exact. */
+    pp_tune_candidate *sched_best;
+    int n_sched_best;
+    /* [n_pareto], by increasing peak memory: the simulated fitting candidates no other
+     * simulated one beats in both step time and peak memory (the bound's skipped ones are not
+     * among them: see `simulated`). */
+    pp_tune_candidate *pareto;
+    int n_pareto;
+    int allow_tp;       /* t > 1 was searched (0 on CPU devices whatever was asked) */
     pp_sched **held;    /* private: the schedules best[i].sched point to */
     int n_held;
 };
@@ -539,7 +575,7 @@ typedef struct {
 
 #define PP_TUNE_PROFILE_VERSION 1
 
-/* Writes the profile atomically to path. */
+/* Writes the profile atomically to path; "-" writes it to stdout. */
 pp_status pp_tune_profile_write(const pp_tune_profile_input *in, const char *path);
 /* Default store path: the local store's (profiles/: $XDG_DATA_HOME/pptune/profiles, else
  * ~/.local/share/...) entry for the cluster's fingerprint and the model, directories created.

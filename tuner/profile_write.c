@@ -177,7 +177,14 @@ pp_status pp_tune_profile_write(const pp_tune_profile_input *in, const char *pat
         return PP_ERR(PP_ERR_NOMEM, "could not serialise the profile JSON");
     size_t len = strlen(text);
     text[len] = '\0';
-    pp_status st = pp_file_write_atomic(path, text, len);
+    pp_status st = PP_OK;
+    if (!strcmp(path, "-")) { /* stdout: a stream, nothing to rename */
+        if (fwrite(text, 1, len, stdout) != len || fputc('\n', stdout) == EOF ||
+            fflush(stdout) != 0)
+            st = PP_ERR(PP_ERR_IO, "stdout: cannot write the profile");
+    } else {
+        st = pp_file_write_atomic(path, text, len);
+    }
     free(text);
     PP_TRY(st);
     return PP_OK;

@@ -51,6 +51,10 @@ typedef struct {
     /* 1: the leaderboard keeps its best candidate with t > 1 even when t = 1 ones outrank it,
      * so that the trials measure tensor parallelism (trials on this machine, allow_tp) */
     int keep_tp;
+    int n_kinds;
+    double *kind_best; /* [n_kinds] step time of each schedule's best so far, INFINITY: none */
+    int *kind_slot;    /* [n_kinds] its index in res->sched_best, -1: none */
+    int cap_pareto;
 } search;
 
 /* ---- bookkeeping ------------------------------------------------------------------------ */
@@ -400,6 +404,81 @@ static pp_status insert_best(search *x, const pp_tune_prediction *p, const pp_sc
     return PP_OK;
 }
 
+/* ---- per-schedule bests and the Pareto front ---------------------------------------------- */
+static int kind_index(const search *x, const char *kind)
+{
+    const pp_sched_desc *kinds = pp_sched_generators(&(int){0});
+    const pp_sched_desc *d = pp_sched_lookup(kind);
+    int k = d ? (int)(d - kinds) : -1;
+    return k >= 0 && k < x->n_kinds ? k : -1;
+}
+
+static pp_tune_candidate candidate(const pp_tune_prediction *p, const pp_tune_rank_mem *mem)
+{
+    pp_tune_candidate c = {.pred = *p, .worst = mem[p->peak_rank]};
+    c.pred.sched = NULL;
+    c.pred.mem = NULL;
+    return c;
+}
+
+/* Keeps p when it is its schedule's fastest so far (sched_best stays in registry order). */
+static void note_kind_best(search *x, const pp_tune_prediction *p, const pp_tune_rank_mem *mem)
+{
+    int k = kind_index(x, p->cfg.kind);
+    if (k < 0 || p->step_time >= x->kind_best[k])
+        return;
+    x->kind_best[k] = p->step_time;
+    pp_tune_result *r = x->res;
+    if (x->kind_slot[k] < 0) { /* sched_best has room for n_kinds entries */
+        int at = 0;
+        while (at < r->n_sched_best && kind_index(x, r->sched_best[at].pred.cfg.kind) < k)
+            at++;
+        memmove(&r->sched_best[at + 1], &r->sched_best[at],
+                (size_t)(r->n_sched_best - at) * sizeof *r->sched_best);
+        for (int j = 0; j < x->n_kinds; j++)
+            if (x->kind_slot[j] >= at)
+                x->kind_slot[j]++;
+        x->kind_slot[k] = at;
+        r->n_sched_best++;
+    }
+    r->sched_best[x->kind_slot[k]] = candidate(p, mem);
+}
+
+static int dominates(const pp_tune_prediction *a, const pp_tune_prediction *b)
+{
+    return a->step_time <= b->step_time && a->peak_mem <= b->peak_mem &&
+           (a->step_time < b->step_time || a->peak_mem < b->peak_mem);
+}
+
+/* Adds p to the front unless one there dominates it; drops the ones p dominates. */
+static pp_status note_pareto(search *x, const pp_tune_prediction *p, const pp_tune_rank_mem *mem)
+{
+    pp_tune_result *r = x->res;
+    int n = 0, at = 0;
+    for (int i = 0; i < r->n_pareto; i++)
+        if (dominates(&r->pareto[i].pred, p) ||
+            (r->pareto[i].pred.step_time == p->step_time &&
+             r->pareto[i].pred.peak_mem == p->peak_mem))
+            return PP_OK;
+    for (int i = 0; i < r->n_pareto; i++)
+        if (!dominates(p, &r->pareto[i].pred))
+            r->pareto[n++] = r->pareto[i];
+    r->n_pareto = n;
+    long cap = x->cap_pareto;
+    PP_TRY(grow((void **)&r->pareto, n, &cap, sizeof *r->pareto));
+    x->cap_pareto = (int)cap;
+    while (at < n && r->pareto[at].pred.peak_mem < p->peak_mem)
+        at++;
+    memmove(&r->pareto[at + 1], &r->pareto[at], (size_t)(n - at) * sizeof *r->pareto);
+    r->pareto[at] = candidate(p, mem);
+    r->n_pareto++;
+    return PP_OK;
+}
+
+/* The step time a candidate's bound must beat to be simulated: the keep-th best (it could
+ * enter the leaderboard) or its schedule's best so far (it could be that schedule's best). */
+static double simulate_below(const search *x, const pp_tune_config *c);
+
 static double kth_best(const search *x)
 {
     int keep = x->sp->keep > 0 ? x->sp->keep : 10;
@@ -443,7 +522,23 @@ static pp_status evaluate_one(search *x, const cand *cd, cache_slot *cache, long
     pp_tune_prediction pred;
     PP_TRY(pp_tune_evaluate_mem(x->m, x->hw, c, x->o, s, mem, &pred));
     x->res->simulated++;
+    note_kind_best(x, &pred, mem);
+    PP_TRY(note_pareto(x, &pred, mem));
     return insert_best(x, &pred, s, mem);
+}
+
+static double kind_best_of(const search *x, const pp_tune_config *c)
+{
+    int k = kind_index(x, c->kind);
+    return k >= 0 ? x->kind_best[k] : INFINITY;
+}
+
+static double simulate_below(const search *x, const pp_tune_config *c)
+{
+    int k = kind_index(x, c->kind);
+    double own = k >= 0 ? x->kind_best[k] : 0;
+    double kth = kth_best(x);
+    return own > kth ? own : kth;
 }
 
 static pp_status run_ranked(search *x)
@@ -461,10 +556,18 @@ static pp_status run_ranked(search *x)
     int keep = sp->keep > 0 ? sp->keep : 10;
     x->res->best = pp_calloc((size_t)keep + 1, sizeof *x->res->best);
     pp_tune_rank_mem *mem = pp_calloc((size_t)x->gpus + 1, sizeof *mem);
+    pp_sched_generators(&x->n_kinds);
+    x->kind_best = pp_calloc((size_t)x->n_kinds, sizeof *x->kind_best);
+    x->kind_slot = pp_calloc((size_t)x->n_kinds, sizeof *x->kind_slot);
+    x->res->sched_best = pp_calloc((size_t)x->n_kinds + 1, sizeof *x->res->sched_best);
+    for (int k = 0; x->kind_best && x->kind_slot && k < x->n_kinds; k++)
+        x->kind_best[k] = INFINITY, x->kind_slot[k] = -1;
     cache_slot cache[CACHE_SLOTS];
     memset(cache, 0, sizeof cache);
     long next = 0;
-    pp_status st = x->res->best && mem ? PP_OK : PP_ERR_NOMEM;
+    pp_status st = x->res->best && mem && x->kind_best && x->kind_slot && x->res->sched_best
+                       ? PP_OK
+                       : PP_ERR_NOMEM;
     char why[200];
     for (long i = 0; i < x->n_cands && st == PP_OK; i++) {
         const cand *cd = &x->cands[i];
@@ -474,11 +577,13 @@ static pp_status run_ranked(search *x)
                                       "alone average more than %.1f GiB usable per rank",
                      cap / (1 << 30));
             st = add_reject(x, &cd->cfg, 1, why);
-        } else if (cd->bound >= kth_best(x) &&
+        } else if (cd->bound >= simulate_below(x, &cd->cfg) &&
                    !(x->keep_tp && cd->cfg.t > 1 && n_tp_entries(x->res) == 0)) {
             x->res->bounded++;
-            snprintf(why, sizeof why, "not simulated: lower bound %.4g s >= the %d-th best %.4g s",
-                     cd->bound, keep, kth_best(x));
+            snprintf(why, sizeof why,
+                     "not simulated: lower bound %.4g s >= the %d-th best %.4g s and the best "
+                     "%s's %.4g s",
+                     cd->bound, keep, kth_best(x), cd->cfg.kind, kind_best_of(x, &cd->cfg));
             st = add_reject(x, &cd->cfg, 3, why);
         } else {
             st = evaluate_one(x, cd, cache, &next, mem);
@@ -492,6 +597,8 @@ static pp_status run_ranked(search *x)
     }
     prune_held(x->res);
     free(mem);
+    free(x->kind_best);
+    free(x->kind_slot);
     return st;
 }
 
@@ -555,9 +662,35 @@ void pp_tune_search_adjust(const pp_tune_hw *hw, pp_tune_opts *o, int *allow_tp)
     (void)allow_tp;
 }
 
+/* Every name in the comma list is a registry row: an unknown one is refused, not dropped
+ * (a typo would otherwise search the rest silently). */
+pp_status pp_tune_schedules_check(const char *list)
+{
+    if (!list)
+        return PP_OK;
+    for (const char *p = list;;) {
+        size_t n = strcspn(p, ",");
+        char name[64];
+        if (n == 0 || n >= sizeof name)
+            return PP_ERR(PP_ERR_INVALID, "--schedules: expected a comma list of schedule names, "
+                                          "got \"%s\"", list);
+        memcpy(name, p, n);
+        name[n] = '\0';
+        if (!pp_sched_lookup(name)) {
+            char known[200];
+            return PP_ERR(PP_ERR_INVALID, "--schedules: unknown schedule \"%s\" (known: %s)",
+                          name, pp_sched_names(PP_SCHED_MEGATRON_NONE, ", ", known, sizeof known));
+        }
+        if (!p[n])
+            return PP_OK;
+        p += n + 1;
+    }
+}
+
 pp_status pp_tune_search(const pp_tune_search_params *sp, pp_tune_result **out)
 {
     *out = NULL;
+    PP_TRY(pp_tune_schedules_check(sp->schedules));
     int gb = sp->global_batch > 0 ? sp->global_batch : sp->model->global_batch;
     if (gb < 1 || gb > PP_TUNE_MAX_GLOBAL_BATCH)
         return PP_ERR(PP_ERR_INVALID, "global batch: expected 1 to %d sequences, got %d",
@@ -602,6 +735,8 @@ void pp_tune_result_destroy(pp_tune_result *r)
         pp_sched_destroy(r->held[i]);
     free(r->held);
     free(r->best);
+    free(r->sched_best);
+    free(r->pareto);
     free(r->rejects);
     free(r);
 }

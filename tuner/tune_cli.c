@@ -111,6 +111,11 @@ static int load_model(const char *cmd, const pp_cli_tune *c, pp_tune_model *m)
     return 0;
 }
 
+int pp_cli_cluster_is_file(const char *cluster)
+{
+    return strchr(cluster, '/') || strstr(cluster, ".json");
+}
+
 static pp_status open_cluster(const char *cmd, const pp_cli_tune *c, pp_cluster **cl,
                               char *source, size_t n)
 {
@@ -120,7 +125,7 @@ static pp_status open_cluster(const char *cmd, const pp_cli_tune *c, pp_cluster 
         snprintf(source, n, "probed: this machine (quick)");
         return pp_probe_run(&po, cl);
     }
-    if (strchr(c->cluster, '/') || strstr(c->cluster, ".json")) {
+    if (pp_cli_cluster_is_file(c->cluster)) {
         snprintf(source, n, "%s", c->cluster);
         return pp_cluster_read(c->cluster, cl);
     }
@@ -140,7 +145,11 @@ static int load_cluster(const char *cmd, const pp_cli_tune *c, pp_tune_hw *hw, c
     if (st == PP_OK && json && cl->n_devices <= 64)
         st = pp_cluster_to_json(cl, json);
     pp_cluster_destroy(cl);
-    return st == PP_OK ? 0 : pp_cmd_fail(cmd, st);
+    if (st == PP_OK)
+        return 0;
+    int rc = pp_cmd_fail(cmd, st);
+    /* a cluster file that cannot be read is bad input, like a malformed one (exit 2) */
+    return st == PP_ERR_IO && pp_cli_cluster_is_file(c->cluster) ? 2 : rc;
 }
 
 int pp_cli_tune_load(const char *cmd, const pp_cli_tune *c, pp_tune_model *m, pp_tune_hw *hw,
@@ -161,10 +170,10 @@ void pp_cli_tune_describe(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw
             m->name, m->source, pc.total >= 1e9 ? pc.total / 1e9 : pc.total / 1e6,
             pc.total >= 1e9 ? "B" : "M", m->layers, m->hidden, m->heads, m->kv_heads,
             m->ffn, m->vocab, m->seq);
-    fprintf(fp, "cluster  %s: %d nodes x %d %s = %d devices, %.0f GB each, %.3g TFLOP/s GEMM "
+    fprintf(fp, "cluster  %s: %d nodes x %d %s = %d devices, %.1f GiB each, %.3g TFLOP/s GEMM "
                 "(peak %.3g), links %.3g GB/s intra / %.3g GB/s inter per device\n",
             hw->source, hw->nodes, hw->gpus_per_node, hw->device, hw->nodes * hw->gpus_per_node,
-            hw->mem_bytes / 1e9, hw->gemm_flops / 1e12, hw->peak_flops / 1e12, hw->intra_bw / 1e9,
+            hw->mem_bytes / 1073741824.0, hw->gemm_flops / 1e12, hw->peak_flops / 1e12, hw->intra_bw / 1e9,
             hw->inter_bw / 1e9);
     fprintf(fp, "         %s\n", hw->note);
     fprintf(fp, "training global batch %d sequences (%.2f M tokens); %s; %s optimizer; "

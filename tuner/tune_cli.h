@@ -48,6 +48,8 @@ void pp_cli_tune_help(FILE *fp);
  * preset name and node count in hw describe them. */
 int pp_cli_tune_load(const char *cmd, const pp_cli_tune *c, pp_tune_model *m, pp_tune_hw *hw,
                      char **cluster_json);
+/* 1 when --cluster names a file (a '/' or ".json" in it), 0 for a preset or "local". */
+int pp_cli_cluster_is_file(const char *cluster);
 /* One line each: model, cluster, options (what the figures are based on). */
 void pp_cli_tune_describe(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw,
                           const pp_tune_opts *o, int global_batch);
@@ -61,5 +63,38 @@ typedef struct {
  * a progress bar, and a line on stderr for each candidate not trialled, not started or
  * failed. */
 void pp_cli_trial_event(void *ctx, const pp_tune_trial_event *ev);
+
+/* ---- What the search prints (board.c, explain.c) ------------------------------------------- */
+/* x as a grouped integer, "1,581,000", into buf; returns buf. */
+char *pp_cli_fmt_int(double x, char *buf, size_t n);
+/* bytes in GiB (2^30) with three significant digits, "34.3", "1.71", "0.0123"; returns buf. */
+char *pp_cli_fmt_gib(double bytes, char *buf, size_t n);
+
+/* A trialled candidate's figures in its measured time. */
+typedef struct {
+    double step;           /* s, pprun's median */
+    double tokens_per_s;
+    double tflops_per_gpu; /* model FLOPs per device in the measured step */
+    double mfu;
+    double peak;           /* bytes, the fullest rank */
+    double error;          /* (predicted - measured) / measured step time */
+} pp_cli_measured_figures;
+/* 1 and *out filled when p's trial ran ("ok"), else 0 (out zeroed). */
+int pp_cli_measured(const pp_tune_prediction *p, pp_cli_measured_figures *out);
+
+/* The leaderboard's first `show` rows with headers and legend; after trials measured figures
+ * in the main columns and the prediction beside them. */
+void pp_cli_board_print(FILE *fp, const pp_tune_result *r, int show);
+/* The memory model's per-rank table of a leaderboard entry (nothing when it has none). */
+void pp_cli_rank_memory_print(FILE *fp, const pp_tune_prediction *best);
+/* --explain: rejections by reason, each schedule's best against #1 with time and memory
+ * breakdowns, the Pareto front; all: also every rejected candidate. */
+void pp_cli_explain_print(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw,
+                          const pp_tune_result *r, int all);
+/* --report: the search as one self-contained HTML page (report.c), written atomically. */
+pp_status pp_cli_report_write(const char *path, const pp_tune_model *m, const pp_tune_hw *hw,
+                              const pp_tune_result *r);
+/* One line per most common reason (at most `max`), for "nothing fits" on stderr. */
+void pp_cli_reasons_print(FILE *fp, const pp_tune_result *r, int max);
 
 #endif

@@ -273,6 +273,8 @@ int main(int argc, char **argv)
     }
     if (rc < 0 && o.json && g_rank == 0)
         rc = pprun_write_json(&o, &s.rec);
+    else if (rc < 0 && g_rank == 0)
+        rc = pprun_write_summary(&o, &s.rec, stdout);
     cleanup(&s);
     pprun_profile_release();
     return rc < 0 ? 0 : rc;

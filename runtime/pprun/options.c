@@ -15,9 +15,11 @@
 static void usage(FILE *fp)
 {
     fputs("usage: pprun [options]\n"
-          "Trains a GPT-style model with a pipeline schedule on this machine's CPU, every\n"
-          "pipeline rank a thread (or, under mpirun / srun, a process), and reports loss,\n"
-          "step time and per-rank memory.\n"
+          "Trains a GPT-style model with a pipeline schedule, every pipeline rank a thread\n"
+          "(in-process transport) or, under mpirun / srun, a process (MPI transport), on the\n"
+          "CPU backend (OpenBLAS, the reference) or with --backend cuda on GPUs (cuBLAS; NCCL\n"
+          "between processes). It ends with a summary on stdout: final loss, median step,\n"
+          "tokens/s, model TFLOP/s and each rank's peak memory (--json: the same as JSON).\n"
           "\n"
           "  --model NAME              tiny | small | gpt-125m | gpt-350m | gpt-760m | gpt-1.3b |\n"
           "                            gpt-2.7b | gpt-6.7b | gpt-13b | gpt-175b (default tiny)\n"

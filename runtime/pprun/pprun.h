@@ -60,6 +60,9 @@ int pprun_open_transport(pprun_opts *o, pp_transport **tp, int *rank);
 /* Under MPI: whether every process got here with rc < 0 (a float all-reduce of the failures).
  * Returns rc, or 1 when another process failed (it printed why). Without MPI: rc. */
 int pprun_agree(pp_transport *tp, int rank, int rc);
+/* The end-of-run summary for a person (without --json): the run, final loss, median step,
+ * tokens/s, model TFLOP/s, each rank's peak memory in GiB. -1 done, 1 write error. */
+int pprun_write_summary(const pprun_opts *o, const pprun_record *rec, FILE *fp);
 /* Prints the JSON summary to stdout. */
 int pprun_write_json(const pprun_opts *o, const pprun_record *rec);
 /* Median of the steps after warm-up, and how many steps counted as warm-up. */

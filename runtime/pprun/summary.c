@@ -2,10 +2,12 @@
  * norm and time, the median step time after warm-up, tokens per second, each rank's peak
  * bytes by category as its backend counted them, the transport, and "param_checksum" (the
  * parameters after the last step, bit for bit, as 16 hex digits: equal across transports when
- * the arithmetic is the same). */
+ * the arithmetic is the same); and without --json the same run in a few human lines
+ * (pprun_write_summary: tokens/s, model TFLOP/s, every rank's peak memory). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "pp_rt_place.h"
 #include "pprun.h"
@@ -112,4 +114,40 @@ int pprun_write_json(const pprun_opts *o, const pprun_record *rec)
     fputc('\n', stdout);
     json_decref(root);
     return rc;
+}
+
+/* Model FLOPs of one training step on `tokens` tokens (Narayanan et al. 2021, from the matrix
+ * shapes): forward per token per layer 8 h^2 (QKV and output projections) + 4 h ffn (MLP) +
+ * 4 s h (attention scores and values), plus 2 h V for the LM head; backward twice that. */
+static double step_flops(const pp_model_cfg *m, int seq, double tokens)
+{
+    double h = m->hidden, layer = 8 * h * h + 4 * h * m->ffn + 4.0 * seq * h;
+    return 3 * tokens * (m->layers * layer + 2 * h * m->vocab);
+}
+
+int pprun_write_summary(const pprun_opts *o, const pprun_record *rec, FILE *fp)
+{
+    int warmup;
+    double med = pprun_median_step(rec, &warmup);
+    int seq = o->seq ? o->seq : (rec->model.seq < 64 ? rec->model.seq : 64);
+    double tokens = (double)o->dp * o->microbatches * o->micro_batch * seq;
+    double flops = step_flops(&rec->model, seq, tokens);
+    int devices = rec->n_ranks > 0 ? rec->n_ranks : 1;
+    char tok[32];
+    fprintf(fp, "pprun: %d steps of %s on %d ranks x dp %d (%s transport, %s backend, %s): final "
+                "loss %.4f\n",
+            rec->n_steps, rec->sched->kind, rec->sched->ranks, o->dp,
+            rec->transport ? rec->transport : "thread", o->backend ? "cuda" : "cpu",
+            o->precision == PP_PREC_BF16 ? "bf16" : "fp32",
+            rec->n_steps ? rec->steps[rec->n_steps - 1].loss : 0.0);
+    if (med > 0)
+        fprintf(fp, "  median step %.4g s (%d warm-up step%s not counted): %s tokens/s, %.3g model "
+                    "TFLOP/s in all, %.3g per rank (Narayanan's model FLOPs)\n",
+                med, warmup, warmup == 1 ? "" : "s", pp_fmt_grouped(tokens / med, tok, sizeof tok),
+                flops / med / 1e12, flops / med / 1e12 / devices);
+    fprintf(fp, "  peak memory per rank, GiB (as the backend counted it):");
+    for (int g = 0; g < rec->n_ranks; g++)
+        fprintf(fp, "%s rank %d %.3g", g ? "," : "", g, rec->mem[g].peak_total / 1073741824.0);
+    fprintf(fp, "\n");
+    return ferror(fp) ? 1 : -1;
 }

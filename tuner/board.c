@@ -1,0 +1,127 @@
+/* board.c — the search's leaderboard as a person reads it (pptune's stdout): readable column
+ * headers and a legend, tokens/s as grouped integers, memory in GiB (2^30 bytes) everywhere.
+ * After trials the measured figures take the main columns and the prediction sits beside them
+ * with the model's error. The HTML report (report.c) formats its own table from the same
+ * helpers (pp_cli_fmt_int, pp_cli_measured). Decides nothing: the order is the search's. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tune_cli.h"
+
+#define GIB 1073741824.0
+
+char *pp_cli_fmt_int(double x, char *buf, size_t n)
+{
+    return pp_fmt_grouped(x, buf, n);
+}
+
+char *pp_cli_fmt_gib(double bytes, char *buf, size_t n)
+{
+    double g = bytes / GIB;
+    /* three significant digits, at least one decimal: 34.3, 1.71, 0.0123 */
+    snprintf(buf, n, g >= 10 || g == 0 ? "%.1f" : g >= 1 ? "%.2f" : "%.3g", g);
+    return buf;
+}
+
+int pp_cli_measured(const pp_tune_prediction *p, pp_cli_measured_figures *out)
+{
+    memset(out, 0, sizeof *out);
+    if (strcmp(p->trial_status, "ok") != 0 || p->measured_step <= 0)
+        return 0;
+    /* the same tokens and model FLOPs per step, in the measured time */
+    double scale = p->step_time / p->measured_step;
+    out->step = p->measured_step;
+    out->tokens_per_s = p->tokens_per_s * scale;
+    out->tflops_per_gpu = p->tflops_per_gpu * scale;
+    out->mfu = p->mfu * scale;
+    out->peak = p->measured_peak;
+    out->error = (p->step_time - p->measured_step) / p->measured_step;
+    return 1;
+}
+
+static void config_cols(char *buf, size_t n, const pp_tune_config *c)
+{
+    char g[12] = "-";
+    if (c->G)
+        snprintf(g, sizeof g, "%d", c->G);
+    snprintf(buf, n, "%-11s %3d %2d %4s %3d %5d %2d %5d %-6s", c->kind, c->p, c->v, g, c->b, c->d,
+             c->t, c->N, c->uneven ? "uneven" : "even");
+}
+
+static const char *CONFIG_HEAD = "schedule      p  v    G   b     d  t     N split ";
+
+static void predicted_row(FILE *fp, int rank, const pp_tune_prediction *p)
+{
+    char cfg[96], tok[32], pk[16], cap[16];
+    config_cols(cfg, sizeof cfg, &p->cfg);
+    fprintf(fp, "%3d  %s %8.4g %12s %7.3g %5.1f%% %6.1f%% %6s / %-6s\n", rank, cfg,
+            p->step_time, pp_cli_fmt_int(p->tokens_per_s, tok, sizeof tok), p->tflops_per_gpu,
+            100 * p->mfu, 100 * p->bubble_ideal, pp_cli_fmt_gib(p->peak_mem, pk, sizeof pk),
+            pp_cli_fmt_gib(p->capacity, cap, sizeof cap));
+}
+
+static void measured_row(FILE *fp, int rank, const pp_tune_prediction *p)
+{
+    char cfg[96], tok[32], main[96], g[3][16];
+    config_cols(cfg, sizeof cfg, &p->cfg);
+    pp_cli_measured_figures mf;
+    if (pp_cli_measured(p, &mf))
+        snprintf(main, sizeof main, "%8.4g %12s %7.3g %6s", mf.step,
+                 pp_cli_fmt_int(mf.tokens_per_s, tok, sizeof tok), mf.tflops_per_gpu,
+                 pp_cli_fmt_gib(mf.peak, g[0], sizeof g[0]));
+    else
+        snprintf(main, sizeof main, "%8s %12s %7s %6s", "-", "-", "-", "-");
+    char err[16] = "-";
+    if (mf.step > 0)
+        snprintf(err, sizeof err, "%+.0f%%", 100 * mf.error);
+    const char *trial = p->trial_status[0] ? p->trial_status : "not run";
+    fprintf(fp, "%3d  %s %s | %8.4g %6s %6s | %6s  %s\n", rank, cfg, main, p->step_time, err,
+            pp_cli_fmt_gib(p->peak_mem, g[1], sizeof g[1]),
+            pp_cli_fmt_gib(p->capacity, g[2], sizeof g[2]), trial);
+}
+
+void pp_cli_board_print(FILE *fp, const pp_tune_result *r, int show)
+{
+    int trials = r->trialled > 0;
+    if (!trials)
+        fprintf(fp, "\n  #  %s  step s     tokens/s TFLOP/s   MFU  bubble  peak GiB / usable\n",
+                CONFIG_HEAD);
+    else
+        fprintf(fp, "\n     %*s measured:                          | predicted:           |\n"
+                    "  #  %s  step s     tokens/s TFLOP/s    GiB |   step s  error    GiB | "
+                    "usable  trial\n",
+                (int)strlen(CONFIG_HEAD), "", CONFIG_HEAD);
+    for (int i = 0; i < r->n_best && i < show; i++)
+        (trials ? measured_row : predicted_row)(fp, i + 1, &r->best[i]);
+    fprintf(fp, "(p pipeline ranks, v chunks per rank, G interleaving group, b micro-batch size, d "
+                "data-parallel replicas, t tensor-parallel size, N micro-batches per step; memory "
+                "in GiB = 2^30 bytes)\n");
+    if (trials)
+        fprintf(fp, "(measured: pprun's median step after warm-up and its fullest rank's peak; "
+                    "error = (predicted - measured) / measured step; TFLOP/s: model FLOPs per "
+                    "device in the measured time)\n");
+    else
+        fprintf(fp, "(step = simulated pipeline, each rank's data-parallel all-reduce after its "
+                    "last backward, optimizer: predicted; TFLOP/s and MFU: model FLOPs per device "
+                    "(Narayanan) vs its peak; bubble = idle / busy; peak = fullest rank's "
+                    "predicted bytes vs usable memory after headroom)\n");
+}
+
+void pp_cli_rank_memory_print(FILE *fp, const pp_tune_prediction *best)
+{
+    const pp_tune_rank_mem *mem = best->mem; /* the search's, for its schedule */
+    if (!mem)
+        return;
+    fprintf(fp, "\npredicted memory per pipeline rank of #1, GiB (in flight: micro-batches x L/p "
+                "layers)\n"
+                "  rank  weights    grads    optim     acts in-flight     comm workspace    "
+                "total\n");
+    for (int r = 0; r < best->cfg.p; r++) {
+        char b[7][16];
+        fprintf(fp, "  %4d %8s %8s %8s %8s %9.3g %8s %9s %8s\n", r,
+                pp_cli_fmt_gib(mem[r].weights, b[0], 16), pp_cli_fmt_gib(mem[r].grads, b[1], 16),
+                pp_cli_fmt_gib(mem[r].optim, b[2], 16), pp_cli_fmt_gib(mem[r].acts, b[3], 16),
+                mem[r].peak_units, pp_cli_fmt_gib(mem[r].comm, b[4], 16),
+                pp_cli_fmt_gib(mem[r].workspace, b[5], 16), pp_cli_fmt_gib(mem[r].total, b[6], 16));
+    }
+}
