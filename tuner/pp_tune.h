@@ -169,7 +169,10 @@ enum {
     PP_TUNE_FX_DP_NICS = 1u << 6,     /* DP sync over all the node's NICs of the group */
     PP_TUNE_FX_P2P_SHARE = 1u << 7,   /* each TP rank sends 1/t of the boundary tensor */
     PP_TUNE_FX_P2P_BLOCKING = 1u << 8, /* Megatron's pipeline sends block compute */
-    PP_TUNE_FX_COUNT = 9
+    PP_TUNE_FX_OPTIMIZER_PASSES = 1u << 9, /* the mixed-precision step's unscale, norm, clip,
+                                              copy-back passes beside Adam's */
+    PP_TUNE_FX_EMBED_AR = 1u << 10,   /* tied-embedding all-reduce of first and last stage */
+    PP_TUNE_FX_COUNT = 11
 };
 /* "tp-busbw", "recompute-ar", ... for bit i; NULL past the last. */
 const char *pp_tune_fx_name(int i);
@@ -276,6 +279,8 @@ double pp_tune_ring_allreduce(double bytes, int n, double bw, double lat);
 typedef struct {
     double dp_allreduce; /* slowest rank's data-parallel gradient all-reduce, s */
     double optimizer;    /* slowest rank's optimizer step, s */
+    double embed_allreduce; /* tied-embedding gradient all-reduce of first and last stage, s
+                               (included in their dp_rank entries) */
     double *dp_rank;     /* [D] each rank's all-reduce, s; filled when the caller gives it */
 } pp_tune_step_extra;
 
@@ -357,6 +362,8 @@ typedef struct {
     int gpus, global_batch, seq, vocab;
     double tflops_per_gpu; /* published, the paper's FLOP count (recompute included) */
     const char *source;
+    int micro_batch;       /* the run's micro-batch size; 0: not published (chosen) */
+    int chunks;            /* the run's model chunks per rank (v); 0: not published (chosen) */
 } pp_tune_published;
 
 /* The bundled table (static storage); *n receives the count. */

@@ -36,7 +36,7 @@ const char *pp_tune_fx_name(int i)
 {
     static const char *const names[PP_TUNE_FX_COUNT] = {
         "tp-busbw", "recompute-ar", "seq-par", "attention", "gemm-shape", "kernel-cost",
-        "dp-nics", "p2p-share", "p2p-blocking"};
+        "dp-nics", "p2p-share", "p2p-blocking", "optimizer-passes", "embed-allreduce"};
     return i >= 0 && i < PP_TUNE_FX_COUNT ? names[i] : NULL;
 }
 
@@ -346,13 +346,39 @@ double pp_tune_dp_sync_time(const pp_tune_hw *hw, const pp_tune_config *c, const
 
 /* Adam update, memory bound: fp32 master weight, m, v read and written, gradient read, 16-bit
  * weight written: ~30 bytes per parameter (28 in fp32). Sharded by d with the distributed
- * optimizer. */
+ * optimizer.
+ * OPT_PASSES_BYTES (effect optimizer-passes): the other memory-bound passes of Megatron's
+ * mixed-precision step over every fp32 main gradient / weight (megatron/optimizer/optimizer.py,
+ * MixedPrecisionOptimizer.step and clip_grads.py, 2021 to Megatron-Core): unscale with the
+ * inf/nan check (read 4 + write 4), the gradient norm for --clip-grad (read 4; Megatron's
+ * default clip-grad is 1.0 and the SC'21 runs pass it), the clip scaling (read 4 + write 4),
+ * and the copy of the fp32 main weights back into the 16-bit model weights (read 4; Adam's
+ * figure above already counts the 2-byte write): 24 bytes. fp32 training (the bundled CPU
+ * runtime) has no loss scale, no clip and no copy-back, so nothing is added there. */
+#define OPT_PASSES_BYTES 24.0
+
 double pp_tune_optimizer_time(const pp_tune_hw *hw, const pp_tune_config *c,
                               const pp_tune_opts *o, double params)
 {
     double per = o->precision == PP_PREC_FP32 ? 28.0 : 30.0;
+    if (o->precision != PP_PREC_FP32 && fx(o, PP_TUNE_FX_OPTIMIZER_PASSES))
+        per += OPT_PASSES_BYTES;
     double n = o->distributed_optimizer ? params / c->d : params;
     return n * per / hw->mem_bw;
+}
+
+/* Tied embeddings under pipelining: after the data-parallel sync the first and the last stage
+ * all-reduce the word-embedding gradient (V x h / t, the main-gradient dtype) between them
+ * before the optimizer step (megatron/training.py train_step, "All-reduce word_embeddings'
+ * grad across first and last stages", 2021; finalize_model_grads._allreduce_word_embedding_grads
+ * in Megatron-Core), a two-rank ring over the link that joins them. Both wait for it, so it
+ * ends max(their ends) + its time later: added to both ranks' sync. */
+static double embed_allreduce_time(const pp_tune_model *m, const pp_tune_hw *hw,
+                                   const pp_tune_config *c, const pp_tune_opts *o, int intra)
+{
+    double bytes = (double)m->vocab * m->hidden / c->t * pp_tune_bytes_per_param(o, 1).grads;
+    return pp_tune_ring_allreduce(bytes, 2, intra ? hw->intra_bw : hw->inter_bw,
+                                  intra ? hw->intra_lat : hw->inter_lat);
 }
 
 static pp_status alloc_cost(const pp_sched *s, pp_cost *cost)
@@ -416,6 +442,15 @@ pp_status pp_tune_costs(const pp_tune_model *m, const pp_tune_hw *hw, const pp_t
             dp_rank[r] = ar;
         extra->dp_allreduce = fmax(extra->dp_allreduce, ar);
         extra->optimizer = fmax(extra->optimizer, opt);
+    }
+    int first = pp_sched_rank_of(s, 0, 0), last = pp_sched_rank_of(s, 0, s->stages_per_pipe - 1);
+    if (m->tied_embed && first >= 0 && last >= 0 && first != last &&
+        fx(o, PP_TUNE_FX_EMBED_AR)) {
+        extra->embed_allreduce = embed_allreduce_time(m, hw, c, o, same_node(hw, c, first, last));
+        if (dp_rank) {
+            dp_rank[first] += extra->embed_allreduce;
+            dp_rank[last] += extra->embed_allreduce;
+        }
     }
     free(own);
     return PP_OK;

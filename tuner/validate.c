@@ -24,16 +24,16 @@
     "DGX A100 80 GB, seq 2048, V 51200, full recompute, end-to-end"
 
 static const pp_tune_published rows[] = {
-    {"1.7B", "dgx-a100-80g", 2304, 24, 24, 1, 32, 512, 2048, 51200, 137, MEGATRON_SRC},
-    {"3.6B", "dgx-a100-80g", 3072, 32, 30, 2, 64, 512, 2048, 51200, 138, MEGATRON_SRC},
-    {"7.5B", "dgx-a100-80g", 4096, 32, 36, 4, 128, 512, 2048, 51200, 142, MEGATRON_SRC},
-    {"18.4B", "dgx-a100-80g", 6144, 48, 40, 8, 256, 1024, 2048, 51200, 135, MEGATRON_SRC},
-    {"39.1B", "dgx-a100-80g", 8192, 64, 48, 16, 512, 1536, 2048, 51200, 138, MEGATRON_SRC},
-    {"76.1B", "dgx-a100-80g", 10240, 80, 60, 32, 1024, 1792, 2048, 51200, 140, MEGATRON_SRC},
-    {"145.6B", "dgx-a100-80g", 12288, 96, 80, 64, 1536, 2304, 2048, 51200, 148, MEGATRON_SRC},
-    {"310.1B", "dgx-a100-80g", 16384, 128, 96, 128, 1920, 2160, 2048, 51200, 155, MEGATRON_SRC},
-    {"529.6B", "dgx-a100-80g", 20480, 128, 105, 280, 2520, 2520, 2048, 51200, 163, MEGATRON_SRC},
-    {"1008B", "dgx-a100-80g", 25600, 160, 128, 512, 3072, 3072, 2048, 51200, 163, MEGATRON_SRC},
+    {"1.7B", "dgx-a100-80g", 2304, 24, 24, 1, 32, 512, 2048, 51200, 137, MEGATRON_SRC, 16, 1},
+    {"3.6B", "dgx-a100-80g", 3072, 32, 30, 2, 64, 512, 2048, 51200, 138, MEGATRON_SRC, 16, 1},
+    {"7.5B", "dgx-a100-80g", 4096, 32, 36, 4, 128, 512, 2048, 51200, 142, MEGATRON_SRC, 16, 1},
+    {"18.4B", "dgx-a100-80g", 6144, 48, 40, 8, 256, 1024, 2048, 51200, 135, MEGATRON_SRC, 8, 1},
+    {"39.1B", "dgx-a100-80g", 8192, 64, 48, 16, 512, 1536, 2048, 51200, 138, MEGATRON_SRC, 4, 1},
+    {"76.1B", "dgx-a100-80g", 10240, 80, 60, 32, 1024, 1792, 2048, 51200, 140, MEGATRON_SRC, 2, 3},
+    {"145.6B", "dgx-a100-80g", 12288, 96, 80, 64, 1536, 2304, 2048, 51200, 148, MEGATRON_SRC, 2, 2},
+    {"310.1B", "dgx-a100-80g", 16384, 128, 96, 128, 1920, 2160, 2048, 51200, 155, MEGATRON_SRC, 1, 2},
+    {"529.6B", "dgx-a100-80g", 20480, 128, 105, 280, 2520, 2520, 2048, 51200, 163, MEGATRON_SRC, 1, 3},
+    {"1008B", "dgx-a100-80g", 25600, 160, 128, 512, 3072, 3072, 2048, 51200, 163, MEGATRON_SRC, 1, 1},
 };
 #define N_ROWS ((int)(sizeof rows / sizeof rows[0]))
 
@@ -81,11 +81,15 @@ static pp_status best_config(const pp_tune_model *m, const pp_tune_hw *hw, const
     int d = r->gpus / r->model_parallel;
     const char *inter = interleaved_kind();
     *found = 0;
-    for (int b = 1; b <= 8; b *= 2) {
+    for (int b = 1; b <= 16; b *= 2) {
+        if (r->micro_batch && b != r->micro_batch)
+            continue;
         if (r->global_batch % (b * d))
             continue;
         int N = r->global_batch / (b * d);
         for (int v = 1; v <= 8; v++) {
+            if (r->chunks && v != r->chunks)
+                continue;
             if (m->layers % (p * v) || (v > 1 && (p < 2 || !inter)))
                 continue;
             pp_tune_config c = {.p = p, .v = v, .b = b, .d = d, .t = t, .N = N};
