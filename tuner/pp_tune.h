@@ -172,7 +172,8 @@ enum {
     PP_TUNE_FX_OPTIMIZER_PASSES = 1u << 9, /* the mixed-precision step's unscale, norm, clip,
                                               copy-back passes beside Adam's */
     PP_TUNE_FX_EMBED_AR = 1u << 10,   /* tied-embedding all-reduce of first and last stage */
-    PP_TUNE_FX_COUNT = 11
+    PP_TUNE_FX_LOSS_PASSES = 1u << 11, /* the fp32 cross-entropy's memory-bound passes */
+    PP_TUNE_FX_COUNT = 12
 };
 /* "tp-busbw", "recompute-ar", ... for bit i; NULL past the last. */
 const char *pp_tune_fx_name(int i);
@@ -374,7 +375,7 @@ double pp_tune_published_step(const pp_tune_published *r);
 #define PP_TUNE_VALIDATE_MAX 32
 typedef struct {
     const pp_tune_published *row;
-    pp_tune_config cfg;    /* the layout predicted (fastest (b, v) that fits) */
+    pp_tune_config cfg;    /* the layout predicted (the published (b, v), else the fastest) */
     double published_step; /* s */
     double predicted_step; /* s */
     double error;          /* predicted / published - 1 */

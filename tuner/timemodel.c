@@ -21,8 +21,9 @@
  * TP all-reduces at the measured (or preset) all-reduce busbw, the recomputed forward's two
  * all-reduces, sequence parallelism's collectives and split element-wise work, attention's
  * memory-bound s^2 work (or flash attention's causal FLOPs), wave quantization of GEMM tiles,
- * a fixed cost per kernel, DP sync over the group's NICs, the 1/t boundary share. Constants
- * with their sources below.
+ * a fixed cost per kernel, DP sync over the group's NICs, the 1/t boundary share, blocking
+ * pipeline sends, the mixed-precision optimizer's other passes, the tied-embedding all-reduce of
+ * first and last stage, the fp32 cross-entropy's passes. Constants with their sources below.
  * Not modelled: NCCL protocol switching, network contention between jobs, compute/comm overlap
  * inside a layer.
  */
@@ -36,7 +37,8 @@ const char *pp_tune_fx_name(int i)
 {
     static const char *const names[PP_TUNE_FX_COUNT] = {
         "tp-busbw", "recompute-ar", "seq-par", "attention", "gemm-shape", "kernel-cost",
-        "dp-nics", "p2p-share", "p2p-blocking", "optimizer-passes", "embed-allreduce"};
+        "dp-nics", "p2p-share", "p2p-blocking", "optimizer-passes", "embed-allreduce",
+        "loss-passes"};
     return i >= 0 && i < PP_TUNE_FX_COUNT ? names[i] : NULL;
 }
 
@@ -95,6 +97,16 @@ double pp_tune_model_flops(const pp_tune_model *m, double sequences)
 #define ATTN_BYTES_F(dropout) ((dropout) ? 13.0 : 8.0)
 #define ATTN_BYTES_B(dropout) ((dropout) ? 19.0 : 14.0)
 #define IB_EFFICIENCY 0.9
+/* CE_BYTES_F / _B (effect loss-passes): bytes per logit element of Megatron's vocab-parallel
+ * cross-entropy in fp32 (megatron/mpu/cross_entropy.py 2021, tensor_parallel/cross_entropy.py
+ * in Megatron-Core; gpt_model.py casts the logits with .float() unless --fp16-lm-cross-entropy):
+ * forward: the cast (read 2 + write 4), the row max (read 4), subtracting it in place (4 + 4),
+ * exp in place (4 + 4), the row sum (4), dividing by it in place (4 + 4): 38 in 6 kernels;
+ * backward: scaling the saved softmax by the loss gradient in place (4 + 4) and the cast's
+ * backward to 16 bits (4 + 2): 14. Without the effect: 12 each way (one fp32 read + write +
+ * read, the earlier estimate). */
+#define CE_BYTES_F 38.0
+#define CE_BYTES_B 14.0
 
 typedef struct {
     double rate, bw, dt; /* rate: large-GEMM FLOP/s (attention); GEMMs ask hw by shape */
@@ -215,12 +227,15 @@ void pp_tune_op_times_compute(const pp_tune_model *m, const pp_tune_hw *hw,
     out->embed_f = 2.0 * r.dt * M * h / r.bw + r.kernel;
     out->embed_b = 2.0 * out->embed_f;
     /* Head: final norm, logits GEMM over the vocabulary padded to 128 t (Megatron), fp32
-     * softmax cross-entropy reading and writing the logits. */
+     * softmax cross-entropy over the logits: CE_BYTES_F / _B per logit element. */
     double vpad = ceil((double)m->vocab / (128.0 * c->t)) * 128.0;
-    double ce = 3.0 * 4.0 * M * vpad / r.bw + 2.0 * r.kernel;
+    int passes = fx(o, PP_TUNE_FX_LOSS_PASSES);
+    double logits = M * vpad;
+    double ce_f = (passes ? CE_BYTES_F : 12.0) * logits / r.bw + (passes ? 6.0 : 2.0) * r.kernel;
+    double ce_b = (passes ? CE_BYTES_B : 12.0) * logits / r.bw + 2.0 * r.kernel;
     double norm = 2.0 * r.dt * M * h / r.bw + r.kernel;
-    out->head_f = gemm(&r, M, vpad, h) + ce + norm;
-    out->head_b = 2.0 * gemm(&r, M, vpad, h) + ce + 2.0 * norm;
+    out->head_f = gemm(&r, M, vpad, h) + ce_f + norm;
+    out->head_b = 2.0 * gemm(&r, M, vpad, h) + ce_b + 2.0 * norm;
 }
 
 /* Node of pipeline rank `pp` in data-parallel replica `dp` under tp-pp-dp placement. */
