@@ -107,6 +107,7 @@ typedef struct {
     double intra_lat;       /* s */
     double inter_bw;        /* one direction per device across nodes, B/s */
     double inter_lat;       /* s */
+    int inter_measured;     /* 1: inter_bw is a probed point-to-point figure, not a preset's */
     double tp_busbw;        /* all-reduce bus bandwidth inside a node, B/s (nccl-tests busbw):
                                measured where the cluster has one, else intra_bw x the preset
                                efficiency PP_TUNE_NVLINK_ALLREDUCE_EFFICIENCY */
@@ -173,7 +174,8 @@ enum {
                                               copy-back passes beside Adam's */
     PP_TUNE_FX_EMBED_AR = 1u << 10,   /* tied-embedding all-reduce of first and last stage */
     PP_TUNE_FX_LOSS_PASSES = 1u << 11, /* the fp32 cross-entropy's memory-bound passes */
-    PP_TUNE_FX_COUNT = 12
+    PP_TUNE_FX_P2P_RATE = 1u << 12,   /* pipeline transfers across nodes at the measured rate */
+    PP_TUNE_FX_COUNT = 13
 };
 /* "tp-busbw", "recompute-ar", ... for bit i; NULL past the last. */
 const char *pp_tune_fx_name(int i);

@@ -23,7 +23,8 @@
  * memory-bound s^2 work (or flash attention's causal FLOPs), wave quantization of GEMM tiles,
  * a fixed cost per kernel, DP sync over the group's NICs, the 1/t boundary share, blocking
  * pipeline sends, the mixed-precision optimizer's other passes, the tied-embedding all-reduce of
- * first and last stage, the fp32 cross-entropy's passes. Constants with their sources below.
+ * first and last stage, the fp32 cross-entropy's passes, the measured rate of pipeline
+ * transfers across nodes. Constants with their sources below.
  * Not modelled: NCCL protocol switching, network contention between jobs, compute/comm overlap
  * inside a layer.
  */
@@ -38,7 +39,7 @@ const char *pp_tune_fx_name(int i)
     static const char *const names[PP_TUNE_FX_COUNT] = {
         "tp-busbw", "recompute-ar", "seq-par", "attention", "gemm-shape", "kernel-cost",
         "dp-nics", "p2p-share", "p2p-blocking", "optimizer-passes", "embed-allreduce",
-        "loss-passes"};
+        "loss-passes", "p2p-rate"};
     return i >= 0 && i < PP_TUNE_FX_COUNT ? names[i] : NULL;
 }
 
@@ -256,15 +257,26 @@ static int same_node(const pp_tune_hw *hw, const pp_tune_config *c, int i, int j
     return 1;
 }
 
-static void fill_links(const pp_tune_hw *hw, const pp_tune_config *c, const pp_sched *s,
-                       pp_cost *cost)
+/* P2P_IB_EFFICIENCY (effect p2p-rate): the pipeline's point-to-point transfers across nodes
+ * reach 0.74 of the NIC's line rate. Measured: Narayanan et al. (SC'21, sec. 5.9) observed an
+ * effective bisection bandwidth of 892 GB/s for the pipeline's point-to-point communication of
+ * the 1T run on Selene (t = 8, d = 6: 48 GPUs, each on its own 200 Gb/s HDR NIC, cross the
+ * middle stage boundary): 892 / (48 x 25) = 0.743. Applied to a preset's line rate on GPU
+ * devices (the figure is NCCL over InfiniBand), not to a probed point-to-point figure. */
+#define P2P_IB_EFFICIENCY (892.0 / (48 * 25.0))
+
+static void fill_links(const pp_tune_hw *hw, const pp_tune_config *c, const pp_tune_opts *o,
+                       const pp_sched *s, pp_cost *cost)
 {
     int D = s->ranks;
+    double inter = hw->inter_bw;
+    if (fx(o, PP_TUNE_FX_P2P_RATE) && !hw->cpu_devices && !hw->inter_measured)
+        inter *= P2P_IB_EFFICIENCY;
     for (int i = 0; i < D; i++)
         for (int j = 0; j < D; j++) {
             int intra = same_node(hw, c, i, j);
             cost->latency[i * D + j] = intra ? hw->intra_lat : hw->inter_lat;
-            cost->inv_bw[i * D + j] = 1.0 / (intra ? hw->intra_bw : hw->inter_bw);
+            cost->inv_bw[i * D + j] = 1.0 / (intra ? hw->intra_bw : inter);
         }
 }
 
@@ -439,7 +451,7 @@ pp_status pp_tune_costs(const pp_tune_model *m, const pp_tune_hw *hw, const pp_t
         return st;
     }
     fill_compute(&ot, s, cost);
-    fill_links(hw, c, s, cost);
+    fill_links(hw, c, o, s, cost);
     if (fx(o, PP_TUNE_FX_P2P_BLOCKING))
         fold_blocking_sends(s, cost);
     pp_tune_params pc;
