@@ -145,6 +145,16 @@ typedef enum {
     PP_TUNE_RECOMPUTE_FULL
 } pp_tune_recompute;
 
+/* How each micro-batch's weight gradients reach the accumulated gradient. */
+typedef enum {
+    PP_TUNE_GRAD_ACCUM_FUSED = 0, /* inside the weight-gradient GEMM (Megatron-Core's default
+                                     gradient-accumulation fusion): nothing more */
+    PP_TUNE_GRAD_ACCUM_MAIN,      /* the DDP hook adds the 16-bit gradient into the fp32 main
+                                     gradient every micro-batch (--no-gradient-accumulation-fusion) */
+    PP_TUNE_GRAD_ACCUM_AUTOGRAD16 /* autograd adds into the 16-bit .grad from the second
+                                     micro-batch on (Megatron-LM 2021, before the fusion existed) */
+} pp_tune_grad_accum;
+
 typedef struct {
     /* pp_common.h's: PP_PREC_BF16 Megatron mixed precision (bf16 weights, fp32 main grads,
      * Adam; the default), PP_PREC_FP32 the bundled runtime on the CPU (everything fp32) */
@@ -155,6 +165,7 @@ typedef struct {
     int sequence_parallel; /* 1: Megatron sequence parallelism, the 10sbh term split over t too */
     double headroom;       /* fraction of device memory kept free, default 0.05 */
     double gemm_efficiency; /* fraction of the hw GEMM rate a layer's GEMMs reach, default 1 */
+    pp_tune_grad_accum grad_accum; /* default FUSED */
     unsigned without;       /* PP_TUNE_FX_* effects of the time model switched off (0: all on);
                                only for measuring each effect's share (pptune validate) */
 } pp_tune_opts;
@@ -175,7 +186,8 @@ enum {
     PP_TUNE_FX_EMBED_AR = 1u << 10,   /* tied-embedding all-reduce of first and last stage */
     PP_TUNE_FX_LOSS_PASSES = 1u << 11, /* the fp32 cross-entropy's memory-bound passes */
     PP_TUNE_FX_P2P_RATE = 1u << 12,   /* pipeline transfers across nodes at the measured rate */
-    PP_TUNE_FX_COUNT = 13
+    PP_TUNE_FX_GRAD_ACCUM = 1u << 13, /* unfused gradient accumulation (opts.grad_accum) */
+    PP_TUNE_FX_COUNT = 14
 };
 /* "tp-busbw", "recompute-ar", ... for bit i; NULL past the last. */
 const char *pp_tune_fx_name(int i);

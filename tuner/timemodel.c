@@ -24,7 +24,7 @@
  * a fixed cost per kernel, DP sync over the group's NICs, the 1/t boundary share, blocking
  * pipeline sends, the mixed-precision optimizer's other passes, the tied-embedding all-reduce of
  * first and last stage, the fp32 cross-entropy's passes, the measured rate of pipeline
- * transfers across nodes. Constants with their sources below.
+ * transfers across nodes, gradient accumulation outside the GEMMs where opts.grad_accum says so. Constants with their sources below.
  * Not modelled: NCCL protocol switching, network contention between jobs, compute/comm overlap
  * inside a layer.
  */
@@ -39,7 +39,7 @@ const char *pp_tune_fx_name(int i)
     static const char *const names[PP_TUNE_FX_COUNT] = {
         "tp-busbw", "recompute-ar", "seq-par", "attention", "gemm-shape", "kernel-cost",
         "dp-nics", "p2p-share", "p2p-blocking", "optimizer-passes", "embed-allreduce",
-        "loss-passes", "p2p-rate"};
+        "loss-passes", "p2p-rate", "grad-accum"};
     return i >= 0 && i < PP_TUNE_FX_COUNT ? names[i] : NULL;
 }
 
@@ -280,16 +280,47 @@ static void fill_links(const pp_tune_hw *hw, const pp_tune_config *c, const pp_t
         }
 }
 
-static void fill_compute(const pp_tune_op_times *ot, const pp_sched *s, pp_cost *cost)
+/* Gradient accumulation outside the GEMMs, seconds per parameter per micro-batch (memory bound,
+ * in the backward on the compute stream; 0 when fused, the default):
+ * MAIN: Megatron-Core's backward hook without gradient-accumulation fusion,
+ *   param.main_grad.add_(param.grad) (distributed/distributed_data_parallel.py): read the fp32
+ *   main gradient 4 + the 16-bit gradient 2, write 4: 10 bytes (12 when everything is fp32);
+ * AUTOGRAD16: Megatron-LM 2021's local DDP without contiguous buffers (the SC'21 runs), where
+ *   main_grad is param.grad and autograd's AccumulateGrad adds each micro-batch's fp16 gradient
+ *   in place (read 2 + 2, write 2: 6 bytes); zero_grad(set_to_none=True) makes the first
+ *   micro-batch an assignment, so (N-1)/N of them pay, charged evenly. The fusion (the weight-
+ *   gradient GEMM accumulating into main_grad) came to Megatron-LM in February 2022. */
+static double grad_accum_per_param(const pp_tune_hw *hw, const pp_tune_config *c,
+                                   const pp_tune_opts *o)
+{
+    if (!fx(o, PP_TUNE_FX_GRAD_ACCUM))
+        return 0.0;
+    switch (o->grad_accum) {
+    case PP_TUNE_GRAD_ACCUM_MAIN:
+        return (o->precision == PP_PREC_FP32 ? 12.0 : 10.0) / hw->mem_bw;
+    case PP_TUNE_GRAD_ACCUM_AUTOGRAD16:
+        return c->N > 1 ? 6.0 * (c->N - 1.0) / c->N / hw->mem_bw : 0.0;
+    default:
+        return 0.0;
+    }
+}
+
+/* accum: gradient accumulation per parameter (s); layer_params: one layer's on a rank (1/t);
+ * end_params: the word embedding's share on the first stage, and the head's (or the tied
+ * copy's) on the last. */
+static void fill_compute(const pp_tune_op_times *ot, const pp_sched *s, double accum,
+                         double layer_params, double end_params, pp_cost *cost)
 {
     int S = s->stages_per_pipe;
     for (int pipe = 0; pipe < s->n_pipes; pipe++)
         for (int st = 0; st < S; st++) {
             int k = pipe * S + st, layers = pp_sched_stage_layers(s, pipe, st);
+            double params = layers * layer_params + (st == 0 ? end_params : 0) +
+                            (st == S - 1 && S > 1 ? end_params : 0);
             cost->f[k] = layers * ot->layer_f + (st == 0 ? ot->embed_f : ot->p2p_gather) +
                          (st == S - 1 ? ot->head_f : 0);
             cost->b[k] = layers * ot->layer_b + (st == 0 ? ot->embed_b : 0) +
-                         (st == S - 1 ? ot->head_b : ot->p2p_gather);
+                         (st == S - 1 ? ot->head_b : ot->p2p_gather) + accum * params;
             cost->send_bytes_f[k] = ot->p2p_bytes;
             cost->send_bytes_b[k] = ot->p2p_bytes;
         }
@@ -450,13 +481,14 @@ pp_status pp_tune_costs(const pp_tune_model *m, const pp_tune_hw *hw, const pp_t
         free(own);
         return st;
     }
-    fill_compute(&ot, s, cost);
-    fill_links(hw, c, o, s, cost);
-    if (fx(o, PP_TUNE_FX_P2P_BLOCKING))
-        fold_blocking_sends(s, cost);
     pp_tune_params pc;
     pp_tune_model_params(m, &pc);
     double layer_params = pc.per_layer / c->t;
+    fill_compute(&ot, s, grad_accum_per_param(hw, c, o), layer_params,
+                 (double)m->vocab * m->hidden / c->t, cost);
+    fill_links(hw, c, o, s, cost);
+    if (fx(o, PP_TUNE_FX_P2P_BLOCKING))
+        fold_blocking_sends(s, cost);
     fill_reduces(m, hw, c, o, s, &layer_params, cost);
 
     double *dp_rank = extra->dp_rank;

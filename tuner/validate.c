@@ -14,6 +14,9 @@
  * (micro_batch or chunks 0) gets the (b, v) the model predicts fastest among those that fit
  * (b in 1..16; v = 1 runs 1F1B, v >= 2 Megatron's interleaved schedule). Nothing here is fitted
  * to a row.
+ * The runs' software is what Megatron-LM had in 2021: full recompute, no flash attention, no
+ * sequence parallelism, no distributed optimizer, and no gradient-accumulation fusion (autograd
+ * accumulated the fp16 gradients: opts.grad_accum AUTOGRAD16, see timemodel.c).
  * Known differences between these runs and what is predicted (not modelled, each would make the
  * prediction faster still): the runs were fp16 and all-reduced 16-bit gradients
  * (--accumulate-allreduce-grads-in-fp32 off), pptune times fp32 main gradients; the p = 1 rows
@@ -141,6 +144,7 @@ pp_status pp_tune_validate(unsigned without, pp_tune_validation *out)
         pp_tune_opts_default(&o);
         o.recompute = PP_TUNE_RECOMPUTE_FULL; /* as the runs did; 2021: no flash attention, */
         o.flash_attention = 0;                /* no sequence parallelism, no distributed optimizer */
+        o.grad_accum = PP_TUNE_GRAD_ACCUM_AUTOGRAD16; /* and no gradient-accumulation fusion */
         o.without = without;
         pp_tune_check *c = &out->rows[out->n];
         c->row = r;
