@@ -49,6 +49,9 @@ typedef struct {
     int t;      /* tensor-parallel size */
     int N;      /* micro-batches per step and replica */
     int uneven; /* 1: Llama-3 split (first and last stage one layer fewer) */
+    /* "split": "first-last": the first and last stage's layers (Megatron's
+     * --decoder-first/last-pipeline-num-layers), the rest even; 0 = as the others */
+    int first_layers, last_layers;
 } pp_profile_config;
 
 /* A candidate: the chosen one or a runner-up. Measured figures exist only after trials. */
@@ -167,7 +170,7 @@ typedef struct {
     pp_precision precision;          /* PP_PREC_BF16: --precision bf16; FP32: pprun's default */
 } pp_profile_pprun_line;
 
-#define PP_PROFILE_PPRUN_MAX_ARGS 24
+#define PP_PROFILE_PPRUN_MAX_ARGS 28
 #define PP_PROFILE_PPRUN_ARG_LEN 72
 
 /* pprun's options for the line, in one order: --model M --schedule K --ranks p --microbatches

@@ -175,6 +175,13 @@ typedef struct pp_sched_desc {
     int min_ranks;       /* D >= min_ranks */
     int even_ranks;      /* D must be even */
     int n_multiple_of_ranks; /* N mod D must be 0 */
+    /* Layer splits (pp_sched_split): every schedule takes first/last-stage counts A and Z of its
+     * pipe's global stages (interleaved: virtual stage 0 on rank 0's first chunk, S - 1 on rank
+     * D - 1's last; bidirectional: the same split in both pipes, as stage s of either holds the
+     * same layers). split_ends_together: the ranks that hold a pipe's first stage hold the
+     * other pipe's last one (bidirectional), so only A + Z sets their load and the tuner
+     * searches A = Z; otherwise A and Z sit on different ranks and are searched apart. */
+    int split_ends_together;
     pp_sched_megatron megatron; /* how Megatron-LM runs it */
     const char *megatron_flag;  /* PP_SCHED_MEGATRON_FORK: the fork's flag; NULL otherwise */
     /* The generator. Call it through pp_sched_generate, which checks p against the row and

@@ -172,7 +172,7 @@ static const char *human(double bytes, char *buf, size_t n)
 static void print_row(int rank, const pp_tune_prediction *p, double cal)
 {
     const pp_tune_config *c = &p->cfg;
-    char g[12] = "-", pk[16], cap[16], meas[48] = "";
+    char g[12] = "-", pk[16], cap[16], meas[48] = "", split[32];
     if (c->G)
         snprintf(g, sizeof g, "%d", c->G);
     if (p->trial_status[0] && !strcmp(p->trial_status, "ok"))
@@ -184,7 +184,8 @@ static void print_row(int rank, const pp_tune_prediction *p, double cal)
         snprintf(meas, sizeof meas, "  calibrated %.4g s", p->step_time * cal);
     printf("%3d  %-11s %3d %2d %4s %3d %5d %2d %5d %-6s %9.4g %10.4g %7.3g %5.1f%% %6.1f%% "
            "%7s/%-7s%s%s\n",
-           rank, c->kind, c->p, c->v, g, c->b, c->d, c->t, c->N, c->uneven ? "uneven" : "even",
+           rank, c->kind, c->p, c->v, g, c->b, c->d, c->t, c->N,
+           pp_tune_split_str(c, split, sizeof split),
            p->step_time, p->tokens_per_s, p->tflops_per_gpu, 100 * p->mfu, 100 * p->bubble_ideal,
            human(p->peak_mem, pk, sizeof pk), human(p->capacity, cap, sizeof cap),
            p->cfg.t > 1 ? "  (predicted only: t>1)" : "", meas);

@@ -13,7 +13,7 @@ static pp_profile *g_profile;
 
 static const char *const CONFIG_FLAGS[] = {
     "--model", "--schedule", "--ranks", "--microbatches", "--micro-batch-size", "--chunks",
-    "--group", "--dp",       "--seq",   "--uneven",       "--layers",           NULL};
+    "--group", "--dp",       "--seq",   "--uneven", "--first-stage-layers", "--last-stage-layers",       "--layers",           NULL};
 
 /* The first configuration flag on the command line, or NULL. */
 static const char *config_flag(int argc, char **argv)
@@ -70,6 +70,8 @@ int pprun_apply_profile(pprun_opts *o, int argc, char **argv)
     o->dp_set = 1;
     o->seq = p->model.seq;
     o->uneven = c->uneven;
+    o->first_layers = c->first_layers;
+    o->last_layers = c->last_layers;
     return -1;
 }
 
