@@ -131,7 +131,8 @@ static pp_status offer(search *x, const pp_tune_config *c)
  * layers off the first stage (the embedding's) and the last (the head and loss'), onto the
  * others, as Megatron's first/last-pipeline-num-layers: only the valid ones, and none that
  * repeats even or uneven. Where a pipe's first and last stage share ranks (the registry's
- * split_ends_together) only A = Z is tried; with two stages A = L - Z. */
+ * split_ends_together) only A = Z is tried, and nothing on two ranks; with two stages
+ * A = L - Z. */
 #define SPLIT_SHIFTS 2
 
 static int same_as_even_or_uneven(int L, int S, int A, int Z)
@@ -151,6 +152,9 @@ static pp_status offer_splits(search *x, const pp_sched_desc *d, pp_tune_config 
     int L = x->m->layers, S = c.p * c.v, q = S > 0 ? L / S : 0;
     if (S < 2 || q < 2)
         return PP_OK;
+    if (d->split_ends_together && c.p == 2)
+        return PP_OK; /* both ranks hold a pipe's first and the other's last stage and every
+                         layer once per pipe pair: no split changes a rank's load */
     for (int dz = 0; dz <= SPLIT_SHIFTS; dz++)
         for (int da = 0; da <= SPLIT_SHIFTS; da++) {
             int Z = q - dz, A = S == 2 ? L - Z : q - da;
