@@ -74,10 +74,16 @@ Test(runtime_exec, first_last_stage_splits_equal_reference)
 {
     static const exec_case cases[] = {
         {.kind = "gpipe", .D = 2, .N = 4, .dp = 1, .layers = 12, .first = 7, .last = 5},
-        {.kind = "1f1b", .D = 2, .N = 4, .dp = 2, .layers = 12, .last = 4},     /* 8 + 4 */
+        {.kind = "1f1b", .D = 2, .N = 4, .dp = 2, .layers = 12, .last = 4}, /* 8 + 4 */
         {.kind = "1f1b", .D = 4, .N = 4, .dp = 1, .layers = 12, .first = 4, .last = 2},
         {.kind = "1f1b", .D = 3, .N = 6, .dp = 1, .layers = 12, .first = 2}, /* 2 + 5 + 5 */
-        {.kind = "interleaved", .D = 2, .N = 4, .v = 2, .dp = 1, .layers = 12, .first = 4,
+        {.kind = "interleaved",
+         .D = 2,
+         .N = 4,
+         .v = 2,
+         .dp = 1,
+         .layers = 12,
+         .first = 4,
          .last = 2}, /* virtual stages 4 + 3 + 3 + 2 */
         {.kind = "chimera", .D = 2, .N = 2, .dp = 1, .layers = 12, .first = 7, .last = 5},
         {.kind = "chimera", .D = 4, .N = 4, .dp = 1, .layers = 12, .first = 2, .last = 2},

@@ -193,7 +193,10 @@ int exec_check_case(const exec_case *c)
     char what[160], split[40];
     snprintf(split, sizeof split, "first=%d last=%d", c->first, c->last);
     snprintf(what, sizeof what, "%s D=%d N=%d v=%d %s dp=%d L=%d", c->kind, c->D, c->N, v,
-             c->first || c->last ? split : c->uneven ? "uneven" : "even", c->dp, L);
+             c->first || c->last ? split
+             : c->uneven         ? "uneven"
+                                 : "even",
+             c->dp, L);
     pp_model_cfg m = exec_tiny_model(L);
     pp_sched_params sp = {.ranks = c->D,
                           .microbatches = c->N,

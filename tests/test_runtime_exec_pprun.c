@@ -4,8 +4,8 @@
 #define _GNU_SOURCE /* sched_getaffinity */
 #include <criterion/criterion.h>
 #include <glob.h>
-#include <sched.h>
 #include <jansson.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,11 +29,22 @@ Test(runtime_pprun, help_describes_every_option)
 {
     pp_test_run_result r = pp_test_run(PPRUN " --help");
     cr_assert_eq(r.code, 0);
-    const char *opts[] = {
-        "--model",  "--schedule", "--ranks", "--microbatches", "--micro-batch-size",
-        "--chunks", "--dp",       "--seq",   "--steps",        "--data",
-        "--seed",   "--json",     "--trace", "--first-stage-layers", "--last-stage-layers",
-        "--threads"};
+    const char *opts[] = {"--model",
+                          "--schedule",
+                          "--ranks",
+                          "--microbatches",
+                          "--micro-batch-size",
+                          "--chunks",
+                          "--dp",
+                          "--seq",
+                          "--steps",
+                          "--data",
+                          "--seed",
+                          "--json",
+                          "--trace",
+                          "--first-stage-layers",
+                          "--last-stage-layers",
+                          "--threads"};
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
         cr_assert(strstr(r.out, opts[i]), "--help does not mention %s", opts[i]);
     pp_test_run_done(&r);
@@ -213,10 +224,9 @@ static long usable_cpus(void)
  * (openblas_get_num_threads), so a count that was not applied would show. */
 static void check_threads(const char *args, int want, const char *from)
 {
-    pp_test_run_result r = pp_test_run("env -u OPENBLAS_NUM_THREADS %s " PPRUN
-                                       " --steps 1 --json --quiet %s",
-                                       strstr(args, "ENV") ? "OPENBLAS_NUM_THREADS=1" : "",
-                                       strstr(args, "ENV") ? args + 3 : args);
+    pp_test_run_result r = pp_test_run(
+        "env -u OPENBLAS_NUM_THREADS %s " PPRUN " --steps 1 --json --quiet %s",
+        strstr(args, "ENV") ? "OPENBLAS_NUM_THREADS=1" : "", strstr(args, "ENV") ? args + 3 : args);
     cr_assert_eq(r.code, 0, "pprun %s: %s", args, r.err);
     json_t *j = parse(r.out);
     int got = (int)json_integer_value(json_object_get(j, "threads_per_rank"));

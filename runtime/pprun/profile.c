@@ -11,9 +11,12 @@
 
 static pp_profile *g_profile;
 
+/* clang-format off */
 static const char *const CONFIG_FLAGS[] = {
     "--model", "--schedule", "--ranks", "--microbatches", "--micro-batch-size", "--chunks",
-    "--group", "--dp",       "--seq",   "--uneven", "--first-stage-layers", "--last-stage-layers",       "--layers",           NULL};
+    "--group", "--dp", "--seq", "--uneven", "--first-stage-layers", "--last-stage-layers",
+    "--layers", NULL};
+/* clang-format on */
 
 /* The first configuration flag on the command line, or NULL. */
 static const char *config_flag(int argc, char **argv)

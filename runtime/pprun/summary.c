@@ -46,10 +46,10 @@ static json_t *schedule_json(const pprun_opts *o, const pp_sched *s)
     json_t *layers = json_array(); /* per stage of a pipe (every pipe has the same split) */
     for (int k = 0; k < s->stages_per_pipe; k++)
         json_array_append_new(layers, json_integer(pp_sched_stage_layers(s, 0, k)));
-    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:o, s:i}", "kind", s->kind,
-                     "ranks", s->ranks, "microbatches", s->microbatches, "chunks", s->chunks,
-                     "group", s->group, "pipes", s->n_pipes, "stages_per_pipe",
-                     s->stages_per_pipe, "uneven", o->uneven, "stage_layers", layers, "dp", o->dp);
+    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:o, s:i}", "kind", s->kind, "ranks",
+                     s->ranks, "microbatches", s->microbatches, "chunks", s->chunks, "group",
+                     s->group, "pipes", s->n_pipes, "stages_per_pipe", s->stages_per_pipe, "uneven",
+                     o->uneven, "stage_layers", layers, "dp", o->dp);
 }
 
 static json_t *ranks_json(const pprun_record *rec)
