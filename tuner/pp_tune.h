@@ -206,6 +206,8 @@ typedef struct {
     int t;         /* tensor-parallel size */
     int N;         /* micro-batches per step per pipeline */
     int uneven;    /* Llama-3 split */
+    int first;     /* layers of a pipe's first stage (with the embedding); 0 = as the others */
+    int last;      /* layers of a pipe's last stage (with the head and loss); 0 = as the others */
 } pp_tune_config;
 
 /* The one mapping each way between the tuner's configuration and the profile's (which pprun
@@ -216,6 +218,9 @@ pp_status pp_tune_config_from_profile(const pp_profile_config *c, pp_tune_config
 
 /* "interleaved p=4 v=2 G=4 b=1 d=8 t=8 N=32 even" into buf; returns buf. */
 char *pp_tune_config_str(const pp_tune_config *c, char *buf, size_t n);
+/* The layer split as the leaderboard shows it: "even", "uneven" (Llama 3), or "A/Z" (first- and
+ * last-stage layers, the rest even; "-" for one not given). Returns buf. */
+char *pp_tune_split_str(const pp_tune_config *c, char *buf, size_t n);
 
 /* Per-rank memory (memory.c). */
 typedef struct {
