@@ -15,6 +15,7 @@
  * step time (same bubble, Narayanan et al. 2021) and holds fewer activations, so it fits
  * wherever the GPipe configuration fitted.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "pp_profile.h"
@@ -57,7 +58,96 @@ static void megatron_recompute(const pp_profile *p, FILE *fp)
                     "--recompute-num-layers 1");
 }
 
-static pp_status export_megatron(const pp_profile *p, FILE *fp)
+/* An exporter that builds the model needs the 1.1 shape fields. */
+static pp_status need_shape(const pp_profile *p, const char *target)
+{
+    if (p->model.has_shape)
+        return PP_OK;
+    return PP_ERR(PP_ERR_UNSUPPORTED,
+                  "%s: profile version %d.%d does not record the model's norm, biases, "
+                  "positions and head width (model.norm, model.linear_bias, model.position, "
+                  "model.head_dim: profile 1.1), which %s needs to build the same model; "
+                  "re-run the search with this pptune to write them",
+                  p->name, p->version_major, p->version_minor, target);
+}
+
+/* Layers of the first and last of S stages (Llama 3 split, pp_sched_split_layers). */
+static pp_status edge_layers(const pp_profile *p, int stages, int *first, int *last)
+{
+    int begin[4097];
+    if (stages < 1 || stages > 4096)
+        return PP_ERR(PP_ERR_INVALID, "%s: %d pipeline stages: expected 1..4096", p->name,
+                      stages);
+    PP_TRY(pp_sched_split_layers(p->model.layers, stages, 1, begin));
+    *first = begin[1] - begin[0];
+    *last = begin[stages] - begin[stages - 1];
+    return PP_OK;
+}
+
+/* Megatron-LM's layout: TP, PP, virtual pipeline and its group, the uneven split. */
+static pp_status megatron_layout(const pp_profile *p, FILE *fp)
+{
+    const pp_profile_config *c = &p->chosen.config;
+    int L = p->model.layers, S = c->p * (virtual_pipeline(c) ? c->v : 1);
+    fprintf(fp, "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d", c->t, c->p);
+    if (virtual_pipeline(c)) {
+        if (!c->uneven && L % S == 0)
+            fprintf(fp, " --num-layers-per-virtual-pipeline-stage %d", L / S);
+        else /* uneven: Megatron asks for the chunk count and the edge stages' layers */
+            fprintf(fp, " --num-virtual-stages-per-pipeline-rank %d", c->v);
+        fprintf(fp, " --microbatch-group-size-per-virtual-pipeline-stage %d", c->G);
+    }
+    if (c->uneven) {
+        int first, last;
+        PP_TRY(edge_layers(p, S, &first, &last));
+        fprintf(fp, " --decoder-first-pipeline-num-layers %d --decoder-last-pipeline-num-layers %d",
+                first, last);
+    }
+    return PP_OK;
+}
+
+/* Megatron-LM's model: sizes, attention, MLP, norm, positions, head, biases, vocabulary. */
+static pp_status megatron_model(const pp_profile *p, FILE *fp)
+{
+    const struct pp_profile_model *m = &p->model;
+    fprintf(fp,
+            " --num-layers %d --hidden-size %d --num-attention-heads %d --ffn-hidden-size %d "
+            "--seq-length %d --max-position-embeddings %d",
+            m->layers, m->hidden, m->heads, m->ffn, m->seq, m->seq);
+    if (m->kv_heads != m->heads)
+        fprintf(fp, " --group-query-attention --num-query-groups %d", m->kv_heads);
+    if (m->head_dim * m->heads != m->hidden)
+        fprintf(fp, " --kv-channels %d", m->head_dim);
+    if (m->gated_mlp)
+        fprintf(fp, " --swiglu");
+    fprintf(fp, " --normalization %s", m->norm_bias ? "LayerNorm" : "RMSNorm");
+    if (m->learned_pos) {
+        fprintf(fp, " --position-embedding-type learned_absolute");
+    } else {
+        if (m->rope_theta != (double)(long)m->rope_theta)
+            return PP_ERR(PP_ERR_UNSUPPORTED,
+                          "%s: rotary base %g: Megatron-LM's --rotary-base takes an integer",
+                          p->name, m->rope_theta);
+        fprintf(fp, " --position-embedding-type rope --rotary-base %ld", (long)m->rope_theta);
+        if (m->rope_scaling && strcmp(m->rope_scaling, "llama3") != 0)
+            return PP_ERR(PP_ERR_UNSUPPORTED,
+                          "%s: rope scaling \"%s\": Megatron-LM's --use-rope-scaling is Llama "
+                          "3.1's (rope_type llama3) only",
+                          p->name, m->rope_scaling);
+        if (m->rope_scaling)
+            fprintf(fp, " --use-rope-scaling");
+    }
+    if (!m->tied_embeddings)
+        fprintf(fp, " --untie-embeddings-and-output-weights");
+    if (!m->linear_bias)
+        fprintf(fp, " --disable-bias-linear%s", m->qkv_bias ? " --add-qkv-bias" : "");
+    /* the vocabulary as pptune counted it; Megatron still pads it to a multiple of the
+     * tensor-parallel size (the tokenizer and data flags are the user's) */
+    fprintf(fp, " --vocab-size %d --make-vocab-size-divisible-by 1", m->vocab);
+    return PP_OK;
+}
+
+static pp_status export_megatron(const pp_profile *p, int bitpipe_fork, FILE *fp)
 {
     const pp_profile_config *c = &p->chosen.config;
     const pp_sched_desc *d = desc(c);
@@ -68,32 +158,43 @@ static pp_status export_megatron(const pp_profile *p, FILE *fp)
                       "--schedules %s",
                       p->name, d->title,
                       pp_sched_names(PP_SCHED_MEGATRON_FORK, ",", names, sizeof names));
-    int L = p->model.layers;
-    fprintf(fp, "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d", c->t, c->p);
-    if (virtual_pipeline(c)) {
-        if (!c->uneven && L % (c->p * c->v) == 0)
-            fprintf(fp, " --num-layers-per-virtual-pipeline-stage %d", L / (c->p * c->v));
-        else /* uneven: Megatron places the layers itself once told the chunk count */
-            fprintf(fp, " --num-virtual-stages-per-pipeline-rank %d", c->v);
-        fprintf(fp, " --microbatch-group-size-per-virtual-pipeline-stage %d", c->G);
-    }
-    if (c->uneven)
-        fprintf(fp, " --account-for-embedding-in-pipeline-split "
-                    "--account-for-loss-in-pipeline-split");
-    fprintf(fp, " --micro-batch-size %d --global-batch-size %d", c->b, p->global_batch);
-    fprintf(fp,
-            " --num-layers %d --hidden-size %d --num-attention-heads %d --seq-length %d "
-            "--max-position-embeddings %d",
-            L, p->model.hidden, p->model.heads, p->model.seq, p->model.seq);
+    if (d->megatron == PP_SCHED_MEGATRON_FORK && !bitpipe_fork)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "%s: upstream Megatron-LM has no %s schedule (only the fork switched on by "
+                      "%s runs it); export with --target bitpipe-fork for that fork, or re-run "
+                      "the search with --schedules %s",
+                      p->name, d->title, d->megatron_flag,
+                      pp_sched_names(PP_SCHED_MEGATRON_UPSTREAM, ",", names, sizeof names));
+    if (d->megatron != PP_SCHED_MEGATRON_FORK && bitpipe_fork)
+        return PP_ERR(PP_ERR_INVALID,
+                      "%s: --target bitpipe-fork is for a profile of a schedule only that fork "
+                      "runs; this one (%s) runs on upstream Megatron-LM: drop --target",
+                      p->name, c->schedule);
+    PP_TRY(need_shape(p, "a Megatron-LM command"));
+    /* one line, so it is built in memory and written only when every part could be said */
+    char *line = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&line, &len);
+    if (!out)
+        return PP_ERR(PP_ERR_NOMEM, "could not build the Megatron-LM flags");
+    pp_status st = megatron_layout(p, out);
+    fprintf(out, " --micro-batch-size %d --global-batch-size %d", c->b, p->global_batch);
+    if (st == PP_OK)
+        st = megatron_model(p, out);
+    if (p->options.bf16)
+        fprintf(out, " --bf16");
     if (p->options.sequence_parallel && c->t > 1)
-        fprintf(fp, " --sequence-parallel");
+        fprintf(out, " --sequence-parallel");
     if (p->options.distributed_optimizer)
-        fprintf(fp, " --use-distributed-optimizer");
-    megatron_recompute(p, fp);
+        fprintf(out, " --use-distributed-optimizer");
+    megatron_recompute(p, out);
     if (d->megatron == PP_SCHED_MEGATRON_FORK)
-        fprintf(fp, " %s", d->megatron_flag);
-    fprintf(fp, "\n");
-    return PP_OK;
+        fprintf(out, " %s", d->megatron_flag);
+    fclose(out);
+    if (st == PP_OK)
+        fprintf(fp, "%s\n", line);
+    free(line);
+    return st;
 }
 
 static pp_status export_nemo(const pp_profile *p, FILE *fp)
@@ -155,12 +256,11 @@ static pp_status export_nemo(const pp_profile *p, FILE *fp)
 static pp_status export_pprun(const pp_profile *p, FILE *fp)
 {
     const pp_profile_config *c = &p->chosen.config;
-    if (c->t > 1)
-        return PP_ERR(PP_ERR_UNSUPPORTED,
-                      "%s: the chosen configuration uses tensor parallelism (t = %d), which pprun "
-                      "does not implement; re-run the search with --no-tp",
-                      p->name, c->t);
-    pp_profile_pprun_line line = {.model = p->model.name, .config = c, .seq = p->model.seq};
+    /* backend and precision as the profile planned (a GPU cluster: CUDA, bf16 when tuned so) */
+    pp_profile_pprun_line line = {
+        .model = p->model.name, .config = c, .seq = p->model.seq, .cuda = p->cluster.gpu,
+        .precision = p->cluster.gpu && p->options.bf16 ? PP_PREC_BF16 : PP_PREC_FP32,
+        .sequence_parallel = p->options.sequence_parallel};
     char args[512];
     fprintf(fp, "%s\n", pp_profile_pprun_args(&line, args, sizeof args));
     return PP_OK;
@@ -175,7 +275,8 @@ pp_status pp_profile_export(const pp_profile *p, pp_profile_export_format fmt, F
                       p->name);
     switch (fmt) {
     case PP_PROFILE_EXPORT_MEGATRON:
-        PP_TRY(export_megatron(p, fp));
+    case PP_PROFILE_EXPORT_MEGATRON_BITPIPE:
+        PP_TRY(export_megatron(p, fmt == PP_PROFILE_EXPORT_MEGATRON_BITPIPE, fp));
         break;
     case PP_PROFILE_EXPORT_NEMO:
         PP_TRY(export_nemo(p, fp));

@@ -28,6 +28,8 @@ typedef struct {
     int resume;
     int backend;   /* pp_rt_backend_kind: --backend cpu (default) | cuda */
     pp_precision precision; /* --precision fp32 (default) | bf16 */
+    int tp;                /* tensor-parallel size (--tp; 0 or 1: none) */
+    int sequence_parallel; /* --sequence-parallel (with tp > 1) */
 } pprun_opts;
 
 typedef struct {

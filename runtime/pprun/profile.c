@@ -1,8 +1,15 @@
 /* profile.c — pprun --profile: train with the configuration a pptune profile chose (the
  * profile's reader, profiles/pp_profile.h, validates the file). The profile decides the
- * model, schedule, ranks, micro-batches and their size, chunks, group, data-parallel
- * replicas, sequence length and split; giving one of those flags too is refused rather than
- * silently overridden. Training options (--steps, --lr, --data, ...) stay pprun's. */
+ * model, schedule, micro-batches and their size, chunks, group, sequence length, split, backend,
+ * precision and the layout (pipeline ranks, data-parallel replicas, tensor parallelism); giving
+ * one of the model or schedule flags too is refused rather than silently overridden.
+ *
+ * The launch is checked against the layout the profile planned: the processes the launcher
+ * started (one per GPU of the plan, or one process of rank threads where the plan fits one
+ * node) and the backend. A mismatch is refused in one line saying what the profile needs and
+ * what was found (the README's main job, 256 GPUs, must not start 256 CPU rank threads). Giving
+ * a layout flag (--ranks, --dp, --tp) overrides the profile's layout explicitly and skips the
+ * check. Training options (--steps, --lr, --data, ...) stay pprun's. */
 #include <stdio.h>
 #include <string.h>
 
@@ -11,27 +18,66 @@
 
 static pp_profile *g_profile;
 
+/* What the profile fixes; a clash is refused. */
 static const char *const CONFIG_FLAGS[] = {
-    "--model", "--schedule", "--ranks", "--microbatches", "--micro-batch-size", "--chunks",
-    "--group", "--dp",       "--seq",   "--uneven",       "--layers",           NULL};
+    "--model", "--schedule", "--microbatches", "--micro-batch-size", "--chunks",
+    "--group", "--seq",      "--uneven",       "--layers",           NULL};
+/* The layout: given with --profile, it overrides the profile's (and skips the launch check). */
+static const char *const LAYOUT_FLAGS[] = {"--ranks", "--dp", "--tp", NULL};
 
-/* The first configuration flag on the command line, or NULL. */
-static const char *config_flag(int argc, char **argv)
+/* The first of flags on the command line, or NULL. */
+static const char *find_flag(const char *const *flags, int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
-        for (int k = 0; CONFIG_FLAGS[k]; k++) {
-            size_t n = strlen(CONFIG_FLAGS[k]);
-            if (!strncmp(argv[i], CONFIG_FLAGS[k], n) && (argv[i][n] == '\0' || argv[i][n] == '='))
-                return CONFIG_FLAGS[k];
+        for (int k = 0; flags[k]; k++) {
+            size_t n = strlen(flags[k]);
+            if (!strncmp(argv[i], flags[k], n) && (argv[i][n] == '\0' || argv[i][n] == '='))
+                return flags[k];
         }
     return NULL;
+}
+
+/* The processes a launch of the profile's layout takes: one per device of the plan, or one
+ * (rank threads) when the plan fits on one node. */
+static int check_launch(const pprun_opts *o, const pp_profile *p)
+{
+    const pp_profile_config *c = &p->chosen.config;
+    long devices = (long)c->p * c->t * c->d; /* the reader bounded it by the cluster's */
+    int nodes = (int)((devices + p->cluster.gpus_per_node - 1) / p->cluster.gpus_per_node);
+    pp_launch_info li;
+    if (pp_launch_detect(&li) != PP_OK) {
+        fprintf(stderr, "pprun: bad launcher environment: %s\n", pp_err_text());
+        return 2;
+    }
+    int threads = !strcmp(o->transport, "thread") || li.size == 1;
+    if (threads ? nodes == 1 : li.size == devices)
+        return -1;
+    const char *kind = p->cluster.gpu ? "GPU" : "device";
+    if (threads)
+        fprintf(stderr,
+                "pprun: --profile %s needs %ld processes, one per %s (%d nodes x %d %ss of %s, "
+                "p=%d t=%d d=%d: e.g. srun -N %d --ntasks-per-node %d pprun --profile %s); found "
+                "1 process (launcher %s)%s; --ranks/--dp/--tp override the layout\n",
+                o->profile, devices, kind, nodes,
+                (int)(devices < p->cluster.gpus_per_node ? devices : p->cluster.gpus_per_node),
+                kind, p->cluster.name, c->p, c->t, c->d, nodes,
+                (int)(devices < p->cluster.gpus_per_node ? devices : p->cluster.gpus_per_node),
+                o->profile, li.launcher, strcmp(o->transport, "thread") ? "" : " (--transport thread)");
+    else
+        fprintf(stderr,
+                "pprun: --profile %s needs %ld processes, one per %s (p=%d t=%d d=%d on %d "
+                "nodes of %s); found %d processes (launcher %s); --ranks/--dp/--tp override the "
+                "layout\n",
+                o->profile, devices, kind, c->p, c->t, c->d, nodes, p->cluster.name, li.size,
+                li.launcher);
+    return 2;
 }
 
 int pprun_apply_profile(pprun_opts *o, int argc, char **argv)
 {
     if (!o->profile)
         return -1;
-    const char *clash = config_flag(argc, argv);
+    const char *clash = find_flag(CONFIG_FLAGS, argc, argv);
     if (clash) {
         fprintf(stderr,
                 "pprun: %s and --profile: the profile sets the configuration; give one "
@@ -51,23 +97,41 @@ int pprun_apply_profile(pprun_opts *o, int argc, char **argv)
         return 2;
     }
     const pp_profile_config *c = &p->chosen.config;
-    if (c->t > 1) {
+    const char *layout = find_flag(LAYOUT_FLAGS, argc, argv);
+    if (!layout) {
+        int rc = check_launch(o, p);
+        if (rc >= 0)
+            return rc;
+        o->ranks = c->p;
+        o->dp = c->d;
+        o->dp_set = 1;
+        o->tp = c->t;
+        /* the backend and precision the profile planned for (the export's --backend cuda
+         * --precision bf16) */
+        o->backend = p->cluster.gpu ? PP_RT_BACKEND_CUDA : PP_RT_BACKEND_CPU;
+        o->precision = p->options.bf16 && p->cluster.gpu ? PP_PREC_BF16 : PP_PREC_FP32;
+        o->sequence_parallel = p->options.sequence_parallel && c->t > 1;
+    } else {
+        fprintf(stderr,
+                "pprun: --profile %s: %s given, so the layout is yours, not the profile's "
+                "(p=%d t=%d d=%d)\n",
+                o->profile, layout, c->p, c->t, c->d);
+    }
+    if (o->tp > 1) /* the runtime's tensor parallelism is issue 13's (pprun --tp) */
+    {
         fprintf(stderr,
                 "pprun: --profile %s: tensor parallelism (t = %d) is not implemented by "
-                "pprun; tune with --no-tp\n",
-                o->profile, c->t);
+                "this pprun; tune with --no-tp\n",
+                o->profile, o->tp);
         return 2;
     }
     o->model_name = p->model.name;
     o->schedule = c->schedule;
-    o->ranks = c->p;
     o->microbatches = c->N;
     o->micro_batch = c->b;
     const pp_sched_desc *d = pp_sched_lookup(c->schedule); /* the reader checked the name */
     o->chunks = d->chunks == 0 ? c->v : 0; /* tunable chunks: the profile's; else the row's */
     o->group = d->grouped ? c->G : 0;
-    o->dp = c->d;
-    o->dp_set = 1;
     o->seq = p->model.seq;
     o->uneven = c->uneven;
     return -1;
