@@ -264,11 +264,6 @@ pp_status pp_profile_publish(const pp_profile_http *h, const char *path, char **
 pp_status pp_profile_fetch(const pp_profile_http *h, const char *fingerprint, const char *model,
                            const char *dest);
 
-/* ---- SHA-256 (FIPS 180-4), for the checksums ------------------------------------------------ */
-
-/* hex: 65 bytes (64 lowercase hex digits + NUL). */
-void pp_sha256_hex(const void *data, size_t len, char hex[65]);
-
 #ifdef __cplusplus
 }
 #endif

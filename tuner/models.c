@@ -319,7 +319,6 @@ static pp_status read_hf(json_t *o, const char *path, pp_tune_model *m)
     PP_TRY(get_int(o, path, hf_field(o, A), 1, &m->heads));
     m->kv_heads = m->heads;
     PP_TRY(get_int(o, path, "num_key_value_heads", 0, &m->kv_heads));
-    PP_TRY(get_int(o, path, "head_dim", 0, &m->head_dim));
     const char *ffn = hf_field(o, F);
     m->ffn = m->hidden <= INT_MAX / 4 ? 4 * m->hidden : INT_MAX; /* GPT-2's n_inner: null */
     int gpt2_names = json_object_get(o, "n_embd") != NULL; /* n_inner null or absent: 4 h */
@@ -347,6 +346,7 @@ static pp_status read_hf(json_t *o, const char *path, pp_tune_model *m)
     fill_family(m, llama_like ? LLAMA3 : GPT3);
     m->tied_embed = !llama_like;
     PP_TRY(get_bool(o, path, "tie_word_embeddings", &m->tied_embed));
+    PP_TRY(get_int(o, path, "head_dim", 0, &m->head_dim));
     PP_TRY(read_hf_biases(o, path, type, llama_like, m));
     if (llama_like)
         PP_TRY(read_hf_rope(o, path, m));

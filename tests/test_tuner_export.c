@@ -1,0 +1,397 @@
+/* test_tuner_export.c — `pptune export --format megatron` describes the model and the plan the
+ * profile holds: every emitted flag is one of Megatron-LM's arguments with a value of its type
+ * (tests/fixtures/megatron/arguments.txt, read from Megatron-LM's arguments.py), and parsing
+ * the flags back (this file's own small parser) gives the profile's configuration and a model
+ * whose parameter count, by the tuner's own formula, is the profile's. For the README's main
+ * job (gpt-13b on 32 dgx-h100 nodes), llama3-70b on 16 and an uneven interleaved variant. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pp_profile.h"
+#include "pp_sched.h"
+#include "pp_tune.h"
+
+#define PROF PP_FIXTURES_DIR "/profiles/"
+
+/* ---- Megatron-LM's argument table ---------------------------------------------------------- */
+typedef struct {
+    char name[80], type[400];
+} arg_row;
+static arg_row g_args[1024];
+static int g_n_args;
+
+static void load_args(void)
+{
+    if (g_n_args)
+        return;
+    FILE *fp = fopen(PP_FIXTURES_DIR "/megatron/arguments.txt", "r");
+    cr_assert_not_null(fp);
+    char line[512];
+    while (fgets(line, sizeof line, fp) && g_n_args < 1024) {
+        if (line[0] == '#')
+            continue;
+        arg_row *r = &g_args[g_n_args];
+        if (sscanf(line, "%79s %399s", r->name, r->type) == 2)
+            g_n_args++;
+    }
+    fclose(fp);
+    cr_assert_gt(g_n_args, 300, "the table has Megatron's arguments");
+}
+
+static const arg_row *arg_find(const char *name)
+{
+    for (int i = 0; i < g_n_args; i++)
+        if (!strcmp(g_args[i].name, name))
+            return &g_args[i];
+    return NULL;
+}
+
+static int is_int(const char *s)
+{
+    char *end;
+    if (!s || !*s)
+        return 0;
+    strtol(s, &end, 10);
+    return *end == '\0';
+}
+
+static int is_num(const char *s)
+{
+    char *end;
+    if (!s || !*s)
+        return 0;
+    strtod(s, &end);
+    return *end == '\0';
+}
+
+/* value is of the table's type (NULL: the flag took no value) */
+static int value_ok(const arg_row *a, const char *value)
+{
+    if (!strcmp(a->type, "flag"))
+        return value == NULL;
+    if (!value)
+        return 0;
+    if (!strcmp(a->type, "int"))
+        return is_int(value);
+    if (!strcmp(a->type, "float"))
+        return is_num(value);
+    if (!strcmp(a->type, "str"))
+        return 1;
+    if (!strncmp(a->type, "choice:", 7)) {
+        char list[400];
+        snprintf(list, sizeof list, "%s", a->type + 7);
+        for (char *save, *t = strtok_r(list, "|", &save); t; t = strtok_r(NULL, "|", &save))
+            if (!strcmp(t, value))
+                return 1;
+        return 0;
+    }
+    return 0;
+}
+
+/* ---- the emitted line, parsed back --------------------------------------------------------- */
+#define MAX_FLAGS 96
+typedef struct {
+    int n;
+    char *name[MAX_FLAGS], *value[MAX_FLAGS]; /* value NULL for a flag without one */
+    char *buf;
+} flags;
+
+static void flags_parse(char *line, flags *f)
+{
+    memset(f, 0, sizeof *f);
+    f->buf = line;
+    char *save = NULL;
+    line[strcspn(line, "\n")] = '\0';
+    for (char *t = strtok_r(line, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+        if (!strncmp(t, "--", 2)) {
+            cr_assert_lt(f->n, MAX_FLAGS);
+            f->name[f->n++] = t;
+        } else {
+            cr_assert_gt(f->n, 0, "a value before any flag: %s", t);
+            cr_assert_null(f->value[f->n - 1], "two values for %s", f->name[f->n - 1]);
+            f->value[f->n - 1] = t;
+        }
+    }
+}
+
+static const char *get(const flags *f, const char *name)
+{
+    for (int i = 0; i < f->n; i++)
+        if (!strcmp(f->name[i], name))
+            return f->value[i] ? f->value[i] : "";
+    return NULL;
+}
+
+static int get_int(const flags *f, const char *name, int dflt)
+{
+    const char *v = get(f, name);
+    return v ? atoi(v) : dflt;
+}
+
+static void check_against_table(const flags *f)
+{
+    load_args();
+    for (int i = 0; i < f->n; i++) {
+        const arg_row *a = arg_find(f->name[i]);
+        cr_assert_not_null(a, "%s is not a Megatron-LM argument", f->name[i]);
+        cr_assert(value_ok(a, f->value[i]), "%s %s: Megatron-LM takes %s", f->name[i],
+                  f->value[i] ? f->value[i] : "(no value)", a->type);
+        for (int j = 0; j < i; j++)
+            cr_assert_str_neq(f->name[i], f->name[j], "%s given twice", f->name[i]);
+    }
+}
+
+/* The model the flags describe, in the tuner's terms (Megatron's defaults where a flag is
+ * absent: LayerNorm, learned positions, tied head, biases, MHA, ffn 4 h). */
+static void flags_model(const flags *f, pp_tune_model *m)
+{
+    memset(m, 0, sizeof *m);
+    m->layers = get_int(f, "--num-layers", 0);
+    m->hidden = get_int(f, "--hidden-size", 0);
+    m->heads = get_int(f, "--num-attention-heads", 0);
+    m->kv_heads = get(f, "--group-query-attention") ? get_int(f, "--num-query-groups", 1)
+                                                    : m->heads;
+    m->ffn = get_int(f, "--ffn-hidden-size", 4 * m->hidden);
+    m->vocab = get_int(f, "--vocab-size", 0);
+    m->seq = get_int(f, "--seq-length", 0);
+    m->head_dim = get_int(f, "--kv-channels", 0);
+    m->gated_mlp = get(f, "--swiglu") != NULL;
+    const char *norm = get(f, "--normalization");
+    m->norm_bias = !norm || !strcmp(norm, "LayerNorm");
+    const char *pos = get(f, "--position-embedding-type");
+    m->learned_pos = !pos || !strcmp(pos, "learned_absolute");
+    m->tied_embed = get(f, "--untie-embeddings-and-output-weights") == NULL;
+    m->linear_bias = get(f, "--disable-bias-linear") == NULL;
+    m->qkv_bias = get(f, "--add-qkv-bias") != NULL;
+    cr_assert_eq(get_int(f, "--make-vocab-size-divisible-by", 128), 1,
+                 "the vocabulary is pptune's, not padded");
+    cr_assert_eq(get_int(f, "--max-position-embeddings", 0), m->seq);
+}
+
+static char *export_line(const pp_profile *p, pp_profile_export_format fmt, pp_status *st)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&text, &len);
+    *st = pp_profile_export(p, fmt, fp);
+    fclose(fp);
+    return text;
+}
+
+/* Exports p, checks every flag against the table and parses the configuration and the model
+ * back; preset: the tuner's model of that name, whose parameter count must be the same. */
+static void round_trip(const pp_profile *p, const char *preset)
+{
+    pp_status st;
+    char *line = export_line(p, PP_PROFILE_EXPORT_MEGATRON, &st);
+    cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
+    flags f;
+    flags_parse(line, &f);
+    check_against_table(&f);
+    const pp_profile_config *c = &p->chosen.config;
+    /* the layout */
+    cr_assert_eq(get_int(&f, "--tensor-model-parallel-size", 1), c->t);
+    cr_assert_eq(get_int(&f, "--pipeline-model-parallel-size", 1), c->p);
+    int L = get_int(&f, "--num-layers", 0);
+    int per_vstage = get_int(&f, "--num-layers-per-virtual-pipeline-stage", 0);
+    int v = per_vstage ? L / (c->p * per_vstage)
+                       : get_int(&f, "--num-virtual-stages-per-pipeline-rank", 1);
+    const pp_sched_desc *d = pp_sched_lookup(c->schedule);
+    cr_assert_eq(v, d->chunks == 0 ? c->v : 1, "virtual stages per rank");
+    if (v > 1)
+        cr_assert_eq(get_int(&f, "--microbatch-group-size-per-virtual-pipeline-stage", 0), c->G);
+    int S = c->p * v;
+    if (c->uneven) {
+        int begin[4097];
+        cr_assert_eq(pp_sched_split_layers(L, S, 1, begin), PP_OK);
+        cr_assert_eq(get_int(&f, "--decoder-first-pipeline-num-layers", 0), begin[1]);
+        cr_assert_eq(get_int(&f, "--decoder-last-pipeline-num-layers", 0),
+                     begin[S] - begin[S - 1]);
+    } else {
+        cr_assert_null(get(&f, "--decoder-first-pipeline-num-layers"));
+    }
+    /* the batch: Megatron derives d from the world size, N from the batch */
+    cr_assert_eq(get_int(&f, "--micro-batch-size", 0), c->b);
+    cr_assert_eq(get_int(&f, "--global-batch-size", 0), p->global_batch);
+    cr_assert_eq(p->global_batch / (c->b * c->d), c->N);
+    /* precision and memory options */
+    cr_assert_eq(get(&f, "--bf16") != NULL, p->options.bf16);
+    cr_assert_eq(get(&f, "--sequence-parallel") != NULL,
+                 p->options.sequence_parallel && c->t > 1);
+    cr_assert_eq(get(&f, "--use-distributed-optimizer") != NULL,
+                 p->options.distributed_optimizer);
+    const char *rg = get(&f, "--recompute-granularity");
+    cr_assert_str_eq(rg ? rg : "none", p->options.recompute);
+    /* the model: same sizes and the same parameter count, by the tuner's formula */
+    pp_tune_model m, ref;
+    flags_model(&f, &m);
+    cr_assert_eq(m.layers, p->model.layers);
+    cr_assert_eq(m.hidden, p->model.hidden);
+    cr_assert_eq(m.seq, p->model.seq);
+    cr_assert_eq(m.vocab, p->model.vocab);
+    pp_tune_params mine, theirs;
+    pp_tune_model_params(&m, &mine);
+    cr_assert_eq(pp_tune_model_preset(preset, &ref), PP_OK);
+    pp_tune_model_params(&ref, &theirs);
+    cr_assert_float_eq(mine.total, theirs.total, 0.5, "%s: the flags describe %.0f parameters, "
+                       "pptune's model %.0f", preset, mine.total, theirs.total);
+    /* the profile stores it with ten significant digits */
+    cr_assert(fabs(mine.total - p->model.parameters) <= 1e-9 * p->model.parameters,
+              "%.0f vs the profile's %.0f", mine.total, p->model.parameters);
+    free(line);
+}
+
+Test(tuner_export, megatron_flags_of_the_readme_main_job_round_trip)
+{
+    pp_profile *p;
+    cr_assert_eq(pp_profile_read(PROF "gpt-13b-dgx-h100-x32-v1.1.json", &p), PP_OK, "%s",
+                 pp_err_msg());
+    cr_assert_eq(p->cluster.nodes, 32);
+    cr_assert_eq(p->chosen.config.t, 2);
+    round_trip(p, "gpt-13b");
+    pp_profile_destroy(p);
+}
+
+Test(tuner_export, megatron_flags_of_llama3_70b_on_16_nodes_round_trip)
+{
+    pp_profile *p;
+    cr_assert_eq(pp_profile_read(PROF "llama3-70b-dgx-h100-x16.json", &p), PP_OK, "%s",
+                 pp_err_msg());
+    cr_assert_eq(p->cluster.nodes, 16);
+    round_trip(p, "llama3-70b");
+    pp_status st;
+    char *line = export_line(p, PP_PROFILE_EXPORT_MEGATRON, &st);
+    /* the Llama block, said explicitly */
+    cr_assert(strstr(line, " --group-query-attention --num-query-groups 8 --swiglu "
+                           "--normalization RMSNorm --position-embedding-type rope "
+                           "--rotary-base 500000 --untie-embeddings-and-output-weights "
+                           "--disable-bias-linear "),
+              "%s", line);
+    free(line);
+    pp_profile_destroy(p);
+}
+
+/* A profile fixture with another chosen configuration. */
+static pp_profile *profile_with(const char *file, const char *schedule, int p_, int v, int G,
+                                int b, int N, int d, int t, const char *split)
+{
+    json_error_t e;
+    char path[512];
+    snprintf(path, sizeof path, PROF "%s", file);
+    json_t *j = json_load_file(path, 0, &e);
+    cr_assert_not_null(j, "%s", e.text);
+    json_t *c = json_object_get(json_object_get(j, "chosen"), "config");
+    json_object_set_new(c, "schedule", json_string(schedule));
+    json_object_set_new(c, "p", json_integer(p_));
+    json_object_set_new(c, "v", json_integer(v));
+    json_object_set_new(c, "G", json_integer(G));
+    json_object_set_new(c, "b", json_integer(b));
+    json_object_set_new(c, "N", json_integer(N));
+    json_object_set_new(c, "d", json_integer(d));
+    json_object_set_new(c, "t", json_integer(t));
+    json_object_set_new(c, "split", json_string(split));
+    json_object_set_new(json_object_get(j, "options"), "sequence_parallel", json_true());
+    json_object_set_new(json_object_get(j, "options"), "recompute", json_string("selective"));
+    char *text = json_dumps(j, 0);
+    json_decref(j);
+    pp_profile *p;
+    cr_assert_eq(pp_profile_parse(text, strlen(text), "variant.json", &p), PP_OK, "%s",
+                 pp_err_msg());
+    free(text);
+    return p;
+}
+
+#define llama_with(...) profile_with("llama3-70b-dgx-h100-x16.json", __VA_ARGS__)
+
+Test(tuner_export, uneven_splits_give_first_and_last_stage_layers)
+{
+    /* llama3-405b on 64 nodes: the search chose 1F1B with the Llama 3 split over 32 stages,
+     * 126 + 2 = 128 = 32 x 4: first and last stage 3 layers, the others 4 */
+    pp_profile *p;
+    cr_assert_eq(pp_profile_read(PROF "llama3-405b-dgx-h100-x64.json", &p), PP_OK, "%s",
+                 pp_err_msg());
+    cr_assert(p->chosen.config.uneven);
+    round_trip(p, "llama3-405b");
+    pp_status st;
+    char *line = export_line(p, PP_PROFILE_EXPORT_MEGATRON, &st);
+    cr_assert(strstr(line, "--decoder-first-pipeline-num-layers 3 "
+                           "--decoder-last-pipeline-num-layers 3 "),
+              "%s", line);
+    free(line);
+    pp_profile_destroy(p);
+    /* interleaved p = 8 x v = 2 = 16 stages: 128 / 16 = 8, first and last 7; Megatron takes
+     * the chunk count (not layers per virtual stage) with an uneven split */
+    p = profile_with("llama3-405b-dgx-h100-x64.json", "interleaved", 8, 2, 8, 1, 128, 16, 4,
+                     "uneven");
+    round_trip(p, "llama3-405b");
+    line = export_line(p, PP_PROFILE_EXPORT_MEGATRON, &st);
+    cr_assert(strstr(line, "--num-virtual-stages-per-pipeline-rank 2 "
+                           "--microbatch-group-size-per-virtual-pipeline-stage 8 "
+                           "--decoder-first-pipeline-num-layers 7 "
+                           "--decoder-last-pipeline-num-layers 7 "),
+              "%s", line);
+    cr_assert(strstr(line, " --bf16 --sequence-parallel --use-distributed-optimizer "
+                           "--recompute-granularity selective\n"),
+              "%s", line);
+    free(line);
+    pp_profile_destroy(p);
+}
+
+Test(tuner_export, schedules_upstream_megatron_cannot_run_are_refused_with_the_reason)
+{
+    pp_status st;
+    /* BitPipe: only its fork of Megatron, and only when asked for by name */
+    pp_profile *p = llama_with("bitpipe", 4, 2, 0, 1, 128, 4, 8, "even"); /* 1 x 128 x 4 */
+    char *line = export_line(p, PP_PROFILE_EXPORT_MEGATRON, &st);
+    cr_assert_eq(st, PP_ERR_UNSUPPORTED);
+    cr_assert(strstr(pp_err_text(), "upstream Megatron-LM has no BitPipe schedule"), "%s",
+              pp_err_text());
+    cr_assert(strstr(pp_err_text(), "--target bitpipe-fork"), "%s", pp_err_text());
+    cr_assert_str_eq(line, "", "nothing is printed with a refusal");
+    free(line);
+    line = export_line(p, PP_PROFILE_EXPORT_MEGATRON_BITPIPE, &st);
+    cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
+    cr_assert(strstr(line, " --enable-bitpipe-schedule\n"), "%s", line);
+    flags f;
+    flags_parse(line, &f);
+    check_against_table(&f); /* the fork's flag is in the table, marked as the fork's */
+    free(line);
+    pp_profile_destroy(p);
+    /* Chimera: no Megatron */
+    p = llama_with("chimera", 4, 1, 0, 1, 128, 4, 8, "even");
+    line = export_line(p, PP_PROFILE_EXPORT_MEGATRON_BITPIPE, &st);
+    cr_assert_eq(st, PP_ERR_UNSUPPORTED);
+    cr_assert(strstr(pp_err_text(), "Megatron-LM has no Chimera schedule"), "%s", pp_err_text());
+    free(line);
+    pp_profile_destroy(p);
+    /* the fork's target for a schedule upstream runs is a mistake, said */
+    p = llama_with("1f1b", 4, 1, 0, 1, 128, 4, 8, "even");
+    line = export_line(p, PP_PROFILE_EXPORT_MEGATRON_BITPIPE, &st);
+    cr_assert_eq(st, PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_text(), "drop --target"), "%s", pp_err_text());
+    free(line);
+    pp_profile_destroy(p);
+}
+
+Test(tuner_export, a_version_1_0_profile_reads_but_a_megatron_export_says_what_it_lacks)
+{
+    pp_profile *p;
+    cr_assert_eq(pp_profile_read(PROF "gpt-13b-dgx-h100-x32.json", &p), PP_OK, "%s",
+                 pp_err_msg());
+    cr_assert_eq(p->version_minor, 0);
+    cr_assert_not(p->model.has_shape);
+    cr_assert_eq(p->model.kv_heads, 40); /* what 1.0 did write is read */
+    cr_assert(p->cluster.gpu, "a bf16 1.0 profile is a GPU profile");
+    pp_status st;
+    char *line = export_line(p, PP_PROFILE_EXPORT_MEGATRON, &st);
+    cr_assert_eq(st, PP_ERR_UNSUPPORTED);
+    cr_assert(strstr(pp_err_text(), "profile version 1.0 does not record the model's norm"), "%s",
+              pp_err_text());
+    cr_assert(strstr(pp_err_text(), "re-run the search"), "%s", pp_err_text());
+    free(line);
+    pp_profile_destroy(p);
+}
