@@ -18,8 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pp_profile.h"
-#include "pp_sched.h"
+#include "export_impl.h"
 
 pp_status pp_profile_export_format_parse(const char *s, pp_profile_export_format *out)
 {
@@ -27,24 +26,33 @@ pp_status pp_profile_export_format_parse(const char *s, pp_profile_export_format
         *out = PP_PROFILE_EXPORT_MEGATRON;
     else if (s && !strcmp(s, "nemo"))
         *out = PP_PROFILE_EXPORT_NEMO;
+    else if (s && !strcmp(s, "nemo2"))
+        *out = PP_PROFILE_EXPORT_NEMO2;
     else if (s && !strcmp(s, "pprun"))
         *out = PP_PROFILE_EXPORT_PPRUN;
     else
-        return PP_ERR(PP_ERR_INVALID, "export format \"%s\": expected megatron, nemo or pprun",
+        return PP_ERR(PP_ERR_INVALID, "export format \"%s\": expected megatron, nemo, nemo2 or pprun",
                       s ? s : "");
     return PP_OK;
 }
 
-/* The schedule's registry row (the reader accepted only registry names). */
-static const pp_sched_desc *desc(const pp_profile_config *c)
+const pp_sched_desc *pp_export_desc(const pp_profile_config *c)
 {
     return pp_sched_lookup(c->schedule);
 }
 
-/* Tunable chunks (interleaved) with more than one per rank: Megatron's virtual pipeline. */
-static int virtual_pipeline(const pp_profile_config *c)
+int pp_export_virtual(const pp_profile_config *c)
 {
-    return desc(c)->chunks == 0 && c->v > 1;
+    return pp_export_desc(c)->chunks == 0 && c->v > 1;
+}
+
+void pp_export_nodes(const pp_profile *p, int *devices, int *nodes)
+{
+    const pp_profile_config *c = &p->chosen.config;
+    long gpus = (long)c->p * c->t * c->d; /* the reader bounded it by the cluster's */
+    int per_node = p->cluster.gpus_per_node;
+    *devices = gpus < per_node ? (int)gpus : per_node;
+    *nodes = (int)((gpus + *devices - 1) / *devices);
 }
 
 static void megatron_recompute(const pp_profile *p, FILE *fp)
@@ -58,8 +66,7 @@ static void megatron_recompute(const pp_profile *p, FILE *fp)
                     "--recompute-num-layers 1");
 }
 
-/* An exporter that builds the model needs the 1.1 shape fields. */
-static pp_status need_shape(const pp_profile *p, const char *target)
+pp_status pp_export_need_shape(const pp_profile *p, const char *target)
 {
     if (p->model.has_shape)
         return PP_OK;
@@ -71,9 +78,10 @@ static pp_status need_shape(const pp_profile *p, const char *target)
                   p->name, p->version_major, p->version_minor, target);
 }
 
-/* Layers of the first and last of S stages (Llama 3 split, pp_sched_split_layers). */
-static pp_status edge_layers(const pp_profile *p, int stages, int *first, int *last)
+pp_status pp_export_edge_layers(const pp_profile *p, int *first, int *last)
 {
+    const pp_profile_config *c = &p->chosen.config;
+    int stages = c->p * (pp_export_virtual(c) ? c->v : 1);
     int begin[4097];
     if (stages < 1 || stages > 4096)
         return PP_ERR(PP_ERR_INVALID, "%s: %d pipeline stages: expected 1..4096", p->name,
@@ -88,9 +96,9 @@ static pp_status edge_layers(const pp_profile *p, int stages, int *first, int *l
 static pp_status megatron_layout(const pp_profile *p, FILE *fp)
 {
     const pp_profile_config *c = &p->chosen.config;
-    int L = p->model.layers, S = c->p * (virtual_pipeline(c) ? c->v : 1);
+    int L = p->model.layers, S = c->p * (pp_export_virtual(c) ? c->v : 1);
     fprintf(fp, "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d", c->t, c->p);
-    if (virtual_pipeline(c)) {
+    if (pp_export_virtual(c)) {
         if (!c->uneven && L % S == 0)
             fprintf(fp, " --num-layers-per-virtual-pipeline-stage %d", L / S);
         else /* uneven: Megatron asks for the chunk count and the edge stages' layers */
@@ -99,7 +107,7 @@ static pp_status megatron_layout(const pp_profile *p, FILE *fp)
     }
     if (c->uneven) {
         int first, last;
-        PP_TRY(edge_layers(p, S, &first, &last));
+        PP_TRY(pp_export_edge_layers(p, &first, &last));
         fprintf(fp, " --decoder-first-pipeline-num-layers %d --decoder-last-pipeline-num-layers %d",
                 first, last);
     }
@@ -150,7 +158,7 @@ static pp_status megatron_model(const pp_profile *p, FILE *fp)
 static pp_status export_megatron(const pp_profile *p, int bitpipe_fork, FILE *fp)
 {
     const pp_profile_config *c = &p->chosen.config;
-    const pp_sched_desc *d = desc(c);
+    const pp_sched_desc *d = pp_export_desc(c);
     char names[128];
     if (d->megatron == PP_SCHED_MEGATRON_NONE)
         return PP_ERR(PP_ERR_UNSUPPORTED,
@@ -170,7 +178,7 @@ static pp_status export_megatron(const pp_profile *p, int bitpipe_fork, FILE *fp
                       "%s: --target bitpipe-fork is for a profile of a schedule only that fork "
                       "runs; this one (%s) runs on upstream Megatron-LM: drop --target",
                       p->name, c->schedule);
-    PP_TRY(need_shape(p, "a Megatron-LM command"));
+    PP_TRY(pp_export_need_shape(p, "a Megatron-LM command"));
     /* one line, so it is built in memory and written only when every part could be said */
     char *line = NULL;
     size_t len = 0;
@@ -195,62 +203,6 @@ static pp_status export_megatron(const pp_profile *p, int bitpipe_fork, FILE *fp
         fprintf(fp, "%s\n", line);
     free(line);
     return st;
-}
-
-static pp_status export_nemo(const pp_profile *p, FILE *fp)
-{
-    const pp_profile_config *c = &p->chosen.config;
-    const pp_sched_desc *d = desc(c);
-    char names[128];
-    if (d->megatron == PP_SCHED_MEGATRON_FORK)
-        return PP_ERR(PP_ERR_UNSUPPORTED,
-                      "%s: NeMo has no %s schedule; use --format megatron (%s fork) or "
-                      "re-run the search with --schedules %s",
-                      p->name, c->schedule, d->title,
-                      pp_sched_names(PP_SCHED_MEGATRON_UPSTREAM, ",", names, sizeof names));
-    if (d->megatron == PP_SCHED_MEGATRON_NONE)
-        return PP_ERR(PP_ERR_UNSUPPORTED,
-                      "%s: NeMo has no %s schedule; re-run the search with --schedules %s",
-                      p->name, c->schedule,
-                      pp_sched_names(PP_SCHED_MEGATRON_UPSTREAM, ",", names, sizeof names));
-    int gpus = c->p * c->t * c->d, per_node = p->cluster.gpus_per_node;
-    int devices = gpus < per_node ? gpus : per_node;
-    fprintf(fp, "# NeMo megatron_gpt_config.yaml overrides from pptune profile %s\n", p->name);
-    fprintf(fp, "# cluster %s x%d (%s), model %s, %s schedule\n", p->cluster.name, p->cluster.nodes,
-            p->cluster.fingerprint, p->model.name, c->schedule);
-    fprintf(fp, "trainer:\n  devices: %d\n  num_nodes: %d\n", devices,
-            (gpus + devices - 1) / devices);
-    fprintf(fp, "model:\n  micro_batch_size: %d\n  global_batch_size: %d\n", c->b, p->global_batch);
-    fprintf(fp, "  encoder_seq_length: %d\n", p->model.seq);
-    fprintf(fp, "  tensor_model_parallel_size: %d\n  pipeline_model_parallel_size: %d\n", c->t,
-            c->p);
-    if (virtual_pipeline(c))
-        fprintf(fp, "  virtual_pipeline_model_parallel_size: %d\n", c->v);
-    else
-        fprintf(fp, "  virtual_pipeline_model_parallel_size: null\n");
-    if (virtual_pipeline(c) && c->G != c->p)
-        fprintf(fp,
-                "  # micro-batch group %d: megatron_gpt_config has no key for it (Megatron-Core "
-                "ModelParallelConfig.microbatch_group_size_per_vp_stage); without it NeMo "
-                "uses %d\n",
-                c->G, c->p);
-    fprintf(fp, "  sequence_parallel: %s\n",
-            p->options.sequence_parallel && c->t > 1 ? "true" : "false");
-    if (!strcmp(p->options.recompute, "none"))
-        fprintf(fp, "  activations_checkpoint_granularity: null\n");
-    else if (!strcmp(p->options.recompute, "selective"))
-        fprintf(fp, "  activations_checkpoint_granularity: selective\n");
-    else
-        fprintf(fp, "  activations_checkpoint_granularity: full\n"
-                    "  activations_checkpoint_method: uniform\n"
-                    "  activations_checkpoint_num_layers: 1\n");
-    if (c->uneven)
-        fprintf(fp, "  # uneven split: first and last stage one layer fewer (Megatron "
-                    "--account-for-embedding/loss-in-pipeline-split); megatron_gpt_config has no "
-                    "key for it\n");
-    if (p->options.distributed_optimizer)
-        fprintf(fp, "  optim:\n    name: distributed_fused_adam\n");
-    return PP_OK;
 }
 
 static pp_status export_pprun(const pp_profile *p, FILE *fp)
@@ -279,7 +231,10 @@ pp_status pp_profile_export(const pp_profile *p, pp_profile_export_format fmt, F
         PP_TRY(export_megatron(p, fmt == PP_PROFILE_EXPORT_MEGATRON_BITPIPE, fp));
         break;
     case PP_PROFILE_EXPORT_NEMO:
-        PP_TRY(export_nemo(p, fp));
+        PP_TRY(pp_export_nemo(p, fp));
+        break;
+    case PP_PROFILE_EXPORT_NEMO2:
+        PP_TRY(pp_export_nemo2(p, fp));
         break;
     case PP_PROFILE_EXPORT_PPRUN:
         PP_TRY(export_pprun(p, fp));

@@ -395,3 +395,119 @@ Test(tuner_export, a_version_1_0_profile_reads_but_a_megatron_export_says_what_i
     free(line);
     pp_profile_destroy(p);
 }
+
+/* ---- NeMo: every key is one NeMo's source reads (tests/fixtures/nemo/keys.txt) ------------- */
+
+static int nemo_key_known(const char *section, const char *key)
+{
+    FILE *fp = fopen(PP_FIXTURES_DIR "/nemo/keys.txt", "r");
+    cr_assert_not_null(fp);
+    char line[256], s[32], k[200];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, fp))
+        found = line[0] != '#' && sscanf(line, "%31s %199s", s, k) == 2 &&
+                !strcmp(s, section) && !strcmp(k, key);
+    fclose(fp);
+    return found;
+}
+
+/* The NeMo 1 YAML: each "key:" line's dotted path is a key of megatron_gpt_config or one the
+ * model reads; returns how many keys were checked. */
+static int check_nemo1_yaml(const char *text, const pp_profile *p)
+{
+    char path[3][80] = {{0}};
+    int n = 0;
+    char *copy = strdup(text), *save = NULL;
+    for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        int indent = (int)strspn(l, " ");
+        if (l[indent] == '#' || !strchr(l, ':'))
+            continue;
+        cr_assert(indent % 2 == 0 && indent <= 4, "indent: %s", l);
+        int depth = indent / 2;
+        snprintf(path[depth], sizeof path[depth], "%.*s", (int)(strchr(l, ':') - l - indent),
+                 l + indent);
+        char key[256] = "";
+        for (int i = 0; i <= depth; i++)
+            snprintf(key + strlen(key), sizeof key - strlen(key), "%s%s", i ? "." : "", path[i]);
+        const char *value = strchr(l, ':') + 1;
+        if (!*value) /* a section: trainer, model, model.optim */
+            continue;
+        cr_assert(nemo_key_known("yaml", key), "%s: not a key NeMo's megatron_gpt reads", key);
+        n++;
+        if (!strcmp(key, "model.num_layers"))
+            cr_assert_eq(atoi(value), p->model.layers);
+        if (!strcmp(key, "model.ffn_hidden_size"))
+            cr_assert_eq(atoi(value), p->model.ffn);
+    }
+    free(copy);
+    return n;
+}
+
+/* NeMo 2.0's Python: the keyword arguments of llm.GPTConfig( and nl.MegatronStrategy( are
+ * names of those classes (NeMo's and Megatron-Core's source). */
+static int check_nemo2_python(const char *text)
+{
+    const char *section = NULL;
+    int n = 0;
+    char *copy = strdup(text), *save = NULL;
+    for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        if (strstr(l, "= llm.GPTConfig("))
+            section = "gptconfig";
+        else if (strstr(l, "= nl.MegatronStrategy("))
+            section = "strategy";
+        else if (!strcmp(l, ")"))
+            section = NULL;
+        else if (section && !strncmp(l, "    ", 4) && strchr(l, '=')) {
+            char key[80];
+            snprintf(key, sizeof key, "%.*s", (int)(strchr(l, '=') - l - 4), l + 4);
+            cr_assert(nemo_key_known(section, key), "%s: not a %s field in NeMo's source", key,
+                      section);
+            n++;
+        }
+    }
+    free(copy);
+    return n;
+}
+
+Test(tuner_export, nemo_yaml_and_nemo2_carry_the_whole_model_with_nemos_own_names)
+{
+    static const char *const files[] = {"gpt-13b-dgx-h100-x32-v1.1.json",
+                                        "llama3-70b-dgx-h100-x16.json",
+                                        "llama3-405b-dgx-h100-x64.json"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[512];
+        snprintf(path, sizeof path, PROF "%s", files[i]);
+        pp_profile *p;
+        cr_assert_eq(pp_profile_read(path, &p), PP_OK, "%s", pp_err_msg());
+        pp_status st;
+        char *y = export_line(p, PP_PROFILE_EXPORT_NEMO, &st);
+        cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
+        cr_assert_gt(check_nemo1_yaml(y, p), 25, "%s", y);
+        cr_assert(strstr(y, "  precision: bf16\n"), "%s", y);
+        free(y);
+        char *py = export_line(p, PP_PROFILE_EXPORT_NEMO2, &st);
+        cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
+        cr_assert_gt(check_nemo2_python(py), 20, "%s", py);
+        char want[96];
+        snprintf(want, sizeof want, "    num_layers=%d,\n", p->model.layers);
+        cr_assert(strstr(py, want), "%s", py);
+        snprintf(want, sizeof want, "    pipeline_model_parallel_size=%d,\n", p->chosen.config.p);
+        cr_assert(strstr(py, want), "%s", py);
+        if (p->chosen.config.uneven) /* the split NeMo 1's YAML cannot say */
+            cr_assert(strstr(py, "    num_layers_in_first_pipeline_stage=3,\n"
+                                 "    num_layers_in_last_pipeline_stage=3,\n"),
+                      "%s", py);
+        free(py);
+        pp_profile_destroy(p);
+    }
+    /* the micro-batch group of an interleaved profile: NeMo 2.0 takes it */
+    pp_profile *p = llama_with("interleaved", 4, 2, 8, 1, 128, 4, 8, "even");
+    pp_status st;
+    char *py = export_line(p, PP_PROFILE_EXPORT_NEMO2, &st);
+    cr_assert(strstr(py, "    virtual_pipeline_model_parallel_size=2,\n"
+                         "    microbatch_group_size_per_vp_stage=8,\n"),
+              "%s", py);
+    check_nemo2_python(py);
+    free(py);
+    pp_profile_destroy(p);
+}
