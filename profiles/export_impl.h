@@ -23,5 +23,6 @@ void pp_export_nodes(const pp_profile *p, int *devices, int *nodes);
 
 pp_status pp_export_nemo(const pp_profile *p, FILE *fp);
 pp_status pp_export_nemo2(const pp_profile *p, FILE *fp);
+pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp);
 
 #endif

@@ -167,10 +167,12 @@ typedef enum {
     PP_PROFILE_EXPORT_NEMO,     /* NeMo 1 megatron_gpt_config YAML keys, the whole model */
     PP_PROFILE_EXPORT_NEMO2,    /* NeMo 2.0 (nemo.collections.llm): GPTConfig, MegatronStrategy
                                  * and trainer as Python */
+    PP_PROFILE_EXPORT_TORCHTITAN, /* torchtitan's --parallelism.* / --training.* overrides and
+                                   * the command that writes the schedule CSV */
     PP_PROFILE_EXPORT_PPRUN,    /* pptune's runtime flags */
 } pp_profile_export_format;
 
-/* "megatron", "nemo", "nemo2", "pprun" → format; PP_ERR_INVALID otherwise (message lists them). */
+/* "megatron", "nemo", "nemo2", "torchtitan", "pprun" → format; PP_ERR_INVALID otherwise (message lists them). */
 pp_status pp_profile_export_format_parse(const char *s, pp_profile_export_format *out);
 /* Writes the chosen configuration in the format to fp. PP_ERR_UNSUPPORTED when the target
  * cannot express it (Chimera in Megatron-LM, tensor parallelism in pprun), with the reason. */

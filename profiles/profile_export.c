@@ -8,7 +8,7 @@
  * split: embedding and loss each count as a layer, so the first and last stage hold one layer
  * fewer), --sequence-parallel, --use-distributed-optimizer, --recompute-*; and
  * --enable-bitpipe-schedule of the BitPipe fork (github.com/wuhouming/BitPipe, Megatron 23.08).
- * NeMo: the keys of megatron_gpt_config.yaml (NeMo 1.x). pprun: runtime/pprun's options.
+ * NeMo (export_nemo.c), torchtitan (export_torchtitan.c). pprun: runtime/pprun's options.
  *
  * What a target cannot express is refused with the reason rather than approximated, with one
  * deliberate exception: a GPipe profile exports to Megatron's 1F1B schedule, which has the same
@@ -28,10 +28,12 @@ pp_status pp_profile_export_format_parse(const char *s, pp_profile_export_format
         *out = PP_PROFILE_EXPORT_NEMO;
     else if (s && !strcmp(s, "nemo2"))
         *out = PP_PROFILE_EXPORT_NEMO2;
+    else if (s && !strcmp(s, "torchtitan"))
+        *out = PP_PROFILE_EXPORT_TORCHTITAN;
     else if (s && !strcmp(s, "pprun"))
         *out = PP_PROFILE_EXPORT_PPRUN;
     else
-        return PP_ERR(PP_ERR_INVALID, "export format \"%s\": expected megatron, nemo, nemo2 or pprun",
+        return PP_ERR(PP_ERR_INVALID, "export format \"%s\": expected megatron, nemo, nemo2, torchtitan or pprun",
                       s ? s : "");
     return PP_OK;
 }
@@ -235,6 +237,9 @@ pp_status pp_profile_export(const pp_profile *p, pp_profile_export_format fmt, F
         break;
     case PP_PROFILE_EXPORT_NEMO2:
         PP_TRY(pp_export_nemo2(p, fp));
+        break;
+    case PP_PROFILE_EXPORT_TORCHTITAN:
+        PP_TRY(pp_export_torchtitan(p, fp));
         break;
     case PP_PROFILE_EXPORT_PPRUN:
         PP_TRY(export_pprun(p, fp));

@@ -511,3 +511,73 @@ Test(tuner_export, nemo_yaml_and_nemo2_carry_the_whole_model_with_nemos_own_name
     free(py);
     pp_profile_destroy(p);
 }
+
+/* ---- torchtitan: its CLI's option names, the schedule CSV it loads ------------------------- */
+
+static int torchtitan_option_known(const char *name)
+{
+    FILE *fp = fopen(PP_FIXTURES_DIR "/torchtitan/cli_options.txt", "r");
+    cr_assert_not_null(fp);
+    char line[256];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, fp)) {
+        line[strcspn(line, "\n")] = '\0';
+        found = line[0] != '#' && !strcmp(line, name);
+    }
+    fclose(fp);
+    return found;
+}
+
+Test(tuner_export, torchtitan_overrides_and_the_schedule_csv_they_load)
+{
+    pp_profile *p;
+    cr_assert_eq(pp_profile_read(PROF "gpt-13b-dgx-h100-x32-v1.1.json", &p), PP_OK, "%s",
+                 pp_err_msg());
+    pp_status st;
+    char *text = export_line(p, PP_PROFILE_EXPORT_TORCHTITAN, &st);
+    cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
+    cr_assert(strstr(text, "torchtitan's is FSDP"), "%s", text);
+    /* the last line: the overrides, each an option of torchtitan's CLI */
+    char *last = strrchr(text, '\n');
+    *last = '\0';
+    last = strrchr(text, '\n') + 1;
+    flags f;
+    flags_parse(last, &f);
+    cr_assert_gt(f.n, 10);
+    for (int i = 0; i < f.n; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "%s", f.name[i] + 2);
+        char *no = strstr(name, ".no_"); /* a boolean's negation */
+        if (no)
+            memmove(no + 1, no + 4, strlen(no + 4) + 1);
+        cr_assert(torchtitan_option_known(name), "--%s is not a torchtitan option", name);
+    }
+    cr_assert_eq(get_int(&f, "--parallelism.pipeline_parallel_degree", 0), p->chosen.config.p);
+    cr_assert_eq(get_int(&f, "--parallelism.tensor_parallel_degree", 0), p->chosen.config.t);
+    cr_assert_eq(get_int(&f, "--parallelism.data_parallel_shard_degree", 0), p->chosen.config.d);
+    cr_assert_eq(get_int(&f, "--parallelism.num_pp_microbatches", 0), p->chosen.config.N);
+    cr_assert_eq(get_int(&f, "--training.max_context_length", 0), p->model.seq);
+    cr_assert_str_eq(get(&f, "--parallelism.pipeline_parallel_schedule_csv"),
+                     "pptune-schedule.csv");
+    /* the schedule command the output starts with writes a CSV pptune reads back and checks */
+    const char *cmd = strstr(text, "# schedule CSV first: pptune schedule ");
+    cr_assert_not_null(cmd, "%s", text);
+    cmd += strlen("# schedule CSV first: pptune");
+    char dir[] = "/tmp/pptune_tt_XXXXXX", run[1024];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(run, sizeof run, "cd %s && %s/tuner/pptune%.*s && %s/tuner/pptune schedule --check "
+                              "pptune-schedule.csv > /dev/null",
+             dir, PP_BINARY_DIR, (int)strcspn(cmd, "\n"), cmd, PP_BINARY_DIR);
+    cr_assert_eq(system(run), 0, "%s", run);
+    snprintf(run, sizeof run, "rm -rf %s", dir);
+    cr_assert_eq(system(run), 0);
+    free(text);
+    pp_profile_destroy(p);
+    /* a bidirectional schedule has no form in PyTorch's CSV */
+    p = llama_with("chimera", 4, 1, 0, 1, 128, 4, 8, "even");
+    text = export_line(p, PP_PROFILE_EXPORT_TORCHTITAN, &st);
+    cr_assert_eq(st, PP_ERR_UNSUPPORTED);
+    cr_assert(strstr(pp_err_text(), "Chimera is bidirectional"), "%s", pp_err_text());
+    free(text);
+    pp_profile_destroy(p);
+}

@@ -9,15 +9,19 @@
 
 static void usage(void)
 {
-    printf("usage: pptune export --format megatron|nemo|pprun [--target bitpipe-fork] PROFILE\n\n"
+    printf("usage: pptune export --format megatron|nemo|nemo2|torchtitan|pprun\n"
+           "                    [--target bitpipe-fork] PROFILE\n\n"
            "Prints the profile's chosen configuration as launch options:\n"
            "  megatron  Megatron-LM flags on one line: layout (tensor, pipeline, virtual\n"
            "            pipeline and its micro-batch group, uneven first/last stage), batch,\n"
            "            the model (sizes, attention, MLP, norm, positions, head, biases),\n"
            "            precision and memory options; --target bitpipe-fork for a BitPipe\n"
            "            profile on that fork of Megatron (upstream has no BitPipe)\n"
-           "  nemo      NeMo megatron_gpt_config.yaml keys (trainer.*, model.*)\n"
-           "  pprun     pprun's flags on one line\n"
+           "  nemo      NeMo 1 megatron_gpt_config.yaml keys (trainer.*, model.*), the model\n"
+           "  nemo2     NeMo 2.0 Python: llm.GPTConfig, nl.MegatronStrategy, nl.Trainer\n"
+           "  torchtitan  --parallelism.* / --training.* overrides and the `pptune schedule\n"
+           "            --format csv` command writing the schedule they load\n"
+           "  pprun     pprun's flags on one line (backend, precision, --tp)\n"
            "A configuration the target cannot run (Chimera in Megatron-LM, BitPipe in upstream\n"
            "Megatron-LM) is refused with the reason (exit 2).\n");
 }
@@ -51,7 +55,7 @@ int pp_cmd_export(int argc, char **argv)
         }
     }
     if (!format || !file)
-        return pp_cmd_usage_error("export", "expected --format megatron|nemo|pprun PROFILE");
+        return pp_cmd_usage_error("export", "expected --format megatron|nemo|nemo2|torchtitan|pprun PROFILE");
     pp_profile_export_format fmt;
     pp_status st = pp_profile_export_format_parse(format, &fmt);
     if (st != PP_OK)
