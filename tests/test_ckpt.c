@@ -251,10 +251,21 @@ Test(ckpt, profile_sets_the_configuration)
     cr_assert_eq(json_integer_value(json_object_get(j, "micro_batch_size")), 8);
     cr_assert_eq(json_integer_value(json_object_get(j, "seq")), 64);
     json_decref(j);
-    cr_assert_eq(pt_run(PPRUN " --profile " FIX "tiny-local.json --ranks 2", out, sizeof out), 2);
-    cr_assert(strstr(out, "--ranks and --profile"), "%s", out);
+    cr_assert_eq(pt_run(PPRUN " --profile " FIX "tiny-local.json --schedule 1f1b", out, sizeof out),
+                 2);
+    cr_assert(strstr(out, "--schedule and --profile"), "%s", out);
+    /* a layout flag overrides the profile's layout explicitly, and says so */
+    cr_assert_eq(pt_run(PPRUN " --profile " FIX "tiny-local.json --ranks 2 --dp 1 --steps 1 "
+                              "--quiet --json",
+                        out, sizeof out),
+                 0, "%s", out);
+    cr_assert(strstr(out, "--ranks given, so the layout is yours"), "%s", out);
+    j = json_of(out);
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(j, "schedule"), "ranks")), 2);
+    json_decref(j);
+    /* the README's main job (256 GPUs): refused, not started as 256 CPU rank threads */
     cr_assert_eq(pt_run(PPRUN " --profile " FIX "gpt-13b-dgx-h100-x32.json", out, sizeof out), 2);
-    cr_assert(strstr(out, "tensor parallelism (t = 2)"), "%s", out);
+    cr_assert(strstr(out, "needs 256 processes, one per GPU"), "%s", out);
 }
 
 Test(ckpt, a_checkpoint_path_is_a_name_not_a_pattern)

@@ -77,7 +77,7 @@ Test(profiles_cli, export_prints_flags_or_refuses_with_the_reason)
     cr_assert_eq(
         pt_run(PPTUNE " export --format deepspeed " FIX "tiny-local.json", out, sizeof out), 2,
         "%s", out);
-    cr_assert(strstr(out, "expected megatron, nemo or pprun"), "%s", out);
+    cr_assert(strstr(out, "expected megatron, nemo, nemo2, torchtitan or pprun"), "%s", out);
 }
 
 Test(profiles_cli, the_exported_pprun_flags_run)
