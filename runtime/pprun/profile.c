@@ -6,11 +6,12 @@
  *
  * The launch is checked against the layout the profile planned: the processes the launcher
  * started (one per GPU of the plan, or one process of rank threads where the plan fits one
- * node) and the backend. A mismatch is refused in one line saying what the profile needs and
+ * node), how many it put on a node where it says, and the backend. A mismatch is refused in one line saying what the profile needs and
  * what was found (the README's main job, 256 GPUs, must not start 256 CPU rank threads). Giving
  * a layout flag (--ranks, --dp, --tp) overrides the profile's layout explicitly and skips the
  * check. Training options (--steps, --lr, --data, ...) stay pprun's. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "pp_profile.h"
@@ -37,6 +38,22 @@ static const char *find_flag(const char *const *flags, int argc, char **argv)
     return NULL;
 }
 
+/* Processes per node as the launcher says (Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE, else the
+ * first count of Slurm's SLURM_NTASKS_PER_NODE / SLURM_TASKS_PER_NODE, "8(x32)"), 0 when it
+ * does not. */
+static int launcher_per_node(void)
+{
+    static const char *const VARS[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE",
+                                       "SLURM_TASKS_PER_NODE", NULL};
+    for (int i = 0; VARS[i]; i++) {
+        const char *v = getenv(VARS[i]);
+        long n = v ? strtol(v, NULL, 10) : 0;
+        if (n > 0 && n < 1 << 20)
+            return (int)n;
+    }
+    return 0;
+}
+
 /* The processes a launch of the profile's layout takes: one per device of the plan, or one
  * (rank threads) when the plan fits on one node. */
 static int check_launch(const pprun_opts *o, const pp_profile *p)
@@ -50,18 +67,26 @@ static int check_launch(const pprun_opts *o, const pp_profile *p)
         return 2;
     }
     int threads = !strcmp(o->transport, "thread") || li.size == 1;
+    const char *kind = p->cluster.gpu ? "GPU" : "device";
+    int want_per_node = (int)(devices < p->cluster.gpus_per_node ? devices
+                                                                 : p->cluster.gpus_per_node);
+    int per_node = threads ? 0 : launcher_per_node();
+    if (!threads && li.size == devices && per_node && per_node != want_per_node) {
+        fprintf(stderr,
+                "pprun: --profile %s needs %d processes per node, one per %s of a %s node; the "
+                "launcher (%s) put %d on a node; --ranks/--dp/--tp override the layout\n",
+                o->profile, want_per_node, kind, p->cluster.name, li.launcher, per_node);
+        return 2;
+    }
     if (threads ? nodes == 1 : li.size == devices)
         return -1;
-    const char *kind = p->cluster.gpu ? "GPU" : "device";
     if (threads)
         fprintf(stderr,
                 "pprun: --profile %s needs %ld processes, one per %s (%d nodes x %d %ss of %s, "
                 "p=%d t=%d d=%d: e.g. srun -N %d --ntasks-per-node %d pprun --profile %s); found "
                 "1 process (launcher %s)%s; --ranks/--dp/--tp override the layout\n",
                 o->profile, devices, kind, nodes,
-                (int)(devices < p->cluster.gpus_per_node ? devices : p->cluster.gpus_per_node),
-                kind, p->cluster.name, c->p, c->t, c->d, nodes,
-                (int)(devices < p->cluster.gpus_per_node ? devices : p->cluster.gpus_per_node),
+                want_per_node, kind, p->cluster.name, c->p, c->t, c->d, nodes, want_per_node,
                 o->profile, li.launcher, strcmp(o->transport, "thread") ? "" : " (--transport thread)");
     else
         fprintf(stderr,
