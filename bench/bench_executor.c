@@ -142,6 +142,63 @@ static void run_case(const char *kind, int D, int N, int v, int reps)
     pp_sched_destroy(s);
 }
 
+/* Tensor parallelism: 1F1B on 2 pipeline ranks of the tiny model's shape (C=64, 4 heads,
+ * FFN 256, 4 layers, T=64, B=2, N=4) with t = 1 and t = 2 (threads): the median step, and
+ * per rank the share of the step spent in the tensor-parallel all-reduces (wall time inside
+ * them, waiting included) and the bytes each rank contributes per step. */
+static void tp_share(int reps)
+{
+    pp_model_cfg m = {.layers = 4, .hidden = 64, .heads = 4, .ffn = 256, .vocab = 256, .seq = 64};
+    pp_sched_params sp = {.ranks = 2, .microbatches = 4, .layers = m.layers};
+    pp_sched *s;
+    if (pp_sched_generate("1f1b", &sp, &s) != PP_OK)
+        die("1f1b");
+    for (int t = 1; t <= 2; t++) {
+        pp_rt_exec_params ep = {.model = &m,
+                                .sched = s,
+                                .micro_batch = 2,
+                                .seq = 64,
+                                .dp = 1,
+                                .seed = 1,
+                                .adamw = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f},
+                                .tp = t};
+        pp_rt_executor *ex;
+        if (pp_rt_executor_create(&ep, &ex) != PP_OK)
+            die("executor (tp)");
+        int rows = pp_rt_executor_batch_rows(ex), G = pp_rt_executor_ranks(ex);
+        int32_t *batch = calloc((size_t)rows * 65, sizeof *batch);
+        for (int i = 0; i < rows * 65; i++)
+            batch[i] = (i * 7) % m.vocab;
+        double *step = malloc((size_t)reps * sizeof *step);
+        double *share = calloc((size_t)G, sizeof *share), bytes = 0;
+        for (int i = 0; i < reps + 2; i++) {
+            pp_rt_step_result r;
+            if (pp_rt_executor_step(ex, batch, 1, &r) != PP_OK)
+                die("step (tp)");
+            if (i < 2)
+                continue;
+            step[i - 2] = r.seconds;
+            for (int g = 0; g < G; g++)
+                share[g] += r.tp_seconds[g] / r.seconds / reps;
+            bytes = r.tp_bytes[0];
+        }
+        printf("tp=%d 1f1b   D=2 N=4 (C=64 L=4 T=64 B=2): step %8.1f us", t,
+               median(step, reps) * 1e6);
+        if (t > 1) {
+            printf("  tensor-parallel all-reduces: %.0f KB per rank per step, share of step:",
+                   bytes / 1024);
+            for (int g = 0; g < G; g++)
+                printf(" %.1f%%", 100 * share[g]);
+        }
+        printf("\n");
+        free(step);
+        free(share);
+        free(batch);
+        pp_rt_executor_destroy(ex);
+    }
+    pp_sched_destroy(s);
+}
+
 typedef struct {
     pp_transport *t;
     int rank, rounds;
@@ -195,5 +252,6 @@ int main(int argc, char **argv)
     run_case("1f1b", 4, 32, 0, reps);
     run_case("interleaved", 2, 16, 2, reps);
     ping_pong(20000);
+    tp_share(reps);
     return 0;
 }

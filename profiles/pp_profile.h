@@ -195,8 +195,9 @@ typedef struct {
 
 /* pprun's options for the line, in one order: --model M --schedule K --ranks p --microbatches
  * N --micro-batch-size b [--chunks v --group G (schedules with tunable chunks, the registry's)]
- * --dp d [--tp t [--sequence-parallel]] --seq s [--uneven] [--backend cuda] [--precision bf16]. Fills argv[0..n-1] (pointing
- * into store) and returns n (at most PP_PROFILE_PPRUN_MAX_ARGS). */
+ * --dp d [--tp t [--sequence-parallel]] --seq s [--uneven] [--backend cuda] [--precision
+ * bf16]. Fills argv[0..n-1] (pointing into store) and returns n (at most
+ * PP_PROFILE_PPRUN_MAX_ARGS). */
 int pp_profile_pprun_argv(const pp_profile_pprun_line *l,
                           char store[PP_PROFILE_PPRUN_MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN],
                           char **argv);

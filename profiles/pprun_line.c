@@ -14,8 +14,12 @@ int pp_profile_pprun_argv(const pp_profile_pprun_line *l,
 {
     const pp_profile_config *c = l->config;
     int n = 0;
+    /* bounded: a line longer than the store is cut, never written past it (the test of the
+     * longest line holds PP_PROFILE_PPRUN_MAX_ARGS to what the builder can emit) */
 #define ARG(...)                                                                                   \
-    (snprintf(store[n], PP_PROFILE_PPRUN_ARG_LEN, __VA_ARGS__), argv[n] = store[n], n++)
+    (n < PP_PROFILE_PPRUN_MAX_ARGS                                                                 \
+         ? (snprintf(store[n], PP_PROFILE_PPRUN_ARG_LEN, __VA_ARGS__), argv[n] = store[n], n++)    \
+         : n)
     ARG("--model"), ARG("%s", l->model);
     ARG("--schedule"), ARG("%s", c->schedule);
     ARG("--ranks"), ARG("%d", c->p);

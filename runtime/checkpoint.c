@@ -93,7 +93,7 @@ static pp_status put_device(writer *w, pp_backend *be, const float *src, size_t 
 static size_t largest_stage(const pp_rt_executor *ex)
 {
     size_t big = 1;
-    for (size_t i = 0; i < (size_t)ex->dp * ex->P * ex->S; i++)
+    for (size_t i = 0; i < (size_t)ex->dp * ex->TP * ex->P * ex->S; i++)
         if (ex->stages[i]->nparams > big)
             big = ex->stages[i]->nparams;
     return big;
@@ -101,7 +101,7 @@ static size_t largest_stage(const pp_rt_executor *ex)
 
 static pp_status write_stages(writer *w, const pp_rt_executor *ex)
 {
-    uint32_t n_stages = (uint32_t)((size_t)ex->dp * ex->P * ex->S);
+    uint32_t n_stages = (uint32_t)((size_t)ex->dp * ex->TP * ex->P * ex->S);
     put(w, &n_stages, sizeof n_stages);
     float *host = malloc(largest_stage(ex) * sizeof(float));
     if (!host)
@@ -292,7 +292,7 @@ static pp_status read_body(reader *r, pp_rt_executor *ex, int cap, pp_rt_ckpt *c
     PP_TRY(read_history(r, cap, ck));
     uint32_t n_stages = 0;
     PP_TRY(take(r, &n_stages, sizeof n_stages, "the stage count"));
-    size_t want = ex ? (size_t)ex->dp * ex->P * ex->S : n_stages;
+    size_t want = ex ? (size_t)ex->dp * ex->TP * ex->P * ex->S : n_stages;
     if (n_stages != want)
         return PP_ERR(PP_ERR_INVALID, "checkpoint %s holds %u stages, this run %zu", r->path,
                       n_stages, want);

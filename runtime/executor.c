@@ -32,9 +32,14 @@ static pp_status check_params(const pp_rt_exec_params *p)
                       p->model->seq);
     if (p->dp < 1 || p->dp > 64)
         return PP_ERR(PP_ERR_INVALID, "data-parallel replicas must be 1..64, got %d", p->dp);
-    if ((long)p->dp * s->ranks > 1024)
-        return PP_ERR(PP_ERR_INVALID, "%d replicas x %d ranks = %ld threads; at most 1024", p->dp,
-                      s->ranks, (long)p->dp * s->ranks);
+    int t = p->tp > 1 ? p->tp : 1;
+    if (p->tp < 0 || p->tp > 64)
+        return PP_ERR(PP_ERR_INVALID, "tensor-parallel ranks must be 1..64, got %d", p->tp);
+    PP_TRY(pp_model_check_tp(p->model, t));
+    if ((long)p->dp * s->ranks * t > 1024)
+        return PP_ERR(PP_ERR_INVALID, "%d replicas x %d ranks x %d tensor ranks = %ld threads; at "
+                      "most 1024",
+                      p->dp, s->ranks, t, (long)p->dp * s->ranks * t);
     if (s->layers != p->model->layers)
         return PP_ERR(PP_ERR_INVALID,
                       "the schedule splits %d layers but the model has %d (generate it with "
@@ -55,8 +60,13 @@ static pp_status check_params(const pp_rt_exec_params *p)
     /* A schedule that does not pass the checker could deadlock the rank threads. */
     PP_TRY(pp_sched_check(s));
     if (p->transport) {
-        int G = p->dp * s->ranks, n = pp_transport_ranks(p->transport),
+        int G = p->dp * s->ranks * t, n = pp_transport_ranks(p->transport),
             self = pp_transport_self(p->transport);
+        if (n != G && t > 1)
+            return PP_ERR(PP_ERR_INVALID,
+                          "the %s transport has %d ranks, but %d pipeline ranks x %d replicas x "
+                          "%d tensor ranks need %d (launch %d processes)",
+                          pp_transport_name(p->transport), n, s->ranks, p->dp, t, G, G);
         if (n != G)
             return PP_ERR(PP_ERR_INVALID,
                           "the %s transport has %d ranks, but %d pipeline ranks x %d replicas "
@@ -71,10 +81,28 @@ static pp_status check_params(const pp_rt_exec_params *p)
     return PP_OK;
 }
 
-/* The stages global rank g holds (its replica's copies of the stages placed on its rank). */
+/* A stage's tensor-parallel all-reduce (pp_rt_stage_params.tp_allreduce) over the rank's
+ * group, in place; tagged with its order in the step, which every member shares. */
+static pp_status tp_allreduce(void *ctx, float *data, size_t n)
+{
+    rank_state *rs = ctx;
+    pp_rt_executor *ex = rs->ex;
+    double t0 = pp_now();
+    float *host = NULL;
+    pp_transport_req *req = NULL;
+    uint64_t tag = pp_ex_coll_tag(TAG_TPAR, 0, rs->tp_seq++ & 0xfffff);
+    PP_TRY(pp_ex_iallreduce(ex, rs, rs->tp_group, ex->TP, tag, data, n, &host, &req));
+    PP_TRY(pp_ex_wait(ex, rs, req, data, host, n));
+    rs->tp_seconds += pp_now() - t0;
+    rs->tp_bytes += (double)n * sizeof(float);
+    return PP_OK;
+}
+
+/* The stages global rank g holds (its replica's copies of the stages placed on its rank, its
+ * tensor-parallel shard of them). */
 static pp_status create_stages(pp_rt_executor *ex, int g)
 {
-    int k = g / ex->D, r = g % ex->D;
+    int k = pp_rt_place_dp(&ex->place, g), r = ex_pp(ex, g), tpr = pp_rt_place_tp(&ex->place, g);
     for (int p = 0; p < ex->P; p++)
         for (int s = 0; s < ex->S; s++) {
             const pp_stage *st = pp_sched_stage(ex->sched, p, s);
@@ -89,9 +117,14 @@ static pp_status create_stages(pp_rt_executor *ex, int g)
                 .micro_batch = ex->B,
                 .seq = ex->T,
                 .seed = ex->seed, /* same seed everywhere: replicas start identical */
+                .tp = ex->TP,
+                .tp_rank = tpr,
+                .tp_allreduce = tp_allreduce,
+                .tp_ctx = &ex->rk[g],
             };
-            PP_TRY(pp_rt_stage_create(ex->be[g], &sp,
-                                      &ex->stages[((size_t)k * ex->P + p) * ex->S + s]));
+            PP_TRY(pp_rt_stage_create(
+                ex->be[g], &sp,
+                &ex->stages[(((size_t)k * ex->TP + tpr) * ex->P + p) * ex->S + s]));
         }
     return PP_OK;
 }
@@ -123,9 +156,14 @@ static pp_status create_rank(pp_rt_executor *ex, int g)
 {
     rank_state *rs = &ex->rk[g];
     rs->g = g;
-    rs->replica = g / ex->D;
-    rs->r = g % ex->D;
+    rs->replica = pp_rt_place_dp(&ex->place, g);
+    rs->r = ex_pp(ex, g);
+    rs->tpr = pp_rt_place_tp(&ex->place, g);
     rs->be = ex->be[g];
+    if (!(rs->tp_group = pp_calloc((size_t)ex->TP, sizeof *rs->tp_group)))
+        return PP_ERR_NOMEM;
+    for (int j = 0; j < ex->TP; j++)
+        rs->tp_group[j] = ex_global(ex, rs->replica, rs->r, j);
     rs->slot = pp_calloc((size_t)ex->P * ex->S * ex->N * SLOT__COUNT, sizeof *rs->slot);
     int n_ops = ex->sched->n_ops[rs->r];
     int n_red = 0;
@@ -153,6 +191,7 @@ static pp_status create_rank(pp_rt_executor *ex, int g)
  * so the NUMA node) that will use it. */
 static pp_status create_rank_all(pp_rt_executor *ex, int g)
 {
+    ex->rk[g].ex = ex;
     PP_TRY(pp_ex_backend_create(ex, g, &ex->be[g]));
     PP_TRY(create_stages(ex, g));
     PP_TRY(create_rank(ex, g));
@@ -225,23 +264,27 @@ static pp_status create_all(pp_rt_executor *ex)
 {
     int G = ex->G;
     ex->be = pp_calloc((size_t)G, sizeof *ex->be);
-    ex->stages = pp_calloc((size_t)ex->dp * ex->P * ex->S, sizeof *ex->stages);
+    ex->stages = pp_calloc((size_t)ex->dp * ex->TP * ex->P * ex->S, sizeof *ex->stages);
     ex->rk = pp_calloc((size_t)G, sizeof *ex->rk);
     ex->losses = pp_calloc((size_t)ex->dp * ex->N, sizeof *ex->losses);
     ex->spans = pp_calloc((size_t)G, sizeof *ex->spans);
     ex->sync = pp_calloc((size_t)G, sizeof *ex->sync);
     ex->optim = pp_calloc((size_t)G, sizeof *ex->optim);
-    if (!ex->be || !ex->stages || !ex->rk || !ex->losses || !ex->spans || !ex->sync || !ex->optim)
+    ex->tp_seconds = pp_calloc((size_t)G, sizeof *ex->tp_seconds);
+    ex->tp_bytes = pp_calloc((size_t)G, sizeof *ex->tp_bytes);
+    if (!ex->be || !ex->stages || !ex->rk || !ex->losses || !ex->spans || !ex->sync ||
+        !ex->optim || !ex->tp_seconds || !ex->tp_bytes)
         return PP_ERR_NOMEM;
     /* every rank's spans, also under a process transport: rank 0 gathers them there */
     for (int g = 0; g < G; g++)
         if (!(ex->spans[g] =
-                  pp_calloc((size_t)ex->sched->n_ops[g % ex->D] + 1, sizeof *ex->spans[g])))
+                  pp_calloc((size_t)ex->sched->n_ops[ex_pp(ex, g)] + 1, sizeof *ex->spans[g])))
             return PP_ERR_NOMEM;
     PP_TRY(create_ranks(ex));
     int g0 = ex->self < 0 ? 0 : ex->self;
     ex->io_bytes = pp_rt_stage_io_bytes(
-        ex->stages[(size_t)ex->rk[g0].replica * ex->P * ex->S + first_stage_of(ex, ex->rk[g0].r)]);
+        ex->stages[((size_t)ex->rk[g0].replica * ex->TP + ex->rk[g0].tpr) * ex->P * ex->S +
+                   first_stage_of(ex, ex->rk[g0].r)]);
     if (ex->self >= 0) {
         /* The REDUCE check needs every rank's stages, which live in other processes: the same
          * schedule passes it in-process (pprun's equivalence test runs both). */
@@ -271,7 +314,9 @@ pp_status pp_rt_executor_create(const pp_rt_exec_params *p, pp_rt_executor **out
     ex->S = p->sched->stages_per_pipe;
     ex->P = p->sched->n_pipes;
     ex->N = p->sched->microbatches;
-    ex->G = ex->dp * ex->D;
+    ex->TP = p->tp > 1 ? p->tp : 1;
+    ex->place = (pp_rt_place){.t = ex->TP, .p = ex->D, .dp = ex->dp};
+    ex->G = pp_rt_place_ranks(&ex->place);
     ex->seed = p->seed;
     ex->adamw = p->adamw;
     ex->clip = p->clip;
@@ -317,6 +362,7 @@ static void destroy_rank(pp_rt_executor *ex, rank_state *rs)
     tokens_free(rs, rs->tgt, bytes);
     free(rs->slot);
     free(rs->red);
+    free(rs->tp_group);
     pp_ex_marks_destroy(rs);
     pp_ex_host_free(rs->be, rs->stage_host);
 }
@@ -334,7 +380,7 @@ void pp_rt_executor_destroy(pp_rt_executor *ex)
     for (int g = 0; ex->rk && g < ex->G; g++)
         if (ex->rk[g].be)
             destroy_rank(ex, &ex->rk[g]);
-    for (size_t i = 0; ex->stages && i < (size_t)ex->dp * ex->P * ex->S; i++)
+    for (size_t i = 0; ex->stages && i < (size_t)ex->dp * ex->TP * ex->P * ex->S; i++)
         pp_rt_stage_destroy(ex->stages[i]);
     for (int g = 0; ex->spans && g < ex->G; g++)
         free(ex->spans[g]);
@@ -348,6 +394,8 @@ void pp_rt_executor_destroy(pp_rt_executor *ex)
     free(ex->spans);
     free(ex->sync);
     free(ex->optim);
+    free(ex->tp_seconds);
+    free(ex->tp_bytes);
     pp_sched_destroy(ex->sched);
     free(ex);
 }
@@ -394,6 +442,9 @@ pp_status pp_rt_executor_step(pp_rt_executor *ex, const int32_t *batch, int upda
         if (st != PP_OK)
             return pp_err_trace(st, __FILE__, __LINE__);
         const rank_state *rs = &ex->rk[bad];
+        if (ex->TP > 1)
+            return PP_ERR(rs->st, "rank %d (replica %d, pipeline rank %d, tensor rank %d): %s",
+                          bad, rs->replica, rs->r, rs->tpr, rs->err);
         return PP_ERR(rs->st, "rank %d (replica %d, pipeline rank %d): %s", bad, rs->replica, rs->r,
                       rs->err);
     }
@@ -410,6 +461,8 @@ pp_status pp_rt_executor_step(pp_rt_executor *ex, const int32_t *batch, int upda
     out->spans = (const pp_rt_span *const *)ex->spans;
     out->sync = ex->sync;
     out->optim = ex->optim;
+    out->tp_seconds = ex->tp_seconds;
+    out->tp_bytes = ex->tp_bytes;
     return PP_OK;
 }
 
@@ -431,7 +484,20 @@ pp_rt_stage *pp_rt_executor_stage(pp_rt_executor *ex, int replica, int pipe, int
     if (replica < 0 || replica >= ex->dp || pipe < 0 || pipe >= ex->P || stage < 0 ||
         stage >= ex->S)
         return NULL;
-    return ex_stage(ex, replica, pipe, stage);
+    return ex_stage(ex, replica, 0, pipe, stage);
+}
+
+pp_rt_stage *pp_rt_executor_stage_tp(pp_rt_executor *ex, int replica, int tp_rank, int pipe,
+                                     int stage)
+{
+    if (tp_rank < 0 || tp_rank >= ex->TP || !pp_rt_executor_stage(ex, replica, pipe, stage))
+        return NULL;
+    return ex_stage(ex, replica, tp_rank, pipe, stage);
+}
+
+int pp_rt_executor_tp(const pp_rt_executor *ex)
+{
+    return ex->TP;
 }
 
 pp_backend *pp_rt_executor_backend(pp_rt_executor *ex, int g)

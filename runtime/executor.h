@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 
 #include "pp_rt.h"
+#include "pp_rt_place.h"
 
 /* Kinds of buffer a rank keeps between actions, per (pipe, stage, micro-batch). */
 enum { SLOT_X_IN, SLOT_X_OUT, SLOT_DY, SLOT_DX, SLOT__COUNT };
@@ -23,8 +24,13 @@ typedef struct {
 } pending_reduce;
 
 typedef struct {
-    int g, replica, r; /* global rank, dp replica, rank in the pipeline */
+    int g, replica, r, tpr; /* global rank, dp replica, rank in the pipeline, tensor rank */
+    struct pp_rt_executor *ex;
     pp_backend *be;
+    int *tp_group;     /* [TP] the global ranks of this rank's tensor-parallel group */
+    int tp_seq;        /* tensor-parallel all-reduces so far this step (their tags) */
+    double tp_seconds; /* this step: time in tensor-parallel all-reduces */
+    double tp_bytes;   /* this step: bytes this rank contributed to them */
     void **slot;         /* [n_pipes * S * N * SLOT__COUNT] buffers of io_bytes (PP_MEM_COMM) */
     int32_t *tok, *tgt;  /* [N][B*T] inputs / targets of the micro-batches (PP_MEM_ACTS) when
                             the rank holds a pipe's first / last stage, else NULL */
@@ -46,19 +52,22 @@ typedef struct {
 struct pp_rt_executor {
     pp_model_cfg model;
     pp_sched *sched;
-    int B, T, dp, D, S, P, N, G; /* G = dp * D ranks */
+    int B, T, dp, D, S, P, N, G; /* G = dp * D * TP ranks */
+    int TP;                       /* tensor-parallel ranks per pipeline rank (1: none) */
+    pp_rt_place place;            /* {TP, D, dp}: pp_rt_place.h's global rank layout */
     uint64_t seed;
     pp_adamw adamw;
     float clip;
     int steps_done; /* AdamW steps applied */
     size_t io_bytes;
     pp_backend **be;      /* [G] */
-    pp_rt_stage **stages; /* [dp * P * S] index (replica * P + pipe) * S + stage */
+    pp_rt_stage **stages; /* [dp * TP * P * S] index ((replica * TP + tpr) * P + pipe) * S + stage */
     pp_transport *tp;
     rank_state *rk;           /* [G] */
     double *losses;           /* [dp * N] index replica * N + mb */
     pp_rt_span **spans;       /* [G][n_ops of g % D] */
     pp_rt_span *sync, *optim; /* [G] */
+    double *tp_seconds, *tp_bytes; /* [G] the step's tensor-parallel communication */
     /* the step in progress */
     const int32_t *batch;
     int update;
@@ -81,9 +90,20 @@ static inline int ex_local(const pp_rt_executor *ex, int g)
     return ex->self < 0 || ex->self == g;
 }
 
-static inline pp_rt_stage *ex_stage(const pp_rt_executor *ex, int replica, int pipe, int stage)
+static inline pp_rt_stage *ex_stage(const pp_rt_executor *ex, int replica, int tpr, int pipe,
+                                    int stage)
 {
-    return ex->stages[((size_t)replica * ex->P + pipe) * ex->S + stage];
+    return ex->stages[(((size_t)replica * ex->TP + tpr) * ex->P + pipe) * ex->S + stage];
+}
+
+/* The global rank of (replica, pipeline rank r, tensor rank tpr), and g's pipeline rank. */
+static inline int ex_global(const pp_rt_executor *ex, int replica, int r, int tpr)
+{
+    return pp_rt_place_global(&ex->place, tpr, r, replica);
+}
+static inline int ex_pp(const pp_rt_executor *ex, int g)
+{
+    return pp_rt_place_pp(&ex->place, g);
 }
 
 static inline int ex_rank_of(const pp_rt_executor *ex, int pipe, int stage)
@@ -111,7 +131,9 @@ static inline uint64_t pp_ex_coll_tag(int kind, int replica, int a)
     return (1ull << 63) | ((uint64_t)(kind & 0xff) << 48) | ((uint64_t)(replica & 0xffff) << 32) |
            (uint64_t)(uint32_t)a;
 }
-enum { TAG_REDUCE = 1, TAG_TIED, TAG_DP, TAG_NORM, TAG_LOSS, TAG_SPANS, TAG_GATHER };
+/* TAG_TPAR (kind 0): the stages' tensor-parallel all-reduces, index = their order in the step
+ * (the MPI transport maps kinds 0..7 and indices below 2^20). */
+enum { TAG_TPAR = 0, TAG_REDUCE, TAG_TIED, TAG_DP, TAG_NORM, TAG_LOSS, TAG_SPANS, TAG_GATHER };
 
 /* executor_mem.c: the executor's only ways to create a backend and to move stage memory
  * through the transport, so that device memory works wherever host memory does. */

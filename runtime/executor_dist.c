@@ -45,7 +45,7 @@ static pp_status share_losses(pp_rt_executor *ex, rank_state *rs)
 /* One rank's spans as one message: its actions, then sync and optim. */
 static size_t spans_count(const pp_rt_executor *ex, int g)
 {
-    return (size_t)ex->sched->n_ops[g % ex->D] + 2;
+    return (size_t)ex->sched->n_ops[ex_pp(ex, g)] + 2;
 }
 
 static pp_status gather_spans(pp_rt_executor *ex, rank_state *rs)
@@ -142,15 +142,15 @@ static pp_status stage_hash(pp_backend *be, pp_rt_stage *st, uint64_t *out)
 pp_status pp_rt_executor_param_checksum(pp_rt_executor *ex, uint64_t *out)
 {
     *out = 0;
-    size_t n = (size_t)ex->dp * ex->P * ex->S;
+    size_t n = (size_t)ex->dp * ex->TP * ex->P * ex->S;
     /* hashes[g][stage index]: each process fills the stages of its ranks */
     uint64_t *h = pp_calloc((size_t)ex->G * n, sizeof *h);
     if (!h)
         return PP_ERR_NOMEM;
     pp_status st = PP_OK;
     for (size_t i = 0; i < n && st == PP_OK; i++) {
-        int k = (int)(i / ((size_t)ex->P * ex->S)), ps = (int)(i % ((size_t)ex->P * ex->S));
-        int g = k * ex->D + ex_rank_of(ex, ps / ex->S, ps % ex->S);
+        int kt = (int)(i / ((size_t)ex->P * ex->S)), ps = (int)(i % ((size_t)ex->P * ex->S));
+        int g = ex_global(ex, kt / ex->TP, ex_rank_of(ex, ps / ex->S, ps % ex->S), kt % ex->TP);
         if (ex_local(ex, g))
             st = stage_hash(ex->be[g], ex->stages[i], &h[(size_t)g * n + i]);
     }
@@ -159,8 +159,10 @@ pp_status pp_rt_executor_param_checksum(pp_rt_executor *ex, uint64_t *out)
     if (st == PP_OK && ex->self <= 0) {
         uint64_t all = PP_FNV1A_BASIS;
         for (size_t i = 0; i < n; i++) {
-            int k = (int)(i / ((size_t)ex->P * ex->S)), ps = (int)(i % ((size_t)ex->P * ex->S));
-            int g = k * ex->D + ex_rank_of(ex, ps / ex->S, ps % ex->S);
+            int kt = (int)(i / ((size_t)ex->P * ex->S)),
+                ps = (int)(i % ((size_t)ex->P * ex->S));
+            int g =
+                ex_global(ex, kt / ex->TP, ex_rank_of(ex, ps / ex->S, ps % ex->S), kt % ex->TP);
             all = pp_fnv1a(all, &h[(size_t)g * n + i], sizeof h[0]);
         }
         *out = all;

@@ -19,7 +19,8 @@ static void plan_params(const pp_rt_executor *ex, pp_rt_plan_params *pp)
                               .dp = ex->dp,
                               .backend = ex->backend,
                               .precision = ex->precision,
-                              .transport_caps = ex->tp_caps};
+                              .transport_caps = ex->tp_caps,
+                              .tp = ex->TP};
 }
 
 pp_status pp_ex_plan_create(pp_rt_executor *ex)
@@ -40,7 +41,7 @@ pp_status pp_ex_plan_check(const pp_rt_executor *ex)
         pp_mem_stats m;
         pp_backend_mem_stats(ex->be[g], &m);
         /* before the first AdamW the weights are the fp32 parameters only */
-        size_t want = 4 * ex->plan[g % ex->D].params;
+        size_t want = 4 * ex->plan[ex_pp(ex, g)].params;
         if (m.current[PP_MEM_WEIGHTS] != want)
             return PP_ERR(PP_ERR_CHECK,
                           "rank %d: its stages hold %zu bytes of weights, the memory plan says "
@@ -52,7 +53,7 @@ pp_status pp_ex_plan_check(const pp_rt_executor *ex)
 
 const pp_rt_plan_rank *pp_rt_executor_plan(const pp_rt_executor *ex, int g)
 {
-    return ex && g >= 0 && g < ex->G ? &ex->plan[g % ex->D] : NULL;
+    return ex && g >= 0 && g < ex->G ? &ex->plan[ex_pp(ex, g)] : NULL;
 }
 
 int pp_rt_executor_plan_is_exact(const pp_rt_executor *ex)

@@ -82,7 +82,7 @@ static pp_status load_tokens(pp_rt_executor *ex, rank_state *rs)
 static pp_status do_forward(pp_rt_executor *ex, rank_state *rs, const pp_action *a)
 {
     int s = a->stage, m = a->mb, first = s == 0, last = s == ex->S - 1;
-    pp_rt_stage *st = ex_stage(ex, rs->replica, a->pipe, s);
+    pp_rt_stage *st = ex_stage(ex, rs->replica, rs->tpr, a->pipe, s);
     size_t tok_at = (size_t)m * ex->B * ex->T;
     void *x_in = NULL, *x_out = NULL;
     if (!first)
@@ -100,7 +100,8 @@ static pp_status do_forward(pp_rt_executor *ex, rank_state *rs, const pp_action 
         return pp_err_trace(e, __FILE__, __LINE__);
     }
     if (last) {
-        ex->losses[(size_t)rs->replica * ex->N + m] = loss;
+        if (rs->tpr == 0) /* the head is replicated: every tensor rank has the same loss */
+            ex->losses[(size_t)rs->replica * ex->N + m] = loss;
         return PP_OK;
     }
     int next = pp_action_dst_stage(a);
@@ -116,7 +117,7 @@ static pp_status do_forward(pp_rt_executor *ex, rank_state *rs, const pp_action 
 static pp_status do_backward(pp_rt_executor *ex, rank_state *rs, const pp_action *a)
 {
     int s = a->stage, first = s == 0, last = s == ex->S - 1;
-    pp_rt_stage *st = ex_stage(ex, rs->replica, a->pipe, s);
+    pp_rt_stage *st = ex_stage(ex, rs->replica, rs->tpr, a->pipe, s);
     void *dy = NULL, *dx = NULL;
     if (!last)
         PP_TRY(slot_take(ex, rs, a, SLOT_DY, &dy));
@@ -149,7 +150,7 @@ static pp_status do_recv(pp_rt_executor *ex, rank_state *rs, const pp_action *a,
     void *buf = comm_alloc(ex, rs);
     if (!buf)
         return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
-    int peer = rs->replica * ex->D + a->peer;
+    int peer = ex_global(ex, rs->replica, a->peer, rs->tpr);
     uint64_t tag = pp_transport_tag(a->pipe, a->stage, a->mb, !fwd);
     pp_status e = pp_ex_recv(ex, rs, peer, tag, buf, ex->io_bytes);
     if (e == PP_OK)
@@ -163,7 +164,7 @@ static pp_status do_send(pp_rt_executor *ex, rank_state *rs, const pp_action *a,
 {
     void *buf;
     PP_TRY(slot_take(ex, rs, a, fwd ? SLOT_X_OUT : SLOT_DX, &buf));
-    int peer = rs->replica * ex->D + a->peer;
+    int peer = ex_global(ex, rs->replica, a->peer, rs->tpr);
     /* tagged with the stage that receives it */
     uint64_t tag = pp_transport_tag(a->pipe, pp_action_peer_stage(a), a->mb, !fwd);
     pp_status e = pp_ex_send(ex, rs, peer, tag, buf, ex->io_bytes);
@@ -201,8 +202,10 @@ static pp_status run_rank(pp_rt_executor *ex, rank_state *rs)
     for (int p = 0; p < ex->P; p++)
         for (int s = 0; s < ex->S; s++)
             if (ex_rank_of(ex, p, s) == rs->r)
-                pp_rt_stage_zero_grad(ex_stage(ex, rs->replica, p, s));
+                pp_rt_stage_zero_grad(ex_stage(ex, rs->replica, rs->tpr, p, s));
     PP_TRY(load_tokens(ex, rs));
+    rs->tp_seq = 0;
+    rs->tp_seconds = rs->tp_bytes = 0;
     const pp_sched *sc = ex->sched;
     pp_rt_span *span = ex->spans[rs->g];
     for (int i = 0; i < sc->n_ops[rs->r]; i++) {
@@ -226,6 +229,8 @@ static pp_status run_rank(pp_rt_executor *ex, rank_state *rs)
     PP_TRY(pp_ex_sync_and_update(ex, rs));
     PP_TRY(pp_transport_flush(ex->tp, rs->g));
     PP_TRY(pp_ex_marks_apply(ex, rs));
+    ex->tp_seconds[rs->g] = rs->tp_seconds;
+    ex->tp_bytes[rs->g] = rs->tp_bytes;
     if (ex->self >= 0)
         PP_TRY(pp_ex_share_results(ex, rs));
     return PP_OK;

@@ -36,8 +36,8 @@ static int cmp_gref(const void *a, const void *b)
 
 /* Gradients of the stages of REDUCE `id` that `r` holds, sorted by name (copies of one name
  * adjacent). *out is malloc'ed (NULL when n = 0). */
-static pp_status collect_reduce(pp_rt_executor *ex, int replica, int r, int id, gref **out,
-                                int *n_out)
+static pp_status collect_reduce(pp_rt_executor *ex, int replica, int tpr, int r, int id,
+                                gref **out, int *n_out)
 {
     const pp_reduce *rd = &ex->sched->reduces[id];
     int n = 0, cap = 0;
@@ -50,7 +50,7 @@ static pp_status collect_reduce(pp_rt_executor *ex, int replica, int r, int id, 
         if (ex_rank_of(ex, p, s) != r)
             continue;
         int nt;
-        pp_rt_tensor *t = pp_rt_stage_tensors(ex_stage(ex, replica, p, s), &nt);
+        pp_rt_tensor *t = pp_rt_stage_tensors(ex_stage(ex, replica, tpr, p, s), &nt);
         if (n + nt > cap) {
             cap = 2 * (n + nt);
             gref *nv = pp_realloc_array(v, (size_t)cap, sizeof *nv);
@@ -117,7 +117,7 @@ pp_status pp_ex_post_reduce(pp_rt_executor *ex, rank_state *rs, int id)
         return PP_ERR(PP_ERR_CHECK, "more REDUCE actions than counted on rank %d", rs->r);
     gref *v;
     int n;
-    PP_TRY(collect_reduce(ex, rs->replica, rs->r, id, &v, &n));
+    PP_TRY(collect_reduce(ex, rs->replica, rs->tpr, rs->r, id, &v, &n));
     size_t total = packed_size(v, n);
     float *buf = pp_backend_alloc(rs->be, total * sizeof(float), PP_MEM_COMM);
     if (!buf) {
@@ -133,7 +133,7 @@ pp_status pp_ex_post_reduce(pp_rt_executor *ex, rank_state *rs, int id)
     const pp_reduce *rd = &ex->sched->reduces[id];
     int group[PP_REDUCE_MAX_RANKS];
     for (int i = 0; i < rd->n_ranks; i++)
-        group[i] = rs->replica * ex->D + rd->ranks[i];
+        group[i] = ex_global(ex, rs->replica, rd->ranks[i], rs->tpr);
     pending_reduce *pr = &rs->red[rs->n_red++];
     *pr = (pending_reduce){.id = id, .buf = buf, .n = total};
     PP_TRY(pp_ex_iallreduce(ex, rs, group, rd->n_ranks, pp_ex_coll_tag(TAG_REDUCE, rs->replica, id),
@@ -155,7 +155,7 @@ static pp_status finish_reduces(pp_rt_executor *ex, rank_state *rs)
         gref *v = NULL;
         int n = 0;
         if (st == PP_OK)
-            st = collect_reduce(ex, rs->replica, rs->r, pr->id, &v, &n);
+            st = collect_reduce(ex, rs->replica, rs->tpr, rs->r, pr->id, &v, &n);
         if (st == PP_OK)
             st = unpack(rs->be, v, n, pr->buf);
         free(v);
@@ -181,9 +181,9 @@ static pp_status sync_tied(pp_rt_executor *ex, rank_state *rs)
         if (rs->r != a && rs->r != b)
             continue;
         pp_rt_tensor *wte =
-            rs->r == a ? pp_rt_stage_tensor(ex_stage(ex, rs->replica, p, 0), "wte") : NULL;
+            rs->r == a ? pp_rt_stage_tensor(ex_stage(ex, rs->replica, rs->tpr, p, 0), "wte") : NULL;
         pp_rt_tensor *head =
-            rs->r == b ? pp_rt_stage_tensor(ex_stage(ex, rs->replica, p, ex->S - 1), "wte.head")
+            rs->r == b ? pp_rt_stage_tensor(ex_stage(ex, rs->replica, rs->tpr, p, ex->S - 1), "wte.head")
                        : NULL;
         if ((rs->r == a && !wte) || (rs->r == b && !head))
             return PP_ERR(PP_ERR_INVALID, "pipe %d: the %s stage has no \"%s\" tensor", p,
@@ -195,7 +195,7 @@ static pp_status sync_tied(pp_rt_executor *ex, rank_state *rs)
                 st = rs->be->ops->copy(rs->be->ctx, head->grad, wte->grad, wte->n * sizeof(float));
             continue;
         }
-        int ga = rs->replica * ex->D + a, gb = rs->replica * ex->D + b;
+        int ga = ex_global(ex, rs->replica, a, rs->tpr), gb = ex_global(ex, rs->replica, b, rs->tpr);
         int group[2] = {ga < gb ? ga : gb, ga < gb ? gb : ga};
         pp_rt_tensor *mine = rs->r == a ? wte : head;
         data[p] = mine->grad;
@@ -225,7 +225,7 @@ static pp_status copy_grads(pp_rt_executor *ex, rank_state *rs, float *buf, int 
             if (ex_rank_of(ex, p, s) != rs->r)
                 continue;
             int nt;
-            pp_rt_tensor *t = pp_rt_stage_tensors(ex_stage(ex, rs->replica, p, s), &nt);
+            pp_rt_tensor *t = pp_rt_stage_tensors(ex_stage(ex, rs->replica, rs->tpr, p, s), &nt);
             for (int j = 0; j < nt; j++) {
                 size_t bytes = t[j].n * sizeof(float);
                 if (buf && dir == GRADS_PACK)
@@ -252,7 +252,7 @@ static pp_status sync_dp(pp_rt_executor *ex, rank_state *rs)
         return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
     int group[64]; /* dp <= 64, checked at creation */
     for (int k = 0; k < ex->dp; k++)
-        group[k] = k * ex->D + rs->r;
+        group[k] = ex_global(ex, k, rs->r, rs->tpr);
     float *host = NULL;
     pp_transport_req *req = NULL;
     pp_status st = copy_grads(ex, rs, buf, GRADS_PACK, &n);
@@ -268,7 +268,8 @@ static pp_status sync_dp(pp_rt_executor *ex, rank_state *rs)
 }
 
 /* The model's gradient counted once: replica 0, pipe 0 (every layer once), without the
- * head's copy of the tied embedding. */
+ * head's copy of the tied embedding; of a tensor-parallel group, every rank's shards and the
+ * first rank's whole tensors (the same on every rank of the group). */
 static pp_status owned_grad_sq(pp_rt_executor *ex, rank_state *rs, double *out)
 {
     double sq = 0;
@@ -279,9 +280,9 @@ static pp_status owned_grad_sq(pp_rt_executor *ex, rank_state *rs, double *out)
         if (ex_rank_of(ex, 0, s) != rs->r)
             continue;
         int nt;
-        pp_rt_tensor *t = pp_rt_stage_tensors(ex_stage(ex, 0, 0, s), &nt);
+        pp_rt_tensor *t = pp_rt_stage_tensors(ex_stage(ex, 0, rs->tpr, 0, s), &nt);
         for (int j = 0; j < nt; j++) {
-            if (strcmp(t[j].name, "wte.head") == 0)
+            if (strcmp(t[j].name, "wte.head") == 0 || (rs->tpr > 0 && !t[j].sharded))
                 continue;
             PP_TRY(pp_ex_sum_sq(rs, t[j].grad, t[j].n, &sq));
         }
@@ -315,7 +316,7 @@ static pp_status update(pp_rt_executor *ex, rank_state *rs)
     for (int p = 0; p < ex->P; p++)
         for (int s = 0; s < ex->S; s++)
             if (ex_rank_of(ex, p, s) == rs->r)
-                PP_TRY(pp_rt_stage_adamw(ex_stage(ex, rs->replica, p, s), &ex->adamw, step, scale));
+                PP_TRY(pp_rt_stage_adamw(ex_stage(ex, rs->replica, rs->tpr, p, s), &ex->adamw, step, scale));
     return PP_OK;
 }
 
@@ -350,7 +351,7 @@ pp_status pp_ex_check_reduces(pp_rt_executor *ex)
         for (int i = 0; i < rd->n_ranks && st == PP_OK; i++) {
             gref *v;
             int n;
-            st = collect_reduce(ex, 0, rd->ranks[i], id, &v, &n);
+            st = collect_reduce(ex, 0, 0, rd->ranks[i], id, &v, &n);
             if (st != PP_OK)
                 break;
             if (i == 0) {

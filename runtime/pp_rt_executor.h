@@ -24,7 +24,8 @@ extern "C" {
 /* Runs training steps of a schedule: dp pipeline replicas of sched->ranks ranks each, every
  * rank a thread with its own backend (CPU unless pp_rt_exec_params.backend says CUDA),
  * talking through the in-process transport. Global
- * rank g = replica * D + r. Each rank holds the stages the schedule places on it; bidirectional
+ * rank g = replica * D + r without tensor parallelism (pp_rt_exec_params.tp says how it
+ * places tensor-parallel ranks). Each rank holds the stages the schedule places on it; bidirectional
  * schedules hold two replicas of every layer (one per pipe) which start identical (same seed).
  *
  * One step: every rank walks its action list (RECV via the transport, F/B through the stage
@@ -63,6 +64,12 @@ typedef struct {
     int backend; /* pp_rt_backend_kind */
     int precision;
     int device;
+    /* Tensor-parallel ranks per pipeline rank (0 or 1: none). Every stage is split over tp
+     * ranks as Megatron-LM splits it (pp_rt_stage_params.tp); the ranks are then dp * D * tp,
+     * global rank g = tp_rank + tp * (pipeline rank + D * replica) (plan/pp_rt_place.h). A
+     * process transport then has dp * D * tp ranks. PP_ERR_INVALID when tp does not divide
+     * the model's heads or MLP width (pp_model_check_tp). */
+    int tp;
 } pp_rt_exec_params;
 
 typedef struct {
@@ -78,6 +85,10 @@ typedef struct {
     const pp_rt_span *const *spans; /* [n_ranks][sched->n_ops[g % D]] every action */
     const pp_rt_span *sync;         /* [n_ranks] gradient synchronisation after the actions */
     const pp_rt_span *optim;        /* [n_ranks] clipping + AdamW (0-length when !update) */
+    /* [n_ranks] the step's tensor-parallel all-reduces of each rank: wall seconds inside them
+     * and the bytes it contributed (0 without tensor parallelism; under a process transport
+     * only this process's rank is filled) */
+    const double *tp_seconds, *tp_bytes;
 } pp_rt_step_result;
 
 /* Validates the parameters (messages name the value), computes the memory plan, creates
@@ -102,6 +113,12 @@ int pp_rt_executor_batch_rows(const pp_rt_executor *ex);
 /* Return the stage object of (pipe, stage) in a replica, and the backend of global rank g,
  * owned by the executor (NULL for a rank another process runs). */
 pp_rt_stage *pp_rt_executor_stage(pp_rt_executor *ex, int replica, int pipe, int stage);
+/* The same for tensor-parallel rank tp_rank of the stage (pp_rt_executor_stage is its rank 0);
+ * NULL outside 0..tp-1. */
+pp_rt_stage *pp_rt_executor_stage_tp(pp_rt_executor *ex, int replica, int tp_rank, int pipe,
+                                     int stage);
+/* Returns the tensor-parallel ranks per pipeline rank (1 without tensor parallelism). */
+int pp_rt_executor_tp(const pp_rt_executor *ex);
 pp_backend *pp_rt_executor_backend(pp_rt_executor *ex, int g);
 /* Returns, with a process transport, the global rank this process runs (the others' stages and
  * backends are NULL here); -1 when every rank is a thread of this process. */

@@ -30,6 +30,16 @@ typedef struct {
     int seq;                    /* T <= model->seq */
     uint64_t seed;              /* every tensor derives from (seed, layer, name): a layer's
                                    weights are identical wherever it is placed */
+    /* Tensor parallelism (Megatron-LM, Shoeybi et al. 2019): the stage's blocks are split over
+     * tp ranks (0 or 1: no split), of which this one is tp_rank. qkv (by heads) and the MLP's
+     * first linear are column-parallel, the attention output and the MLP's second linear
+     * row-parallel, LayerNorms, the row-parallel biases, the embedding and the head whole on
+     * every rank. tp_allreduce sums data(n) in place over the stage's tp ranks (every rank
+     * gets the same floats; each rank of the group calls it the same times, in the same
+     * order); required when tp > 1. */
+    int tp, tp_rank;
+    pp_status (*tp_allreduce)(void *ctx, float *data, size_t n);
+    void *tp_ctx;
 } pp_rt_stage_params;
 
 /* A named parameter tensor with its gradient (both in backend memory, fp32, n elements).
@@ -41,6 +51,8 @@ typedef struct {
     float *data;
     float *grad;
     size_t n;
+    int sharded; /* 1: this rank holds 1/t of the tensor (pp_rt_stage_global_index maps it);
+                    0: the whole tensor, identical on every tensor-parallel rank */
 } pp_rt_tensor;
 
 /* Creates the stage's parameters (initialised from the seed) and gradients (zero) in be's
@@ -81,6 +93,9 @@ pp_rt_tensor *pp_rt_stage_tensors(pp_rt_stage *st, int *n);
 /* Returns the stage's tensor with this name ("h3.attn.qkv.w", "wte.head"), owned by the
  * stage, or NULL if it holds none. */
 pp_rt_tensor *pp_rt_stage_tensor(pp_rt_stage *st, const char *name);
+/* Returns the index in the whole (unsplit) tensor of element i of the stage's tensor
+ * `tensor` (an index into pp_rt_stage_tensors): i itself for a tensor that is not sharded. */
+size_t pp_rt_stage_global_index(const pp_rt_stage *st, int tensor, size_t i);
 /* Sets every gradient of the stage to zero (before a step's first backward). */
 void pp_rt_stage_zero_grad(pp_rt_stage *st);
 

@@ -9,6 +9,17 @@
  * (Radford et al. 2019): normal(0, 0.02), residual projections scaled by 1/sqrt(2L), LayerNorm
  * gain 1 and bias 0, biases 0.
  * Forward, backward and AdamW are in stage_fwd.c, stage_bwd.c, stage_adamw.c.
+ *
+ * Tensor parallelism (Megatron-LM, Shoeybi et al. 2019, section 3): a tensor-parallel rank
+ * holds its shard of qkv (by heads) and fc (column-parallel) and of the two projections'
+ * weights (row-parallel), and each element of a shard is initialised from its index in the
+ * whole tensor, so the t shards put together are bit for bit the unsplit tensor.
+ * The token / position embedding and the tied LM head (with the loss) are replicated on every
+ * tensor-parallel rank rather than split over the vocabulary as Megatron does: the runtime's
+ * sizes are CPU trial sizes (tiny: V = 256, C = 64), where the replicated head is a few
+ * percent of a stage's FLOPs and its weights 16 KB; splitting it would add two more
+ * collectives per micro-batch (max and sum of the softmax) for no measurable gain there.
+ * Planned per rank (pp_rt_sizes.h), so the tuner's trials see the replicated bytes.
  */
 #include <math.h>
 #include <stdio.h>
@@ -22,27 +33,49 @@ typedef enum { INIT_ZERO, INIT_ONE, INIT_NORMAL } init_kind;
 
 typedef struct {
     const char *name; /* within the layer: "ln1.g", "attn.qkv.w", ... */
-    int rows, cols;   /* cols = 0 for a vector */
+    int rows, cols;   /* of the whole tensor; cols = 0 for a vector */
     init_kind init;
-    int residual; /* normal std scaled by 1/sqrt(2L) */
+    int residual;       /* normal std scaled by 1/sqrt(2L) */
+    pp_shard_kind kind; /* how tensor parallelism splits it */
 } tensor_spec;
 
 /* Block tensors in the order of the PP_LT_* enum. Sizes filled from the model. */
 static void layer_specs(const pp_model_cfg *m, tensor_spec s[PP_LT__COUNT])
 {
     int C = m->hidden, F = m->ffn;
-    s[PP_LT_LN1_G] = (tensor_spec){"ln1.g", C, 0, INIT_ONE, 0};
-    s[PP_LT_LN1_B] = (tensor_spec){"ln1.b", C, 0, INIT_ZERO, 0};
-    s[PP_LT_QKV_W] = (tensor_spec){"attn.qkv.w", 3 * C, C, INIT_NORMAL, 0};
-    s[PP_LT_QKV_B] = (tensor_spec){"attn.qkv.b", 3 * C, 0, INIT_ZERO, 0};
-    s[PP_LT_PROJ_W] = (tensor_spec){"attn.proj.w", C, C, INIT_NORMAL, 1};
-    s[PP_LT_PROJ_B] = (tensor_spec){"attn.proj.b", C, 0, INIT_ZERO, 0};
-    s[PP_LT_LN2_G] = (tensor_spec){"ln2.g", C, 0, INIT_ONE, 0};
-    s[PP_LT_LN2_B] = (tensor_spec){"ln2.b", C, 0, INIT_ZERO, 0};
-    s[PP_LT_FC_W] = (tensor_spec){"mlp.fc.w", F, C, INIT_NORMAL, 0};
-    s[PP_LT_FC_B] = (tensor_spec){"mlp.fc.b", F, 0, INIT_ZERO, 0};
-    s[PP_LT_FCP_W] = (tensor_spec){"mlp.proj.w", C, F, INIT_NORMAL, 1};
-    s[PP_LT_FCP_B] = (tensor_spec){"mlp.proj.b", C, 0, INIT_ZERO, 0};
+    s[PP_LT_LN1_G] = (tensor_spec){"ln1.g", C, 0, INIT_ONE, 0, SHARD_NONE};
+    s[PP_LT_LN1_B] = (tensor_spec){"ln1.b", C, 0, INIT_ZERO, 0, SHARD_NONE};
+    s[PP_LT_QKV_W] = (tensor_spec){"attn.qkv.w", 3 * C, C, INIT_NORMAL, 0, SHARD_QKV};
+    s[PP_LT_QKV_B] = (tensor_spec){"attn.qkv.b", 3 * C, 0, INIT_ZERO, 0, SHARD_QKV};
+    s[PP_LT_PROJ_W] = (tensor_spec){"attn.proj.w", C, C, INIT_NORMAL, 1, SHARD_COLS};
+    s[PP_LT_PROJ_B] = (tensor_spec){"attn.proj.b", C, 0, INIT_ZERO, 0, SHARD_NONE};
+    s[PP_LT_LN2_G] = (tensor_spec){"ln2.g", C, 0, INIT_ONE, 0, SHARD_NONE};
+    s[PP_LT_LN2_B] = (tensor_spec){"ln2.b", C, 0, INIT_ZERO, 0, SHARD_NONE};
+    s[PP_LT_FC_W] = (tensor_spec){"mlp.fc.w", F, C, INIT_NORMAL, 0, SHARD_ROWS};
+    s[PP_LT_FC_B] = (tensor_spec){"mlp.fc.b", F, 0, INIT_ZERO, 0, SHARD_ROWS};
+    s[PP_LT_FCP_W] = (tensor_spec){"mlp.proj.w", C, F, INIT_NORMAL, 1, SHARD_COLS};
+    s[PP_LT_FCP_B] = (tensor_spec){"mlp.proj.b", C, 0, INIT_ZERO, 0, SHARD_NONE};
+}
+
+/* Index in the whole tensor of element i of tensor-parallel rank tpr's shard (of t). */
+static size_t shard_index(const pp_stage_shard *sh, int t, int tpr, size_t i)
+{
+    size_t R = sh->rows, K = sh->cols, tt = (size_t)t, r = (size_t)tpr;
+    switch (sh->kind) {
+    case SHARD_ROWS: /* local (R/t, K) */
+        return (r * (R / tt)) * K + i;
+    case SHARD_QKV: { /* local (3 * R/3t, K): three row blocks */
+        size_t part = R / 3 / tt, lr = i / K, c = i % K;
+        size_t blk = lr / part, within = lr % part;
+        return (blk * (R / 3) + r * part + within) * K + c;
+    }
+    case SHARD_COLS: { /* local (R, K/t) */
+        size_t kl = K / tt, row = i / kl, c = i % kl;
+        return row * K + r * kl + c;
+    }
+    default:
+        return i;
+    }
 }
 
 /* ---- counter-based normal numbers (init_normal.h) ---- */
@@ -54,11 +87,34 @@ static uint64_t tensor_key(uint64_t seed, int layer, const char *name)
     return pp_splitmix64(seed ^ pp_splitmix64(name_h ^ pp_splitmix64((uint64_t)(layer + 1))));
 }
 
-/* Fills a backend tensor through a small host buffer (no host copy of the whole tensor). The
- * chunk length is even, so a Box-Muller pair never straddles two chunks. */
-static pp_status init_tensor(pp_backend *be, float *dst, size_t n, init_kind kind, uint64_t key,
-                             double std)
+/* Fills a shard of a tensor: element i is element shard_index(i) of the whole one. */
+static pp_status init_shard(pp_backend *be, float *dst, size_t n, init_kind kind, uint64_t key,
+                            double std, const pp_stage_shard *sh, int t, int tpr)
 {
+    float buf[4096];
+    for (size_t done = 0; done < n;) {
+        size_t m = n - done < 4096 ? n - done : 4096;
+        for (size_t i = 0; i < m; i++) {
+            size_t gi = shard_index(sh, t, tpr, done + i);
+            float pair[2] = {kind == INIT_ONE ? 1.0f : 0.0f, kind == INIT_ONE ? 1.0f : 0.0f};
+            if (kind == INIT_NORMAL)
+                pp_normal_pair(key, gi / 2, std, pair);
+            buf[i] = pair[gi & 1];
+        }
+        PP_TRY(be->ops->upload(be->ctx, dst + done, buf, m * sizeof(float)));
+        done += m;
+    }
+    return PP_OK;
+}
+
+/* Fills a backend tensor through a small host buffer (no host copy of the whole tensor). The
+ * chunk length is even, so a Box-Muller pair never straddles two chunks. A tensor-parallel
+ * shard goes through init_shard (on the host, also beside a device). */
+static pp_status init_tensor(pp_backend *be, float *dst, size_t n, init_kind kind, uint64_t key,
+                             double std, const pp_stage_shard *sh, int t, int tpr)
+{
+    if (t > 1 && sh->kind != SHARD_NONE && kind != INIT_ZERO)
+        return init_shard(be, dst, n, kind, key, std, sh, t, tpr);
     if (kind == INIT_NORMAL && be->ops->init_normal) /* the device fills it (CUDA) */
         return be->ops->init_normal(be->ctx, dst, n, key, std);
     if (kind == INIT_ZERO)
@@ -90,6 +146,7 @@ typedef struct {
     init_kind init;
     double std;
     int matrix;
+    pp_stage_shard shard;
 } tensor_plan;
 
 /* Lists the stage's tensors in allocation order; returns the count (plan may be NULL). */
@@ -106,6 +163,7 @@ static int plan_tensors(const pp_rt_stage *st, tensor_plan *plan)
             snprintf(p_->name, sizeof p_->name, "%s", nm);                                         \
             p_->layer = (ly), p_->key_name = (key), p_->n = (count), p_->init = (kind);            \
             p_->std = (sd), p_->matrix = (mat);                                                    \
+            p_->shard = (pp_stage_shard){SHARD_NONE, (count), 1};                                  \
         }                                                                                          \
         k++;                                                                                       \
     } while (0)
@@ -120,9 +178,13 @@ static int plan_tensors(const pp_rt_stage *st, tensor_plan *plan)
         for (int t = 0; t < PP_LT__COUNT; t++) {
             char nm[48];
             snprintf(nm, sizeof nm, "h%d.%s", gl, spec[t].name);
-            size_t n = (size_t)spec[t].rows * (spec[t].cols ? (size_t)spec[t].cols : 1);
+            size_t rows = (size_t)spec[t].rows, cols = spec[t].cols ? (size_t)spec[t].cols : 1;
+            int split = st->tp > 1 && spec[t].kind != SHARD_NONE;
+            size_t n = rows * cols / (split ? (size_t)st->tp : 1);
             PLAN(nm, gl, spec[t].name, n, spec[t].init, spec[t].residual ? res_std : std,
                  spec[t].cols != 0);
+            if (plan && split)
+                plan[k - 1].shard = (pp_stage_shard){spec[t].kind, rows, cols};
         }
     }
     if (st->has_head) {
@@ -145,7 +207,8 @@ static int plan_tensors(const pp_rt_stage *st, tensor_plan *plan)
 static size_t layer_floats(const pp_rt_stage *st)
 {
     return pp_rt_size_act_layer_floats((size_t)st->B, (size_t)st->T, (size_t)st->cfg.hidden,
-                                  (size_t)st->cfg.ffn, (size_t)st->cfg.heads);
+                                       (size_t)st->cfg.ffn, (size_t)st->cfg.heads,
+                                       (size_t)st->tp);
 }
 
 static size_t prefix_words(const pp_rt_stage *st)
@@ -163,15 +226,16 @@ void pp_stage_slot_views(const pp_rt_stage *st, void *mem, int32_t **tokens, int
 
 void pp_stage_layer_acts(const pp_rt_stage *st, void *mem, int layer, pp_layer_acts *a)
 {
-    size_t N = (size_t)st->B * st->T, C = (size_t)st->cfg.hidden, F = (size_t)st->cfg.ffn;
+    size_t N = (size_t)st->B * st->T, C = (size_t)st->cfg.hidden, F = (size_t)st->Fl;
+    size_t Cl = (size_t)st->Cl;
     float *p = (float *)mem + prefix_words(st) + (size_t)layer * layer_floats(st);
     a->x = p, p += N * C;
     a->ln1 = p, p += N * C;
     a->mean1 = p, p += N;
     a->rstd1 = p, p += N;
-    a->qkv = p, p += 3 * N * C;
-    a->atty = p, p += N * C;
-    a->att = p, p += (size_t)st->B * st->cfg.heads * st->T * st->T;
+    a->qkv = p, p += 3 * N * Cl;
+    a->atty = p, p += N * Cl;
+    a->att = p, p += (size_t)st->B * st->Hl * st->T * st->T;
     a->res2 = p, p += N * C;
     a->ln2 = p, p += N * C;
     a->mean2 = p, p += N;
@@ -218,6 +282,12 @@ static pp_status check_params(const pp_rt_stage_params *p)
         return PP_ERR(PP_ERR_INVALID,
                       "stage: sequence length must be in 1..%d (the model's positions), got %d",
                       m->seq, p->seq);
+    PP_TRY(pp_model_check_tp(m, p->tp < 1 ? 1 : p->tp));
+    if (p->tp > 1 && (!p->tp_allreduce || p->tp_rank < 0 || p->tp_rank >= p->tp))
+        return PP_ERR(PP_ERR_INVALID,
+                      "stage: tensor-parallel rank %d of %d needs a rank in 0..%d and an "
+                      "all-reduce",
+                      p->tp_rank, p->tp, p->tp - 1);
     return PP_OK;
 }
 
@@ -227,8 +297,9 @@ static pp_status build_tensors(pp_rt_stage *st)
     tensor_plan *plan = pp_calloc(n ? (size_t)n : 1, sizeof *plan);
     st->tensors = pp_calloc(n ? (size_t)n : 1, sizeof *st->tensors);
     st->decay = pp_calloc(n ? (size_t)n : 1, 1);
+    st->shard = pp_calloc(n ? (size_t)n : 1, sizeof *st->shard);
     st->names = pp_calloc(n ? (size_t)n : 1, 48);
-    if (!plan || !st->tensors || !st->decay || !st->names) {
+    if (!plan || !st->tensors || !st->decay || !st->shard || !st->names) {
         free(plan);
         return PP_ERR(PP_ERR_NOMEM, "stage: cannot allocate the table of %d tensors", n);
     }
@@ -249,10 +320,13 @@ static pp_status build_tensors(pp_rt_stage *st)
     for (int i = 0; rc == PP_OK && i < n; i++) {
         char *nm = st->names + (size_t)i * 48;
         memcpy(nm, plan[i].name, 48);
-        st->tensors[i] = (pp_rt_tensor){nm, st->params + off, st->grads + off, plan[i].n};
+        st->tensors[i] = (pp_rt_tensor){nm, st->params + off, st->grads + off, plan[i].n,
+                                        plan[i].shard.kind != SHARD_NONE};
         st->decay[i] = (unsigned char)plan[i].matrix;
+        st->shard[i] = plan[i].shard;
         rc = init_tensor(st->be, st->params + off, plan[i].n, plan[i].init,
-                         tensor_key(st->seed, plan[i].layer, plan[i].key_name), plan[i].std);
+                         tensor_key(st->seed, plan[i].layer, plan[i].key_name), plan[i].std,
+                         &plan[i].shard, st->tp, st->tpr);
         off += plan[i].n;
         if (!strcmp(nm, "wte"))
             st->i_wte = i;
@@ -287,10 +361,17 @@ pp_status pp_rt_stage_create(pp_backend *be, const pp_rt_stage_params *p, pp_rt_
     st->B = p->micro_batch;
     st->T = p->seq;
     st->seed = p->seed;
+    st->tp = p->tp > 1 ? p->tp : 1;
+    st->tpr = st->tp > 1 ? p->tp_rank : 0;
+    st->Cl = st->cfg.hidden / st->tp;
+    st->Hl = st->cfg.heads / st->tp;
+    st->Fl = st->cfg.ffn / st->tp;
+    st->tp_allreduce = p->tp_allreduce;
+    st->tp_ctx = p->tp_ctx;
     st->slot_bytes = pp_rt_size_act_slot_bytes((size_t)st->B, (size_t)st->T, (size_t)st->nl,
                                           st->has_embed, st->has_head, (size_t)st->cfg.hidden,
                                           (size_t)st->cfg.ffn, (size_t)st->cfg.vocab,
-                                          (size_t)st->cfg.heads);
+                                          (size_t)st->cfg.heads, (size_t)st->tp);
     pp_status rc = build_tensors(st);
     if (rc != PP_OK) {
         pp_rt_stage_destroy(st);
@@ -313,6 +394,7 @@ void pp_rt_stage_destroy(pp_rt_stage *st)
     pp_backend_free(st->be, st->params, pb, PP_MEM_WEIGHTS);
     free(st->tensors);
     free(st->decay);
+    free(st->shard);
     free(st->names);
     free(st);
 }
@@ -339,6 +421,11 @@ pp_rt_tensor *pp_rt_stage_tensor(pp_rt_stage *st, const char *name)
         if (strcmp(st->tensors[i].name, name) == 0)
             return &st->tensors[i];
     return NULL;
+}
+
+size_t pp_rt_stage_global_index(const pp_rt_stage *st, int tensor, size_t i)
+{
+    return shard_index(&st->shard[tensor], st->tp, st->tpr, i);
 }
 
 void pp_rt_stage_zero_grad(pp_rt_stage *st)

@@ -31,28 +31,41 @@ static pp_status linear_bwd(pp_backend *be, float *dx, float *dw, float *db, con
     return PP_OK;
 }
 
+/* One block's backward. With tensor parallelism (tp > 1; Cl, Fl, Hl are then this rank's
+ * share, else C, F, NH and every all-reduce is a no-op): dres, the gradient of the block's
+ * output, is whole and the same on every rank (g's backward is the identity), so the
+ * row-parallel projections take it as it is and their biases' gradients are whole; each
+ * column-parallel linear's input gradient is this rank's part of a sum, completed by f's
+ * backward all-reduce before the LayerNorm's backward (so dres stays the same on every rank,
+ * and so do the LayerNorms' gradients). */
 static pp_status block_bwd(pp_rt_stage *st, int l, const pp_layer_acts *a, workspace *ws)
 {
     pp_backend *be = st->be;
     const pp_backend_ops *o = be->ops;
-    int N = st->B * st->T, C = st->cfg.hidden, F = st->cfg.ffn;
+    int N = st->B * st->T, C = st->cfg.hidden, Cl = st->Cl, Fl = st->Fl;
+    size_t nc = (size_t)N * C;
+    int f = pp_stage_tp_fault != PP_TP_DROP_F; /* f's all-reduce (tests drop it) */
 #define W(k) PP_ST_W(st, l, k)
 #define G(k) PP_ST_G(st, l, k)
     /* MLP branch: out = res2 + gelu(ln2(res2) Wfc^T + bfc) Wfp^T + bfp */
     PP_TRY(linear_bwd(be, ws->dbig, G(PP_LT_FCP_W), G(PP_LT_FCP_B), ws->dres, a->gelu,
-                      W(PP_LT_FCP_W), N, F, C));
-    PP_TRY(o->gelu_bwd(be->ctx, ws->dbig, a->fch, ws->dbig, (size_t)N * F));
+                      W(PP_LT_FCP_W), N, Fl, C));
+    PP_TRY(o->gelu_bwd(be->ctx, ws->dbig, a->fch, ws->dbig, (size_t)N * Fl));
     PP_TRY(linear_bwd(be, ws->dln, G(PP_LT_FC_W), G(PP_LT_FC_B), ws->dbig, a->ln2, W(PP_LT_FC_W), N,
-                      C, F));
+                      C, Fl));
+    if (f)
+        PP_TRY(pp_stage_tp_sum(st, ws->dln, nc));
     PP_TRY(o->layernorm_bwd(be->ctx, ws->dres, G(PP_LT_LN2_G), G(PP_LT_LN2_B), ws->dln, a->res2,
                             W(PP_LT_LN2_G), a->mean2, a->rstd2, N, C));
     /* Attention branch: res2 = x + attn(ln1(x)) Wproj^T + bproj */
     PP_TRY(linear_bwd(be, ws->dln, G(PP_LT_PROJ_W), G(PP_LT_PROJ_B), ws->dres, a->atty,
-                      W(PP_LT_PROJ_W), N, C, C));
+                      W(PP_LT_PROJ_W), N, Cl, C));
     PP_TRY(o->attention_bwd(be->ctx, ws->dbig, ws->scratch, ws->dln, a->att, a->qkv, st->B, st->T,
-                            C, st->cfg.heads));
+                            Cl, st->Hl));
     PP_TRY(linear_bwd(be, ws->dln, G(PP_LT_QKV_W), G(PP_LT_QKV_B), ws->dbig, a->ln1, W(PP_LT_QKV_W),
-                      N, C, 3 * C));
+                      N, C, 3 * Cl));
+    if (f)
+        PP_TRY(pp_stage_tp_sum(st, ws->dln, nc));
     PP_TRY(o->layernorm_bwd(be->ctx, ws->dres, G(PP_LT_LN1_G), G(PP_LT_LN1_B), ws->dln, a->x,
                             W(PP_LT_LN1_G), a->mean1, a->rstd1, N, C));
 #undef W
@@ -84,11 +97,12 @@ static pp_status head_bwd(pp_rt_stage *st, const pp_head_acts *h, const int32_t 
 static pp_status workspace_alloc(pp_rt_stage *st, workspace *ws)
 {
     size_t N = (size_t)st->B * st->T, C = (size_t)st->cfg.hidden, F = (size_t)st->cfg.ffn;
-    size_t big = st->nl > 0 ? N * (F > 3 * C ? F : 3 * C) : 0;
-    size_t scratch = st->nl > 0 ? st->be->ops->attention_scratch_bytes(
-                                      st->be->ctx, st->B, st->T, st->cfg.hidden, st->cfg.heads)
+    size_t t = (size_t)st->tp;
+    size_t big = st->nl > 0 ? N * ((F > 3 * C ? F : 3 * C) / t) : 0;
+    size_t scratch = st->nl > 0 ? st->be->ops->attention_scratch_bytes(st->be->ctx, st->B, st->T,
+                                                                       st->Cl, st->Hl)
                                 : 0;
-    ws->bytes = pp_rt_size_bwd_ws(N, C, F, (size_t)st->nl, scratch); /* pp_rt_sizes.h */
+    ws->bytes = pp_rt_size_bwd_ws(N, C, F, (size_t)st->nl, scratch, t); /* pp_rt_sizes.h */
     ws->mem = pp_backend_alloc(st->be, ws->bytes, PP_MEM_WORKSPACE);
     if (!ws->mem)
         return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);

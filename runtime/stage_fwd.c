@@ -5,10 +5,14 @@
  * here, freed by backward), so the forward needs no other scratch; the residual adds are fused
  * into the projections (the GEMM accumulates onto a copy of the residual, beta = 1).
  * Block (GPT-2, Radford et al. 2019):  x + attn(ln1(x)) = r;  r + mlp(ln2(r)) = out.
+ * With tensor parallelism the block is Megatron-LM's (Shoeybi et al. 2019, fig. 3): see
+ * block_fwd_tp; the embedding and the head run whole on every tensor-parallel rank.
  */
 #include <stdlib.h>
 
 #include "stage_impl.h"
+
+int pp_stage_tp_fault = PP_TP_DROP_NONE;
 
 /* y(N, out) (=, or += when beta = 1) x(N, in) @ W(out, in)^T + bias */
 static pp_status linear_fwd(pp_backend *be, float *y, const float *x, const float *w,
@@ -19,8 +23,50 @@ static pp_status linear_fwd(pp_backend *be, float *y, const float *x, const floa
     return PP_OK;
 }
 
+/* A row-parallel linear after tensor-parallel work, then the residual add:
+ * y(N, out) = res + g(x(N, in_l) @ W_l(out, in_l)^T) + bias, where g sums the t ranks'
+ * partial products (Megatron's g: all-reduce forward, identity backward) before the residual
+ * and the bias, which every rank holds whole, are added once. */
+static pp_status row_parallel_fwd(pp_rt_stage *st, float *y, const float *res, const float *x,
+                                  const float *w, const float *bias, int N, int in_l, int out)
+{
+    pp_backend *be = st->be;
+    PP_TRY(be->ops->gemm(be->ctx, 0, 1, N, out, in_l, 1.0f, x, in_l, w, in_l, 0.0f, y, out));
+    if (pp_stage_tp_fault != PP_TP_DROP_G)
+        PP_TRY(pp_stage_tp_sum(st, y, (size_t)N * out));
+    PP_TRY(be->ops->add(be->ctx, y, res, (size_t)N * out));
+    PP_TRY(be->ops->add_bias(be->ctx, y, bias, N, out));
+    return PP_OK;
+}
+
+/* Tensor-parallel block (tp > 1): the column-parallel qkv and fc take the whole LayerNorm
+ * output (f: identity forward) and produce this rank's heads / MLP columns; the row-parallel
+ * projections' partial sums meet in g. */
+static pp_status block_fwd_tp(pp_rt_stage *st, int l, const pp_layer_acts *a, float *out)
+{
+    pp_backend *be = st->be;
+    const pp_backend_ops *o = be->ops;
+    int N = st->B * st->T, C = st->cfg.hidden, Cl = st->Cl, Fl = st->Fl;
+#define W(k) PP_ST_W(st, l, k)
+    PP_TRY(o->layernorm_fwd(be->ctx, a->ln1, a->mean1, a->rstd1, a->x, W(PP_LT_LN1_G),
+                            W(PP_LT_LN1_B), N, C));
+    PP_TRY(linear_fwd(be, a->qkv, a->ln1, W(PP_LT_QKV_W), W(PP_LT_QKV_B), N, C, 3 * Cl, 0.0f));
+    PP_TRY(o->attention_fwd(be->ctx, a->atty, a->att, a->qkv, st->B, st->T, Cl, st->Hl));
+    PP_TRY(row_parallel_fwd(st, a->res2, a->x, a->atty, W(PP_LT_PROJ_W), W(PP_LT_PROJ_B), N, Cl,
+                            C));
+    PP_TRY(o->layernorm_fwd(be->ctx, a->ln2, a->mean2, a->rstd2, a->res2, W(PP_LT_LN2_G),
+                            W(PP_LT_LN2_B), N, C));
+    PP_TRY(linear_fwd(be, a->fch, a->ln2, W(PP_LT_FC_W), W(PP_LT_FC_B), N, C, Fl, 0.0f));
+    PP_TRY(o->gelu_fwd(be->ctx, a->gelu, a->fch, (size_t)N * Fl));
+    PP_TRY(row_parallel_fwd(st, out, a->res2, a->gelu, W(PP_LT_FCP_W), W(PP_LT_FCP_B), N, Fl, C));
+#undef W
+    return PP_OK;
+}
+
 static pp_status block_fwd(pp_rt_stage *st, int l, const pp_layer_acts *a, float *out)
 {
+    if (st->tp > 1)
+        return block_fwd_tp(st, l, a, out);
     pp_backend *be = st->be;
     const pp_backend_ops *o = be->ops;
     int N = st->B * st->T, C = st->cfg.hidden, F = st->cfg.ffn;

@@ -10,7 +10,8 @@
 #include "pp_rt_sizes.h"
 
 /* The tensors of one transformer block, in allocation order. Shapes (PyTorch nn.Linear
- * convention, weight (out, in)): */
+ * convention, weight (out, in)) of the whole tensor; a tensor-parallel rank holds rows
+ * (column-parallel: qkv, fc) or columns (row-parallel: proj, fcp weights) 1/t of them: */
 enum {
     PP_LT_LN1_G,  /* (C) */
     PP_LT_LN1_B,  /* (C) */
@@ -27,21 +28,22 @@ enum {
     PP_LT__COUNT
 };
 
-/* Saved activations of one block for one micro-batch (N = B*T rows). */
+/* Saved activations of one block for one micro-batch (N = B*T rows; Cl, Fl, Hl: this
+ * tensor-parallel rank's share of C, F, NH, which equal them without tensor parallelism). */
 typedef struct {
     float *x;     /* (N, C) block input (the residual stream) */
     float *ln1;   /* (N, C) */
     float *mean1; /* (N) */
     float *rstd1; /* (N) */
-    float *qkv;   /* (N, 3C) */
-    float *atty;  /* (N, C) attention output before the projection */
-    float *att;   /* (B, NH, T, T) probabilities (layout: the backend's attention_fwd) */
+    float *qkv;   /* (N, 3Cl) [q | k | v] of the rank's heads */
+    float *atty;  /* (N, Cl) attention output before the projection */
+    float *att;   /* (B, Hl, T, T) probabilities (layout: the backend's attention_fwd) */
     float *res2;  /* (N, C) x + attention branch */
     float *ln2;   /* (N, C) */
     float *mean2; /* (N) */
     float *rstd2; /* (N) */
-    float *fch;   /* (N, F) MLP pre-activation */
-    float *gelu;  /* (N, F) */
+    float *fch;   /* (N, Fl) MLP pre-activation */
+    float *gelu;  /* (N, Fl) */
 } pp_layer_acts;
 
 /* Saved activations of the head for one micro-batch. */
@@ -52,6 +54,17 @@ typedef struct {
     float *rstdf; /* (N) */
     float *probs; /* (N, V) softmax; turned into dlogits in place by backward */
 } pp_head_acts;
+
+/* How a tensor-parallel rank's piece of a tensor maps into the whole (rows, cols) tensor
+ * (cols 1 for a vector): SHARD_NONE the whole; SHARD_ROWS rows [tpr R/t, (tpr+1) R/t) of it
+ * (column-parallel: fc); SHARD_QKV those rows of each of its three [q | k | v] row blocks
+ * (column-parallel by heads: qkv); SHARD_COLS columns [tpr K/t, ..) of every row
+ * (row-parallel: the projections' weights). */
+typedef enum { SHARD_NONE, SHARD_ROWS, SHARD_QKV, SHARD_COLS } pp_shard_kind;
+typedef struct {
+    pp_shard_kind kind;
+    size_t rows, cols; /* of the whole tensor */
+} pp_stage_shard;
 
 typedef struct {
     int id;    /* the micro-batch the caller named */
@@ -65,11 +78,17 @@ struct pp_rt_stage {
     int has_embed, has_head;
     int B, T;
     uint64_t seed;
+    /* tensor parallelism: tp ranks (1: none), this one's index, the all-reduce over them;
+     * Cl = C/tp, Hl = NH/tp, Fl = F/tp: this rank's attention width, heads and MLP width */
+    int tp, tpr, Cl, Hl, Fl;
+    pp_status (*tp_allreduce)(void *ctx, float *data, size_t n);
+    void *tp_ctx;
 
     float *params, *grads; /* one allocation each: nparams floats */
     size_t nparams;
     pp_rt_tensor *tensors; /* ntensors, views into params / grads */
     unsigned char *decay;  /* per tensor: 1 if weight decay applies (2-D matrices) */
+    pp_stage_shard *shard; /* per tensor: how this tensor-parallel rank's piece maps */
     char *names;           /* storage of the tensor names */
     int ntensors;
     int i_wte, i_wpe;     /* tensor indices or -1 */
@@ -85,6 +104,19 @@ struct pp_rt_stage {
 
 #define PP_ST_W(st, layer, k) ((st)->tensors[(st)->i_layer0 + (layer)*PP_LT__COUNT + (k)].data)
 #define PP_ST_G(st, layer, k) ((st)->tensors[(st)->i_layer0 + (layer)*PP_LT__COUNT + (k)].grad)
+
+/* Test-only fault injection (tests/test_runtime_tp.c shows that its equivalence test fails
+ * without each conjugate operator): PP_TP_DROP_F skips f's backward all-reduce (before the
+ * column-parallel linears), PP_TP_DROP_G g's forward all-reduce (after the row-parallel ones).
+ * 0 in every other use. Read at each forward / backward. */
+enum { PP_TP_DROP_NONE, PP_TP_DROP_F, PP_TP_DROP_G };
+extern int pp_stage_tp_fault;
+
+/* All-reduce over the stage's tensor-parallel ranks (nothing when tp == 1). */
+static inline pp_status pp_stage_tp_sum(pp_rt_stage *st, float *data, size_t n)
+{
+    return st->tp > 1 ? st->tp_allreduce(st->tp_ctx, data, n) : PP_OK;
+}
 
 /* Views of a slot's memory (stage.c). tokens/targets are NULL when absent. */
 void pp_stage_slot_views(const pp_rt_stage *st, void *mem, int32_t **tokens, int32_t **targets);

@@ -41,15 +41,17 @@ pp_status pp_rt_trace_open(const char *path, const pp_rt_executor *ex, pp_rt_tra
     sep(tr);
     fprintf(fp,
             "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":\"pprun %s "
-            "D=%d N=%d dp=%d\"}}",
-            ex->sched->kind, ex->D, ex->N, ex->dp);
+            "D=%d N=%d dp=%d tp=%d\"}}",
+            ex->sched->kind, ex->D, ex->N, ex->dp, ex->TP);
     for (int g = 0; g <= ex->G; g++) {
         sep(tr);
         if (g < ex->G)
             fprintf(fp,
                     "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
-                    "\"args\":{\"name\":\"rank %d (replica %d, pipeline rank %d)\"}}",
-                    g, g, g / ex->D, g % ex->D);
+                    "\"args\":{\"name\":\"rank %d (replica %d, pipeline rank %d, tensor rank "
+                    "%d)\"}}",
+                    g, g, pp_rt_place_dp(&ex->place, g), ex_pp(ex, g),
+                    pp_rt_place_tp(&ex->place, g));
         else
             fprintf(fp,
                     "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
@@ -61,7 +63,8 @@ pp_status pp_rt_trace_open(const char *path, const pp_rt_executor *ex, pp_rt_tra
 }
 
 /* A flow arrow from a SEND to its RECV (Chrome trace flow events "s" / "f", bound to the
- * slices they sit in): both ends compute the same id from (step, replica, hop). */
+ * slices they sit in): both ends compute the same id from (step, replica, tensor rank,
+ * hop). */
 static void flow(pp_rt_trace *tr, int step, int g, const pp_action *a, double t0, pp_rt_span sp)
 {
     const pp_rt_executor *ex = tr->ex;
@@ -69,7 +72,9 @@ static void flow(pp_rt_trace *tr, int step, int g, const pp_action *a, double t0
     int fwd = pp_op_dir(a->op) > 0;
     int stage = send ? pp_action_peer_stage(a) : a->stage; /* the receiving stage */
     unsigned long long id =
-        ((((unsigned long long)step * ex->dp + g / ex->D) * ex->P + a->pipe) * ex->S + stage) *
+        ((((unsigned long long)step * ex->dp * ex->TP + (unsigned long long)(g % ex->TP) +
+            (unsigned long long)ex->TP * pp_rt_place_dp(&ex->place, g)) *
+               ex->P + a->pipe) * ex->S + stage) *
             ex->N * 2 +
         (unsigned long long)a->mb * 2 + !fwd;
     sep(tr);
@@ -96,7 +101,7 @@ pp_status pp_rt_trace_add_step(pp_rt_trace *tr, int step, double t0, const pp_rt
     const pp_sched *s = ex->sched;
     FILE *fp = tr->af.fp;
     for (int g = 0; g < r->n_ranks; g++) {
-        int rank = g % ex->D;
+        int rank = ex_pp(ex, g);
         for (int i = 0; i < s->n_ops[rank]; i++) {
             const pp_action *a = &s->ops[rank][i];
             pp_rt_span sp = r->spans[g][i];
@@ -115,6 +120,13 @@ pp_status pp_rt_trace_add_step(pp_rt_trace *tr, int step, double t0, const pp_rt
         }
         event(tr, "grad sync", "sync", g, t0, r->sync[g], step);
         event(tr, "AdamW", "optim", g, t0, r->optim[g], step);
+        if (ex->TP > 1) { /* the step's tensor-parallel all-reduces, inside its F and B spans */
+            sep(tr);
+            fprintf(fp,
+                    "{\"name\":\"tp comm\",\"cat\":\"tp\",\"ph\":\"C\",\"pid\":0,\"tid\":%d,"
+                    "\"ts\":%.3f,\"args\":{\"seconds\":%.9f,\"bytes\":%.0f}}",
+                    g, (t0 + r->optim[g].end) * 1e6, r->tp_seconds[g], r->tp_bytes[g]);
+        }
     }
     sep(tr);
     fprintf(fp,

@@ -24,6 +24,19 @@ void pp_transport_set_watchdog(pp_transport *t, double seconds)
         t->ops->set_watchdog(t->ctx, seconds);
 }
 
+pp_status pp_transport_stalled(int rank, double waited, int peer, const char *what)
+{
+    if (peer < 0)
+        return PP_ERR(PP_ERR_TIMEOUT,
+                      "rank %d waited %.0f s for the other ranks (%s) without progress: one is "
+                      "stopped, frozen or gone (pprun --watchdog S sets the limit, 0 none)",
+                      rank, waited, what);
+    return PP_ERR(PP_ERR_TIMEOUT,
+                  "rank %d waited %.0f s for rank %d (%s) without progress: rank %d is stopped, "
+                  "frozen or gone (pprun --watchdog S sets the limit, 0 none)",
+                  rank, waited, peer, what, peer);
+}
+
 unsigned pp_transport_caps(const pp_transport *t)
 {
     return t ? t->caps : 0;

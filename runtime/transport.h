@@ -39,6 +39,11 @@ struct pp_transport {
 
 void pp_transport_bind(pp_transport *t, int rank, pp_backend *be);
 
+/* The watchdog's failure, one wording for every process transport (MPI, NCCL): rank `rank`
+ * waited `waited` seconds for rank `peer` (< 0: for the other ranks) in `what` ("a receive")
+ * without progress. Records the message and returns PP_ERR_TIMEOUT. */
+pp_status pp_transport_stalled(int rank, double waited, int peer, const char *what);
+
 /* transport_mpi.c: this rank's position among the world ranks on its host (host names over
  * MPI_Allgather); PP_ERR_UNSUPPORTED without MPI. For pp_launch_local_rank. */
 pp_status pp_mpi_host_local_rank(int *local_rank);

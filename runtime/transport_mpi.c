@@ -111,16 +111,7 @@ static pp_status await_all(mctx *c, int n, MPI_Request *reqs, MPI_Status *sts, c
                     break;
                 }
             }
-            if (who < 0)
-                return PP_ERR(PP_ERR_TIMEOUT,
-                              "rank %d waited %.0f s for the other ranks (%s) without progress: "
-                              "one is stopped, frozen or gone (pprun --watchdog S sets the "
-                              "limit, 0 none)",
-                              c->rank, now - t0, what);
-            return PP_ERR(PP_ERR_TIMEOUT,
-                          "rank %d waited %.0f s for rank %d (%s) without progress: rank %d is "
-                          "stopped, frozen or gone (pprun --watchdog S sets the limit, 0 none)",
-                          c->rank, now - t0, who, what, who);
+            return pp_transport_stalled(c->rank, now - t0, who, what);
         }
         if (now > spin_until) {
             struct timespec ts = {0, 200000}; /* 0.2 ms: idle ranks leave the core to others */
@@ -263,11 +254,7 @@ static pp_status m_recv(void *ctx, int to, int from, uint64_t tag, void *buf, si
         if (flag)
             break;
         if (c->watchdog_s > 0 && pp_now() - t0 > c->watchdog_s)
-            return PP_ERR(PP_ERR_TIMEOUT,
-                          "rank %d waited %.0f s for a message from rank %d without progress: "
-                          "rank %d is stopped, frozen or gone (pprun --watchdog S sets the "
-                          "limit, 0 none)",
-                          to, pp_now() - t0, from, from);
+            return pp_transport_stalled(to, pp_now() - t0, from, "a message");
         if (polls > 1000) {
             struct timespec ts = {0, 200000};
             nanosleep(&ts, NULL);

@@ -26,10 +26,13 @@
 
 typedef struct {
     int D;
+    const pp_sched *unit; /* placement: rank of each (pipe, stage) */
     int *pending;        /* [D][2D] packed (op, pipe, stage, mb) indices not yet placed, per rank */
     int *n_pending;      /* [D] */
     long *f_end, *b_end; /* [2][D][D] end time per (pipe, stage, mb) of the unit, -1 = not run */
     long *t;             /* [D] when each rank is free */
+    int *best;           /* [D] index into the rank's pending of its best ready action, -1: none */
+    long *best_st;       /* [D] that action's start time */
 } unit_state;
 
 static size_t unit_index(int D, int pipe, int stage, int mb)
@@ -76,29 +79,55 @@ static int key_less(long s1, const pp_action *a, int r1, long s2, const pp_actio
     return r1 < r2;
 }
 
-/* Picks the next action of the unit by the priority above, marks it run and stores it in
- * *a / *rank; returns 0 when nothing is ready (cannot happen for a complete unit). */
-static int unit_step(unit_state *u, pp_action *a, int *rank)
+/* Rank r's best ready action by the priority above, into u->best[r] / u->best_st[r]. */
+static void rank_best(unit_state *u, int r)
 {
-    int D = u->D, br = -1, bi = -1;
+    int D = u->D, bi = -1;
     long bs = 0;
     pp_action ba = {0};
-    for (int r = 0; r < D; r++)
-        for (int i = 0; i < u->n_pending[r]; i++) {
-            pp_action c = unpack(D, u->pending[r * 2 * D + i]);
-            long at = unit_ready(u, &c);
-            if (at < 0)
-                continue;
-            long st = at > u->t[r] ? at : u->t[r];
-            if (br < 0 || key_less(st, &c, r, bs, &ba, br)) {
-                br = r, bi = i, bs = st, ba = c;
-            }
+    for (int i = 0; i < u->n_pending[r]; i++) {
+        pp_action c = unpack(D, u->pending[r * 2 * D + i]);
+        long at = unit_ready(u, &c);
+        if (at < 0)
+            continue;
+        long st = at > u->t[r] ? at : u->t[r];
+        if (bi < 0 || key_less(st, &c, r, bs, &ba, r)) {
+            bi = i, bs = st, ba = c;
         }
+    }
+    u->best[r] = bi;
+    u->best_st[r] = bs;
+}
+
+/* Picks the next action of the unit by the priority above, marks it run and stores it in
+ * *a / *rank; returns 0 when nothing is ready (cannot happen for a complete unit). The key is
+ * a total order, so the best over all ranks is the best of the ranks' bests; running an action
+ * changes only its own rank's free time and the readiness of the actions that depend on it
+ * (the next stage's F, this stage's B, the previous stage's B), so only those ranks' bests are
+ * recomputed: O(D) per action instead of a scan of every rank's pending actions. */
+static int unit_step(unit_state *u, pp_action *a, int *rank)
+{
+    int D = u->D, br = -1;
+    pp_action ba = {0};
+    for (int r = 0; r < D; r++) {
+        if (u->best[r] < 0)
+            continue;
+        pp_action c = unpack(D, u->pending[r * 2 * D + u->best[r]]);
+        if (br < 0 || key_less(u->best_st[r], &c, r, u->best_st[br], &ba, br)) {
+            br = r, ba = c;
+        }
+    }
     if (br < 0)
         return 0;
+    long bs = u->best_st[br];
     u->t[br] = bs + 1;
     (ba.op == PP_OP_F ? u->f_end : u->b_end)[unit_index(D, ba.pipe, ba.stage, ba.mb)] = bs + 1;
-    u->pending[br * 2 * D + bi] = u->pending[br * 2 * D + --u->n_pending[br]];
+    u->pending[br * 2 * D + u->best[br]] = u->pending[br * 2 * D + --u->n_pending[br]];
+    rank_best(u, br);
+    int dep = pp_action_dst_stage(&ba); /* F: the next stage's F; B: the previous stage's B */
+    int dr = pp_sched_rank_of(u->unit, ba.pipe, dep);
+    if (dr >= 0 && dr != br)
+        rank_best(u, dr);
     *a = ba;
     *rank = br;
     return 1;
@@ -115,6 +144,8 @@ static pp_status run_unit(unit_state *u, pp_sched *unit)
                 u->pending[r * 2 * D + u->n_pending[r]++] = ((op * 2 + p) * D + k) * D + m;
         }
     }
+    for (int r = 0; r < D; r++)
+        rank_best(u, r);
     pp_action a;
     int r, placed = 0;
     for (; unit_step(u, &a, &r); placed++)
@@ -132,13 +163,16 @@ static pp_status build_unit(pp_sched *unit)
     int D = unit->ranks;
     size_t n = 2 * (size_t)D * (size_t)D;
     unit_state u = {D,
+                    unit,
                     pp_calloc(n, sizeof(int)),
                     pp_calloc((size_t)D, sizeof(int)),
                     pp_calloc(n, sizeof(long)),
                     pp_calloc(n, sizeof(long)),
+                    pp_calloc((size_t)D, sizeof(long)),
+                    pp_calloc((size_t)D, sizeof(int)),
                     pp_calloc((size_t)D, sizeof(long))};
     pp_status st = PP_ERR_NOMEM;
-    if (u.pending && u.n_pending && u.f_end && u.b_end && u.t) {
+    if (u.pending && u.n_pending && u.f_end && u.b_end && u.t && u.best && u.best_st) {
         for (size_t i = 0; i < n; i++)
             u.f_end[i] = u.b_end[i] = -1;
         st = run_unit(&u, unit);
@@ -148,6 +182,8 @@ static pp_status build_unit(pp_sched *unit)
     free(u.f_end);
     free(u.b_end);
     free(u.t);
+    free(u.best);
+    free(u.best_st);
     return st;
 }
 

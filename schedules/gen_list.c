@@ -73,38 +73,52 @@ static int better(pick a, pick b)
     return a.rank < b.rank;
 }
 
+/* Rank r's candidate: its next backward if ready, else (or if later) its next forward if ready
+ * and under the in-flight limit, by better(); rank -1 when neither can run. */
+static pick rank_pick(const pp_gen_lists *l, const list_state *st, const long *t, const int *fi,
+                      const int *bi, const int *inflight, int r)
+{
+    pick best = {0, 0, -1};
+    if (bi[r] < l->n_bw[r]) {
+        long at = ready_at(st, &l->bw[r][bi[r]]);
+        pick c = {at > t[r] ? at : t[r], 1, r};
+        if (at >= 0 && better(c, best))
+            best = c;
+    }
+    if (fi[r] < l->n_fw[r] && (!l->cap || inflight[r] < l->cap[r])) {
+        long at = ready_at(st, &l->fw[r][fi[r]]);
+        pick c = {at > t[r] ? at : t[r], 0, r};
+        if (at >= 0 && better(c, best))
+            best = c;
+    }
+    return best;
+}
+
+/* better() is a total order, so the global choice is the best of the ranks' candidates. Running
+ * an action changes its own rank's state and the readiness of the actions that consume its
+ * output (the next stage's F or the previous stage's B, on one other rank; this stage's B is on
+ * the same rank), so only those two candidates are recomputed after each step. */
 static pp_status run_lists(pp_sched *s, const pp_gen_lists *l, list_state *st, long *t, int *fi,
-                           int *bi, int *inflight)
+                           int *bi, int *inflight, pick *cand)
 {
     int D = s->ranks;
-    for (int r = 0; r < D; r++)
+    long left = 0;
+    for (int r = 0; r < D; r++) {
         PP_TRY(flush_reduces(s, l, r, bi));
-    for (;;) {
+        left += (l->n_bw[r] - bi[r]) + (l->n_fw[r] - fi[r]);
+        cand[r] = rank_pick(l, st, t, fi, bi, inflight, r);
+    }
+    while (left > 0) {
         pick best = {0, 0, -1};
-        int left = 0;
-        for (int r = 0; r < D; r++) {
-            left += bi[r] < l->n_bw[r] || fi[r] < l->n_fw[r];
-            if (bi[r] < l->n_bw[r]) {
-                long at = ready_at(st, &l->bw[r][bi[r]]);
-                pick c = {at > t[r] ? at : t[r], 1, r};
-                if (at >= 0 && better(c, best))
-                    best = c;
-            }
-            if (fi[r] < l->n_fw[r] && (!l->cap || inflight[r] < l->cap[r])) {
-                long at = ready_at(st, &l->fw[r][fi[r]]);
-                pick c = {at > t[r] ? at : t[r], 0, r};
-                if (at >= 0 && better(c, best))
-                    best = c;
-            }
-        }
-        if (!left)
-            return PP_OK;
+        for (int r = 0; r < D; r++)
+            if (cand[r].rank >= 0 && better(cand[r], best))
+                best = cand[r];
         if (best.rank < 0)
             return PP_ERR(PP_ERR_DEADLOCK,
                           "%s: the per-rank forward/backward lists cannot be merged: every rank "
                           "waits (generator bug for D = %d, N = %d)",
                           s->kind, s->ranks, s->microbatches);
-        int r = best.rank;
+        int r = best.rank, before = bi[r];
         const pp_action *a = best.backward ? &l->bw[r][bi[r]++] : &l->fw[r][fi[r]++];
         long end = best.start + (best.backward ? l->cost_b : l->cost_f);
         size_t k = op_index(s, a->pipe, a->stage, a->mb);
@@ -114,7 +128,13 @@ static pp_status run_lists(pp_sched *s, const pp_gen_lists *l, list_state *st, l
         PP_TRY(pp_sched_push(s, r, (pp_op_kind)a->op, a->pipe, a->stage, a->mb));
         if (best.backward)
             PP_TRY(flush_reduces(s, l, r, bi));
+        left -= best.backward ? bi[r] - before : 1;
+        cand[r] = rank_pick(l, st, t, fi, bi, inflight, r);
+        int dr = pp_sched_rank_of(s, a->pipe, pp_action_dst_stage(a));
+        if (dr >= 0 && dr != r)
+            cand[dr] = rank_pick(l, st, t, fi, bi, inflight, dr);
     }
+    return PP_OK;
 }
 
 pp_status pp_gen_merge_lists(pp_sched *s, const pp_gen_lists *l)
@@ -128,11 +148,12 @@ pp_status pp_gen_merge_lists(pp_sched *s, const pp_gen_lists *l)
     int *fi = pp_calloc((size_t)s->ranks, sizeof *fi);
     int *bi = pp_calloc((size_t)s->ranks, sizeof *bi);
     int *inflight = pp_calloc((size_t)s->ranks, sizeof *inflight);
+    pick *cand = pp_calloc((size_t)s->ranks, sizeof *cand);
     pp_status rc = PP_ERR_NOMEM;
-    if (st.f_end && st.b_end && t && fi && bi && inflight) {
+    if (st.f_end && st.b_end && t && fi && bi && inflight && cand) {
         for (size_t i = 0; i < n; i++)
             st.f_end[i] = st.b_end[i] = -1;
-        rc = run_lists(s, l, &st, t, fi, bi, inflight);
+        rc = run_lists(s, l, &st, t, fi, bi, inflight, cand);
     }
     free(st.f_end);
     free(st.b_end);
@@ -140,6 +161,7 @@ pp_status pp_gen_merge_lists(pp_sched *s, const pp_gen_lists *l)
     free(fi);
     free(bi);
     free(inflight);
+    free(cand);
     return rc;
 }
 

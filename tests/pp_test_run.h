@@ -97,4 +97,35 @@ static inline int pp_test_run_merged(const char *cmd, char **out)
     return r.code;
 }
 
+/* Runs `job` (an mpirun command line of two ranks; stderr is captured here) in the background,
+ * waits until its first step is reported, SIGSTOPs rank 1 (found by `marker`, a pgrep -f pattern
+ * that matches the job's processes but not this shell, e.g. 'see[d] 4242421 --watchdog' for a
+ * job given --seed $((4242420 + 1))), waits for the job, and hands back: in out "exit RC" (and
+ * "NO VICTIM" when training never started, "LEFT RUNNING: ..." for a process that outlived the
+ * job), in err the job's stderr without its step lines. Kills whatever of the job is left. For
+ * the watchdog tests of the process transports (MPI, NCCL). */
+static inline pp_test_run_result pp_test_run_stopping_rank1(const char *job, const char *marker)
+{
+    char log[] = "/tmp/pp_watchdog_XXXXXX";
+    int fd = mkstemp(log);
+    cr_assert(fd >= 0);
+    close(fd);
+    pp_test_run_result r = pp_test_run(
+        "timeout -s KILL 150 %s 2> %s & job=$!; "
+        "for i in $(seq 1 1200); do grep -q 'step 1/' %s && break; sleep 0.1; done; "
+        "for p in $(pgrep -f '%s'); do "
+        "  if tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null | "
+        "     grep -qx OMPI_COMM_WORLD_RANK=1; then victim=$p; fi; "
+        "done; "
+        "[ -n \"$victim\" ] || { echo NO VICTIM; kill $job; }; "
+        "kill -STOP $victim; wait $job; rc=$?; "
+        "kill -CONT $victim 2>/dev/null; kill -9 $victim 2>/dev/null; "
+        "echo \"exit $rc\"; grep -v '^pprun: step ' %s >&2; "
+        "sleep 1; pgrep -af '%s' | sed 's/^/LEFT RUNNING: /'; "
+        "pkill -9 -f '%s'; true", /* nothing outlives the test */
+        job, log, log, marker, log, marker, marker);
+    unlink(log);
+    return r;
+}
+
 #endif

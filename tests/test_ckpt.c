@@ -268,6 +268,40 @@ Test(ckpt, profile_sets_the_configuration)
     cr_assert(strstr(out, "needs 256 processes, one per GPU"), "%s", out);
 }
 
+/* A profile that chose t = 2 trains: the tiny-local profile with its choice turned into
+ * t = 2, d = 1, b = 16 (the same two devices and batch), run by pprun --profile as 2 tensor
+ * ranks. */
+Test(ckpt, a_tensor_parallel_profile_trains)
+{
+    char dir[64], path[128], out[65536];
+    pt_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/tiny-tp2.json", dir);
+    json_error_t e;
+    json_t *prof = json_load_file(FIX "tiny-local.json", 0, &e);
+    cr_assert(prof, "%s", e.text);
+    json_t *cfg = json_object_get(json_object_get(prof, "chosen"), "config");
+    json_object_set_new(cfg, "t", json_integer(2));
+    json_object_set_new(cfg, "d", json_integer(1));
+    json_object_set_new(cfg, "b", json_integer(16)); /* the same global batch: b N d = 16 */
+    cr_assert_eq(json_dump_file(prof, path, 0), 0);
+    json_decref(prof);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, PPRUN " --profile %s --steps 2 --quiet --json", path);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    json_t *j = json_of(out);
+    cr_assert_eq(json_integer_value(json_object_get(j, "tp")), 2);
+    cr_assert_eq(json_array_size(json_object_get(j, "ranks")), 2);
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(j, "schedule"), "dp")), 1);
+    json_decref(j);
+    /* --tp overrides the profile's layout explicitly (and says so) */
+    snprintf(cmd, sizeof cmd, PPRUN " --profile %s --tp 1 --steps 1 --quiet --json", path);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    cr_assert(strstr(out, "--tp given, so the layout is yours"), "%s", out);
+    j = json_of(out);
+    cr_assert_eq(json_integer_value(json_object_get(j, "tp")), 1);
+    json_decref(j);
+}
+
 Test(ckpt, a_checkpoint_path_is_a_name_not_a_pattern)
 {
     /* `--checkpoint '*'` once globbed "*.tmp.*" and removed other programs' files */

@@ -125,6 +125,15 @@ SCHEDULE_TESTS(interleaved, "interleaved --chunks 2")
 SCHEDULE_TESTS(chimera, "chimera")
 SCHEDULE_TESTS(bitpipe, "bitpipe")
 
+/* Tensor parallelism over NCCL: t2 x p2, 4 processes (one per tensor and pipeline rank); the
+ * tensor-parallel all-reduces go through the NCCL transport's group all-reduce, summed in
+ * group order: bit for bit the threads' run. */
+Test(cuda_nccl, tp2_np4_equals_threads, .timeout = 300)
+{
+    need_mpi_gpus(4);
+    same_as_threads(COMMON " --schedule 1f1b --tp 2", 4);
+}
+
 /* Two processes on a node with one GPU: one clear line from rank 0, exit 2, no hang (the rank
  * without a device used to return alone and leave rank 0 waiting in the id exchange). */
 Test(cuda_nccl, more_processes_than_gpus_fails_with_one_line, .timeout = 120)
@@ -143,5 +152,28 @@ Test(cuda_nccl, more_processes_than_gpus_fails_with_one_line, .timeout = 120)
     cr_assert(strstr(r.err, "rank 1's device 1 (its local rank) does not exist"),
               "the line does not name the rank and device:\n%s", r.err);
     cr_assert(strstr(r.err, "start at most"), "the line does not say what to do:\n%s", r.err);
+    pp_test_run_done(&r);
+}
+
+/* A rank that stops (SIGSTOP: a frozen process or node) cannot hang its peers inside the NCCL
+ * transport: its waits poll with a deadline (pprun --watchdog), abort the communicators and fail
+ * naming the stopped rank; the job ends. Before, a receive blocked in cudaStreamSynchronize
+ * (under the emulation, until its own 60 s deadlock abort; on a GPU, forever). As the MPI
+ * transport's test in test_runtime_mpi.c; the message must be the NCCL transport's. */
+Test(cuda_nccl, a_stopped_rank_ends_the_job_with_its_name, .timeout = 240)
+{
+    need_mpi_gpus(2);
+    pp_test_add_option("ASAN_OPTIONS", "detect_leaks=0"); /* as same_as_threads: MPI ranks */
+    pp_test_run_result r = pp_test_run_stopping_rank1(
+        MPIRUN " -np 2 " PP_TEST_PPRUN " --backend cuda --transport mpi --model tiny --ranks 2 "
+               "--steps 1000000 --seq 16 --seed $((5252520 + 1)) --watchdog 3",
+        "see[d] 5252521 --watchdog");
+    cr_assert_null(strstr(r.out, "NO VICTIM"), "training never started:\n%s", r.err);
+    cr_assert(strstr(r.out, "exit 0") == NULL, "the job ended normally: %s\n%s", r.out, r.err);
+    cr_assert(strstr(r.err, "for rank 1 (an NCCL"), "the NCCL transport does not name the stopped "
+              "rank:\n%s", r.err);
+    cr_assert(strstr(r.err, "without progress"), "%s", r.err);
+    cr_assert_null(strstr(r.out, "LEFT RUNNING"), "a process of the job was left running: %s",
+                   r.out);
     pp_test_run_done(&r);
 }

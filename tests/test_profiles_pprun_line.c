@@ -60,3 +60,22 @@ Test(profiles_pprun_line, argv_and_string_forms_agree)
     cr_assert_str_eq(argv[n - 2], "--backend");
     cr_assert_str_eq(argv[n - 1], "cuda", "fp32 on CUDA: no --precision flag");
 }
+
+/* Every option the builder can emit at once (tunable chunks, t > 1, an uneven split, CUDA, bf16):
+ * the whole line fits the store, ending in the precision (a store one argument too small cut the
+ * line and, before the bound, wrote past the store). */
+Test(profiles_pprun_line, the_longest_line_fits_the_store)
+{
+    pp_profile_config c = {.schedule = "interleaved", .p = 2, .v = 7, .G = 2, .b = 1, .d = 64,
+                           .t = 2, .N = 16, .uneven = 1};
+    pp_profile_pprun_line l = {.model = "gpt-13b", .config = &c, .seq = 2048, .cuda = 1,
+                               .precision = PP_PREC_BF16};
+    char store[PP_PROFILE_PPRUN_MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN],
+        *argv[PP_PROFILE_PPRUN_MAX_ARGS];
+    int n = pp_profile_pprun_argv(&l, store, argv);
+    cr_assert_lt(n, PP_PROFILE_PPRUN_MAX_ARGS, "%d arguments fill the store of %d", n,
+                 PP_PROFILE_PPRUN_MAX_ARGS);
+    cr_assert_str_eq(argv[0], "--model");
+    cr_assert_str_eq(argv[n - 2], "--precision");
+    cr_assert_str_eq(argv[n - 1], "bf16");
+}

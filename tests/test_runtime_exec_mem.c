@@ -36,7 +36,7 @@ typedef struct {
     int dp;
 } setup;
 
-static void make_on(setup *u, const char *kind, int D, int N, int v, int dp, int backend)
+static void make_tp(setup *u, const char *kind, int D, int N, int v, int dp, int backend, int tp)
 {
     pp_model_cfg m = model();
     pp_sched_params sp = {.ranks = D, .microbatches = N, .chunks = v, .layers = m.layers};
@@ -49,9 +49,15 @@ static void make_on(setup *u, const char *kind, int D, int N, int v, int dp, int
                             .seed = 5,
                             .clip = 1.0f,
                             .adamw = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f},
-                            .backend = backend};
+                            .backend = backend,
+                            .tp = tp};
     OK(pp_rt_executor_create(&ep, &u->ex));
     u->dp = dp;
+}
+
+static void make_on(setup *u, const char *kind, int D, int N, int v, int dp, int backend)
+{
+    make_tp(u, kind, D, N, v, dp, backend, 1);
 }
 
 static void make(setup *u, const char *kind, int D, int N, int v, int dp)
@@ -201,6 +207,38 @@ Test(runtime_exec_mem, plan_equals_measured_when_staged)
                              cases[i].kind, g, pp_mem_category_name((pp_mem_category)c),
                              got.peak[c], pl->peak[c]);
         }
+        drop(&u);
+    }
+}
+
+/* The same with every stage split over 2 tensor-parallel ranks (the model's 2 heads and FFN
+ * 64 split; qkv, fc and the projections' weights are halves, the rest whole): the plan, which
+ * sizes a rank's shards with pp_rt_sizes.h's t, equals every rank's measured peaks to the
+ * byte, and a tensor rank holds fewer parameter bytes than the unsplit rank. */
+Test(runtime_exec_mem, plan_equals_measured_with_tensor_parallelism)
+{
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        setup u, one;
+        make_tp(&u, cases[i].kind, cases[i].D, cases[i].N, cases[i].v, cases[i].dp,
+                PP_RT_BACKEND_CPU_STAGED, 2);
+        make_on(&one, cases[i].kind, cases[i].D, cases[i].N, cases[i].v, cases[i].dp,
+                PP_RT_BACKEND_CPU_STAGED);
+        cr_assert_eq(pp_rt_executor_ranks(u.ex), 2 * pp_rt_executor_ranks(one.ex));
+        steps(&u, 2);
+        for (int g = 0; g < pp_rt_executor_ranks(u.ex); g++) {
+            pp_mem_stats got;
+            pp_backend_mem_stats(pp_rt_executor_backend(u.ex, g), &got);
+            const pp_rt_plan_rank *pl = pp_rt_executor_plan(u.ex, g);
+            for (int c = 0; c < PP_MEM__COUNT; c++)
+                cr_assert_eq(got.peak[c], pl->peak[c], "%s t=2 rank %d: %s peak %zu, plan %zu",
+                             cases[i].kind, g, pp_mem_category_name((pp_mem_category)c),
+                             got.peak[c], pl->peak[c]);
+            cr_assert_eq(got.peak_total, pl->peak_total, "%s t=2 rank %d", cases[i].kind, g);
+            /* rank g = tp + 2 * (pp + D * dp) splits rank g / 2 of the unsplit run */
+            const pp_rt_plan_rank *p1 = pp_rt_executor_plan(one.ex, g / 2);
+            cr_assert_lt(pl->params, p1->params, "%s rank %d", cases[i].kind, g);
+        }
+        drop(&one);
         drop(&u);
     }
 }

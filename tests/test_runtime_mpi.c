@@ -125,6 +125,14 @@ Test(runtime_mpi, dp4_d1_equals_threads, .timeout = 300)
     same_as_threads(COMMON " --schedule 1f1b --ranks 1 --dp 4", 4, 4);
 }
 
+/* t2 x p2 x d2: 8 processes, one per (tensor rank, pipeline rank, replica); the tensor-parallel
+ * all-reduces sum in group order at the group's first rank, as the threads do: bit for bit. */
+Test(runtime_mpi, tp2_d2_dp2_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads(COMMON " --schedule 1f1b --ranks 2 --dp 2 --tp 2", 8, 8);
+}
+
 /* Rank 0's trace holds every action of every process's rank. */
 Test(runtime_mpi, trace_has_every_rank, .timeout = 300)
 {
@@ -298,26 +306,9 @@ Test(runtime_mpi, a_stopped_rank_ends_the_job_with_its_name, .timeout = 240)
      * command line does not match). Rank 1 is stopped only once a step has completed, both
      * ranks training: under ASan startup takes seconds, and a rank stopped inside MPI_Init
      * leaves MPI's own wait, not the transport's. */
-    char log[] = "/tmp/pp_watchdog_XXXXXX";
-    int fd = mkstemp(log);
-    cr_assert(fd >= 0);
-    close(fd);
-    pp_test_run_result r = pp_test_run(
-        "timeout -s KILL 150 " MPIRUN " -np 2 " PPRUN " --ranks 2 --steps 1000000 "
-        "--seed $((4242420 + 1)) --watchdog 3 2> %s & job=$!; "
-               "for i in $(seq 1 1200); do grep -q 'step 1/' %s && break; sleep 0.1; done; "
-               "for p in $(pgrep -f 'see[d] 4242421 --watchdog'); do "
-               "  if tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null | "
-               "     grep -qx OMPI_COMM_WORLD_RANK=1; then victim=$p; fi; "
-               "done; "
-               "[ -n \"$victim\" ] || { echo NO VICTIM; kill $job; }; "
-               "kill -STOP $victim; wait $job; rc=$?; "
-               "kill -CONT $victim 2>/dev/null; kill -9 $victim 2>/dev/null; "
-               "echo \"exit $rc\"; grep -v '^pprun: step ' %s >&2; "
-               "sleep 1; pgrep -af 'see[d] 4242421 --watchdog' | sed 's/^/LEFT RUNNING: /'; "
-               "pkill -9 -f 'see[d] 4242421 --watchdog'; true", /* nothing outlives the test */
-        log, log, log);
-    unlink(log);
+    pp_test_run_result r = pp_test_run_stopping_rank1(
+        MPIRUN " -np 2 " PPRUN " --ranks 2 --steps 1000000 --seed $((4242420 + 1)) --watchdog 3",
+        "see[d] 4242421 --watchdog");
     cr_assert_null(strstr(r.out, "NO VICTIM"), "training never started:\n%s", r.err);
     cr_assert(strstr(r.out, "exit 0") == NULL, "the job ended normally: %s\n%s", r.out, r.err);
     cr_assert(strstr(r.err, "for rank 1") || strstr(r.err, "from rank 1"),

@@ -77,6 +77,7 @@ Test(tuner_search_runner, fake_runner_measurements_choose_the_winner)
     cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
     pp_tune_hw hw = local_cpus();
     pp_tune_search_params sp = params(&m, &hw);
+    sp.allow_tp = 0; /* t = 1 only: the board is the same with and without trials (see below) */
     pp_tune_result *pred = NULL;
     cr_assert_eq(pp_tune_search(&sp, &pred), PP_OK, "%s", pp_err_msg());
     cr_assert_geq(pred->n_best, 4);
@@ -113,6 +114,7 @@ Test(tuner_search_runner, a_failed_trial_is_recorded_and_never_chosen)
     cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
     pp_tune_hw hw = local_cpus();
     pp_tune_search_params sp = params(&m, &hw);
+    sp.allow_tp = 0; /* t = 1 only, as above */
     pp_tune_result *pred = NULL;
     cr_assert_eq(pp_tune_search(&sp, &pred), PP_OK, "%s", pp_err_msg());
     fake f = {.table = pred, .oom_call = 1};
@@ -126,6 +128,47 @@ Test(tuner_search_runner, a_failed_trial_is_recorded_and_never_chosen)
               "the failed one stays in its predicted place");
     cr_assert_str_eq(r->best[1].trial_status, "oom", "and keeps its status");
     cr_assert_float_eq(r->calibration, 1.0, 1e-12);
+    pp_tune_result_destroy(r);
+    pp_tune_result_destroy(pred);
+}
+
+/* With trials on this machine the search keeps its best t > 1 candidate on the board, even
+ * where t = 1 candidates outrank it on the prediction, and the last trial measures it: the
+ * runtime runs tensor parallelism, and its communication is the least known figure. Without
+ * trials the board is the plain ranking. */
+Test(tuner_search_runner, a_tensor_parallel_candidate_is_kept_and_trialled)
+{
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
+    pp_tune_hw hw = local_cpus();
+    pp_tune_search_params sp = params(&m, &hw);
+    pp_tune_result *pred = NULL;
+    cr_assert_eq(pp_tune_search(&sp, &pred), PP_OK, "%s", pp_err_msg());
+    cr_assert(pred->allow_tp, "CPU devices search t > 1 now");
+    int tp_in_top3 = 0;
+    for (int i = 0; i < 3 && i < pred->n_best; i++)
+        tp_in_top3 |= pred->best[i].cfg.t > 1;
+    fake f = {.table = pred, .oom_call = -1};
+    sp.trials = 3;
+    sp.runner = (pp_tune_runner){.run = fake_run, .ctx = &f};
+    pp_tune_result *r = NULL;
+    cr_assert_eq(pp_tune_search(&sp, &r), PP_OK, "%s", pp_err_msg());
+    cr_assert_eq(f.calls, 3);
+    int tried_tp = 0;
+    for (int i = 0; i < f.calls; i++)
+        tried_tp |= f.seen[i].t > 1;
+    cr_assert(tried_tp, "no trial measured a t > 1 candidate");
+    int measured_tp = 0;
+    for (int i = 0; i < r->n_best; i++)
+        if (r->best[i].cfg.t > 1 && !strcmp(r->best[i].trial_status, "ok")) {
+            measured_tp = 1;
+            cr_assert(!r->best[i].predicted_only, "a measured t = %d candidate is not "
+                                                  "predicted only", r->best[i].cfg.t);
+        }
+    cr_assert(measured_tp);
+    if (!tp_in_top3) /* it took the third trial: the first two are the best two t = 1 */
+        for (int i = 0; i < 2; i++)
+            cr_assert_eq(f.seen[i].t, 1);
     pp_tune_result_destroy(r);
     pp_tune_result_destroy(pred);
 }

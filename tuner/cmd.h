@@ -16,6 +16,7 @@ int pp_cmd_probe(int argc, char **argv);
 int pp_cmd_search(int argc, char **argv);   /* also the bare form: argv[1] starts with "--" */
 int pp_cmd_models(int argc, char **argv);
 int pp_cmd_simulate(int argc, char **argv);
+int pp_cmd_validate(int argc, char **argv); /* time model vs published runs (issue 15) */
 /* profiles/ (issue 7): compare, export, and move profiles to and from a store */
 int pp_cmd_diff(int argc, char **argv);
 int pp_cmd_export(int argc, char **argv);

@@ -183,11 +183,10 @@ static void print_row(int rank, const pp_tune_prediction *p, double cal)
     else if (cal > 0)
         snprintf(meas, sizeof meas, "  calibrated %.4g s", p->step_time * cal);
     printf("%3d  %-11s %3d %2d %4s %3d %5d %2d %5d %-6s %9.4g %10.4g %7.3g %5.1f%% %6.1f%% "
-           "%7s/%-7s%s%s\n",
+           "%7s/%-7s%s\n",
            rank, c->kind, c->p, c->v, g, c->b, c->d, c->t, c->N, c->uneven ? "uneven" : "even",
            p->step_time, p->tokens_per_s, p->tflops_per_gpu, 100 * p->mfu, 100 * p->bubble_ideal,
-           human(p->peak_mem, pk, sizeof pk), human(p->capacity, cap, sizeof cap),
-           p->cfg.t > 1 ? "  (predicted only: t>1)" : "", meas);
+           human(p->peak_mem, pk, sizeof pk), human(p->capacity, cap, sizeof cap), meas);
 }
 
 static void print_board(const pp_tune_result *r, int show)

@@ -6,11 +6,19 @@
  *    measured on one H200 for an 8192^3 bf16 product (790 of 989 TFLOP/s, memory-and-models.md);
  *    a measured rate is used as it is.
  *  - Memory bandwidth (roofline of small GEMMs and element-wise kernels): not in the cluster
- *    description, so from vendor figures by device name (A100 2.0, H100 3.35, H200 4.8 TB/s);
+ *    description, so from vendor figures by device name (A100 2.0, H100 3.35, H200 4.8 TB/s)
+ *    x PP_TUNE_MEM_BW_EFFICIENCY, what kernels reach of it (0.88: the best read kernels on an
+ *    A100 80 GB reach 1.80 of 2.04 TB/s, Nsight Compute agreeing at 88 %, and NVIDIA's GTC
+ *    figure of ~90 % for any kernel; NVIDIA developer forum thread 339083);
  *    CPU devices: the node's measured memcpy bandwidth; otherwise 1/100 of the GEMM rate
  *    (an assumption, stated in the note).
  *  - GEMM rate by shape: where the device has a measured sweep (probed machines), the time model
  *    reads the rate at each GEMM's size from it (pp_tune_hw_gemm_rate).
+ *  - SM count (the time model's wave quantization) by device name, vendor figures: A100 108,
+ *    H100 SXM / H200 132.
+ *  - Tensor-parallel all-reduce bandwidth: the cluster's measured all-reduce busbw (pptune
+ *    probe) where there is one, else the intra-node link x PP_TUNE_NVLINK_ALLREDUCE_EFFICIENCY
+ *    (nccl-tests' published A100 figures). The note says which.
  * The slowest device sets the pace of a synchronous step, so heterogeneous clusters use the
  * minimum memory and GEMM rate over their devices. This file measures nothing.
  */
@@ -19,6 +27,30 @@
 #include <string.h>
 
 #include "pp_tune.h"
+
+/* Appends "; part" (no separator first) to note, cut at its size. */
+static void note_append(char *note, size_t size, const char *part)
+{
+    size_t len = strlen(note);
+    if (len && len + 2 < size) {
+        memcpy(note + len, "; ", 2);
+        len += 2;
+    }
+    size_t n = strlen(part);
+    if (len + n >= size)
+        n = size - len - 1;
+    memcpy(note + len, part, n);
+    note[len + n] = '\0';
+}
+
+static int known_sms(const char *name)
+{
+    if (strstr(name, "A100"))
+        return 108;
+    if (strstr(name, "H100") || strstr(name, "H200"))
+        return 132;
+    return 0;
+}
 
 static double known_mem_bw(const char *name)
 {
@@ -120,8 +152,8 @@ pp_status pp_tune_hw_from_cluster(const pp_cluster *c, const char *source, pp_tu
         gemm_note = "the cluster gives a vendor peak, so layers are planned at 0.8 x it "
                     "(the ratio one H200 measured: 790 of 989 TFLOP/s)";
     }
-    out->mem_bw = known_mem_bw(out->device);
-    const char *bw_note = "memory bandwidth from vendor figures";
+    out->mem_bw = known_mem_bw(out->device) * PP_TUNE_MEM_BW_EFFICIENCY;
+    const char *bw_note = "memory bandwidth 0.88 x vendor figures";
     if (out->mem_bw <= 0 && c->nodes[0].memcpy_Bps.samples > 0) {
         out->mem_bw = c->nodes[0].memcpy_Bps.median;
         bw_note = "memory bandwidth = measured memcpy";
@@ -139,12 +171,29 @@ pp_status pp_tune_hw_from_cluster(const pp_cluster *c, const char *source, pp_tu
     /* One node: no inter-node hop ever happens; keep the intra figures so nothing divides by 0. */
     out->inter_bw = ex->present ? ex->beta_Bps : out->intra_bw;
     out->inter_lat = ex->present ? ex->alpha_s : out->intra_lat;
+    out->sms = out->cpu_devices ? 0 : known_sms(out->device);
+    const pp_collective *ar = &c->allreduce;
+    out->tp_busbw_measured = ar->present && ar->busbw_Bps > 0;
+    /* the NVLink efficiency is a GPU figure: CPU devices keep their measured copy bandwidth */
+    double eff = out->cpu_devices ? 1.0 : PP_TUNE_NVLINK_ALLREDUCE_EFFICIENCY;
+    out->tp_busbw = out->tp_busbw_measured ? ar->busbw_Bps : out->intra_bw * eff;
+    char ar_note[96];
+    if (out->tp_busbw_measured)
+        snprintf(ar_note, sizeof ar_note, "TP all-reduce at the measured busbw %.0f GB/s",
+                 out->tp_busbw / 1e9);
+    else if (out->cpu_devices)
+        snprintf(ar_note, sizeof ar_note, "TP all-reduce at the intra-node copy bandwidth");
+    else
+        snprintf(ar_note, sizeof ar_note, "TP all-reduce at %.0f %% of the link (preset, nccl-tests)",
+                 100 * PP_TUNE_NVLINK_ALLREDUCE_EFFICIENCY);
     if (out->gemm_flops <= 0 || out->mem_bytes <= 0 || out->intra_bw <= 0 || out->inter_bw <= 0)
         return PP_ERR(PP_ERR_INVALID,
                       "%s: the cluster needs positive GEMM rate, memory and link bandwidths",
                       source);
-    snprintf(out->note, sizeof out->note, "%s; %s; %s", gemm_note, bw_note,
-             c->note[0] ? c->note : "no caveat recorded");
+    const char *parts[] = {gemm_note, bw_note, ar_note, c->note[0] ? c->note : "no caveat recorded"};
+    out->note[0] = '\0';
+    for (int i = 0; i < 4; i++)
+        note_append(out->note, sizeof out->note, parts[i]);
     return PP_OK;
 }
 

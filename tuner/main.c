@@ -16,6 +16,8 @@ static const pp_cmd commands[] = {
     {"models", "list the model presets with their sizes", pp_cmd_models},
     {"simulate", "predict one configuration: step time, memory per rank, timeline",
      pp_cmd_simulate},
+    {"validate", "the time model against published end-to-end runs: error per row, median",
+     pp_cmd_validate},
     {"diff", "compare two profiles; exit 3 when throughput dropped past a threshold",
      pp_cmd_diff},
     {"export", "a profile as Megatron-LM flags, NeMo YAML or pprun flags", pp_cmd_export},

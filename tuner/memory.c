@@ -90,12 +90,14 @@ double pp_tune_act_bytes_per_layer(const pp_tune_model *m, int b, int t, const p
 }
 
 /* Extra activations of a pipe's first stage (token ids 8sb as int64, embedding dropout mask
- * sbh) and last stage (final norm + head inputs 4sbh, fp32 logits for the loss 4 s b V / t):
+ * sbh, of which each rank keeps its 1/t of the sequence under sequence parallelism: Megatron
+ * scatters the embedding output to the sequence-parallel region before its dropout) and last
+ * stage (final norm + head inputs 4sbh, fp32 logits for the loss 4 s b V / t):
  * Korthikanti's "embedding" and "output layer + cross-entropy" terms. */
-static double embed_act(const pp_tune_model *m, int b, const pp_tune_opts *o)
+static double embed_act(const pp_tune_model *m, int b, int t, const pp_tune_opts *o)
 {
-    double s = m->seq;
-    return 8.0 * s * b + (m->linear_bias ? s * b * m->hidden * act_dtype(o) / 2.0 : 0.0);
+    double s = m->seq, sp = o->sequence_parallel ? t : 1;
+    return 8.0 * s * b + (m->linear_bias ? s * b * m->hidden * act_dtype(o) / 2.0 / sp : 0.0);
 }
 
 static double head_act(const pp_tune_model *m, int b, int t, const pp_tune_opts *o)
@@ -145,7 +147,7 @@ static double stage_act(const pp_tune_model *m, const pp_sched *s, const pp_tune
 {
     double a = per_layer * pp_sched_stage_layers(s, pipe, stage);
     if (stage == 0)
-        a += embed_act(m, c->b, o);
+        a += embed_act(m, c->b, c->t, o);
     if (stage == s->stages_per_pipe - 1)
         a += head_act(m, c->b, c->t, o);
     return a;

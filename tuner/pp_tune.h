@@ -124,6 +124,11 @@ typedef struct {
     double intra_lat;       /* s */
     double inter_bw;        /* one direction per device across nodes, B/s */
     double inter_lat;       /* s */
+    double tp_busbw;        /* all-reduce bus bandwidth inside a node, B/s (nccl-tests busbw):
+                               measured where the cluster has one, else intra_bw x the preset
+                               efficiency PP_TUNE_NVLINK_ALLREDUCE_EFFICIENCY */
+    int tp_busbw_measured;  /* 1: tp_busbw is the cluster's measured all-reduce */
+    int sms;                /* streaming multiprocessors per device (vendor figure); 0: unknown */
     int n_gemm;             /* points of a measured GEMM sweep; 0: gemm_flops for every shape */
     double gemm_mnk[PP_TUNE_GEMM_POINTS];  /* m*n*k of each point, ascending */
     double gemm_rate[PP_TUNE_GEMM_POINTS]; /* FLOP/s measured there (median) */
@@ -138,6 +143,13 @@ double pp_tune_hw_gemm_rate(const pp_tune_hw *hw, double m, double n, double k);
  * measurement) is scaled by PP_TUNE_PEAK_GEMM_EFFICIENCY; memory bandwidth, which the cluster
  * description does not carry, comes from a table of known devices (see hw.c). */
 #define PP_TUNE_PEAK_GEMM_EFFICIENCY 0.8
+/* NCCL all-reduce bus bandwidth over NVLink/NVSwitch as a fraction of one GPU's one-direction
+ * NVLink figure: nccl-tests all_reduce_perf on 8 x A100-SXM4-80GB reports ~200-208 GB/s busbw
+ * of NVLink3's 300 GB/s (NVIDIA/nccl-tests issues #149 and #178). Used where the cluster has no
+ * measured all-reduce. */
+#define PP_TUNE_NVLINK_ALLREDUCE_EFFICIENCY 0.7
+/* Fraction of a device's vendor memory bandwidth kernels reach (hw.c gives the source). */
+#define PP_TUNE_MEM_BW_EFFICIENCY 0.88
 pp_status pp_tune_hw_from_cluster(const pp_cluster *c, const char *source, pp_tune_hw *out);
 /* Loads preset `name` scaled to `nodes` through probes/ and summarises it. */
 pp_status pp_tune_hw_preset(const char *name, int nodes, pp_tune_hw *out);
@@ -159,7 +171,25 @@ typedef struct {
     int sequence_parallel; /* 1: Megatron sequence parallelism, the 10sbh term split over t too */
     double headroom;       /* fraction of device memory kept free, default 0.05 */
     double gemm_efficiency; /* fraction of the hw GEMM rate a layer's GEMMs reach, default 1 */
+    unsigned without;       /* PP_TUNE_FX_* effects of the time model switched off (0: all on);
+                               only for measuring each effect's share (pptune validate) */
 } pp_tune_opts;
+
+/* The time model's effects (timemodel.c), each of which `without` can switch off. */
+enum {
+    PP_TUNE_FX_TP_BUSBW = 1u << 0,    /* TP all-reduce at the measured / preset busbw, not link */
+    PP_TUNE_FX_RECOMPUTE_AR = 1u << 1, /* the recomputed forward's two TP all-reduces */
+    PP_TUNE_FX_SEQ_PAR = 1u << 2,     /* sequence parallelism's collectives and split work */
+    PP_TUNE_FX_ATTENTION = 1u << 3,   /* s^2 memory-bound work / flash attention's causal FLOPs */
+    PP_TUNE_FX_GEMM_SHAPE = 1u << 4,  /* wave quantization of GEMM tiles over the SMs */
+    PP_TUNE_FX_KERNEL_COST = 1u << 5, /* a fixed cost per kernel */
+    PP_TUNE_FX_DP_NICS = 1u << 6,     /* DP sync over all the node's NICs of the group */
+    PP_TUNE_FX_P2P_SHARE = 1u << 7,   /* each TP rank sends 1/t of the boundary tensor */
+    PP_TUNE_FX_P2P_BLOCKING = 1u << 8, /* Megatron's pipeline sends block compute */
+    PP_TUNE_FX_COUNT = 9
+};
+/* "tp-busbw", "recompute-ar", ... for bit i; NULL past the last. */
+const char *pp_tune_fx_name(int i);
 
 void pp_tune_opts_default(pp_tune_opts *o);
 const char *pp_tune_recompute_name(pp_tune_recompute r);
@@ -207,8 +237,8 @@ pp_status pp_tune_memory(const pp_tune_model *m, const pp_tune_config *c, const 
                          const pp_tune_opts *o, pp_tune_rank_mem *mem);
 /* The bundled runtime's own accounting (pprun, CPU backend, fp32): the runtime's memory plan
  * (runtime/plan/pp_rt_plan.h, adapted in runtime_mem.c), the one the executor's measured peaks
- * equal; pp_tune_memory uses it when o->precision is PP_PREC_FP32.
- * PP_ERR_UNSUPPORTED for t > 1. */
+ * equal; pp_tune_memory uses it when o->precision is PP_PREC_FP32. t > 1 is planned as the
+ * runtime splits each stage (Megatron's split, embedding and head replicated). */
 pp_status pp_tune_memory_runtime(const pp_tune_model *m, const pp_tune_config *c,
                                  const pp_sched *s, pp_tune_rank_mem *mem);
 /* The same walk for the runtime on another backend: the CPU (as above), or the CUDA backend
@@ -248,7 +278,8 @@ typedef struct {
     double embed_f, embed_b; /* embedding on a pipe's first stage */
     double head_f, head_b;   /* final norm + LM head + loss on a pipe's last stage */
     double tp_allreduce;     /* per layer per direction (already inside layer_f/layer_b) */
-    double p2p_bytes;        /* bytes of one stage-boundary activation transfer */
+    double p2p_bytes;        /* bytes of one stage-boundary activation transfer (per TP rank) */
+    double p2p_gather;       /* s: the receiver's all-gather of the 1/t shares (0 for t = 1) */
 } pp_tune_op_times;
 
 void pp_tune_op_times_compute(const pp_tune_model *m, const pp_tune_hw *hw,
@@ -303,7 +334,7 @@ typedef struct {
     char trial_detail[200]; /* the failed trial's error line, signal or time limit */
     double measured_rank_peak[PP_TUNE_RANK_PEAKS]; /* bytes per pipeline rank (first
                                                        PP_TUNE_RANK_PEAKS), trials only */
-    int predicted_only;     /* t > 1 or not runnable by the runtime */
+    int predicted_only;     /* not runnable by the runtime (its model) or not on this machine */
     /* In a pp_tune_result's best list (owned by the result, valid until
      * pp_tune_result_destroy): the schedule the candidate was evaluated on and the memory
      * model's [cfg.p] entries for it, shared by the leaderboard, the profile and the trials.
@@ -333,6 +364,42 @@ void pp_tune_sched_params(const pp_tune_model *m, const pp_tune_config *c, pp_sc
  * mem (optional) receives D per-rank entries the caller allocated. */
 pp_status pp_tune_predict(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
                           const pp_tune_opts *o, pp_tune_prediction *out, pp_tune_rank_mem *mem);
+
+/* ---- Validation against published measurements (validate.c) ----------------------------- */
+typedef struct {
+    const char *name;    /* "1.7B" */
+    const char *cluster; /* the cluster preset that describes the machine */
+    int hidden, heads, layers;
+    int model_parallel;  /* t.p */
+    int gpus, global_batch, seq, vocab;
+    double tflops_per_gpu; /* published, the paper's FLOP count (recompute included) */
+    const char *source;
+} pp_tune_published;
+
+/* The bundled table (static storage); *n receives the count. */
+const pp_tune_published *pp_tune_published_rows(int *n);
+/* The row's published step time, s: its FLOP count over the measured rate. */
+double pp_tune_published_step(const pp_tune_published *r);
+
+#define PP_TUNE_VALIDATE_MAX 32
+typedef struct {
+    const pp_tune_published *row;
+    pp_tune_config cfg;    /* the layout predicted (fastest (b, v) that fits) */
+    double published_step; /* s */
+    double predicted_step; /* s */
+    double error;          /* predicted / published - 1 */
+} pp_tune_check;
+
+typedef struct {
+    int n;
+    pp_tune_check rows[PP_TUNE_VALIDATE_MAX];
+    double median_abs, max_abs; /* of |error| */
+    char hw_note[400];          /* where the first row's hardware figures came from */
+} pp_tune_validation;
+
+/* Predicts every bundled row with the time model (effects in `without` off; 0 for the model
+ * every command uses). PP_ERR_INVALID when a row has no layout that fits. */
+pp_status pp_tune_validate(unsigned without, pp_tune_validation *out);
 
 /* ---- Trials (trials.c) ---------------------------------------------------------------------- */
 #define PP_TUNE_TRIAL_MAX_RANKS PP_TUNE_RANK_PEAKS
@@ -421,7 +488,7 @@ typedef struct {
     int keep;            /* leaderboard size kept (ranked), default 10 */
     /* When nothing fits (bf16 only): 1 retries with the memory savings one at a time. */
     int fallback;
-    /* Trials of the best `trials` candidates the runtime can run (t = 1), only where the
+    /* Trials of the best `trials` candidates (any t: the runtime splits stages), only where the
      * cluster is this machine (hw->is_local) and the runtime runs the model
      * (model->runtime_model): then recalibration and choice (pp_tune_result). 0: none. */
     int trials;
@@ -457,13 +524,14 @@ struct pp_tune_result {
     int global_batch;
     double calibration; /* median measured / predicted step time over ok trials; 0 = none */
     pp_tune_opts opts;  /* the options the figures assume (the last pass's, after fallback) */
-    int allow_tp;       /* t > 1 was searched (0 on CPU devices whatever was asked) */
+    int allow_tp;       /* t > 1 was searched */
     pp_sched **held;    /* private: the schedules best[i].sched point to */
     int n_held;
 };
 
 /* The options a search on hw uses: on CPU devices (the runtime's CPU backend) fp32 and no
- * tensor parallelism, else o and allow_tp as given. pp_tune_search applies it; a program
+ * sequence parallelism (tensor parallelism as asked: the CPU backend runs it), else o and
+ * allow_tp as given. pp_tune_search applies it; a program
  * that describes the options before searching calls it too. */
 void pp_tune_search_adjust(const pp_tune_hw *hw, pp_tune_opts *o, int *allow_tp);
 

@@ -22,9 +22,6 @@ pp_status pp_tune_memory_runtime_on(const pp_tune_model *m, const pp_tune_config
                                     const pp_sched *s, pp_rt_backend_kind backend,
                                     pp_precision precision, pp_tune_rank_mem *mem)
 {
-    if (c->t != 1)
-        return PP_ERR(PP_ERR_UNSUPPORTED, "the runtime does not run tensor parallelism (t = %d)",
-                      c->t);
     if (backend != PP_RT_BACKEND_CPU && backend != PP_RT_BACKEND_CUDA)
         return PP_ERR(PP_ERR_INVALID, "runtime backend %d is not cpu (%d) or cuda (%d)",
                       (int)backend, PP_RT_BACKEND_CPU, PP_RT_BACKEND_CUDA);
@@ -40,7 +37,8 @@ pp_status pp_tune_memory_runtime_on(const pp_tune_model *m, const pp_tune_config
         .dp = c->d,
         .backend = backend,
         .precision = precision,
-        .transport_caps = 0 /* the in-process transport */};
+        .transport_caps = 0, /* the in-process transport */
+        .tp = c->t};
     pp_rt_plan_rank *plan = pp_calloc((size_t)s->ranks, sizeof *plan);
     if (!plan)
         return PP_ERR_NOMEM;

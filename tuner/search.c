@@ -48,6 +48,9 @@ typedef struct {
     long n_cands, cap_cands;
     pp_tune_result *res;
     long cap_rejects;
+    /* 1: the leaderboard keeps its best candidate with t > 1 even when t = 1 ones outrank it,
+     * so that the trials measure tensor parallelism (trials on this machine, allow_tp) */
+    int keep_tp;
 } search;
 
 /* ---- bookkeeping ------------------------------------------------------------------------ */
@@ -343,6 +346,27 @@ static pp_status outranked(search *x, const pp_tune_prediction *p)
     return add_reject(x, &p->cfg, 2, why);
 }
 
+static int n_tp_entries(const pp_tune_result *r)
+{
+    int n = 0;
+    for (int i = 0; i < r->n_best; i++)
+        n += r->best[i].cfg.t > 1;
+    return n;
+}
+
+/* The entry a full leaderboard gives up for p: its worst, except the one candidate with t > 1
+ * under keep_tp when p has t = 1 (the next worst goes instead). keep_tp is on where the trials
+ * run on this machine: its tensor-parallel communication is the figure the time model knows
+ * least, so the best t > 1 candidate is measured rather than outranked on a prediction. */
+static int victim(const search *x, const pp_tune_prediction *p, int keep)
+{
+    const pp_tune_result *r = x->res;
+    if (x->keep_tp && keep > 1 && p->cfg.t == 1 && r->best[keep - 1].cfg.t > 1 &&
+        n_tp_entries(r) == 1)
+        return keep - 2;
+    return keep - 1;
+}
+
 /* p enters with its schedule s and its memory (copied: p->cfg.p entries). */
 static pp_status insert_best(search *x, const pp_tune_prediction *p, const pp_sched *s,
                              const pp_tune_rank_mem *mem)
@@ -350,10 +374,14 @@ static pp_status insert_best(search *x, const pp_tune_prediction *p, const pp_sc
     pp_tune_result *r = x->res;
     int keep = x->sp->keep > 0 ? x->sp->keep : 10;
     if (r->n_best == keep) {
-        if (p->step_time >= r->best[keep - 1].step_time)
+        int v = victim(x, p, keep);
+        /* under keep_tp the first candidate with t > 1 enters whatever its time */
+        int first_tp = x->keep_tp && p->cfg.t > 1 && n_tp_entries(r) == 0;
+        if (p->step_time >= r->best[v].step_time && !first_tp)
             return outranked(x, p);
-        PP_TRY(outranked(x, &r->best[keep - 1]));
-        free((void *)r->best[keep - 1].mem);
+        PP_TRY(outranked(x, &r->best[v]));
+        free((void *)r->best[v].mem);
+        memmove(&r->best[v], &r->best[v + 1], (size_t)(r->n_best - v - 1) * sizeof r->best[0]);
         r->n_best--;
     }
     pp_tune_rank_mem *own = pp_calloc((size_t)p->cfg.p, sizeof *own);
@@ -446,7 +474,8 @@ static pp_status run_ranked(search *x)
                                       "alone average more than %.1f GiB usable per rank",
                      cap / (1 << 30));
             st = add_reject(x, &cd->cfg, 1, why);
-        } else if (cd->bound >= kth_best(x)) {
+        } else if (cd->bound >= kth_best(x) &&
+                   !(x->keep_tp && cd->cfg.t > 1 && n_tp_entries(x->res) == 0)) {
             x->res->bounded++;
             snprintf(why, sizeof why, "not simulated: lower bound %.4g s >= the %d-th best %.4g s",
                      cd->bound, keep, kth_best(x));
@@ -477,6 +506,7 @@ static pp_status search_pass(const pp_tune_search_params *sp, const pp_tune_opts
     x.sp = sp;
     x.o = o;
     x.allow_tp = allow_tp;
+    x.keep_tp = allow_tp && sp->trials > 0 && sp->hw->is_local && sp->model->runtime_model[0];
     x.m = sp->model;
     x.hw = sp->hw;
     x.gb = sp->global_batch > 0 ? sp->global_batch : sp->model->global_batch;
@@ -517,10 +547,12 @@ static pp_tune_saving next_saving(pp_tune_opts *o, int allow_tp)
 void pp_tune_search_adjust(const pp_tune_hw *hw, pp_tune_opts *o, int *allow_tp)
 {
     if (hw->cpu_devices) {
-        /* the runtime's CPU backend runs these devices: fp32, no tensor parallelism */
+        /* the runtime's CPU backend runs these devices: fp32 (tensor parallelism runs there,
+         * without sequence parallelism, which pprun does not run yet) */
         o->precision = PP_PREC_FP32;
-        *allow_tp = 0;
+        o->sequence_parallel = 0;
     }
+    (void)allow_tp;
 }
 
 pp_status pp_tune_search(const pp_tune_search_params *sp, pp_tune_result **out)

@@ -77,6 +77,22 @@ static void record(pp_tune_prediction *p, const pp_tune_trial_result *tr)
     memcpy(p->measured_rank_peak, tr->peak_per_rank, sizeof p->measured_rank_peak);
 }
 
+/* The i-th leaderboard entry to trial: in order, except that the best candidate with t > 1
+ * takes the k-th trial when it is not among the first k (the search kept it on the board for
+ * this: the tensor-parallel communication is the least known part of the time model). */
+static int trial_order(const pp_tune_result *r, int k, int i)
+{
+    int tp = -1;
+    for (int j = 0; j < r->n_best && tp < 0; j++)
+        if (r->best[j].cfg.t > 1)
+            tp = j;
+    if (tp < 0 || tp < k || k < 2 || i < k - 1)
+        return i;
+    if (i == k - 1)
+        return tp;
+    return i <= tp ? i - 1 : i;
+}
+
 pp_status pp_tune_search_trials(const pp_tune_search_params *sp, pp_tune_result *r)
 {
     const pp_tune_model *m = sp->model;
@@ -101,9 +117,7 @@ pp_status pp_tune_search_trials(const pp_tune_search_params *sp, pp_tune_result 
     int n_ratio = 0;
     int todo = k < r->n_best ? k : r->n_best;
     for (int i = 0; i < r->n_best && n < k; i++) {
-        pp_tune_prediction *p = &r->best[i];
-        if (p->cfg.t != 1)
-            continue;
+        pp_tune_prediction *p = &r->best[trial_order(r, k, i)];
         double need = cuda ? runtime_peak_on_gpu(m, p) : 0;
         if (need > p->capacity) {
             pp_tune_trial_event ev = {.kind = PP_TUNE_TRIAL_SKIPPED,

@@ -17,13 +17,28 @@
  * backward (and replica REDUCE) has ended in the simulated schedule: gradients accumulate over
  * the micro-batches, so nothing earlier can be reduced, but a rank that drains early reduces
  * while others still compute (each rank's group is disjoint). The optimizer step follows.
- * Not modelled: kernel launch gaps, NCCL protocol switching, network contention between jobs.
+ * Effects added for issue 15 (each can be switched off, opts.without, to measure its share):
+ * TP all-reduces at the measured (or preset) all-reduce busbw, the recomputed forward's two
+ * all-reduces, sequence parallelism's collectives and split element-wise work, attention's
+ * memory-bound s^2 work (or flash attention's causal FLOPs), wave quantization of GEMM tiles,
+ * a fixed cost per kernel, DP sync over the group's NICs, the 1/t boundary share. Constants
+ * with their sources below.
+ * Not modelled: NCCL protocol switching, network contention between jobs, compute/comm overlap
+ * inside a layer.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pp_tune.h"
+
+const char *pp_tune_fx_name(int i)
+{
+    static const char *const names[PP_TUNE_FX_COUNT] = {
+        "tp-busbw", "recompute-ar", "seq-par", "attention", "gemm-shape", "kernel-cost",
+        "dp-nics", "p2p-share", "p2p-blocking"};
+    return i >= 0 && i < PP_TUNE_FX_COUNT ? names[i] : NULL;
+}
 
 double pp_tune_ring_allreduce(double bytes, int n, double bw, double lat)
 {
@@ -52,38 +67,126 @@ double pp_tune_model_flops(const pp_tune_model *m, double sequences)
     return 3.0 * sequences * (m->layers * layer_fwd + head_fwd);
 }
 
+/* ---- Constants: one set for every configuration ------------------------------------------
+ * KERNEL_FIXED_S: what a kernel costs beyond its work (launch, ramp-up, tail of the last wave).
+ *   CUDA launch overhead is ~2-5 us per kernel (NVIDIA's CUDA Graphs blog, "Getting Started with
+ *   CUDA Graphs": 2.9 us per kernel launch gap measured for short kernels); 3 us taken.
+ * TILE: the output tile of a tensor-core GEMM, 128 x 128 (CUTLASS's default threadblock tile
+ *   for sm80/sm90 16-bit GEMMs); tiles run in waves of one per SM, so a GEMM whose tile count is
+ *   not a multiple of the SMs pays for the partial last wave (NVIDIA, "Matrix Multiplication
+ *   Background User's Guide", wave quantization).
+ * FLASH_EFFICIENCY: FlashAttention-2 on A100 reaches 50-73 % of peak forward and ~45-60 %
+ *   forward + backward at head dimension 128 (Dao 2023, Figs. 4-6); 0.5 of peak taken. Causal:
+ *   half the s^2 FLOPs; backward 2.5 x forward (5 matrix products against 2).
+ * ATTN_BYTES_F / _B: bytes per attention-score element moved by the memory-bound kernels of
+ *   unfused attention (Megatron-LM 2021: fused scale-mask-softmax, separate dropout):
+ *   forward: score GEMM output 2, softmax read 2 + write 2, dropout read 2 + write 2 + mask 1,
+ *   the value GEMM reading the probabilities 2 (13; 8 without dropout); backward: the gradient
+ *   of the probabilities written 2, dropout backward read 2 + mask 1 + write 2, softmax
+ *   backward read 2 + probabilities 2 + write 2, the two GEMMs reading the score gradient 4 and
+ *   the value-gradient GEMM reading the probabilities 2 (19; 14 without dropout).
+ * IB_EFFICIENCY: NCCL all-reduce across nodes reaches ~0.9 of the NICs' line rate (nccl-tests
+ *   on 3 x 8 A100 with 4 HDR NICs per node: 96 GB/s peak busbw of 100; NVIDIA/nccl-tests #119).
+ */
+#define KERNEL_FIXED_S 3e-6
+#define TILE 128.0
+#define FLASH_EFFICIENCY 0.5
+#define FLASH_BWD_RATIO 2.5
+#define ATTN_BYTES_F(dropout) ((dropout) ? 13.0 : 8.0)
+#define ATTN_BYTES_B(dropout) ((dropout) ? 19.0 : 14.0)
+#define IB_EFFICIENCY 0.9
+
 typedef struct {
     double rate, bw, dt; /* rate: large-GEMM FLOP/s (attention); GEMMs ask hw by shape */
     double eff;
+    double kernel;       /* fixed cost per kernel, s (0 when the effect is off) */
+    int quantize;        /* wave quantization on (a GPU without a measured sweep) */
     const pp_tune_hw *hw;
 } roof;
 
+static int fx(const pp_tune_opts *o, unsigned effect)
+{
+    return !(o->without & effect);
+}
+
+/* Fraction of the SMs' tile slots an M x N output keeps busy: tiles / (waves x SMs). */
+static double wave_efficiency(const roof *r, double M, double N)
+{
+    if (!r->quantize)
+        return 1.0;
+    double tiles = ceil(M / TILE) * ceil(N / TILE), sms = r->hw->sms;
+    return (M * N / (TILE * TILE)) / (ceil(tiles / sms) * sms);
+}
+
 static double gemm(const roof *r, double M, double N, double K)
 {
-    double compute = 2.0 * M * N * K / (pp_tune_hw_gemm_rate(r->hw, M, N, K) * r->eff);
+    double rate = pp_tune_hw_gemm_rate(r->hw, M, N, K) * r->eff * wave_efficiency(r, M, N);
+    double compute = 2.0 * M * N * K / rate;
     double memory = r->dt * (M * K + K * N + M * N) / r->bw;
-    return compute > memory ? compute : memory;
+    return (compute > memory ? compute : memory) + r->kernel;
+}
+
+/* One layer's attention core (the s x s part) for one micro-batch, forward and backward. */
+static void attention(const pp_tune_model *m, const pp_tune_config *c, const pp_tune_opts *o,
+                      const roof *r, double *f, double *b)
+{
+    double s = m->seq, flops = 4.0 * c->b * s * s * m->hidden / c->t; /* non-causal, QK^T + PV */
+    int dropout = m->linear_bias; /* GPT/BERT train with attention dropout, Llama not */
+    if (!fx(o, PP_TUNE_FX_ATTENTION)) {
+        *f = flops / r->rate;
+        *b = 2.0 * *f;
+    } else if (o->flash_attention) {
+        double rate = r->hw->peak_flops * FLASH_EFFICIENCY;
+        *f = 0.5 * flops / rate + r->kernel;
+        *b = FLASH_BWD_RATIO * 0.5 * flops / rate + r->kernel;
+    } else {
+        double scores = (double)c->b * m->heads / c->t * s * s; /* elements per micro-batch */
+        *f = flops / r->rate + scores * ATTN_BYTES_F(dropout) / r->bw + 4.0 * r->kernel;
+        *b = 2.0 * flops / r->rate + scores * ATTN_BYTES_B(dropout) / r->bw + 8.0 * r->kernel;
+    }
+}
+
+/* Tensor-parallel collectives of one layer, as all-reduce-equivalents of the s b h tensor:
+ * Megatron's two all-reduces per direction; with sequence parallelism an all-gather and a
+ * reduce-scatter in their place (the same bytes), plus in the backward the all-gather of each
+ * sequence-parallel input again for the weight gradients (Korthikanti et al. 2022, sec. 4.2.2). */
+static void tp_collectives(const pp_tune_opts *o, int t, double *per_f, double *per_b)
+{
+    *per_f = *per_b = t > 1 ? 2.0 : 0.0;
+    if (t > 1 && o->sequence_parallel && fx(o, PP_TUNE_FX_SEQ_PAR))
+        *per_b += 1.0; /* two all-gathers = one all-reduce's bytes */
 }
 
 static void layer_times(const pp_tune_model *m, const pp_tune_config *c, const pp_tune_opts *o,
                         const roof *r, double tp_ar, pp_tune_op_times *out)
 {
-    double t = c->t, h = m->hidden, s = m->seq, M = s * c->b;
+    double t = c->t, h = m->hidden, M = (double)m->seq * c->b;
     double kvd = (double)m->kv_heads * (h / m->heads), f = m->ffn;
     double gemms = gemm(r, M, (h + 2 * kvd) / t, h) + gemm(r, M, h, h / t) +
                    gemm(r, M, f * (m->gated_mlp ? 2 : 1) / t, h) + gemm(r, M, h, f / t);
-    double attn = 4.0 * c->b * s * s * h / t / r->rate;
-    double elem_bytes = r->dt * M * h * (m->linear_bias ? 14.0 : 10.0) +
+    /* backward: input and weight gradient of every GEMM (two kernels each) */
+    double gemms_b = 2.0 * gemms;
+    double attn_f, attn_b;
+    attention(m, c, o, r, &attn_f, &attn_b);
+    /* element-wise kernels: two norms, bias + GeLU, two bias + dropout + residual; the s b h
+     * ones run on 1/t of the sequence under sequence parallelism */
+    double sp = o->sequence_parallel && fx(o, PP_TUNE_FX_SEQ_PAR) ? t : 1.0;
+    double elem_bytes = r->dt * M * h / sp * (m->linear_bias ? 14.0 : 10.0) +
                         r->dt * M * f / t * (m->gated_mlp ? 3.0 : 2.0);
-    double elem = elem_bytes / r->bw;
-    double fwd = gemms + attn + elem;
-    double bwd = 2.0 * (gemms + attn + elem);
-    if (o->recompute == PP_TUNE_RECOMPUTE_FULL)
-        bwd += fwd;
-    else if (o->recompute == PP_TUNE_RECOMPUTE_SELECTIVE)
-        bwd += attn;
-    out->layer_f = fwd + 2.0 * tp_ar;
-    out->layer_b = bwd + 2.0 * tp_ar;
+    double elem = elem_bytes / r->bw + 5.0 * r->kernel;
+    double fwd = gemms + attn_f + elem;
+    double bwd = gemms_b + attn_b + 2.0 * elem;
+    double ar_f, ar_b;
+    tp_collectives(o, c->t, &ar_f, &ar_b);
+    if (o->recompute == PP_TUNE_RECOMPUTE_FULL) {
+        bwd += fwd; /* the recomputed forward, with its all-reduces */
+        if (fx(o, PP_TUNE_FX_RECOMPUTE_AR))
+            ar_b += ar_f;
+    } else if (o->recompute == PP_TUNE_RECOMPUTE_SELECTIVE) {
+        bwd += attn_f;
+    }
+    out->layer_f = fwd + ar_f * tp_ar;
+    out->layer_b = bwd + ar_b * tp_ar;
 }
 
 void pp_tune_op_times_compute(const pp_tune_model *m, const pp_tune_hw *hw,
@@ -92,19 +195,30 @@ void pp_tune_op_times_compute(const pp_tune_model *m, const pp_tune_hw *hw,
 {
     memset(out, 0, sizeof *out);
     double eff = o->gemm_efficiency > 0 ? o->gemm_efficiency : 1.0;
-    roof r = {hw->gemm_flops * eff, hw->mem_bw, dtype_bytes(o), eff, hw};
-    double h = m->hidden, M = (double)m->seq * c->b;
-    out->p2p_bytes = r.dt * M * h;
-    out->tp_allreduce = pp_tune_ring_allreduce(out->p2p_bytes, c->t, hw->intra_bw, hw->intra_lat);
+    roof r = {hw->gemm_flops * eff,
+              hw->mem_bw,
+              dtype_bytes(o),
+              eff,
+              fx(o, PP_TUNE_FX_KERNEL_COST) && !hw->cpu_devices ? KERNEL_FIXED_S : 0.0,
+              fx(o, PP_TUNE_FX_GEMM_SHAPE) && hw->sms > 0 && hw->n_gemm <= 1,
+              hw};
+    double h = m->hidden, M = (double)m->seq * c->b, act = r.dt * M * h;
+    double busbw = fx(o, PP_TUNE_FX_TP_BUSBW) && hw->tp_busbw > 0 ? hw->tp_busbw : hw->intra_bw;
+    out->tp_allreduce = pp_tune_ring_allreduce(act, c->t, busbw, hw->intra_lat);
+    /* Megatron's scatter/gather of the boundary tensor: each TP rank sends its 1/t share, the
+     * receiver all-gathers it inside the node */
+    int share = c->t > 1 && fx(o, PP_TUNE_FX_P2P_SHARE);
+    out->p2p_bytes = share ? act / c->t : act;
+    out->p2p_gather = share ? (c->t - 1.0) / c->t * act / busbw + (c->t - 1) * hw->intra_lat : 0;
     layer_times(m, c, o, &r, out->tp_allreduce, out);
     /* Embedding: gather of b*s rows forward, scatter-add backward (memory bound). */
-    out->embed_f = 2.0 * r.dt * M * h / r.bw;
+    out->embed_f = 2.0 * r.dt * M * h / r.bw + r.kernel;
     out->embed_b = 2.0 * out->embed_f;
     /* Head: final norm, logits GEMM over the vocabulary padded to 128 t (Megatron), fp32
      * softmax cross-entropy reading and writing the logits. */
     double vpad = ceil((double)m->vocab / (128.0 * c->t)) * 128.0;
-    double ce = 3.0 * 4.0 * M * vpad / r.bw;
-    double norm = 2.0 * r.dt * M * h / r.bw;
+    double ce = 3.0 * 4.0 * M * vpad / r.bw + 2.0 * r.kernel;
+    double norm = 2.0 * r.dt * M * h / r.bw + r.kernel;
     out->head_f = gemm(&r, M, vpad, h) + ce + norm;
     out->head_b = 2.0 * gemm(&r, M, vpad, h) + ce + 2.0 * norm;
 }
@@ -145,12 +259,35 @@ static void fill_compute(const pp_tune_op_times *ot, const pp_sched *s, pp_cost 
     for (int pipe = 0; pipe < s->n_pipes; pipe++)
         for (int st = 0; st < S; st++) {
             int k = pipe * S + st, layers = pp_sched_stage_layers(s, pipe, st);
-            cost->f[k] = layers * ot->layer_f + (st == 0 ? ot->embed_f : 0) +
+            cost->f[k] = layers * ot->layer_f + (st == 0 ? ot->embed_f : ot->p2p_gather) +
                          (st == S - 1 ? ot->head_f : 0);
             cost->b[k] = layers * ot->layer_b + (st == 0 ? ot->embed_b : 0) +
-                         (st == S - 1 ? ot->head_b : 0);
+                         (st == S - 1 ? ot->head_b : ot->p2p_gather);
             cost->send_bytes_f[k] = ot->p2p_bytes;
             cost->send_bytes_b[k] = ot->p2p_bytes;
+        }
+}
+
+/* Megatron-LM's pipeline transfers block both sides: batch_isend_irecv, req.wait() and then
+ * torch.cuda.synchronize() ("to protect against race condition when using batch_isend_irecv",
+ * megatron/p2p_communication.py; batch_p2p_sync defaults to on in Megatron-Core), so no
+ * compute overlaps a stage's send. The transfer's time is folded into the compute that produced
+ * it and the link carries nothing more (the data arrives when the op ends). */
+static void fold_blocking_sends(const pp_sched *s, pp_cost *cost)
+{
+    int S = s->stages_per_pipe, D = s->ranks;
+    for (int pipe = 0; pipe < s->n_pipes; pipe++)
+        for (int st = 0; st < S; st++) {
+            int k = pipe * S + st, r = pp_sched_stage(s, pipe, st)->rank;
+            int next = pp_sched_rank_of(s, pipe, st + 1), prev = pp_sched_rank_of(s, pipe, st - 1);
+            if (next >= 0 && next != r) {
+                cost->f[k] += cost->send_bytes_f[k] * cost->inv_bw[r * D + next];
+                cost->send_bytes_f[k] = 0;
+            }
+            if (prev >= 0 && prev != r) {
+                cost->b[k] += cost->send_bytes_b[k] * cost->inv_bw[r * D + prev];
+                cost->send_bytes_b[k] = 0;
+            }
         }
 }
 
@@ -191,9 +328,15 @@ double pp_tune_dp_sync_time(const pp_tune_hw *hw, const pp_tune_config *c, const
 {
     if (c->d <= 1)
         return 0.0;
-    long span = (long)c->t * c->p * c->d;
+    long span = (long)c->t * c->p * c->d, stride = (long)c->t * c->p;
     int intra = span <= hw->gpus_per_node;
     double bw = intra ? hw->intra_bw : hw->inter_bw, lat = intra ? hw->intra_lat : hw->inter_lat;
+    if (!intra && fx(o, PP_TUNE_FX_DP_NICS)) {
+        /* NCCL runs one ring per NIC: a group with k members per node crosses nodes on k NICs
+         * (each GPU's own, rail-optimised) at IB_EFFICIENCY, bounded by the node's NVLink */
+        long k = stride < hw->gpus_per_node ? hw->gpus_per_node / stride : 1;
+        bw = fmin(hw->intra_bw, (double)k * hw->inter_bw * IB_EFFICIENCY);
+    }
     pp_tune_param_bytes bp = pp_tune_bytes_per_param(o, 1);
     if (!o->distributed_optimizer)
         return pp_tune_ring_allreduce(params * bp.grads, c->d, bw, lat);
@@ -256,6 +399,8 @@ pp_status pp_tune_costs(const pp_tune_model *m, const pp_tune_hw *hw, const pp_t
     }
     fill_compute(&ot, s, cost);
     fill_links(hw, c, s, cost);
+    if (fx(o, PP_TUNE_FX_P2P_BLOCKING))
+        fold_blocking_sends(s, cost);
     pp_tune_params pc;
     pp_tune_model_params(m, &pc);
     double layer_params = pc.per_layer / c->t;

@@ -220,11 +220,14 @@ static void parse_summary(const char *json, const pp_tune_config *c, double wall
     r->step_time = t;
     for (size_t i = 0; i < json_array_size(ranks); i++) {
         json_t *rk = json_array_get(ranks, i);
-        int g = (int)json_integer_value(json_object_get(rk, "rank"));
+        /* per pipeline rank of replica 0: the fullest of its tensor-parallel ranks */
+        int pr = (int)json_integer_value(json_object_get(rk, "pipeline_rank"));
+        int k = (int)json_integer_value(json_object_get(rk, "replica"));
         double total = (double)json_integer_value(
             json_object_get(json_object_get(rk, "peak_bytes"), "total"));
-        if (g < c->p && g < PP_TUNE_TRIAL_MAX_RANKS)
-            r->peak_per_rank[g] = total;
+        if (k == 0 && pr >= 0 && pr < c->p && pr < PP_TUNE_TRIAL_MAX_RANKS &&
+            total > r->peak_per_rank[pr])
+            r->peak_per_rank[pr] = total;
         if (total > r->peak)
             r->peak = total;
     }
@@ -261,9 +264,8 @@ static void classify(int wstatus, int killed, const buf *out, const buf *err,
 pp_status pp_tune_trial(const pp_tune_trial_params *tp, pp_tune_trial_result *r)
 {
     memset(r, 0, sizeof *r);
-    if (!tp->model->runtime_model[0] || tp->cfg->t != 1)
-        return PP_ERR(PP_ERR_UNSUPPORTED, "the runtime cannot run %s with t = %d",
-                      tp->model->name, tp->cfg->t);
+    if (!tp->model->runtime_model[0])
+        return PP_ERR(PP_ERR_UNSUPPORTED, "the runtime cannot run %s", tp->model->name);
     char store[MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN], *argv[MAX_ARGS + 1];
     build_argv(tp, store, argv);
     int out_p[2], err_p[2];

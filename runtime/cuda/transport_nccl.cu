@@ -37,6 +37,7 @@
 #include <nccl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cuda_status.h"
 #include "pp_rt.h"
@@ -83,7 +84,22 @@ typedef struct {
     cudaStream_t compute, comm; /* the backend's; comm is coll's stream */
     cudaEvent_t ready; /* compute-stream point the comm stream waits for */
     nmsg *queue;       /* sends in order: not yet issued first-to-last, then in flight */
+    double watchdog_s; /* a wait without completion this long fails (await_done); 0: never */
+    cudaEvent_t probe; /* recorded on a stream whose work a receive waits for */
 } nctx;
+
+/* Aborts every communicator (ncclCommAbort), leaving NULLs: what a failed wait does. */
+static void n_abort_comms(nctx *c)
+{
+    for (int q = 0; c->p2p && q < c->size; q++) {
+        if (c->p2p[q])
+            ncclCommAbort(c->p2p[q]);
+        c->p2p[q] = NULL;
+    }
+    if (c->coll)
+        ncclCommAbort(c->coll);
+    c->coll = NULL;
+}
 
 static pp_status need_backend(nctx *c)
 {
@@ -101,6 +117,42 @@ static void msg_free(nctx *c, nmsg *m)
     free(m);
 }
 
+/* The watchdog: waits until `ev` (recorded on the stream of comm's operations) has completed,
+ * polling (cudaEventQuery; a spin for the first milliseconds, then 0.2 ms naps) instead of
+ * blocking in cudaEventSynchronize, so that a peer that stopped (SIGSTOP, a hung process, a
+ * dead node NCCL has not noticed) cannot hang this rank forever: past c->watchdog_s seconds
+ * without completion, or on an asynchronous NCCL error of comm (ncclCommGetAsyncError), the
+ * communicators are aborted (ncclCommAbort: the only way to reclaim an NCCL operation that
+ * will never complete) and the wait fails with PP_ERR_TIMEOUT naming this rank and the peer
+ * (pp_transport_stalled). */
+static pp_status await_done(nctx *c, cudaEvent_t ev, ncclComm_t comm, int peer, const char *what)
+{
+    double t0 = pp_now(), spin_until = t0 + 0.005;
+    for (;;) {
+        cudaError_t e = cudaEventQuery(ev);
+        if (e == cudaSuccess)
+            return PP_OK;
+        if (e != cudaErrorNotReady)
+            return pp_cuda_status(e, "cudaEventQuery", __FILE__, __LINE__);
+        ncclResult_t async = ncclSuccess;
+        if (comm && ncclCommGetAsyncError(comm, &async) == ncclSuccess && async != ncclSuccess &&
+            async != ncclInProgress) {
+            n_abort_comms(c);
+            return PP_ERR(PP_ERR_DEVICE, "NCCL transport: rank %d, %s: NCCL reports %s",
+                          c->rank, what, ncclGetErrorString(async));
+        }
+        double now = pp_now();
+        if (c->watchdog_s > 0 && now - t0 > c->watchdog_s) {
+            n_abort_comms(c);
+            return pp_transport_stalled(c->rank, now - t0, peer, what);
+        }
+        if (now > spin_until) {
+            struct timespec ts = {0, 200000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
 /* Frees sends that completed (all of them, waiting, when wait is set). */
 static pp_status reclaim(nctx *c, int wait)
 {
@@ -111,7 +163,7 @@ static pp_status reclaim(nctx *c, int wait)
             continue;
         }
         if (wait)
-            PP_CUDA_TRY(cudaEventSynchronize(m->done));
+            PP_TRY(await_done(c, m->done, m->comm, m->to, "an NCCL send"));
         else if (cudaEventQuery(m->done) != cudaSuccess) {
             pp = &m->next;
             continue;
@@ -193,8 +245,10 @@ static pp_status recv_msg(nctx *c, ncclComm_t comm, cudaStream_t stream, int fro
     uint64_t got = 0;
     pp_status st = issue(c, comm, stream, from, stage, bytes + TRAILER);
     if (st == PP_OK)
-        st = pp_cuda_status(cudaStreamSynchronize(stream), "cudaStreamSynchronize(comm)", __FILE__,
+        st = pp_cuda_status(cudaEventRecord(c->probe, stream), "cudaEventRecord(comm)", __FILE__,
                             __LINE__);
+    if (st == PP_OK)
+        st = await_done(c, c->probe, comm, from, "an NCCL receive");
     if (st == PP_OK)
         st = c->be->ops->download(c->be->ctx, &got, (char *)stage + bytes, TRAILER);
     if (st == PP_OK && got != tag)
@@ -305,13 +359,13 @@ static pp_status n_barrier(void *ctx, int rank)
 static void n_abort(void *ctx)
 {
     nctx *c = (nctx *)ctx;
-    for (int q = 0; c->p2p && q < c->size; q++) {
-        ncclCommAbort(c->p2p[q]);
-        c->p2p[q] = NULL;
-    }
-    ncclCommAbort(c->coll);
-    c->coll = NULL;
+    n_abort_comms(c);
     pp_transport_abort(c->boot);
+}
+
+static void n_set_watchdog(void *ctx, double seconds)
+{
+    ((nctx *)ctx)->watchdog_s = seconds > 0 ? seconds : 0;
 }
 
 static void n_bind(void *ctx, int rank, pp_backend *be)
@@ -358,12 +412,14 @@ static void n_destroy(void *ctx)
         ncclCommDestroy(c->coll);
     if (c->ready)
         cudaEventDestroy(c->ready);
+    if (c->probe)
+        cudaEventDestroy(c->probe);
     free(c);
 }
 
 static const pp_transport_ops nccl_ops = {
     n_send, n_recv, n_iallreduce, n_wait, n_barrier, n_flush, n_abort, n_destroy, n_bind,
-    NULL, /* set_watchdog: NCCL waits on the device; a stalled peer is not detected here yet */
+    n_set_watchdog,
 };
 
 /* Rank 0's n unique ids to every rank, over the boot transport. */
@@ -432,6 +488,7 @@ static pp_status init_comms(nctx *c)
     PP_TRY(agree_devices(c, e == cudaSuccess ? n_dev : 0));
     PP_CUDA_TRY(cudaSetDevice(c->device));
     PP_CUDA_TRY(cudaEventCreateWithFlags(&c->ready, cudaEventDisableTiming));
+    PP_CUDA_TRY(cudaEventCreateWithFlags(&c->probe, cudaEventDisableTiming));
     c->p2p = (ncclComm_t *)calloc((size_t)c->size, sizeof *c->p2p);
     c->p2p_s = (cudaStream_t *)calloc((size_t)c->size, sizeof *c->p2p_s);
     ncclUniqueId *id = (ncclUniqueId *)calloc((size_t)c->size + 1, sizeof *id);
@@ -473,6 +530,7 @@ extern "C" pp_status pp_transport_nccl_create(pp_transport *boot, int device, pp
     c->rank = pp_transport_self(boot);
     c->size = pp_transport_ranks(boot);
     c->device = device;
+    c->watchdog_s = PP_TRANSPORT_WATCHDOG_S;
     pp_status st = init_comms(c);
     if (st != PP_OK) {
         n_destroy(c);

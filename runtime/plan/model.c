@@ -70,3 +70,19 @@ pp_status pp_model_validate(const pp_model_cfg *cfg)
                       cfg->heads, cfg->hidden);
     return PP_OK;
 }
+
+pp_status pp_model_check_tp(const pp_model_cfg *cfg, int t)
+{
+    if (t < 1)
+        return PP_ERR(PP_ERR_INVALID, "tensor parallelism: --tp must be >= 1, got %d", t);
+    if (cfg->heads % t != 0)
+        return PP_ERR(PP_ERR_INVALID,
+                      "tensor parallelism: --tp %d must divide the model's %d attention heads "
+                      "(each rank takes whole heads)",
+                      t, cfg->heads);
+    if (cfg->ffn % t != 0)
+        return PP_ERR(PP_ERR_INVALID,
+                      "tensor parallelism: --tp %d must divide the model's MLP width \"ffn\" %d",
+                      t, cfg->ffn);
+    return PP_OK;
+}

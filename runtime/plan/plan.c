@@ -16,6 +16,7 @@ typedef struct {
     const pp_rt_plan_params *p;
     const pp_sched *s;
     size_t B, T, N, C, F, V, NH, seq;
+    size_t t; /* tensor-parallel ranks (1: none) */
     int cuda, bf16;
     int copies;   /* the in-process transport's copies count on the sender (host memory) */
     int tokens;   /* the step's tokens and targets are in the backend's memory */
@@ -33,20 +34,21 @@ static size_t stage_params(const plan_ctx *x, int pipe, int stage)
 {
     int S = x->s->stages_per_pipe;
     return pp_rt_size_stage_params((size_t)layers_of(x, pipe, stage), stage == 0, stage == S - 1, x->C,
-                              x->F, x->V, x->seq);
+                              x->F, x->V, x->seq, x->t);
 }
 
 static size_t slot_bytes(const plan_ctx *x, int pipe, int stage)
 {
     int S = x->s->stages_per_pipe;
     return pp_rt_size_act_slot_bytes(x->B, x->T, (size_t)layers_of(x, pipe, stage), stage == 0,
-                                stage == S - 1, x->C, x->F, x->V, x->NH);
+                                stage == S - 1, x->C, x->F, x->V, x->NH, x->t);
 }
 
 static size_t bwd_ws_bytes(const plan_ctx *x, int pipe, int stage)
 {
-    size_t scratch = x->cuda ? pp_rt_size_attn_scratch_cuda(x->NH, x->T) : pp_rt_size_attn_scratch_cpu(x->T);
-    return pp_rt_size_bwd_ws(x->N, x->C, x->F, (size_t)layers_of(x, pipe, stage), scratch);
+    size_t scratch = x->cuda ? pp_rt_size_attn_scratch_cuda(x->NH / x->t, x->T)
+                             : pp_rt_size_attn_scratch_cpu(x->T);
+    return pp_rt_size_bwd_ws(x->N, x->C, x->F, (size_t)layers_of(x, pipe, stage), scratch, x->t);
 }
 
 static size_t max_z(size_t a, size_t b)
@@ -65,17 +67,18 @@ static size_t cuda_scratch_bytes(const plan_ctx *x, int pipe, int stage)
     size_t need = max_z(pp_rt_size_cuda_sumsq_ws(), last ? pp_rt_size_cuda_xent_ws(x->N) : 0);
     if (!x->bf16)
         return need;
-    size_t e = 0, N = x->N, C = x->C, F = x->F, V = x->V;
+    size_t e = 0, N = x->N, C = x->C, F = x->F, V = x->V, Cl = C / x->t, Fl = F / x->t;
     if (layers_of(x, pipe, stage) > 0) {
-        const size_t lin[4][2] = {{C, 3 * C}, {C, C}, {C, F}, {F, C}}; /* in, out */
+        /* in, out of this tensor-parallel rank's shards (the whole layers when t = 1) */
+        const size_t lin[4][2] = {{C, 3 * Cl}, {Cl, C}, {C, Fl}, {Fl, C}};
         for (int i = 0; i < 4; i++) {
             size_t in = lin[i][0], out = lin[i][1];
             e = max_z(e, pp_rt_size_cuda_gemm_ws(N * in, out * in));  /* forward: x w^T */
             e = max_z(e, pp_rt_size_cuda_gemm_ws(N * out, out * in)); /* dx = dy w */
             e = max_z(e, pp_rt_size_cuda_gemm_ws(N * out, N * in));   /* dw = dy^T x */
         }
-        e = max_z(e, pp_rt_size_cuda_attn_fwd_ws(x->B, x->T, C, x->NH));
-        e = max_z(e, pp_rt_size_cuda_attn_bwd_ws(x->T, C, x->NH));
+        e = max_z(e, pp_rt_size_cuda_attn_fwd_ws(x->B, x->T, Cl, x->NH / x->t));
+        e = max_z(e, pp_rt_size_cuda_attn_bwd_ws(x->T, Cl, x->NH / x->t));
     }
     if (last) {
         e = max_z(e, pp_rt_size_cuda_gemm_ws(N * C, V * C)); /* logits = x wte^T */
@@ -253,6 +256,8 @@ static pp_status check(const pp_rt_plan_params *p)
                       "memory plan: needs micro_batch >= 1, dp >= 1, 1 <= seq <= %d (got %d, %d, "
                       "%d)",
                       p->model->seq, p->micro_batch, p->dp, p->seq);
+    if (p->tp > 1)
+        PP_TRY(pp_model_check_tp(p->model, p->tp));
     if (p->sched->layers != p->model->layers)
         return PP_ERR(PP_ERR_INVALID, "memory plan: the schedule splits %d layers, the model has %d",
                       p->sched->layers, p->model->layers);
@@ -281,6 +286,7 @@ static pp_status ctx_init(const pp_rt_plan_params *p, plan_ctx *x)
     x->B = (size_t)p->micro_batch, x->T = (size_t)p->seq, x->N = x->B * x->T;
     x->C = (size_t)m->hidden, x->F = (size_t)m->ffn, x->V = (size_t)m->vocab;
     x->NH = (size_t)m->heads, x->seq = (size_t)m->seq;
+    x->t = p->tp > 1 ? (size_t)p->tp : 1;
     x->cuda = p->backend == PP_RT_BACKEND_CUDA;
     x->bf16 = x->cuda && p->precision == PP_PREC_BF16;
     x->tokens = !x->cuda; /* beside a device: plain host memory */

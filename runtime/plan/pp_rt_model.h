@@ -28,6 +28,12 @@ pp_status pp_model_preset(const char *name, pp_model_cfg *out);
  * naming the field and its value. */
 pp_status pp_model_validate(const pp_model_cfg *cfg);
 
+/* Returns PP_OK when the model splits over t tensor-parallel ranks as the runtime splits it
+ * (Megatron-LM: qkv by heads, the MLP by its width): t >= 1 divides heads and ffn; else
+ * PP_ERR_INVALID naming the size that t does not divide. The vocabulary is not split (the
+ * embedding and head are replicated: runtime/stage.c says why). */
+pp_status pp_model_check_tp(const pp_model_cfg *cfg, int t);
+
 #ifdef __cplusplus
 }
 #endif

@@ -71,9 +71,11 @@ typedef struct {
     int backend;             /* pp_rt_backend_kind */
     int precision;           /* pp_precision; CUDA only (the CPU computes in fp32) */
     unsigned transport_caps; /* PP_TRANSPORT_CAP_* of the transport (0: in-process threads) */
+    int tp; /* tensor-parallel ranks per pipeline rank (0 or 1: none); each plans the same */
 } pp_rt_plan_params;
 
-/* One pipeline rank's plan (every dp replica of the rank plans the same). */
+/* One pipeline rank's plan (every dp replica and tensor-parallel rank of it plans the same:
+ * the in-place tensor-parallel all-reduces allocate nothing through the backends). */
 typedef struct {
     size_t params;                 /* parameters of the rank's stages (floats) */
     size_t peak[PP_MEM__COUNT];    /* high-water mark of each category over a step */

@@ -29,20 +29,28 @@ static inline size_t pp_rt_size_align64(size_t n)
 
 /* ---- parameters (runtime/stage.c) ---- */
 
-/* Floats of one pre-LN block: ln1 (2C), qkv (3C*C + 3C), proj (C*C + C), ln2 (2C),
- * fc (F*C + F), fc proj (C*F + C). */
-static inline size_t pp_rt_size_block_params(size_t C, size_t F)
+/* Tensor parallelism (runtime/stage*.c, Megatron-LM's split): a block's qkv and fc are
+ * column-parallel (t shards of their output rows, qkv by heads), its two projections
+ * row-parallel (t shards of their input columns, the bias whole on every rank), LayerNorms
+ * whole; t = 1 is no split. C/t, NH/t and F/t are whole numbers (the stage checks it). */
+
+/* Floats of one pre-LN block on one of t tensor-parallel ranks: ln1 (2C), qkv (3C*C/t +
+ * 3C/t), proj (C*C/t + C), ln2 (2C), fc (F*C/t + F/t), fc proj (C*F/t + C). */
+static inline size_t pp_rt_size_block_params(size_t C, size_t F, size_t t)
 {
-    return 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + F * C + F + C * F + C;
+    return 2 * C + (3 * C * C + 3 * C) / t + C * C / t + C + 2 * C + (F * C + F) / t + C * F / t +
+           C;
 }
 
-/* Floats of a stage: its blocks, the token (V*C) and position (seq*C) embedding on a pipe's
- * first stage, final LN (2C) and, on a last stage without the embedding, the head's copy of
- * the tied embedding (V*C). seq: the model's maximum length (learned positions). */
+/* Floats of a stage on one of t tensor-parallel ranks: its blocks, the token (V*C) and
+ * position (seq*C) embedding on a pipe's first stage, final LN (2C) and, on a last stage
+ * without the embedding, the head's copy of the tied embedding (V*C). The embedding and head
+ * are replicated on every tensor-parallel rank (stage.c says why). seq: the model's maximum
+ * length (learned positions). */
 static inline size_t pp_rt_size_stage_params(size_t layers, int has_embed, int has_head, size_t C,
-                                        size_t F, size_t V, size_t seq)
+                                        size_t F, size_t V, size_t seq, size_t t)
 {
-    size_t n = layers * pp_rt_size_block_params(C, F);
+    size_t n = layers * pp_rt_size_block_params(C, F, t);
     if (has_embed)
         n += V * C + seq * C;
     if (has_head)
@@ -52,13 +60,15 @@ static inline size_t pp_rt_size_stage_params(size_t layers, int has_embed, int h
 
 /* ---- activations saved for backward: one slot per in-flight micro-batch ---- */
 
-/* Floats one block saves (runtime/stage.c's slot layout): x, ln1, qkv (3), atty, res2, ln2
- * (8 N C), the MLP's fc output and GELU output (2 N F), the two LayerNorms' mean and rstd
- * (4 N), and the attention probabilities (B, NH, T, T). */
-static inline size_t pp_rt_size_act_layer_floats(size_t B, size_t T, size_t C, size_t F, size_t NH)
+/* Floats one block saves on one of t tensor-parallel ranks (runtime/stage.c's slot layout):
+ * x, ln1, res2, ln2 (4 N C, whole), qkv (3 N C/t) and atty (N C/t) of the rank's heads, the
+ * MLP's fc output and GELU output (2 N F/t), the two LayerNorms' mean and rstd (4 N), and the
+ * attention probabilities of the rank's heads (B, NH/t, T, T). */
+static inline size_t pp_rt_size_act_layer_floats(size_t B, size_t T, size_t C, size_t F, size_t NH,
+                                                 size_t t)
 {
     size_t N = B * T;
-    return N * (8 * C + 2 * F) + 4 * N + B * NH * T * T;
+    return N * (4 * C + 4 * C / t + 2 * F / t) + 4 * N + B * (NH / t) * T * T;
 }
 
 /* Floats the head saves: final LN input and output (2 N C), its mean and rstd (2N), the
@@ -75,13 +85,14 @@ static inline size_t pp_rt_size_act_prefix_words(size_t N, int has_embed, int ha
     return (has_embed ? N : 0) + (has_head ? N : 0);
 }
 
-/* Bytes of one slot of a stage (PP_MEM_ACTS). */
+/* Bytes of one slot of a stage on one of t tensor-parallel ranks (PP_MEM_ACTS). */
 static inline size_t pp_rt_size_act_slot_bytes(size_t B, size_t T, size_t layers, int has_embed,
-                                          int has_head, size_t C, size_t F, size_t V, size_t NH)
+                                          int has_head, size_t C, size_t F, size_t V, size_t NH,
+                                          size_t t)
 {
     size_t N = B * T;
     return (pp_rt_size_act_prefix_words(N, has_embed, has_head) +
-            layers * pp_rt_size_act_layer_floats(B, T, C, F, NH) +
+            layers * pp_rt_size_act_layer_floats(B, T, C, F, NH, t) +
             (has_head ? pp_rt_size_act_head_floats(N, C, V) : 0)) *
            4;
 }
@@ -99,13 +110,14 @@ static inline size_t pp_rt_size_attn_scratch_cuda(size_t NH, size_t T)
     return NH * T * T * 4;
 }
 
-/* Bytes of a backward's workspace (runtime/stage_bwd.c, PP_MEM_WORKSPACE, freed at its end):
- * dres and dln (N C each), with blocks the widest intermediate gradient (N max(F, 3C)) and the
- * attention scratch (attn_scratch: one of the two above). */
+/* Bytes of a backward's workspace on one of t tensor-parallel ranks (runtime/stage_bwd.c,
+ * PP_MEM_WORKSPACE, freed at its end): dres and dln (N C each), with blocks the widest
+ * intermediate gradient (N max(F, 3C) / t) and the attention scratch (attn_scratch: one of the
+ * two above, for the rank's NH/t heads). */
 static inline size_t pp_rt_size_bwd_ws(size_t N, size_t C, size_t F, size_t layers,
-                                        size_t attn_scratch)
+                                        size_t attn_scratch, size_t t)
 {
-    size_t big = layers > 0 ? N * (F > 3 * C ? F : 3 * C) : 0;
+    size_t big = layers > 0 ? N * ((F > 3 * C ? F : 3 * C) / t) : 0;
     return (2 * N * C + big) * 4 + (layers > 0 ? attn_scratch : 0);
 }
 

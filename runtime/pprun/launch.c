@@ -9,9 +9,25 @@
 
 #include "pprun.h"
 
-/* World size against --ranks / --dp. Every process computes the same answer; rank 0 says it. */
+/* World size against --ranks / --dp (/ --tp). Every process computes the same answer; rank 0
+ * says it. */
 static int check_world(pprun_opts *o, int world, int rank)
 {
+    if (o->tp > 1) { /* one process per (tensor rank, pipeline rank, replica) */
+        int per = o->ranks * o->tp;
+        if (world % per != 0 || (o->dp_set && o->dp * per != world)) {
+            if (rank == 0)
+                fprintf(stderr,
+                        "pprun: --ranks %d x --tp %d%s needs %d processes%s, but %d were "
+                        "launched\n",
+                        o->ranks, o->tp, o->dp_set ? " x --dp" : "",
+                        o->dp_set ? per * o->dp : per, o->dp_set ? "" : " (or a multiple)",
+                        world);
+            return 2;
+        }
+        o->dp = world / per;
+        return -1;
+    }
     if (world % o->ranks != 0) {
         if (rank == 0)
             fprintf(stderr,

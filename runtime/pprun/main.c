@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pprun.h"
 
@@ -60,6 +61,42 @@ static void cleanup(run_state *s)
     free(s->batch);
     free(s->rec.steps);
     free(s->rec.mem);
+    free(s->rec.tp_seconds);
+    free(s->rec.tp_bytes);
+}
+
+/* Ranks as threads on the CPU: the memory plan of every rank (pp_rt_plan.h, what the backends
+ * will count) against this machine's memory, so that a configuration sized for a GPU cluster
+ * (a gpt-13b profile of 256 ranks) is refused in one line instead of swapping the machine to
+ * a halt. -1 to go on, 2 when it cannot fit, the plan's error otherwise. */
+static int fits_this_machine(const pp_rt_exec_params *ep)
+{
+    if (ep->transport || ep->backend != PP_RT_BACKEND_CPU)
+        return -1; /* a process per rank, or device memory: the backend finds out */
+    pp_rt_plan_params pp = {.model = ep->model, .sched = ep->sched, .micro_batch = ep->micro_batch,
+                            .seq = ep->seq, .dp = ep->dp, .backend = PP_RT_BACKEND_CPU,
+                            .tp = ep->tp};
+    int D = ep->sched->ranks;
+    pp_rt_plan_rank *plan = calloc((size_t)D, sizeof *plan);
+    if (!plan)
+        return 1;
+    pp_status st = pp_rt_plan_compute(&pp, plan);
+    double need = 0;
+    for (int r = 0; st == PP_OK && r < D; r++)
+        need += (double)plan[r].peak_total;
+    free(plan);
+    if (st != PP_OK)
+        return fail(st, "");
+    need *= (double)ep->dp * (ep->tp > 1 ? ep->tp : 1);
+    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (have > 0 && need > have) {
+        fprintf(stderr,
+                "pprun: this configuration needs %.1f GiB for its %d ranks (the runtime's memory "
+                "plan), this machine has %.1f GiB\n",
+                need / (1 << 30), D * ep->dp * (ep->tp > 1 ? ep->tp : 1), have / (1 << 30));
+        return 2;
+    }
+    return -1;
 }
 
 static int setup(const pprun_opts *o, run_state *s)
@@ -111,6 +148,7 @@ static int setup(const pprun_opts *o, run_state *s)
             return fail(st, "--backend cuda: ");
         if ((st = pp_transport_nccl_create(s->tp, device, &s->nccl)) != PP_OK)
             return fail(st, "--backend cuda: ");
+        pp_transport_set_watchdog(s->nccl, o->watchdog_s); /* a stalled peer ends the job */
     }
     pp_rt_exec_params ep = {
         .model = m,
@@ -121,6 +159,7 @@ static int setup(const pprun_opts *o, run_state *s)
         .micro_batch = o->micro_batch,
         .seq = seq,
         .dp = o->dp,
+        .tp = o->tp,
         .seed = o->seed,
         .clip = (float)o->clip,
         .transport = s->nccl ? s->nccl : s->tp,
@@ -130,6 +169,9 @@ static int setup(const pprun_opts *o, run_state *s)
                   .eps = 1e-8f,
                   .weight_decay = (float)o->weight_decay},
     };
+    int rc = fits_this_machine(&ep);
+    if (rc >= 0)
+        return rc;
     if ((st = pp_rt_executor_create(&ep, &s->ex)) != PP_OK)
         return fail(st, o->backend == PP_RT_BACKEND_CUDA && st == PP_ERR_UNSUPPORTED
                             ? "--backend cuda: "
@@ -141,11 +183,14 @@ static int setup(const pprun_opts *o, run_state *s)
     s->rec.steps = calloc((size_t)o->steps, sizeof *s->rec.steps);
     s->rec.n_ranks = pp_rt_executor_ranks(s->ex);
     s->rec.mem = calloc((size_t)s->rec.n_ranks, sizeof *s->rec.mem);
-    if (!s->batch || !s->rec.steps || !s->rec.mem) {
+    s->rec.tp_seconds = calloc((size_t)s->rec.n_ranks, sizeof *s->rec.tp_seconds);
+    s->rec.tp_bytes = calloc((size_t)s->rec.n_ranks, sizeof *s->rec.tp_bytes);
+    if (!s->batch || !s->rec.steps || !s->rec.mem || !s->rec.tp_seconds || !s->rec.tp_bytes) {
         fputs("pprun: out of host memory for the batch\n", stderr);
         return 1;
     }
     s->rec.sched = pp_rt_executor_sched(s->ex);
+    s->rec.tp = pp_rt_executor_tp(s->ex);
     s->rec.transport = s->nccl ? pp_transport_name(s->nccl)
                        : s->tp ? pp_transport_name(s->tp)
                                : "thread";
@@ -176,6 +221,10 @@ static int train(const pprun_opts *o, run_state *s, int seq)
         }
         s->rec.steps[i] = (pprun_step){r.loss, r.grad_norm, r.seconds};
         s->rec.n_steps = i + 1;
+        for (int g = 0; g < r.n_ranks; g++) {
+            s->rec.tp_seconds[g] += r.tp_seconds[g];
+            s->rec.tp_bytes[g] += r.tp_bytes[g];
+        }
         if (!o->quiet && g_rank == 0)
             fprintf(stderr, "pprun: step %d/%d  loss %.4f  grad-norm %.3f  %.2f ms\n", i + 1,
                     o->steps, r.loss, r.grad_norm, r.seconds * 1e3);

@@ -11,6 +11,7 @@ typedef struct {
     const char *model_name;
     const char *schedule;
     int ranks, microbatches, micro_batch, chunks, group, uneven, dp, seq, steps;
+    int tp; /* --tp: tensor-parallel ranks per pipeline rank (1: none) */
     int layers; /* 0: the preset's */
     double lr, clip, weight_decay;
     double watchdog_s; /* --watchdog: an MPI wait without progress this long ends the job */
@@ -28,8 +29,8 @@ typedef struct {
     int resume;
     int backend;   /* pp_rt_backend_kind: --backend cpu (default) | cuda */
     pp_precision precision; /* --precision fp32 (default) | bf16 */
-    int tp;                /* tensor-parallel size (--tp; 0 or 1: none) */
-    int sequence_parallel; /* --sequence-parallel (with tp > 1) */
+    int sequence_parallel; /* the profile's sequence parallelism (with tp > 1); --sequence-parallel
+                            * itself is refused until the runtime runs it */
 } pprun_opts;
 
 typedef struct {
@@ -42,7 +43,10 @@ typedef struct {
     pprun_step *steps;     /* [opts.steps] */
     int n_steps;
     pp_mem_stats *mem; /* [n_ranks] per global rank, at the end */
+    double *tp_seconds, *tp_bytes; /* [n_ranks] tensor-parallel all-reduces, summed over the
+                                      steps (this process's rank only under MPI) */
     int n_ranks;
+    int tp;                  /* tensor-parallel ranks per pipeline rank */
     uint64_t param_checksum; /* pp_rt_executor_param_checksum after the last step */
     const char *transport;   /* "thread" or "mpi" */
     int processes;           /* 1, or the MPI world size */

@@ -6,8 +6,8 @@
  *
  * The launch is checked against the layout the profile planned: the processes the launcher
  * started (one per GPU of the plan, or one process of rank threads where the plan fits one
- * node), how many it put on a node where it says, and the backend. A mismatch is refused in one line saying what the profile needs and
- * what was found (the README's main job, 256 GPUs, must not start 256 CPU rank threads). Giving
+ * node), how many it put on a node where it says, and the backend. A mismatch is refused in
+ * one line saying what the profile needs and what was found (the README's main job, 256 GPUs, must not start 256 CPU rank threads). Giving
  * a layout flag (--ranks, --dp, --tp) overrides the profile's layout explicitly and skips the
  * check. Training options (--steps, --lr, --data, ...) stay pprun's. */
 #include <stdio.h>
@@ -130,7 +130,7 @@ int pprun_apply_profile(pprun_opts *o, int argc, char **argv)
         o->ranks = c->p;
         o->dp = c->d;
         o->dp_set = 1;
-        o->tp = c->t;
+        o->tp = c->t; /* the runtime splits each stage over t ranks (Megatron) */
         /* the backend and precision the profile planned for (the export's --backend cuda
          * --precision bf16) */
         o->backend = p->cluster.gpu ? PP_RT_BACKEND_CUDA : PP_RT_BACKEND_CPU;
@@ -142,12 +142,11 @@ int pprun_apply_profile(pprun_opts *o, int argc, char **argv)
                 "(p=%d t=%d d=%d)\n",
                 o->profile, layout, c->p, c->t, c->d);
     }
-    if (o->tp > 1) /* the runtime's tensor parallelism is issue 13's (pprun --tp) */
-    {
+    if (o->sequence_parallel) { /* as options.c refuses --sequence-parallel */
         fprintf(stderr,
-                "pprun: --profile %s: tensor parallelism (t = %d) is not implemented by "
-                "this pprun; tune with --no-tp\n",
-                o->profile, o->tp);
+                "pprun: --profile %s plans sequence parallelism, which pprun does not run yet "
+                "(tensor parallelism runs without it): tune without --sequence-parallel\n",
+                o->profile);
         return 2;
     }
     o->model_name = p->model.name;

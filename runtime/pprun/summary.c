@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "pp_rt_place.h"
 #include "pprun.h"
 
 static int cmp_double(const void *a, const void *b)
@@ -49,18 +50,28 @@ static json_t *schedule_json(const pprun_opts *o, const pp_sched *s)
                      o->uneven, "dp", o->dp);
 }
 
+/* A rank's tensor-parallel communication over the run: its all-reduces' wall seconds and the
+ * bytes it contributed (zero without tensor parallelism). */
+static json_t *tp_comm_json(const pprun_record *rec, int g)
+{
+    return json_pack("{s:f, s:f}", "seconds", rec->tp_seconds[g], "bytes", rec->tp_bytes[g]);
+}
+
 static json_t *ranks_json(const pprun_record *rec)
 {
     json_t *a = json_array();
-    int D = rec->sched->ranks;
+    pp_rt_place pl = {.t = rec->tp, .p = rec->sched->ranks, .dp = 1};
     for (int g = 0; g < rec->n_ranks; g++) {
         json_t *peak = json_object();
         for (int c = 0; c < PP_MEM__COUNT; c++)
             json_object_set_new(peak, pp_mem_category_name((pp_mem_category)c),
                                 json_integer((json_int_t)rec->mem[g].peak[c]));
         json_object_set_new(peak, "total", json_integer((json_int_t)rec->mem[g].peak_total));
-        json_array_append_new(a, json_pack("{s:i, s:i, s:i, s:o}", "rank", g, "replica", g / D,
-                                           "pipeline_rank", g % D, "peak_bytes", peak));
+        json_array_append_new(
+            a, json_pack("{s:i, s:i, s:i, s:i, s:o, s:o}", "rank", g, "replica",
+                         pp_rt_place_dp(&pl, g), "pipeline_rank", pp_rt_place_pp(&pl, g),
+                         "tensor_rank", pp_rt_place_tp(&pl, g), "peak_bytes", peak,
+                         "tp_comm", tp_comm_json(rec, g)));
     }
     return a;
 }
@@ -86,10 +97,10 @@ int pprun_write_json(const pprun_opts *o, const pprun_record *rec)
         tokens, "tokens_per_second", med > 0 ? tokens / med : 0.0, "ranks", ranks_json(rec));
     char sum[24];
     snprintf(sum, sizeof sum, "%016llx", (unsigned long long)rec->param_checksum);
-    if (root && json_object_update_new(root, json_pack("{s:s, s:i, s:s}", "transport",
+    if (root && json_object_update_new(root, json_pack("{s:s, s:i, s:s, s:i}", "transport",
                                                        rec->transport ? rec->transport : "thread",
                                                        "processes", rec->processes,
-                                                       "param_checksum", sum)) != 0) {
+                                                       "param_checksum", sum, "tp", rec->tp)) != 0) {
         json_decref(root);
         root = NULL;
     }

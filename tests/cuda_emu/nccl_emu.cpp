@@ -360,11 +360,25 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm)
     return ncclSuccess;
 }
 
-/* The process is about to abort (pprun's failure path): the MPI communicator is left alone, as
- * an unmatched send on it cannot be cancelled. */
+/* The process is about to abort (pprun's failure path, the NCCL transport's watchdog): the MPI
+ * communicator is left alone, as an unmatched send on it cannot be cancelled, and so is the
+ * object: operations still queued on a stream hold it (they never complete, as an aborted
+ * NCCL operation does not), so it stays reachable here instead of being freed under them. */
 ncclResult_t ncclCommAbort(ncclComm_t comm)
 {
-    delete comm;
+    static std::vector<ncclComm_t> aborted;
+    if (comm)
+        aborted.push_back(comm);
+    return ncclSuccess;
+}
+
+/* The emulation's operations fail synchronously (ncclGroupEnd, the stream's wait): there is
+ * never an asynchronous error to report. */
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *async_error)
+{
+    if (!comm || !async_error)
+        return fail(ncclInvalidArgument, "ncclCommGetAsyncError: NULL argument");
+    *async_error = ncclSuccess;
     return ncclSuccess;
 }
 

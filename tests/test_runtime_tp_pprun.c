@@ -1,0 +1,91 @@
+/* test_runtime_tp_pprun.c — pprun --tp: a tensor-parallel run trains the same model as the
+ * t = 1 run (per-step losses within 1e-5 relative, the fp32 tolerance of test_runtime_tp.c),
+ * its JSON summary places every rank (tp + t * (pp + p * dp)) and reports each rank's
+ * tensor-parallel communication, its trace carries it, and layouts the split cannot take are
+ * refused in one line with exit 2. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pp_test_run.h"
+
+#define PPRUN PP_BINARY_DIR "/runtime/pprun"
+
+static json_t *run_json(const char *args)
+{
+    pp_test_run_result r = pp_test_run(PPRUN " %s --json --quiet", args);
+    cr_assert_eq(r.code, 0, "pprun %s: stderr: %s", args, r.err);
+    json_error_t e;
+    json_t *j = json_loads(r.out, 0, &e);
+    cr_assert(j, "pprun %s: not JSON (%s)", args, e.text);
+    pp_test_run_done(&r);
+    return j;
+}
+
+static double step_loss(json_t *j, size_t i)
+{
+    return json_real_value(
+        json_object_get(json_array_get(json_object_get(j, "per_step"), i), "loss"));
+}
+
+Test(runtime_tp_pprun, tp2_trains_like_tp1_and_reports_its_communication)
+{
+    const char *base = "--model tiny --schedule 1f1b --ranks 2 --microbatches 4 --dp 2 "
+                       "--seq 16 --steps 3";
+    char args[256], trace[128];
+    snprintf(trace, sizeof trace, "/tmp/pprun_tp_trace_%ld.json", (long)getpid());
+    json_t *one = run_json(base);
+    snprintf(args, sizeof args, "%s --tp 2 --trace %s", base, trace);
+    json_t *two = run_json(args);
+    cr_assert_eq(json_integer_value(json_object_get(two, "tp")), 2);
+    for (size_t i = 0; i < 3; i++) {
+        double a = step_loss(two, i), b = step_loss(one, i);
+        cr_assert(fabs(a - b) <= 1e-5 * fabs(b), "step %zu: loss %.9g with --tp 2, %.9g without",
+                  i + 1, a, b);
+    }
+    json_t *ranks = json_object_get(two, "ranks");
+    cr_assert_eq(json_array_size(ranks), 8);
+    for (size_t g = 0; g < 8; g++) {
+        json_t *r = json_array_get(ranks, g);
+        cr_assert_eq(json_integer_value(json_object_get(r, "tensor_rank")), (json_int_t)(g % 2));
+        cr_assert_eq(json_integer_value(json_object_get(r, "pipeline_rank")),
+                     (json_int_t)(g / 2 % 2));
+        cr_assert_eq(json_integer_value(json_object_get(r, "replica")), (json_int_t)(g / 4));
+        json_t *c = json_object_get(r, "tp_comm");
+        cr_assert_gt(json_real_value(json_object_get(c, "bytes")), 0, "rank %zu", g);
+        cr_assert_gt(json_real_value(json_object_get(c, "seconds")), 0, "rank %zu", g);
+        json_t *c1 =
+            json_object_get(json_array_get(json_object_get(one, "ranks"), g % 4), "tp_comm");
+        cr_assert_eq(json_real_value(json_object_get(c1, "bytes")), 0);
+    }
+    char *text = pp_test_slurp(trace);
+    remove(trace);
+    cr_assert(text && strstr(text, "\"name\":\"tp comm\""), "the trace has no tp comm events");
+    free(text);
+    json_decref(one);
+    json_decref(two);
+}
+
+Test(runtime_tp_pprun, refuses_layouts_the_split_cannot_take)
+{
+    struct {
+        const char *args, *says;
+    } cases[] = {
+        {"--tp 3", "--tp 3 must divide the model's 4 attention heads"},
+        {"--tp 0", "--tp: invalid value \"0\""},
+        {"--tp 2 --sequence-parallel", "--sequence-parallel is not supported yet"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pp_test_run_result r = pp_test_run(PPRUN " %s --steps 1", cases[i].args);
+        cr_assert_eq(r.code, 2, "pprun %s: exit %d (stderr: %s)", cases[i].args, r.code, r.err);
+        cr_assert(strstr(r.err, cases[i].says), "pprun %s: \"%s\" lacks \"%s\"", cases[i].args,
+                  r.err, cases[i].says);
+        cr_assert(strchr(r.err, '\n') == r.err + strlen(r.err) - 1, "pprun %s: not one line: %s",
+                  cases[i].args, r.err);
+        pp_test_run_done(&r);
+    }
+}

@@ -1,0 +1,202 @@
+/* test_tuner_timemodel.c — the time model held to published measurements (pptune validate) and
+ * each of its effects doing what its comment says: TP all-reduce at the measured or preset
+ * busbw, the recomputed forward's all-reduces, the 1/t boundary share, DP sync over the node's
+ * NICs, attention's s^2 work, a fixed cost per kernel; and the SP embedding-mask memory term. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "pp_test_run.h"
+#include "pp_tune.h"
+
+#define PPTUNE PP_BINARY_DIR "/tuner/pptune"
+
+/* The bounds the model reached on Megatron-LM's table (median 7.9 %, largest 10.1 %): a change
+ * that makes the model worse on it fails here. Tighten them when the model improves. */
+#define MEDIAN_BOUND 0.080
+#define MAX_BOUND 0.102
+
+Test(tuner_timemodel, megatron_table_median_and_largest_error_hold)
+{
+    pp_tune_validation v;
+    cr_assert_eq(pp_tune_validate(0, &v), PP_OK, "%s", pp_err_msg());
+    cr_assert_eq(v.n, 10);
+    cr_expect_leq(v.median_abs, MEDIAN_BOUND, "median |error| %.2f %%", 100 * v.median_abs);
+    cr_expect_leq(v.max_abs, MAX_BOUND, "largest |error| %.2f %%", 100 * v.max_abs);
+    /* the paper's layout: t = 8 inside a node, p = t.p / 8 (1T: p = 64, d = 6) */
+    const pp_tune_check *top = &v.rows[v.n - 1];
+    cr_expect_eq(top->cfg.t, 8);
+    cr_expect_eq(top->cfg.p, 64);
+    cr_expect_eq(top->cfg.d, 6);
+    /* switching every effect off is the old model, far worse (median ~22 %) */
+    pp_tune_validation old;
+    cr_assert_eq(pp_tune_validate((1u << PP_TUNE_FX_COUNT) - 1, &old), PP_OK, "%s", pp_err_msg());
+    cr_expect_gt(old.median_abs, 0.2, "%.2f %%", 100 * old.median_abs);
+}
+
+/* Published step = 96 B s l h^2 (1 + s/6h + V/16lh) / (rate x GPUs), by hand for the 1.7B row:
+ * 96 * 512 * 2048 * 24 * 2304^2 * (1 + 2048/13824 + 51200/884736) = 1.5467e16 FLOP over
+ * 137e12 x 32 FLOP/s = 3.528 s. */
+Test(tuner_timemodel, published_step_is_the_papers_flop_count_over_its_rate)
+{
+    int n;
+    const pp_tune_published *r = pp_tune_published_rows(&n);
+    cr_assert_geq(n, 10);
+    double F = 96.0 * 512 * 2048 * 24 * 2304.0 * 2304.0 *
+               (1 + 2048.0 / 13824.0 + 51200.0 / (16.0 * 24 * 2304));
+    cr_assert_float_eq(pp_tune_published_step(&r[0]), F / (137e12 * 32), 1e-9);
+    cr_assert_float_eq(pp_tune_published_step(&r[0]), 3.528, 0.001);
+}
+
+static pp_tune_model gpt(int layers, int hidden, int heads)
+{
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset("gpt-175b", &m), PP_OK);
+    m.layers = layers, m.hidden = hidden, m.heads = m.kv_heads = heads, m.ffn = 4 * hidden;
+    m.vocab = 51200;
+    return m;
+}
+
+/* dgx-a100-80g x nodes and the default options. */
+static void a100(int nodes, pp_tune_hw *hw, pp_tune_opts *o)
+{
+    cr_assert_eq(pp_tune_hw_preset("dgx-a100-80g", nodes, hw), PP_OK, "%s", pp_err_msg());
+    pp_tune_opts_default(o);
+}
+
+Test(tuner_timemodel, tp_allreduce_at_preset_efficiency_or_measured_busbw)
+{
+    pp_tune_hw hw;
+    pp_tune_opts o;
+    a100(2, &hw, &o);
+    cr_expect_eq(hw.tp_busbw_measured, 0);
+    cr_expect_float_eq(hw.tp_busbw, PP_TUNE_NVLINK_ALLREDUCE_EFFICIENCY * 300e9, 1.0);
+    cr_expect(strstr(hw.note, "TP all-reduce at 70 % of the link"), "%s", hw.note);
+    pp_tune_model m = gpt(8, 8192, 64);
+    pp_tune_config c = {.kind = "1f1b", .p = 1, .v = 1, .b = 1, .d = 2, .t = 8, .N = 4};
+    pp_tune_op_times ot;
+    pp_tune_op_times_compute(&m, &hw, &c, &o, &ot);
+    double bytes = 2.0 * 2048 * 8192;
+    cr_expect_float_eq(ot.tp_allreduce, 2.0 * 7 / 8 * bytes / hw.tp_busbw, 1e-12);
+    /* a cluster with a measured all-reduce: that figure, and the note says so */
+    pp_cluster *cl;
+    cr_assert_eq(pp_cluster_load_preset("dgx-a100-80g", 2, &cl), PP_OK);
+    cl->allreduce.present = 1;
+    cl->allreduce.busbw_Bps = 150e9;
+    pp_tune_hw mh;
+    cr_assert_eq(pp_tune_hw_from_cluster(cl, "test", &mh), PP_OK, "%s", pp_err_msg());
+    pp_cluster_destroy(cl);
+    cr_expect_eq(mh.tp_busbw_measured, 1);
+    cr_expect_float_eq(mh.tp_busbw, 150e9, 1.0);
+    cr_expect(strstr(mh.note, "measured busbw 150 GB/s"), "%s", mh.note);
+    pp_tune_op_times_compute(&m, &mh, &c, &o, &ot);
+    cr_expect_float_eq(ot.tp_allreduce, 2.0 * 7 / 8 * bytes / 150e9, 1e-12);
+}
+
+Test(tuner_timemodel, full_recompute_charges_the_recomputed_forwards_allreduces)
+{
+    pp_tune_hw hw;
+    pp_tune_opts o;
+    a100(2, &hw, &o);
+    pp_tune_model m = gpt(8, 8192, 64);
+    o.recompute = PP_TUNE_RECOMPUTE_FULL;
+    pp_tune_config c = {.kind = "1f1b", .p = 1, .v = 1, .b = 1, .d = 2, .t = 8, .N = 4};
+    pp_tune_op_times on, off;
+    pp_tune_op_times_compute(&m, &hw, &c, &o, &on);
+    o.without = PP_TUNE_FX_RECOMPUTE_AR;
+    pp_tune_op_times_compute(&m, &hw, &c, &o, &off);
+    cr_expect_float_eq(on.layer_b - off.layer_b, 2.0 * on.tp_allreduce, 1e-12);
+    cr_expect_float_eq(on.layer_f, off.layer_f, 1e-15);
+}
+
+Test(tuner_timemodel, boundary_share_and_dp_sync_over_the_nodes_nics)
+{
+    pp_tune_hw hw;
+    pp_tune_opts o;
+    a100(4, &hw, &o);
+    pp_tune_model m = gpt(8, 8192, 64);
+    pp_tune_config c = {.kind = "1f1b", .p = 2, .v = 1, .b = 1, .d = 2, .t = 8, .N = 4};
+    pp_tune_op_times ot;
+    pp_tune_op_times_compute(&m, &hw, &c, &o, &ot);
+    cr_expect_float_eq(ot.p2p_bytes, 2.0 * 2048 * 8192 / 8, 1e-6, "each TP rank sends 1/t");
+    cr_expect_gt(ot.p2p_gather, 0);
+    /* d = 32 of single GPUs (t = p = 1): 8 members per node, 8 NICs at 0.9 of 25 GB/s */
+    pp_tune_config dp = {.kind = "1f1b", .p = 1, .v = 1, .b = 1, .d = 32, .t = 1, .N = 1};
+    double params = 1e9, bytes = 4.0 * params, ring = 2.0 * 31 / 32 * bytes;
+    cr_expect_float_eq(pp_tune_dp_sync_time(&hw, &dp, &o, params), ring / (8 * 25e9 * 0.9),
+                       1e-9);
+    o.without = PP_TUNE_FX_DP_NICS;
+    cr_expect_float_eq(pp_tune_dp_sync_time(&hw, &dp, &o, params), ring / 25e9, 1e-9);
+}
+
+Test(tuner_timemodel, attention_s2_work_and_kernel_cost_are_charged)
+{
+    pp_tune_hw hw;
+    pp_tune_opts o;
+    a100(1, &hw, &o);
+    pp_tune_model m = gpt(8, 2304, 24);
+    o.flash_attention = 0;
+    pp_tune_config c = {.kind = "1f1b", .p = 1, .v = 1, .b = 1, .d = 1, .t = 1, .N = 1};
+    pp_tune_op_times on, off;
+    pp_tune_op_times_compute(&m, &hw, &c, &o, &on);
+    o.without = PP_TUNE_FX_ATTENTION;
+    pp_tune_op_times_compute(&m, &hw, &c, &o, &off);
+    /* 24 heads x 2048^2 scores x 13 bytes at 0.88 x 2 TB/s forward, at least */
+    double scores = 24.0 * 2048 * 2048;
+    cr_expect_geq(on.layer_f - off.layer_f, scores * 13 / (0.88 * 2e12) * 0.99);
+    /* flash attention: causal FLOPs, far less than the unfused s^2 work */
+    o.without = 0;
+    o.flash_attention = 1;
+    pp_tune_op_times fl;
+    pp_tune_op_times_compute(&m, &hw, &c, &o, &fl);
+    cr_expect_lt(fl.layer_f, on.layer_f);
+    /* a fixed cost per kernel: two sequences cost less than twice one */
+    pp_tune_config c2 = c;
+    c2.b = 2;
+    pp_tune_op_times one, two;
+    pp_tune_op_times_compute(&m, &hw, &c, &o, &one);
+    pp_tune_op_times_compute(&m, &hw, &c2, &o, &two);
+    cr_expect_lt(two.layer_f, 2.0 * one.layer_f);
+    o.without = PP_TUNE_FX_KERNEL_COST | PP_TUNE_FX_GEMM_SHAPE;
+    pp_tune_op_times_compute(&m, &hw, &c, &o, &one);
+    pp_tune_op_times_compute(&m, &hw, &c2, &o, &two);
+    cr_expect_float_eq(two.layer_f, 2.0 * one.layer_f, 1e-12 * one.layer_f);
+}
+
+/* Under sequence parallelism the embedding dropout mask is split over t: with full recompute
+ * (layers keep 2 s b h either way) the first stage's activations differ by s b h (1 - 1/t). */
+Test(tuner_timemodel, sequence_parallel_splits_the_embedding_dropout_mask)
+{
+    pp_tune_model m = gpt(4, 1024, 16);
+    pp_tune_opts o;
+    pp_tune_opts_default(&o);
+    o.recompute = PP_TUNE_RECOMPUTE_FULL;
+    pp_tune_config c = {.kind = "1f1b", .p = 1, .v = 1, .b = 1, .d = 1, .t = 4, .N = 1};
+    pp_sched_params sp = {.ranks = 1, .microbatches = 1, .layers = 4};
+    pp_sched *s;
+    cr_assert_eq(pp_sched_generate("1f1b", &sp, &s), PP_OK, "%s", pp_err_msg());
+    pp_tune_rank_mem plain, seqpar;
+    cr_assert_eq(pp_tune_memory(&m, &c, s, &o, &plain), PP_OK, "%s", pp_err_msg());
+    o.sequence_parallel = 1;
+    cr_assert_eq(pp_tune_memory(&m, &c, s, &o, &seqpar), PP_OK, "%s", pp_err_msg());
+    pp_sched_destroy(s);
+    cr_expect_float_eq(plain.acts - seqpar.acts, 2048.0 * 1024 * (1 - 1.0 / 4), 1e-3);
+}
+
+Test(tuner_timemodel, validate_command_prints_rows_and_refuses_unknown_effects)
+{
+    pp_test_run_result r = pp_test_run("'%s' validate", PPTUNE);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "1008B"), "%s", r.out);
+    cr_expect(strstr(r.out, "median |error|"), "%s", r.out);
+    cr_expect(strstr(r.out, "figures from: cluster preset dgx-a100-80g"), "%s", r.out);
+    pp_test_run_done(&r);
+    r = pp_test_run("'%s' validate --without nope", PPTUNE);
+    cr_expect_eq(r.code, 2);
+    cr_expect(strstr(r.err, "--without: unknown effect \"nope\""), "%s", r.err);
+    pp_test_run_done(&r);
+    r = pp_test_run("'%s' validate --help", PPTUNE);
+    cr_expect_eq(r.code, 0);
+    cr_expect(strstr(r.out, "p2p-blocking"), "%s", r.out);
+    pp_test_run_done(&r);
+}
