@@ -124,6 +124,10 @@ pp_status pp_file_read_max(const char *path, size_t max, char **data, size_t *le
 uint64_t pp_fnv1a(uint64_t h, const void *data, size_t n);
 uint64_t pp_fnv1a_str(uint64_t h, const char *s);
 
+/* ---- SHA-256 (common/sha256.c, FIPS 180-4): store checksums, cluster fingerprints ---- */
+/* hex: 65 bytes (64 lowercase hex digits + NUL). */
+void pp_sha256_hex(const void *data, size_t len, char hex[65]);
+
 /* ---- the launcher (common/launch.c) ---- */
 /* Where this process sits in a job started by a launcher, read from the environment (no MPI
  * call): Open MPI's OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK, else Slurm's SLURM_PROCID /

@@ -3,6 +3,7 @@
  * Not here: JSON (cluster_json.c, cluster_read.c), printing (summary.c), probing (probe.c).
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -96,69 +97,77 @@ pp_status pp_cluster_add_device(pp_cluster *c, const pp_device *d, int *index)
     return PP_OK;
 }
 
-/* FNV-1a (pp_common.h): small, stable across platforms, good enough to tell configurations
- * apart; not a cryptographic hash. */
+/* The fingerprint hashes the identity fields with SHA-256 (pp_common.h), each field followed
+ * by a separator so "ab"+"c" differs from "a"+"bc". Before, it was a 64-bit FNV-1a
+ * ("fnv1a64:<16 hex>"): profiles and cluster files keyed so still read, under their old key. */
 typedef struct {
-    uint64_t h;
-} fnv;
+    FILE *fp; /* the identity text, hashed at the end */
+} ident;
 
-static void fnv_str(fnv *f, const char *s)
+static void id_str(ident *f, const char *s)
 {
-    static const unsigned char sep = 0x1f; /* field separator, so "ab"+"c" differs from "a"+"bc" */
-    f->h = pp_fnv1a(pp_fnv1a_str(f->h, s), &sep, 1);
+    fprintf(f->fp, "%s%c", s, 0x1f);
 }
 
-static void fnv_num(fnv *f, double x)
+static void id_num(ident *f, double x)
 {
-    char buf[40];
-    snprintf(buf, sizeof buf, "%.0f", x);
-    fnv_str(f, buf);
+    fprintf(f->fp, "%.0f%c", x, 0x1f);
 }
 
-static void fnv_topo(fnv *f, const pp_topo *t)
+static void id_topo(ident *f, const pp_topo *t)
 {
-    fnv_str(f, t->arch);
-    fnv_str(f, t->cpu_model);
-    fnv_num(f, t->sockets);
-    fnv_num(f, t->cores);
-    fnv_num(f, t->pus);
+    id_str(f, t->arch);
+    id_str(f, t->cpu_model);
+    id_num(f, t->sockets);
+    id_num(f, t->cores);
+    id_num(f, t->pus);
     /* the NUMA count, not the memory: a VM's balloon driver moves a node's MemTotal between
      * runs (seen here: 4.7 then 5.5 GB on the same machine) */
-    fnv_num(f, t->n_numa);
+    id_num(f, t->n_numa);
     for (int i = 0; i < t->n_gpus; i++) {
-        fnv_str(f, t->gpus[i].model);
-        fnv_str(f, t->gpus[i].pci);
+        id_str(f, t->gpus[i].model);
+        id_str(f, t->gpus[i].pci);
     }
     for (int i = 0; i < t->n_nics; i++) {
-        fnv_str(f, t->nics[i].name);
-        fnv_str(f, t->nics[i].pci);
+        id_str(f, t->nics[i].name);
+        id_str(f, t->nics[i].pci);
     }
 }
 
 void pp_cluster_fingerprint(pp_cluster *c)
 {
-    fnv f = {PP_FNV1A_BASIS};
-    fnv_str(&f, PP_CLUSTER_SCHEMA);
+    char *text = NULL;
+    size_t len = 0;
+    ident f = {open_memstream(&text, &len)};
+    if (!f.fp) { /* out of memory: a key no real cluster has, so nothing is found under it */
+        snprintf(c->fingerprint, sizeof c->fingerprint, "sha256:unavailable");
+        return;
+    }
+    id_str(&f, PP_CLUSTER_SCHEMA);
     /* the origin minus any run detail: "preset hgx-h200" vs "probed" */
-    fnv_str(&f, strncmp(c->origin, "preset", 6) == 0 ? c->origin : "probed");
-    fnv_num(&f, c->n_nodes);
+    id_str(&f, strncmp(c->origin, "preset", 6) == 0 ? c->origin : "probed");
+    id_num(&f, c->n_nodes);
     for (int i = 0; i < c->n_nodes; i++)
         if (c->nodes[i].topo)
-            fnv_topo(&f, c->nodes[i].topo);
+            id_topo(&f, c->nodes[i].topo);
     for (int i = 0; i < c->n_devices; i++) {
         const pp_device *d = &c->devices[i];
-        fnv_str(&f, d->kind);
-        fnv_str(&f, d->name);
-        fnv_num(&f, d->node);
+        id_str(&f, d->kind);
+        id_str(&f, d->name);
+        id_num(&f, d->node);
         /* a GPU's total memory is a hardware fact; a CPU rank's share of free RAM is not */
         if (!strcmp(d->kind, "gpu"))
-            fnv_num(&f, d->mem_bytes);
+            id_num(&f, d->mem_bytes);
     }
     const pp_software *s = &c->sw;
     const char *ids[] = {s->pptune, s->hwloc, s->blas, s->cuda_runtime, s->cuda_driver, s->nccl};
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
-        fnv_str(&f, ids[i]);
-    snprintf(c->fingerprint, sizeof c->fingerprint, "fnv1a64:%016llx", (unsigned long long)f.h);
+        id_str(&f, ids[i]);
+    fclose(f.fp);
+    char hex[65];
+    pp_sha256_hex(text, len, hex);
+    free(text);
+    snprintf(c->fingerprint, sizeof c->fingerprint, "sha256:%s", hex);
 }
 
 const pp_link *pp_cluster_link(const pp_cluster *c, int a, int b)

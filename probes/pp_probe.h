@@ -201,7 +201,8 @@ typedef struct {
     int schema_version;   /* PP_CLUSTER_SCHEMA_VERSION */
     char created[32];     /* ISO 8601 UTC, "2026-11-29T12:44:10Z" */
     char origin[64];      /* "probed", "probed (mpi, 2 ranks)", "preset hgx-h200" */
-    char fingerprint[32]; /* "fnv1a64:<16 hex>" of hardware and software identity: see
+    char fingerprint[80]; /* "sha256:<64 hex>" of hardware and software identity (older
+                           * files: "fnv1a64:<16 hex>", still read): see
                            * pp_cluster_fingerprint */
     char note[160];       /* caveat shown with the figures, "" when none */
     int n_nodes;

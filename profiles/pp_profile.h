@@ -33,7 +33,10 @@ extern "C" {
 /* The version this code reads and writes. A file with a larger MAJOR is refused; a file with
  * the same MAJOR and a larger MINOR is read (its unknown fields kept). */
 #define PP_PROFILE_VERSION_MAJOR 1
-#define PP_PROFILE_VERSION_MINOR 0
+#define PP_PROFILE_VERSION_MINOR 1
+/* 1.1 added the model's shape beyond its sizes (model.head_dim, norm, linear_bias, qkv_bias,
+ * position, rope_theta, rope_scaling), which exporters need; 1.0 profiles still read, and an
+ * export that needs those fields says so (pp_profile.model.has_shape = 0). */
 
 /* ---- the document --------------------------------------------------------------------------- */
 
@@ -87,15 +90,29 @@ typedef struct {
         const char *fingerprint; /* "fnv1a64:<16 hex>": the store's key */
         const char *device;
         int nodes, gpus_per_node;
+        int gpu; /* "device_kind": "gpu" (1) or "cpu" (0); absent (1.0): options.precision
+                  * bf16, which the tuner picks for GPUs only */
     } cluster;
-    struct {
+    struct pp_profile_model {
         const char *name;
         int layers, hidden, heads, seq, vocab;
         double parameters; /* count */
+        /* shape: kv_heads, ffn, gated_mlp and tied_embeddings since 1.0 (kv_heads = heads and
+         * ffn = 4 hidden when absent); the rest since 1.1, has_shape = 1 when present */
+        int kv_heads, ffn, gated_mlp, tied_embeddings;
+        int has_shape;
+        int head_dim;    /* width of one attention head */
+        int norm_bias;   /* 1: LayerNorm ("layernorm"), 0: RMSNorm */
+        int linear_bias; /* biases on every linear layer */
+        int qkv_bias;    /* biases on Q, K, V only */
+        int learned_pos; /* 1: learned positions, 0: rotary */
+        double rope_theta;        /* rotary base; 0 with learned positions */
+        const char *rope_scaling; /* rotary scaling type, NULL for none */
     } model;
     struct {
         int distributed_optimizer, sequence_parallel;
         const char *recompute; /* "none", "selective", "full" */
+        int bf16;              /* options.precision: bf16 mixed precision (else fp32) */
     } options;
     int global_batch; /* sequences per optimizer step: b * N * d of every candidate */
     int has_chosen;   /* 0 when nothing fitted ("chosen": null) */
@@ -147,12 +164,18 @@ pp_status pp_profile_diff_run(const pp_profile *old, const pp_profile *new_, dou
 /* ---- export --------------------------------------------------------------------------------- */
 
 typedef enum {
-    PP_PROFILE_EXPORT_MEGATRON, /* Megatron-LM command-line flags (BitPipe fork for bitpipe) */
-    PP_PROFILE_EXPORT_NEMO,     /* NeMo megatron_gpt_config YAML keys */
+    PP_PROFILE_EXPORT_MEGATRON, /* upstream Megatron-LM command-line flags */
+    PP_PROFILE_EXPORT_MEGATRON_BITPIPE, /* the same for the BitPipe fork (--target bitpipe-fork):
+                                         * only for a schedule only that fork runs */
+    PP_PROFILE_EXPORT_NEMO,     /* NeMo 1 megatron_gpt_config YAML keys, the whole model */
+    PP_PROFILE_EXPORT_NEMO2,    /* NeMo 2.0 (nemo.collections.llm): GPTConfig, MegatronStrategy
+                                 * and trainer as Python */
+    PP_PROFILE_EXPORT_TORCHTITAN, /* torchtitan's --parallelism.* / --training.* overrides and
+                                   * the command that writes the schedule CSV */
     PP_PROFILE_EXPORT_PPRUN,    /* pptune's runtime flags */
 } pp_profile_export_format;
 
-/* "megatron", "nemo", "pprun" → format; PP_ERR_INVALID otherwise (message lists them). */
+/* "megatron", "nemo", "nemo2", "torchtitan", "pprun" → format; PP_ERR_INVALID otherwise (message lists them). */
 pp_status pp_profile_export_format_parse(const char *s, pp_profile_export_format *out);
 /* Writes the chosen configuration in the format to fp. PP_ERR_UNSUPPORTED when the target
  * cannot express it (Chimera in Megatron-LM, tensor parallelism in pprun), with the reason. */
@@ -163,9 +186,9 @@ pp_status pp_profile_export(const pp_profile *p, pp_profile_export_format fmt, F
 /* What a pprun command line says. */
 typedef struct {
     const char *model;               /* --model: a pprun preset name */
-    const pp_profile_config *config; /* --schedule ... --uneven (config->t is not pprun's: the
-                                        caller refuses or annotates t > 1) */
+    const pp_profile_config *config; /* --schedule ... --uneven, --tp t when t > 1 */
     int seq;                         /* --seq */
+    int sequence_parallel;           /* 1: --sequence-parallel (only with t > 1) */
     int cuda;                        /* 1: --backend cuda */
     pp_precision precision;          /* PP_PREC_BF16: --precision bf16; FP32: pprun's default */
 } pp_profile_pprun_line;
@@ -175,8 +198,9 @@ typedef struct {
 
 /* pprun's options for the line, in one order: --model M --schedule K --ranks p --microbatches
  * N --micro-batch-size b [--chunks v --group G (schedules with tunable chunks, the registry's)]
- * --dp d --seq s [--uneven] [--backend cuda] [--precision bf16]. Fills argv[0..n-1] (pointing
- * into store) and returns n (at most PP_PROFILE_PPRUN_MAX_ARGS). */
+ * --dp d [--tp t [--sequence-parallel]] --seq s [--uneven] [--backend cuda] [--precision
+ * bf16]. Fills argv[0..n-1] (pointing into store) and returns n (at most
+ * PP_PROFILE_PPRUN_MAX_ARGS). */
 int pp_profile_pprun_argv(const pp_profile_pprun_line *l,
                           char store[PP_PROFILE_PPRUN_MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN],
                           char **argv);
@@ -247,11 +271,6 @@ pp_status pp_profile_publish(const pp_profile_http *h, const char *path, char **
  * mismatching checksum, PP_ERR_PARSE (not a valid profile, or not the one asked for). */
 pp_status pp_profile_fetch(const pp_profile_http *h, const char *fingerprint, const char *model,
                            const char *dest);
-
-/* ---- SHA-256 (FIPS 180-4), for the checksums ------------------------------------------------ */
-
-/* hex: 65 bytes (64 lowercase hex digits + NUL). */
-void pp_sha256_hex(const void *data, size_t len, char hex[65]);
 
 #ifdef __cplusplus
 }

@@ -29,8 +29,10 @@ int pp_profile_pprun_argv(const pp_profile_pprun_line *l,
     if (d && d->chunks == 0) /* tunable chunks, and its group */
         ARG("--chunks"), ARG("%d", c->v), ARG("--group"), ARG("%d", c->G);
     ARG("--dp"), ARG("%d", c->d);
-    if (c->t > 1) /* the runtime splits each stage over t ranks */
+    if (c->t > 1)
         ARG("--tp"), ARG("%d", c->t);
+    if (c->t > 1 && l->sequence_parallel)
+        ARG("--sequence-parallel");
     ARG("--seq"), ARG("%d", l->seq);
     if (c->uneven)
         ARG("--uneven");

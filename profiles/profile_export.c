@@ -8,17 +8,17 @@
  * split: embedding and loss each count as a layer, so the first and last stage hold one layer
  * fewer), --sequence-parallel, --use-distributed-optimizer, --recompute-*; and
  * --enable-bitpipe-schedule of the BitPipe fork (github.com/wuhouming/BitPipe, Megatron 23.08).
- * NeMo: the keys of megatron_gpt_config.yaml (NeMo 1.x). pprun: runtime/pprun's options.
+ * NeMo (export_nemo.c), torchtitan (export_torchtitan.c). pprun: runtime/pprun's options.
  *
  * What a target cannot express is refused with the reason rather than approximated, with one
  * deliberate exception: a GPipe profile exports to Megatron's 1F1B schedule, which has the same
  * step time (same bubble, Narayanan et al. 2021) and holds fewer activations, so it fits
  * wherever the GPipe configuration fitted.
  */
+#include <stdlib.h>
 #include <string.h>
 
-#include "pp_profile.h"
-#include "pp_sched.h"
+#include "export_impl.h"
 
 pp_status pp_profile_export_format_parse(const char *s, pp_profile_export_format *out)
 {
@@ -26,24 +26,35 @@ pp_status pp_profile_export_format_parse(const char *s, pp_profile_export_format
         *out = PP_PROFILE_EXPORT_MEGATRON;
     else if (s && !strcmp(s, "nemo"))
         *out = PP_PROFILE_EXPORT_NEMO;
+    else if (s && !strcmp(s, "nemo2"))
+        *out = PP_PROFILE_EXPORT_NEMO2;
+    else if (s && !strcmp(s, "torchtitan"))
+        *out = PP_PROFILE_EXPORT_TORCHTITAN;
     else if (s && !strcmp(s, "pprun"))
         *out = PP_PROFILE_EXPORT_PPRUN;
     else
-        return PP_ERR(PP_ERR_INVALID, "export format \"%s\": expected megatron, nemo or pprun",
+        return PP_ERR(PP_ERR_INVALID, "export format \"%s\": expected megatron, nemo, nemo2, torchtitan or pprun",
                       s ? s : "");
     return PP_OK;
 }
 
-/* The schedule's registry row (the reader accepted only registry names). */
-static const pp_sched_desc *desc(const pp_profile_config *c)
+const pp_sched_desc *pp_export_desc(const pp_profile_config *c)
 {
     return pp_sched_lookup(c->schedule);
 }
 
-/* Tunable chunks (interleaved) with more than one per rank: Megatron's virtual pipeline. */
-static int virtual_pipeline(const pp_profile_config *c)
+int pp_export_virtual(const pp_profile_config *c)
 {
-    return desc(c)->chunks == 0 && c->v > 1;
+    return pp_export_desc(c)->chunks == 0 && c->v > 1;
+}
+
+void pp_export_nodes(const pp_profile *p, int *devices, int *nodes)
+{
+    const pp_profile_config *c = &p->chosen.config;
+    long gpus = (long)c->p * c->t * c->d; /* the reader bounded it by the cluster's */
+    int per_node = p->cluster.gpus_per_node;
+    *devices = gpus < per_node ? (int)gpus : per_node;
+    *nodes = (int)((gpus + *devices - 1) / *devices);
 }
 
 static void megatron_recompute(const pp_profile *p, FILE *fp)
@@ -57,10 +68,126 @@ static void megatron_recompute(const pp_profile *p, FILE *fp)
                     "--recompute-num-layers 1");
 }
 
-static pp_status export_megatron(const pp_profile *p, FILE *fp)
+pp_status pp_export_need_shape(const pp_profile *p, const char *target)
+{
+    if (p->model.has_shape)
+        return PP_OK;
+    return PP_ERR(PP_ERR_UNSUPPORTED,
+                  "%s: profile version %d.%d does not record the model's norm, biases, "
+                  "positions and head width (model.norm, model.linear_bias, model.position, "
+                  "model.head_dim: profile 1.1), which %s needs to build the same model; "
+                  "re-run the search with this pptune to write them",
+                  p->name, p->version_major, p->version_minor, target);
+}
+
+int pp_export_split_even(const pp_profile_config *c)
+{
+    return !c->uneven && !c->first_layers && !c->last_layers;
+}
+
+pp_status pp_export_stage_layers(const pp_profile *p, int *layers, int *stages)
 {
     const pp_profile_config *c = &p->chosen.config;
-    const pp_sched_desc *d = desc(c);
+    int S = c->p * (pp_export_virtual(c) ? c->v : 1);
+    int begin[PP_EXPORT_MAX_STAGES + 1];
+    if (S < 1 || S > PP_EXPORT_MAX_STAGES)
+        return PP_ERR(PP_ERR_INVALID, "%s: %d pipeline stages: expected 1..%d", p->name, S,
+                      PP_EXPORT_MAX_STAGES);
+    pp_sched_split split = {.uneven = c->uneven, .first = c->first_layers, .last = c->last_layers};
+    PP_TRY(pp_sched_split_layers(p->model.layers, S, &split, begin));
+    for (int k = 0; k < S; k++)
+        layers[k] = begin[k + 1] - begin[k];
+    *stages = S;
+    return PP_OK;
+}
+
+pp_status pp_export_edge_layers(const pp_profile *p, int *first, int *last)
+{
+    static int layers[PP_EXPORT_MAX_STAGES]; /* exporters run on one thread */
+    int S;
+    PP_TRY(pp_export_stage_layers(p, layers, &S));
+    *first = layers[0];
+    *last = layers[S - 1];
+    return PP_OK;
+}
+
+/* Megatron-LM's layout: TP, PP, virtual pipeline and its group, the split. Megatron's
+ * --decoder-first/last-pipeline-num-layers count a pipeline *rank's* layers (split evenly over
+ * its virtual stages), so a split of virtual stages (pptune's uneven or first/last split of an
+ * interleaved schedule, or an even split that does not divide) is said with
+ * --pipeline-model-parallel-layout instead: every virtual stage in data-flow order, E the
+ * embedding, t*n its transformer layers, L the loss (Megatron-Core's PipelineParallelLayerLayout;
+ * it derives the virtual pipeline size from the stage count). */
+static pp_status megatron_layout(const pp_profile *p, FILE *fp)
+{
+    const pp_profile_config *c = &p->chosen.config;
+    static int layers[PP_EXPORT_MAX_STAGES];
+    int S;
+    PP_TRY(pp_export_stage_layers(p, layers, &S));
+    int even = pp_export_split_even(c) && p->model.layers % S == 0;
+    fprintf(fp, "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d", c->t, c->p);
+    if (pp_export_virtual(c)) {
+        if (even) {
+            fprintf(fp, " --num-layers-per-virtual-pipeline-stage %d", layers[0]);
+        } else {
+            fprintf(fp, " --pipeline-model-parallel-layout E");
+            for (int k = 0; k < S; k++)
+                fprintf(fp, "%st*%d", k ? "|" : "", layers[k]);
+            fprintf(fp, "L");
+        }
+        fprintf(fp, " --microbatch-group-size-per-virtual-pipeline-stage %d", c->G);
+    } else if (!pp_export_split_even(c)) {
+        fprintf(fp, " --decoder-first-pipeline-num-layers %d --decoder-last-pipeline-num-layers %d",
+                layers[0], layers[S - 1]);
+    }
+    return PP_OK;
+}
+
+/* Megatron-LM's model: sizes, attention, MLP, norm, positions, head, biases, vocabulary. */
+static pp_status megatron_model(const pp_profile *p, FILE *fp)
+{
+    const struct pp_profile_model *m = &p->model;
+    fprintf(fp,
+            " --num-layers %d --hidden-size %d --num-attention-heads %d --ffn-hidden-size %d "
+            "--seq-length %d --max-position-embeddings %d",
+            m->layers, m->hidden, m->heads, m->ffn, m->seq, m->seq);
+    if (m->kv_heads != m->heads)
+        fprintf(fp, " --group-query-attention --num-query-groups %d", m->kv_heads);
+    if (m->head_dim * m->heads != m->hidden)
+        fprintf(fp, " --kv-channels %d", m->head_dim);
+    if (m->gated_mlp)
+        fprintf(fp, " --swiglu");
+    fprintf(fp, " --normalization %s", m->norm_bias ? "LayerNorm" : "RMSNorm");
+    if (m->learned_pos) {
+        fprintf(fp, " --position-embedding-type learned_absolute");
+    } else {
+        if (m->rope_theta != (double)(long)m->rope_theta)
+            return PP_ERR(PP_ERR_UNSUPPORTED,
+                          "%s: rotary base %g: Megatron-LM's --rotary-base takes an integer",
+                          p->name, m->rope_theta);
+        fprintf(fp, " --position-embedding-type rope --rotary-base %ld", (long)m->rope_theta);
+        if (m->rope_scaling && strcmp(m->rope_scaling, "llama3") != 0)
+            return PP_ERR(PP_ERR_UNSUPPORTED,
+                          "%s: rope scaling \"%s\": Megatron-LM's --use-rope-scaling is Llama "
+                          "3.1's (rope_type llama3) only",
+                          p->name, m->rope_scaling);
+        if (m->rope_scaling)
+            fprintf(fp, " --use-rope-scaling");
+    }
+    if (!m->tied_embeddings)
+        fprintf(fp, " --untie-embeddings-and-output-weights");
+    if (!m->linear_bias)
+        fprintf(fp, " --disable-bias-linear%s", m->qkv_bias ? " --add-qkv-bias" : "");
+    /* the vocabulary as pptune counted it; Megatron still pads it to a multiple of the
+     * tensor-parallel size (the tokenizer and data flags are the user's) */
+    fprintf(fp, " --vocab-size %d --make-vocab-size-divisible-by 1", m->vocab);
+    return PP_OK;
+}
+
+static pp_status export_megatron(const pp_profile *p, int bitpipe_fork, FILE *fp)
+{
+    const pp_profile_config *c = &p->chosen.config;
+    const pp_sched_desc *d = pp_export_desc(c);
     char names[128];
     if (d->megatron == PP_SCHED_MEGATRON_NONE)
         return PP_ERR(PP_ERR_UNSUPPORTED,
@@ -68,110 +195,53 @@ static pp_status export_megatron(const pp_profile *p, FILE *fp)
                       "--schedules %s",
                       p->name, d->title,
                       pp_sched_names(PP_SCHED_MEGATRON_FORK, ",", names, sizeof names));
-    int L = p->model.layers;
-    int ends = c->first_layers || c->last_layers;
-    if (ends && virtual_pipeline(c)) /* Megatron's counts are per pipeline rank, not chunk */
+    if (d->megatron == PP_SCHED_MEGATRON_FORK && !bitpipe_fork)
         return PP_ERR(PP_ERR_UNSUPPORTED,
-                      "%s: Megatron-LM's --decoder-first/last-pipeline-num-layers give a "
-                      "pipeline rank's layers, split evenly over its virtual stages; this "
-                      "profile's first/last-stage split (%d/%d) sets one virtual stage",
-                      p->name, c->first_layers, c->last_layers);
-    fprintf(fp, "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d", c->t, c->p);
-    if (c->first_layers) /* the rest even, as pptune's first-last split (pp_sched_split) */
-        fprintf(fp, " --decoder-first-pipeline-num-layers %d", c->first_layers);
-    if (c->last_layers)
-        fprintf(fp, " --decoder-last-pipeline-num-layers %d", c->last_layers);
-    if (virtual_pipeline(c)) {
-        if (!c->uneven && L % (c->p * c->v) == 0)
-            fprintf(fp, " --num-layers-per-virtual-pipeline-stage %d", L / (c->p * c->v));
-        else /* uneven: Megatron places the layers itself once told the chunk count */
-            fprintf(fp, " --num-virtual-stages-per-pipeline-rank %d", c->v);
-        fprintf(fp, " --microbatch-group-size-per-virtual-pipeline-stage %d", c->G);
-    }
-    if (c->uneven)
-        fprintf(fp, " --account-for-embedding-in-pipeline-split "
-                    "--account-for-loss-in-pipeline-split");
-    fprintf(fp, " --micro-batch-size %d --global-batch-size %d", c->b, p->global_batch);
-    fprintf(fp,
-            " --num-layers %d --hidden-size %d --num-attention-heads %d --seq-length %d "
-            "--max-position-embeddings %d",
-            L, p->model.hidden, p->model.heads, p->model.seq, p->model.seq);
+                      "%s: upstream Megatron-LM has no %s schedule (only the fork switched on by "
+                      "%s runs it); export with --target bitpipe-fork for that fork, or re-run "
+                      "the search with --schedules %s",
+                      p->name, d->title, d->megatron_flag,
+                      pp_sched_names(PP_SCHED_MEGATRON_UPSTREAM, ",", names, sizeof names));
+    if (d->megatron != PP_SCHED_MEGATRON_FORK && bitpipe_fork)
+        return PP_ERR(PP_ERR_INVALID,
+                      "%s: --target bitpipe-fork is for a profile of a schedule only that fork "
+                      "runs; this one (%s) runs on upstream Megatron-LM: drop --target",
+                      p->name, c->schedule);
+    PP_TRY(pp_export_need_shape(p, "a Megatron-LM command"));
+    /* one line, so it is built in memory and written only when every part could be said */
+    char *line = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&line, &len);
+    if (!out)
+        return PP_ERR(PP_ERR_NOMEM, "could not build the Megatron-LM flags");
+    pp_status st = megatron_layout(p, out);
+    fprintf(out, " --micro-batch-size %d --global-batch-size %d", c->b, p->global_batch);
+    if (st == PP_OK)
+        st = megatron_model(p, out);
+    if (p->options.bf16)
+        fprintf(out, " --bf16");
     if (p->options.sequence_parallel && c->t > 1)
-        fprintf(fp, " --sequence-parallel");
+        fprintf(out, " --sequence-parallel");
     if (p->options.distributed_optimizer)
-        fprintf(fp, " --use-distributed-optimizer");
-    megatron_recompute(p, fp);
+        fprintf(out, " --use-distributed-optimizer");
+    megatron_recompute(p, out);
     if (d->megatron == PP_SCHED_MEGATRON_FORK)
-        fprintf(fp, " %s", d->megatron_flag);
-    fprintf(fp, "\n");
-    return PP_OK;
-}
-
-static pp_status export_nemo(const pp_profile *p, FILE *fp)
-{
-    const pp_profile_config *c = &p->chosen.config;
-    const pp_sched_desc *d = desc(c);
-    char names[128];
-    if (d->megatron == PP_SCHED_MEGATRON_FORK)
-        return PP_ERR(PP_ERR_UNSUPPORTED,
-                      "%s: NeMo has no %s schedule; use --format megatron (%s fork) or "
-                      "re-run the search with --schedules %s",
-                      p->name, c->schedule, d->title,
-                      pp_sched_names(PP_SCHED_MEGATRON_UPSTREAM, ",", names, sizeof names));
-    if (d->megatron == PP_SCHED_MEGATRON_NONE)
-        return PP_ERR(PP_ERR_UNSUPPORTED,
-                      "%s: NeMo has no %s schedule; re-run the search with --schedules %s",
-                      p->name, c->schedule,
-                      pp_sched_names(PP_SCHED_MEGATRON_UPSTREAM, ",", names, sizeof names));
-    int gpus = c->p * c->t * c->d, per_node = p->cluster.gpus_per_node;
-    int devices = gpus < per_node ? gpus : per_node;
-    fprintf(fp, "# NeMo megatron_gpt_config.yaml overrides from pptune profile %s\n", p->name);
-    fprintf(fp, "# cluster %s x%d (%s), model %s, %s schedule\n", p->cluster.name, p->cluster.nodes,
-            p->cluster.fingerprint, p->model.name, c->schedule);
-    fprintf(fp, "trainer:\n  devices: %d\n  num_nodes: %d\n", devices,
-            (gpus + devices - 1) / devices);
-    fprintf(fp, "model:\n  micro_batch_size: %d\n  global_batch_size: %d\n", c->b, p->global_batch);
-    fprintf(fp, "  encoder_seq_length: %d\n", p->model.seq);
-    fprintf(fp, "  tensor_model_parallel_size: %d\n  pipeline_model_parallel_size: %d\n", c->t,
-            c->p);
-    if (virtual_pipeline(c))
-        fprintf(fp, "  virtual_pipeline_model_parallel_size: %d\n", c->v);
-    else
-        fprintf(fp, "  virtual_pipeline_model_parallel_size: null\n");
-    if (virtual_pipeline(c) && c->G != c->p)
-        fprintf(fp,
-                "  # micro-batch group %d: megatron_gpt_config has no key for it (Megatron-Core "
-                "ModelParallelConfig.microbatch_group_size_per_vp_stage); without it NeMo "
-                "uses %d\n",
-                c->G, c->p);
-    fprintf(fp, "  sequence_parallel: %s\n",
-            p->options.sequence_parallel && c->t > 1 ? "true" : "false");
-    if (!strcmp(p->options.recompute, "none"))
-        fprintf(fp, "  activations_checkpoint_granularity: null\n");
-    else if (!strcmp(p->options.recompute, "selective"))
-        fprintf(fp, "  activations_checkpoint_granularity: selective\n");
-    else
-        fprintf(fp, "  activations_checkpoint_granularity: full\n"
-                    "  activations_checkpoint_method: uniform\n"
-                    "  activations_checkpoint_num_layers: 1\n");
-    if (c->uneven)
-        fprintf(fp, "  # uneven split: first and last stage one layer fewer (Megatron "
-                    "--account-for-embedding/loss-in-pipeline-split); megatron_gpt_config has no "
-                    "key for it\n");
-    if (p->options.distributed_optimizer)
-        fprintf(fp, "  optim:\n    name: distributed_fused_adam\n");
-    return PP_OK;
+        fprintf(out, " %s", d->megatron_flag);
+    fclose(out);
+    if (st == PP_OK)
+        fprintf(fp, "%s\n", line);
+    free(line);
+    return st;
 }
 
 static pp_status export_pprun(const pp_profile *p, FILE *fp)
 {
     const pp_profile_config *c = &p->chosen.config;
-    if (c->t > 1)
-        return PP_ERR(PP_ERR_UNSUPPORTED,
-                      "%s: the chosen configuration uses tensor parallelism (t = %d), which pprun "
-                      "does not implement; re-run the search with --no-tp",
-                      p->name, c->t);
-    pp_profile_pprun_line line = {.model = p->model.name, .config = c, .seq = p->model.seq};
+    /* backend and precision as the profile planned (a GPU cluster: CUDA, bf16 when tuned so) */
+    pp_profile_pprun_line line = {
+        .model = p->model.name, .config = c, .seq = p->model.seq, .cuda = p->cluster.gpu,
+        .precision = p->cluster.gpu && p->options.bf16 ? PP_PREC_BF16 : PP_PREC_FP32,
+        .sequence_parallel = p->options.sequence_parallel};
     char args[512];
     fprintf(fp, "%s\n", pp_profile_pprun_args(&line, args, sizeof args));
     return PP_OK;
@@ -186,10 +256,17 @@ pp_status pp_profile_export(const pp_profile *p, pp_profile_export_format fmt, F
                       p->name);
     switch (fmt) {
     case PP_PROFILE_EXPORT_MEGATRON:
-        PP_TRY(export_megatron(p, fp));
+    case PP_PROFILE_EXPORT_MEGATRON_BITPIPE:
+        PP_TRY(export_megatron(p, fmt == PP_PROFILE_EXPORT_MEGATRON_BITPIPE, fp));
         break;
     case PP_PROFILE_EXPORT_NEMO:
-        PP_TRY(export_nemo(p, fp));
+        PP_TRY(pp_export_nemo(p, fp));
+        break;
+    case PP_PROFILE_EXPORT_NEMO2:
+        PP_TRY(pp_export_nemo2(p, fp));
+        break;
+    case PP_PROFILE_EXPORT_TORCHTITAN:
+        PP_TRY(pp_export_torchtitan(p, fp));
         break;
     case PP_PROFILE_EXPORT_PPRUN:
         PP_TRY(export_pprun(p, fp));

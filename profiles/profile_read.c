@@ -128,6 +128,51 @@ static pp_status read_candidate(const rd *r, json_t *o, const char *prefix, int 
     return PP_OK;
 }
 
+/* An optional integer field in lo..hi; absent leaves *out as it was. */
+static pp_status opt_int(const rd *r, json_t *o, const char *prefix, const char *key, int lo,
+                         int *out)
+{
+    return json_object_get(o, key) ? pp_json_int(r, o, prefix, key, lo, INT_MAX_FIELD, NULL, out)
+                                   : PP_OK;
+}
+
+static pp_status opt_bool(const rd *r, json_t *o, const char *prefix, const char *key, int *out)
+{
+    return json_object_get(o, key) ? pp_json_bool(r, o, prefix, key, out) : PP_OK;
+}
+
+/* The model's shape: 1.0 wrote kv_heads, ffn, gated_mlp, tied_embeddings; 1.1 the rest (all of
+ * it or none: a half-written shape is an error, not a guess). */
+static pp_status read_shape(const rd *r, json_t *o, pp_profile *p)
+{
+    static const char *const NORMS[] = {"layernorm", "rmsnorm", NULL};
+    static const char *const POSITIONS[] = {"learned", "rope", NULL};
+    p->model.kv_heads = p->model.heads;
+    p->model.ffn = p->model.hidden <= INT_MAX_FIELD / 4 ? 4 * p->model.hidden : INT_MAX_FIELD;
+    p->model.tied_embeddings = 1;
+    PP_TRY(opt_int(r, o, "model", "kv_heads", 1, &p->model.kv_heads));
+    PP_TRY(opt_int(r, o, "model", "ffn", 1, &p->model.ffn));
+    PP_TRY(opt_bool(r, o, "model", "gated_mlp", &p->model.gated_mlp));
+    PP_TRY(opt_bool(r, o, "model", "tied_embeddings", &p->model.tied_embeddings));
+    if (!json_object_get(o, "norm"))
+        return PP_OK; /* a 1.0 profile: has_shape = 0 */
+    const char *norm, *pos;
+    PP_TRY(pp_json_enum(r, o, "model", "norm", NORMS, "\"layernorm\" or \"rmsnorm\"", &norm));
+    PP_TRY(pp_json_enum(r, o, "model", "position", POSITIONS, "\"learned\" or \"rope\"", &pos));
+    PP_TRY(pp_json_int(r, o, "model", "head_dim", 1, INT_MAX_FIELD, NULL, &p->model.head_dim));
+    PP_TRY(pp_json_bool(r, o, "model", "linear_bias", &p->model.linear_bias));
+    PP_TRY(pp_json_bool(r, o, "model", "qkv_bias", &p->model.qkv_bias));
+    p->model.norm_bias = !strcmp(norm, "layernorm");
+    p->model.learned_pos = !strcmp(pos, "learned");
+    if (!p->model.learned_pos)
+        PP_TRY(pp_json_num(r, o, "model", "rope_theta", 1, &p->model.rope_theta));
+    json_t *sc = json_object_get(o, "rope_scaling");
+    if (sc && !json_is_null(sc))
+        PP_TRY(pp_json_str(r, o, "model", "rope_scaling", &p->model.rope_scaling));
+    p->model.has_shape = 1;
+    return PP_OK;
+}
+
 /* schema, version, version_minor: checked before anything else, so a newer major version is
  * refused with the version message rather than a field error. */
 static pp_status read_version(const rd *r, json_t *doc, pp_profile *p)
@@ -175,6 +220,7 @@ static pp_status read_head(const rd *r, json_t *doc, pp_profile *p)
     if (pp_profile_store_key("f", p->model.name, key, sizeof key) != PP_OK)
         return bad(r, "model", "name", "letters, digits and . _ - only",
                    json_object_get(o, "name"));
+    PP_TRY(read_shape(r, o, p));
     static const char *const RECOMPUTE[] = {"none", "selective", "full", NULL};
     PP_TRY(pp_json_obj(r, doc, "", "options", 0, &o));
     PP_TRY(
@@ -182,6 +228,16 @@ static pp_status read_head(const rd *r, json_t *doc, pp_profile *p)
     PP_TRY(pp_json_bool(r, o, "options", "sequence_parallel", &p->options.sequence_parallel));
     PP_TRY(pp_json_enum(r, o, "options", "recompute", RECOMPUTE, "one of none, selective, full",
                         &p->options.recompute));
+    const char *prec = "fp32";
+    if (json_object_get(o, "precision"))
+        PP_TRY(pp_json_str(r, o, "options", "precision", &prec));
+    p->options.bf16 = !strncmp(prec, "bf16", 4);
+    static const char *const KINDS[] = {"gpu", "cpu", NULL};
+    const char *kind = p->options.bf16 ? "gpu" : "cpu";
+    json_t *cl = json_object_get(doc, "cluster");
+    if (json_object_get(cl, "device_kind"))
+        PP_TRY(pp_json_enum(r, cl, "cluster", "device_kind", KINDS, "\"gpu\" or \"cpu\"", &kind));
+    p->cluster.gpu = !strcmp(kind, "gpu");
     PP_TRY(pp_json_obj(r, doc, "", "search", 0, &o));
     PP_TRY(pp_json_int(r, o, "search", "global_batch", 1, INT_MAX_FIELD, NULL, &p->global_batch));
     return PP_OK;

@@ -251,12 +251,21 @@ Test(ckpt, profile_sets_the_configuration)
     cr_assert_eq(json_integer_value(json_object_get(j, "micro_batch_size")), 8);
     cr_assert_eq(json_integer_value(json_object_get(j, "seq")), 64);
     json_decref(j);
-    cr_assert_eq(pt_run(PPRUN " --profile " FIX "tiny-local.json --ranks 2", out, sizeof out), 2);
-    cr_assert(strstr(out, "--ranks and --profile"), "%s", out);
-    /* a t = 2 profile runs (pprun --tp), but this one is sized for 256 GPUs: refused before
-     * anything is allocated, with what its ranks would need */
+    cr_assert_eq(pt_run(PPRUN " --profile " FIX "tiny-local.json --schedule 1f1b", out, sizeof out),
+                 2);
+    cr_assert(strstr(out, "--schedule and --profile"), "%s", out);
+    /* a layout flag overrides the profile's layout explicitly, and says so */
+    cr_assert_eq(pt_run(PPRUN " --profile " FIX "tiny-local.json --ranks 2 --dp 1 --steps 1 "
+                              "--quiet --json",
+                        out, sizeof out),
+                 0, "%s", out);
+    cr_assert(strstr(out, "--ranks given, so the layout is yours"), "%s", out);
+    j = json_of(out);
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(j, "schedule"), "ranks")), 2);
+    json_decref(j);
+    /* the README's main job (256 GPUs): refused, not started as 256 CPU rank threads */
     cr_assert_eq(pt_run(PPRUN " --profile " FIX "gpt-13b-dgx-h100-x32.json", out, sizeof out), 2);
-    cr_assert(strstr(out, "GiB for its 256 ranks"), "%s", out);
+    cr_assert(strstr(out, "needs 256 processes, one per GPU"), "%s", out);
 }
 
 /* A profile that chose t = 2 trains: the tiny-local profile with its choice turned into
@@ -284,9 +293,13 @@ Test(ckpt, a_tensor_parallel_profile_trains)
     cr_assert_eq(json_array_size(json_object_get(j, "ranks")), 2);
     cr_assert_eq(json_integer_value(json_object_get(json_object_get(j, "schedule"), "dp")), 1);
     json_decref(j);
-    snprintf(cmd, sizeof cmd, PPRUN " --profile %s --tp 1", path);
-    cr_assert_eq(pt_run(cmd, out, sizeof out), 2);
-    cr_assert(strstr(out, "--tp and --profile"), "%s", out);
+    /* --tp overrides the profile's layout explicitly (and says so) */
+    snprintf(cmd, sizeof cmd, PPRUN " --profile %s --tp 1 --steps 1 --quiet --json", path);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    cr_assert(strstr(out, "--tp given, so the layout is yours"), "%s", out);
+    j = json_of(out);
+    cr_assert_eq(json_integer_value(json_object_get(j, "tp")), 1);
+    json_decref(j);
 }
 
 Test(ckpt, a_checkpoint_path_is_a_name_not_a_pattern)

@@ -69,7 +69,10 @@ Test(probes_cluster, fingerprint_ignores_time_and_tracks_hardware)
     pp_cluster *c = preset("dgx-h100", 2), *d = preset("hgx-h200", 4);
     cr_assert_str_neq(a->fingerprint, c->fingerprint);
     cr_assert_str_neq(a->fingerprint, d->fingerprint);
-    cr_assert_eq(strncmp(a->fingerprint, "fnv1a64:", 8), 0);
+    /* SHA-256 of the identity: "sha256:" and 64 lowercase hex digits */
+    cr_assert_eq(strncmp(a->fingerprint, "sha256:", 7), 0, "%s", a->fingerprint);
+    cr_assert_eq(strlen(a->fingerprint), 7 + 64, "%s", a->fingerprint);
+    cr_assert_eq(strspn(a->fingerprint + 7, "0123456789abcdef"), 64, "%s", a->fingerprint);
     pp_cluster_destroy(a);
     pp_cluster_destroy(b);
     pp_cluster_destroy(c);
@@ -271,7 +274,7 @@ Test(probes_cluster, reader_names_file_field_expectation_and_value)
         read_error_after(mem_as_string),
         "c.json: field \"devices[1].mem_bytes\": expected a number >= 0, got \"80GB\"");
     cr_assert_str_eq(read_error_after(no_fingerprint),
-                     "c.json: field \"fingerprint\": expected a string of at most 31 characters, "
+                     "c.json: field \"fingerprint\": expected a string of at most 79 characters, "
                      "got nothing (missing)");
     cr_assert_str_eq(read_error_after(future_version),
                      "c.json: field \"schema_version\": expected 1 (this pptune reads version 1 "

@@ -205,6 +205,28 @@ Test(profiles_read, nothing_fitted_reads_without_a_chosen_candidate)
     json_decref(j);
 }
 
+Test(profiles_store, old_fnv_and_new_sha256_fingerprints_both_key_the_store)
+{
+    /* a profile written before the fingerprint became SHA-256 reads, keyed as it was */
+    pp_profile *old, *now;
+    cr_assert_eq(pp_profile_read(FIX "gpt-13b-dgx-h100-x32.json", &old), PP_OK, "%s",
+                 pp_err_msg());
+    cr_assert_eq(pp_profile_read(FIX "gpt-13b-dgx-h100-x32-v1.1.json", &now), PP_OK, "%s",
+                 pp_err_msg());
+    char key[256];
+    cr_assert_eq(pp_profile_store_key(old->cluster.fingerprint, "gpt-13b", key, sizeof key),
+                 PP_OK);
+    cr_assert_str_eq(key, "fnv1a64-b79c73af88c5178f/gpt-13b.json");
+    cr_assert_eq(strncmp(now->cluster.fingerprint, "sha256:", 7), 0, "%s",
+                 now->cluster.fingerprint);
+    cr_assert_eq(pp_profile_store_key(now->cluster.fingerprint, "gpt-13b", key, sizeof key),
+                 PP_OK);
+    cr_assert_eq(strncmp(key, "sha256-", 7), 0, "%s", key);
+    cr_assert_eq(strlen(key), 7 + 64 + strlen("/gpt-13b.json"), "%s", key);
+    pp_profile_destroy(old);
+    pp_profile_destroy(now);
+}
+
 Test(profiles_store, keys_are_safe_paths)
 {
     char key[128];
@@ -314,7 +336,8 @@ static char *export_text(pp_profile *p, pp_profile_export_format f, pp_status *s
 Test(profiles_export, megatron_flags_of_an_interleaved_profile)
 {
     pp_profile *p;
-    cr_assert_eq(pp_profile_read(FIX "gpt-13b-dgx-h100-x32.json", &p), PP_OK);
+    cr_assert_eq(pp_profile_read(FIX "gpt-13b-dgx-h100-x32-v1.1.json", &p), PP_OK, "%s",
+                 pp_err_msg());
     pp_status st;
     char *t = export_text(p, PP_PROFILE_EXPORT_MEGATRON, &st);
     cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
@@ -324,6 +347,11 @@ Test(profiles_export, megatron_flags_of_an_interleaved_profile)
                         "--microbatch-group-size-per-virtual-pipeline-stage 16 "),
               "%s", t);
     cr_assert(strstr(t, "--micro-batch-size 1 --global-batch-size 1024 "), "%s", t);
+    /* the model and the precision (before 1.1: none of it, Megatron's defaults and fp32) */
+    cr_assert(strstr(t, " --num-layers 40 --hidden-size 5120 --num-attention-heads 40 "
+                        "--ffn-hidden-size 20480 --seq-length 2048 "),
+              "%s", t);
+    cr_assert(strstr(t, " --bf16"), "%s", t);
     cr_assert_null(strstr(t, "--enable-bitpipe-schedule"));
     free(t);
     t = export_text(p, PP_PROFILE_EXPORT_NEMO, &st);
@@ -334,10 +362,12 @@ Test(profiles_export, megatron_flags_of_an_interleaved_profile)
     cr_assert(strstr(t, "  global_batch_size: 1024\n"), "%s", t);
     cr_assert(strstr(t, "  num_nodes: 32\n"), "%s", t);
     free(t);
-    /* t = 2: pprun has no tensor parallelism and says so */
+    /* pprun: the backend, precision and tensor parallelism the profile planned */
     t = export_text(p, PP_PROFILE_EXPORT_PPRUN, &st);
-    cr_assert_eq(st, PP_ERR_UNSUPPORTED);
-    cr_assert(strstr(pp_err_text(), "tensor parallelism (t = 2)"), "%s", pp_err_text());
+    cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
+    cr_assert_str_eq(t, "--model gpt-13b --schedule interleaved --ranks 8 --microbatches 64 "
+                        "--micro-batch-size 1 --chunks 5 --group 16 --dp 16 --tp 2 --seq 2048 "
+                        "--backend cuda --precision bf16\n");
     free(t);
     pp_profile_destroy(p);
 }
@@ -345,7 +375,7 @@ Test(profiles_export, megatron_flags_of_an_interleaved_profile)
 static pp_profile *with_config(const char *schedule, int p_, int v, int G, int b, int N, int d,
                                const char *split)
 {
-    json_t *j = load_fixture("gpt-13b-dgx-h100-x32.json");
+    json_t *j = load_fixture("gpt-13b-dgx-h100-x32-v1.1.json");
     json_t *c = at(j, "chosen", "config");
     json_object_set_new(c, "schedule", json_string(schedule));
     json_object_set_new(c, "p", json_integer(p_));
@@ -367,7 +397,10 @@ Test(profiles_export, bitpipe_chimera_and_uneven)
     pp_status st;
     pp_profile *p = with_config("bitpipe", 4, 1, 0, 2, 8, 64, "even"); /* 2 * 8 * 64 = 1024 */
     char *t = export_text(p, PP_PROFILE_EXPORT_MEGATRON, &st);
-    cr_assert_eq(st, PP_OK);
+    cr_assert_eq(st, PP_ERR_UNSUPPORTED, "upstream Megatron-LM has no BitPipe");
+    free(t);
+    t = export_text(p, PP_PROFILE_EXPORT_MEGATRON_BITPIPE, &st);
+    cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
     cr_assert(strstr(t, "--pipeline-model-parallel-size 4 "), "%s", t);
     cr_assert(strstr(t, " --enable-bitpipe-schedule\n"), "%s", t);
     cr_assert_null(strstr(t, "virtual"), "%s", t);
@@ -378,7 +411,8 @@ Test(profiles_export, bitpipe_chimera_and_uneven)
     t = export_text(p, PP_PROFILE_EXPORT_PPRUN, &st);
     cr_assert_eq(st, PP_OK);
     cr_assert_str_eq(t, "--model gpt-13b --schedule bitpipe --ranks 4 --microbatches 8 "
-                        "--micro-batch-size 2 --dp 64 --seq 2048\n");
+                        "--micro-batch-size 2 --dp 64 --seq 2048 --backend cuda --precision "
+                        "bf16\n");
     free(t);
     pp_profile_destroy(p);
 
@@ -389,19 +423,21 @@ Test(profiles_export, bitpipe_chimera_and_uneven)
     free(t);
     pp_profile_destroy(p);
 
-    p = with_config("interleaved", 4, 2, 8, 1, 16, 64, "uneven");
+    /* 40 layers, Llama 3 split over 2 x 7 = 14 stages: 42 / 14 = 3, first and last 2 */
+    p = with_config("interleaved", 2, 7, 8, 1, 16, 64, "uneven");
     t = export_text(p, PP_PROFILE_EXPORT_MEGATRON, &st);
-    cr_assert_eq(st, PP_OK);
-    cr_assert(strstr(t, "--num-virtual-stages-per-pipeline-rank 2 "
+    cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
+    cr_assert(strstr(t, "--num-virtual-stages-per-pipeline-rank 7 "
                         "--microbatch-group-size-per-virtual-pipeline-stage 8 "
-                        "--account-for-embedding-in-pipeline-split "
-                        "--account-for-loss-in-pipeline-split"),
+                        "--decoder-first-pipeline-num-layers 2 "
+                        "--decoder-last-pipeline-num-layers 2 "),
               "%s", t);
     free(t);
     t = export_text(p, PP_PROFILE_EXPORT_PPRUN, &st);
     cr_assert_eq(st, PP_OK);
-    cr_assert_str_eq(t, "--model gpt-13b --schedule interleaved --ranks 4 --microbatches 16 "
-                        "--micro-batch-size 1 --chunks 2 --group 8 --dp 64 --seq 2048 --uneven\n");
+    cr_assert_str_eq(t, "--model gpt-13b --schedule interleaved --ranks 2 --microbatches 16 "
+                        "--micro-batch-size 1 --chunks 7 --group 8 --dp 64 --seq 2048 --uneven "
+                        "--backend cuda --precision bf16\n");
     free(t);
     pp_profile_destroy(p);
 }

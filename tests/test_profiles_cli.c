@@ -45,8 +45,8 @@ Test(profiles_cli, diff_exit_code_says_whether_throughput_dropped)
 Test(profiles_cli, export_prints_flags_or_refuses_with_the_reason)
 {
     char out[8192];
-    cr_assert_eq(pt_run(PPTUNE " export --format megatron " FIX "gpt-13b-dgx-h100-x32.json", out,
-                        sizeof out),
+    cr_assert_eq(pt_run(PPTUNE " export --format megatron " FIX "gpt-13b-dgx-h100-x32-v1.1.json",
+                        out, sizeof out),
                  0, "%s", out);
     cr_assert(
         strncmp(out, "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 8 ", 64) == 0,
@@ -55,14 +55,29 @@ Test(profiles_cli, export_prints_flags_or_refuses_with_the_reason)
                  "%s", out);
     cr_assert_str_eq(out, "--model tiny --schedule gpipe --ranks 1 --microbatches 1 "
                           "--micro-batch-size 8 --dp 2 --seq 64\n");
+    /* a GPU profile: pprun on CUDA in bf16, with the profile's tensor parallelism */
+    cr_assert_eq(pt_run(PPTUNE " export --format pprun " FIX "gpt-13b-dgx-h100-x32-v1.1.json", out,
+                        sizeof out),
+                 0, "%s", out);
+    cr_assert(strstr(out, " --dp 16 --tp 2 --seq 2048 --backend cuda --precision bf16\n"), "%s",
+              out);
+    /* a 1.0 profile lacks the model's shape: the Megatron export says so (exit 2) */
     cr_assert_eq(
-        pt_run(PPTUNE " export --format pprun " FIX "gpt-13b-dgx-h100-x32.json", out, sizeof out),
+        pt_run(PPTUNE " export --format megatron " FIX "gpt-13b-dgx-h100-x32.json", out, sizeof out),
         2, "%s", out);
-    cr_assert(strstr(out, "tensor parallelism (t = 2)"), "%s", out);
+    cr_assert(strstr(out, "profile version 1.0 does not record"), "%s", out);
+    /* --target is the BitPipe fork's only */
+    cr_assert_eq(pt_run(PPTUNE " export --format nemo --target bitpipe-fork " FIX
+                               "gpt-13b-dgx-h100-x32-v1.1.json",
+                        out, sizeof out),
+                 2, "%s", out);
+    cr_assert(strstr(out, "--target \"bitpipe-fork\": expected bitpipe-fork, with --format "
+                          "megatron"),
+              "%s", out);
     cr_assert_eq(
         pt_run(PPTUNE " export --format deepspeed " FIX "tiny-local.json", out, sizeof out), 2,
         "%s", out);
-    cr_assert(strstr(out, "expected megatron, nemo or pprun"), "%s", out);
+    cr_assert(strstr(out, "expected megatron, nemo, nemo2, torchtitan or pprun"), "%s", out);
 }
 
 Test(profiles_cli, the_exported_pprun_flags_run)
@@ -73,6 +88,45 @@ Test(profiles_cli, the_exported_pprun_flags_run)
     flags[strcspn(flags, "\n")] = '\0';
     snprintf(cmd, sizeof cmd, PP_BINARY_DIR "/runtime/pprun %s --steps 2 --quiet", flags);
     cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s\n%s", cmd, out);
+}
+
+Test(profiles_cli, pprun_refuses_a_launch_that_is_not_the_profiles_layout)
+{
+    char out[8192];
+    /* the README's main job: 256 GPUs on 32 nodes, not 256 CPU rank threads in one process */
+    int rc = pt_run("env -u OMPI_COMM_WORLD_SIZE -u SLURM_NTASKS -u SLURM_STEP_NUM_TASKS -u "
+                    "PMI_SIZE " PP_BINARY_DIR "/runtime/pprun --profile " FIX
+                    "gpt-13b-dgx-h100-x32-v1.1.json --steps 1",
+                    out, sizeof out);
+    cr_assert_eq(rc, 2, "%s", out);
+    cr_assert(strstr(out, "needs 256 processes, one per GPU (32 nodes x 8 GPUs of dgx-h100, "
+                          "p=8 t=2 d=16"),
+              "%s", out);
+    cr_assert(strstr(out, "found 1 process"), "%s", out);
+    cr_assert_eq(strchr(out, '\n'), out + strlen(out) - 1, "one line: %s", out);
+    /* a launcher with the wrong number of processes (Slurm's variables, no MPI call yet) */
+    rc = pt_run("env -u OMPI_COMM_WORLD_SIZE -u OMPI_COMM_WORLD_RANK SLURM_PROCID=0 "
+                "SLURM_NTASKS=16 SLURM_STEP_NUM_TASKS=16 SLURM_LOCALID=0 " PP_BINARY_DIR
+                "/runtime/pprun --profile " FIX "gpt-13b-dgx-h100-x32-v1.1.json --steps 1",
+                out, sizeof out);
+    cr_assert_eq(rc, 2, "%s", out);
+    cr_assert(strstr(out, "needs 256 processes, one per GPU (p=8 t=2 d=16 on 32 nodes of "
+                          "dgx-h100); found 16 processes (launcher slurm)"),
+              "%s", out);
+    /* the right number of processes, but 4 on a node where the profile planned 8 */
+    rc = pt_run("env -u OMPI_COMM_WORLD_SIZE -u OMPI_COMM_WORLD_RANK SLURM_PROCID=0 "
+                "SLURM_NTASKS=256 SLURM_STEP_NUM_TASKS=256 SLURM_LOCALID=0 "
+                "SLURM_NTASKS_PER_NODE=4 " PP_BINARY_DIR "/runtime/pprun --profile " FIX
+                "gpt-13b-dgx-h100-x32-v1.1.json --steps 1",
+                out, sizeof out);
+    cr_assert_eq(rc, 2, "%s", out);
+    cr_assert(strstr(out, "needs 8 processes per node, one per GPU of a dgx-h100 node; the "
+                          "launcher (slurm) put 4 on a node"),
+              "%s", out);
+    /* a one-node profile runs as rank threads in one process */
+    rc = pt_run(PP_BINARY_DIR "/runtime/pprun --profile " FIX "tiny-local.json --steps 1 --quiet",
+                out, sizeof out);
+    cr_assert_eq(rc, 0, "%s", out);
 }
 
 Test(profiles_cli, newer_major_version_is_refused_by_every_command)
@@ -147,7 +201,8 @@ Test(profiles_cli, fetch_by_cluster_file_uses_its_fingerprint)
     mkdir(root, 0755);
     pt_server s;
     pt_server_start(&s, root, "ok", NULL);
-    snprintf(cmd, sizeof cmd, PPTUNE " publish " FIX "gpt-13b-dgx-h100-x32.json --store %s", s.url);
+    snprintf(cmd, sizeof cmd, PPTUNE " publish " FIX "gpt-13b-dgx-h100-x32-v1.1.json --store %s",
+             s.url);
     cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
     snprintf(cmd, sizeof cmd,
              PPTUNE
@@ -158,7 +213,9 @@ Test(profiles_cli, fetch_by_cluster_file_uses_its_fingerprint)
     pt_server_stop(&s);
     pp_profile *p;
     cr_assert_eq(pp_profile_read(out_file, &p), PP_OK, "%s", pp_err_msg());
-    cr_assert_str_eq(p->cluster.fingerprint, "fnv1a64:b79c73af88c5178f");
+    /* the preset's SHA-256 fingerprint, as the profile's writer recorded it */
+    cr_assert_str_eq(p->cluster.fingerprint,
+                     "sha256:cbdd9b824c8ce3b1e9439f8ea77ea3554a5ec070310830770f63b06ff632b1e1");
     pp_profile_destroy(p);
 }
 

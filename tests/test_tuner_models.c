@@ -189,3 +189,106 @@ Test(tuner_models, a_cluster_of_unlike_nodes_is_refused)
     c->nodes[1].n_devices = keep;
     pp_cluster_destroy(c);
 }
+
+/* ---- published HuggingFace configs (tests/fixtures/hf/, as their repositories publish them) */
+
+#define HF PP_FIXTURES_DIR "/hf/"
+
+Test(tuner_models, published_hf_configs_give_the_published_parameter_counts)
+{
+    static const struct {
+        const char *file;
+        double params; /* published total (the safetensors parameter count of its repository) */
+        double tol;
+        const char *block;
+    } cases[] = {
+        {"llama-3.1-8b.json", 8030261248, 0.5,
+         "gated MLP, RMSNorm, rotary, untied head, llama3 rope scaling"},
+        {"llama-3.1-70b.json", 70553706496, 0.5, NULL},
+        {"llama-3.1-405b.json", 405853388800, 0.5, NULL},
+        {"mistral-7b-v0.1.json", 7241732096, 0.5, "gated MLP, RMSNorm, rotary, untied head"},
+        {"qwen2.5-7b.json", 7615616512, 0.5,
+         "gated MLP, RMSNorm, rotary, untied head, QKV biases"},
+        {"gpt2.json", 124439808, 0.5, "GeLU MLP, LayerNorm, learned positions, tied head"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pp_tune_model m;
+        char path[512];
+        snprintf(path, sizeof path, HF "%s", cases[i].file);
+        cr_assert_eq(pp_tune_model_load_hf(path, &m), PP_OK, "%s: %s", path, pp_err_msg());
+        pp_tune_params pc;
+        pp_tune_model_params(&m, &pc);
+        cr_expect(fabs(pc.total - cases[i].params) <= cases[i].tol, "%s: %.0f parameters, published %.0f",
+                  cases[i].file, pc.total, cases[i].params);
+        char block[160];
+        if (cases[i].block)
+            cr_expect_str_eq(pp_tune_model_block(&m, block, sizeof block), cases[i].block, "%s",
+                             cases[i].file);
+    }
+}
+
+Test(tuner_models, hf_sequence_is_a_stated_default_not_the_position_limit)
+{
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_load_hf(HF "llama-3.1-8b.json", &m), PP_OK, "%s", pp_err_msg());
+    cr_assert_eq(m.seq, PP_TUNE_HF_DEFAULT_SEQ); /* not 131072 */
+    cr_assert(strstr(m.seq_note, "max_position_embeddings 131072"), "%s", m.seq_note);
+    cr_assert(strstr(m.seq_note, "--seq"), "%s", m.seq_note);
+    cr_assert_float_eq(m.rope_theta, 500000.0, 0.5);
+    cr_assert_str_eq(m.rope_scaling, "llama3");
+    cr_assert_not(m.tied_embed);
+    /* GPT-2's 1024 positions are less than the default: capped, and said */
+    cr_assert_eq(pp_tune_model_load_hf(HF "gpt2.json", &m), PP_OK, "%s", pp_err_msg());
+    cr_assert_eq(m.seq, 1024);
+    cr_assert(strstr(m.seq_note, "capped"), "%s", m.seq_note);
+    cr_assert_eq(m.layers, 12);
+    cr_assert_eq(m.ffn, 4 * 768); /* n_inner absent: 4 h */
+    cr_assert(m.linear_bias && m.learned_pos && m.tied_embed && m.norm_bias);
+}
+
+Test(tuner_models, mixture_of_experts_configs_are_refused_naming_the_field)
+{
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_load_hf(HF "mixtral-8x7b-v0.1.json", &m), PP_ERR_PARSE);
+    cr_assert(strstr(pp_err_text(), "field \"num_local_experts\": 8: a mixture-of-experts"),
+              "%s", pp_err_text());
+    char *p = write_tmp("{\"model_type\": \"deepseek_v3\", \"num_hidden_layers\": 4, "
+                        "\"hidden_size\": 64, \"num_attention_heads\": 4, "
+                        "\"intermediate_size\": 256, \"vocab_size\": 100, "
+                        "\"n_routed_experts\": 256}");
+    cr_assert_eq(pp_tune_model_load_hf(p, &m), PP_ERR_PARSE);
+    cr_assert(strstr(pp_err_text(), "field \"n_routed_experts\""), "%s", pp_err_text());
+    unlink(p);
+    free(p);
+}
+
+Test(tuner_models, hf_head_dim_and_biases_are_read)
+{
+    /* head_dim wider than hidden / heads (Gemma-style): attention widths follow it */
+    char *p = write_tmp("{\"model_type\": \"llama\", \"num_hidden_layers\": 2, "
+                        "\"hidden_size\": 64, \"num_attention_heads\": 4, "
+                        "\"num_key_value_heads\": 2, \"head_dim\": 32, "
+                        "\"intermediate_size\": 128, \"vocab_size\": 100, "
+                        "\"attention_bias\": true, \"mlp_bias\": true, "
+                        "\"tie_word_embeddings\": true}");
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_load_hf(p, &m), PP_OK, "%s", pp_err_msg());
+    pp_tune_params pc;
+    pp_tune_model_params(&m, &pc);
+    /* q 64x128 + k,v 64x64 each + o 128x64, biases 128 + 2x64 + 64; MLP 3 x 64x128, biases
+     * 2x128 + 64; two RMSNorms of 64 */
+    double attn = 64 * 128 + 2 * 64 * 64 + 128 * 64 + 128 + 2 * 64 + 64;
+    double mlp = 3 * 64 * 128 + 2 * 128 + 64;
+    cr_assert_float_eq(pc.per_layer, attn + mlp + 2 * 64, 0.5, "%g", pc.per_layer);
+    cr_assert(m.linear_bias && m.tied_embed);
+    unlink(p);
+    free(p);
+    p = write_tmp("{\"model_type\": \"llama\", \"num_hidden_layers\": 2, \"hidden_size\": 64, "
+                  "\"num_attention_heads\": 4, \"intermediate_size\": 128, \"vocab_size\": 100, "
+                  "\"attention_bias\": true, \"mlp_bias\": false}");
+    cr_assert_eq(pp_tune_model_load_hf(p, &m), PP_ERR_PARSE);
+    cr_assert(strstr(pp_err_text(), "field \"mlp_bias\": expected the same as attention_bias"),
+              "%s", pp_err_text());
+    unlink(p);
+    free(p);
+}

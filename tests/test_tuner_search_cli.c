@@ -65,7 +65,7 @@ Test(tuner_search_cli, default_store_path_is_the_stores_and_profiles_reads_it)
     cr_assert_eq(pp_test_run_merged(cmd, &out), 0, "%s", out);
     /* <store>/<fingerprint with ':' as '-'>/<model>.json, profiles/'s key */
     char prefix[600];
-    snprintf(prefix, sizeof prefix, "profile: %s/pptune/profiles/fnv1a64-", dir);
+    snprintf(prefix, sizeof prefix, "profile: %s/pptune/profiles/sha256-", dir);
     const char *at = strstr(out, prefix);
     cr_assert(at, "%s", out);
     char path[700];

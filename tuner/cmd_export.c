@@ -9,24 +9,30 @@
 
 static void usage(void)
 {
-    printf("usage: pptune export --format megatron|nemo|pprun PROFILE\n\n"
+    printf("usage: pptune export --format megatron|nemo|nemo2|torchtitan|pprun\n"
+           "                    [--target bitpipe-fork] PROFILE\n\n"
            "Prints the profile's chosen configuration as launch options:\n"
-           "  megatron  Megatron-LM flags on one line (--tensor-model-parallel-size,\n"
-           "            --pipeline-model-parallel-size, --num-layers-per-virtual-pipeline-stage,\n"
-           "            --microbatch-group-size-per-virtual-pipeline-stage, --micro-batch-size,\n"
-           "            --global-batch-size, ...; --enable-bitpipe-schedule for the BitPipe fork)\n"
-           "  nemo      NeMo megatron_gpt_config.yaml keys (trainer.*, model.*)\n"
-           "  pprun     pprun's flags on one line\n"
-           "A configuration the target cannot run (Chimera in Megatron-LM, tensor parallelism\n"
-           "in pprun) is refused with the reason (exit 2).\n");
+           "  megatron  Megatron-LM flags on one line: layout (tensor, pipeline, virtual\n"
+           "            pipeline and its micro-batch group, uneven first/last stage), batch,\n"
+           "            the model (sizes, attention, MLP, norm, positions, head, biases),\n"
+           "            precision and memory options; --target bitpipe-fork for a BitPipe\n"
+           "            profile on that fork of Megatron (upstream has no BitPipe)\n"
+           "  nemo      NeMo 1 megatron_gpt_config.yaml keys (trainer.*, model.*), the model\n"
+           "  nemo2     NeMo 2.0 Python: llm.GPTConfig, nl.MegatronStrategy, nl.Trainer\n"
+           "  torchtitan  --parallelism.* / --training.* overrides and the `pptune schedule\n"
+           "            --format csv` command writing the schedule they load\n"
+           "  pprun     pprun's flags on one line (backend, precision, --tp)\n"
+           "A configuration the target cannot run (Chimera in Megatron-LM, BitPipe in upstream\n"
+           "Megatron-LM) is refused with the reason (exit 2).\n");
 }
 
 int pp_cmd_export(int argc, char **argv)
 {
-    const char *format = NULL, *file = NULL;
+    const char *format = NULL, *file = NULL, *target = NULL;
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
         {"format", required_argument, NULL, 'f'}, /* long only: 'f' is not among the short */
+        {"target", required_argument, NULL, 'T'},
         {0},
     };
     pp_cli cli;
@@ -38,7 +44,7 @@ int pp_cmd_export(int argc, char **argv)
             usage();
             return 0;
         }
-        format = cli.arg;
+        *(c == 'T' ? &target : &format) = cli.arg;
     }
     for (int i = optind; i < argc; i++) {
         const char *o = argv[i];
@@ -49,11 +55,16 @@ int pp_cmd_export(int argc, char **argv)
         }
     }
     if (!format || !file)
-        return pp_cmd_usage_error("export", "expected --format megatron|nemo|pprun PROFILE");
+        return pp_cmd_usage_error("export", "expected --format megatron|nemo|nemo2|torchtitan|pprun PROFILE");
     pp_profile_export_format fmt;
     pp_status st = pp_profile_export_format_parse(format, &fmt);
     if (st != PP_OK)
         return pp_cmd_usage_error("export", "%s", pp_err_text());
+    if (target && (strcmp(target, "bitpipe-fork") != 0 || fmt != PP_PROFILE_EXPORT_MEGATRON))
+        return pp_cmd_usage_error("export", "--target \"%s\": expected bitpipe-fork, with "
+                                            "--format megatron", target);
+    if (target)
+        fmt = PP_PROFILE_EXPORT_MEGATRON_BITPIPE;
     pp_profile *p = NULL;
     st = pp_profile_read(file, &p);
     if (st == PP_OK)

@@ -112,7 +112,7 @@ int pp_cmd_fetch(int argc, char **argv)
     int rc = parse(argc, argv, &a, &s);
     if (rc >= 0)
         return rc;
-    char fp[64], *dest = NULL, *dir = NULL;
+    char fp[80], *dest = NULL, *dir = NULL;
     pp_status st = PP_OK;
     if (a.fingerprint)
         snprintf(fp, sizeof fp, "%s", a.fingerprint);

@@ -13,11 +13,13 @@ static void row(const pp_tune_model *m)
 {
     pp_tune_params pc;
     pp_tune_model_params(m, &pc);
+    char block[160];
     printf("%-12s %8.3f B %4d %6d %4d %3d %6d %7d %5d %6d  %s%s\n", m->name, pc.total / 1e9,
            m->layers, m->hidden, m->heads, m->kv_heads, m->ffn, m->vocab, m->seq,
-           m->global_batch, m->gated_mlp ? "gated MLP, RMSNorm, rotary, untied head"
-                                         : "GeLU MLP, LayerNorm, learned positions, tied head",
+           m->global_batch, pp_tune_model_block(m, block, sizeof block),
            m->runtime_model[0] ? " [runs on pprun]" : "");
+    if (m->seq_note[0])
+        printf("  sequence %s\n", m->seq_note);
 }
 
 static const char *header =

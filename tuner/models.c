@@ -67,6 +67,10 @@ static void fill_family(pp_tune_model *m, int family)
     m->linear_bias = family != LLAMA3;
     m->learned_pos = family != LLAMA3;
     m->tied_embed = family != LLAMA3;
+    m->qkv_bias = 0;
+    m->head_dim = 0;
+    m->rope_theta = family == LLAMA3 ? 500000 : 0; /* Llama 3's published rotary base */
+    m->rope_scaling[0] = '\0';
 }
 
 pp_status pp_tune_model_preset(const char *name, pp_tune_model *out)
@@ -122,7 +126,10 @@ pp_status pp_tune_model_validate(const pp_tune_model *m, const char *src)
             return PP_ERR(PP_ERR_PARSE, "%s: field \"%s\": expected at most %d, got %d", src,
                           pos[i].field, pos[i].max, pos[i].value);
     }
-    if (m->hidden % m->heads != 0)
+    if (m->head_dim < 0 || m->head_dim > PP_TUNE_MAX_HIDDEN)
+        return PP_ERR(PP_ERR_PARSE, "%s: field \"head_dim\": expected 1..%d, got %d", src,
+                      PP_TUNE_MAX_HIDDEN, m->head_dim);
+    if (!m->head_dim && m->hidden % m->heads != 0)
         return PP_ERR(PP_ERR_PARSE,
                       "%s: field \"heads\": expected a divisor of hidden (%d), got %d", src,
                       m->hidden, m->heads);
@@ -136,15 +143,40 @@ pp_status pp_tune_model_validate(const pp_tune_model *m, const char *src)
 void pp_tune_model_params(const pp_tune_model *m, pp_tune_params *out)
 {
     double h = m->hidden, f = m->ffn, V = m->vocab;
-    double kvd = (double)m->kv_heads * (h / m->heads); /* width of K and of V */
+    double hd = m->head_dim ? m->head_dim : h / m->heads;
+    double qd = m->heads * hd;        /* width of Q (and of the output projection's input) */
+    double kvd = m->kv_heads * hd;    /* width of K and of V */
     double norm = m->norm_bias ? 2 * h : h;
-    double attn = h * h + 2 * h * kvd + h * h + (m->linear_bias ? 2 * h + 2 * kvd : 0);
+    double bias = m->linear_bias ? qd + 2 * kvd + h : m->qkv_bias ? qd + 2 * kvd : 0;
+    double attn = h * qd + 2 * h * kvd + qd * h + bias;
     double mlp = (m->gated_mlp ? 3 : 2) * h * f +
                  (m->linear_bias ? (m->gated_mlp ? 2 * f : f) + h : 0);
     out->per_layer = attn + mlp + 2 * norm;
     out->embed = V * h + (m->learned_pos ? (double)m->seq * h : 0);
     out->head = norm + (m->tied_embed ? 0 : V * h);
     out->total = m->layers * out->per_layer + out->embed + out->head;
+}
+
+char *pp_tune_model_block(const pp_tune_model *m, char *buf, size_t n)
+{
+    int len = snprintf(buf, n, "%s, %s, %s, %s", m->gated_mlp ? "gated MLP" : "GeLU MLP",
+                       m->norm_bias ? "LayerNorm" : "RMSNorm",
+                       m->learned_pos ? "learned positions" : "rotary",
+                       m->tied_embed ? "tied head" : "untied head");
+    /* what differs from the usual pairing (GPT: biases; gated blocks: none) is said */
+#define MORE(...) (len += snprintf(buf + len, (size_t)len < n ? n - (size_t)len : 0, __VA_ARGS__))
+    if (m->qkv_bias)
+        MORE(", QKV biases");
+    else if (m->linear_bias && m->gated_mlp)
+        MORE(", linear biases");
+    else if (!m->linear_bias && !m->gated_mlp)
+        MORE(", no linear biases");
+    if (m->head_dim && m->head_dim * m->heads != m->hidden)
+        MORE(", head_dim %d", m->head_dim);
+    if (m->rope_scaling[0])
+        MORE(", %s rope scaling", m->rope_scaling);
+#undef MORE
+    return buf;
 }
 
 /* ---- JSON readers ------------------------------------------------------------------------- */
@@ -201,18 +233,111 @@ static void basename_of(const char *path, char *buf, size_t n)
         snprintf(buf, n, "model");
 }
 
+/* The first of `names` the config has (HuggingFace's own names, then GPT-2's), or names[0]. */
+static const char *hf_field(json_t *o, const char *const *names)
+{
+    for (int i = 0; names[i]; i++)
+        if (json_object_get(o, names[i]) && !json_is_null(json_object_get(o, names[i])))
+            return names[i];
+    return names[0];
+}
+
+/* Mixture-of-experts keys of the HuggingFace configs (Mixtral, DeepSeek, Qwen-MoE, ...). A
+ * dense read of such a config would describe a model several times too small. */
+static pp_status refuse_moe(json_t *o, const char *path)
+{
+    static const char *const MOE[] = {"num_local_experts", "n_routed_experts", "num_experts",
+                                      "moe_num_experts", "num_experts_per_tok", NULL};
+    for (int i = 0; MOE[i]; i++) {
+        json_t *v = json_object_get(o, MOE[i]);
+        if (!v || json_is_null(v) || (json_is_integer(v) && json_integer_value(v) <= 1))
+            continue;
+        char *got = json_dumps(v, JSON_ENCODE_ANY);
+        pp_status st = PP_ERR(PP_ERR_PARSE,
+                              "%s: field \"%s\": %s: a mixture-of-experts model, which pptune's "
+                              "model (dense blocks) does not describe; refused rather than "
+                              "read as a dense model several times too small",
+                              path, MOE[i], got ? got : "?");
+        free(got);
+        return st;
+    }
+    return PP_OK;
+}
+
+/* attention_bias / mlp_bias (Llama-style configs; both false when absent); Qwen2 puts biases
+ * on Q, K and V only, whatever the config says (its modelling code does). */
+static pp_status read_hf_biases(json_t *o, const char *path, const char *type, int llama_like,
+                                pp_tune_model *m)
+{
+    if (!llama_like)
+        return PP_OK; /* GPT-2 and BERT style: biases everywhere (fill_family) */
+    int attn = 0, mlp = 0;
+    PP_TRY(get_bool(o, path, "attention_bias", &attn));
+    PP_TRY(get_bool(o, path, "mlp_bias", &mlp));
+    if (attn != mlp) {
+        const pp_json_src s = {.file = path};
+        return pp_json_fail(&s, "mlp_bias",
+                            "expected the same as attention_bias (%s): biases on only one of "
+                            "attention and MLP are not described by pptune's model",
+                            attn ? "true" : "false");
+    }
+    m->linear_bias = attn;
+    m->qkv_bias = !attn && type && strcmp(type, "qwen2") == 0;
+    return PP_OK;
+}
+
+/* rope_theta (default 10000, HuggingFace's) and rope_scaling's type. */
+static pp_status read_hf_rope(json_t *o, const char *path, pp_tune_model *m)
+{
+    const pp_json_src s = {.file = path};
+    m->rope_theta = 10000;
+    if (json_object_get(o, "rope_theta"))
+        PP_TRY(pp_json_num(&s, o, "", "rope_theta", 1, &m->rope_theta));
+    json_t *sc = json_object_get(o, "rope_scaling");
+    if (sc && !json_is_null(sc)) {
+        const char *t = json_string_value(json_object_get(sc, "rope_type"));
+        if (!t)
+            t = json_string_value(json_object_get(sc, "type"));
+        if (!json_is_object(sc) || !t)
+            return pp_json_bad(&s, "rope_scaling",
+                               "null or an object with \"rope_type\" (or \"type\")", sc);
+        snprintf(m->rope_scaling, sizeof m->rope_scaling, "%s", t);
+    }
+    return PP_OK;
+}
+
 static pp_status read_hf(json_t *o, const char *path, pp_tune_model *m)
 {
-    PP_TRY(get_int(o, path, "num_hidden_layers", 1, &m->layers));
-    PP_TRY(get_int(o, path, "hidden_size", 1, &m->hidden));
-    PP_TRY(get_int(o, path, "num_attention_heads", 1, &m->heads));
+    static const char *const L[] = {"num_hidden_layers", "n_layer", NULL};
+    static const char *const H[] = {"hidden_size", "n_embd", NULL};
+    static const char *const A[] = {"num_attention_heads", "n_head", NULL};
+    static const char *const F[] = {"intermediate_size", "n_inner", NULL};
+    static const char *const P[] = {"max_position_embeddings", "n_positions", NULL};
+    PP_TRY(refuse_moe(o, path));
+    PP_TRY(get_int(o, path, hf_field(o, L), 1, &m->layers));
+    PP_TRY(get_int(o, path, hf_field(o, H), 1, &m->hidden));
+    PP_TRY(get_int(o, path, hf_field(o, A), 1, &m->heads));
     m->kv_heads = m->heads;
     PP_TRY(get_int(o, path, "num_key_value_heads", 0, &m->kv_heads));
-    PP_TRY(get_int(o, path, "intermediate_size", 1, &m->ffn));
+    const char *ffn = hf_field(o, F);
+    m->ffn = m->hidden <= INT_MAX / 4 ? 4 * m->hidden : INT_MAX; /* GPT-2's n_inner: null */
+    int gpt2_names = json_object_get(o, "n_embd") != NULL; /* n_inner null or absent: 4 h */
+    PP_TRY(get_int(o, path, ffn, !gpt2_names, &m->ffn));
     PP_TRY(get_int(o, path, "vocab_size", 1, &m->vocab));
-    PP_TRY(get_int(o, path, "max_position_embeddings", 1, &m->seq));
-    /* Gated (SwiGLU) MLP and RMSNorm: Llama-style configs, recognised by model_type or by a
-     * SiLU activation; everything else is read as a GPT/BERT-style block. */
+    int max_pos = 0;
+    PP_TRY(get_int(o, path, hf_field(o, P), 0, &max_pos));
+    m->seq = max_pos && max_pos < PP_TUNE_HF_DEFAULT_SEQ ? max_pos : PP_TUNE_HF_DEFAULT_SEQ;
+    if (max_pos)
+        snprintf(m->seq_note, sizeof m->seq_note,
+                 "s=%d: pptune's default for imported models%s (%s %d is the longest position "
+                 "the model encodes, not its training length); --seq sets it",
+                 m->seq, max_pos < PP_TUNE_HF_DEFAULT_SEQ ? ", capped at the position limit" : "",
+                 hf_field(o, P), max_pos);
+    else
+        snprintf(m->seq_note, sizeof m->seq_note,
+                 "s=%d: pptune's default for imported models; --seq sets it", m->seq);
+    /* Gated (SwiGLU) MLP, RMSNorm and rotary positions: Llama-style configs, recognised by
+     * model_type or by a SiLU activation; everything else is read as a GPT/BERT-style block. */
     const char *type = json_string_value(json_object_get(o, "model_type"));
     const char *act = json_string_value(json_object_get(o, "hidden_act"));
     int llama_like = (type && (strcmp(type, "llama") == 0 || strcmp(type, "mistral") == 0 ||
@@ -221,6 +346,10 @@ static pp_status read_hf(json_t *o, const char *path, pp_tune_model *m)
     fill_family(m, llama_like ? LLAMA3 : GPT3);
     m->tied_embed = !llama_like;
     PP_TRY(get_bool(o, path, "tie_word_embeddings", &m->tied_embed));
+    PP_TRY(get_int(o, path, "head_dim", 0, &m->head_dim));
+    PP_TRY(read_hf_biases(o, path, type, llama_like, m));
+    if (llama_like)
+        PP_TRY(read_hf_rope(o, path, m));
     return PP_OK;
 }
 

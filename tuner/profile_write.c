@@ -97,15 +97,28 @@ static json_t *cluster_json(const pp_tune_hw *hw)
                      hw->note, "placement", "global GPU = tp + t * (pp + p * dp)");
 }
 
+/* The model as a training framework needs it to build the same network (version 1.1 added
+ * norm, biases, positions and head width: an exporter must not guess them). */
 static json_t *model_json(const pp_tune_model *m)
 {
     pp_tune_params pc;
     pp_tune_model_params(m, &pc);
-    return json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:b, s:f}", "name",
-                     m->name, "source", m->source, "layers", m->layers, "hidden", m->hidden,
-                     "heads", m->heads, "kv_heads", m->kv_heads, "ffn", m->ffn, "vocab",
-                     m->vocab, "seq", m->seq, "gated_mlp", m->gated_mlp, "tied_embeddings",
-                     m->tied_embed, "parameters", pc.total);
+    json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:b, s:f}", "name",
+                          m->name, "source", m->source, "layers", m->layers, "hidden", m->hidden,
+                          "heads", m->heads, "kv_heads", m->kv_heads, "ffn", m->ffn, "vocab",
+                          m->vocab, "seq", m->seq, "gated_mlp", m->gated_mlp, "tied_embeddings",
+                          m->tied_embed, "parameters", pc.total);
+    json_object_set_new(o, "head_dim", json_integer(m->head_dim ? m->head_dim
+                                                                : m->hidden / m->heads));
+    json_object_set_new(o, "norm", json_string(m->norm_bias ? "layernorm" : "rmsnorm"));
+    json_object_set_new(o, "linear_bias", json_boolean(m->linear_bias));
+    json_object_set_new(o, "qkv_bias", json_boolean(m->qkv_bias));
+    json_object_set_new(o, "position", json_string(m->learned_pos ? "learned" : "rope"));
+    if (!m->learned_pos)
+        json_object_set_new(o, "rope_theta", json_real(m->rope_theta));
+    json_object_set_new(o, "rope_scaling",
+                        m->rope_scaling[0] ? json_string(m->rope_scaling) : json_null());
+    return o;
 }
 
 static json_t *opts_json(const pp_tune_opts *o)
@@ -159,7 +172,9 @@ static json_t *profile_json(const pp_tune_profile_input *in)
         json_object_set_new(json_object_get(chosen, "predicted"), "memory_per_rank",
                             rank_memory_json(&r->best[0]));
     json_object_set_new(o, "chosen", chosen);
+    json_object_set_new(o, "version_minor", json_integer(PP_PROFILE_VERSION_MINOR));
     json_t *cluster = json_object_get(o, "cluster");
+    json_object_set_new(cluster, "device_kind", json_string(in->hw->cpu_devices ? "cpu" : "gpu"));
     json_error_t e;
     json_t *desc = in->cluster_json ? json_loads(in->cluster_json, 0, &e) : NULL;
     json_object_set_new(cluster, "description",

@@ -104,6 +104,8 @@ static int load_model(const char *cmd, const pp_cli_tune *c, pp_tune_model *m)
     if (c->global_batch > PP_TUNE_MAX_GLOBAL_BATCH)
         return pp_cmd_usage_error(cmd, "--global-batch: expected at most %d, got %d",
                                   PP_TUNE_MAX_GLOBAL_BATCH, c->global_batch);
+    if (c->seq && m->seq_note[0])
+        snprintf(m->seq_note, sizeof m->seq_note, "s=%d from --seq", c->seq);
     if (c->seq)
         m->seq = c->seq;
     if (c->global_batch)
@@ -170,6 +172,8 @@ void pp_cli_tune_describe(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw
             m->name, m->source, pc.total >= 1e9 ? pc.total / 1e9 : pc.total / 1e6,
             pc.total >= 1e9 ? "B" : "M", m->layers, m->hidden, m->heads, m->kv_heads,
             m->ffn, m->vocab, m->seq);
+    if (m->seq_note[0]) /* an imported model: where its sequence length came from */
+        fprintf(fp, "         sequence %s\n", m->seq_note);
     fprintf(fp, "cluster  %s: %d nodes x %d %s = %d devices, %.1f GiB each, %.3g TFLOP/s GEMM "
                 "(peak %.3g), links %.3g GB/s intra / %.3g GB/s inter per device\n",
             hw->source, hw->nodes, hw->gpus_per_node, hw->device, hw->nodes * hw->gpus_per_node,

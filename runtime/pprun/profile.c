@@ -1,9 +1,17 @@
 /* profile.c — pprun --profile: train with the configuration a pptune profile chose (the
  * profile's reader, profiles/pp_profile.h, validates the file). The profile decides the
- * model, schedule, ranks, micro-batches and their size, chunks, group, data-parallel
- * replicas, tensor-parallel ranks, sequence length and split; giving one of those flags too is refused rather than
- * silently overridden. Training options (--steps, --lr, --data, ...) stay pprun's. */
+ * model, schedule, micro-batches and their size, chunks, group, sequence length, split, backend,
+ * precision and the layout (pipeline ranks, data-parallel replicas, tensor parallelism); giving
+ * one of the model or schedule flags too is refused rather than silently overridden.
+ *
+ * The launch is checked against the layout the profile planned: the processes the launcher
+ * started (one per GPU of the plan, or one process of rank threads where the plan fits one
+ * node), how many it put on a node where it says, and the backend. A mismatch is refused in
+ * one line saying what the profile needs and what was found (the README's main job, 256 GPUs, must not start 256 CPU rank threads). Giving
+ * a layout flag (--ranks, --dp, --tp) overrides the profile's layout explicitly and skips the
+ * check. Training options (--steps, --lr, --data, ...) stay pprun's. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "pp_profile.h"
@@ -11,30 +19,92 @@
 
 static pp_profile *g_profile;
 
+/* What the profile fixes; a clash is refused. */
 /* clang-format off */
 static const char *const CONFIG_FLAGS[] = {
-    "--model", "--schedule", "--ranks", "--microbatches", "--micro-batch-size", "--chunks",
-    "--group", "--dp", "--seq", "--uneven", "--first-stage-layers", "--last-stage-layers",
-    "--layers", "--tp", NULL};
+    "--model", "--schedule", "--microbatches", "--micro-batch-size", "--chunks", "--group",
+    "--seq", "--uneven", "--first-stage-layers", "--last-stage-layers", "--layers", NULL};
 /* clang-format on */
+/* The layout: given with --profile, it overrides the profile's (and skips the launch check). */
+static const char *const LAYOUT_FLAGS[] = {"--ranks", "--dp", "--tp", NULL};
 
-/* The first configuration flag on the command line, or NULL. */
-static const char *config_flag(int argc, char **argv)
+/* The first of flags on the command line, or NULL. */
+static const char *find_flag(const char *const *flags, int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
-        for (int k = 0; CONFIG_FLAGS[k]; k++) {
-            size_t n = strlen(CONFIG_FLAGS[k]);
-            if (!strncmp(argv[i], CONFIG_FLAGS[k], n) && (argv[i][n] == '\0' || argv[i][n] == '='))
-                return CONFIG_FLAGS[k];
+        for (int k = 0; flags[k]; k++) {
+            size_t n = strlen(flags[k]);
+            if (!strncmp(argv[i], flags[k], n) && (argv[i][n] == '\0' || argv[i][n] == '='))
+                return flags[k];
         }
     return NULL;
+}
+
+/* Processes per node as the launcher says (Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE, else the
+ * first count of Slurm's SLURM_NTASKS_PER_NODE / SLURM_TASKS_PER_NODE, "8(x32)"), 0 when it
+ * does not. */
+static int launcher_per_node(void)
+{
+    static const char *const VARS[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE",
+                                       "SLURM_TASKS_PER_NODE", NULL};
+    for (int i = 0; VARS[i]; i++) {
+        const char *v = getenv(VARS[i]);
+        long n = v ? strtol(v, NULL, 10) : 0;
+        if (n > 0 && n < 1 << 20)
+            return (int)n;
+    }
+    return 0;
+}
+
+/* The processes a launch of the profile's layout takes: one per device of the plan, or one
+ * (rank threads) when the plan fits on one node. */
+static int check_launch(const pprun_opts *o, const pp_profile *p)
+{
+    const pp_profile_config *c = &p->chosen.config;
+    long devices = (long)c->p * c->t * c->d; /* the reader bounded it by the cluster's */
+    int nodes = (int)((devices + p->cluster.gpus_per_node - 1) / p->cluster.gpus_per_node);
+    pp_launch_info li;
+    if (pp_launch_detect(&li) != PP_OK) {
+        fprintf(stderr, "pprun: bad launcher environment: %s\n", pp_err_text());
+        return 2;
+    }
+    int threads = !strcmp(o->transport, "thread") || li.size == 1;
+    const char *kind = p->cluster.gpu ? "GPU" : "device";
+    int want_per_node = (int)(devices < p->cluster.gpus_per_node ? devices
+                                                                 : p->cluster.gpus_per_node);
+    int per_node = threads ? 0 : launcher_per_node();
+    if (!threads && li.size == devices && per_node && per_node != want_per_node) {
+        fprintf(stderr,
+                "pprun: --profile %s needs %d processes per node, one per %s of a %s node; the "
+                "launcher (%s) put %d on a node; --ranks/--dp/--tp override the layout\n",
+                o->profile, want_per_node, kind, p->cluster.name, li.launcher, per_node);
+        return 2;
+    }
+    if (threads ? nodes == 1 : li.size == devices)
+        return -1;
+    if (threads)
+        fprintf(stderr,
+                "pprun: --profile %s needs %ld processes, one per %s (%d nodes x %d %ss of %s, "
+                "p=%d t=%d d=%d: e.g. srun -N %d --ntasks-per-node %d pprun --profile %s); found "
+                "1 process (launcher %s)%s; --ranks/--dp/--tp override the layout\n",
+                o->profile, devices, kind, nodes,
+                want_per_node, kind, p->cluster.name, c->p, c->t, c->d, nodes, want_per_node,
+                o->profile, li.launcher, strcmp(o->transport, "thread") ? "" : " (--transport thread)");
+    else
+        fprintf(stderr,
+                "pprun: --profile %s needs %ld processes, one per %s (p=%d t=%d d=%d on %d "
+                "nodes of %s); found %d processes (launcher %s); --ranks/--dp/--tp override the "
+                "layout\n",
+                o->profile, devices, kind, c->p, c->t, c->d, nodes, p->cluster.name, li.size,
+                li.launcher);
+    return 2;
 }
 
 int pprun_apply_profile(pprun_opts *o, int argc, char **argv)
 {
     if (!o->profile)
         return -1;
-    const char *clash = config_flag(argc, argv);
+    const char *clash = find_flag(CONFIG_FLAGS, argc, argv);
     if (clash) {
         fprintf(stderr,
                 "pprun: %s and --profile: the profile sets the configuration; give one "
@@ -54,17 +124,40 @@ int pprun_apply_profile(pprun_opts *o, int argc, char **argv)
         return 2;
     }
     const pp_profile_config *c = &p->chosen.config;
+    const char *layout = find_flag(LAYOUT_FLAGS, argc, argv);
+    if (!layout) {
+        int rc = check_launch(o, p);
+        if (rc >= 0)
+            return rc;
+        o->ranks = c->p;
+        o->dp = c->d;
+        o->dp_set = 1;
+        o->tp = c->t; /* the runtime splits each stage over t ranks (Megatron) */
+        /* the backend and precision the profile planned for (the export's --backend cuda
+         * --precision bf16) */
+        o->backend = p->cluster.gpu ? PP_RT_BACKEND_CUDA : PP_RT_BACKEND_CPU;
+        o->precision = p->options.bf16 && p->cluster.gpu ? PP_PREC_BF16 : PP_PREC_FP32;
+        o->sequence_parallel = p->options.sequence_parallel && c->t > 1;
+    } else {
+        fprintf(stderr,
+                "pprun: --profile %s: %s given, so the layout is yours, not the profile's "
+                "(p=%d t=%d d=%d)\n",
+                o->profile, layout, c->p, c->t, c->d);
+    }
+    if (o->sequence_parallel) { /* as options.c refuses --sequence-parallel */
+        fprintf(stderr,
+                "pprun: --profile %s plans sequence parallelism, which pprun does not run yet "
+                "(tensor parallelism runs without it): tune without --sequence-parallel\n",
+                o->profile);
+        return 2;
+    }
     o->model_name = p->model.name;
     o->schedule = c->schedule;
-    o->ranks = c->p;
     o->microbatches = c->N;
     o->micro_batch = c->b;
     const pp_sched_desc *d = pp_sched_lookup(c->schedule); /* the reader checked the name */
     o->chunks = d->chunks == 0 ? c->v : 0; /* tunable chunks: the profile's; else the row's */
     o->group = d->grouped ? c->G : 0;
-    o->dp = c->d;
-    o->dp_set = 1;
-    o->tp = c->t > 1 ? c->t : 1; /* the runtime splits each stage over t ranks (Megatron) */
     o->seq = p->model.seq;
     o->uneven = c->uneven;
     o->first_layers = c->first_layers;

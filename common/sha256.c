@@ -1,13 +1,14 @@
-/* sha256.c — SHA-256 (FIPS 180-4, section 6.2) for the store's checksums.
+/* sha256.c — SHA-256 (FIPS 180-4, section 6.2): the profile store's checksums and the cluster
+ * fingerprint (the store's key).
  *
- * A small self-contained implementation so the profiles module needs no crypto library; it is
- * not constant-time and not meant for anything secret, only to notice a corrupted or truncated
- * transfer. Checked against the FIPS 180-4 example vectors in tests/test_profiles.c.
+ * A small self-contained implementation so no module needs a crypto library; it is not
+ * constant-time and not meant for anything secret, only to notice a corrupted or truncated
+ * transfer and to tell clusters apart. Checked against the FIPS 180-4 example vectors in tests/test_profiles.c.
  */
 #include <stdint.h>
 #include <string.h>
 
-#include "pp_profile.h"
+#include "pp_common.h"
 
 /* First 32 bits of the fractional parts of the cube roots of the first 64 primes (4.2.2). */
 static const uint32_t K[64] = {

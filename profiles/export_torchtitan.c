@@ -1,0 +1,100 @@
+/* export_torchtitan.c — the chosen configuration as torchtitan's command-line overrides.
+ *
+ * Names: torchtitan/config/configs.py (github.com/pytorch/torchtitan, 2026), checked against the
+ * options its CLI accepts (tests/fixtures/torchtitan/cli_options.txt). The schedule goes in as
+ * PyTorch pipelining's runtime CSV (the compute_comms form that
+ * _PipelineScheduleRuntime._load_csv reads), which `pptune schedule --format csv` writes; the
+ * output starts with that command. Said in the output, not approximated: torchtitan builds the
+ * model from its own registry (--module/--config), so the shape is not a flag; its data
+ * parallelism is FSDP, which pptune's memory model does not describe. Bidirectional schedules
+ * (two pipelines) have no form in PyTorch's CSV and are refused with the reason. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "export_impl.h"
+
+#define CSV_FILE "pptune-schedule.csv"
+
+static void schedule_command(const pp_profile *p, FILE *fp)
+{
+    const pp_profile_config *c = &p->chosen.config;
+    const pp_sched_desc *d = pp_export_desc(c);
+    fprintf(fp, "# schedule CSV first: pptune schedule --kind %s --ranks %d", c->schedule, c->p);
+    if (d->chunks == 0)
+        fprintf(fp, " --chunks %d --group %d", c->v, c->G);
+    fprintf(fp, " --microbatches %d --layers %d", c->N, p->model.layers);
+    if (c->uneven)
+        fprintf(fp, " --uneven");
+    if (c->first_layers)
+        fprintf(fp, " --first-stage-layers %d", c->first_layers);
+    if (c->last_layers)
+        fprintf(fp, " --last-stage-layers %d", c->last_layers);
+    fprintf(fp, " --format csv > " CSV_FILE "\n");
+}
+
+pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp)
+{
+    const pp_profile_config *c = &p->chosen.config;
+    const pp_sched_desc *d = pp_export_desc(c);
+    if (d->pipes > 1)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "%s: %s is bidirectional (two pipelines over the same ranks), which "
+                      "PyTorch pipelining's schedule CSV and torchtitan's pipeline stages cannot "
+                      "express (one pipeline only); re-run the search without it",
+                      p->name, d->title);
+    int S = c->p * (pp_export_virtual(c) ? c->v : 1);
+    fprintf(fp, "# torchtitan overrides from pptune profile %s (model %s, %s schedule)\n", p->name,
+            p->model.name, c->schedule);
+    fprintf(fp, "# model: torchtitan builds it from --module/--config (its registry), not from "
+                "flags: pick the config of L=%d h=%d heads=%d/%d ffn=%d V=%d\n",
+                p->model.layers, p->model.hidden, p->model.heads, p->model.kv_heads, p->model.ffn,
+                p->model.vocab);
+    fprintf(fp, "# data parallelism: torchtitan's is FSDP (data_parallel_shard_degree %d); "
+                "pptune's memory model describes %s data parallelism, not FSDP's sharded "
+                "weights and gradients: the profile's memory figures do not describe this run\n",
+                c->d, p->options.distributed_optimizer ? "distributed-optimizer" : "replicated");
+    schedule_command(p, fp);
+    fprintf(fp, "--parallelism.pipeline_parallel_degree %d --parallelism.tensor_parallel_degree %d",
+            c->p, c->t);
+    if (c->t > 1)
+        fprintf(fp, " --parallelism.%senable_sequence_parallel",
+                p->options.sequence_parallel ? "" : "no_");
+    fprintf(fp, " --parallelism.data_parallel_shard_degree %d "
+                "--parallelism.data_parallel_replicate_degree 1",
+            c->d);
+    fprintf(fp, " --parallelism.pipeline_parallel_schedule _PipelineScheduleRuntime "
+                "--parallelism.pipeline_parallel_schedule_csv " CSV_FILE);
+    if (!pp_export_split_even(c)) {
+        /* torchtitan gives every stage n = (L + first_less + last_less) / S layers and the
+         * first / last stage `less` fewer: with the middle stages' n, first_less = n - A and
+         * last_less = n - Z reproduce pptune's A / Z (two stages: n = max(A, Z)) */
+        static int layers[PP_EXPORT_MAX_STAGES];
+        int S2;
+        PP_TRY(pp_export_stage_layers(p, layers, &S2));
+        int A = layers[0], Z = layers[S2 - 1];
+        int n = S2 > 2 ? layers[1] : (A > Z ? A : Z);
+        for (int k = 1; k < S2 - 1; k++)
+            if (layers[k] != n || A > n || Z > n)
+                return PP_ERR(PP_ERR_UNSUPPORTED,
+                              "%s: torchtitan's first/last_stage_less_layers take layers off "
+                              "the edge stages of an even split; this profile's split gives "
+                              "the first stage %d, the last %d and a middle stage %d layers",
+                              p->name, A, Z, layers[k]);
+        fprintf(fp, " --parallelism.pipeline_parallel_first_stage_less_layers %d "
+                    "--parallelism.pipeline_parallel_last_stage_less_layers %d",
+                n - A, n - Z);
+    } else {
+        fprintf(fp, " --parallelism.pipeline_parallel_first_stage_less_layers 0 "
+                    "--parallelism.pipeline_parallel_last_stage_less_layers 0");
+        if (p->model.layers % S == 0)
+            fprintf(fp, " --parallelism.pipeline_parallel_layers_per_stage %d",
+                    p->model.layers / S);
+    }
+    fprintf(fp, " --parallelism.num_pp_microbatches %d", c->N);
+    fprintf(fp, " --training.num_tokens_per_microbatch_per_dp_rank %ld "
+                "--training.num_tokens_per_train_step %ld --training.max_context_length %d",
+            (long)c->b * p->model.seq, (long)p->global_batch * p->model.seq, p->model.seq);
+    fprintf(fp, " --training.mixed_precision_param %s\n",
+            p->options.bf16 ? "bfloat16" : "float32");
+    return PP_OK;
+}

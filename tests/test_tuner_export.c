@@ -1,0 +1,614 @@
+/* test_tuner_export.c — `pptune export --format megatron` describes the model and the plan the
+ * profile holds: every emitted flag is one of Megatron-LM's arguments with a value of its type
+ * (tests/fixtures/megatron/arguments.txt, read from Megatron-LM's arguments.py), and parsing
+ * the flags back (this file's own small parser) gives the profile's configuration and a model
+ * whose parameter count, by the tuner's own formula, is the profile's. For the README's main
+ * job (gpt-13b on 32 dgx-h100 nodes), llama3-70b on 16 and an uneven interleaved variant. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pp_profile.h"
+#include "pp_sched.h"
+#include "pp_tune.h"
+
+#define PROF PP_FIXTURES_DIR "/profiles/"
+
+/* ---- Megatron-LM's argument table ---------------------------------------------------------- */
+typedef struct {
+    char name[80], type[400];
+} arg_row;
+static arg_row g_args[1024];
+static int g_n_args;
+
+static void load_args(void)
+{
+    if (g_n_args)
+        return;
+    FILE *fp = fopen(PP_FIXTURES_DIR "/megatron/arguments.txt", "r");
+    cr_assert_not_null(fp);
+    char line[512];
+    while (fgets(line, sizeof line, fp) && g_n_args < 1024) {
+        if (line[0] == '#')
+            continue;
+        arg_row *r = &g_args[g_n_args];
+        if (sscanf(line, "%79s %399s", r->name, r->type) == 2)
+            g_n_args++;
+    }
+    fclose(fp);
+    cr_assert_gt(g_n_args, 300, "the table has Megatron's arguments");
+}
+
+static const arg_row *arg_find(const char *name)
+{
+    for (int i = 0; i < g_n_args; i++)
+        if (!strcmp(g_args[i].name, name))
+            return &g_args[i];
+    return NULL;
+}
+
+static int is_int(const char *s)
+{
+    char *end;
+    if (!s || !*s)
+        return 0;
+    strtol(s, &end, 10);
+    return *end == '\0';
+}
+
+static int is_num(const char *s)
+{
+    char *end;
+    if (!s || !*s)
+        return 0;
+    strtod(s, &end);
+    return *end == '\0';
+}
+
+/* value is of the table's type (NULL: the flag took no value) */
+static int value_ok(const arg_row *a, const char *value)
+{
+    if (!strcmp(a->type, "flag"))
+        return value == NULL;
+    if (!value)
+        return 0;
+    if (!strcmp(a->type, "int"))
+        return is_int(value);
+    if (!strcmp(a->type, "float"))
+        return is_num(value);
+    if (!strcmp(a->type, "str"))
+        return 1;
+    if (!strncmp(a->type, "choice:", 7)) {
+        char list[400];
+        snprintf(list, sizeof list, "%s", a->type + 7);
+        for (char *save, *t = strtok_r(list, "|", &save); t; t = strtok_r(NULL, "|", &save))
+            if (!strcmp(t, value))
+                return 1;
+        return 0;
+    }
+    return 0;
+}
+
+/* ---- the emitted line, parsed back --------------------------------------------------------- */
+#define MAX_FLAGS 96
+typedef struct {
+    int n;
+    char *name[MAX_FLAGS], *value[MAX_FLAGS]; /* value NULL for a flag without one */
+    char *buf;
+} flags;
+
+static void flags_parse(char *line, flags *f)
+{
+    memset(f, 0, sizeof *f);
+    f->buf = line;
+    char *save = NULL;
+    line[strcspn(line, "\n")] = '\0';
+    for (char *t = strtok_r(line, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+        if (!strncmp(t, "--", 2)) {
+            cr_assert_lt(f->n, MAX_FLAGS);
+            f->name[f->n++] = t;
+        } else {
+            cr_assert_gt(f->n, 0, "a value before any flag: %s", t);
+            cr_assert_null(f->value[f->n - 1], "two values for %s", f->name[f->n - 1]);
+            f->value[f->n - 1] = t;
+        }
+    }
+}
+
+static const char *get(const flags *f, const char *name)
+{
+    for (int i = 0; i < f->n; i++)
+        if (!strcmp(f->name[i], name))
+            return f->value[i] ? f->value[i] : "";
+    return NULL;
+}
+
+static int get_int(const flags *f, const char *name, int dflt)
+{
+    const char *v = get(f, name);
+    return v ? atoi(v) : dflt;
+}
+
+static void check_against_table(const flags *f)
+{
+    load_args();
+    for (int i = 0; i < f->n; i++) {
+        const arg_row *a = arg_find(f->name[i]);
+        cr_assert_not_null(a, "%s is not a Megatron-LM argument", f->name[i]);
+        cr_assert(value_ok(a, f->value[i]), "%s %s: Megatron-LM takes %s", f->name[i],
+                  f->value[i] ? f->value[i] : "(no value)", a->type);
+        for (int j = 0; j < i; j++)
+            cr_assert_str_neq(f->name[i], f->name[j], "%s given twice", f->name[i]);
+    }
+}
+
+/* The model the flags describe, in the tuner's terms (Megatron's defaults where a flag is
+ * absent: LayerNorm, learned positions, tied head, biases, MHA, ffn 4 h). */
+static void flags_model(const flags *f, pp_tune_model *m)
+{
+    memset(m, 0, sizeof *m);
+    m->layers = get_int(f, "--num-layers", 0);
+    m->hidden = get_int(f, "--hidden-size", 0);
+    m->heads = get_int(f, "--num-attention-heads", 0);
+    m->kv_heads = get(f, "--group-query-attention") ? get_int(f, "--num-query-groups", 1)
+                                                    : m->heads;
+    m->ffn = get_int(f, "--ffn-hidden-size", 4 * m->hidden);
+    m->vocab = get_int(f, "--vocab-size", 0);
+    m->seq = get_int(f, "--seq-length", 0);
+    m->head_dim = get_int(f, "--kv-channels", 0);
+    m->gated_mlp = get(f, "--swiglu") != NULL;
+    const char *norm = get(f, "--normalization");
+    m->norm_bias = !norm || !strcmp(norm, "LayerNorm");
+    const char *pos = get(f, "--position-embedding-type");
+    m->learned_pos = !pos || !strcmp(pos, "learned_absolute");
+    m->tied_embed = get(f, "--untie-embeddings-and-output-weights") == NULL;
+    m->linear_bias = get(f, "--disable-bias-linear") == NULL;
+    m->qkv_bias = get(f, "--add-qkv-bias") != NULL;
+    cr_assert_eq(get_int(f, "--make-vocab-size-divisible-by", 128), 1,
+                 "the vocabulary is pptune's, not padded");
+    cr_assert_eq(get_int(f, "--max-position-embeddings", 0), m->seq);
+}
+
+/* noinline: once inlined, GCC mistakes the memstream's buffer for this frame's (a false
+ * dangling-pointer warning) */
+__attribute__((noinline)) static char *export_line(const pp_profile *p,
+                                                   pp_profile_export_format fmt, pp_status *st)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&text, &len);
+    *st = pp_profile_export(p, fmt, fp);
+    fclose(fp);
+    return text;
+}
+
+/* Exports p, checks every flag against the table and parses the configuration and the model
+ * back; preset: the tuner's model of that name, whose parameter count must be the same. */
+static void round_trip(const pp_profile *p, const char *preset)
+{
+    pp_status st;
+    char *line = export_line(p, PP_PROFILE_EXPORT_MEGATRON, &st);
+    cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
+    flags f;
+    flags_parse(line, &f);
+    check_against_table(&f);
+    const pp_profile_config *c = &p->chosen.config;
+    /* the layout */
+    cr_assert_eq(get_int(&f, "--tensor-model-parallel-size", 1), c->t);
+    cr_assert_eq(get_int(&f, "--pipeline-model-parallel-size", 1), c->p);
+    int L = get_int(&f, "--num-layers", 0);
+    const pp_sched_desc *d = pp_sched_lookup(c->schedule);
+    int want_v = d->chunks == 0 ? c->v : 1;
+    /* the split as the schedules make it, stage by stage */
+    pp_sched_split split = {.uneven = c->uneven, .first = c->first_layers, .last = c->last_layers};
+    int begin[4097], S = c->p * want_v;
+    cr_assert_eq(pp_sched_split_layers(L, S, &split, begin), PP_OK);
+    const char *layout = get(&f, "--pipeline-model-parallel-layout");
+    int v;
+    if (layout) {
+        /* Megatron-Core's layout: E, then each virtual stage's t*n separated by |, then L; its
+         * stage count over p is the virtual pipeline size */
+        cr_assert_eq(layout[0], 'E', "%s", layout);
+        cr_assert_eq(layout[strlen(layout) - 1], 'L', "%s", layout);
+        int k = 0;
+        for (const char *q = layout + 1; *q && *q != 'L'; k++) {
+            int n = 0, used = 0;
+            cr_assert_eq(sscanf(q, "t*%d%n", &n, &used), 1, "stage %d of %s", k, layout);
+            cr_assert(k < S, "%s has more than %d stages", layout, S);
+            cr_assert_eq(n, begin[k + 1] - begin[k], "stage %d of %s", k, layout);
+            q += used;
+            if (*q == '|')
+                q++;
+        }
+        cr_assert_eq(k, S, "%s: %d stages, want %d", layout, k, S);
+        v = S / c->p;
+        cr_assert_null(get(&f, "--num-virtual-stages-per-pipeline-rank"), "one of the three");
+        cr_assert_null(get(&f, "--num-layers-per-virtual-pipeline-stage"), "one of the three");
+        cr_assert_null(get(&f, "--decoder-first-pipeline-num-layers"));
+    } else {
+        int per_vstage = get_int(&f, "--num-layers-per-virtual-pipeline-stage", 0);
+        v = per_vstage ? L / (c->p * per_vstage)
+                       : get_int(&f, "--num-virtual-stages-per-pipeline-rank", 1);
+        if (c->uneven || c->first_layers || c->last_layers) {
+            cr_assert_eq(v, 1, "a split of virtual stages goes in the layout");
+            cr_assert_eq(get_int(&f, "--decoder-first-pipeline-num-layers", 0), begin[1]);
+            cr_assert_eq(get_int(&f, "--decoder-last-pipeline-num-layers", 0),
+                         begin[S] - begin[S - 1]);
+        } else {
+            cr_assert_null(get(&f, "--decoder-first-pipeline-num-layers"));
+        }
+    }
+    cr_assert_eq(v, want_v, "virtual stages per rank");
+    if (v > 1)
+        cr_assert_eq(get_int(&f, "--microbatch-group-size-per-virtual-pipeline-stage", 0), c->G);
+    /* the batch: Megatron derives d from the world size, N from the batch */
+    cr_assert_eq(get_int(&f, "--micro-batch-size", 0), c->b);
+    cr_assert_eq(get_int(&f, "--global-batch-size", 0), p->global_batch);
+    cr_assert_eq(p->global_batch / (c->b * c->d), c->N);
+    /* precision and memory options */
+    cr_assert_eq(get(&f, "--bf16") != NULL, p->options.bf16);
+    cr_assert_eq(get(&f, "--sequence-parallel") != NULL,
+                 p->options.sequence_parallel && c->t > 1);
+    cr_assert_eq(get(&f, "--use-distributed-optimizer") != NULL,
+                 p->options.distributed_optimizer);
+    const char *rg = get(&f, "--recompute-granularity");
+    cr_assert_str_eq(rg ? rg : "none", p->options.recompute);
+    /* the model: same sizes and the same parameter count, by the tuner's formula */
+    pp_tune_model m, ref;
+    flags_model(&f, &m);
+    cr_assert_eq(m.layers, p->model.layers);
+    cr_assert_eq(m.hidden, p->model.hidden);
+    cr_assert_eq(m.seq, p->model.seq);
+    cr_assert_eq(m.vocab, p->model.vocab);
+    pp_tune_params mine, theirs;
+    pp_tune_model_params(&m, &mine);
+    cr_assert_eq(pp_tune_model_preset(preset, &ref), PP_OK);
+    pp_tune_model_params(&ref, &theirs);
+    cr_assert_float_eq(mine.total, theirs.total, 0.5, "%s: the flags describe %.0f parameters, "
+                       "pptune's model %.0f", preset, mine.total, theirs.total);
+    /* the profile stores it with ten significant digits */
+    cr_assert(fabs(mine.total - p->model.parameters) <= 1e-9 * p->model.parameters,
+              "%.0f vs the profile's %.0f", mine.total, p->model.parameters);
+    free(line);
+}
+
+Test(tuner_export, megatron_flags_of_the_readme_main_job_round_trip)
+{
+    pp_profile *p;
+    cr_assert_eq(pp_profile_read(PROF "gpt-13b-dgx-h100-x32-v1.1.json", &p), PP_OK, "%s",
+                 pp_err_msg());
+    cr_assert_eq(p->cluster.nodes, 32);
+    cr_assert_eq(p->chosen.config.t, 2);
+    round_trip(p, "gpt-13b");
+    pp_profile_destroy(p);
+}
+
+Test(tuner_export, megatron_flags_of_llama3_70b_on_16_nodes_round_trip)
+{
+    pp_profile *p;
+    cr_assert_eq(pp_profile_read(PROF "llama3-70b-dgx-h100-x16.json", &p), PP_OK, "%s",
+                 pp_err_msg());
+    cr_assert_eq(p->cluster.nodes, 16);
+    round_trip(p, "llama3-70b");
+    pp_status st;
+    char *line = export_line(p, PP_PROFILE_EXPORT_MEGATRON, &st);
+    /* the Llama block, said explicitly */
+    cr_assert(strstr(line, " --group-query-attention --num-query-groups 8 --swiglu "
+                           "--normalization RMSNorm --position-embedding-type rope "
+                           "--rotary-base 500000 --untie-embeddings-and-output-weights "
+                           "--disable-bias-linear "),
+              "%s", line);
+    free(line);
+    pp_profile_destroy(p);
+}
+
+/* A profile fixture with another chosen configuration. */
+static pp_profile *profile_with(const char *file, const char *schedule, int p_, int v, int G,
+                                int b, int N, int d, int t, const char *split)
+{
+    json_error_t e;
+    char path[512];
+    snprintf(path, sizeof path, PROF "%s", file);
+    json_t *j = json_load_file(path, 0, &e);
+    cr_assert_not_null(j, "%s", e.text);
+    json_t *c = json_object_get(json_object_get(j, "chosen"), "config");
+    json_object_set_new(c, "schedule", json_string(schedule));
+    json_object_set_new(c, "p", json_integer(p_));
+    json_object_set_new(c, "v", json_integer(v));
+    json_object_set_new(c, "G", json_integer(G));
+    json_object_set_new(c, "b", json_integer(b));
+    json_object_set_new(c, "N", json_integer(N));
+    json_object_set_new(c, "d", json_integer(d));
+    json_object_set_new(c, "t", json_integer(t));
+    json_object_set_new(c, "split", json_string(split));
+    json_object_set_new(json_object_get(j, "options"), "sequence_parallel", json_true());
+    json_object_set_new(json_object_get(j, "options"), "recompute", json_string("selective"));
+    char *text = json_dumps(j, 0);
+    json_decref(j);
+    pp_profile *p;
+    cr_assert_eq(pp_profile_parse(text, strlen(text), "variant.json", &p), PP_OK, "%s",
+                 pp_err_msg());
+    free(text);
+    return p;
+}
+
+#define llama_with(...) profile_with("llama3-70b-dgx-h100-x16.json", __VA_ARGS__)
+
+Test(tuner_export, uneven_splits_give_first_and_last_stage_layers)
+{
+    /* llama3-405b on 64 nodes: the search chose 1F1B with the Llama 3 split over 32 stages,
+     * 126 + 2 = 128 = 32 x 4: first and last stage 3 layers, the others 4 */
+    pp_profile *p;
+    cr_assert_eq(pp_profile_read(PROF "llama3-405b-dgx-h100-x64.json", &p), PP_OK, "%s",
+                 pp_err_msg());
+    cr_assert(p->chosen.config.uneven);
+    round_trip(p, "llama3-405b");
+    pp_status st;
+    char *line = export_line(p, PP_PROFILE_EXPORT_MEGATRON, &st);
+    cr_assert(strstr(line, "--decoder-first-pipeline-num-layers 3 "
+                           "--decoder-last-pipeline-num-layers 3 "),
+              "%s", line);
+    free(line);
+    pp_profile_destroy(p);
+    /* interleaved p = 8 x v = 2 = 16 stages: 128 / 16 = 8, first and last virtual stage 7;
+     * Megatron's first/last counts are a pipeline rank's (split evenly over its virtual
+     * stages), so the split goes in --pipeline-model-parallel-layout, stage by stage */
+    p = profile_with("llama3-405b-dgx-h100-x64.json", "interleaved", 8, 2, 8, 1, 128, 16, 4,
+                     "uneven");
+    round_trip(p, "llama3-405b");
+    line = export_line(p, PP_PROFILE_EXPORT_MEGATRON, &st);
+    cr_assert(strstr(line, "--pipeline-model-parallel-layout "
+                           "Et*7|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*7L "
+                           "--microbatch-group-size-per-virtual-pipeline-stage 8 "),
+              "%s", line);
+    cr_assert_null(strstr(line, "--decoder-first-pipeline-num-layers"), "%s", line);
+    cr_assert(strstr(line, " --bf16 --sequence-parallel --use-distributed-optimizer "
+                           "--recompute-granularity selective\n"),
+              "%s", line);
+    free(line);
+    pp_profile_destroy(p);
+}
+
+Test(tuner_export, schedules_upstream_megatron_cannot_run_are_refused_with_the_reason)
+{
+    pp_status st;
+    /* BitPipe: only its fork of Megatron, and only when asked for by name */
+    pp_profile *p = llama_with("bitpipe", 4, 2, 0, 1, 128, 4, 8, "even"); /* 1 x 128 x 4 */
+    char *line = export_line(p, PP_PROFILE_EXPORT_MEGATRON, &st);
+    cr_assert_eq(st, PP_ERR_UNSUPPORTED);
+    cr_assert(strstr(pp_err_text(), "upstream Megatron-LM has no BitPipe schedule"), "%s",
+              pp_err_text());
+    cr_assert(strstr(pp_err_text(), "--target bitpipe-fork"), "%s", pp_err_text());
+    cr_assert_str_eq(line, "", "nothing is printed with a refusal");
+    free(line);
+    line = export_line(p, PP_PROFILE_EXPORT_MEGATRON_BITPIPE, &st);
+    cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
+    cr_assert(strstr(line, " --enable-bitpipe-schedule\n"), "%s", line);
+    flags f;
+    flags_parse(line, &f);
+    check_against_table(&f); /* the fork's flag is in the table, marked as the fork's */
+    free(line);
+    pp_profile_destroy(p);
+    /* Chimera: no Megatron */
+    p = llama_with("chimera", 4, 1, 0, 1, 128, 4, 8, "even");
+    line = export_line(p, PP_PROFILE_EXPORT_MEGATRON_BITPIPE, &st);
+    cr_assert_eq(st, PP_ERR_UNSUPPORTED);
+    cr_assert(strstr(pp_err_text(), "Megatron-LM has no Chimera schedule"), "%s", pp_err_text());
+    free(line);
+    pp_profile_destroy(p);
+    /* the fork's target for a schedule upstream runs is a mistake, said */
+    p = llama_with("1f1b", 4, 1, 0, 1, 128, 4, 8, "even");
+    line = export_line(p, PP_PROFILE_EXPORT_MEGATRON_BITPIPE, &st);
+    cr_assert_eq(st, PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_text(), "drop --target"), "%s", pp_err_text());
+    free(line);
+    pp_profile_destroy(p);
+}
+
+Test(tuner_export, a_version_1_0_profile_reads_but_a_megatron_export_says_what_it_lacks)
+{
+    pp_profile *p;
+    cr_assert_eq(pp_profile_read(PROF "gpt-13b-dgx-h100-x32.json", &p), PP_OK, "%s",
+                 pp_err_msg());
+    cr_assert_eq(p->version_minor, 0);
+    cr_assert_not(p->model.has_shape);
+    cr_assert_eq(p->model.kv_heads, 40); /* what 1.0 did write is read */
+    cr_assert(p->cluster.gpu, "a bf16 1.0 profile is a GPU profile");
+    pp_status st;
+    char *line = export_line(p, PP_PROFILE_EXPORT_MEGATRON, &st);
+    cr_assert_eq(st, PP_ERR_UNSUPPORTED);
+    cr_assert(strstr(pp_err_text(), "profile version 1.0 does not record the model's norm"), "%s",
+              pp_err_text());
+    cr_assert(strstr(pp_err_text(), "re-run the search"), "%s", pp_err_text());
+    free(line);
+    pp_profile_destroy(p);
+}
+
+/* ---- NeMo: every key is one NeMo's source reads (tests/fixtures/nemo/keys.txt) ------------- */
+
+static int nemo_key_known(const char *section, const char *key)
+{
+    FILE *fp = fopen(PP_FIXTURES_DIR "/nemo/keys.txt", "r");
+    cr_assert_not_null(fp);
+    char line[256], s[32], k[200];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, fp))
+        found = line[0] != '#' && sscanf(line, "%31s %199s", s, k) == 2 &&
+                !strcmp(s, section) && !strcmp(k, key);
+    fclose(fp);
+    return found;
+}
+
+/* The NeMo 1 YAML: each "key:" line's dotted path is a key of megatron_gpt_config or one the
+ * model reads; returns how many keys were checked. */
+static int check_nemo1_yaml(const char *text, const pp_profile *p)
+{
+    char path[3][80] = {{0}};
+    int n = 0;
+    char *copy = strdup(text), *save = NULL;
+    for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        int indent = (int)strspn(l, " ");
+        if (l[indent] == '#' || !strchr(l, ':'))
+            continue;
+        cr_assert(indent % 2 == 0 && indent <= 4, "indent: %s", l);
+        int depth = indent / 2;
+        snprintf(path[depth], sizeof path[depth], "%.*s", (int)(strchr(l, ':') - l - indent),
+                 l + indent);
+        char key[256] = "";
+        for (int i = 0; i <= depth; i++)
+            snprintf(key + strlen(key), sizeof key - strlen(key), "%s%s", i ? "." : "", path[i]);
+        const char *value = strchr(l, ':') + 1;
+        if (!*value) /* a section: trainer, model, model.optim */
+            continue;
+        cr_assert(nemo_key_known("yaml", key), "%s: not a key NeMo's megatron_gpt reads", key);
+        n++;
+        if (!strcmp(key, "model.num_layers"))
+            cr_assert_eq(atoi(value), p->model.layers);
+        if (!strcmp(key, "model.ffn_hidden_size"))
+            cr_assert_eq(atoi(value), p->model.ffn);
+    }
+    free(copy);
+    return n;
+}
+
+/* NeMo 2.0's Python: the keyword arguments of llm.GPTConfig( and nl.MegatronStrategy( are
+ * names of those classes (NeMo's and Megatron-Core's source). */
+static int check_nemo2_python(const char *text)
+{
+    const char *section = NULL;
+    int n = 0;
+    char *copy = strdup(text), *save = NULL;
+    for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        if (strstr(l, "= llm.GPTConfig("))
+            section = "gptconfig";
+        else if (strstr(l, "= nl.MegatronStrategy("))
+            section = "strategy";
+        else if (!strcmp(l, ")"))
+            section = NULL;
+        else if (section && !strncmp(l, "    ", 4) && strchr(l, '=')) {
+            char key[80];
+            snprintf(key, sizeof key, "%.*s", (int)(strchr(l, '=') - l - 4), l + 4);
+            cr_assert(nemo_key_known(section, key), "%s: not a %s field in NeMo's source", key,
+                      section);
+            n++;
+        }
+    }
+    free(copy);
+    return n;
+}
+
+Test(tuner_export, nemo_yaml_and_nemo2_carry_the_whole_model_with_nemos_own_names)
+{
+    static const char *const files[] = {"gpt-13b-dgx-h100-x32-v1.1.json",
+                                        "llama3-70b-dgx-h100-x16.json",
+                                        "llama3-405b-dgx-h100-x64.json"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[512];
+        snprintf(path, sizeof path, PROF "%s", files[i]);
+        pp_profile *p;
+        cr_assert_eq(pp_profile_read(path, &p), PP_OK, "%s", pp_err_msg());
+        pp_status st;
+        char *y = export_line(p, PP_PROFILE_EXPORT_NEMO, &st);
+        cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
+        cr_assert_gt(check_nemo1_yaml(y, p), 25, "%s", y);
+        cr_assert(strstr(y, "  precision: bf16\n"), "%s", y);
+        free(y);
+        char *py = export_line(p, PP_PROFILE_EXPORT_NEMO2, &st);
+        cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
+        cr_assert_gt(check_nemo2_python(py), 20, "%s", py);
+        char want[96];
+        snprintf(want, sizeof want, "    num_layers=%d,\n", p->model.layers);
+        cr_assert(strstr(py, want), "%s", py);
+        snprintf(want, sizeof want, "    pipeline_model_parallel_size=%d,\n", p->chosen.config.p);
+        cr_assert(strstr(py, want), "%s", py);
+        if (p->chosen.config.uneven) /* the split NeMo 1's YAML cannot say */
+            cr_assert(strstr(py, "    num_layers_in_first_pipeline_stage=3,\n"
+                                 "    num_layers_in_last_pipeline_stage=3,\n"),
+                      "%s", py);
+        free(py);
+        pp_profile_destroy(p);
+    }
+    /* the micro-batch group of an interleaved profile: NeMo 2.0 takes it */
+    pp_profile *p = llama_with("interleaved", 4, 2, 8, 1, 128, 4, 8, "even");
+    pp_status st;
+    char *py = export_line(p, PP_PROFILE_EXPORT_NEMO2, &st);
+    cr_assert(strstr(py, "    virtual_pipeline_model_parallel_size=2,\n"
+                         "    microbatch_group_size_per_vp_stage=8,\n"),
+              "%s", py);
+    check_nemo2_python(py);
+    free(py);
+    pp_profile_destroy(p);
+}
+
+/* ---- torchtitan: its CLI's option names, the schedule CSV it loads ------------------------- */
+
+static int torchtitan_option_known(const char *name)
+{
+    FILE *fp = fopen(PP_FIXTURES_DIR "/torchtitan/cli_options.txt", "r");
+    cr_assert_not_null(fp);
+    char line[256];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, fp)) {
+        line[strcspn(line, "\n")] = '\0';
+        found = line[0] != '#' && !strcmp(line, name);
+    }
+    fclose(fp);
+    return found;
+}
+
+Test(tuner_export, torchtitan_overrides_and_the_schedule_csv_they_load)
+{
+    pp_profile *p;
+    cr_assert_eq(pp_profile_read(PROF "gpt-13b-dgx-h100-x32-v1.1.json", &p), PP_OK, "%s",
+                 pp_err_msg());
+    pp_status st;
+    char *text = export_line(p, PP_PROFILE_EXPORT_TORCHTITAN, &st);
+    cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
+    cr_assert(strstr(text, "torchtitan's is FSDP"), "%s", text);
+    /* the last line: the overrides, each an option of torchtitan's CLI */
+    char *last = strrchr(text, '\n');
+    *last = '\0';
+    last = strrchr(text, '\n') + 1;
+    flags f;
+    flags_parse(last, &f);
+    cr_assert_gt(f.n, 10);
+    for (int i = 0; i < f.n; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "%s", f.name[i] + 2);
+        char *no = strstr(name, ".no_"); /* a boolean's negation */
+        if (no)
+            memmove(no + 1, no + 4, strlen(no + 4) + 1);
+        cr_assert(torchtitan_option_known(name), "--%s is not a torchtitan option", name);
+    }
+    cr_assert_eq(get_int(&f, "--parallelism.pipeline_parallel_degree", 0), p->chosen.config.p);
+    cr_assert_eq(get_int(&f, "--parallelism.tensor_parallel_degree", 0), p->chosen.config.t);
+    cr_assert_eq(get_int(&f, "--parallelism.data_parallel_shard_degree", 0), p->chosen.config.d);
+    cr_assert_eq(get_int(&f, "--parallelism.num_pp_microbatches", 0), p->chosen.config.N);
+    cr_assert_eq(get_int(&f, "--training.max_context_length", 0), p->model.seq);
+    cr_assert_str_eq(get(&f, "--parallelism.pipeline_parallel_schedule_csv"),
+                     "pptune-schedule.csv");
+    /* the schedule command the output starts with writes a CSV pptune reads back and checks */
+    const char *cmd = strstr(text, "# schedule CSV first: pptune schedule ");
+    cr_assert_not_null(cmd, "%s", text);
+    cmd += strlen("# schedule CSV first: pptune");
+    char dir[] = "/tmp/pptune_tt_XXXXXX", run[1024];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(run, sizeof run, "cd %s && %s/tuner/pptune%.*s && %s/tuner/pptune schedule --check "
+                              "pptune-schedule.csv > /dev/null",
+             dir, PP_BINARY_DIR, (int)strcspn(cmd, "\n"), cmd, PP_BINARY_DIR);
+    cr_assert_eq(system(run), 0, "%s", run);
+    snprintf(run, sizeof run, "rm -rf %s", dir);
+    cr_assert_eq(system(run), 0);
+    free(text);
+    pp_profile_destroy(p);
+    /* a bidirectional schedule has no form in PyTorch's CSV */
+    p = llama_with("chimera", 4, 1, 0, 1, 128, 4, 8, "even");
+    text = export_line(p, PP_PROFILE_EXPORT_TORCHTITAN, &st);
+    cr_assert_eq(st, PP_ERR_UNSUPPORTED);
+    cr_assert(strstr(pp_err_text(), "Chimera is bidirectional"), "%s", pp_err_text());
+    free(text);
+    pp_profile_destroy(p);
+}
