@@ -130,10 +130,11 @@ static pp_status megatron_layout(const pp_profile *p, FILE *fp)
         if (even) {
             fprintf(fp, " --num-layers-per-virtual-pipeline-stage %d", layers[0]);
         } else {
-            fprintf(fp, " --pipeline-model-parallel-layout E");
+            /* quoted: | and * are the shell's */
+            fprintf(fp, " --pipeline-model-parallel-layout 'E");
             for (int k = 0; k < S; k++)
                 fprintf(fp, "%st*%d", k ? "|" : "", layers[k]);
-            fprintf(fp, "L");
+            fprintf(fp, "L'");
         }
         fprintf(fp, " --microbatch-group-size-per-virtual-pipeline-stage %d", c->G);
     } else if (!pp_export_split_even(c)) {

@@ -206,9 +206,16 @@ static void round_trip(const pp_profile *p, const char *preset)
     pp_sched_split split = {.uneven = c->uneven, .first = c->first_layers, .last = c->last_layers};
     int begin[4097], S = c->p * want_v;
     cr_assert_eq(pp_sched_split_layers(L, S, &split, begin), PP_OK);
-    const char *layout = get(&f, "--pipeline-model-parallel-layout");
+    const char *quoted = get(&f, "--pipeline-model-parallel-layout");
+    char layout_buf[8192] = "", *layout = NULL;
     int v;
-    if (layout) {
+    if (quoted) {
+        /* single-quoted for the shell (| and *) */
+        size_t n = strlen(quoted);
+        cr_assert(n >= 2 && quoted[0] == '\'' && quoted[n - 1] == '\'', "unquoted: %s", quoted);
+        cr_assert_lt(n, sizeof layout_buf);
+        memcpy(layout_buf, quoted + 1, n - 2);
+        layout = layout_buf;
         /* Megatron-Core's layout: E, then each virtual stage's t*n separated by |, then L; its
          * stage count over p is the virtual pipeline size */
         cr_assert_eq(layout[0], 'E', "%s", layout);
@@ -361,7 +368,7 @@ Test(tuner_export, uneven_splits_give_first_and_last_stage_layers)
     round_trip(p, "llama3-405b");
     line = export_line(p, PP_PROFILE_EXPORT_MEGATRON, &st);
     cr_assert(strstr(line, "--pipeline-model-parallel-layout "
-                           "Et*7|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*7L "
+                           "'Et*7|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*7L' "
                            "--microbatch-group-size-per-virtual-pipeline-stage 8 "),
               "%s", line);
     cr_assert_null(strstr(line, "--decoder-first-pipeline-num-layers"), "%s", line);
