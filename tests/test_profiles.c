@@ -427,11 +427,13 @@ Test(profiles_export, bitpipe_chimera_and_uneven)
     p = with_config("interleaved", 2, 7, 8, 1, 16, 64, "uneven");
     t = export_text(p, PP_PROFILE_EXPORT_MEGATRON, &st);
     cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
-    cr_assert(strstr(t, "--num-virtual-stages-per-pipeline-rank 7 "
-                        "--microbatch-group-size-per-virtual-pipeline-stage 8 "
-                        "--decoder-first-pipeline-num-layers 2 "
-                        "--decoder-last-pipeline-num-layers 2 "),
+    /* a split of virtual stages: Megatron's first/last counts are a pipeline rank's, so it
+     * goes in the layout, stage by stage */
+    cr_assert(strstr(t, "--pipeline-model-parallel-layout "
+                        "'Et*2|t*3|t*3|t*3|t*3|t*3|t*3|t*3|t*3|t*3|t*3|t*3|t*3|t*2L' "
+                        "--microbatch-group-size-per-virtual-pipeline-stage 8 "),
               "%s", t);
+    cr_assert_null(strstr(t, "--decoder-first-pipeline-num-layers"), "%s", t);
     free(t);
     t = export_text(p, PP_PROFILE_EXPORT_PPRUN, &st);
     cr_assert_eq(st, PP_OK);
@@ -447,7 +449,7 @@ Test(profiles_export, first_last_stage_split)
 {
     pp_status st;
     pp_profile *p;
-    json_t *j = load_fixture("gpt-13b-dgx-h100-x32.json");
+    json_t *j = load_fixture("gpt-13b-dgx-h100-x32-v1.1.json"); /* 1.1: Megatron needs the shape */
     json_t *c = at(j, "chosen", "config");
     json_object_set_new(c, "schedule", json_string("1f1b"));
     json_object_set_new(c, "p", json_integer(4));
@@ -458,18 +460,18 @@ Test(profiles_export, first_last_stage_split)
     st = parse_json(j, &p); /* the counts are required */
     cr_assert_eq(st, PP_ERR_PARSE, "%d %s", st, pp_err_text());
     cr_assert(strstr(pp_err_text(), "first_stage_layers"), "%s", pp_err_text());
-    json_object_set_new(c, "first_stage_layers", json_integer(11));
+    json_object_set_new(c, "first_stage_layers", json_integer(12));
     json_object_set_new(c, "last_stage_layers", json_integer(8));
     cr_assert_eq(parse_json(j, &p), PP_OK, "%s", pp_err_msg());
-    cr_assert_eq(p->chosen.config.first_layers, 11);
+    cr_assert_eq(p->chosen.config.first_layers, 12);
     cr_assert_eq(p->chosen.config.last_layers, 8);
     char *t = export_text(p, PP_PROFILE_EXPORT_PPRUN, &st);
     cr_assert_eq(st, PP_OK);
-    cr_assert(strstr(t, " --first-stage-layers 11 --last-stage-layers 8"), "%s", t);
+    cr_assert(strstr(t, " --first-stage-layers 12 --last-stage-layers 8"), "%s", t);
     free(t);
     t = export_text(p, PP_PROFILE_EXPORT_MEGATRON, &st);
     cr_assert_eq(st, PP_OK, "%s", pp_err_text());
-    cr_assert(strstr(t, " --decoder-first-pipeline-num-layers 11 "
+    cr_assert(strstr(t, " --decoder-first-pipeline-num-layers 12 "
                         "--decoder-last-pipeline-num-layers 8"),
               "%s", t);
     free(t);
