@@ -123,6 +123,17 @@ Test(profiles_cli, pprun_refuses_a_launch_that_is_not_the_profiles_layout)
     cr_assert(strstr(out, "needs 8 processes per node, one per GPU of a dgx-h100 node; the "
                           "launcher (slurm) put 4 on a node"),
               "%s", out);
+    /* the right processes, but this node shows no GPU (this machine, or a CPU-only build):
+     * the GPU profile is refused before any rank starts */
+    rc = pt_run("env -u OMPI_COMM_WORLD_SIZE -u OMPI_COMM_WORLD_RANK SLURM_PROCID=0 "
+                "SLURM_NTASKS=256 SLURM_STEP_NUM_TASKS=256 SLURM_LOCALID=0 "
+                "SLURM_NTASKS_PER_NODE=8 CUDA_VISIBLE_DEVICES= " PP_BINARY_DIR
+                "/runtime/pprun --profile " FIX "gpt-13b-dgx-h100-x32-v1.1.json --steps 1",
+                out, sizeof out);
+    cr_assert_eq(rc, 2, "%s", out);
+    cr_assert(strstr(out, "needs 8 GPUs on this node, one per rank (dgx-h100 "), "%s", out);
+    cr_assert(strstr(out, "found 0"), "%s", out);
+    cr_assert_eq(strchr(out, '\n'), out + strlen(out) - 1, "one line: %s", out);
     /* a one-node profile runs as rank threads in one process */
     rc = pt_run(PP_BINARY_DIR "/runtime/pprun --profile " FIX "tiny-local.json --steps 1 --quiet",
                 out, sizeof out);

@@ -80,8 +80,22 @@ static int check_launch(const pprun_opts *o, const pp_profile *p)
                 o->profile, want_per_node, kind, p->cluster.name, li.launcher, per_node);
         return 2;
     }
-    if (threads ? nodes == 1 : li.size == devices)
+    if (threads ? nodes == 1 : li.size == devices) {
+        /* the processes are right: this node must also show the GPUs they take, one each
+         * (all of them for rank threads); a GPU profile on a machine without them is refused
+         * here, not as a CUDA failure later */
+        int here = threads ? (int)devices : (per_node ? per_node : want_per_node);
+        int seen = p->cluster.gpu ? pp_backend_device_count(PP_RT_BACKEND_CUDA) : here;
+        if (seen < here) {
+            fprintf(stderr,
+                    "pprun: --profile %s needs %d GPUs on this node, one per rank (%s %s); "
+                    "found %d%s; --ranks/--dp/--tp override the layout\n",
+                    o->profile, here, p->cluster.name, p->cluster.device, seen,
+                    seen ? "" : " (no CUDA device, or pprun built without CUDA)");
+            return 2;
+        }
         return -1;
+    }
     if (threads)
         fprintf(stderr,
                 "pprun: --profile %s needs %ld processes, one per %s (%d nodes x %d %ss of %s, "
