@@ -193,6 +193,12 @@ typedef struct {
     pp_precision precision;          /* PP_PREC_BF16: --precision bf16; FP32: pprun's default */
 } pp_profile_pprun_line;
 
+/* The chosen or a runner-up configuration as the profile's JSON writes it (the reader's schema:
+ * schedule, p, v, G, b, d, t, N, split and its counts). Returns a new jansson object (json_t *,
+ * the caller's), NULL when out of memory. */
+struct json_t;
+struct json_t *pp_profile_config_json(const pp_profile_config *c);
+
 #define PP_PROFILE_PPRUN_MAX_ARGS 32
 #define PP_PROFILE_PPRUN_ARG_LEN 72
 

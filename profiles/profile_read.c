@@ -67,6 +67,21 @@ static pp_status read_config(const rd *r, json_t *o, const char *prefix, pp_prof
     return PP_OK;
 }
 
+/* The writer's side of read_config: the same fields and split names, so the profile's config
+ * has one schema (the tuner writes it through this, pp_profile_config_json). */
+json_t *pp_profile_config_json(const pp_profile_config *c)
+{
+    int ends = c->first_layers || c->last_layers;
+    json_t *o = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s}", "schedule", c->schedule,
+                          "p", c->p, "v", c->v, "G", c->G, "b", c->b, "d", c->d, "t", c->t, "N",
+                          c->N, "split", ends ? "first-last" : c->uneven ? "uneven" : "even");
+    if (o && ends) {
+        json_object_set_new(o, "first_stage_layers", json_integer(c->first_layers));
+        json_object_set_new(o, "last_stage_layers", json_integer(c->last_layers));
+    }
+    return o;
+}
+
 static pp_status read_predicted(const rd *r, json_t *o, const char *prefix, pp_profile_candidate *c)
 {
     PP_TRY(pp_json_num(r, o, prefix, "step_time_s", 0, &c->step_time_s));
