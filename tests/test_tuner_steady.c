@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "pp_profile.h"
+#include "pp_test_run.h"
 #include "pp_tune.h"
 
 #define BUDGET 48
@@ -214,4 +215,38 @@ Test(tuner_steady, the_search_predicts_huge_n_and_its_leaderboard_equals_full_si
     pp_profile_destroy(pf);
     pp_tune_result_destroy(full);
     pp_tune_result_destroy(steady);
+}
+
+/* pptune simulate takes the same path for a huge N, and says so; its timeline is the prefix's */
+Test(tuner_steady, simulate_with_huge_n_uses_the_steady_state_and_names_the_prefix,
+     .fini = restore)
+{
+    pp_test_run_result r =
+        pp_test_run("'%s' simulate --model gpt-13b --nodes 32 --global-batch 100000 --schedule "
+                    "1f1b -p 8 -t 2 --timeline --width 80",
+                    PP_BINARY_DIR "/tuner/pptune");
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    cr_expect(strstr(r.out, "N = 6250 is above the simulation budget of 4096: figures "
+                            "extrapolated from prefixes"),
+              "%s", r.out);
+    cr_expect(strstr(r.out, "timeline of the longest prefix simulated, N = 4096 of the 6250 "
+                            "micro-batches"),
+              "%s", r.out);
+    cr_expect(strstr(r.out, "step's parts"), "the breakdown extrapolates too: %s", r.out);
+    /* the printed step time (4 decimals) is the full simulation's of all 6250 micro-batches */
+    pp_tune_model m;
+    pp_tune_hw hw;
+    cr_assert_eq(pp_tune_model_preset("gpt-13b", &m), PP_OK);
+    cr_assert_eq(pp_tune_hw_preset("dgx-h100", 32, &hw), PP_OK);
+    pp_tune_opts o;
+    pp_tune_opts_default(&o);
+    pp_tune_config c = {.kind = "1f1b", .p = 8, .v = 1, .b = 1, .d = 16, .t = 2, .N = 6250};
+    pp_tune_prediction p;
+    pp_tune_steady_budget_set(8192); /* simulated whole */
+    cr_assert_eq(pp_tune_predict(&m, &hw, &c, &o, &p, NULL), PP_OK, "%s", pp_err_msg());
+    char line[64];
+    snprintf(line, sizeof line, "step time      %.4f s (pipeline %.4f s", p.step_time,
+             p.pipeline_time);
+    cr_expect(strstr(r.out, line), "\"%s\" not in %s", line, r.out);
+    pp_test_run_done(&r);
 }
