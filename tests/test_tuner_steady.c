@@ -250,3 +250,31 @@ Test(tuner_steady, simulate_with_huge_n_uses_the_steady_state_and_names_the_pref
     cr_expect(strstr(r.out, line), "\"%s\" not in %s", line, r.out);
     pp_test_run_done(&r);
 }
+
+/* The search on the issue's command: huge-N candidates reach the leaderboard, which says how
+ * they were predicted, and the profile holds their real N. */
+Test(tuner_steady, the_main_job_with_a_global_batch_of_100000_ranks_huge_n_candidates)
+{
+    char dir[] = "/tmp/pptune-steady-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    pp_test_run_result r = pp_test_run("'%s' --model gpt-13b --nodes 32 --global-batch 100000 "
+                                       "-o '%s/p.json'",
+                                       PP_BINARY_DIR "/tuner/pptune", dir);
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    cr_expect(strstr(r.out, "(N above 4096: predicted from the steady state of bounded "
+                            "prefixes, not simulated whole)"),
+              "%s", r.out);
+    cr_expect(strstr(r.out, " 6250 even "), "an N = 6250 candidate on the board: %s", r.out);
+    char path[64];
+    snprintf(path, sizeof path, "%s/p.json", dir);
+    pp_profile *pf = NULL;
+    cr_assert_eq(pp_profile_read(path, &pf), PP_OK, "%s", pp_err_msg());
+    int huge = pf->chosen.config.N > 4096;
+    for (int i = 0; i < pf->n_runners_up; i++)
+        huge += pf->runners_up[i].config.N > 4096;
+    cr_expect_gt(huge, 0, "no candidate with N > 4096 in the profile");
+    pp_profile_destroy(pf);
+    unlink(path);
+    rmdir(dir);
+    pp_test_run_done(&r);
+}
