@@ -49,6 +49,9 @@ typedef struct {
     int t;      /* tensor-parallel size */
     int N;      /* micro-batches per step and replica */
     int uneven; /* 1: Llama-3 split (first and last stage one layer fewer) */
+    /* "split": "first-last": the first and last stage's layers (Megatron's
+     * --decoder-first/last-pipeline-num-layers), the rest even; 0 = as the others */
+    int first_layers, last_layers;
 } pp_profile_config;
 
 /* A candidate: the chosen one or a runner-up. Measured figures exist only after trials. */

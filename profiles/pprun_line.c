@@ -34,6 +34,10 @@ int pp_profile_pprun_argv(const pp_profile_pprun_line *l,
     ARG("--seq"), ARG("%d", l->seq);
     if (c->uneven)
         ARG("--uneven");
+    if (c->first_layers)
+        ARG("--first-stage-layers"), ARG("%d", c->first_layers);
+    if (c->last_layers)
+        ARG("--last-stage-layers"), ARG("%d", c->last_layers);
     if (l->cuda)
         ARG("--backend"), ARG("cuda");
     if (l->precision == PP_PREC_BF16)

@@ -34,6 +34,8 @@ static int config_diff(FILE *fp, const pp_profile_config *a, const pp_profile_co
     row_int(fp, "d", a->d, b->d, &changed);
     row_int(fp, "t", a->t, b->t, &changed);
     row_int(fp, "N", a->N, b->N, &changed);
+    row_int(fp, "first", a->first_layers, b->first_layers, &changed); /* first-last split */
+    row_int(fp, "last", a->last_layers, b->last_layers, &changed);
     if (a->uneven != b->uneven) {
         changed = 1;
         if (fp)

@@ -69,7 +69,18 @@ static pp_status export_megatron(const pp_profile *p, FILE *fp)
                       p->name, d->title,
                       pp_sched_names(PP_SCHED_MEGATRON_FORK, ",", names, sizeof names));
     int L = p->model.layers;
+    int ends = c->first_layers || c->last_layers;
+    if (ends && virtual_pipeline(c)) /* Megatron's counts are per pipeline rank, not chunk */
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "%s: Megatron-LM's --decoder-first/last-pipeline-num-layers give a "
+                      "pipeline rank's layers, split evenly over its virtual stages; this "
+                      "profile's first/last-stage split (%d/%d) sets one virtual stage",
+                      p->name, c->first_layers, c->last_layers);
     fprintf(fp, "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d", c->t, c->p);
+    if (c->first_layers) /* the rest even, as pptune's first-last split (pp_sched_split) */
+        fprintf(fp, " --decoder-first-pipeline-num-layers %d", c->first_layers);
+    if (c->last_layers)
+        fprintf(fp, " --decoder-last-pipeline-num-layers %d", c->last_layers);
     if (virtual_pipeline(c)) {
         if (!c->uneven && L % (c->p * c->v) == 0)
             fprintf(fp, " --num-layers-per-virtual-pipeline-stage %d", L / (c->p * c->v));

@@ -42,7 +42,7 @@ static pp_status get_schedule(const rd *r, json_t *o, const char *prefix, const 
 
 static pp_status read_config(const rd *r, json_t *o, const char *prefix, pp_profile_config *c)
 {
-    static const char *const SPLITS[] = {"even", "uneven", NULL};
+    static const char *const SPLITS[] = {"even", "uneven", "first-last", NULL};
     const char *split;
     PP_TRY(get_schedule(r, o, prefix, &c->schedule));
     PP_TRY(pp_json_int(r, o, prefix, "p", 1, INT_MAX_FIELD, NULL, &c->p));
@@ -52,8 +52,15 @@ static pp_status read_config(const rd *r, json_t *o, const char *prefix, pp_prof
     PP_TRY(pp_json_int(r, o, prefix, "d", 1, INT_MAX_FIELD, NULL, &c->d));
     PP_TRY(pp_json_int(r, o, prefix, "t", 1, INT_MAX_FIELD, NULL, &c->t));
     PP_TRY(pp_json_int(r, o, prefix, "N", 1, INT_MAX_FIELD, NULL, &c->N));
-    PP_TRY(pp_json_enum(r, o, prefix, "split", SPLITS, "\"even\" or \"uneven\"", &split));
+    PP_TRY(pp_json_enum(r, o, prefix, "split", SPLITS, "\"even\", \"uneven\" or \"first-last\"",
+                        &split));
     c->uneven = !strcmp(split, "uneven");
+    if (!strcmp(split, "first-last")) { /* the counts; 0: as the other stages */
+        PP_TRY(pp_json_int(r, o, prefix, "first_stage_layers", 0, INT_MAX_FIELD, NULL,
+                           &c->first_layers));
+        PP_TRY(pp_json_int(r, o, prefix, "last_stage_layers", 0, INT_MAX_FIELD, NULL,
+                           &c->last_layers));
+    }
     if (pp_sched_lookup(c->schedule)->grouped && c->G < 1)
         return bad(r, prefix, "G", "an integer >= 1 (the interleaved group size)",
                    json_object_get(o, "G"));

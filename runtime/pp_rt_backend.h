@@ -29,6 +29,13 @@ typedef struct pp_backend pp_backend;
 /* Creates a CPU backend (host memory, OpenBLAS + C kernels) into *out, which the caller frees
  * with pp_backend_destroy. Returns PP_OK or PP_ERR_NOMEM. */
 pp_status pp_backend_cpu_create(pp_backend **out);
+/* BLAS threads of the CPU backends (OpenBLAS's count is process-wide): n >= 1 applies now and to
+ * every CPU backend created later; the default is 1, one thread per rank. Returns the count
+ * OpenBLAS reports it uses (openblas_get_num_threads), which may be less than asked where
+ * OpenBLAS was built for fewer threads. */
+int pp_backend_cpu_set_threads(int n);
+/* The count OpenBLAS uses now (openblas_get_num_threads). */
+int pp_backend_cpu_threads(void);
 
 /* The CUDA backend (runtime/cuda/): device memory, cuBLAS GEMMs, CUDA kernels, on one device.
  * PP_PREC_FP32 computes in fp32 throughout (no TF32: the numerical twin of the CPU backend);

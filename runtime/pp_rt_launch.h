@@ -17,6 +17,10 @@ extern "C" {
  * count of lower world ranks on the same host). For cudaSetDevice(local_rank). The MPI path
  * needs MPI initialised. Returns PP_OK; PP_ERR_UNSUPPORTED on the MPI path without MPI. */
 pp_status pp_launch_local_rank(const pp_launch_info *li, int *local_rank);
+/* Sets *local_size to the number of the job's processes on this host (1 without a launch):
+ * the launcher's variable when it gives one (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS), else
+ * computed over MPI like the local rank. */
+pp_status pp_launch_local_size(const pp_launch_info *li, int *local_size);
 
 #ifdef __cplusplus
 }

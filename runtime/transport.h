@@ -47,6 +47,8 @@ pp_status pp_transport_stalled(int rank, double waited, int peer, const char *wh
 /* transport_mpi.c: this rank's position among the world ranks on its host (host names over
  * MPI_Allgather); PP_ERR_UNSUPPORTED without MPI. For pp_launch_local_rank. */
 pp_status pp_mpi_host_local_rank(int *local_rank);
+/* Like it, and *local_size (where not NULL) = the processes on this host. */
+pp_status pp_mpi_host_local(int *local_rank, int *local_size);
 
 /* Tags. Point to point (bit 63 clear): pp_transport_tag's layout (transport.c). Collectives
  * and the executor's own point-to-point gathers (bit 63 set): kind in bits 48..55, replica

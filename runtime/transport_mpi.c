@@ -526,6 +526,11 @@ pp_status pp_transport_mpi_create(pp_transport **out)
  * among those on its host. Needs MPI initialised. */
 pp_status pp_mpi_host_local_rank(int *local_rank)
 {
+    return pp_mpi_host_local(local_rank, NULL);
+}
+
+pp_status pp_mpi_host_local(int *local_rank, int *local_size)
+{
     enum { HOST = 256 };
     int inited = 0, rank, size;
     MPI_CHECK(MPI_Initialized(&inited));
@@ -547,7 +552,11 @@ pp_status pp_mpi_host_local_rank(int *local_rank)
     int *local = pp_calloc((size_t)size, sizeof *local);
     if (local) {
         pp_launch_hosts(all, HOST, size, NULL, local);
-        *local_rank = local[rank];
+        if (local_rank)
+            *local_rank = local[rank];
+        if (local_size) /* the processes on this host: those named as this one is */
+            for (int r = *local_size = 0; r < size; r++)
+                *local_size += !strncmp(all + (size_t)r * HOST, me, HOST);
     }
     free(local);
     free(all);
@@ -565,7 +574,15 @@ pp_status pp_transport_mpi_create(pp_transport **out)
 
 pp_status pp_mpi_host_local_rank(int *local_rank)
 {
-    *local_rank = -1;
+    return pp_mpi_host_local(local_rank, NULL);
+}
+
+pp_status pp_mpi_host_local(int *local_rank, int *local_size)
+{
+    if (local_rank)
+        *local_rank = -1;
+    if (local_size)
+        *local_size = 1;
     return PP_ERR(PP_ERR_UNSUPPORTED, "the local rank over MPI: pptune was built without MPI "
                                       "(set the launcher's local-rank variable)");
 }

@@ -149,7 +149,8 @@ pp_status pp_gen_bitpipe(const pp_sched_params *p, pp_sched **out)
     *out = NULL;
     int D = p->ranks, N = p->microbatches;
     pp_sched *s;
-    PP_TRY(pp_sched_create("bitpipe", D, N, 2, 2, p->layers, p->uneven, &s));
+    pp_sched_split sp = pp_sched_params_split(p);
+    PP_TRY(pp_sched_create("bitpipe", D, N, 2, 2, p->layers, &sp, &s));
     place(s, D);
     pp_status st = add_reduces(s, D);
     if (st == PP_OK)

@@ -266,7 +266,8 @@ pp_status pp_gen_chimera(const pp_sched_params *p, pp_sched **out)
 {
     *out = NULL;
     pp_sched *s;
-    PP_TRY(pp_sched_create("chimera", p->ranks, p->microbatches, 1, 2, p->layers, p->uneven, &s));
+    pp_sched_split sp = pp_sched_params_split(p);
+    PP_TRY(pp_sched_create("chimera", p->ranks, p->microbatches, 1, 2, p->layers, &sp, &s));
     place(s);
     pp_status st = add_reduces(s);
     if (st == PP_OK)

@@ -6,7 +6,8 @@ pp_status pp_gen_gpipe(const pp_sched_params *p, pp_sched **out)
 {
     int D = p->ranks, N = p->microbatches;
     pp_sched *s;
-    PP_TRY(pp_sched_create("gpipe", D, N, 1, 1, p->layers, p->uneven, &s));
+    pp_sched_split sp = pp_sched_params_split(p);
+    PP_TRY(pp_sched_create("gpipe", D, N, 1, 1, p->layers, &sp, &s));
     pp_status st = PP_OK;
     for (int d = 0; d < D; d++)
         pp_sched_stage(s, 0, d)->rank = d;

@@ -34,7 +34,8 @@ pp_status pp_gen_interleaved(const pp_sched_params *p, pp_sched **out)
     int D = p->ranks, N = p->microbatches;
     int v = p->chunks, G = p->group; /* resolved and checked by the registry (registry.c) */
     pp_sched *s;
-    PP_TRY(pp_sched_create("interleaved", D, N, v, 1, p->layers, p->uneven, &s));
+    pp_sched_split sp = pp_sched_params_split(p);
+    PP_TRY(pp_sched_create("interleaved", D, N, v, 1, p->layers, &sp, &s));
     s->group = G;
     for (int c = 0; c < v; c++)
         for (int d = 0; d < D; d++)

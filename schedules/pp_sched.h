@@ -123,7 +123,32 @@ typedef struct {
     int group;        /* G, interleaved only; 0 = D */
     int layers;       /* L; 0 = one layer per stage (unit costs) */
     int uneven;       /* 1: Llama-3 split, one layer fewer on the first and last stage */
+    int first_layers; /* A: layers of a pipe's first stage; 0 = as the others */
+    int last_layers;  /* Z: layers of a pipe's last stage; 0 = as the others */
 } pp_sched_params;
+
+/* ---- Layer splits ---------------------------------------------------------------------------
+ * How a pipe's L layers go to its S stages (global stages along the data flow: for interleaved
+ * schedules the virtual stages, chunk c of rank d being stage c * D + d; for bidirectional ones
+ * the same split in both pipes, whose stage s holds the same layers). The first stage also holds
+ * the embedding, the last one the final LayerNorm, the LM head and the loss, which is why they
+ * may take fewer layers. Megatron-LM's --decoder-first-pipeline-num-layers /
+ * --decoder-last-pipeline-num-layers: A and Z given, the other stages share the rest evenly. */
+typedef struct {
+    int uneven; /* 1: Llama 3's shorthand, A = Z = (L + 2) / S - 1 */
+    int first;  /* A >= 1, or 0: as the other stages */
+    int last;   /* Z >= 1, or 0: as the other stages */
+} pp_sched_split;
+
+static inline pp_sched_split pp_sched_params_split(const pp_sched_params *p)
+{
+    return (pp_sched_split){.uneven = p->uneven, .first = p->first_layers, .last = p->last_layers};
+}
+/* Whether the split is the even one (nothing asked). */
+static inline int pp_sched_split_is_even(const pp_sched_split *sp)
+{
+    return !sp || (!sp->uneven && !sp->first && !sp->last);
+}
 
 /* ---- The registry: one descriptor per schedule ----------------------------------------------
  * A descriptor is everything the rest of the program may know about a schedule: its name, its
@@ -150,6 +175,13 @@ typedef struct pp_sched_desc {
     int min_ranks;       /* D >= min_ranks */
     int even_ranks;      /* D must be even */
     int n_multiple_of_ranks; /* N mod D must be 0 */
+    /* Layer splits (pp_sched_split): every schedule takes first/last-stage counts A and Z of its
+     * pipe's global stages (interleaved: virtual stage 0 on rank 0's first chunk, S - 1 on rank
+     * D - 1's last; bidirectional: the same split in both pipes, as stage s of either holds the
+     * same layers). split_ends_together: the ranks that hold a pipe's first stage hold the
+     * other pipe's last one (bidirectional), so only A + Z sets their load and the tuner
+     * searches A = Z; otherwise A and Z sit on different ranks and are searched apart. */
+    int split_ends_together;
     pp_sched_megatron megatron; /* how Megatron-LM runs it */
     const char *megatron_flag;  /* PP_SCHED_MEGATRON_FORK: the fork's flag; NULL otherwise */
     /* The generator. Call it through pp_sched_generate, which checks p against the row and
@@ -203,18 +235,22 @@ pp_status pp_sched_budget_check(int ranks, int microbatches, int chunks);
 
 /* ---- Building a schedule (generators, parsers) ---------------------------------------------- */
 /* An empty schedule with S = chunks * ranks stages per pipe, every stage unplaced (rank -1) and
- * layers split by pp_sched_split_layers(layers ? layers : S, S, uneven). */
+ * layers split by pp_sched_split_layers(layers ? layers : S, S, split) (split NULL: even). */
 pp_status pp_sched_create(const char *kind, int ranks, int microbatches, int chunks, int n_pipes,
-                          int layers, int uneven, pp_sched **out);
+                          int layers, const pp_sched_split *split, pp_sched **out);
 void pp_sched_destroy(pp_sched *s);
 /* Deep copy. */
 pp_status pp_sched_clone(const pp_sched *s, pp_sched **out);
 
-/* Splits L layers over S stages into begin offsets begin[0..S] (begin[S] = L). Even: every stage
- * L/S (L % S must be 0). Uneven (Llama 3): first and last stage one layer fewer than the others,
- * so (L + 2) % S must be 0, S >= 3 and every stage keeps a layer. Errors name the rule and the
- * numbers. begin NULL: only checks. */
-pp_status pp_sched_split_layers(int layers, int stages, int uneven, int *begin);
+/* Splits L layers over S stages into begin offsets begin[0..S] (begin[S] = L). split NULL or
+ * even: every stage L/S (L % S must be 0). Uneven (Llama 3): first and last stage one layer
+ * fewer than the others, so (L + 2) % S must be 0, S >= 3 and every stage keeps a layer. First
+ * and/or last given (A, Z): those stages hold A and Z layers and the stages not given share the
+ * rest evenly (so L - A - Z must be a multiple of them, each keeping a layer; with S = 2 and both
+ * given, A + Z = L; S = 1 takes no first/last count other than L). uneven together with A or Z
+ * is refused. Errors name the rule and the numbers. begin NULL: only checks. */
+pp_status pp_sched_split_layers(int layers, int stages, const pp_sched_split *split, int *begin);
+
 
 static inline pp_stage *pp_sched_stage(const pp_sched *s, int pipe, int stage)
 {

@@ -27,12 +27,12 @@ static const pp_sched_desc schedules[] = {
     {.name = "chimera", .title = "Chimera",
      .summary = "bidirectional: two model replicas in opposite directions (Chimera, SC'21)",
      .pipes = 2, .weight_replicas = 2, .chunks = 1, .min_ranks = 2, .even_ranks = 1,
-     .n_multiple_of_ranks = 1, .megatron = PP_SCHED_MEGATRON_NONE,
+     .n_multiple_of_ranks = 1, .split_ends_together = 1, .megatron = PP_SCHED_MEGATRON_NONE,
      .generate = pp_gen_chimera},
     {.name = "bitpipe", .title = "BitPipe",
      .summary = "bidirectional, interleaved, V-shaped, eager gradient sync (BitPipe)",
      .pipes = 2, .weight_replicas = 2, .chunks = 2, .min_ranks = 2, .even_ranks = 1,
-     .n_multiple_of_ranks = 1, .megatron = PP_SCHED_MEGATRON_FORK,
+     .n_multiple_of_ranks = 1, .split_ends_together = 1, .megatron = PP_SCHED_MEGATRON_FORK,
      .megatron_flag = "--enable-bitpipe-schedule", /* BitPipe's Megatron fork */
      .generate = pp_gen_bitpipe},
 };

@@ -5,44 +5,100 @@
 #include <stdlib.h>
 #include <string.h>
 
-pp_status pp_sched_split_layers(int layers, int stages, int uneven, int *begin)
+/* Llama 3's shorthand: one layer fewer on the first and last stage. */
+static pp_status split_uneven(int layers, int stages, int *first, int *last)
+{
+    if (stages < 3)
+        return PP_ERR(PP_ERR_INVALID,
+                      "an uneven split (one layer fewer on the first and last stage) needs "
+                      "at least 3 stages, got %d",
+                      stages);
+    if ((layers + 2) % stages != 0)
+        return PP_ERR(PP_ERR_INVALID,
+                      "an uneven split needs layers + 2 divisible by the stages: %d + 2 is "
+                      "not a multiple of %d",
+                      layers, stages);
+    int per = (layers + 2) / stages;
+    if (per < 2)
+        return PP_ERR(PP_ERR_INVALID, "an uneven split of %d layers over %d stages leaves "
+                                      "the first stage empty", layers, stages);
+    *first = *last = per - 1;
+    return PP_OK;
+}
+
+/* First and/or last stage counts given: the stages not given share the rest evenly. */
+static pp_status split_ends(int layers, int stages, int A, int Z, int *per)
+{
+    if (A < 0 || Z < 0 || A > layers || Z > layers)
+        return PP_ERR(PP_ERR_INVALID,
+                      "first- and last-stage layers must be between 1 and the %d layers, got "
+                      "%d and %d",
+                      layers, A, Z);
+    if (stages == 1)
+        return (A == 0 || A == layers) && (Z == 0 || Z == layers)
+                   ? PP_OK
+                   : PP_ERR(PP_ERR_INVALID,
+                            "one stage holds all %d layers: first/last-stage layers %d/%d do "
+                            "not fit it",
+                            layers, A, Z);
+    int rest = layers - A - Z;
+    int others = stages - (A > 0) - (Z > 0); /* stages that share the rest */
+    if (others == 0) {
+        if (rest != 0)
+            return PP_ERR(PP_ERR_INVALID,
+                          "2 stages of %d layers: the first- and last-stage layers must add up "
+                          "to %d, got %d + %d",
+                          layers, layers, A, Z);
+        return PP_OK;
+    }
+    if (rest < others || rest % others != 0)
+        return PP_ERR(PP_ERR_INVALID,
+                      "first-stage %d and last-stage %d layers leave %d of the %d layers for "
+                      "the other %d stages: expected a positive multiple of %d",
+                      A, Z, rest, layers, others, others);
+    *per = rest / others;
+    return PP_OK;
+}
+
+pp_status pp_sched_split_layers(int layers, int stages, const pp_sched_split *split, int *begin)
 {
     if (stages < 1)
         return PP_ERR(PP_ERR_INVALID, "a pipeline needs at least one stage, got %d", stages);
     if (layers < stages)
         return PP_ERR(PP_ERR_INVALID, "%d layers cannot fill %d stages: every stage needs a layer",
                       layers, stages);
-    int per;
-    if (uneven) {
-        if (stages < 3)
-            return PP_ERR(PP_ERR_INVALID,
-                          "an uneven split (one layer fewer on the first and last stage) needs "
-                          "at least 3 stages, got %d",
-                          stages);
-        if ((layers + 2) % stages != 0)
-            return PP_ERR(PP_ERR_INVALID,
-                          "an uneven split needs layers + 2 divisible by the stages: %d + 2 is "
-                          "not a multiple of %d",
-                          layers, stages);
-        per = (layers + 2) / stages;
-        if (per < 2)
-            return PP_ERR(PP_ERR_INVALID, "an uneven split of %d layers over %d stages leaves "
-                                          "the first stage empty", layers, stages);
-    } else {
+    int A = 0, Z = 0, per = 0;
+    if (pp_sched_split_is_even(split)) {
         if (layers % stages != 0)
             return PP_ERR(PP_ERR_INVALID,
                           "%d layers do not split evenly over %d stages (use a layer count that "
-                          "is a multiple of the stages, or --uneven)",
+                          "is a multiple of the stages, --uneven, or first/last-stage layers)",
                           layers, stages);
         per = layers / stages;
+    } else if (split->uneven) {
+        if (split->first || split->last)
+            return PP_ERR(PP_ERR_INVALID, "uneven is a shorthand for first/last-stage layers: "
+                                          "give one or the other, not both");
+        PP_TRY(split_uneven(layers, stages, &A, &Z));
+        per = A + 1;
+    } else {
+        A = split->first;
+        Z = split->last;
+        PP_TRY(split_ends(layers, stages, A, Z, &per));
     }
     if (!begin)
         return PP_OK;
     begin[0] = 0;
     for (int s = 0; s < stages; s++) {
-        int n = per - (uneven && (s == 0 || s == stages - 1));
+        int n = per;
+        if (s == 0 && A)
+            n = A;
+        else if (s == stages - 1 && Z)
+            n = Z;
         begin[s + 1] = begin[s] + n;
     }
+    if (stages == 1)
+        begin[1] = layers;
     return PP_OK;
 }
 
@@ -61,7 +117,7 @@ pp_status pp_sched_budget_check(int ranks, int microbatches, int chunks)
 }
 
 pp_status pp_sched_create(const char *kind, int ranks, int microbatches, int chunks, int n_pipes,
-                          int layers, int uneven, pp_sched **out)
+                          int layers, const pp_sched_split *split, pp_sched **out)
 {
     *out = NULL;
     if (ranks < 1)
@@ -80,7 +136,7 @@ pp_status pp_sched_create(const char *kind, int ranks, int microbatches, int chu
     int *begin = pp_calloc((size_t)S + 1, sizeof *begin);
     if (!begin)
         return PP_ERR_NOMEM;
-    pp_status st = pp_sched_split_layers(L, S, uneven, begin);
+    pp_status st = pp_sched_split_layers(L, S, split, begin);
     if (st != PP_OK) {
         free(begin);
         return pp_err_trace(st, __FILE__, __LINE__);

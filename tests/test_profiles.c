@@ -406,6 +406,45 @@ Test(profiles_export, bitpipe_chimera_and_uneven)
     pp_profile_destroy(p);
 }
 
+/* issue 20: a first/last-stage split ("split": "first-last") reaches pprun and Megatron */
+Test(profiles_export, first_last_stage_split)
+{
+    pp_status st;
+    pp_profile *p;
+    json_t *j = load_fixture("gpt-13b-dgx-h100-x32.json");
+    json_t *c = at(j, "chosen", "config");
+    json_object_set_new(c, "schedule", json_string("1f1b"));
+    json_object_set_new(c, "p", json_integer(4));
+    json_object_set_new(c, "v", json_integer(1));
+    json_object_set_new(c, "G", json_integer(0));
+    json_object_set_new(c, "t", json_integer(1));
+    json_object_set_new(c, "split", json_string("first-last"));
+    st = parse_json(j, &p); /* the counts are required */
+    cr_assert_eq(st, PP_ERR_PARSE, "%d %s", st, pp_err_text());
+    cr_assert(strstr(pp_err_text(), "first_stage_layers"), "%s", pp_err_text());
+    json_object_set_new(c, "first_stage_layers", json_integer(11));
+    json_object_set_new(c, "last_stage_layers", json_integer(8));
+    cr_assert_eq(parse_json(j, &p), PP_OK, "%s", pp_err_msg());
+    cr_assert_eq(p->chosen.config.first_layers, 11);
+    cr_assert_eq(p->chosen.config.last_layers, 8);
+    char *t = export_text(p, PP_PROFILE_EXPORT_PPRUN, &st);
+    cr_assert_eq(st, PP_OK);
+    cr_assert(strstr(t, " --first-stage-layers 11 --last-stage-layers 8"), "%s", t);
+    free(t);
+    t = export_text(p, PP_PROFILE_EXPORT_MEGATRON, &st);
+    cr_assert_eq(st, PP_OK, "%s", pp_err_text());
+    cr_assert(strstr(t, " --decoder-first-pipeline-num-layers 11 "
+                        "--decoder-last-pipeline-num-layers 8"),
+              "%s", t);
+    free(t);
+    pp_profile_destroy(p);
+    json_object_set_new(c, "last_stage_layers", json_integer(-1));
+    st = parse_json(j, &p);
+    cr_assert_eq(st, PP_ERR_PARSE, "%d %s", st, pp_err_text());
+    cr_assert(strstr(pp_err_text(), "last_stage_layers"), "%s", pp_err_text());
+    json_decref(j);
+}
+
 Test(profiles_read, products_that_wrap_cannot_pass_the_checks)
 {
     /* b N d = 1024 only modulo 2^64: 1024 x 18139745 x 993089953 = 1024 (1 + 2^54), which the

@@ -67,6 +67,32 @@ Test(runtime_exec, interleaved_llama3_groups_equal_reference)
     exec_check_case(&c);
 }
 
+/* First/last-stage splits (Megatron's --decoder-first/last-pipeline-num-layers), every schedule:
+ * head-heavy (fewer layers on the last stage), embedding-aware (fewer on the first), both, and
+ * a bidirectional pipe pair that shares one split; L = 12 throughout. */
+Test(runtime_exec, first_last_stage_splits_equal_reference)
+{
+    static const exec_case cases[] = {
+        {.kind = "gpipe", .D = 2, .N = 4, .dp = 1, .layers = 12, .first = 7, .last = 5},
+        {.kind = "1f1b", .D = 2, .N = 4, .dp = 2, .layers = 12, .last = 4}, /* 8 + 4 */
+        {.kind = "1f1b", .D = 4, .N = 4, .dp = 1, .layers = 12, .first = 4, .last = 2},
+        {.kind = "1f1b", .D = 3, .N = 6, .dp = 1, .layers = 12, .first = 2}, /* 2 + 5 + 5 */
+        {.kind = "interleaved",
+         .D = 2,
+         .N = 4,
+         .v = 2,
+         .dp = 1,
+         .layers = 12,
+         .first = 4,
+         .last = 2}, /* virtual stages 4 + 3 + 3 + 2 */
+        {.kind = "chimera", .D = 2, .N = 2, .dp = 1, .layers = 12, .first = 7, .last = 5},
+        {.kind = "chimera", .D = 4, .N = 4, .dp = 1, .layers = 12, .first = 2, .last = 2},
+        {.kind = "bitpipe", .D = 2, .N = 2, .dp = 1, .layers = 12, .first = 4, .last = 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        exec_check_case(&cases[i]);
+}
+
 Test(runtime_exec, one_rank_schedule_equals_reference)
 {
     exec_case c = {.kind = "gpipe", .D = 1, .N = 3, .dp = 2};

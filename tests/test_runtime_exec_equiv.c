@@ -189,20 +189,30 @@ int exec_check_case(const exec_case *c)
     cr_assert(g, "%s", pp_err_msg());
     int v = c->v ? c->v : (strcmp(c->kind, "bitpipe") == 0 ? 2 : 1);
     int S = v * c->D;
-    int L = layers_for(S, c->uneven);
-    char what[128];
+    int L = c->layers ? c->layers : layers_for(S, c->uneven);
+    char what[160], split[40];
+    snprintf(split, sizeof split, "first=%d last=%d", c->first, c->last);
     snprintf(what, sizeof what, "%s D=%d N=%d v=%d %s dp=%d L=%d", c->kind, c->D, c->N, v,
-             c->uneven ? "uneven" : "even", c->dp, L);
+             c->first || c->last ? split
+             : c->uneven         ? "uneven"
+                                 : "even",
+             c->dp, L);
     pp_model_cfg m = exec_tiny_model(L);
     pp_sched_params sp = {.ranks = c->D,
                           .microbatches = c->N,
                           .chunks = c->v,
                           .group = c->group,
                           .layers = L,
-                          .uneven = c->uneven};
+                          .uneven = c->uneven,
+                          .first_layers = c->first,
+                          .last_layers = c->last};
     pp_sched *s;
     pp_status st = pp_sched_generate(c->kind, &sp, &s);
     cr_assert_eq(st, PP_OK, "%s: %s", what, pp_err_msg());
+    for (int pipe = 0; pipe < s->n_pipes; pipe++) { /* the split asked for, in every pipe */
+        cr_assert(!c->first || pp_sched_stage_layers(s, pipe, 0) == c->first, "%s", what);
+        cr_assert(!c->last || pp_sched_stage_layers(s, pipe, S - 1) == c->last, "%s", what);
+    }
     pp_rt_exec_params ep = {.model = &m,
                             .sched = s,
                             .micro_batch = B,

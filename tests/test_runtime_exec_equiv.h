@@ -8,7 +8,8 @@
 typedef struct {
     const char *kind;
     int D, N, v, uneven, dp;
-    int group; /* interleaved G; 0 = D */
+    int group;               /* interleaved G; 0 = D */
+    int layers, first, last; /* a first/last-stage split of `layers` (0: the grid's L) */
 } exec_case;
 
 /* Runs the case (one gradient step, then three AdamW steps) against the reference and

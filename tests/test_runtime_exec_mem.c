@@ -36,10 +36,17 @@ typedef struct {
     int dp;
 } setup;
 
-static void make_tp(setup *u, const char *kind, int D, int N, int v, int dp, int backend, int tp)
+/* first, last: a first/last-stage split of the 8 layers (0: even); tp: tensor-parallel size */
+static void make_split(setup *u, const char *kind, int D, int N, int v, int dp, int backend,
+                       int first, int last, int tp)
 {
     pp_model_cfg m = model();
-    pp_sched_params sp = {.ranks = D, .microbatches = N, .chunks = v, .layers = m.layers};
+    pp_sched_params sp = {.ranks = D,
+                          .microbatches = N,
+                          .chunks = v,
+                          .layers = m.layers,
+                          .first_layers = first,
+                          .last_layers = last};
     OK(pp_sched_generate(kind, &sp, &u->s));
     pp_rt_exec_params ep = {.model = &m,
                             .sched = u->s,
@@ -57,7 +64,7 @@ static void make_tp(setup *u, const char *kind, int D, int N, int v, int dp, int
 
 static void make_on(setup *u, const char *kind, int D, int N, int v, int dp, int backend)
 {
-    make_tp(u, kind, D, N, v, dp, backend, 1);
+    make_split(u, kind, D, N, v, dp, backend, 0, 0, 1);
 }
 
 static void make(setup *u, const char *kind, int D, int N, int v, int dp)
@@ -187,28 +194,40 @@ Test(runtime_exec_mem, categories_match_the_schedule)
 /* Ranks whose tensors go through host staging copies (as a CUDA backend's do), on CPU
  * backends: the transport's copies stay outside the accounting, so every byte is placed by
  * program order and the plan computed at creation equals every measured peak to the byte. */
+static void check_staged_plan(const char *kind, int D, int N, int v, int dp, int first, int last)
+{
+    setup u;
+    make_split(&u, kind, D, N, v, dp, PP_RT_BACKEND_CPU_STAGED, first, last, 1);
+    cr_assert(pp_rt_executor_plan_is_exact(u.ex), "%s: a staged plan is exact", kind);
+    steps(&u, 2);
+    for (int g = 0; g < pp_rt_executor_ranks(u.ex); g++) {
+        pp_mem_stats got;
+        pp_backend_mem_stats(pp_rt_executor_backend(u.ex, g), &got);
+        const pp_rt_plan_rank *pl = pp_rt_executor_plan(u.ex, g);
+        cr_assert_eq(got.peak_total, pl->peak_total, "%s %d/%d rank %d: measured %zu B, plan %zu B",
+                     kind, first, last, g, got.peak_total, pl->peak_total);
+        for (int c = 0; c < PP_MEM__COUNT; c++)
+            cr_assert_eq(got.peak[c], pl->peak[c], "%s %d/%d rank %d: %s peak %zu, plan %zu", kind,
+                         first, last, g, pp_mem_category_name((pp_mem_category)c), got.peak[c],
+                         pl->peak[c]);
+    }
+    drop(&u);
+}
+
 Test(runtime_exec_mem, plan_equals_measured_when_staged)
 {
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        setup u;
-        make_on(&u, cases[i].kind, cases[i].D, cases[i].N, cases[i].v, cases[i].dp,
-                PP_RT_BACKEND_CPU_STAGED);
-        cr_assert(pp_rt_executor_plan_is_exact(u.ex), "%s: a staged plan is exact",
-                  cases[i].kind);
-        steps(&u, 2);
-        for (int g = 0; g < pp_rt_executor_ranks(u.ex); g++) {
-            pp_mem_stats got;
-            pp_backend_mem_stats(pp_rt_executor_backend(u.ex, g), &got);
-            const pp_rt_plan_rank *pl = pp_rt_executor_plan(u.ex, g);
-            cr_assert_eq(got.peak_total, pl->peak_total, "%s rank %d: measured %zu B, plan %zu B",
-                         cases[i].kind, g, got.peak_total, pl->peak_total);
-            for (int c = 0; c < PP_MEM__COUNT; c++)
-                cr_assert_eq(got.peak[c], pl->peak[c], "%s rank %d: %s peak %zu, plan %zu",
-                             cases[i].kind, g, pp_mem_category_name((pp_mem_category)c),
-                             got.peak[c], pl->peak[c]);
-        }
-        drop(&u);
-    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        check_staged_plan(cases[i].kind, cases[i].D, cases[i].N, cases[i].v, cases[i].dp, 0, 0);
+}
+
+/* issue 20: the plan follows first/last-stage splits of the 8 layers (every schedule) */
+Test(runtime_exec_mem, plan_follows_first_last_stage_splits)
+{
+    check_staged_plan("1f1b", 4, 8, 0, 1, 3, 1);        /* 3 + 2 + 2 + 1 */
+    check_staged_plan("gpipe", 2, 4, 0, 2, 5, 3);       /* 5 + 3 */
+    check_staged_plan("interleaved", 2, 4, 2, 1, 1, 3); /* virtual stages 1 + 2 + 2 + 3 */
+    check_staged_plan("chimera", 4, 4, 0, 1, 1, 1);     /* 1 + 3 + 3 + 1 in both pipes */
+    check_staged_plan("bitpipe", 2, 4, 0, 2, 3, 1);     /* 3 + 2 + 2 + 1 in both pipes */
 }
 
 /* The same with every stage split over 2 tensor-parallel ranks (the model's 2 heads and FFN
@@ -219,8 +238,8 @@ Test(runtime_exec_mem, plan_equals_measured_with_tensor_parallelism)
 {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         setup u, one;
-        make_tp(&u, cases[i].kind, cases[i].D, cases[i].N, cases[i].v, cases[i].dp,
-                PP_RT_BACKEND_CPU_STAGED, 2);
+        make_split(&u, cases[i].kind, cases[i].D, cases[i].N, cases[i].v, cases[i].dp,
+                   PP_RT_BACKEND_CPU_STAGED, 0, 0, 2);
         make_on(&one, cases[i].kind, cases[i].D, cases[i].N, cases[i].v, cases[i].dp,
                 PP_RT_BACKEND_CPU_STAGED);
         cr_assert_eq(pp_rt_executor_ranks(u.ex), 2 * pp_rt_executor_ranks(one.ex));

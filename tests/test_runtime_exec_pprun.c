@@ -1,9 +1,11 @@
 /* test_runtime_exec_pprun.c — the pprun program as a user runs it: --help, one clear line and
  * exit code 2 for bad input, training that brings the loss well down on a text file with a
  * fixed seed, the JSON summary's fields, and a Chrome trace with every action of every rank. */
+#define _GNU_SOURCE /* sched_getaffinity */
 #include <criterion/criterion.h>
 #include <glob.h>
 #include <jansson.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,10 +29,22 @@ Test(runtime_pprun, help_describes_every_option)
 {
     pp_test_run_result r = pp_test_run(PPRUN " --help");
     cr_assert_eq(r.code, 0);
-    const char *opts[] = {
-        "--model",  "--schedule", "--ranks", "--microbatches", "--micro-batch-size",
-        "--chunks", "--dp",       "--seq",   "--steps",        "--data",
-        "--seed",   "--json",     "--trace"};
+    const char *opts[] = {"--model",
+                          "--schedule",
+                          "--ranks",
+                          "--microbatches",
+                          "--micro-batch-size",
+                          "--chunks",
+                          "--dp",
+                          "--seq",
+                          "--steps",
+                          "--data",
+                          "--seed",
+                          "--json",
+                          "--trace",
+                          "--first-stage-layers",
+                          "--last-stage-layers",
+                          "--threads"};
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
         cr_assert(strstr(r.out, opts[i]), "--help does not mention %s", opts[i]);
     pp_test_run_done(&r);
@@ -58,6 +72,15 @@ Test(runtime_pprun, bad_input_is_one_line_and_exit_code_2)
         {"--clip inf", "--clip: invalid value \"inf\": expected a finite number"},
         {"--lr 1e9", "--lr: expected at most 10"},
         {"--ranks '3\nFAKE'", "--ranks: invalid value \"3\\nFAKE\""},
+        /* issue 20: splits that do not add up, and threads */
+        {"--ranks 4 --layers 12 --first-stage-layers 4 --last-stage-layers 3",
+         "leave 5 of the 12 layers for the other 2 stages"},
+        {"--ranks 2 --layers 12 --first-stage-layers 6 --last-stage-layers 5",
+         "must add up to 12, got 6 + 5"},
+        {"--ranks 3 --layers 7 --uneven --last-stage-layers 2", "not both"},
+        {"--last-stage-layers 0", "--last-stage-layers: invalid value \"0\""},
+        {"--threads 0", "--threads: invalid value \"0\""},
+        {"--threads 5000", "--threads: expected at most 1024"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[256];
@@ -183,6 +206,61 @@ Test(runtime_pprun, trace_has_every_action_of_every_rank)
                      actions[g], s->n_ops[g]);
     }
     pp_sched_destroy(s);
+    json_decref(j);
+    pp_test_run_done(&r);
+}
+
+/* ---- issue 20: BLAS threads per rank and first/last-stage splits ---- */
+/* The CPUs this test may run on, as pprun counts them (its affinity mask). */
+static long usable_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    return sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+/* The summary's threads_per_rank is what OpenBLAS reports after the run
+ * (openblas_get_num_threads), so a count that was not applied would show. */
+static void check_threads(const char *args, int want, const char *from)
+{
+    pp_test_run_result r = pp_test_run(
+        "env -u OPENBLAS_NUM_THREADS %s " PPRUN " --steps 1 --json --quiet %s",
+        strstr(args, "ENV") ? "OPENBLAS_NUM_THREADS=1" : "", strstr(args, "ENV") ? args + 3 : args);
+    cr_assert_eq(r.code, 0, "pprun %s: %s", args, r.err);
+    json_t *j = parse(r.out);
+    int got = (int)json_integer_value(json_object_get(j, "threads_per_rank"));
+    const char *src = json_string_value(json_object_get(j, "threads_from"));
+    cr_assert_eq(got, want, "pprun %s: threads_per_rank %d, expected %d", args, got, want);
+    cr_assert(src && !strcmp(src, from), "pprun %s: threads_from %s, expected %s", args,
+              src ? src : "(none)", from);
+    json_decref(j);
+    pp_test_run_done(&r);
+}
+
+Test(runtime_pprun, blas_threads_fill_the_cores_unless_told)
+{
+    long cpus = usable_cpus();
+    int one = cpus > 1 ? (int)cpus : 1, two = cpus / 2 > 1 ? (int)(cpus / 2) : 1;
+    check_threads("--ranks 1", one, "cores / ranks");
+    check_threads("--ranks 2", two, "cores / ranks");
+    check_threads("--ranks 1 --dp 2", two, "cores / ranks"); /* ranks of this process: D x dp */
+    check_threads("--ranks 1 --threads 3", 3, "--threads");
+    check_threads("ENV --ranks 1", 1, "OPENBLAS_NUM_THREADS");
+    check_threads("ENV --ranks 1 --threads 2", 2, "--threads"); /* the flag wins */
+}
+
+Test(runtime_pprun, first_last_stage_split_is_run_and_reported)
+{
+    pp_test_run_result r = pp_test_run(PPRUN " --ranks 4 --layers 12 --first-stage-layers 4 "
+                                             "--last-stage-layers 2 --steps 1 --json --quiet");
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    json_t *j = parse(r.out);
+    json_t *sl = json_object_get(json_object_get(j, "schedule"), "stage_layers");
+    int want[] = {4, 3, 3, 2};
+    cr_assert_eq(json_array_size(sl), 4);
+    for (int k = 0; k < 4; k++)
+        cr_assert_eq(json_integer_value(json_array_get(sl, (size_t)k)), want[k], "stage %d", k);
     json_decref(j);
     pp_test_run_done(&r);
 }

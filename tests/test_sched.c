@@ -14,7 +14,7 @@ Test(sched_ir, even_and_llama3_uneven_splits)
         cr_assert_eq(b[s + 1] - b[s], 10);
     /* Llama 3: 126 layers over 16 stages -> first and last 7, the rest 8 (126 + 2 = 16 * 8) */
     int u[17];
-    cr_assert_eq(pp_sched_split_layers(126, 16, 1, u), PP_OK);
+    cr_assert_eq(pp_sched_split_layers(126, 16, &(pp_sched_split){.uneven = 1}, u), PP_OK);
     cr_assert_eq(u[1] - u[0], 7);
     cr_assert_eq(u[16] - u[15], 7);
     cr_assert_eq(u[8] - u[7], 8);
@@ -27,8 +27,55 @@ Test(sched_ir, split_errors_name_the_rule)
     cr_assert_eq(pp_sched_split_layers(10, 4, 0, b), PP_ERR_INVALID);
     cr_assert(strstr(pp_err_text(), "10 layers do not split evenly over 4 stages"), "%s",
               pp_err_text());
-    cr_assert_eq(pp_sched_split_layers(11, 4, 1, b), PP_ERR_INVALID);
+    cr_assert_eq(pp_sched_split_layers(11, 4, &(pp_sched_split){.uneven = 1}, b), PP_ERR_INVALID);
     cr_assert(strstr(pp_err_text(), "layers + 2"), "%s", pp_err_text());
+}
+
+/* Megatron's --decoder-first/last-pipeline-num-layers: A and Z given, the rest even. */
+Test(sched_ir, first_and_last_stage_counts)
+{
+    int b[9];
+    /* 12 layers, 4 stages, head-heavy: A = 4, Z = 2 -> 4 + 3 + 3 + 2 */
+    cr_assert_eq(pp_sched_split_layers(12, 4, &(pp_sched_split){.first = 4, .last = 2}, b), PP_OK,
+                 "%s", pp_err_text());
+    int want[] = {4, 3, 3, 2};
+    for (int s = 0; s < 4; s++)
+        cr_assert_eq(b[s + 1] - b[s], want[s], "stage %d", s);
+    /* only Z = 6: the other three share 12 - 6 -> 2 + 2 + 2 + 6 */
+    cr_assert_eq(pp_sched_split_layers(12, 4, &(pp_sched_split){.last = 6}, b), PP_OK);
+    cr_assert(b[1] == 2 && b[2] == 4 && b[3] == 6 && b[4] == 12);
+    /* two stages: A + Z = L; one given, the other takes the rest */
+    cr_assert_eq(pp_sched_split_layers(12, 2, &(pp_sched_split){.first = 7, .last = 5}, b), PP_OK);
+    cr_assert(b[1] == 7 && b[2] == 12);
+    cr_assert_eq(pp_sched_split_layers(12, 2, &(pp_sched_split){.last = 5}, b), PP_OK);
+    cr_assert(b[1] == 7 && b[2] == 12);
+    /* one stage: all layers, whatever A says when it says L */
+    cr_assert_eq(pp_sched_split_layers(12, 1, &(pp_sched_split){.last = 12}, b), PP_OK);
+    cr_assert(b[1] == 12);
+    /* uneven is the shorthand of A = Z = (L + 2) / S - 1 */
+    int u[9];
+    cr_assert_eq(pp_sched_split_layers(10, 4, &(pp_sched_split){.uneven = 1}, u), PP_OK);
+    cr_assert_eq(pp_sched_split_layers(10, 4, &(pp_sched_split){.first = 2, .last = 2}, b), PP_OK);
+    cr_assert_eq(memcmp(u, b, 5 * sizeof *b), 0);
+}
+
+Test(sched_ir, bad_first_and_last_counts_say_why)
+{
+    int b[9];
+    cr_assert_eq(pp_sched_split_layers(12, 4, &(pp_sched_split){.first = 4, .last = 3}, b),
+                 PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_text(), "leave 5 of the 12 layers for the other 2 stages"), "%s",
+              pp_err_text());
+    cr_assert_eq(pp_sched_split_layers(12, 4, &(pp_sched_split){.first = 6, .last = 6}, b),
+                 PP_ERR_INVALID); /* nothing left for the middle stages */
+    cr_assert_eq(pp_sched_split_layers(12, 2, &(pp_sched_split){.first = 6, .last = 5}, b),
+                 PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_text(), "must add up to 12, got 6 + 5"), "%s", pp_err_text());
+    cr_assert_eq(pp_sched_split_layers(12, 4, &(pp_sched_split){.uneven = 1, .last = 2}, b),
+                 PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_text(), "not both"), "%s", pp_err_text());
+    cr_assert_eq(pp_sched_split_layers(12, 4, &(pp_sched_split){.first = -1}, b), PP_ERR_INVALID);
+    cr_assert_eq(pp_sched_split_layers(12, 1, &(pp_sched_split){.first = 5}, b), PP_ERR_INVALID);
 }
 
 static int count_op(const pp_sched *s, int r, int op)

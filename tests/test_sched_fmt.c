@@ -47,7 +47,8 @@ Test(sched_fmt, text_round_trips_for_every_generator)
 static pp_sched *hand_built(void)
 {
     pp_sched *s;
-    cr_assert_eq(pp_sched_create("hand-v", 2, 2, 2, 1, 10, 1, &s), PP_OK, "%s", pp_err_msg());
+    cr_assert_eq(pp_sched_create("hand-v", 2, 2, 2, 1, 10, &(pp_sched_split){.uneven = 1}, &s),
+                 PP_OK, "%s", pp_err_msg());
     int place[4] = {0, 1, 1, 0};
     for (int k = 0; k < 4; k++)
         pp_sched_stage(s, 0, k)->rank = place[k];

@@ -3,6 +3,7 @@
  * files and invalid schedules; -o never leaves a partial file. Runs the built program. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,6 +166,33 @@ Test(tuner_cli_run, bad_options_exit_2_naming_the_value)
     expect_fail("schedule --kind bitpipe --ranks 3 --microbatches 6", 2, "even number of ranks");
     expect_fail("schedule --kind 1f1b --ranks 4 --microbatches 8 --bogus", 2,
                 "unknown option \"--bogus\"");
+}
+
+/* issue 20: a first/last-stage split shows in the schedule's stages (JSON: "layers") */
+Test(tuner_cli_run, first_last_stage_split)
+{
+    run("schedule --kind 1f1b --ranks 4 --microbatches 4 --layers 12 --first-stage-layers 4 "
+        "--last-stage-layers 2 --format json");
+    cr_assert_eq(R.code, 0, "%s", R.err);
+    json_error_t e;
+    json_t *j = json_loads(R.out, 0, &e);
+    cr_assert(j, "%s", R.out);
+    json_t *st = json_array_get(json_object_get(j, "stages"), 0); /* pipe 0 */
+    cr_assert(json_is_array(st), "%s", R.out);
+    int want[] = {4, 3, 3, 2};
+    for (int k = 0; k < 4; k++) {
+        json_t *g = json_array_get(st, (size_t)k);
+        json_t *ly = json_object_get(g, "layers");
+        int b = (int)json_integer_value(json_array_get(ly, 0));
+        int en = (int)json_integer_value(json_array_get(ly, 1));
+        cr_assert_eq(en - b, want[k], "stage %d: %d layers", k, en - b);
+    }
+    json_decref(j);
+    expect_fail("schedule --kind 1f1b --ranks 4 --microbatches 4 --first-stage-layers 4", 2,
+                "need --layers L");
+    expect_fail("schedule --kind 1f1b --ranks 4 --microbatches 4 --layers 12 "
+                "--first-stage-layers 4 --last-stage-layers 3",
+                2, "leave 5 of the 12 layers for the other 2 stages");
 }
 
 Test(tuner_cli_run, check_of_a_missing_file_exits_2)

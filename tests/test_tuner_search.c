@@ -228,3 +228,65 @@ Test(tuner_search, a_search_without_any_candidate_returns_an_empty_result)
     cr_expect_eq(r->seen, r->n_rejects);
     pp_tune_result_destroy(r);
 }
+
+/* ---- issue 20: the layer split is searched ---- */
+/* A GPT of 8 blocks whose vocabulary makes the final norm, LM head and cross-entropy cost about
+ * two blocks (in the time model's own op times, checked below). On two stages the even split
+ * 4 + 4 leaves the last stage about 4 + 2 blocks of work against the first one's 4 (plus the
+ * embedding, a gather); moving one block off the last stage (5 + 3) balances them, moving two
+ * (6 + 2) tips them the other way. Two devices that cannot hold the model on one force p = 2,
+ * links are nearly free and t = 1, so the winner must have first = 5, last = 3: the answer by
+ * construction, recomputed here from the op times as the split of least stage maximum. */
+static pp_tune_model head_heavy_model(int vocab)
+{
+    return (pp_tune_model){.name = "head-heavy", .source = "test", .layers = 8, .hidden = 1024,
+                           .heads = 16, .kv_heads = 16, .ffn = 4096, .vocab = vocab,
+                           .seq = 1024, .norm_bias = 1, .linear_bias = 1, .learned_pos = 1,
+                           .tied_embed = 1, .global_batch = 32};
+}
+
+Test(tuner_search, a_large_vocabulary_makes_the_tuner_pick_a_head_heavy_split)
+{
+    pp_tune_model m = head_heavy_model(16000);
+    pp_tune_hw hw = box(1e18, 3.9e9); /* p = 1 needs 4.2 GB, p = 2 3.1-3.5 GB */
+    hw.gpus_per_node = 2;
+    pp_tune_opts o;
+    pp_tune_opts_default(&o);
+    pp_tune_config c = {.kind = "1f1b", .p = 2, .v = 1, .b = 1, .d = 1, .t = 1, .N = 32};
+    pp_tune_op_times ot;
+    pp_tune_op_times_compute(&m, &hw, &c, &o, &ot);
+    double lay = ot.layer_f + ot.layer_b, head = ot.head_f + ot.head_b,
+           emb = ot.embed_f + ot.embed_b;
+    cr_assert(head / lay > 1.6 && head / lay < 2.4, "the head costs %.2f blocks, not about two",
+              head / lay);
+    int best_a = 0;
+    double best = 1e300;
+    for (int a = 1; a < m.layers; a++) { /* the split of least stage maximum */
+        double t = fmax(a * lay + emb, (m.layers - a) * lay + head);
+        if (t < best)
+            best = t, best_a = a;
+    }
+    cr_assert_eq(best_a, 5, "by construction 5 + 3, the op times say %d", best_a);
+
+    /* 1f1b only: the answer by construction is for one stage per rank (an interleaved split
+     * of virtual stages balances the head differently, and may win) */
+    pp_tune_search_params sp = {
+        .model = &m, .hw = &hw, .global_batch = 32, .keep = 10, .schedules = "1f1b"};
+    pp_tune_opts_default(&sp.opts); /* t = 1: the pipeline, not tensor parallelism, is tested */
+    pp_tune_result *r = NULL;
+    cr_assert_eq(pp_tune_search(&sp, &r), PP_OK, "%s", pp_err_msg());
+    cr_assert(r->n_best > 0);
+    const pp_tune_config *w = &r->best[0].cfg;
+    char cb[160];
+    cr_assert(w->p == 2 && w->v == 1 && w->first == 5 && w->last == 3, "winner %s",
+              pp_tune_config_str(w, cb, sizeof cb));
+    /* and the even split of the same configuration is slower */
+    pp_tune_config even = *w;
+    even.first = even.last = 0;
+    pp_tune_prediction pe;
+    pp_tune_rank_mem mem[2];
+    cr_assert_eq(pp_tune_predict(&m, &hw, &even, &o, &pe, mem), PP_OK, "%s", pp_err_msg());
+    cr_assert(pe.step_time > r->best[0].step_time * 1.05, "even %g s, 5/3 %g s", pe.step_time,
+              r->best[0].step_time);
+    pp_tune_result_destroy(r);
+}

@@ -41,11 +41,11 @@ int pp_cli_measured(const pp_tune_prediction *p, pp_cli_measured_figures *out)
 
 static void config_cols(char *buf, size_t n, const pp_tune_config *c)
 {
-    char g[12] = "-";
+    char g[12] = "-", split[32];
     if (c->G)
         snprintf(g, sizeof g, "%d", c->G);
     snprintf(buf, n, "%-11s %3d %2d %4s %3d %5d %2d %5d %-6s", c->kind, c->p, c->v, g, c->b, c->d,
-             c->t, c->N, c->uneven ? "uneven" : "even");
+             c->t, c->N, pp_tune_split_str(c, split, sizeof split));
 }
 
 static const char *CONFIG_HEAD = "schedule      p  v    G   b     d  t     N split ";

@@ -35,7 +35,8 @@ static void usage(FILE *fp)
     const pp_sched_desc *g = pp_sched_generators(&n);
     fprintf(fp,
             "usage: pptune schedule --kind K --ranks D --microbatches N [--chunks v] [--group G]\n"
-            "                       [--layers L] [--uneven] [--fb-ratio R] [--format F]\n"
+            "                       [--layers L] [--uneven | --first-stage-layers A\n"
+            "                       --last-stage-layers Z] [--fb-ratio R] [--format F]\n"
             "                       [--width W] [-o FILE]\n"
             "       pptune schedule --check FILE [--fb-ratio R] [--format F] [--width W] [-o FILE]\n"
             "\n"
@@ -55,6 +56,9 @@ static void usage(FILE *fp)
             "  --layers L         transformer layers (default: one per stage)\n"
             "  --uneven           one layer fewer on the first and last stage (Llama 3);\n"
             "                     needs --layers with L + 2 a multiple of the stages\n"
+            "  --first-stage-layers A, --last-stage-layers Z\n"
+            "                     layers of the first / last stage (interleaved: virtual\n"
+            "                     stage), the others sharing the rest evenly; need --layers\n"
             "  --fb-ratio R       backward / forward time (default 2)\n"
             "  --format F         text (one line per rank, round-trips), json (the interchange\n"
             "                     form, read back by --check), ascii (timeline), svg (Gantt\n"
@@ -90,7 +94,7 @@ static int known_format(const char *f)
 }
 
 enum { RANKS = PP_CLI_LOCAL, MICROBATCHES, CHUNKS, GROUP, LAYERS, WIDTH, KIND, FORMAT, CHECK,
-       FB_RATIO, UNEVEN };
+       FB_RATIO, UNEVEN, FIRST, LAST };
 
 /* Applies one option. Returns -1 to go on, or the exit code to return (0 after --help). */
 static int parse_opt(const pp_cli *p, int c, sched_opts *o)
@@ -102,6 +106,8 @@ static int parse_opt(const pp_cli *p, int c, sched_opts *o)
                : c == GROUP        ? &o->p.group
                : c == LAYERS       ? &o->p.layers
                : c == WIDTH        ? &o->width
+               : c == FIRST        ? &o->p.first_layers
+               : c == LAST         ? &o->p.last_layers
                                    : NULL;
     if (num)
         return pp_cmd_parse_int(CMD, a, v, c == WIDTH ? 10 : 1, num) ? -1 : 2;
@@ -135,10 +141,11 @@ static int validate_opts(const sched_opts *o)
                                   o->format);
     if (o->check) {
         if (o->kind || o->p.ranks || o->p.microbatches || o->p.chunks || o->p.group ||
-            o->p.layers || o->p.uneven)
+            o->p.layers || o->p.uneven || o->p.first_layers || o->p.last_layers)
             return pp_cmd_usage_error(CMD, "--check reads the schedule from the file: it takes "
                                            "no --kind, --ranks, --microbatches, --chunks, "
-                                           "--group, --layers or --uneven");
+                                           "--group, --layers, --uneven or a first/last-"
+                                           "stage split");
         return -1;
     }
     if (!o->kind)
@@ -149,6 +156,9 @@ static int validate_opts(const sched_opts *o)
     if (o->p.uneven && !o->p.layers)
         return pp_cmd_usage_error(CMD, "--uneven needs --layers L (one layer fewer on the first "
                                        "and last stage of L)");
+    if ((o->p.first_layers || o->p.last_layers) && !o->p.layers)
+        return pp_cmd_usage_error(CMD, "--first-stage-layers / --last-stage-layers need "
+                                       "--layers L");
     const pp_sched_desc *d = pp_sched_lookup(o->kind);
     if (d && d->pipes == 2 && is_csv_format(o->format))
         return pp_cmd_usage_error(CMD,
@@ -163,6 +173,8 @@ static int parse_args(int argc, char **argv, sched_opts *o)
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
         {"uneven", no_argument, NULL, UNEVEN},
+        {"first-stage-layers", required_argument, NULL, FIRST},
+        {"last-stage-layers", required_argument, NULL, LAST},
         {"ranks", required_argument, NULL, RANKS},
         {"microbatches", required_argument, NULL, MICROBATCHES},
         {"chunks", required_argument, NULL, CHUNKS},

@@ -17,9 +17,10 @@ static void help(void)
            "sources: Megatron-LM's weak-scaling table, Narayanan et al. SC'21) with the same\n"
            "time model and constants as every other command, and prints predicted vs published\n"
            "per row, the error, and the median and largest |error|. Each row runs the paper's\n"
-           "layout (t = min(8, t.p), p = t.p / t, full recompute, no flash attention); the\n"
-           "micro-batch size and chunks per rank, which the paper does not list, are the ones\n"
-           "the model predicts fastest among those that fit.\n\n"
+           "layout (t = min(8, t.p), p = t.p / t, full recompute, no flash attention) with\n"
+           "the micro-batch size and chunks per rank of the scripts that produced the table\n"
+           "(Megatron-LM examples/sc21/run_table_1.sh); a row that publishes none gets the\n"
+           "ones the model predicts fastest among those that fit.\n\n"
            "options:\n"
            "  --without LIST   switch effects of the time model off, to see each one's share\n"
            "                   (comma list of):");
@@ -56,7 +57,7 @@ static void print(const pp_tune_validation *v, unsigned without)
         printf("\n");
     }
     printf("\n  %-7s %5s %4s %5s  %-44s %12s %12s %8s\n", "model", "t.p", "GPUs", "batch",
-           "layout (predicted fastest b, v)", "published(s)", "predicted(s)", "error");
+           "layout (the run's b, v)", "published(s)", "predicted(s)", "error");
     for (int i = 0; i < v->n; i++) {
         const pp_tune_check *c = &v->rows[i];
         char cb[160];

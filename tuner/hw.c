@@ -171,6 +171,7 @@ pp_status pp_tune_hw_from_cluster(const pp_cluster *c, const char *source, pp_tu
     /* One node: no inter-node hop ever happens; keep the intra figures so nothing divides by 0. */
     out->inter_bw = ex->present ? ex->beta_Bps : out->intra_bw;
     out->inter_lat = ex->present ? ex->alpha_s : out->intra_lat;
+    out->inter_measured = ex->present && ex->source == PP_SRC_PROBED;
     out->sms = out->cpu_devices ? 0 : known_sms(out->device);
     const pp_collective *ar = &c->allreduce;
     out->tp_busbw_measured = ar->present && ar->busbw_Bps > 0;

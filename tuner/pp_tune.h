@@ -107,6 +107,7 @@ typedef struct {
     double intra_lat;       /* s */
     double inter_bw;        /* one direction per device across nodes, B/s */
     double inter_lat;       /* s */
+    int inter_measured;     /* 1: inter_bw is a probed point-to-point figure, not a preset's */
     double tp_busbw;        /* all-reduce bus bandwidth inside a node, B/s (nccl-tests busbw):
                                measured where the cluster has one, else intra_bw x the preset
                                efficiency PP_TUNE_NVLINK_ALLREDUCE_EFFICIENCY */
@@ -144,6 +145,16 @@ typedef enum {
     PP_TUNE_RECOMPUTE_FULL
 } pp_tune_recompute;
 
+/* How each micro-batch's weight gradients reach the accumulated gradient. */
+typedef enum {
+    PP_TUNE_GRAD_ACCUM_FUSED = 0, /* inside the weight-gradient GEMM (Megatron-Core's default
+                                     gradient-accumulation fusion): nothing more */
+    PP_TUNE_GRAD_ACCUM_MAIN,      /* the DDP hook adds the 16-bit gradient into the fp32 main
+                                     gradient every micro-batch (--no-gradient-accumulation-fusion) */
+    PP_TUNE_GRAD_ACCUM_AUTOGRAD16 /* autograd adds into the 16-bit .grad from the second
+                                     micro-batch on (Megatron-LM 2021, before the fusion existed) */
+} pp_tune_grad_accum;
+
 typedef struct {
     /* pp_common.h's: PP_PREC_BF16 Megatron mixed precision (bf16 weights, fp32 main grads,
      * Adam; the default), PP_PREC_FP32 the bundled runtime on the CPU (everything fp32) */
@@ -154,6 +165,7 @@ typedef struct {
     int sequence_parallel; /* 1: Megatron sequence parallelism, the 10sbh term split over t too */
     double headroom;       /* fraction of device memory kept free, default 0.05 */
     double gemm_efficiency; /* fraction of the hw GEMM rate a layer's GEMMs reach, default 1 */
+    pp_tune_grad_accum grad_accum; /* default FUSED */
     unsigned without;       /* PP_TUNE_FX_* effects of the time model switched off (0: all on);
                                only for measuring each effect's share (pptune validate) */
 } pp_tune_opts;
@@ -169,7 +181,13 @@ enum {
     PP_TUNE_FX_DP_NICS = 1u << 6,     /* DP sync over all the node's NICs of the group */
     PP_TUNE_FX_P2P_SHARE = 1u << 7,   /* each TP rank sends 1/t of the boundary tensor */
     PP_TUNE_FX_P2P_BLOCKING = 1u << 8, /* Megatron's pipeline sends block compute */
-    PP_TUNE_FX_COUNT = 9
+    PP_TUNE_FX_OPTIMIZER_PASSES = 1u << 9, /* the mixed-precision step's unscale, norm, clip,
+                                              copy-back passes beside Adam's */
+    PP_TUNE_FX_EMBED_AR = 1u << 10,   /* tied-embedding all-reduce of first and last stage */
+    PP_TUNE_FX_LOSS_PASSES = 1u << 11, /* the fp32 cross-entropy's memory-bound passes */
+    PP_TUNE_FX_P2P_RATE = 1u << 12,   /* pipeline transfers across nodes at the measured rate */
+    PP_TUNE_FX_GRAD_ACCUM = 1u << 13, /* unfused gradient accumulation (opts.grad_accum) */
+    PP_TUNE_FX_COUNT = 14
 };
 /* "tp-busbw", "recompute-ar", ... for bit i; NULL past the last. */
 const char *pp_tune_fx_name(int i);
@@ -188,6 +206,8 @@ typedef struct {
     int t;         /* tensor-parallel size */
     int N;         /* micro-batches per step per pipeline */
     int uneven;    /* Llama-3 split */
+    int first;     /* layers of a pipe's first stage (with the embedding); 0 = as the others */
+    int last;      /* layers of a pipe's last stage (with the head and loss); 0 = as the others */
 } pp_tune_config;
 
 /* The one mapping each way between the tuner's configuration and the profile's (which pprun
@@ -198,6 +218,9 @@ pp_status pp_tune_config_from_profile(const pp_profile_config *c, pp_tune_config
 
 /* "interleaved p=4 v=2 G=4 b=1 d=8 t=8 N=32 even" into buf; returns buf. */
 char *pp_tune_config_str(const pp_tune_config *c, char *buf, size_t n);
+/* The layer split as the leaderboard shows it: "even", "uneven" (Llama 3), or "A/Z" (first- and
+ * last-stage layers, the rest even; "-" for one not given). Returns buf. */
+char *pp_tune_split_str(const pp_tune_config *c, char *buf, size_t n);
 
 /* Per-rank memory (memory.c). */
 typedef struct {
@@ -276,6 +299,8 @@ double pp_tune_ring_allreduce(double bytes, int n, double bw, double lat);
 typedef struct {
     double dp_allreduce; /* slowest rank's data-parallel gradient all-reduce, s */
     double optimizer;    /* slowest rank's optimizer step, s */
+    double embed_allreduce; /* tied-embedding gradient all-reduce of first and last stage, s
+                               (included in their dp_rank entries) */
     double *dp_rank;     /* [D] each rank's all-reduce, s; filled when the caller gives it */
 } pp_tune_step_extra;
 
@@ -383,6 +408,8 @@ typedef struct {
     int gpus, global_batch, seq, vocab;
     double tflops_per_gpu; /* published, the paper's FLOP count (recompute included) */
     const char *source;
+    int micro_batch;       /* the run's micro-batch size; 0: not published (chosen) */
+    int chunks;            /* the run's model chunks per rank (v); 0: not published (chosen) */
 } pp_tune_published;
 
 /* The bundled table (static storage); *n receives the count. */
@@ -393,7 +420,7 @@ double pp_tune_published_step(const pp_tune_published *r);
 #define PP_TUNE_VALIDATE_MAX 32
 typedef struct {
     const pp_tune_published *row;
-    pp_tune_config cfg;    /* the layout predicted (fastest (b, v) that fits) */
+    pp_tune_config cfg;    /* the layout predicted (the published (b, v), else the fastest) */
     double published_step; /* s */
     double predicted_step; /* s */
     double error;          /* predicted / published - 1 */

@@ -25,12 +25,15 @@ void pp_tune_sched_params(const pp_tune_model *m, const pp_tune_config *c, pp_sc
     out->group = c->G;
     out->layers = m->layers;
     out->uneven = c->uneven;
+    out->first_layers = c->first;
+    out->last_layers = c->last;
 }
 
 void pp_tune_config_to_profile(const pp_tune_config *c, pp_profile_config *out)
 {
     *out = (pp_profile_config){.schedule = c->kind, .p = c->p, .v = c->v, .G = c->G, .b = c->b,
-                               .d = c->d, .t = c->t, .N = c->N, .uneven = c->uneven};
+                               .d = c->d, .t = c->t, .N = c->N, .uneven = c->uneven,
+                               .first_layers = c->first, .last_layers = c->last};
 }
 
 pp_status pp_tune_config_from_profile(const pp_profile_config *c, pp_tune_config *out)
@@ -42,16 +45,31 @@ pp_status pp_tune_config_from_profile(const pp_profile_config *c, pp_tune_config
     snprintf(out->kind, sizeof out->kind, "%s", c->schedule);
     out->p = c->p, out->v = c->v, out->G = c->G, out->b = c->b;
     out->d = c->d, out->t = c->t, out->N = c->N, out->uneven = c->uneven;
+    out->first = c->first_layers, out->last = c->last_layers;
     return PP_OK;
+}
+
+char *pp_tune_split_str(const pp_tune_config *c, char *buf, size_t n)
+{
+    char a[12] = "-", z[12] = "-";
+    if (c->first)
+        snprintf(a, sizeof a, "%d", c->first);
+    if (c->last)
+        snprintf(z, sizeof z, "%d", c->last);
+    if (c->first || c->last)
+        snprintf(buf, n, "%s/%s", a, z);
+    else
+        snprintf(buf, n, "%s", c->uneven ? "uneven" : "even");
+    return buf;
 }
 
 char *pp_tune_config_str(const pp_tune_config *c, char *buf, size_t n)
 {
-    char g[24] = "";
+    char g[24] = "", split[32];
     if (c->G)
         snprintf(g, sizeof g, " G=%d", c->G);
     snprintf(buf, n, "%s p=%d v=%d%s b=%d d=%d t=%d N=%d %s", c->kind, c->p, c->v, g, c->b, c->d,
-             c->t, c->N, c->uneven ? "uneven" : "even");
+             c->t, c->N, pp_tune_split_str(c, split, sizeof split));
     return buf;
 }
 

@@ -31,9 +31,15 @@ char *pp_tune_launch_command(const pp_tune_model *m, const pp_tune_hw *hw, const
 
 static json_t *config_json(const pp_tune_config *c)
 {
-    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s}", "schedule", c->kind, "p",
-                     c->p, "v", c->v, "G", c->G, "b", c->b, "d", c->d, "t", c->t, "N", c->N,
-                     "split", c->uneven ? "uneven" : "even");
+    int ends = c->first || c->last;
+    json_t *o = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s}", "schedule", c->kind,
+                          "p", c->p, "v", c->v, "G", c->G, "b", c->b, "d", c->d, "t", c->t, "N",
+                          c->N, "split", ends ? "first-last" : c->uneven ? "uneven" : "even");
+    if (o && ends) {
+        json_object_set_new(o, "first_stage_layers", json_integer(c->first));
+        json_object_set_new(o, "last_stage_layers", json_integer(c->last));
+    }
+    return o;
 }
 
 static json_t *prediction_json(const pp_tune_model *m, const pp_tune_hw *hw,

@@ -2,8 +2,8 @@
  *
  * 1. Enumerate: t divides the GPUs per node (and heads, KV heads, FFN); p divides GPUs / t;
  *    d = GPUs / (p t); b a power of two up to max_b; N = global batch / (b d); per schedule its
- *    v and G and the even / Llama-3 uneven layer split. A candidate that breaks a rule keeps the
- *    rule as its reason (stage "rule").
+ *    v and G and the layer split (even, Llama-3 uneven, first/last-stage shifts). A candidate
+ *    that breaks a rule keeps the rule as its reason (stage "rule").
  * 2. Bound: for every valid candidate a lower bound on its step time that needs no schedule:
  *    total compute / p (no rank can be busier than the average) + the DP all-reduce and optimizer
  *    step of a rank holding the average parameter count. Static memory (weights, gradients,
@@ -110,9 +110,11 @@ static int breaks_rule(const pp_tune_model *m, const pp_tune_config *c, char *wh
 {
     const pp_sched_desc *d = pp_sched_find(c->kind);
     pp_sched_params sp = {.ranks = c->p, .microbatches = c->N, .chunks = c->v, .group = c->G,
-                          .layers = m->layers, .uneven = c->uneven};
+                          .layers = m->layers, .uneven = c->uneven, .first_layers = c->first,
+                          .last_layers = c->last};
+    pp_sched_split split = pp_sched_params_split(&sp);
     if (d && pp_sched_desc_check(d, &sp) == PP_OK &&
-        pp_sched_split_layers(m->layers, c->p * c->v, c->uneven, NULL) == PP_OK)
+        pp_sched_split_layers(m->layers, c->p * c->v, &split, NULL) == PP_OK)
         return 0;
     snprintf(why, n, "%s", pp_err_text());
     pp_err_clear();
@@ -131,6 +133,52 @@ static pp_status offer(search *x, const pp_tune_config *c)
     return add_cand(x, c);
 }
 
+/* The layer splits searched for one (schedule, p, v): even and Llama 3's uneven, as always
+ * (with their rule as the reason where they do not apply), then shifts of 1..SPLIT_SHIFTS
+ * layers off the first stage (the embedding's) and the last (the head and loss'), onto the
+ * others, as Megatron's first/last-pipeline-num-layers: only the valid ones, and none that
+ * repeats even or uneven. Where a pipe's first and last stage share ranks (the registry's
+ * split_ends_together) only A = Z is tried, and nothing on two ranks; with two stages
+ * A = L - Z. */
+#define SPLIT_SHIFTS 2
+
+static int same_as_even_or_uneven(int L, int S, int A, int Z)
+{
+    if (A != Z)
+        return 0;
+    return (L % S == 0 && A == L / S) || (S >= 3 && (L + 2) % S == 0 && A == (L + 2) / S - 1);
+}
+
+static pp_status offer_splits(search *x, const pp_sched_desc *d, pp_tune_config c)
+{
+    for (int uneven = 0; uneven <= 1; uneven++) {
+        c.uneven = uneven;
+        PP_TRY(offer(x, &c));
+    }
+    c.uneven = 0;
+    int L = x->m->layers, S = c.p * c.v, q = S > 0 ? L / S : 0;
+    if (S < 2 || q < 2)
+        return PP_OK;
+    if (d->split_ends_together && c.p == 2)
+        return PP_OK; /* both ranks hold a pipe's first and the other's last stage and every
+                         layer once per pipe pair: no split changes a rank's load */
+    for (int dz = 0; dz <= SPLIT_SHIFTS; dz++)
+        for (int da = 0; da <= SPLIT_SHIFTS; da++) {
+            int Z = q - dz, A = S == 2 ? L - Z : q - da;
+            if (Z < 1 || A < 1 || (S == 2 && da) || (d->split_ends_together && A != Z) ||
+                same_as_even_or_uneven(L, S, A, Z))
+                continue;
+            pp_sched_split sp = {.first = A, .last = Z};
+            if (pp_sched_split_layers(L, S, &sp, NULL) != PP_OK) {
+                pp_err_clear();
+                continue;
+            }
+            c.first = A, c.last = Z;
+            PP_TRY(offer(x, &c));
+        }
+    return PP_OK;
+}
+
 static pp_status enumerate_schedules(search *x, pp_tune_config c)
 {
     int n_kinds;
@@ -140,36 +188,33 @@ static pp_status enumerate_schedules(search *x, pp_tune_config c)
         if (!schedule_wanted(x->sp->schedules, d->name))
             continue;
         snprintf(c.kind, sizeof c.kind, "%s", d->name);
-        for (int uneven = 0; uneven <= 1; uneven++) {
-            c.uneven = uneven;
-            if (d->chunks) {
-                c.v = d->chunks;
-                c.G = 0;
-                PP_TRY(offer(x, &c));
-                continue;
+        if (d->chunks) {
+            c.v = d->chunks;
+            c.G = 0;
+            PP_TRY(offer_splits(x, d, c));
+            continue;
+        }
+        /* tunable chunks: v up to the layers a rank holds; G = p, 2p, 4p, ... and N
+         * (Megatron's default is p; Llama 3 tuned it). Too few ranks to interleave: one
+         * candidate says so. */
+        if (c.p < d->min_ranks) {
+            c.v = d->chunks_min, c.G = c.p;
+            PP_TRY(offer_splits(x, d, c));
+            continue;
+        }
+        for (int v = d->chunks_min; v * c.p <= x->m->layers + 2 && v <= 16; v++) {
+            c.v = v;
+            for (long long G = c.p; G <= c.N; G *= 2) { /* 64 bits: N may be 2^30 */
+                c.G = (int)G;
+                PP_TRY(offer_splits(x, d, c));
             }
-            /* tunable chunks: v up to the layers a rank holds; G = p, 2p, 4p, ... and N
-             * (Megatron's default is p; Llama 3 tuned it). Too few ranks to interleave: one
-             * candidate says so. */
-            if (c.p < d->min_ranks) {
-                c.v = d->chunks_min, c.G = c.p;
-                PP_TRY(offer(x, &c));
-                continue;
+            if (c.N > c.p && (c.N & (c.N - 1)) != 0) {
+                c.G = c.N;
+                PP_TRY(offer_splits(x, d, c));
             }
-            for (int v = d->chunks_min; v * c.p <= x->m->layers + 2 && v <= 16; v++) {
-                c.v = v;
-                for (long long G = c.p; G <= c.N; G *= 2) { /* 64 bits: N may be 2^30 */
-                    c.G = (int)G;
-                    PP_TRY(offer(x, &c));
-                }
-                if (c.N > c.p && (c.N & (c.N - 1)) != 0) {
-                    c.G = c.N;
-                    PP_TRY(offer(x, &c));
-                }
-                if (c.N < c.p) {
-                    c.G = c.p;
-                    PP_TRY(offer(x, &c));
-                }
+            if (c.N < c.p) {
+                c.G = c.p;
+                PP_TRY(offer_splits(x, d, c));
             }
         }
     }

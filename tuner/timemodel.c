@@ -21,8 +21,10 @@
  * TP all-reduces at the measured (or preset) all-reduce busbw, the recomputed forward's two
  * all-reduces, sequence parallelism's collectives and split element-wise work, attention's
  * memory-bound s^2 work (or flash attention's causal FLOPs), wave quantization of GEMM tiles,
- * a fixed cost per kernel, DP sync over the group's NICs, the 1/t boundary share. Constants
- * with their sources below.
+ * a fixed cost per kernel, DP sync over the group's NICs, the 1/t boundary share, blocking
+ * pipeline sends, the mixed-precision optimizer's other passes, the tied-embedding all-reduce of
+ * first and last stage, the fp32 cross-entropy's passes, the measured rate of pipeline
+ * transfers across nodes, gradient accumulation outside the GEMMs where opts.grad_accum says so. Constants with their sources below.
  * Not modelled: NCCL protocol switching, network contention between jobs, compute/comm overlap
  * inside a layer.
  */
@@ -36,7 +38,8 @@ const char *pp_tune_fx_name(int i)
 {
     static const char *const names[PP_TUNE_FX_COUNT] = {
         "tp-busbw", "recompute-ar", "seq-par", "attention", "gemm-shape", "kernel-cost",
-        "dp-nics", "p2p-share", "p2p-blocking"};
+        "dp-nics", "p2p-share", "p2p-blocking", "optimizer-passes", "embed-allreduce",
+        "loss-passes", "p2p-rate", "grad-accum"};
     return i >= 0 && i < PP_TUNE_FX_COUNT ? names[i] : NULL;
 }
 
@@ -95,6 +98,16 @@ double pp_tune_model_flops(const pp_tune_model *m, double sequences)
 #define ATTN_BYTES_F(dropout) ((dropout) ? 13.0 : 8.0)
 #define ATTN_BYTES_B(dropout) ((dropout) ? 19.0 : 14.0)
 #define IB_EFFICIENCY 0.9
+/* CE_BYTES_F / _B (effect loss-passes): bytes per logit element of Megatron's vocab-parallel
+ * cross-entropy in fp32 (megatron/mpu/cross_entropy.py 2021, tensor_parallel/cross_entropy.py
+ * in Megatron-Core; gpt_model.py casts the logits with .float() unless --fp16-lm-cross-entropy):
+ * forward: the cast (read 2 + write 4), the row max (read 4), subtracting it in place (4 + 4),
+ * exp in place (4 + 4), the row sum (4), dividing by it in place (4 + 4): 38 in 6 kernels;
+ * backward: scaling the saved softmax by the loss gradient in place (4 + 4) and the cast's
+ * backward to 16 bits (4 + 2): 14. Without the effect: 12 each way (one fp32 read + write +
+ * read, the earlier estimate). */
+#define CE_BYTES_F 38.0
+#define CE_BYTES_B 14.0
 
 typedef struct {
     double rate, bw, dt; /* rate: large-GEMM FLOP/s (attention); GEMMs ask hw by shape */
@@ -215,12 +228,15 @@ void pp_tune_op_times_compute(const pp_tune_model *m, const pp_tune_hw *hw,
     out->embed_f = 2.0 * r.dt * M * h / r.bw + r.kernel;
     out->embed_b = 2.0 * out->embed_f;
     /* Head: final norm, logits GEMM over the vocabulary padded to 128 t (Megatron), fp32
-     * softmax cross-entropy reading and writing the logits. */
+     * softmax cross-entropy over the logits: CE_BYTES_F / _B per logit element. */
     double vpad = ceil((double)m->vocab / (128.0 * c->t)) * 128.0;
-    double ce = 3.0 * 4.0 * M * vpad / r.bw + 2.0 * r.kernel;
+    int passes = fx(o, PP_TUNE_FX_LOSS_PASSES);
+    double logits = M * vpad;
+    double ce_f = (passes ? CE_BYTES_F : 12.0) * logits / r.bw + (passes ? 6.0 : 2.0) * r.kernel;
+    double ce_b = (passes ? CE_BYTES_B : 12.0) * logits / r.bw + 2.0 * r.kernel;
     double norm = 2.0 * r.dt * M * h / r.bw + r.kernel;
-    out->head_f = gemm(&r, M, vpad, h) + ce + norm;
-    out->head_b = 2.0 * gemm(&r, M, vpad, h) + ce + 2.0 * norm;
+    out->head_f = gemm(&r, M, vpad, h) + ce_f + norm;
+    out->head_b = 2.0 * gemm(&r, M, vpad, h) + ce_b + 2.0 * norm;
 }
 
 /* Node of pipeline rank `pp` in data-parallel replica `dp` under tp-pp-dp placement. */
@@ -241,28 +257,70 @@ static int same_node(const pp_tune_hw *hw, const pp_tune_config *c, int i, int j
     return 1;
 }
 
-static void fill_links(const pp_tune_hw *hw, const pp_tune_config *c, const pp_sched *s,
-                       pp_cost *cost)
+/* P2P_IB_EFFICIENCY (effect p2p-rate): the pipeline's point-to-point transfers across nodes
+ * reach 0.74 of the NIC's line rate. Measured: Narayanan et al. (SC'21, sec. 5.9) observed an
+ * effective bisection bandwidth of 892 GB/s for the pipeline's point-to-point communication of
+ * the 1T run on Selene (t = 8, d = 6: 48 GPUs, each on its own 200 Gb/s HDR NIC, cross the
+ * middle stage boundary): 892 / (48 x 25) = 0.743. Applied to a preset's line rate on GPU
+ * devices (the figure is NCCL over InfiniBand), not to a probed point-to-point figure. */
+#define P2P_IB_EFFICIENCY (892.0 / (48 * 25.0))
+
+static void fill_links(const pp_tune_hw *hw, const pp_tune_config *c, const pp_tune_opts *o,
+                       const pp_sched *s, pp_cost *cost)
 {
     int D = s->ranks;
+    double inter = hw->inter_bw;
+    if (fx(o, PP_TUNE_FX_P2P_RATE) && !hw->cpu_devices && !hw->inter_measured)
+        inter *= P2P_IB_EFFICIENCY;
     for (int i = 0; i < D; i++)
         for (int j = 0; j < D; j++) {
             int intra = same_node(hw, c, i, j);
             cost->latency[i * D + j] = intra ? hw->intra_lat : hw->inter_lat;
-            cost->inv_bw[i * D + j] = 1.0 / (intra ? hw->intra_bw : hw->inter_bw);
+            cost->inv_bw[i * D + j] = 1.0 / (intra ? hw->intra_bw : inter);
         }
 }
 
-static void fill_compute(const pp_tune_op_times *ot, const pp_sched *s, pp_cost *cost)
+/* Gradient accumulation outside the GEMMs, seconds per parameter per micro-batch (memory bound,
+ * in the backward on the compute stream; 0 when fused, the default):
+ * MAIN: Megatron-Core's backward hook without gradient-accumulation fusion,
+ *   param.main_grad.add_(param.grad) (distributed/distributed_data_parallel.py): read the fp32
+ *   main gradient 4 + the 16-bit gradient 2, write 4: 10 bytes (12 when everything is fp32);
+ * AUTOGRAD16: Megatron-LM 2021's local DDP without contiguous buffers (the SC'21 runs), where
+ *   main_grad is param.grad and autograd's AccumulateGrad adds each micro-batch's fp16 gradient
+ *   in place (read 2 + 2, write 2: 6 bytes); zero_grad(set_to_none=True) makes the first
+ *   micro-batch an assignment, so (N-1)/N of them pay, charged evenly. The fusion (the weight-
+ *   gradient GEMM accumulating into main_grad) came to Megatron-LM in February 2022. */
+static double grad_accum_per_param(const pp_tune_hw *hw, const pp_tune_config *c,
+                                   const pp_tune_opts *o)
+{
+    if (!fx(o, PP_TUNE_FX_GRAD_ACCUM))
+        return 0.0;
+    switch (o->grad_accum) {
+    case PP_TUNE_GRAD_ACCUM_MAIN:
+        return (o->precision == PP_PREC_FP32 ? 12.0 : 10.0) / hw->mem_bw;
+    case PP_TUNE_GRAD_ACCUM_AUTOGRAD16:
+        return c->N > 1 ? 6.0 * (c->N - 1.0) / c->N / hw->mem_bw : 0.0;
+    default:
+        return 0.0;
+    }
+}
+
+/* accum: gradient accumulation per parameter (s); layer_params: one layer's on a rank (1/t);
+ * end_params: the word embedding's share on the first stage, and the head's (or the tied
+ * copy's) on the last. */
+static void fill_compute(const pp_tune_op_times *ot, const pp_sched *s, double accum,
+                         double layer_params, double end_params, pp_cost *cost)
 {
     int S = s->stages_per_pipe;
     for (int pipe = 0; pipe < s->n_pipes; pipe++)
         for (int st = 0; st < S; st++) {
             int k = pipe * S + st, layers = pp_sched_stage_layers(s, pipe, st);
+            double params = layers * layer_params + (st == 0 ? end_params : 0) +
+                            (st == S - 1 && S > 1 ? end_params : 0);
             cost->f[k] = layers * ot->layer_f + (st == 0 ? ot->embed_f : ot->p2p_gather) +
                          (st == S - 1 ? ot->head_f : 0);
             cost->b[k] = layers * ot->layer_b + (st == 0 ? ot->embed_b : 0) +
-                         (st == S - 1 ? ot->head_b : ot->p2p_gather);
+                         (st == S - 1 ? ot->head_b : ot->p2p_gather) + accum * params;
             cost->send_bytes_f[k] = ot->p2p_bytes;
             cost->send_bytes_b[k] = ot->p2p_bytes;
         }
@@ -346,13 +404,39 @@ double pp_tune_dp_sync_time(const pp_tune_hw *hw, const pp_tune_config *c, const
 
 /* Adam update, memory bound: fp32 master weight, m, v read and written, gradient read, 16-bit
  * weight written: ~30 bytes per parameter (28 in fp32). Sharded by d with the distributed
- * optimizer. */
+ * optimizer.
+ * OPT_PASSES_BYTES (effect optimizer-passes): the other memory-bound passes of Megatron's
+ * mixed-precision step over every fp32 main gradient / weight (megatron/optimizer/optimizer.py,
+ * MixedPrecisionOptimizer.step and clip_grads.py, 2021 to Megatron-Core): unscale with the
+ * inf/nan check (read 4 + write 4), the gradient norm for --clip-grad (read 4; Megatron's
+ * default clip-grad is 1.0 and the SC'21 runs pass it), the clip scaling (read 4 + write 4),
+ * and the copy of the fp32 main weights back into the 16-bit model weights (read 4; Adam's
+ * figure above already counts the 2-byte write): 24 bytes. fp32 training (the bundled CPU
+ * runtime) has no loss scale, no clip and no copy-back, so nothing is added there. */
+#define OPT_PASSES_BYTES 24.0
+
 double pp_tune_optimizer_time(const pp_tune_hw *hw, const pp_tune_config *c,
                               const pp_tune_opts *o, double params)
 {
     double per = o->precision == PP_PREC_FP32 ? 28.0 : 30.0;
+    if (o->precision != PP_PREC_FP32 && fx(o, PP_TUNE_FX_OPTIMIZER_PASSES))
+        per += OPT_PASSES_BYTES;
     double n = o->distributed_optimizer ? params / c->d : params;
     return n * per / hw->mem_bw;
+}
+
+/* Tied embeddings under pipelining: after the data-parallel sync the first and the last stage
+ * all-reduce the word-embedding gradient (V x h / t, the main-gradient dtype) between them
+ * before the optimizer step (megatron/training.py train_step, "All-reduce word_embeddings'
+ * grad across first and last stages", 2021; finalize_model_grads._allreduce_word_embedding_grads
+ * in Megatron-Core), a two-rank ring over the link that joins them. Both wait for it, so it
+ * ends max(their ends) + its time later: added to both ranks' sync. */
+static double embed_allreduce_time(const pp_tune_model *m, const pp_tune_hw *hw,
+                                   const pp_tune_config *c, const pp_tune_opts *o, int intra)
+{
+    double bytes = (double)m->vocab * m->hidden / c->t * pp_tune_bytes_per_param(o, 1).grads;
+    return pp_tune_ring_allreduce(bytes, 2, intra ? hw->intra_bw : hw->inter_bw,
+                                  intra ? hw->intra_lat : hw->inter_lat);
 }
 
 static pp_status alloc_cost(const pp_sched *s, pp_cost *cost)
@@ -397,13 +481,14 @@ pp_status pp_tune_costs(const pp_tune_model *m, const pp_tune_hw *hw, const pp_t
         free(own);
         return st;
     }
-    fill_compute(&ot, s, cost);
-    fill_links(hw, c, s, cost);
-    if (fx(o, PP_TUNE_FX_P2P_BLOCKING))
-        fold_blocking_sends(s, cost);
     pp_tune_params pc;
     pp_tune_model_params(m, &pc);
     double layer_params = pc.per_layer / c->t;
+    fill_compute(&ot, s, grad_accum_per_param(hw, c, o), layer_params,
+                 (double)m->vocab * m->hidden / c->t, cost);
+    fill_links(hw, c, o, s, cost);
+    if (fx(o, PP_TUNE_FX_P2P_BLOCKING))
+        fold_blocking_sends(s, cost);
     fill_reduces(m, hw, c, o, s, &layer_params, cost);
 
     double *dp_rank = extra->dp_rank;
@@ -416,6 +501,15 @@ pp_status pp_tune_costs(const pp_tune_model *m, const pp_tune_hw *hw, const pp_t
             dp_rank[r] = ar;
         extra->dp_allreduce = fmax(extra->dp_allreduce, ar);
         extra->optimizer = fmax(extra->optimizer, opt);
+    }
+    int first = pp_sched_rank_of(s, 0, 0), last = pp_sched_rank_of(s, 0, s->stages_per_pipe - 1);
+    if (m->tied_embed && first >= 0 && last >= 0 && first != last &&
+        fx(o, PP_TUNE_FX_EMBED_AR)) {
+        extra->embed_allreduce = embed_allreduce_time(m, hw, c, o, same_node(hw, c, first, last));
+        if (dp_rank) {
+            dp_rank[first] += extra->embed_allreduce;
+            dp_rank[last] += extra->embed_allreduce;
+        }
     }
     free(own);
     return PP_OK;

@@ -6,10 +6,23 @@
  * measured rate: F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) (the paper's count, recomputed forward
  * included) / (TFLOP/s per GPU x GPUs). The prediction is pptune's own step time for the row's
  * layout, with the constants every other command uses: t = min(8, t.p) inside a node, p = t.p / t
- * across nodes, d the rest; the micro-batch size and the chunks per rank, which the paper chose
- * empirically and does not list per row, are chosen the same way here: the (b, v) the model
- * predicts fastest among those that fit in memory (b in 1..8; v = 1 runs 1F1B, v >= 2
- * Megatron's interleaved schedule). Nothing here is fitted to a row.
+ * across nodes, d the rest; the micro-batch size and the chunks per rank are the run's own,
+ * from the scripts that produced Table 1 (Megatron-LM examples/sc21/run_table_1.sh, commits of
+ * August 2021: MBS, and --num-layers-per-virtual-pipeline-stage L giving v = layers / (p L);
+ * no such flag: v = 1, Megatron's 1F1B; the paper's text says "interleaved" for the whole
+ * table, but the 39.1B and 1T scripts do not interleave). A row that does not publish them
+ * (micro_batch or chunks 0) gets the (b, v) the model predicts fastest among those that fit
+ * (b in 1..16; v = 1 runs 1F1B, v >= 2 Megatron's interleaved schedule). Nothing here is fitted
+ * to a row.
+ * The runs' software is what Megatron-LM had in 2021: full recompute, no flash attention, no
+ * sequence parallelism, no distributed optimizer, and no gradient-accumulation fusion (autograd
+ * accumulated the fp16 gradients: opts.grad_accum AUTOGRAD16, see timemodel.c).
+ * Known differences between these runs and what is predicted (not modelled, each would make the
+ * prediction faster still): the runs were fp16 and all-reduced 16-bit gradients
+ * (--accumulate-allreduce-grads-in-fp32 off), pptune times fp32 main gradients; the p = 1 rows
+ * used PyTorch DDP (--DDP-impl torch), which overlaps the gradient all-reduce with the
+ * backward, pptune starts it after the rank's last backward (as Megatron's local DDP of the
+ * other rows does).
  *
  * It does not print: cmd_validate.c does.
  */
@@ -21,19 +34,20 @@
 
 #define MEGATRON_SRC                                                                             \
     "Narayanan et al., SC'21, Table 1 (Megatron-LM README, cases_april2021.png): Selene, "       \
-    "DGX A100 80 GB, seq 2048, V 51200, full recompute, end-to-end"
+    "DGX A100 80 GB, seq 2048, V 51200, full recompute, end-to-end; micro-batch and chunks "     \
+    "per rank from Megatron-LM examples/sc21/run_table_1.sh"
 
 static const pp_tune_published rows[] = {
-    {"1.7B", "dgx-a100-80g", 2304, 24, 24, 1, 32, 512, 2048, 51200, 137, MEGATRON_SRC},
-    {"3.6B", "dgx-a100-80g", 3072, 32, 30, 2, 64, 512, 2048, 51200, 138, MEGATRON_SRC},
-    {"7.5B", "dgx-a100-80g", 4096, 32, 36, 4, 128, 512, 2048, 51200, 142, MEGATRON_SRC},
-    {"18.4B", "dgx-a100-80g", 6144, 48, 40, 8, 256, 1024, 2048, 51200, 135, MEGATRON_SRC},
-    {"39.1B", "dgx-a100-80g", 8192, 64, 48, 16, 512, 1536, 2048, 51200, 138, MEGATRON_SRC},
-    {"76.1B", "dgx-a100-80g", 10240, 80, 60, 32, 1024, 1792, 2048, 51200, 140, MEGATRON_SRC},
-    {"145.6B", "dgx-a100-80g", 12288, 96, 80, 64, 1536, 2304, 2048, 51200, 148, MEGATRON_SRC},
-    {"310.1B", "dgx-a100-80g", 16384, 128, 96, 128, 1920, 2160, 2048, 51200, 155, MEGATRON_SRC},
-    {"529.6B", "dgx-a100-80g", 20480, 128, 105, 280, 2520, 2520, 2048, 51200, 163, MEGATRON_SRC},
-    {"1008B", "dgx-a100-80g", 25600, 160, 128, 512, 3072, 3072, 2048, 51200, 163, MEGATRON_SRC},
+    {"1.7B", "dgx-a100-80g", 2304, 24, 24, 1, 32, 512, 2048, 51200, 137, MEGATRON_SRC, 16, 1},
+    {"3.6B", "dgx-a100-80g", 3072, 32, 30, 2, 64, 512, 2048, 51200, 138, MEGATRON_SRC, 16, 1},
+    {"7.5B", "dgx-a100-80g", 4096, 32, 36, 4, 128, 512, 2048, 51200, 142, MEGATRON_SRC, 16, 1},
+    {"18.4B", "dgx-a100-80g", 6144, 48, 40, 8, 256, 1024, 2048, 51200, 135, MEGATRON_SRC, 8, 1},
+    {"39.1B", "dgx-a100-80g", 8192, 64, 48, 16, 512, 1536, 2048, 51200, 138, MEGATRON_SRC, 4, 1},
+    {"76.1B", "dgx-a100-80g", 10240, 80, 60, 32, 1024, 1792, 2048, 51200, 140, MEGATRON_SRC, 2, 3},
+    {"145.6B", "dgx-a100-80g", 12288, 96, 80, 64, 1536, 2304, 2048, 51200, 148, MEGATRON_SRC, 2, 2},
+    {"310.1B", "dgx-a100-80g", 16384, 128, 96, 128, 1920, 2160, 2048, 51200, 155, MEGATRON_SRC, 1, 2},
+    {"529.6B", "dgx-a100-80g", 20480, 128, 105, 280, 2520, 2520, 2048, 51200, 163, MEGATRON_SRC, 1, 3},
+    {"1008B", "dgx-a100-80g", 25600, 160, 128, 512, 3072, 3072, 2048, 51200, 163, MEGATRON_SRC, 1, 1},
 };
 #define N_ROWS ((int)(sizeof rows / sizeof rows[0]))
 
@@ -73,7 +87,8 @@ static const char *interleaved_kind(void)
     return NULL;
 }
 
-/* The fastest predicted (b, v) of the row's layout that fits; *found 0 when none does. */
+/* The row's published (b, v), or where it publishes none the fastest predicted (b, v) of its
+ * layout that fits; *found 0 when none does. */
 static pp_status best_config(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_opts *o,
                              const pp_tune_published *r, pp_tune_check *out, int *found)
 {
@@ -81,11 +96,15 @@ static pp_status best_config(const pp_tune_model *m, const pp_tune_hw *hw, const
     int d = r->gpus / r->model_parallel;
     const char *inter = interleaved_kind();
     *found = 0;
-    for (int b = 1; b <= 8; b *= 2) {
+    for (int b = 1; b <= 16; b *= 2) { /* 1..16: the published rows run 1 to 16 */
+        if (r->micro_batch && b != r->micro_batch)
+            continue;
         if (r->global_batch % (b * d))
             continue;
         int N = r->global_batch / (b * d);
         for (int v = 1; v <= 8; v++) {
+            if (r->chunks && v != r->chunks)
+                continue;
             if (m->layers % (p * v) || (v > 1 && (p < 2 || !inter)))
                 continue;
             pp_tune_config c = {.p = p, .v = v, .b = b, .d = d, .t = t, .N = N};
@@ -125,6 +144,7 @@ pp_status pp_tune_validate(unsigned without, pp_tune_validation *out)
         pp_tune_opts_default(&o);
         o.recompute = PP_TUNE_RECOMPUTE_FULL; /* as the runs did; 2021: no flash attention, */
         o.flash_attention = 0;                /* no sequence parallelism, no distributed optimizer */
+        o.grad_accum = PP_TUNE_GRAD_ACCUM_AUTOGRAD16; /* and no gradient-accumulation fusion */
         o.without = without;
         pp_tune_check *c = &out->rows[out->n];
         c->row = r;

@@ -2,10 +2,11 @@
  * plain-C kernels of cpu_kernels.c / cpu_attention.c. It is the numerical reference the CUDA
  * backend is held to.
  *
- * OpenBLAS runs one thread per call (openblas_set_num_threads(1) at creation): ranks are
- * threads, each with its own backend, and a rank that spawned BLAS threads of its own would
- * oversubscribe the cores and blur the per-rank timings. The setting is process-wide in
- * OpenBLAS; every CPU backend sets the same value, so creating several is harmless.
+ * OpenBLAS runs pp_backend_cpu_set_threads' count per call (1 unless told: ranks are threads,
+ * each with its own backend, and ranks that spawned more BLAS threads than the cores hold would
+ * oversubscribe them and blur the per-rank timings; pprun sets cores / ranks on the node). The
+ * setting is process-wide in OpenBLAS; every CPU backend applies the same value, so creating
+ * several is harmless.
  */
 #include <cblas.h>
 #include <stdlib.h>
@@ -94,9 +95,25 @@ static const pp_backend_ops cpu_ops = {
     .destroy = cpu_destroy,
 };
 
+static int g_blas_threads = 1; /* what every CPU backend applies */
+
+int pp_backend_cpu_set_threads(int n)
+{
+    if (n >= 1) {
+        g_blas_threads = n;
+        openblas_set_num_threads(n);
+    }
+    return openblas_get_num_threads();
+}
+
+int pp_backend_cpu_threads(void)
+{
+    return openblas_get_num_threads();
+}
+
 pp_status pp_backend_cpu_create(pp_backend **out)
 {
-    openblas_set_num_threads(1);
+    openblas_set_num_threads(g_blas_threads);
     PP_TRY(pp_backend_wrap("cpu", &cpu_ops, NULL, out));
     return PP_OK;
 }

@@ -119,7 +119,9 @@ static int setup(const pprun_opts *o, run_state *s)
                           .chunks = o->chunks,
                           .group = o->group,
                           .layers = m->layers,
-                          .uneven = o->uneven};
+                          .uneven = o->uneven,
+                          .first_layers = o->first_layers,
+                          .last_layers = o->last_layers};
     if ((st = pp_sched_generate(o->schedule, &sp, &s->sched)) != PP_OK) {
         char ctx[160];
         snprintf(ctx, sizeof ctx, "--schedule %s, --ranks %d, model %s (%d layers): ", o->schedule,
@@ -233,6 +235,9 @@ static int train(const pprun_opts *o, run_state *s, int seq)
         if ((rc = pprun_save_if_due(o, s->ex, &s->rec, i + 1)) >= 0)
             return rc;
     }
+    if (!o->quiet && g_rank == 0 && s->rec.threads)
+        fprintf(stderr, "pprun: %d BLAS thread%s per rank (%s)\n", s->rec.threads,
+                s->rec.threads == 1 ? "" : "s", s->rec.threads_from);
     /* both gather on rank 0 under MPI: every process takes part */
     pp_status st = pp_rt_executor_mem_stats(s->ex, s->rec.mem);
     if (st == PP_OK)
@@ -251,6 +256,8 @@ int main(int argc, char **argv)
     run_state s;
     memset(&s, 0, sizeof s);
     rc = pprun_open_transport(&o, &s.tp, &g_rank);
+    if (rc < 0)
+        rc = pprun_choose_threads(&o, s.tp, &s.rec);
     if (rc < 0)
         rc = setup(&o, &s);
     /* under MPI no process starts training unless every one is ready */

@@ -33,6 +33,15 @@ static void usage(FILE *fp)
           "                            schedule's own)\n"
           "  --group G                 interleaved micro-batch group size (default D)\n"
           "  --uneven                  Llama-3 split: one layer fewer on the first and last stage\n"
+          "  --first-stage-layers A    layers of each pipe's first stage (it also holds the\n"
+          "                            embedding); the stages not given share the rest evenly\n"
+          "  --last-stage-layers Z     layers of each pipe's last stage (it also holds the head\n"
+          "                            and the loss), as Megatron's --decoder-last-pipeline-\n"
+          "                            num-layers; interleaved: the first/last virtual stage\n"
+          "  --threads T               BLAS threads per rank (default: OPENBLAS_NUM_THREADS if\n"
+          "                            set, else this machine's cores / the ranks on it)\n",
+          fp);
+    fputs(/* two literals: C99 promises 4095 characters in one */
           "  --dp d                    data-parallel pipeline replicas (default 1)\n"
           "  --tp t                    tensor-parallel ranks per pipeline rank, Megatron-style\n"
           "                            (t must divide the heads and the MLP width; default 1)\n"
@@ -113,6 +122,7 @@ static int parse_double(const char *opt, const char *val, double min, double *ou
 
 /* The most transformer blocks --layers may ask for (as the tuner's model bound). */
 #define PPRUN_MAX_LAYERS 4096
+#define PPRUN_MAX_THREADS 1024
 
 static int parse_u64(const char *opt, const char *val, uint64_t *out)
 {
@@ -156,7 +166,10 @@ enum {
     O_PRECISION,
     O_WATCHDOG,
     O_TP,
-    O_SEQPAR
+    O_SEQPAR,
+    O_FIRST,
+    O_LAST,
+    O_THREADS
 };
 
 static const struct option long_opts[] = {
@@ -169,6 +182,9 @@ static const struct option long_opts[] = {
     {"chunks", required_argument, NULL, O_CHUNKS},
     {"group", required_argument, NULL, O_GROUP},
     {"uneven", no_argument, NULL, O_UNEVEN},
+    {"first-stage-layers", required_argument, NULL, O_FIRST},
+    {"last-stage-layers", required_argument, NULL, O_LAST},
+    {"threads", required_argument, NULL, O_THREADS},
     {"dp", required_argument, NULL, O_DP},
     {"seq", required_argument, NULL, O_SEQ},
     {"steps", required_argument, NULL, O_STEPS},
@@ -218,6 +234,12 @@ static int apply(int c, const char *v, pprun_opts *o)
     case O_UNEVEN:
         o->uneven = 1;
         return -1;
+    case O_FIRST:
+        return parse_int("--first-stage-layers", v, 1, &o->first_layers);
+    case O_LAST:
+        return parse_int("--last-stage-layers", v, 1, &o->last_layers);
+    case O_THREADS:
+        return parse_int("--threads", v, 1, &o->threads);
     case O_DP:
         o->dp_set = 1;
         return parse_int("--dp", v, 1, &o->dp);
@@ -332,6 +354,11 @@ int pprun_parse(int argc, char **argv, pprun_opts *o)
         return 2;
     }
     /* sizes bounded before anything is allocated (issue 18, finding 6) */
+    if (o->threads > PPRUN_MAX_THREADS) {
+        fprintf(stderr, "pprun: --threads: expected at most %d, got %d\n", PPRUN_MAX_THREADS,
+                o->threads);
+        return 2;
+    }
     if (o->layers > PPRUN_MAX_LAYERS) {
         fprintf(stderr, "pprun: --layers: expected at most %d, got %d\n", PPRUN_MAX_LAYERS,
                 o->layers);

@@ -13,6 +13,9 @@ typedef struct {
     int ranks, microbatches, micro_batch, chunks, group, uneven, dp, seq, steps;
     int tp; /* --tp: tensor-parallel ranks per pipeline rank (1: none) */
     int layers; /* 0: the preset's */
+    int first_layers, last_layers; /* --first-stage-layers / --last-stage-layers; 0: as the rest */
+    int threads; /* --threads: BLAS threads per rank; 0: OPENBLAS_NUM_THREADS, else cores / ranks
+                    of this process */
     double lr, clip, weight_decay;
     double watchdog_s; /* --watchdog: an MPI wait without progress this long ends the job */
     const char *data; /* NULL: synthetic */
@@ -48,6 +51,8 @@ typedef struct {
     uint64_t param_checksum; /* pp_rt_executor_param_checksum after the last step */
     const char *transport;   /* "thread" or "mpi" */
     int processes;           /* 1, or the MPI world size */
+    int threads;              /* BLAS threads per rank, as OpenBLAS reports them (0: not CPU) */
+    const char *threads_from; /* "--threads", "OPENBLAS_NUM_THREADS", "cores / ranks", ... */
 } pprun_record;
 
 /* Returns -1 to go on, or the exit code (0 after --help, 2 for a bad option). */
@@ -63,6 +68,10 @@ int pprun_agree(pp_transport *tp, int rank, int rc);
 /* The end-of-run summary for a person (without --json): the run, final loss, median step,
  * tokens/s, model TFLOP/s, each rank's peak memory in GiB. -1 done, 1 write error. */
 int pprun_write_summary(const pprun_opts *o, const pprun_record *rec, FILE *fp);
+/* threads.c: sets the BLAS threads per rank (--threads, else OPENBLAS_NUM_THREADS, else the
+ * usable cores / the ranks of this process, or / the node's processes under MPI) before any
+ * backend exists, and records what OpenBLAS took in rec. Returns -1. */
+int pprun_choose_threads(const pprun_opts *o, pp_transport *tp, pprun_record *rec);
 /* Prints the JSON summary to stdout. */
 int pprun_write_json(const pprun_opts *o, const pprun_record *rec);
 /* Median of the steps after warm-up, and how many steps counted as warm-up. */

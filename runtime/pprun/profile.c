@@ -11,10 +11,12 @@
 
 static pp_profile *g_profile;
 
+/* clang-format off */
 static const char *const CONFIG_FLAGS[] = {
     "--model", "--schedule", "--ranks", "--microbatches", "--micro-batch-size", "--chunks",
-    "--group", "--dp",       "--seq",   "--uneven",       "--layers",           "--tp",
-    NULL};
+    "--group", "--dp", "--seq", "--uneven", "--first-stage-layers", "--last-stage-layers",
+    "--layers", "--tp", NULL};
+/* clang-format on */
 
 /* The first configuration flag on the command line, or NULL. */
 static const char *config_flag(int argc, char **argv)
@@ -65,6 +67,8 @@ int pprun_apply_profile(pprun_opts *o, int argc, char **argv)
     o->tp = c->t > 1 ? c->t : 1; /* the runtime splits each stage over t ranks (Megatron) */
     o->seq = p->model.seq;
     o->uneven = c->uneven;
+    o->first_layers = c->first_layers;
+    o->last_layers = c->last_layers;
     return -1;
 }
 

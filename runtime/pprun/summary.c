@@ -46,10 +46,13 @@ static json_t *model_json(const pprun_opts *o, const pp_model_cfg *m)
 
 static json_t *schedule_json(const pprun_opts *o, const pp_sched *s)
 {
-    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:i}", "kind", s->kind, "ranks",
+    json_t *layers = json_array(); /* per stage of a pipe (every pipe has the same split) */
+    for (int k = 0; k < s->stages_per_pipe; k++)
+        json_array_append_new(layers, json_integer(pp_sched_stage_layers(s, 0, k)));
+    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:o, s:i}", "kind", s->kind, "ranks",
                      s->ranks, "microbatches", s->microbatches, "chunks", s->chunks, "group",
                      s->group, "pipes", s->n_pipes, "stages_per_pipe", s->stages_per_pipe, "uneven",
-                     o->uneven, "dp", o->dp);
+                     o->uneven, "stage_layers", layers, "dp", o->dp);
 }
 
 /* A rank's tensor-parallel communication over the run: its all-reduces' wall seconds and the
@@ -99,10 +102,12 @@ int pprun_write_json(const pprun_opts *o, const pprun_record *rec)
         tokens, "tokens_per_second", med > 0 ? tokens / med : 0.0, "ranks", ranks_json(rec));
     char sum[24];
     snprintf(sum, sizeof sum, "%016llx", (unsigned long long)rec->param_checksum);
-    if (root && json_object_update_new(root, json_pack("{s:s, s:i, s:s, s:i}", "transport",
-                                                       rec->transport ? rec->transport : "thread",
-                                                       "processes", rec->processes,
-                                                       "param_checksum", sum, "tp", rec->tp)) != 0) {
+    if (root && json_object_update_new(
+                    root, json_pack("{s:s, s:i, s:i, s:s, s:s, s:i}", "transport",
+                                    rec->transport ? rec->transport : "thread", "processes",
+                                    rec->processes, "threads_per_rank", rec->threads,
+                                    "threads_from", rec->threads_from ? rec->threads_from : "",
+                                    "param_checksum", sum, "tp", rec->tp)) != 0) {
         json_decref(root);
         root = NULL;
     }

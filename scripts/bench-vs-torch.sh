@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# bench-vs-torch.sh [BUILD_DIR] — pprun's CPU step against a PyTorch loop of the same GPT
+# (bench/torch_gpt.py), and two pipeline ranks against the 1F1B bound of their split
+# (bench/pipeline_bound.py, from pprun's own trace). A benchmark: it prints figures, asserts none.
+#
+#   1. one rank, every core (pprun's default BLAS threads: cores / ranks) vs PyTorch with as many
+#      threads (torch.set_num_threads), models small and gpt-125m: ratio = PyTorch / pprun step;
+#   2. two ranks (1F1B, one BLAS thread each on two cores) with the even split and shifts of 1
+#      and 2 layers off the last stage (the head's): the fastest, its 1F1B bound, their ratio.
+# Every figure is the minimum over REPEATS runs of each run's median step (steps after the
+# first). torch is installed into BUILD_DIR/torch-venv from PyPI (CPU wheels from
+# download.pytorch.org first, else plain PyPI) the first time; the test suite never needs it.
+# Environment: REPEATS (3), STEPS (5), MB micro-batches (4), SEQ tokens (64), THREADS (the
+# usable cores), MODELS ("small gpt-125m").
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build}
+pprun=$build/runtime/pprun
+venv=$build/torch-venv
+REPEATS=${REPEATS:-3} STEPS=${STEPS:-5} MB=${MB:-4} SEQ=${SEQ:-64}
+THREADS=${THREADS:-$(nproc)} MODELS=${MODELS:-"small gpt-125m"}
+[ -x "$pprun" ] || { echo "bench-vs-torch.sh: build pprun first ($pprun)" >&2; exit 2; }
+if ! "$venv/bin/python" -c 'import torch' 2>/dev/null; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --index-url https://download.pytorch.org/whl/cpu torch 2>/dev/null ||
+    "$venv/bin/pip" install -q torch
+fi
+py=$venv/bin/python
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+field() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
+minof() { printf '%s\n' "$@" | sort -g | head -1; }
+
+echo "machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), load" \
+     "$(cut -d' ' -f1-3 /proc/loadavg) (shared: figures are noisy; minimum of $REPEATS runs)"
+echo "torch $("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null)," \
+     "steps $STEPS, micro-batches $MB x 1 sequence of $SEQ tokens, fp32"
+printf '\n%-9s %8s %12s %12s %9s\n' model threads pprun_s torch_s torch/pprun
+for m in $MODELS; do
+  p=() t=()
+  for _ in $(seq "$REPEATS"); do
+    p+=("$(env -u OPENBLAS_NUM_THREADS "$pprun" --model "$m" --ranks 1 --microbatches "$MB" \
+           --seq "$SEQ" --steps "$STEPS" --threads "$THREADS" --quiet --json |
+           field median_step_seconds)")
+    t+=("$("$py" "$root/bench/torch_gpt.py" --model "$m" --microbatches "$MB" --seq "$SEQ" \
+           --steps "$STEPS" --threads "$THREADS" 2>/dev/null | field median_step_seconds)")
+  done
+  pm=$(minof "${p[@]}") tm=$(minof "${t[@]}")
+  printf '%-9s %8d %12.4f %12.4f %8.2fx\n' "$m" "$THREADS" "$pm" "$tm" \
+         "$(python3 -c "print($tm / $pm)")"
+done
+
+printf '\n%-9s %-7s %12s %12s %12s %11s\n' model split two_ranks_s bound_s measured/bnd \
+       vs_one_rank
+for m in $MODELS; do
+  L=$("$pprun" --model "$m" --ranks 1 --steps 1 --quiet --json --seq 8 | \
+      python3 -c "import json,sys; print(json.load(sys.stdin)['model']['layers'])")
+  one=$(env -u OPENBLAS_NUM_THREADS "$pprun" --model "$m" --ranks 1 --microbatches "$MB" \
+        --seq "$SEQ" --steps "$STEPS" --quiet --json | field median_step_seconds)
+  best="" best_s=1e300
+  for k in 0 1 2; do
+    split=(--first-stage-layers $((L / 2 + k)) --last-stage-layers $((L / 2 - k)))
+    : >"$tmp/runs"
+    for _ in $(seq "$REPEATS"); do
+      env -u OPENBLAS_NUM_THREADS "$pprun" --model "$m" --ranks 2 --microbatches "$MB" \
+        --seq "$SEQ" --steps "$STEPS" --quiet "${split[@]}" --trace "$tmp/t.json"
+      python3 "$root/bench/pipeline_bound.py" "$tmp/t.json" >>"$tmp/runs"
+    done
+    # the fastest run's step, with that run's own bound
+    read -r ms bs rs < <(python3 -c "
+import json
+rows = [json.loads(l) for l in open('$tmp/runs')]
+b = min(rows, key=lambda r: r['fastest_measured_s'])
+print(b['fastest_measured_s'], b['its_bound_s'], b['ratio'])")
+    printf '%-9s %-7s %12.4f %12.4f %11.3fx %10.2fx\n' "$m" "$((L / 2 + k))/$((L / 2 - k))" \
+           "$ms" "$bs" "$rs" "$(python3 -c "print($one / $ms)")"
+    if python3 -c "import sys; sys.exit(0 if $ms < $best_s else 1)"; then
+      best_s=$ms best=$((L / 2 + k))/$((L / 2 - k))
+    fi
+  done
+  echo "$m: fastest two-rank split $best ($best_s s; one rank $one s)"
+done
