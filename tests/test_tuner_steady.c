@@ -229,7 +229,7 @@ Test(tuner_steady, simulate_with_huge_n_uses_the_steady_state_and_names_the_pref
     cr_expect(strstr(r.out, "N = 6250 is above the simulation budget of 4096: figures "
                             "extrapolated from prefixes"),
               "%s", r.out);
-    cr_expect(strstr(r.out, "timeline of the longest prefix simulated, N = 4096 of the 6250 "
+    cr_expect(strstr(r.out, "timeline of the longest prefix simulated, N = 1024 of the 6250 "
                             "micro-batches"),
               "%s", r.out);
     cr_expect(strstr(r.out, "step's parts"), "the breakdown extrapolates too: %s", r.out);
@@ -251,20 +251,21 @@ Test(tuner_steady, simulate_with_huge_n_uses_the_steady_state_and_names_the_pref
     pp_test_run_done(&r);
 }
 
-/* The search on the issue's command: huge-N candidates reach the leaderboard, which says how
- * they were predicted, and the profile holds their real N. */
-Test(tuner_steady, the_main_job_with_a_global_batch_of_100000_ranks_huge_n_candidates)
+/* The search with the issue's global batch of 100000 (b = 1 on 8 GPUs: N = 100000 / d >= 12500
+ * for every candidate): huge-N candidates reach the leaderboard, which says how they were
+ * predicted, and the profile holds their real N. */
+Test(tuner_steady, a_search_with_a_global_batch_of_100000_ranks_huge_n_candidates)
 {
     char dir[] = "/tmp/pptune-steady-XXXXXX";
     cr_assert(mkdtemp(dir));
-    pp_test_run_result r = pp_test_run("'%s' --model gpt-13b --nodes 32 --global-batch 100000 "
+    pp_test_run_result r = pp_test_run("'%s' --model gpt-1.3b --global-batch 100000 --max-b 1 "
                                        "-o '%s/p.json'",
                                        PP_BINARY_DIR "/tuner/pptune", dir);
     cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
     cr_expect(strstr(r.out, "(N above 4096: predicted from the steady state of bounded "
                             "prefixes, not simulated whole)"),
               "%s", r.out);
-    cr_expect(strstr(r.out, " 6250 even "), "an N = 6250 candidate on the board: %s", r.out);
+    cr_expect(strstr(r.out, " 12500 even "), "an N = 12500 candidate on the board: %s", r.out);
     char path[64];
     snprintf(path, sizeof path, "%s/p.json", dir);
     pp_profile *pf = NULL;

@@ -378,6 +378,7 @@ pp_status pp_tune_predict(const pp_tune_model *m, const pp_tune_hw *hw, const pp
 /* ---- Huge N: the steady state (predict.c) ------------------------------------------------
  * A configuration with more micro-batches than the simulation budget (PP_TUNE_MAX_MICROBATCHES
  * unless a test sets another) is not simulated whole: three prefixes N1 < N2 < N3 <= budget
+ * (N3 about max(1024, 16 D v, 4 periods), N1 about N3 / 2)
  * with N's remainder modulo the schedule's period (pp_sched_desc_period) and equal steps are,
  * and makespan, every rank's step end, busy and idle time (the bubble) and every rank's memory
  * (in-flight activations included) are extrapolated linearly to N after checking that they grow

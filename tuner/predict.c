@@ -241,8 +241,9 @@ pp_status pp_tune_predict(const pp_tune_model *m, const pp_tune_hw *hw, const pp
  * registry's pp_sched_desc_period) with the same timing: each period adds the same time to the
  * makespan and to every rank's end, the same busy and idle time, and the same in-flight
  * activations (0 for 1F1B, whose in-flight count stops at D; one period's for GPipe). So for N
- * above the budget the three prefixes N1 < N2 < N3 <= budget with N's remainder modulo the
- * period, N3 - N2 = N2 - N1, are simulated; the figures must grow by the same step twice (to a
+ * above the budget the three prefixes N1 < N2 < N3 with N's remainder modulo the period,
+ * N3 - N2 = N2 - N1, N1 about N3 / 2 and N3 about the larger of 1024, 8 warm-ups (2 D v each)
+ * and 4 periods, within the budget, are simulated; the figures must grow by the same step twice (to a
  * relative 1e-9: the simulator's sums of real costs round), and are extrapolated from N3 by
  * (N - N3) / (N3 - N2) steps. Where they do not, or the budget holds too few periods, the
  * candidate is refused with the reason. */
@@ -267,7 +268,12 @@ pp_status pp_tune_steady_prefixes(const pp_tune_model *m, const pp_tune_config *
     pp_tune_sched_params(m, c, &sp);
     long long P = pp_sched_desc_period(d, &sp), B = steady_budget, N = c->N;
     long long warm = 2LL * c->p * (c->v > 0 ? c->v : 1); /* past the warm-up and cool-down */
-    long long n3 = P > 0 && B >= N % P ? N % P + (B - N % P) / P * P : 0;
+    /* long enough to be several warm-ups and periods past the start, no longer: the work is
+     * the prefixes' (at least 1024 micro-batches, at most the budget) */
+    long long want = 8 * warm > 4 * P ? 8 * warm : 4 * P;
+    long long top = want < 1024 ? 1024 : want;
+    top = top < B ? top : B;
+    long long n3 = P > 0 && top >= N % P ? N % P + (top - N % P) / P * P : 0;
     long long k = n3 / 4 / (P > 0 ? P : 1);
     k = k < 1 ? 1 : k;
     long long n1 = n3 - 2 * k * P;
