@@ -23,9 +23,18 @@
 
 static pp_tune_hw box(void)
 {
-    pp_tune_hw hw = {.name = "box", .source = "test", .fingerprint = "test-box", .nodes = 1, .gpus_per_node = 8,
-                     .mem_bytes = 1e12, .peak_flops = 1e15, .gemm_flops = 8e14, .mem_bw = 3e12,
-                     .intra_bw = 4.5e11, .inter_bw = 4.5e11, .intra_lat = 2e-6,
+    pp_tune_hw hw = {.name = "box",
+                     .source = "test",
+                     .fingerprint = "test-box",
+                     .nodes = 1,
+                     .gpus_per_node = 8,
+                     .mem_bytes = 1e12,
+                     .peak_flops = 1e15,
+                     .gemm_flops = 8e14,
+                     .mem_bw = 3e12,
+                     .intra_bw = 4.5e11,
+                     .inter_bw = 4.5e11,
+                     .intra_lat = 2e-6,
                      .inter_lat = 5e-6};
     return hw;
 }
@@ -88,14 +97,14 @@ Test(tuner_steady, extrapolated_figures_equal_the_full_simulation_for_every_sche
     struct {
         const char *kind;
         int v, G;
-    } k[] = {{"gpipe", 1, 0}, {"1f1b", 1, 0}, {"interleaved", 2, 4}, {"interleaved", 3, 8},
-             {"chimera", 1, 0}, {"bitpipe", 2, 0}};
+    } k[] = {{"gpipe", 1, 0},       {"1f1b", 1, 0},    {"interleaved", 2, 4},
+             {"interleaved", 3, 8}, {"chimera", 1, 0}, {"bitpipe", 2, 0}};
     int Ns[] = {64, 100, 128, 256, 512};
     int compared = 0;
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
         for (size_t j = 0; j < sizeof Ns / sizeof Ns[0]; j++) {
-            pp_tune_config c = {.p = 4, .v = k[i].v, .G = k[i].G, .b = 1, .d = 2, .t = 1,
-                                .N = Ns[j]};
+            pp_tune_config c = {
+                .p = 4, .v = k[i].v, .G = k[i].G, .b = 1, .d = 2, .t = 1, .N = Ns[j]};
             snprintf(c.kind, sizeof c.kind, "%s", k[i].kind);
             pp_sched_params sp;
             pp_tune_sched_params(&m, &c, &sp);
@@ -114,8 +123,8 @@ Test(tuner_steady, prefixes_share_n_mod_the_period_and_fit_the_budget, .fini = r
     pp_tune_model m;
     cr_assert_eq(pp_tune_model_preset("gpt-1.3b", &m), PP_OK);
     pp_tune_steady_budget_set(BUDGET);
-    pp_tune_config c = {.kind = "interleaved", .p = 4, .v = 2, .G = 8, .b = 1, .d = 2, .t = 1,
-                        .N = 500};
+    pp_tune_config c = {
+        .kind = "interleaved", .p = 4, .v = 2, .G = 8, .b = 1, .d = 2, .t = 1, .N = 500};
     int n[3];
     cr_assert_eq(pp_tune_steady_prefixes(&m, &c, n), PP_OK, "%s", pp_err_msg());
     for (int i = 0; i < 3; i++) {
@@ -146,8 +155,8 @@ Test(tuner_steady, prefixes_still_in_their_warm_up_are_refused_with_the_figure, 
     pp_tune_hw hw = box();
     pp_tune_opts o;
     pp_tune_opts_default(&o);
-    pp_tune_config c = {.kind = "interleaved", .p = 4, .v = 2, .G = 16, .b = 4, .d = 2, .t = 1,
-                        .N = 64};
+    pp_tune_config c = {
+        .kind = "interleaved", .p = 4, .v = 2, .G = 16, .b = 4, .d = 2, .t = 1, .N = 64};
     pp_tune_prediction p;
     pp_tune_steady_budget_set(BUDGET);
     cr_assert_eq(pp_tune_predict(&m, &hw, &c, &o, &p, NULL), PP_ERR_UNSUPPORTED);
@@ -163,8 +172,8 @@ Test(tuner_steady, prefixes_still_in_their_warm_up_are_refused_with_the_figure, 
 
 static pp_tune_result *search(const pp_tune_model *m, const pp_tune_hw *hw, int gb)
 {
-    pp_tune_search_params sp = {.model = m, .hw = hw, .global_batch = gb, .allow_tp = 1,
-                                .keep = 5, .max_b = 1};
+    pp_tune_search_params sp = {
+        .model = m, .hw = hw, .global_batch = gb, .allow_tp = 1, .keep = 5, .max_b = 1};
     pp_tune_opts_default(&sp.opts);
     pp_tune_result *r = NULL;
     cr_assert_eq(pp_tune_search(&sp, &r), PP_OK, "%s", pp_err_msg());
@@ -201,7 +210,10 @@ Test(tuner_steady, the_search_predicts_huge_n_and_its_leaderboard_equals_full_si
     close(fd);
     pp_tune_opts o;
     pp_tune_opts_default(&o);
-    pp_tune_profile_input in = {.model = &m, .hw = &hw, .opts = &steady->opts, .result = steady,
+    pp_tune_profile_input in = {.model = &m,
+                                .hw = &hw,
+                                .opts = &steady->opts,
+                                .result = steady,
                                 .command_line = "pptune (test)"};
     cr_assert_eq(pp_tune_profile_write(&in, path), PP_OK, "%s", pp_err_msg());
     pp_profile *pf = NULL;
@@ -218,8 +230,7 @@ Test(tuner_steady, the_search_predicts_huge_n_and_its_leaderboard_equals_full_si
 }
 
 /* pptune simulate takes the same path for a huge N, and says so; its timeline is the prefix's */
-Test(tuner_steady, simulate_with_huge_n_uses_the_steady_state_and_names_the_prefix,
-     .fini = restore)
+Test(tuner_steady, simulate_with_huge_n_uses_the_steady_state_and_names_the_prefix, .fini = restore)
 {
     pp_test_run_result r =
         pp_test_run("'%s' simulate --model gpt-13b --nodes 32 --global-batch 100000 --schedule "
