@@ -208,6 +208,11 @@ int pp_sched_desc_chunks(const pp_sched_desc *d, int chunks);
 /* The micro-batch group a grouped schedule runs with when asked for `group` (0 = D); 0 for the
  * others. */
 int pp_sched_desc_group(const pp_sched_desc *d, int ranks, int group);
+/* The period of d's steady state in micro-batches: the schedule of N + period micro-batches is
+ * the one of N with one more period repeated in its middle (1 for a plain pipe; the group G for
+ * a grouped one, pp_sched_desc_group; D for a bidirectional one, whose unit is D micro-batches,
+ * D/2 per pipe). The tuner extrapolates a huge N from prefixes of the same N mod period. */
+int pp_sched_desc_period(const pp_sched_desc *d, const pp_sched_params *p);
 /* Whether p (ranks, micro-batches, chunks, group; layers and uneven are the split's, checked by
  * pp_sched_split_layers) obeys d's rules. PP_OK, or PP_ERR_INVALID with the rule and the numbers:
  * "chimera needs an even number of ranks, got 3". Pure: the search calls it for every candidate

@@ -88,6 +88,13 @@ int pp_sched_desc_group(const pp_sched_desc *d, int ranks, int group)
     return group ? group : ranks;
 }
 
+int pp_sched_desc_period(const pp_sched_desc *d, const pp_sched_params *p)
+{
+    if (d->grouped)
+        return pp_sched_desc_group(d, p->ranks, p->group);
+    return d->n_multiple_of_ranks ? p->ranks : 1;
+}
+
 pp_status pp_sched_desc_check(const pp_sched_desc *d, const pp_sched_params *p)
 {
     const char *k = d->name;

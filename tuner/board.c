@@ -105,6 +105,13 @@ void pp_cli_board_print(FILE *fp, const pp_tune_result *r, int show)
                     "last backward, optimizer: predicted; TFLOP/s and MFU: model FLOPs per device "
                     "(Narayanan) vs its peak; bubble = idle / busy; peak = fullest rank's "
                     "predicted bytes vs usable memory after headroom)\n");
+    int steady = 0;
+    for (int i = 0; i < r->n_best && i < show; i++)
+        steady += r->best[i].cfg.N > pp_tune_steady_budget();
+    if (steady)
+        fprintf(fp, "(N above %d: predicted from the steady state of bounded prefixes, not "
+                    "simulated whole)\n",
+                pp_tune_steady_budget());
 }
 
 void pp_cli_rank_memory_print(FILE *fp, const pp_tune_prediction *best)

@@ -62,33 +62,67 @@ static pp_status makespans(const pp_tune_model *m, const pp_tune_hw *hw, const p
     return st;
 }
 
+/* The pieces of the busiest rank for c's schedule with n micro-batches: the makespans with
+ * and without link costs, the rank's compute and the tensor-parallel part of it. */
+typedef struct {
+    double mk, mk_free, busy, tp, opt;
+} pieces;
+
+static pp_status pieces_at(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
+                           const pp_tune_opts *o, int n, pieces *out)
+{
+    pp_tune_config cn = *c;
+    cn.N = n;
+    pp_sched_params sp;
+    pp_tune_sched_params(m, &cn, &sp);
+    pp_sched *s = NULL;
+    PP_TRY(pp_sched_generate(cn.kind, &sp, &s));
+    int r = 0;
+    pp_status st = makespans(m, hw, &cn, o, s, &out->mk, &out->mk_free, &out->busy, &r, &out->opt);
+    if (st == PP_OK) {
+        pp_tune_op_times ot;
+        pp_tune_op_times_compute(m, hw, &cn, o, &ot);
+        out->tp = tp_time(s, r, ot.tp_allreduce);
+    }
+    pp_sched_destroy(s);
+    PP_TRY(st);
+    return PP_OK;
+}
+
+/* N above the steady-state budget: the pieces of the two longest prefixes the prediction used
+ * (pp_tune_steady_prefixes), extrapolated along their step as the prediction is. */
+static pp_status pieces_steady(const pp_tune_model *m, const pp_tune_hw *hw,
+                               const pp_tune_config *c, const pp_tune_opts *o, pieces *out)
+{
+    int n[3];
+    pieces a, b;
+    PP_TRY(pp_tune_steady_prefixes(m, c, n));
+    PP_TRY(pieces_at(m, hw, c, o, n[1], &a));
+    PP_TRY(pieces_at(m, hw, c, o, n[2], &b));
+    double k = (double)(c->N - n[2]) / (n[2] - n[1]);
+    *out = (pieces){.mk = b.mk + k * (b.mk - a.mk), .mk_free = b.mk_free + k * (b.mk_free - a.mk_free),
+                    .busy = b.busy + k * (b.busy - a.busy), .tp = b.tp + k * (b.tp - a.tp),
+                    .opt = b.opt};
+    return PP_OK;
+}
+
 pp_status pp_tune_breakdown(const pp_tune_model *m, const pp_tune_hw *hw,
                             const pp_tune_prediction *p, const pp_tune_opts *o,
                             pp_tune_time_parts *out)
 {
     memset(out, 0, sizeof *out);
     const pp_tune_config *c = &p->cfg;
-    pp_sched_params sp;
-    pp_tune_sched_params(m, c, &sp);
-    pp_sched *s = NULL;
-    PP_TRY(pp_sched_generate(c->kind, &sp, &s));
-    double mk = 0, mk_free = 0, busy = 0, opt = 0;
-    int r = 0;
-    pp_status st = makespans(m, hw, c, o, s, &mk, &mk_free, &busy, &r, &opt);
-    if (st == PP_OK) {
-        pp_tune_op_times ot;
-        pp_tune_op_times_compute(m, hw, c, o, &ot);
-        out->tp = tp_time(s, r, ot.tp_allreduce);
-        if (out->tp > busy)
-            out->tp = busy;
-        out->compute = busy - out->tp;
-        out->bubble = mk_free > busy ? mk_free - busy : 0;
-        out->p2p = mk > mk_free ? mk - mk_free : 0;
-        out->optimizer = opt;
-        double dp = p->step_time - opt - mk;
-        out->dp = dp > 0 ? dp : 0;
-    }
-    pp_sched_destroy(s);
-    PP_TRY(st);
+    pieces x = {0};
+    if (c->N > pp_tune_steady_budget())
+        PP_TRY(pieces_steady(m, hw, c, o, &x));
+    else
+        PP_TRY(pieces_at(m, hw, c, o, c->N, &x));
+    out->tp = x.tp > x.busy ? x.busy : x.tp;
+    out->compute = x.busy - out->tp;
+    out->bubble = x.mk_free > x.busy ? x.mk_free - x.busy : 0;
+    out->p2p = x.mk > x.mk_free ? x.mk - x.mk_free : 0;
+    out->optimizer = x.opt;
+    double dp = p->step_time - x.opt - x.mk;
+    out->dp = dp > 0 ? dp : 0;
     return PP_OK;
 }

@@ -202,14 +202,21 @@ int pp_cmd_simulate(int argc, char **argv)
     pp_tune_rank_mem *mem = calloc((size_t)o.c.p, sizeof *mem);
     if (!mem)
         return pp_cmd_fail(CMD, PP_ERR_NOMEM);
-    /* one schedule for the prediction and the timeline (generated once) */
-    pp_sched_params sp;
-    pp_tune_sched_params(&m, &o.c, &sp);
+    /* one schedule for the prediction and the timeline (generated once); above the budget the
+     * steady state of bounded prefixes, and the timeline is the longest prefix's */
     pp_sched *s = NULL;
     pp_tune_prediction p;
-    pp_status st = pp_sched_generate(o.c.kind, &sp, &s);
-    if (st == PP_OK)
-        st = pp_tune_evaluate(&m, &hw, &o.c, &o.tune.opts, s, &p, mem);
+    pp_status st = PP_OK;
+    int steady = o.c.N > pp_tune_steady_budget();
+    if (steady) {
+        st = pp_tune_predict_steady(&m, &hw, &o.c, &o.tune.opts, &p, mem, &s);
+    } else {
+        pp_sched_params sp;
+        pp_tune_sched_params(&m, &o.c, &sp);
+        st = pp_sched_generate(o.c.kind, &sp, &s);
+        if (st == PP_OK)
+            st = pp_tune_evaluate(&m, &hw, &o.c, &o.tune.opts, s, &p, mem);
+    }
     if (st == PP_OK) {
         printf("\n");
         print_prediction(&p, mem);
@@ -220,8 +227,17 @@ int pp_cmd_simulate(int argc, char **argv)
                    "data-parallel %.4g, optimizer %.4g (the busiest rank; they add up to the "
                    "step)\n",
                    t.compute, t.tp, t.bubble, t.p2p, t.dp, t.optimizer);
-        if (st == PP_OK && o.timeline)
+        if (st == PP_OK && steady)
+            printf("steady state   N = %d is above the simulation budget of %d: figures "
+                   "extrapolated from prefixes of the same N mod the schedule's period\n",
+                   o.c.N, pp_tune_steady_budget());
+        if (st == PP_OK && o.timeline) {
+            if (steady)
+                printf("\ntimeline of the longest prefix simulated, N = %d of the %d micro-batches "
+                       "(the whole schedule is not built)\n",
+                       s->microbatches, o.c.N);
             st = timeline(&m, &hw, &o, s);
+        }
     }
     pp_sched_destroy(s);
     free(mem);

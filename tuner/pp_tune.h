@@ -65,10 +65,10 @@ typedef struct {
 #define PP_TUNE_MAX_VOCAB (1 << 24)
 #define PP_TUNE_MAX_SEQ (1 << 24)
 #define PP_TUNE_MAX_GLOBAL_BATCH (1 << 20)
-/* The most micro-batches per step a search candidate may have: its simulation and schedule are
- * linear in N (a global batch of 100000 at b = d = 1 took 45 s and 6.8 GB), so candidates above
- * it are rejected with that reason (twice the largest N of the bundled presets' batches, 2048;
- * a larger b or d brings N under it). */
+/* The most micro-batches per step simulated whole: a schedule and its simulation are linear in
+ * N (a global batch of 100000 at b = d = 1 took 45 s and 6.8 GB when simulated whole), so a
+ * configuration above it is predicted from the steady state of bounded prefixes
+ * (pp_tune_predict_steady below); twice the largest N of the bundled presets' batches, 2048. */
 #define PP_TUNE_MAX_MICROBATCHES 4096
 
 /* Parameter counts (elements), whole model, no parallelism. */
@@ -363,7 +363,9 @@ typedef struct {
     /* In a pp_tune_result's best list (owned by the result, valid until
      * pp_tune_result_destroy): the schedule the candidate was evaluated on and the memory
      * model's [cfg.p] entries for it, shared by the leaderboard, the profile and the trials.
-     * NULL in a prediction from pp_tune_evaluate / pp_tune_predict. */
+     * NULL in a prediction from pp_tune_evaluate / pp_tune_predict. For N above the steady-state
+     * budget (pp_tune_predict_steady) sched is the simulated prefix: sched->microbatches <
+     * cfg.N, and what is drawn from it is the prefix's timeline. */
     const pp_sched *sched;
     const pp_tune_rank_mem *mem;
 } pp_tune_prediction;
@@ -389,6 +391,31 @@ void pp_tune_sched_params(const pp_tune_model *m, const pp_tune_config *c, pp_sc
  * mem (optional) receives D per-rank entries the caller allocated. */
 pp_status pp_tune_predict(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
                           const pp_tune_opts *o, pp_tune_prediction *out, pp_tune_rank_mem *mem);
+
+/* ---- Huge N: the steady state (predict.c) ------------------------------------------------
+ * A configuration with more micro-batches than the simulation budget (PP_TUNE_MAX_MICROBATCHES
+ * unless a test sets another) is not simulated whole: three prefixes N1 < N2 < N3 <= budget
+ * (N3 about max(1024, 16 D v, 4 periods), N1 about N3 / 2)
+ * with N's remainder modulo the schedule's period (pp_sched_desc_period) and equal steps are,
+ * and makespan, every rank's step end, busy and idle time (the bubble) and every rank's memory
+ * (in-flight activations included) are extrapolated linearly to N after checking that they grow
+ * by the same amount over both steps (relative 1e-9). pp_tune_predict takes this path by itself
+ * for N above the budget. */
+int pp_tune_steady_budget(void);
+/* Test-only knob: the budget in micro-batches (n <= 0: back to PP_TUNE_MAX_MICROBATCHES). */
+void pp_tune_steady_budget_set(int n);
+/* The three prefixes for c into n[0..2]; PP_ERR_UNSUPPORTED saying why when the budget holds
+ * too few periods (a group larger than the budget), PP_ERR_INVALID when a prefix breaks a rule
+ * of the schedule. */
+pp_status pp_tune_steady_prefixes(const pp_tune_model *m, const pp_tune_config *c, int n[3]);
+/* The prediction of c (its real N) from the prefixes, mem (c->p entries, may be NULL) the
+ * extrapolated memory; *prefix (prefix may be NULL; the caller destroys it) the N3 prefix's
+ * schedule, the one a timeline can show. PP_ERR_UNSUPPORTED naming the figure when the prefixes
+ * are not in a steady state. */
+pp_status pp_tune_predict_steady(const pp_tune_model *m, const pp_tune_hw *hw,
+                                 const pp_tune_config *c, const pp_tune_opts *o,
+                                 pp_tune_prediction *out, pp_tune_rank_mem *mem,
+                                 pp_sched **prefix);
 
 /* ---- Validation against published measurements (validate.c) ----------------------------- */
 typedef struct {
@@ -439,7 +466,8 @@ typedef struct {
 } pp_tune_time_parts;
 
 /* Regenerates p->cfg's schedule, simulates it with and without link costs under options o
- * (the search's: pp_tune_result.opts) and fills *out. */
+ * (the search's: pp_tune_result.opts) and fills *out. For N above the steady-state budget the
+ * two longest prefixes of pp_tune_steady_prefixes are, and their parts extrapolated to N. */
 pp_status pp_tune_breakdown(const pp_tune_model *m, const pp_tune_hw *hw,
                             const pp_tune_prediction *p, const pp_tune_opts *o,
                             pp_tune_time_parts *out);

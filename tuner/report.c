@@ -153,6 +153,10 @@ static void gantt(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw, const 
         fclose(mem);
     pp_sim_result_fini(&sim);
     fprintf(fp, "<h2>Timeline of #1 with its predicted costs (seconds)</h2>\n");
+    if (w->sched->microbatches != w->cfg.N) /* huge N: the steady state's longest prefix */
+        fprintf(fp, "<p>The timeline of the longest prefix simulated, %d of the %d micro-batches: "
+                    "the figures are extrapolated from its steady state.</p>\n",
+                w->sched->microbatches, w->cfg.N);
     const char *start = svg ? strstr(svg, "<svg") : NULL;
     if (st == PP_OK && start)
         fprintf(fp, "%s\n", start);

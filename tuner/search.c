@@ -264,17 +264,7 @@ static pp_status enumerate(search *x)
                     PP_TRY(add_reject(x, &c, 0, why));
                     continue;
                 }
-                c.N = (int)(x->gb / bd);
-                if (c.N > PP_TUNE_MAX_MICROBATCHES) { /* bounded work per candidate */
-                    snprintf(c.kind, sizeof c.kind, "any");
-                    snprintf(why, sizeof why,
-                             "N = %d micro-batches per step: the search simulates at most %d "
-                             "(a larger b, --max-b, or d brings N down)",
-                             c.N, PP_TUNE_MAX_MICROBATCHES);
-                    x->res->seen++, x->res->pruned_rule++;
-                    PP_TRY(add_reject(x, &c, 0, why));
-                    continue;
-                }
+                c.N = (int)(x->gb / bd); /* above the budget: the steady state (predict.c) */
                 PP_TRY(enumerate_schedules(x, c));
             }
         }
@@ -530,11 +520,68 @@ static double kth_best(const search *x)
     return x->res->n_best < keep ? INFINITY : x->res->best[keep - 1].step_time;
 }
 
+/* 1 (and the candidate's "does not fit" reject) when the fullest of mem's c->p ranks is over
+ * the capacity. */
+static int over_capacity(search *x, const pp_tune_config *c, const pp_tune_rank_mem *mem,
+                         pp_status *st)
+{
+    double cap = pp_tune_mem_capacity(x->hw, x->o);
+    int worst = 0;
+    for (int r = 1; r < c->p; r++)
+        if (mem[r].total > mem[worst].total)
+            worst = r;
+    if (mem[worst].total <= cap)
+        return 0;
+    x->res->pruned_memory++;
+    char why[200];
+    snprintf(why, sizeof why,
+             "does not fit: rank %d needs %.1f GiB (weights+grads+optimizer %.1f, "
+             "activations %.1f for %.2g in flight) > %.1f GiB usable",
+             worst, mem[worst].total / (1 << 30),
+             (mem[worst].weights + mem[worst].grads + mem[worst].optim) / (1 << 30),
+             mem[worst].acts / (1 << 30), mem[worst].peak_units, cap / (1 << 30));
+    *st = add_reject(x, c, 1, why);
+    return 1;
+}
+
+/* A simulated candidate that fits enters the bests, the front and the leaderboard. */
+static pp_status admit(search *x, const pp_tune_prediction *pred, const pp_sched *s,
+                       const pp_tune_rank_mem *mem)
+{
+    x->res->simulated++;
+    note_kind_best(x, pred, mem);
+    PP_TRY(note_pareto(x, pred, mem));
+    return insert_best(x, pred, s, mem);
+}
+
+/* N above the budget: the steady state of three prefixes (predict.c); the leaderboard keeps
+ * the longest prefix's schedule. A budget that holds too few periods, or prefixes that are not
+ * yet steady, make the candidate's reason. */
+static pp_status evaluate_steady(search *x, const pp_tune_config *c, pp_tune_rank_mem *mem)
+{
+    int n[3];
+    pp_status st = pp_tune_steady_prefixes(x->m, c, n);
+    pp_sched *s = NULL;
+    pp_tune_prediction pred;
+    if (st == PP_OK)
+        st = pp_tune_predict_steady(x->m, x->hw, c, x->o, &pred, mem, &s);
+    if (st == PP_ERR_INVALID || st == PP_ERR_UNSUPPORTED) {
+        x->res->pruned_rule++;
+        return add_reject(x, c, 0, pp_err_text());
+    }
+    PP_TRY(st);
+    if (!over_capacity(x, c, mem, &st))
+        st = admit(x, &pred, s, mem);
+    pp_status rs = release(x, s); /* held while the leaderboard points to it */
+    return st == PP_OK ? rs : st;
+}
+
 static pp_status evaluate_one(search *x, const cand *cd, cache_slot *cache, long *next,
                               pp_tune_rank_mem *mem)
 {
     const pp_tune_config *c = &cd->cfg;
-    char why[200];
+    if (c->N > pp_tune_steady_budget())
+        return evaluate_steady(x, c, mem);
     pp_sched *s = NULL;
     pp_status st = cached_schedule(x, c, cache, next, &s);
     if (st == PP_ERR_NOMEM)
@@ -549,27 +596,11 @@ static pp_status evaluate_one(search *x, const cand *cd, cache_slot *cache, long
         return add_reject(x, c, 0, pp_err_text());
     }
     PP_TRY(st);
-    double cap = pp_tune_mem_capacity(x->hw, x->o);
-    int worst = 0;
-    for (int r = 1; r < c->p; r++)
-        if (mem[r].total > mem[worst].total)
-            worst = r;
-    if (mem[worst].total > cap) {
-        x->res->pruned_memory++;
-        snprintf(why, sizeof why,
-                 "does not fit: rank %d needs %.1f GiB (weights+grads+optimizer %.1f, "
-                 "activations %.1f for %.2g in flight) > %.1f GiB usable",
-                 worst, mem[worst].total / (1 << 30),
-                 (mem[worst].weights + mem[worst].grads + mem[worst].optim) / (1 << 30),
-                 mem[worst].acts / (1 << 30), mem[worst].peak_units, cap / (1 << 30));
-        return add_reject(x, c, 1, why);
-    }
+    if (over_capacity(x, c, mem, &st))
+        return st;
     pp_tune_prediction pred;
     PP_TRY(pp_tune_evaluate_mem(x->m, x->hw, c, x->o, s, mem, &pred));
-    x->res->simulated++;
-    note_kind_best(x, &pred, mem);
-    PP_TRY(note_pareto(x, &pred, mem));
-    return insert_best(x, &pred, s, mem);
+    return admit(x, &pred, s, mem);
 }
 
 static double kind_best_of(const search *x, const pp_tune_config *c)

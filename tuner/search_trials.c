@@ -27,7 +27,7 @@ static void report(const pp_tune_search_params *sp, const pp_tune_trial_event *e
 static double runtime_peak_on_gpu(const pp_tune_model *m, const pp_tune_prediction *p)
 {
     const pp_sched *s = p->sched;
-    if (!s)
+    if (!s || s->microbatches != p->cfg.N) /* huge N: the sched is the steady state's prefix */
         return 0;
     double peak = 0;
     pp_tune_rank_mem *mem = pp_calloc((size_t)s->ranks, sizeof *mem);
