@@ -128,4 +128,17 @@ static inline pp_test_run_result pp_test_run_stopping_rank1(const char *job, con
     return r;
 }
 
+/* job_fmt: the job's command line with one %ld, the seed (written as $((%ld + 1)) so the
+ * shell's own command line does not match the marker); the seed is unique to this test process
+ * (base + its pid), so two suites running the same test at once (ctest -j) never find, stop or
+ * kill each other's ranks. */
+static inline pp_test_run_result pp_test_run_stopping_rank1_seeded(const char *job_fmt, long base)
+{
+    long seed = base + (long)getpid() % 1000000;
+    char job[1024], marker[64];
+    snprintf(job, sizeof job, job_fmt, seed);
+    snprintf(marker, sizeof marker, "see[d] %ld --watchdog", seed + 1);
+    return pp_test_run_stopping_rank1(job, marker);
+}
+
 #endif

@@ -164,10 +164,10 @@ Test(cuda_nccl, a_stopped_rank_ends_the_job_with_its_name, .timeout = 240)
 {
     need_mpi_gpus(2);
     pp_test_add_option("ASAN_OPTIONS", "detect_leaks=0"); /* as same_as_threads: MPI ranks */
-    pp_test_run_result r = pp_test_run_stopping_rank1(
+    pp_test_run_result r = pp_test_run_stopping_rank1_seeded(
         MPIRUN " -np 2 " PP_TEST_PPRUN " --backend cuda --transport mpi --model tiny --ranks 2 "
-               "--steps 1000000 --seq 16 --seed $((5252520 + 1)) --watchdog 3",
-        "see[d] 5252521 --watchdog");
+               "--steps 1000000 --seq 16 --seed $((%ld + 1)) --watchdog 3",
+        5252520);
     cr_assert_null(strstr(r.out, "NO VICTIM"), "training never started:\n%s", r.err);
     cr_assert(strstr(r.out, "exit 0") == NULL, "the job ended normally: %s\n%s", r.out, r.err);
     cr_assert(strstr(r.err, "for rank 1 (an NCCL"), "the NCCL transport does not name the stopped "

@@ -306,9 +306,9 @@ Test(runtime_mpi, a_stopped_rank_ends_the_job_with_its_name, .timeout = 240)
      * command line does not match). Rank 1 is stopped only once a step has completed, both
      * ranks training: under ASan startup takes seconds, and a rank stopped inside MPI_Init
      * leaves MPI's own wait, not the transport's. */
-    pp_test_run_result r = pp_test_run_stopping_rank1(
-        MPIRUN " -np 2 " PPRUN " --ranks 2 --steps 1000000 --seed $((4242420 + 1)) --watchdog 3",
-        "see[d] 4242421 --watchdog");
+    pp_test_run_result r = pp_test_run_stopping_rank1_seeded(
+        MPIRUN " -np 2 " PPRUN " --ranks 2 --steps 1000000 --seed $((%ld + 1)) --watchdog 3",
+        4242420);
     cr_assert_null(strstr(r.out, "NO VICTIM"), "training never started:\n%s", r.err);
     cr_assert(strstr(r.out, "exit 0") == NULL, "the job ended normally: %s\n%s", r.out, r.err);
     cr_assert(strstr(r.err, "for rank 1") || strstr(r.err, "from rank 1"),
