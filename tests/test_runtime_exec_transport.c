@@ -311,7 +311,7 @@ typedef struct {
 static void *tp_hash_rank(void *p)
 {
     hash_arg *a = p;
-    a->st = tp_coll_check_rank(a->t, a->rank, 4, a->h);
+    a->st = tp_coll_check_rank(a->t, &tp_coll_host, a->rank, 4, a->h);
     if (a->st != PP_OK)
         snprintf(a->err, sizeof a->err, "%s", pp_err_msg());
     return NULL;

@@ -1,8 +1,8 @@
 /* tp_coll_check.h — one rank's part of a check of the tensor-parallel collectives
- * (pp_transport_allgather, pp_transport_reduce_scatter_sum) on any transport with host
- * buffers: the same deterministic data on every transport, results reduced to hashes of their
+ * (pp_transport_allgather, pp_transport_reduce_scatter_sum) on any transport: the same deterministic data on every transport, results reduced to hashes of their
  * bits, so the thread transport's hashes (computed in the test) and the MPI transport's
- * (tests/tp_coll_mpi.c under mpirun) must be equal bit for bit. Also checks, on the transport
+ * (tests/tp_coll_mpi.c under mpirun) and the NCCL transport's under the CUDA emulation
+ * (tests/cuda_emu/tp_coll_nccl.c) must be equal bit for bit. Also checks, on the transport
  * itself, that a reduce-scatter equals the matching slice of an all-reduce of the same data.
  */
 #ifndef TP_COLL_CHECK_H
@@ -34,58 +34,109 @@ static inline uint64_t tp_coll_hash(const float *x, size_t n)
     return h;
 }
 
-/* Runs, as `rank` of `world` ranks (world even, >= 2): over all ranks an all-gather (hash 0)
- * and a reduce-scatter (hash 1, checked against an all-reduce's slice); over the ranks of
- * this rank's parity (a tensor group of a strided placement), the same two in place (hashes 2
- * and 3). Returns PP_OK, a transport error, or PP_ERR_CHECK (message says which) when the
- * reduce-scatter differs from the all-reduce. */
-static inline pp_status tp_coll_check_rank(pp_transport *t, int rank, int world,
-                                           uint64_t h[TP_COLL_HASHES])
+/* Where the collectives' buffers live: host memory (tp_coll_host), or a device's (the NCCL
+ * check, tests/cuda_emu/tp_coll_nccl.c), with copies to and from host arrays. */
+typedef struct {
+    void *ctx;
+    float *(*alloc)(void *ctx, size_t n);
+    void (*release)(void *ctx, float *p, size_t n);
+    void (*put)(void *ctx, float *dst, const float *src_host, size_t n);
+    void (*get)(void *ctx, float *dst_host, const float *src, size_t n);
+} tp_coll_mem;
+
+static inline float *tp_host_alloc(void *ctx, size_t n)
 {
-    int all[64], half[32], nh = 0;
+    (void)ctx;
+    return (float *)malloc(n * sizeof(float));
+}
+static inline void tp_host_release(void *ctx, float *p, size_t n)
+{
+    (void)ctx;
+    (void)n;
+    free(p);
+}
+static inline void tp_host_copy(void *ctx, float *dst, const float *src, size_t n)
+{
+    (void)ctx;
+    memcpy(dst, src, n * sizeof *dst);
+}
+static const tp_coll_mem tp_coll_host = {NULL, tp_host_alloc, tp_host_release, tp_host_copy,
+                                         tp_host_copy};
+
+/* Runs, as `rank` of `world` ranks (world even, 2..32), with buffers in `mem`: over all ranks
+ * an all-gather (hash 0) and a reduce-scatter (hash 1, checked against an all-reduce's slice);
+ * over the ranks of this rank's parity (a tensor group of a strided placement), the same two
+ * in place (hashes 2 and 3). Returns PP_OK, a transport error, or PP_ERR_CHECK (the message
+ * says which) when the reduce-scatter differs from the all-reduce. */
+static inline pp_status tp_coll_check_rank(pp_transport *t, const tp_coll_mem *mem, int rank,
+                                           int world, uint64_t h[TP_COLL_HASHES])
+{
+    int all[32], half[32], nh = 0;
     for (int r = 0; r < world; r++) {
         all[r] = r;
         if (r % 2 == rank % 2)
             half[nh++] = r;
     }
     size_t n = TP_COLL_N, wn = n * (size_t)world;
-    float *part = malloc(n * sizeof *part), *full = malloc(wn * sizeof *full),
-          *ar = malloc(wn * sizeof *ar);
-    pp_status st = part && full && ar ? PP_OK : PP_ERR_NOMEM;
-    for (size_t i = 0; st == PP_OK && i < n; i++)
-        part[i] = tp_coll_val(rank, i);
-    if (st == PP_OK)
+    float *hp = (float *)malloc(n * sizeof *hp), *hf = (float *)malloc(wn * sizeof *hf),
+          *ha = (float *)malloc(wn * sizeof *ha);
+    float *part = mem->alloc(mem->ctx, n), *full = mem->alloc(mem->ctx, wn),
+          *ar = mem->alloc(mem->ctx, wn);
+    pp_status st = hp && hf && ha && part && full && ar ? PP_OK : PP_ERR_NOMEM;
+    if (st == PP_OK) {
+        for (size_t i = 0; i < n; i++)
+            hp[i] = tp_coll_val(rank, i);
+        mem->put(mem->ctx, part, hp, n);
         st = pp_transport_allgather(t, rank, all, world, 1, part, full, n);
-    if (st == PP_OK)
-        h[0] = tp_coll_hash(full, wn);
-    for (size_t i = 0; st == PP_OK && i < wn; i++)
-        full[i] = ar[i] = tp_coll_val(rank, i);
-    if (st == PP_OK)
+    }
+    if (st == PP_OK) {
+        mem->get(mem->ctx, hf, full, wn);
+        h[0] = tp_coll_hash(hf, wn);
+        for (size_t i = 0; i < wn; i++)
+            hf[i] = tp_coll_val(rank, i);
+        mem->put(mem->ctx, full, hf, wn);
+        mem->put(mem->ctx, ar, hf, wn);
         st = pp_transport_reduce_scatter_sum(t, rank, all, world, 2, full, part, n);
+    }
     if (st == PP_OK)
         st = pp_transport_allreduce_sum(t, rank, all, world, 3, ar, wn);
-    if (st == PP_OK && memcmp(part, ar + (size_t)rank * n, n * sizeof *part) != 0)
-        st = PP_ERR(PP_ERR_CHECK, "rank %d: the reduce-scatter differs from the all-reduce", rank);
-    if (st == PP_OK)
-        h[1] = tp_coll_hash(part, n);
+    if (st == PP_OK) {
+        mem->get(mem->ctx, hp, part, n);
+        mem->get(mem->ctx, ha, ar, wn);
+        if (memcmp(hp, ha + (size_t)rank * n, n * sizeof *hp) != 0)
+            st = PP_ERR(PP_ERR_CHECK, "rank %d: the reduce-scatter differs from the all-reduce",
+                        rank);
+        h[1] = tp_coll_hash(hp, n);
+    }
     /* in place, on the parity group: the part is this member's own slice of full */
-    int me = rank / 2;
-    size_t hn = n * (size_t)nh;
-    for (size_t i = 0; st == PP_OK && i < hn; i++)
-        full[i] = (size_t)me * n <= i && i < (size_t)(me + 1) * n ? tp_coll_val(rank, i) : -1.0f;
-    if (st == PP_OK)
-        st = pp_transport_allgather(t, rank, half, nh, 4, full + (size_t)me * n, full, n);
-    if (st == PP_OK)
-        h[2] = tp_coll_hash(full, hn);
-    for (size_t i = 0; st == PP_OK && i < hn; i++)
-        full[i] = tp_coll_val(rank, i + 7);
-    if (st == PP_OK)
-        st = pp_transport_reduce_scatter_sum(t, rank, half, nh, 5, full, full + (size_t)me * n, n);
-    if (st == PP_OK)
-        h[3] = tp_coll_hash(full + (size_t)me * n, n);
-    free(part);
-    free(full);
-    free(ar);
+    size_t me = (size_t)(rank / 2) * n, hn = n * (size_t)nh;
+    if (st == PP_OK) {
+        for (size_t i = 0; i < hn; i++)
+            hf[i] = me <= i && i < me + n ? tp_coll_val(rank, i) : -1.0f;
+        mem->put(mem->ctx, full, hf, hn);
+        st = pp_transport_allgather(t, rank, half, nh, 4, full + me, full, n);
+    }
+    if (st == PP_OK) {
+        mem->get(mem->ctx, hf, full, hn);
+        h[2] = tp_coll_hash(hf, hn);
+        for (size_t i = 0; i < hn; i++)
+            hf[i] = tp_coll_val(rank, i + 7);
+        mem->put(mem->ctx, full, hf, hn);
+        st = pp_transport_reduce_scatter_sum(t, rank, half, nh, 5, full, full + me, n);
+    }
+    if (st == PP_OK) {
+        mem->get(mem->ctx, hp, full + me, n);
+        h[3] = tp_coll_hash(hp, n);
+    }
+    if (part)
+        mem->release(mem->ctx, part, n);
+    if (full)
+        mem->release(mem->ctx, full, wn);
+    if (ar)
+        mem->release(mem->ctx, ar, wn);
+    free(hp);
+    free(hf);
+    free(ha);
     return st;
 }
 
