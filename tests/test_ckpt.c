@@ -289,6 +289,32 @@ Test(ckpt, a_tensor_parallel_profile_trains)
     cr_assert(strstr(out, "--tp and --profile"), "%s", out);
 }
 
+/* A profile that chose sequence parallelism is refused in one line, not trained without it
+ * (pprun runs tensor parallelism without sequence parallelism so far). */
+Test(ckpt, a_sequence_parallel_profile_is_refused_not_ignored)
+{
+    char dir[64], path[128], out[65536];
+    pt_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/tiny-sp.json", dir);
+    json_error_t e;
+    json_t *prof = json_load_file(FIX "tiny-local.json", 0, &e);
+    cr_assert(prof, "%s", e.text);
+    json_t *cfg = json_object_get(json_object_get(prof, "chosen"), "config");
+    json_object_set_new(cfg, "t", json_integer(2));
+    json_object_set_new(cfg, "d", json_integer(1));
+    json_object_set_new(cfg, "b", json_integer(16));
+    json_object_set_new(json_object_get(prof, "options"), "sequence_parallel", json_true());
+    cr_assert_eq(json_dump_file(prof, path, 0), 0);
+    json_decref(prof);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, PPRUN " --profile %s --steps 2 --quiet --json", path);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 2, "%s", out);
+    cr_assert(strstr(out, "options.sequence_parallel is true, and pprun does not run sequence "
+                          "parallelism yet"),
+              "%s", out);
+    cr_assert(!strchr(strchr(out, '\n') + 1, '\n'), "one line expected: %s", out);
+}
+
 Test(ckpt, a_checkpoint_path_is_a_name_not_a_pattern)
 {
     /* `--checkpoint '*'` once globbed "*.tmp.*" and removed other programs' files */
