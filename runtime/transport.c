@@ -89,8 +89,8 @@ pp_status pp_transport_recv(pp_transport *t, int to, int from, uint64_t tag, voi
 
 /* A group must list distinct ranks in ascending order and contain the caller: every member
  * then derives the same summation order from it. */
-static pp_status check_group_of(const pp_transport *t, const char *what, int rank,
-                                 const int *group, int n_group)
+static pp_status check_group_of(const pp_transport *t, const char *what, int rank, const int *group,
+                                int n_group)
 {
     PP_TRY(check_rank(t, what, rank));
     if (!group || n_group < 1 || n_group > t->ranks)
@@ -165,9 +165,8 @@ pp_status pp_transport_allgather(pp_transport *t, int rank, const int *group, in
     return PP_OK;
 }
 
-pp_status pp_transport_reduce_scatter_sum(pp_transport *t, int rank, const int *group,
-                                          int n_group, uint64_t tag, const float *full,
-                                          float *part, size_t n)
+pp_status pp_transport_reduce_scatter_sum(pp_transport *t, int rank, const int *group, int n_group,
+                                          uint64_t tag, const float *full, float *part, size_t n)
 {
     PP_TRY(check_tp_coll(t, "reduce-scatter", t->ops->reduce_scatter_sum != NULL, rank, group,
                          n_group, full, part, n));

@@ -39,7 +39,7 @@ struct pp_transport {
     const pp_transport_ops *ops;
     void *ctx;
     int ranks;
-    int self; /* the one rank of this process, or -1 when all ranks are (threads) */
+    int self;      /* the one rank of this process, or -1 when all ranks are (threads) */
     unsigned caps; /* PP_TRANSPORT_CAP_* (plan/pp_rt_plan.h); 0: host memory only */
 };
 

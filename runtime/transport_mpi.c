@@ -366,8 +366,8 @@ static pp_status wait_root(mctx *c, pp_transport_req *q)
     if (!sts)
         return PP_ERR(PP_ERR_NOMEM, "MPI transport: cannot allocate %d statuses", q->n_members);
     /* a shorter part would leave stale floats in the sum: say so instead */
-    pp_status st = await_all(c, q->n_members, q->reqs, sts, q->members, -1,
-                             "its part of an all-reduce");
+    pp_status st =
+        await_all(c, q->n_members, q->reqs, sts, q->members, -1, "its part of an all-reduce");
     for (int j = 0; j < q->n_members && st == PP_OK; j++) {
         int got = 0;
         MPI_Get_count(&sts[j], MPI_FLOAT, &got);
@@ -389,8 +389,8 @@ static pp_status wait_root(mctx *c, pp_transport_req *q)
     for (int j = 0; j < q->n_members; j++)
         MPI_CHECK(
             MPI_Isend(q->data, (int)q->n, MPI_FLOAT, q->members[j], q->tag, c->coll, &q->reqs[j]));
-    PP_TRY(await_all(c, q->n_members, q->reqs, NULL, q->members, -1,
-                     "taking the all-reduce's sum"));
+    PP_TRY(
+        await_all(c, q->n_members, q->reqs, NULL, q->members, -1, "taking the all-reduce's sum"));
     return PP_OK;
 }
 
@@ -475,8 +475,8 @@ static pp_status star_root(mctx *c, const star_op *op, const int *group, int n_g
         star_sum(op, n_group, in, sum);
     for (int i = 1; i < n_group && st == PP_OK; i++) {
         const float *from = op->gather ? op->dst : sum + (size_t)i * op->n;
-        int rc = MPI_Isend(from, (int)(op->gather ? all : op->n), MPI_FLOAT, group[i], mt,
-                           c->coll, &reqs[i - 1]);
+        int rc = MPI_Isend(from, (int)(op->gather ? all : op->n), MPI_FLOAT, group[i], mt, c->coll,
+                           &reqs[i - 1]);
         if (rc != MPI_SUCCESS)
             st = mpi_fail(rc, "MPI_Isend (all-gather / reduce-scatter)", __FILE__, __LINE__);
     }
@@ -495,11 +495,11 @@ static pp_status star_member(mctx *c, const star_op *op, int root, int n_group, 
 {
     size_t all = op->n * (size_t)n_group;
     MPI_Request rq;
-    MPI_CHECK(MPI_Isend(op->src, (int)(op->gather ? op->n : all), MPI_FLOAT, root, mt, c->coll,
-                        &rq));
+    MPI_CHECK(
+        MPI_Isend(op->src, (int)(op->gather ? op->n : all), MPI_FLOAT, root, mt, c->coll, &rq));
     PP_TRY(await_one(c, &rq, NULL, root, "taking this rank's part"));
-    MPI_CHECK(MPI_Irecv(op->dst, (int)(op->gather ? all : op->n), MPI_FLOAT, root, mt, c->coll,
-                        &rq));
+    MPI_CHECK(
+        MPI_Irecv(op->dst, (int)(op->gather ? all : op->n), MPI_FLOAT, root, mt, c->coll, &rq));
     PP_TRY(await_one(c, &rq, NULL, root, "the collective's result"));
     return PP_OK;
 }
@@ -522,8 +522,8 @@ static pp_status m_allgather(void *ctx, int rank, const int *group, int n_group,
     return m_star(ctx, rank, group, n_group, tag, &op);
 }
 
-static pp_status m_reduce_scatter(void *ctx, int rank, const int *group, int n_group,
-                                  uint64_t tag, const float *full, float *part, size_t n)
+static pp_status m_reduce_scatter(void *ctx, int rank, const int *group, int n_group, uint64_t tag,
+                                  const float *full, float *part, size_t n)
 {
     star_op op = {.gather = 0, .src = full, .dst = part, .n = n};
     return m_star(ctx, rank, group, n_group, tag, &op);

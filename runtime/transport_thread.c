@@ -53,10 +53,10 @@ struct pp_transport_req {
     uint64_t tag;
     coll_kind kind;
     int n_group;
-    int *group;         /* [n_group] ascending */
-    float **data;       /* [n_group] each member's result buffer, NULL until it posts */
-    const float **src;  /* [n_group] each member's input (the all-reduce: data itself) */
-    size_t n;           /* floats per member's part (all-reduce: of the whole buffer) */
+    int *group;        /* [n_group] ascending */
+    float **data;      /* [n_group] each member's result buffer, NULL until it posts */
+    const float **src; /* [n_group] each member's input (the all-reduce: data itself) */
+    size_t n;          /* floats per member's part (all-reduce: of the whole buffer) */
     int arrived, left, done;
 };
 
@@ -326,7 +326,9 @@ static void sum_slices(pp_transport_req *q)
 
 static const char *coll_name(coll_kind k)
 {
-    return k == COLL_ALLREDUCE ? "all-reduce" : k == COLL_ALLGATHER ? "all-gather" : "reduce-scatter";
+    return k == COLL_ALLREDUCE   ? "all-reduce"
+           : k == COLL_ALLGATHER ? "all-gather"
+                                 : "reduce-scatter";
 }
 
 /* Posts rank's buffers to the open collective (tag, group), creating it; the last member to
@@ -418,8 +420,8 @@ static pp_status t_allgather(void *ctx, int rank, const int *group, int n_group,
     return t_wait(ctx, rank, q);
 }
 
-static pp_status t_reduce_scatter(void *ctx, int rank, const int *group, int n_group,
-                                  uint64_t tag, const float *full, float *part, size_t n)
+static pp_status t_reduce_scatter(void *ctx, int rank, const int *group, int n_group, uint64_t tag,
+                                  const float *full, float *part, size_t n)
 {
     pp_transport_req *q;
     PP_TRY(post(ctx, rank, group, n_group, tag, COLL_REDUCE_SCATTER, full, part, n, &q));

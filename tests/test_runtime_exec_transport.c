@@ -283,8 +283,8 @@ static void gather_then_scatter(int in_place)
                 float want = x * (float)(groups[g][0] + 1);
                 for (int j = 1; j < ng; j++)
                     want += x * (float)(groups[g][j] + 1);
-                cr_assert_eq(part[m][i], want, "group %d member %d element %zu: %.9g, want %.9g",
-                             g, m, i, (double)part[m][i], (double)want);
+                cr_assert_eq(part[m][i], want, "group %d member %d element %zu: %.9g, want %.9g", g,
+                             m, i, (double)part[m][i], (double)want);
             }
     }
     pp_transport_destroy(t);

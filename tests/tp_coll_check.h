@@ -1,9 +1,10 @@
 /* tp_coll_check.h — one rank's part of a check of the tensor-parallel collectives
- * (pp_transport_allgather, pp_transport_reduce_scatter_sum) on any transport: the same deterministic data on every transport, results reduced to hashes of their
- * bits, so the thread transport's hashes (computed in the test) and the MPI transport's
- * (tests/tp_coll_mpi.c under mpirun) and the NCCL transport's under the CUDA emulation
- * (tests/cuda_emu/tp_coll_nccl.c) must be equal bit for bit. Also checks, on the transport
- * itself, that a reduce-scatter equals the matching slice of an all-reduce of the same data.
+ * (pp_transport_allgather, pp_transport_reduce_scatter_sum) on any transport: the same
+ * deterministic data on every transport, results reduced to hashes of their bits, so the thread
+ * transport's hashes (computed in the test) and the MPI transport's (tests/tp_coll_mpi.c under
+ * mpirun) and the NCCL transport's under the CUDA emulation (tp_coll_mpi.c --nccl, built as
+ * tp_coll_emu) must be equal bit for bit. Also checks, on the transport itself, that a
+ * reduce-scatter equals the matching slice of an all-reduce of the same data.
  */
 #ifndef TP_COLL_CHECK_H
 #define TP_COLL_CHECK_H
@@ -35,7 +36,7 @@ static inline uint64_t tp_coll_hash(const float *x, size_t n)
 }
 
 /* Where the collectives' buffers live: host memory (tp_coll_host), or a device's (the NCCL
- * check, tests/cuda_emu/tp_coll_nccl.c), with copies to and from host arrays. */
+ * check: tp_coll_mpi.c --nccl), with copies to and from host arrays. */
 typedef struct {
     void *ctx;
     float *(*alloc)(void *ctx, size_t n);

@@ -56,10 +56,10 @@ int main(int argc, char **argv)
         pp_transport_bind(t, rank, be);
     tp_coll_mem dev = {be, dev_alloc, dev_release, dev_put, dev_get};
     uint64_t h[TP_COLL_HASHES] = {0};
-    pp_status st = world % 2 || world > 32
-                       ? PP_ERR(PP_ERR_INVALID, "an even world of at most 32 ranks, got %d", world)
-                       : tp_coll_check_rank(nccl ? t : boot, nccl ? &dev : &tp_coll_host, rank,
-                                            world, h);
+    pp_status st =
+        world % 2 || world > 32
+            ? PP_ERR(PP_ERR_INVALID, "an even world of at most 32 ranks, got %d", world)
+            : tp_coll_check_rank(nccl ? t : boot, nccl ? &dev : &tp_coll_host, rank, world, h);
     if (st == PP_OK && be)
         st = pp_backend_sync(be);
     if (st != PP_OK)
