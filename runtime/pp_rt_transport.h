@@ -57,8 +57,8 @@ unsigned pp_transport_caps(const pp_transport *t);
 #define PP_TRANSPORT_WATCHDOG_S 600.0
 void pp_transport_set_watchdog(pp_transport *t, double seconds);
 
-/* Returns the point-to-point tag of the activation (dir 0) or gradient (dir 1) hop of micro-batch mb
- * into / out of `stage` of `pipe`: the executor tags a hop with the stage that receives it. */
+/* Returns the point-to-point tag of the activation (dir 0) or gradient (dir 1) hop of micro-batch
+ * mb into / out of `stage` of `pipe`: the executor tags a hop with the stage that receives it. */
 uint64_t pp_transport_tag(int pipe, int stage, int mb, int dir);
 
 /* Sends bytes of buf (copied before it returns: buf is the caller's again) from rank `from`.
@@ -74,14 +74,31 @@ pp_status pp_transport_recv(pp_transport *t, int to, int from, uint64_t tag, voi
  * fails). Returns PP_OK, or PP_ERR_INVALID for a group that is not ascending ranks of the
  * transport containing `rank`. */
 pp_status pp_transport_iallreduce_sum(pp_transport *t, int rank, const int *group, int n_group,
-                                      uint64_t tag, float *data, size_t n,
-                                      pp_transport_req **req);
+                                      uint64_t tag, float *data, size_t n, pp_transport_req **req);
 /* Waits for the sum of req into its data and releases req. Returns PP_OK; PP_ERR_DEVICE once
  * aborted. */
 pp_status pp_transport_wait(pp_transport *t, int rank, pp_transport_req *req);
 /* iallreduce_sum + wait; returns what they return. */
 pp_status pp_transport_allreduce_sum(pp_transport *t, int rank, const int *group, int n_group,
                                      uint64_t tag, float *data, size_t n);
+/* The tensor-parallel collectives (Megatron's sequence parallelism: all-gather before a
+ * column-parallel region, reduce-scatter after a row-parallel one). Blocking: each returns
+ * once this rank's result is in place. Members pass the same group (ascending ranks, as for
+ * the all-reduce), tag and n; a tag must not be in use by another collective of the same group
+ * still open (an all-reduce posted and not yet waited for).
+ * All-gather: member i's n floats `part` land at full + i*n on every member (full: n_group * n
+ * floats, the caller's). part may be full's own slice i (in place).
+ * Reduce-scatter: every member passes n_group * n floats `full`; member i receives in `part`
+ * (n floats) the sum over the members of their slice i, summed in group order — bit-identical
+ * to slice i of pp_transport_allreduce_sum over the same buffers, on every transport. part may
+ * be full's own slice i (in place); full is left as it was apart from that slice.
+ * Return PP_OK; PP_ERR_INVALID for a bad group or NULL buffers (or, from the transport, members
+ * that disagree on n); PP_ERR_UNSUPPORTED where the transport lacks them; PP_ERR_DEVICE once
+ * aborted. */
+pp_status pp_transport_allgather(pp_transport *t, int rank, const int *group, int n_group,
+                                 uint64_t tag, const float *part, float *full, size_t n);
+pp_status pp_transport_reduce_scatter_sum(pp_transport *t, int rank, const int *group, int n_group,
+                                          uint64_t tag, const float *full, float *part, size_t n);
 /* Returns once every rank of the transport has called it (PP_OK), or PP_ERR_DEVICE once
  * aborted. */
 pp_status pp_transport_barrier(pp_transport *t, int rank);

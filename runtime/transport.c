@@ -89,25 +89,29 @@ pp_status pp_transport_recv(pp_transport *t, int to, int from, uint64_t tag, voi
 
 /* A group must list distinct ranks in ascending order and contain the caller: every member
  * then derives the same summation order from it. */
-static pp_status check_group(const pp_transport *t, int rank, const int *group, int n_group)
+static pp_status check_group_of(const pp_transport *t, const char *what, int rank, const int *group,
+                                int n_group)
 {
-    PP_TRY(check_rank(t, "all-reduce", rank));
+    PP_TRY(check_rank(t, what, rank));
     if (!group || n_group < 1 || n_group > t->ranks)
-        return PP_ERR(PP_ERR_INVALID, "transport all-reduce: a group of %d ranks (1..%d expected)",
+        return PP_ERR(PP_ERR_INVALID, "transport %s: a group of %d ranks (1..%d expected)", what,
                       n_group, t->ranks);
     int member = 0;
     for (int i = 0; i < n_group; i++) {
-        PP_TRY(check_rank(t, "all-reduce group", group[i]));
+        PP_TRY(check_rank(t, what, group[i]));
         if (i > 0 && group[i] <= group[i - 1])
-            return PP_ERR(PP_ERR_INVALID,
-                          "transport all-reduce: group ranks must ascend, got %d after %d",
-                          group[i], group[i - 1]);
+            return PP_ERR(PP_ERR_INVALID, "transport %s: group ranks must ascend, got %d after %d",
+                          what, group[i], group[i - 1]);
         member |= group[i] == rank;
     }
     if (!member)
-        return PP_ERR(PP_ERR_INVALID, "transport all-reduce: rank %d is not in its own group",
-                      rank);
+        return PP_ERR(PP_ERR_INVALID, "transport %s: rank %d is not in its own group", what, rank);
     return PP_OK;
+}
+
+static pp_status check_group(const pp_transport *t, int rank, const int *group, int n_group)
+{
+    return check_group_of(t, "all-reduce", rank, group, n_group);
 }
 
 pp_status pp_transport_iallreduce_sum(pp_transport *t, int rank, const int *group, int n_group,
@@ -136,6 +140,37 @@ pp_status pp_transport_allreduce_sum(pp_transport *t, int rank, const int *group
     pp_transport_req *req;
     PP_TRY(pp_transport_iallreduce_sum(t, rank, group, n_group, tag, data, n, &req));
     PP_TRY(pp_transport_wait(t, rank, req));
+    return PP_OK;
+}
+
+/* The all-gather's and reduce-scatter's common checks (present: the transport has the op). */
+static pp_status check_tp_coll(const pp_transport *t, const char *what, int present, int rank,
+                               const int *group, int n_group, const void *a, const void *b,
+                               size_t n)
+{
+    PP_TRY(check_group_of(t, what, rank, group, n_group));
+    if ((!a || !b) && n)
+        return PP_ERR(PP_ERR_INVALID, "transport %s: NULL buffer of %zu floats", what, n);
+    if (!present)
+        return PP_ERR(PP_ERR_UNSUPPORTED, "the %s transport has no %s", t->name, what);
+    return PP_OK;
+}
+
+pp_status pp_transport_allgather(pp_transport *t, int rank, const int *group, int n_group,
+                                 uint64_t tag, const float *part, float *full, size_t n)
+{
+    PP_TRY(check_tp_coll(t, "all-gather", t->ops->allgather != NULL, rank, group, n_group, part,
+                         full, n));
+    PP_TRY(t->ops->allgather(t->ctx, rank, group, n_group, tag, part, full, n));
+    return PP_OK;
+}
+
+pp_status pp_transport_reduce_scatter_sum(pp_transport *t, int rank, const int *group, int n_group,
+                                          uint64_t tag, const float *full, float *part, size_t n)
+{
+    PP_TRY(check_tp_coll(t, "reduce-scatter", t->ops->reduce_scatter_sum != NULL, rank, group,
+                         n_group, full, part, n));
+    PP_TRY(t->ops->reduce_scatter_sum(t->ctx, rank, group, n_group, tag, full, part, n));
     return PP_OK;
 }
 

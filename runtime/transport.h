@@ -26,6 +26,12 @@ typedef struct {
     /* Optional (NULL: waits cannot stall, as between threads of one process): a blocking wait
      * that sees no progress for `seconds` fails with PP_ERR_TIMEOUT naming the peer; 0: never. */
     void (*set_watchdog)(void *ctx, double seconds);
+    /* Optional (NULL: pp_transport_allgather / reduce_scatter_sum answer PP_ERR_UNSUPPORTED):
+     * the blocking tensor-parallel collectives, arguments checked as pp_rt_transport.h says. */
+    pp_status (*allgather)(void *ctx, int rank, const int *group, int n_group, uint64_t tag,
+                           const float *part, float *full, size_t n);
+    pp_status (*reduce_scatter_sum)(void *ctx, int rank, const int *group, int n_group,
+                                    uint64_t tag, const float *full, float *part, size_t n);
 } pp_transport_ops;
 
 struct pp_transport {
@@ -33,7 +39,7 @@ struct pp_transport {
     const pp_transport_ops *ops;
     void *ctx;
     int ranks;
-    int self; /* the one rank of this process, or -1 when all ranks are (threads) */
+    int self;      /* the one rank of this process, or -1 when all ranks are (threads) */
     unsigned caps; /* PP_TRANSPORT_CAP_* (plan/pp_rt_plan.h); 0: host memory only */
 };
 

@@ -13,6 +13,13 @@
  * whatever MPI's own reduction algorithms would do. Posting never blocks: the root posts its
  * receives, a member its send; wait finishes the exchange.
  *
+ * All-gather and reduce-scatter (tensor parallelism, blocking) use the same star on the same
+ * communicator: parts (all-gather) or whole buffers (reduce-scatter) to the root, which copies
+ * them into place or sums slice j over the members in group order (the all-reduce's order, so
+ * again bit-identical to the thread transport), and sends the whole (all-gather) or slice j to
+ * member j. A member's send completes before its receive is posted: its part may be a slice
+ * of its own receive buffer (in place).
+ *
  * Watchdog: every wait polls (MPI_Test*, MPI_Iprobe; a spin for the first milliseconds, then
  * short sleeps) instead of blocking inside MPI, so a peer that stops making progress (SIGSTOP,
  * a frozen node, a hung kernel) turns into PP_ERR_TIMEOUT naming the rank waited for after
@@ -359,8 +366,8 @@ static pp_status wait_root(mctx *c, pp_transport_req *q)
     if (!sts)
         return PP_ERR(PP_ERR_NOMEM, "MPI transport: cannot allocate %d statuses", q->n_members);
     /* a shorter part would leave stale floats in the sum: say so instead */
-    pp_status st = await_all(c, q->n_members, q->reqs, sts, q->members, -1,
-                             "its part of an all-reduce");
+    pp_status st =
+        await_all(c, q->n_members, q->reqs, sts, q->members, -1, "its part of an all-reduce");
     for (int j = 0; j < q->n_members && st == PP_OK; j++) {
         int got = 0;
         MPI_Get_count(&sts[j], MPI_FLOAT, &got);
@@ -382,8 +389,8 @@ static pp_status wait_root(mctx *c, pp_transport_req *q)
     for (int j = 0; j < q->n_members; j++)
         MPI_CHECK(
             MPI_Isend(q->data, (int)q->n, MPI_FLOAT, q->members[j], q->tag, c->coll, &q->reqs[j]));
-    PP_TRY(await_all(c, q->n_members, q->reqs, NULL, q->members, -1,
-                     "taking the all-reduce's sum"));
+    PP_TRY(
+        await_all(c, q->n_members, q->reqs, NULL, q->members, -1, "taking the all-reduce's sum"));
     return PP_OK;
 }
 
@@ -401,6 +408,125 @@ static pp_status m_wait(void *ctx, int rank, pp_transport_req *q)
     pp_status st = rank == q->root ? wait_root(c, q) : wait_member(c, q);
     req_free(c, q);
     return st;
+}
+
+/* ---- all-gather / reduce-scatter: the all-reduce's star, blocking ---- */
+typedef struct {
+    int gather;       /* 1: all-gather, 0: reduce-scatter */
+    const float *src; /* gather: this rank's part (n); scatter: its whole buffer (n_group * n) */
+    float *dst;       /* gather: the whole buffer; scatter: this rank's part */
+    size_t n;         /* floats per part */
+} star_op;
+
+/* Root's receives (gather: into dst's slices; scatter: into `in`, one whole buffer per member)
+ * and their size check. */
+static pp_status star_recv(mctx *c, const star_op *op, const int *group, int n_group, int mt,
+                           float *in, MPI_Request *reqs, MPI_Status *sts)
+{
+    size_t per = op->gather ? op->n : op->n * (size_t)n_group;
+    for (int i = 1; i < n_group; i++) {
+        float *to = op->gather ? op->dst + (size_t)i * op->n : in + (size_t)(i - 1) * per;
+        MPI_CHECK(MPI_Irecv(to, (int)per, MPI_FLOAT, group[i], mt, c->coll, &reqs[i - 1]));
+    }
+    const char *what = op->gather ? "its part of an all-gather" : "its part of a reduce-scatter";
+    PP_TRY(await_all(c, n_group - 1, reqs, sts, group + 1, -1, what));
+    for (int i = 1; i < n_group; i++) {
+        int got = 0;
+        MPI_Get_count(&sts[i - 1], MPI_FLOAT, &got);
+        if ((size_t)got != per)
+            return PP_ERR(PP_ERR_INVALID,
+                          "transport %s: rank %d contributes %d floats, rank %d (the group's "
+                          "first) %zu",
+                          op->gather ? "all-gather" : "reduce-scatter", group[i], got, group[0],
+                          per);
+    }
+    return PP_OK;
+}
+
+/* Reduce-scatter's sum at the root: sum[j*n + k] = src0 + in_1 + in_2 ... in group order. */
+static void star_sum(const star_op *op, int n_group, const float *in, float *sum)
+{
+    size_t all = op->n * (size_t)n_group;
+    memcpy(sum, op->src, all * sizeof *sum);
+    for (int m = 0; m < n_group - 1; m++) {
+        const float *d = in + (size_t)m * all;
+        for (size_t i = 0; i < all; i++)
+            sum[i] += d[i];
+    }
+}
+
+static pp_status star_root(mctx *c, const star_op *op, const int *group, int n_group, int mt)
+{
+    size_t all = op->n * (size_t)n_group;
+    size_t in_floats = op->gather ? 0 : all * (size_t)(n_group - 1) + all;
+    MPI_Request *reqs = calloc((size_t)n_group, sizeof *reqs);
+    MPI_Status *sts = calloc((size_t)n_group, sizeof *sts);
+    float *in = in_floats ? buf_alloc(c, in_floats * sizeof(float)) : NULL;
+    pp_status st = PP_OK;
+    if (!reqs || !sts || (in_floats && !in))
+        st = PP_ERR(PP_ERR_NOMEM, "MPI transport: cannot allocate a collective of %d ranks",
+                    n_group);
+    if (st == PP_OK && op->gather)
+        memmove(op->dst, op->src, op->n * sizeof(float));
+    if (st == PP_OK)
+        st = star_recv(c, op, group, n_group, mt, in, reqs, sts);
+    float *sum = in ? in + all * (size_t)(n_group - 1) : NULL;
+    if (st == PP_OK && !op->gather)
+        star_sum(op, n_group, in, sum);
+    for (int i = 1; i < n_group && st == PP_OK; i++) {
+        const float *from = op->gather ? op->dst : sum + (size_t)i * op->n;
+        int rc = MPI_Isend(from, (int)(op->gather ? all : op->n), MPI_FLOAT, group[i], mt, c->coll,
+                           &reqs[i - 1]);
+        if (rc != MPI_SUCCESS)
+            st = mpi_fail(rc, "MPI_Isend (all-gather / reduce-scatter)", __FILE__, __LINE__);
+    }
+    if (st == PP_OK)
+        st = await_all(c, n_group - 1, reqs, NULL, group + 1, -1, "taking the collective's result");
+    if (st == PP_OK && !op->gather)
+        memcpy(op->dst, sum, op->n * sizeof(float));
+    if (in)
+        buf_free(c, in, in_floats * sizeof(float));
+    free(reqs);
+    free(sts);
+    return st;
+}
+
+static pp_status star_member(mctx *c, const star_op *op, int root, int n_group, int mt)
+{
+    size_t all = op->n * (size_t)n_group;
+    MPI_Request rq;
+    MPI_CHECK(
+        MPI_Isend(op->src, (int)(op->gather ? op->n : all), MPI_FLOAT, root, mt, c->coll, &rq));
+    PP_TRY(await_one(c, &rq, NULL, root, "taking this rank's part"));
+    MPI_CHECK(
+        MPI_Irecv(op->dst, (int)(op->gather ? all : op->n), MPI_FLOAT, root, mt, c->coll, &rq));
+    PP_TRY(await_one(c, &rq, NULL, root, "the collective's result"));
+    return PP_OK;
+}
+
+static pp_status m_star(mctx *c, int rank, const int *group, int n_group, uint64_t tag,
+                        const star_op *op)
+{
+    int mt;
+    PP_TRY(mpi_tag(tag | 1ull << 63, &mt));
+    PP_TRY(check_count(op->n * (size_t)n_group, op->gather ? "all-gather" : "reduce-scatter"));
+    if (rank == group[0])
+        return star_root(c, op, group, n_group, mt);
+    return star_member(c, op, group[0], n_group, mt);
+}
+
+static pp_status m_allgather(void *ctx, int rank, const int *group, int n_group, uint64_t tag,
+                             const float *part, float *full, size_t n)
+{
+    star_op op = {.gather = 1, .src = part, .dst = full, .n = n};
+    return m_star(ctx, rank, group, n_group, tag, &op);
+}
+
+static pp_status m_reduce_scatter(void *ctx, int rank, const int *group, int n_group, uint64_t tag,
+                                  const float *full, float *part, size_t n)
+{
+    star_op op = {.gather = 0, .src = full, .dst = part, .n = n};
+    return m_star(ctx, rank, group, n_group, tag, &op);
 }
 
 static pp_status m_barrier(void *ctx, int rank)
@@ -469,6 +595,8 @@ static const pp_transport_ops mpi_ops = {
     .destroy = m_destroy,
     .bind = m_bind,
     .set_watchdog = m_set_watchdog,
+    .allgather = m_allgather,
+    .reduce_scatter_sum = m_reduce_scatter,
 };
 
 static pp_status init_mpi(mctx *c)

@@ -10,6 +10,9 @@
  * Collectives: the members of an all-reduce post their buffers; the last to arrive sums them
  * in group order, writes the sum into every member's buffer and wakes the waiters. No member
  * blocks on post, so a REDUCE overlaps the compute that follows, as the schedule IR says.
+ * All-gather and reduce-scatter (tensor parallelism) are the same meeting with a source and a
+ * destination per member: the last to arrive copies (all-gather) or sums slice by slice in
+ * group order (reduce-scatter, the all-reduce's order), and every member then waits for it.
  *
  * Not here: device memory (buffers are host pointers), any network, message size limits.
  */
@@ -43,13 +46,17 @@ typedef struct {
     int pending; /* of them, not yet received */
 } outbox;
 
+typedef enum { COLL_ALLREDUCE, COLL_ALLGATHER, COLL_REDUCE_SCATTER } coll_kind;
+
 struct pp_transport_req {
     struct pp_transport_req *next;
     uint64_t tag;
+    coll_kind kind;
     int n_group;
-    int *group;   /* [n_group] ascending */
-    float **data; /* [n_group] each member's buffer, NULL until it posts */
-    size_t n;
+    int *group;        /* [n_group] ascending */
+    float **data;      /* [n_group] each member's result buffer, NULL until it posts */
+    const float **src; /* [n_group] each member's input (the all-reduce: data itself) */
+    size_t n;          /* floats per member's part (all-reduce: of the whole buffer) */
     int arrived, left, done;
 };
 
@@ -238,17 +245,20 @@ static pp_transport_req *find_coll(tctx *c, const int *group, int n_group, uint6
     return NULL;
 }
 
-static pp_transport_req *new_coll(tctx *c, const int *group, int n_group, uint64_t tag, size_t n)
+static pp_transport_req *new_coll(tctx *c, const int *group, int n_group, uint64_t tag,
+                                  coll_kind kind, size_t n)
 {
     pp_transport_req *q = calloc(1, sizeof *q);
     if (q) {
         q->group = malloc((size_t)n_group * sizeof *q->group);
         q->data = calloc((size_t)n_group, sizeof *q->data);
+        q->src = calloc((size_t)n_group, sizeof *q->src);
     }
-    if (!q || !q->group || !q->data) {
+    if (!q || !q->group || !q->data || !q->src) {
         if (q) {
             free(q->group);
             free(q->data);
+            free(q->src);
         }
         free(q);
         PP_ERR(PP_ERR_NOMEM, "transport: cannot allocate an all-reduce of %d ranks", n_group);
@@ -257,6 +267,7 @@ static pp_transport_req *new_coll(tctx *c, const int *group, int n_group, uint64
     memcpy(q->group, group, (size_t)n_group * sizeof *group);
     q->n_group = n_group;
     q->tag = tag;
+    q->kind = kind;
     q->n = n;
     q->next = c->colls;
     c->colls = q;
@@ -282,33 +293,82 @@ static void sum_into_all(pp_transport_req *q)
     }
 }
 
-static pp_status t_iallreduce(void *ctx, int rank, const int *group, int n_group, uint64_t tag,
-                              float *data, size_t n, pp_transport_req **req)
+/* All-gather: member i's part to slice i of every member's full buffer (memmove: a part may
+ * be its own slice). */
+static void gather_into_all(pp_transport_req *q)
 {
-    tctx *c = ctx;
+    for (int j = 0; j < q->n_group; j++)
+        for (int i = 0; i < q->n_group; i++)
+            memmove(q->data[j] + (size_t)i * q->n, q->src[i], q->n * sizeof(float));
+}
+
+/* Reduce-scatter: member j's part is the sum over members, in group order, of their slice j:
+ * the all-reduce's order element by element. Slice j is read whole (block by block) before
+ * part j is written, so a part that is its own slice is safe. */
+static void sum_slices(pp_transport_req *q)
+{
+    enum { BLK = 1024 };
+    float acc[BLK];
+    for (int j = 0; j < q->n_group; j++) {
+        size_t off = (size_t)j * q->n;
+        for (size_t i0 = 0; i0 < q->n; i0 += BLK) {
+            size_t len = q->n - i0 < BLK ? q->n - i0 : BLK;
+            memcpy(acc, q->src[0] + off + i0, len * sizeof *acc);
+            for (int m = 1; m < q->n_group; m++) {
+                const float *d = q->src[m] + off + i0;
+                for (size_t i = 0; i < len; i++)
+                    acc[i] += d[i];
+            }
+            memcpy(q->data[j] + i0, acc, len * sizeof *acc);
+        }
+    }
+}
+
+static const char *coll_name(coll_kind k)
+{
+    return k == COLL_ALLREDUCE   ? "all-reduce"
+           : k == COLL_ALLGATHER ? "all-gather"
+                                 : "reduce-scatter";
+}
+
+/* Posts rank's buffers to the open collective (tag, group), creating it; the last member to
+ * arrive does the arithmetic. Never blocks on the others. */
+static pp_status post(tctx *c, int rank, const int *group, int n_group, uint64_t tag,
+                      coll_kind kind, const float *src, float *dst, size_t n,
+                      pp_transport_req **req)
+{
     if (atomic_load(&c->aborted))
-        return aborted_error("all-reduce", rank);
+        return aborted_error(coll_name(kind), rank);
     pthread_mutex_lock(&c->cmu);
     pp_transport_req *q = find_coll(c, group, n_group, tag, rank);
     if (!q)
-        q = new_coll(c, group, n_group, tag, n);
+        q = new_coll(c, group, n_group, tag, kind, n);
     if (!q) {
         pthread_mutex_unlock(&c->cmu);
         return pp_err_trace(PP_ERR_NOMEM, __FILE__, __LINE__);
     }
-    if (q->n != n) {
+    if (q->n != n || q->kind != kind) {
         size_t other = q->n;
+        coll_kind ok = q->kind;
         pthread_mutex_unlock(&c->cmu);
         return PP_ERR(PP_ERR_INVALID,
-                      "transport all-reduce (tag %#llx): rank %d contributes %zu floats, another "
-                      "member %zu",
-                      (unsigned long long)tag, rank, n, other);
+                      "transport %s (tag %#llx): rank %d contributes %zu floats, another "
+                      "member %zu to a%s %s",
+                      coll_name(kind), (unsigned long long)tag, rank, n, other,
+                      ok == COLL_ALLREDUCE ? "n" : "", coll_name(ok));
     }
-    q->data[group_index(q, rank)] = data;
+    int me = group_index(q, rank);
+    q->data[me] = dst;
+    q->src[me] = src;
     int last = ++q->arrived == n_group;
     pthread_mutex_unlock(&c->cmu);
-    if (last) {
-        sum_into_all(q); /* every member has posted and waits: the buffers are ours */
+    if (last) { /* every member has posted and waits: the buffers are ours */
+        if (kind == COLL_ALLREDUCE)
+            sum_into_all(q);
+        else if (kind == COLL_ALLGATHER)
+            gather_into_all(q);
+        else
+            sum_slices(q);
         pthread_mutex_lock(&c->cmu);
         q->done = 1;
         pthread_cond_broadcast(&c->ccv);
@@ -316,6 +376,12 @@ static pp_status t_iallreduce(void *ctx, int rank, const int *group, int n_group
     }
     *req = q;
     return PP_OK;
+}
+
+static pp_status t_iallreduce(void *ctx, int rank, const int *group, int n_group, uint64_t tag,
+                              float *data, size_t n, pp_transport_req **req)
+{
+    return post(ctx, rank, group, n_group, tag, COLL_ALLREDUCE, data, data, n, req);
 }
 
 static void unlink_coll(tctx *c, pp_transport_req *q)
@@ -327,6 +393,7 @@ static void unlink_coll(tctx *c, pp_transport_req *q)
         }
     free(q->group);
     free(q->data);
+    free(q->src);
     free(q);
 }
 
@@ -343,6 +410,22 @@ static pp_status t_wait(void *ctx, int rank, pp_transport_req *q)
         unlink_coll(c, q);
     pthread_mutex_unlock(&c->cmu);
     return done ? PP_OK : aborted_error("all-reduce wait", rank);
+}
+
+static pp_status t_allgather(void *ctx, int rank, const int *group, int n_group, uint64_t tag,
+                             const float *part, float *full, size_t n)
+{
+    pp_transport_req *q;
+    PP_TRY(post(ctx, rank, group, n_group, tag, COLL_ALLGATHER, part, full, n, &q));
+    return t_wait(ctx, rank, q);
+}
+
+static pp_status t_reduce_scatter(void *ctx, int rank, const int *group, int n_group, uint64_t tag,
+                                  const float *full, float *part, size_t n)
+{
+    pp_transport_req *q;
+    PP_TRY(post(ctx, rank, group, n_group, tag, COLL_REDUCE_SCATTER, full, part, n, &q));
+    return t_wait(ctx, rank, q);
 }
 
 static pp_status t_barrier(void *ctx, int rank)
@@ -417,6 +500,8 @@ static const pp_transport_ops thread_ops = {
     .flush = t_flush,
     .abort = t_abort,
     .destroy = t_destroy,
+    .allgather = t_allgather,
+    .reduce_scatter_sum = t_reduce_scatter,
 };
 
 pp_status pp_transport_thread_create(int ranks, pp_backend *const *backends, pp_transport **out)

@@ -268,14 +268,14 @@ Test(ckpt, profile_sets_the_configuration)
     cr_assert(strstr(out, "needs 256 processes, one per GPU"), "%s", out);
 }
 
-/* A profile that chose t = 2 trains: the tiny-local profile with its choice turned into
- * t = 2, d = 1, b = 16 (the same two devices and batch), run by pprun --profile as 2 tensor
- * ranks. */
-Test(ckpt, a_tensor_parallel_profile_trains)
+/* Writes into a fresh directory (path[128]) the tiny-local profile with its choice turned
+ * into t = 2, d = 1, b = 16 (the same two devices and batch), with options.sequence_parallel
+ * set to sp. */
+static void write_tp2_profile(int sp, char *path)
 {
-    char dir[64], path[128], out[65536];
+    char dir[64];
     pt_tmpdir(dir, sizeof dir);
-    snprintf(path, sizeof path, "%s/tiny-tp2.json", dir);
+    snprintf(path, 128, "%s/tiny-tp2.json", dir);
     json_error_t e;
     json_t *prof = json_load_file(FIX "tiny-local.json", 0, &e);
     cr_assert(prof, "%s", e.text);
@@ -283,8 +283,16 @@ Test(ckpt, a_tensor_parallel_profile_trains)
     json_object_set_new(cfg, "t", json_integer(2));
     json_object_set_new(cfg, "d", json_integer(1));
     json_object_set_new(cfg, "b", json_integer(16)); /* the same global batch: b N d = 16 */
+    json_object_set_new(json_object_get(prof, "options"), "sequence_parallel", json_boolean(sp));
     cr_assert_eq(json_dump_file(prof, path, 0), 0);
     json_decref(prof);
+}
+
+/* A profile that chose t = 2 trains, run by pprun --profile as 2 tensor ranks. */
+Test(ckpt, a_tensor_parallel_profile_trains)
+{
+    char path[128], out[65536];
+    write_tp2_profile(0, path);
     char cmd[512];
     snprintf(cmd, sizeof cmd, PPRUN " --profile %s --steps 2 --quiet --json", path);
     cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
@@ -300,6 +308,21 @@ Test(ckpt, a_tensor_parallel_profile_trains)
     j = json_of(out);
     cr_assert_eq(json_integer_value(json_object_get(j, "tp")), 1);
     json_decref(j);
+}
+
+/* A profile that chose sequence parallelism is refused in one line, not trained without it
+ * (pprun runs tensor parallelism without sequence parallelism so far). */
+Test(ckpt, a_sequence_parallel_profile_is_refused_not_ignored)
+{
+    char path[128], out[65536];
+    write_tp2_profile(1, path);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, PPRUN " --profile %s --steps 2 --quiet --json", path);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 2, "%s", out);
+    cr_assert(strstr(out, "options.sequence_parallel is true, and pprun does not run sequence "
+                          "parallelism yet"),
+              "%s", out);
+    cr_assert(!strchr(strchr(out, '\n') + 1, '\n'), "one line expected: %s", out);
 }
 
 Test(ckpt, a_checkpoint_path_is_a_name_not_a_pattern)

@@ -136,6 +136,32 @@ Test(cuda_nccl, tp2_np4_equals_threads, .timeout = 300)
 
 /* Two processes on a node with one GPU: one clear line from rank 0, exit 2, no hang (the rank
  * without a device used to return alone and leave rank 0 waiting in the id exchange). */
+/* All-gather and reduce-scatter over NCCL (device buffers, tests/tp_coll_mpi.c --nccl) give
+ * the MPI transport's bits (host buffers), which test_runtime_mpi.c holds to the threads'. */
+Test(cuda_nccl, tp_collectives_equal_mpi_bit_for_bit, .timeout = 300)
+{
+    need_mpi_gpus(4);
+    pp_test_run_result m = pp_test_run(MPIRUN " -np 4 " PP_TEST_TP_COLL);
+    cr_assert_eq(m.code, 0, "tp_coll (MPI): exit %d: %s", m.code, m.err);
+    /* no leak check in ranks holding the emulation's device arena: same_as_threads says why
+     * (this test runs in a process of its own: the option stays here) */
+    pp_test_add_option("ASAN_OPTIONS", "detect_leaks=0");
+    pp_test_run_result n = pp_test_run(MPIRUN " -np 4 " PP_TEST_TP_COLL " --nccl");
+    cr_assert_eq(n.code, 0, "tp_coll --nccl: exit %d: %s", n.code, n.err);
+    cr_assert(!strstr(n.err, "never freed"), "device memory left at exit:\n%s", n.err);
+    for (int r = 0; r < 4; r++) {
+        char key[16];
+        snprintf(key, sizeof key, "rank %d ", r);
+        const char *a = strstr(m.out, key), *b = strstr(n.out, key);
+        cr_assert(a && b, "rank %d missing: MPI:\n%s\nNCCL:\n%s", r, m.out, n.out);
+        size_t len = strcspn(a, "\n");
+        cr_assert(strncmp(a, b, len) == 0 && strcspn(b, "\n") == len,
+                  "rank %d: NCCL %.*s, MPI %.*s", r, (int)strcspn(b, "\n"), b, (int)len, a);
+    }
+    pp_test_run_done(&m);
+    pp_test_run_done(&n);
+}
+
 Test(cuda_nccl, more_processes_than_gpus_fails_with_one_line, .timeout = 120)
 {
     need_mpi_gpus(2);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "pp_rt.h"
+#include "tp_coll_check.h"
 
 #define OK(expr)                                                                                   \
     do {                                                                                           \
@@ -210,5 +211,164 @@ Test(runtime_transport, abort_wakes_a_blocked_receive)
     cr_assert(strstr(a.err, "aborted"), "%s", a.err);
     float v = 0;
     cr_assert_eq(pp_transport_send(t, 0, 1, 1, &v, sizeof v), PP_ERR_DEVICE);
+    pp_transport_destroy(t);
+}
+
+/* ---- the tensor-parallel collectives: all-gather and reduce-scatter ---- */
+typedef struct {
+    pp_transport *t;
+    int rank, n_group;
+    const int *group;
+    float *full, *part; /* [n_group * n], [n] */
+    size_t n;
+    int in_place;
+    pp_status st;
+    char err[256];
+} tp_arg;
+
+static void *tp_gather_scatter(void *p)
+{
+    tp_arg *a = p;
+    int me = 0;
+    while (a->group[me] != a->rank)
+        me++;
+    float *own = a->in_place ? a->full + (size_t)me * a->n : a->part;
+    a->st = pp_transport_allgather(a->t, a->rank, a->group, a->n_group, 7, own, a->full, a->n);
+    if (a->st == PP_OK) /* now reduce-scatter what was gathered, scaled by the rank + 1 */
+        for (size_t i = 0; i < a->n * (size_t)a->n_group; i++)
+            a->full[i] *= (float)(a->rank + 1);
+    if (a->st == PP_OK)
+        a->st = pp_transport_reduce_scatter_sum(a->t, a->rank, a->group, a->n_group, 8, a->full,
+                                                own, a->n);
+    if (a->st == PP_OK && a->in_place)
+        memcpy(a->part, own, a->n * sizeof *own);
+    if (a->st != PP_OK)
+        snprintf(a->err, sizeof a->err, "%s", pp_err_msg());
+    return NULL;
+}
+
+/* Ranks 1 and 3 of 4, then 0..3: each member's part lands in its slice on every member, and a
+ * member's reduce-scatter result is the sum of everyone's slice of it in group order. */
+static void gather_then_scatter(int in_place)
+{
+    pp_transport *t;
+    OK(pp_transport_thread_create(4, NULL, &t));
+    enum { N = 1500 };
+    int groups[2][4] = {{1, 3}, {0, 1, 2, 3}}, sizes[2] = {2, 4};
+    for (int g = 0; g < 2; g++) {
+        int ng = sizes[g];
+        static float full[4][4 * N], part[4][N];
+        tp_arg a[4];
+        pthread_t th[4];
+        for (int m = 0; m < ng; m++) {
+            int r = groups[g][m];
+            for (size_t i = 0; i < N; i++)
+                part[m][i] = (r == 1 && i % 2) ? 3e7f : (float)r * 0.1f + (float)i * 1e-3f;
+            for (size_t i = 0; i < (size_t)ng * N; i++)
+                full[m][i] = -7.0f;
+            if (in_place)
+                memcpy(full[m] + (size_t)m * N, part[m], sizeof part[m]);
+            a[m] = (tp_arg){t, r, ng, groups[g], full[m], part[m], N, in_place, PP_OK, ""};
+            cr_assert_eq(pthread_create(&th[m], NULL, tp_gather_scatter, &a[m]), 0);
+        }
+        for (int m = 0; m < ng; m++)
+            pthread_join(th[m], NULL);
+        for (int m = 0; m < ng; m++)
+            cr_assert_eq(a[m].st, PP_OK, "rank %d: %s", a[m].rank, a[m].err);
+        for (int m = 0; m < ng; m++)
+            for (size_t i = 0; i < N; i++) {
+                /* member j's gathered slice m, scaled by (rank_j + 1), summed over j in order */
+                int r = groups[g][m];
+                float x = (r == 1 && i % 2) ? 3e7f : (float)r * 0.1f + (float)i * 1e-3f;
+                float want = x * (float)(groups[g][0] + 1);
+                for (int j = 1; j < ng; j++)
+                    want += x * (float)(groups[g][j] + 1);
+                cr_assert_eq(part[m][i], want, "group %d member %d element %zu: %.9g, want %.9g", g,
+                             m, i, (double)part[m][i], (double)want);
+            }
+    }
+    pp_transport_destroy(t);
+}
+
+Test(runtime_transport, allgather_and_reduce_scatter_place_and_sum_in_group_order)
+{
+    gather_then_scatter(0);
+}
+
+Test(runtime_transport, allgather_and_reduce_scatter_work_in_place)
+{
+    gather_then_scatter(1);
+}
+
+typedef struct {
+    pp_transport *t;
+    int rank;
+    uint64_t h[TP_COLL_HASHES];
+    pp_status st;
+    char err[256];
+} hash_arg;
+
+static void *tp_hash_rank(void *p)
+{
+    hash_arg *a = p;
+    a->st = tp_coll_check_rank(a->t, &tp_coll_host, a->rank, 4, a->h);
+    if (a->st != PP_OK)
+        snprintf(a->err, sizeof a->err, "%s", pp_err_msg());
+    return NULL;
+}
+
+/* The thread transport's hashes of tests/tp_coll_check.h (test_runtime_mpi.c compares the MPI
+ * transport's with them); the check itself asserts reduce-scatter == the all-reduce's slice. */
+void tp_coll_thread_hashes(uint64_t h[4][TP_COLL_HASHES])
+{
+    pp_transport *t;
+    OK(pp_transport_thread_create(4, NULL, &t));
+    hash_arg a[4];
+    pthread_t th[4];
+    for (int r = 0; r < 4; r++) {
+        a[r] = (hash_arg){.t = t, .rank = r, .st = PP_OK};
+        cr_assert_eq(pthread_create(&th[r], NULL, tp_hash_rank, &a[r]), 0);
+    }
+    for (int r = 0; r < 4; r++)
+        pthread_join(th[r], NULL);
+    for (int r = 0; r < 4; r++) {
+        cr_assert_eq(a[r].st, PP_OK, "rank %d: %s", r, a[r].err);
+        memcpy(h[r], a[r].h, sizeof a[r].h);
+    }
+    pp_transport_destroy(t);
+}
+
+Test(runtime_transport, reduce_scatter_equals_the_allreduce_slice)
+{
+    uint64_t h[4][TP_COLL_HASHES];
+    tp_coll_thread_hashes(h);
+    /* the gathered buffer is the same on every member of a group */
+    cr_assert_eq(h[0][0], h[3][0]);
+    cr_assert_eq(h[0][2], h[2][2]);
+    cr_assert_eq(h[1][2], h[3][2]);
+    cr_assert_neq(h[0][1], h[1][1], "members get different slices");
+}
+
+Test(runtime_transport, tp_collectives_reject_disagreeing_members_and_bad_groups)
+{
+    pp_transport *t;
+    OK(pp_transport_thread_create(2, NULL, &t));
+    int g[2] = {0, 1}, bad[2] = {1, 0};
+    float part[4] = {0}, full[8] = {0};
+    cr_assert_eq(pp_transport_allgather(t, 0, bad, 2, 1, part, full, 4), PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_text(), "all-gather: group ranks must ascend"), "%s", pp_err_text());
+    cr_assert_eq(pp_transport_reduce_scatter_sum(t, 0, g, 2, 1, NULL, part, 4), PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_text(), "reduce-scatter: NULL buffer"), "%s", pp_err_text());
+    /* rank 0 posts an all-reduce of 8 floats, rank 1 a reduce-scatter with the same tag */
+    pp_transport_req *q0, *q1;
+    OK(pp_transport_iallreduce_sum(t, 0, g, 2, 9, full, 8, &q0));
+    cr_assert_eq(pp_transport_reduce_scatter_sum(t, 1, g, 2, 9, full, part, 4), PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_text(), "reduce-scatter (tag 0x9): rank 1 contributes 4 floats, "
+                                    "another member 8 to an all-reduce"),
+              "%s", pp_err_text());
+    float other[8] = {0};
+    OK(pp_transport_iallreduce_sum(t, 1, g, 2, 9, other, 8, &q1));
+    OK(pp_transport_wait(t, 1, q1));
+    OK(pp_transport_wait(t, 0, q0));
     pp_transport_destroy(t);
 }

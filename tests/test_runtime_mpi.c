@@ -20,6 +20,7 @@
 #include "pp_rt.h"
 #include "pp_test_run.h"
 #include "pprun_json.h"
+#include "tp_coll_check.h"
 
 #define PPRUN PP_BINARY_DIR "/runtime/pprun"
 #define MPIRUN "mpirun --oversubscribe --allow-run-as-root"
@@ -134,6 +135,31 @@ Test(runtime_mpi, tp2_d2_dp2_equals_threads, .timeout = 300)
 }
 
 /* Rank 0's trace holds every action of every process's rank. */
+/* All-gather and reduce-scatter (tensor parallelism) over MPI processes: the same bits as over
+ * threads (tests/tp_coll_check.h; both sum in group order at the group's first rank). */
+Test(runtime_mpi, tp_collectives_equal_threads_bit_for_bit, .timeout = 300)
+{
+    need_mpi();
+    uint64_t want[4][TP_COLL_HASHES];
+    tp_coll_thread_hashes(want);
+    pp_test_run_result m = pp_test_run(MPIRUN " -np 4 " PP_BINARY_DIR "/tests/tp_coll_mpi");
+    cr_assert_eq(m.code, 0, "tp_coll_mpi: exit %d: %s", m.code, m.err);
+    int seen = 0;
+    for (const char *line = m.out; (line = strstr(line, "rank ")) != NULL; line++) {
+        int r = -1;
+        unsigned long long h[TP_COLL_HASHES];
+        cr_assert_eq(sscanf(line, "rank %d %llx %llx %llx %llx", &r, &h[0], &h[1], &h[2], &h[3]), 5,
+                     "bad line in: %s", m.out);
+        cr_assert(r >= 0 && r < 4, "%s", m.out);
+        for (int k = 0; k < TP_COLL_HASHES; k++)
+            cr_assert_eq(h[k], want[r][k], "rank %d result %d differs from the thread transport's",
+                         r, k);
+        seen |= 1 << r;
+    }
+    cr_assert_eq(seen, 15, "not every rank reported: %s", m.out);
+    pp_test_run_done(&m);
+}
+
 Test(runtime_mpi, trace_has_every_rank, .timeout = 300)
 {
     need_mpi();

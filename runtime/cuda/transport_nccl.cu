@@ -27,6 +27,12 @@
  * sends the sum back: deterministic, and the order the CPU reference uses. Not NCCL's ring
  * all-reduce: correct before fast (a bucketed ncclAllReduce on split communicators is the
  * faster path, not done here).
+ * All-gather and reduce-scatter (tensor parallelism, blocking): the same star on the same
+ * communicator; the root places the parts (all-gather) or adds the members' whole buffers in
+ * group order and sends slice j to member j (reduce-scatter), so the floats are the CPU
+ * transports'. They share the all-reduce's communicator and NCCL's in-order rule: one issued
+ * while an all-reduce of the same members is posted and not yet waited for fails with the tag
+ * check's error, not wrong data.
  *
  * Not here: host buffers, more than one GPU per process. A rank's sends to different peers
  * still complete in issue order (one communicator per ordered pair of ranks would lift that:
@@ -350,6 +356,72 @@ static pp_status n_wait(void *ctx, int rank, pp_transport_req *q)
     return st;
 }
 
+/* Root of an all-gather (gather = 1: parts into full's slices, full to every member) or a
+ * reduce-scatter (members' whole buffers added in group order, slice j to member j). */
+static pp_status star_root(nctx *c, const int *group, int n_group, uint64_t tag, int gather,
+                           const float *src, float *dst, size_t n)
+{
+    size_t all = n * (size_t)n_group, part_b = n * sizeof(float), all_b = all * sizeof(float);
+    float *sum = NULL, *in = NULL;
+    if (!gather) {
+        sum = (float *)pp_backend_alloc(c->be, all_b, PP_MEM_COMM);
+        in = sum ? (float *)pp_backend_alloc(c->be, all_b, PP_MEM_COMM) : NULL;
+        if (!in) {
+            if (sum)
+                pp_backend_free(c->be, sum, all_b, PP_MEM_COMM);
+            return PP_ERR(PP_ERR_OOM, "NCCL transport: no device memory for a %zu-float "
+                                      "reduce-scatter", all);
+        }
+    }
+    pp_status st = gather ? (src == dst ? PP_OK : c->be->ops->copy(c->be->ctx, dst, src, part_b))
+                          : c->be->ops->copy(c->be->ctx, sum, src, all_b);
+    for (int j = 1; j < n_group && st == PP_OK; j++) {
+        if (gather) {
+            st = recv_msg(c, c->coll, c->comm, group[j], tag, dst + (size_t)j * n, part_b);
+        } else {
+            st = recv_msg(c, c->coll, c->comm, group[j], tag, in, all_b);
+            if (st == PP_OK)
+                st = c->be->ops->add(c->be->ctx, sum, in, all);
+        }
+    }
+    for (int j = 1; j < n_group && st == PP_OK; j++)
+        st = gather ? queue_send(c, c->coll, c->comm, group[j], tag, dst, all_b)
+                    : queue_send(c, c->coll, c->comm, group[j], tag, sum + (size_t)j * n, part_b);
+    if (st == PP_OK)
+        st = issue(c, c->coll, c->comm, -1, NULL, 0);
+    if (st == PP_OK && !gather)
+        st = c->be->ops->copy(c->be->ctx, dst, sum, part_b);
+    if (!gather) {
+        pp_backend_free(c->be, in, all_b, PP_MEM_COMM);
+        pp_backend_free(c->be, sum, all_b, PP_MEM_COMM);
+    }
+    return st;
+}
+
+static pp_status n_star(nctx *c, int rank, const int *group, int n_group, uint64_t tag,
+                        int gather, const float *src, float *dst, size_t n)
+{
+    PP_TRY(need_backend(c));
+    if (rank == group[0])
+        return star_root(c, group, n_group, tag, gather, src, dst, n);
+    size_t all_b = n * (size_t)n_group * sizeof(float), part_b = n * sizeof(float);
+    PP_TRY(queue_send(c, c->coll, c->comm, group[0], tag, src, gather ? part_b : all_b));
+    PP_TRY(issue(c, c->coll, c->comm, -1, NULL, 0));
+    return recv_msg(c, c->coll, c->comm, group[0], tag, dst, gather ? all_b : part_b);
+}
+
+static pp_status n_allgather(void *ctx, int rank, const int *group, int n_group, uint64_t tag,
+                             const float *part, float *full, size_t n)
+{
+    return n_star((nctx *)ctx, rank, group, n_group, tag, 1, part, full, n);
+}
+
+static pp_status n_reduce_scatter(void *ctx, int rank, const int *group, int n_group,
+                                  uint64_t tag, const float *full, float *part, size_t n)
+{
+    return n_star((nctx *)ctx, rank, group, n_group, tag, 0, full, part, n);
+}
+
 static pp_status n_barrier(void *ctx, int rank)
 {
     nctx *c = (nctx *)ctx;
@@ -419,7 +491,7 @@ static void n_destroy(void *ctx)
 
 static const pp_transport_ops nccl_ops = {
     n_send, n_recv, n_iallreduce, n_wait, n_barrier, n_flush, n_abort, n_destroy, n_bind,
-    n_set_watchdog,
+    n_set_watchdog, n_allgather, n_reduce_scatter,
 };
 
 /* Rank 0's n unique ids to every rank, over the boot transport. */

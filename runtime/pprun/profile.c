@@ -137,6 +137,15 @@ int pprun_apply_profile(pprun_opts *o, int argc, char **argv)
                 o->profile);
         return 2;
     }
+    if (p->options.sequence_parallel) {
+        /* running it without would train another configuration than the profile measured */
+        fprintf(stderr,
+                "pprun: --profile %s: options.sequence_parallel is true, and pprun does not run "
+                "sequence parallelism yet (tensor parallelism runs without it): tune again "
+                "without it\n",
+                o->profile);
+        return 2;
+    }
     const pp_profile_config *c = &p->chosen.config;
     const char *layout = find_flag(LAYOUT_FLAGS, argc, argv);
     if (!layout) {

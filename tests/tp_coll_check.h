@@ -1,0 +1,148 @@
+/* tp_coll_check.h — one rank's part of a check of the tensor-parallel collectives
+ * (pp_transport_allgather, pp_transport_reduce_scatter_sum) on any transport: the same
+ * deterministic data on every transport, results reduced to hashes of their bits, so the thread
+ * transport's hashes (computed in the test) and the MPI transport's (tests/tp_coll_mpi.c under
+ * mpirun) and the NCCL transport's under the CUDA emulation (tp_coll_mpi.c --nccl, built as
+ * tp_coll_emu) must be equal bit for bit. Also checks, on the transport itself, that a
+ * reduce-scatter equals the matching slice of an all-reduce of the same data.
+ */
+#ifndef TP_COLL_CHECK_H
+#define TP_COLL_CHECK_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pp_rt.h"
+
+enum { TP_COLL_N = 1100, TP_COLL_HASHES = 4 }; /* floats per part: more than one summing block */
+
+/* Rank r's float i: values of mixed magnitude (1e7 on rank 0 every third element), so a sum
+ * in another order would round differently. */
+static inline float tp_coll_val(int rank, size_t i)
+{
+    float v = (float)((rank * 7919 + (int)i * 104729) % 1000) * 1e-3f - 0.37f * (float)rank;
+    return rank == 0 && i % 3 == 0 ? v + 1e7f : v;
+}
+
+/* FNV-1a over the floats' bytes. */
+static inline uint64_t tp_coll_hash(const float *x, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *b = (const unsigned char *)x;
+    for (size_t i = 0; i < n * sizeof *x; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Where the collectives' buffers live: host memory (tp_coll_host), or a device's (the NCCL
+ * check: tp_coll_mpi.c --nccl), with copies to and from host arrays. */
+typedef struct {
+    void *ctx;
+    float *(*alloc)(void *ctx, size_t n);
+    void (*release)(void *ctx, float *p, size_t n);
+    void (*put)(void *ctx, float *dst, const float *src_host, size_t n);
+    void (*get)(void *ctx, float *dst_host, const float *src, size_t n);
+} tp_coll_mem;
+
+static inline float *tp_host_alloc(void *ctx, size_t n)
+{
+    (void)ctx;
+    return (float *)malloc(n * sizeof(float));
+}
+static inline void tp_host_release(void *ctx, float *p, size_t n)
+{
+    (void)ctx;
+    (void)n;
+    free(p);
+}
+static inline void tp_host_copy(void *ctx, float *dst, const float *src, size_t n)
+{
+    (void)ctx;
+    memcpy(dst, src, n * sizeof *dst);
+}
+static const tp_coll_mem tp_coll_host = {NULL, tp_host_alloc, tp_host_release, tp_host_copy,
+                                         tp_host_copy};
+
+/* Runs, as `rank` of `world` ranks (world even, 2..32), with buffers in `mem`: over all ranks
+ * an all-gather (hash 0) and a reduce-scatter (hash 1, checked against an all-reduce's slice);
+ * over the ranks of this rank's parity (a tensor group of a strided placement), the same two
+ * in place (hashes 2 and 3). Returns PP_OK, a transport error, or PP_ERR_CHECK (the message
+ * says which) when the reduce-scatter differs from the all-reduce. */
+static inline pp_status tp_coll_check_rank(pp_transport *t, const tp_coll_mem *mem, int rank,
+                                           int world, uint64_t h[TP_COLL_HASHES])
+{
+    int all[32], half[32], nh = 0;
+    for (int r = 0; r < world; r++) {
+        all[r] = r;
+        if (r % 2 == rank % 2)
+            half[nh++] = r;
+    }
+    size_t n = TP_COLL_N, wn = n * (size_t)world;
+    float *hp = (float *)malloc(n * sizeof *hp), *hf = (float *)malloc(wn * sizeof *hf),
+          *ha = (float *)malloc(wn * sizeof *ha);
+    float *part = mem->alloc(mem->ctx, n), *full = mem->alloc(mem->ctx, wn),
+          *ar = mem->alloc(mem->ctx, wn);
+    pp_status st = hp && hf && ha && part && full && ar ? PP_OK : PP_ERR_NOMEM;
+    if (st == PP_OK) {
+        for (size_t i = 0; i < n; i++)
+            hp[i] = tp_coll_val(rank, i);
+        mem->put(mem->ctx, part, hp, n);
+        st = pp_transport_allgather(t, rank, all, world, 1, part, full, n);
+    }
+    if (st == PP_OK) {
+        mem->get(mem->ctx, hf, full, wn);
+        h[0] = tp_coll_hash(hf, wn);
+        for (size_t i = 0; i < wn; i++)
+            hf[i] = tp_coll_val(rank, i);
+        mem->put(mem->ctx, full, hf, wn);
+        mem->put(mem->ctx, ar, hf, wn);
+        st = pp_transport_reduce_scatter_sum(t, rank, all, world, 2, full, part, n);
+    }
+    if (st == PP_OK)
+        st = pp_transport_allreduce_sum(t, rank, all, world, 3, ar, wn);
+    if (st == PP_OK) {
+        mem->get(mem->ctx, hp, part, n);
+        mem->get(mem->ctx, ha, ar, wn);
+        if (memcmp(hp, ha + (size_t)rank * n, n * sizeof *hp) != 0)
+            st = PP_ERR(PP_ERR_CHECK, "rank %d: the reduce-scatter differs from the all-reduce",
+                        rank);
+        h[1] = tp_coll_hash(hp, n);
+    }
+    /* in place, on the parity group: the part is this member's own slice of full */
+    size_t me = (size_t)(rank / 2) * n, hn = n * (size_t)nh;
+    if (st == PP_OK) {
+        for (size_t i = 0; i < hn; i++)
+            hf[i] = me <= i && i < me + n ? tp_coll_val(rank, i) : -1.0f;
+        mem->put(mem->ctx, full, hf, hn);
+        st = pp_transport_allgather(t, rank, half, nh, 4, full + me, full, n);
+    }
+    if (st == PP_OK) {
+        mem->get(mem->ctx, hf, full, hn);
+        h[2] = tp_coll_hash(hf, hn);
+        for (size_t i = 0; i < hn; i++)
+            hf[i] = tp_coll_val(rank, i + 7);
+        mem->put(mem->ctx, full, hf, hn);
+        st = pp_transport_reduce_scatter_sum(t, rank, half, nh, 5, full, full + me, n);
+    }
+    if (st == PP_OK) {
+        mem->get(mem->ctx, hp, full + me, n);
+        h[3] = tp_coll_hash(hp, n);
+    }
+    if (part)
+        mem->release(mem->ctx, part, n);
+    if (full)
+        mem->release(mem->ctx, full, wn);
+    if (ar)
+        mem->release(mem->ctx, ar, wn);
+    free(hp);
+    free(hf);
+    free(ha);
+    return st;
+}
+
+/* In the runtime suite (test_runtime_exec_transport.c): the four ranks' hashes on the thread
+ * transport, asserting every rank succeeded. */
+void tp_coll_thread_hashes(uint64_t h[4][TP_COLL_HASHES]);
+
+#endif
