@@ -378,7 +378,16 @@ Test(tuner_search_runner, config_maps_to_the_profile_and_back_and_launch_uses_th
                                .precision = PP_PREC_BF16};
     char want[600];
     snprintf(want, sizeof want, "pprun %s", pp_profile_pprun_args(&l, args, sizeof args));
-    cr_assert_str_eq(pp_tune_launch_command(&m, &gpus, &c, line, sizeof line), want);
+    cr_assert_str_eq(pp_tune_launch_command(&m, &gpus, &c, NULL, line, sizeof line), want);
+    /* the search's options: fp32 drops --precision; sequence parallelism with t > 1 adds it */
+    pp_tune_opts o;
+    pp_tune_opts_default(&o);
+    o.precision = PP_PREC_FP32;
+    o.sequence_parallel = 1;
+    c.t = 2;
+    pp_tune_launch_command(&m, &gpus, &c, &o, line, sizeof line);
+    cr_assert_null(strstr(line, "--precision"), "%s", line);
+    cr_assert(strstr(line, " --tp 2 --sequence-parallel"), "%s", line);
 }
 
 Test(tuner_search_runner, a_runnable_presets_pprun_name_is_its_profile_name)

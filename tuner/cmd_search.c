@@ -236,7 +236,7 @@ static int report(const opts *o, const pp_tune_model *m, const pp_tune_hw *hw, p
     pp_cli_board_print(stdout, r, o->show);
     pp_cli_rank_memory_print(stdout, &r->best[0]);
     char cmd[512];
-    printf("\nlaunch: %s\n", pp_tune_launch_command(m, hw, &r->best[0].cfg, cmd, sizeof cmd));
+    printf("\nlaunch: %s\n", pp_tune_launch_command(m, hw, &r->best[0].cfg, &r->opts, cmd, sizeof cmd));
     if (o->explain)
         pp_cli_explain_print(stdout, m, hw, r, o->explain > 1);
     if (o->report) {

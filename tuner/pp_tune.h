@@ -653,10 +653,11 @@ pp_status pp_tune_profile_write(const pp_tune_profile_input *in, const char *pat
  * ~/.local/share/...) entry for the cluster's fingerprint and the model, directories created.
  * Caller frees. */
 pp_status pp_tune_profile_default_path(const pp_tune_hw *hw, const pp_tune_model *m, char **out);
-/* The pprun command line that launches configuration c (buf, n); on GPUs (hw not CPU cores)
- * with the CUDA backend in bf16. hw may be NULL (then the CPU's line). */
+/* The pprun command line that launches configuration c (buf, n) as the search planned it under
+ * options o (the result's: precision, sequence parallelism; NULL: the defaults): on GPUs (hw not
+ * CPU cores) with the CUDA backend in o's precision. hw may be NULL (then the CPU's line). */
 char *pp_tune_launch_command(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
-                             char *buf, size_t n);
+                             const pp_tune_opts *o, char *buf, size_t n);
 
 #ifdef __cplusplus
 }

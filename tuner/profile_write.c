@@ -16,14 +16,20 @@
 #include "pp_tune.h"
 
 char *pp_tune_launch_command(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
-                             char *buf, size_t n)
+                             const pp_tune_opts *o, char *buf, size_t n)
 {
+    pp_tune_opts def;
+    if (!o) {
+        pp_tune_opts_default(&def);
+        o = &def;
+    }
     pp_profile_config pc;
     pp_tune_config_to_profile(c, &pc);
     int cuda = hw && !hw->cpu_devices;
     pp_profile_pprun_line line = {.model = m->runtime_model[0] ? m->runtime_model : m->name,
                                   .config = &pc, .seq = m->seq, .cuda = cuda,
-                                  .precision = cuda ? PP_PREC_BF16 : PP_PREC_FP32};
+                                  .precision = cuda ? o->precision : PP_PREC_FP32,
+                                  .sequence_parallel = o->sequence_parallel && c->t > 1};
     char args[512];
     snprintf(buf, n, "pprun %s", pp_profile_pprun_args(&line, args, sizeof args));
     return buf;
@@ -39,7 +45,7 @@ static json_t *config_json(const pp_tune_config *c)
 }
 
 static json_t *prediction_json(const pp_tune_model *m, const pp_tune_hw *hw,
-                               const pp_tune_prediction *p)
+                               const pp_tune_opts *opts, const pp_tune_prediction *p)
 {
     char cmd[512];
     json_t *o = json_pack(
@@ -49,7 +55,7 @@ static json_t *prediction_json(const pp_tune_model *m, const pp_tune_hw *hw,
         p->tokens_per_s, "tflops_per_gpu", p->tflops_per_gpu, "mfu", p->mfu,
         "bubble_over_ideal", p->bubble_ideal, "bubble_over_total", p->bubble_total,
         "peak_bytes_per_rank_max", p->peak_mem, "peak_rank", p->peak_rank, "capacity_bytes",
-        p->capacity, "fits", p->fits, "launch", pp_tune_launch_command(m, hw, &p->cfg, cmd, sizeof cmd));
+        p->capacity, "fits", p->fits, "launch", pp_tune_launch_command(m, hw, &p->cfg, opts, cmd, sizeof cmd));
     if (p->trial_status[0]) {
         json_t *ranks = json_array();
         for (int r = 0; r < p->cfg.p && r < PP_TUNE_RANK_PEAKS; r++)
@@ -154,7 +160,7 @@ static json_t *profile_json(const pp_tune_profile_input *in)
     iso_now(created, sizeof created);
     json_t *runners = json_array();
     for (int i = 1; i < r->n_best; i++)
-        json_array_append_new(runners, prediction_json(in->model, in->hw, &r->best[i]));
+        json_array_append_new(runners, prediction_json(in->model, in->hw, &r->opts, &r->best[i]));
     json_t *o = json_pack("{s:s, s:i, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:s}", "schema",
                           "pptune-profile", "version", PP_TUNE_PROFILE_VERSION, "created", created,
                           "generator", "pptune 0.1.0", "command", in->command_line,
@@ -163,7 +169,7 @@ static json_t *profile_json(const pp_tune_profile_input *in)
                           stats_json(r), "figures",
                           in->trials_run ? "measured by trials on this machine, and predicted"
                                          : "predicted only (no trials on the target cluster)");
-    json_t *chosen = r->n_best > 0 ? prediction_json(in->model, in->hw, &r->best[0]) : json_null();
+    json_t *chosen = r->n_best > 0 ? prediction_json(in->model, in->hw, &r->opts, &r->best[0]) : json_null();
     if (r->n_best > 0)
         json_object_set_new(json_object_get(chosen, "predicted"), "memory_per_rank",
                             rank_memory_json(&r->best[0]));
