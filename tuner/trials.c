@@ -30,12 +30,14 @@
 #include "pp_profile.h"
 #include "pp_tune.h"
 
-#define MAX_ARGS (PP_PROFILE_PPRUN_MAX_ARGS + 8)
+#define LAUNCH_ARGS 12 /* srun's or mpirun's words before pprun (alloc.c) */
+#define MAX_ARGS (PP_PROFILE_PPRUN_MAX_ARGS + 10 + LAUNCH_ARGS)
 
 /* pprun's options for the configuration (pp_profile_pprun_argv, the one builder) and the
  * trial's own: steps, every rank a thread, the JSON summary. */
 static int build_argv(const pp_tune_trial_params *tp,
-                      char store[MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN], char **argv)
+                      char store[MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN], char **argv, char *where,
+                      size_t where_n)
 {
     pp_profile_config pc;
     pp_tune_config_to_profile(tp->cfg, &pc);
@@ -43,17 +45,30 @@ static int build_argv(const pp_tune_trial_params *tp,
     pp_profile_pprun_line line = {.model = tp->model->runtime_model, .config = &pc,
                                   .seq = tp->model->seq, .cuda = tp->cuda,
                                   .precision = tp->cuda ? PP_PREC_BF16 : PP_PREC_FP32};
-    int n = 0;
+    int ranks = tp->cfg->p * tp->cfg->d * (tp->cfg->t > 1 ? tp->cfg->t : 1), nodes = 1;
+    int n = pp_tune_alloc_argv(tp->alloc, ranks, tp->timeout_s, LAUNCH_ARGS, store, argv, &nodes);
+    if (n < 0)
+        return -1;
+    int launched = n > 0;
     argv[n++] = (char *)tp->pprun;
     n += pp_profile_pprun_argv(&line, store + n, argv + n);
 #define ARG(...) (snprintf(store[n], sizeof store[n], __VA_ARGS__), argv[n] = store[n], n++)
     ARG("--steps"), ARG("%d", tp->steps > 1 ? tp->steps : 2);
-    /* Trials run every rank as a thread of one child, even when pptune itself was started by
-     * mpirun/srun (the child would otherwise inherit the launcher's variables and pick MPI). */
-    ARG("--transport"), ARG("thread");
+    /* On this machine every rank is a thread of one child, even when pptune itself was started
+     * by mpirun/srun (the child would otherwise inherit the launcher's variables and pick MPI);
+     * under a launcher one process per rank over MPI, and a rank stuck waiting for a peer fails
+     * (the watchdog) within a fifth of the limit, so a hang is told from a slow trial. */
+    ARG("--transport"), ARG(launched ? "mpi" : "thread");
+    if (launched)
+        ARG("--watchdog"), ARG("%g", tp->timeout_s / 5 > 1 ? tp->timeout_s / 5 : 1);
     ARG("--json"), ARG("--quiet");
 #undef ARG
     argv[n] = NULL;
+    if (where && launched)
+        snprintf(where, where_n, "%s on %d node%s of %s", tp->alloc->launcher, nodes,
+                 nodes > 1 ? "s" : "", tp->alloc->nodes);
+    else if (where)
+        snprintf(where, where_n, "ranks as threads of one pprun on this machine");
     return n;
 }
 
@@ -235,27 +250,70 @@ static void parse_summary(const char *json, const pp_tune_config *c, double wall
     json_decref(root);
 }
 
+/* The line of msg that says most: pprun's own error line (a rank's), else the first naming an
+ * error (a launcher's: "srun: error: n2: task 1: Killed"), else the first line. */
+static void detail_line(const char *msg, char *line, size_t n)
+{
+    const char *pick = NULL, *any = NULL;
+    for (const char *k = msg; *k && !pick;) {
+        const char *eol = strchr(k, '\n');
+        size_t len = eol ? (size_t)(eol - k) : strlen(k);
+        char l[512];
+        snprintf(l, sizeof l, "%.*s", (int)(len < sizeof l - 1 ? len : sizeof l - 1), k);
+        if (!strncmp(l, "pprun", 5))
+            pick = k;
+        else if (!any && strstr(l, "error"))
+            any = k;
+        k += len + (eol != NULL);
+    }
+    snprintf(line, n, "%s", pick ? pick : any ? any : msg);
+    line[strcspn(line, "\n")] = '\0';
+}
+
+/* Failures across ranks, from what pprun's ranks and the launcher wrote (the first match
+ * wins): memory on any rank; a node the launcher lost; a rank that waited for a peer past
+ * pprun's watchdog (a hang); an MPI error; else a crash. */
+static const char *failure_kind(const char *msg, int launched)
+{
+    if (strstr(msg, "out of memory") || strstr(msg, "cannot allocate") || strstr(msg, "oom-kill") ||
+        strstr(msg, "OUT_OF_MEMORY"))
+        return "oom";
+    if (launched && (strstr(msg, "Node failure") || strstr(msg, "NODE_FAIL") ||
+                     strstr(msg, "lost") || strstr(msg, "not responding")))
+        return "node-lost";
+    if (strstr(msg, "stopped, frozen or gone"))
+        return "hang";
+    if (launched && (strstr(msg, "MPI_ABORT") || strstr(msg, "MPI_ERR") ||
+                     strstr(msg, "PMIX_ERROR") || strstr(msg, "ORTE")))
+        return "mpi";
+    return "crash";
+}
+
 static void classify(int wstatus, int killed, const buf *out, const buf *err,
                      const pp_tune_trial_params *tp, pp_tune_trial_result *r)
 {
     const char *msg = err->data ? err->data : "";
+    int launched = tp->alloc && tp->alloc->launcher[0];
     char line[160];
-    snprintf(line, sizeof line, "%s", msg);
-    line[strcspn(line, "\n")] = '\0';
+    detail_line(msg, line, sizeof line);
     if (killed) {
-        snprintf(r->status, sizeof r->status, "timeout");
-        snprintf(r->detail, sizeof r->detail, "killed after %.1f s", tp->timeout_s);
+        snprintf(r->status, sizeof r->status, "%s",
+                 strstr(msg, "stopped, frozen or gone") ? "hang" : "timeout");
+        snprintf(r->detail, sizeof r->detail, "killed after %.1f s%s%s", tp->timeout_s,
+                 launched ? " on every node: " : "", launched ? line : "");
     } else if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) {
         parse_summary(out->data ? out->data : "", tp->cfg, r->wall_s, r);
-    } else if (strstr(msg, "out of memory") || strstr(msg, "cannot allocate") ||
-               (WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL)) {
+    } else if (!launched && WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL) {
+        /* one process on this machine killed without our kill: the kernel's OOM killer */
         snprintf(r->status, sizeof r->status, "oom");
         snprintf(r->detail, sizeof r->detail, "%s", line[0] ? line : "killed (SIGKILL)");
     } else {
-        snprintf(r->status, sizeof r->status, "crash");
+        snprintf(r->status, sizeof r->status, "%s", failure_kind(msg, launched));
         if (WIFSIGNALED(wstatus))
             snprintf(r->detail, sizeof r->detail, "signal %d (%s)", WTERMSIG(wstatus),
                      strsignal(WTERMSIG(wstatus)));
+        else if (!strcmp(r->status, "oom"))
+            snprintf(r->detail, sizeof r->detail, "%s", line);
         else
             snprintf(r->detail, sizeof r->detail, "exit %d: %s", WEXITSTATUS(wstatus), line);
     }
@@ -267,7 +325,10 @@ pp_status pp_tune_trial(const pp_tune_trial_params *tp, pp_tune_trial_result *r)
     if (!tp->model->runtime_model[0])
         return PP_ERR(PP_ERR_UNSUPPORTED, "the runtime cannot run %s", tp->model->name);
     char store[MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN], *argv[MAX_ARGS + 1];
-    build_argv(tp, store, argv);
+    if (build_argv(tp, store, argv, r->where, sizeof r->where) < 0)
+        return PP_ERR(PP_ERR_UNSUPPORTED, "needs %d ranks; the allocation (%s) holds %d",
+                      tp->cfg->p * tp->cfg->d * (tp->cfg->t > 1 ? tp->cfg->t : 1),
+                      tp->alloc->nodes, tp->alloc->slots);
     int out_p[2], err_p[2];
     if (pipe(out_p) != 0)
         return PP_ERR(PP_ERR_IO, "trial: pipe: %s", strerror(errno));
