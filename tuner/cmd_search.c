@@ -193,7 +193,7 @@ static int save_profile(const opts *o, const pp_tune_model *m, const pp_tune_hw 
         st = PP_ERR_NOMEM;
     pp_tune_profile_input in = {.model = m, .hw = hw, .opts = &r->opts, .result = r,
                                 .command_line = cmdline, .trials_run = trials_run,
-                                .cluster_json = cluster_json};
+                                .cluster_json = cluster_json, .alloc = &o->alloc};
     if (st == PP_OK && o->stdout_fd >= 0) { /* -o -: the profile alone on the real stdout */
         fflush(stdout);
         if (dup2(o->stdout_fd, 1) < 0)

@@ -602,6 +602,8 @@ typedef struct {
     int trials_run;            /* 0: figures are predicted only */
     const char *cluster_json;  /* the cluster description used (probes' JSON), or NULL when
                                   hw's preset name and nodes describe it */
+    const pp_tune_alloc *alloc; /* NULL: trials (if any) on this machine; else the allocation
+                                   they ran in ("allocation" in the profile) */
 } pp_tune_profile_input;
 
 #define PP_TUNE_PROFILE_VERSION 1

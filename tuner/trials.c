@@ -299,8 +299,9 @@ static void classify(int wstatus, int killed, const buf *out, const buf *err,
     if (killed) {
         snprintf(r->status, sizeof r->status, "%s",
                  strstr(msg, "stopped, frozen or gone") ? "hang" : "timeout");
-        snprintf(r->detail, sizeof r->detail, "killed after %.1f s%s%s", tp->timeout_s,
-                 launched ? " on every node: " : "", launched ? line : "");
+        snprintf(r->detail, sizeof r->detail, "killed after %.1f s%s%s%s", tp->timeout_s,
+                 launched ? " on every node" : "", launched && line[0] ? ": " : "",
+                 launched ? line : "");
     } else if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) {
         parse_summary(out->data ? out->data : "", tp->cfg, r->wall_s, r);
     } else if (!launched && WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL) {
@@ -347,8 +348,8 @@ pp_status pp_tune_trial(const pp_tune_trial_params *tp, pp_tune_trial_result *r)
         dup2(out_p[1], 1);
         dup2(err_p[1], 2);
         close(out_p[0]), close(out_p[1]), close(err_p[0]), close(err_p[1]);
-        execv(tp->pprun, argv);
-        fprintf(stderr, "cannot run %s: %s\n", tp->pprun, strerror(errno));
+        execvp(argv[0], argv); /* pprun itself, or srun / mpirun from PATH */
+        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
     setpgid(pid, pid); /* also here: no race with the child's own call */
