@@ -9,6 +9,8 @@
 #      and no pprun is left on any node
 #   3. a rank of every 1f1b trial hangs: killed at the trial's limit, nothing left running
 #   4. mpirun --hostfile (two hosts, no Slurm): the same as 1
+#   5. examples/tune-cluster.sbatch submitted with sbatch: probe on every node, tune with srun
+#      trials, publish to the local HTTP store of the profile tests (tests/fixtures/store_server.py)
 #
 # Open MPI between the "nodes": TCP over loopback only (self,tcp: the shared-memory BTL of two
 # slurmd on one host would map the same segment and crash a rank), PMIx from srun --mpi=pmix
@@ -84,6 +86,28 @@ printf '127.0.0.2 slots=2\n127.0.0.3 slots=2\n' >"$T/hosts"
   none_left mpirun
   exit $fails
 ) || fails=$((fails + $?))
+
+# 5: the per-cluster CI job as a batch job, against the test HTTP store
+mkdir -p "$T/store"
+python3 "$here/../fixtures/store_server.py" --mode ok --root "$T/store" --lifetime 300 \
+  >"$T/store.port" 2>"$T/store.err" &
+store_pid=$!
+for _ in $(seq 50); do grep -q PORT "$T/store.port" && break; sleep 0.1; done
+port=$(awk '/PORT/ {print $2}' "$T/store.port")
+(
+  cd "$here/../.."
+  PPTUNE_STORE_URL=http://127.0.0.1:$port/profiles PPTUNE=$pptune PPTUNE_QUICK=1 \
+    sbatch --wait --quiet --nodes 4 --output="$T/sbatch.log" examples/tune-cluster.sbatch tiny \
+    "$T/job" --trials 2 --trial-steps 3
+) || fail "sbatch: the job exited $?: $(tail -5 "$T/sbatch.log")"
+grep -q "^published .* to http://127.0.0.1:$port/profiles" "$T/sbatch.log" ||
+  fail "sbatch: not published: $(tail -3 "$T/sbatch.log")"
+ls "$T"/store/profiles/*/tiny.json >/dev/null 2>&1 || fail "sbatch: the store holds no tiny.json"
+grep -q "trials: 2 candidates run with pprun under srun" "$T/job/tune.txt" 2>/dev/null ||
+  fail "sbatch: the job's search ran no srun trials: $(grep -E 'trial|allocation' "$T/job/tune.txt" | head -3)"
+python3 "$here/check_profile.py" "$T/job/profile.json" srun "n[1-4]" "*=ok" || fail "sbatch: profile"
+kill "$store_pid" 2>/dev/null
+wait "$store_pid" 2>/dev/null
 
 for f in srun kill hang mpirun; do
   [ -f "$T/$f.out" ] && { echo "--- $f"; grep -E "^(allocation|trials:)|trial " "$T/$f.out"; }
