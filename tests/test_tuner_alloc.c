@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "pp_tune.h"
@@ -129,4 +130,54 @@ Test(tuner_alloc, a_bad_host_file_names_the_file_and_line)
     cr_assert_eq(pp_tune_alloc_detect("/nonexistent/hosts", &a), PP_ERR_IO);
     cr_assert(strstr(pp_err_msg(), "/nonexistent/hosts"), "%s", pp_err_msg());
     pp_err_clear();
+}
+
+/* A stand-in srun on PATH that writes what a real one writes when a step fails that way. */
+static pp_tune_trial_result fake_srun_trial(const char *body)
+{
+    char dir[] = "/tmp/pptune_srun_XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[128], old_path[4096];
+    snprintf(path, sizeof path, "%s/srun", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "#!/bin/sh\n%s\n", body);
+    fclose(f);
+    chmod(path, 0755);
+    snprintf(old_path, sizeof old_path, "%s", getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+    char new_path[4300];
+    snprintf(new_path, sizeof new_path, "%s:%s", dir, old_path);
+    setenv("PATH", new_path, 1);
+    static pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
+    static pp_tune_config c = {.kind = "1f1b", .p = 2, .v = 1, .b = 1, .d = 1, .t = 1, .N = 4};
+    pp_tune_alloc a = {.launcher = "srun", .nodes = "n[1-2]", .n_nodes = 2, .slots = 2};
+    pp_tune_trial_params tp = {.model = &m, .cfg = &c, .pprun = "/bin/true", .steps = 3,
+                               .timeout_s = 20, .alloc = &a};
+    pp_tune_trial_result r;
+    cr_assert_eq(pp_tune_trial(&tp, &r), PP_OK, "%s", pp_err_msg());
+    setenv("PATH", old_path, 1);
+    unlink(path);
+    rmdir(dir);
+    return r;
+}
+
+Test(tuner_alloc, a_failed_step_is_classified_from_what_its_ranks_and_srun_said)
+{
+    pp_tune_trial_result r = fake_srun_trial(
+        "echo 'srun: error: Node failure on n2' >&2\necho 'srun: error: n2: task 1: Killed' >&2\n"
+        "exit 1");
+    cr_assert_str_eq(r.status, "node-lost", "%s: %s", r.status, r.detail);
+    cr_assert_str_eq(r.where, "srun on 2 nodes of n[1-2]");
+    r = fake_srun_trial("echo 'pprun: rank 1: cannot allocate 4096 MiB: out of memory' >&2\n"
+                        "echo 'srun: error: n2: task 1: Exited with exit code 1' >&2\nexit 1");
+    cr_assert_str_eq(r.status, "oom", "%s: %s", r.status, r.detail);
+    cr_assert(strstr(r.detail, "pprun: rank 1: cannot allocate"), "%s", r.detail);
+    r = fake_srun_trial("echo 'MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD' "
+                        ">&2\nexit 1");
+    cr_assert_str_eq(r.status, "mpi", "%s: %s", r.status, r.detail);
+    r = fake_srun_trial("echo 'srun: error: n1: task 0: Segmentation fault' >&2\nexit 139");
+    cr_assert_str_eq(r.status, "crash", "%s: %s", r.status, r.detail);
+    cr_assert(strstr(r.detail, "exit 139: srun: error: n1: task 0: Segmentation fault"), "%s",
+              r.detail);
 }

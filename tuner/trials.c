@@ -1,5 +1,9 @@
 /* trials.c — runs one candidate for a few steps with the bundled runtime (`pprun --json`) in a
- * child process with a time limit, and classifies what happened.
+ * child process with a time limit, and classifies what happened. On this machine the child is
+ * pprun with every rank a thread; in an allocation (tp->alloc, alloc.c) it is the launcher, srun
+ * (a job step) or mpirun, starting one pprun process per rank over MPI on the nodes it needs.
+ * Killing the launcher's group ends the step on every node (srun cancels its step on SIGTERM,
+ * mpirun ends its daemons), and --kill-on-bad-exit ends it when one rank dies.
  *
  * The child runs in its own process group. Its stdout (the JSON summary) and stderr (its error
  * line) are read through pipes into bounded buffers (head and tail kept) while the parent polls
@@ -8,8 +12,10 @@
  * Exit 0 with a parsable summary whose step time is a positive finite number no longer than the
  * trial itself is "ok" (anything else is a "crash" saying why); an error line naming memory
  * (out of memory / cannot allocate) or death by SIGKILL without our kill (the kernel's OOM
- * killer) is "oom"; any other signal or non-zero exit is "crash". A trial's failure is a result,
- * never an error of this function: only failing to start the child (fork, pipe) is.
+ * killer) is "oom"; under a launcher the ranks' and launcher's lines tell oom, node-lost, hang
+ * (pprun's watchdog) and mpi apart; any other signal or non-zero exit is "crash". A trial's
+ * failure is a result, never an error of this function: only failing to start the child (fork,
+ * pipe) is.
  * Also here: the default trial runner of the search (pp_tune_runner_pprun) and where it finds
  * pprun. Not here: which candidates get trials, recalibration and choice (search_trials.c).
  */
