@@ -35,7 +35,11 @@ cleanup() {
     for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$p" 2>/dev/null
   done
-  [ -f "$T/munged.pid" ] && kill "$(cat "$T/munged.pid")" 2>/dev/null
+  if [ -f "$T/munged.pid" ]; then
+    m=$(cat "$T/munged.pid")
+    kill "$m" 2>/dev/null
+    for _ in $(seq 50); do kill -0 "$m" 2>/dev/null || break; sleep 0.1; done
+  fi
   rm -rf "$T"
 }
 trap cleanup EXIT
