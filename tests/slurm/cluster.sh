@@ -12,7 +12,8 @@
 # installed, not root, ports taken): the caller turns that into a skipped test.
 set -u
 NODES=${PP_SLURM_NODES:-4}
-BASE_PORT=${PP_SLURM_PORT:-17100}
+# ports from our pid, so that two clusters on one host (two CI jobs) do not collide
+BASE_PORT=${PP_SLURM_PORT:-$((20000 + ($$ % 2000) * 5))}
 
 skip() { echo "skip: local slurm: $*"; exit 77; }
 [ "${1:-}" = run ] || { echo "usage: $0 run CMD..." >&2; exit 2; }

@@ -80,7 +80,7 @@ rc=$?
 printf '127.0.0.2 slots=2\n127.0.0.3 slots=2\n' >"$T/hosts"
 (
   for v in $(env | grep -o '^SLURM_[A-Z_]*'); do unset "$v"; done
-  export OMPI_MCA_plm_rsh_agent=$here/rsh.sh
+  export OMPI_MCA_plm_rsh_agent=$here/rsh.sh PP_RSH_TMP=$T
   search mpirun --trials 3 --trial-timeout 60 --hostfile "$T/hosts"
   check mpirun mpirun "127.0.0.2,127.0.0.3" "*=ok"
   none_left mpirun
