@@ -325,11 +325,19 @@ static int use_allocation(opts *o, pp_tune_hw *hw)
         o->alloc.launcher[0] = '\0';
         return 0;
     }
-    hw->nodes = o->alloc.n_nodes;
-    if (o->alloc.slots / o->alloc.n_nodes < hw->gpus_per_node)
-        hw->gpus_per_node = o->alloc.slots / o->alloc.n_nodes;
-    printf("allocation: %d node%s (%s), %d ranks, trials as %s job steps\n", o->alloc.n_nodes,
-           o->alloc.n_nodes > 1 ? "s" : "", o->alloc.nodes, o->alloc.slots, o->alloc.launcher);
+    /* one probed node stands for the allocation's nodes; a description of more nodes (probed
+     * under srun on a larger allocation) is kept: its candidates run reduced (trials.c) */
+    if (hw->nodes == 1) {
+        hw->nodes = o->alloc.n_nodes;
+        if (o->alloc.slots / o->alloc.n_nodes < hw->gpus_per_node)
+            hw->gpus_per_node = o->alloc.slots / o->alloc.n_nodes;
+    }
+    printf("allocation: %d node%s (%s), %d ranks, trials as %s job steps%s\n", o->alloc.n_nodes,
+           o->alloc.n_nodes > 1 ? "s" : "", o->alloc.nodes, o->alloc.slots, o->alloc.launcher,
+           hw->nodes * hw->gpus_per_node > o->alloc.slots
+               ? " (fewer ranks than the cluster: larger candidates run with fewer "
+                 "data-parallel replicas)"
+               : "");
     return 0;
 }
 

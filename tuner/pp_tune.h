@@ -315,7 +315,7 @@ typedef struct {
     double measured_peak;   /* bytes, 0 when none */
     char trial_status[16];  /* "", "ok", "crash", "oom", "timeout" */
     char trial_detail[200]; /* the failed trial's error line, signal or time limit */
-    char trial_where[320];  /* the trial's launcher and nodes (pp_tune_trial_result.where) */
+    char trial_where[512];  /* the trial's launcher and nodes (pp_tune_trial_result.where) */
     double measured_rank_peak[PP_TUNE_RANK_PEAKS]; /* bytes per pipeline rank (first
                                                        PP_TUNE_RANK_PEAKS), trials only */
     int predicted_only;     /* not runnable by the runtime (its model) or not on this machine */
@@ -453,7 +453,10 @@ typedef struct {
     double peak;       /* bytes, the fullest rank ("ok" only) */
     double peak_per_rank[PP_TUNE_TRIAL_MAX_RANKS]; /* replica 0's pipeline ranks */
     double wall_s;     /* the trial's own wall time */
-    char where[320];   /* how it ran: "thread ranks in one process", "srun on 2 nodes of n[1-4]" */
+    char where[512];   /* how it ran: "ranks as threads of one pprun on this machine", "srun on
+                          2 nodes of n[1-4]", and a reduction when there was one */
+    int d_run;         /* data-parallel replicas it ran: cfg->d, or fewer where the allocation
+                          holds fewer ranks (a reduced trial, said in where) */
 } pp_tune_trial_result;
 
 /* Runs pprun --json for the configuration in a child process. A crash, OOM or timeout of the

@@ -39,11 +39,26 @@
 #define LAUNCH_ARGS 12 /* srun's or mpirun's words before pprun (alloc.c) */
 #define MAX_ARGS (PP_PROFILE_PPRUN_MAX_ARGS + 10 + LAUNCH_ARGS)
 
+/* The data-parallel replicas a trial runs: all d where the allocation holds d replicas of
+ * `replica` ranks (or there is no allocation: threads on this machine), else the largest
+ * divisor of d that fits (one pipeline replica at least: the step of one replica is what the
+ * other replicas repeat in parallel); 0 when not even one replica fits. */
+static int reduced_d(const pp_tune_trial_params *tp, int replica)
+{
+    int d = tp->cfg->d;
+    if (!tp->alloc || !tp->alloc->launcher[0])
+        return d;
+    for (int k = d; k >= 1; k--)
+        if (d % k == 0 && replica * k <= tp->alloc->slots)
+            return k;
+    return 0;
+}
+
 /* pprun's options for the configuration (pp_profile_pprun_argv, the one builder) and the
  * trial's own: steps, every rank a thread, the JSON summary. */
 static int build_argv(const pp_tune_trial_params *tp,
                       char store[MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN], char **argv, char *where,
-                      size_t where_n)
+                      size_t where_n, int *d_run)
 {
     pp_profile_config pc;
     pp_tune_config_to_profile(tp->cfg, &pc);
@@ -51,11 +66,18 @@ static int build_argv(const pp_tune_trial_params *tp,
     pp_profile_pprun_line line = {.model = tp->model->runtime_model, .config = &pc,
                                   .seq = tp->model->seq, .cuda = tp->cuda,
                                   .precision = tp->cuda ? PP_PREC_BF16 : PP_PREC_FP32};
-    int ranks = tp->cfg->p * tp->cfg->d * (tp->cfg->t > 1 ? tp->cfg->t : 1), nodes = 1;
-    int n = pp_tune_alloc_argv(tp->alloc, ranks, tp->timeout_s, LAUNCH_ARGS, store, argv, &nodes);
+    int replica = tp->cfg->p * (tp->cfg->t > 1 ? tp->cfg->t : 1), nodes = 1;
+    int full_d = tp->cfg->d;
+    pc.d = reduced_d(tp, replica);
+    if (pc.d < 1)
+        return -1;
+    int n = pp_tune_alloc_argv(tp->alloc, replica * pc.d, tp->timeout_s, LAUNCH_ARGS, store,
+                               argv, &nodes);
     if (n < 0)
         return -1;
     int launched = n > 0;
+    if (d_run)
+        *d_run = pc.d;
     argv[n++] = (char *)tp->pprun;
     n += pp_profile_pprun_argv(&line, store + n, argv + n);
 #define ARG(...) (snprintf(store[n], sizeof store[n], __VA_ARGS__), argv[n] = store[n], n++)
@@ -70,7 +92,13 @@ static int build_argv(const pp_tune_trial_params *tp,
     ARG("--json"), ARG("--quiet");
 #undef ARG
     argv[n] = NULL;
-    if (where && launched)
+    if (where && launched && pc.d < full_d)
+        snprintf(where, where_n,
+                 "%s on %d node%s of %s, reduced: d=%d of %d (the allocation holds %d ranks; "
+                 "the data-parallel all-reduce over %d replicas is not measured)",
+                 tp->alloc->launcher, nodes, nodes > 1 ? "s" : "", tp->alloc->nodes, pc.d,
+                 full_d, tp->alloc->slots, full_d);
+    else if (where && launched)
         snprintf(where, where_n, "%s on %d node%s of %s", tp->alloc->launcher, nodes,
                  nodes > 1 ? "s" : "", tp->alloc->nodes);
     else if (where)
@@ -332,10 +360,11 @@ pp_status pp_tune_trial(const pp_tune_trial_params *tp, pp_tune_trial_result *r)
     if (!tp->model->runtime_model[0])
         return PP_ERR(PP_ERR_UNSUPPORTED, "the runtime cannot run %s", tp->model->name);
     char store[MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN], *argv[MAX_ARGS + 1];
-    if (build_argv(tp, store, argv, r->where, sizeof r->where) < 0)
-        return PP_ERR(PP_ERR_UNSUPPORTED, "needs %d ranks; the allocation (%s) holds %d",
-                      tp->cfg->p * tp->cfg->d * (tp->cfg->t > 1 ? tp->cfg->t : 1),
-                      tp->alloc->nodes, tp->alloc->slots);
+    if (build_argv(tp, store, argv, r->where, sizeof r->where, &r->d_run) < 0)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "one pipeline replica needs %d ranks; the allocation (%s) holds %d",
+                      tp->cfg->p * (tp->cfg->t > 1 ? tp->cfg->t : 1), tp->alloc->nodes,
+                      tp->alloc->slots);
     int out_p[2], err_p[2];
     if (pipe(out_p) != 0)
         return PP_ERR(PP_ERR_IO, "trial: pipe: %s", strerror(errno));

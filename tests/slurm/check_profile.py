@@ -31,7 +31,8 @@ if launcher not in prof.get("figures", "") or nodes not in prof.get("figures", "
     bad.append("figures %r do not name %s and %s" % (prof.get("figures"), launcher, nodes))
 for e in trials:
     w = e["measured"].get("where", "")
-    if not w.startswith(launcher + " on ") or not w.endswith(" of " + nodes):
+    if not w.startswith(launcher + " on ") or not (w.endswith(" of " + nodes) or
+                                                   (" of " + nodes + ", reduced: d=") in w):
         bad.append("trial where %r does not name %s and %s" % (w, launcher, nodes))
 for sched, st in want.items():
     mine = [e for e in trials if e["config"]["schedule"] == sched or

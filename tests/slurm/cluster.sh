@@ -30,8 +30,18 @@ chmod 755 "$T"
 pids=()
 cleanup() {
   # Job steps first (scancel), then the daemons we started, by their pids, then the directory.
-  [ -n "${SLURM_CONF:-}" ] && scancel --quiet --user=root >/dev/null 2>&1
+  if [ -n "${SLURM_CONF:-}" ]; then
+    scancel --quiet --user=root >/dev/null 2>&1
+    for _ in $(seq 50); do [ -z "$(squeue -h 2>/dev/null)" ] && break; sleep 0.2; done
+  fi
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  # whatever a step left behind (its tasks carry our SLURM_CONF): ended by pid
+  for e in /proc/[0-9]*/environ; do
+    p=${e#/proc/}
+    p=${p%/environ}
+    [ "$p" != $$ ] && tr '\0' '\n' <"$e" 2>/dev/null | grep -qx "SLURM_CONF=$T/slurm.conf" &&
+      kill -9 "$p" 2>/dev/null
+  done
   for p in "${pids[@]}"; do
     for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$p" 2>/dev/null

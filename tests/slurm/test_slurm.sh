@@ -11,6 +11,8 @@
 #   4. mpirun --hostfile (two hosts, no Slurm): the same as 1
 #   5. examples/tune-cluster.sbatch submitted with sbatch: probe on every node, tune with srun
 #      trials, publish to the local HTTP store of the profile tests (tests/fixtures/store_server.py)
+#   6. that 4-node description tuned inside salloc -N 2: candidates of more ranks run with fewer
+#      data-parallel replicas, said on stderr and in the profile
 #
 # Open MPI between the "nodes": TCP over loopback only (self,tcp: the shared-memory BTL of two
 # slurmd on one host would map the same segment and crash a rank), PMIx from srun --mpi=pmix
@@ -106,11 +108,27 @@ ls "$T"/store/profiles/*/tiny.json >/dev/null 2>&1 || fail "sbatch: the store ho
 grep -q "trials: 2 candidates run with pprun under srun" "$T/job/tune.txt" 2>/dev/null ||
   fail "sbatch: the job's search ran no srun trials: $(grep -E 'trial|allocation' "$T/job/tune.txt" | head -3)"
 python3 "$here/check_profile.py" "$T/job/profile.json" srun "n[1-4]" "*=ok" || fail "sbatch: profile"
+# 6: the 4-node description tuned inside a 2-node allocation: trials needing more than its 2
+# ranks run with fewer data-parallel replicas
+salloc --quiet -N 2 "$pptune" --model tiny --cluster "$T/job/cluster.json" --schedules gpipe \
+  --trials 2 --trial-steps 3 -o "$T/reduced.json" >"$T/reduced.out" 2>&1 ||
+  fail "reduced: pptune exited $?: $(tail -3 "$T/reduced.out")"
+grep -Eq "ran reduced: srun on 2 nodes of n\[1-2\], reduced: d=[12] of [48] " "$T/reduced.out" ||
+  fail "reduced: no reduced trial said so: $(grep -E 'trial|allocation' "$T/reduced.out" | head -3)"
+python3 - "$T/reduced.json" <<'PY' || fail "reduced: the profile does not record the reduction"
+import json, re, sys
+p = json.load(open(sys.argv[1]))
+runs = [e for e in [p["chosen"]] + p["runners_up"] if "measured" in e]
+sys.exit(0 if runs and any(re.search(r"reduced: d=\d+ of %d " % e["config"]["d"],
+                                      e["measured"]["where"]) for e in runs)
+         and all(e["measured"]["status"] == "ok" for e in runs) else 1)
+PY
+
 kill "$store_pid" 2>/dev/null
 wait "$store_pid" 2>/dev/null
 
-for f in srun kill hang mpirun; do
-  [ -f "$T/$f.out" ] && { echo "--- $f"; grep -E "^(allocation|trials:)|trial " "$T/$f.out"; }
+for f in srun kill hang mpirun reduced; do
+  [ -f "$T/$f.out" ] && { echo "--- $f"; grep -E "^(allocation|trials:|cluster )|trial " "$T/$f.out"; }
 done
 [ $fails -eq 0 ] && echo "slurm suite: all checks passed" || echo "slurm suite: $fails failed"
 [ $fails -eq 0 ]
