@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pp_common.h"
 
@@ -91,4 +92,17 @@ int pp_launch_hosts(const char *hosts, size_t stride, int n, int *node_of, int *
             local_rank[r] = below;
     }
     return n_hosts;
+}
+
+void pp_launch_node_name(char *buf, size_t n)
+{
+    if (n == 0)
+        return;
+    const char *slurm = getenv("SLURMD_NODENAME");
+    buf[0] = '\0';
+    if (slurm && *slurm)
+        snprintf(buf, n, "%s", slurm);
+    else if (gethostname(buf, n - 1) != 0)
+        buf[0] = '\0';
+    buf[n - 1] = '\0';
 }

@@ -150,6 +150,11 @@ pp_status pp_launch_detect(pp_launch_info *out);
  * host (its host-local rank, 0 for the host's first). Returns the number of hosts. */
 int pp_launch_hosts(const char *hosts, size_t stride, int n, int *node_of, int *local_rank);
 
+/* This process's node name: SLURMD_NODENAME inside a Slurm job step (the name the job was
+ * given the node by, which tells nodes apart even where several share a host name), else the
+ * host name. Writes at most n bytes, NUL-terminated; "" when neither is known. */
+void pp_launch_node_name(char *buf, size_t n);
+
 /* Monotonic wall clock in seconds. */
 double pp_now(void);
 

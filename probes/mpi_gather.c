@@ -42,7 +42,7 @@ static pp_status mpi_fail(int rc, const char *what)
 static pp_status make_layout(layout *L)
 {
     char me[HOST_LEN] = "";
-    gethostname(me, HOST_LEN - 1);
+    pp_launch_node_name(me, HOST_LEN);
     MPI_TRY(MPI_Comm_rank(MPI_COMM_WORLD, &L->rank));
     MPI_TRY(MPI_Comm_size(MPI_COMM_WORLD, &L->size));
     L->hosts = pp_calloc((size_t)L->size, HOST_LEN);

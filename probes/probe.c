@@ -82,7 +82,7 @@ static pp_status add_cpu_devices(const pp_probe_opts *o, pp_cluster *c, int node
 static pp_status describe_node(const pp_probe_opts *o, pp_cluster *c, const pp_topo *local)
 {
     char host[64] = "";
-    gethostname(host, sizeof host - 1);
+    pp_launch_node_name(host, sizeof host);
     int node;
     PP_TRY(pp_cluster_add_node(c, host, &node));
     PP_TRY(o->topology_xml ? pp_probe_topology(o->topology_xml, &c->nodes[node].topo)

@@ -13,6 +13,7 @@ packages=(
   libcurl4-openssl-dev          # HTTP profile store
   libcriterion-dev              # tests
   libopenmpi-dev openmpi-bin    # multi-process runs and probes under mpirun
+  slurm-wlm munge               # the slurm suite's 4-node Slurm on this host (tests/slurm/)
   python3                       # test helpers (local HTTP server)
   chromium                      # renders the HTML report headless in its test (skipped without it)
 )

@@ -265,3 +265,16 @@ Test(common, grouped_integers_read_like_the_readme)
     char small[4];
     cr_assert_str_eq(pp_fmt_grouped(123456, small, sizeof small), "123", "truncated, terminated");
 }
+
+Test(common, launch_node_name_in_a_slurm_step_is_slurmd_nodename)
+{
+    /* four slurmd on one host share its host name: only the job's node names tell them apart */
+    char name[64], host[64] = "";
+    setenv("SLURMD_NODENAME", "n3", 1);
+    pp_launch_node_name(name, sizeof name);
+    cr_assert_str_eq(name, "n3");
+    unsetenv("SLURMD_NODENAME");
+    pp_launch_node_name(name, sizeof name);
+    gethostname(host, sizeof host - 1);
+    cr_assert_str_eq(name, host);
+}

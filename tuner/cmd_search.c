@@ -21,6 +21,8 @@ typedef struct {
     const char *schedules;
     const char *out;
     const char *report; /* --report FILE.html, NULL: none */
+    const char *hostfile; /* --hostfile FILE: trials with mpirun over its hosts */
+    pp_tune_alloc alloc;  /* the allocation trials run in (launcher "": this machine) */
     int keep, show, explain, no_save, no_tp, max_b, max_t, progress, trials, trial_steps;
     int no_fallback;
     double trial_timeout;
@@ -50,6 +52,9 @@ static void help(void)
            "  --trials K             trial runs of the best K on a local cluster (4; 0: none)\n"
            "  --trial-steps S        steps per trial, the first is warm-up (5)\n"
            "  --trial-timeout SEC    a trial running longer is killed (60)\n"
+           "  --hostfile FILE        trials with mpirun over the hosts of this Open MPI host\n"
+           "                         file; inside a Slurm allocation (SLURM_JOB_ID) trials are\n"
+           "                         srun job steps over its nodes\n"
            "output:\n"
            "  -o FILE                profile path (default $XDG_DATA_HOME/pptune/profiles/...);\n"
            "                         -o - writes the profile to stdout, the report to stderr\n"
@@ -68,7 +73,7 @@ static int parse(int argc, char **argv, opts *o)
     o->trial_steps = 5;
     o->trial_timeout = 60;
     enum { KEEP = PP_CLI_LOCAL, TOP, MAX_B, MAX_T, TRIALS, TRIAL_STEPS, TRIAL_TIMEOUT, SCHEDULES,
-           EXPLAIN, NO_SAVE, NO_TP, NO_FALLBACK, PROGRESS, REPORT };
+           EXPLAIN, NO_SAVE, NO_TP, NO_FALLBACK, PROGRESS, REPORT, HOSTFILE };
     static const struct option longopts[] = {
         PP_CLI_TUNE_OPTIONS,
         {"help", no_argument, NULL, 'h'},
@@ -86,6 +91,7 @@ static int parse(int argc, char **argv, opts *o)
         {"no-fallback", no_argument, NULL, NO_FALLBACK},
         {"progress", no_argument, NULL, PROGRESS},
         {"report", required_argument, NULL, REPORT},
+        {"hostfile", required_argument, NULL, HOSTFILE},
         {0},
     };
     pp_cli p;
@@ -127,6 +133,7 @@ static int parse(int argc, char **argv, opts *o)
         case NO_FALLBACK: o->no_fallback = 1; break;
         case PROGRESS: o->progress = 1; break;
         case REPORT: o->report = v; break;
+        case HOSTFILE: o->hostfile = v; break;
         }
     }
     int rc = pp_cli_no_words(&p);
@@ -186,7 +193,7 @@ static int save_profile(const opts *o, const pp_tune_model *m, const pp_tune_hw 
         st = PP_ERR_NOMEM;
     pp_tune_profile_input in = {.model = m, .hw = hw, .opts = &r->opts, .result = r,
                                 .command_line = cmdline, .trials_run = trials_run,
-                                .cluster_json = cluster_json};
+                                .cluster_json = cluster_json, .alloc = &o->alloc};
     if (st == PP_OK && o->stdout_fd >= 0) { /* -o -: the profile alone on the real stdout */
         fflush(stdout);
         if (dup2(o->stdout_fd, 1) < 0)
@@ -217,9 +224,11 @@ static int trials_note(const opts *o, const pp_tune_model *m, const pp_tune_hw *
 {
     int n = (int)r->trialled;
     if (n > 0)
-        printf("trials: %d candidates run with pprun%s on this machine; measured / predicted "
+        printf("trials: %d candidates run with pprun%s %s%s; measured / predicted "
                "step time %.3g (the calibration); #1 is the fastest measured candidate that fits\n",
-               n, hw->cpu_devices ? "" : " --backend cuda --precision bf16", r->calibration);
+               n, hw->cpu_devices ? "" : " --backend cuda --precision bf16",
+               o->alloc.launcher[0] ? "under " : "on this machine", o->alloc.launcher[0] ? o->alloc.launcher : "",
+               r->calibration);
     else
         printf("figures are predicted from %s (no trials: %s)\n", hw->source,
                !hw->is_local          ? "the target is not this machine"
@@ -269,6 +278,7 @@ static int search_and_report(opts *o, const pp_tune_model *m, const pp_tune_hw *
                                 .keep = o->keep, .fallback = !o->no_fallback,
                                 .trials = o->trials, .trial_steps = o->trial_steps,
                                 .trial_timeout_s = o->trial_timeout, .progress = progress_bar,
+                                .alloc = o->alloc.launcher[0] ? &o->alloc : NULL,
                                 .on_pass = pass_done, .on_retry = retry,
                                 .on_trial = pp_cli_trial_event, .progress_ctx = &view};
     pp_tune_result *r = NULL;
@@ -296,6 +306,41 @@ static int search_and_report(opts *o, const pp_tune_model *m, const pp_tune_hw *
     return rc;
 }
 
+/* The allocation is the cluster: a probed node (--cluster local) inside a Slurm job or with a
+ * host file stands for every node of it, and the trials run over them. A bad host file or
+ * Slurm variable is bad input (exit 2). */
+static int use_allocation(opts *o, pp_tune_hw *hw)
+{
+    pp_status st = pp_tune_alloc_detect(o->hostfile, &o->alloc);
+    if (st != PP_OK) {
+        int rc = pp_cmd_fail(CMD, st);
+        return st == PP_ERR_IO ? 2 : rc;
+    }
+    if (!o->alloc.launcher[0])
+        return 0;
+    if (!hw->is_local) {
+        printf("allocation: %s over %s ignored: the cluster is %s, not the probed allocation "
+               "(--cluster local)\n",
+               o->alloc.launcher, o->alloc.nodes, hw->source);
+        o->alloc.launcher[0] = '\0';
+        return 0;
+    }
+    /* one probed node stands for the allocation's nodes; a description of more nodes (probed
+     * under srun on a larger allocation) is kept: its candidates run reduced (trials.c) */
+    if (hw->nodes == 1) {
+        hw->nodes = o->alloc.n_nodes;
+        if (o->alloc.slots / o->alloc.n_nodes < hw->gpus_per_node)
+            hw->gpus_per_node = o->alloc.slots / o->alloc.n_nodes;
+    }
+    printf("allocation: %d node%s (%s), %d ranks, trials as %s job steps%s\n", o->alloc.n_nodes,
+           o->alloc.n_nodes > 1 ? "s" : "", o->alloc.nodes, o->alloc.slots, o->alloc.launcher,
+           hw->nodes * hw->gpus_per_node > o->alloc.slots
+               ? " (fewer ranks than the cluster: larger candidates run with fewer "
+                 "data-parallel replicas)"
+               : "");
+    return 0;
+}
+
 int pp_cmd_search(int argc, char **argv)
 {
     opts o;
@@ -315,6 +360,10 @@ int pp_cmd_search(int argc, char **argv)
     char *cluster_json = NULL;
     if ((rc = pp_cli_tune_load(CMD, &o.tune, &m, &hw, &cluster_json)) != 0)
         return rc;
+    if ((rc = use_allocation(&o, &hw)) != 0) {
+        free(cluster_json);
+        return rc;
+    }
     rc = search_and_report(&o, &m, &hw, cluster_json, argc, argv);
     free(cluster_json);
     if (o.stdout_fd >= 0)

@@ -357,6 +357,7 @@ typedef struct {
     double measured_peak;   /* bytes, 0 when none */
     char trial_status[16];  /* "", "ok", "crash", "oom", "timeout" */
     char trial_detail[200]; /* the failed trial's error line, signal or time limit */
+    char trial_where[512];  /* the trial's launcher and nodes (pp_tune_trial_result.where) */
     double measured_rank_peak[PP_TUNE_RANK_PEAKS]; /* bytes per pipeline rank (first
                                                        PP_TUNE_RANK_PEAKS), trials only */
     int predicted_only;     /* not runnable by the runtime (its model) or not on this machine */
@@ -479,6 +480,32 @@ pp_status pp_tune_schedules_check(const char *list);
 /* ---- Trials (trials.c) ---------------------------------------------------------------------- */
 #define PP_TUNE_TRIAL_MAX_RANKS PP_TUNE_RANK_PEAKS
 
+/* ---- The allocation trials run in (alloc.c) ------------------------------------------------- */
+/* Where trials may run beyond this process: a Slurm allocation (job steps with srun) or an
+ * Open MPI host list (mpirun --hostfile). launcher "" = none: trials run pprun as one child
+ * with every rank a thread. Plain value, filled by pp_tune_alloc_detect. */
+typedef struct {
+    char launcher[16];   /* "srun", "mpirun" or "" */
+    char nodes[256];     /* as the launcher names them: "n[1-4]", or the host file's hosts */
+    char hostfile[PP_PROFILE_PPRUN_ARG_LEN]; /* mpirun: the Open MPI host file */
+    char job[32];        /* srun: SLURM_JOB_ID */
+    int n_nodes;         /* nodes of the allocation */
+    int slots;           /* ranks the allocation holds (tasks or host-file slots, all nodes) */
+} pp_tune_alloc;
+
+/* hostfile != NULL: an Open MPI host file ("host [slots=N]" lines, # comments); else a Slurm
+ * allocation from SLURM_JOB_ID, SLURM_JOB_NODELIST, SLURM_JOB_NUM_NODES and SLURM_NTASKS (or
+ * SLURM_JOB_CPUS_PER_NODE); else launcher "". PP_ERR_IO / PP_ERR_INVALID naming the file, line
+ * or variable when they are unreadable. */
+pp_status pp_tune_alloc_detect(const char *hostfile, pp_tune_alloc *out);
+
+/* The launcher's words before pprun for a trial of `ranks` processes with a time limit:
+ * srun --nodes n --ntasks R [--ntasks-per-node R/n] --kill-on-bad-exit=1 --time M --mpi=pmix,
+ * or mpirun --hostfile F -np R. Writes into store[0..max), argv pointing at them; returns the
+ * count (0 for launcher ""), -1 when ranks exceed a.slots. nodes_used: the nodes it spreads on. */
+int pp_tune_alloc_argv(const pp_tune_alloc *a, int ranks, double timeout_s, int max,
+                       char store[][PP_PROFILE_PPRUN_ARG_LEN], char **argv, int *nodes_used);
+
 typedef struct {
     const pp_tune_model *model; /* model->runtime_model names pprun's preset */
     const pp_tune_config *cfg;  /* t must be 1 */
@@ -487,15 +514,21 @@ typedef struct {
     int steps;                  /* >= 2: the first is warm-up */
     double timeout_s;           /* the child is killed past it */
     int cuda;                   /* 1: pprun --backend cuda --precision bf16 (the ranks' GPUs) */
+    const pp_tune_alloc *alloc; /* NULL or launcher "": one child, ranks as threads; else a
+                                   job step (srun) or mpirun over its nodes, MPI transport */
 } pp_tune_trial_params;
 
 typedef struct {
-    char status[16];   /* "ok", "oom", "crash", "timeout" */
+    char status[16];   /* "ok", "oom", "crash", "timeout", "hang", "mpi", "node-lost" */
     char detail[200];  /* the child's error line, signal, or time limit */
     double step_time;  /* s, pprun's median after warm-up ("ok" only) */
     double peak;       /* bytes, the fullest rank ("ok" only) */
     double peak_per_rank[PP_TUNE_TRIAL_MAX_RANKS]; /* replica 0's pipeline ranks */
     double wall_s;     /* the trial's own wall time */
+    char where[512];   /* how it ran: "ranks as threads of one pprun on this machine", "srun on
+                          2 nodes of n[1-4]", and a reduction when there was one */
+    int d_run;         /* data-parallel replicas it ran: cfg->d, or fewer where the allocation
+                          holds fewer ranks (a reduced trial, said in where) */
 } pp_tune_trial_result;
 
 /* Runs pprun --json for the configuration in a child process. A crash, OOM or timeout of the
@@ -570,6 +603,7 @@ typedef struct {
     int trial_steps;        /* per trial, the first is warm-up; 0 = 5 */
     double trial_timeout_s; /* a trial running longer is killed; 0 = 60 */
     pp_tune_runner runner;  /* run NULL: pprun in a child process (pp_tune_runner_pprun) */
+    const pp_tune_alloc *alloc; /* NULL: trials on this machine; else job steps over it */
     /* Reports, all optional, each given progress_ctx: progress of a pass over the
      * candidates; a pass's end (r: its counters; r->opts its options); a retry with one more
      * saving (next: the next pass's options); the trials. */
@@ -643,6 +677,8 @@ typedef struct {
     int trials_run;            /* 0: figures are predicted only */
     const char *cluster_json;  /* the cluster description used (probes' JSON), or NULL when
                                   hw's preset name and nodes describe it */
+    const pp_tune_alloc *alloc; /* NULL: trials (if any) on this machine; else the allocation
+                                   they ran in ("allocation" in the profile) */
 } pp_tune_profile_input;
 
 #define PP_TUNE_PROFILE_VERSION 1

@@ -61,11 +61,11 @@ static json_t *prediction_json(const pp_tune_model *m, const pp_tune_hw *hw,
         for (int r = 0; r < p->cfg.p && r < PP_TUNE_RANK_PEAKS; r++)
             json_array_append_new(ranks, json_real(p->measured_rank_peak[r]));
         json_object_set_new(o, "measured",
-                            json_pack("{s:s, s:s, s:s, s:f, s:f, s:o}", "provenance",
-                                      "trial (pprun)", "status", p->trial_status, "detail",
-                                      p->trial_detail, "step_time_s", p->measured_step,
-                                      "peak_bytes", p->measured_peak, "peak_bytes_per_rank",
-                                      ranks));
+                            json_pack("{s:s, s:s, s:s, s:s, s:f, s:f, s:o}", "provenance",
+                                      "trial (pprun)", "where", p->trial_where, "status",
+                                      p->trial_status, "detail", p->trial_detail,
+                                      "step_time_s", p->measured_step, "peak_bytes",
+                                      p->measured_peak, "peak_bytes_per_rank", ranks));
     }
     json_object_set_new(o, "predicted_only", json_boolean(p->predicted_only));
     return o;
@@ -169,6 +169,18 @@ static json_t *profile_json(const pp_tune_profile_input *in)
                           stats_json(r), "figures",
                           in->trials_run ? "measured by trials on this machine, and predicted"
                                          : "predicted only (no trials on the target cluster)");
+    const pp_tune_alloc *al = in->alloc && in->alloc->launcher[0] ? in->alloc : NULL;
+    if (al && in->trials_run) {
+        char fig[400];
+        snprintf(fig, sizeof fig, "measured by trials as %s job steps on %s, and predicted",
+                 al->launcher, al->nodes);
+        json_object_set_new(o, "figures", json_string(fig));
+    }
+    if (al)
+        json_object_set_new(o, "allocation",
+                            json_pack("{s:s, s:s, s:s, s:i, s:i}", "launcher", al->launcher,
+                                      "nodes", al->nodes, "job", al->job, "n_nodes",
+                                      al->n_nodes, "ranks", al->slots));
     json_t *chosen = r->n_best > 0 ? prediction_json(in->model, in->hw, &r->opts, &r->best[0]) : json_null();
     if (r->n_best > 0)
         json_object_set_new(json_object_get(chosen, "predicted"), "memory_per_rank",

@@ -2,7 +2,9 @@
  * the caller's runner (pprun in a child process by default), recalibration of the time model
  * from the measured / predicted ratio, and the choice of the winner.
  *
- * Only where the cluster is this machine: on its CPU cores the runtime's CPU backend runs; on
+ * Only where the cluster is this machine or the allocation pptune runs in (sp->alloc: a Slurm
+ * job or an MPI host file, each trial a job step over the nodes it needs, alloc.c): on its
+ * CPU cores the runtime's CPU backend runs; on
  * its GPUs the CUDA backend in bf16 (rank g on GPU g), and a candidate the runtime itself
  * cannot fit on a GPU (its activations are fp32, nothing is recomputed: the runtime's own
  * memory model, pp_tune_memory_runtime_on, on the schedule the search already generated) is
@@ -74,6 +76,7 @@ static void record(pp_tune_prediction *p, const pp_tune_trial_result *tr)
     p->measured_step = tr->step_time;
     p->measured_peak = tr->peak;
     snprintf(p->trial_detail, sizeof p->trial_detail, "%s", tr->detail);
+    snprintf(p->trial_where, sizeof p->trial_where, "%s", tr->where);
     memcpy(p->measured_rank_peak, tr->peak_per_rank, sizeof p->measured_rank_peak);
 }
 
@@ -136,7 +139,8 @@ pp_status pp_tune_search_trials(const pp_tune_search_params *sp, pp_tune_result 
                                    .cfg = &p->cfg,
                                    .steps = sp->trial_steps > 0 ? sp->trial_steps : 5,
                                    .timeout_s = sp->trial_timeout_s > 0 ? sp->trial_timeout_s : 60,
-                                   .cuda = cuda};
+                                   .cuda = cuda,
+                                   .alloc = sp->alloc};
         pp_tune_trial_result tr;
         memset(&tr, 0, sizeof tr);
         if (runner.run(runner.ctx, &tp, &tr) != PP_OK) {

@@ -1,5 +1,9 @@
 /* trials.c — runs one candidate for a few steps with the bundled runtime (`pprun --json`) in a
- * child process with a time limit, and classifies what happened.
+ * child process with a time limit, and classifies what happened. On this machine the child is
+ * pprun with every rank a thread; in an allocation (tp->alloc, alloc.c) it is the launcher, srun
+ * (a job step) or mpirun, starting one pprun process per rank over MPI on the nodes it needs.
+ * Killing the launcher's group ends the step on every node (srun cancels its step on SIGTERM,
+ * mpirun ends its daemons), and --kill-on-bad-exit ends it when one rank dies.
  *
  * The child runs in its own process group. Its stdout (the JSON summary) and stderr (its error
  * line) are read through pipes into bounded buffers (head and tail kept) while the parent polls
@@ -8,8 +12,10 @@
  * Exit 0 with a parsable summary whose step time is a positive finite number no longer than the
  * trial itself is "ok" (anything else is a "crash" saying why); an error line naming memory
  * (out of memory / cannot allocate) or death by SIGKILL without our kill (the kernel's OOM
- * killer) is "oom"; any other signal or non-zero exit is "crash". A trial's failure is a result,
- * never an error of this function: only failing to start the child (fork, pipe) is.
+ * killer) is "oom"; under a launcher the ranks' and launcher's lines tell oom, node-lost, hang
+ * (pprun's watchdog) and mpi apart; any other signal or non-zero exit is "crash". A trial's
+ * failure is a result, never an error of this function: only failing to start the child (fork,
+ * pipe) is.
  * Also here: the default trial runner of the search (pp_tune_runner_pprun) and where it finds
  * pprun. Not here: which candidates get trials, recalibration and choice (search_trials.c).
  */
@@ -30,12 +36,29 @@
 #include "pp_profile.h"
 #include "pp_tune.h"
 
-#define MAX_ARGS (PP_PROFILE_PPRUN_MAX_ARGS + 8)
+#define LAUNCH_ARGS 12 /* srun's or mpirun's words before pprun (alloc.c) */
+#define MAX_ARGS (PP_PROFILE_PPRUN_MAX_ARGS + 10 + LAUNCH_ARGS)
+
+/* The data-parallel replicas a trial runs: all d where the allocation holds d replicas of
+ * `replica` ranks (or there is no allocation: threads on this machine), else the largest
+ * divisor of d that fits (one pipeline replica at least: the step of one replica is what the
+ * other replicas repeat in parallel); 0 when not even one replica fits. */
+static int reduced_d(const pp_tune_trial_params *tp, int replica)
+{
+    int d = tp->cfg->d;
+    if (!tp->alloc || !tp->alloc->launcher[0])
+        return d;
+    for (int k = d; k >= 1; k--)
+        if (d % k == 0 && replica * k <= tp->alloc->slots)
+            return k;
+    return 0;
+}
 
 /* pprun's options for the configuration (pp_profile_pprun_argv, the one builder) and the
  * trial's own: steps, every rank a thread, the JSON summary. */
 static int build_argv(const pp_tune_trial_params *tp,
-                      char store[MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN], char **argv)
+                      char store[MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN], char **argv, char *where,
+                      size_t where_n, int *d_run)
 {
     pp_profile_config pc;
     pp_tune_config_to_profile(tp->cfg, &pc);
@@ -43,17 +66,43 @@ static int build_argv(const pp_tune_trial_params *tp,
     pp_profile_pprun_line line = {.model = tp->model->runtime_model, .config = &pc,
                                   .seq = tp->model->seq, .cuda = tp->cuda,
                                   .precision = tp->cuda ? PP_PREC_BF16 : PP_PREC_FP32};
-    int n = 0;
+    int replica = tp->cfg->p * (tp->cfg->t > 1 ? tp->cfg->t : 1), nodes = 1;
+    int full_d = tp->cfg->d;
+    pc.d = reduced_d(tp, replica);
+    if (pc.d < 1)
+        return -1;
+    int n = pp_tune_alloc_argv(tp->alloc, replica * pc.d, tp->timeout_s, LAUNCH_ARGS, store,
+                               argv, &nodes);
+    if (n < 0)
+        return -1;
+    int launched = n > 0;
+    if (d_run)
+        *d_run = pc.d;
     argv[n++] = (char *)tp->pprun;
     n += pp_profile_pprun_argv(&line, store + n, argv + n);
 #define ARG(...) (snprintf(store[n], sizeof store[n], __VA_ARGS__), argv[n] = store[n], n++)
     ARG("--steps"), ARG("%d", tp->steps > 1 ? tp->steps : 2);
-    /* Trials run every rank as a thread of one child, even when pptune itself was started by
-     * mpirun/srun (the child would otherwise inherit the launcher's variables and pick MPI). */
-    ARG("--transport"), ARG("thread");
+    /* On this machine every rank is a thread of one child, even when pptune itself was started
+     * by mpirun/srun (the child would otherwise inherit the launcher's variables and pick MPI);
+     * under a launcher one process per rank over MPI, and a rank stuck waiting for a peer fails
+     * (the watchdog) within a fifth of the limit, so a hang is told from a slow trial. */
+    ARG("--transport"), ARG(launched ? "mpi" : "thread");
+    if (launched)
+        ARG("--watchdog"), ARG("%g", tp->timeout_s / 5 > 1 ? tp->timeout_s / 5 : 1);
     ARG("--json"), ARG("--quiet");
 #undef ARG
     argv[n] = NULL;
+    if (where && launched && pc.d < full_d)
+        snprintf(where, where_n,
+                 "%s on %d node%s of %s, reduced: d=%d of %d (the allocation holds %d ranks; "
+                 "the data-parallel all-reduce over %d replicas is not measured)",
+                 tp->alloc->launcher, nodes, nodes > 1 ? "s" : "", tp->alloc->nodes, pc.d,
+                 full_d, tp->alloc->slots, full_d);
+    else if (where && launched)
+        snprintf(where, where_n, "%s on %d node%s of %s", tp->alloc->launcher, nodes,
+                 nodes > 1 ? "s" : "", tp->alloc->nodes);
+    else if (where)
+        snprintf(where, where_n, "ranks as threads of one pprun on this machine");
     return n;
 }
 
@@ -235,27 +284,71 @@ static void parse_summary(const char *json, const pp_tune_config *c, double wall
     json_decref(root);
 }
 
+/* The line of msg that says most: pprun's own error line (a rank's), else the first naming an
+ * error (a launcher's: "srun: error: n2: task 1: Killed"), else the first line. */
+static void detail_line(const char *msg, char *line, size_t n)
+{
+    const char *pick = NULL, *any = NULL;
+    for (const char *k = msg; *k && !pick;) {
+        const char *eol = strchr(k, '\n');
+        size_t len = eol ? (size_t)(eol - k) : strlen(k);
+        char l[512];
+        snprintf(l, sizeof l, "%.*s", (int)(len < sizeof l - 1 ? len : sizeof l - 1), k);
+        if (!strncmp(l, "pprun", 5))
+            pick = k;
+        else if (!any && strstr(l, "error"))
+            any = k;
+        k += len + (eol != NULL);
+    }
+    snprintf(line, n, "%s", pick ? pick : any ? any : msg);
+    line[strcspn(line, "\n")] = '\0';
+}
+
+/* Failures across ranks, from what pprun's ranks and the launcher wrote (the first match
+ * wins): memory on any rank; a node the launcher lost; a rank that waited for a peer past
+ * pprun's watchdog (a hang); an MPI error; else a crash. */
+static const char *failure_kind(const char *msg, int launched)
+{
+    if (strstr(msg, "out of memory") || strstr(msg, "cannot allocate") || strstr(msg, "oom-kill") ||
+        strstr(msg, "OUT_OF_MEMORY"))
+        return "oom";
+    if (launched && (strstr(msg, "Node failure") || strstr(msg, "NODE_FAIL") ||
+                     strstr(msg, "lost") || strstr(msg, "not responding")))
+        return "node-lost";
+    if (strstr(msg, "stopped, frozen or gone"))
+        return "hang";
+    if (launched && (strstr(msg, "MPI_ABORT") || strstr(msg, "MPI_ERR") ||
+                     strstr(msg, "PMIX_ERROR") || strstr(msg, "ORTE")))
+        return "mpi";
+    return "crash";
+}
+
 static void classify(int wstatus, int killed, const buf *out, const buf *err,
                      const pp_tune_trial_params *tp, pp_tune_trial_result *r)
 {
     const char *msg = err->data ? err->data : "";
+    int launched = tp->alloc && tp->alloc->launcher[0];
     char line[160];
-    snprintf(line, sizeof line, "%s", msg);
-    line[strcspn(line, "\n")] = '\0';
+    detail_line(msg, line, sizeof line);
     if (killed) {
-        snprintf(r->status, sizeof r->status, "timeout");
-        snprintf(r->detail, sizeof r->detail, "killed after %.1f s", tp->timeout_s);
+        snprintf(r->status, sizeof r->status, "%s",
+                 strstr(msg, "stopped, frozen or gone") ? "hang" : "timeout");
+        snprintf(r->detail, sizeof r->detail, "killed after %.1f s%s%s%s", tp->timeout_s,
+                 launched ? " on every node" : "", launched && line[0] ? ": " : "",
+                 launched ? line : "");
     } else if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) {
         parse_summary(out->data ? out->data : "", tp->cfg, r->wall_s, r);
-    } else if (strstr(msg, "out of memory") || strstr(msg, "cannot allocate") ||
-               (WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL)) {
+    } else if (!launched && WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL) {
+        /* one process on this machine killed without our kill: the kernel's OOM killer */
         snprintf(r->status, sizeof r->status, "oom");
         snprintf(r->detail, sizeof r->detail, "%s", line[0] ? line : "killed (SIGKILL)");
     } else {
-        snprintf(r->status, sizeof r->status, "crash");
+        snprintf(r->status, sizeof r->status, "%s", failure_kind(msg, launched));
         if (WIFSIGNALED(wstatus))
             snprintf(r->detail, sizeof r->detail, "signal %d (%s)", WTERMSIG(wstatus),
                      strsignal(WTERMSIG(wstatus)));
+        else if (!strcmp(r->status, "oom"))
+            snprintf(r->detail, sizeof r->detail, "%s", line);
         else
             snprintf(r->detail, sizeof r->detail, "exit %d: %s", WEXITSTATUS(wstatus), line);
     }
@@ -267,7 +360,11 @@ pp_status pp_tune_trial(const pp_tune_trial_params *tp, pp_tune_trial_result *r)
     if (!tp->model->runtime_model[0])
         return PP_ERR(PP_ERR_UNSUPPORTED, "the runtime cannot run %s", tp->model->name);
     char store[MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN], *argv[MAX_ARGS + 1];
-    build_argv(tp, store, argv);
+    if (build_argv(tp, store, argv, r->where, sizeof r->where, &r->d_run) < 0)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "one pipeline replica needs %d ranks; the allocation (%s) holds %d",
+                      tp->cfg->p * (tp->cfg->t > 1 ? tp->cfg->t : 1), tp->alloc->nodes,
+                      tp->alloc->slots);
     int out_p[2], err_p[2];
     if (pipe(out_p) != 0)
         return PP_ERR(PP_ERR_IO, "trial: pipe: %s", strerror(errno));
@@ -286,8 +383,8 @@ pp_status pp_tune_trial(const pp_tune_trial_params *tp, pp_tune_trial_result *r)
         dup2(out_p[1], 1);
         dup2(err_p[1], 2);
         close(out_p[0]), close(out_p[1]), close(err_p[0]), close(err_p[1]);
-        execv(tp->pprun, argv);
-        fprintf(stderr, "cannot run %s: %s\n", tp->pprun, strerror(errno));
+        execvp(argv[0], argv); /* pprun itself, or srun / mpirun from PATH */
+        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
     setpgid(pid, pid); /* also here: no race with the child's own call */

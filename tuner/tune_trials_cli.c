@@ -42,6 +42,9 @@ void pp_cli_trial_event(void *ctx, const pp_tune_trial_event *ev)
         fprintf(stderr, "pptune search: trial not started: %s\n", ev->message);
         break;
     case PP_TUNE_TRIAL_DONE:
+        if (ev->result->d_run > 0 && ev->result->d_run < ev->cfg->d)
+            fprintf(stderr, "%spptune search: trial %s ran reduced: %s\n", progress ? "\n" : "",
+                    cb, ev->result->where);
         if (strcmp(ev->result->status, "ok") != 0)
             fprintf(stderr, "\npptune search: trial %s: %s (%s), the search goes on\n", cb,
                     ev->result->status, ev->result->detail);

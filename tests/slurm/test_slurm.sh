@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# test_slurm.sh BUILD_DIR — the slurm suite (ctest -L slurm): pptune's trials across the nodes of
+# a real Slurm cluster on this host (cluster.sh: four slurmd n1..n4 on 127.0.0.2-5), and across
+# an Open MPI host file without Slurm. CPU backend, MPI transport, the tiny model.
+#
+#   1. salloc -N 4: trials are srun job steps; the pick is the fastest measured; the profile
+#      names the launcher and the nodes
+#   2. a rank of every 1f1b trial is SIGKILLed: those trials are classified, the others run,
+#      and no pprun is left on any node
+#   3. a rank of every 1f1b trial hangs: killed at the trial's limit, nothing left running
+#   4. mpirun --hostfile (two hosts, no Slurm): the same as 1
+#   5. examples/tune-cluster.sbatch submitted with sbatch (2 nodes): probe on every node, tune with srun
+#      trials, publish to the local HTTP store of the profile tests (tests/fixtures/store_server.py)
+#   6. that description tuned inside salloc -N 2 (2 ranks): candidates of more ranks run with fewer
+#      data-parallel replicas, said on stderr and in the profile
+#
+# Open MPI between the "nodes": TCP over loopback only (self,tcp: the shared-memory BTL of two
+# slurmd on one host would map the same segment and crash a rank), PMIx from srun --mpi=pmix
+# (each slurmd has its own TmpFS, so their PMIx directories differ). Exit 77 = skipped.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+build=$(cd "${1:?usage: test_slurm.sh BUILD_DIR}" && pwd)
+if [ -z "${PP_SLURM_TMP:-}" ]; then
+  exec "$here/cluster.sh" run "$0" "$build"
+fi
+T=$PP_SLURM_TMP
+export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export XDG_DATA_HOME=$T/data
+mkdir -p "$T/bin"
+cp "$build/runtime/pprun" "$T/bin/pprun"
+cp "$here/pprun-fault.sh" "$T/bin/"
+export PPTUNE_PPRUN=$T/bin/pprun-fault.sh
+pptune=$build/tuner/pptune
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# Nothing of ours may outlive a trial: pprun (and the hung stand-in) run from $T/bin only. A
+# killed step's processes take slurmstepd a moment to reap: wait for them, at most 20 s.
+none_left() {
+  for _ in $(seq 100); do
+    pgrep -f "$T/bin/pprun" >/dev/null || return 0
+    sleep 0.2
+  done
+  fail "$1: left running: $(pgrep -af "$T/bin/pprun" | head -3)"
+}
+
+search() { # search NAME [pptune options...]: runs pptune search, its output in $T/NAME.out
+  local name=$1
+  shift
+  "$pptune" --model tiny --cluster local --schedules gpipe,1f1b --trial-steps 3 \
+    -o "$T/$name.json" "$@" >"$T/$name.out" 2>&1 || fail "$name: pptune exited $?: $(tail -3 "$T/$name.out")"
+}
+
+check() { # check NAME LAUNCHER NODES [SCHEDULE=STATUS...]
+  local name=$1
+  shift
+  python3 "$here/check_profile.py" "$T/$name.json" "$@" || fail "$name: $(grep trial "$T/$name.out" | head -5)"
+}
+
+export -f search check fail none_left
+export T pptune here fails
+
+# 1-3 inside one allocation of the four nodes
+salloc --quiet -N 4 bash -c '
+  search srun --trials 3 --trial-timeout 60
+  check srun srun "n[1-4]" "*=ok"
+  none_left srun
+  PP_FAULT=kill:1f1b search kill --trials 4 --trial-timeout 60
+  grep -q "Killed" "$T/kill.out" || fail "kill: no trial reported the killed rank"
+  check kill srun "n[1-4]" 1f1b=crash gpipe=ok
+  none_left kill
+  PP_FAULT=hang:1f1b search hang --trials 3 --trial-timeout 8
+  check hang srun "n[1-4]" 1f1b=timeout gpipe=ok
+  none_left hang
+  exit $fails
+'
+rc=$?
+[ $rc -eq 0 ] || fail "inside salloc: $rc failed (or salloc exited $rc)"
+
+# 4: an Open MPI host file, no Slurm in the environment
+printf '127.0.0.2 slots=2\n127.0.0.3 slots=2\n' >"$T/hosts"
+(
+  for v in $(env | grep -o '^SLURM_[A-Z_]*'); do unset "$v"; done
+  export OMPI_MCA_plm_rsh_agent=$here/rsh.sh PP_RSH_TMP=$T
+  search mpirun --trials 3 --trial-timeout 60 --hostfile "$T/hosts"
+  check mpirun mpirun "127.0.0.2,127.0.0.3" "*=ok"
+  none_left mpirun
+  exit $fails
+) || fails=$((fails + $?))
+
+# 5: the per-cluster CI job as a batch job, against the test HTTP store
+mkdir -p "$T/store"
+python3 "$here/../fixtures/store_server.py" --mode ok --root "$T/store" --lifetime 300 \
+  >"$T/store.port" 2>"$T/store.err" &
+store_pid=$!
+for _ in $(seq 50); do grep -q PORT "$T/store.port" && break; sleep 0.1; done
+port=$(awk '/PORT/ {print $2}' "$T/store.port")
+(
+  cd "$here/../.."
+  PPTUNE_STORE_URL=http://127.0.0.1:$port/profiles PPTUNE=$pptune PPTUNE_QUICK=1 \
+    sbatch --wait --quiet --nodes 2 --output="$T/sbatch.log" examples/tune-cluster.sbatch tiny \
+    "$T/job" --trials 2 --trial-steps 3
+) || fail "sbatch: the job exited $?: $(tail -5 "$T/sbatch.log")"
+grep -q "^published .* to http://127.0.0.1:$port/profiles" "$T/sbatch.log" ||
+  fail "sbatch: not published: $(tail -3 "$T/sbatch.log")"
+ls "$T"/store/profiles/*/tiny.json >/dev/null 2>&1 || fail "sbatch: the store holds no tiny.json"
+grep -q "trials: 2 candidates run with pprun under srun" "$T/job/tune.txt" 2>/dev/null ||
+  fail "sbatch: the job's search ran no srun trials: $(grep -E 'trial|allocation' "$T/job/tune.txt" | head -3)"
+python3 "$here/check_profile.py" "$T/job/profile.json" srun "n[1-2]" "*=ok" || fail "sbatch: profile"
+# 6: the 2-node description (2 cores each) tuned inside a 2-rank allocation: trials needing more than its 2
+# ranks run with fewer data-parallel replicas
+salloc --quiet -N 2 "$pptune" --model tiny --cluster "$T/job/cluster.json" --schedules gpipe \
+  --trials 2 --trial-steps 3 -o "$T/reduced.json" >"$T/reduced.out" 2>&1 ||
+  fail "reduced: pptune exited $?: $(tail -3 "$T/reduced.out")"
+grep -Eq "ran reduced: srun on 2 nodes of n\[1-2\], reduced: d=[12] of [48] " "$T/reduced.out" ||
+  fail "reduced: no reduced trial said so: $(grep -E 'trial|allocation' "$T/reduced.out" | head -3)"
+python3 - "$T/reduced.json" <<'PY' || fail "reduced: the profile does not record the reduction"
+import json, re, sys
+p = json.load(open(sys.argv[1]))
+runs = [e for e in [p["chosen"]] + p["runners_up"] if "measured" in e]
+sys.exit(0 if runs and any(re.search(r"reduced: d=\d+ of %d " % e["config"]["d"],
+                                      e["measured"]["where"]) for e in runs)
+         and all(e["measured"]["status"] == "ok" for e in runs) else 1)
+PY
+
+kill "$store_pid" 2>/dev/null
+wait "$store_pid" 2>/dev/null
+
+for f in srun kill hang mpirun reduced; do
+  [ -f "$T/$f.out" ] && { echo "--- $f"; grep -E "^(allocation|trials:|cluster )|trial " "$T/$f.out"; }
+done
+[ $fails -eq 0 ] && echo "slurm suite: all checks passed" || echo "slurm suite: $fails failed"
+[ $fails -eq 0 ]

@@ -1,0 +1,183 @@
+/* test_tuner_alloc.c — the allocation trials run in: a Slurm job's variables and an Open MPI
+ * host file become nodes and ranks; bad ones are one message naming the variable or the file
+ * and line; the launcher's words for a trial (srun job step, mpirun over the host file). The
+ * real launches are the slurm suite's (tests/slurm/test_slurm.sh). */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pp_tune.h"
+
+static void no_slurm(void)
+{
+    const char *vars[] = {"SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_JOB_NUM_NODES",
+                          "SLURM_NTASKS", "SLURM_JOB_CPUS_PER_NODE"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        unsetenv(vars[i]);
+}
+
+static char *hostfile(const char *text)
+{
+    char *path = strdup("/tmp/pptune_hosts_XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    return path;
+}
+
+static char *joined(char **argv, int n, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        size_t k = strlen(buf);
+        snprintf(buf + k, len - k, "%s%s", i ? " " : "", argv[i]);
+    }
+    return buf;
+}
+
+Test(tuner_alloc, outside_any_allocation_trials_stay_on_this_machine)
+{
+    no_slurm();
+    pp_tune_alloc a;
+    cr_assert_eq(pp_tune_alloc_detect(NULL, &a), PP_OK);
+    cr_assert_str_empty(a.launcher);
+    char store[12][PP_PROFILE_PPRUN_ARG_LEN], *argv[12];
+    int nodes;
+    cr_assert_eq(pp_tune_alloc_argv(&a, 4, 60, 12, store, argv, &nodes), 0);
+}
+
+Test(tuner_alloc, a_slurm_job_is_its_nodes_and_tasks_and_trials_are_srun_steps)
+{
+    no_slurm();
+    setenv("SLURM_JOB_ID", "42", 1);
+    setenv("SLURM_JOB_NODELIST", "n[1-4]", 1);
+    setenv("SLURM_JOB_NUM_NODES", "4", 1);
+    setenv("SLURM_JOB_CPUS_PER_NODE", "2(x4)", 1);
+    pp_tune_alloc a;
+    cr_assert_eq(pp_tune_alloc_detect(NULL, &a), PP_OK, "%s", pp_err_msg());
+    cr_assert_str_eq(a.launcher, "srun");
+    cr_assert_str_eq(a.nodes, "n[1-4]");
+    cr_assert_str_eq(a.job, "42");
+    cr_assert_eq(a.n_nodes, 4);
+    cr_assert_eq(a.slots, 8);
+    char store[12][PP_PROFILE_PPRUN_ARG_LEN], *argv[12], buf[512];
+    int nodes;
+    int n = pp_tune_alloc_argv(&a, 4, 90, 12, store, argv, &nodes);
+    cr_assert_eq(nodes, 2, "4 ranks at 2 per node: 2 nodes, got %d", nodes);
+    cr_assert_str_eq(joined(argv, n, buf, sizeof buf),
+                     "srun --nodes=2 --ntasks=4 --ntasks-per-node=2 --kill-on-bad-exit=1 "
+                     "--time=2 --mpi=pmix --quiet");
+    cr_assert_eq(pp_tune_alloc_argv(&a, 9, 90, 12, store, argv, &nodes), -1,
+                 "9 ranks do not fit in 8");
+    setenv("SLURM_NTASKS", "4", 1); /* --ntasks given: the job's ranks */
+    cr_assert_eq(pp_tune_alloc_detect(NULL, &a), PP_OK);
+    cr_assert_eq(a.slots, 4);
+    no_slurm();
+}
+
+Test(tuner_alloc, bad_slurm_variables_are_named)
+{
+    no_slurm();
+    setenv("SLURM_JOB_ID", "7", 1);
+    pp_tune_alloc a;
+    cr_assert_eq(pp_tune_alloc_detect(NULL, &a), PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_msg(), "SLURM_JOB_NODELIST"), "%s", pp_err_msg());
+    pp_err_clear();
+    setenv("SLURM_JOB_NODELIST", "n1", 1);
+    setenv("SLURM_JOB_NUM_NODES", "1", 1);
+    setenv("SLURM_JOB_CPUS_PER_NODE", "2(x", 1);
+    cr_assert_eq(pp_tune_alloc_detect(NULL, &a), PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_msg(), "SLURM_JOB_CPUS_PER_NODE=\"2(x\""), "%s", pp_err_msg());
+    pp_err_clear();
+    no_slurm();
+}
+
+Test(tuner_alloc, a_host_file_is_its_hosts_and_slots_and_trials_are_mpirun)
+{
+    no_slurm();
+    char *path = hostfile("# two nodes\n127.0.0.2 slots=2\n\n127.0.0.3 slots=2 max_slots=4\n");
+    pp_tune_alloc a;
+    cr_assert_eq(pp_tune_alloc_detect(path, &a), PP_OK, "%s", pp_err_msg());
+    cr_assert_str_eq(a.launcher, "mpirun");
+    cr_assert_str_eq(a.nodes, "127.0.0.2,127.0.0.3");
+    cr_assert_eq(a.n_nodes, 2);
+    cr_assert_eq(a.slots, 4);
+    char store[12][PP_PROFILE_PPRUN_ARG_LEN], *argv[12], buf[512], want[512];
+    int nodes;
+    int n = pp_tune_alloc_argv(&a, 4, 60, 12, store, argv, &nodes);
+    snprintf(want, sizeof want, "mpirun --hostfile %s -np 4 --map-by ppr:2:node", path);
+    cr_assert_str_eq(joined(argv, n, buf, sizeof buf), want);
+    cr_assert_eq(nodes, 2);
+    unlink(path);
+    free(path);
+}
+
+Test(tuner_alloc, a_bad_host_file_names_the_file_and_line)
+{
+    char *path = hostfile("127.0.0.2 slots=2\n127.0.0.3 slots=two\n");
+    pp_tune_alloc a;
+    cr_assert_eq(pp_tune_alloc_detect(path, &a), PP_ERR_INVALID);
+    char want[128];
+    snprintf(want, sizeof want, "%s:2: expected \"HOST [slots=N]\"", path);
+    cr_assert(strstr(pp_err_msg(), want), "%s", pp_err_msg());
+    pp_err_clear();
+    unlink(path);
+    free(path);
+    cr_assert_eq(pp_tune_alloc_detect("/nonexistent/hosts", &a), PP_ERR_IO);
+    cr_assert(strstr(pp_err_msg(), "/nonexistent/hosts"), "%s", pp_err_msg());
+    pp_err_clear();
+}
+
+/* A stand-in srun on PATH that writes what a real one writes when a step fails that way. */
+static pp_tune_trial_result fake_srun_trial(const char *body)
+{
+    char dir[] = "/tmp/pptune_srun_XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[128], old_path[4096];
+    snprintf(path, sizeof path, "%s/srun", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "#!/bin/sh\n%s\n", body);
+    fclose(f);
+    chmod(path, 0755);
+    snprintf(old_path, sizeof old_path, "%s", getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+    char new_path[4300];
+    snprintf(new_path, sizeof new_path, "%s:%s", dir, old_path);
+    setenv("PATH", new_path, 1);
+    static pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
+    static pp_tune_config c = {.kind = "1f1b", .p = 2, .v = 1, .b = 1, .d = 1, .t = 1, .N = 4};
+    pp_tune_alloc a = {.launcher = "srun", .nodes = "n[1-2]", .n_nodes = 2, .slots = 2};
+    pp_tune_trial_params tp = {.model = &m, .cfg = &c, .pprun = "/bin/true", .steps = 3,
+                               .timeout_s = 20, .alloc = &a};
+    pp_tune_trial_result r;
+    cr_assert_eq(pp_tune_trial(&tp, &r), PP_OK, "%s", pp_err_msg());
+    setenv("PATH", old_path, 1);
+    unlink(path);
+    rmdir(dir);
+    return r;
+}
+
+Test(tuner_alloc, a_failed_step_is_classified_from_what_its_ranks_and_srun_said)
+{
+    pp_tune_trial_result r = fake_srun_trial(
+        "echo 'srun: error: Node failure on n2' >&2\necho 'srun: error: n2: task 1: Killed' >&2\n"
+        "exit 1");
+    cr_assert_str_eq(r.status, "node-lost", "%s: %s", r.status, r.detail);
+    cr_assert_str_eq(r.where, "srun on 2 nodes of n[1-2]");
+    r = fake_srun_trial("echo 'pprun: rank 1: cannot allocate 4096 MiB: out of memory' >&2\n"
+                        "echo 'srun: error: n2: task 1: Exited with exit code 1' >&2\nexit 1");
+    cr_assert_str_eq(r.status, "oom", "%s: %s", r.status, r.detail);
+    cr_assert(strstr(r.detail, "pprun: rank 1: cannot allocate"), "%s", r.detail);
+    r = fake_srun_trial("echo 'MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD' "
+                        ">&2\nexit 1");
+    cr_assert_str_eq(r.status, "mpi", "%s: %s", r.status, r.detail);
+    r = fake_srun_trial("echo 'srun: error: n1: task 0: Segmentation fault' >&2\nexit 139");
+    cr_assert_str_eq(r.status, "crash", "%s: %s", r.status, r.detail);
+    cr_assert(strstr(r.detail, "exit 139: srun: error: n1: task 0: Segmentation fault"), "%s",
+              r.detail);
+}

@@ -1,0 +1,209 @@
+/* alloc.c — the cluster trials may use when it is more than this process: a Slurm allocation
+ * (pptune inside salloc/sbatch: trials are job steps, `srun`) or an Open MPI host file (`mpirun
+ * --hostfile`), and the launcher's words that start one trial over the nodes it needs.
+ *
+ * Slurm's variables are read as Slurm documents them for the job's environment: SLURM_JOB_ID,
+ * SLURM_JOB_NODELIST (kept compressed, "n[1-4]", as srun and sinfo print it), SLURM_JOB_NUM_NODES,
+ * and the ranks it holds: SLURM_NTASKS when --ntasks was given, else the sum of
+ * SLURM_JOB_CPUS_PER_NODE ("2(x4)" or "4,2").
+ * Not here: running the step and classifying it (trials.c), which candidates run (search_trials.c).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pp_tune.h"
+
+static int env_pos(const char *name, int *out)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return 0;
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || x < 1 || x > INT_MAX)
+        return -1;
+    *out = (int)x;
+    return 1;
+}
+
+/* SLURM_JOB_CPUS_PER_NODE: "2(x4)", "4,2(x3)": the total, or -1 when malformed. */
+static int cpus_per_node_total(const char *v)
+{
+    long total = 0;
+    while (*v) {
+        char *end;
+        long c = strtol(v, &end, 10), times = 1;
+        if (end == v || c < 1)
+            return -1;
+        if (!strncmp(end, "(x", 2)) {
+            char *e2;
+            times = strtol(end + 2, &e2, 10);
+            if (e2 == end + 2 || *e2 != ')' || times < 1)
+                return -1;
+            end = e2 + 1;
+        }
+        total += c * times;
+        if (total > INT_MAX)
+            return -1;
+        if (*end == ',')
+            end++;
+        else if (*end)
+            return -1;
+        v = end;
+    }
+    return (int)total;
+}
+
+static pp_status from_slurm(pp_tune_alloc *a)
+{
+    const char *job = getenv("SLURM_JOB_ID"), *list = getenv("SLURM_JOB_NODELIST");
+    if (!list || !*list)
+        return PP_ERR(PP_ERR_INVALID,
+                      "SLURM_JOB_ID=%s is set but SLURM_JOB_NODELIST is not: expected the "
+                      "allocation's node list (run pptune inside salloc or sbatch)",
+                      job);
+    int nodes = 0, tasks = 0;
+    if (env_pos("SLURM_JOB_NUM_NODES", &nodes) <= 0)
+        return PP_ERR(PP_ERR_INVALID, "SLURM_JOB_NUM_NODES=\"%s\": expected a positive integer",
+                      getenv("SLURM_JOB_NUM_NODES") ? getenv("SLURM_JOB_NUM_NODES") : "");
+    int has = env_pos("SLURM_NTASKS", &tasks);
+    if (has < 0)
+        return PP_ERR(PP_ERR_INVALID, "SLURM_NTASKS=\"%s\": expected a positive integer",
+                      getenv("SLURM_NTASKS"));
+    if (has == 0) {
+        const char *cpn = getenv("SLURM_JOB_CPUS_PER_NODE");
+        tasks = cpn ? cpus_per_node_total(cpn) : nodes;
+        if (tasks < 1)
+            return PP_ERR(PP_ERR_INVALID,
+                          "SLURM_JOB_CPUS_PER_NODE=\"%s\": expected counts like 2(x4) or 4,2",
+                          cpn);
+    }
+    snprintf(a->launcher, sizeof a->launcher, "srun");
+    snprintf(a->job, sizeof a->job, "%s", job);
+    snprintf(a->nodes, sizeof a->nodes, "%s", list);
+    a->n_nodes = nodes;
+    a->slots = tasks;
+    return PP_OK;
+}
+
+/* One host-file line: "host [slots=N] [max_slots=M]"; returns the slots (1 by default), 0 for a
+ * blank or comment line, -1 when malformed. */
+static int hostfile_line(char *line, char *host, size_t n)
+{
+    line[strcspn(line, "#\r\n")] = '\0';
+    char *tok = strtok(line, " \t");
+    if (!tok)
+        return 0;
+    snprintf(host, n, "%s", tok);
+    int slots = 1;
+    while ((tok = strtok(NULL, " \t"))) {
+        if (!strncmp(tok, "slots=", 6)) {
+            char *end;
+            long s = strtol(tok + 6, &end, 10);
+            if (end == tok + 6 || *end || s < 1 || s > 1 << 20)
+                return -1;
+            slots = (int)s;
+        } else if (strncmp(tok, "max_slots=", 10) != 0) {
+            return -1;
+        }
+    }
+    return slots;
+}
+
+static pp_status from_hostfile(const char *path, pp_tune_alloc *a)
+{
+    if (strlen(path) >= PP_PROFILE_PPRUN_ARG_LEN)
+        return PP_ERR(PP_ERR_INVALID, "--hostfile %s: expected a path shorter than %d characters",
+                      path, PP_PROFILE_PPRUN_ARG_LEN);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return PP_ERR(PP_ERR_IO, "%s: cannot read the host file: %s", path, strerror(errno));
+    char line[512], host[256];
+    int lineno = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        int s = hostfile_line(line, host, sizeof host);
+        if (s < 0) {
+            fclose(f);
+            return PP_ERR(PP_ERR_INVALID,
+                          "%s:%d: expected \"HOST [slots=N]\" (Open MPI host file format)", path,
+                          lineno);
+        }
+        if (s == 0)
+            continue;
+        size_t len = strlen(a->nodes);
+        snprintf(a->nodes + len, sizeof a->nodes - len, "%s%s", len ? "," : "", host);
+        a->n_nodes++;
+        a->slots += s;
+    }
+    fclose(f);
+    if (a->n_nodes == 0)
+        return PP_ERR(PP_ERR_INVALID, "%s: expected at least one \"HOST [slots=N]\" line", path);
+    snprintf(a->launcher, sizeof a->launcher, "mpirun");
+    snprintf(a->hostfile, sizeof a->hostfile, "%s", path);
+    return PP_OK;
+}
+
+pp_status pp_tune_alloc_detect(const char *hostfile, pp_tune_alloc *out)
+{
+    memset(out, 0, sizeof *out);
+    if (hostfile)
+        return from_hostfile(hostfile, out);
+    if (getenv("SLURM_JOB_ID"))
+        return from_slurm(out);
+    return PP_OK;
+}
+
+int pp_tune_alloc_argv(const pp_tune_alloc *a, int ranks, double timeout_s, int max,
+                       char store[][PP_PROFILE_PPRUN_ARG_LEN], char **argv, int *nodes_used)
+{
+    *nodes_used = 1;
+    if (!a || !a->launcher[0])
+        return 0;
+    if (ranks > a->slots)
+        return -1;
+    int n = 0;
+#define ARG(...)                                                                                   \
+    do {                                                                                           \
+        if (n < max)                                                                               \
+            snprintf(store[n], sizeof store[n], __VA_ARGS__), argv[n] = store[n], n++;             \
+    } while (0)
+    /* Spread over as many nodes as hold the ranks evenly (ceil(R / slots per node) at least):
+     * the point of a trial here is the inter-node traffic the candidate will see. */
+    int per = a->slots / a->n_nodes > 0 ? a->slots / a->n_nodes : 1;
+    int nodes = (ranks + per - 1) / per;
+    nodes = nodes > a->n_nodes ? a->n_nodes : nodes;
+    while (nodes < a->n_nodes && nodes < ranks && ranks % nodes)
+        nodes++;
+    *nodes_used = nodes;
+    if (!strcmp(a->launcher, "srun")) {
+        /* --time is whole minutes: the step's own limit, a backstop to ours (trials.c kills
+         * srun at timeout_s, and srun then ends the step on every node) */
+        int minutes = (int)(timeout_s / 60.0) + 1;
+        ARG("srun");
+        ARG("--nodes=%d", nodes);
+        ARG("--ntasks=%d", ranks);
+        if (ranks % nodes == 0)
+            ARG("--ntasks-per-node=%d", ranks / nodes);
+        ARG("--kill-on-bad-exit=1");
+        ARG("--time=%d", minutes);
+        ARG("--mpi=pmix");
+        ARG("--quiet");
+    } else {
+        ARG("mpirun");
+        ARG("--hostfile");
+        ARG("%.*s", PP_PROFILE_PPRUN_ARG_LEN - 1, a->hostfile);
+        ARG("-np");
+        ARG("%d", ranks);
+        if (ranks % nodes == 0) {
+            ARG("--map-by");
+            ARG("ppr:%d:node", ranks / nodes);
+        }
+    }
+#undef ARG
+    return n;
+}
