@@ -68,18 +68,18 @@ pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp)
         /* torchtitan gives every stage n = (L + first_less + last_less) / S layers and the
          * first / last stage `less` fewer: with the middle stages' n, first_less = n - A and
          * last_less = n - Z reproduce pptune's A / Z (two stages: n = max(A, Z)) */
-        static int layers[PP_EXPORT_MAX_STAGES];
-        int S2;
-        PP_TRY(pp_export_stage_layers(p, layers, &S2));
-        int A = layers[0], Z = layers[S2 - 1];
-        int n = S2 > 2 ? layers[1] : (A > Z ? A : Z);
-        for (int k = 1; k < S2 - 1; k++)
-            if (layers[k] != n || A > n || Z > n)
-                return PP_ERR(PP_ERR_UNSUPPORTED,
-                              "%s: torchtitan's first/last_stage_less_layers take layers off "
-                              "the edge stages of an even split; this profile's split gives "
-                              "the first stage %d, the last %d and a middle stage %d layers",
-                              p->name, A, Z, layers[k]);
+        /* the schedules' split keeps the middle stages equal, so only the edges can break
+         * torchtitan's form: a stage with more layers than the middle ones */
+        int layers[PP_EXPORT_MAX_STAGES], stages;
+        PP_TRY(pp_export_stage_layers(p, layers, &stages));
+        int A = layers[0], Z = layers[stages - 1];
+        int n = stages > 2 ? layers[1] : (A > Z ? A : Z);
+        if (A > n || Z > n)
+            return PP_ERR(PP_ERR_UNSUPPORTED,
+                          "%s: torchtitan's first/last_stage_less_layers take layers off the edge "
+                          "stages of an even split; this profile's split gives the first stage "
+                          "%d, the last %d and the middle stages %d layers",
+                          p->name, A, Z, n);
         fprintf(fp, " --parallelism.pipeline_parallel_first_stage_less_layers %d "
                     "--parallelism.pipeline_parallel_last_stage_less_layers %d",
                 n - A, n - Z);

@@ -103,7 +103,7 @@ pp_status pp_export_stage_layers(const pp_profile *p, int *layers, int *stages)
 
 pp_status pp_export_edge_layers(const pp_profile *p, int *first, int *last)
 {
-    static int layers[PP_EXPORT_MAX_STAGES]; /* exporters run on one thread */
+    int layers[PP_EXPORT_MAX_STAGES];
     int S;
     PP_TRY(pp_export_stage_layers(p, layers, &S));
     *first = layers[0];
@@ -121,8 +121,7 @@ pp_status pp_export_edge_layers(const pp_profile *p, int *first, int *last)
 static pp_status megatron_layout(const pp_profile *p, FILE *fp)
 {
     const pp_profile_config *c = &p->chosen.config;
-    static int layers[PP_EXPORT_MAX_STAGES];
-    int S;
+    int layers[PP_EXPORT_MAX_STAGES], S;
     PP_TRY(pp_export_stage_layers(p, layers, &S));
     int even = pp_export_split_even(c) && p->model.layers % S == 0;
     fprintf(fp, "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d", c->t, c->p);

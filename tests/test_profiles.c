@@ -475,6 +475,13 @@ Test(profiles_export, first_last_stage_split)
                         "--decoder-last-pipeline-num-layers 8"),
               "%s", t);
     free(t);
+    /* torchtitan takes layers off the edges only: a 12-layer first stage beside 10-layer middle
+     * stages is refused with the reason */
+    t = export_text(p, PP_PROFILE_EXPORT_TORCHTITAN, &st);
+    cr_assert_eq(st, PP_ERR_UNSUPPORTED, "%s", t);
+    cr_assert(strstr(pp_err_text(), "the first stage 12, the last 8 and the middle stages 10"),
+              "%s", pp_err_text());
+    free(t);
     pp_profile_destroy(p);
     json_object_set_new(c, "last_stage_layers", json_integer(-1));
     st = parse_json(j, &p);
