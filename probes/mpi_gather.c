@@ -9,6 +9,7 @@
  * nodes (GPU inter-node figures come from MPI too, host to host: noted in the method).
  */
 #include <mpi.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -342,6 +343,69 @@ pp_status pp_mpi_probe(const pp_probe_opts *o,
         pp_cluster_destroy(*out);
         *out = NULL;
     }
+    free(L.hosts);
+    free(L.node_of);
+    free(L.leader);
+    if (!inited)
+        MPI_Finalize();
+    if (st != PP_OK)
+        return pp_err_trace(st, __FILE__, __LINE__);
+    return PP_OK;
+}
+
+/* ---- the data-parallel all-reduce, timed (pp_probe_allreduce) ---- */
+
+static pp_status allreduce_samples(float *buf, int count, int samples, int iters, double *t)
+{
+    for (int s = -1; s < samples; s++) { /* s = -1: warm-up */
+        MPI_TRY(MPI_Barrier(MPI_COMM_WORLD));
+        double t0 = MPI_Wtime();
+        for (int i = 0; i < iters; i++)
+            MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+        double mine = (MPI_Wtime() - t0) / iters, slowest = 0;
+        /* the step waits for the slowest rank's all-reduce */
+        MPI_TRY(MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+        if (s >= 0)
+            t[s] = slowest;
+    }
+    return PP_OK;
+}
+
+pp_status pp_probe_allreduce(double bytes, int quick, pp_allreduce_timing *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!(bytes >= 4) || bytes > 2147483647.0 * 4)
+        return PP_ERR(PP_ERR_INVALID,
+                      "all-reduce probe: expected a message of 4 B to 8 GiB, got %.0f B", bytes);
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited)
+        MPI_TRY(MPI_Init(NULL, NULL));
+    layout L = {0};
+    pp_status st = make_layout(&L);
+    int count = (int)(bytes / 4), samples = quick ? 3 : 7;
+    /* a few iterations per sample, fewer for large messages: about 256 MiB moved per sample */
+    int iters = (int)((256.0 * 1048576) / (bytes + 1));
+    iters = iters < 1 ? 1 : iters > 50 ? 50 : iters;
+    float *buf = st == PP_OK ? pp_calloc((size_t)count, sizeof *buf) : NULL;
+    double t[16];
+    if (st == PP_OK && !buf)
+        st = PP_ERR_NOMEM;
+    if (st == PP_OK)
+        st = allreduce_samples(buf, count, samples, iters, t);
+    if (st == PP_OK) {
+        out->ranks = L.size;
+        out->nodes = L.n_nodes;
+        out->bytes = (double)count * 4;
+        out->seconds = pp_measure_of(t, samples);
+        out->is_root = L.rank == 0;
+        char ver[MPI_MAX_LIBRARY_VERSION_STRING];
+        int len = 0;
+        MPI_Get_library_version(ver, &len);
+        ver[strcspn(ver, ",\n")] = '\0';
+        snprintf(out->mpi, sizeof out->mpi, "%.63s", ver);
+    }
+    free(buf);
     free(L.hosts);
     free(L.node_of);
     free(L.leader);
