@@ -101,7 +101,7 @@ static void add_dp_allreduce(const pp_tune_search_params *sp, const pp_tune_allo
         snprintf(scaled, sizeof scaled, ", scaled to dp=%d by the ring formula 2(n-1)/n",
                  p->cfg.d);
     else
-        snprintf(scaled, sizeof scaled, " = dp");
+        snprintf(scaled, sizeof scaled, " at dp=%d", p->cfg.d);
     snprintf(w, left,
              "; DP all-reduce: probed over %d ranks%s (%d node%s, %.3g MB per rank, %.3g ms "
              "probed; %+.3g ms in the step)",
