@@ -206,8 +206,14 @@ static void classify(const pp_tune_child *ch, const pp_tune_trial_params *tp,
         snprintf(r->detail, sizeof r->detail, "%s", line[0] ? line : "killed (SIGKILL)");
     } else {
         snprintf(r->status, sizeof r->status, "%s", failure_kind(msg, launched));
-        if (!strcmp(r->status, "node-lost"))
+        const char *nf = strstr(msg, "Node failure");
+        if (!strcmp(r->status, "node-lost") && nf) {
+            /* the launcher's line naming the node says most (not a rank's timeout after it) */
+            while (nf > msg && nf[-1] != '\n')
+                nf--;
+            detail_line(nf, line, sizeof line);
             pp_tune_alloc_lost_node(msg, r->lost_node, sizeof r->lost_node);
+        }
         if (WIFSIGNALED(wstatus))
             snprintf(r->detail, sizeof r->detail, "signal %d (%s)", WTERMSIG(wstatus),
                      strsignal(WTERMSIG(wstatus)));
