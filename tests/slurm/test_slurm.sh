@@ -86,6 +86,7 @@ lap() { took+=("$1 $((SECONDS - lap_at)) s"); lap_at=$SECONDS; }
 lap_at=$SECONDS
 # 1-3 inside one allocation of the four nodes
 salloc --quiet -N 4 bash -c '
+  fails=0
   search srun --trials 3 --trial-timeout 60
   check srun srun "n[1-4]" "*=ok"
   none_left srun
@@ -114,6 +115,7 @@ timeout_to() {
 timeout_to 4 3
 # (salloc itself exits 1 after a node of its job failed: the search's own status is kept)
 salloc --quiet --no-kill -N 4 bash -c '
+  fails=0
   PP_FAULT=slurmd:1f1b search lost --trials 3 --trial-timeout 60
   echo $fails >"$T/lost.rc"
 ' 2>"$T/lost.salloc"
@@ -155,6 +157,7 @@ lap "7 (lost)"
 # 4: an Open MPI host file, no Slurm in the environment
 printf '127.0.0.2 slots=2\n127.0.0.3 slots=2\n' >"$T/hosts"
 (
+  fails=0 # this part's own count, added to the suite's below
   for v in $(env | grep -o '^SLURM_[A-Z_]*'); do unset "$v"; done
   export OMPI_MCA_plm_rsh_agent=$here/rsh.sh PP_RSH_TMP=$T
   search mpirun --trials 3 --trial-timeout 60 --hostfile "$T/hosts"
