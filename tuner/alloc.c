@@ -6,6 +6,8 @@
  * SLURM_JOB_NODELIST (kept compressed, "n[1-4]", as srun and sinfo print it), SLURM_JOB_NUM_NODES,
  * and the ranks it holds: SLURM_NTASKS when --ntasks was given, else the sum of
  * SLURM_JOB_CPUS_PER_NODE ("2(x4)" or "4,2").
+ * Also here: the words for one rank per node (the probes of alloc_probe.c), and a node lost
+ * mid-search taken out of the allocation (srun --exclude on the later steps).
  * Not here: running the step and classifying it (trials.c), which candidates run (search_trials.c).
  */
 #include <errno.h>

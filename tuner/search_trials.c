@@ -9,6 +9,9 @@
  * cannot fit on a GPU (its activations are fp32, nothing is recomputed: the runtime's own
  * memory model, pp_tune_memory_runtime_on, on the schedule the search already generated) is
  * left predicted rather than run into an out-of-memory.
+ * Under an allocation: a node lost in one trial is left out of the later ones (srun --exclude);
+ * a reduced trial (fewer data-parallel replicas than d) gets its full-size DP all-reduce probed
+ * across the allocation and put in place of the one it ran (alloc_probe.c), said in its where.
  * Choice: measured candidates that ran "ok" and fit come first, fastest measured first; the
  * others follow in their predicted order (a uniform calibration does not reorder them).
  * Not here: printing (the caller's on_trial callback), how a trial runs (trials.c).

@@ -5,19 +5,18 @@
  * Killing the launcher's group ends the step on every node (srun cancels its step on SIGTERM,
  * mpirun ends its daemons), and --kill-on-bad-exit ends it when one rank dies.
  *
- * The child runs in its own process group. Its stdout (the JSON summary) and stderr (its error
- * line) are read through pipes into bounded buffers (head and tail kept) while the parent polls
- * and reaps under one deadline; past it the whole group gets SIGTERM, then SIGKILL, and the
- * trial is a "timeout"; whatever the child left running is ended with the group either way.
- * Exit 0 with a parsable summary whose step time is a positive finite number no longer than the
+ * The child runs in its own process group (child.c: stdout, the JSON summary, and stderr, its
+ * error line, read into bounded buffers under one deadline); past the deadline the whole group
+ * is ended and the trial is a "timeout". Exit 0 with a parsable summary whose step time is a positive finite number no longer than the
  * trial itself is "ok" (anything else is a "crash" saying why); an error line naming memory
  * (out of memory / cannot allocate) or death by SIGKILL without our kill (the kernel's OOM
- * killer) is "oom"; under a launcher the ranks' and launcher's lines tell oom, node-lost, hang
- * (pprun's watchdog) and mpi apart; any other signal or non-zero exit is "crash". A trial's
+ * killer) is "oom"; under a launcher the ranks' and launcher's lines tell oom, node-lost (srun's
+ * "Node failure on nX": the node is named for the search to leave out), hang (pprun's watchdog)
+ * and mpi apart; any other signal or non-zero exit is "crash". A trial's
  * failure is a result, never an error of this function: only failing to start the child (fork,
  * pipe) is.
- * Also here: the default trial runner of the search (pp_tune_runner_pprun) and where it finds
- * pprun. Not here: which candidates get trials, recalibration and choice (search_trials.c).
+ * Also here: the default trial runner of the search (pp_tune_runner_pprun), where it finds
+ * pprun, and the program's own path (for the probes over an allocation, alloc_probe.c). Not here: which candidates get trials, recalibration and choice (search_trials.c).
  */
 #include <errno.h>
 #include <jansson.h>
