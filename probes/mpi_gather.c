@@ -275,13 +275,26 @@ static pp_status merge(const layout *L, char **texts, const int *status, pp_clus
     return PP_OK;
 }
 
-static void describe(pp_cluster *c, const layout *L)
+/* The MPI library's version, its first clause ("Open MPI v4.1.4"), into buf (n <= 64 used). */
+static void mpi_version(char *buf, size_t n)
 {
     char ver[MPI_MAX_LIBRARY_VERSION_STRING];
     int len = 0;
     MPI_Get_library_version(ver, &len);
     ver[strcspn(ver, ",\n")] = '\0';
-    snprintf(c->sw.mpi, sizeof c->sw.mpi, "%.63s", ver);
+    snprintf(buf, n, "%.63s", ver);
+}
+
+static void layout_free(layout *L)
+{
+    free(L->hosts);
+    free(L->node_of);
+    free(L->leader);
+}
+
+static void describe(pp_cluster *c, const layout *L)
+{
+    mpi_version(c->sw.mpi, sizeof c->sw.mpi);
     snprintf(c->origin, sizeof c->origin, "probed (mpi, %d ranks, %d node%s)", L->size, L->n_nodes,
              L->n_nodes == 1 ? "" : "s");
     if (L->n_nodes == 1) {
@@ -343,9 +356,7 @@ pp_status pp_mpi_probe(const pp_probe_opts *o,
         pp_cluster_destroy(*out);
         *out = NULL;
     }
-    free(L.hosts);
-    free(L.node_of);
-    free(L.leader);
+    layout_free(&L);
     if (!inited)
         MPI_Finalize();
     if (st != PP_OK)
@@ -399,16 +410,10 @@ pp_status pp_probe_allreduce(double bytes, int quick, pp_allreduce_timing *out)
         out->bytes = (double)count * 4;
         out->seconds = pp_measure_of(t, samples);
         out->is_root = L.rank == 0;
-        char ver[MPI_MAX_LIBRARY_VERSION_STRING];
-        int len = 0;
-        MPI_Get_library_version(ver, &len);
-        ver[strcspn(ver, ",\n")] = '\0';
-        snprintf(out->mpi, sizeof out->mpi, "%.63s", ver);
+        mpi_version(out->mpi, sizeof out->mpi);
     }
     free(buf);
-    free(L.hosts);
-    free(L.node_of);
-    free(L.leader);
+    layout_free(&L);
     if (!inited)
         MPI_Finalize();
     if (st != PP_OK)
