@@ -36,6 +36,11 @@ static pp_status check_params(const pp_rt_exec_params *p)
     if (p->tp < 0 || p->tp > 64)
         return PP_ERR(PP_ERR_INVALID, "tensor-parallel ranks must be 1..64, got %d", p->tp);
     PP_TRY(pp_model_check_tp(p->model, t));
+    if (t > 1 && p->sequence_parallel && p->seq % t != 0)
+        return PP_ERR(PP_ERR_INVALID,
+                      "sequence parallelism: the sequence length %d must be a multiple of --tp %d "
+                      "(each tensor-parallel rank takes seq/tp of its tokens)",
+                      p->seq, t);
     if ((long)p->dp * s->ranks * t > 1024)
         return PP_ERR(PP_ERR_INVALID, "%d replicas x %d ranks x %d tensor ranks = %ld threads; at "
                       "most 1024",
@@ -98,6 +103,31 @@ static pp_status tp_allreduce(void *ctx, float *data, size_t n)
     return PP_OK;
 }
 
+/* The stages' sequence-parallel all-gather and reduce-scatter (pp_rt_stage_params), tagged
+ * and counted like the all-reduce: bytes are what this rank contributed (its part to a gather,
+ * its whole partial sum to a reduce-scatter). */
+static pp_status tp_allgather(void *ctx, const float *part, float *full, size_t n)
+{
+    rank_state *rs = ctx;
+    double t0 = pp_now();
+    uint64_t tag = pp_ex_coll_tag(TAG_TPAR, 0, rs->tp_seq++ & 0xfffff);
+    PP_TRY(pp_ex_allgather(rs->ex, rs, rs->tp_group, rs->ex->TP, tag, part, full, n));
+    rs->tp_seconds += pp_now() - t0;
+    rs->tp_bytes += (double)n * sizeof(float);
+    return PP_OK;
+}
+
+static pp_status tp_reduce_scatter(void *ctx, const float *full, float *part, size_t n)
+{
+    rank_state *rs = ctx;
+    double t0 = pp_now();
+    uint64_t tag = pp_ex_coll_tag(TAG_TPAR, 0, rs->tp_seq++ & 0xfffff);
+    PP_TRY(pp_ex_reduce_scatter(rs->ex, rs, rs->tp_group, rs->ex->TP, tag, full, part, n));
+    rs->tp_seconds += pp_now() - t0;
+    rs->tp_bytes += (double)n * rs->ex->TP * sizeof(float);
+    return PP_OK;
+}
+
 /* The stages global rank g holds (its replica's copies of the stages placed on its rank, its
  * tensor-parallel shard of them). */
 static pp_status create_stages(pp_rt_executor *ex, int g)
@@ -121,6 +151,9 @@ static pp_status create_stages(pp_rt_executor *ex, int g)
                 .tp_rank = tpr,
                 .tp_allreduce = tp_allreduce,
                 .tp_ctx = &ex->rk[g],
+                .sequence_parallel = ex->SP,
+                .tp_allgather = tp_allgather,
+                .tp_reduce_scatter = tp_reduce_scatter,
             };
             PP_TRY(pp_rt_stage_create(
                 ex->be[g], &sp,
@@ -315,6 +348,7 @@ pp_status pp_rt_executor_create(const pp_rt_exec_params *p, pp_rt_executor **out
     ex->P = p->sched->n_pipes;
     ex->N = p->sched->microbatches;
     ex->TP = p->tp > 1 ? p->tp : 1;
+    ex->SP = ex->TP > 1 && p->sequence_parallel;
     ex->place = (pp_rt_place){.t = ex->TP, .p = ex->D, .dp = ex->dp};
     ex->G = pp_rt_place_ranks(&ex->place);
     ex->seed = p->seed;

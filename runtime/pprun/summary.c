@@ -103,11 +103,12 @@ int pprun_write_json(const pprun_opts *o, const pprun_record *rec)
     char sum[24];
     snprintf(sum, sizeof sum, "%016llx", (unsigned long long)rec->param_checksum);
     if (root && json_object_update_new(
-                    root, json_pack("{s:s, s:i, s:i, s:s, s:s, s:i}", "transport",
+                    root, json_pack("{s:s, s:i, s:i, s:s, s:s, s:i, s:b}", "transport",
                                     rec->transport ? rec->transport : "thread", "processes",
                                     rec->processes, "threads_per_rank", rec->threads,
                                     "threads_from", rec->threads_from ? rec->threads_from : "",
-                                    "param_checksum", sum, "tp", rec->tp)) != 0) {
+                                    "param_checksum", sum, "tp", rec->tp, "sequence_parallel",
+                                    o->sequence_parallel && rec->tp > 1)) != 0) {
         json_decref(root);
         root = NULL;
     }
