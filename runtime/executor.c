@@ -36,11 +36,8 @@ static pp_status check_params(const pp_rt_exec_params *p)
     if (p->tp < 0 || p->tp > 64)
         return PP_ERR(PP_ERR_INVALID, "tensor-parallel ranks must be 1..64, got %d", p->tp);
     PP_TRY(pp_model_check_tp(p->model, t));
-    if (t > 1 && p->sequence_parallel && p->seq % t != 0)
-        return PP_ERR(PP_ERR_INVALID,
-                      "sequence parallelism: the sequence length %d must be a multiple of --tp %d "
-                      "(each tensor-parallel rank takes seq/tp of its tokens)",
-                      p->seq, t);
+    if (p->sequence_parallel)
+        PP_TRY(pp_model_check_sp(p->seq, t));
     if ((long)p->dp * s->ranks * t > 1024)
         return PP_ERR(PP_ERR_INVALID, "%d replicas x %d ranks x %d tensor ranks = %ld threads; at "
                       "most 1024",

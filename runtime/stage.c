@@ -291,11 +291,7 @@ static pp_status check_params(const pp_rt_stage_params *p)
                       "all-reduce",
                       p->tp_rank, p->tp, p->tp - 1);
     if (p->tp > 1 && p->sequence_parallel) {
-        if (p->seq % p->tp != 0)
-            return PP_ERR(PP_ERR_INVALID,
-                          "sequence parallelism: the sequence length %d must be a multiple of "
-                          "--tp %d (each tensor-parallel rank takes seq/tp of its tokens)",
-                          p->seq, p->tp);
+        PP_TRY(pp_model_check_sp(p->seq, p->tp));
         if (!p->tp_allgather || !p->tp_reduce_scatter)
             return PP_ERR(PP_ERR_INVALID,
                           "stage: sequence parallelism needs an all-gather and a reduce-scatter");

@@ -264,11 +264,8 @@ static pp_status check(const pp_rt_plan_params *p)
                       p->model->seq, p->micro_batch, p->dp, p->seq);
     if (p->tp > 1)
         PP_TRY(pp_model_check_tp(p->model, p->tp));
-    if (p->tp > 1 && p->sequence_parallel && p->seq % p->tp != 0)
-        return PP_ERR(PP_ERR_INVALID,
-                      "memory plan: sequence parallelism needs the sequence length %d to be a "
-                      "multiple of tp %d",
-                      p->seq, p->tp);
+    if (p->sequence_parallel)
+        PP_TRY(pp_model_check_sp(p->seq, p->tp));
     if (p->sched->layers != p->model->layers)
         return PP_ERR(PP_ERR_INVALID, "memory plan: the schedule splits %d layers, the model has %d",
                       p->sched->layers, p->model->layers);
