@@ -321,37 +321,41 @@ Test(runtime_tp, sp_forward_is_bitwise_tp_and_saves_less)
     run_free(&tp);
 }
 
+/* Runs kind at t = 2 with sequence parallelism and the fault switch set to `fault` against
+ * the t = 1 run: the first step's loss error (relative) and the gradients' comparison. */
+static cmp sp_faulty(int fault, const char *kind, double *loss_err)
+{
+    pp_stage_tp_fault = fault;
+    run ref, a;
+    run_case(kind, 1, &ref);
+    run_case_sp(kind, 2, 1, &a);
+    *loss_err = rel(a.loss[0], ref.loss[0]);
+    cmp g = compare(&a, 2, &ref, 1);
+    run_free(&a);
+    run_free(&ref);
+    return g;
+}
+
 /* Without the forward reduce-scatter (g-bar, after the row-parallel linears: each rank keeps
  * its rows of its own partial product) the loss and the gradients move. */
 Test(runtime_tp, sp_drop_forward_reduce_scatter_fails)
 {
-    pp_stage_tp_fault = PP_TP_DROP_G;
-    run ref, a;
-    run_case("gpipe", 1, &ref);
-    run_case_sp("gpipe", 2, 1, &a);
-    cr_assert(rel(a.loss[0], ref.loss[0]) > TOL, "without it the loss still agrees (%.9g)",
-              a.loss[0]);
-    cmp g = compare(&a, 2, &ref, 1);
+    double loss;
+    cmp g = sp_faulty(PP_TP_DROP_G, "gpipe", &loss);
+    cr_assert(loss > TOL, "without it the loss still agrees (%.3g)", loss);
     cr_assert(g.worst_tensor > 100 * TOL, "without it the gradients still agree (%.3g)",
               g.worst_tensor);
-    run_free(&a);
-    run_free(&ref);
 }
 
 /* Without the backward reduce-scatter (g's conjugate, after the column-parallel linears'
  * input gradients) the forward agrees and the gradients do not. */
 Test(runtime_tp, sp_drop_backward_reduce_scatter_fails)
 {
-    pp_stage_tp_fault = PP_TP_DROP_F;
-    run ref, a;
-    run_case("1f1b", 1, &ref);
-    run_case_sp("1f1b", 2, 1, &a);
-    cr_assert(rel(a.loss[0], ref.loss[0]) <= TOL);
-    cmp g = compare(&a, 2, &ref, 1);
+    double loss;
+    cmp g = sp_faulty(PP_TP_DROP_F, "1f1b", &loss);
+    cr_assert(loss <= TOL);
     cr_assert(g.worst_tensor > 100 * TOL, "without it the gradients still agree (%.3g)",
               g.worst_tensor);
-    run_free(&a);
-    run_free(&ref);
 }
 
 /* Without the all-reduce of the LayerNorms' partial gradients each rank keeps the gradient of
@@ -359,18 +363,13 @@ Test(runtime_tp, sp_drop_backward_reduce_scatter_fails)
  * ranks (they would drift apart under AdamW). */
 Test(runtime_tp, sp_drop_layernorm_grad_allreduce_fails)
 {
-    pp_stage_tp_fault = PP_TP_DROP_LN;
-    run ref, a;
-    run_case("interleaved", 1, &ref);
-    run_case_sp("interleaved", 2, 1, &a);
-    cr_assert(rel(a.loss[0], ref.loss[0]) <= TOL);
-    cmp g = compare(&a, 2, &ref, 1);
+    double loss;
+    cmp g = sp_faulty(PP_TP_DROP_LN, "interleaved", &loss);
+    cr_assert(loss <= TOL);
     cr_assert(g.worst_tensor > 100 * TOL, "without it the gradients still agree (%.3g)",
               g.worst_tensor);
     cr_assert(strstr(g.worst, "ln") != NULL, "the worst tensor is %s, not a LayerNorm", g.worst);
     cr_assert_gt(g.split_brain, 0, "the tensor ranks' LayerNorm gradients still agree");
-    run_free(&a);
-    run_free(&ref);
 }
 
 /* Layouts the split cannot take are refused with the size that does not divide. */
