@@ -55,7 +55,8 @@ static json_t *schedule_json(const pprun_opts *o, const pp_sched *s)
                      o->uneven, "stage_layers", layers, "dp", o->dp);
 }
 
-/* A rank's tensor-parallel communication over the run: its all-reduces' wall seconds and the
+/* A rank's tensor-parallel communication over the run: its collectives' wall seconds (the
+ * all-reduces, and with sequence parallelism the all-gathers and reduce-scatters) and the
  * bytes it contributed (zero without tensor parallelism). */
 static json_t *tp_comm_json(const pprun_record *rec, int g)
 {
