@@ -28,8 +28,8 @@
 typedef struct {
     pp_sched *s;
     int d;
-    int stage[2];       /* this rank's chunk 0 and chunk 1 stages */
-    int f[2], b[2];     /* next micro-batch of F and of the backward (B or I) per chunk */
+    int stage[2];           /* this rank's chunk 0 and chunk 1 stages */
+    int f[2], b[2];         /* next micro-batch of F and of the backward (B or I) per chunk */
     int *wq, wq_head, wq_n; /* FIFO of pending W's: c * N + mb */
     int N;
     pp_status st;

@@ -22,7 +22,7 @@
 typedef struct {
     pp_sched *s;
     int d, N;
-    int stage[2];       /* this rank's chunk 0 and chunk 1 stages */
+    int stage[2];         /* this rank's chunk 0 and chunk 1 stages */
     int f[2], i[2], w[2]; /* next micro-batch of each op per chunk */
     pp_status st;
 } zbv;
@@ -75,8 +75,8 @@ static pp_status rank_ops(pp_sched *s, int D, int N, int d)
     while (z.w[0] < z.i[0])
         add(&z, PP_OP_W, 0);
     if (z.st == PP_OK && (z.f[0] != M || z.f[1] != M || z.i[0] != M || z.w[1] != M))
-        return PP_ERR(PP_ERR_CHECK, "zbv: rank %d ran %d/%d forwards and %d/%d backwards of %d",
-                      d, z.f[0], z.f[1], z.i[0], z.i[1], M);
+        return PP_ERR(PP_ERR_CHECK, "zbv: rank %d ran %d/%d forwards and %d/%d backwards of %d", d,
+                      z.f[0], z.f[1], z.i[0], z.i[1], M);
     return z.st;
 }
 

@@ -275,6 +275,9 @@ static inline int pp_sched_stage_layers(const pp_sched *s, int pipe, int stage)
     return st->layer_end - st->layer_begin;
 }
 
+/* Whether any rank of s runs a split backward (an I or a W action). */
+int pp_sched_has_split_backward(const pp_sched *s);
+
 /* Appends one action to rank's list. peer is set to -1; pp_sched_lower_comms fills it. */
 pp_status pp_sched_push(pp_sched *s, int rank, pp_op_kind op, int pipe, int stage, int mb);
 /* Adds a reduce descriptor; returns its id in *id. Ranks are sorted. */
@@ -291,11 +294,11 @@ pp_status pp_sched_lower_comms(pp_sched *s);
 /* Validates a schedule: placement complete and consistent, every (pipe, stage, mb) of the right
  * pipe has exactly one F and one backward on the stage's rank, fused (B) or split (I and W, never
  * both forms), B or I after F, W after its I, local dependencies in order (a backward's input
- * gradient comes from the next stage's B or I),
- * every cross-rank hop has its RECV before the consumer and a matching SEND on the peer,
- * each REDUCE after the last backward (B or W) of its stages on that rank, and no deadlock. On failure
- * returns PP_ERR_CHECK or PP_ERR_DEADLOCK with a message naming rank, action index, action and
- * reason, e.g. "rank 1, action 7 (B pipe 0 stage 1 mb 3): backward before its forward". */
+ * gradient comes from the next stage's B or I), every cross-rank hop has its RECV before the
+ * consumer and a matching SEND on the peer, each REDUCE after the last backward (B or W) of its
+ * stages on that rank, and no deadlock. On failure returns PP_ERR_CHECK or PP_ERR_DEADLOCK
+ * with a message naming rank, action index, action and reason, e.g. "rank 1, action 7 (B pipe 0
+ * stage 1 mb 3): backward before its forward". */
 pp_status pp_sched_check(const pp_sched *s);
 
 /* ---- The action grammar (action.c) ------------------------------------------------------------
