@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "pp_sched.h"
-#include "pp_test_run.h"
 #include "sched_build.h"
 #include "sched_equal.h"
 #include "sched_render.h"
@@ -24,14 +23,7 @@ static pp_sched *gen(const char *kind, int D, int N);
  */
 Test(sched_zb, dualpipev_is_pytorchs_order)
 {
-    char path[512];
-    snprintf(path, sizeof path, "%s/pytorch/dualpipev_4rank_10mb.csv", PP_FIXTURES_DIR);
-    char *text = pp_test_slurp(path);
-    pp_sched *theirs;
-    cr_assert_eq(pp_sched_read_csv(text, "dualpipev_4rank_10mb.csv", &theirs), PP_OK, "%s",
-                 pp_err_msg());
-    free(text);
-    cr_assert_eq(pp_sched_check(theirs), PP_OK, "%s", pp_err_msg());
+    pp_sched *theirs = read_pytorch_fixture("dualpipev_4rank_10mb.csv");
     pp_sched *ours = gen("dualpipev", 4, 10);
     snprintf(theirs->kind, sizeof theirs->kind, "%s", ours->kind);
     char why[256];
@@ -103,86 +95,70 @@ static void move_to(pp_sched *s, int r, int from, int to)
     s->ops[r][to] = a;
 }
 
-static int count_op(const pp_sched *s, int op)
+/* A one-rank schedule in the text form that the checker refuses with msg. */
+static void expect_text_rejected(const char *text, const char *msg)
 {
-    int n = 0;
-    for (int r = 0; r < s->ranks; r++)
-        for (int i = 0; i < s->n_ops[r]; i++)
-            n += s->ops[r][i].op == op;
-    return n;
+    pp_sched *s;
+    cr_assert_eq(pp_sched_parse_text(text, "t.txt", &s), PP_OK, "%s", pp_err_msg());
+    EXPECT_REJECT(s, PP_ERR_CHECK, msg);
+    pp_sched_destroy(s);
 }
-
-#define EXPECT_REJECT(s, ...)                                                                      \
-    do {                                                                                           \
-        cr_assert_neq(pp_sched_check(s), PP_OK, "accepted");                                       \
-        const char *frags_[] = {__VA_ARGS__};                                                      \
-        for (size_t k_ = 0; k_ < sizeof frags_ / sizeof frags_[0]; k_++)                           \
-            cr_assert(strstr(pp_err_text(), frags_[k_]), "message \"%s\" lacks \"%s\"",            \
-                      pp_err_text(), frags_[k_]);                                                  \
-    } while (0)
 
 /* ---- the checker's rules --------------------------------------------------------------------- */
 
+/* kind's D = 4, N = 8 schedule with rank r's action (op, stage, mb) moved to where (to_op,
+ * to_stage, mb) is, which the checker must refuse with both fragments of its message. */
+static void expect_move_rejected(const char *kind, int r, int op, int stage, int to_op,
+                                 int to_stage, int mb, const char *where, const char *why)
+{
+    pp_sched *s = gen(kind, 4, 8);
+    move_to(s, r, find(s, r, op, stage, mb), find(s, r, to_op, to_stage, mb));
+    EXPECT_REJECT(s, PP_ERR_CHECK, where, why);
+    pp_sched_destroy(s);
+}
+
 Test(sched_zb, w_before_its_i_is_refused_with_the_reason)
 {
-    pp_sched *s = gen("zb-h1", 4, 8);
-    int r = 2, i = find(s, r, PP_OP_I, 2, 3), w = find(s, r, PP_OP_W, 2, 3);
-    move_to(s, r, w, i);
-    EXPECT_REJECT(s, "rank 2, action ",
-                  "(W pipe 0 stage 2 mb 3): weight-gradient backward "
-                  "before its input-gradient backward (I at action");
-    pp_sched_destroy(s);
+    expect_move_rejected("zb-h1", 2, PP_OP_W, 2, PP_OP_I, 2, 3, "rank 2, action ",
+                         "(W pipe 0 stage 2 mb 3): weight-gradient backward before its "
+                         "input-gradient backward (I at action");
 }
 
+/* rank 1's I of mb 2 ahead of the RECV_B that brings stage 2's I: the gradient is not there */
 Test(sched_zb, i_before_the_downstream_i_is_refused_with_the_reason)
 {
-    /* rank 1's I of mb 2 ahead of the RECV_B that brings stage 2's I: the gradient is not there */
-    pp_sched *s = gen("zb-h1", 4, 8);
-    int i = find(s, 1, PP_OP_I, 1, 2), rv = find(s, 1, PP_OP_RECV_B, 1, 2);
-    move_to(s, 1, i, rv);
-    EXPECT_REJECT(s, "rank 1, action ",
-                  "(I pipe 0 stage 1 mb 2): input-gradient backward (I) "
-                  "before the RECV_B of its input (action");
-    pp_sched_destroy(s);
+    expect_move_rejected("zb-h1", 1, PP_OP_I, 1, PP_OP_RECV_B, 1, 2, "rank 1, action ",
+                         "(I pipe 0 stage 1 mb 2): input-gradient backward (I) before the "
+                         "RECV_B of its input (action");
 }
 
+/* zbv's turn: rank D-1 holds stages D-1 and D; stage D-1's I waits for stage D's I (local) */
 Test(sched_zb, i_before_the_downstream_i_on_the_same_rank_is_refused)
 {
-    /* zbv's turn: rank D-1 holds stages D-1 and D; stage D-1's I waits for stage D's I */
-    pp_sched *s = gen("zbv", 4, 8);
-    int up = find(s, 3, PP_OP_I, 4, 1), down = find(s, 3, PP_OP_I, 3, 1);
-    cr_assert_lt(up, down);
-    move_to(s, 3, down, up);
-    EXPECT_REJECT(s, "rank 3, action ",
-                  "(I pipe 0 stage 3 mb 1): input-gradient backward (I) "
-                  "before the I of stage 4 (action");
-    pp_sched_destroy(s);
+    expect_move_rejected("zbv", 3, PP_OP_I, 3, PP_OP_I, 4, 1, "rank 3, action ",
+                         "(I pipe 0 stage 3 mb 1): input-gradient backward (I) before the I of "
+                         "stage 4 (action");
 }
 
 Test(sched_zb, i_before_its_forward_and_missing_or_mixed_halves)
 {
-    const char *t = "schedule t ranks 1 microbatches 2\nplace d: 0\n"
-                    "rank 0: F0.0 I0.0 W0.0 I1.0 F1.0 W1.0\n";
-    pp_sched *s;
-    cr_assert_eq(pp_sched_parse_text(t, "t.txt", &s), PP_OK, "%s", pp_err_msg());
-    EXPECT_REJECT(s, "rank 0, action 3 (I pipe 0 stage 0 mb 1): input-gradient backward before "
-                     "its forward (F at action 4)");
-    pp_sched_destroy(s);
-    t = "schedule t ranks 1 microbatches 2\nplace d: 0\nrank 0: F0.0 I0.0 W0.0 F1.0 I1.0\n";
-    cr_assert_eq(pp_sched_parse_text(t, "t.txt", &s), PP_OK, "%s", pp_err_msg());
-    EXPECT_REJECT(s, "rank 0, action 4 (I pipe 0 stage 0 mb 1): its weight-gradient backward "
-                     "(W pipe 0 stage 0 mb 1) is missing");
-    pp_sched_destroy(s);
-    t = "schedule t ranks 1 microbatches 2\nplace d: 0\nrank 0: F0.0 B0.0 F1.0 W1.0\n";
-    cr_assert_eq(pp_sched_parse_text(t, "t.txt", &s), PP_OK, "%s", pp_err_msg());
-    EXPECT_REJECT(s, "rank 0, action 3 (W pipe 0 stage 0 mb 1): its input-gradient backward "
-                     "(I pipe 0 stage 0 mb 1) is missing");
-    pp_sched_destroy(s);
+#define ONE_RANK "schedule t ranks 1 microbatches 2\nplace d: 0\nrank 0: "
+    expect_text_rejected(ONE_RANK "F0.0 I0.0 W0.0 I1.0 F1.0 W1.0\n",
+                         "rank 0, action 3 (I pipe 0 stage 0 mb 1): input-gradient backward "
+                         "before its forward (F at action 4)");
+    expect_text_rejected(ONE_RANK "F0.0 I0.0 W0.0 F1.0 I1.0\n",
+                         "rank 0, action 4 (I pipe 0 stage 0 mb 1): its weight-gradient "
+                         "backward (W pipe 0 stage 0 mb 1) is missing");
+    expect_text_rejected(ONE_RANK "F0.0 B0.0 F1.0 W1.0\n",
+                         "rank 0, action 3 (W pipe 0 stage 0 mb 1): its input-gradient "
+                         "backward (I pipe 0 stage 0 mb 1) is missing");
     /* B for one micro-batch, I + W for another: allowed (DualPipeV mixes them) */
-    t = "schedule t ranks 1 microbatches 2\nplace d: 0\nrank 0: F0.0 B0.0 F1.0 I1.0 W1.0\n";
-    cr_assert_eq(pp_sched_parse_text(t, "t.txt", &s), PP_OK, "%s", pp_err_msg());
+    pp_sched *s;
+    cr_assert_eq(pp_sched_parse_text(ONE_RANK "F0.0 B0.0 F1.0 I1.0 W1.0\n", "t.txt", &s), PP_OK,
+                 "%s", pp_err_msg());
     cr_assert_eq(pp_sched_check(s), PP_OK, "%s", pp_err_msg());
     pp_sched_destroy(s);
+#undef ONE_RANK
 }
 
 Test(sched_zb, reduce_waits_for_the_last_w)
@@ -200,8 +176,9 @@ Test(sched_zb, reduce_waits_for_the_last_w)
     cr_assert_eq(pp_sched_check(s), PP_OK, "%s", pp_err_msg());
     move_to(s, 0, 6, 4); /* REDUCE after the I's, before the W's */
     cr_assert_eq(s->ops[0][4].op, PP_OP_REDUCE);
-    EXPECT_REJECT(s, "REDUCE before the last backward of pipe 0 stage 0 (0 of 2 backwards done; "
-                     "the last is at action 6)");
+    EXPECT_REJECT(s, PP_ERR_CHECK,
+                  "REDUCE before the last backward of pipe 0 stage 0 (0 of 2 backwards done; "
+                  "the last is at action 6)");
     pp_sched_destroy(s);
 }
 
@@ -224,10 +201,10 @@ Test(sched_zb, every_zero_bubble_schedule_passes_over_a_range_of_shapes)
                              pp_err_msg());
                 int S = s->stages_per_pipe;
                 /* every (stage, mb) has one F and one backward, and I/W appear */
-                cr_assert_eq(count_op(s, PP_OP_F), S * N, "%s D=%d N=%d", kinds[k], D, N);
-                cr_assert_eq(count_op(s, PP_OP_I), count_op(s, PP_OP_W));
-                cr_assert_eq(count_op(s, PP_OP_B) + count_op(s, PP_OP_I), S * N);
-                cr_assert_gt(count_op(s, PP_OP_W), 0, "%s D=%d N=%d", kinds[k], D, N);
+                cr_assert_eq(count_ops(s, PP_OP_F), S * N, "%s D=%d N=%d", kinds[k], D, N);
+                cr_assert_eq(count_ops(s, PP_OP_I), count_ops(s, PP_OP_W));
+                cr_assert_eq(count_ops(s, PP_OP_B) + count_ops(s, PP_OP_I), S * N);
+                cr_assert_gt(count_ops(s, PP_OP_W), 0, "%s D=%d N=%d", kinds[k], D, N);
                 pp_sched_destroy(s);
                 tried++;
             }
