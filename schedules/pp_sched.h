@@ -284,10 +284,10 @@ pp_status pp_sched_push(pp_sched *s, int rank, pp_op_kind op, int pipe, int stag
 pp_status pp_sched_add_reduce(pp_sched *s, const int *ranks, int n_ranks,
                               const pp_stage_ref *stages, int n_stages, int *id);
 
-/* Inserts SEND/RECV actions into a compute-only schedule (F, B, REDUCE): each RECV right before
- * the compute that consumes it, each SEND right after the compute that produces it; hops between
- * stages on one rank get none. Existing SEND/RECV actions are removed first, so the call is
- * idempotent. Fills peer on every SEND/RECV. */
+/* Inserts SEND/RECV actions into a compute-only schedule (F, B, I, W, REDUCE): each RECV right
+ * before the compute that consumes it (F, B, I), each SEND right after the compute that produces
+ * it (W moves no data); hops between stages on one rank get none. Existing SEND/RECV actions
+ * are removed first, so the call is idempotent. Fills peer on every SEND/RECV. */
 pp_status pp_sched_lower_comms(pp_sched *s);
 
 /* ---- Checking -------------------------------------------------------------------------------- */

@@ -221,7 +221,8 @@ Test(sched_zb, registry_rules_of_the_family)
               "%s", pp_err_text());
     p.chunks = 3;
     cr_assert_eq(pp_sched_desc_check(pp_sched_lookup("zbv"), &p), PP_ERR_INVALID);
-    cr_assert(strstr(pp_err_text(), "zbv has 2 chunks per rank"), "%s", pp_err_text());
+    cr_assert(strstr(pp_err_text(), "zbv has 2 chunks per rank, got --chunks 3"), "%s",
+              pp_err_text());
     /* opt-in: out of the default search, in where named */
     const pp_sched_desc *z = pp_sched_lookup("zb-h1");
     cr_assert(!pp_sched_desc_searched(z, NULL) && !pp_sched_desc_searched(z, ""));
