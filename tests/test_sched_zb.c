@@ -132,6 +132,14 @@ Test(sched_zb, i_before_the_downstream_i_is_refused_with_the_reason)
                          "RECV_B of its input (action");
 }
 
+/* the gradient an I ships cannot leave before the I has run */
+Test(sched_zb, send_b_before_its_i_is_refused)
+{
+    expect_move_rejected("zb-h1", 1, PP_OP_SEND_B, 1, PP_OP_I, 1, 2, "rank 1, action ",
+                         "(SEND_B pipe 0 stage 1 mb 2 peer 0): send before the I that produces "
+                         "it (action");
+}
+
 /* zbv's turn: rank D-1 holds stages D-1 and D; stage D-1's I waits for stage D's I (local) */
 Test(sched_zb, i_before_the_downstream_i_on_the_same_rank_is_refused)
 {
