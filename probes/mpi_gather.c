@@ -3,8 +3,11 @@
  * 1. ranks exchange host names; the lowest rank of each host is its node's leader;
  * 2. leaders probe their node (the others wait), serialise it to JSON, rank 0 gathers and merges;
  * 3. leaders of each node pair run an MPI ping-pong over a size sweep (8 B up, factor 8) and
- *    fit α-β: that is the inter-node link. With every rank on one host, ranks 0 and 1 still
- *    ping-pong (so the path is exercised) and the cluster's note says it was shared memory.
+ *    fit α-β: the slowest pair is the inter-node link class. With every rank on one host, ranks
+ *    0 and 1 still ping-pong (so the path is exercised) and the cluster's note says it was
+ *    shared memory.
+ * Also here: a timed all-reduce over the job's ranks (pp_probe_allreduce), the data-parallel
+ * gradient sync of a reduced trial (tuner/alloc_probe.c).
  * Initialises and finalises MPI itself unless the caller already did. Not here: NCCL across
  * nodes (GPU inter-node figures come from MPI too, host to host: noted in the method).
  */
@@ -196,12 +199,9 @@ static pp_status measure_pairs(const pp_probe_opts *o, const layout *L, pp_link 
     return PP_OK;
 }
 
-static double median_of(double *x, int n)
-{
-    return pp_measure_of(x, n).median;
-}
-
-/* Rank 0: the inter-node class (median over pairs) and the cross-node pair entries. */
+/* Rank 0: the inter-node class and the cross-node pair entries. The class is the slowest pair
+ * (lowest bandwidth, highest latency): a synchronous step waits for its slowest link, and the
+ * tuner plans the inter-node hop with this one figure (every pair stays in the matrix). */
 static pp_status apply_pairs(pp_cluster *c, const layout *L, pp_link *cls, const pair_fit *f,
                              int nf)
 {
@@ -213,12 +213,11 @@ static pp_status apply_pairs(pp_cluster *c, const layout *L, pp_link *cls, const
     }
     cls->present = 1;
     cls->source = PP_SRC_PROBED;
-    cls->alpha_s = median_of(al, k);
-    cls->beta_Bps = median_of(be, k);
+    cls->alpha_s = pp_measure_of(al, k).max;
+    cls->beta_Bps = pp_measure_of(be, k).min;
     snprintf(cls->method, sizeof cls->method,
-             "mpi-pingpong between node leaders, host memory "
-             "(median of %d pair%s)%s",
-             nf, nf == 1 ? "" : "s", L->n_nodes == 1 ? " - same host: shared memory" : "");
+             "mpi-pingpong between node leaders, host memory (slowest of %d pair%s)%s", nf,
+             nf == 1 ? "" : "s", L->n_nodes == 1 ? " - same host: shared memory" : "");
     if (L->n_nodes == 1)
         return PP_OK;
     int n = c->n_devices;
