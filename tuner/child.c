@@ -5,6 +5,7 @@
  * means (trials.c classifies a trial, alloc_probe.c reads a probe's JSON).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -171,6 +172,13 @@ pp_status pp_tune_child_run(char *const *argv, double timeout_s, pp_tune_child *
     }
     if (pid == 0) {
         setpgid(0, 0); /* its own process group, ended as a group (end_group) */
+        /* stdin from /dev/null: srun and mpirun forward stdin to rank 0, and a launcher in a
+         * background process group reading the terminal would stop (SIGTTIN) until killed */
+        int null_fd = open("/dev/null", O_RDONLY);
+        if (null_fd >= 0 && null_fd != 0) {
+            dup2(null_fd, 0);
+            close(null_fd);
+        }
         dup2(out_p[1], 1);
         dup2(err_p[1], 2);
         close(out_p[0]), close(out_p[1]), close(err_p[0]), close(err_p[1]);
