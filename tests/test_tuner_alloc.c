@@ -302,3 +302,52 @@ Test(tuner_alloc, nodes_that_differ_are_named)
               slow, alike.gemm_flops);
     pp_cluster_destroy(c);
 }
+
+Test(tuner_alloc, every_node_probed_in_one_step_and_a_failed_step_tried_once_more)
+{
+    pp_cluster *c;
+    cr_assert_eq(pp_cluster_load_preset("dgx-h100", 2, &c), PP_OK);
+    snprintf(c->nodes[0].hostname, sizeof c->nodes[0].hostname, "n1");
+    snprintf(c->nodes[1].hostname, sizeof c->nodes[1].hostname, "n2");
+    char *json;
+    cr_assert_eq(pp_cluster_to_json(c, &json), PP_OK);
+    pp_cluster_destroy(c);
+    char jpath[] = "/tmp/pptune_nodes_XXXXXX";
+    int fd = mkstemp(jpath);
+    cr_assert(fd >= 0);
+    cr_assert_eq(write(fd, json, strlen(json)), (ssize_t)strlen(json));
+    close(fd);
+    free(json);
+    /* srun whose first step loses a rank (as Open MPI's TCP start-up did here under load) and
+     * whose second prints rank 0's gathered description */
+    char body[512];
+    snprintf(body, sizeof body,
+             "m=\"$(dirname \"$0\")/tried\"\n"
+             "if [ ! -e \"$m\" ]; then : > \"$m\"; echo 'srun: error: n2: task 1: Segmentation "
+             "fault' >&2; exit 139; fi\ncat %s",
+             jpath);
+    fake_srun f;
+    fake_srun_install(&f, body);
+    pp_tune_alloc a = {.launcher = "srun", .nodes = "n[1-2]", .n_nodes = 2, .slots = 16};
+    char source[300];
+    cr_assert_eq(pp_tune_probe_nodes(&a, "/x/pptune", 1, 30, &c, source, sizeof source), PP_OK,
+                 "%s", pp_err_msg());
+    cr_assert_eq(c->n_nodes, 2);
+    cr_assert_str_eq(source, "probed: 2 nodes of the allocation, one srun rank each, quick (n1, "
+                             "n2); second attempt, the first failed: the probe of every node "
+                             "(srun): exit 139: srun: error: n2: task 1: Segmentation fault");
+    pp_cluster_destroy(c);
+    /* failing twice is an error naming the step */
+    char tried[160];
+    snprintf(tried, sizeof tried, "%s/tried", f.dir);
+    unlink(tried);
+    fake_srun_remove(&f);
+    fake_srun_install(&f, "echo 'srun: error: n2: task 1: Segmentation fault' >&2; exit 139");
+    cr_assert_eq(pp_tune_probe_nodes(&a, "/x/pptune", 1, 30, &c, source, sizeof source),
+                 PP_ERR_DEVICE);
+    cr_assert(strstr(pp_err_msg(), "the probe of every node (srun): exit 139"), "%s", pp_err_msg());
+    cr_assert_null(c);
+    pp_err_clear();
+    fake_srun_remove(&f);
+    unlink(jpath);
+}

@@ -63,8 +63,18 @@ pp_status pp_tune_probe_nodes(const pp_tune_alloc *a, const char *pptune, int qu
     int k = pp_tune_alloc_argv_per_node(a, timeout_s, 12, store, argv);
     const char *extra[] = {"probe", "--json", "--no-probe-nodes", quick ? "--quick" : NULL, NULL};
     pp_tune_child ch;
-    PP_TRY(run_probe("the probe of every node", k, argv, pptune, extra, timeout_s, &ch));
-    pp_status st = pp_cluster_from_json(ch.out, "the probe of every node", out);
+    /* One more attempt when the step failed (not when it ran out of time): a rank dying in
+     * MPI_Init (Open MPI 4.1's TCP transport under load, seen here) should not leave the whole
+     * search without a cluster; the first failure is kept in source. */
+    char first[200] = "";
+    pp_status st = run_probe("the probe of every node", k, argv, pptune, extra, timeout_s, &ch);
+    if (st == PP_ERR_DEVICE && !strstr(pp_err_msg(), "killed after")) {
+        snprintf(first, sizeof first, "%s", pp_err_text());
+        pp_err_clear();
+        st = run_probe("the probe of every node", k, argv, pptune, extra, timeout_s, &ch);
+    }
+    PP_TRY(st);
+    st = pp_cluster_from_json(ch.out, "the probe of every node", out);
     pp_tune_child_fini(&ch);
     PP_TRY(st);
     char names[200] = "";
@@ -73,9 +83,9 @@ pp_status pp_tune_probe_nodes(const pp_tune_alloc *a, const char *pptune, int qu
         snprintf(names + len, sizeof names - len, "%s%s", i ? ", " : "",
                  (*out)->nodes[i].hostname[0] ? (*out)->nodes[i].hostname : "?");
     }
-    snprintf(source, n, "probed: %d node%s of the allocation, one %s rank each%s (%s)",
+    snprintf(source, n, "probed: %d node%s of the allocation, one %s rank each%s (%s)%s%s",
              (*out)->n_nodes, (*out)->n_nodes == 1 ? "" : "s", a->launcher, quick ? ", quick" : "",
-             names);
+             names, first[0] ? "; second attempt, the first failed: " : "", first);
     return PP_OK;
 }
 

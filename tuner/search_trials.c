@@ -93,7 +93,7 @@ static void add_dp_allreduce(const pp_tune_search_params *sp, const pp_tune_allo
                                                             tr->d_run, timeout_s, &dp);
     if (st != PP_OK) {
         snprintf(w, left, "; DP all-reduce over %d replicas not measured: %s", p->cfg.d,
-                 pp_err_msg());
+                 pp_err_text());
         pp_err_clear();
         return;
     }
