@@ -9,11 +9,11 @@ static const pp_sched_desc schedules[] = {
     {.name = "gpipe", .title = "GPipe",
      .summary = "all forwards, then all backwards (GPipe)",
      .pipes = 1, .weight_replicas = 1, .chunks = 1, .min_ranks = 1,
-     .generate = pp_gen_gpipe},
+     .torch_name = "GPipe", .generate = pp_gen_gpipe},
     {.name = "1f1b", .title = "1F1B",
      .summary = "one forward one backward after a warm-up (PipeDream-Flush, Megatron)",
      .pipes = 1, .weight_replicas = 1, .chunks = 1, .min_ranks = 1,
-     .generate = pp_gen_1f1b},
+     .torch_name = "1F1B", .generate = pp_gen_1f1b},
     /* Megatron's virtual pipeline (Narayanan et al., SC'21): v >= 2 chunks per rank, micro-batches
      * in groups of D <= G <= N; N mod G below D leaves dependency bubbles. One rank cannot
      * interleave. */
@@ -21,7 +21,7 @@ static const pp_sched_desc schedules[] = {
      .summary = "Megatron virtual pipeline: v chunks per rank, groups of G micro-batches",
      .pipes = 1, .weight_replicas = 1, .chunks = 0, .chunks_min = 2, .grouped = 1,
      .min_ranks = 2,
-     .generate = pp_gen_interleaved},
+     .torch_name = "Interleaved1F1B", .generate = pp_gen_interleaved},
     /* Bidirectional: the two pipes meet in the middle, so D is even, and each pipe's N/2
      * micro-batches run in groups of D/2, so N is a multiple of D (Li & Hoefler, SC'21; BitPipe). */
     {.name = "chimera", .title = "Chimera",
