@@ -80,3 +80,66 @@ Test(tuner_split, collectives_and_recompute_land_in_the_input_gradient)
     /* the head's W is its one wgrad GEMM: half of the two GEMMs its fused backward has */
     cr_expect_lt(base.head_w, base.head_i);
 }
+
+/* The Zero Bubble paper's M_W: W needs 32 sbh bytes per GPT layer (t = 1, 16-bit), against the
+ * 34 sbh (flash attention) Korthikanti's layer keeps from F to B; with t = 8 the TP-split
+ * tensors shrink by t and the ones outside (QKV and MLP inputs, the projections' output
+ * gradients) do not. */
+Test(tuner_split, held_for_w_bytes_are_the_linears_inputs_and_output_gradients)
+{
+    pp_tune_model m = preset_model("gpt-13b");
+    pp_tune_opts o;
+    pp_tune_opts_default(&o);
+    double sbh = (double)m.seq * 2 * m.hidden;
+    near(pp_tune_act_bytes_per_layer(&m, 2, 1, &o), 34.0 * sbh, "F to B");
+    near(pp_tune_held_for_w_bytes_per_layer(&m, 2, 1, &o), 32.0 * sbh, "I to W");
+    /* t = 8: inputs 2 + 2 + (2 + 8) / 8, output gradients 6 / 8 + 2 + 8 / 8 + 2 */
+    near(pp_tune_held_for_w_bytes_per_layer(&m, 2, 8, &o),
+         (4.0 + 10.0 / 8 + 6.0 / 8 + 2 + 1 + 2) * sbh, "t = 8");
+    o.precision = PP_PREC_FP32;
+    near(pp_tune_held_for_w_bytes_per_layer(&m, 2, 1, &o), 64.0 * sbh, "fp32 doubles it");
+}
+
+/* A middle rank of 1F1B over D = 3 ranks with every backward split into I and W, the W's
+ * deferred to the end of its list (N = 4):
+ *   F0 F1 I0 F2 I1 F3 I2 I3 W0 W1 W2 W3
+ * holds f, 2f, f + h, 2f + h, f + 2h, 2f + 2h, f + 3h, 4h, ... : its peak is 2f + 2h (h < f),
+ * where 1F1B's fused B peaks at 2f; W right after each I keeps 1F1B's 2f. */
+Test(tuner_split, memory_model_holds_what_w_needs_between_i_and_w)
+{
+    pp_tune_model m = preset_model("gpt-13b"); /* 40 layers: 13 or 14 per stage */
+    m.layers = 39;
+    pp_tune_opts o;
+    pp_tune_opts_default(&o);
+    pp_tune_config c = {.kind = "1f1b", .p = 3, .v = 1, .b = 1, .d = 1, .t = 1, .N = 4};
+    pp_sched *s[3];
+    for (int k = 0; k < 3; k++) {
+        cr_assert_eq(pp_sched_create("custom", 3, 4, 1, 1, 39, NULL, &s[k]), PP_OK, "%s",
+                     pp_err_msg());
+        for (int st = 0; st < 3; st++)
+            pp_sched_stage(s[k], 0, st)->rank = st;
+    }
+    const int fused[][2] = {{PP_OP_F, 0}, {PP_OP_F, 1}, {PP_OP_B, 0}, {PP_OP_F, 2},
+                            {PP_OP_B, 1}, {PP_OP_F, 3}, {PP_OP_B, 2}, {PP_OP_B, 3}};
+    for (int i = 0; i < 8; i++) {
+        int op = fused[i][0], mb = fused[i][1];
+        cr_assert_eq(pp_sched_push(s[0], 1, op, 0, 1, mb), PP_OK);
+        cr_assert_eq(pp_sched_push(s[1], 1, op == PP_OP_B ? PP_OP_I : op, 0, 1, mb), PP_OK);
+        cr_assert_eq(pp_sched_push(s[2], 1, op == PP_OP_B ? PP_OP_I : op, 0, 1, mb), PP_OK);
+        if (op == PP_OP_B)
+            cr_assert_eq(pp_sched_push(s[2], 1, PP_OP_W, 0, 1, mb), PP_OK);
+    }
+    for (int mb = 0; mb < 4; mb++)
+        cr_assert_eq(pp_sched_push(s[1], 1, PP_OP_W, 0, 1, mb), PP_OK);
+    double f = 13 * pp_tune_act_bytes_per_layer(&m, 1, 1, &o);
+    double h = 13 * pp_tune_held_for_w_bytes_per_layer(&m, 1, 1, &o);
+    pp_tune_rank_mem mem[3][3];
+    for (int k = 0; k < 3; k++)
+        cr_assert_eq(pp_tune_memory(&m, &c, s[k], &o, mem[k]), PP_OK, "%s", pp_err_msg());
+    near(mem[0][1].acts, 2 * f, "fused 1F1B");
+    near(mem[1][1].acts, 2 * f + 2 * h, "W deferred to the end");
+    near(mem[2][1].acts, 2 * f, "W right after its I");
+    cr_expect_eq(mem[1][1].peak_units, 4.0, "in flight until W: four micro-batches");
+    for (int k = 0; k < 3; k++)
+        pp_sched_destroy(s[k]);
+}

@@ -255,6 +255,10 @@ typedef struct {
 /* Bytes of activations one transformer layer keeps for one micro-batch of b sequences
  * (Korthikanti et al. 2022 Table 2, tensor-parallel variant; see memory.c). */
 double pp_tune_act_bytes_per_layer(const pp_tune_model *m, int b, int t, const pp_tune_opts *o);
+/* Bytes one layer holds for one micro-batch between its I and its W (split backward): the
+ * linears' inputs and output gradients, Korthikanti's terms (memory.c says which). */
+double pp_tune_held_for_w_bytes_per_layer(const pp_tune_model *m, int b, int t,
+                                          const pp_tune_opts *o);
 /* Fills mem[0..D-1] for the schedule s of configuration c. */
 pp_status pp_tune_memory(const pp_tune_model *m, const pp_tune_config *c, const pp_sched *s,
                          const pp_tune_opts *o, pp_tune_rank_mem *mem);

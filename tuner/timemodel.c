@@ -341,6 +341,12 @@ static void fill_compute(const pp_tune_op_times *ot, const pp_sched *s, double a
                          (st == S - 1 ? ot->head_f : 0);
             cost->b[k] = layers * ot->layer_b + (st == 0 ? ot->embed_b : 0) +
                          (st == S - 1 ? ot->head_b : ot->p2p_gather) + accum * params;
+            /* split backward: the gather of the incoming gradient's shares feeds I; the
+             * accumulation into the main gradient follows the wgrad GEMMs in W */
+            cost->i[k] = layers * ot->layer_i + (st == 0 ? ot->embed_i : 0) +
+                         (st == S - 1 ? ot->head_i : ot->p2p_gather);
+            cost->w[k] = layers * ot->layer_w + (st == 0 ? ot->embed_w : 0) +
+                         (st == S - 1 ? ot->head_w : 0) + accum * params;
             cost->send_bytes_f[k] = ot->p2p_bytes;
             cost->send_bytes_b[k] = ot->p2p_bytes;
         }
@@ -362,8 +368,10 @@ static void fold_blocking_sends(const pp_sched *s, pp_cost *cost)
                 cost->f[k] += cost->send_bytes_f[k] * cost->inv_bw[r * D + next];
                 cost->send_bytes_f[k] = 0;
             }
-            if (prev >= 0 && prev != r) {
-                cost->b[k] += cost->send_bytes_b[k] * cost->inv_bw[r * D + prev];
+            if (prev >= 0 && prev != r) { /* B's or I's input gradient: I sends it */
+                double t = cost->send_bytes_b[k] * cost->inv_bw[r * D + prev];
+                cost->b[k] += t;
+                cost->i[k] += t;
                 cost->send_bytes_b[k] = 0;
             }
         }
@@ -465,12 +473,14 @@ static pp_status alloc_cost(const pp_sched *s, pp_cost *cost)
     size_t k = (size_t)s->n_pipes * s->stages_per_pipe, DD = (size_t)s->ranks * s->ranks;
     cost->f = pp_calloc(k, sizeof(double));
     cost->b = pp_calloc(k, sizeof(double));
+    cost->i = pp_calloc(k, sizeof(double));
+    cost->w = pp_calloc(k, sizeof(double));
     cost->send_bytes_f = pp_calloc(k, sizeof(double));
     cost->send_bytes_b = pp_calloc(k, sizeof(double));
     cost->latency = pp_calloc(DD, sizeof(double));
     cost->inv_bw = pp_calloc(DD, sizeof(double));
     cost->reduce = pp_calloc(s->n_reduces > 0 ? (size_t)s->n_reduces : 1, sizeof(double));
-    if (!cost->f || !cost->b || !cost->send_bytes_f || !cost->send_bytes_b || !cost->latency ||
+    if (!cost->f || !cost->b || !cost->i || !cost->w || !cost->send_bytes_f || !cost->send_bytes_b || !cost->latency ||
         !cost->inv_bw || !cost->reduce) {
         pp_cost_fini(cost);
         return PP_ERR_NOMEM;
