@@ -143,3 +143,94 @@ Test(tuner_split, memory_model_holds_what_w_needs_between_i_and_w)
     for (int k = 0; k < 3; k++)
         pp_sched_destroy(s[k]);
 }
+
+/* ---- the family in the search ------------------------------------------------------------ */
+static int is_split(const pp_tune_config *c)
+{
+    const pp_sched_desc *d = pp_sched_lookup(c->kind);
+    cr_assert(d, "%s", c->kind);
+    return d->split_backward;
+}
+
+/* The whole default search (every schedule of the registry, no --schedules list). */
+static pp_tune_result *search_all(const pp_tune_model *m, const pp_tune_hw *hw, int gb)
+{
+    pp_tune_search_params sp = {.model = m, .hw = hw, .global_batch = gb, .keep = 10};
+    pp_tune_opts_default(&sp.opts);
+    pp_tune_result *r = NULL;
+    cr_assert_eq(pp_tune_search(&sp, &r), PP_OK, "%s", pp_err_msg());
+    cr_assert_gt(r->n_best, 0);
+    return r;
+}
+
+/* The fastest fitting candidate of the schedules without (split = 0) or with (1) split
+ * backward, from the per-schedule bests; plain: only the one-pipe, one-chunk schedules. */
+static const pp_tune_prediction *family_best(const pp_tune_result *r, int split, int plain)
+{
+    const pp_tune_prediction *b = NULL;
+    for (int i = 0; i < r->n_sched_best; i++) {
+        const pp_tune_prediction *p = &r->sched_best[i].pred;
+        const pp_sched_desc *d = pp_sched_lookup(p->cfg.kind);
+        if (plain && (d->pipes != 1 || d->chunks != 1))
+            continue;
+        if (is_split(&p->cfg) == split && (!b || p->step_time < b->step_time))
+            b = p;
+    }
+    cr_assert(b, "no %s schedule fits", split ? "split-backward" : "fused-backward");
+    return b;
+}
+
+/* A constructed cluster where the bubble dominates: gpt-13b on eight H100s, one per node, so
+ * that every stage boundary crosses InfiniBand (12.5 GB/s per GPU), and a global batch of 8:
+ * the model needs p = 8 to fit without tensor parallelism (none: one GPU per node), which
+ * leaves N = 8 micro-batches for 8 stages. 1F1B idles about as long as it computes, interleaving
+ * pays v times the slow transfers; a zero-bubble schedule fills the bubble with W and wins. */
+Test(tuner_split, zero_bubble_wins_where_the_bubble_dominates)
+{
+    pp_tune_model m = preset_model("gpt-13b");
+    pp_tune_hw hw;
+    cr_assert_eq(pp_tune_hw_preset("dgx-h100", 8, &hw), PP_OK, "%s", pp_err_msg());
+    hw.gpus_per_node = 1;
+    hw.inter_bw = 12.5e9;
+    pp_tune_result *r = search_all(&m, &hw, 8);
+    const pp_tune_prediction *win = &r->best[0], *fused = family_best(r, 0, 0);
+    const pp_tune_prediction *plain = family_best(r, 0, 1); /* 1F1B's shape */
+    char cb[160];
+    cr_expect(is_split(&win->cfg), "#1 is %s", pp_tune_config_str(&win->cfg, cb, sizeof cb));
+    cr_expect_eq(win->cfg.p, 8);
+    cr_expect_eq(win->cfg.N, 8);
+    cr_expect_lt(win->step_time, 0.9 * fused->step_time, "%s %.4g s",
+                 pp_tune_config_str(&fused->cfg, cb, sizeof cb), fused->step_time);
+    cr_expect_gt(plain->bubble_ideal, 1.5 * win->bubble_ideal, "bubble %.3f vs %.3f",
+                 plain->bubble_ideal, win->bubble_ideal);
+    pp_tune_result_destroy(r);
+}
+
+/* And one where it does not: the same model on one DGX H100 node with a global batch of 64.
+ * Memory is tight: 1F1B fits at p = 4 (d = 2) with a 9/11/11/9 split, where rank 1 holds 3
+ * micro-batches; ZB-H1 holds 4 on every rank (its W passes wait), so at p = 4 it does not fit
+ * and the zero-bubble family's best is p = 8 with half the data parallelism, slower. */
+Test(tuner_split, zero_bubble_loses_where_its_held_micro_batches_do_not_fit)
+{
+    pp_tune_model m = preset_model("gpt-13b");
+    pp_tune_hw hw;
+    cr_assert_eq(pp_tune_hw_preset("dgx-h100", 1, &hw), PP_OK, "%s", pp_err_msg());
+    pp_tune_result *r = search_all(&m, &hw, 64);
+    const pp_tune_prediction *win = &r->best[0], *split = family_best(r, 1, 0);
+    char cb[160];
+    cr_expect(!is_split(&win->cfg), "#1 is %s", pp_tune_config_str(&win->cfg, cb, sizeof cb));
+    cr_expect_eq(win->cfg.p, 4);
+    cr_expect_gt(split->cfg.p, 4);
+    cr_expect_gt(split->step_time, win->step_time);
+    /* the winner's layout under a split-backward schedule was refused for its memory */
+    int refused = 0;
+    for (long i = 0; i < r->n_rejects; i++) {
+        const pp_tune_reject *j = &r->rejects[i];
+        if (pp_sched_lookup(j->cfg.kind) && is_split(&j->cfg) && j->cfg.p == 4 &&
+            j->cfg.v == 1 && j->cfg.b == 1 && j->cfg.first == win->cfg.first &&
+            j->cfg.last == win->cfg.last && j->stage == 1)
+            refused |= strstr(j->reason, "does not fit") != NULL;
+    }
+    cr_expect(refused, "no memory reason for the split-backward twin of #1");
+    pp_tune_result_destroy(r);
+}
