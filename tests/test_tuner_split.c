@@ -234,3 +234,35 @@ Test(tuner_split, zero_bubble_loses_where_its_held_micro_batches_do_not_fit)
     cr_expect(refused, "no memory reason for the split-backward twin of #1");
     pp_tune_result_destroy(r);
 }
+
+/* On one pipeline rank every split-backward schedule is 1F1B with B cut in two: the same step,
+ * the data-parallel all-reduce starting after the rank's last W (its gradients are whole only
+ * then), not after its last F. */
+Test(tuner_split, one_rank_split_backward_is_1f1b_and_syncs_after_its_last_w)
+{
+    pp_tune_model m = preset_model("gpt-1.3b");
+    pp_tune_hw hw;
+    cr_assert_eq(pp_tune_hw_preset("dgx-h100", 1, &hw), PP_OK, "%s", pp_err_msg());
+    pp_tune_opts o;
+    pp_tune_opts_default(&o);
+    int n;
+    const pp_sched_desc *kinds = pp_sched_generators(&n);
+    pp_tune_config fused = {.kind = PP_SCHED_DEFAULT, .p = 1, .v = 1, .b = 2, .d = 8, .t = 1,
+                            .N = 4};
+    pp_tune_prediction ref;
+    cr_assert_eq(pp_tune_predict(&m, &hw, &fused, &o, &ref, NULL), PP_OK, "%s", pp_err_msg());
+    int tried = 0;
+    for (int k = 0; k < n; k++) {
+        if (!kinds[k].split_backward || kinds[k].chunks != 1)
+            continue;
+        pp_tune_config c = fused;
+        snprintf(c.kind, sizeof c.kind, "%s", kinds[k].name);
+        pp_tune_prediction p;
+        cr_assert_eq(pp_tune_predict(&m, &hw, &c, &o, &p, NULL), PP_OK, "%s", pp_err_msg());
+        near(p.step_time, ref.step_time, kinds[k].name);
+        cr_expect_gt(p.step_time - p.pipeline_time, 0.5 * (ref.step_time - ref.pipeline_time),
+                     "%s: the DP sync overlaps its own W passes", kinds[k].name);
+        tried++;
+    }
+    cr_expect_gt(tried, 0, "no one-chunk split-backward schedule in the registry");
+}
