@@ -54,6 +54,38 @@ Test(tuner_split, input_and_weight_gradients_add_up_to_the_fused_backward)
     }
 }
 
+/* The simulator's cost table: for every stage of a split-backward schedule I + W = B, with the
+ * stage-boundary work (the gather of the incoming gradient's TP shares, the blocking send to the
+ * previous stage across nodes) in I, and gradient accumulation in W. */
+Test(tuner_split, cost_table_gives_every_stage_i_and_w_that_add_up_to_b)
+{
+    pp_tune_hw hw;
+    cr_assert_eq(pp_tune_hw_preset("dgx-h100", 4, &hw), PP_OK, "%s", pp_err_msg());
+    pp_tune_model m = preset_model("gpt-13b");
+    pp_tune_opts o;
+    pp_tune_opts_default(&o);
+    o.grad_accum = PP_TUNE_GRAD_ACCUM_MAIN;
+    /* t = 4, p = 8: two pipeline ranks per node, so half the boundaries cross nodes */
+    pp_tune_config c = {.kind = "zbv", .p = 8, .v = 2, .b = 1, .d = 1, .t = 4, .N = 16};
+    pp_sched_params sp;
+    pp_tune_sched_params(&m, &c, &sp);
+    sp.layers = 32, m.layers = 32;
+    pp_sched *s;
+    cr_assert_eq(pp_sched_generate(c.kind, &sp, &s), PP_OK, "%s", pp_err_msg());
+    pp_cost cost;
+    pp_tune_step_extra extra = {0};
+    cr_assert_eq(pp_tune_costs(&m, &hw, &c, &o, s, NULL, &cost, &extra), PP_OK, "%s",
+                 pp_err_msg());
+    cr_assert(cost.i && cost.w);
+    for (int k = 0; k < s->stages_per_pipe; k++) {
+        near(cost.i[k] + cost.w[k], cost.b[k], "stage");
+        cr_expect_gt(cost.w[k], 0);
+        cr_expect_gt(cost.i[k], cost.w[k], "stage %d: I has the collectives", k);
+    }
+    pp_cost_fini(&cost);
+    pp_sched_destroy(s);
+}
+
 /* W is the wgrad GEMMs only: the same in every option that adds work outside the GEMMs
  * (tensor-parallel collectives, recompute, sequence parallelism), which all lands in I. */
 Test(tuner_split, collectives_and_recompute_land_in_the_input_gradient)
