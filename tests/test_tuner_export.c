@@ -566,6 +566,24 @@ static int torchtitan_option_known(const char *name)
     return found;
 }
 
+/* Runs the "# schedule CSV first: pptune schedule ..." command a torchtitan export starts with
+ * in a fresh directory, checks the CSV it writes with `pptune schedule --check`, then runs
+ * `also` (a shell command) there. */
+static void run_schedule_command(const char *text, const char *also)
+{
+    const char *cmd = strstr(text, "# schedule CSV first: pptune schedule ");
+    cr_assert_not_null(cmd, "%s", text);
+    cmd += strlen("# schedule CSV first: pptune");
+    char dir[] = "/tmp/pptune_tt_XXXXXX", run[1024];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(run, sizeof run, "cd %s && %s/tuner/pptune%.*s && %s/tuner/pptune schedule --check "
+                              "pptune-schedule.csv > /dev/null && %s",
+             dir, PP_BINARY_DIR, (int)strcspn(cmd, "\n"), cmd, PP_BINARY_DIR, also);
+    cr_assert_eq(system(run), 0, "%s", run);
+    snprintf(run, sizeof run, "rm -rf %s", dir);
+    cr_assert_eq(system(run), 0);
+}
+
 Test(tuner_export, torchtitan_overrides_and_the_schedule_csv_they_load)
 {
     pp_profile *p;
@@ -598,17 +616,7 @@ Test(tuner_export, torchtitan_overrides_and_the_schedule_csv_they_load)
     cr_assert_str_eq(get(&f, "--parallelism.pipeline_parallel_schedule_csv"),
                      "pptune-schedule.csv");
     /* the schedule command the output starts with writes a CSV pptune reads back and checks */
-    const char *cmd = strstr(text, "# schedule CSV first: pptune schedule ");
-    cr_assert_not_null(cmd, "%s", text);
-    cmd += strlen("# schedule CSV first: pptune");
-    char dir[] = "/tmp/pptune_tt_XXXXXX", run[1024];
-    cr_assert_not_null(mkdtemp(dir));
-    snprintf(run, sizeof run, "cd %s && %s/tuner/pptune%.*s && %s/tuner/pptune schedule --check "
-                              "pptune-schedule.csv > /dev/null",
-             dir, PP_BINARY_DIR, (int)strcspn(cmd, "\n"), cmd, PP_BINARY_DIR);
-    cr_assert_eq(system(run), 0, "%s", run);
-    snprintf(run, sizeof run, "rm -rf %s", dir);
-    cr_assert_eq(system(run), 0);
+    run_schedule_command(text, "true");
     free(text);
     pp_profile_destroy(p);
     /* a bidirectional schedule has no form in PyTorch's CSV */
@@ -657,18 +665,8 @@ Test(tuner_export, split_backward_schedules_go_to_torchtitan_by_csv_or_by_name)
     cr_assert(strstr(text, "# or by name: --parallelism.pipeline_parallel_schedule "
                            "InterleavedZeroBubble"),
               "%s", text);
-    const char *cmd = strstr(text, "# schedule CSV first: pptune schedule ");
-    cr_assert_not_null(cmd, "%s", text);
-    cmd += strlen("# schedule CSV first: pptune");
-    char dir[] = "/tmp/pptune_zb_XXXXXX", run[1024];
-    cr_assert_not_null(mkdtemp(dir));
-    snprintf(run, sizeof run, "cd %s && %s/tuner/pptune%.*s && %s/tuner/pptune schedule --check "
-                              "pptune-schedule.csv > /dev/null && grep -q '[0-9]I[0-9]' "
-                              "pptune-schedule.csv && grep -q '[0-9]W[0-9]' pptune-schedule.csv",
-             dir, PP_BINARY_DIR, (int)strcspn(cmd, "\n"), cmd, PP_BINARY_DIR);
-    cr_assert_eq(system(run), 0, "%s", run);
-    snprintf(run, sizeof run, "rm -rf %s", dir);
-    cr_assert_eq(system(run), 0);
+    run_schedule_command(text, "grep -q '[0-9]I[0-9]' pptune-schedule.csv && "
+                               "grep -q '[0-9]W[0-9]' pptune-schedule.csv");
     free(text);
     pp_profile_destroy(p);
 }
