@@ -132,6 +132,14 @@ Test(sched_zb, i_before_the_downstream_i_is_refused_with_the_reason)
                          "RECV_B of its input (action");
 }
 
+/* the gradient an I ships cannot leave before the I has run */
+Test(sched_zb, send_b_before_its_i_is_refused)
+{
+    expect_move_rejected("zb-h1", 1, PP_OP_SEND_B, 1, PP_OP_I, 1, 2, "rank 1, action ",
+                         "(SEND_B pipe 0 stage 1 mb 2 peer 0): send before the I that produces "
+                         "it (action");
+}
+
 /* zbv's turn: rank D-1 holds stages D-1 and D; stage D-1's I waits for stage D's I (local) */
 Test(sched_zb, i_before_the_downstream_i_on_the_same_rank_is_refused)
 {
@@ -277,6 +285,20 @@ Test(sched_zb, zbh1_unit_makespans_and_bubbles_equal_the_hand_derived_values)
     }
 }
 
+/* ZB-H1 holds at most min(D, N) micro-batches on every rank (warm-up D-1-d, then d steps without
+ * a W: the count reaches D before the first W, or stops at N), for every shape. */
+Test(sched_zb, zbh1_peak_in_flight_is_min_d_n_on_every_rank)
+{
+    for (int D = 1; D <= 8; D++)
+        for (int N = 1; N <= 20; N++) {
+            pp_sched *s = gen("zb-h1", D, N);
+            for (int d = 0; d < D; d++)
+                cr_assert_float_eq(pp_sched_in_flight_peak(s, d, NULL), D < N ? D : N, EPS,
+                                   "D=%d N=%d rank %d", D, N, d);
+            pp_sched_destroy(s);
+        }
+}
+
 /* The simulator takes I and W from the table: doubling W on one rank moves the figures as the
  * order says, and a table without I/W durations is refused with the reason. */
 Test(sched_zb, split_costs_come_from_the_table)
@@ -362,8 +384,9 @@ Test(sched_zb, v_shaped_unit_figures)
     }
 }
 
-/* The timeline legends name I and W only where a schedule has them. */
-Test(sched_zb, ascii_and_svg_know_i_and_w)
+/* The timeline legends name I and W only where a schedule has them; JSON adds the held-for-W
+ * peaks. */
+Test(sched_zb, renderers_know_i_and_w)
 {
     pp_sched *s = gen("zb-h1", 2, 2);
     pp_cost c;
@@ -386,6 +409,12 @@ Test(sched_zb, ascii_and_svg_know_i_and_w)
     cr_assert(strstr(buf, "<title>W pipe 0 stage 0 mb 0:"), "%s", buf);
     cr_assert(strstr(buf, ">W0</text>") && strstr(buf, ">I1</text>"), "%s", buf);
     cr_assert(strstr(buf, "W weight gradient (faded)"), "%s", buf);
+    free(buf);
+    fp = open_memstream(&buf, &len);
+    cr_assert_eq(pp_sched_write_json(s, &r, fp), PP_OK, "%s", pp_err_msg());
+    fclose(fp);
+    cr_assert(strstr(buf, "\"peak_held_for_w\": [1, 2],"), "%s", buf); /* rank d: d + 1 */
+    cr_assert(strstr(buf, "{\"op\": \"W\", \"pipe\": 0, \"stage\": 1, \"mb\": 0}"), "%s", buf);
     free(buf);
     pp_sim_result_fini(&r);
     pp_cost_fini(&c);
