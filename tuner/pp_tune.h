@@ -603,7 +603,8 @@ typedef struct {
     const pp_tune_hw *hw;
     pp_tune_opts opts;
     int global_batch;    /* sequences; 0 = the model's default */
-    const char *schedules; /* comma list; NULL = all five */
+    const char *schedules; /* comma list; NULL = the registry's default set (the rows not
+                              opt_in: all eight, the zero-bubble family included) */
     int max_t;           /* 0 = gpus per node */
     int max_b;           /* largest micro-batch size tried, 0 = 16 */
     int allow_tp;        /* 0: t = 1 only */
