@@ -83,6 +83,20 @@ Test(tuner_split, cost_table_gives_every_stage_i_and_w_that_add_up_to_b)
         cr_expect_gt(cost.i[k], cost.w[k], "stage %d: I has the collectives", k);
     }
     pp_cost_fini(&cost);
+    /* the V's turn (stages p - 1 and p on the last rank) is a hand-over on one rank: no
+     * transfer, so no gather of TP shares there, where the stage before it has one */
+    o.without = PP_TUNE_FX_P2P_BLOCKING; /* the sends' time stays on the links */
+    cr_assert_eq(pp_tune_costs(&m, &hw, &c, &o, s, NULL, &cost, &extra), PP_OK, "%s",
+                 pp_err_msg());
+    pp_tune_op_times ot;
+    pp_tune_op_times_compute(&m, &hw, &c, &o, &ot);
+    cr_assert_gt(ot.p2p_gather, 0);
+    cr_assert_eq(pp_sched_rank_of(s, 0, 7), pp_sched_rank_of(s, 0, 8));
+    near(cost.f[8], 2 * ot.layer_f, "forward after the turn");
+    near(cost.f[7], 2 * ot.layer_f + ot.p2p_gather, "forward after a transfer");
+    near(cost.i[7], 2 * ot.layer_i, "input gradient before the turn");
+    near(cost.i[6], 2 * ot.layer_i + ot.p2p_gather, "input gradient before a transfer");
+    pp_cost_fini(&cost);
     pp_sched_destroy(s);
 }
 

@@ -337,14 +337,19 @@ static void fill_compute(const pp_tune_op_times *ot, const pp_sched *s, double a
             int k = pipe * S + st, layers = pp_sched_stage_layers(s, pipe, st);
             double params = layers * layer_params + (st == 0 ? end_params : 0) +
                             (st == S - 1 && S > 1 ? end_params : 0);
-            cost->f[k] = layers * ot->layer_f + (st == 0 ? ot->embed_f : ot->p2p_gather) +
+            /* the receiver's gather of the 1/t shares follows a transfer from another rank;
+             * a hand-over between two stages of one rank (the turn of a V) has none */
+            int r = pp_sched_stage(s, pipe, st)->rank;
+            double gather_f = pp_sched_rank_of(s, pipe, st - 1) != r ? ot->p2p_gather : 0;
+            double gather_b = pp_sched_rank_of(s, pipe, st + 1) != r ? ot->p2p_gather : 0;
+            cost->f[k] = layers * ot->layer_f + (st == 0 ? ot->embed_f : gather_f) +
                          (st == S - 1 ? ot->head_f : 0);
             cost->b[k] = layers * ot->layer_b + (st == 0 ? ot->embed_b : 0) +
-                         (st == S - 1 ? ot->head_b : ot->p2p_gather) + accum * params;
+                         (st == S - 1 ? ot->head_b : gather_b) + accum * params;
             /* split backward: the gather of the incoming gradient's shares feeds I; the
              * accumulation into the main gradient follows the wgrad GEMMs in W */
             cost->i[k] = layers * ot->layer_i + (st == 0 ? ot->embed_i : 0) +
-                         (st == S - 1 ? ot->head_i : ot->p2p_gather);
+                         (st == S - 1 ? ot->head_i : gather_b);
             cost->w[k] = layers * ot->layer_w + (st == 0 ? ot->embed_w : 0) +
                          (st == S - 1 ? ot->head_w : 0) + accum * params;
             cost->send_bytes_f[k] = ot->p2p_bytes;
