@@ -201,8 +201,10 @@ pp_status pp_tune_search_trials(const pp_tune_search_params *sp, pp_tune_result 
             continue;
         }
         n++;
+        /* the probe is a few all-reduces of one stage's gradients: 30 s at most (a step hung
+         * by a fabric that lost a node then costs that, not a trial's limit) */
         if (!strcmp(tr.status, "ok") && sp->alloc && tr.d_run > 0 && tr.d_run < p->cfg.d)
-            add_dp_allreduce(sp, &live, p, tp.timeout_s, &tr);
+            add_dp_allreduce(sp, &live, p, tp.timeout_s < 30 ? tp.timeout_s : 30, &tr);
         if (!strcmp(tr.status, "node-lost") && sp->alloc &&
             pp_tune_alloc_lose(&live, tr.lost_node)) {
             size_t len = strlen(tr.detail);
