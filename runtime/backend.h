@@ -124,6 +124,17 @@ struct pp_backend {
     pp_mem_stats mem;
 };
 
+/* Arenas (runtime/executor_arena.c): pp_backend_reserve allocates bytes of the backend's
+ * memory counted in mem.reserved only (NULL and an error message when out of memory);
+ * pp_backend_unreserve frees it (NULL: no-op). The buffers carved from an arena are counted
+ * in their categories with pp_backend_count while they are live, and uncounted
+ * (pp_backend_uncount, saturating) when given back: the same figures pp_backend_alloc /
+ * pp_backend_free keep, so peaks mean the same whichever way a buffer was had. */
+void *pp_backend_reserve(pp_backend *be, size_t bytes);
+void pp_backend_unreserve(pp_backend *be, void *p, size_t bytes);
+void pp_backend_count(pp_backend *be, size_t bytes, pp_mem_category cat);
+void pp_backend_uncount(pp_backend *be, size_t bytes, pp_mem_category cat);
+
 /* Wraps a filled table into a backend (takes ownership of ctx: destroy is called on failure). */
 pp_status pp_backend_wrap(const char *name, const pp_backend_ops *ops, void *ctx, pp_backend **out);
 
