@@ -1,8 +1,8 @@
 /* plan.c — the runtime's memory plan (pp_rt_plan.h): each rank's action list walked in order
  * with the executor's allocation rules and the sizes of pp_rt_sizes.h. walk() and
  * plan_rank() are the one place where a step's allocations are enumerated: every buffer the
- * executor carves from its arena is a buf_alloc here (in the executor's order), and is placed
- * by first fit (plan_arena.c) as it is counted. The in-flight counts come from the simulator
+ * executor carves from its arena is a buf_alloc here (in the executor's order), counted as it
+ * is allocated and placed in the arena once the walk is done (plan_arena.c). The in-flight counts come from the simulator
  * (pp_sim_run), which also gives the timeline that decides when the in-process transport's
  * copies are reclaimed. What this does not do: allocate through a backend, or know anything
  * of CUDA beyond the sizes its backend asks for.
@@ -306,7 +306,6 @@ static void plan_rank(const plan_ctx *x, int r, tracker *t)
     t->bad |= t->arena.n_live != 0; /* every buffer of the step is freed within it */
     o->peak_units = x->sim.peak_activations[r];
     o->n_bufs = t->arena.n_recs;
-    o->arena_bytes = t->arena.high;
 }
 
 static pp_status check(const pp_rt_plan_params *p)
@@ -432,6 +431,8 @@ static pp_status plan_all(const plan_ctx *x, pp_rt_plan_rank *out, pp_rt_plan_as
                           "memory plan: rank %d frees a buffer it does not hold, or keeps one past "
                           "the step's end (plan.c's walk does not follow the schedule)",
                           r);
+        PP_TRY(pp_plan_arena_place(&t->arena));
+        out[r].arena_bytes = t->arena.high;
         if (asg)
             PP_TRY(copy_assignment(t, &asg[r]));
     }

@@ -28,8 +28,8 @@
  * Buffer assignment (pp_rt_plan_assign): the step's buffers — received and produced tensors,
  * saved-activation slots, backward workspaces, REDUCE packs, the data-parallel buffer — are
  * listed in the order the rank allocates them, each with its bytes, category and offset in the
- * rank's arena (first fit, PP_RT_ARENA_ALIGN-aligned; the arena's size is the high-water mark
- * of that placement, at least the buffers' peak sum). Outside the arena, with their sizes from
+ * rank's arena (PP_RT_ARENA_ALIGN-aligned, placed greedily by size among the buffers alive at
+ * the same time: runtime/plan/plan_arena.c; the arena is at least the buffers' peak sum). Outside the arena, with their sizes from
  * the same plan: the persistent state (weights, grads, optimizer state, bf16 copies, tokens),
  * the CUDA backend's kernel scratch and cuBLAS workspace, and the transports' own message
  * copies (the in-process transport's, timing dependent: below).
@@ -96,7 +96,7 @@ typedef struct {
     double peak_units; /* the simulator's peak in-flight activations on the rank, in
                         * micro-batch x (L/D layers) (pp_sim_result.peak_activations) */
     int n_bufs;         /* the step's buffers carved from the arena (pp_rt_plan_assign) */
-    size_t arena_bytes; /* the arena they are carved from: first-fit high-water mark */
+    size_t arena_bytes; /* the arena they are carved from (its placement's high-water mark) */
 } pp_rt_plan_rank;
 
 /* Alignment of every buffer's offset in a rank's arena: what cudaMalloc guarantees, so a
