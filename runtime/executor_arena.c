@@ -13,6 +13,10 @@
  * too (a pointer the arena did not hand out, or other bytes): the first such misuse is kept
  * and reported at the step's end, since the free calls return nothing.
  *
+ * In an AddressSanitizer build on host memory, what no live buffer holds is poisoned (and each
+ * buffer is followed by a redzone: pp_rt_plan_buf_len), so reading a buffer after it was given
+ * back, or past its end, is reported as it would be with a malloc of its own.
+ *
  * Not here: the persistent state (weights, grads, optimizer state, bf16 copies, tokens: the
  * stages and backends allocate it once, sized as the plan says), the CUDA backend's kernel
  * scratch and cuBLAS workspace, and the transports' message copies (transport_thread.c: their
@@ -25,10 +29,27 @@
 #include "backend.h"
 #include "executor.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+/* Host memory only: a device's addresses are not the host's to poison. */
+#define ARENA_POISON(rs, p, n)                                                                     \
+    do {                                                                                           \
+        if (!pp_backend_is_device((rs)->be))                                                       \
+            ASAN_POISON_MEMORY_REGION(p, n);                                                       \
+    } while (0)
+#define ARENA_UNPOISON(rs, p, n)                                                                   \
+    do {                                                                                           \
+        if (!pp_backend_is_device((rs)->be))                                                       \
+            ASAN_UNPOISON_MEMORY_REGION(p, n);                                                     \
+    } while (0)
+#else
+#define ARENA_POISON(rs, p, n) ((void)(rs), (void)(p), (void)(n))
+#define ARENA_UNPOISON(rs, p, n) ((void)(rs), (void)(p), (void)(n))
+#endif
+
 static size_t buf_len(const pp_rt_plan_buf *b)
 {
-    size_t n = b->bytes ? b->bytes : 1;
-    return (n + PP_RT_ARENA_ALIGN - 1) / PP_RT_ARENA_ALIGN * PP_RT_ARENA_ALIGN;
+    return pp_rt_plan_buf_len(b->bytes);
 }
 
 static const char *cat_name(int c)
@@ -45,14 +66,17 @@ pp_status pp_ex_arena_create(pp_rt_executor *ex, rank_state *rs)
         return PP_ERR_NOMEM;
     if (!(a->base = pp_backend_reserve(rs->be, a->bytes)))
         return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
+    ARENA_POISON(rs, a->base, a->bytes); /* nothing is live yet */
     return PP_OK;
 }
 
 void pp_ex_arena_destroy(rank_state *rs)
 {
     pp_ex_arena *a = &rs->arena;
-    if (rs->be)
+    if (rs->be && a->base) {
+        ARENA_UNPOISON(rs, a->base, a->bytes);
         pp_backend_unreserve(rs->be, a->base, a->bytes);
+    }
     free(a->live);
     memset(a, 0, sizeof *a);
 }
@@ -117,6 +141,7 @@ pp_status pp_ex_alloc(rank_state *rs, size_t bytes, pp_mem_category cat, void **
     a->next++;
     pp_backend_count(rs->be, bytes, cat);
     *out = (char *)a->base + b->offset;
+    ARENA_UNPOISON(rs, *out, bytes);
     return PP_OK;
 }
 
@@ -141,6 +166,7 @@ void pp_ex_free(rank_state *rs, void *p, size_t bytes, pp_mem_category cat)
         if (b->bytes != bytes || b->cat != (int)cat)
             misuse(a, rs->g, bytes, cat, "for a buffer of the memory plan planned otherwise");
         pp_backend_uncount(rs->be, b->bytes, (pp_mem_category)b->cat);
+        ARENA_POISON(rs, p, b->bytes);
         a->live[i] = a->live[--a->n_live];
         return;
     }

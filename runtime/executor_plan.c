@@ -44,13 +44,16 @@ pp_status pp_ex_plan_check(const pp_rt_executor *ex)
             continue;
         pp_mem_stats m;
         pp_backend_mem_stats(ex->be[g], &m);
-        /* before the first AdamW the weights are the fp32 parameters only */
+        /* before the first AdamW the weights are the fp32 parameters only, and so are the
+         * gradients */
         size_t want = 4 * ex->plan[ex_pp(ex, g)].params;
-        if (m.current[PP_MEM_WEIGHTS] != want)
-            return PP_ERR(PP_ERR_CHECK,
-                          "rank %d: its stages hold %zu bytes of weights, the memory plan says "
-                          "%zu (runtime/plan/pp_rt_sizes.h and runtime/stage.c disagree)",
-                          g, m.current[PP_MEM_WEIGHTS], want);
+        const pp_mem_category held[] = {PP_MEM_WEIGHTS, PP_MEM_GRADS};
+        for (int k = 0; k < 2; k++)
+            if (m.current[held[k]] != want)
+                return PP_ERR(PP_ERR_CHECK,
+                              "rank %d: its stages hold %zu bytes of %s, the memory plan says "
+                              "%zu (runtime/plan/pp_rt_sizes.h and runtime/stage.c disagree)",
+                              g, m.current[held[k]], pp_mem_category_name(held[k]), want);
     }
     return PP_OK;
 }

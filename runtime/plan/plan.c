@@ -431,10 +431,11 @@ static pp_status plan_all(const plan_ctx *x, pp_rt_plan_rank *out, pp_rt_plan_as
                           "memory plan: rank %d frees a buffer it does not hold, or keeps one past "
                           "the step's end (plan.c's walk does not follow the schedule)",
                           r);
+        if (!asg)
+            continue; /* the placement is quadratic in the buffers: only when asked for */
         PP_TRY(pp_plan_arena_place(&t->arena));
         out[r].arena_bytes = t->arena.high;
-        if (asg)
-            PP_TRY(copy_assignment(t, &asg[r]));
+        PP_TRY(copy_assignment(t, &asg[r]));
     }
     return PP_OK;
 }

@@ -106,7 +106,7 @@ pp_status pp_plan_arena_place(pp_plan_arena *a)
         return PP_ERR_NOMEM;
     }
     for (int i = 0; i < n; i++)
-        order[i] = (block){pp_plan_arena_len(a->recs[i].bytes), 0, i};
+        order[i] = (block){pp_rt_plan_buf_len(a->recs[i].bytes), 0, i};
     qsort(order, (size_t)n, sizeof *order, by_size);
     a->high = 0;
     for (int i = 0; i < n; i++) {

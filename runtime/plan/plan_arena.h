@@ -31,11 +31,4 @@ void pp_plan_arena_free(pp_plan_arena *a, int rec);
 pp_status pp_plan_arena_place(pp_plan_arena *a);
 void pp_plan_arena_fini(pp_plan_arena *a);
 
-/* A buffer's length in the arena. */
-static inline size_t pp_plan_arena_len(size_t bytes)
-{
-    size_t b = bytes ? bytes : 1;
-    return (b + PP_RT_ARENA_ALIGN - 1) / PP_RT_ARENA_ALIGN * PP_RT_ARENA_ALIGN;
-}
-
 #endif
