@@ -250,3 +250,19 @@ Test(runtime_exec_arena, a_plan_too_short_or_too_long_fails_the_step)
     cr_assert(strstr(pp_err_msg(), "rank 3: the step made"), "message: %s", pp_err_msg());
     drop(&u);
 }
+
+#if defined(__SANITIZE_ADDRESS__)
+/* In an AddressSanitizer build, a buffer given back to the arena is poisoned: reading it after
+ * the step is reported (and the process exits 1) as a read of freed malloc'ed memory would be;
+ * the report in the test's output is expected. */
+Test(runtime_exec_arena, a_buffer_given_back_is_poisoned, .exit_code = 1)
+{
+    setup u;
+    make(&u, "1f1b", 4, 4, 0, 1, PP_RT_BACKEND_CPU);
+    OK(step(&u));
+    const pp_ex_arena *a = &u.ex->rk[1].arena;
+    volatile const char *p = (const char *)a->base + a->plan->bufs[0].offset;
+    cr_log_info("reading rank 1's first step buffer after the step: %d", p[0]);
+    drop(&u);
+}
+#endif

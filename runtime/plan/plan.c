@@ -2,9 +2,9 @@
  * with the executor's allocation rules and the sizes of pp_rt_sizes.h. walk() and
  * plan_rank() are the one place where a step's allocations are enumerated: every buffer the
  * executor carves from its arena is a buf_alloc here (in the executor's order), counted as it
- * is allocated and placed in the arena once the walk is done (plan_arena.c). The in-flight counts come from the simulator
- * (pp_sim_run), which also gives the timeline that decides when the in-process transport's
- * copies are reclaimed. What this does not do: allocate through a backend, or know anything
+ * is allocated and placed in the arena once the walk is done (plan_arena.c). The in-flight
+ * counts come from the simulator (pp_sim_run), which also gives the timeline that decides
+ * when the in-process transport's copies are reclaimed. What this does not do: allocate through a backend, or know anything
  * of CUDA beyond the sizes its backend asks for.
  */
 #include <stdint.h>
@@ -113,6 +113,7 @@ typedef struct {
     pp_plan_arena arena; /* the step's buffers placed so far */
     int *reds;           /* [max ops] records of the REDUCE buffers posted */
     int *key_rec;        /* [n_keys] the record holding buffer `key`, or -1 */
+    size_t n_keys;
     int bad;             /* a buffer freed that was never allocated */
 } tracker;
 
@@ -169,15 +170,22 @@ static void buf_free(tracker *t, int rec)
     pp_plan_arena_free(&t->arena, rec);
 }
 
+/* (A key out of range, from a stage before the first or after the last, is an error too.) */
 static void key_alloc(tracker *t, size_t key, pp_mem_category c, size_t bytes)
 {
-    if (t->key_rec[key] >= 0)
-        t->bad = 1; /* held twice */
+    if (key >= t->n_keys || t->key_rec[key] >= 0) { /* or held twice */
+        t->bad = 1;
+        return;
+    }
     t->key_rec[key] = buf_alloc(t, c, bytes);
 }
 
 static void key_free(tracker *t, size_t key)
 {
+    if (key >= t->n_keys) {
+        t->bad = 1;
+        return;
+    }
     buf_free(t, t->key_rec[key]);
     t->key_rec[key] = -1;
 }
@@ -253,6 +261,10 @@ static void walk(const plan_ctx *x, int r, tracker *t, int *reds, int *n_red)
                 key_free(t, key_boundary(x, p, st, m, 1));
             break;
         case PP_OP_REDUCE: /* held to the step's end */
+            if (st < 0 || st >= s->n_reduces) {
+                t->bad = 1;
+                break;
+            }
             key_alloc(t, key_reduce(x, st), PP_MEM_COMM, reduce_bytes(x, st, r));
             reds[(*n_red)++] = t->key_rec[key_reduce(x, st)];
             t->key_rec[key_reduce(x, st)] = -1;
@@ -292,7 +304,7 @@ static void plan_rank(const plan_ctx *x, int r, tracker *t)
         bump(t, PP_MEM_WORKSPACE,
              (int64_t)(scratch + PP_RT_CUBLAS_WS_BYTES + PP_RT_CUBLAS_WS_ALIGN));
     pp_plan_arena_reset(&t->arena);
-    for (size_t k = 0; k < n_keys(s); k++)
+    for (size_t k = 0; k < t->n_keys; k++)
         t->key_rec[k] = -1;
     int n_red = 0;
     walk(x, r, t, t->reds, &n_red);
@@ -454,7 +466,8 @@ pp_status pp_rt_plan_assign(const pp_rt_plan_params *p, pp_rt_plan_rank *out,
         max_ops = s->n_ops[r] > max_ops ? s->n_ops[r] : max_ops;
     tracker t = {.taken = pp_calloc((size_t)max_ops, sizeof(double)),
                  .reds = pp_calloc((size_t)max_ops, sizeof(int)),
-                 .key_rec = pp_calloc(n_keys(s) + 1, sizeof(int))};
+                 .key_rec = pp_calloc(n_keys(s) + 1, sizeof(int)),
+                 .n_keys = n_keys(s)};
     pp_status st = t.taken && t.reds && t.key_rec ? plan_all(&x, out, asg, &t) : PP_ERR_NOMEM;
     tracker_fini(&t);
     ctx_fini(&x);
