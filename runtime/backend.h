@@ -115,6 +115,10 @@ typedef struct {
     pp_status (*marks_record)(void *marks, int i);
     pp_status (*marks_read)(void *marks, double *seconds);
     void (*marks_destroy)(void *marks);
+    /* Allocates the kernels' scratch at `bytes` now (the memory plan's figure) and fixes it:
+     * a kernel needing more afterwards fails with PP_ERR_CHECK naming both, instead of
+     * growing it. NULL: the backend's kernels need no scratch of their own (the CPU's). */
+    pp_status (*scratch_reserve)(void *ctx, size_t bytes);
 } pp_backend_ops;
 
 struct pp_backend {

@@ -200,6 +200,8 @@ static pp_status create_rank_all(pp_rt_executor *ex, int g)
     ex->rk[g].r = ex_pp(ex, g);
     ex->rk[g].g = g;
     PP_TRY(pp_ex_arena_create(ex, &ex->rk[g]));
+    /* a device backend's kernel scratch at the plan's size, held to it */
+    PP_TRY(pp_backend_scratch_reserve(ex->be[g], ex->plan[ex_pp(ex, g)].kernel_scratch));
     PP_TRY(create_stages(ex, g));
     PP_TRY(create_rank(ex, g));
     return PP_OK;

@@ -295,6 +295,7 @@ static void plan_rank(const plan_ctx *x, int r, tracker *t)
                     scratch = max_z(scratch, cuda_scratch_bytes(x, pipe, st));
             }
     size_t grads = 4 * o->params;
+    o->kernel_scratch = scratch;
     bump(t, PP_MEM_WEIGHTS, (int64_t)((4 + (x->bf16 ? PP_RT_BF16_BYTES : 0)) * o->params));
     bump(t, PP_MEM_GRADS, (int64_t)grads);
     bump(t, PP_MEM_OPTIM, (int64_t)(8 * o->params));

@@ -95,6 +95,8 @@ typedef struct {
     size_t peak_total;             /* high-water mark of the sum = sum of at_peak */
     double peak_units; /* the simulator's peak in-flight activations on the rank, in
                         * micro-batch x (L/D layers) (pp_sim_result.peak_activations) */
+    size_t kernel_scratch; /* CUDA: the kernels' scratch the backend holds (PP_MEM_WORKSPACE,
+                            * reserved at creation: pp_backend_scratch_reserve); 0 elsewhere */
     int n_bufs;         /* the step's buffers carved from the arena (pp_rt_plan_assign) */
     size_t arena_bytes; /* the arena they are carved from (its placement's high-water mark);
                          * 0 from pp_rt_plan_compute, which does not place them */
