@@ -19,8 +19,9 @@
  *
  * Not here: the persistent state (weights, grads, optimizer state, bf16 copies, tokens: the
  * stages and backends allocate it once, sized as the plan says), the CUDA backend's kernel
- * scratch and cuBLAS workspace, and the transports' message copies (transport_thread.c: their
- * reclamation depends on timing; the plan counts them beside the arena).
+ * scratch (reserved at the plan's size by executor.c) and cuBLAS workspace, and the
+ * transports' message copies (transport_thread.c: their reclamation depends on timing; the
+ * plan counts them beside the arena), and the NCCL transport's device copies of host data.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -30,9 +30,11 @@
  * listed in the order the rank allocates them, each with its bytes, category and offset in the
  * rank's arena (PP_RT_ARENA_ALIGN-aligned, placed greedily by size among the buffers alive at
  * the same time: runtime/plan/plan_arena.c; the arena is at least the buffers' peak sum). Outside the arena, with their sizes from
- * the same plan: the persistent state (weights, grads, optimizer state, bf16 copies, tokens),
- * the CUDA backend's kernel scratch and cuBLAS workspace, and the transports' own message
- * copies (the in-process transport's, timing dependent: below).
+ * the same plan: the persistent state (weights, grads, optimizer state, bf16 copies, tokens;
+ * the weights and grads are checked against it at creation), the CUDA backend's kernel scratch
+ * (reserved at kernel_scratch when the executor creates the backend, which then refuses a
+ * kernel needing more) and cuBLAS workspace, and the transports' own message copies (the
+ * in-process transport's, timing dependent: below).
  *
  * Exact when every byte is placed by the rank's program order (pp_rt_plan_is_exact). When
  * the in-process transport's copies count, when a receive completes depends on timing: the
