@@ -38,9 +38,10 @@ typedef struct {
     int dp;
 } setup;
 
-/* first, last: a first/last-stage split of the 8 layers (0: even); tp: tensor-parallel size */
-static void make_split(setup *u, const char *kind, int D, int N, int v, int dp, int backend,
-                       int first, int last, int tp)
+/* first, last: a first/last-stage split of the 8 layers (0: even); tp: tensor-parallel size;
+ * seqpar: sequence parallelism */
+static void make_split_sp(setup *u, const char *kind, int D, int N, int v, int dp, int backend,
+                          int first, int last, int tp, int seqpar)
 {
     pp_model_cfg m = model();
     pp_sched_params sp = {.ranks = D,
@@ -59,9 +60,16 @@ static void make_split(setup *u, const char *kind, int D, int N, int v, int dp, 
                             .clip = 1.0f,
                             .adamw = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f},
                             .backend = backend,
-                            .tp = tp};
+                            .tp = tp,
+                            .sequence_parallel = seqpar};
     OK(pp_rt_executor_create(&ep, &u->ex));
     u->dp = dp;
+}
+
+static void make_split(setup *u, const char *kind, int D, int N, int v, int dp, int backend,
+                       int first, int last, int tp)
+{
+    make_split_sp(u, kind, D, N, v, dp, backend, first, last, tp, 0);
 }
 
 static void make_on(setup *u, const char *kind, int D, int N, int v, int dp, int backend)
@@ -232,6 +240,19 @@ Test(runtime_exec_mem, plan_follows_first_last_stage_splits)
     check_staged_plan("bitpipe", 2, 4, 0, 2, 3, 1);     /* 3 + 2 + 2 + 1 in both pipes */
 }
 
+/* Rank g's measured peaks (every category and the total) against the executor's plan: equal
+ * to the byte. */
+static void expect_rank_equals_plan(setup *u, int g, const char *what)
+{
+    pp_mem_stats got;
+    pp_backend_mem_stats(pp_rt_executor_backend(u->ex, g), &got);
+    const pp_rt_plan_rank *pl = pp_rt_executor_plan(u->ex, g);
+    for (int c = 0; c < PP_MEM__COUNT; c++)
+        cr_assert_eq(got.peak[c], pl->peak[c], "%s rank %d: %s peak %zu, plan %zu", what, g,
+                     pp_mem_category_name((pp_mem_category)c), got.peak[c], pl->peak[c]);
+    cr_assert_eq(got.peak_total, pl->peak_total, "%s rank %d", what, g);
+}
+
 /* The same with every stage split over 2 tensor-parallel ranks (the model's 2 heads and FFN
  * 64 split; qkv, fc and the projections' weights are halves, the rest whole): the plan, which
  * sizes a rank's shards with pp_rt_sizes.h's t, equals every rank's measured peaks to the
@@ -246,20 +267,47 @@ Test(runtime_exec_mem, plan_equals_measured_with_tensor_parallelism)
                 PP_RT_BACKEND_CPU_STAGED);
         cr_assert_eq(pp_rt_executor_ranks(u.ex), 2 * pp_rt_executor_ranks(one.ex));
         steps(&u, 2);
+        char what[64];
+        snprintf(what, sizeof what, "%s t=2", cases[i].kind);
         for (int g = 0; g < pp_rt_executor_ranks(u.ex); g++) {
-            pp_mem_stats got;
-            pp_backend_mem_stats(pp_rt_executor_backend(u.ex, g), &got);
+            expect_rank_equals_plan(&u, g, what);
             const pp_rt_plan_rank *pl = pp_rt_executor_plan(u.ex, g);
-            for (int c = 0; c < PP_MEM__COUNT; c++)
-                cr_assert_eq(got.peak[c], pl->peak[c], "%s t=2 rank %d: %s peak %zu, plan %zu",
-                             cases[i].kind, g, pp_mem_category_name((pp_mem_category)c),
-                             got.peak[c], pl->peak[c]);
-            cr_assert_eq(got.peak_total, pl->peak_total, "%s t=2 rank %d", cases[i].kind, g);
             /* rank g = tp + 2 * (pp + D * dp) splits rank g / 2 of the unsplit run */
             const pp_rt_plan_rank *p1 = pp_rt_executor_plan(one.ex, g / 2);
             cr_assert_lt(pl->params, p1->params, "%s rank %d", cases[i].kind, g);
         }
         drop(&one);
+        drop(&u);
+    }
+}
+
+/* The same with sequence parallelism (t = 2, with the uneven first/last splits of
+ * plan_follows_first_last_stage_splits, so stages of different sizes meet): the plan sizes
+ * the slots of the rank's T/2 tokens, the all-gathered final LayerNorm, the forward and
+ * backward workspaces and the halved messages (pp_rt_sizes.h) and equals every rank's measured
+ * peaks to the byte; a rank saves fewer activation bytes than without sequence parallelism. */
+Test(runtime_exec_mem, plan_equals_measured_with_sequence_parallelism)
+{
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        setup u, tp;
+        static const int split[][2] = {{3, 1}, {5, 3}, {1, 3}, {1, 1}, {3, 1}}; /* as cases */
+        int first = split[i][0], last = split[i][1];
+        make_split_sp(&u, cases[i].kind, cases[i].D, cases[i].N, cases[i].v, cases[i].dp,
+                      PP_RT_BACKEND_CPU_STAGED, first, last, 2, 1);
+        make_split(&tp, cases[i].kind, cases[i].D, cases[i].N, cases[i].v, cases[i].dp,
+                   PP_RT_BACKEND_CPU_STAGED, first, last, 2);
+        steps(&u, 2);
+        char what[64];
+        snprintf(what, sizeof what, "%s t=2 SP", cases[i].kind);
+        for (int g = 0; g < pp_rt_executor_ranks(u.ex); g++) {
+            expect_rank_equals_plan(&u, g, what);
+            const pp_rt_plan_rank *pl = pp_rt_executor_plan(u.ex, g);
+            cr_assert_gt(pl->peak[PP_MEM_WORKSPACE], 0, "%s rank %d", cases[i].kind, g);
+            const pp_rt_plan_rank *p2 = pp_rt_executor_plan(tp.ex, g);
+            cr_assert_lt(pl->peak[PP_MEM_ACTS], p2->peak[PP_MEM_ACTS], "%s rank %d",
+                         cases[i].kind, g);
+        }
+        drop(&tp);
         drop(&u);
     }
 }

@@ -20,7 +20,8 @@ typedef struct {
     const pp_rt_plan_params *p;
     const pp_sched *s;
     size_t B, T, N, C, F, V, NH, seq;
-    size_t t; /* tensor-parallel ranks (1: none) */
+    size_t t;  /* tensor-parallel ranks (1: none) */
+    size_t sp; /* sequence shards: t with sequence parallelism, else 1 */
     int cuda, bf16;
     int copies;   /* the in-process transport's copies count on the sender (host memory) */
     int tokens;   /* the step's tokens and targets are in the backend's memory */
@@ -45,14 +46,15 @@ static size_t slot_bytes(const plan_ctx *x, int pipe, int stage)
 {
     int S = x->s->stages_per_pipe;
     return pp_rt_size_act_slot_bytes(x->B, x->T, (size_t)layers_of(x, pipe, stage), stage == 0,
-                                stage == S - 1, x->C, x->F, x->V, x->NH, x->t);
+                                stage == S - 1, x->C, x->F, x->V, x->NH, x->t, x->sp);
 }
 
 static size_t bwd_ws_bytes(const plan_ctx *x, int pipe, int stage)
 {
     size_t scratch = x->cuda ? pp_rt_size_attn_scratch_cuda(x->NH / x->t, x->T)
                              : pp_rt_size_attn_scratch_cpu(x->T);
-    return pp_rt_size_bwd_ws(x->N, x->C, x->F, (size_t)layers_of(x, pipe, stage), scratch, x->t);
+    return pp_rt_size_bwd_ws(x->N, x->C, x->F, (size_t)layers_of(x, pipe, stage),
+                             stage == x->s->stages_per_pipe - 1, scratch, x->t, x->sp);
 }
 
 static size_t max_z(size_t a, size_t b)
@@ -245,13 +247,17 @@ static void walk(const plan_ctx *x, int r, tracker *t, int *reds, int *n_red)
             send_message(x, t, key_boundary(x, p, fwd ? st : st - 1, m, !fwd), now, taken);
             break;
         }
-        case PP_OP_F:
+        case PP_OP_F: {
+            size_t fws = pp_rt_size_fwd_ws(x->N, x->C, x->sp); /* sequence parallel */
             if (!last) /* output */
                 key_alloc(t, key_boundary(x, p, st, m, 0), PP_MEM_COMM, x->io);
             key_alloc(t, key_acts(x, p, st, m), PP_MEM_ACTS, slot_bytes(x, p, st)); /* saved */
+            if (fws)
+                buf_free(t, buf_alloc(t, PP_MEM_WORKSPACE, fws));
             if (!first) /* input consumed */
                 key_free(t, key_boundary(x, p, st - 1, m, 0));
             break;
+        }
         case PP_OP_B:
             if (!first) /* input gradient */
                 key_alloc(t, key_boundary(x, p, st - 1, m, 1), PP_MEM_COMM, x->io);
@@ -342,6 +348,8 @@ static pp_status check(const pp_rt_plan_params *p)
                       p->model->seq, p->micro_batch, p->dp, p->seq);
     if (p->tp > 1)
         PP_TRY(pp_model_check_tp(p->model, p->tp));
+    if (p->sequence_parallel)
+        PP_TRY(pp_model_check_sp(p->seq, p->tp));
     if (p->sched->layers != p->model->layers)
         return PP_ERR(PP_ERR_INVALID, "memory plan: the schedule splits %d layers, the model has %d",
                       p->sched->layers, p->model->layers);
@@ -371,11 +379,12 @@ static pp_status ctx_init(const pp_rt_plan_params *p, plan_ctx *x)
     x->C = (size_t)m->hidden, x->F = (size_t)m->ffn, x->V = (size_t)m->vocab;
     x->NH = (size_t)m->heads, x->seq = (size_t)m->seq;
     x->t = p->tp > 1 ? (size_t)p->tp : 1;
+    x->sp = x->t > 1 && p->sequence_parallel ? x->t : 1;
     x->cuda = p->backend == PP_RT_BACKEND_CUDA;
     x->bf16 = x->cuda && p->precision == PP_PREC_BF16;
     x->tokens = !x->cuda; /* beside a device: plain host memory */
     x->copies = p->backend == PP_RT_BACKEND_CPU && !(p->transport_caps & PP_TRANSPORT_CAP_DEVICE_MEM);
-    x->io = 4 * x->N * x->C;
+    x->io = pp_rt_size_io_bytes(x->N, x->C, x->sp);
     pp_cost cost;
     PP_TRY(pp_cost_init_unit(&cost, s, 2.0));
     pp_status st = pp_sim_run(s, &cost, x->copies, &x->sim);
