@@ -34,7 +34,8 @@ typedef struct {
     int32_t *batch;
 } setup;
 
-static void make(setup *u, const char *kind, int D, int N, int v, int dp, int backend)
+static void make_tp(setup *u, const char *kind, int D, int N, int v, int dp, int backend, int tp,
+                    int seq_par)
 {
     pp_model_cfg m = model();
     pp_sched_params sp = {.ranks = D, .microbatches = N, .chunks = v, .layers = m.layers};
@@ -47,10 +48,17 @@ static void make(setup *u, const char *kind, int D, int N, int v, int dp, int ba
                             .seed = 5,
                             .clip = 1.0f,
                             .adamw = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f},
-                            .backend = backend};
+                            .backend = backend,
+                            .tp = tp,
+                            .sequence_parallel = seq_par};
     OK(pp_rt_executor_create(&ep, &u->ex));
     OK(pp_rt_data_synthetic(m.vocab, 3, &u->data));
     u->batch = calloc((size_t)pp_rt_executor_batch_rows(u->ex) * (T + 1), sizeof *u->batch);
+}
+
+static void make(setup *u, const char *kind, int D, int N, int v, int dp, int backend)
+{
+    make_tp(u, kind, D, N, v, dp, backend, 1, 0);
 }
 
 static pp_status step(setup *u)
@@ -137,6 +145,31 @@ Test(runtime_exec_arena, a_step_allocates_only_from_the_plan)
                           pl->arena_bytes, pl->peak_total - persistent);
             cr_log_info("%s rank %d: %d buffers, arena %zu B for a peak of %zu B", cases[i].kind,
                         g, pl->n_bufs, pl->arena_bytes, pl->peak_total - persistent);
+        }
+        drop(&u);
+    }
+}
+
+/* The same with tensor parallelism and sequence parallelism (t = 2): the stages' forward and
+ * backward workspaces of their sequence shards are buffers of the plan too. */
+Test(runtime_exec_arena, tensor_and_sequence_parallel_steps_allocate_only_from_the_plan)
+{
+    for (int sp = 0; sp <= 1; sp++) {
+        setup u;
+        make_tp(&u, "1f1b", 2, 4, 0, 1, PP_RT_BACKEND_CPU_STAGED, 2, sp);
+        OK(step(&u));
+        count_allocs(&u);
+        OK(step(&u));
+        cr_assert_eq(atomic_load(&raw_allocs), 0, "sp %d: %d allocations outside the arena", sp,
+                     atomic_load(&raw_allocs));
+        for (int g = 0; g < pp_rt_executor_ranks(u.ex); g++) {
+            const pp_rt_plan_rank *pl = pp_rt_executor_plan(u.ex, g);
+            int ws = 0;
+            for (int i = 0; i < u.ex->rk[g].arena.plan->n; i++)
+                ws += u.ex->rk[g].arena.plan->bufs[i].cat == PP_MEM_WORKSPACE;
+            /* a backward workspace per micro-batch, and with SP a forward one */
+            cr_assert_eq(ws, (sp ? 2 : 1) * 4, "sp %d rank %d: %d workspaces", sp, g, ws);
+            cr_assert_eq(u.ex->rk[g].arena.next, pl->n_bufs, "sp %d rank %d", sp, g);
         }
         drop(&u);
     }
