@@ -299,3 +299,38 @@ Test(runtime_exec_arena, a_buffer_given_back_is_poisoned, .exit_code = 1)
     drop(&u);
 }
 #endif
+
+/* A split-backward schedule (ZB-H1) plans the same buffers as 1F1B (I has B's, W frees the
+ * slot I kept), every one given back within the step, and holds at least 1F1B's activations
+ * (a slot lives until its W, after its I). */
+Test(runtime_exec_arena, split_backward_plans_b_in_two_halves)
+{
+    pp_model_cfg m = model();
+    pp_sched_params sp = {.ranks = 4, .microbatches = 8, .layers = m.layers};
+    pp_sched *zb, *ob;
+    OK(pp_sched_generate("zb-h1", &sp, &zb));
+    OK(pp_sched_generate("1f1b", &sp, &ob));
+    pp_rt_plan_rank pz[4], po[4];
+    pp_rt_plan_assignment az[4];
+    pp_rt_plan_params p = {.model = &m,
+                           .sched = zb,
+                           .micro_batch = B,
+                           .seq = T,
+                           .dp = 1,
+                           .backend = PP_RT_BACKEND_CPU_STAGED};
+    OK(pp_rt_plan_assign(&p, pz, az));
+    p.sched = ob;
+    OK(pp_rt_plan_compute(&p, po));
+    for (int r = 0; r < 4; r++) {
+        cr_assert_eq(pz[r].n_bufs, po[r].n_bufs, "rank %d: %d buffers, 1f1b %d", r, pz[r].n_bufs,
+                     po[r].n_bufs);
+        cr_assert_geq(pz[r].peak[PP_MEM_ACTS], po[r].peak[PP_MEM_ACTS], "rank %d", r);
+        cr_assert_geq(pz[r].arena_bytes, pz[r].peak_total - pz[r].at_peak[PP_MEM_WEIGHTS] -
+                                             pz[r].at_peak[PP_MEM_GRADS] -
+                                             pz[r].at_peak[PP_MEM_OPTIM] - 2 * 8 * B * T * 4,
+                      "rank %d", r);
+        pp_rt_plan_assignment_fini(&az[r]);
+    }
+    pp_sched_destroy(zb);
+    pp_sched_destroy(ob);
+}

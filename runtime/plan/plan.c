@@ -259,12 +259,21 @@ static void walk(const plan_ctx *x, int r, tracker *t, int *reds, int *n_red)
             break;
         }
         case PP_OP_B:
+        case PP_OP_I:
             if (!first) /* input gradient */
                 key_alloc(t, key_boundary(x, p, st - 1, m, 1), PP_MEM_COMM, x->io);
             buf_free(t, buf_alloc(t, PP_MEM_WORKSPACE, bwd_ws_bytes(x, p, st)));
-            key_free(t, key_acts(x, p, st, m));
+            if (a->op == PP_OP_B) /* I keeps the slot for its W */
+                key_free(t, key_acts(x, p, st, m));
             if (!last) /* output gradient consumed */
                 key_free(t, key_boundary(x, p, st, m, 1));
+            break;
+        case PP_OP_W:
+            /* Split backward, planned as B's two halves: I computes the input gradient (B's
+             * buffers), W the weight gradient from the slot, which it frees. The executor does
+             * not run I and W yet (executor_run.c refuses them); what it will hold between them
+             * beyond the slot is not planned. */
+            key_free(t, key_acts(x, p, st, m));
             break;
         case PP_OP_REDUCE: /* held to the step's end */
             if (st < 0 || st >= s->n_reduces) {
