@@ -145,9 +145,7 @@ static pp_status workspace_alloc(pp_rt_stage *st, workspace *ws)
                                 : 0;
     ws->bytes = pp_rt_size_bwd_ws(N, C, F, nl, st->has_head, scratch, t,
                                   (size_t)st->sp); /* pp_rt_sizes.h */
-    ws->mem = pp_backend_alloc(st->be, ws->bytes, PP_MEM_WORKSPACE);
-    if (!ws->mem)
-        return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
+    PP_TRY(pp_stage_mem_alloc(st, ws->bytes, PP_MEM_WORKSPACE, &ws->mem));
     ws->dres = ws->mem;
     ws->dln = ws->dres + Nl * C;
     ws->dbig = ws->dln + Nl * C;
@@ -240,9 +238,9 @@ pp_status pp_rt_stage_backward(pp_rt_stage *st, int slot, const float *dx_out, f
     PP_TRY(workspace_alloc(st, &ws));
     void *mem = st->slots[i].mem;
     pp_status rc = backward_slot(st, mem, dx_out, dx_in, loss_scale, &ws);
-    pp_backend_free(st->be, ws.mem, ws.bytes, PP_MEM_WORKSPACE);
+    pp_stage_mem_free(st, ws.mem, ws.bytes, PP_MEM_WORKSPACE);
     /* The slot is released even after a failure: its activations are consumed either way. */
-    pp_backend_free(st->be, mem, st->slot_bytes, PP_MEM_ACTS);
+    pp_stage_mem_free(st, mem, st->slot_bytes, PP_MEM_ACTS);
     st->slots[i] = st->slots[--st->nslots];
     if (rc != PP_OK)
         return pp_err_trace(rc, __FILE__, __LINE__);
