@@ -3,12 +3,16 @@
  * 1. ranks exchange host names; the lowest rank of each host is its node's leader;
  * 2. leaders probe their node (the others wait), serialise it to JSON, rank 0 gathers and merges;
  * 3. leaders of each node pair run an MPI ping-pong over a size sweep (8 B up, factor 8) and
- *    fit α-β: that is the inter-node link. With every rank on one host, ranks 0 and 1 still
- *    ping-pong (so the path is exercised) and the cluster's note says it was shared memory.
+ *    fit α-β: the slowest pair is the inter-node link class. With every rank on one host, ranks
+ *    0 and 1 still ping-pong (so the path is exercised) and the cluster's note says it was
+ *    shared memory.
+ * Also here: a timed all-reduce over the job's ranks (pp_probe_allreduce), the data-parallel
+ * gradient sync of a reduced trial (tuner/alloc_probe.c).
  * Initialises and finalises MPI itself unless the caller already did. Not here: NCCL across
  * nodes (GPU inter-node figures come from MPI too, host to host: noted in the method).
  */
 #include <mpi.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -195,12 +199,9 @@ static pp_status measure_pairs(const pp_probe_opts *o, const layout *L, pp_link 
     return PP_OK;
 }
 
-static double median_of(double *x, int n)
-{
-    return pp_measure_of(x, n).median;
-}
-
-/* Rank 0: the inter-node class (median over pairs) and the cross-node pair entries. */
+/* Rank 0: the inter-node class and the cross-node pair entries. The class is the slowest pair
+ * (lowest bandwidth, highest latency): a synchronous step waits for its slowest link, and the
+ * tuner plans the inter-node hop with this one figure (every pair stays in the matrix). */
 static pp_status apply_pairs(pp_cluster *c, const layout *L, pp_link *cls, const pair_fit *f,
                              int nf)
 {
@@ -212,12 +213,11 @@ static pp_status apply_pairs(pp_cluster *c, const layout *L, pp_link *cls, const
     }
     cls->present = 1;
     cls->source = PP_SRC_PROBED;
-    cls->alpha_s = median_of(al, k);
-    cls->beta_Bps = median_of(be, k);
+    cls->alpha_s = pp_measure_of(al, k).max;
+    cls->beta_Bps = pp_measure_of(be, k).min;
     snprintf(cls->method, sizeof cls->method,
-             "mpi-pingpong between node leaders, host memory "
-             "(median of %d pair%s)%s",
-             nf, nf == 1 ? "" : "s", L->n_nodes == 1 ? " - same host: shared memory" : "");
+             "mpi-pingpong between node leaders, host memory (slowest of %d pair%s)%s", nf,
+             nf == 1 ? "" : "s", L->n_nodes == 1 ? " - same host: shared memory" : "");
     if (L->n_nodes == 1)
         return PP_OK;
     int n = c->n_devices;
@@ -274,13 +274,26 @@ static pp_status merge(const layout *L, char **texts, const int *status, pp_clus
     return PP_OK;
 }
 
-static void describe(pp_cluster *c, const layout *L)
+/* The MPI library's version, its first clause ("Open MPI v4.1.4"), into buf (n <= 64 used). */
+static void mpi_version(char *buf, size_t n)
 {
     char ver[MPI_MAX_LIBRARY_VERSION_STRING];
     int len = 0;
     MPI_Get_library_version(ver, &len);
     ver[strcspn(ver, ",\n")] = '\0';
-    snprintf(c->sw.mpi, sizeof c->sw.mpi, "%.63s", ver);
+    snprintf(buf, n, "%.63s", ver);
+}
+
+static void layout_free(layout *L)
+{
+    free(L->hosts);
+    free(L->node_of);
+    free(L->leader);
+}
+
+static void describe(pp_cluster *c, const layout *L)
+{
+    mpi_version(c->sw.mpi, sizeof c->sw.mpi);
     snprintf(c->origin, sizeof c->origin, "probed (mpi, %d ranks, %d node%s)", L->size, L->n_nodes,
              L->n_nodes == 1 ? "" : "s");
     if (L->n_nodes == 1) {
@@ -342,9 +355,64 @@ pp_status pp_mpi_probe(const pp_probe_opts *o,
         pp_cluster_destroy(*out);
         *out = NULL;
     }
-    free(L.hosts);
-    free(L.node_of);
-    free(L.leader);
+    layout_free(&L);
+    if (!inited)
+        MPI_Finalize();
+    if (st != PP_OK)
+        return pp_err_trace(st, __FILE__, __LINE__);
+    return PP_OK;
+}
+
+/* ---- the data-parallel all-reduce, timed (pp_probe_allreduce) ---- */
+
+static pp_status allreduce_samples(float *buf, int count, int samples, int iters, double *t)
+{
+    for (int s = -1; s < samples; s++) { /* s = -1: warm-up */
+        MPI_TRY(MPI_Barrier(MPI_COMM_WORLD));
+        double t0 = MPI_Wtime();
+        for (int i = 0; i < iters; i++)
+            MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+        double mine = (MPI_Wtime() - t0) / iters, slowest = 0;
+        /* the step waits for the slowest rank's all-reduce */
+        MPI_TRY(MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+        if (s >= 0)
+            t[s] = slowest;
+    }
+    return PP_OK;
+}
+
+pp_status pp_probe_allreduce(double bytes, int quick, pp_allreduce_timing *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!(bytes >= 4) || bytes > 2147483647.0 * 4)
+        return PP_ERR(PP_ERR_INVALID,
+                      "all-reduce probe: expected a message of 4 B to 8 GiB, got %.0f B", bytes);
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited)
+        MPI_TRY(MPI_Init(NULL, NULL));
+    layout L = {0};
+    pp_status st = make_layout(&L);
+    int count = (int)(bytes / 4), samples = quick ? 3 : 7;
+    /* a few iterations per sample, fewer for large messages: about 256 MiB moved per sample */
+    int iters = (int)((256.0 * 1048576) / (bytes + 1));
+    iters = iters < 1 ? 1 : iters > 50 ? 50 : iters;
+    float *buf = st == PP_OK ? pp_calloc((size_t)count, sizeof *buf) : NULL;
+    double t[16];
+    if (st == PP_OK && !buf)
+        st = PP_ERR_NOMEM;
+    if (st == PP_OK)
+        st = allreduce_samples(buf, count, samples, iters, t);
+    if (st == PP_OK) {
+        out->ranks = L.size;
+        out->nodes = L.n_nodes;
+        out->bytes = (double)count * 4;
+        out->seconds = pp_measure_of(t, samples);
+        out->is_root = L.rank == 0;
+        mpi_version(out->mpi, sizeof out->mpi);
+    }
+    free(buf);
+    layout_free(&L);
     if (!inited)
         MPI_Finalize();
     if (st != PP_OK)

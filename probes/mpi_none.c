@@ -1,5 +1,7 @@
 /* mpi_none.c — the across-node probe of a build without MPI: refuses clearly rather than letting
  * every rank describe itself as the whole cluster. mpi_gather.c replaces it where MPI is found. */
+#include <string.h>
+
 #include "probe_impl.h"
 
 pp_status pp_mpi_probe(const pp_probe_opts *o,
@@ -16,4 +18,13 @@ pp_status pp_mpi_probe(const pp_probe_opts *o,
                   "without MPI: rebuild with MPI (Debian: libopenmpi-dev) or run one "
                   "`pptune probe` per node without mpirun",
                   li.size);
+}
+
+pp_status pp_probe_allreduce(double bytes, int quick, pp_allreduce_timing *out)
+{
+    (void)bytes;
+    (void)quick;
+    memset(out, 0, sizeof *out);
+    return PP_ERR(PP_ERR_UNSUPPORTED, "the all-reduce probe needs MPI: pptune was built without "
+                                      "it (Debian: libopenmpi-dev)");
 }

@@ -277,6 +277,19 @@ typedef struct {
  * the result is gathered on rank 0; other ranks get *out = NULL and PP_OK. */
 pp_status pp_probe_run(const pp_probe_opts *opts, pp_cluster **out);
 
+/* One timed MPI all-reduce (float sum, MPI_COMM_WORLD) of `bytes` under a launcher, as a
+ * data-parallel gradient sync does it: a warm-up, then samples of a few iterations each; valid
+ * on rank 0 (is_root). nccl-tests' definitions: algbw = bytes / time, busbw = algbw 2(n-1)/n.
+ * PP_ERR_UNSUPPORTED where pptune was built without MPI; PP_ERR_INVALID for bytes < 4. */
+typedef struct {
+    int ranks, nodes;   /* MPI ranks, distinct nodes (pp_launch_node_name) among them */
+    double bytes;       /* message size per rank */
+    pp_measure seconds; /* one all-reduce */
+    int is_root;        /* 1 on rank 0, where the figures are gathered */
+    char mpi[64];       /* MPI library version */
+} pp_allreduce_timing;
+pp_status pp_probe_allreduce(double bytes, int quick, pp_allreduce_timing *out);
+
 /* Whether GPUs can be probed: 1 yes; 0 no, with the reason in why ("built without CUDA",
  * "no CUDA device: <driver's message>"). */
 int pp_probe_gpu_available(char *why, size_t why_len);

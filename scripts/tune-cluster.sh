@@ -20,9 +20,11 @@ usage: scripts/tune-cluster.sh --model M --store URL [options] [-- extra pptune 
 
   --model M              model preset (pptune models) to tune for
   --store URL            HTTP profile store (default $PPTUNE_STORE_URL)
-  --cluster C            local (probe this machine; default), a preset name, or a cluster file
-  --nodes N              nodes of a preset (a probed cluster has the nodes it was probed on:
-                         run `pptune probe` under srun/mpirun, see examples/tune-cluster.sbatch)
+  --cluster C            local (probe this machine, or inside a Slurm allocation every node
+                         of it: one probe rank per node; default), a preset name, or a
+                         cluster file
+  --nodes N              nodes of a preset (a probed cluster has the nodes it was probed on;
+                         see examples/tune-cluster.sbatch)
   --quick                quick probe (fewer sizes and repeats)
   --threshold PCT        largest tolerated throughput drop, percent (default 5)
   --publish-regression   publish even when throughput dropped past the threshold (exit 3 still)
@@ -63,7 +65,8 @@ cl="$workdir/cluster.json" new="$workdir/profile.json" prev="$workdir/previous.j
 rm -f "$prev" "$workdir/diff.txt"
 step() { echo "== tune-cluster: $*" >&2; }
 
-# 1. probe: describe the cluster; its fingerprint is the store key
+# 1. probe: describe the cluster; its fingerprint is the store key. Inside a Slurm allocation
+#    `pptune probe` probes every node of it (one srun rank each) and warns when they differ.
 step "probe ($cluster)"
 if [[ "$cluster" == local ]]; then
     probe_args=(probe -o "$cl")

@@ -179,3 +179,36 @@ Test(probes_run, mpirun_two_ranks_gathers_on_rank_0, .timeout = 600)
     pp_cluster_destroy(c);
     unlink("/tmp/pp_probe_mpi.json");
 }
+
+Test(probes_run, mpirun_times_the_data_parallel_all_reduce_on_rank_0, .timeout = 600)
+{
+    char *out;
+    if (pp_test_run_merged("command -v mpirun", &out) != 0) {
+        free(out);
+        cr_skip_test("mpirun not installed");
+    }
+    free(out);
+    cr_assert_eq(pp_test_run_merged(PPTUNE " probe --allreduce 2", &out), 2, "%s", out);
+    cr_assert(strstr(out, "--allreduce") && strstr(out, "expects a number >= 4"), "%s", out);
+    free(out);
+    cr_assert_eq(pp_test_run_merged(PPTUNE " probe --allreduce 4096 -o /tmp/x.json", &out), 2,
+                 "%s", out);
+    free(out);
+    /* 100 000 B is not a whole number of floats: the probe times 25 000 of them */
+    int rc = pp_test_run_merged("ASAN_OPTIONS=detect_leaks=0 mpirun --oversubscribe "
+                                "--allow-run-as-root -np 2 " PPTUNE
+                                " probe --allreduce 100002 --json --quick 2>/dev/null",
+                                &out);
+    if (rc != 0 && strstr(out, "built without MPI")) {
+        free(out);
+        cr_skip_test("pptune built without MPI");
+    }
+    cr_assert_eq(rc, 0, "%s", out);
+    /* one line, from rank 0 only */
+    cr_assert(strstr(out, "{\"ranks\": 2, \"nodes\": 1, \"bytes\": 100000, \"seconds\": ") == out,
+              "%s", out);
+    cr_assert_null(strstr(out + 1, "{\"ranks\""), "printed by more than rank 0: %s", out);
+    double s = atof(strstr(out, "\"seconds\": ") + 11);
+    cr_assert(s > 0 && s < 60, "%s", out);
+    free(out);
+}

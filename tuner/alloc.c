@@ -6,6 +6,8 @@
  * SLURM_JOB_NODELIST (kept compressed, "n[1-4]", as srun and sinfo print it), SLURM_JOB_NUM_NODES,
  * and the ranks it holds: SLURM_NTASKS when --ntasks was given, else the sum of
  * SLURM_JOB_CPUS_PER_NODE ("2(x4)" or "4,2").
+ * Also here: the words for one rank per node (the probes of alloc_probe.c), and a node lost
+ * mid-search taken out of the allocation (srun --exclude on the later steps).
  * Not here: running the step and classifying it (trials.c), which candidates run (search_trials.c).
  */
 #include <errno.h>
@@ -158,31 +160,20 @@ pp_status pp_tune_alloc_detect(const char *hostfile, pp_tune_alloc *out)
     return PP_OK;
 }
 
-int pp_tune_alloc_argv(const pp_tune_alloc *a, int ranks, double timeout_s, int max,
-                       char store[][PP_PROFILE_PPRUN_ARG_LEN], char **argv, int *nodes_used)
+/* The launcher's words for `ranks` processes on `nodes` nodes (nodes dividing ranks: that many
+ * per node). */
+static int launch_words(const pp_tune_alloc *a, int ranks, int nodes, double timeout_s, int max,
+                        char store[][PP_PROFILE_PPRUN_ARG_LEN], char **argv)
 {
-    *nodes_used = 1;
-    if (!a || !a->launcher[0])
-        return 0;
-    if (ranks > a->slots)
-        return -1;
     int n = 0;
 #define ARG(...)                                                                                   \
     do {                                                                                           \
         if (n < max)                                                                               \
             snprintf(store[n], sizeof store[n], __VA_ARGS__), argv[n] = store[n], n++;             \
     } while (0)
-    /* Spread over as many nodes as hold the ranks evenly (ceil(R / slots per node) at least):
-     * the point of a trial here is the inter-node traffic the candidate will see. */
-    int per = a->slots / a->n_nodes > 0 ? a->slots / a->n_nodes : 1;
-    int nodes = (ranks + per - 1) / per;
-    nodes = nodes > a->n_nodes ? a->n_nodes : nodes;
-    while (nodes < a->n_nodes && nodes < ranks && ranks % nodes)
-        nodes++;
-    *nodes_used = nodes;
     if (!strcmp(a->launcher, "srun")) {
-        /* --time is whole minutes: the step's own limit, a backstop to ours (trials.c kills
-         * srun at timeout_s, and srun then ends the step on every node) */
+        /* --time is whole minutes: the step's own limit, a backstop to ours (the child is
+         * killed at timeout_s, and srun then ends the step on every node) */
         int minutes = (int)(timeout_s / 60.0) + 1;
         ARG("srun");
         ARG("--nodes=%d", nodes);
@@ -191,6 +182,8 @@ int pp_tune_alloc_argv(const pp_tune_alloc *a, int ranks, double timeout_s, int 
             ARG("--ntasks-per-node=%d", ranks / nodes);
         ARG("--kill-on-bad-exit=1");
         ARG("--time=%d", minutes);
+        if (a->lost[0]) /* nodes lost earlier in the search (pp_tune_alloc_lose) */
+            ARG("--exclude=%s", a->lost);
         ARG("--mpi=pmix");
         ARG("--quiet");
     } else {
@@ -206,4 +199,68 @@ int pp_tune_alloc_argv(const pp_tune_alloc *a, int ranks, double timeout_s, int 
     }
 #undef ARG
     return n;
+}
+
+int pp_tune_alloc_argv(const pp_tune_alloc *a, int ranks, double timeout_s, int max,
+                       char store[][PP_PROFILE_PPRUN_ARG_LEN], char **argv, int *nodes_used)
+{
+    *nodes_used = 1;
+    if (!a || !a->launcher[0])
+        return 0;
+    if (ranks > a->slots)
+        return -1;
+    /* Spread over as many nodes as hold the ranks evenly (ceil(R / slots per node) at least):
+     * the point of a trial here is the inter-node traffic the candidate will see. */
+    int per = a->slots / a->n_nodes > 0 ? a->slots / a->n_nodes : 1;
+    int nodes = (ranks + per - 1) / per;
+    nodes = nodes > a->n_nodes ? a->n_nodes : nodes;
+    while (nodes < a->n_nodes && nodes < ranks && ranks % nodes)
+        nodes++;
+    *nodes_used = nodes;
+    return launch_words(a, ranks, nodes, timeout_s, max, store, argv);
+}
+
+int pp_tune_alloc_argv_per_node(const pp_tune_alloc *a, double timeout_s, int max,
+                                char store[][PP_PROFILE_PPRUN_ARG_LEN], char **argv)
+{
+    if (!a || !a->launcher[0])
+        return 0;
+    return launch_words(a, a->n_nodes, a->n_nodes, timeout_s, max, store, argv);
+}
+
+int pp_tune_alloc_lose(pp_tune_alloc *a, const char *node)
+{
+    if (!a || strcmp(a->launcher, "srun") != 0 || !node[0] || a->n_nodes <= 1 ||
+        strlen(a->lost) + strlen(node) + 2 > sizeof a->lost)
+        return 0;
+    /* already excluded? (a comma list of plain names) */
+    for (const char *k = a->lost; *k;) {
+        size_t len = strcspn(k, ",");
+        if (len == strlen(node) && !strncmp(k, node, len))
+            return 0;
+        k += len + (k[len] == ',');
+    }
+    int per = a->slots / a->n_nodes;
+    size_t len = strlen(a->lost);
+    snprintf(a->lost + len, sizeof a->lost - len, "%s%s", len ? "," : "", node);
+    a->n_nodes--;
+    a->slots -= per;
+    return 1;
+}
+
+int pp_tune_alloc_lost_node(const char *msg, char *node, size_t n)
+{
+    /* srun: "srun: error: Node failure on n2" (what srun prints when slurmctld declares a node
+     * of the step DOWN: SlurmdTimeout without an answer from its slurmd) */
+    const char *k = strstr(msg, "Node failure on ");
+    node[0] = '\0';
+    if (!k || n == 0)
+        return 0;
+    k += strlen("Node failure on ");
+    size_t len = strcspn(k, " \t\r\n,;:");
+    if (len == 0 || len >= n)
+        return 0;
+    memcpy(node, k, len);
+    node[len] = '\0';
+    return 1;
 }

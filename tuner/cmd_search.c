@@ -24,9 +24,10 @@ typedef struct {
     const char *hostfile; /* --hostfile FILE: trials with mpirun over its hosts */
     pp_tune_alloc alloc;  /* the allocation trials run in (launcher "": this machine) */
     int keep, show, explain, no_save, no_tp, max_b, max_t, progress, trials, trial_steps;
-    int no_fallback;
+    int no_fallback, no_probe_nodes;
     double trial_timeout;
     int stdout_fd; /* -o -: the real stdout (the profile's), while fd 1 is stderr; else -1 */
+    char self[4096]; /* this pptune, for the all-reduce probe of reduced trials; "" unknown */
 } opts;
 
 static void help(void)
@@ -58,6 +59,9 @@ static void help(void)
            "  --hostfile FILE        trials with mpirun over the hosts of this Open MPI host\n"
            "                         file; inside a Slurm allocation (SLURM_JOB_ID) trials are\n"
            "                         srun job steps over its nodes\n"
+           "  --no-probe-nodes       with --cluster local in an allocation: probe this node\n"
+           "                         only (it stands for every node) instead of one probe\n"
+           "                         rank on every node, gathered (slowest figures planned)\n"
            "output:\n"
            "  -o FILE                profile path (default $XDG_DATA_HOME/pptune/profiles/...);\n"
            "                         -o - writes the profile to stdout, the report to stderr\n"
@@ -76,7 +80,7 @@ static int parse(int argc, char **argv, opts *o)
     o->trial_steps = 5;
     o->trial_timeout = 60;
     enum { KEEP = PP_CLI_LOCAL, TOP, MAX_B, MAX_T, TRIALS, TRIAL_STEPS, TRIAL_TIMEOUT, SCHEDULES,
-           EXPLAIN, NO_SAVE, NO_TP, NO_FALLBACK, PROGRESS, REPORT, HOSTFILE };
+           EXPLAIN, NO_SAVE, NO_TP, NO_FALLBACK, PROGRESS, REPORT, HOSTFILE, NO_PROBE_NODES };
     static const struct option longopts[] = {
         PP_CLI_TUNE_OPTIONS,
         {"help", no_argument, NULL, 'h'},
@@ -95,6 +99,7 @@ static int parse(int argc, char **argv, opts *o)
         {"progress", no_argument, NULL, PROGRESS},
         {"report", required_argument, NULL, REPORT},
         {"hostfile", required_argument, NULL, HOSTFILE},
+        {"no-probe-nodes", no_argument, NULL, NO_PROBE_NODES},
         {0},
     };
     pp_cli p;
@@ -137,6 +142,7 @@ static int parse(int argc, char **argv, opts *o)
         case PROGRESS: o->progress = 1; break;
         case REPORT: o->report = v; break;
         case HOSTFILE: o->hostfile = v; break;
+        case NO_PROBE_NODES: o->no_probe_nodes = 1; break;
         }
     }
     int rc = pp_cli_no_words(&p);
@@ -282,6 +288,7 @@ static int search_and_report(opts *o, const pp_tune_model *m, const pp_tune_hw *
                                 .trials = o->trials, .trial_steps = o->trial_steps,
                                 .trial_timeout_s = o->trial_timeout, .progress = progress_bar,
                                 .alloc = o->alloc.launcher[0] ? &o->alloc : NULL,
+                                .prober = o->self[0] ? o->self : NULL,
                                 .on_pass = pass_done, .on_retry = retry,
                                 .on_trial = pp_cli_trial_event, .progress_ctx = &view};
     pp_tune_result *r = NULL;
@@ -309,16 +316,25 @@ static int search_and_report(opts *o, const pp_tune_model *m, const pp_tune_hw *
     return rc;
 }
 
-/* The allocation is the cluster: a probed node (--cluster local) inside a Slurm job or with a
- * host file stands for every node of it, and the trials run over them. A bad host file or
- * Slurm variable is bad input (exit 2). */
-static int use_allocation(opts *o, pp_tune_hw *hw)
+/* The allocation pptune runs in (a Slurm job, or the --hostfile): with --cluster local every
+ * node of it is probed (unless --no-probe-nodes). A bad host file or Slurm variable is bad
+ * input (exit 2). */
+static int detect_allocation(opts *o)
 {
     pp_status st = pp_tune_alloc_detect(o->hostfile, &o->alloc);
     if (st != PP_OK) {
         int rc = pp_cmd_fail(CMD, st);
         return st == PP_ERR_IO ? 2 : rc;
     }
+    if (o->alloc.launcher[0] && !o->no_probe_nodes && !strcmp(o->tune.cluster, "local"))
+        o->tune.probe_nodes = &o->alloc;
+    return 0;
+}
+
+/* The allocation is the cluster: trials run over its nodes. A probed node (--cluster local
+ * --no-probe-nodes) stands for every node of it. */
+static int use_allocation(opts *o, pp_tune_hw *hw)
+{
     if (!o->alloc.launcher[0])
         return 0;
     if (!hw->is_local) {
@@ -361,12 +377,16 @@ int pp_cmd_search(int argc, char **argv)
     pp_tune_model m;
     pp_tune_hw hw;
     char *cluster_json = NULL;
+    if ((rc = detect_allocation(&o)) != 0)
+        return rc;
     if ((rc = pp_cli_tune_load(CMD, &o.tune, &m, &hw, &cluster_json)) != 0)
         return rc;
     if ((rc = use_allocation(&o, &hw)) != 0) {
         free(cluster_json);
         return rc;
     }
+    if (o.alloc.launcher[0] && pp_tune_self_path(o.self, sizeof o.self) != PP_OK)
+        pp_err_clear(); /* reduced trials then say their all-reduce was not measured */
     rc = search_and_report(&o, &m, &hw, cluster_json, argc, argv);
     free(cluster_json);
     if (o.stdout_fd >= 0)

@@ -155,7 +155,10 @@ pp_status pp_tune_hw_from_cluster(const pp_cluster *c, const char *source, pp_tu
     out->mem_bw = known_mem_bw(out->device) * PP_TUNE_MEM_BW_EFFICIENCY;
     const char *bw_note = "memory bandwidth 0.88 x vendor figures";
     if (out->mem_bw <= 0 && c->nodes[0].memcpy_Bps.samples > 0) {
-        out->mem_bw = c->nodes[0].memcpy_Bps.median;
+        out->mem_bw = c->nodes[0].memcpy_Bps.median; /* the slowest node's, like the GEMM rate */
+        for (int i = 1; i < c->n_nodes; i++)
+            if (c->nodes[i].memcpy_Bps.samples > 0 && c->nodes[i].memcpy_Bps.median < out->mem_bw)
+                out->mem_bw = c->nodes[i].memcpy_Bps.median;
         bw_note = "memory bandwidth = measured memcpy";
     }
     if (out->mem_bw <= 0) {

@@ -504,6 +504,9 @@ typedef struct {
     char job[32];        /* srun: SLURM_JOB_ID */
     int n_nodes;         /* nodes of the allocation */
     int slots;           /* ranks the allocation holds (tasks or host-file slots, all nodes) */
+    /* srun: nodes lost during the search, a comma list; later steps --exclude them (n_nodes
+     * and slots no longer count them); sized to fit one launcher word */
+    char lost[PP_PROFILE_PPRUN_ARG_LEN - 10];
 } pp_tune_alloc;
 
 /* hostfile != NULL: an Open MPI host file ("host [slots=N]" lines, # comments); else a Slurm
@@ -518,6 +521,48 @@ pp_status pp_tune_alloc_detect(const char *hostfile, pp_tune_alloc *out);
  * count (0 for launcher ""), -1 when ranks exceed a.slots. nodes_used: the nodes it spreads on. */
 int pp_tune_alloc_argv(const pp_tune_alloc *a, int ranks, double timeout_s, int max,
                        char store[][PP_PROFILE_PPRUN_ARG_LEN], char **argv, int *nodes_used);
+/* The same for one process on every node of the allocation (probes: alloc_probe.c). */
+int pp_tune_alloc_argv_per_node(const pp_tune_alloc *a, double timeout_s, int max,
+                                char store[][PP_PROFILE_PPRUN_ARG_LEN], char **argv);
+/* The node a failed step's launcher said was lost ("srun: error: Node failure on n2" in msg)
+ * into node (n bytes); returns 1, or 0 when msg names none. */
+int pp_tune_alloc_lost_node(const char *msg, char *node, size_t n);
+/* Takes node out of the allocation for the steps that follow (srun --exclude; one node's share
+ * of slots less). Returns 1, or 0 when it was already out, is the last node, or the launcher is
+ * not srun. */
+int pp_tune_alloc_lose(pp_tune_alloc *a, const char *node);
+
+/* ---- Probes over the allocation (alloc_probe.c) ---------------------------------------- */
+/* Probes every node of allocation a, one rank per node: `LAUNCHER pptune probe --json
+ * --no-probe-nodes [--quick]` (pptune: the program's path), gathered on rank 0 over MPI. *out
+ * (pp_cluster_destroy) holds every node, named as the launcher names them; source (n bytes)
+ * says how it was probed and names the nodes. PP_ERR_DEVICE when the step fails or is killed
+ * at timeout_s (the message has its last line); PP_ERR_PARSE for unreadable output. */
+pp_status pp_tune_probe_nodes(const pp_tune_alloc *a, const char *pptune, int quick,
+                              double timeout_s, pp_cluster **out, char *source, size_t n);
+/* 1 when the nodes of c differ by more than tolerance (0.2: 20 %) in their slowest device's
+ * GEMM rate or smallest memory, with msg (n bytes) naming the lowest and highest nodes; else 0.
+ * (The tuner plans with the slowest and smallest: pp_tune_hw_from_cluster.) */
+int pp_tune_nodes_differ(const pp_cluster *c, double tolerance, char *msg, size_t n);
+#define PP_TUNE_NODES_TOLERANCE 0.2      /* nodes differing more than this are warned about */
+#define PP_TUNE_PROBE_NODES_TIMEOUT_S 900 /* the probe of every node is killed past it */
+
+/* The data-parallel all-reduce of a reduced trial, timed across the allocation. */
+typedef struct {
+    int ranks, nodes; /* the group timed: min(d, the allocation's ranks), over that many nodes */
+    double bytes;     /* message per rank: the fullest stage's gradient bytes */
+    double probed_s;  /* median all-reduce over `ranks` */
+    double full_s;    /* at the candidate's d: probed_s x ring(d) / ring(ranks) */
+    double run_s;     /* at the d the trial ran (0 for one replica): what its step included */
+} pp_tune_dp_probe;
+/* 2(n-1)/n: the share of a message each rank moves in a ring all-reduce (0 for n < 2). */
+double pp_tune_ring_factor(int n);
+/* Times an MPI all-reduce of `bytes` over min(d, a->slots) ranks spread over a's nodes (`LAUNCHER
+ * pptune probe --allreduce BYTES --json`) and scales it to d and d_run (ring formula).
+ * PP_ERR_UNSUPPORTED when the allocation holds fewer than 2 ranks; PP_ERR_DEVICE when the step
+ * fails; PP_ERR_PARSE for unreadable output. */
+pp_status pp_tune_dp_allreduce_probe(const pp_tune_alloc *a, const char *pptune, double bytes,
+                                     int d, int d_run, double timeout_s, pp_tune_dp_probe *out);
 
 typedef struct {
     const pp_tune_model *model; /* model->runtime_model names pprun's preset */
@@ -543,6 +588,7 @@ typedef struct {
                           2 nodes of n[1-4]", and a reduction when there was one */
     int d_run;         /* data-parallel replicas it ran: cfg->d, or fewer where the allocation
                           holds fewer ranks (a reduced trial, said in where) */
+    char lost_node[64]; /* "node-lost": the node the launcher named ("" when it named none) */
 } pp_tune_trial_result;
 
 /* Runs pprun --json for the configuration in a child process. A crash, OOM or timeout of the
@@ -562,6 +608,9 @@ typedef struct {
  * (<dir>/../runtime/pprun) or directory (<dir>/pprun). PP_ERR_NOTFOUND (message says to set
  * PPTUNE_PPRUN) when none is executable. */
 pp_status pp_tune_pprun_find(char *path, size_t n);
+/* The running program's own path (/proc/self/exe): pptune, for the probes it starts over an
+ * allocation (alloc_probe.c). PP_ERR_NOTFOUND when it cannot be read. */
+pp_status pp_tune_self_path(char *path, size_t n);
 /* The default runner's run(): ctx is the pprun path (const char *). */
 pp_status pp_tune_runner_pprun(void *ctx, const pp_tune_trial_params *tp, pp_tune_trial_result *r);
 
@@ -618,7 +667,12 @@ typedef struct {
     int trial_steps;        /* per trial, the first is warm-up; 0 = 5 */
     double trial_timeout_s; /* a trial running longer is killed; 0 = 60 */
     pp_tune_runner runner;  /* run NULL: pprun in a child process (pp_tune_runner_pprun) */
-    const pp_tune_alloc *alloc; /* NULL: trials on this machine; else job steps over it */
+    const pp_tune_alloc *alloc; /* NULL: trials on this machine; else job steps over it; a
+                                   node lost in one trial is excluded from the later ones */
+    /* The pptune program, for the allocation's data-parallel all-reduce probe: a reduced trial
+     * (fewer replicas than d) adds the probed full-size all-reduce in place of the one it ran
+     * (pp_tune_dp_allreduce_probe). NULL: not probed (said in the trial's where). */
+    const char *prober;
     /* Reports, all optional, each given progress_ctx: progress of a pass over the
      * candidates; a pass's end (r: its counters; r->opts its options); a retry with one more
      * saving (next: the next pass's options); the trials. */

@@ -9,6 +9,9 @@
  * cannot fit on a GPU (its activations are fp32, nothing is recomputed: the runtime's own
  * memory model, pp_tune_memory_runtime_on, on the schedule the search already generated) is
  * left predicted rather than run into an out-of-memory.
+ * Under an allocation: a node lost in one trial is left out of the later ones (srun --exclude);
+ * a reduced trial (fewer data-parallel replicas than d) gets its full-size DP all-reduce probed
+ * across the allocation and put in place of the one it ran (alloc_probe.c), said in its where.
  * Choice: measured candidates that ran "ok" and fit come first, fastest measured first; the
  * others follow in their predicted order (a uniform calibration does not reorder them).
  * Not here: printing (the caller's on_trial callback), how a trial runs (trials.c).
@@ -70,6 +73,45 @@ static void choose(pp_tune_result *r)
     }
 }
 
+/* A reduced trial (d_run < d replicas) ran its data-parallel all-reduce over d_run replicas at
+ * most: the full-size one over d is timed across the allocation (the fullest stage's gradient
+ * bytes) and put in its place in the measured step time; where says how. */
+static void add_dp_allreduce(const pp_tune_search_params *sp, const pp_tune_alloc *a,
+                             const pp_tune_prediction *p, double timeout_s,
+                             pp_tune_trial_result *tr)
+{
+    size_t len = strlen(tr->where);
+    char *w = tr->where + len;
+    size_t left = sizeof tr->where - len;
+    double bytes = 0;
+    for (int r = 0; p->mem && r < p->cfg.p; r++)
+        bytes = p->mem[r].grads > bytes ? p->mem[r].grads : bytes;
+    pp_tune_dp_probe dp;
+    pp_status st = !sp->prober ? PP_ERR(PP_ERR_UNSUPPORTED, "no probe program")
+                   : bytes < 4 ? PP_ERR(PP_ERR_UNSUPPORTED, "gradient bytes unknown")
+                               : pp_tune_dp_allreduce_probe(a, sp->prober, bytes, p->cfg.d,
+                                                            tr->d_run, timeout_s, &dp);
+    if (st != PP_OK) {
+        snprintf(w, left, "; DP all-reduce over %d replicas not measured: %s", p->cfg.d,
+                 pp_err_text());
+        pp_err_clear();
+        return;
+    }
+    double add = dp.full_s - dp.run_s;
+    tr->step_time += add;
+    char scaled[64];
+    if (dp.ranks < p->cfg.d)
+        snprintf(scaled, sizeof scaled, ", scaled to dp=%d by the ring formula 2(n-1)/n",
+                 p->cfg.d);
+    else
+        snprintf(scaled, sizeof scaled, " at dp=%d", p->cfg.d);
+    snprintf(w, left,
+             "; DP all-reduce: probed over %d ranks%s (%d node%s, %.3g MB per rank, %.3g ms "
+             "probed; %+.3g ms in the step)",
+             dp.ranks, scaled, dp.nodes, dp.nodes == 1 ? "" : "s", dp.bytes / 1e6,
+             dp.probed_s * 1e3, add * 1e3);
+}
+
 static void record(pp_tune_prediction *p, const pp_tune_trial_result *tr)
 {
     snprintf(p->trial_status, sizeof p->trial_status, "%s", tr->status);
@@ -115,6 +157,10 @@ pp_status pp_tune_search_trials(const pp_tune_search_params *sp, pp_tune_result 
         runner.run = pp_tune_runner_pprun;
         runner.ctx = pprun;
     }
+    /* the allocation as the trials find it: a node lost in one is left out of the next */
+    pp_tune_alloc live;
+    if (sp->alloc)
+        live = *sp->alloc;
     int n = 0, cuda = !hw->cpu_devices;
     double ratios[64];
     int n_ratio = 0;
@@ -140,7 +186,7 @@ pp_status pp_tune_search_trials(const pp_tune_search_params *sp, pp_tune_result 
                                    .steps = sp->trial_steps > 0 ? sp->trial_steps : 5,
                                    .timeout_s = sp->trial_timeout_s > 0 ? sp->trial_timeout_s : 60,
                                    .cuda = cuda,
-                                   .alloc = sp->alloc,
+                                   .alloc = sp->alloc ? &live : NULL,
                                    .sequence_parallel = r->opts.sequence_parallel};
         pp_tune_trial_result tr;
         memset(&tr, 0, sizeof tr);
@@ -155,6 +201,16 @@ pp_status pp_tune_search_trials(const pp_tune_search_params *sp, pp_tune_result 
             continue;
         }
         n++;
+        /* the probe is a few all-reduces of one stage's gradients: 30 s at most (a step hung
+         * by a fabric that lost a node then costs that, not a trial's limit) */
+        if (!strcmp(tr.status, "ok") && sp->alloc && tr.d_run > 0 && tr.d_run < p->cfg.d)
+            add_dp_allreduce(sp, &live, p, tp.timeout_s < 30 ? tp.timeout_s : 30, &tr);
+        if (!strcmp(tr.status, "node-lost") && sp->alloc &&
+            pp_tune_alloc_lose(&live, tr.lost_node)) {
+            size_t len = strlen(tr.detail);
+            snprintf(tr.detail + len, sizeof tr.detail - len, "; later trials exclude %s",
+                     tr.lost_node);
+        }
         record(p, &tr);
         if (!strcmp(tr.status, "ok") && p->step_time > 0 && n_ratio < 64)
             ratios[n_ratio++] = tr.step_time / p->step_time;

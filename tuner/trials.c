@@ -5,26 +5,23 @@
  * Killing the launcher's group ends the step on every node (srun cancels its step on SIGTERM,
  * mpirun ends its daemons), and --kill-on-bad-exit ends it when one rank dies.
  *
- * The child runs in its own process group. Its stdout (the JSON summary) and stderr (its error
- * line) are read through pipes into bounded buffers (head and tail kept) while the parent polls
- * and reaps under one deadline; past it the whole group gets SIGTERM, then SIGKILL, and the
- * trial is a "timeout"; whatever the child left running is ended with the group either way.
- * Exit 0 with a parsable summary whose step time is a positive finite number no longer than the
+ * The child runs in its own process group (child.c: stdout, the JSON summary, and stderr, its
+ * error line, read into bounded buffers under one deadline); past the deadline the whole group
+ * is ended and the trial is a "timeout". Exit 0 with a parsable summary whose step time is a positive finite number no longer than the
  * trial itself is "ok" (anything else is a "crash" saying why); an error line naming memory
  * (out of memory / cannot allocate) or death by SIGKILL without our kill (the kernel's OOM
- * killer) is "oom"; under a launcher the ranks' and launcher's lines tell oom, node-lost, hang
- * (pprun's watchdog) and mpi apart; any other signal or non-zero exit is "crash". A trial's
+ * killer) is "oom"; under a launcher the ranks' and launcher's lines tell oom, node-lost (srun's
+ * "Node failure on nX": the node is named for the search to leave out), hang (pprun's watchdog)
+ * and mpi apart; any other signal or non-zero exit is "crash". A trial's
  * failure is a result, never an error of this function: only failing to start the child (fork,
  * pipe) is.
- * Also here: the default trial runner of the search (pp_tune_runner_pprun) and where it finds
- * pprun. Not here: which candidates get trials, recalibration and choice (search_trials.c).
+ * Also here: the default trial runner of the search (pp_tune_runner_pprun), where it finds
+ * pprun, and the program's own path (for the probes over an allocation, alloc_probe.c). Not here: which candidates get trials, recalibration and choice (search_trials.c).
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +31,7 @@
 #include <unistd.h>
 
 #include "pp_profile.h"
+#include "child.h"
 #include "pp_tune.h"
 
 #define LAUNCH_ARGS 12 /* srun's or mpirun's words before pprun (alloc.c) */
@@ -95,153 +93,15 @@ static int build_argv(const pp_tune_trial_params *tp,
     argv[n] = NULL;
     if (where && launched && pc.d < full_d)
         snprintf(where, where_n,
-                 "%s on %d node%s of %s, reduced: d=%d of %d (the allocation holds %d ranks; "
-                 "the data-parallel all-reduce over %d replicas is not measured)",
+                 "%s on %d node%s of %s, reduced: d=%d of %d (the allocation holds %d ranks)",
                  tp->alloc->launcher, nodes, nodes > 1 ? "s" : "", tp->alloc->nodes, pc.d,
-                 full_d, tp->alloc->slots, full_d);
+                 full_d, tp->alloc->slots);
     else if (where && launched)
         snprintf(where, where_n, "%s on %d node%s of %s", tp->alloc->launcher, nodes,
                  nodes > 1 ? "s" : "", tp->alloc->nodes);
     else if (where)
         snprintf(where, where_n, "ranks as threads of one pprun on this machine");
     return n;
-}
-
-/* The child's output is kept bounded (a child flooding stdout must not take the tuner's
- * memory): the first BUF_HEAD bytes and the last BUF_TAIL bytes, with the count dropped between
- * them. The JSON summary and the error line are small and come first or last. */
-#define BUF_HEAD (768 * 1024)
-#define BUF_TAIL (256 * 1024)
-
-typedef struct {
-    char *data;          /* head, then (buf_finish) the joined text; NUL-terminated */
-    size_t len, cap;     /* head bytes held, allocated */
-    char *tail;          /* ring of BUF_TAIL bytes once the head is full */
-    size_t tail_pos;     /* next write in the ring */
-    unsigned long long tail_total, dropped; /* bytes through the ring; bytes lost */
-} buf;
-
-static int buf_read(int fd, buf *b)
-{
-    char chunk[65536];
-    ssize_t r = read(fd, chunk, sizeof chunk);
-    if (r <= 0)
-        return (int)r;
-    size_t n = (size_t)r, k = 0;
-    if (b->len < BUF_HEAD) { /* the head grows to BUF_HEAD */
-        size_t want = b->len + n < BUF_HEAD ? b->len + n : BUF_HEAD;
-        if (want + 1 > b->cap) {
-            size_t cap = b->cap ? 2 * b->cap : 65536;
-            cap = cap < want + 1 ? want + 1 : cap;
-            cap = cap > BUF_HEAD + 1 ? BUF_HEAD + 1 : cap;
-            char *d = realloc(b->data, cap);
-            if (!d)
-                return -1;
-            b->data = d, b->cap = cap;
-        }
-        k = want - b->len;
-        memcpy(b->data + b->len, chunk, k);
-        b->len = want;
-        b->data[b->len] = '\0';
-    }
-    if (k < n && !b->tail && !(b->tail = malloc(BUF_TAIL)))
-        return -1;
-    for (; k < n; k++) { /* the rest through the ring: what falls out of it is dropped */
-        if (b->tail_total >= BUF_TAIL)
-            b->dropped++;
-        b->tail[b->tail_pos] = chunk[k];
-        b->tail_pos = (b->tail_pos + 1) % BUF_TAIL;
-        b->tail_total++;
-    }
-    return (int)r;
-}
-
-/* Joins head, a note on what was dropped, and the tail into b->data. */
-static void buf_finish(buf *b)
-{
-    if (!b->tail)
-        return;
-    size_t held = b->tail_total < BUF_TAIL ? (size_t)b->tail_total : BUF_TAIL;
-    char note[96];
-    int nl = b->dropped ? snprintf(note, sizeof note, "\n[... %llu bytes dropped ...]\n",
-                                   b->dropped)
-                        : 0;
-    char *d = realloc(b->data, b->len + (size_t)nl + held + 1);
-    if (d) {
-        memcpy(d + b->len, note, (size_t)nl);
-        size_t start = b->tail_total < BUF_TAIL ? 0 : b->tail_pos;
-        for (size_t i = 0; i < held; i++)
-            d[b->len + (size_t)nl + i] = b->tail[(start + i) % BUF_TAIL];
-        b->len += (size_t)nl + held;
-        d[b->len] = '\0';
-        b->data = d;
-    }
-    free(b->tail);
-    b->tail = NULL;
-}
-
-/* How long a child's leftovers (a wrapper's children still holding the pipes) may keep writing
- * after the child itself exited, and how long the group has between SIGTERM and SIGKILL. */
-#define AFTER_EXIT_S 1.0
-#define KILL_GRACE_S 2.0
-
-/* Waits for output on fds (n of them; 0: just sleeps) for at most s seconds, and no more than
- * 50 ms so that the child's exit is noticed (a poll error or EINTR is retried by the caller
- * against the same deadline). */
-static void poll_for(struct pollfd *fds, nfds_t n, double s)
-{
-    int ms = s <= 0 ? 0 : s > 0.05 ? 50 : (int)(s * 1000) + 1;
-    (void)poll(fds, n, ms);
-}
-
-/* One deadline over reading and reaping: collects the child's output and reaps it, until the
- * child has exited and both pipes closed (or AFTER_EXIT_S passed since its exit), or the
- * deadline passes. Returns 1 on timeout, 0 when *wstatus holds the child's status. */
-static int collect(pid_t pid, int out_fd, int err_fd, double deadline, buf *out, buf *err,
-                   int *wstatus)
-{
-    struct pollfd fds[2] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
-    int open_fds = 2, reaped = 0;
-    double exited_at = 0;
-    for (;;) {
-        if (!reaped && waitpid(pid, wstatus, WNOHANG) == pid)
-            reaped = 1, exited_at = pp_now();
-        if (reaped && (open_fds == 0 || pp_now() - exited_at > AFTER_EXIT_S))
-            return 0;
-        double left = deadline - pp_now();
-        if (left <= 0 && !reaped)
-            return 1; /* timed out */
-        if (left <= 0)
-            return 0; /* exited in time; only its leftovers still write */
-        for (int i = 0; i < 2; i++)
-            fds[i].revents = 0;
-        poll_for(fds, 2, left);
-        for (int i = 0; i < 2; i++) {
-            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
-                continue;
-            if (buf_read(fds[i].fd, i == 0 ? out : err) <= 0) {
-                fds[i].fd = -1;
-                open_fds--;
-            }
-        }
-    }
-}
-
-/* Ends the child's process group (the child and whatever it started): SIGTERM, KILL_GRACE_S to
- * exit, then SIGKILL; reaps the child unless reaped is set. */
-static void end_group(pid_t pid, int reaped, int *wstatus)
-{
-    kill(-pid, SIGTERM);
-    double until = pp_now() + KILL_GRACE_S;
-    while (!reaped && pp_now() < until) {
-        if (waitpid(pid, wstatus, WNOHANG) == pid)
-            reaped = 1;
-        else
-            poll_for(NULL, 0, until - pp_now());
-    }
-    kill(-pid, SIGKILL);
-    while (!reaped && waitpid(pid, wstatus, 0) < 0 && errno == EINTR)
-        ;
 }
 
 static void parse_summary(const char *json, const pp_tune_config *c, double wall_s,
@@ -324,10 +184,11 @@ static const char *failure_kind(const char *msg, int launched)
     return "crash";
 }
 
-static void classify(int wstatus, int killed, const buf *out, const buf *err,
-                     const pp_tune_trial_params *tp, pp_tune_trial_result *r)
+static void classify(const pp_tune_child *ch, const pp_tune_trial_params *tp,
+                     pp_tune_trial_result *r)
 {
-    const char *msg = err->data ? err->data : "";
+    const char *msg = ch->err ? ch->err : "";
+    int wstatus = ch->wstatus, killed = ch->killed;
     int launched = tp->alloc && tp->alloc->launcher[0];
     char line[160];
     detail_line(msg, line, sizeof line);
@@ -338,13 +199,21 @@ static void classify(int wstatus, int killed, const buf *out, const buf *err,
                  launched ? " on every node" : "", launched && line[0] ? ": " : "",
                  launched ? line : "");
     } else if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) {
-        parse_summary(out->data ? out->data : "", tp->cfg, r->wall_s, r);
+        parse_summary(ch->out ? ch->out : "", tp->cfg, r->wall_s, r);
     } else if (!launched && WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL) {
         /* one process on this machine killed without our kill: the kernel's OOM killer */
         snprintf(r->status, sizeof r->status, "oom");
         snprintf(r->detail, sizeof r->detail, "%s", line[0] ? line : "killed (SIGKILL)");
     } else {
         snprintf(r->status, sizeof r->status, "%s", failure_kind(msg, launched));
+        const char *nf = strstr(msg, "Node failure");
+        if (!strcmp(r->status, "node-lost") && nf) {
+            /* the launcher's line naming the node says most (not a rank's timeout after it) */
+            while (nf > msg && nf[-1] != '\n')
+                nf--;
+            detail_line(nf, line, sizeof line);
+            pp_tune_alloc_lost_node(msg, r->lost_node, sizeof r->lost_node);
+        }
         if (WIFSIGNALED(wstatus))
             snprintf(r->detail, sizeof r->detail, "signal %d (%s)", WTERMSIG(wstatus),
                      strsignal(WTERMSIG(wstatus)));
@@ -366,43 +235,11 @@ pp_status pp_tune_trial(const pp_tune_trial_params *tp, pp_tune_trial_result *r)
                       "one pipeline replica needs %d ranks; the allocation (%s) holds %d",
                       tp->cfg->p * (tp->cfg->t > 1 ? tp->cfg->t : 1), tp->alloc->nodes,
                       tp->alloc->slots);
-    int out_p[2], err_p[2];
-    if (pipe(out_p) != 0)
-        return PP_ERR(PP_ERR_IO, "trial: pipe: %s", strerror(errno));
-    if (pipe(err_p) != 0) {
-        close(out_p[0]), close(out_p[1]);
-        return PP_ERR(PP_ERR_IO, "trial: pipe: %s", strerror(errno));
-    }
-    double t0 = pp_now();
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(out_p[0]), close(out_p[1]), close(err_p[0]), close(err_p[1]);
-        return PP_ERR(PP_ERR_IO, "trial: fork: %s", strerror(errno));
-    }
-    if (pid == 0) {
-        setpgid(0, 0); /* its own process group, ended as a group (end_group) */
-        dup2(out_p[1], 1);
-        dup2(err_p[1], 2);
-        close(out_p[0]), close(out_p[1]), close(err_p[0]), close(err_p[1]);
-        execvp(argv[0], argv); /* pprun itself, or srun / mpirun from PATH */
-        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
-    setpgid(pid, pid); /* also here: no race with the child's own call */
-    close(out_p[1]), close(err_p[1]);
-    buf out = {0}, err = {0};
-    int wstatus = 0;
-    int killed = collect(pid, out_p[0], err_p[0], t0 + tp->timeout_s, &out, &err, &wstatus);
-    end_group(pid, !killed, &wstatus);
-    close(out_p[0]), close(err_p[0]);
-    buf_finish(&out);
-    buf_finish(&err);
-    r->wall_s = pp_now() - t0;
-    classify(wstatus, killed, &out, &err, tp, r);
-    free(out.data);
-    free(err.data);
-    free(out.tail);
-    free(err.tail);
+    pp_tune_child ch;
+    PP_TRY(pp_tune_child_run(argv, tp->timeout_s, &ch));
+    r->wall_s = ch.wall_s;
+    classify(&ch, tp, r);
+    pp_tune_child_fini(&ch);
     return PP_OK;
 }
 
@@ -439,4 +276,16 @@ pp_status pp_tune_pprun_find(char *path, size_t n)
             return PP_OK;
     }
     return PP_ERR(PP_ERR_NOTFOUND, "cannot find pprun for trials (set PPTUNE_PPRUN)");
+}
+
+pp_status pp_tune_self_path(char *path, size_t n)
+{
+    if (n < 2)
+        return PP_ERR(PP_ERR_INVALID, "self path: no room");
+    ssize_t len = readlink("/proc/self/exe", path, n - 1);
+    if (len <= 0 || (size_t)len >= n - 1)
+        return PP_ERR(PP_ERR_NOTFOUND, "cannot read /proc/self/exe: %s",
+                      len < 0 ? strerror(errno) : "path too long");
+    path[len] = '\0';
+    return PP_OK;
 }

@@ -121,6 +121,17 @@ int pp_cli_cluster_is_file(const char *cluster)
 static pp_status open_cluster(const char *cmd, const pp_cli_tune *c, pp_cluster **cl,
                               char *source, size_t n)
 {
+    if (!strcmp(c->cluster, "local") && c->probe_nodes) {
+        const pp_tune_alloc *a = c->probe_nodes;
+        char self[4096];
+        PP_TRY(pp_tune_self_path(self, sizeof self));
+        fprintf(stderr, "pptune %s: probing every node of the allocation (%s, one %s rank each, "
+                        "quick)...\n",
+                cmd, a->nodes, a->launcher);
+        PP_TRY(pp_tune_probe_nodes(a, self, 1, PP_TUNE_PROBE_NODES_TIMEOUT_S, cl, source, n));
+        printf("%s\n", source);
+        return PP_OK;
+    }
     if (!strcmp(c->cluster, "local")) {
         pp_probe_opts po = {.quick = 1};
         fprintf(stderr, "pptune %s: probing this machine (quick)...\n", cmd);
@@ -140,6 +151,11 @@ static int load_cluster(const char *cmd, const pp_cli_tune *c, pp_tune_hw *hw, c
     pp_cluster *cl = NULL;
     char source[300];
     pp_status st = open_cluster(cmd, c, &cl, source, sizeof source);
+    char why[300];
+    if (st == PP_OK && pp_tune_nodes_differ(cl, PP_TUNE_NODES_TOLERANCE, why, sizeof why))
+        fprintf(stderr, "pptune %s: warning: the nodes differ: %s; planning with the slowest "
+                        "and smallest\n",
+                cmd, why);
     if (st == PP_OK)
         st = pp_tune_hw_from_cluster(cl, source, hw);
     if (st == PP_OK && !strncmp(source, "preset ", 7))

@@ -13,6 +13,9 @@ typedef struct {
     int seq;          /* 0 = the model's */
     int global_batch; /* 0 = the model's */
     pp_tune_opts opts;
+    /* cluster "local" inside this allocation: every node of it probed, one rank each
+     * (pp_tune_probe_nodes, the program's own pptune); NULL: this machine only */
+    const pp_tune_alloc *probe_nodes;
 } pp_cli_tune;
 
 /* The shared options' codes, and their getopt_long entries for a command's table. */

@@ -39,7 +39,7 @@ cleanup() {
   for e in /proc/[0-9]*/environ; do
     p=${e#/proc/}
     p=${p%/environ}
-    [ "$p" != $$ ] && tr '\0' '\n' <"$e" 2>/dev/null | grep -qx "SLURM_CONF=$T/slurm.conf" &&
+    [ "$p" != $$ ] && tr '\0' '\n' 2>/dev/null <"$e" | grep -qx "SLURM_CONF=$T/slurm.conf" &&
       kill -9 "$p" 2>/dev/null
   done
   for p in "${pids[@]}"; do

@@ -9,10 +9,17 @@
 #      and no pprun is left on any node
 #   3. a rank of every 1f1b trial hangs: killed at the trial's limit, nothing left running
 #   4. mpirun --hostfile (two hosts, no Slurm): the same as 1
-#   5. examples/tune-cluster.sbatch submitted with sbatch (2 nodes): probe on every node, tune with srun
+#   5. examples/tune-cluster.sbatch submitted with sbatch (2 nodes): pptune probe probes every node
+#      itself (one srun rank each), tune with srun
 #      trials, publish to the local HTTP store of the profile tests (tests/fixtures/store_server.py)
-#   6. that description tuned inside salloc -N 2 (2 ranks): candidates of more ranks run with fewer
-#      data-parallel replicas, said on stderr and in the profile
+#   6. pptune search --cluster local inside salloc -N 2 (2 ranks): it probes both nodes itself (one
+#      rank each, named in the output and the profile); candidates of more ranks run with fewer
+#      data-parallel replicas, their full-size DP all-reduce probed across the nodes and added
+#      to the measured step, said on stderr and in the profile
+#   7. salloc --no-kill -N 4, SlurmdTimeout lowered to 4 s: rank 1 of the first 1f1b trial stops
+#      its node's slurmd; slurmctld declares the node DOWN, srun says "Node failure on nX": that
+#      trial is node-lost, the later ones exclude the node and run ok; the node is brought back
+#      (SIGCONT, ReturnToService=2) and nothing of the trials is left running (by pid)
 #
 # Open MPI between the "nodes": TCP over loopback only (self,tcp: the shared-memory BTL of two
 # slurmd on one host would map the same segment and crash a rank), PMIx from srun --mpi=pmix
@@ -35,21 +42,34 @@ pptune=$build/tuner/pptune
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
-# Nothing of ours may outlive a trial: pprun (and the hung stand-in) run from $T/bin only. A
-# killed step's processes take slurmstepd a moment to reap: wait for them, at most 20 s.
+# Nothing of ours may outlive a trial. Every rank pprun-fault.sh started (pprun, or a failed
+# rank's stand-in) left its pid in $T/fault-NAME/pids; one host holds every node, so /proc shows
+# them all. A pid counts while it runs (not a zombie) with that PP_FAULT_DIR in its environment
+# (so a reused pid is not ours). A killed step's processes take slurmstepd a moment to reap:
+# wait for them, at most 20 s.
+alive() { # alive NAME: the recorded pids of NAME's trials still running
+  local f p dir=$T/fault-$1
+  for f in "$dir"/pids/*; do
+    [ -e "$f" ] || continue
+    p=${f##*/}
+    tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | grep -qx "PP_FAULT_DIR=$dir" && echo "$p"
+  done
+}
 none_left() {
+  ls "$T/fault-$1/pids/"* >/dev/null 2>&1 || { fail "$1: no trial process recorded its pid"; return; }
   for _ in $(seq 100); do
-    pgrep -f "$T/bin/pprun" >/dev/null || return 0
+    [ -z "$(alive "$1")" ] && return 0
     sleep 0.2
   done
-  fail "$1: left running: $(pgrep -af "$T/bin/pprun" | head -3)"
+  fail "$1: left running: $(for p in $(alive "$1"); do tr '\0' ' ' <"/proc/$p/cmdline"; echo; done | head -3)"
 }
 
 search() { # search NAME [pptune options...]: runs pptune search, its output in $T/NAME.out
   local name=$1
   shift
-  "$pptune" --model tiny --cluster local --schedules gpipe,1f1b --trial-steps 3 \
-    -o "$T/$name.json" "$@" >"$T/$name.out" 2>&1 || fail "$name: pptune exited $?: $(tail -3 "$T/$name.out")"
+  PP_FAULT_DIR=$T/fault-$name "$pptune" --model tiny --cluster local --no-probe-nodes \
+    --schedules gpipe,1f1b --trial-steps 3 -o "$T/$name.json" "$@" >"$T/$name.out" 2>&1 ||
+    fail "$name: pptune exited $?: $(tail -3 "$T/$name.out")"
 }
 
 check() { # check NAME LAUNCHER NODES [SCHEDULE=STATUS...]
@@ -58,11 +78,15 @@ check() { # check NAME LAUNCHER NODES [SCHEDULE=STATUS...]
   python3 "$here/check_profile.py" "$T/$name.json" "$@" || fail "$name: $(grep trial "$T/$name.out" | head -5)"
 }
 
-export -f search check fail none_left
+export -f search check fail none_left alive
 export T pptune here fails
 
+took=() # the wall time of each part, printed at the end (a figure, not a check)
+lap() { took+=("$1 $((SECONDS - lap_at)) s"); lap_at=$SECONDS; }
+lap_at=$SECONDS
 # 1-3 inside one allocation of the four nodes
 salloc --quiet -N 4 bash -c '
+  fails=0
   search srun --trials 3 --trial-timeout 60
   check srun srun "n[1-4]" "*=ok"
   none_left srun
@@ -77,10 +101,63 @@ salloc --quiet -N 4 bash -c '
 '
 rc=$?
 [ $rc -eq 0 ] || fail "inside salloc: $rc failed (or salloc exited $rc)"
+lap "1-3 (srun, kill, hang)"
+
+# 7: a node lost mid-trial. slurmctld declares a node DOWN SlurmdTimeout after its slurmd last
+# answered (its pings time out after MessageTimeout): 4 s and 3 s for this part only (scontrol
+# reconfigure; the node is then lost in about 7 s, within the trial's 60 s and pprun's 12 s
+# watchdog), 30 s and 10 s again after it. --no-kill: the allocation outlives the node (srun
+# and pptune go on with the others).
+timeout_to() {
+  sed -i "s/^SlurmdTimeout=.*/SlurmdTimeout=$1/; s/^MessageTimeout=.*/MessageTimeout=$2/" "$SLURM_CONF"
+  scontrol reconfigure || fail "lost: scontrol reconfigure failed"
+}
+timeout_to 4 3
+# (salloc itself exits 1 after a node of its job failed: the search's own status is kept)
+salloc --quiet --no-kill -N 4 bash -c '
+  fails=0
+  PP_FAULT=slurmd:1f1b search lost --trials 3 --trial-timeout 60
+  echo $fails >"$T/lost.rc"
+' 2>"$T/lost.salloc"
+[ "$(cat "$T/lost.rc" 2>/dev/null)" = 0 ] || fail "lost: the search failed: $(tail -2 "$T/lost.salloc")"
+node=$(cat "$T/fault-lost/slurmd-stopped/node" 2>/dev/null)
+if [ -n "$node" ]; then
+  kill -CONT "$(cat "$T/$node/slurmd.pid")"
+  for _ in $(seq 150); do
+    [ "$(sinfo -h -n "$node" -o %t 2>/dev/null)" = idle ] && break
+    sleep 0.2
+  done
+  [ "$(sinfo -h -n "$node" -o %t)" = idle ] || fail "lost: $node did not come back: $(sinfo -h -n "$node")"
+  python3 - "$T/lost.json" "$node" <<'PY' || fail "lost: $(grep -E 'trial ' "$T/lost.out" | head -4)"
+import json, sys
+p, node = json.load(open(sys.argv[1])), sys.argv[2]
+runs = [e for e in [p["chosen"]] + p["runners_up"] if "measured" in e]
+lost = [e for e in runs if e["measured"]["status"] == "node-lost"]
+bad = []
+if len(lost) != 1 or lost[0]["config"]["schedule"] != "1f1b":
+    bad.append("expected one node-lost 1f1b trial, got %s" % [e["measured"]["status"] for e in runs])
+elif ("Node failure on " + node not in lost[0]["measured"]["detail"]
+      or "later trials exclude " + node not in lost[0]["measured"]["detail"]):
+    bad.append("detail %r does not name %s" % (lost[0]["measured"]["detail"], node))
+later = [e for e in runs if e not in lost]
+if not later or any(e["measured"]["status"] != "ok" for e in later):
+    bad.append("the other trials: %s" % [(e["measured"]["status"], e["measured"]["detail"]) for e in later])
+for b in bad:
+    print("lost: " + b)
+sys.exit(1 if bad else 0)
+PY
+  check lost srun "n[1-4]"
+else
+  fail "lost: no trial stopped a slurmd: $(grep -E 'trial ' "$T/lost.out" | head -3)"
+fi
+none_left lost
+timeout_to 30 10
+lap "7 (lost)"
 
 # 4: an Open MPI host file, no Slurm in the environment
 printf '127.0.0.2 slots=2\n127.0.0.3 slots=2\n' >"$T/hosts"
 (
+  fails=0 # this part's own count, added to the suite's below
   for v in $(env | grep -o '^SLURM_[A-Z_]*'); do unset "$v"; done
   export OMPI_MCA_plm_rsh_agent=$here/rsh.sh PP_RSH_TMP=$T
   search mpirun --trials 3 --trial-timeout 60 --hostfile "$T/hosts"
@@ -88,8 +165,10 @@ printf '127.0.0.2 slots=2\n127.0.0.3 slots=2\n' >"$T/hosts"
   none_left mpirun
   exit $fails
 ) || fails=$((fails + $?))
+lap "4 (mpirun)"
 
-# 5: the per-cluster CI job as a batch job, against the test HTTP store
+# 5: the per-cluster CI job as a batch job, against the test HTTP store (schedules the runtime
+# runs: the zero-bubble family's I/W actions are not executed by pprun yet)
 mkdir -p "$T/store"
 python3 "$here/../fixtures/store_server.py" --mode ok --root "$T/store" --lifetime 300 \
   >"$T/store.port" 2>"$T/store.err" &
@@ -100,7 +179,7 @@ port=$(awk '/PORT/ {print $2}' "$T/store.port")
   cd "$here/../.."
   PPTUNE_STORE_URL=http://127.0.0.1:$port/profiles PPTUNE=$pptune PPTUNE_QUICK=1 \
     sbatch --wait --quiet --nodes 2 --output="$T/sbatch.log" examples/tune-cluster.sbatch tiny \
-    "$T/job" --trials 2 --trial-steps 3
+    "$T/job" --trials 2 --trial-steps 3 --schedules gpipe,1f1b,interleaved
 ) || fail "sbatch: the job exited $?: $(tail -5 "$T/sbatch.log")"
 grep -q "^published .* to http://127.0.0.1:$port/profiles" "$T/sbatch.log" ||
   fail "sbatch: not published: $(tail -3 "$T/sbatch.log")"
@@ -108,27 +187,40 @@ ls "$T"/store/profiles/*/tiny.json >/dev/null 2>&1 || fail "sbatch: the store ho
 grep -q "trials: 2 candidates run with pprun under srun" "$T/job/tune.txt" 2>/dev/null ||
   fail "sbatch: the job's search ran no srun trials: $(grep -E 'trial|allocation' "$T/job/tune.txt" | head -3)"
 python3 "$here/check_profile.py" "$T/job/profile.json" srun "n[1-2]" "*=ok" || fail "sbatch: profile"
-# 6: the 2-node description (2 cores each) tuned inside a 2-rank allocation: trials needing more than its 2
-# ranks run with fewer data-parallel replicas
-salloc --quiet -N 2 "$pptune" --model tiny --cluster "$T/job/cluster.json" --schedules gpipe \
+python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))
+sys.exit(0 if [n["hostname"] for n in c["nodes"]] == ["n1", "n2"] else 1)' "$T/job/cluster.json" ||
+  fail "sbatch: the probe did not cover both nodes: $(grep -E '^probe' "$T/sbatch.log" | head -3)"
+lap "5 (sbatch)"
+# 6: pptune search --cluster local inside a 2-rank allocation of 2 nodes probes both itself (2
+# cores each: 4 devices); trials needing more than its 2 ranks run with fewer data-parallel
+# replicas, their full-size all-reduce probed over the 2 ranks
+salloc --quiet -N 2 "$pptune" --model tiny --cluster local --schedules gpipe \
   --trials 2 --trial-steps 3 -o "$T/reduced.json" >"$T/reduced.out" 2>&1 ||
   fail "reduced: pptune exited $?: $(tail -3 "$T/reduced.out")"
-grep -Eq "ran reduced: srun on 2 nodes of n\[1-2\], reduced: d=[12] of [48] " "$T/reduced.out" ||
+grep -q "^probed: 2 nodes of the allocation, one srun rank each, quick (n1, n2)" "$T/reduced.out" ||
+  fail "reduced: the search did not probe both nodes: $(grep -E 'prob|cluster' "$T/reduced.out" | head -3)"
+grep -Eq "ran reduced: srun on 2 nodes of n\[1-2\], reduced: d=1 of 2 .*; DP all-reduce: probed over 2 ranks at dp=2|ran reduced: srun on 2 nodes of n\[1-2\], reduced: d=[12] of [48] .*; DP all-reduce: probed over 2 ranks, scaled to dp=[48] by the ring formula" "$T/reduced.out" ||
   fail "reduced: no reduced trial said so: $(grep -E 'trial|allocation' "$T/reduced.out" | head -3)"
-python3 - "$T/reduced.json" <<'PY' || fail "reduced: the profile does not record the reduction"
+python3 - "$T/reduced.json" <<'PY' || fail "reduced: the profile does not record the reduction and its all-reduce"
 import json, re, sys
 p = json.load(open(sys.argv[1]))
 runs = [e for e in [p["chosen"]] + p["runners_up"] if "measured" in e]
-sys.exit(0 if runs and any(re.search(r"reduced: d=\d+ of %d " % e["config"]["d"],
-                                      e["measured"]["where"]) for e in runs)
-         and all(e["measured"]["status"] == "ok" for e in runs) else 1)
+red = [e for e in runs if re.search(r"reduced: d=\d+ of %d .*; DP all-reduce: probed over 2 ranks"
+                                     r"(, scaled to dp=%d| at dp=%d)" % ((e["config"]["d"],) * 3),
+                                     e["measured"]["where"])]
+ok = all(e["measured"]["status"] == "ok" for e in runs)
+sys.exit(0 if red and ok and p["cluster"]["source"].endswith("(n1, n2)")
+         and p["cluster"]["nodes"] == 2 else 1)
 PY
 
+lap "6 (reduced)"
 kill "$store_pid" 2>/dev/null
 wait "$store_pid" 2>/dev/null
 
-for f in srun kill hang mpirun reduced; do
+for f in srun kill hang lost mpirun reduced; do
   [ -f "$T/$f.out" ] && { echo "--- $f"; grep -E "^(allocation|trials:|cluster )|trial " "$T/$f.out"; }
 done
+echo "--- wall time per part (load average $(cut -d' ' -f1-3 /proc/loadavg)):"
+printf '  %s\n' "${took[@]}"
 [ $fails -eq 0 ] && echo "slurm suite: all checks passed" || echo "slurm suite: $fails failed"
 [ $fails -eq 0 ]
