@@ -147,7 +147,7 @@ static pp_status add_slot(pp_rt_stage *st, int id, void **mem)
     *mem = pp_backend_alloc(st->be, st->slot_bytes, PP_MEM_ACTS);
     if (!*mem)
         return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
-    st->slots[st->nslots++] = (pp_slot){id, *mem};
+    st->slots[st->nslots++] = (pp_slot){.id = id, .mem = *mem};
     return PP_OK;
 }
 
