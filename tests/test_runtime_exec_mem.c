@@ -12,10 +12,12 @@
  */
 #include <criterion/criterion.h>
 #include <malloc.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pp_rt.h"
+#include "sched_split.h"
 
 #define OK(expr)                                                                                   \
     do {                                                                                           \
@@ -37,17 +39,10 @@ typedef struct {
 } setup;
 
 /* first, last: a first/last-stage split of the 8 layers (0: even); tp: tensor-parallel size */
-static void make_split(setup *u, const char *kind, int D, int N, int v, int dp, int backend,
-                       int first, int last, int tp)
+/* An executor for the schedule u->s (which drop destroys). */
+static void make_sched(setup *u, int dp, int backend, int tp)
 {
     pp_model_cfg m = model();
-    pp_sched_params sp = {.ranks = D,
-                          .microbatches = N,
-                          .chunks = v,
-                          .layers = m.layers,
-                          .first_layers = first,
-                          .last_layers = last};
-    OK(pp_sched_generate(kind, &sp, &u->s));
     pp_rt_exec_params ep = {.model = &m,
                             .sched = u->s,
                             .micro_batch = B,
@@ -60,6 +55,19 @@ static void make_split(setup *u, const char *kind, int D, int N, int v, int dp, 
                             .tp = tp};
     OK(pp_rt_executor_create(&ep, &u->ex));
     u->dp = dp;
+}
+
+static void make_split(setup *u, const char *kind, int D, int N, int v, int dp, int backend,
+                       int first, int last, int tp)
+{
+    pp_sched_params sp = {.ranks = D,
+                          .microbatches = N,
+                          .chunks = v,
+                          .layers = model().layers,
+                          .first_layers = first,
+                          .last_layers = last};
+    OK(pp_sched_generate(kind, &sp, &u->s));
+    make_sched(u, dp, backend, tp);
 }
 
 static void make_on(setup *u, const char *kind, int D, int N, int v, int dp, int backend)
@@ -131,14 +139,19 @@ static void check_categories(setup *u, const char *what)
             last |= pp_sched_stage(s, p, S - 1)->rank == r;
         }
         acts_base = (first + last) * tok_bytes;
-        /* the peak of saved slots along the rank's action order */
+        /* the peak of saved slots along the rank's action order (split backward: the slot
+         * stays until W, and I adds what it holds for W) */
         size_t live = 0, peak = 0;
         for (int i = 0; i < s->n_ops[r]; i++) {
             const pp_action *a = &s->ops[r][i];
-            if (a->op != PP_OP_F && a->op != PP_OP_B)
+            if (!pp_op_is_compute(a->op))
                 continue;
-            size_t b = pp_rt_stage_act_bytes(pp_rt_executor_stage(u->ex, k, a->pipe, a->stage));
-            live = a->op == PP_OP_F ? live + b : live - b;
+            pp_rt_stage *sa = pp_rt_executor_stage(u->ex, k, a->pipe, a->stage);
+            size_t b = pp_rt_stage_act_bytes(sa), h = pp_rt_stage_held_bytes(sa);
+            live = a->op == PP_OP_F ? live + b
+                 : a->op == PP_OP_I ? live + h
+                 : a->op == PP_OP_W ? live - b - h
+                                    : live - b;
             peak = live > peak ? live : peak;
         }
         pp_mem_stats m;
@@ -194,24 +207,31 @@ Test(runtime_exec_mem, categories_match_the_schedule)
 /* Ranks whose tensors go through host staging copies (as a CUDA backend's do), on CPU
  * backends: the transport's copies stay outside the accounting, so every byte is placed by
  * program order and the plan computed at creation equals every measured peak to the byte. */
+/* Steps u twice, holds every rank's measured peaks to its plan, and drops u. */
+static void check_plan_of(setup *u, const char *what)
+{
+    cr_assert(pp_rt_executor_plan_is_exact(u->ex), "%s: a staged plan is exact", what);
+    steps(u, 2);
+    for (int g = 0; g < pp_rt_executor_ranks(u->ex); g++) {
+        pp_mem_stats got;
+        pp_backend_mem_stats(pp_rt_executor_backend(u->ex, g), &got);
+        const pp_rt_plan_rank *pl = pp_rt_executor_plan(u->ex, g);
+        cr_assert_eq(got.peak_total, pl->peak_total, "%s rank %d: measured %zu B, plan %zu B",
+                     what, g, got.peak_total, pl->peak_total);
+        for (int c = 0; c < PP_MEM__COUNT; c++)
+            cr_assert_eq(got.peak[c], pl->peak[c], "%s rank %d: %s peak %zu, plan %zu", what, g,
+                         pp_mem_category_name((pp_mem_category)c), got.peak[c], pl->peak[c]);
+    }
+    drop(u);
+}
+
 static void check_staged_plan(const char *kind, int D, int N, int v, int dp, int first, int last)
 {
     setup u;
     make_split(&u, kind, D, N, v, dp, PP_RT_BACKEND_CPU_STAGED, first, last, 1);
-    cr_assert(pp_rt_executor_plan_is_exact(u.ex), "%s: a staged plan is exact", kind);
-    steps(&u, 2);
-    for (int g = 0; g < pp_rt_executor_ranks(u.ex); g++) {
-        pp_mem_stats got;
-        pp_backend_mem_stats(pp_rt_executor_backend(u.ex, g), &got);
-        const pp_rt_plan_rank *pl = pp_rt_executor_plan(u.ex, g);
-        cr_assert_eq(got.peak_total, pl->peak_total, "%s %d/%d rank %d: measured %zu B, plan %zu B",
-                     kind, first, last, g, got.peak_total, pl->peak_total);
-        for (int c = 0; c < PP_MEM__COUNT; c++)
-            cr_assert_eq(got.peak[c], pl->peak[c], "%s %d/%d rank %d: %s peak %zu, plan %zu", kind,
-                         first, last, g, pp_mem_category_name((pp_mem_category)c), got.peak[c],
-                         pl->peak[c]);
-    }
-    drop(&u);
+    char what[64];
+    snprintf(what, sizeof what, "%s %d/%d", kind, first, last);
+    check_plan_of(&u, what);
 }
 
 Test(runtime_exec_mem, plan_equals_measured_when_staged)
@@ -260,6 +280,58 @@ Test(runtime_exec_mem, plan_equals_measured_with_tensor_parallelism)
         drop(&one);
         drop(&u);
     }
+}
+
+/* Split backward (I, W): a slot stays from F to W and each I adds what it holds for W
+ * (pp_rt_size_wheld_bytes); the plan equals the measured peaks to the byte, with W right after
+ * its I and with every W at the end (where the activations of all N micro-batches and their
+ * held gradients peak together), with dp 2 and with t = 2. The hand count of
+ * check_categories agrees too. */
+static void check_split_plan(const char *kind, int D, int N, int v, int dp, int where, int tp)
+{
+    char what[96];
+    snprintf(what, sizeof what, "%s D=%d N=%d dp=%d t=%d split, W %s", kind, D, N, dp, tp,
+             where == SPLIT_W_AT_END ? "at the end" : "after its I");
+    setup u = {.s = sched_split_gen(kind, D, N, v, model().layers, where)};
+    make_sched(&u, dp, PP_RT_BACKEND_CPU_STAGED, tp);
+    check_plan_of(&u, what);
+    if (tp > 1)
+        return;
+    u.s = sched_split_gen(kind, D, N, v, model().layers, where);
+    make_sched(&u, dp, PP_RT_BACKEND_CPU, 1);
+    steps(&u, 2);
+    check_categories(&u, what);
+    drop(&u);
+}
+
+Test(runtime_exec_mem, plan_equals_measured_for_split_backward)
+{
+    check_split_plan("1f1b", 4, 8, 0, 1, SPLIT_W_AFTER_I, 1);
+    check_split_plan("1f1b", 4, 8, 0, 1, SPLIT_W_AT_END, 1);
+    check_split_plan("gpipe", 2, 4, 0, 2, SPLIT_W_AT_END, 1);
+    check_split_plan("interleaved", 2, 4, 2, 1, SPLIT_W_AT_END, 1);
+    check_split_plan("1f1b", 2, 4, 0, 1, SPLIT_W_AT_END, 2);
+}
+
+/* Deferring every W holds more than 1F1B does: the plan grows by the held-for-W bytes of the
+ * slots it keeps (a plan that ignored them, or a stage that freed them early, would not). */
+Test(runtime_exec_mem, deferred_w_holds_more_than_fused)
+{
+    setup f, d;
+    make_split(&f, "1f1b", 2, 4, 0, 1, PP_RT_BACKEND_CPU_STAGED, 0, 0, 1);
+    d.s = sched_split_gen("1f1b", 2, 4, 0, model().layers, SPLIT_W_AT_END);
+    make_sched(&d, 1, PP_RT_BACKEND_CPU_STAGED, 1);
+    /* rank 0 (stage 0, layers 0..3): fused 1F1B keeps 2 slots at most; deferred W keeps all
+     * 4 slots and, after the last I, the 4 held-for-W buffers */
+    pp_rt_stage *st = pp_rt_executor_stage(d.ex, 0, 0, 0);
+    size_t slot = pp_rt_stage_act_bytes(st), held = pp_rt_stage_held_bytes(st);
+    const pp_rt_plan_rank *pf = pp_rt_executor_plan(f.ex, 0), *pd = pp_rt_executor_plan(d.ex, 0);
+    size_t tok = 4 * (size_t)B * T * sizeof(int32_t);
+    cr_assert_eq(pf->peak[PP_MEM_ACTS], tok + 2 * slot, "fused %zu", pf->peak[PP_MEM_ACTS]);
+    cr_assert_eq(pd->peak[PP_MEM_ACTS], tok + 4 * (slot + held), "deferred %zu, expected %zu",
+                 pd->peak[PP_MEM_ACTS], tok + 4 * (slot + held));
+    check_plan_of(&d, "1f1b split, W at the end");
+    drop(&f);
 }
 
 static size_t heap_in_use(void)

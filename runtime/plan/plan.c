@@ -51,6 +51,13 @@ static size_t bwd_ws_bytes(const plan_ctx *x, int pipe, int stage)
     return pp_rt_size_bwd_ws(x->N, x->C, x->F, (size_t)layers_of(x, pipe, stage), scratch, x->t);
 }
 
+/* Held for W (split backward): what a stage's I keeps beside the slot until the W of the same
+ * micro-batch (runtime/stage_bwd.c), PP_MEM_ACTS. */
+static size_t wheld_bytes(const plan_ctx *x, int pipe, int stage)
+{
+    return pp_rt_size_wheld_bytes(x->N, (size_t)layers_of(x, pipe, stage), x->C, x->F, x->t);
+}
+
 static size_t max_z(size_t a, size_t b)
 {
     return a > b ? a : b;
@@ -178,15 +185,22 @@ static void walk(const plan_ctx *x, int r, tracker *t, int64_t *reduces)
             bump(t, PP_MEM_ACTS, (int64_t)slot_bytes(x, a->pipe, a->stage)); /* saved */
             bump(t, PP_MEM_COMM, first ? 0 : -io);                            /* input consumed */
             break;
-        case PP_OP_B: {
+        case PP_OP_B:
+        case PP_OP_I: { /* I: the held-for-W bytes come before the workspace; the slot stays */
             int64_t ws = (int64_t)bwd_ws_bytes(x, a->pipe, a->stage);
+            int split = a->op == PP_OP_I;
             bump(t, PP_MEM_COMM, first ? 0 : io); /* input gradient */
+            bump(t, PP_MEM_ACTS, split ? (int64_t)wheld_bytes(x, a->pipe, a->stage) : 0);
             bump(t, PP_MEM_WORKSPACE, ws);
             bump(t, PP_MEM_WORKSPACE, -ws);
-            bump(t, PP_MEM_ACTS, -(int64_t)slot_bytes(x, a->pipe, a->stage));
+            bump(t, PP_MEM_ACTS, split ? 0 : -(int64_t)slot_bytes(x, a->pipe, a->stage));
             bump(t, PP_MEM_COMM, last ? 0 : -io); /* output gradient consumed */
             break;
         }
+        case PP_OP_W: /* frees what its I held and the slot */
+            bump(t, PP_MEM_ACTS, -(int64_t)(wheld_bytes(x, a->pipe, a->stage) +
+                                            slot_bytes(x, a->pipe, a->stage)));
+            break;
         case PP_OP_REDUCE: {
             int64_t bytes = (int64_t)reduce_bytes(x, a->stage, r);
             *reduces += bytes;
