@@ -5,7 +5,8 @@
  * (with clipping) equal those of the t = 1 run of the same schedule, with each tensor-parallel
  * shard compared against its place in the whole tensor (pp_rt_stage_global_index), and the
  * replicated tensors (LayerNorms, row-parallel biases, embedding, head) bit-identical on every
- * tensor-parallel rank.
+ * tensor-parallel rank. Split backward (I and W actions) at t = 2 against the fused schedule
+ * at t = 1.
  *
  * Tolerance (fp32): loss and gradient norm 1e-5 relative; gradients 1e-5 relative per tensor
  * (||a - b|| / ||b||); parameters 1e-5 relative overall and 1e-3 per tensor (AdamW turns the
@@ -25,6 +26,7 @@
 #include <string.h>
 
 #include "pp_rt.h"
+#include "sched_split.h"
 #include "stage_impl.h" /* pp_stage_tp_fault */
 
 #define OK(expr)                                                                                   \
@@ -51,11 +53,15 @@ typedef struct {
 } run;
 
 /* Creates the executor and runs step 0 (gradients only: they stay in the stages). */
-static void run_case(const char *kind, int tp, run *out)
+/* where: -1 the schedule as generated, else its backwards split (sched_split.h). */
+static void run_case_as(const char *kind, int tp, int where, run *out)
 {
     int v = strcmp(kind, "interleaved") == 0 ? 2 : 0; /* bitpipe's natural v is 2 */
     pp_sched_params sp = {.ranks = D, .microbatches = N, .chunks = v, .layers = L};
-    OK(pp_sched_generate(kind, &sp, &out->s));
+    if (where < 0)
+        OK(pp_sched_generate(kind, &sp, &out->s));
+    else
+        out->s = sched_split_gen(kind, D, N, v, L, where);
     pp_rt_exec_params ep = {.model = &MODEL,
                             .sched = out->s,
                             .micro_batch = B,
@@ -82,6 +88,11 @@ static void run_case(const char *kind, int tp, run *out)
                   "rank %d: %g tensor-parallel bytes", g, res.tp_bytes[g]);
     free(batch);
     pp_rt_data_destroy(data);
+}
+
+static void run_case(const char *kind, int tp, run *out)
+{
+    run_case_as(kind, tp, -1, out);
 }
 
 /* Three AdamW steps on fresh batches. */
@@ -177,12 +188,13 @@ static double rel(double a, double b)
     return fabs(a - b) / fabs(b);
 }
 
-/* The equivalence: the tensor-parallel run against the t = 1 run. */
-static void check_kind(const char *kind, int tp)
+/* The equivalence: the tensor-parallel run against the t = 1 run (of the schedule as
+ * generated: where >= 0 splits the backwards of the tensor-parallel run only). */
+static void check_kind_as(const char *kind, int tp, int where)
 {
     run ref, a;
     run_case(kind, 1, &ref);
-    run_case(kind, tp, &a);
+    run_case_as(kind, tp, where, &a);
     cr_assert(rel(a.loss[0], ref.loss[0]) <= TOL, "%s t=%d: loss %.9g, t=1 %.9g", kind, tp,
               a.loss[0], ref.loss[0]);
     cr_assert(rel(a.norm[0], ref.norm[0]) <= TOL, "%s t=%d: grad norm %.9g, t=1 %.9g", kind, tp,
@@ -210,6 +222,11 @@ static void check_kind(const char *kind, int tp)
     run_free(&ref);
 }
 
+static void check_kind(const char *kind, int tp)
+{
+    check_kind_as(kind, tp, -1);
+}
+
 #define TP_CASE(name, kind)                                                                        \
     Test(runtime_tp, name##_t2)                                                                    \
     {                                                                                              \
@@ -224,6 +241,17 @@ TP_CASE(onef1b, "1f1b")
 TP_CASE(interleaved, "interleaved")
 TP_CASE(chimera, "chimera")
 TP_CASE(bitpipe, "bitpipe")
+
+/* Split backward (I, W) at t = 2 against the fused schedule at t = 1: I's f all-reduces are
+ * B's, and W adds only local GEMMs. */
+Test(runtime_tp, onef1b_split_w_at_end_t2)
+{
+    check_kind_as("1f1b", 2, SPLIT_W_AT_END);
+}
+Test(runtime_tp, interleaved_split_w_after_i_t2)
+{
+    check_kind_as("interleaved", 2, SPLIT_W_AFTER_I);
+}
 
 /* Without f's backward all-reduce the column-parallel layers' input gradients are partial: the
  * first step's loss still agrees (the forward is untouched), its gradients do not. */
