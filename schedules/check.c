@@ -4,15 +4,22 @@
  *   1. placement and reduce descriptors are in range;
  *   2. every action is well-formed and on the right rank; record where each op of each key sits
  *      (duplicates are caught here);
- *   3. completeness: one F and one B per (pipe, stage, mb) of that pipe; every RECV has its SEND
- *      and vice versa; every REDUCE on every participant;
- *   4. program order on each rank: local dependencies, SEND after its producer, REDUCE after the
- *      last backward of the stages it reduces that the rank holds;
+ *   3. completeness: one F per (pipe, stage, mb) of that pipe, and its backward either fused (one
+ *      B) or split (one I and one W), never both; every RECV has its SEND and vice versa; every
+ *      REDUCE on every participant;
+ *   4. program order on each rank: local dependencies, I after its F, W after its I, SEND after
+ *      its producer, REDUCE after the last backward (B, or W where split) of the stages it
+ *      reduces that the rank holds;
  *   5. deadlock: run the lists with RECV blocking until its SEND ran and REDUCE as a barrier.
  *      Barriers are stricter than the asynchronous collectives the simulator models, so a schedule
  *      that completes here completes there.
  * A SEND/RECV whose peer is -1 (not lowered, or parsed from a format without peers) takes its
  * peer from the placement; a peer that is set must match it.
+ * Split backward (the Zero Bubble papers' B-input / B-weight, PyTorch's I / W): I computes the
+ * input gradient, so it is what SEND_B ships and what the previous stage's backward waits for
+ * (I of stage s before the I or B of stage s-1 of the same micro-batch, across ranks through
+ * SEND_B / RECV_B, locally through the hand-over); W computes the weight gradient from what its
+ * I left behind and moves no data, so it only has to follow that I on the same rank.
  * The checker reports the first problem it meets; it does not try to list them all. */
 #include <stdarg.h>
 #include <stdlib.h>
@@ -24,13 +31,35 @@ typedef struct {
     const pp_sched *s;
     int S, N, D, P;
     size_t nk;     /* keys: P * S * N */
-    int32_t *pos;  /* [6 * nk] action index of op k (F..RECV_B) of each key on its rank, -1 */
+    int32_t *pos;  /* [N_SLOTS * nk] action index of each op (slot_of) of each key on its rank,
+                      -1 */
     int32_t *rpos; /* [n_reduces * PP_REDUCE_MAX_RANKS] REDUCE index on participant j, -1 */
     int *n_mb;     /* [P] micro-batches that go through each pipe */
     int *b_done;   /* [P * S] backwards met so far in program order */
 } checker;
 
-#define POS(ck, op, key) ((ck)->pos[(size_t)(op) * (ck)->nk + (key)])
+/* The position table has a slot per op kind that is keyed by (pipe, stage, mb): F..RECV_B, then
+ * I and W (REDUCE, between them in the enum, is keyed by its id in rpos). */
+#define N_SLOTS 8
+static inline size_t slot_of(int op)
+{
+    return op < PP_OP_REDUCE ? (size_t)op : (size_t)op - 1;
+}
+#define POS(ck, op, key) ((ck)->pos[slot_of(op) * (ck)->nk + (key)])
+
+/* Where the backward of key sits that ships the input gradient: its B, or its I when split; -1
+ * when it has neither. */
+static int grad_pos(const checker *ck, size_t key)
+{
+    int b = POS(ck, PP_OP_B, key);
+    return b >= 0 ? b : POS(ck, PP_OP_I, key);
+}
+/* Where the backward of key sits that completes its weight gradient: B, or W when split. */
+static int wgrad_pos(const checker *ck, size_t key)
+{
+    int b = POS(ck, PP_OP_B, key);
+    return b >= 0 ? b : POS(ck, PP_OP_W, key);
+}
 
 static pp_status fail(const checker *ck, int r, int i, const char *fmt, ...) PP_PRINTF(4, 5);
 
@@ -112,10 +141,6 @@ static pp_status record_action(checker *ck, int r, int i)
     const pp_action *a = &s->ops[r][i];
     if (a->op >= PP_OP__COUNT)
         return fail(ck, r, i, "unknown action kind %d", a->op);
-    if (pp_op_is_split_backward(a->op))
-        return fail(ck, r, i,
-                    "split backward (I, W) is not supported yet: pptune's checker, simulator "
-                    "and runtime run full backwards (B) only");
     if (a->op == PP_OP_REDUCE)
         return record_reduce(ck, r, i);
     if (a->pipe >= ck->P)
@@ -158,7 +183,8 @@ static pp_status record_action(checker *ck, int r, int i)
     return PP_OK;
 }
 
-/* Pass 3a: one F and one B of every (pipe, stage, mb) whose micro-batch takes that pipe. */
+/* Pass 3a: one F of every (pipe, stage, mb) whose micro-batch takes that pipe, and one backward:
+ * a fused B, or a split I and W, not both. */
 static pp_status check_complete(const checker *ck)
 {
     const pp_sched *s = ck->s;
@@ -168,13 +194,30 @@ static pp_status check_complete(const checker *ck)
                 if (s->mb_pipe[m] != p)
                     continue;
                 size_t key = pp_sched_key(s, p, k, m);
-                for (int op = PP_OP_F; op <= PP_OP_B; op++)
-                    if (POS(ck, op, key) < 0)
-                        return PP_ERR(PP_ERR_CHECK,
-                                      "rank %d: %s pipe %d stage %d mb %d is missing (every "
-                                      "micro-batch of pipe %d needs one forward and one "
-                                      "backward on each of its stages)",
-                                      pp_sched_stage(s, p, k)->rank, pp_op_name(op), p, k, m, p);
+                int r = pp_sched_stage(s, p, k)->rank;
+                int b = POS(ck, PP_OP_B, key), in = POS(ck, PP_OP_I, key);
+                int w = POS(ck, PP_OP_W, key);
+                if (b >= 0 && (in >= 0 || w >= 0))
+                    return fail(ck, r, in >= 0 ? in : w,
+                                "pipe %d stage %d mb %d has both a fused backward (B at action "
+                                "%d) and a split one (I/W): a backward is one or the other",
+                                p, k, m, b);
+                if (in >= 0 && w < 0)
+                    return fail(ck, r, in,
+                                "its weight-gradient backward (W pipe %d stage %d mb %d) is "
+                                "missing: a split backward needs both I and W",
+                                p, k, m);
+                if (w >= 0 && in < 0)
+                    return fail(ck, r, w,
+                                "its input-gradient backward (I pipe %d stage %d mb %d) is "
+                                "missing: a split backward needs both I and W",
+                                p, k, m);
+                if (POS(ck, PP_OP_F, key) < 0 || (b < 0 && in < 0))
+                    return PP_ERR(PP_ERR_CHECK,
+                                  "rank %d: %s pipe %d stage %d mb %d is missing (every "
+                                  "micro-batch of pipe %d needs one forward and one "
+                                  "backward, B or I and W, on each of its stages)",
+                                  r, POS(ck, PP_OP_F, key) < 0 ? "F" : "B", p, k, m, p);
             }
     return PP_OK;
 }
@@ -221,21 +264,24 @@ static pp_status check_reduce_presence(const checker *ck)
     return PP_OK;
 }
 
-/* The local input of a compute: the same pass's op on the neighbour stage when it is on this
- * rank, else this stage's RECV. */
+/* The local input of a compute (F, B or I): the same pass's op on the neighbour stage when it is
+ * on this rank (for a backward, that stage's B or I: whichever ships its input gradient), else
+ * this stage's RECV. */
 static pp_status check_input(const checker *ck, int r, int i, const pp_action *a)
 {
     const pp_sched *s = ck->s;
     int fwd = a->op == PP_OP_F;
+    const char *what = fwd ? "forward" : a->op == PP_OP_I ? "input-gradient backward (I)" : "backward";
     int ns = pp_action_src_stage(a);
     if (ns < 0 || ns >= ck->S)
         return PP_OK; /* first stage's forward, last stage's backward: no input to wait for */
     int q = pp_sched_stage(s, a->pipe, ns)->rank;
     if (q == r) {
-        int j = POS(ck, a->op, pp_sched_key(s, a->pipe, ns, a->mb));
+        size_t nkey = pp_sched_key(s, a->pipe, ns, a->mb);
+        int j = fwd ? POS(ck, PP_OP_F, nkey) : grad_pos(ck, nkey);
         if (j > i)
-            return fail(ck, r, i, "%s before the %s of stage %d (action %d) that feeds it",
-                        fwd ? "forward" : "backward", fwd ? "forward" : "backward", ns, j);
+            return fail(ck, r, i, "%s before the %s of stage %d (action %d) that feeds it", what,
+                        fwd ? "forward" : s->ops[r][j].op == PP_OP_B ? "backward" : "I", ns, j);
         return PP_OK;
     }
     int rop = pp_op_recv_of(a->op);
@@ -244,8 +290,8 @@ static pp_status check_input(const checker *ck, int r, int i, const pp_action *a
         return fail(ck, r, i, "its input from stage %d on rank %d is never received (no %s)", ns, q,
                     pp_op_name(rop));
     if (j > i)
-        return fail(ck, r, i, "%s before the %s of its input (action %d)",
-                    fwd ? "forward" : "backward", pp_op_name(rop), j);
+        return fail(ck, r, i, "%s before the %s of its input (action %d)", what, pp_op_name(rop),
+                    j);
     return PP_OK;
 }
 
@@ -263,7 +309,7 @@ static pp_status check_reduce_order(checker *ck, int r, int i, int id)
         int last = -1;
         for (int m = 0; m < ck->N; m++)
             if (s->mb_pipe[m] == sr.pipe) {
-                int j = POS(ck, PP_OP_B, pp_sched_key(s, sr.pipe, sr.stage, m));
+                int j = wgrad_pos(ck, pp_sched_key(s, sr.pipe, sr.stage, m));
                 last = j > last ? j : last;
             }
         return fail(ck, r, i,
@@ -288,16 +334,24 @@ static pp_status check_order(checker *ck, int r)
         if (a->op == PP_OP_B && POS(ck, PP_OP_F, key) > i)
             return fail(ck, r, i, "backward before its forward (F at action %d)",
                         POS(ck, PP_OP_F, key));
-        if (a->op == PP_OP_F || a->op == PP_OP_B)
+        if (a->op == PP_OP_I && POS(ck, PP_OP_F, key) > i)
+            return fail(ck, r, i, "input-gradient backward before its forward (F at action %d)",
+                        POS(ck, PP_OP_F, key));
+        if (a->op == PP_OP_W && POS(ck, PP_OP_I, key) > i)
+            return fail(ck, r, i,
+                        "weight-gradient backward before its input-gradient backward (I at "
+                        "action %d): W uses what I leaves behind",
+                        POS(ck, PP_OP_I, key));
+        if (a->op == PP_OP_F || a->op == PP_OP_B || a->op == PP_OP_I)
             PP_TRY(check_input(ck, r, i, a));
-        if (a->op == PP_OP_B)
+        if (a->op == PP_OP_B || a->op == PP_OP_W)
             ck->b_done[a->pipe * ck->S + a->stage]++;
         if (pp_op_is_send(a->op)) {
-            int prod = pp_op_compute_of(a->op);
-            int j = POS(ck, prod, key);
+            int fwd = a->op == PP_OP_SEND_F;
+            int j = fwd ? POS(ck, PP_OP_F, key) : grad_pos(ck, key);
             if (j > i)
                 return fail(ck, r, i, "send before the %s that produces it (action %d)",
-                            prod == PP_OP_F ? "forward" : "backward", j);
+                            fwd ? "forward" : s->ops[r][j].op == PP_OP_B ? "backward" : "I", j);
         }
     }
     return PP_OK;
@@ -503,7 +557,7 @@ pp_status pp_sched_check(const pp_sched *s)
     checker ck = {
         .s = s, .S = s->stages_per_pipe, .N = s->microbatches, .D = s->ranks, .P = s->n_pipes};
     ck.nk = (size_t)ck.P * (size_t)ck.S * (size_t)ck.N;
-    ck.pos = malloc(6 * ck.nk * sizeof *ck.pos);
+    ck.pos = malloc(N_SLOTS * ck.nk * sizeof *ck.pos);
     ck.rpos = malloc(((size_t)s->n_reduces * PP_REDUCE_MAX_RANKS + 1) * sizeof *ck.rpos);
     ck.n_mb = pp_calloc((size_t)ck.P, sizeof *ck.n_mb);
     ck.b_done = pp_calloc((size_t)ck.P * ck.S, sizeof *ck.b_done);
@@ -512,7 +566,7 @@ pp_status pp_sched_check(const pp_sched *s)
         PP_ERR(PP_ERR_NOMEM, "out of memory checking a schedule of %zu (pipe, stage, mb) keys",
                ck.nk);
     } else if (ck.n_mb && ck.b_done) {
-        memset(ck.pos, 0xff, 6 * ck.nk * sizeof *ck.pos); /* all -1 */
+        memset(ck.pos, 0xff, N_SLOTS * ck.nk * sizeof *ck.pos); /* all -1 */
         memset(ck.rpos, 0xff, ((size_t)s->n_reduces * PP_REDUCE_MAX_RANKS + 1) * sizeof *ck.rpos);
         for (int m = 0; m < ck.N; m++)
             if (s->mb_pipe[m] < ck.P)

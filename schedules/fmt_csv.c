@@ -6,7 +6,7 @@
  * __repr__ gives it: STAGE TYPE [MICROBATCH], e.g. "0F1", "1B0", "0SEND_F3", "2RECV_B0",
  * "3REDUCE_GRAD" (no micro-batch); _Action.from_str reads a cell back, and an empty cell is
  * an idle step (None). PyTorch has two forms, named by _load_csv's `format` argument:
- *   compute_only   F / B (and I / W) only. PipelineScheduleMulti._load_csv and
+ *   compute_only   F / B / I / W only. PipelineScheduleMulti._load_csv and
  *                  _PipelineScheduleRuntime._load_csv(format="compute_only") read it; the
  *                  runtime then adds REDUCE_GRAD (_add_reduce_grad), FSDP's UNSHARD/RESHARD and
  *                  the SEND/RECV actions (_add_send_recv) itself.
@@ -34,7 +34,9 @@
  * largest stage index + 1, which must be a multiple of the rows (v = S / D chunks per rank);
  * N = the largest micro-batch + 1. Empty cells are skipped; REDUCE_GRAD, UNSHARD and RESHARD
  * are dropped (pptune synchronises data-parallel gradients after the step's last backward, and
- * has no FSDP); I, W and OVERLAP_F_B cells are refused as not supported yet. A file without any
+ * has no FSDP); I and W (split backward) are read as they are; an OVERLAP_F_B cell (DualPipeV's
+ * overlapped forward and backward, "(0F3;7B2)OVERLAP_F_B") is read as its two sub-actions in
+ * that order, which is how pptune writes DualPipeV (gen_dualpipev.c says why). A file without any
  * SEND/RECV is compute_only and is lowered with pp_sched_lower_comms; otherwise its SEND/RECV
  * cells are kept, peers implied by the placement, except that each RECV moves to just before
  * the F / B that consumes it: PyTorch's RECV only posts the receive and that compute waits for
@@ -188,17 +190,13 @@ static int scan_uint(const char **p, long max, int *out)
 }
 
 #define CSV_EXPECTED                                                                               \
-    "expected a PyTorch pipelining action STAGE TYPE [MICROBATCH] with TYPE one of F, B, "         \
-    "SEND_F, RECV_F, SEND_B, RECV_B, REDUCE_GRAD, UNSHARD, RESHARD (e.g. 0F1, 1SEND_F0, "          \
+    "expected a PyTorch pipelining action STAGE TYPE [MICROBATCH] with TYPE one of F, B, I, W, "   \
+    "SEND_F, RECV_F, SEND_B, RECV_B, REDUCE_GRAD, UNSHARD, RESHARD (e.g. 0F1, 1I0, 1SEND_F0, "     \
     "2RECV_B3)"
 
 /* Parses one non-empty cell: *c filled, or c->op = T_DROP for a cell with no IR action. */
 static pp_status parse_cell(csv_reader *cr, int rank, int col, const char *tok, csv_cell *c)
 {
-    if (tok[0] == '(' || strstr(tok, "OVERLAP_F_B"))
-        return csv_error(cr, rank, col, tok,
-                         "OVERLAP_F_B (an overlapped forward and backward, as DualPipeV uses) is "
-                         "not supported yet");
     const char *q = tok;
     int stage, mb = -1;
     if (!scan_uint(&q, CSV_MAX_STAGES - 1, &stage))
@@ -216,11 +214,6 @@ static pp_status parse_cell(csv_reader *cr, int rank, int col, const char *tok, 
                          types[k].name, stage, types[k].name);
     if (*q)
         return csv_error(cr, rank, col, tok, "%s", CSV_EXPECTED);
-    if (pp_op_is_split_backward(types[k].op))
-        return csv_error(cr, rank, col, tok,
-                         "split backward (I: input gradient, W: weight gradient) is not "
-                         "supported yet: pptune's checker, simulator and runtime run full "
-                         "backwards (B) only");
     *c = (csv_cell){.rank = rank, .row_col = col, .op = types[k].op, .stage = stage, .mb = mb};
     return PP_OK;
 }
@@ -275,6 +268,44 @@ static char *trim(char *t)
     return t;
 }
 
+/* One cell: an action, or PyTorch's "(SUB;SUB)OVERLAP_F_B" (ScheduleDualPipeV's forward of one
+ * micro-batch overlapped with the backward of another), read as its compute sub-actions in
+ * order: pptune's rank has one compute stream, so the pair runs one after the other (as
+ * gen_dualpipev.c writes it). */
+static pp_status read_cell(csv_reader *cr, int rank, int col, char *tok)
+{
+    static const char tail[] = ")OVERLAP_F_B";
+    size_t n = strlen(tok), nt = sizeof tail - 1;
+    if (tok[0] != '(' && !strstr(tok, "OVERLAP_F_B")) {
+        csv_cell c;
+        PP_TRY(parse_cell(cr, rank, col, tok, &c));
+        PP_TRY(place(cr, &c, tok));
+        return c.op != T_DROP ? keep(cr, &c) : PP_OK;
+    }
+    if (tok[0] != '(' || n <= nt + 1 || strcmp(tok + n - nt, tail) != 0)
+        return csv_error(cr, rank, col, tok,
+                         "expected an overlapped pair (SUB;SUB)OVERLAP_F_B of compute actions, "
+                         "e.g. (0F3;7B2)OVERLAP_F_B");
+    char inner[256];
+    snprintf(inner, sizeof inner, "%.*s", (int)(n - nt - 1), tok + 1);
+    for (char *p = inner; p;) {
+        char *semi = strchr(p, ';');
+        if (semi)
+            *semi = '\0';
+        char *sub = trim(p);
+        p = semi ? semi + 1 : NULL;
+        csv_cell c;
+        PP_TRY(parse_cell(cr, rank, col, sub, &c));
+        if (c.op == T_DROP || !pp_op_is_compute(c.op))
+            return csv_error(cr, rank, col, tok,
+                             "an OVERLAP_F_B pair holds compute actions (F, B, I, W), got \"%s\"",
+                             sub);
+        PP_TRY(place(cr, &c, tok));
+        PP_TRY(keep(cr, &c));
+    }
+    return PP_OK;
+}
+
 /* One line: rank `rank`'s cells. */
 static pp_status read_row(csv_reader *cr, int rank, char *line)
 {
@@ -287,11 +318,7 @@ static pp_status read_row(csv_reader *cr, int rank, char *line)
         p = comma ? comma + 1 : NULL;
         if (!*tok)
             continue; /* an idle step */
-        csv_cell c;
-        PP_TRY(parse_cell(cr, rank, col, tok, &c));
-        PP_TRY(place(cr, &c, tok));
-        if (c.op != T_DROP)
-            PP_TRY(keep(cr, &c));
+        PP_TRY(read_cell(cr, rank, col, tok));
     }
     return PP_OK;
 }
@@ -322,7 +349,7 @@ static size_t recv_key(const pp_sched *s, const pp_action *a)
            (pp_op_dir(a->op) < 0);
 }
 
-/* A compute that consumes what a RECV brings (F, B; I once split backward runs). */
+/* A compute that consumes what a RECV brings (F, B, I). */
 static int is_consumer(int op)
 {
     return pp_op_recv_of(op) >= 0;

@@ -24,8 +24,8 @@
  * Action tokens are the action grammar of pp_sched.h (action.c: pp_action_format /
  * pp_action_parse): OP [PIPE] MB . STAGE [@PEER], or ARk for REDUCE with descriptor k; e.g.
  * "Fd1.0" is the forward of micro-batch 1 through stage 0 of the down pipe (schedules.md's
- * notation, except micro-batches count from 0 here). I and W (split backward) parse, and
- * pp_sched_check refuses them as not supported yet.
+ * notation, except micro-batches count from 0 here). I and W (split backward) are tokens like
+ * the others: "Id3.2" is the input-gradient backward of micro-batch 3 through stage 2.
  *
  * The parser checks structure (every number in range, every reduce id defined) so that the
  * result is safe to hand to pp_sched_check, which judges whether the schedule is correct. It does

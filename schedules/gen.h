@@ -12,6 +12,9 @@ pp_status pp_gen_1f1b(const pp_sched_params *p, pp_sched **out);
 pp_status pp_gen_interleaved(const pp_sched_params *p, pp_sched **out);
 pp_status pp_gen_chimera(const pp_sched_params *p, pp_sched **out);
 pp_status pp_gen_bitpipe(const pp_sched_params *p, pp_sched **out);
+pp_status pp_gen_zbh1(const pp_sched_params *p, pp_sched **out);
+pp_status pp_gen_zbv(const pp_sched_params *p, pp_sched **out);
+pp_status pp_gen_dualpipev(const pp_sched_params *p, pp_sched **out);
 
 /* A generator's last step: hands the schedule it built to *out when st (the build's status) is
  * PP_OK, else destroys it, so that a failed generation leaves nothing behind. Returns st. */

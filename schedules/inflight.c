@@ -2,7 +2,8 @@
  * activations until the B of the same micro-batch and stage frees them. Its peak depends only
  * on the order of the rank's own actions, so it needs no timing: the simulator reports it as
  * peak_activations, the tuner's memory model weighs it by each stage's bytes, the runtime's plan
- * reads the simulator's. Split backward (I, W) will free here too, in one place. */
+ * reads the simulator's. Split backward: F holds `full` until I, which frees full - held; W frees
+ * the held rest (held = full by default: activations are held until W). */
 #include <stdlib.h>
 
 #include "pp_sched.h"
@@ -13,16 +14,46 @@ double pp_sched_stage_units(const pp_sched *s, int pipe, int stage)
     return pp_sched_stage_layers(s, pipe, stage) / per_unit;
 }
 
-double pp_sched_in_flight_peak(const pp_sched *s, int rank, const double *weight)
+static double weight_of(const pp_sched *s, const double *weight, const pp_action *a)
+{
+    return weight ? weight[a->pipe * s->stages_per_pipe + a->stage]
+                  : pp_sched_stage_units(s, a->pipe, a->stage);
+}
+
+double pp_sched_in_flight_peak_split(const pp_sched *s, int rank, const double *full,
+                                     const double *held)
 {
     double cur = 0, peak = 0;
     for (int i = 0; i < s->n_ops[rank]; i++) {
         const pp_action *a = &s->ops[rank][i];
-        if (a->op != PP_OP_F && a->op != PP_OP_B)
+        if (!pp_op_is_compute(a->op))
             continue;
-        double w = weight ? weight[a->pipe * s->stages_per_pipe + a->stage]
-                          : pp_sched_stage_units(s, a->pipe, a->stage);
-        cur += a->op == PP_OP_F ? w : -w;
+        double f = weight_of(s, full, a), h = held ? weight_of(s, held, a) : f;
+        switch (a->op) {
+        case PP_OP_F: cur += f; break;
+        case PP_OP_B: cur -= f; break;
+        case PP_OP_I: cur -= f - h; break;
+        default: cur -= h; break; /* W */
+        }
+        if (cur > peak)
+            peak = cur;
+    }
+    return peak;
+}
+
+double pp_sched_in_flight_peak(const pp_sched *s, int rank, const double *weight)
+{
+    return pp_sched_in_flight_peak_split(s, rank, weight, NULL);
+}
+
+double pp_sched_held_for_w_peak(const pp_sched *s, int rank, const double *weight)
+{
+    double cur = 0, peak = 0;
+    for (int i = 0; i < s->n_ops[rank]; i++) {
+        const pp_action *a = &s->ops[rank][i];
+        if (a->op != PP_OP_I && a->op != PP_OP_W)
+            continue;
+        cur += a->op == PP_OP_I ? weight_of(s, weight, a) : -weight_of(s, weight, a);
         if (cur > peak)
             peak = cur;
     }

@@ -45,9 +45,10 @@ extern "C" {
 #endif
 
 /* The op kinds. The order is part of the IR (tables in check.c index by it): new kinds go at the
- * end. I and W (split backward, as PyTorch pipelining and the Zero Bubble papers spell them) are
- * reserved: the grammar reads and writes them, but no generator emits them and pp_sched_check
- * refuses them ("not supported yet") until the checker, simulator and runtime learn them. */
+ * end. I and W are the split backward of the Zero Bubble papers (Qi et al., ICLR 2024: B-input
+ * and B-weight) as PyTorch pipelining spells them: I computes the input gradient (what the
+ * previous stage waits for), W the weight gradient (which can wait). A (stage, micro-batch) has
+ * either one B or one I and one W; zb-h1, zbv and dualpipev emit them. */
 typedef enum {
     PP_OP_F = 0,  /* forward of one micro-batch through one stage */
     PP_OP_B,      /* full backward: input and weight gradients */
@@ -56,8 +57,8 @@ typedef enum {
     PP_OP_SEND_B,
     PP_OP_RECV_B,
     PP_OP_REDUCE, /* gradient sync of replicas; stage holds the descriptor id */
-    PP_OP_I,      /* split backward: input gradient only (reserved) */
-    PP_OP_W,      /* split backward: weight gradient only (reserved) */
+    PP_OP_I,      /* split backward: input gradient only (ships SEND_B like B) */
+    PP_OP_W,      /* split backward: weight gradient only (after its I; moves no data) */
     PP_OP__COUNT
 } pp_op_kind;
 
@@ -175,6 +176,14 @@ typedef struct pp_sched_desc {
     int min_ranks;       /* D >= min_ranks */
     int even_ranks;      /* D must be even */
     int n_multiple_of_ranks; /* N mod D must be 0 */
+    int n_min_stages;        /* N >= S (the stages per pipe) or the order cannot be built
+                                (DualPipeV, as PyTorch refuses fewer); 0: no such rule */
+    int split_backward;      /* 1: the generator emits I and W (split backward), so running it
+                                needs a cost table with I/W durations and a runtime that runs
+                                them; 0: B only */
+    int opt_in;              /* 1: the tuner searches it only where --schedules names it (new
+                                families stay out of the default search until the time and
+                                memory models price them) */
     /* Layer splits (pp_sched_split): every schedule takes first/last-stage counts A and Z of its
      * pipe's global stages (interleaved: virtual stage 0 on rank 0's first chunk, S - 1 on rank
      * D - 1's last; bidirectional: the same split in both pipes, as stage s of either holds the
@@ -188,6 +197,10 @@ typedef struct pp_sched_desc {
      * resolves chunks and group first; a direct call must pass pp_sched_desc_check itself. */
     pp_status (*generate)(const pp_sched_params *p, pp_sched **out);
 } pp_sched_desc;
+
+/* Whether a search given the --schedules comma list `list` (NULL or "" = the default set) covers
+ * d: named in the list, or the list is empty and d is not opt_in. */
+int pp_sched_desc_searched(const pp_sched_desc *d, const char *list);
 
 /* The schedule a program runs when none is named (pprun, pptune simulate). */
 #define PP_SCHED_DEFAULT "1f1b"
@@ -276,9 +289,11 @@ pp_status pp_sched_lower_comms(pp_sched *s);
 
 /* ---- Checking -------------------------------------------------------------------------------- */
 /* Validates a schedule: placement complete and consistent, every (pipe, stage, mb) of the right
- * pipe has exactly one F and one B on the stage's rank, B after F, local dependencies in order,
+ * pipe has exactly one F and one backward on the stage's rank, fused (B) or split (I and W, never
+ * both forms), B or I after F, W after its I, local dependencies in order (a backward's input
+ * gradient comes from the next stage's B or I),
  * every cross-rank hop has its RECV before the consumer and a matching SEND on the peer,
- * each REDUCE after the last backward of its stages on that rank, and no deadlock. On failure
+ * each REDUCE after the last backward (B or W) of its stages on that rank, and no deadlock. On failure
  * returns PP_ERR_CHECK or PP_ERR_DEADLOCK with a message naming rank, action index, action and
  * reason, e.g. "rank 1, action 7 (B pipe 0 stage 1 mb 3): backward before its forward". */
 pp_status pp_sched_check(const pp_sched *s);
@@ -338,7 +353,7 @@ static inline int pp_op_is_comm(int op)
 {
     return pp_op_is_send(op) || pp_op_is_recv(op);
 }
-/* Split backward (I, W): in the grammar, not yet in the checker, simulator or runtime. */
+/* Split backward (I, W). */
 static inline int pp_op_is_split_backward(int op)
 {
     return op == PP_OP_I || op == PP_OP_W;
@@ -421,17 +436,31 @@ static inline int pp_sched_implied_peer(const pp_sched *s, const pp_action *a)
 /* A stage's activations in units of one micro-batch through L/D layers: its layers / (L / D). */
 double pp_sched_stage_units(const pp_sched *s, int pipe, int stage);
 /* The most a rank holds at once of sum(weight[stage]) over the micro-batches it has forwarded
- * through a stage and not yet backwarded there (F adds, B frees), walking its action list in
- * order. weight: [n_pipes * S], indexed pipe * S + stage (bytes, say); NULL = the stage's units
- * (pp_sched_stage_units), which is the simulator's peak_activations. */
+ * through a stage and not yet backwarded there (F adds, B frees; split: activations are held
+ * until W, I frees nothing), walking its action list in order. weight: [n_pipes * S], indexed
+ * pipe * S + stage (bytes, say); NULL = the stage's units (pp_sched_stage_units), which is the
+ * simulator's peak_activations. pp_sched_in_flight_peak_split(s, rank, weight, NULL). */
 double pp_sched_in_flight_peak(const pp_sched *s, int rank, const double *weight);
+/* The same walk where I frees part: a micro-batch holds full[stage] from its F to its B or I, and
+ * held[stage] (<= full: what W needs, the inputs of the stage's linears and their output
+ * gradients; the Zero Bubble paper's M_W) from its I to its W, so I frees full - held and W the
+ * rest. full NULL: the stage's units; held NULL: full (I frees nothing). */
+double pp_sched_in_flight_peak_split(const pp_sched *s, int rank, const double *full,
+                                     const double *held);
+/* The most a rank holds at once of sum(weight[stage]) over the micro-batches whose I it has run
+ * and whose W it has not (the held-for-W set; 0 for schedules without split backward). weight
+ * NULL: the stage's units. */
+double pp_sched_held_for_w_peak(const pp_sched *s, int rank, const double *weight);
 
 /* ---- Simulation ------------------------------------------------------------------------------ */
 /* Costs. Times are in any unit (seconds for the tuner, "F of L/D layers" for textbook figures).
  * Arrays indexed by pipe * S + stage have n_pipes * S entries. */
 typedef struct {
     double *f;          /* [n_pipes*S] forward duration of one micro-batch through the stage */
-    double *b;          /* [n_pipes*S] backward duration */
+    double *b;          /* [n_pipes*S] backward duration (fused: input and weight gradients) */
+    double *i;          /* [n_pipes*S] split backward: input-gradient (I) duration; NULL = the
+                           table has none, and a schedule with I/W is refused */
+    double *w;          /* [n_pipes*S] split backward: weight-gradient (W) duration; NULL as i */
     double *send_bytes_f; /* [n_pipes*S] bytes a SEND_F of this stage carries; NULL = 0 */
     double *send_bytes_b; /* [n_pipes*S] bytes a SEND_B of this stage carries; NULL = 0 */
     double *latency;    /* [D*D] latency of a transfer src*D+dst; NULL = 0 */
@@ -440,10 +469,11 @@ typedef struct {
                            NULL = 0 */
 } pp_cost;
 
-/* Unit costs: F of a stage = its layers / (L / D), B = fb_ratio * F, links and reduces free.
+/* Unit costs: F of a stage = its layers / (L / D), B = fb_ratio * F, I = W = B / 2 (with the
+ * default ratio 2: F = I = W, the Zero Bubble papers' textbook case), links and reduces free.
  * Allocates the arrays; release with pp_cost_fini. */
 pp_status pp_cost_init_unit(pp_cost *c, const pp_sched *s, double fb_ratio);
-/* Frees all seven arrays (each must be NULL or from malloc, so a caller may attach its own
+/* Frees all nine arrays (each must be NULL or from malloc, so a caller may attach its own
  * latency/inv_bw/reduce arrays to a unit table) and zeroes the struct. NULL is a no-op. */
 void pp_cost_fini(pp_cost *c);
 
@@ -458,7 +488,11 @@ typedef struct {
     double *idle;             /* [D] makespan - busy */
     double bubble_over_total; /* sum(idle) / (D * makespan) */
     double bubble_over_ideal; /* sum(idle) / sum(busy) */
-    double *peak_activations; /* [D] max in-flight activations, in micro-batch x (L/D layers) */
+    double *peak_activations; /* [D] max in-flight activations, in micro-batch x (L/D layers):
+                                 F to B, or F to W where split (I frees nothing here) */
+    double *peak_held_for_w;  /* [D] max activations held between an I and its W, same units
+                                 (0 without split backward): the part the tuner may weigh by
+                                 the smaller bytes W needs (pp_sched_in_flight_peak_split) */
     long cross_rank_transfers; /* SEND actions that cross ranks */
     pp_span **spans;          /* [D][n_ops[r]] per action, or NULL if not requested */
     long actions;             /* actions simulated */

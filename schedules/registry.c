@@ -35,6 +35,26 @@ static const pp_sched_desc schedules[] = {
      .n_multiple_of_ranks = 1, .split_ends_together = 1, .megatron = PP_SCHED_MEGATRON_FORK,
      .megatron_flag = "--enable-bitpipe-schedule", /* BitPipe's Megatron fork */
      .generate = pp_gen_bitpipe},
+    /* The zero-bubble family (split backward: I, W). Megatron-LM upstream has none of them (the
+     * authors' fork, sail-sg/zero-bubble-pipeline-parallelism, has its own flags); PyTorch
+     * pipelining runs them (ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble,
+     * ScheduleDualPipeV). Out of the default search until the tuner prices I and W. */
+    {.name = "zb-h1", .title = "ZB-H1",
+     .summary = "1F1B with split backward, W passes fill the bubble (Zero Bubble, ICLR'24)",
+     .pipes = 1, .weight_replicas = 1, .chunks = 1, .min_ranks = 1, .split_backward = 1,
+     .opt_in = 1, .megatron = PP_SCHED_MEGATRON_NONE,
+     .generate = pp_gen_zbh1},
+    {.name = "zbv", .title = "ZB-V",
+     .summary = "V-shaped zero bubble: two chunks per rank in a V, split backward (ZB-V)",
+     .pipes = 1, .weight_replicas = 1, .chunks = 2, .min_ranks = 1, .split_backward = 1,
+     .opt_in = 1, .megatron = PP_SCHED_MEGATRON_NONE,
+     .generate = pp_gen_zbv},
+    /* PyTorch's ScheduleDualPipeV refuses fewer micro-batches than stages. */
+    {.name = "dualpipev", .title = "DualPipeV",
+     .summary = "DeepSeek DualPipe in V form: paired F/B of two micro-batches (DualPipeV)",
+     .pipes = 1, .weight_replicas = 1, .chunks = 2, .min_ranks = 1, .n_min_stages = 1,
+     .split_backward = 1, .opt_in = 1, .megatron = PP_SCHED_MEGATRON_NONE,
+     .generate = pp_gen_dualpipev},
 };
 
 #define N_SCHEDULES ((int)(sizeof schedules / sizeof schedules[0]))
@@ -72,6 +92,17 @@ char *pp_sched_names(pp_sched_megatron at_most, const char *sep, char *buf, size
         if (schedules[i].megatron <= at_most)
             len += (size_t)snprintf(buf + len, n - len, "%s%s", len ? sep : "", schedules[i].name);
     return buf;
+}
+
+int pp_sched_desc_searched(const pp_sched_desc *d, const char *list)
+{
+    if (!list || !*list)
+        return !d->opt_in;
+    size_t n = strlen(d->name);
+    for (const char *p = list; (p = strstr(p, d->name)) != NULL; p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == '\0'))
+            return 1;
+    return 0;
 }
 
 int pp_sched_desc_chunks(const pp_sched_desc *d, int chunks)
@@ -114,12 +145,17 @@ pp_status pp_sched_desc_check(const pp_sched_desc *d, const pp_sched_params *p)
                       k, N, D);
     /* chunks: a fixed count refuses another one where the schedule has a choice to refuse
      * (bidirectional: --chunks is a shape, not ignored); single-pipe fixed ones take v = 1. */
-    if (d->chunks && d->pipes == 2 && p->chunks != 0 && p->chunks != d->chunks)
+    if (d->chunks && (d->pipes == 2 || d->chunks > 1) && p->chunks != 0 && p->chunks != d->chunks)
         return PP_ERR(PP_ERR_INVALID,
                       "%s has %d chunk%s per rank per pipe (%d in all), got --chunks %d", k,
                       d->chunks, d->chunks == 1 ? "" : "s", d->pipes * d->chunks, p->chunks);
     int v = pp_sched_desc_chunks(d, p->chunks);
     PP_TRY(pp_sched_budget_check(D, N, v < 1 ? 1 : v));
+    if (d->n_min_stages && N < v * D)
+        return PP_ERR(PP_ERR_INVALID,
+                      "%s needs at least as many micro-batches as stages (N >= %d x D = %d), "
+                      "got N = %d",
+                      k, v, v * D, N);
     if (!d->chunks && v < d->chunks_min)
         return PP_ERR(PP_ERR_INVALID, "%s needs at least %d chunks per rank (--chunks), got %d",
                       k, d->chunks_min, v);

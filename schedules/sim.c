@@ -2,7 +2,8 @@
  * unit cost table of the textbook figures (pp_cost_init_unit).
  *
  * Model. Each rank has one compute stream that executes its actions in program order:
- *   F / B      start at the rank's clock (its RECVs already waited for the data) and advance it;
+ *   F / B / I / W  start at the rank's clock (its RECVs already waited for the data) and advance
+ *              it (I and W, the split backward, take their own durations from the table);
  *   SEND       is posted, never blocks: the transfer is ready when the producing compute ended (the
  *              clock at the SEND) and runs on the directed link src->dst, first in first out:
  *              start = max(ready, link free), end = start + latency + bytes * inv_bw;
@@ -64,7 +65,9 @@ pp_status pp_cost_init_unit(pp_cost *c, const pp_sched *s, double fb_ratio)
     size_t n = (size_t)s->n_pipes * s->stages_per_pipe;
     c->f = pp_calloc(n, sizeof *c->f);
     c->b = pp_calloc(n, sizeof *c->b);
-    if (!c->f || !c->b) {
+    c->i = pp_calloc(n, sizeof *c->i);
+    c->w = pp_calloc(n, sizeof *c->w);
+    if (!c->f || !c->b || !c->i || !c->w) {
         pp_cost_fini(c);
         return PP_ERR_NOMEM;
     }
@@ -74,6 +77,7 @@ pp_status pp_cost_init_unit(pp_cost *c, const pp_sched *s, double fb_ratio)
             size_t i = (size_t)p * s->stages_per_pipe + k;
             c->f[i] = pp_sched_stage_layers(s, p, k) / per_unit;
             c->b[i] = fb_ratio * c->f[i];
+            c->i[i] = c->w[i] = c->b[i] / 2; /* ratio 2: F = I = W, the Zero Bubble papers' */
         }
     return PP_OK;
 }
@@ -85,6 +89,8 @@ void pp_cost_fini(pp_cost *c)
         return;
     free(c->f);
     free(c->b);
+    free(c->i);
+    free(c->w);
     free(c->send_bytes_f);
     free(c->send_bytes_b);
     free(c->latency);
@@ -100,6 +106,7 @@ void pp_sim_result_fini(pp_sim_result *r)
     free(r->busy);
     free(r->idle);
     free(r->peak_activations);
+    free(r->peak_held_for_w);
     if (r->spans)
         for (int i = 0; i < r->n_ranks; i++)
             free(r->spans[i]);
@@ -125,8 +132,10 @@ static pp_status validate_action(const sim *x, int r, int i, uint8_t *issued)
     const pp_action *a = &s->ops[r][i];
     if (a->op >= PP_OP__COUNT)
         return bad(s, r, i, "unknown action kind");
-    if (pp_op_is_split_backward(a->op))
-        return bad(s, r, i, "split backward (I, W) is not supported yet");
+    if (pp_op_is_split_backward(a->op) && (!x->c->i || !x->c->w))
+        return bad(s, r, i,
+                   "the cost table has no split-backward durations (pp_cost.i and .w; "
+                   "pp_cost_init_unit fills them)");
     if (a->op == PP_OP_REDUCE) {
         if (a->stage < 0 || a->stage >= s->n_reduces)
             return bad(s, r, i, "no such REDUCE");
@@ -215,7 +224,11 @@ static pp_status compute(sim *x, int r, int i, const pp_action *a)
 {
     PP_TRY(check_input(x, r, i, a));
     size_t st = (size_t)a->pipe * x->S + a->stage;
-    double d = a->op == PP_OP_F ? x->c->f[st] : x->c->b[st];
+    const double *dur = a->op == PP_OP_F   ? x->c->f
+                        : a->op == PP_OP_B ? x->c->b
+                        : a->op == PP_OP_I ? x->c->i
+                                           : x->c->w;
+    double d = dur[st];
     pp_span *sp = span(x, r, i);
     if (sp)
         *sp = (pp_span){x->clock[r], x->clock[r] + d};
@@ -334,6 +347,8 @@ static pp_status run_rank(sim *x, int r)
         switch (a->op) {
         case PP_OP_F:
         case PP_OP_B:
+        case PP_OP_I:
+        case PP_OP_W:
             PP_TRY(compute(x, r, i, a));
             break;
         case PP_OP_SEND_F:
@@ -400,6 +415,7 @@ static pp_status finish(sim *x)
         idle += o->idle[r];
         o->actions += s->n_ops[r];
         o->peak_activations[r] = pp_sched_in_flight_peak(s, r, NULL); /* order only, no timing */
+        o->peak_held_for_w[r] = pp_sched_held_for_w_peak(s, r, NULL);
     }
     o->makespan = makespan;
     o->bubble_over_total = makespan > 0 ? idle / (x->D * makespan) : 0;
@@ -438,7 +454,8 @@ static pp_status alloc_result(const pp_sched *s, int want_spans, pp_sim_result *
     o->busy = pp_calloc(D, sizeof *o->busy);
     o->idle = pp_calloc(D, sizeof *o->idle);
     o->peak_activations = pp_calloc(D, sizeof *o->peak_activations);
-    if (!o->busy || !o->idle || !o->peak_activations)
+    o->peak_held_for_w = pp_calloc(D, sizeof *o->peak_held_for_w);
+    if (!o->busy || !o->idle || !o->peak_activations || !o->peak_held_for_w)
         return PP_ERR_NOMEM;
     if (!want_spans)
         return PP_OK;

@@ -2,8 +2,8 @@
  * every op kind round-trips through pp_action_format / pp_action_parse; every single-pipe
  * generator's schedule round-trips through the CSV writer and reader in both of PyTorch's forms;
  * PyTorch-style files (idle cells, CRLF, receives posted early, REDUCE_GRAD) read and check;
- * reader errors name the file, row (rank), column and cell; bidirectional schedules, REDUCE and
- * split backward are refused with a reason. */
+ * reader errors name the file, row (rank), column and cell; bidirectional schedules and REDUCE
+ * are refused with a reason; split backward (I, W) and DualPipeV's OVERLAP_F_B pairs read. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,15 +110,21 @@ Test(sched_csv, predicates_name_the_neighbour_stage)
     cr_assert(!pp_op_is_comm(PP_OP_REDUCE) && !pp_op_is_compute(PP_OP_REDUCE));
 }
 
-Test(sched_csv, checker_refuses_split_backward_as_not_supported_yet)
+/* A split backward in the text form is checked like any other: F I W passes, B with I/W of the
+ * same (stage, micro-batch) does not. */
+Test(sched_csv, checker_takes_split_backward_from_the_text_form)
 {
     const char *t = "schedule t ranks 1 microbatches 1\nplace d: 0\nrank 0: F0.0 I0.0 W0.0\n";
     pp_sched *s;
     cr_assert_eq(pp_sched_parse_text(t, "zb.txt", &s), PP_OK, "%s", pp_err_msg());
     cr_assert_eq(s->ops[0][1].op, PP_OP_I);
+    cr_assert_eq(pp_sched_check(s), PP_OK, "%s", pp_err_msg());
+    pp_sched_destroy(s);
+    t = "schedule t ranks 1 microbatches 1\nplace d: 0\nrank 0: F0.0 I0.0 B0.0 W0.0\n";
+    cr_assert_eq(pp_sched_parse_text(t, "zb.txt", &s), PP_OK, "%s", pp_err_msg());
     cr_assert_eq(pp_sched_check(s), PP_ERR_CHECK);
-    cr_assert(strstr(pp_err_text(), "rank 0, action 1 (I pipe 0 stage 0 mb 0): split backward "
-                                    "(I, W) is not supported yet"),
+    cr_assert(strstr(pp_err_text(), "rank 0, action 1 (I pipe 0 stage 0 mb 0): pipe 0 stage 0 mb "
+                                    "0 has both a fused backward (B at action 2) and a split one"),
               "%s", pp_err_text());
     pp_sched_destroy(s);
 }
@@ -261,12 +267,12 @@ Test(sched_csv, reader_errors_name_file_row_column_and_cell)
     assert_csv_error("0F0,0F1\n1F0,0B0\n",
                      "x.csv: row 2 (rank 1), column 2: \"0B0\": stage 0 is already on rank 0 "
                      "(row 1, column 1)");
-    assert_csv_error("0F0,0B0,0W0\n",
-                     "x.csv: row 1 (rank 0), column 3: \"0W0\": split backward (I: input "
-                     "gradient, W: weight gradient) is not supported yet");
-    assert_csv_error("0F0,0I0\n", "\"0I0\": split backward");
-    assert_csv_error("0F0,(0F1;1B0)OVERLAP_F_B\n", "column 2: \"(0F1;1B0)OVERLAP_F_B\": "
-                                                   "OVERLAP_F_B");
+    assert_csv_error("0F0,0I\n", "column 2: \"0I\": I needs a micro-batch index");
+    assert_csv_error("0F0,(0F1;1B0)OVERLAP\n", "column 2: \"(0F1;1B0)OVERLAP\": expected an "
+                                               "overlapped pair (SUB;SUB)OVERLAP_F_B");
+    assert_csv_error("0F0,(0F1;1SEND_B0)OVERLAP_F_B\n",
+                     "column 2: \"(0F1;1SEND_B0)OVERLAP_F_B\": an OVERLAP_F_B pair holds compute "
+                     "actions (F, B, I, W), got \"1SEND_B0\"");
     assert_csv_error("0F0,0B0,2F0,2B0\n", "x.csv: stage 1 appears in no row");
     assert_csv_error("0F0,1F0\n2F0\n", "x.csv: 3 stages over 2 ranks");
     assert_csv_error("\n\n", "x.csv: empty");

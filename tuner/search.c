@@ -93,17 +93,6 @@ static pp_status add_cand(search *x, const pp_tune_config *c)
 }
 
 /* ---- rules -------------------------------------------------------------------------------- */
-static int schedule_wanted(const char *list, const char *kind)
-{
-    if (!list || !*list)
-        return 1;
-    size_t n = strlen(kind);
-    for (const char *p = list; (p = strstr(p, kind)) != NULL; p += n)
-        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == '\0'))
-            return 1;
-    return 0;
-}
-
 /* Returns 1 when c breaks a rule of its schedule (the registry's row) or of the layer split,
  * with the rule's own text in why. */
 static int breaks_rule(const pp_tune_model *m, const pp_tune_config *c, char *why, size_t n)
@@ -185,7 +174,7 @@ static pp_status enumerate_schedules(search *x, pp_tune_config c)
     const pp_sched_desc *kinds = pp_sched_generators(&n_kinds);
     for (int k = 0; k < n_kinds; k++) {
         const pp_sched_desc *d = &kinds[k];
-        if (!schedule_wanted(x->sp->schedules, d->name))
+        if (!pp_sched_desc_searched(d, x->sp->schedules)) /* opt-in rows only when named */
             continue;
         snprintf(c.kind, sizeof c.kind, "%s", d->name);
         if (d->chunks) {
