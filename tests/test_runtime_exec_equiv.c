@@ -187,7 +187,7 @@ int exec_check_case(const exec_case *c)
 {
     const pp_sched_desc *g = pp_sched_find(c->kind);
     cr_assert(g, "%s", pp_err_msg());
-    int v = c->v ? c->v : (strcmp(c->kind, "bitpipe") == 0 ? 2 : 1);
+    int v = pp_sched_desc_chunks(g, c->v); /* the schedule's natural v when 0 */
     int S = v * c->D;
     int L = c->layers ? c->layers : layers_for(S, c->uneven);
     char what[160], split[40];

@@ -88,7 +88,10 @@ static const struct {
              {"gpipe", 2, 4, 0, 2},
              {"interleaved", 2, 4, 2, 1},
              {"chimera", 4, 4, 0, 1},
-             {"bitpipe", 2, 4, 0, 2}};
+             {"bitpipe", 2, 4, 0, 2},
+             {"zb-h1", 4, 8, 0, 1},
+             {"zbv", 2, 4, 0, 2},
+             {"dualpipev", 4, 8, 0, 1}};
 
 static void steps(setup *u, int n)
 {

@@ -2,7 +2,8 @@
  * executor_run.c, stage_bwd.c): loss and every gradient of a step, and the parameters after
  * AdamW steps, equal the unpipelined model's (test_runtime_exec_equiv.c's invariant) for
  * schedules whose backwards are split, with each W right after its I or every W deferred to
- * the end of the rank's program (the most held for W), with data parallelism, interleaved
+ * the end of the rank's program (the most held for W), and for the registry's zero-bubble
+ * schedules (zb-h1, zbv, dualpipev), with data parallelism, interleaved
  * stages and one rank holding the whole pipe (every hop a hand-over). The memory plan of the same schedules
  * equals the measured peaks in test_runtime_exec_mem.c; tensor parallelism in
  * test_runtime_tp.c. */
@@ -48,4 +49,33 @@ Test(runtime_exec_split, interleaved_w_at_end_d2)
 Test(runtime_exec_split, one_rank_w_at_end)
 {
     check_split("1f1b", 1, 3, 0, 1, SPLIT_W_AT_END);
+}
+
+/* The zero-bubble family from the registry (branch zbs's generators): ZB-H1, ZB-V (two chunks
+ * per rank in a V) and DualPipeV, at D = 2 and 4, and with dp 2. */
+static void check_named(const char *kind, int D, int N, int dp)
+{
+    exec_case c = {.kind = kind, .D = D, .N = N, .dp = dp};
+    exec_check_case(&c);
+}
+
+Test(runtime_exec_split, zb_h1_d2_d4_dp2)
+{
+    check_named("zb-h1", 2, 4, 1);
+    check_named("zb-h1", 4, 8, 1);
+    check_named("zb-h1", 2, 4, 2);
+}
+
+Test(runtime_exec_split, zbv_d2_d4_dp2)
+{
+    check_named("zbv", 2, 4, 1);
+    check_named("zbv", 4, 8, 1);
+    check_named("zbv", 2, 4, 2);
+}
+
+Test(runtime_exec_split, dualpipev_d2_d4_dp2)
+{
+    check_named("dualpipev", 2, 4, 1);
+    check_named("dualpipev", 4, 8, 1);
+    check_named("dualpipev", 2, 4, 2);
 }

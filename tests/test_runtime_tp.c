@@ -242,6 +242,20 @@ TP_CASE(interleaved, "interleaved")
 TP_CASE(chimera, "chimera")
 TP_CASE(bitpipe, "bitpipe")
 
+/* The zero-bubble family at t = 2 (against the same schedule at t = 1) */
+Test(runtime_tp, zb_h1_t2)
+{
+    check_kind("zb-h1", 2);
+}
+Test(runtime_tp, zbv_t2)
+{
+    check_kind("zbv", 2);
+}
+Test(runtime_tp, dualpipev_t2)
+{
+    check_kind("dualpipev", 2);
+}
+
 /* Split backward (I, W) at t = 2 against the fused schedule at t = 1: I's f all-reduces are
  * B's, and W adds only local GEMMs. */
 Test(runtime_tp, onef1b_split_w_at_end_t2)
