@@ -10,6 +10,7 @@
  *            transport's copies and wake-ups and any bubble; with more ranks than cores the
  *            threads also share cores, which shows up here.
  *   ping-pong the in-process transport's one-way latency between two threads (4 KB messages).
+ *   zb-h1    split backward against 1F1B at D = 4, a small model: median step of each.
  * Target (issue 3): <= 20 us per action. Prints figures; asserts nothing.
  *
  * Usage: bench_executor [repetitions (default 50)]
@@ -199,6 +200,56 @@ static void tp_share(int reps)
     pp_sched_destroy(s);
 }
 
+/* Split backward (issue 19): ZB-H1 against 1F1B, D = 4 ranks as threads, N = 8, a small model
+ * (C=64, 4 heads, FFN 256, 8 layers, T=64, B=2), full steps with AdamW: the median step of
+ * each. ZB-H1 fills 1F1B's bubble with W passes; with more ranks than cores the threads share
+ * the cores, so a bubble here is partly not idle time, and the figure is the runtime's cost of
+ * running I and W apart as much as the schedule's gain. */
+static double median_step(const char *kind, const pp_model_cfg *m, int D, int N, int reps)
+{
+    pp_sched_params sp = {.ranks = D, .microbatches = N, .layers = m->layers};
+    pp_sched *s;
+    if (pp_sched_generate(kind, &sp, &s) != PP_OK)
+        die(kind);
+    pp_rt_exec_params ep = {.model = m,
+                            .sched = s,
+                            .micro_batch = 2,
+                            .seq = m->seq,
+                            .dp = 1,
+                            .seed = 1,
+                            .adamw = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f}};
+    pp_rt_executor *ex;
+    if (pp_rt_executor_create(&ep, &ex) != PP_OK)
+        die("executor (split backward)");
+    int rows = pp_rt_executor_batch_rows(ex);
+    int32_t *batch = calloc((size_t)rows * (m->seq + 1), sizeof *batch);
+    for (int i = 0; i < rows * (m->seq + 1); i++)
+        batch[i] = (i * 7) % m->vocab;
+    double *t = malloc((size_t)reps * sizeof *t);
+    for (int i = 0; i < reps + 2; i++) {
+        pp_rt_step_result r;
+        if (pp_rt_executor_step(ex, batch, 1, &r) != PP_OK)
+            die("step (split backward)");
+        if (i >= 2)
+            t[i - 2] = r.seconds;
+    }
+    double med = median(t, reps);
+    free(t);
+    free(batch);
+    pp_rt_executor_destroy(ex);
+    pp_sched_destroy(s);
+    return med;
+}
+
+static void zb_vs_1f1b(int reps)
+{
+    pp_model_cfg m = {.layers = 8, .hidden = 64, .heads = 4, .ffn = 256, .vocab = 256, .seq = 64};
+    double f = median_step("1f1b", &m, 4, 8, reps), z = median_step("zb-h1", &m, 4, 8, reps);
+    printf("zb-h1 vs 1f1b D=4 N=8 (C=64 L=8 T=64 B=2, threads): 1f1b %8.1f us, zb-h1 %8.1f us "
+           "per step => zb-h1 / 1f1b = %.3f\n",
+           f * 1e6, z * 1e6, z / f);
+}
+
 typedef struct {
     pp_transport *t;
     int rank, rounds;
@@ -253,5 +304,6 @@ int main(int argc, char **argv)
     run_case("interleaved", 2, 16, 2, reps);
     ping_pong(20000);
     tp_share(reps);
+    zb_vs_1f1b(reps);
     return 0;
 }
