@@ -126,6 +126,14 @@ Test(cuda_rt, memory_model_matches_the_backend_bf16)
         memory_model_matches(kinds[k], PP_PREC_BF16);
 }
 
+/* Split backward: a slot held from F to W, and what each I holds for its W, in device memory
+ * (fp32 and bf16, whose W GEMMs convert their operands through the kernel scratch). */
+Test(cuda_rt, memory_model_matches_the_backend_split_backward)
+{
+    memory_model_matches("zb-h1", PP_PREC_FP32);
+    memory_model_matches("zb-h1", PP_PREC_BF16);
+}
+
 Test(cuda_rt, marks_time_the_stream_and_forget_after_a_read)
 {
     pp_backend *be = NULL;
