@@ -372,9 +372,9 @@ pp_status pp_rt_stage_create(pp_backend *be, const pp_rt_stage_params *p, pp_rt_
                                           st->has_embed, st->has_head, (size_t)st->cfg.hidden,
                                           (size_t)st->cfg.ffn, (size_t)st->cfg.vocab,
                                           (size_t)st->cfg.heads, (size_t)st->tp);
-    st->held_bytes = pp_rt_size_wheld_bytes((size_t)st->B * st->T, (size_t)st->nl,
-                                            (size_t)st->cfg.hidden, (size_t)st->cfg.ffn,
-                                            (size_t)st->tp);
+    st->held_bytes =
+        pp_rt_size_wheld_bytes((size_t)st->B * st->T, (size_t)st->nl, (size_t)st->cfg.hidden,
+                               (size_t)st->cfg.ffn, (size_t)st->tp);
     pp_status rc = build_tensors(st);
     if (rc != PP_OK) {
         pp_rt_stage_destroy(st);

@@ -44,8 +44,8 @@ static int in_slot(const pp_rt_stage *st, const pp_slot *sl, const void *p)
 
 static pp_status wgrad_run(pp_backend *be, const pp_wgrad *g)
 {
-    PP_TRY(be->ops->gemm(be->ctx, 1, 0, g->out, g->in, g->N, 1.0f, g->dy, g->out, g->x, g->in,
-                         1.0f, g->dw, g->in));
+    PP_TRY(be->ops->gemm(be->ctx, 1, 0, g->out, g->in, g->N, 1.0f, g->dy, g->out, g->x, g->in, 1.0f,
+                         g->dw, g->in));
     if (g->db)
         PP_TRY(be->ops->bias_grad(be->ctx, g->db, g->dy, g->N, g->out));
     return PP_OK;
@@ -83,8 +83,8 @@ static pp_status wgrad_record(pp_backend *be, wgrad_recorder *r, const pp_wgrad 
 }
 
 /* dw += dy^T x and db += colsum(dy) now (B), or recorded for W during an I. */
-static pp_status wgrad(pp_backend *be, float *dw, float *db, const float *dy, const float *x,
-                       int N, int in, int out)
+static pp_status wgrad(pp_backend *be, float *dw, float *db, const float *dy, const float *x, int N,
+                       int in, int out)
 {
     pp_wgrad g = {.dw = dw, .db = db, .dy = dy, .x = x, .N = N, .in = in, .out = out};
     return deferring ? wgrad_record(be, deferring, &g) : wgrad_run(be, &g);
@@ -300,10 +300,9 @@ pp_status pp_rt_stage_backward_weight(pp_rt_stage *st, int slot)
 {
     int i = pp_stage_find_slot(st, slot);
     if (i < 0 || !st->slots[i].split)
-        return PP_ERR(PP_ERR_INVALID,
-                      "stage: weight-gradient backward (W) of slot %d, %s", slot,
-                      i < 0 ? "which holds no forward" : "whose input-gradient backward (I) has "
-                                                         "not run");
+        return PP_ERR(PP_ERR_INVALID, "stage: weight-gradient backward (W) of slot %d, %s", slot,
+                      i < 0 ? "which holds no forward"
+                            : "whose input-gradient backward (I) has not run");
     pp_slot *sl = &st->slots[i];
     pp_status rc = PP_OK;
     for (int k = 0; k < sl->nwg && rc == PP_OK; k++)

@@ -84,14 +84,9 @@ static void make(setup *u, const char *kind, int D, int N, int v, int dp)
 static const struct {
     const char *kind;
     int D, N, v, dp;
-} cases[] = {{"1f1b", 4, 8, 0, 1},
-             {"gpipe", 2, 4, 0, 2},
-             {"interleaved", 2, 4, 2, 1},
-             {"chimera", 4, 4, 0, 1},
-             {"bitpipe", 2, 4, 0, 2},
-             {"zb-h1", 4, 8, 0, 1},
-             {"zbv", 2, 4, 0, 2},
-             {"dualpipev", 4, 8, 0, 1}};
+} cases[] = {{"1f1b", 4, 8, 0, 1},    {"gpipe", 2, 4, 0, 2},    {"interleaved", 2, 4, 2, 1},
+             {"chimera", 4, 4, 0, 1}, {"bitpipe", 2, 4, 0, 2},  {"zb-h1", 4, 8, 0, 1},
+             {"zbv", 2, 4, 0, 2},     {"dualpipev", 4, 8, 0, 1}};
 
 static void steps(setup *u, int n)
 {
@@ -151,10 +146,10 @@ static void check_categories(setup *u, const char *what)
                 continue;
             pp_rt_stage *sa = pp_rt_executor_stage(u->ex, k, a->pipe, a->stage);
             size_t b = pp_rt_stage_act_bytes(sa), h = pp_rt_stage_held_bytes(sa);
-            live = a->op == PP_OP_F ? live + b
-                 : a->op == PP_OP_I ? live + h
-                 : a->op == PP_OP_W ? live - b - h
-                                    : live - b;
+            live = a->op == PP_OP_F   ? live + b
+                   : a->op == PP_OP_I ? live + h
+                   : a->op == PP_OP_W ? live - b - h
+                                      : live - b;
             peak = live > peak ? live : peak;
         }
         pp_mem_stats m;
@@ -219,8 +214,8 @@ static void check_plan_of(setup *u, const char *what)
         pp_mem_stats got;
         pp_backend_mem_stats(pp_rt_executor_backend(u->ex, g), &got);
         const pp_rt_plan_rank *pl = pp_rt_executor_plan(u->ex, g);
-        cr_assert_eq(got.peak_total, pl->peak_total, "%s rank %d: measured %zu B, plan %zu B",
-                     what, g, got.peak_total, pl->peak_total);
+        cr_assert_eq(got.peak_total, pl->peak_total, "%s rank %d: measured %zu B, plan %zu B", what,
+                     g, got.peak_total, pl->peak_total);
         for (int c = 0; c < PP_MEM__COUNT; c++)
             cr_assert_eq(got.peak[c], pl->peak[c], "%s rank %d: %s peak %zu, plan %zu", what, g,
                          pp_mem_category_name((pp_mem_category)c), got.peak[c], pl->peak[c]);

@@ -307,8 +307,7 @@ Test(runtime_pprun, runs_split_backward_schedules_and_traces_i_and_w)
             if (cat && (!strcmp(cat, pp_op_name(PP_OP_I)) || !strcmp(cat, pp_op_name(PP_OP_W))))
                 got[!strcmp(cat, pp_op_name(PP_OP_W))]++;
         }
-        cr_assert(want[0] > 0 && want[0] == want[1], "%s: %d I, %d W", d[k].name, want[0],
-                  want[1]);
+        cr_assert(want[0] > 0 && want[0] == want[1], "%s: %d I, %d W", d[k].name, want[0], want[1]);
         cr_assert(got[0] == 2 * want[0] && got[1] == 2 * want[1],
                   "%s: the trace has %d I and %d W events for 2 steps of %d each", d[k].name,
                   got[0], got[1], want[0]);

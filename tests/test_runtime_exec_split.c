@@ -3,10 +3,9 @@
  * AdamW steps, equal the unpipelined model's (test_runtime_exec_equiv.c's invariant) for
  * schedules whose backwards are split, with each W right after its I or every W deferred to
  * the end of the rank's program (the most held for W), and for the registry's zero-bubble
- * schedules (zb-h1, zbv, dualpipev), with data parallelism, interleaved
- * stages and one rank holding the whole pipe (every hop a hand-over). The memory plan of the same schedules
- * equals the measured peaks in test_runtime_exec_mem.c; tensor parallelism in
- * test_runtime_tp.c. */
+ * schedules (zb-h1, zbv, dualpipev); with data parallelism, interleaved stages and one rank
+ * holding the whole pipe (every hop a hand-over). The memory plan of the same schedules equals
+ * the measured peaks in test_runtime_exec_mem.c; tensor parallelism in test_runtime_tp.c. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 

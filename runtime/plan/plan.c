@@ -198,8 +198,8 @@ static void walk(const plan_ctx *x, int r, tracker *t, int64_t *reduces)
             break;
         }
         case PP_OP_W: /* frees what its I held and the slot */
-            bump(t, PP_MEM_ACTS, -(int64_t)(wheld_bytes(x, a->pipe, a->stage) +
-                                            slot_bytes(x, a->pipe, a->stage)));
+            bump(t, PP_MEM_ACTS,
+                 -(int64_t)(wheld_bytes(x, a->pipe, a->stage) + slot_bytes(x, a->pipe, a->stage)));
             break;
         case PP_OP_REDUCE: {
             int64_t bytes = (int64_t)reduce_bytes(x, a->stage, r);
