@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "pp_rt.h"
+#include "test_runtime_exec_equiv.h"
 
 #define CHECK(expr)                                                                                \
     do {                                                                                           \
@@ -109,16 +110,6 @@ static int is_deferred(const char *name)
     return strstr(name, "attn.") || strstr(name, "mlp.") || strcmp(name, "wte.head") == 0;
 }
 
-static double max_rel(const float *a, const float *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        num = fmax(num, fabs((double)a[i] - b[i]));
-        den = fmax(den, fabs((double)b[i]));
-    }
-    return den > 0 ? num / den : num;
-}
-
 /* Runs K forwards on both, B on one and I on the other, checks what I left undone, then W in
  * `order` (0: the micro-batches' order, 1: reversed), and compares every gradient: bitwise
  * when `exact`, else to 1e-6 of the tensor's largest entry. */
@@ -158,9 +149,9 @@ static void run_pair(int l0, int l1, int embed, int head, int order, int exact)
             cr_assert(memcmp(tf[i].grad, ts[i].grad, tf[i].n * sizeof(float)) == 0,
                       "%s: I + W differs from B", tf[i].name);
         else
-            cr_assert(max_rel(ts[i].grad, tf[i].grad, tf[i].n) <= 1e-6,
+            cr_assert(exec_max_rel_diff(ts[i].grad, tf[i].grad, tf[i].n) <= 1e-6,
                       "%s: I + W differs from B by %g", tf[i].name,
-                      max_rel(ts[i].grad, tf[i].grad, tf[i].n));
+                      exec_max_rel_diff(ts[i].grad, tf[i].grad, tf[i].n));
     }
     pair_fini(&p);
 }
