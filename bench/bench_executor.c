@@ -145,9 +145,10 @@ static void run_case(const char *kind, int D, int N, int v, int reps)
 }
 
 /* Tensor parallelism: 1F1B on 2 pipeline ranks of the tiny model's shape (C=64, 4 heads,
- * FFN 256, 4 layers, T=64, B=2, N=4) with t = 1 and t = 2 (threads): the median step, and
- * per rank the share of the step spent in the tensor-parallel all-reduces (wall time inside
- * them, waiting included) and the bytes each rank contributes per step. */
+ * FFN 256, 4 layers, T=64, B=2, N=4) with t = 1, t = 2 and t = 2 with sequence parallelism
+ * (threads): the median step, and per rank the share of the step spent in the
+ * tensor-parallel collectives (wall time inside them, waiting included) and the bytes each
+ * rank contributes per step. */
 static void tp_share(int reps)
 {
     pp_model_cfg m = {.layers = 4, .hidden = 64, .heads = 4, .ffn = 256, .vocab = 256, .seq = 64};
@@ -155,7 +156,9 @@ static void tp_share(int reps)
     pp_sched *s;
     if (pp_sched_generate("1f1b", &sp, &s) != PP_OK)
         die("1f1b");
-    for (int t = 1; t <= 2; t++) {
+    static const int runs[3][2] = {{1, 0}, {2, 0}, {2, 1}}; /* t, sequence parallel */
+    for (int k = 0; k < 3; k++) {
+        int t = runs[k][0], seqpar = runs[k][1];
         pp_rt_exec_params ep = {.model = &m,
                                 .sched = s,
                                 .micro_batch = 2,
@@ -163,7 +166,8 @@ static void tp_share(int reps)
                                 .dp = 1,
                                 .seed = 1,
                                 .adamw = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f},
-                                .tp = t};
+                                .tp = t,
+                                .sequence_parallel = seqpar};
         pp_rt_executor *ex;
         if (pp_rt_executor_create(&ep, &ex) != PP_OK)
             die("executor (tp)");
@@ -184,10 +188,11 @@ static void tp_share(int reps)
                 share[g] += r.tp_seconds[g] / r.seconds / reps;
             bytes = r.tp_bytes[0];
         }
-        printf("tp=%d 1f1b   D=2 N=4 (C=64 L=4 T=64 B=2): step %8.1f us", t,
-               median(step, reps) * 1e6);
+        printf("tp=%d%s 1f1b D=2 N=4 (C=64 L=4 T=64 B=2): step %8.1f us", t,
+               seqpar ? " sp" : "   ", median(step, reps) * 1e6);
         if (t > 1) {
-            printf("  tensor-parallel all-reduces: %.0f KB per rank per step, share of step:",
+            printf("  tensor-parallel %s: %.0f KB per rank per step, share of step:",
+                   seqpar ? "all-gathers + reduce-scatters + LN all-reduces" : "all-reduces",
                    bytes / 1024);
             for (int g = 0; g < G; g++)
                 printf(" %.1f%%", 100 * share[g]);

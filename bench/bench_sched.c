@@ -1,6 +1,7 @@
 /* bench_sched.c — how fast the schedules module generates, checks and simulates large schedules.
  *
- * For interleaved 1F1B (D = 64, v = 4, N = 512) and BitPipe (D = 32, N = 256): generate and lower,
+ * For interleaved 1F1B (D = 64, v = 4, N = 512), BitPipe (D = 32, N = 256) and ZB-V (D = 64,
+ * N = 512, split backward): generate and lower,
  * check, simulate with unit costs, and simulate with a cost table of an H100-like cluster (8 GPUs
  * per node on NVLink, InfiniBand between nodes). Prints actions, the best wall time of several
  * repetitions, and actions simulated per second (issue 2's target: >= 2 million per second on the
@@ -50,6 +51,8 @@ static pp_status cost_cluster(pp_cost *c, const pp_sched *s)
     for (size_t i = 0; i < n; i++) {
         c->f[i] *= F_SECONDS_PER_LAYER * layers_per_unit;
         c->b[i] *= F_SECONDS_PER_LAYER * layers_per_unit;
+        c->i[i] *= F_SECONDS_PER_LAYER * layers_per_unit; /* I = W = B / 2 */
+        c->w[i] *= F_SECONDS_PER_LAYER * layers_per_unit;
         c->send_bytes_f[i] = c->send_bytes_b[i] = ACT_BYTES;
     }
     for (int a = 0; a < D; a++)
@@ -144,5 +147,9 @@ int main(int argc, char **argv)
         report("bitpipe D=32 N=256", &f);
     else
         printf("bitpipe D=32 N=256: skipped, the generator is not available (%s)\n", pp_err_text());
+    pp_sched_params zbv = {.ranks = 64, .microbatches = 512};
+    if (!run_case("zbv", zbv, reps, &f))
+        fail("zbv");
+    report("zbv D=64 N=512", &f);
     return 0;
 }

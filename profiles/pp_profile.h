@@ -199,6 +199,11 @@ typedef struct {
 struct json_t;
 struct json_t *pp_profile_config_json(const pp_profile_config *c);
 
+/* The layer split as leaderboards, explanations and profile diffs show it: "A/Z" for first /
+ * last stage layer counts ("-" for one not set), else "uneven" or "even". Writes at most n bytes
+ * into buf (NUL-terminated when n > 0) and returns buf. */
+char *pp_profile_split_str(int first, int last, int uneven, char *buf, size_t n);
+
 #define PP_PROFILE_PPRUN_MAX_ARGS 32
 #define PP_PROFILE_PPRUN_ARG_LEN 72
 

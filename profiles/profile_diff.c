@@ -47,12 +47,10 @@ static int config_diff(FILE *fp, const pp_profile_config *a, const pp_profile_co
 
 static void describe_config(FILE *fp, const pp_profile_config *c)
 {
-    fprintf(fp, "%s p=%d v=%d G=%d b=%d d=%d t=%d N=%d ", c->schedule, c->p, c->v, c->G, c->b,
-            c->d, c->t, c->N);
-    if (c->first_layers || c->last_layers)
-        fprintf(fp, "%d/%d", c->first_layers, c->last_layers);
-    else
-        fprintf(fp, "%s", c->uneven ? "uneven" : "even");
+    char split[32];
+    fprintf(fp, "%s p=%d v=%d G=%d b=%d d=%d t=%d N=%d %s", c->schedule, c->p, c->v, c->G, c->b,
+            c->d, c->t, c->N,
+            pp_profile_split_str(c->first_layers, c->last_layers, c->uneven, split, sizeof split));
 }
 
 static double rel(double a, double b)

@@ -7,6 +7,7 @@
  * what to do with a profile; diff, export and the store do.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,6 +66,20 @@ static pp_status read_config(const rd *r, json_t *o, const char *prefix, pp_prof
         return bad(r, prefix, "G", "an integer >= 1 (the interleaved group size)",
                    json_object_get(o, "G"));
     return PP_OK;
+}
+
+char *pp_profile_split_str(int first, int last, int uneven, char *buf, size_t n)
+{
+    char a[12] = "-", z[12] = "-";
+    if (first)
+        snprintf(a, sizeof a, "%d", first);
+    if (last)
+        snprintf(z, sizeof z, "%d", last);
+    if (first || last)
+        snprintf(buf, n, "%s/%s", a, z);
+    else
+        snprintf(buf, n, "%s", uneven ? "uneven" : "even");
+    return buf;
 }
 
 /* The writer's side of read_config: the same fields and split names, so the profile's config

@@ -36,6 +36,8 @@ static pp_status check_params(const pp_rt_exec_params *p)
     if (p->tp < 0 || p->tp > 64)
         return PP_ERR(PP_ERR_INVALID, "tensor-parallel ranks must be 1..64, got %d", p->tp);
     PP_TRY(pp_model_check_tp(p->model, t));
+    if (p->sequence_parallel)
+        PP_TRY(pp_model_check_sp(p->seq, t));
     if ((long)p->dp * s->ranks * t > 1024)
         return PP_ERR(PP_ERR_INVALID, "%d replicas x %d ranks x %d tensor ranks = %ld threads; at "
                       "most 1024",
@@ -81,21 +83,46 @@ static pp_status check_params(const pp_rt_exec_params *p)
     return PP_OK;
 }
 
-/* A stage's tensor-parallel all-reduce (pp_rt_stage_params.tp_allreduce) over the rank's
- * group, in place; tagged with its order in the step, which every member shares. */
-static pp_status tp_allreduce(void *ctx, float *data, size_t n)
+/* The stages' tensor-parallel collectives (pp_rt_stage_params: the all-reduce, and under
+ * sequence parallelism the all-gather and reduce-scatter) over the rank's group; each tagged
+ * with its order in the step, which every member shares, and counted in the step's
+ * tp_seconds / tp_bytes: the bytes this rank contributed (its n floats to an all-reduce or an
+ * all-gather, its whole t * n partial sum to a reduce-scatter). */
+typedef enum { TPC_ALLREDUCE, TPC_ALLGATHER, TPC_REDUCE_SCATTER } tp_coll_kind;
+
+static pp_status tp_coll(rank_state *rs, tp_coll_kind k, const float *src, float *dst, size_t n)
 {
-    rank_state *rs = ctx;
     pp_rt_executor *ex = rs->ex;
     double t0 = pp_now();
-    float *host = NULL;
-    pp_transport_req *req = NULL;
     uint64_t tag = pp_ex_coll_tag(TAG_TPAR, 0, rs->tp_seq++ & 0xfffff);
-    PP_TRY(pp_ex_iallreduce(ex, rs, rs->tp_group, ex->TP, tag, data, n, &host, &req));
-    PP_TRY(pp_ex_wait(ex, rs, req, data, host, n));
+    if (k == TPC_ALLGATHER) {
+        PP_TRY(pp_ex_allgather(ex, rs, rs->tp_group, ex->TP, tag, src, dst, n));
+    } else if (k == TPC_REDUCE_SCATTER) {
+        PP_TRY(pp_ex_reduce_scatter(ex, rs, rs->tp_group, ex->TP, tag, src, dst, n));
+    } else { /* in place on dst */
+        float *host = NULL;
+        pp_transport_req *req = NULL;
+        PP_TRY(pp_ex_iallreduce(ex, rs, rs->tp_group, ex->TP, tag, dst, n, &host, &req));
+        PP_TRY(pp_ex_wait(ex, rs, req, dst, host, n));
+    }
     rs->tp_seconds += pp_now() - t0;
-    rs->tp_bytes += (double)n * sizeof(float);
+    rs->tp_bytes += (double)n * (k == TPC_REDUCE_SCATTER ? ex->TP : 1) * sizeof(float);
     return PP_OK;
+}
+
+static pp_status tp_allreduce(void *ctx, float *data, size_t n)
+{
+    return tp_coll(ctx, TPC_ALLREDUCE, data, data, n);
+}
+
+static pp_status tp_allgather(void *ctx, const float *part, float *full, size_t n)
+{
+    return tp_coll(ctx, TPC_ALLGATHER, part, full, n);
+}
+
+static pp_status tp_reduce_scatter(void *ctx, const float *full, float *part, size_t n)
+{
+    return tp_coll(ctx, TPC_REDUCE_SCATTER, full, part, n);
 }
 
 /* The stages global rank g holds (its replica's copies of the stages placed on its rank, its
@@ -121,6 +148,9 @@ static pp_status create_stages(pp_rt_executor *ex, int g)
                 .tp_rank = tpr,
                 .tp_allreduce = tp_allreduce,
                 .tp_ctx = &ex->rk[g],
+                .sequence_parallel = ex->SP,
+                .tp_allgather = tp_allgather,
+                .tp_reduce_scatter = tp_reduce_scatter,
             };
             PP_TRY(pp_rt_stage_create(
                 ex->be[g], &sp,
@@ -315,6 +345,7 @@ pp_status pp_rt_executor_create(const pp_rt_exec_params *p, pp_rt_executor **out
     ex->P = p->sched->n_pipes;
     ex->N = p->sched->microbatches;
     ex->TP = p->tp > 1 ? p->tp : 1;
+    ex->SP = ex->TP > 1 && p->sequence_parallel;
     ex->place = (pp_rt_place){.t = ex->TP, .p = ex->D, .dp = ex->dp};
     ex->G = pp_rt_place_ranks(&ex->place);
     ex->seed = p->seed;

@@ -54,6 +54,7 @@ struct pp_rt_executor {
     pp_sched *sched;
     int B, T, dp, D, S, P, N, G; /* G = dp * D * TP ranks */
     int TP;                       /* tensor-parallel ranks per pipeline rank (1: none) */
+    int SP;                       /* sequence parallelism (with TP > 1) */
     pp_rt_place place;            /* {TP, D, dp}: pp_rt_place.h's global rank layout */
     uint64_t seed;
     pp_adamw adamw;
@@ -151,6 +152,12 @@ pp_status pp_ex_iallreduce(pp_rt_executor *ex, rank_state *rs, const int *group,
                            pp_transport_req **req);
 pp_status pp_ex_wait(pp_rt_executor *ex, rank_state *rs, pp_transport_req *req, float *data,
                      float *host, size_t n);
+/* The transport's all-gather / reduce-scatter (pp_rt_transport.h) on backend memory, staged
+ * through host copies where the transport takes host memory only (n: floats of one part). */
+pp_status pp_ex_allgather(pp_rt_executor *ex, rank_state *rs, const int *group, int n_group,
+                          uint64_t tag, const float *part, float *full, size_t n);
+pp_status pp_ex_reduce_scatter(pp_rt_executor *ex, rank_state *rs, const int *group, int n_group,
+                               uint64_t tag, const float *full, float *part, size_t n);
 /* *acc += x[i]^2 for x(n) in backend memory, in double: the backend's sum_sq where it has one
  * (on the device), else a host loop in element order. */
 pp_status pp_ex_sum_sq(rank_state *rs, const float *x, size_t n, double *acc);

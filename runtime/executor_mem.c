@@ -133,6 +133,43 @@ pp_status pp_ex_wait(pp_rt_executor *ex, rank_state *rs, pp_transport_req *req, 
     return st;
 }
 
+/* The tensor-parallel all-gather / reduce-scatter (sequence parallelism) on backend memory:
+ * straight through the transport, or staged through host copies of the input and the result
+ * (freed before they return). n: floats of one rank's part. */
+static pp_status staged_coll(pp_rt_executor *ex, rank_state *rs, const int *group, int n_group,
+                             uint64_t tag, const float *src, float *dst, size_t n, int gather)
+{
+    size_t all = n * (size_t)n_group, in = gather ? n : all, out = gather ? all : n;
+    void *h;
+    PP_TRY(host_alloc(rs->be, (in + out) * sizeof(float), &h));
+    float *hin = h, *hout = hin + in;
+    pp_status st = rs->be->ops->download(rs->be->ctx, hin, src, in * sizeof(float));
+    if (st == PP_OK)
+        st = gather ? pp_transport_allgather(ex->tp, rs->g, group, n_group, tag, hin, hout, n)
+                    : pp_transport_reduce_scatter_sum(ex->tp, rs->g, group, n_group, tag, hin,
+                                                      hout, n);
+    if (st == PP_OK)
+        st = rs->be->ops->upload(rs->be->ctx, dst, hout, out * sizeof(float));
+    pp_ex_host_free(rs->be, h);
+    return st;
+}
+
+pp_status pp_ex_allgather(pp_rt_executor *ex, rank_state *rs, const int *group, int n_group,
+                          uint64_t tag, const float *part, float *full, size_t n)
+{
+    if (!ex->staged)
+        return pp_transport_allgather(ex->tp, rs->g, group, n_group, tag, part, full, n);
+    return staged_coll(ex, rs, group, n_group, tag, part, full, n, 1);
+}
+
+pp_status pp_ex_reduce_scatter(pp_rt_executor *ex, rank_state *rs, const int *group, int n_group,
+                               uint64_t tag, const float *full, float *part, size_t n)
+{
+    if (!ex->staged)
+        return pp_transport_reduce_scatter_sum(ex->tp, rs->g, group, n_group, tag, full, part, n);
+    return staged_coll(ex, rs, group, n_group, tag, full, part, n, 0);
+}
+
 enum { SQ_CHUNK = 4096 }; /* floats downloaded at a time */
 
 pp_status pp_ex_sum_sq(rank_state *rs, const float *x, size_t n, double *acc)

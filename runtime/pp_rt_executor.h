@@ -71,6 +71,10 @@ typedef struct {
      * process transport then has dp * D * tp ranks. PP_ERR_INVALID when tp does not divide
      * the model's heads or MLP width (pp_model_check_tp). */
     int tp;
+    /* Sequence parallelism with tp > 1 (pp_rt_stage_params.sequence_parallel; ignored at
+     * tp <= 1): PP_ERR_INVALID unless tp divides seq. Its all-gathers and reduce-scatters
+     * count in the step's tp_seconds / tp_bytes. */
+    int sequence_parallel;
 } pp_rt_exec_params;
 
 typedef struct {
@@ -86,7 +90,8 @@ typedef struct {
     const pp_rt_span *const *spans; /* [n_ranks][sched->n_ops[g % D]] every action */
     const pp_rt_span *sync;         /* [n_ranks] gradient synchronisation after the actions */
     const pp_rt_span *optim;        /* [n_ranks] clipping + AdamW (0-length when !update) */
-    /* [n_ranks] the step's tensor-parallel all-reduces of each rank: wall seconds inside them
+    /* [n_ranks] the step's tensor-parallel collectives of each rank (all-reduces, and under
+     * sequence parallelism all-gathers and reduce-scatters): wall seconds inside them
      * and the bytes it contributed (0 without tensor parallelism; under a process transport
      * only this process's rank is filled) */
     const double *tp_seconds, *tp_bytes;

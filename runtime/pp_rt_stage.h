@@ -40,6 +40,19 @@ typedef struct {
     int tp, tp_rank;
     pp_status (*tp_allreduce)(void *ctx, float *data, size_t n);
     void *tp_ctx;
+    /* Sequence parallelism (Korthikanti et al. 2022, sec. 4.2.2; Megatron-LM's
+     * sequence_parallel), with tp > 1 (ignored at tp <= 1): the LayerNorms, residual adds and
+     * the activations the stage sends and receives hold this rank's N/tp of the micro-batch's
+     * N = B*T tokens (rows [tp_rank N/tp, ..) of the (B, T, C) layout: for B = 1 exactly
+     * Megatron's split of the sequence); an all-gather enters each column-parallel linear and a
+     * reduce-scatter leaves each row-parallel one (their conjugates in backward), and the
+     * LayerNorms' partial gradients are all-reduced. seq % tp must be 0 (PP_ERR_INVALID
+     * otherwise). tp_allgather copies every rank's n floats `part` to full + rank*n on every
+     * rank; tp_reduce_scatter sums full (tp * n floats) over the ranks and leaves this rank's
+     * slice of n floats in part (same calling rules as tp_allreduce). Required with it. */
+    int sequence_parallel;
+    pp_status (*tp_allgather)(void *ctx, const float *part, float *full, size_t n);
+    pp_status (*tp_reduce_scatter)(void *ctx, const float *full, float *part, size_t n);
 } pp_rt_stage_params;
 
 /* A named parameter tensor with its gradient (both in backend memory, fp32, n elements).
@@ -62,7 +75,8 @@ typedef struct {
 pp_status pp_rt_stage_create(pp_backend *be, const pp_rt_stage_params *p, pp_rt_stage **out);
 /* Frees every buffer of the stage in its backend, then the stage. NULL is a no-op. */
 void pp_rt_stage_destroy(pp_rt_stage *st);
-/* Returns the bytes of the activation tensor a stage sends / receives: B*T*C*4. */
+/* Returns the bytes of the activation tensor a stage sends / receives: B*T*C*4, or this
+ * rank's B*T*C*4/tp of it under sequence parallelism. */
 size_t pp_rt_stage_io_bytes(const pp_rt_stage *st);
 /* Returns the bytes of the activations one forward saves until its backward (PP_MEM_ACTS per
  * in-flight slot): the memory model's "activations per micro-batch" of this stage, exactly. */
@@ -71,7 +85,8 @@ size_t pp_rt_stage_act_bytes(const pp_rt_stage *st);
  * the stage saves what backward needs under that slot (counted as PP_MEM_ACTS).
  *   tokens  (B,T) int32 in host memory, required when has_embed, else NULL (checked against
  *           the vocabulary here, then uploaded into the slot)
- *   x_in    (B,T,C) input activation when !has_embed, else NULL
+ *   x_in    (B,T,C) input activation when !has_embed, else NULL (under sequence
+ *           parallelism this rank's B*T/tp rows of it, as are x_out, dx_out and dx_in)
  *   targets (B,T) int32 in host memory, required when has_head, else NULL
  *   x_out   (B,T,C) output when !has_head, else NULL
  *   loss    when has_head: receives the mean cross-entropy of this micro-batch

@@ -20,6 +20,8 @@
  * percent of a stage's FLOPs and its weights 16 KB; splitting it would add two more
  * collectives per micro-batch (max and sum of the softmax) for no measurable gain there.
  * Planned per rank (pp_rt_sizes.h), so the tuner's trials see the replicated bytes.
+ * Sequence parallelism (Korthikanti et al. 2022) changes no parameter: a rank's slot holds the
+ * LayerNorm / residual tensors of its N/t tokens only (stage_fwd.c, stage_bwd.c).
  */
 #include <math.h>
 #include <stdio.h>
@@ -208,7 +210,7 @@ static size_t layer_floats(const pp_rt_stage *st)
 {
     return pp_rt_size_act_layer_floats((size_t)st->B, (size_t)st->T, (size_t)st->cfg.hidden,
                                        (size_t)st->cfg.ffn, (size_t)st->cfg.heads,
-                                       (size_t)st->tp);
+                                       (size_t)st->tp, (size_t)st->sp);
 }
 
 static size_t prefix_words(const pp_rt_stage *st)
@@ -227,31 +229,31 @@ void pp_stage_slot_views(const pp_rt_stage *st, void *mem, int32_t **tokens, int
 void pp_stage_layer_acts(const pp_rt_stage *st, void *mem, int layer, pp_layer_acts *a)
 {
     size_t N = (size_t)st->B * st->T, C = (size_t)st->cfg.hidden, F = (size_t)st->Fl;
-    size_t Cl = (size_t)st->Cl;
+    size_t Cl = (size_t)st->Cl, Nl = (size_t)st->Nl;
     float *p = (float *)mem + prefix_words(st) + (size_t)layer * layer_floats(st);
-    a->x = p, p += N * C;
-    a->ln1 = p, p += N * C;
-    a->mean1 = p, p += N;
-    a->rstd1 = p, p += N;
+    a->x = p, p += Nl * C;
+    a->ln1 = p, p += Nl * C;
+    a->mean1 = p, p += Nl;
+    a->rstd1 = p, p += Nl;
     a->qkv = p, p += 3 * N * Cl;
     a->atty = p, p += N * Cl;
     a->att = p, p += (size_t)st->B * st->Hl * st->T * st->T;
-    a->res2 = p, p += N * C;
-    a->ln2 = p, p += N * C;
-    a->mean2 = p, p += N;
-    a->rstd2 = p, p += N;
+    a->res2 = p, p += Nl * C;
+    a->ln2 = p, p += Nl * C;
+    a->mean2 = p, p += Nl;
+    a->rstd2 = p, p += Nl;
     a->fch = p, p += N * F;
     a->gelu = p;
 }
 
 void pp_stage_head_acts(const pp_rt_stage *st, void *mem, pp_head_acts *h)
 {
-    size_t N = (size_t)st->B * st->T, C = (size_t)st->cfg.hidden;
+    size_t N = (size_t)st->B * st->T, C = (size_t)st->cfg.hidden, Nl = (size_t)st->Nl;
     float *p = (float *)mem + prefix_words(st) + (size_t)st->nl * layer_floats(st);
-    h->xf = p, p += N * C;
+    h->xf = p, p += Nl * C;
     h->lnf = p, p += N * C;
-    h->meanf = p, p += N;
-    h->rstdf = p, p += N;
+    h->meanf = p, p += Nl;
+    h->rstdf = p, p += Nl;
     h->probs = p;
 }
 
@@ -288,6 +290,12 @@ static pp_status check_params(const pp_rt_stage_params *p)
                       "stage: tensor-parallel rank %d of %d needs a rank in 0..%d and an "
                       "all-reduce",
                       p->tp_rank, p->tp, p->tp - 1);
+    if (p->tp > 1 && p->sequence_parallel) {
+        PP_TRY(pp_model_check_sp(p->seq, p->tp));
+        if (!p->tp_allgather || !p->tp_reduce_scatter)
+            return PP_ERR(PP_ERR_INVALID,
+                          "stage: sequence parallelism needs an all-gather and a reduce-scatter");
+    }
     return PP_OK;
 }
 
@@ -368,13 +376,17 @@ pp_status pp_rt_stage_create(pp_backend *be, const pp_rt_stage_params *p, pp_rt_
     st->Fl = st->cfg.ffn / st->tp;
     st->tp_allreduce = p->tp_allreduce;
     st->tp_ctx = p->tp_ctx;
+    st->sp = st->tp > 1 && p->sequence_parallel ? st->tp : 1;
+    st->Nl = st->B * st->T / st->sp;
+    st->tp_allgather = p->tp_allgather;
+    st->tp_reduce_scatter = p->tp_reduce_scatter;
     st->slot_bytes = pp_rt_size_act_slot_bytes((size_t)st->B, (size_t)st->T, (size_t)st->nl,
                                           st->has_embed, st->has_head, (size_t)st->cfg.hidden,
                                           (size_t)st->cfg.ffn, (size_t)st->cfg.vocab,
-                                          (size_t)st->cfg.heads, (size_t)st->tp);
+                                          (size_t)st->cfg.heads, (size_t)st->tp, (size_t)st->sp);
     st->held_bytes =
         pp_rt_size_wheld_bytes((size_t)st->B * st->T, (size_t)st->nl, (size_t)st->cfg.hidden,
-                               (size_t)st->cfg.ffn, (size_t)st->tp);
+                               (size_t)st->cfg.ffn, (size_t)st->tp, (size_t)st->sp);
     pp_status rc = build_tensors(st);
     if (rc != PP_OK) {
         pp_rt_stage_destroy(st);
@@ -404,7 +416,7 @@ void pp_rt_stage_destroy(pp_rt_stage *st)
 
 size_t pp_rt_stage_io_bytes(const pp_rt_stage *st)
 {
-    return (size_t)st->B * st->T * st->cfg.hidden * sizeof(float);
+    return pp_rt_size_io_bytes((size_t)st->B * st->T, (size_t)st->cfg.hidden, (size_t)st->sp);
 }
 
 size_t pp_rt_stage_act_bytes(const pp_rt_stage *st)

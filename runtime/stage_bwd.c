@@ -8,12 +8,23 @@
  * gradients, optimizer state and the saved activations of in-flight micro-batches.
  * Linear layer y = x W^T + b:  dx = dy W,  dW += dy^T x,  db += colsum(dy).
  *
+ * Sequence parallelism (Korthikanti et al. 2022, sec. 4.2.2): dres and dln hold the rank's Nl
+ * rows; before each row-parallel linear dres is all-gathered into dfull (g-bar's backward), so
+ * the row-parallel biases' gradients come whole from it; each column-parallel linear's partial
+ * input gradient goes to dfull and is reduce-scattered into dln (g's backward), and its weight
+ * gradient takes the LayerNorm output all-gathered again into gath (as Megatron re-gathers
+ * rather than saving it). The LayerNorms' gradients of a micro-batch are partial (the rank's
+ * tokens only): they go to lng and are all-reduced over the tensor-parallel ranks at the end
+ * of the backward, then added (Megatron all-reduces them once per step, in
+ * finalize_model_grads; once per backward keeps it inside the stage: 4 C floats per block).
+ *
  * Split backward (zero-bubble schedules, Qi et al., "Zero Bubble Pipeline Parallelism", ICLR
  * 2024): I is the same walk with the weight-gradient GEMMs of every linear and of the head
- * recorded instead of run (wgrad: dy is copied into the slot's held-for-W buffer unless it
- * already lies in the slot, x always does); W runs the records and frees the slot. What stays
- * in I: the LayerNorms' and the embedding's weight gradients (element-wise, computed with
- * their input gradients by the same kernels). B is the fused walk, unchanged.
+ * recorded instead of run (wgrad: dy and x are copied into the slot's held-for-W buffer unless
+ * they already lie in the slot: x does except the all-gathered LayerNorm outputs of sequence
+ * parallelism); W runs the records and frees the slot. What stays in I: the LayerNorms' and the
+ * embedding's weight gradients (element-wise, computed with their input gradients by the same
+ * kernels; under sequence parallelism their all-reduce too). B is the fused walk, unchanged.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -51,33 +62,37 @@ static pp_status wgrad_run(pp_backend *be, const pp_wgrad *g)
     return PP_OK;
 }
 
-/* Keeps what W needs of one weight gradient: dy (copied into the held buffer unless the slot
- * holds it) and x (which the slot must hold: W frees the slot's activations, nothing else). */
+/* *p (n floats) kept until W: where it is if the slot holds it, else copied into the held
+ * buffer (*p then points there). */
+static pp_status hold(pp_backend *be, wgrad_recorder *r, const float **p, size_t n)
+{
+    if (in_slot(r->st, r->slot, *p))
+        return PP_OK;
+    size_t bytes = n * sizeof(float);
+    if (r->used + bytes > r->st->held_bytes)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "stage: split backward holds more than the %zu bytes pp_rt_size_wheld_bytes "
+                      "gives",
+                      r->st->held_bytes);
+    float *dst = (float *)((char *)r->slot->held + r->used);
+    PP_TRY(be->ops->copy(be->ctx, dst, *p, bytes));
+    r->used += bytes;
+    *p = dst;
+    return PP_OK;
+}
+
+/* Keeps what W needs of one weight gradient: dy and x, each where the slot holds it or copied
+ * into the held buffer. */
 static pp_status wgrad_record(pp_backend *be, wgrad_recorder *r, const pp_wgrad *g)
 {
     pp_rt_stage *st = r->st;
     pp_slot *sl = r->slot;
-    if (!in_slot(st, sl, g->x))
-        return PP_ERR(PP_ERR_UNSUPPORTED,
-                      "stage: split backward: the input of a (%d x %d) weight gradient is not a "
-                      "saved activation of the slot (pp_rt_size_wheld_bytes must then hold it)",
-                      g->out, g->in);
     if (sl->nwg >= wgrads_of(st))
         return PP_ERR(PP_ERR_UNSUPPORTED, "stage: split backward: more than %d weight gradients",
                       wgrads_of(st));
     pp_wgrad k = *g;
-    if (!in_slot(st, sl, g->dy)) {
-        size_t bytes = (size_t)g->N * g->out * sizeof(float);
-        if (r->used + bytes > st->held_bytes)
-            return PP_ERR(PP_ERR_UNSUPPORTED,
-                          "stage: split backward holds more than the %zu bytes "
-                          "pp_rt_size_wheld_bytes gives",
-                          st->held_bytes);
-        float *dst = (float *)((char *)sl->held + r->used);
-        PP_TRY(be->ops->copy(be->ctx, dst, g->dy, bytes));
-        r->used += bytes;
-        k.dy = dst;
-    }
+    PP_TRY(hold(be, r, &k.dy, (size_t)g->N * g->out));
+    PP_TRY(hold(be, r, &k.x, (size_t)g->N * g->in));
     sl->wg[sl->nwg++] = k;
     return PP_OK;
 }
@@ -91,10 +106,14 @@ static pp_status wgrad(pp_backend *be, float *dw, float *db, const float *dy, co
 }
 
 typedef struct {
-    float *dres;    /* (N, C) gradient of the residual stream */
-    float *dln;     /* (N, C) gradient of a LayerNorm output / attention output */
+    float *dres;    /* (Nl, C) gradient of the residual stream */
+    float *dln;     /* (Nl, C) gradient of a LayerNorm output / attention output */
     float *dbig;    /* (N, max(F, 3C)) gradient of the MLP hidden or of qkv */
     float *scratch; /* attention_scratch_bytes */
+    /* sequence parallelism only (else NULL): */
+    float *dfull; /* (N, C) all-gathered dres, or a partial sum before its reduce-scatter */
+    float *gath;  /* (N, C) an all-gathered LayerNorm output (or d(attention output)) */
+    float *lng;   /* (nl * 4 + 2) C: this micro-batch's partial LayerNorm gradients */
     size_t bytes;
     void *mem;
 } workspace;
@@ -113,39 +132,60 @@ static pp_status linear_bwd(pp_backend *be, float *dx, float *dw, float *db, con
  * row-parallel projections take it as it is and their biases' gradients are whole; each
  * column-parallel linear's input gradient is this rank's part of a sum, completed by f's
  * backward all-reduce before the LayerNorm's backward (so dres stays the same on every rank,
- * and so do the LayerNorms' gradients). */
+ * and so do the LayerNorms' gradients). Under sequence parallelism see the top of the file. */
 static pp_status block_bwd(pp_rt_stage *st, int l, const pp_layer_acts *a, workspace *ws)
 {
     pp_backend *be = st->be;
     const pp_backend_ops *o = be->ops;
-    int N = st->B * st->T, C = st->cfg.hidden, Cl = st->Cl, Fl = st->Fl;
+    int N = st->B * st->T, Nl = st->Nl, C = st->cfg.hidden, Cl = st->Cl, Fl = st->Fl;
     size_t nc = (size_t)N * C;
     int f = pp_stage_tp_fault != PP_TP_DROP_F; /* f's all-reduce (tests drop it) */
+    int sp = st->sp > 1;
+    /* sequence parallelism: the row-parallel linears' dy, the column-parallel ones' x and dx,
+     * the attention output's gradient, and where the LayerNorms' gradients go */
+    float *dy_row = sp ? ws->dfull : ws->dres, *dx_col = sp ? ws->dfull : ws->dln;
+    float *datty = sp ? ws->gath : ws->dln;
+    const float *ln1 = sp ? ws->gath : a->ln1, *ln2 = sp ? ws->gath : a->ln2;
+    float *lng = sp ? ws->lng + (size_t)l * 4 * C : NULL;
 #define W(k) PP_ST_W(st, l, k)
 #define G(k) PP_ST_G(st, l, k)
+#define LNG(k, i) (sp ? lng + (i) * C : G(k)) /* i: ln1.g, ln1.b, ln2.g, ln2.b */
     /* MLP branch: out = res2 + gelu(ln2(res2) Wfc^T + bfc) Wfp^T + bfp */
-    PP_TRY(linear_bwd(be, ws->dbig, G(PP_LT_FCP_W), G(PP_LT_FCP_B), ws->dres, a->gelu,
+    if (sp)
+        PP_TRY(pp_stage_sp_gather(st, ws->dres, ws->dfull, C));
+    PP_TRY(linear_bwd(be, ws->dbig, G(PP_LT_FCP_W), G(PP_LT_FCP_B), dy_row, a->gelu,
                       W(PP_LT_FCP_W), N, Fl, C));
     PP_TRY(o->gelu_bwd(be->ctx, ws->dbig, a->fch, ws->dbig, (size_t)N * Fl));
-    PP_TRY(linear_bwd(be, ws->dln, G(PP_LT_FC_W), G(PP_LT_FC_B), ws->dbig, a->ln2, W(PP_LT_FC_W), N,
+    if (sp)
+        PP_TRY(pp_stage_sp_gather(st, a->ln2, ws->gath, C));
+    PP_TRY(linear_bwd(be, dx_col, G(PP_LT_FC_W), G(PP_LT_FC_B), ws->dbig, ln2, W(PP_LT_FC_W), N,
                       C, Fl));
-    if (f)
+    if (sp)
+        PP_TRY(pp_stage_sp_scatter(st, ws->dfull, ws->dln, C, !f));
+    else if (f)
         PP_TRY(pp_stage_tp_sum(st, ws->dln, nc));
-    PP_TRY(o->layernorm_bwd(be->ctx, ws->dres, G(PP_LT_LN2_G), G(PP_LT_LN2_B), ws->dln, a->res2,
-                            W(PP_LT_LN2_G), a->mean2, a->rstd2, N, C));
+    PP_TRY(o->layernorm_bwd(be->ctx, ws->dres, LNG(PP_LT_LN2_G, 2), LNG(PP_LT_LN2_B, 3), ws->dln,
+                            a->res2, W(PP_LT_LN2_G), a->mean2, a->rstd2, Nl, C));
     /* Attention branch: res2 = x + attn(ln1(x)) Wproj^T + bproj */
-    PP_TRY(linear_bwd(be, ws->dln, G(PP_LT_PROJ_W), G(PP_LT_PROJ_B), ws->dres, a->atty,
+    if (sp)
+        PP_TRY(pp_stage_sp_gather(st, ws->dres, ws->dfull, C));
+    PP_TRY(linear_bwd(be, datty, G(PP_LT_PROJ_W), G(PP_LT_PROJ_B), dy_row, a->atty,
                       W(PP_LT_PROJ_W), N, Cl, C));
-    PP_TRY(o->attention_bwd(be->ctx, ws->dbig, ws->scratch, ws->dln, a->att, a->qkv, st->B, st->T,
+    PP_TRY(o->attention_bwd(be->ctx, ws->dbig, ws->scratch, datty, a->att, a->qkv, st->B, st->T,
                             Cl, st->Hl));
-    PP_TRY(linear_bwd(be, ws->dln, G(PP_LT_QKV_W), G(PP_LT_QKV_B), ws->dbig, a->ln1, W(PP_LT_QKV_W),
+    if (sp) /* datty is consumed: gath takes ln1 */
+        PP_TRY(pp_stage_sp_gather(st, a->ln1, ws->gath, C));
+    PP_TRY(linear_bwd(be, dx_col, G(PP_LT_QKV_W), G(PP_LT_QKV_B), ws->dbig, ln1, W(PP_LT_QKV_W),
                       N, C, 3 * Cl));
-    if (f)
+    if (sp)
+        PP_TRY(pp_stage_sp_scatter(st, ws->dfull, ws->dln, C, !f));
+    else if (f)
         PP_TRY(pp_stage_tp_sum(st, ws->dln, nc));
-    PP_TRY(o->layernorm_bwd(be->ctx, ws->dres, G(PP_LT_LN1_G), G(PP_LT_LN1_B), ws->dln, a->x,
-                            W(PP_LT_LN1_G), a->mean1, a->rstd1, N, C));
+    PP_TRY(o->layernorm_bwd(be->ctx, ws->dres, LNG(PP_LT_LN1_G, 0), LNG(PP_LT_LN1_B, 1), ws->dln,
+                            a->x, W(PP_LT_LN1_G), a->mean1, a->rstd1, Nl, C));
 #undef W
 #undef G
+#undef LNG
     return PP_OK;
 }
 
@@ -160,31 +200,67 @@ static pp_status head_bwd(pp_rt_stage *st, const pp_head_acts *h, const int32_t 
     const pp_rt_tensor *t = st->tensors;
     PP_TRY(o->xent_bwd(be->ctx, h->probs, targets, N, V, loss_scale / (float)N));
     const float *dlogits = h->probs;
+    /* Under sequence parallelism the replicated head's d(lnf) is whole and the same on every
+     * rank, so the all-gather's backward is taking the rank's rows (no communication). */
+    int sp = st->sp > 1;
+    float *dlnf = sp ? ws->dfull : ws->dln;
     PP_TRY(o->gemm(be->ctx, 0, 0, N, C, V, 1.0f, dlogits, V, t[st->i_headwte].data, C, 0.0f,
-                   ws->dln, C));
+                   dlnf, C));
     PP_TRY(wgrad(be, t[st->i_headwte].grad, NULL, dlogits, h->lnf, N, C, V));
-    PP_TRY(o->zero(be->ctx, ws->dres, (size_t)N * C * sizeof(float)));
-    PP_TRY(o->layernorm_bwd(be->ctx, ws->dres, t[st->i_lnf].grad, t[st->i_lnf + 1].grad, ws->dln,
-                            h->xf, t[st->i_lnf].data, h->meanf, h->rstdf, N, C));
+    PP_TRY(o->zero(be->ctx, ws->dres, (size_t)st->Nl * C * sizeof(float)));
+    float *lng = sp ? ws->lng + (size_t)st->nl * 4 * C : NULL;
+    PP_TRY(o->layernorm_bwd(be->ctx, ws->dres, sp ? lng : t[st->i_lnf].grad,
+                            sp ? lng + C : t[st->i_lnf + 1].grad,
+                            dlnf + (sp ? (size_t)st->tpr * st->Nl * C : 0), h->xf,
+                            t[st->i_lnf].data, h->meanf, h->rstdf, st->Nl, C));
     return PP_OK;
 }
 
 static pp_status workspace_alloc(pp_rt_stage *st, workspace *ws)
 {
     size_t N = (size_t)st->B * st->T, C = (size_t)st->cfg.hidden, F = (size_t)st->cfg.ffn;
-    size_t t = (size_t)st->tp;
+    size_t t = (size_t)st->tp, Nl = (size_t)st->Nl, nl = (size_t)st->nl;
     size_t big = st->nl > 0 ? N * ((F > 3 * C ? F : 3 * C) / t) : 0;
     size_t scratch = st->nl > 0 ? st->be->ops->attention_scratch_bytes(st->be->ctx, st->B, st->T,
                                                                        st->Cl, st->Hl)
                                 : 0;
-    ws->bytes = pp_rt_size_bwd_ws(N, C, F, (size_t)st->nl, scratch, t); /* pp_rt_sizes.h */
+    ws->bytes = pp_rt_size_bwd_ws(N, C, F, nl, st->has_head, scratch, t,
+                                  (size_t)st->sp); /* pp_rt_sizes.h */
     ws->mem = pp_backend_alloc(st->be, ws->bytes, PP_MEM_WORKSPACE);
     if (!ws->mem)
         return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
     ws->dres = ws->mem;
-    ws->dln = ws->dres + N * C;
-    ws->dbig = ws->dln + N * C;
-    ws->scratch = ws->dbig + big;
+    ws->dln = ws->dres + Nl * C;
+    ws->dbig = ws->dln + Nl * C;
+    float *p = ws->dbig + big;
+    if (st->sp > 1) { /* the layout of pp_rt_size_bwd_ws: dfull, gath (blocks), lng */
+        ws->dfull = p, p += N * C;
+        ws->gath = nl > 0 ? p : NULL, p += nl > 0 ? N * C : 0;
+        ws->lng = p, p += nl * 4 * C + (st->has_head ? 2 * C : 0);
+    }
+    ws->scratch = p;
+    return PP_OK;
+}
+
+/* Sequence parallelism: the micro-batch's partial LayerNorm gradients (lng) summed over the
+ * tensor-parallel ranks, then added to the gradients (ln1.g, ln1.b and ln2.g, ln2.b are
+ * adjacent tensors, as are lnf.g, lnf.b). */
+static pp_status ln_grads_reduce(pp_rt_stage *st, workspace *ws)
+{
+    pp_backend *be = st->be;
+    size_t C = (size_t)st->cfg.hidden, n = (size_t)st->nl * 4 * C + (st->has_head ? 2 * C : 0);
+    if (n == 0)
+        return PP_OK;
+    if (pp_stage_tp_fault != PP_TP_DROP_LN)
+        PP_TRY(pp_stage_tp_sum(st, ws->lng, n));
+    for (int l = 0; l < st->nl; l++) {
+        const float *g = ws->lng + (size_t)l * 4 * C;
+        PP_TRY(be->ops->add(be->ctx, PP_ST_G(st, l, PP_LT_LN1_G), g, 2 * C));
+        PP_TRY(be->ops->add(be->ctx, PP_ST_G(st, l, PP_LT_LN2_G), g + 2 * C, 2 * C));
+    }
+    if (st->has_head)
+        PP_TRY(be->ops->add(be->ctx, st->tensors[st->i_lnf].grad, ws->lng + (size_t)st->nl * 4 * C,
+                            2 * C));
     return PP_OK;
 }
 
@@ -193,9 +269,13 @@ static pp_status backward_slot(pp_rt_stage *st, void *mem, const float *dx_out, 
 {
     pp_backend *be = st->be;
     const pp_backend_ops *o = be->ops;
-    size_t nc = (size_t)st->B * st->T * st->cfg.hidden * sizeof(float);
+    size_t nc = (size_t)st->Nl * st->cfg.hidden * sizeof(float);
     int32_t *tok_s, *tgt_s;
     pp_stage_slot_views(st, mem, &tok_s, &tgt_s);
+    if (ws->lng)
+        PP_TRY(o->zero(be->ctx, ws->lng,
+                       ((size_t)st->nl * 4 + (st->has_head ? 2 : 0)) * st->cfg.hidden *
+                           sizeof(float)));
     if (st->has_head) {
         pp_head_acts h;
         pp_stage_head_acts(st, mem, &h);
@@ -208,9 +288,18 @@ static pp_status backward_slot(pp_rt_stage *st, void *mem, const float *dx_out, 
         pp_stage_layer_acts(st, mem, l, &a);
         PP_TRY(block_bwd(st, l, &a, ws));
     }
+    if (ws->lng)
+        PP_TRY(ln_grads_reduce(st, ws));
     if (st->has_embed) {
         const pp_rt_tensor *t = st->tensors;
-        PP_TRY(o->encoder_bwd(be->ctx, t[st->i_wte].grad, t[st->i_wpe].grad, ws->dres, tok_s, st->B,
+        /* under sequence parallelism the replicated embedding takes the whole gradient: the
+         * backward of Megatron's scatter to the sequence-parallel region is an all-gather */
+        float *demb = ws->dres;
+        if (st->sp > 1) {
+            PP_TRY(pp_stage_sp_gather(st, ws->dres, ws->dfull, st->cfg.hidden));
+            demb = ws->dfull;
+        }
+        PP_TRY(o->encoder_bwd(be->ctx, t[st->i_wte].grad, t[st->i_wpe].grad, demb, tok_s, st->B,
                               st->T, st->cfg.hidden));
     } else {
         PP_TRY(o->copy(be->ctx, dx_in, ws->dres, nc));

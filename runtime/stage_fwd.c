@@ -7,6 +7,13 @@
  * Block (GPT-2, Radford et al. 2019):  x + attn(ln1(x)) = r;  r + mlp(ln2(r)) = out.
  * With tensor parallelism the block is Megatron-LM's (Shoeybi et al. 2019, fig. 3): see
  * block_fwd_tp; the embedding and the head run whole on every tensor-parallel rank.
+ * With sequence parallelism (Korthikanti et al. 2022, sec. 4.2.2) the LayerNorms and residual
+ * adds run on the rank's Nl = N/t tokens: g becomes an all-gather of the LayerNorm output
+ * before each column-parallel linear, g-bar a reduce-scatter of the row-parallel partial sums
+ * after each row-parallel one (the reduce-scatter equals the rank's rows of the all-reduce bit
+ * for bit: pp_rt_transport.h); the embedding's whole output is split to the rank's rows and
+ * the final LayerNorm's output all-gathered for the replicated head. Those steps need one
+ * (N, C) forward workspace (PP_MEM_WORKSPACE, for the call).
  */
 #include <stdlib.h>
 
@@ -26,47 +33,75 @@ static pp_status linear_fwd(pp_backend *be, float *y, const float *x, const floa
 /* A row-parallel linear after tensor-parallel work, then the residual add:
  * y(N, out) = res + g(x(N, in_l) @ W_l(out, in_l)^T) + bias, where g sums the t ranks'
  * partial products (Megatron's g: all-reduce forward, identity backward) before the residual
- * and the bias, which every rank holds whole, are added once. */
+ * and the bias, which every rank holds whole, are added once. Under sequence parallelism the
+ * product goes to fws (N, out) and g-bar's reduce-scatter leaves this rank's Nl rows of the
+ * sum in y, to which its rows of the residual res (Nl, out) and the bias are added. */
 static pp_status row_parallel_fwd(pp_rt_stage *st, float *y, const float *res, const float *x,
-                                  const float *w, const float *bias, int N, int in_l, int out)
+                                  const float *w, const float *bias, int N, int in_l, int out,
+                                  float *fws)
 {
     pp_backend *be = st->be;
-    PP_TRY(be->ops->gemm(be->ctx, 0, 1, N, out, in_l, 1.0f, x, in_l, w, in_l, 0.0f, y, out));
-    if (pp_stage_tp_fault != PP_TP_DROP_G)
+    int drop = pp_stage_tp_fault == PP_TP_DROP_G, rows = N;
+    float *prod = st->sp > 1 ? fws : y;
+    PP_TRY(be->ops->gemm(be->ctx, 0, 1, N, out, in_l, 1.0f, x, in_l, w, in_l, 0.0f, prod, out));
+    if (st->sp > 1) {
+        PP_TRY(pp_stage_sp_scatter(st, prod, y, out, drop));
+        rows = st->Nl;
+    } else if (!drop) {
         PP_TRY(pp_stage_tp_sum(st, y, (size_t)N * out));
-    PP_TRY(be->ops->add(be->ctx, y, res, (size_t)N * out));
-    PP_TRY(be->ops->add_bias(be->ctx, y, bias, N, out));
+    }
+    PP_TRY(be->ops->add(be->ctx, y, res, (size_t)rows * out));
+    PP_TRY(be->ops->add_bias(be->ctx, y, bias, rows, out));
     return PP_OK;
 }
 
+/* The input of a column-parallel linear: the whole LayerNorm output ln (N, C) as it is, or
+ * under sequence parallelism (ln: the rank's Nl rows) its all-gather into fws. */
+static pp_status column_input(pp_rt_stage *st, const float *ln, float *fws, const float **in)
+{
+    *in = ln;
+    if (st->sp == 1)
+        return PP_OK;
+    *in = fws;
+    return pp_stage_sp_gather(st, ln, fws, st->cfg.hidden);
+}
+
 /* Tensor-parallel block (tp > 1): the column-parallel qkv and fc take the whole LayerNorm
- * output (f: identity forward) and produce this rank's heads / MLP columns; the row-parallel
- * projections' partial sums meet in g. */
-static pp_status block_fwd_tp(pp_rt_stage *st, int l, const pp_layer_acts *a, float *out)
+ * output (f: identity forward; under sequence parallelism g's all-gather of it) and produce
+ * this rank's heads / MLP columns; the row-parallel projections' partial sums meet in g (or
+ * g-bar's reduce-scatter). fws: the forward workspace (sequence parallelism only). The
+ * LayerNorms and residual adds run on the rank's Nl rows (N without sequence parallelism). */
+static pp_status block_fwd_tp(pp_rt_stage *st, int l, const pp_layer_acts *a, float *out,
+                              float *fws)
 {
     pp_backend *be = st->be;
     const pp_backend_ops *o = be->ops;
-    int N = st->B * st->T, C = st->cfg.hidden, Cl = st->Cl, Fl = st->Fl;
+    int N = st->B * st->T, Nl = st->Nl, C = st->cfg.hidden, Cl = st->Cl, Fl = st->Fl;
+    const float *in;
 #define W(k) PP_ST_W(st, l, k)
     PP_TRY(o->layernorm_fwd(be->ctx, a->ln1, a->mean1, a->rstd1, a->x, W(PP_LT_LN1_G),
-                            W(PP_LT_LN1_B), N, C));
-    PP_TRY(linear_fwd(be, a->qkv, a->ln1, W(PP_LT_QKV_W), W(PP_LT_QKV_B), N, C, 3 * Cl, 0.0f));
+                            W(PP_LT_LN1_B), Nl, C));
+    PP_TRY(column_input(st, a->ln1, fws, &in));
+    PP_TRY(linear_fwd(be, a->qkv, in, W(PP_LT_QKV_W), W(PP_LT_QKV_B), N, C, 3 * Cl, 0.0f));
     PP_TRY(o->attention_fwd(be->ctx, a->atty, a->att, a->qkv, st->B, st->T, Cl, st->Hl));
     PP_TRY(row_parallel_fwd(st, a->res2, a->x, a->atty, W(PP_LT_PROJ_W), W(PP_LT_PROJ_B), N, Cl,
-                            C));
+                            C, fws));
     PP_TRY(o->layernorm_fwd(be->ctx, a->ln2, a->mean2, a->rstd2, a->res2, W(PP_LT_LN2_G),
-                            W(PP_LT_LN2_B), N, C));
-    PP_TRY(linear_fwd(be, a->fch, a->ln2, W(PP_LT_FC_W), W(PP_LT_FC_B), N, C, Fl, 0.0f));
+                            W(PP_LT_LN2_B), Nl, C));
+    PP_TRY(column_input(st, a->ln2, fws, &in));
+    PP_TRY(linear_fwd(be, a->fch, in, W(PP_LT_FC_W), W(PP_LT_FC_B), N, C, Fl, 0.0f));
     PP_TRY(o->gelu_fwd(be->ctx, a->gelu, a->fch, (size_t)N * Fl));
-    PP_TRY(row_parallel_fwd(st, out, a->res2, a->gelu, W(PP_LT_FCP_W), W(PP_LT_FCP_B), N, Fl, C));
+    PP_TRY(row_parallel_fwd(st, out, a->res2, a->gelu, W(PP_LT_FCP_W), W(PP_LT_FCP_B), N, Fl, C,
+                            fws));
 #undef W
     return PP_OK;
 }
 
-static pp_status block_fwd(pp_rt_stage *st, int l, const pp_layer_acts *a, float *out)
+static pp_status block_fwd(pp_rt_stage *st, int l, const pp_layer_acts *a, float *out,
+                           float *fws)
 {
     if (st->tp > 1)
-        return block_fwd_tp(st, l, a, out);
+        return block_fwd_tp(st, l, a, out, fws);
     pp_backend *be = st->be;
     const pp_backend_ops *o = be->ops;
     int N = st->B * st->T, C = st->cfg.hidden, F = st->cfg.ffn;
@@ -95,8 +130,12 @@ static pp_status head_fwd(pp_rt_stage *st, const pp_head_acts *h, const int32_t 
     const pp_backend_ops *o = be->ops;
     int N = st->B * st->T, C = st->cfg.hidden, V = st->cfg.vocab;
     const pp_rt_tensor *t = st->tensors;
-    PP_TRY(o->layernorm_fwd(be->ctx, h->lnf, h->meanf, h->rstdf, h->xf, t[st->i_lnf].data,
-                            t[st->i_lnf + 1].data, N, C));
+    /* under sequence parallelism: the rank's rows of lnf, then their all-gather in place */
+    float *mine = h->lnf + (st->sp > 1 ? (size_t)st->tpr * st->Nl * C : 0);
+    PP_TRY(o->layernorm_fwd(be->ctx, mine, h->meanf, h->rstdf, h->xf, t[st->i_lnf].data,
+                            t[st->i_lnf + 1].data, st->Nl, C));
+    if (st->sp > 1)
+        PP_TRY(pp_stage_sp_gather(st, mine, h->lnf, C));
     /* logits(N, V) = lnf(N, C) @ wte(V, C)^T: the head is tied to the token embedding */
     PP_TRY(o->gemm(be->ctx, 0, 1, N, V, C, 1.0f, h->lnf, C, t[st->i_headwte].data, C, 0.0f,
                    h->probs, V));
@@ -153,11 +192,11 @@ static pp_status add_slot(pp_rt_stage *st, int id, void **mem)
 
 static pp_status forward_in_slot(pp_rt_stage *st, void *mem, const int32_t *tokens,
                                  const float *x_in, const int32_t *targets, float *x_out,
-                                 float *loss)
+                                 float *loss, float *fws)
 {
     pp_backend *be = st->be;
     const pp_backend_ops *o = be->ops;
-    size_t N = (size_t)st->B * st->T, nc = N * st->cfg.hidden * sizeof(float);
+    size_t N = (size_t)st->B * st->T, nc = (size_t)st->Nl * st->cfg.hidden * sizeof(float);
     int32_t *tok_s, *tgt_s;
     pp_stage_slot_views(st, mem, &tok_s, &tgt_s);
     pp_head_acts h;
@@ -176,8 +215,13 @@ static pp_status forward_in_slot(pp_rt_stage *st, void *mem, const int32_t *toke
     if (st->has_embed) {
         PP_TRY(o->upload(be->ctx, tok_s, tokens, N * sizeof(int32_t)));
         const pp_rt_tensor *t = st->tensors;
-        PP_TRY(o->encoder_fwd(be->ctx, in, tok_s, t[st->i_wte].data, t[st->i_wpe].data, st->B,
+        /* under sequence parallelism the whole embedding lands in fws, the rank keeps its rows
+         * (Megatron's scatter to the sequence-parallel region: every rank holds the same) */
+        float *emb = st->sp > 1 ? fws : in;
+        PP_TRY(o->encoder_fwd(be->ctx, emb, tok_s, t[st->i_wte].data, t[st->i_wpe].data, st->B,
                               st->T, st->cfg.hidden));
+        if (st->sp > 1)
+            PP_TRY(o->copy(be->ctx, in, emb + (size_t)st->tpr * st->Nl * st->cfg.hidden, nc));
     } else {
         PP_TRY(o->copy(be->ctx, in, x_in, nc));
     }
@@ -191,7 +235,7 @@ static pp_status forward_in_slot(pp_rt_stage *st, void *mem, const int32_t *toke
             out = st->has_head ? h.xf : x_out;
         }
         pp_stage_layer_acts(st, mem, l, &a);
-        PP_TRY(block_fwd(st, l, &a, out));
+        PP_TRY(block_fwd(st, l, &a, out, fws));
     }
     if (st->has_head) {
         PP_TRY(o->upload(be->ctx, tgt_s, targets, N * sizeof(int32_t)));
@@ -206,7 +250,14 @@ pp_status pp_rt_stage_forward(pp_rt_stage *st, int slot, const int32_t *tokens, 
     PP_TRY(check_io(st, slot, tokens, x_in, targets, x_out, loss));
     void *mem;
     PP_TRY(add_slot(st, slot, &mem));
-    pp_status rc = forward_in_slot(st, mem, tokens, x_in, targets, x_out, loss);
+    size_t ws_bytes = pp_rt_size_fwd_ws((size_t)st->B * st->T, (size_t)st->cfg.hidden,
+                                        (size_t)st->sp);
+    float *fws = ws_bytes ? pp_backend_alloc(st->be, ws_bytes, PP_MEM_WORKSPACE) : NULL;
+    pp_status rc = ws_bytes && !fws
+                       ? pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__)
+                       : forward_in_slot(st, mem, tokens, x_in, targets, x_out, loss, fws);
+    if (fws)
+        pp_backend_free(st->be, fws, ws_bytes, PP_MEM_WORKSPACE);
     if (rc != PP_OK) { /* give the slot back: a failed forward leaves nothing saved */
         st->nslots--;
         pp_backend_free(st->be, mem, st->slot_bytes, PP_MEM_ACTS);

@@ -29,29 +29,30 @@ enum {
 };
 
 /* Saved activations of one block for one micro-batch (N = B*T rows; Cl, Fl, Hl: this
- * tensor-parallel rank's share of C, F, NH, which equal them without tensor parallelism). */
+ * tensor-parallel rank's share of C, F, NH, which equal them without tensor parallelism; Nl:
+ * the rank's N/t rows under sequence parallelism, else N). */
 typedef struct {
-    float *x;     /* (N, C) block input (the residual stream) */
-    float *ln1;   /* (N, C) */
-    float *mean1; /* (N) */
-    float *rstd1; /* (N) */
+    float *x;     /* (Nl, C) block input (the residual stream) */
+    float *ln1;   /* (Nl, C) */
+    float *mean1; /* (Nl) */
+    float *rstd1; /* (Nl) */
     float *qkv;   /* (N, 3Cl) [q | k | v] of the rank's heads */
     float *atty;  /* (N, Cl) attention output before the projection */
     float *att;   /* (B, Hl, T, T) probabilities (layout: the backend's attention_fwd) */
-    float *res2;  /* (N, C) x + attention branch */
-    float *ln2;   /* (N, C) */
-    float *mean2; /* (N) */
-    float *rstd2; /* (N) */
+    float *res2;  /* (Nl, C) x + attention branch */
+    float *ln2;   /* (Nl, C) */
+    float *mean2; /* (Nl) */
+    float *rstd2; /* (Nl) */
     float *fch;   /* (N, Fl) MLP pre-activation */
     float *gelu;  /* (N, Fl) */
 } pp_layer_acts;
 
 /* Saved activations of the head for one micro-batch. */
 typedef struct {
-    float *xf;    /* (N, C) head input: last block's output */
-    float *lnf;   /* (N, C) */
-    float *meanf; /* (N) */
-    float *rstdf; /* (N) */
+    float *xf;    /* (Nl, C) head input: last block's output */
+    float *lnf;   /* (N, C) whole (all-gathered under sequence parallelism) */
+    float *meanf; /* (Nl) */
+    float *rstdf; /* (Nl) */
     float *probs; /* (N, V) softmax; turned into dlogits in place by backward */
 } pp_head_acts;
 
@@ -99,6 +100,11 @@ struct pp_rt_stage {
     int tp, tpr, Cl, Hl, Fl;
     pp_status (*tp_allreduce)(void *ctx, float *data, size_t n);
     void *tp_ctx;
+    /* sequence parallelism: sp = tp (else 1) shards of the N = B*T tokens in the LayerNorm and
+     * residual regions, this rank's Nl = N/sp rows from row tpr*Nl; the collectives on them */
+    int sp, Nl;
+    pp_status (*tp_allgather)(void *ctx, const float *part, float *full, size_t n);
+    pp_status (*tp_reduce_scatter)(void *ctx, const float *full, float *part, size_t n);
 
     float *params, *grads; /* one allocation each: nparams floats */
     size_t nparams;
@@ -124,15 +130,37 @@ struct pp_rt_stage {
 
 /* Test-only fault injection (tests/test_runtime_tp.c shows that its equivalence test fails
  * without each conjugate operator): PP_TP_DROP_F skips f's backward all-reduce (before the
- * column-parallel linears), PP_TP_DROP_G g's forward all-reduce (after the row-parallel ones).
- * 0 in every other use. Read at each forward / backward. */
-enum { PP_TP_DROP_NONE, PP_TP_DROP_F, PP_TP_DROP_G };
+ * column-parallel linears; under sequence parallelism the backward reduce-scatter there),
+ * PP_TP_DROP_G g's forward all-reduce (after the row-parallel ones; under sequence
+ * parallelism the forward reduce-scatter there), PP_TP_DROP_LN the all-reduce of the
+ * sequence-parallel LayerNorm gradients. A dropped reduce-scatter keeps the rank's own slice
+ * of its partial sum. 0 in every other use. Read at each forward / backward. */
+enum { PP_TP_DROP_NONE, PP_TP_DROP_F, PP_TP_DROP_G, PP_TP_DROP_LN };
 extern int pp_stage_tp_fault;
 
 /* All-reduce over the stage's tensor-parallel ranks (nothing when tp == 1). */
 static inline pp_status pp_stage_tp_sum(pp_rt_stage *st, float *data, size_t n)
 {
     return st->tp > 1 ? st->tp_allreduce(st->tp_ctx, data, n) : PP_OK;
+}
+
+/* Sequence parallelism's all-gather: every rank's (Nl, cols) part into full (N, cols) in rank
+ * order (part may be full's own slice). */
+static inline pp_status pp_stage_sp_gather(pp_rt_stage *st, const float *part, float *full,
+                                           int cols)
+{
+    return st->tp_allgather(st->tp_ctx, part, full, (size_t)st->Nl * cols);
+}
+
+/* Its reduce-scatter: part (Nl, cols) = this rank's rows of the sum over the ranks of full
+ * (N, cols); drop (a test's fault) keeps this rank's rows of its own full instead. */
+static inline pp_status pp_stage_sp_scatter(pp_rt_stage *st, const float *full, float *part,
+                                            int cols, int drop)
+{
+    size_t n = (size_t)st->Nl * cols;
+    if (drop)
+        return st->be->ops->copy(st->be->ctx, part, full + (size_t)st->tpr * n, n * sizeof(float));
+    return st->tp_reduce_scatter(st->tp_ctx, full, part, n);
 }
 
 /* Views of a slot's memory (stage.c). tokens/targets are NULL when absent. */

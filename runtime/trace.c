@@ -120,7 +120,7 @@ pp_status pp_rt_trace_add_step(pp_rt_trace *tr, int step, double t0, const pp_rt
         }
         event(tr, "grad sync", "sync", g, t0, r->sync[g], step);
         event(tr, "AdamW", "optim", g, t0, r->optim[g], step);
-        if (ex->TP > 1) { /* the step's tensor-parallel all-reduces, inside its F and B spans */
+        if (ex->TP > 1) { /* the step's tensor-parallel collectives, inside its F and B spans */
             sep(tr);
             fprintf(fp,
                     "{\"name\":\"tp comm\",\"cat\":\"tp\",\"ph\":\"C\",\"pid\":0,\"tid\":%d,"

@@ -271,7 +271,9 @@ static pp_status check_input(const checker *ck, int r, int i, const pp_action *a
 {
     const pp_sched *s = ck->s;
     int fwd = a->op == PP_OP_F;
-    const char *what = fwd ? "forward" : a->op == PP_OP_I ? "input-gradient backward (I)" : "backward";
+    const char *what = fwd                ? "forward"
+                       : a->op == PP_OP_I ? "input-gradient backward (I)"
+                                          : "backward";
     int ns = pp_action_src_stage(a);
     if (ns < 0 || ns >= ck->S)
         return PP_OK; /* first stage's forward, last stage's backward: no input to wait for */

@@ -4,7 +4,8 @@
  *     F/B forward/backward, micro-batch after the letter where it fits
  *     - and = continue an F and a B, . idle
  * (f/b: pipe 1 of a bidirectional schedule; with several chunks per rank each chunk has its
- * own fill characters, listed in the legend; R: a gradient sync issued)
+ * own fill characters, listed in the legend; R: a gradient sync issued; I and W, split backward:
+ * I fills like B, W has its own fill, and the legend says so only where the schedule has them)
  *              0         5         10
  *              +----+----+----+----+----+----+----+----
  *     rank 0   F0--F1--........B0======B1======   idle 33%
@@ -54,7 +55,8 @@ static int column(double t, double makespan, int width)
  * pipe), so interleaved chunks look different; they repeat after ASCII_CHUNK_FILLS. */
 #define ASCII_CHUNK_FILLS 4
 static const char FILL_F[ASCII_CHUNK_FILLS] = {'-', '~', ':', '+'};
-static const char FILL_B[ASCII_CHUNK_FILLS] = {'=', '#', '%', '@'};
+static const char FILL_B[ASCII_CHUNK_FILLS] = {'=', '#', '%', '@'}; /* B and I */
+static const char FILL_W[ASCII_CHUNK_FILLS] = {'_', '^', ';', '*'};
 
 static int chunk_of(const pp_sched *s, const pp_action *a)
 {
@@ -66,9 +68,12 @@ static int chunk_of(const pp_sched *s, const pp_action *a)
  * forward by its fill), else the letter; then the chunk's fill. */
 static void draw_block(char *row, int c0, int c1, const pp_action *a, int chunk)
 {
-    int fwd = a->op == PP_OP_F;
-    char letter = fwd ? (a->pipe ? 'f' : 'F') : (a->pipe ? 'b' : 'B');
-    char fill = fwd ? FILL_F[chunk] : FILL_B[chunk];
+    static const char LETTER[PP_OP__COUNT] = {
+        [PP_OP_F] = 'F', [PP_OP_B] = 'B', [PP_OP_I] = 'I', [PP_OP_W] = 'W'};
+    char letter = (char)(LETTER[a->op] + (a->pipe ? 'a' - 'A' : 0));
+    char fill = a->op == PP_OP_F   ? FILL_F[chunk]
+                : a->op == PP_OP_W ? FILL_W[chunk]
+                                   : FILL_B[chunk];
     if (c1 <= c0) { /* too short for a column: show it only where nothing else is */
         if (row[c0] == '.')
             row[c0] = letter;
@@ -195,11 +200,19 @@ pp_status pp_sched_write_ascii(const pp_sched *s, const pp_sim_result *sim, int 
     int indent = snprintf(name, sizeof name, "rank %d", s->ranks - 1) + 2;
     /* short lines: the legend fits an 80-column terminal like the rows */
     fprintf(fp, "time 0 .. %g, 1 column = %.3g\n", sim->makespan, sim->makespan / width);
-    fprintf(fp, "%s, micro-batch after the letter where it fits\n",
-            s->n_pipes == 2 ? "F/B pipe 0 (down), f/b pipe 1 (up)" : "F/B forward/backward");
-    if (s->stages_per_pipe > s->ranks) /* several chunks per rank: say which fill is which */
+    int split = pp_sched_has_split_backward(s);
+    fprintf(fp, "%s%s, micro-batch after the letter where it fits\n",
+            s->n_pipes == 2 ? "F/B pipe 0 (down), f/b pipe 1 (up)" : "F/B forward/backward",
+            split ? ", I/W input/weight gradient" : "");
+    if (s->stages_per_pipe > s->ranks && split)
+        fprintf(fp, "chunk fills (F/B,I/W): 0 -/=/_, 1 ~/#/^, 2 :/%%/;, 3 +/@/*; . idle%s\n",
+                s->n_reduces ? ", R gradient sync" : "");
+    else if (s->stages_per_pipe > s->ranks) /* several chunks per rank: say which fill is which */
         fprintf(fp, "chunk fills (F/B): 0 -/=, 1 ~/#, 2 :/%%, 3 +/@; . idle%s\n",
                 s->n_reduces ? ", R gradient sync" : "");
+    else if (split)
+        fprintf(fp, "- = _ continue an F, a B or I, a W; . idle%s\n",
+                s->n_reduces ? ", R gradient sync (REDUCE) issued" : "");
     else
         fprintf(fp, "- and = continue an F and a B, . idle%s\n",
                 s->n_reduces ? ", R gradient sync (REDUCE) issued" : "");

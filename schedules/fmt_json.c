@@ -12,6 +12,7 @@
  *     "reduces": [ {"ranks": [0, 3], "stages": [[pipe, stage], ...]}, ... ],
  *     "makespan": ..., "bubble_over_ideal": ..., "bubble_over_total": ...,
  *     "busy": [per rank], "peak_activations": [per rank], "cross_rank_transfers": n,
+ *     "peak_held_for_w": [per rank]                       only where the schedule has I / W
  *     "ops": [ [ {"op": "F", "pipe": 0, "stage": 0, "mb": 0},
  *                {"op": "SEND_F", "pipe": 0, "stage": 0, "mb": 0, "peer": 1},
  *                {"op": "REDUCE", "id": 0, "stages": [[0, 4], [1, 3]], "ranks": [0, 3]}, ... ],
@@ -113,6 +114,10 @@ static void write_metrics(const pp_sched *s, const pp_sim_result *sim, FILE *fp)
     json_number_array(sim->busy, s->ranks, fp);
     fputs(",\n  \"peak_activations\": ", fp);
     json_number_array(sim->peak_activations, s->ranks, fp);
+    if (pp_sched_has_split_backward(s)) {
+        fputs(",\n  \"peak_held_for_w\": ", fp);
+        json_number_array(sim->peak_held_for_w, s->ranks, fp);
+    }
     fprintf(fp, ",\n  \"cross_rank_transfers\": %ld,\n", sim->cross_rank_transfers);
 }
 

@@ -2,7 +2,8 @@
  *
  * Ranks are rows, time runs to the right. F blocks are filled with their micro-batch's colour
  * (ten colours, Tableau 10, repeating), B blocks with a darker shade of the same colour, so a
- * micro-batch can be followed across ranks; pipe 1 (up) blocks are labelled in lower case and
+ * micro-batch can be followed across ranks (split backward: I as B, W the dark shade faded,
+ * each labelled by its letter); pipe 1 (up) blocks are labelled in lower case and
  * edged with a dashed line. Idle time shows as the hatched row background. A REDUCE is a black
  * triangle where it is issued and, when it takes time, a black bar under the row until it
  * completes. Title (kind, D, N, v, makespan, both bubble definitions), time axis with ticks and
@@ -120,18 +121,19 @@ static void write_title(const pp_sched *s, const pp_sim_result *sim, FILE *fp)
 static void write_block(const pp_action *a, pp_span sp, double y, const svg_axis *ax,
                         int show_stage, FILE *fp)
 {
-    int bwd = a->op == PP_OP_B;
+    int bwd = a->op != PP_OP_F; /* B, I, W */
     char what[96]; /* the spelled-out action (needs no schedule: F/B carry no peer) */
     unsigned c = mb_colour(a->mb, bwd);
     double x = ax->x0 + sp.start * ax->scale, w = (sp.end - sp.start) * ax->scale;
     fprintf(fp,
-            "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%g\" fill=\"#%06x\" "
+            "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%g\" fill=\"#%06x\"%s "
             "stroke=\"#ffffff\" stroke-width=\"1\"%s><title>%s: %g .. %g</title></rect>\n",
-            x, y, w, SVG_ROW, c, a->pipe ? " stroke-dasharray=\"3,2\"" : "",
+            x, y, w, SVG_ROW, c, a->op == PP_OP_W ? " fill-opacity=\"0.6\"" : "",
+            a->pipe ? " stroke-dasharray=\"3,2\"" : "",
             pp_action_str(NULL, a, what, sizeof what), sp.start, sp.end);
     char label[16], sub[16];
-    int n = snprintf(label, sizeof label, "%c%d", (bwd ? 'B' : 'F') + (a->pipe ? 32 : 0),
-                     (int)a->mb);
+    int n = snprintf(label, sizeof label, "%c%d",
+                     pp_op_name((pp_op_kind)a->op)[0] + (a->pipe ? 32 : 0), (int)a->mb);
     int k = snprintf(sub, sizeof sub, "%d", (int)a->stage);
     if (!show_stage || (n + 0.7 * k) * SVG_CHAR + 4 > w)
         k = 0;
@@ -316,14 +318,15 @@ static double write_legend_aggregated(const pp_sched *s, double y, FILE *fp)
     snprintf(f, sizeof f, "#%06x", KIND_F);
     snprintf(b, sizeof b, "#%06x", KIND_B);
     swatch(SVG_LEFT, y, f, "forward", fp);
-    swatch(SVG_LEFT + 100, y, b, "backward", fp);
+    int dx = pp_sched_has_split_backward(s) ? 60 : 0; /* room for the longer backward label */
+    swatch(SVG_LEFT + 100, y, b, dx ? "backward (B, I, W)" : "backward", fp);
     char m[8];
     snprintf(m, sizeof m, "#%06x", KIND_MIX);
-    swatch(SVG_LEFT + 210, y, m, "alternating F/B", fp);
-    swatch(SVG_LEFT + 360, y, "url(#idle)", "idle", fp);
+    swatch(SVG_LEFT + 210 + dx, y, m, "alternating F/B", fp);
+    swatch(SVG_LEFT + 360 + dx, y, "url(#idle)", "idle", fp);
     fprintf(fp, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">%d micro-batches x %d stages: "
                 "touching blocks merged (hover a bar for its micro-batches)</text>\n",
-            SVG_LEFT + 440, y + 11, s->microbatches, s->n_pipes * s->stages_per_pipe);
+            SVG_LEFT + 440 + dx, y + 11, s->microbatches, s->n_pipes * s->stages_per_pipe);
     return y + 52;
 }
 
@@ -348,13 +351,17 @@ static double write_legend(const pp_sched *s, double y, FILE *fp)
                 x, y + 11);
     y += 24;
     x = SVG_LEFT;
+    static const char split_text[] = "; I input gradient (dark), W weight gradient (faded)";
+    int split = pp_sched_has_split_backward(s);
     fprintf(fp,
-            "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">F forward (light), B backward (dark)%s%s"
-            "</text>\n",
-            x, y + 11, s->n_pipes == 2 ? "; f / b, dashed edge: pipe 1 (up)" : "",
+            "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">F forward (light), B backward "
+            "(dark)%s%s%s</text>\n",
+            x, y + 11, split ? split_text : "",
+            s->n_pipes == 2 ? "; f / b, dashed edge: pipe 1 (up)" : "",
             s->n_pipes * s->stages_per_pipe > s->ranks ? "; small number: stage" : "");
     x += SVG_CHAR * ((s->n_pipes == 2 ? 70 : 37) +
-                     (s->n_pipes * s->stages_per_pipe > s->ranks ? 22 : 0)) +
+                     (s->n_pipes * s->stages_per_pipe > s->ranks ? 22 : 0) +
+                     (split ? (double)sizeof split_text - 1 : 0)) +
          16;
     swatch(x, y, "url(#idle)", "idle", fp);
     x += 70;

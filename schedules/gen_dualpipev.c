@@ -28,8 +28,8 @@
 typedef struct {
     pp_sched *s;
     int d;
-    int stage[2];       /* this rank's chunk 0 and chunk 1 stages */
-    int f[2], b[2];     /* next micro-batch of F and of the backward (B or I) per chunk */
+    int stage[2];           /* this rank's chunk 0 and chunk 1 stages */
+    int f[2], b[2];         /* next micro-batch of F and of the backward (B or I) per chunk */
     int *wq, wq_head, wq_n; /* FIFO of pending W's: c * N + mb */
     int N;
     pp_status st;
@@ -121,14 +121,5 @@ static pp_status rank_ops(pp_sched *s, int D, int N, int d)
 
 pp_status pp_gen_dualpipev(const pp_sched_params *p, pp_sched **out)
 {
-    int D = p->ranks, N = p->microbatches;
-    pp_sched *s;
-    pp_sched_split sp = pp_sched_params_split(p);
-    PP_TRY(pp_sched_create("dualpipev", D, N, 2, 1, p->layers, &sp, &s));
-    for (int k = 0; k < 2 * D; k++)
-        pp_sched_stage(s, 0, k)->rank = k < D ? k : 2 * D - 1 - k;
-    pp_status st = PP_OK;
-    for (int d = 0; d < D && st == PP_OK; d++)
-        st = rank_ops(s, D, N, d);
-    return pp_gen_finish(s, st, out);
+    return pp_gen_v_shape("dualpipev", p, rank_ops, out);
 }

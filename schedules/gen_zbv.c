@@ -22,7 +22,7 @@
 typedef struct {
     pp_sched *s;
     int d, N;
-    int stage[2];       /* this rank's chunk 0 and chunk 1 stages */
+    int stage[2];         /* this rank's chunk 0 and chunk 1 stages */
     int f[2], i[2], w[2]; /* next micro-batch of each op per chunk */
     pp_status st;
 } zbv;
@@ -75,21 +75,12 @@ static pp_status rank_ops(pp_sched *s, int D, int N, int d)
     while (z.w[0] < z.i[0])
         add(&z, PP_OP_W, 0);
     if (z.st == PP_OK && (z.f[0] != M || z.f[1] != M || z.i[0] != M || z.w[1] != M))
-        return PP_ERR(PP_ERR_CHECK, "zbv: rank %d ran %d/%d forwards and %d/%d backwards of %d",
-                      d, z.f[0], z.f[1], z.i[0], z.i[1], M);
+        return PP_ERR(PP_ERR_CHECK, "zbv: rank %d ran %d/%d forwards and %d/%d backwards of %d", d,
+                      z.f[0], z.f[1], z.i[0], z.i[1], M);
     return z.st;
 }
 
 pp_status pp_gen_zbv(const pp_sched_params *p, pp_sched **out)
 {
-    int D = p->ranks, N = p->microbatches;
-    pp_sched *s;
-    pp_sched_split sp = pp_sched_params_split(p);
-    PP_TRY(pp_sched_create("zbv", D, N, 2, 1, p->layers, &sp, &s));
-    for (int k = 0; k < 2 * D; k++)
-        pp_sched_stage(s, 0, k)->rank = k < D ? k : 2 * D - 1 - k;
-    pp_status st = PP_OK;
-    for (int d = 0; d < D && st == PP_OK; d++)
-        st = rank_ops(s, D, N, d);
-    return pp_gen_finish(s, st, out);
+    return pp_gen_v_shape("zbv", p, rank_ops, out);
 }

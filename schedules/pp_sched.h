@@ -275,27 +275,30 @@ static inline int pp_sched_stage_layers(const pp_sched *s, int pipe, int stage)
     return st->layer_end - st->layer_begin;
 }
 
+/* Whether any rank of s runs a split backward (an I or a W action). */
+int pp_sched_has_split_backward(const pp_sched *s);
+
 /* Appends one action to rank's list. peer is set to -1; pp_sched_lower_comms fills it. */
 pp_status pp_sched_push(pp_sched *s, int rank, pp_op_kind op, int pipe, int stage, int mb);
 /* Adds a reduce descriptor; returns its id in *id. Ranks are sorted. */
 pp_status pp_sched_add_reduce(pp_sched *s, const int *ranks, int n_ranks,
                               const pp_stage_ref *stages, int n_stages, int *id);
 
-/* Inserts SEND/RECV actions into a compute-only schedule (F, B, REDUCE): each RECV right before
- * the compute that consumes it, each SEND right after the compute that produces it; hops between
- * stages on one rank get none. Existing SEND/RECV actions are removed first, so the call is
- * idempotent. Fills peer on every SEND/RECV. */
+/* Inserts SEND/RECV actions into a compute-only schedule (F, B, I, W, REDUCE): each RECV right
+ * before the compute that consumes it (F, B, I), each SEND right after the compute that produces
+ * it (W moves no data); hops between stages on one rank get none. Existing SEND/RECV actions
+ * are removed first, so the call is idempotent. Fills peer on every SEND/RECV. */
 pp_status pp_sched_lower_comms(pp_sched *s);
 
 /* ---- Checking -------------------------------------------------------------------------------- */
 /* Validates a schedule: placement complete and consistent, every (pipe, stage, mb) of the right
  * pipe has exactly one F and one backward on the stage's rank, fused (B) or split (I and W, never
  * both forms), B or I after F, W after its I, local dependencies in order (a backward's input
- * gradient comes from the next stage's B or I),
- * every cross-rank hop has its RECV before the consumer and a matching SEND on the peer,
- * each REDUCE after the last backward (B or W) of its stages on that rank, and no deadlock. On failure
- * returns PP_ERR_CHECK or PP_ERR_DEADLOCK with a message naming rank, action index, action and
- * reason, e.g. "rank 1, action 7 (B pipe 0 stage 1 mb 3): backward before its forward". */
+ * gradient comes from the next stage's B or I), every cross-rank hop has its RECV before the
+ * consumer and a matching SEND on the peer, each REDUCE after the last backward (B or W) of its
+ * stages on that rank, and no deadlock. On failure returns PP_ERR_CHECK or PP_ERR_DEADLOCK
+ * with a message naming rank, action index, action and reason, e.g. "rank 1, action 7 (B pipe 0
+ * stage 1 mb 3): backward before its forward". */
 pp_status pp_sched_check(const pp_sched *s);
 
 /* ---- The action grammar (action.c) ------------------------------------------------------------

@@ -144,11 +144,16 @@ pp_status pp_sched_desc_check(const pp_sched_desc *d, const pp_sched_params *p)
                       "got N = %d, D = %d",
                       k, N, D);
     /* chunks: a fixed count refuses another one where the schedule has a choice to refuse
-     * (bidirectional: --chunks is a shape, not ignored); single-pipe fixed ones take v = 1. */
-    if (d->chunks && (d->pipes == 2 || d->chunks > 1) && p->chunks != 0 && p->chunks != d->chunks)
+     * (bidirectional, V-shaped: --chunks is a shape, not ignored); the single-pipe ones of one
+     * chunk take v = 1. */
+    if (d->chunks && (d->pipes == 2 || d->chunks > 1) && p->chunks != 0 && p->chunks != d->chunks) {
+        if (d->pipes == 1)
+            return PP_ERR(PP_ERR_INVALID, "%s has %d chunks per rank, got --chunks %d", k,
+                          d->chunks, p->chunks);
         return PP_ERR(PP_ERR_INVALID,
                       "%s has %d chunk%s per rank per pipe (%d in all), got --chunks %d", k,
                       d->chunks, d->chunks == 1 ? "" : "s", d->pipes * d->chunks, p->chunks);
+    }
     int v = pp_sched_desc_chunks(d, p->chunks);
     PP_TRY(pp_sched_budget_check(D, N, v < 1 ? 1 : v));
     if (d->n_min_stages && N < v * D)

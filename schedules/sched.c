@@ -330,3 +330,12 @@ pp_status pp_sched_lower_comms(pp_sched *s)
     }
     return PP_OK;
 }
+
+int pp_sched_has_split_backward(const pp_sched *s)
+{
+    for (int r = 0; r < s->ranks; r++)
+        for (int i = 0; i < s->n_ops[r]; i++)
+            if (pp_op_is_split_backward(s->ops[r][i].op))
+                return 1;
+    return 0;
+}

@@ -12,6 +12,26 @@ typedef struct {
 
 #define N_ACTS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
+/* Asserts the checker fails with `want` and that its message contains every fragment. */
+#define EXPECT_REJECT(s, want, ...)                                                                \
+    do {                                                                                           \
+        cr_assert_eq(pp_sched_check(s), (want), "accepted or wrong status: %s", pp_err_msg());     \
+        const char *frags_[] = {__VA_ARGS__};                                                      \
+        for (size_t k_ = 0; k_ < sizeof frags_ / sizeof frags_[0]; k_++)                           \
+            cr_assert(strstr(pp_err_text(), frags_[k_]), "message \"%s\" lacks \"%s\"",            \
+                      pp_err_text(), frags_[k_]);                                                  \
+    } while (0)
+
+/* How many actions of kind op the schedule has, over all ranks. */
+static inline int count_ops(const pp_sched *s, int op)
+{
+    int n = 0;
+    for (int r = 0; r < s->ranks; r++)
+        for (int i = 0; i < s->n_ops[r]; i++)
+            n += s->ops[r][i].op == op;
+    return n;
+}
+
 /* Appends n actions to rank r. */
 static inline void push_acts(pp_sched *s, int r, const test_act *a, int n)
 {

@@ -3,6 +3,7 @@
  * history, bit for bit, as a run that never stopped; checkpoints of another run, corrupted or
  * truncated ones are refused; --profile trains the profile's configuration. */
 #include <jansson.h>
+#include <math.h>
 #include <time.h>
 
 #include "pp_rt.h"
@@ -310,19 +311,44 @@ Test(ckpt, a_tensor_parallel_profile_trains)
     json_decref(j);
 }
 
-/* A profile that chose sequence parallelism is refused in one line, not trained without it
- * (pprun runs tensor parallelism without sequence parallelism so far). */
-Test(ckpt, a_sequence_parallel_profile_is_refused_not_ignored)
+/* A profile that chose sequence parallelism trains with it (pprun --profile of a t = 2 SP
+ * profile): the summary says so, the losses equal the same profile's without it (fp32
+ * tolerance of test_runtime_tp.c), and its tensor-parallel traffic holds the all-gathers and
+ * reduce-scatters besides the LayerNorm gradients' all-reduce. */
+Test(ckpt, a_sequence_parallel_profile_trains_with_it)
 {
-    char path[128], out[65536];
+    char path[128], path0[128], out[65536];
     write_tp2_profile(1, path);
+    write_tp2_profile(0, path0);
     char cmd[512];
     snprintf(cmd, sizeof cmd, PPRUN " --profile %s --steps 2 --quiet --json", path);
-    cr_assert_eq(pt_run(cmd, out, sizeof out), 2, "%s", out);
-    cr_assert(strstr(out, "options.sequence_parallel is true, and pprun does not run sequence "
-                          "parallelism yet"),
-              "%s", out);
-    cr_assert(!strchr(strchr(out, '\n') + 1, '\n'), "one line expected: %s", out);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    json_t *j = json_of(out);
+    snprintf(cmd, sizeof cmd, PPRUN " --profile %s --steps 2 --quiet --json", path0);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    json_t *j0 = json_of(out);
+    cr_assert(json_is_true(json_object_get(j, "sequence_parallel")));
+    cr_assert(json_is_false(json_object_get(j0, "sequence_parallel")));
+    cr_assert_eq(json_integer_value(json_object_get(j, "tp")), 2);
+    for (size_t i = 0; i < 2; i++) {
+        double a = json_real_value(json_object_get(
+                   json_array_get(json_object_get(j, "per_step"), i), "loss")),
+               b = json_real_value(json_object_get(
+                   json_array_get(json_object_get(j0, "per_step"), i), "loss"));
+        cr_assert(fabs(a - b) <= 1e-5 * fabs(b), "step %zu: loss %.9g with SP, %.9g without",
+                  i + 1, a, b);
+    }
+    for (size_t g = 0; g < 2; g++) {
+        double sp = json_real_value(json_object_get(
+                   json_object_get(json_array_get(json_object_get(j, "ranks"), g), "tp_comm"),
+                   "bytes")),
+               tp = json_real_value(json_object_get(
+                   json_object_get(json_array_get(json_object_get(j0, "ranks"), g), "tp_comm"),
+                   "bytes"));
+        cr_assert_gt(sp, tp, "rank %zu: %g tensor-parallel bytes with SP, %g without", g, sp, tp);
+    }
+    json_decref(j);
+    json_decref(j0);
 }
 
 Test(ckpt, a_checkpoint_path_is_a_name_not_a_pattern)

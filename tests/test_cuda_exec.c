@@ -45,8 +45,11 @@ static double rel(double got, double ref)
 
 /* Tensor parallelism on CUDA backends: 1f1b with t = 2 (4 ranks, each a CUDA fp32 backend;
  * the shards initialised on the host, the all-reduces staged through host memory) against
- * the CPU run with t = 1: one step's loss and gradient norm within 1e-4 relative. */
-Test(cuda_exec, tensor_parallel_step_matches_cpu)
+ * the CPU run with t = 1: one step's loss and gradient norm within 1e-4 relative. With
+ * sequence parallelism (seqpar) also its all-gathers and reduce-scatters staged, and after two
+ * more (updating) steps every rank's measured peaks equal the executor's memory plan to the
+ * byte (staged CUDA ranks plan exactly). */
+static void tensor_parallel_matches_cpu(int seqpar)
 {
     pp_model_cfg m = ebp_model();
     pp_sched_params sp = {.ranks = 2, .microbatches = 4, .layers = m.layers};
@@ -56,7 +59,7 @@ Test(cuda_exec, tensor_parallel_step_matches_cpu)
                             .seed = 4321, .adamw = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f,
                                                     .eps = 1e-8f},
                             .clip = 1.0f, .backend = PP_RT_BACKEND_CUDA,
-                            .precision = PP_PREC_FP32, .tp = 2};
+                            .precision = PP_PREC_FP32, .tp = 2, .sequence_parallel = seqpar};
     pp_rt_executor *gpu = NULL, *cpu = NULL;
     pp_status st = pp_rt_executor_create(&ep, &gpu);
     if (st == PP_ERR_UNSUPPORTED) {
@@ -66,20 +69,49 @@ Test(cuda_exec, tensor_parallel_step_matches_cpu)
     cr_assert_eq(st, PP_OK, "cuda t=2: %s", pp_err_msg());
     ep.backend = PP_RT_BACKEND_CPU;
     ep.tp = 1;
+    ep.sequence_parallel = 0;
     EBP_OK(pp_rt_executor_create(&ep, &cpu));
     int32_t *b = ebp_batches(cpu, &m, 1);
     pp_rt_step_result rc, rg;
     EBP_OK(pp_rt_executor_step(cpu, b, 0, &rc));
     EBP_OK(pp_rt_executor_step(gpu, b, 0, &rg));
-    cr_expect(rel(rg.loss, rc.loss) <= EXEC_TOL, "t=2: loss %.9g on cuda vs %.9g on cpu t=1",
-              rg.loss, rc.loss);
+    const char *what = seqpar ? "t=2 SP" : "t=2";
+    cr_expect(rel(rg.loss, rc.loss) <= EXEC_TOL, "%s: loss %.9g on cuda vs %.9g on cpu t=1",
+              what, rg.loss, rc.loss);
     cr_expect(rel(rg.grad_norm, rc.grad_norm) <= EXEC_TOL,
-              "t=2: gradient norm %.9g on cuda vs %.9g on cpu t=1", rg.grad_norm, rc.grad_norm);
+              "%s: gradient norm %.9g on cuda vs %.9g on cpu t=1", what, rg.grad_norm,
+              rc.grad_norm);
     cr_expect_gt(rg.tp_bytes[0], 0);
+    if (seqpar) {
+        EBP_OK(pp_rt_executor_step(gpu, b, 1, &rg));
+        EBP_OK(pp_rt_executor_step(gpu, b, 1, &rg));
+        cr_expect(pp_rt_executor_plan_is_exact(gpu));
+        pp_mem_stats got[8];
+        cr_assert_leq(pp_rt_executor_ranks(gpu), 8);
+        EBP_OK(pp_rt_executor_mem_stats(gpu, got));
+        for (int g = 0; g < pp_rt_executor_ranks(gpu); g++) {
+            const pp_rt_plan_rank *pl = pp_rt_executor_plan(gpu, g);
+            for (int c = 0; c < PP_MEM__COUNT; c++)
+                cr_expect_eq(pl->peak[c], got[g].peak[c],
+                             "%s rank %d: %s peak: plan %zu, measured %zu", what, g,
+                             pp_mem_category_name((pp_mem_category)c), pl->peak[c],
+                             got[g].peak[c]);
+        }
+    }
     free(b);
     pp_rt_executor_destroy(gpu);
     pp_rt_executor_destroy(cpu);
     pp_sched_destroy(s);
+}
+
+Test(cuda_exec, tensor_parallel_step_matches_cpu)
+{
+    tensor_parallel_matches_cpu(0);
+}
+
+Test(cuda_exec, sequence_parallel_step_matches_cpu_and_its_plan)
+{
+    tensor_parallel_matches_cpu(1);
 }
 
 /* Every gradient tensor of gpu against cpu (same schedule, dp = 1). */

@@ -134,6 +134,15 @@ Test(cuda_nccl, tp2_np4_equals_threads, .timeout = 300)
     same_as_threads(COMMON " --schedule 1f1b --tp 2", 4);
 }
 
+/* The same with sequence parallelism: its all-gathers and reduce-scatters on device buffers
+ * through the NCCL transport's star collectives, summed in group order: bit for bit the
+ * threads' run (whose collectives are staged through host memory). */
+Test(cuda_nccl, tp2_sp_np4_equals_threads, .timeout = 300)
+{
+    need_mpi_gpus(4);
+    same_as_threads(COMMON " --schedule 1f1b --tp 2 --sequence-parallel", 4);
+}
+
 /* Two processes on a node with one GPU: one clear line from rank 0, exit 2, no hang (the rank
  * without a device used to return alone and leave rank 0 waiting in the id exchange). */
 /* All-gather and reduce-scatter over NCCL (device buffers, tests/tp_coll_mpi.c --nccl) give

@@ -56,6 +56,17 @@ Test(profiles_sha256, fips_180_4_vectors)
     cr_assert_str_eq(hex, "7ce100971f64e7001e8fe5a51973ecdfe1ced42befe7ee8d5fd6219506b5393c");
 }
 
+Test(profiles_read, split_text_is_one_form_for_board_and_diff)
+{
+    char b[32];
+    cr_assert_str_eq(pp_profile_split_str(5, 3, 0, b, sizeof b), "5/3");
+    cr_assert_str_eq(pp_profile_split_str(5, 0, 0, b, sizeof b), "5/-");
+    cr_assert_str_eq(pp_profile_split_str(0, 2, 1, b, sizeof b), "-/2");
+    cr_assert_str_eq(pp_profile_split_str(0, 0, 1, b, sizeof b), "uneven");
+    cr_assert_str_eq(pp_profile_split_str(0, 0, 0, b, sizeof b), "even");
+    cr_assert_str_eq(pp_profile_split_str(123, 456, 0, b, 4), "123"); /* truncated, terminated */
+}
+
 Test(profiles_read, the_tuners_profile_reads_with_its_figures)
 {
     pp_profile *p;

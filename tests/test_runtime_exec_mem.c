@@ -38,9 +38,9 @@ typedef struct {
     int dp;
 } setup;
 
-/* first, last: a first/last-stage split of the 8 layers (0: even); tp: tensor-parallel size */
-/* An executor for the schedule u->s (which drop destroys). */
-static void make_sched(setup *u, int dp, int backend, int tp)
+/* An executor for the schedule u->s (which drop destroys); tp: tensor-parallel size, seqpar:
+ * sequence parallelism. */
+static void make_sched(setup *u, int dp, int backend, int tp, int seqpar)
 {
     pp_model_cfg m = model();
     pp_rt_exec_params ep = {.model = &m,
@@ -52,13 +52,15 @@ static void make_sched(setup *u, int dp, int backend, int tp)
                             .clip = 1.0f,
                             .adamw = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f},
                             .backend = backend,
-                            .tp = tp};
+                            .tp = tp,
+                            .sequence_parallel = seqpar};
     OK(pp_rt_executor_create(&ep, &u->ex));
     u->dp = dp;
 }
 
-static void make_split(setup *u, const char *kind, int D, int N, int v, int dp, int backend,
-                       int first, int last, int tp)
+/* first, last: a first/last-stage split of the 8 layers (0: even) */
+static void make_split_sp(setup *u, const char *kind, int D, int N, int v, int dp, int backend,
+                          int first, int last, int tp, int seqpar)
 {
     pp_sched_params sp = {.ranks = D,
                           .microbatches = N,
@@ -67,7 +69,13 @@ static void make_split(setup *u, const char *kind, int D, int N, int v, int dp, 
                           .first_layers = first,
                           .last_layers = last};
     OK(pp_sched_generate(kind, &sp, &u->s));
-    make_sched(u, dp, backend, tp);
+    make_sched(u, dp, backend, tp, seqpar);
+}
+
+static void make_split(setup *u, const char *kind, int D, int N, int v, int dp, int backend,
+                       int first, int last, int tp)
+{
+    make_split_sp(u, kind, D, N, v, dp, backend, first, last, tp, 0);
 }
 
 static void make_on(setup *u, const char *kind, int D, int N, int v, int dp, int backend)
@@ -205,21 +213,26 @@ Test(runtime_exec_mem, categories_match_the_schedule)
 /* Ranks whose tensors go through host staging copies (as a CUDA backend's do), on CPU
  * backends: the transport's copies stay outside the accounting, so every byte is placed by
  * program order and the plan computed at creation equals every measured peak to the byte. */
+/* Rank g's measured peaks (every category and the total) against the executor's plan: equal
+ * to the byte. */
+static void expect_rank_equals_plan(setup *u, int g, const char *what)
+{
+    pp_mem_stats got;
+    pp_backend_mem_stats(pp_rt_executor_backend(u->ex, g), &got);
+    const pp_rt_plan_rank *pl = pp_rt_executor_plan(u->ex, g);
+    for (int c = 0; c < PP_MEM__COUNT; c++)
+        cr_assert_eq(got.peak[c], pl->peak[c], "%s rank %d: %s peak %zu, plan %zu", what, g,
+                     pp_mem_category_name((pp_mem_category)c), got.peak[c], pl->peak[c]);
+    cr_assert_eq(got.peak_total, pl->peak_total, "%s rank %d", what, g);
+}
+
 /* Steps u twice, holds every rank's measured peaks to its plan, and drops u. */
 static void check_plan_of(setup *u, const char *what)
 {
     cr_assert(pp_rt_executor_plan_is_exact(u->ex), "%s: a staged plan is exact", what);
     steps(u, 2);
-    for (int g = 0; g < pp_rt_executor_ranks(u->ex); g++) {
-        pp_mem_stats got;
-        pp_backend_mem_stats(pp_rt_executor_backend(u->ex, g), &got);
-        const pp_rt_plan_rank *pl = pp_rt_executor_plan(u->ex, g);
-        cr_assert_eq(got.peak_total, pl->peak_total, "%s rank %d: measured %zu B, plan %zu B", what,
-                     g, got.peak_total, pl->peak_total);
-        for (int c = 0; c < PP_MEM__COUNT; c++)
-            cr_assert_eq(got.peak[c], pl->peak[c], "%s rank %d: %s peak %zu, plan %zu", what, g,
-                         pp_mem_category_name((pp_mem_category)c), got.peak[c], pl->peak[c]);
-    }
+    for (int g = 0; g < pp_rt_executor_ranks(u->ex); g++)
+        expect_rank_equals_plan(u, g, what);
     drop(u);
 }
 
@@ -262,15 +275,11 @@ Test(runtime_exec_mem, plan_equals_measured_with_tensor_parallelism)
                 PP_RT_BACKEND_CPU_STAGED);
         cr_assert_eq(pp_rt_executor_ranks(u.ex), 2 * pp_rt_executor_ranks(one.ex));
         steps(&u, 2);
+        char what[64];
+        snprintf(what, sizeof what, "%s t=2", cases[i].kind);
         for (int g = 0; g < pp_rt_executor_ranks(u.ex); g++) {
-            pp_mem_stats got;
-            pp_backend_mem_stats(pp_rt_executor_backend(u.ex, g), &got);
+            expect_rank_equals_plan(&u, g, what);
             const pp_rt_plan_rank *pl = pp_rt_executor_plan(u.ex, g);
-            for (int c = 0; c < PP_MEM__COUNT; c++)
-                cr_assert_eq(got.peak[c], pl->peak[c], "%s t=2 rank %d: %s peak %zu, plan %zu",
-                             cases[i].kind, g, pp_mem_category_name((pp_mem_category)c),
-                             got.peak[c], pl->peak[c]);
-            cr_assert_eq(got.peak_total, pl->peak_total, "%s t=2 rank %d", cases[i].kind, g);
             /* rank g = tp + 2 * (pp + D * dp) splits rank g / 2 of the unsplit run */
             const pp_rt_plan_rank *p1 = pp_rt_executor_plan(one.ex, g / 2);
             cr_assert_lt(pl->params, p1->params, "%s rank %d", cases[i].kind, g);
@@ -283,20 +292,22 @@ Test(runtime_exec_mem, plan_equals_measured_with_tensor_parallelism)
 /* Split backward (I, W): a slot stays from F to W and each I adds what it holds for W
  * (pp_rt_size_wheld_bytes); the plan equals the measured peaks to the byte, with W right after
  * its I and with every W at the end (where the activations of all N micro-batches and their
- * held gradients peak together), with dp 2 and with t = 2. The hand count of
+ * held gradients peak together), with dp 2 and with t = 2 (with and without sequence
+ * parallelism). The hand count of
  * check_categories agrees too. */
-static void check_split_plan(const char *kind, int D, int N, int v, int dp, int where, int tp)
+static void check_split_plan(const char *kind, int D, int N, int v, int dp, int where, int tp,
+                             int seqpar)
 {
     char what[96];
-    snprintf(what, sizeof what, "%s D=%d N=%d dp=%d t=%d split, W %s", kind, D, N, dp, tp,
-             where == SPLIT_W_AT_END ? "at the end" : "after its I");
+    snprintf(what, sizeof what, "%s D=%d N=%d dp=%d t=%d%s split, W %s", kind, D, N, dp, tp,
+             seqpar ? " SP" : "", where == SPLIT_W_AT_END ? "at the end" : "after its I");
     setup u = {.s = sched_split_gen(kind, D, N, v, model().layers, where)};
-    make_sched(&u, dp, PP_RT_BACKEND_CPU_STAGED, tp);
+    make_sched(&u, dp, PP_RT_BACKEND_CPU_STAGED, tp, seqpar);
     check_plan_of(&u, what);
     if (tp > 1)
         return;
     u.s = sched_split_gen(kind, D, N, v, model().layers, where);
-    make_sched(&u, dp, PP_RT_BACKEND_CPU, 1);
+    make_sched(&u, dp, PP_RT_BACKEND_CPU, 1, 0);
     steps(&u, 2);
     check_categories(&u, what);
     drop(&u);
@@ -304,11 +315,13 @@ static void check_split_plan(const char *kind, int D, int N, int v, int dp, int 
 
 Test(runtime_exec_mem, plan_equals_measured_for_split_backward)
 {
-    check_split_plan("1f1b", 4, 8, 0, 1, SPLIT_W_AFTER_I, 1);
-    check_split_plan("1f1b", 4, 8, 0, 1, SPLIT_W_AT_END, 1);
-    check_split_plan("gpipe", 2, 4, 0, 2, SPLIT_W_AT_END, 1);
-    check_split_plan("interleaved", 2, 4, 2, 1, SPLIT_W_AT_END, 1);
-    check_split_plan("1f1b", 2, 4, 0, 1, SPLIT_W_AT_END, 2);
+    check_split_plan("1f1b", 4, 8, 0, 1, SPLIT_W_AFTER_I, 1, 0);
+    check_split_plan("1f1b", 4, 8, 0, 1, SPLIT_W_AT_END, 1, 0);
+    check_split_plan("gpipe", 2, 4, 0, 2, SPLIT_W_AT_END, 1, 0);
+    check_split_plan("interleaved", 2, 4, 2, 1, SPLIT_W_AT_END, 1, 0);
+    check_split_plan("1f1b", 2, 4, 0, 1, SPLIT_W_AT_END, 2, 0);
+    /* with sequence parallelism I also keeps the all-gathered LayerNorm outputs */
+    check_split_plan("1f1b", 2, 4, 0, 1, SPLIT_W_AT_END, 2, 1);
 }
 
 /* Deferring every W holds more than 1F1B does: the plan grows by the held-for-W bytes of the
@@ -318,7 +331,7 @@ Test(runtime_exec_mem, deferred_w_holds_more_than_fused)
     setup f, d;
     make_split(&f, "1f1b", 2, 4, 0, 1, PP_RT_BACKEND_CPU_STAGED, 0, 0, 1);
     d.s = sched_split_gen("1f1b", 2, 4, 0, model().layers, SPLIT_W_AT_END);
-    make_sched(&d, 1, PP_RT_BACKEND_CPU_STAGED, 1);
+    make_sched(&d, 1, PP_RT_BACKEND_CPU_STAGED, 1, 0);
     /* rank 0 (stage 0, layers 0..3): fused 1F1B keeps 2 slots at most; deferred W keeps all
      * 4 slots and, after the last I, the 4 held-for-W buffers */
     pp_rt_stage *st = pp_rt_executor_stage(d.ex, 0, 0, 0);
@@ -330,6 +343,37 @@ Test(runtime_exec_mem, deferred_w_holds_more_than_fused)
                  pd->peak[PP_MEM_ACTS], tok + 4 * (slot + held));
     check_plan_of(&d, "1f1b split, W at the end");
     drop(&f);
+}
+
+/* The same with sequence parallelism (t = 2, with the uneven first/last splits of
+ * plan_follows_first_last_stage_splits, so stages of different sizes meet): the plan sizes
+ * the slots of the rank's T/2 tokens, the all-gathered final LayerNorm, the forward and
+ * backward workspaces and the halved messages (pp_rt_sizes.h) and equals every rank's measured
+ * peaks to the byte; a rank saves fewer activation bytes than without sequence parallelism. */
+Test(runtime_exec_mem, plan_equals_measured_with_sequence_parallelism)
+{
+    static const int split[][2] = {{3, 1}, {5, 3}, {1, 3}, {1, 1}, {3, 1}}; /* as cases */
+    for (size_t i = 0; i < sizeof split / sizeof split[0]; i++) {
+        setup u, tp;
+        int first = split[i][0], last = split[i][1];
+        make_split_sp(&u, cases[i].kind, cases[i].D, cases[i].N, cases[i].v, cases[i].dp,
+                      PP_RT_BACKEND_CPU_STAGED, first, last, 2, 1);
+        make_split(&tp, cases[i].kind, cases[i].D, cases[i].N, cases[i].v, cases[i].dp,
+                   PP_RT_BACKEND_CPU_STAGED, first, last, 2);
+        steps(&u, 2);
+        char what[64];
+        snprintf(what, sizeof what, "%s t=2 SP", cases[i].kind);
+        for (int g = 0; g < pp_rt_executor_ranks(u.ex); g++) {
+            expect_rank_equals_plan(&u, g, what);
+            const pp_rt_plan_rank *pl = pp_rt_executor_plan(u.ex, g);
+            cr_assert_gt(pl->peak[PP_MEM_WORKSPACE], 0, "%s rank %d", cases[i].kind, g);
+            const pp_rt_plan_rank *p2 = pp_rt_executor_plan(tp.ex, g);
+            cr_assert_lt(pl->peak[PP_MEM_ACTS], p2->peak[PP_MEM_ACTS], "%s rank %d",
+                         cases[i].kind, g);
+        }
+        drop(&tp);
+        drop(&u);
+    }
 }
 
 static size_t heap_in_use(void)

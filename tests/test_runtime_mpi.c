@@ -153,6 +153,16 @@ Test(runtime_mpi, tp2_d2_dp2_equals_threads, .timeout = 300)
     same_as_threads(COMMON " --schedule 1f1b --ranks 2 --dp 2 --tp 2", 8, 8);
 }
 
+/* The same with sequence parallelism: its all-gathers and reduce-scatters (and the LayerNorm
+ * gradients' all-reduce) sum in group order at the group's first rank on both transports, so
+ * MPI trains bit for bit like the threads. */
+Test(runtime_mpi, tp2_sp_d2_dp2_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads(COMMON " --schedule interleaved --ranks 2 --dp 2 --tp 2 --sequence-parallel",
+                    8, 8);
+}
+
 /* Rank 0's trace holds every action of every process's rank. */
 /* All-gather and reduce-scatter (tensor parallelism) over MPI processes: the same bits as over
  * threads (tests/tp_coll_check.h; both sum in group order at the group's first rank). */

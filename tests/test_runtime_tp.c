@@ -19,7 +19,16 @@
  * The test can fail: tp_drop_* run the same comparison with one conjugate operator removed
  * (f's backward all-reduce, or g's forward all-reduce: stage_impl.h's fault switch) and
  * assert that it then fails by far more than the tolerance (measured: without f the gradients
- * are off by 1.0 relative; without g the loss by 1.8e-4 and the gradients by 0.15). */
+ * are off by 1.0 relative; without g the loss by 1.8e-4 and the gradients by 0.15).
+ *
+ * Sequence parallelism (*_sp_t2, *_sp_t4; Korthikanti et al. 2022, sec. 4.2.2): the same grid
+ * and tolerances with --sequence-parallel. Measured (2-core sandbox, OpenBLAS): first-step loss
+ * bit-identical to t = 1 (the reduce-scatter is the all-reduce's rows), gradient norm within
+ * 4.1e-8, gradients within 3.3e-7 per tensor (a LayerNorm gain: its gradient is now summed over
+ * the ranks' tokens), parameters after three steps within 1.6e-5 per tensor (a qkv bias) and
+ * 4.3e-8 overall. sp_drop_* fail it without the forward reduce-scatter (loss off by 1.7e-4,
+ * gradients by 0.11), without the backward one (gradients by 0.75) and without the LayerNorm
+ * gradients' all-reduce (gradients by 1.05, and the tensor ranks' copies disagree). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -52,9 +61,10 @@ typedef struct {
     double loss[STEPS + 1], norm[STEPS + 1];
 } run;
 
-/* Creates the executor and runs step 0 (gradients only: they stay in the stages). */
-/* where: -1 the schedule as generated, else its backwards split (sched_split.h). */
-static void run_case_as(const char *kind, int tp, int where, run *out)
+/* Creates the executor (seqpar: sequence parallelism; where: -1 the schedule as generated,
+ * else its backwards split, sched_split.h) and runs step 0 (gradients only: they stay in the
+ * stages). */
+static void run_case_opts(const char *kind, int tp, int seqpar, int where, run *out)
 {
     int v = strcmp(kind, "interleaved") == 0 ? 2 : 0; /* bitpipe's natural v is 2 */
     pp_sched_params sp = {.ranks = D, .microbatches = N, .chunks = v, .layers = L};
@@ -70,7 +80,8 @@ static void run_case_as(const char *kind, int tp, int where, run *out)
                             .seed = 77,
                             .adamw = ADAMW,
                             .clip = 0.5f,
-                            .tp = tp};
+                            .tp = tp,
+                            .sequence_parallel = seqpar};
     OK(pp_rt_executor_create(&ep, &out->ex));
     cr_assert_eq(pp_rt_executor_ranks(out->ex), DP * D * tp);
     pp_rt_data *data;
@@ -90,9 +101,14 @@ static void run_case_as(const char *kind, int tp, int where, run *out)
     pp_rt_data_destroy(data);
 }
 
+static void run_case_sp(const char *kind, int tp, int seqpar, run *out)
+{
+    run_case_opts(kind, tp, seqpar, -1, out);
+}
+
 static void run_case(const char *kind, int tp, run *out)
 {
-    run_case_as(kind, tp, -1, out);
+    run_case_opts(kind, tp, 0, -1, out);
 }
 
 /* Three AdamW steps on fresh batches. */
@@ -188,13 +204,13 @@ static double rel(double a, double b)
     return fabs(a - b) / fabs(b);
 }
 
-/* The equivalence: the tensor-parallel run against the t = 1 run (of the schedule as
- * generated: where >= 0 splits the backwards of the tensor-parallel run only). */
-static void check_kind_as(const char *kind, int tp, int where)
+/* The equivalence: the tensor-parallel run (with sequence parallelism: seqpar; where >= 0: its
+ * backwards split) against the t = 1 run of the schedule as generated. */
+static void check_kind_opts(const char *kind, int tp, int seqpar, int where)
 {
     run ref, a;
     run_case(kind, 1, &ref);
-    run_case_as(kind, tp, where, &a);
+    run_case_opts(kind, tp, seqpar, where, &a);
     cr_assert(rel(a.loss[0], ref.loss[0]) <= TOL, "%s t=%d: loss %.9g, t=1 %.9g", kind, tp,
               a.loss[0], ref.loss[0]);
     cr_assert(rel(a.norm[0], ref.norm[0]) <= TOL, "%s t=%d: grad norm %.9g, t=1 %.9g", kind, tp,
@@ -222,9 +238,19 @@ static void check_kind_as(const char *kind, int tp, int where)
     run_free(&ref);
 }
 
+static void check_kind_sp(const char *kind, int tp, int seqpar)
+{
+    check_kind_opts(kind, tp, seqpar, -1);
+}
+
+static void check_kind_as(const char *kind, int tp, int where)
+{
+    check_kind_opts(kind, tp, 0, where);
+}
+
 static void check_kind(const char *kind, int tp)
 {
-    check_kind_as(kind, tp, -1);
+    check_kind_opts(kind, tp, 0, -1);
 }
 
 #define TP_CASE(name, kind)                                                                        \
@@ -266,6 +292,11 @@ Test(runtime_tp, interleaved_split_w_after_i_t2)
 {
     check_kind_as("interleaved", 2, SPLIT_W_AFTER_I);
 }
+/* with sequence parallelism: W's GEMMs take the LayerNorm outputs I all-gathered and kept */
+Test(runtime_tp, onef1b_split_w_at_end_t2_sp)
+{
+    check_kind_opts("1f1b", 2, 1, SPLIT_W_AT_END);
+}
 
 /* Without f's backward all-reduce the column-parallel layers' input gradients are partial: the
  * first step's loss still agrees (the forward is untouched), its gradients do not. */
@@ -301,6 +332,97 @@ Test(runtime_tp, tp_drop_g_fails)
     run_free(&ref);
 }
 
+/* The same equivalence with sequence parallelism (Korthikanti et al. 2022: LayerNorms and
+ * residuals on T/t tokens per rank, all-gather / reduce-scatter around the tensor-parallel
+ * regions, the LayerNorms' partial gradients all-reduced), same tolerances. Measured over this
+ * grid (2-core sandbox, OpenBLAS): see the SP paragraph at the top of the file. */
+#define SP_CASE(name, kind)                                                                        \
+    Test(runtime_tp, name##_sp_t2)                                                                 \
+    {                                                                                              \
+        check_kind_sp(kind, 2, 1);                                                                 \
+    }                                                                                              \
+    Test(runtime_tp, name##_sp_t4)                                                                 \
+    {                                                                                              \
+        check_kind_sp(kind, 4, 1);                                                                 \
+    }
+SP_CASE(gpipe, "gpipe")
+SP_CASE(onef1b, "1f1b")
+SP_CASE(interleaved, "interleaved")
+SP_CASE(chimera, "chimera")
+SP_CASE(bitpipe, "bitpipe")
+
+/* The reduce-scatter is the rank's rows of the all-reduce bit for bit, and the LayerNorms
+ * work row by row, so sequence parallelism's forward (the loss) is bit-identical to tensor
+ * parallelism's; a rank's saved activations are smaller. */
+Test(runtime_tp, sp_forward_is_bitwise_tp_and_saves_less)
+{
+    run tp, sp;
+    run_case("1f1b", 2, &tp);
+    run_case_sp("1f1b", 2, 1, &sp);
+    cr_assert_eq(sp.loss[0], tp.loss[0], "loss %.9g with SP, %.9g without", sp.loss[0],
+                 tp.loss[0]);
+    for (int s = 0; s < 2; s++) {
+        size_t a = pp_rt_stage_act_bytes(pp_rt_executor_stage_tp(sp.ex, 0, 1, 0, s));
+        size_t b = pp_rt_stage_act_bytes(pp_rt_executor_stage_tp(tp.ex, 0, 1, 0, s));
+        cr_assert_lt(a, b, "stage %d: %zu activation bytes with SP, %zu without", s, a, b);
+        size_t io = pp_rt_stage_io_bytes(pp_rt_executor_stage_tp(sp.ex, 0, 1, 0, s));
+        cr_assert_eq(io, (size_t)B * T * MODEL.hidden * 4 / 2, "stage %d sends %zu bytes", s, io);
+    }
+    run_free(&sp);
+    run_free(&tp);
+}
+
+/* Runs kind at t = 2 with sequence parallelism and the fault switch set to `fault` against
+ * the t = 1 run: the first step's loss error (relative) and the gradients' comparison. */
+static cmp sp_faulty(int fault, const char *kind, double *loss_err)
+{
+    pp_stage_tp_fault = fault;
+    run ref, a;
+    run_case(kind, 1, &ref);
+    run_case_sp(kind, 2, 1, &a);
+    *loss_err = rel(a.loss[0], ref.loss[0]);
+    cmp g = compare(&a, 2, &ref, 1);
+    run_free(&a);
+    run_free(&ref);
+    return g;
+}
+
+/* Without the forward reduce-scatter (g-bar, after the row-parallel linears: each rank keeps
+ * its rows of its own partial product) the loss and the gradients move. */
+Test(runtime_tp, sp_drop_forward_reduce_scatter_fails)
+{
+    double loss;
+    cmp g = sp_faulty(PP_TP_DROP_G, "gpipe", &loss);
+    cr_assert(loss > TOL, "without it the loss still agrees (%.3g)", loss);
+    cr_assert(g.worst_tensor > 100 * TOL, "without it the gradients still agree (%.3g)",
+              g.worst_tensor);
+}
+
+/* Without the backward reduce-scatter (g's conjugate, after the column-parallel linears'
+ * input gradients) the forward agrees and the gradients do not. */
+Test(runtime_tp, sp_drop_backward_reduce_scatter_fails)
+{
+    double loss;
+    cmp g = sp_faulty(PP_TP_DROP_F, "1f1b", &loss);
+    cr_assert(loss <= TOL);
+    cr_assert(g.worst_tensor > 100 * TOL, "without it the gradients still agree (%.3g)",
+              g.worst_tensor);
+}
+
+/* Without the all-reduce of the LayerNorms' partial gradients each rank keeps the gradient of
+ * its own tokens only: a LayerNorm's gradient is then far off, and differs between the tensor
+ * ranks (they would drift apart under AdamW). */
+Test(runtime_tp, sp_drop_layernorm_grad_allreduce_fails)
+{
+    double loss;
+    cmp g = sp_faulty(PP_TP_DROP_LN, "interleaved", &loss);
+    cr_assert(loss <= TOL);
+    cr_assert(g.worst_tensor > 100 * TOL, "without it the gradients still agree (%.3g)",
+              g.worst_tensor);
+    cr_assert(strstr(g.worst, "ln") != NULL, "the worst tensor is %s, not a LayerNorm", g.worst);
+    cr_assert_gt(g.split_brain, 0, "the tensor ranks' LayerNorm gradients still agree");
+}
+
 /* Layouts the split cannot take are refused with the size that does not divide. */
 Test(runtime_tp, refuses_impossible_layouts)
 {
@@ -326,6 +448,15 @@ Test(runtime_tp, refuses_impossible_layouts)
     m.heads = 8;
     cr_assert_eq(pp_rt_executor_create(&ep, &ex), PP_ERR_INVALID);
     cr_assert(strstr(pp_err_msg(), "MLP width \"ffn\" 36"), "%s", pp_err_msg());
+    cr_assert_null(ex);
+    /* sequence parallelism splits the sequence: t must divide it */
+    ep.model = &MODEL;
+    ep.tp = 4;
+    ep.seq = 6;
+    ep.sequence_parallel = 1;
+    cr_assert_eq(pp_rt_executor_create(&ep, &ex), PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_msg(), "sequence length 6 must be a multiple of --tp 4"), "%s",
+              pp_err_msg());
     cr_assert_null(ex);
     pp_sched_destroy(s);
 }

@@ -2,7 +2,7 @@
  * t = 1 run (per-step losses within 1e-5 relative, the fp32 tolerance of test_runtime_tp.c),
  * its JSON summary places every rank (tp + t * (pp + p * dp)) and reports each rank's
  * tensor-parallel communication, its trace carries it, and layouts the split cannot take are
- * refused in one line with exit 2. */
+ * refused in one line with exit 2; --sequence-parallel trains the same model too. */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <math.h>
@@ -70,6 +70,42 @@ Test(runtime_tp_pprun, tp2_trains_like_tp1_and_reports_its_communication)
     json_decref(two);
 }
 
+/* pprun --tp 2 --sequence-parallel trains the same model (losses within the same tolerance),
+ * says so in its summary, and every rank's tensor-parallel traffic is larger than without
+ * sequence parallelism (the all-gathers and reduce-scatters besides the LayerNorm gradients'
+ * all-reduce: the tp_comm of the JSON summary counts them). */
+Test(runtime_tp_pprun, sequence_parallel_trains_like_tp1_and_counts_its_collectives)
+{
+    const char *base = "--model tiny --schedule gpipe --ranks 2 --microbatches 4 --dp 2 "
+                       "--seq 16 --steps 3";
+    char args[256];
+    json_t *one = run_json(base);
+    snprintf(args, sizeof args, "%s --tp 2", base);
+    json_t *tp = run_json(args);
+    snprintf(args, sizeof args, "%s --tp 2 --sequence-parallel", base);
+    json_t *sp = run_json(args);
+    cr_assert(json_is_true(json_object_get(sp, "sequence_parallel")));
+    cr_assert(json_is_false(json_object_get(tp, "sequence_parallel")));
+    for (size_t i = 0; i < 3; i++) {
+        double a = step_loss(sp, i), b = step_loss(one, i);
+        cr_assert(fabs(a - b) <= 1e-5 * fabs(b),
+                  "step %zu: loss %.9g with --tp 2 --sequence-parallel, %.9g without", i + 1, a,
+                  b);
+    }
+    for (size_t g = 0; g < 8; g++) {
+        double a = json_real_value(json_object_get(
+                   json_object_get(json_array_get(json_object_get(sp, "ranks"), g), "tp_comm"),
+                   "bytes")),
+               b = json_real_value(json_object_get(
+                   json_object_get(json_array_get(json_object_get(tp, "ranks"), g), "tp_comm"),
+                   "bytes"));
+        cr_assert_gt(a, b, "rank %zu: %g tensor-parallel bytes with SP, %g without", g, a, b);
+    }
+    json_decref(one);
+    json_decref(tp);
+    json_decref(sp);
+}
+
 Test(runtime_tp_pprun, refuses_layouts_the_split_cannot_take)
 {
     struct {
@@ -77,7 +113,8 @@ Test(runtime_tp_pprun, refuses_layouts_the_split_cannot_take)
     } cases[] = {
         {"--tp 3", "--tp 3 must divide the model's 4 attention heads"},
         {"--tp 0", "--tp: invalid value \"0\""},
-        {"--tp 2 --sequence-parallel", "--sequence-parallel is not supported yet"},
+        {"--tp 4 --sequence-parallel --seq 6",
+         "sequence length 6 must be a multiple of --tp 4"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         pp_test_run_result r = pp_test_run(PPRUN " %s --steps 1", cases[i].args);

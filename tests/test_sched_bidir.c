@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "pp_sched.h"
+#include "sched_build.h"
 
 static pp_sched *gen(const char *kind, int D, int N)
 {
@@ -160,24 +161,15 @@ Test(sched_bidir, bitpipe_eager_syncs_pair_replicas_second_half_first)
     pp_sched_destroy(s);
 }
 
-static int count_op(const pp_sched *s, int op)
-{
-    int n = 0;
-    for (int r = 0; r < s->ranks; r++)
-        for (int i = 0; i < s->n_ops[r]; i++)
-            n += s->ops[r][i].op == op;
-    return n;
-}
-
 Test(sched_bidir, bitpipe_v_turn_is_local_so_2d_minus_2_transfers_per_microbatch)
 {
     int D = 4, N = 8;
     pp_sched *s = gen("bitpipe", D, N);
-    cr_assert_eq(count_op(s, PP_OP_SEND_F), N * (2 * D - 2));
-    cr_assert_eq(count_op(s, PP_OP_RECV_F), N * (2 * D - 2));
-    cr_assert_eq(count_op(s, PP_OP_SEND_B), N * (2 * D - 2));
-    cr_assert_eq(count_op(s, PP_OP_RECV_B), N * (2 * D - 2));
-    cr_assert_eq(count_op(s, PP_OP_F), N * 2 * D);
+    cr_assert_eq(count_ops(s, PP_OP_SEND_F), N * (2 * D - 2));
+    cr_assert_eq(count_ops(s, PP_OP_RECV_F), N * (2 * D - 2));
+    cr_assert_eq(count_ops(s, PP_OP_SEND_B), N * (2 * D - 2));
+    cr_assert_eq(count_ops(s, PP_OP_RECV_B), N * (2 * D - 2));
+    cr_assert_eq(count_ops(s, PP_OP_F), N * 2 * D);
     pp_sched_destroy(s);
 }
 
@@ -198,8 +190,8 @@ Test(sched_bidir, chimera_places_two_replicas_and_one_sync_per_pair)
                   reduce_has(r, 1, D - 1 - j));
     }
     /* every rank runs each micro-batch once forward and once backward */
-    cr_assert_eq(count_op(s, PP_OP_F), 2 * D * D);
-    cr_assert_eq(count_op(s, PP_OP_SEND_F), 2 * D * (D - 1));
+    cr_assert_eq(count_ops(s, PP_OP_F), 2 * D * D);
+    cr_assert_eq(count_ops(s, PP_OP_SEND_F), 2 * D * (D - 1));
     pp_sched_destroy(s);
 }
 

@@ -198,26 +198,13 @@ Test(sched_csv, reduce_grad_follows_the_send_of_each_stages_last_backward)
 
 /* ---- PyTorch-style files --------------------------------------------------------------------- */
 
-static pp_sched *read_fixture(const char *name)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/pytorch/%s", PP_FIXTURES_DIR, name);
-    char *text = pp_test_slurp(path);
-    cr_assert(text, "cannot read %s", path);
-    pp_sched *s;
-    cr_assert_eq(pp_sched_read_csv(text, name, &s), PP_OK, "%s", pp_err_msg());
-    free(text);
-    cr_assert_eq(pp_sched_check(s), PP_OK, "%s: %s", name, pp_err_msg());
-    return s;
-}
-
 Test(sched_csv, pytorch_style_files_read_as_the_schedule_they_describe)
 {
     pp_sched *ours = generate("interleaved", 2, 4, 2);
     const char *names[] = {"interleaved_2rank_4stage_compute.csv",
                            "interleaved_2rank_4stage_comms.csv"};
     for (int i = 0; i < 2; i++) {
-        pp_sched *s = read_fixture(names[i]);
+        pp_sched *s = read_pytorch_fixture(names[i]);
         cr_assert_eq(s->ranks, 2);
         cr_assert_eq(s->microbatches, 4);
         cr_assert_eq(s->chunks, 2);

@@ -9,8 +9,50 @@
 
 #include "pp_sched.h"
 #include "sched_build.h"
+#include "sched_equal.h"
+#include "sched_render.h"
 
 #define EPS 1e-9
+
+static pp_sched *gen(const char *kind, int D, int N);
+
+/* ---- orders against PyTorch's ------------------------------------------------------------------
+ * PyTorch's own test artifact (pytorch/pytorch test/distributed/pipelining/artifacts/
+ * dualpipev_4rank_10mb.csv, ScheduleDualPipeV's compute order for 4 ranks and 10 micro-batches,
+ * with I, W, full B and OVERLAP_F_B pairs) reads back as exactly pptune's dualpipev of that size.
+ */
+Test(sched_zb, dualpipev_is_pytorchs_order)
+{
+    pp_sched *theirs = read_pytorch_fixture("dualpipev_4rank_10mb.csv");
+    pp_sched *ours = gen("dualpipev", 4, 10);
+    snprintf(theirs->kind, sizeof theirs->kind, "%s", ours->kind);
+    char why[256];
+    cr_assert(pp_test_sched_equal(ours, theirs, why, sizeof why), "%s", why);
+    pp_sched_destroy(theirs);
+    pp_sched_destroy(ours);
+}
+
+/* The CSV forms carry I and W as PyTorch's cells, REDUCE_GRAD after a stage's last W. */
+Test(sched_zb, csv_cells_of_a_split_backward)
+{
+    pp_sched *s = gen("zb-h1", 2, 2);
+    char *csv = render(s, pp_sched_write_csv_compute);
+    cr_assert_str_eq(csv, "0F0,0F1,0I0,0W0,0I1,0W1\n1F0,1I0,1F1,1I1,1W0,1W1\n");
+    free(csv);
+    csv = render(s, pp_sched_write_csv);
+    cr_assert_str_eq(csv, "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0I0,0W0,0RECV_B1,0I1,0W1,"
+                          "0REDUCE_GRAD\n"
+                          "1RECV_F0,1F0,1I0,1SEND_B0,1RECV_F1,1F1,1I1,1SEND_B1,1W0,1W1,"
+                          "1REDUCE_GRAD\n");
+    pp_sched *back;
+    cr_assert_eq(pp_sched_read_csv(csv, "zb.csv", &back), PP_OK, "%s", pp_err_msg());
+    snprintf(back->kind, sizeof back->kind, "zb-h1");
+    char why[256];
+    cr_assert(pp_test_sched_equal(s, back, why, sizeof why), "%s", why);
+    free(csv);
+    pp_sched_destroy(back);
+    pp_sched_destroy(s);
+}
 
 static pp_sched *gen(const char *kind, int D, int N)
 {
@@ -53,83 +95,78 @@ static void move_to(pp_sched *s, int r, int from, int to)
     s->ops[r][to] = a;
 }
 
-static int count_op(const pp_sched *s, int op)
+/* A one-rank schedule in the text form that the checker refuses with msg. */
+static void expect_text_rejected(const char *text, const char *msg)
 {
-    int n = 0;
-    for (int r = 0; r < s->ranks; r++)
-        for (int i = 0; i < s->n_ops[r]; i++)
-            n += s->ops[r][i].op == op;
-    return n;
+    pp_sched *s;
+    cr_assert_eq(pp_sched_parse_text(text, "t.txt", &s), PP_OK, "%s", pp_err_msg());
+    EXPECT_REJECT(s, PP_ERR_CHECK, msg);
+    pp_sched_destroy(s);
 }
-
-#define EXPECT_REJECT(s, ...)                                                                      \
-    do {                                                                                           \
-        cr_assert_neq(pp_sched_check(s), PP_OK, "accepted");                                       \
-        const char *frags_[] = {__VA_ARGS__};                                                      \
-        for (size_t k_ = 0; k_ < sizeof frags_ / sizeof frags_[0]; k_++)                           \
-            cr_assert(strstr(pp_err_text(), frags_[k_]), "message \"%s\" lacks \"%s\"",            \
-                      pp_err_text(), frags_[k_]);                                                  \
-    } while (0)
 
 /* ---- the checker's rules --------------------------------------------------------------------- */
 
+/* kind's D = 4, N = 8 schedule with rank r's action (op, stage, mb) moved to where (to_op,
+ * to_stage, mb) is, which the checker must refuse with both fragments of its message. */
+static void expect_move_rejected(const char *kind, int r, int op, int stage, int to_op,
+                                 int to_stage, int mb, const char *where, const char *why)
+{
+    pp_sched *s = gen(kind, 4, 8);
+    move_to(s, r, find(s, r, op, stage, mb), find(s, r, to_op, to_stage, mb));
+    EXPECT_REJECT(s, PP_ERR_CHECK, where, why);
+    pp_sched_destroy(s);
+}
+
 Test(sched_zb, w_before_its_i_is_refused_with_the_reason)
 {
-    pp_sched *s = gen("zb-h1", 4, 8);
-    int r = 2, i = find(s, r, PP_OP_I, 2, 3), w = find(s, r, PP_OP_W, 2, 3);
-    move_to(s, r, w, i);
-    EXPECT_REJECT(s, "rank 2, action ", "(W pipe 0 stage 2 mb 3): weight-gradient backward "
-                                        "before its input-gradient backward (I at action");
-    pp_sched_destroy(s);
+    expect_move_rejected("zb-h1", 2, PP_OP_W, 2, PP_OP_I, 2, 3, "rank 2, action ",
+                         "(W pipe 0 stage 2 mb 3): weight-gradient backward before its "
+                         "input-gradient backward (I at action");
 }
 
+/* rank 1's I of mb 2 ahead of the RECV_B that brings stage 2's I: the gradient is not there */
 Test(sched_zb, i_before_the_downstream_i_is_refused_with_the_reason)
 {
-    /* rank 1's I of mb 2 ahead of the RECV_B that brings stage 2's I: the gradient is not there */
-    pp_sched *s = gen("zb-h1", 4, 8);
-    int i = find(s, 1, PP_OP_I, 1, 2), rv = find(s, 1, PP_OP_RECV_B, 1, 2);
-    move_to(s, 1, i, rv);
-    EXPECT_REJECT(s, "rank 1, action ", "(I pipe 0 stage 1 mb 2): input-gradient backward (I) "
-                                        "before the RECV_B of its input (action");
-    pp_sched_destroy(s);
+    expect_move_rejected("zb-h1", 1, PP_OP_I, 1, PP_OP_RECV_B, 1, 2, "rank 1, action ",
+                         "(I pipe 0 stage 1 mb 2): input-gradient backward (I) before the "
+                         "RECV_B of its input (action");
 }
 
+/* the gradient an I ships cannot leave before the I has run */
+Test(sched_zb, send_b_before_its_i_is_refused)
+{
+    expect_move_rejected("zb-h1", 1, PP_OP_SEND_B, 1, PP_OP_I, 1, 2, "rank 1, action ",
+                         "(SEND_B pipe 0 stage 1 mb 2 peer 0): send before the I that produces "
+                         "it (action");
+}
+
+/* zbv's turn: rank D-1 holds stages D-1 and D; stage D-1's I waits for stage D's I (local) */
 Test(sched_zb, i_before_the_downstream_i_on_the_same_rank_is_refused)
 {
-    /* zbv's turn: rank D-1 holds stages D-1 and D; stage D-1's I waits for stage D's I */
-    pp_sched *s = gen("zbv", 4, 8);
-    int up = find(s, 3, PP_OP_I, 4, 1), down = find(s, 3, PP_OP_I, 3, 1);
-    cr_assert_lt(up, down);
-    move_to(s, 3, down, up);
-    EXPECT_REJECT(s, "rank 3, action ", "(I pipe 0 stage 3 mb 1): input-gradient backward (I) "
-                                        "before the I of stage 4 (action");
-    pp_sched_destroy(s);
+    expect_move_rejected("zbv", 3, PP_OP_I, 3, PP_OP_I, 4, 1, "rank 3, action ",
+                         "(I pipe 0 stage 3 mb 1): input-gradient backward (I) before the I of "
+                         "stage 4 (action");
 }
 
 Test(sched_zb, i_before_its_forward_and_missing_or_mixed_halves)
 {
-    const char *t = "schedule t ranks 1 microbatches 2\nplace d: 0\n"
-                    "rank 0: F0.0 I0.0 W0.0 I1.0 F1.0 W1.0\n";
-    pp_sched *s;
-    cr_assert_eq(pp_sched_parse_text(t, "t.txt", &s), PP_OK, "%s", pp_err_msg());
-    EXPECT_REJECT(s, "rank 0, action 3 (I pipe 0 stage 0 mb 1): input-gradient backward before "
-                     "its forward (F at action 4)");
-    pp_sched_destroy(s);
-    t = "schedule t ranks 1 microbatches 2\nplace d: 0\nrank 0: F0.0 I0.0 W0.0 F1.0 I1.0\n";
-    cr_assert_eq(pp_sched_parse_text(t, "t.txt", &s), PP_OK, "%s", pp_err_msg());
-    EXPECT_REJECT(s, "rank 0, action 4 (I pipe 0 stage 0 mb 1): its weight-gradient backward "
-                     "(W pipe 0 stage 0 mb 1) is missing");
-    pp_sched_destroy(s);
-    t = "schedule t ranks 1 microbatches 2\nplace d: 0\nrank 0: F0.0 B0.0 F1.0 W1.0\n";
-    cr_assert_eq(pp_sched_parse_text(t, "t.txt", &s), PP_OK, "%s", pp_err_msg());
-    EXPECT_REJECT(s, "rank 0, action 3 (W pipe 0 stage 0 mb 1): its input-gradient backward "
-                     "(I pipe 0 stage 0 mb 1) is missing");
-    pp_sched_destroy(s);
+#define ONE_RANK "schedule t ranks 1 microbatches 2\nplace d: 0\nrank 0: "
+    expect_text_rejected(ONE_RANK "F0.0 I0.0 W0.0 I1.0 F1.0 W1.0\n",
+                         "rank 0, action 3 (I pipe 0 stage 0 mb 1): input-gradient backward "
+                         "before its forward (F at action 4)");
+    expect_text_rejected(ONE_RANK "F0.0 I0.0 W0.0 F1.0 I1.0\n",
+                         "rank 0, action 4 (I pipe 0 stage 0 mb 1): its weight-gradient "
+                         "backward (W pipe 0 stage 0 mb 1) is missing");
+    expect_text_rejected(ONE_RANK "F0.0 B0.0 F1.0 W1.0\n",
+                         "rank 0, action 3 (W pipe 0 stage 0 mb 1): its input-gradient "
+                         "backward (I pipe 0 stage 0 mb 1) is missing");
     /* B for one micro-batch, I + W for another: allowed (DualPipeV mixes them) */
-    t = "schedule t ranks 1 microbatches 2\nplace d: 0\nrank 0: F0.0 B0.0 F1.0 I1.0 W1.0\n";
-    cr_assert_eq(pp_sched_parse_text(t, "t.txt", &s), PP_OK, "%s", pp_err_msg());
+    pp_sched *s;
+    cr_assert_eq(pp_sched_parse_text(ONE_RANK "F0.0 B0.0 F1.0 I1.0 W1.0\n", "t.txt", &s), PP_OK,
+                 "%s", pp_err_msg());
     cr_assert_eq(pp_sched_check(s), PP_OK, "%s", pp_err_msg());
     pp_sched_destroy(s);
+#undef ONE_RANK
 }
 
 Test(sched_zb, reduce_waits_for_the_last_w)
@@ -147,8 +184,9 @@ Test(sched_zb, reduce_waits_for_the_last_w)
     cr_assert_eq(pp_sched_check(s), PP_OK, "%s", pp_err_msg());
     move_to(s, 0, 6, 4); /* REDUCE after the I's, before the W's */
     cr_assert_eq(s->ops[0][4].op, PP_OP_REDUCE);
-    EXPECT_REJECT(s, "REDUCE before the last backward of pipe 0 stage 0 (0 of 2 backwards done; "
-                     "the last is at action 6)");
+    EXPECT_REJECT(s, PP_ERR_CHECK,
+                  "REDUCE before the last backward of pipe 0 stage 0 (0 of 2 backwards done; "
+                  "the last is at action 6)");
     pp_sched_destroy(s);
 }
 
@@ -171,10 +209,10 @@ Test(sched_zb, every_zero_bubble_schedule_passes_over_a_range_of_shapes)
                              pp_err_msg());
                 int S = s->stages_per_pipe;
                 /* every (stage, mb) has one F and one backward, and I/W appear */
-                cr_assert_eq(count_op(s, PP_OP_F), S * N, "%s D=%d N=%d", kinds[k], D, N);
-                cr_assert_eq(count_op(s, PP_OP_I), count_op(s, PP_OP_W));
-                cr_assert_eq(count_op(s, PP_OP_B) + count_op(s, PP_OP_I), S * N);
-                cr_assert_gt(count_op(s, PP_OP_W), 0, "%s D=%d N=%d", kinds[k], D, N);
+                cr_assert_eq(count_ops(s, PP_OP_F), S * N, "%s D=%d N=%d", kinds[k], D, N);
+                cr_assert_eq(count_ops(s, PP_OP_I), count_ops(s, PP_OP_W));
+                cr_assert_eq(count_ops(s, PP_OP_B) + count_ops(s, PP_OP_I), S * N);
+                cr_assert_gt(count_ops(s, PP_OP_W), 0, "%s D=%d N=%d", kinds[k], D, N);
                 pp_sched_destroy(s);
                 tried++;
             }
@@ -191,7 +229,8 @@ Test(sched_zb, registry_rules_of_the_family)
               "%s", pp_err_text());
     p.chunks = 3;
     cr_assert_eq(pp_sched_desc_check(pp_sched_lookup("zbv"), &p), PP_ERR_INVALID);
-    cr_assert(strstr(pp_err_text(), "zbv has 2 chunks per rank"), "%s", pp_err_text());
+    cr_assert(strstr(pp_err_text(), "zbv has 2 chunks per rank, got --chunks 3"), "%s",
+              pp_err_text());
     /* opt-in: out of the default search, in where named */
     const pp_sched_desc *z = pp_sched_lookup("zb-h1");
     cr_assert(!pp_sched_desc_searched(z, NULL) && !pp_sched_desc_searched(z, ""));
@@ -246,6 +285,20 @@ Test(sched_zb, zbh1_unit_makespans_and_bubbles_equal_the_hand_derived_values)
     }
 }
 
+/* ZB-H1 holds at most min(D, N) micro-batches on every rank (warm-up D-1-d, then d steps without
+ * a W: the count reaches D before the first W, or stops at N), for every shape. */
+Test(sched_zb, zbh1_peak_in_flight_is_min_d_n_on_every_rank)
+{
+    for (int D = 1; D <= 8; D++)
+        for (int N = 1; N <= 20; N++) {
+            pp_sched *s = gen("zb-h1", D, N);
+            for (int d = 0; d < D; d++)
+                cr_assert_float_eq(pp_sched_in_flight_peak(s, d, NULL), D < N ? D : N, EPS,
+                                   "D=%d N=%d rank %d", D, N, d);
+            pp_sched_destroy(s);
+        }
+}
+
 /* The simulator takes I and W from the table: doubling W on one rank moves the figures as the
  * order says, and a table without I/W durations is refused with the reason. */
 Test(sched_zb, split_costs_come_from_the_table)
@@ -287,5 +340,95 @@ Test(sched_zb, in_flight_peak_with_i_freeing_part)
     /* rank 0: 4 forwards (40), then I W pairs */
     cr_assert_float_eq(pp_sched_in_flight_peak_split(s, 0, full, held), 40, EPS);
     cr_assert_float_eq(pp_sched_held_for_w_peak(s, 3, held), 16, EPS);
+    pp_sched_destroy(s);
+}
+
+/* ZB-V and DualPipeV, unit costs: a chunk holds L/(2D) layers, so its F = I = W = 1/2 and every
+ * rank is busy 2N x 3 x 1/2 = 3N. Lower bound on the makespan: rank D-1 cannot start before the
+ * forwards of stages 0..D-2 of micro-batch 0 have run, (D-1)/2, and is then busy 3N, so
+ * makespan >= 3N + (D-1)/2. Both reach it for N >= 2D (measured here, every rank idle (D-1)/2:
+ * the bubble is the pipeline's fill alone); at N = D, ZB-V's warm-up leaves every rank idle
+ * D - 1 (measured: 3N + D - 1, ZB-H1's figure). Peak in-flight for N >= 2D: D on every rank for
+ * ZB-V, the paper's "same peak memory as 1F1B" (p M_B, Qi et al. Section 6); DualPipeV D + 1/2,
+ * one chunk more (DualPipe's table has PP + 1 against 1F1B's PP). Held for W (measured): ZB-V
+ * d + 1/2 on rank d, DualPipeV (d + 1)/2 (its first half runs fused B's). */
+Test(sched_zb, v_shaped_unit_figures)
+{
+    struct {
+        const char *kind;
+        int D, N;
+        double makespan;
+    } c[] = {{"zbv", 4, 4, 15},          {"zbv", 4, 8, 25.5},       {"zbv", 8, 8, 31},
+             {"zbv", 8, 16, 51.5},       {"dualpipev", 4, 8, 25.5}, {"dualpipev", 4, 16, 49.5},
+             {"dualpipev", 8, 16, 51.5}, {"dualpipev", 8, 32, 99.5}};
+    for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
+        int D = c[k].D, N = c[k].N, dual = c[k].kind[0] == 'd';
+        pp_sched *s = gen(c[k].kind, D, N);
+        pp_sim_result r = sim_unit(s);
+        cr_assert_float_eq(r.makespan, c[k].makespan, EPS, "%s D=%d N=%d: %g", c[k].kind, D, N,
+                           r.makespan);
+        double bound = 3.0 * N + (D - 1) / 2.0;
+        cr_assert_float_eq(r.makespan, N >= 2 * D ? bound : 3.0 * N + D - 1, EPS);
+        for (int d = 0; d < D; d++) {
+            cr_assert_float_eq(r.busy[d], 3.0 * N, EPS);
+            cr_assert_float_eq(r.idle[d], r.makespan - 3.0 * N, EPS, "rank %d", d);
+            if (N < 2 * D)
+                continue;
+            cr_assert_float_eq(r.peak_activations[d], dual ? D + 0.5 : D, EPS,
+                               "%s D=%d N=%d rank %d", c[k].kind, D, N, d);
+            cr_assert_float_eq(r.peak_held_for_w[d], dual ? (d + 1) / 2.0 : d + 0.5, EPS,
+                               "%s D=%d N=%d rank %d", c[k].kind, D, N, d);
+        }
+        pp_sim_result_fini(&r);
+        pp_sched_destroy(s);
+    }
+}
+
+/* The timeline legends name I and W only where a schedule has them; JSON adds the held-for-W
+ * peaks. */
+Test(sched_zb, renderers_know_i_and_w)
+{
+    pp_sched *s = gen("zb-h1", 2, 2);
+    pp_cost c;
+    cr_assert_eq(pp_cost_init_unit(&c, s, 2.0), PP_OK);
+    pp_sim_result r;
+    cr_assert_eq(pp_sim_run(s, &c, 1, &r), PP_OK, "%s", pp_err_msg());
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&buf, &len);
+    cr_assert_eq(pp_sched_write_ascii(s, &r, 14, fp), PP_OK, "%s", pp_err_msg());
+    fclose(fp);
+    /* 7 units over 14 columns: rank 0 F0 [0,1] F1 [1,2], idle, I0 [3,4] W0 I1 W1 */
+    cr_assert(strstr(buf, "I/W input/weight gradient"), "%s", buf);
+    cr_assert(strstr(buf, "- = _ continue an F, a B or I, a W"), "%s", buf);
+    cr_assert(strstr(buf, "rank 0  F0F1..I0W0I1W1"), "%s", buf);
+    free(buf);
+    fp = open_memstream(&buf, &len);
+    cr_assert_eq(pp_sched_write_svg(s, &r, fp), PP_OK, "%s", pp_err_msg());
+    fclose(fp);
+    cr_assert(strstr(buf, "<title>W pipe 0 stage 0 mb 0:"), "%s", buf);
+    cr_assert(strstr(buf, ">W0</text>") && strstr(buf, ">I1</text>"), "%s", buf);
+    cr_assert(strstr(buf, "W weight gradient (faded)"), "%s", buf);
+    free(buf);
+    fp = open_memstream(&buf, &len);
+    cr_assert_eq(pp_sched_write_json(s, &r, fp), PP_OK, "%s", pp_err_msg());
+    fclose(fp);
+    cr_assert(strstr(buf, "\"peak_held_for_w\": [1, 2],"), "%s", buf); /* rank d: d + 1 */
+    cr_assert(strstr(buf, "{\"op\": \"W\", \"pipe\": 0, \"stage\": 1, \"mb\": 0}"), "%s", buf);
+    free(buf);
+    pp_sim_result_fini(&r);
+    pp_cost_fini(&c);
+    pp_sched_destroy(s);
+    /* a schedule without them keeps its legend */
+    s = gen("1f1b", 2, 2);
+    cr_assert_eq(pp_cost_init_unit(&c, s, 2.0), PP_OK);
+    cr_assert_eq(pp_sim_run(s, &c, 1, &r), PP_OK, "%s", pp_err_msg());
+    fp = open_memstream(&buf, &len);
+    cr_assert_eq(pp_sched_write_ascii(s, &r, 20, fp), PP_OK, "%s", pp_err_msg());
+    fclose(fp);
+    cr_assert(!strstr(buf, "I/W") && strstr(buf, "- and = continue an F and a B"), "%s", buf);
+    free(buf);
+    pp_sim_result_fini(&r);
+    pp_cost_fini(&c);
     pp_sched_destroy(s);
 }

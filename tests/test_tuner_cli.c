@@ -235,7 +235,7 @@ Test(tuner_cli_run, malformed_json_names_the_field)
 {
     write_mini_json("sched.json", R1_GOOD ", {\"op\": \"X\"}");
     expect_fail("schedule --check sched.json", 2,
-                "sched.json: ops[1][4].op: expected one of F, B, SEND_F, RECV_F, SEND_B, "
+                "sched.json: ops[1][4].op: expected one of F, B, I, W, SEND_F, RECV_F, SEND_B, "
                 "RECV_B, REDUCE, got \"X\"");
     write_mini_json("stage.json", "{\"op\": \"F\", \"pipe\": 0, \"stage\": 7, \"mb\": 0}");
     expect_fail("schedule --check stage.json", 2,
@@ -336,6 +336,44 @@ Test(tuner_cli_run, svg_and_csv_formats)
 
 /* ---- PyTorch pipelining's CSV through the command ------------------------------------------- */
 
+/* The zero-bubble family through the command: the timeline and its legend know I and W, and a
+ * PyTorch CSV with I, W and DualPipeV's OVERLAP_F_B pairs (PyTorch's own test artifact) checks,
+ * simulates and reads as pptune's dualpipev. */
+Test(tuner_cli_run, split_backward_schedules_show_and_check)
+{
+    run("schedule --kind zbv --ranks 4 --microbatches 8 --width 102");
+    cr_assert_eq(R.code, 0, "%s", R.err);
+    cr_assert(strstr(R.out, "zbv: D = 4 ranks, N = 8 micro-batches, v = 2 chunks per rank"), "%s",
+              R.out);
+    cr_assert(strstr(R.out, "I = W = 1 x F"), "%s", R.out);
+    cr_assert(strstr(R.out, "makespan              25.5\n"), "%s", R.out);
+    cr_assert(strstr(R.out, "peak activations      4 4 4 4  (ranks 0..3; micro-batches x L/D "
+                            "layers, held from F to W)"),
+              "%s", R.out);
+    cr_assert(strstr(R.out, "held for W            0.5 1.5 2.5 3.5"), "%s", R.out);
+    cr_assert(strstr(R.out, "I/W input/weight gradient"), "%s", R.out);
+    cr_assert(strstr(R.out, "rank 3  ......F0F0F1F1F2F2F3F3I0W0F4I0W0"), "%s", R.out);
+    char args[512];
+    snprintf(args, sizeof args, "schedule --check '%s/pytorch/dualpipev_4rank_10mb.csv'",
+             PP_FIXTURES_DIR);
+    run(args);
+    cr_assert_eq(R.code, 0, "%s", R.err);
+    cr_assert(strstr(R.out, "csv: D = 4 ranks, N = 10 micro-batches, v = 2 chunks per rank"),
+              "%s", R.out);
+    char *theirs = strdup(R.out);
+    run("schedule --kind dualpipev --ranks 4 --microbatches 10");
+    cr_assert_eq(R.code, 0, "%s", R.err);
+    /* the same figures as the generator's: everything after the title line */
+    cr_assert_str_eq(strchr(theirs, '\n'), strchr(R.out, '\n'));
+    free(theirs);
+    run("schedule --kind dualpipev --ranks 4 --microbatches 6");
+    cr_assert_eq(R.code, 2);
+    cr_assert(strstr(R.err, "dualpipev needs at least as many micro-batches as stages (N >= 2 x "
+                            "D = 8), got N = 6"),
+              "%s", R.err);
+}
+
+
 Test(tuner_cli_run, check_reads_a_pytorch_csv)
 {
     /* PyTorch's compute_comms shape: receives posted early, REDUCE_GRAD, CRLF rows */
@@ -374,11 +412,10 @@ Test(tuner_cli_run, csv_errors_name_the_cell_and_exit_2)
     expect_fail("schedule --check bad.csv", 2,
                 "pptune schedule: bad.csv: row 2 (rank 1), column 3: \"1Q0\": expected a PyTorch "
                 "pipelining action");
-    write_file("zb.csv", "0F0,0I0,0W0\n");
+    write_file("zb.csv", "0F0,0W0,0I0\n"); /* split backward reads; W before its I does not check */
     expect_fail("schedule --check zb.csv", 2,
-                "zb.csv: row 1 (rank 0), column 2: \"0I0\": split "
-                "backward (I: input gradient, W: weight gradient) "
-                "is not supported yet");
+                "zb.csv: rank 0, action 1 (W pipe 0 stage 0 mb 0): weight-gradient backward "
+                "before its input-gradient backward (I at action 2)");
     /* a well-formed file whose order is wrong: the checker's message, with the file */
     write_file("late.csv", "0F0,0SEND_F0,0RECV_B0,0B0\n1F0,1RECV_F0,1B0,1SEND_B0\n");
     expect_fail("schedule --check late.csv", 2,

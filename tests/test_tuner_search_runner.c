@@ -36,6 +36,7 @@ typedef struct {
     int oom_call;
     int calls;
     pp_tune_config seen[16];
+    int seen_sp[16]; /* the trial's sequence_parallel */
 } fake;
 
 static double predicted(const fake *f, const pp_tune_config *c)
@@ -50,8 +51,10 @@ static pp_status fake_run(void *ctx, const pp_tune_trial_params *tp, pp_tune_tri
 {
     fake *f = ctx;
     memset(r, 0, sizeof *r);
-    if (f->calls < 16)
+    if (f->calls < 16) {
         f->seen[f->calls] = *tp->cfg;
+        f->seen_sp[f->calls] = tp->sequence_parallel;
+    }
     int call = f->calls++;
     double factor = 1.0 / (1.0 + call);
     if (call == f->oom_call) {
@@ -169,6 +172,35 @@ Test(tuner_search_runner, a_tensor_parallel_candidate_is_kept_and_trialled)
     if (!tp_in_top3) /* it took the third trial: the first two are the best two t = 1 */
         for (int i = 0; i < 2; i++)
             cr_assert_eq(f.seen[i].t, 1);
+    pp_tune_result_destroy(r);
+    pp_tune_result_destroy(pred);
+}
+
+/* On CPU devices --sequence-parallel is kept (the runtime's CPU backend runs it), so its t > 1
+ * candidates are trialled with it: every trial the runner sees carries it. */
+Test(tuner_search_runner, sequence_parallel_is_kept_on_cpus_and_trialled)
+{
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
+    pp_tune_hw hw = local_cpus();
+    pp_tune_search_params sp = params(&m, &hw);
+    sp.opts.sequence_parallel = 1;
+    pp_tune_opts o = sp.opts;
+    int allow = 1;
+    pp_tune_search_adjust(&hw, &o, &allow);
+    cr_assert(o.sequence_parallel, "the CPU search drops --sequence-parallel");
+    pp_tune_result *pred = NULL;
+    cr_assert_eq(pp_tune_search(&sp, &pred), PP_OK, "%s", pp_err_msg());
+    cr_assert(pred->opts.sequence_parallel);
+    fake f = {.table = pred, .oom_call = -1};
+    sp.trials = 4;
+    sp.runner = (pp_tune_runner){.run = fake_run, .ctx = &f};
+    pp_tune_result *r = NULL;
+    cr_assert_eq(pp_tune_search(&sp, &r), PP_OK, "%s", pp_err_msg());
+    cr_assert_gt(f.calls, 0);
+    for (int i = 0; i < f.calls && i < 16; i++)
+        cr_assert(f.seen_sp[i], "trial %d (t = %d) runs without sequence parallelism", i,
+                  f.seen[i].t);
     pp_tune_result_destroy(r);
     pp_tune_result_destroy(pred);
 }

@@ -52,7 +52,7 @@ Test(tuner_trials, real_pprun_is_measured_and_matches_the_memory_model)
     pp_sched *s;
     cr_assert_eq(pp_sched_generate("1f1b", &sp, &s), PP_OK);
     pp_tune_rank_mem mem[2];
-    cr_assert_eq(pp_tune_memory_runtime(&m, &c, s, mem), PP_OK, "%s", pp_err_msg());
+    cr_assert_eq(pp_tune_memory_runtime(&m, &c, s, NULL, mem), PP_OK, "%s", pp_err_msg());
     for (int k = 0; k < 2; k++)
         cr_assert(fabs(mem[k].total - r.peak_per_rank[k]) <= 0.03 * r.peak_per_rank[k],
                   "rank %d: predicted %.0f, measured %.0f", k, mem[k].total, r.peak_per_rank[k]);
@@ -111,15 +111,46 @@ Test(tuner_trials, tensor_parallel_candidates_run_and_match_the_memory_model)
     pp_sched *s;
     cr_assert_eq(pp_sched_generate("1f1b", &sp, &s), PP_OK);
     pp_tune_rank_mem mem[2];
-    cr_assert_eq(pp_tune_memory_runtime(&m, &c, s, mem), PP_OK, "%s", pp_err_msg());
+    cr_assert_eq(pp_tune_memory_runtime(&m, &c, s, NULL, mem), PP_OK, "%s", pp_err_msg());
     pp_tune_config c1 = c;
     c1.t = 1;
     pp_tune_rank_mem mem1[2];
-    cr_assert_eq(pp_tune_memory_runtime(&m, &c1, s, mem1), PP_OK, "%s", pp_err_msg());
+    cr_assert_eq(pp_tune_memory_runtime(&m, &c1, s, NULL, mem1), PP_OK, "%s", pp_err_msg());
     for (int k = 0; k < 2; k++) {
         cr_assert(fabs(mem[k].total - r.peak_per_rank[k]) <= 0.03 * r.peak_per_rank[k],
                   "rank %d: predicted %.0f, measured %.0f", k, mem[k].total, r.peak_per_rank[k]);
         cr_assert_lt(mem[k].params, mem1[k].params, "rank %d: t = 2 holds fewer parameters", k);
+    }
+    pp_sched_destroy(s);
+}
+
+/* A sequence-parallel candidate runs (pprun --tp 2 --sequence-parallel) and its measured peaks
+ * agree with the runtime memory plan for t = 2 with sequence parallelism (the tuner's
+ * pp_tune_memory_runtime with o->sequence_parallel), which is below the plan without it. */
+Test(tuner_trials, sequence_parallel_candidates_run_and_match_the_memory_model)
+{
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
+    pp_tune_config c = {.kind = "1f1b", .p = 2, .v = 1, .b = 2, .d = 1, .t = 2, .N = 4};
+    pp_tune_trial_params tp = {.model = &m, .cfg = &c, .pprun = PPRUN, .steps = 3,
+                               .timeout_s = 60, .sequence_parallel = 1};
+    pp_tune_trial_result r;
+    cr_assert_eq(pp_tune_trial(&tp, &r), PP_OK, "%s", pp_err_msg());
+    cr_assert_str_eq(r.status, "ok", "%s: %s", r.status, r.detail);
+    pp_sched_params sp;
+    pp_tune_sched_params(&m, &c, &sp);
+    pp_sched *s;
+    cr_assert_eq(pp_sched_generate("1f1b", &sp, &s), PP_OK);
+    pp_tune_opts o;
+    pp_tune_opts_default(&o);
+    o.sequence_parallel = 1;
+    pp_tune_rank_mem mem[2], mem_tp[2];
+    cr_assert_eq(pp_tune_memory_runtime(&m, &c, s, &o, mem), PP_OK, "%s", pp_err_msg());
+    cr_assert_eq(pp_tune_memory_runtime(&m, &c, s, NULL, mem_tp), PP_OK, "%s", pp_err_msg());
+    for (int k = 0; k < 2; k++) {
+        cr_assert(fabs(mem[k].total - r.peak_per_rank[k]) <= 0.03 * r.peak_per_rank[k],
+                  "rank %d: predicted %.0f, measured %.0f", k, mem[k].total, r.peak_per_rank[k]);
+        cr_assert_lt(mem[k].acts, mem_tp[k].acts, "rank %d: SP saves activations", k);
     }
     pp_sched_destroy(s);
 }

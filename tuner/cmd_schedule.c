@@ -41,9 +41,10 @@ static void usage(FILE *fp)
             "       pptune schedule --check FILE [--fb-ratio R] [--format F] [--width W] [-o FILE]\n"
             "\n"
             "Generates one pipeline schedule (or reads one with --check), validates it, simulates\n"
-            "it with unit costs (F of L/D layers = 1, B = R x F, links and gradient syncs free)\n"
-            "and prints it. Without --format: a summary (makespan, both bubble definitions, peak\n"
-            "activations, transfers) and a timeline.\n"
+            "it with unit costs (F of L/D layers = 1, B = R x F, and for a split backward\n"
+            "I = W = B / 2; links and gradient syncs free) and prints it. Without --format: a\n"
+            "summary (makespan, both bubble definitions, peak activations, transfers) and a\n"
+            "timeline.\n"
             "\nschedules (--kind):\n");
     for (int i = 0; i < n; i++)
         fprintf(fp, "  %-12s %s\n", g[i].name, g[i].summary);
@@ -275,15 +276,27 @@ static pp_status write_summary(const sched_opts *o, const pp_sched *s, const pp_
     if (s->group)
         fprintf(fp, ", G = %d", s->group);
     fprintf(fp, ", %d pipe%s, L = %d layers\n", s->n_pipes, s->n_pipes == 1 ? "" : "s", s->layers);
-    fprintf(fp, "costs: unit (F of L/D layers = 1, B = %g x F, links and gradient syncs free)\n",
-            fb);
+    int split = pp_sched_has_split_backward(s);
+    if (split) /* pp_cost_init_unit: I = W = B / 2 */
+        fprintf(fp, "costs: unit (F of L/D layers = 1, B = %g x F, I = W = %g x F, links and "
+                    "gradient syncs free)\n",
+                fb, fb / 2);
+    else
+        fprintf(fp, "costs: unit (F of L/D layers = 1, B = %g x F, links and gradient syncs "
+                    "free)\n",
+                fb);
     fprintf(fp, "%-22s%g\n", "makespan", sim->makespan);
     fprintf(fp, "%-22s%.6g  (idle / compute time: Megatron-LM, Llama 3)\n", "bubble over ideal",
             sim->bubble_over_ideal);
     fprintf(fp, "%-22s%.6g  (idle / (D x makespan): Chimera, BitPipe papers)\n",
             "bubble over total", sim->bubble_over_total);
     print_per_rank("peak activations", sim->peak_activations, s->ranks,
-                   "micro-batches x L/D layers", fp);
+                   split ? "micro-batches x L/D layers, held from F to W"
+                         : "micro-batches x L/D layers",
+                   fp);
+    if (split)
+        print_per_rank("held for W", sim->peak_held_for_w, s->ranks,
+                       "of those, the most between an I and its W", fp);
     fprintf(fp, "%-22s%ld\n\n", "cross-rank transfers", sim->cross_rank_transfers);
     PP_TRY(ascii(o, s, sim, fp));
     return PP_OK;

@@ -198,7 +198,7 @@ pp_status pp_tune_memory(const pp_tune_model *m, const pp_tune_config *c, const 
         return PP_ERR(PP_ERR_INVALID, "memory model needs t, b, d >= 1 (got t=%d b=%d d=%d)",
                       c->t, c->b, c->d);
     if (o->precision == PP_PREC_FP32)
-        return pp_tune_memory_runtime(m, c, s, mem);
+        return pp_tune_memory_runtime(m, c, s, o, mem);
     double per_layer = pp_tune_act_bytes_per_layer(m, c->b, c->t, o);
     pp_tune_param_bytes bp = pp_tune_bytes_per_param(o, c->d);
     double p2p = act_dtype(o) * (double)m->seq * c->b * m->hidden; /* one boundary tensor */

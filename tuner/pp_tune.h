@@ -261,9 +261,10 @@ pp_status pp_tune_memory(const pp_tune_model *m, const pp_tune_config *c, const 
 /* The bundled runtime's own accounting (pprun, CPU backend, fp32): the runtime's memory plan
  * (runtime/plan/pp_rt_plan.h, adapted in runtime_mem.c), the one the executor's measured peaks
  * equal; pp_tune_memory uses it when o->precision is PP_PREC_FP32. t > 1 is planned as the
- * runtime splits each stage (Megatron's split, embedding and head replicated). */
+ * runtime splits each stage (Megatron's split, embedding and head replicated), and with
+ * o->sequence_parallel (o may be NULL: none) as it runs sequence parallelism. */
 pp_status pp_tune_memory_runtime(const pp_tune_model *m, const pp_tune_config *c,
-                                 const pp_sched *s, pp_tune_rank_mem *mem);
+                                 const pp_sched *s, const pp_tune_opts *o, pp_tune_rank_mem *mem);
 /* The same walk for the runtime on another backend: the CPU (as above), or the CUDA backend
  * (pprun --backend cuda) in fp32 or bf16 with a transport that stages through host memory
  * (threads, MPI: the transport's copies are not device memory). CUDA differs from the CPU's
@@ -273,7 +274,8 @@ pp_status pp_tune_memory_runtime(const pp_tune_model *m, const pp_tune_config *c
  * copy of every weight; the step's tokens and targets stay in host memory. Equal to the
  * backend's own accounting to the byte (tests/test_cuda_rt.c, run under the CUDA emulation).
  * Not modelled: the NCCL transport's message buffers, and what the driver holds outside the
- * backend's accounting (context, memory-pool slack: bench_cuda_layer reports both). */
+ * backend's accounting (context, memory-pool slack: bench_cuda_layer reports both); it plans
+ * without sequence parallelism (an upper bound for a sequence-parallel run). */
 /* backend: PP_RT_BACKEND_CPU or PP_RT_BACKEND_CUDA (runtime/plan/pp_rt_plan.h); precision:
  * PP_PREC_BF16 on CUDA only. */
 pp_status pp_tune_memory_runtime_on(const pp_tune_model *m, const pp_tune_config *c,
@@ -508,7 +510,7 @@ int pp_tune_alloc_argv(const pp_tune_alloc *a, int ranks, double timeout_s, int 
 
 typedef struct {
     const pp_tune_model *model; /* model->runtime_model names pprun's preset */
-    const pp_tune_config *cfg;  /* t must be 1 */
+    const pp_tune_config *cfg;  /* t >= 1 (t > 1: pprun --tp t) */
     const char *pprun;          /* path of the pprun program; the search passes NULL to a
                                    runner (the default runner fills in its own path) */
     int steps;                  /* >= 2: the first is warm-up */
@@ -516,6 +518,7 @@ typedef struct {
     int cuda;                   /* 1: pprun --backend cuda --precision bf16 (the ranks' GPUs) */
     const pp_tune_alloc *alloc; /* NULL or launcher "": one child, ranks as threads; else a
                                    job step (srun) or mpirun over its nodes, MPI transport */
+    int sequence_parallel;      /* 1: pprun --sequence-parallel (with cfg->t > 1) */
 } pp_tune_trial_params;
 
 typedef struct {
@@ -654,9 +657,9 @@ struct pp_tune_result {
     int n_held;
 };
 
-/* The options a search on hw uses: on CPU devices (the runtime's CPU backend) fp32 and no
- * sequence parallelism (tensor parallelism as asked: the CPU backend runs it), else o and
- * allow_tp as given. pp_tune_search applies it; a program
+/* The options a search on hw uses: on CPU devices (the runtime's CPU backend) fp32 (tensor
+ * and sequence parallelism as asked: the CPU backend runs both), else o and allow_tp as
+ * given. pp_tune_search applies it; a program
  * that describes the options before searching calls it too. */
 void pp_tune_search_adjust(const pp_tune_hw *hw, pp_tune_opts *o, int *allow_tp);
 

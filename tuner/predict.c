@@ -51,16 +51,7 @@ pp_status pp_tune_config_from_profile(const pp_profile_config *c, pp_tune_config
 
 char *pp_tune_split_str(const pp_tune_config *c, char *buf, size_t n)
 {
-    char a[12] = "-", z[12] = "-";
-    if (c->first)
-        snprintf(a, sizeof a, "%d", c->first);
-    if (c->last)
-        snprintf(z, sizeof z, "%d", c->last);
-    if (c->first || c->last)
-        snprintf(buf, n, "%s/%s", a, z);
-    else
-        snprintf(buf, n, "%s", c->uneven ? "uneven" : "even");
-    return buf;
+    return pp_profile_split_str(c->first, c->last, c->uneven, buf, n);
 }
 
 char *pp_tune_config_str(const pp_tune_config *c, char *buf, size_t n)

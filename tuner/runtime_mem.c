@@ -12,15 +12,26 @@
 #include "pp_rt_plan.h"
 #include "pp_tune.h"
 
+static pp_status runtime_plan(const pp_tune_model *m, const pp_tune_config *c, const pp_sched *s,
+                              pp_rt_backend_kind backend, pp_precision precision,
+                              int sequence_parallel, pp_tune_rank_mem *mem);
+
 pp_status pp_tune_memory_runtime(const pp_tune_model *m, const pp_tune_config *c,
-                                 const pp_sched *s, pp_tune_rank_mem *mem)
+                                 const pp_sched *s, const pp_tune_opts *o, pp_tune_rank_mem *mem)
 {
-    return pp_tune_memory_runtime_on(m, c, s, PP_RT_BACKEND_CPU, PP_PREC_FP32, mem);
+    return runtime_plan(m, c, s, PP_RT_BACKEND_CPU, PP_PREC_FP32, o && o->sequence_parallel, mem);
 }
 
 pp_status pp_tune_memory_runtime_on(const pp_tune_model *m, const pp_tune_config *c,
                                     const pp_sched *s, pp_rt_backend_kind backend,
                                     pp_precision precision, pp_tune_rank_mem *mem)
+{
+    return runtime_plan(m, c, s, backend, precision, 0, mem);
+}
+
+static pp_status runtime_plan(const pp_tune_model *m, const pp_tune_config *c, const pp_sched *s,
+                              pp_rt_backend_kind backend, pp_precision precision,
+                              int sequence_parallel, pp_tune_rank_mem *mem)
 {
     if (backend != PP_RT_BACKEND_CPU && backend != PP_RT_BACKEND_CUDA)
         return PP_ERR(PP_ERR_INVALID, "runtime backend %d is not cpu (%d) or cuda (%d)",
@@ -38,7 +49,8 @@ pp_status pp_tune_memory_runtime_on(const pp_tune_model *m, const pp_tune_config
         .backend = backend,
         .precision = precision,
         .transport_caps = 0, /* the in-process transport */
-        .tp = c->t};
+        .tp = c->t,
+        .sequence_parallel = sequence_parallel};
     pp_rt_plan_rank *plan = pp_calloc((size_t)s->ranks, sizeof *plan);
     if (!plan)
         return PP_ERR_NOMEM;

@@ -215,7 +215,8 @@ static pp_status js_action(js_reader *jr, int r, int i, const json_t *o)
     int op = json_is_string(ov) ? pp_op_parse(json_string_value(ov)) : -1;
     snprintf(p2, sizeof p2, "%s.op", path);
     if (op < 0)
-        return pp_json_bad(&jr->js, p2, "one of F, B, SEND_F, RECV_F, SEND_B, RECV_B, REDUCE", ov);
+        return pp_json_bad(&jr->js, p2,
+                           "one of F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, REDUCE", ov);
     if (op == PP_OP_REDUCE) {
         int id;
         PP_TRY(js_reduce_action(jr, o, path, &id));

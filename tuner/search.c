@@ -718,12 +718,9 @@ static pp_tune_saving next_saving(pp_tune_opts *o, int allow_tp)
 
 void pp_tune_search_adjust(const pp_tune_hw *hw, pp_tune_opts *o, int *allow_tp)
 {
-    if (hw->cpu_devices) {
-        /* the runtime's CPU backend runs these devices: fp32 (tensor parallelism runs there,
-         * without sequence parallelism, which pprun does not run yet) */
+    if (hw->cpu_devices) /* the runtime's CPU backend runs these devices: fp32 (tensor and
+                            sequence parallelism run there) */
         o->precision = PP_PREC_FP32;
-        o->sequence_parallel = 0;
-    }
     (void)allow_tp;
 }
 

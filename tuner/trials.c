@@ -65,7 +65,8 @@ static int build_argv(const pp_tune_trial_params *tp,
     /* on GPUs: the CUDA backend in the precision users train with; rank g on GPU g */
     pp_profile_pprun_line line = {.model = tp->model->runtime_model, .config = &pc,
                                   .seq = tp->model->seq, .cuda = tp->cuda,
-                                  .precision = tp->cuda ? PP_PREC_BF16 : PP_PREC_FP32};
+                                  .precision = tp->cuda ? PP_PREC_BF16 : PP_PREC_FP32,
+                                  .sequence_parallel = tp->sequence_parallel};
     int replica = tp->cfg->p * (tp->cfg->t > 1 ? tp->cfg->t : 1), nodes = 1;
     int full_d = tp->cfg->d;
     pc.d = reduced_d(tp, replica);

@@ -86,3 +86,13 @@ pp_status pp_model_check_tp(const pp_model_cfg *cfg, int t)
                       t, cfg->ffn);
     return PP_OK;
 }
+
+pp_status pp_model_check_sp(int seq, int t)
+{
+    if (t > 1 && seq % t != 0)
+        return PP_ERR(PP_ERR_INVALID,
+                      "sequence parallelism: the sequence length %d must be a multiple of --tp %d "
+                      "(each tensor-parallel rank takes seq/tp of its tokens)",
+                      seq, t);
+    return PP_OK;
+}

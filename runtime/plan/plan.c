@@ -16,7 +16,8 @@ typedef struct {
     const pp_rt_plan_params *p;
     const pp_sched *s;
     size_t B, T, N, C, F, V, NH, seq;
-    size_t t; /* tensor-parallel ranks (1: none) */
+    size_t t;  /* tensor-parallel ranks (1: none) */
+    size_t sp; /* sequence shards: t with sequence parallelism, else 1 */
     int cuda, bf16;
     int copies;   /* the in-process transport's copies count on the sender (host memory) */
     int tokens;   /* the step's tokens and targets are in the backend's memory */
@@ -41,21 +42,23 @@ static size_t slot_bytes(const plan_ctx *x, int pipe, int stage)
 {
     int S = x->s->stages_per_pipe;
     return pp_rt_size_act_slot_bytes(x->B, x->T, (size_t)layers_of(x, pipe, stage), stage == 0,
-                                stage == S - 1, x->C, x->F, x->V, x->NH, x->t);
+                                stage == S - 1, x->C, x->F, x->V, x->NH, x->t, x->sp);
 }
 
 static size_t bwd_ws_bytes(const plan_ctx *x, int pipe, int stage)
 {
     size_t scratch = x->cuda ? pp_rt_size_attn_scratch_cuda(x->NH / x->t, x->T)
                              : pp_rt_size_attn_scratch_cpu(x->T);
-    return pp_rt_size_bwd_ws(x->N, x->C, x->F, (size_t)layers_of(x, pipe, stage), scratch, x->t);
+    return pp_rt_size_bwd_ws(x->N, x->C, x->F, (size_t)layers_of(x, pipe, stage),
+                             stage == x->s->stages_per_pipe - 1, scratch, x->t, x->sp);
 }
 
 /* Held for W (split backward): what a stage's I keeps beside the slot until the W of the same
  * micro-batch (runtime/stage_bwd.c), PP_MEM_ACTS. */
 static size_t wheld_bytes(const plan_ctx *x, int pipe, int stage)
 {
-    return pp_rt_size_wheld_bytes(x->N, (size_t)layers_of(x, pipe, stage), x->C, x->F, x->t);
+    return pp_rt_size_wheld_bytes(x->N, (size_t)layers_of(x, pipe, stage), x->C, x->F, x->t,
+                                  x->sp);
 }
 
 static size_t max_z(size_t a, size_t b)
@@ -180,11 +183,15 @@ static void walk(const plan_ctx *x, int r, tracker *t, int64_t *reduces)
             send_message(x, t, now, taken);
             break;
         }
-        case PP_OP_F:
+        case PP_OP_F: {
+            int64_t fws = (int64_t)pp_rt_size_fwd_ws(x->N, x->C, x->sp); /* sequence parallel */
             bump(t, PP_MEM_COMM, last ? 0 : io);                              /* output */
             bump(t, PP_MEM_ACTS, (int64_t)slot_bytes(x, a->pipe, a->stage)); /* saved */
+            bump(t, PP_MEM_WORKSPACE, fws);
+            bump(t, PP_MEM_WORKSPACE, -fws);
             bump(t, PP_MEM_COMM, first ? 0 : -io);                            /* input consumed */
             break;
+        }
         case PP_OP_B:
         case PP_OP_I: { /* I: the held-for-W bytes come before the workspace; the slot stays */
             int64_t ws = (int64_t)bwd_ws_bytes(x, a->pipe, a->stage);
@@ -272,6 +279,8 @@ static pp_status check(const pp_rt_plan_params *p)
                       p->model->seq, p->micro_batch, p->dp, p->seq);
     if (p->tp > 1)
         PP_TRY(pp_model_check_tp(p->model, p->tp));
+    if (p->sequence_parallel)
+        PP_TRY(pp_model_check_sp(p->seq, p->tp));
     if (p->sched->layers != p->model->layers)
         return PP_ERR(PP_ERR_INVALID, "memory plan: the schedule splits %d layers, the model has %d",
                       p->sched->layers, p->model->layers);
@@ -301,11 +310,12 @@ static pp_status ctx_init(const pp_rt_plan_params *p, plan_ctx *x)
     x->C = (size_t)m->hidden, x->F = (size_t)m->ffn, x->V = (size_t)m->vocab;
     x->NH = (size_t)m->heads, x->seq = (size_t)m->seq;
     x->t = p->tp > 1 ? (size_t)p->tp : 1;
+    x->sp = x->t > 1 && p->sequence_parallel ? x->t : 1;
     x->cuda = p->backend == PP_RT_BACKEND_CUDA;
     x->bf16 = x->cuda && p->precision == PP_PREC_BF16;
     x->tokens = !x->cuda; /* beside a device: plain host memory */
     x->copies = p->backend == PP_RT_BACKEND_CPU && !(p->transport_caps & PP_TRANSPORT_CAP_DEVICE_MEM);
-    x->io = 4 * x->N * x->C;
+    x->io = pp_rt_size_io_bytes(x->N, x->C, x->sp);
     pp_cost cost;
     PP_TRY(pp_cost_init_unit(&cost, s, 2.0));
     pp_status st = pp_sim_run(s, &cost, x->copies, &x->sim);

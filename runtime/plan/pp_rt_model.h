@@ -33,6 +33,10 @@ pp_status pp_model_validate(const pp_model_cfg *cfg);
  * PP_ERR_INVALID naming the size that t does not divide. The vocabulary is not split (the
  * embedding and head are replicated: runtime/stage.c says why). */
 pp_status pp_model_check_tp(const pp_model_cfg *cfg, int t);
+/* Returns PP_OK when sequence parallelism over t > 1 tensor-parallel ranks can split a
+ * sequence of seq tokens (Megatron's check: t divides seq), or t <= 1; else PP_ERR_INVALID
+ * naming both. */
+pp_status pp_model_check_sp(int seq, int t);
 
 #ifdef __cplusplus
 }

@@ -74,6 +74,8 @@ typedef struct {
     int precision;           /* pp_precision; CUDA only (the CPU computes in fp32) */
     unsigned transport_caps; /* PP_TRANSPORT_CAP_* of the transport (0: in-process threads) */
     int tp; /* tensor-parallel ranks per pipeline rank (0 or 1: none); each plans the same */
+    int sequence_parallel; /* with tp > 1: activations of the rank's seq/tp tokens, the
+                              stages' sequence-parallel workspaces (pp_rt_sizes.h) */
 } pp_rt_plan_params;
 
 /* One pipeline rank's plan (every dp replica and tensor-parallel rank of it plans the same:

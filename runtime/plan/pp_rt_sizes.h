@@ -60,22 +60,29 @@ static inline size_t pp_rt_size_stage_params(size_t layers, int has_embed, int h
 
 /* ---- activations saved for backward: one slot per in-flight micro-batch ---- */
 
+/* Sequence parallelism (Korthikanti et al. 2022, sec. 4.2.2; runtime/stage*.c): sp = t splits
+ * the LayerNorm / residual regions of a micro-batch's N tokens over the t tensor-parallel ranks
+ * (rank i holds rows [i N/t, (i+1) N/t) of the (B, T, C) layout), sp = 1 is no split; the
+ * activation a stage sends or receives is then the rank's N/sp rows. */
+
 /* Floats one block saves on one of t tensor-parallel ranks (runtime/stage.c's slot layout):
- * x, ln1, res2, ln2 (4 N C, whole), qkv (3 N C/t) and atty (N C/t) of the rank's heads, the
- * MLP's fc output and GELU output (2 N F/t), the two LayerNorms' mean and rstd (4 N), and the
- * attention probabilities of the rank's heads (B, NH/t, T, T). */
+ * x, ln1, res2, ln2 (4 N C / sp: whole, or the rank's tokens under sequence parallelism), qkv
+ * (3 N C/t) and atty (N C/t) of the rank's heads, the MLP's fc output and GELU output
+ * (2 N F/t), the two LayerNorms' mean and rstd (4 N / sp), and the attention probabilities of
+ * the rank's heads (B, NH/t, T, T). */
 static inline size_t pp_rt_size_act_layer_floats(size_t B, size_t T, size_t C, size_t F, size_t NH,
-                                                 size_t t)
+                                                 size_t t, size_t sp)
 {
-    size_t N = B * T;
-    return N * (4 * C + 4 * C / t + 2 * F / t) + 4 * N + B * (NH / t) * T * T;
+    size_t N = B * T, Nl = N / sp;
+    return Nl * (4 * C + 4) + N * (4 * C / t + 2 * F / t) + B * (NH / t) * T * T;
 }
 
-/* Floats the head saves: final LN input and output (2 N C), its mean and rstd (2N), the
+/* Floats the head saves: final LN input (N C / sp) and output (N C: all-gathered under
+ * sequence parallelism, for the replicated head), its mean and rstd (2 N / sp), the
  * probabilities (N V). */
-static inline size_t pp_rt_size_act_head_floats(size_t N, size_t C, size_t V)
+static inline size_t pp_rt_size_act_head_floats(size_t N, size_t C, size_t V, size_t sp)
 {
-    return N * (2 * C + V) + 2 * N;
+    return N / sp * (C + 2) + N * (C + V);
 }
 
 /* 4-byte words of the slot's prefix: the micro-batch's tokens (a first stage) and targets (a
@@ -88,13 +95,19 @@ static inline size_t pp_rt_size_act_prefix_words(size_t N, int has_embed, int ha
 /* Bytes of one slot of a stage on one of t tensor-parallel ranks (PP_MEM_ACTS). */
 static inline size_t pp_rt_size_act_slot_bytes(size_t B, size_t T, size_t layers, int has_embed,
                                           int has_head, size_t C, size_t F, size_t V, size_t NH,
-                                          size_t t)
+                                          size_t t, size_t sp)
 {
     size_t N = B * T;
     return (pp_rt_size_act_prefix_words(N, has_embed, has_head) +
-            layers * pp_rt_size_act_layer_floats(B, T, C, F, NH, t) +
-            (has_head ? pp_rt_size_act_head_floats(N, C, V) : 0)) *
+            layers * pp_rt_size_act_layer_floats(B, T, C, F, NH, t, sp) +
+            (has_head ? pp_rt_size_act_head_floats(N, C, V, sp) : 0)) *
            4;
+}
+
+/* Bytes of the activation a stage sends / receives per micro-batch: its N / sp rows of C. */
+static inline size_t pp_rt_size_io_bytes(size_t N, size_t C, size_t sp)
+{
+    return N / sp * C * 4;
 }
 
 /* ---- held for W: split backward (zero-bubble schedules) ---- */
@@ -103,11 +116,14 @@ static inline size_t pp_rt_size_act_slot_bytes(size_t B, size_t T, size_t layers
  * runtime/stage_bwd.c): the output gradient of each of a block's four linears on one of t
  * tensor-parallel ranks, fc proj and proj (N C each, whole), fc (N F/t) and qkv (N 3C/t),
  * which the weight-gradient GEMMs dW += dy^T x need. Their inputs x are saved activations of
- * the slot, which W frees; so is the head's dlogits (the slot's probabilities, turned into
- * it in place), so the head adds nothing. */
-static inline size_t pp_rt_size_wheld_bytes(size_t N, size_t layers, size_t C, size_t F, size_t t)
+ * the slot, which W frees, except under sequence parallelism (sp > 1) the LayerNorm outputs
+ * fc and qkv take, which the backward all-gathers into its workspace: I keeps those two (N C
+ * each) too. The head's dlogits are the slot's probabilities, turned into them in place, so
+ * the head adds nothing. */
+static inline size_t pp_rt_size_wheld_bytes(size_t N, size_t layers, size_t C, size_t F, size_t t,
+                                            size_t sp)
 {
-    return layers * N * (2 * C + F / t + 3 * C / t) * 4;
+    return layers * N * (2 * C + F / t + 3 * C / t + (sp > 1 ? 2 * C : 0)) * 4;
 }
 
 /* ---- scratch ---- */
@@ -124,14 +140,29 @@ static inline size_t pp_rt_size_attn_scratch_cuda(size_t NH, size_t T)
 }
 
 /* Bytes of a backward's workspace on one of t tensor-parallel ranks (runtime/stage_bwd.c,
- * PP_MEM_WORKSPACE, freed at its end): dres and dln (N C each), with blocks the widest
+ * PP_MEM_WORKSPACE, freed at its end): dres and dln (N C / sp each), with blocks the widest
  * intermediate gradient (N max(F, 3C) / t) and the attention scratch (attn_scratch: one of the
- * two above, for the rank's NH/t heads). */
-static inline size_t pp_rt_size_bwd_ws(size_t N, size_t C, size_t F, size_t layers,
-                                        size_t attn_scratch, size_t t)
+ * two above, for the rank's NH/t heads). Under sequence parallelism (sp > 1) also a whole
+ * (N, C) gradient (the all-gather of dres, or the sum a reduce-scatter takes), with blocks a
+ * second (N, C) for the all-gathered LayerNorm outputs, and the micro-batch's partial
+ * LayerNorm gradients (4 C per block, 2 C for the final LN) that are all-reduced at its end. */
+static inline size_t pp_rt_size_bwd_ws(size_t N, size_t C, size_t F, size_t layers, int has_head,
+                                        size_t attn_scratch, size_t t, size_t sp)
 {
     size_t big = layers > 0 ? N * ((F > 3 * C ? F : 3 * C) / t) : 0;
-    return (2 * N * C + big) * 4 + (layers > 0 ? attn_scratch : 0);
+    size_t n = 2 * (N / sp) * C + big;
+    if (sp > 1)
+        n += N * C + (layers > 0 ? N * C : 0) + layers * 4 * C + (has_head ? 2 * C : 0);
+    return n * 4 + (layers > 0 ? attn_scratch : 0);
+}
+
+/* Bytes of a forward's workspace (runtime/stage_fwd.c, PP_MEM_WORKSPACE, freed at its end):
+ * none without sequence parallelism; with it one (N, C) buffer that holds in turn the
+ * embedding's whole output, each all-gathered LayerNorm output and each row-parallel linear's
+ * partial product before its reduce-scatter. */
+static inline size_t pp_rt_size_fwd_ws(size_t N, size_t C, size_t sp)
+{
+    return sp > 1 ? N * C * 4 : 0;
 }
 
 /* ---- the CUDA backend's kernel scratch (pp_cuda_ws_reserve: one buffer that only grows) ---- */

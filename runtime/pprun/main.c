@@ -75,7 +75,7 @@ static int fits_this_machine(const pp_rt_exec_params *ep)
         return -1; /* a process per rank, or device memory: the backend finds out */
     pp_rt_plan_params pp = {.model = ep->model, .sched = ep->sched, .micro_batch = ep->micro_batch,
                             .seq = ep->seq, .dp = ep->dp, .backend = PP_RT_BACKEND_CPU,
-                            .tp = ep->tp};
+                            .tp = ep->tp, .sequence_parallel = ep->sequence_parallel};
     int D = ep->sched->ranks;
     pp_rt_plan_rank *plan = calloc((size_t)D, sizeof *plan);
     if (!plan)
@@ -162,6 +162,7 @@ static int setup(const pprun_opts *o, run_state *s)
         .seq = seq,
         .dp = o->dp,
         .tp = o->tp,
+        .sequence_parallel = o->sequence_parallel,
         .seed = o->seed,
         .clip = (float)o->clip,
         .transport = s->nccl ? s->nccl : s->tp,

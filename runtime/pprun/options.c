@@ -47,6 +47,8 @@ static void usage(FILE *fp)
           "  --dp d                    data-parallel pipeline replicas (default 1)\n"
           "  --tp t                    tensor-parallel ranks per pipeline rank, Megatron-style\n"
           "                            (t must divide the heads and the MLP width; default 1)\n"
+          "  --sequence-parallel       with --tp t > 1: LayerNorms and residuals on seq/t tokens\n"
+          "                            per tensor rank (Megatron; t must divide --seq)\n"
           "  --seq s                   tokens per sequence (default: min(model maximum, 64))\n"
           "  --steps S                 training steps (default 10)\n"
           "  --lr X                    AdamW learning rate (default 1e-3)\n"
@@ -303,11 +305,8 @@ static int apply(int c, const char *v, pprun_opts *o)
     case O_TP:
         return parse_int("--tp", v, 1, &o->tp);
     case O_SEQPAR:
-        /* accepted so that a profile's launch line parses, refused until it runs */
-        fputs("pprun: --sequence-parallel is not supported yet (tensor parallelism runs without "
-              "it: drop the flag)\n",
-              stderr);
-        return 2;
+        o->sequence_parallel = 1;
+        return -1;
     default:
         break;
     }

@@ -32,8 +32,8 @@ typedef struct {
     int resume;
     int backend;   /* pp_rt_backend_kind: --backend cpu (default) | cuda */
     pp_precision precision; /* --precision fp32 (default) | bf16 */
-    int sequence_parallel; /* the profile's sequence parallelism (with tp > 1); --sequence-parallel
-                            * itself is refused until the runtime runs it */
+    int sequence_parallel; /* --sequence-parallel, or the profile's (with tp > 1; a no-op at
+                            * tp 1) */
 } pprun_opts;
 
 typedef struct {

@@ -137,15 +137,6 @@ int pprun_apply_profile(pprun_opts *o, int argc, char **argv)
                 o->profile);
         return 2;
     }
-    if (p->options.sequence_parallel) {
-        /* running it without would train another configuration than the profile measured */
-        fprintf(stderr,
-                "pprun: --profile %s: options.sequence_parallel is true, and pprun does not run "
-                "sequence parallelism yet (tensor parallelism runs without it): tune again "
-                "without it\n",
-                o->profile);
-        return 2;
-    }
     const pp_profile_config *c = &p->chosen.config;
     const char *layout = find_flag(LAYOUT_FLAGS, argc, argv);
     if (!layout) {
@@ -166,13 +157,6 @@ int pprun_apply_profile(pprun_opts *o, int argc, char **argv)
                 "pprun: --profile %s: %s given, so the layout is yours, not the profile's "
                 "(p=%d t=%d d=%d)\n",
                 o->profile, layout, c->p, c->t, c->d);
-    }
-    if (o->sequence_parallel) { /* as options.c refuses --sequence-parallel */
-        fprintf(stderr,
-                "pprun: --profile %s plans sequence parallelism, which pprun does not run yet "
-                "(tensor parallelism runs without it): tune without --sequence-parallel\n",
-                o->profile);
-        return 2;
     }
     o->model_name = p->model.name;
     o->schedule = c->schedule;

@@ -55,7 +55,8 @@ static json_t *schedule_json(const pprun_opts *o, const pp_sched *s)
                      o->uneven, "stage_layers", layers, "dp", o->dp);
 }
 
-/* A rank's tensor-parallel communication over the run: its all-reduces' wall seconds and the
+/* A rank's tensor-parallel communication over the run: its collectives' wall seconds (the
+ * all-reduces, and with sequence parallelism the all-gathers and reduce-scatters) and the
  * bytes it contributed (zero without tensor parallelism). */
 static json_t *tp_comm_json(const pprun_record *rec, int g)
 {
@@ -103,11 +104,12 @@ int pprun_write_json(const pprun_opts *o, const pprun_record *rec)
     char sum[24];
     snprintf(sum, sizeof sum, "%016llx", (unsigned long long)rec->param_checksum);
     if (root && json_object_update_new(
-                    root, json_pack("{s:s, s:i, s:i, s:s, s:s, s:i}", "transport",
+                    root, json_pack("{s:s, s:i, s:i, s:s, s:s, s:i, s:b}", "transport",
                                     rec->transport ? rec->transport : "thread", "processes",
                                     rec->processes, "threads_per_rank", rec->threads,
                                     "threads_from", rec->threads_from ? rec->threads_from : "",
-                                    "param_checksum", sum, "tp", rec->tp)) != 0) {
+                                    "param_checksum", sum, "tp", rec->tp, "sequence_parallel",
+                                    o->sequence_parallel && rec->tp > 1)) != 0) {
         json_decref(root);
         root = NULL;
     }

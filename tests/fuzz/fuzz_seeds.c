@@ -114,6 +114,7 @@ void pp_fuzz_seeds_load(const char *format, const char *pprun, const char *work,
         add_schedules(s, "csv");
         add_fixture(s, "pytorch/interleaved_2rank_4stage_comms.csv");
         add_fixture(s, "pytorch/interleaved_2rank_4stage_compute.csv");
+        add_fixture(s, "pytorch/dualpipev_4rank_10mb.csv"); /* I, W, OVERLAP_F_B */
     } else if (!strcmp(format, "cluster")) {
         add_cluster(s, "dgx-h100", 2);
         add_cluster(s, "hgx-h200", 1);
