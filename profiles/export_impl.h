@@ -17,8 +17,9 @@ int pp_export_virtual(const pp_profile_config *c);
 pp_status pp_export_need_shape(const pp_profile *p, const char *target);
 /* 1: the chosen configuration splits its layers evenly (no uneven or first/last split). */
 int pp_export_split_even(const pp_profile_config *c);
-/* Layers of each of the chosen configuration's stages (p, or p x v virtual stages with a virtual
- * pipeline), in data-flow order, as the schedule splits them (pp_sched_split_layers) into
+/* Layers of each of the chosen configuration's stages (p x v for a one-pipe schedule: the
+ * virtual stages of an interleaved or V-shaped one; p per pipe for a bidirectional one), in
+ * data-flow order, as the schedule splits them (pp_sched_split_layers) into
  * layers[PP_EXPORT_MAX_STAGES]; *stages receives the count. PP_ERR_INVALID for a split the
  * schedules refuse. */
 #define PP_EXPORT_MAX_STAGES 4096

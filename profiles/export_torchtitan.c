@@ -7,7 +7,14 @@
  * output starts with that command. Said in the output, not approximated: torchtitan builds the
  * model from its own registry (--module/--config), so the shape is not a flag; its data
  * parallelism is FSDP, which pptune's memory model does not describe. Bidirectional schedules
- * (two pipelines) have no form in PyTorch's CSV and are refused with the reason. */
+ * (two pipelines) have no form in PyTorch's CSV and are refused with the reason.
+ * By name: where PyTorch has the schedule (the registry's torch_name, get_schedule_class's
+ * names: "1F1B", "InterleavedZeroBubble", "ZBVZeroBubble", "DualPipeV", ...) the output names
+ * it too. A schedule whose stages sit V-shaped on the ranks (rank r holds stages r and
+ * 2p - 1 - r: zbv, dualpipev) goes by name only: torchtitan places stages that way only for
+ * its V schedule classes (PipelineFactory / pipeline_module_split, style "v"), and looped
+ * (rank r holds r, r + p, ...) for the CSV runtime, which would put the wrong layers on the
+ * ranks. PyTorch's generator orders the actions its own way, which the output says. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +39,37 @@ static void schedule_command(const pp_profile *p, FILE *fp)
     fprintf(fp, " --format csv > " CSV_FILE "\n");
 }
 
+/* *looped = 1 when the schedule puts stage k on rank k mod p (what torchtitan's CSV runtime
+ * builds), 0 when it places them otherwise (V-shaped). From the generated schedule, not from
+ * its name. */
+static pp_status placement_looped(const pp_profile *p, int *looped)
+{
+    const pp_profile_config *c = &p->chosen.config;
+    *looped = 1;
+    if (c->v <= 1)
+        return PP_OK;
+    pp_sched_params sp = {.ranks = c->p, .microbatches = c->N, .chunks = c->v, .group = c->G,
+                          .layers = p->model.layers, .uneven = c->uneven,
+                          .first_layers = c->first_layers, .last_layers = c->last_layers};
+    pp_sched *s = NULL;
+    PP_TRY(pp_sched_generate(c->schedule, &sp, &s));
+    for (int k = 0; k < s->stages_per_pipe; k++)
+        if (pp_sched_rank_of(s, 0, k) != k % s->ranks)
+            *looped = 0;
+    pp_sched_destroy(s);
+    return PP_OK;
+}
+
+/* The schedule's overrides: the CSV runtime, or PyTorch's class by name (see the file comment). */
+static void schedule_flags(const pp_sched_desc *d, int looped, FILE *fp)
+{
+    if (looped)
+        fprintf(fp, " --parallelism.pipeline_parallel_schedule _PipelineScheduleRuntime "
+                    "--parallelism.pipeline_parallel_schedule_csv " CSV_FILE);
+    else
+        fprintf(fp, " --parallelism.pipeline_parallel_schedule %s", d->torch_name);
+}
+
 pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp)
 {
     const pp_profile_config *c = &p->chosen.config;
@@ -42,7 +80,15 @@ pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp)
                       "PyTorch pipelining's schedule CSV and torchtitan's pipeline stages cannot "
                       "express (one pipeline only); re-run the search without it",
                       p->name, d->title);
-    int S = c->p * (pp_export_virtual(c) ? c->v : 1);
+    int looped;
+    PP_TRY(placement_looped(p, &looped));
+    if (!looped && !d->torch_name)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "%s: %s places its stages V-shaped over the ranks, which torchtitan builds "
+                      "only for the schedules PyTorch names (ZBVZeroBubble, DualPipeV), and "
+                      "PyTorch has no %s",
+                      p->name, d->title, d->title);
+    int S = c->p * c->v; /* one pipe: every stage of it, v per rank */
     fprintf(fp, "# torchtitan overrides from pptune profile %s (model %s, %s schedule)\n", p->name,
             p->model.name, c->schedule);
     fprintf(fp, "# model: torchtitan builds it from --module/--config (its registry), not from "
@@ -53,7 +99,20 @@ pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp)
                 "pptune's memory model describes %s data parallelism, not FSDP's sharded "
                 "weights and gradients: the profile's memory figures do not describe this run\n",
                 c->d, p->options.distributed_optimizer ? "distributed-optimizer" : "replicated");
-    schedule_command(p, fp);
+    if (looped) {
+        schedule_command(p, fp);
+        if (d->torch_name)
+            fprintf(fp, "# or by name: --parallelism.pipeline_parallel_schedule %s in place of "
+                        "the CSV (PyTorch's own generator of %s, which orders the actions its "
+                        "own way, not as the CSV pptune simulated)\n",
+                    d->torch_name, d->title);
+    } else {
+        fprintf(fp, "# schedule by name: torchtitan places %s's V-shaped stages (rank r holds "
+                    "stages r and %d - r) only for PyTorch's %s, not for a CSV; PyTorch's "
+                    "generator orders the actions its own way, so the step differs from the "
+                    "one pptune simulated (`pptune schedule --kind %s` shows pptune's)\n",
+                d->title, 2 * c->p - 1, d->torch_name, c->schedule);
+    }
     fprintf(fp, "--parallelism.pipeline_parallel_degree %d --parallelism.tensor_parallel_degree %d",
             c->p, c->t);
     if (c->t > 1)
@@ -62,8 +121,7 @@ pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp)
     fprintf(fp, " --parallelism.data_parallel_shard_degree %d "
                 "--parallelism.data_parallel_replicate_degree 1",
             c->d);
-    fprintf(fp, " --parallelism.pipeline_parallel_schedule _PipelineScheduleRuntime "
-                "--parallelism.pipeline_parallel_schedule_csv " CSV_FILE);
+    schedule_flags(d, looped, fp);
     if (!pp_export_split_even(c)) {
         /* torchtitan gives every stage n = (L + first_less + last_less) / S layers and the
          * first / last stage `less` fewer: with the middle stages' n, first_less = n - A and

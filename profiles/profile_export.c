@@ -88,7 +88,8 @@ int pp_export_split_even(const pp_profile_config *c)
 pp_status pp_export_stage_layers(const pp_profile *p, int *layers, int *stages)
 {
     const pp_profile_config *c = &p->chosen.config;
-    int S = c->p * (pp_export_virtual(c) ? c->v : 1);
+    /* one pipe: its p x v stages (interleaved, V-shaped); two pipes: p per pipe */
+    int S = c->p * (pp_export_desc(c)->pipes == 1 ? c->v : 1);
     int begin[PP_EXPORT_MAX_STAGES + 1];
     if (S < 1 || S > PP_EXPORT_MAX_STAGES)
         return PP_ERR(PP_ERR_INVALID, "%s: %d pipeline stages: expected 1..%d", p->name, S,
@@ -191,10 +192,13 @@ static pp_status export_megatron(const pp_profile *p, int bitpipe_fork, FILE *fp
     char names[128];
     if (d->megatron == PP_SCHED_MEGATRON_NONE)
         return PP_ERR(PP_ERR_UNSUPPORTED,
-                      "%s: Megatron-LM has no %s schedule; re-run the search with "
-                      "--schedules %s",
+                      "%s: Megatron-LM has no %s schedule (no upstream flag selects it); re-run "
+                      "the search with --schedules %s%s",
                       p->name, d->title,
-                      pp_sched_names(PP_SCHED_MEGATRON_FORK, ",", names, sizeof names));
+                      pp_sched_names(PP_SCHED_MEGATRON_FORK, ",", names, sizeof names),
+                      d->torch_name ? ", or export it with --format torchtitan (PyTorch "
+                                      "pipelining runs it)"
+                                    : "");
     if (d->megatron == PP_SCHED_MEGATRON_FORK && !bitpipe_fork)
         return PP_ERR(PP_ERR_UNSUPPORTED,
                       "%s: upstream Megatron-LM has no %s schedule (only the fork switched on by "

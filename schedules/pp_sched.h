@@ -193,6 +193,10 @@ typedef struct pp_sched_desc {
     int split_ends_together;
     pp_sched_megatron megatron; /* how Megatron-LM runs it */
     const char *megatron_flag;  /* PP_SCHED_MEGATRON_FORK: the fork's flag; NULL otherwise */
+    /* PyTorch pipelining's name of the same schedule (torch.distributed.pipelining
+     * get_schedule_class: "1F1B", "ZBVZeroBubble", ...), which torchtitan takes as
+     * --parallelism.pipeline_parallel_schedule; NULL where PyTorch has none. */
+    const char *torch_name;
     /* The generator. Call it through pp_sched_generate, which checks p against the row and
      * resolves chunks and group first; a direct call must pass pp_sched_desc_check itself. */
     pp_status (*generate)(const pp_sched_params *p, pp_sched **out);

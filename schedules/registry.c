@@ -9,11 +9,11 @@ static const pp_sched_desc schedules[] = {
     {.name = "gpipe", .title = "GPipe",
      .summary = "all forwards, then all backwards (GPipe)",
      .pipes = 1, .weight_replicas = 1, .chunks = 1, .min_ranks = 1,
-     .generate = pp_gen_gpipe},
+     .torch_name = "GPipe", .generate = pp_gen_gpipe},
     {.name = "1f1b", .title = "1F1B",
      .summary = "one forward one backward after a warm-up (PipeDream-Flush, Megatron)",
      .pipes = 1, .weight_replicas = 1, .chunks = 1, .min_ranks = 1,
-     .generate = pp_gen_1f1b},
+     .torch_name = "1F1B", .generate = pp_gen_1f1b},
     /* Megatron's virtual pipeline (Narayanan et al., SC'21): v >= 2 chunks per rank, micro-batches
      * in groups of D <= G <= N; N mod G below D leaves dependency bubbles. One rank cannot
      * interleave. */
@@ -21,7 +21,7 @@ static const pp_sched_desc schedules[] = {
      .summary = "Megatron virtual pipeline: v chunks per rank, groups of G micro-batches",
      .pipes = 1, .weight_replicas = 1, .chunks = 0, .chunks_min = 2, .grouped = 1,
      .min_ranks = 2,
-     .generate = pp_gen_interleaved},
+     .torch_name = "Interleaved1F1B", .generate = pp_gen_interleaved},
     /* Bidirectional: the two pipes meet in the middle, so D is even, and each pipe's N/2
      * micro-batches run in groups of D/2, so N is a multiple of D (Li & Hoefler, SC'21; BitPipe). */
     {.name = "chimera", .title = "Chimera",
@@ -38,23 +38,24 @@ static const pp_sched_desc schedules[] = {
     /* The zero-bubble family (split backward: I, W). Megatron-LM upstream has none of them (the
      * authors' fork, sail-sg/zero-bubble-pipeline-parallelism, has its own flags); PyTorch
      * pipelining runs them (ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble,
-     * ScheduleDualPipeV). Out of the default search until the tuner prices I and W. */
+     * ScheduleDualPipeV). In the tuner's default search: its time model prices I and W
+     * (tuner/timemodel.c) and its memory model what W holds (tuner/memory.c). */
     {.name = "zb-h1", .title = "ZB-H1",
      .summary = "1F1B with split backward, W passes fill the bubble (Zero Bubble, ICLR'24)",
      .pipes = 1, .weight_replicas = 1, .chunks = 1, .min_ranks = 1, .split_backward = 1,
-     .opt_in = 1, .megatron = PP_SCHED_MEGATRON_NONE,
-     .generate = pp_gen_zbh1},
+     .megatron = PP_SCHED_MEGATRON_NONE,
+     .torch_name = "InterleavedZeroBubble", .generate = pp_gen_zbh1},
     {.name = "zbv", .title = "ZB-V",
      .summary = "V-shaped zero bubble: two chunks per rank in a V, split backward (ZB-V)",
      .pipes = 1, .weight_replicas = 1, .chunks = 2, .min_ranks = 1, .split_backward = 1,
-     .opt_in = 1, .megatron = PP_SCHED_MEGATRON_NONE,
-     .generate = pp_gen_zbv},
+     .megatron = PP_SCHED_MEGATRON_NONE,
+     .torch_name = "ZBVZeroBubble", .generate = pp_gen_zbv},
     /* PyTorch's ScheduleDualPipeV refuses fewer micro-batches than stages. */
     {.name = "dualpipev", .title = "DualPipeV",
      .summary = "DeepSeek DualPipe in V form: paired F/B of two micro-batches (DualPipeV)",
      .pipes = 1, .weight_replicas = 1, .chunks = 2, .min_ranks = 1, .n_min_stages = 1,
-     .split_backward = 1, .opt_in = 1, .megatron = PP_SCHED_MEGATRON_NONE,
-     .generate = pp_gen_dualpipev},
+     .split_backward = 1, .megatron = PP_SCHED_MEGATRON_NONE,
+     .torch_name = "DualPipeV", .generate = pp_gen_dualpipev},
 };
 
 #define N_SCHEDULES ((int)(sizeof schedules / sizeof schedules[0]))

@@ -198,7 +198,7 @@ Test(sched_zb, every_zero_bubble_schedule_passes_over_a_range_of_shapes)
     int tried = 0;
     for (int k = 0; k < 3; k++) {
         const pp_sched_desc *d = pp_sched_lookup(kinds[k]);
-        cr_assert(d && d->split_backward && d->opt_in, "%s", kinds[k]);
+        cr_assert(d && d->split_backward, "%s", kinds[k]);
         for (int D = 1; D <= 8; D++)
             for (int N = 1; N <= 20; N++) {
                 pp_sched_params p = {.ranks = D, .microbatches = N};
@@ -231,9 +231,9 @@ Test(sched_zb, registry_rules_of_the_family)
     cr_assert_eq(pp_sched_desc_check(pp_sched_lookup("zbv"), &p), PP_ERR_INVALID);
     cr_assert(strstr(pp_err_text(), "zbv has 2 chunks per rank, got --chunks 3"), "%s",
               pp_err_text());
-    /* opt-in: out of the default search, in where named */
+    /* in the default search (the tuner prices I and W), and where named */
     const pp_sched_desc *z = pp_sched_lookup("zb-h1");
-    cr_assert(!pp_sched_desc_searched(z, NULL) && !pp_sched_desc_searched(z, ""));
+    cr_assert(!z->opt_in && pp_sched_desc_searched(z, NULL) && pp_sched_desc_searched(z, ""));
     cr_assert(pp_sched_desc_searched(z, "1f1b,zb-h1"));
     cr_assert(!pp_sched_desc_searched(z, "zb-h1x,1f1b"));
     cr_assert(pp_sched_desc_searched(pp_sched_lookup("1f1b"), NULL));

@@ -566,6 +566,24 @@ static int torchtitan_option_known(const char *name)
     return found;
 }
 
+/* Runs the "# schedule CSV first: pptune schedule ..." command a torchtitan export starts with
+ * in a fresh directory, checks the CSV it writes with `pptune schedule --check`, then runs
+ * `also` (a shell command) there. */
+static void run_schedule_command(const char *text, const char *also)
+{
+    const char *cmd = strstr(text, "# schedule CSV first: pptune schedule ");
+    cr_assert_not_null(cmd, "%s", text);
+    cmd += strlen("# schedule CSV first: pptune");
+    char dir[] = "/tmp/pptune_tt_XXXXXX", run[1024];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(run, sizeof run, "cd %s && %s/tuner/pptune%.*s && %s/tuner/pptune schedule --check "
+                              "pptune-schedule.csv > /dev/null && %s",
+             dir, PP_BINARY_DIR, (int)strcspn(cmd, "\n"), cmd, PP_BINARY_DIR, also);
+    cr_assert_eq(system(run), 0, "%s", run);
+    snprintf(run, sizeof run, "rm -rf %s", dir);
+    cr_assert_eq(system(run), 0);
+}
+
 Test(tuner_export, torchtitan_overrides_and_the_schedule_csv_they_load)
 {
     pp_profile *p;
@@ -598,17 +616,7 @@ Test(tuner_export, torchtitan_overrides_and_the_schedule_csv_they_load)
     cr_assert_str_eq(get(&f, "--parallelism.pipeline_parallel_schedule_csv"),
                      "pptune-schedule.csv");
     /* the schedule command the output starts with writes a CSV pptune reads back and checks */
-    const char *cmd = strstr(text, "# schedule CSV first: pptune schedule ");
-    cr_assert_not_null(cmd, "%s", text);
-    cmd += strlen("# schedule CSV first: pptune");
-    char dir[] = "/tmp/pptune_tt_XXXXXX", run[1024];
-    cr_assert_not_null(mkdtemp(dir));
-    snprintf(run, sizeof run, "cd %s && %s/tuner/pptune%.*s && %s/tuner/pptune schedule --check "
-                              "pptune-schedule.csv > /dev/null",
-             dir, PP_BINARY_DIR, (int)strcspn(cmd, "\n"), cmd, PP_BINARY_DIR);
-    cr_assert_eq(system(run), 0, "%s", run);
-    snprintf(run, sizeof run, "rm -rf %s", dir);
-    cr_assert_eq(system(run), 0);
+    run_schedule_command(text, "true");
     free(text);
     pp_profile_destroy(p);
     /* a bidirectional schedule has no form in PyTorch's CSV */
@@ -616,6 +624,49 @@ Test(tuner_export, torchtitan_overrides_and_the_schedule_csv_they_load)
     text = export_line(p, PP_PROFILE_EXPORT_TORCHTITAN, &st);
     cr_assert_eq(st, PP_ERR_UNSUPPORTED);
     cr_assert(strstr(pp_err_text(), "Chimera is bidirectional"), "%s", pp_err_text());
+    free(text);
+    pp_profile_destroy(p);
+}
+
+/* The zero-bubble family (split backward): upstream Megatron-LM has no flag for any of it, said
+ * with the way out; torchtitan takes a one-chunk one (ZB-H1) as the CSV, with I and W cells, and
+ * names PyTorch's class beside it; a V-shaped one (ZB-V) by PyTorch's name, since torchtitan
+ * places V stages only for its named V schedules. */
+Test(tuner_export, split_backward_schedules_go_to_torchtitan_by_csv_or_by_name)
+{
+    pp_status st;
+    pp_profile *p = llama_with("zbv", 4, 2, 0, 1, 128, 4, 8, "even");
+    char *text = export_line(p, PP_PROFILE_EXPORT_MEGATRON, &st);
+    cr_assert_eq(st, PP_ERR_UNSUPPORTED);
+    cr_assert(strstr(pp_err_text(), "Megatron-LM has no ZB-V schedule (no upstream flag selects "
+                                    "it)"),
+              "%s", pp_err_text());
+    cr_assert(strstr(pp_err_text(), "--format torchtitan"), "%s", pp_err_text());
+    free(text);
+    text = export_line(p, PP_PROFILE_EXPORT_NEMO, &st);
+    cr_assert_neq(st, PP_OK, "NeMo runs Megatron-Core's schedules only");
+    free(text);
+    text = export_line(p, PP_PROFILE_EXPORT_TORCHTITAN, &st);
+    cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
+    cr_assert(strstr(text, " --parallelism.pipeline_parallel_schedule ZBVZeroBubble "), "%s",
+              text);
+    cr_assert_null(strstr(text, "pipeline_parallel_schedule_csv"), "%s", text);
+    cr_assert(strstr(text, "rank r holds stages r and 7 - r"), "%s", text);
+    /* 80 layers over p x v = 8 stages */
+    cr_assert(strstr(text, " --parallelism.pipeline_parallel_layers_per_stage 10 "), "%s", text);
+    free(text);
+    pp_profile_destroy(p);
+
+    p = llama_with("zb-h1", 4, 1, 0, 1, 128, 4, 8, "even");
+    text = export_line(p, PP_PROFILE_EXPORT_TORCHTITAN, &st);
+    cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
+    cr_assert(strstr(text, "--parallelism.pipeline_parallel_schedule_csv pptune-schedule.csv"),
+              "%s", text);
+    cr_assert(strstr(text, "# or by name: --parallelism.pipeline_parallel_schedule "
+                           "InterleavedZeroBubble"),
+              "%s", text);
+    run_schedule_command(text, "grep -q '[0-9]I[0-9]' pptune-schedule.csv && "
+                               "grep -q '[0-9]W[0-9]' pptune-schedule.csv");
     free(text);
     pp_profile_destroy(p);
 }

@@ -98,7 +98,8 @@ Test(tuner_steady, extrapolated_figures_equal_the_full_simulation_for_every_sche
         const char *kind;
         int v, G;
     } k[] = {{"gpipe", 1, 0},       {"1f1b", 1, 0},    {"interleaved", 2, 4},
-             {"interleaved", 3, 8}, {"chimera", 1, 0}, {"bitpipe", 2, 0}};
+             {"interleaved", 3, 8}, {"chimera", 1, 0}, {"bitpipe", 2, 0},
+             {"zb-h1", 1, 0},       {"zbv", 2, 0},     {"dualpipev", 2, 0}};
     int Ns[] = {64, 100, 128, 256, 512};
     int compared = 0;
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
@@ -115,7 +116,7 @@ Test(tuner_steady, extrapolated_figures_equal_the_full_simulation_for_every_sche
             compare(&m, &hw, &c);
             compared++;
         }
-    cr_assert_geq(compared, 28, "only %d configurations compared", compared);
+    cr_assert_geq(compared, 43, "only %d configurations compared", compared);
 }
 
 Test(tuner_steady, prefixes_share_n_mod_the_period_and_fit_the_budget, .fini = restore)

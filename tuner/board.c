@@ -80,6 +80,31 @@ static void measured_row(FILE *fp, int rank, const pp_tune_prediction *p)
             pp_cli_fmt_gib(p->capacity, g[2], sizeof g[2]), trial);
 }
 
+/* A legend when a split-backward schedule (the zero-bubble family, the registry's
+ * split_backward rows) is on the board: what its I and W are and who can run it. */
+static void split_legend(FILE *fp, const pp_tune_result *r, int show)
+{
+    int any = 0, n;
+    for (int i = 0; i < r->n_best && i < show; i++) {
+        const pp_sched_desc *d = pp_sched_lookup(r->best[i].cfg.kind);
+        any |= d && d->split_backward;
+    }
+    if (!any)
+        return;
+    char names[128] = "";
+    size_t len = 0;
+    const pp_sched_desc *kinds = pp_sched_generators(&n);
+    for (int k = 0; k < n && len < sizeof names; k++)
+        if (kinds[k].split_backward)
+            len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "",
+                                    kinds[k].name);
+    fprintf(fp, "(%s: split backward, each backward run as I (the input gradient the previous "
+                "stage waits for) and W (the weight gradient, deferred into the bubble); "
+                "upstream Megatron-LM has no such schedule, PyTorch pipelining and torchtitan run "
+                "them: pptune export --format torchtitan)\n",
+            names);
+}
+
 void pp_cli_board_print(FILE *fp, const pp_tune_result *r, int show)
 {
     int trials = r->trialled > 0;
@@ -105,6 +130,7 @@ void pp_cli_board_print(FILE *fp, const pp_tune_result *r, int show)
                     "last backward, optimizer: predicted; TFLOP/s and MFU: model FLOPs per device "
                     "(Narayanan) vs its peak; bubble = idle / busy; peak = fullest rank's "
                     "predicted bytes vs usable memory after headroom)\n");
+    split_legend(fp, r, show);
     int steady = 0;
     for (int i = 0; i < r->n_best && i < show; i++)
         steady += r->best[i].cfg.N > pp_tune_steady_budget();

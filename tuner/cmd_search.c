@@ -38,9 +38,12 @@ static void help(void)
            "step time by simulating its schedule with costs from the cluster and its memory per\n"
            "rank, prints a leaderboard and writes the profile.\n\n");
     pp_cli_tune_help(stdout);
+    char names[256];
     printf("search:\n"
-           "  --schedules LIST       comma list of gpipe,1f1b,interleaved,chimera,bitpipe (all)\n"
-           "  --max-b B              largest micro-batch size tried (16)\n"
+           "  --schedules LIST       comma list of the registry's schedules (all):\n"
+           "                         %s\n",
+           pp_sched_names(PP_SCHED_MEGATRON_NONE, ",", names, sizeof names));
+    printf("  --max-b B              largest micro-batch size tried (16)\n"
            "  --max-t T              largest tensor-parallel size (GPUs per node)\n"
            "  --no-tp                t = 1 only\n"
            "  --keep K               candidates ranked exactly (10); --top K rows shown (10)\n"

@@ -15,8 +15,10 @@
  * parallelism*, generalised from the paper's own derivation to grouped-query attention, any FFN
  * width and gated MLPs (it reduces to 10 + 24/t for GPT shapes); flash attention by default
  * (the 5as/(ht) score term removed); --sequence-parallel divides the remaining term by t too
- * (the table's "tensor + sequence parallel" rows). Not modelled: context parallelism,
- * activation offloading, CUDA-graph pools.
+ * (the table's "tensor + sequence parallel" rows). Split backward (zb-h1, zbv, dualpipev):
+ * from I to W a micro-batch holds only what the weight gradients need (linear inputs and output
+ * gradients, pp_tune_held_for_w_bytes_per_layer), the rest being freed by I. Not modelled:
+ * context parallelism, activation offloading, CUDA-graph pools.
  */
 #include <string.h>
 
@@ -89,6 +91,44 @@ double pp_tune_act_bytes_per_layer(const pp_tune_model *m, int b, int t, const p
     return scale * sbh * (outside + (attn_in + mlp_in + scores) / t);
 }
 
+/* What one layer keeps for one micro-batch from its I to its W (split backward): everything W
+ * needs to form dW = X^T dY for each linear, the Zero Bubble paper's M_W (Qi et al. 2024,
+ * Table 1, 32 sbh for GPT shapes without TP). In Korthikanti's units of s*b*h 16-bit elements:
+ *   inputs X (already among the saved activations; I frees the rest of them): the QKV input 2
+ *   and the first MLP input 2 (outside the TP regions, every rank holds them whole), the
+ *   projection input 2/t and the last MLP input 2*ffn/(h t) (inside);
+ *   output gradients dY (new: produced by I, consumed by W): QKV 2 (h + 2 kvd)/(h t), the
+ *   projection 2, the first MLP (up and gate for a gated MLP) 2 ffn/(h t) each, the last 2.
+ * Assumptions: biases' and norms' gradients are reductions I computes at once (nothing held);
+ * under sequence parallelism the inputs outside the TP regions are held gathered (I re-gathers
+ * them, so that W stays local: the time model charges the gather to I) and the row-parallel
+ * output gradients arrive gathered, so neither is divided by t; full recompute holds the same
+ * tensors, recomputed during I (more than the 2 sbh its forward kept). */
+double pp_tune_held_for_w_bytes_per_layer(const pp_tune_model *m, int b, int t,
+                                          const pp_tune_opts *o)
+{
+    double s = m->seq, h = m->hidden, sbh = s * b * h, ffn = m->ffn;
+    double kvd = (double)m->kv_heads * (h / m->heads);
+    double inputs = 2.0 + 2.0 + (2.0 + 2.0 * ffn / h) / t;
+    double grads = 2.0 * (h + 2.0 * kvd) / h / t + 2.0 +
+                   (m->gated_mlp ? 2.0 : 1.0) * 2.0 * ffn / h / t + 2.0;
+    return act_dtype(o) / 2.0 * sbh * (inputs + grads);
+}
+
+/* The first stage's W (the embedding's scatter-add) holds the token ids (8 s b, int64) and the
+ * embedding output's gradient (s b h); the last stage's (the LM head's wgrad) the head input
+ * (s b h) and the logits' gradient (s b V / t), in the activation dtype. */
+static double embed_held(const pp_tune_model *m, int b, const pp_tune_opts *o)
+{
+    return 8.0 * m->seq * b + act_dtype(o) * (double)m->seq * b * m->hidden;
+}
+
+static double head_held(const pp_tune_model *m, int b, int t, const pp_tune_opts *o)
+{
+    double sb = (double)m->seq * b;
+    return act_dtype(o) * sb * ((double)m->hidden + (double)m->vocab / t);
+}
+
 /* Extra activations of a pipe's first stage (token ids 8sb as int64, embedding dropout mask
  * sbh, of which each rank keeps its 1/t of the sequence under sequence parallelism: Megatron
  * scatters the embedding output to the sequence-parallel region before its dropout) and last
@@ -153,19 +193,36 @@ static double stage_act(const pp_tune_model *m, const pp_sched *s, const pp_tune
     return a;
 }
 
+static double stage_held(const pp_tune_model *m, const pp_sched *s, const pp_tune_config *c,
+                         const pp_tune_opts *o, int pipe, int stage, double per_layer)
+{
+    double a = per_layer * pp_sched_stage_layers(s, pipe, stage);
+    if (stage == 0)
+        a += embed_held(m, c->b, o);
+    if (stage == s->stages_per_pipe - 1)
+        a += head_held(m, c->b, c->t, o);
+    return a;
+}
+
 /* Rank r's peak saved activations in bytes and in micro-batch x (L/D layers) units: the
- * schedule's own in-flight walk (pp_sched_in_flight_peak), weighted by each stage's bytes. */
+ * schedule's own in-flight walk (pp_sched_in_flight_peak_split, the one the simulator reports
+ * from), weighted by each stage's bytes: a micro-batch holds its stage's activations from F
+ * to B or I, and what W needs from I to W (schedules without I and W never use the second). */
 static pp_status walk_acts(const pp_tune_model *m, const pp_sched *s, const pp_tune_config *c,
                            const pp_tune_opts *o, int r, double per_layer, double *bytes,
                            double *units)
 {
     int n = s->n_pipes * s->stages_per_pipe;
-    double *w = pp_calloc((size_t)n, sizeof *w);
+    double *w = pp_calloc(2 * (size_t)n, sizeof *w), *held = w + n;
     if (!w)
         return PP_ERR_NOMEM;
-    for (int i = 0; i < n; i++)
-        w[i] = stage_act(m, s, c, o, i / s->stages_per_pipe, i % s->stages_per_pipe, per_layer);
-    *bytes = pp_sched_in_flight_peak(s, r, w);
+    double per_layer_w = pp_tune_held_for_w_bytes_per_layer(m, c->b, c->t, o);
+    for (int i = 0; i < n; i++) {
+        int pipe = i / s->stages_per_pipe, st = i % s->stages_per_pipe;
+        w[i] = stage_act(m, s, c, o, pipe, st, per_layer);
+        held[i] = stage_held(m, s, c, o, pipe, st, per_layer_w);
+    }
+    *bytes = pp_sched_in_flight_peak_split(s, r, w, held);
     *units = pp_sched_in_flight_peak(s, r, NULL);
     free(w);
     return PP_OK;

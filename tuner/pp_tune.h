@@ -255,6 +255,10 @@ typedef struct {
 /* Bytes of activations one transformer layer keeps for one micro-batch of b sequences
  * (Korthikanti et al. 2022 Table 2, tensor-parallel variant; see memory.c). */
 double pp_tune_act_bytes_per_layer(const pp_tune_model *m, int b, int t, const pp_tune_opts *o);
+/* Bytes one layer holds for one micro-batch between its I and its W (split backward): the
+ * linears' inputs and output gradients, Korthikanti's terms (memory.c says which). */
+double pp_tune_held_for_w_bytes_per_layer(const pp_tune_model *m, int b, int t,
+                                          const pp_tune_opts *o);
 /* Fills mem[0..D-1] for the schedule s of configuration c. */
 pp_status pp_tune_memory(const pp_tune_model *m, const pp_tune_config *c, const pp_sched *s,
                          const pp_tune_opts *o, pp_tune_rank_mem *mem);
@@ -298,10 +302,17 @@ pp_tune_param_bytes pp_tune_bytes_per_param(const pp_tune_opts *o, int d);
  * GQA and gated MLPs count right. Recompute is not counted (that is hardware FLOPs). */
 double pp_tune_model_flops(const pp_tune_model *m, double sequences);
 
+/* Split backward (the zero-bubble family's I and W actions): each backward (b) is the sum of
+ * its input-gradient part (i: the dgrad GEMMs, the element-wise and attention backward, the
+ * recomputed forward, every tensor-parallel collective) and its weight-gradient part (w: the
+ * wgrad GEMMs, the embedding's scatter-add). b = i + w up to rounding; W moves no data. */
 typedef struct {
     double layer_f, layer_b; /* one transformer block, one micro-batch, s */
+    double layer_i, layer_w; /* layer_b split: input gradient, weight gradient */
     double embed_f, embed_b; /* embedding on a pipe's first stage */
+    double embed_i, embed_w; /* embed_b split (the scatter-add is a weight gradient: i = 0) */
     double head_f, head_b;   /* final norm + LM head + loss on a pipe's last stage */
+    double head_i, head_w;   /* head_b split: logits' dgrad, loss, norm | the head's wgrad */
     double tp_allreduce;     /* per layer per direction (already inside layer_f/layer_b) */
     double p2p_bytes;        /* bytes of one stage-boundary activation transfer (per TP rank) */
     double p2p_gather;       /* s: the receiver's all-gather of the 1/t shares (0 for t = 1) */
@@ -592,7 +603,8 @@ typedef struct {
     const pp_tune_hw *hw;
     pp_tune_opts opts;
     int global_batch;    /* sequences; 0 = the model's default */
-    const char *schedules; /* comma list; NULL = all five */
+    const char *schedules; /* comma list; NULL = the registry's default set (the rows not
+                              opt_in: all eight, the zero-bubble family included) */
     int max_t;           /* 0 = gpus per node */
     int max_b;           /* largest micro-batch size tried, 0 = 16 */
     int allow_tp;        /* 0: t = 1 only */

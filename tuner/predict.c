@@ -135,8 +135,9 @@ static pp_status point_figures(const pp_tune_model *m, const pp_tune_hw *hw,
             double last = 0;
             for (int i = 0; i < s->n_ops[r]; i++) {
                 int op = s->ops[r][i].op;
-                if ((op == PP_OP_F || op == PP_OP_B || op == PP_OP_REDUCE) &&
-                    sim.spans[r][i].end > last)
+                /* every compute (a split backward's gradients are whole after its last W)
+                 * and every replica sync */
+                if ((pp_op_is_compute(op) || op == PP_OP_REDUCE) && sim.spans[r][i].end > last)
                     last = sim.spans[r][i].end;
             }
             f->end[r] = last + extra.dp_rank[r];

@@ -6,6 +6,9 @@
  * s^2 products at R (no causal halving: Narayanan's count); element-wise kernels (norms,
  * residuals, dropout, activation) by the bytes they move. Backward = 2 x forward (dgrad + wgrad),
  * plus the recomputed forward for full recompute, or the attention core for selective.
+ * Split backward (zb-h1, zbv, dualpipev: actions I and W): I = the dgrad GEMMs and everything
+ * else of the backward (recompute, attention, element-wise, TP/SP collectives, the backward
+ * send), W = the wgrad GEMMs and gradient accumulation; I + W = B.
  * Tensor parallel: every GEMM's split dimension divided by t, and Megatron's two all-reduces of
  * the s x b x h activation per block per direction (forward: after attention and MLP; backward:
  * their conjugates), ring all-reduce on the intra-node link, not overlapped.
@@ -191,15 +194,25 @@ static void layer_times(const pp_tune_model *m, const pp_tune_config *c, const p
     double bwd = gemms_b + attn_b + 2.0 * elem;
     double ar_f, ar_b;
     tp_collectives(o, c->t, &ar_f, &ar_b);
+    double again = 0; /* forward work redone before the backward can start */
     if (o->recompute == PP_TUNE_RECOMPUTE_FULL) {
-        bwd += fwd; /* the recomputed forward, with its all-reduces */
+        again = fwd; /* the recomputed forward, with its all-reduces */
         if (fx(o, PP_TUNE_FX_RECOMPUTE_AR))
             ar_b += ar_f;
     } else if (o->recompute == PP_TUNE_RECOMPUTE_SELECTIVE) {
-        bwd += attn_f;
+        again = attn_f;
     }
+    bwd += again;
     out->layer_f = fwd + ar_f * tp_ar;
     out->layer_b = bwd + ar_b * tp_ar;
+    /* Split backward (Qi et al. 2024, sec. 2): I = every dgrad GEMM (dX = dY W^T, the same
+     * 2MNK FLOPs as its wgrad twin, so half of gemms_b), the attention core's and the
+     * element-wise backward, the recomputation (I needs the activations first) and all the
+     * tensor-parallel collectives: the conjugate all-reduces sit on the input gradient's path,
+     * and sequence parallelism's re-gather of the linear inputs happens there too (its result
+     * is held for W, memory.c), so that W is local. W = every wgrad GEMM (dW = X^T dY). */
+    out->layer_w = gemms_b - gemms;
+    out->layer_i = gemms + attn_b + 2.0 * elem + again + ar_b * tp_ar;
 }
 
 void pp_tune_op_times_compute(const pp_tune_model *m, const pp_tune_hw *hw,
@@ -227,6 +240,8 @@ void pp_tune_op_times_compute(const pp_tune_model *m, const pp_tune_hw *hw,
     /* Embedding: gather of b*s rows forward, scatter-add backward (memory bound). */
     out->embed_f = 2.0 * r.dt * M * h / r.bw + r.kernel;
     out->embed_b = 2.0 * out->embed_f;
+    out->embed_i = 0.0; /* token ids have no gradient: the scatter-add is the weight's */
+    out->embed_w = out->embed_b;
     /* Head: final norm, logits GEMM over the vocabulary padded to 128 t (Megatron), fp32
      * softmax cross-entropy over the logits: CE_BYTES_F / _B per logit element. */
     double vpad = ceil((double)m->vocab / (128.0 * c->t)) * 128.0;
@@ -237,6 +252,11 @@ void pp_tune_op_times_compute(const pp_tune_model *m, const pp_tune_hw *hw,
     double norm = 2.0 * r.dt * M * h / r.bw + r.kernel;
     out->head_f = gemm(&r, M, vpad, h) + ce_f + norm;
     out->head_b = 2.0 * gemm(&r, M, vpad, h) + ce_b + 2.0 * norm;
+    /* I: the loss backward, the logits' dgrad into the hidden state and the final norm's
+     * backward (its weight gradient with it: a norm's is a reduction, not a GEMM, and the
+     * runtime keeps it in I); W: the LM head's wgrad GEMM */
+    out->head_w = gemm(&r, M, vpad, h);
+    out->head_i = out->head_w + ce_b + 2.0 * norm;
 }
 
 /* Node of pipeline rank `pp` in data-parallel replica `dp` under tp-pp-dp placement. */
@@ -317,10 +337,21 @@ static void fill_compute(const pp_tune_op_times *ot, const pp_sched *s, double a
             int k = pipe * S + st, layers = pp_sched_stage_layers(s, pipe, st);
             double params = layers * layer_params + (st == 0 ? end_params : 0) +
                             (st == S - 1 && S > 1 ? end_params : 0);
-            cost->f[k] = layers * ot->layer_f + (st == 0 ? ot->embed_f : ot->p2p_gather) +
+            /* the receiver's gather of the 1/t shares follows a transfer from another rank;
+             * a hand-over between two stages of one rank (the turn of a V) has none */
+            int r = pp_sched_stage(s, pipe, st)->rank;
+            double gather_f = pp_sched_rank_of(s, pipe, st - 1) != r ? ot->p2p_gather : 0;
+            double gather_b = pp_sched_rank_of(s, pipe, st + 1) != r ? ot->p2p_gather : 0;
+            cost->f[k] = layers * ot->layer_f + (st == 0 ? ot->embed_f : gather_f) +
                          (st == S - 1 ? ot->head_f : 0);
             cost->b[k] = layers * ot->layer_b + (st == 0 ? ot->embed_b : 0) +
-                         (st == S - 1 ? ot->head_b : ot->p2p_gather) + accum * params;
+                         (st == S - 1 ? ot->head_b : gather_b) + accum * params;
+            /* split backward: the gather of the incoming gradient's shares feeds I; the
+             * accumulation into the main gradient follows the wgrad GEMMs in W */
+            cost->i[k] = layers * ot->layer_i + (st == 0 ? ot->embed_i : 0) +
+                         (st == S - 1 ? ot->head_i : gather_b);
+            cost->w[k] = layers * ot->layer_w + (st == 0 ? ot->embed_w : 0) +
+                         (st == S - 1 ? ot->head_w : 0) + accum * params;
             cost->send_bytes_f[k] = ot->p2p_bytes;
             cost->send_bytes_b[k] = ot->p2p_bytes;
         }
@@ -342,8 +373,10 @@ static void fold_blocking_sends(const pp_sched *s, pp_cost *cost)
                 cost->f[k] += cost->send_bytes_f[k] * cost->inv_bw[r * D + next];
                 cost->send_bytes_f[k] = 0;
             }
-            if (prev >= 0 && prev != r) {
-                cost->b[k] += cost->send_bytes_b[k] * cost->inv_bw[r * D + prev];
+            if (prev >= 0 && prev != r) { /* B's or I's input gradient: I sends it */
+                double t = cost->send_bytes_b[k] * cost->inv_bw[r * D + prev];
+                cost->b[k] += t;
+                cost->i[k] += t;
                 cost->send_bytes_b[k] = 0;
             }
         }
@@ -445,12 +478,14 @@ static pp_status alloc_cost(const pp_sched *s, pp_cost *cost)
     size_t k = (size_t)s->n_pipes * s->stages_per_pipe, DD = (size_t)s->ranks * s->ranks;
     cost->f = pp_calloc(k, sizeof(double));
     cost->b = pp_calloc(k, sizeof(double));
+    cost->i = pp_calloc(k, sizeof(double));
+    cost->w = pp_calloc(k, sizeof(double));
     cost->send_bytes_f = pp_calloc(k, sizeof(double));
     cost->send_bytes_b = pp_calloc(k, sizeof(double));
     cost->latency = pp_calloc(DD, sizeof(double));
     cost->inv_bw = pp_calloc(DD, sizeof(double));
     cost->reduce = pp_calloc(s->n_reduces > 0 ? (size_t)s->n_reduces : 1, sizeof(double));
-    if (!cost->f || !cost->b || !cost->send_bytes_f || !cost->send_bytes_b || !cost->latency ||
+    if (!cost->f || !cost->b || !cost->i || !cost->w || !cost->send_bytes_f || !cost->send_bytes_b || !cost->latency ||
         !cost->inv_bw || !cost->reduce) {
         pp_cost_fini(cost);
         return PP_ERR_NOMEM;
