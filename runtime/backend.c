@@ -50,19 +50,18 @@ void pp_backend_mem_reset_peak(pp_backend *be)
     be->mem.peak_total = be->mem.current_total;
 }
 
-void *pp_backend_alloc(pp_backend *be, size_t bytes, pp_mem_category cat)
+static int category_ok(pp_mem_category cat)
 {
     if ((int)cat < 0 || cat >= PP_MEM__COUNT) {
         PP_ERR(PP_ERR_INVALID, "memory category %d is not one of the %d categories", (int)cat,
                PP_MEM__COUNT);
-        return NULL;
+        return 0;
     }
-    void *p = be->ops->alloc(be->ctx, bytes ? bytes : 1);
-    if (!p) {
-        PP_ERR(PP_ERR_OOM, "backend \"%s\": cannot allocate %zu bytes of %s (%zu bytes held)",
-               be->name, bytes, pp_mem_category_name(cat), be->mem.current_total);
-        return NULL;
-    }
+    return 1;
+}
+
+void pp_backend_count(pp_backend *be, size_t bytes, pp_mem_category cat)
+{
     pp_mem_stats *m = &be->mem;
     m->current[cat] += bytes;
     m->current_total += bytes;
@@ -70,6 +69,28 @@ void *pp_backend_alloc(pp_backend *be, size_t bytes, pp_mem_category cat)
         m->peak[cat] = m->current[cat];
     if (m->current_total > m->peak_total)
         m->peak_total = m->current_total;
+}
+
+void pp_backend_uncount(pp_backend *be, size_t bytes, pp_mem_category cat)
+{
+    /* Saturate rather than wrap: a mismatched size is a caller bug, not a reason to report
+     * 2^64 bytes held. */
+    pp_mem_stats *m = &be->mem;
+    m->current[cat] -= bytes <= m->current[cat] ? bytes : m->current[cat];
+    m->current_total -= bytes <= m->current_total ? bytes : m->current_total;
+}
+
+void *pp_backend_alloc(pp_backend *be, size_t bytes, pp_mem_category cat)
+{
+    if (!category_ok(cat))
+        return NULL;
+    void *p = be->ops->alloc(be->ctx, bytes ? bytes : 1);
+    if (!p) {
+        PP_ERR(PP_ERR_OOM, "backend \"%s\": cannot allocate %zu bytes of %s (%zu bytes held)",
+               be->name, bytes, pp_mem_category_name(cat), be->mem.current_total);
+        return NULL;
+    }
+    pp_backend_count(be, bytes, cat);
     return p;
 }
 
@@ -80,9 +101,25 @@ void pp_backend_free(pp_backend *be, void *p, size_t bytes, pp_mem_category cat)
     be->ops->free(be->ctx, p);
     if ((int)cat < 0 || cat >= PP_MEM__COUNT)
         return;
-    /* Saturate rather than wrap: a mismatched size is a caller bug, not a reason to report
-     * 2^64 bytes held. */
-    pp_mem_stats *m = &be->mem;
-    m->current[cat] -= bytes <= m->current[cat] ? bytes : m->current[cat];
-    m->current_total -= bytes <= m->current_total ? bytes : m->current_total;
+    pp_backend_uncount(be, bytes, cat);
+}
+
+void *pp_backend_reserve(pp_backend *be, size_t bytes)
+{
+    void *p = be->ops->alloc(be->ctx, bytes ? bytes : 1);
+    if (!p) {
+        PP_ERR(PP_ERR_OOM, "backend \"%s\": cannot allocate a %zu-byte arena (%zu bytes held)",
+               be->name, bytes, be->mem.current_total + be->mem.reserved);
+        return NULL;
+    }
+    be->mem.reserved += bytes;
+    return p;
+}
+
+void pp_backend_unreserve(pp_backend *be, void *p, size_t bytes)
+{
+    if (!p || !be)
+        return;
+    be->ops->free(be->ctx, p);
+    be->mem.reserved -= bytes <= be->mem.reserved ? bytes : be->mem.reserved;
 }

@@ -115,6 +115,10 @@ typedef struct {
     pp_status (*marks_record)(void *marks, int i);
     pp_status (*marks_read)(void *marks, double *seconds);
     void (*marks_destroy)(void *marks);
+    /* Allocates the kernels' scratch at `bytes` now (the memory plan's figure) and fixes it:
+     * a kernel needing more afterwards fails with PP_ERR_CHECK naming both, instead of
+     * growing it. NULL: the backend's kernels need no scratch of their own (the CPU's). */
+    pp_status (*scratch_reserve)(void *ctx, size_t bytes);
 } pp_backend_ops;
 
 struct pp_backend {
@@ -123,6 +127,17 @@ struct pp_backend {
     void *ctx;
     pp_mem_stats mem;
 };
+
+/* Arenas (runtime/executor_arena.c): pp_backend_reserve allocates bytes of the backend's
+ * memory counted in mem.reserved only (NULL and an error message when out of memory);
+ * pp_backend_unreserve frees it (NULL: no-op). The buffers carved from an arena are counted
+ * in their categories with pp_backend_count while they are live, and uncounted
+ * (pp_backend_uncount, saturating) when given back: the same figures pp_backend_alloc /
+ * pp_backend_free keep, so peaks mean the same whichever way a buffer was had. */
+void *pp_backend_reserve(pp_backend *be, size_t bytes);
+void pp_backend_unreserve(pp_backend *be, void *p, size_t bytes);
+void pp_backend_count(pp_backend *be, size_t bytes, pp_mem_category cat);
+void pp_backend_uncount(pp_backend *be, size_t bytes, pp_mem_category cat);
 
 /* Wraps a filled table into a backend (takes ownership of ctx: destroy is called on failure). */
 pp_status pp_backend_wrap(const char *name, const pp_backend_ops *ops, void *ctx, pp_backend **out);

@@ -43,6 +43,11 @@ pp_status pp_backend_sync(pp_backend *be)
     return be->ops->sync ? be->ops->sync(be->ctx) : PP_OK;
 }
 
+pp_status pp_backend_scratch_reserve(pp_backend *be, size_t bytes)
+{
+    return be->ops->scratch_reserve ? be->ops->scratch_reserve(be->ctx, bytes) : PP_OK;
+}
+
 pp_status pp_backend_mem_info(pp_backend *be, size_t *free_bytes, size_t *total_bytes)
 {
     *free_bytes = *total_bytes = 0;

@@ -148,6 +148,9 @@ static pp_status create_stages(pp_rt_executor *ex, int g)
                 .tp_rank = tpr,
                 .tp_allreduce = tp_allreduce,
                 .tp_ctx = &ex->rk[g],
+                .mem_alloc = pp_ex_stage_alloc, /* the memory plan's arena */
+                .mem_free = pp_ex_stage_free,
+                .mem_ctx = &ex->rk[g],
                 .sequence_parallel = ex->SP,
                 .tp_allgather = tp_allgather,
                 .tp_reduce_scatter = tp_reduce_scatter,
@@ -223,6 +226,12 @@ static pp_status create_rank_all(pp_rt_executor *ex, int g)
 {
     ex->rk[g].ex = ex;
     PP_TRY(pp_ex_backend_create(ex, g, &ex->be[g]));
+    ex->rk[g].be = ex->be[g];
+    ex->rk[g].r = ex_pp(ex, g);
+    ex->rk[g].g = g;
+    PP_TRY(pp_ex_arena_create(ex, &ex->rk[g]));
+    /* a device backend's kernel scratch at the plan's size, held to it */
+    PP_TRY(pp_backend_scratch_reserve(ex->be[g], ex->plan[ex_pp(ex, g)].kernel_scratch));
     PP_TRY(create_stages(ex, g));
     PP_TRY(create_rank(ex, g));
     return PP_OK;
@@ -382,9 +391,9 @@ static void destroy_rank(pp_rt_executor *ex, rank_state *rs)
 {
     size_t n = (size_t)ex->P * ex->S * ex->N * SLOT__COUNT;
     for (size_t i = 0; rs->slot && i < n; i++)
-        pp_backend_free(rs->be, rs->slot[i], ex->io_bytes, PP_MEM_COMM);
+        pp_ex_free(rs, rs->slot[i], ex->io_bytes, PP_MEM_COMM);
     for (int i = 0; i < rs->n_red; i++) {
-        pp_backend_free(rs->be, rs->red[i].buf, rs->red[i].n * sizeof(float), PP_MEM_COMM);
+        pp_ex_free(rs, rs->red[i].buf, rs->red[i].n * sizeof(float), PP_MEM_COMM);
         if (rs->red[i].host)
             pp_ex_host_free(rs->be, rs->red[i].host);
     }
@@ -412,12 +421,17 @@ void pp_rt_executor_destroy(pp_rt_executor *ex)
         if (ex->rk[g].be)
             destroy_rank(ex, &ex->rk[g]);
     for (size_t i = 0; ex->stages && i < (size_t)ex->dp * ex->TP * ex->P * ex->S; i++)
-        pp_rt_stage_destroy(ex->stages[i]);
+        pp_rt_stage_destroy(ex->stages[i]); /* gives its slots back to the rank's arena */
+    for (int g = 0; ex->rk && g < ex->G; g++)
+        pp_ex_arena_destroy(&ex->rk[g]);
     for (int g = 0; ex->spans && g < ex->G; g++)
         free(ex->spans[g]);
     for (int g = 0; ex->be && g < ex->G; g++)
         pp_backend_destroy(ex->be[g]);
     free(ex->be);
+    for (int r = 0; ex->asg && r < ex->D; r++)
+        pp_rt_plan_assignment_fini(&ex->asg[r]);
+    free(ex->asg);
     free(ex->plan);
     free(ex->stages);
     free(ex->rk);

@@ -23,6 +23,18 @@ typedef struct {
     float *host; /* host copy in flight when the transport needs host memory (else NULL) */
 } pending_reduce;
 
+/* A rank's arena and its place in the step's buffer records (executor_arena.c). */
+typedef struct {
+    const pp_rt_plan_assignment *plan; /* the pipeline rank's records (ex->asg) */
+    void *base;                        /* plan->arena_bytes of backend memory (reserved) */
+    size_t bytes;
+    int next;      /* records taken so far this step */
+    int *live;     /* [plan->n] records handed out and not given back, n_live of them */
+    int n_live;
+    pp_status bad; /* the first misused free of the step (why), reported at its end */
+    char why[256];
+} pp_ex_arena;
+
 typedef struct {
     int g, replica, r, tpr; /* global rank, dp replica, rank in the pipeline, tensor rank */
     struct pp_rt_executor *ex;
@@ -47,6 +59,7 @@ typedef struct {
     double mark_base; /* host time of mark 0, seconds since the step began */
     void *stage_host; /* staging buffer of point-to-point messages (executor_mem.c), or NULL */
     size_t stage_cap;
+    pp_ex_arena arena; /* every buffer of the step comes from it */
 } rank_state;
 
 struct pp_rt_executor {
@@ -82,6 +95,7 @@ struct pp_rt_executor {
     int staged; /* device_mem and the transport takes host memory: stage through host */
     unsigned tp_caps;      /* the transport's PP_TRANSPORT_CAP_* (0 for the in-process one) */
     pp_rt_plan_rank *plan; /* [D] the memory plan of each pipeline rank (executor_plan.c) */
+    pp_rt_plan_assignment *asg; /* [D] its buffer assignment: what each rank's arena holds */
     int plan_exact;        /* pp_rt_plan_is_exact of it */
 };
 
@@ -197,6 +211,21 @@ pp_status pp_ex_allreduce_host(pp_rt_executor *ex, int g, const int *group, int 
  * against the weights the ranks' stages allocated (PP_ERR_CHECK when they differ). */
 pp_status pp_ex_plan_create(pp_rt_executor *ex);
 pp_status pp_ex_plan_check(const pp_rt_executor *ex);
+
+/* executor_arena.c: the rank's arena, reserved at creation (after its backend) and freed
+ * after its stages; a step begins with the first record and must end having taken them all
+ * (PP_ERR_CHECK otherwise). pp_ex_alloc hands out the plan's next buffer when it is `bytes`
+ * of `cat` (PP_ERR_CHECK naming both when not); pp_ex_free gives one back (NULL: no-op).
+ * pp_ex_stage_alloc / _free are the same for the stages (pp_rt_stage_params.mem_*; ctx: the
+ * rank_state). */
+pp_status pp_ex_arena_create(pp_rt_executor *ex, rank_state *rs);
+void pp_ex_arena_destroy(rank_state *rs);
+void pp_ex_arena_begin(rank_state *rs);
+pp_status pp_ex_arena_end(rank_state *rs);
+pp_status pp_ex_alloc(rank_state *rs, size_t bytes, pp_mem_category cat, void **out);
+void pp_ex_free(rank_state *rs, void *p, size_t bytes, pp_mem_category cat);
+pp_status pp_ex_stage_alloc(void *ctx, size_t bytes, pp_mem_category cat, void **out);
+void pp_ex_stage_free(void *ctx, void *p, size_t bytes, pp_mem_category cat);
 
 /* executor_dist.c: with a process transport, after a rank's step: the losses shared with
  * every process, the rank's spans sent to rank 0. */

@@ -1,9 +1,12 @@
 /* executor_plan.c — the executor's memory plan (plan/pp_rt_plan.h): computed when the executor
- * is created, from the same parameters its ranks are built with, and held against what the
- * stages allocated (their weights) before the first step. After steps, each rank's measured
- * peaks equal the plan (to the byte where pp_rt_plan_is_exact; the tests hold it to that).
- * Not here: allocation itself, which the stages and the executor's rank code do with the
- * sizes of plan/pp_rt_sizes.h that the plan adds up.
+ * is created, from the same parameters its ranks are built with, with each pipeline rank's
+ * buffer assignment, from which every buffer of a step is then allocated (executor_arena.c:
+ * the plan's records in order, carved from one arena per rank). What the stages allocated
+ * once (their weights) is held against the plan before the first step. After steps, each
+ * rank's measured peaks equal the plan (to the byte where pp_rt_plan_is_exact; the in-process
+ * transport's message copies, outside the arena, depend on timing otherwise).
+ * Not here: the persistent allocations, which the stages and backends make with the sizes
+ * of plan/pp_rt_sizes.h that the plan adds up.
  */
 #include <stdlib.h>
 
@@ -26,12 +29,13 @@ static void plan_params(const pp_rt_executor *ex, pp_rt_plan_params *pp)
 
 pp_status pp_ex_plan_create(pp_rt_executor *ex)
 {
-    if (!(ex->plan = pp_calloc((size_t)ex->D, sizeof *ex->plan)))
+    if (!(ex->plan = pp_calloc((size_t)ex->D, sizeof *ex->plan)) ||
+        !(ex->asg = pp_calloc((size_t)ex->D, sizeof *ex->asg)))
         return PP_ERR_NOMEM;
     pp_rt_plan_params pp;
     plan_params(ex, &pp);
     ex->plan_exact = pp_rt_plan_is_exact(&pp);
-    return pp_rt_plan_compute(&pp, ex->plan);
+    return pp_rt_plan_assign(&pp, ex->plan, ex->asg);
 }
 
 pp_status pp_ex_plan_check(const pp_rt_executor *ex)
@@ -41,13 +45,16 @@ pp_status pp_ex_plan_check(const pp_rt_executor *ex)
             continue;
         pp_mem_stats m;
         pp_backend_mem_stats(ex->be[g], &m);
-        /* before the first AdamW the weights are the fp32 parameters only */
+        /* before the first AdamW the weights are the fp32 parameters only, and so are the
+         * gradients */
         size_t want = 4 * ex->plan[ex_pp(ex, g)].params;
-        if (m.current[PP_MEM_WEIGHTS] != want)
-            return PP_ERR(PP_ERR_CHECK,
-                          "rank %d: its stages hold %zu bytes of weights, the memory plan says "
-                          "%zu (runtime/plan/pp_rt_sizes.h and runtime/stage.c disagree)",
-                          g, m.current[PP_MEM_WEIGHTS], want);
+        const pp_mem_category held[] = {PP_MEM_WEIGHTS, PP_MEM_GRADS};
+        for (int k = 0; k < 2; k++)
+            if (m.current[held[k]] != want)
+                return PP_ERR(PP_ERR_CHECK,
+                              "rank %d: its stages hold %zu bytes of %s, the memory plan says "
+                              "%zu (runtime/plan/pp_rt_sizes.h and runtime/stage.c disagree)",
+                              g, m.current[held[k]], pp_mem_category_name(held[k]), want);
     }
     return PP_OK;
 }

@@ -7,9 +7,10 @@
  *   X_OUT output of F(p,s,m) waiting for SEND_F
  *   DY    gradient of the output of B(p,s,m): from RECV_B, or handed over by B(p,s+1,m)
  *   DX    input gradient of B(p,s,m) waiting for SEND_B
+ * Each is io_bytes of PP_MEM_COMM, the memory plan's next buffer in the rank's arena
+ * (executor_arena.c), given back as soon as it is consumed.
  * A split backward's I takes and gives the same buffers as B; its W touches none (what it
  * needs stays in the stage between them: pp_rt_stage_backward_input).
- * Each is io_bytes of PP_MEM_COMM in the rank's backend, freed as soon as it is consumed.
  * A hop between two stages of one rank is such a hand-over and never reaches the transport.
  *
  * Not here: the meaning of the actions beyond this wiring (pp_sched.h), the numerics (stage).
@@ -54,14 +55,15 @@ static pp_status slot_take(pp_rt_executor *ex, rank_state *rs, const pp_action *
     return PP_OK;
 }
 
-static void *comm_alloc(pp_rt_executor *ex, rank_state *rs)
+/* A tensor between stages: the memory plan's next buffer (executor_arena.c). */
+static pp_status comm_alloc(pp_rt_executor *ex, rank_state *rs, void **out)
 {
-    return pp_backend_alloc(rs->be, ex->io_bytes, PP_MEM_COMM);
+    return pp_ex_alloc(rs, ex->io_bytes, PP_MEM_COMM, out);
 }
 
 static void comm_free(pp_rt_executor *ex, rank_state *rs, void *p)
 {
-    pp_backend_free(rs->be, p, ex->io_bytes, PP_MEM_COMM);
+    pp_ex_free(rs, p, ex->io_bytes, PP_MEM_COMM);
 }
 
 /* The step's rows for this rank's first / last stages: micro-batch m of replica k is rows
@@ -89,12 +91,13 @@ static pp_status do_forward(pp_rt_executor *ex, rank_state *rs, const pp_action 
     void *x_in = NULL, *x_out = NULL;
     if (!first)
         PP_TRY(slot_take(ex, rs, a, SLOT_X_IN, &x_in));
-    if (!last && !(x_out = comm_alloc(ex, rs))) {
+    pp_status e = last ? PP_OK : comm_alloc(ex, rs, &x_out);
+    if (e != PP_OK) {
         comm_free(ex, rs, x_in);
-        return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
+        return e;
     }
     float loss = 0;
-    pp_status e = pp_rt_stage_forward(st, m, first ? rs->tok + tok_at : NULL, x_in,
+    e = pp_rt_stage_forward(st, m, first ? rs->tok + tok_at : NULL, x_in,
                                       last ? rs->tgt + tok_at : NULL, x_out, last ? &loss : NULL);
     comm_free(ex, rs, x_in);
     if (e != PP_OK) {
@@ -125,14 +128,15 @@ static pp_status do_backward(pp_rt_executor *ex, rank_state *rs, const pp_action
     void *dy = NULL, *dx = NULL;
     if (!last)
         PP_TRY(slot_take(ex, rs, a, SLOT_DY, &dy));
-    if (!first && !(dx = comm_alloc(ex, rs))) {
+    pp_status e = first ? PP_OK : comm_alloc(ex, rs, &dx);
+    if (e != PP_OK) {
         comm_free(ex, rs, dy);
-        return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
+        return e;
     }
     /* d(step loss)/d(micro-batch mean loss): the step's loss is the mean of dp*N of them. */
     float scale = 1.0f / (float)(ex->N * ex->dp);
-    pp_status e = a->op == PP_OP_I ? pp_rt_stage_backward_input(st, a->mb, dy, dx, scale)
-                                   : pp_rt_stage_backward(st, a->mb, dy, dx, scale);
+    e = a->op == PP_OP_I ? pp_rt_stage_backward_input(st, a->mb, dy, dx, scale)
+                         : pp_rt_stage_backward(st, a->mb, dy, dx, scale);
     comm_free(ex, rs, dy);
     if (e != PP_OK) {
         comm_free(ex, rs, dx);
@@ -159,9 +163,8 @@ static pp_status do_weight(pp_rt_executor *ex, rank_state *rs, const pp_action *
 
 static pp_status do_recv(pp_rt_executor *ex, rank_state *rs, const pp_action *a, int fwd)
 {
-    void *buf = comm_alloc(ex, rs);
-    if (!buf)
-        return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
+    void *buf;
+    PP_TRY(comm_alloc(ex, rs, &buf));
     int peer = ex_global(ex, rs->replica, a->peer, rs->tpr);
     uint64_t tag = pp_transport_tag(a->pipe, a->stage, a->mb, !fwd);
     pp_status e = pp_ex_recv(ex, rs, peer, tag, buf, ex->io_bytes);
@@ -214,6 +217,7 @@ static pp_status run_rank(pp_rt_executor *ex, rank_state *rs)
 {
     PP_TRY(pp_ex_rank_enter(ex, rs));
     PP_TRY(pp_ex_marks_begin(ex, rs));
+    pp_ex_arena_begin(rs);
     for (int p = 0; p < ex->P; p++)
         for (int s = 0; s < ex->S; s++)
             if (ex_rank_of(ex, p, s) == rs->r)
@@ -242,6 +246,7 @@ static pp_status run_rank(pp_rt_executor *ex, rank_state *rs)
         }
     }
     PP_TRY(pp_ex_sync_and_update(ex, rs));
+    PP_TRY(pp_ex_arena_end(rs)); /* every buffer of the plan taken, and given back */
     PP_TRY(pp_transport_flush(ex->tp, rs->g));
     PP_TRY(pp_ex_marks_apply(ex, rs));
     ex->tp_seconds[rs->g] = rs->tp_seconds;

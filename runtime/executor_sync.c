@@ -119,15 +119,17 @@ pp_status pp_ex_post_reduce(pp_rt_executor *ex, rank_state *rs, int id)
     int n;
     PP_TRY(collect_reduce(ex, rs->replica, rs->tpr, rs->r, id, &v, &n));
     size_t total = packed_size(v, n);
-    float *buf = pp_backend_alloc(rs->be, total * sizeof(float), PP_MEM_COMM);
-    if (!buf) {
+    void *mem;
+    pp_status st = pp_ex_alloc(rs, total * sizeof(float), PP_MEM_COMM, &mem);
+    if (st != PP_OK) {
         free(v);
-        return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
+        return st;
     }
-    pp_status st = pack(rs->be, v, n, buf);
+    float *buf = mem;
+    st = pack(rs->be, v, n, buf);
     free(v);
     if (st != PP_OK) {
-        pp_backend_free(rs->be, buf, total * sizeof(float), PP_MEM_COMM);
+        pp_ex_free(rs, buf, total * sizeof(float), PP_MEM_COMM);
         return st;
     }
     const pp_reduce *rd = &ex->sched->reduces[id];
@@ -159,7 +161,7 @@ static pp_status finish_reduces(pp_rt_executor *ex, rank_state *rs)
         if (st == PP_OK)
             st = unpack(rs->be, v, n, pr->buf);
         free(v);
-        pp_backend_free(rs->be, pr->buf, pr->n * sizeof(float), PP_MEM_COMM);
+        pp_ex_free(rs, pr->buf, pr->n * sizeof(float), PP_MEM_COMM);
         pr->buf = NULL;
     }
     rs->n_red = 0;
@@ -247,9 +249,9 @@ static pp_status sync_dp(pp_rt_executor *ex, rank_state *rs)
         return PP_OK;
     size_t n;
     PP_TRY(copy_grads(ex, rs, NULL, GRADS_PACK, &n));
-    float *buf = pp_backend_alloc(rs->be, n * sizeof(float), PP_MEM_COMM);
-    if (!buf)
-        return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
+    void *mem;
+    PP_TRY(pp_ex_alloc(rs, n * sizeof(float), PP_MEM_COMM, &mem));
+    float *buf = mem;
     int group[64]; /* dp <= 64, checked at creation */
     for (int k = 0; k < ex->dp; k++)
         group[k] = ex_global(ex, k, rs->r, rs->tpr);
@@ -263,7 +265,7 @@ static pp_status sync_dp(pp_rt_executor *ex, rank_state *rs)
         st = pp_ex_wait(ex, rs, req, buf, host, n);
     if (st == PP_OK)
         st = copy_grads(ex, rs, buf, GRADS_UNPACK, &n);
-    pp_backend_free(rs->be, buf, n * sizeof(float), PP_MEM_COMM);
+    pp_ex_free(rs, buf, n * sizeof(float), PP_MEM_COMM);
     return st;
 }
 

@@ -88,6 +88,10 @@ int pp_backend_is_device(const pp_backend *be);
 /* Makes the backend's device current on the calling thread and waits for the work queued on
  * it. Returns PP_OK at once on a host backend; PP_ERR_DEVICE when the device fails. */
 pp_status pp_backend_sync(pp_backend *be);
+/* Allocates the kernels' scratch (PP_MEM_WORKSPACE) at `bytes`, the memory plan's figure,
+ * and holds the backend to it: a kernel that would need more fails with PP_ERR_CHECK naming
+ * both. Returns PP_OK (at once on a backend without kernel scratch: the CPU's), PP_ERR_OOM. */
+pp_status pp_backend_scratch_reserve(pp_backend *be, size_t bytes);
 /* Fills the device's free and total bytes as its driver sees them (next to the backend's own
  * accounting, pp_backend_mem_stats). Returns PP_OK, or PP_ERR_UNSUPPORTED on a host backend
  * (both set to 0). */

@@ -40,6 +40,14 @@ typedef struct {
     int tp, tp_rank;
     pp_status (*tp_allreduce)(void *ctx, float *data, size_t n);
     void *tp_ctx;
+    /* Where the stage's per-micro-batch memory comes from (a forward's saved-activation slot,
+     * a backward's workspace): mem_alloc puts `bytes` of category cat at *out and returns
+     * PP_OK, or an error with its message; mem_free gives back what mem_alloc gave, with the
+     * same bytes and cat. Both NULL: the stage's backend (pp_backend_alloc / pp_backend_free).
+     * The executor passes its memory plan's arena (runtime/executor_arena.c). */
+    pp_status (*mem_alloc)(void *ctx, size_t bytes, pp_mem_category cat, void **out);
+    void (*mem_free)(void *ctx, void *p, size_t bytes, pp_mem_category cat);
+    void *mem_ctx;
     /* Sequence parallelism (Korthikanti et al. 2022, sec. 4.2.2; Megatron-LM's
      * sequence_parallel), with tp > 1 (ignored at tp <= 1): the LayerNorms, residual adds and
      * the activations the stage sends and receives hold this rank's N/tp of the micro-batch's

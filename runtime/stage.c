@@ -357,6 +357,8 @@ pp_status pp_rt_stage_create(pp_backend *be, const pp_rt_stage_params *p, pp_rt_
 {
     *out = NULL;
     PP_TRY(check_params(p));
+    if (!p->mem_alloc != !p->mem_free)
+        return PP_ERR(PP_ERR_INVALID, "stage: mem_alloc and mem_free go together (both or none)");
     pp_rt_stage *st = pp_calloc(1, sizeof *st);
     if (!st)
         return PP_ERR(PP_ERR_NOMEM, "stage: cannot allocate its descriptor");
@@ -376,6 +378,9 @@ pp_status pp_rt_stage_create(pp_backend *be, const pp_rt_stage_params *p, pp_rt_
     st->Fl = st->cfg.ffn / st->tp;
     st->tp_allreduce = p->tp_allreduce;
     st->tp_ctx = p->tp_ctx;
+    st->mem_alloc = p->mem_alloc;
+    st->mem_free = p->mem_free;
+    st->mem_ctx = p->mem_ctx;
     st->sp = st->tp > 1 && p->sequence_parallel ? st->tp : 1;
     st->Nl = st->B * st->T / st->sp;
     st->tp_allgather = p->tp_allgather;

@@ -226,9 +226,7 @@ static pp_status workspace_alloc(pp_rt_stage *st, workspace *ws)
                                 : 0;
     ws->bytes = pp_rt_size_bwd_ws(N, C, F, nl, st->has_head, scratch, t,
                                   (size_t)st->sp); /* pp_rt_sizes.h */
-    ws->mem = pp_backend_alloc(st->be, ws->bytes, PP_MEM_WORKSPACE);
-    if (!ws->mem)
-        return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
+    PP_TRY(pp_stage_mem_alloc(st, ws->bytes, PP_MEM_WORKSPACE, &ws->mem));
     ws->dres = ws->mem;
     ws->dln = ws->dres + Nl * C;
     ws->dbig = ws->dln + Nl * C;
@@ -310,9 +308,10 @@ static pp_status backward_slot(pp_rt_stage *st, void *mem, const float *dx_out, 
 void pp_stage_slot_release(pp_rt_stage *st, int i)
 {
     pp_slot *sl = &st->slots[i];
-    pp_backend_free(st->be, sl->held, st->held_bytes, PP_MEM_ACTS);
+    if (sl->held)
+        pp_stage_mem_free(st, sl->held, st->held_bytes, PP_MEM_ACTS);
     free(sl->wg);
-    pp_backend_free(st->be, sl->mem, st->slot_bytes, PP_MEM_ACTS);
+    pp_stage_mem_free(st, sl->mem, st->slot_bytes, PP_MEM_ACTS);
     st->slots[i] = st->slots[--st->nslots];
 }
 
@@ -340,7 +339,7 @@ static pp_status run_backward(pp_rt_stage *st, void *mem, const float *dx_out, f
     workspace ws = {0};
     PP_TRY(workspace_alloc(st, &ws));
     pp_status rc = backward_slot(st, mem, dx_out, dx_in, loss_scale, &ws);
-    pp_backend_free(st->be, ws.mem, ws.bytes, PP_MEM_WORKSPACE);
+    pp_stage_mem_free(st, ws.mem, ws.bytes, PP_MEM_WORKSPACE);
     return rc;
 }
 
@@ -369,8 +368,8 @@ pp_status pp_rt_stage_backward_input(pp_rt_stage *st, int slot, const float *dx_
     sl->wg = pp_calloc((size_t)wgrads_of(st) + 1, sizeof *sl->wg);
     if (!sl->wg)
         rc = PP_ERR(PP_ERR_NOMEM, "stage: cannot record the weight gradients of slot %d", slot);
-    else if (st->held_bytes && !(sl->held = pp_backend_alloc(st->be, st->held_bytes, PP_MEM_ACTS)))
-        rc = pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
+    else if (st->held_bytes)
+        rc = pp_stage_mem_alloc(st, st->held_bytes, PP_MEM_ACTS, &sl->held);
     if (rc == PP_OK) {
         wgrad_recorder r = {.st = st, .slot = sl};
         deferring = &r;

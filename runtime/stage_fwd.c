@@ -183,9 +183,7 @@ static pp_status add_slot(pp_rt_stage *st, int id, void **mem)
         st->slots = s;
         st->cap_slots = cap;
     }
-    *mem = pp_backend_alloc(st->be, st->slot_bytes, PP_MEM_ACTS);
-    if (!*mem)
-        return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
+    PP_TRY(pp_stage_mem_alloc(st, st->slot_bytes, PP_MEM_ACTS, mem));
     st->slots[st->nslots++] = (pp_slot){.id = id, .mem = *mem};
     return PP_OK;
 }
@@ -252,15 +250,15 @@ pp_status pp_rt_stage_forward(pp_rt_stage *st, int slot, const int32_t *tokens, 
     PP_TRY(add_slot(st, slot, &mem));
     size_t ws_bytes = pp_rt_size_fwd_ws((size_t)st->B * st->T, (size_t)st->cfg.hidden,
                                         (size_t)st->sp);
-    float *fws = ws_bytes ? pp_backend_alloc(st->be, ws_bytes, PP_MEM_WORKSPACE) : NULL;
-    pp_status rc = ws_bytes && !fws
-                       ? pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__)
-                       : forward_in_slot(st, mem, tokens, x_in, targets, x_out, loss, fws);
+    void *fws = NULL;
+    pp_status rc = ws_bytes ? pp_stage_mem_alloc(st, ws_bytes, PP_MEM_WORKSPACE, &fws) : PP_OK;
+    if (rc == PP_OK)
+        rc = forward_in_slot(st, mem, tokens, x_in, targets, x_out, loss, fws);
     if (fws)
-        pp_backend_free(st->be, fws, ws_bytes, PP_MEM_WORKSPACE);
+        pp_stage_mem_free(st, fws, ws_bytes, PP_MEM_WORKSPACE);
     if (rc != PP_OK) { /* give the slot back: a failed forward leaves nothing saved */
         st->nslots--;
-        pp_backend_free(st->be, mem, st->slot_bytes, PP_MEM_ACTS);
+        pp_stage_mem_free(st, mem, st->slot_bytes, PP_MEM_ACTS);
         return pp_err_trace(rc, __FILE__, __LINE__);
     }
     return PP_OK;

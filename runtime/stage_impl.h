@@ -100,6 +100,10 @@ struct pp_rt_stage {
     int tp, tpr, Cl, Hl, Fl;
     pp_status (*tp_allreduce)(void *ctx, float *data, size_t n);
     void *tp_ctx;
+    /* per-micro-batch memory (pp_rt_stage_params.mem_*; NULL: the backend's) */
+    pp_status (*mem_alloc)(void *ctx, size_t bytes, pp_mem_category cat, void **out);
+    void (*mem_free)(void *ctx, void *p, size_t bytes, pp_mem_category cat);
+    void *mem_ctx;
     /* sequence parallelism: sp = tp (else 1) shards of the N = B*T tokens in the LayerNorm and
      * residual regions, this rank's Nl = N/sp rows from row tpr*Nl; the collectives on them */
     int sp, Nl;
@@ -142,6 +146,23 @@ extern int pp_stage_tp_fault;
 static inline pp_status pp_stage_tp_sum(pp_rt_stage *st, float *data, size_t n)
 {
     return st->tp > 1 ? st->tp_allreduce(st->tp_ctx, data, n) : PP_OK;
+}
+
+/* The stage's per-micro-batch memory: its allocator's, else its backend's. */
+static inline pp_status pp_stage_mem_alloc(pp_rt_stage *st, size_t bytes, pp_mem_category cat,
+                                           void **out)
+{
+    if (st->mem_alloc)
+        return st->mem_alloc(st->mem_ctx, bytes, cat, out);
+    *out = pp_backend_alloc(st->be, bytes, cat);
+    return *out ? PP_OK : pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
+}
+static inline void pp_stage_mem_free(pp_rt_stage *st, void *p, size_t bytes, pp_mem_category cat)
+{
+    if (st->mem_free)
+        st->mem_free(st->mem_ctx, p, bytes, cat);
+    else
+        pp_backend_free(st->be, p, bytes, cat);
 }
 
 /* Sequence parallelism's all-gather: every rank's (Nl, cols) part into full (N, cols) in rank

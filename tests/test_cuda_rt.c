@@ -14,6 +14,7 @@
 
 #include "backend.h"
 #include "pp_rt.h"
+#include "pp_rt_sizes.h"
 #include "pp_tune.h"
 
 #define OK(expr)                                                                                   \
@@ -83,6 +84,18 @@ static void memory_model_matches(const char *kind, int prec)
     pp_sched *s;
     OK(pp_sched_generate(kind, &sp, &s));
     pp_rt_executor *ex = cuda_executor_or_skip(&rm, s, prec);
+    /* the kernels' scratch is the plan's from the start (pp_backend_scratch_reserve), beside
+     * the cuBLAS workspace: the first step does not grow it */
+    pp_mem_stats made[2];
+    OK(pp_rt_executor_mem_stats(ex, made));
+    for (int r = 0; r < 2; r++) {
+        const pp_rt_plan_rank *pl = pp_rt_executor_plan(ex, r);
+        cr_assert_gt(pl->kernel_scratch, 0, "%s rank %d", kind, r);
+        cr_expect_eq(made[r].current[PP_MEM_WORKSPACE],
+                     pl->kernel_scratch + PP_RT_CUBLAS_WS_BYTES + PP_RT_CUBLAS_WS_ALIGN,
+                     "%s rank %d: %zu bytes of workspace at creation, the plan's scratch %zu",
+                     kind, r, made[r].current[PP_MEM_WORKSPACE], pl->kernel_scratch);
+    }
     train_two_steps(ex, rm.vocab, rm.seq);
     pp_mem_stats got[2];
     OK(pp_rt_executor_mem_stats(ex, got));
@@ -132,6 +145,39 @@ Test(cuda_rt, memory_model_matches_the_backend_split_backward)
 {
     memory_model_matches("zb-h1", PP_PREC_FP32);
     memory_model_matches("zb-h1", PP_PREC_BF16);
+}
+
+/* Once the plan's scratch is reserved, a kernel needing more is an error naming both sizes,
+ * not a silent larger allocation: the gradient norm's partial sums need SUMSQ_BLOCKS doubles. */
+Test(cuda_rt, a_kernel_needing_more_scratch_than_reserved_fails)
+{
+    pp_backend *be = NULL;
+    pp_status st = pp_backend_cuda_create(0, PP_PREC_FP32, &be);
+    if (st == PP_ERR_UNSUPPORTED)
+        cr_skip_test("skipped: %s", pp_err_text());
+    OK(st);
+    pp_mem_stats before, after;
+    pp_backend_mem_stats(be, &before);
+    size_t need = pp_rt_size_cuda_sumsq_ws(), small = need / 2;
+    OK(pp_backend_scratch_reserve(be, small));
+    pp_backend_mem_stats(be, &after);
+    cr_assert_eq(after.current[PP_MEM_WORKSPACE], before.current[PP_MEM_WORKSPACE] + small);
+    float *x = pp_backend_alloc(be, 1024 * sizeof(float), PP_MEM_WORKSPACE);
+    cr_assert(x);
+    OK(be->ops->zero(be->ctx, x, 1024 * sizeof(float)));
+    double acc = 0;
+    st = be->ops->sum_sq(be->ctx, x, 1024, &acc);
+    cr_assert_eq(st, PP_ERR_CHECK, "sum_sq returned %d: %s", st, pp_err_msg());
+    char want[96];
+    snprintf(want, sizeof want, "needs %zu bytes of scratch, the memory plan reserved %zu", need,
+             small);
+    cr_assert(strstr(pp_err_msg(), want), "message: %s", pp_err_msg());
+    /* reserved at the size it needs, the same call runs */
+    OK(pp_backend_scratch_reserve(be, need));
+    OK(be->ops->sum_sq(be->ctx, x, 1024, &acc));
+    cr_assert_eq(acc, 0.0);
+    pp_backend_free(be, x, 1024 * sizeof(float), PP_MEM_WORKSPACE);
+    pp_backend_destroy(be);
 }
 
 Test(cuda_rt, marks_time_the_stream_and_forget_after_a_read)

@@ -93,6 +93,12 @@ static pp_status cuda_zero(void *ctx, void *dst, size_t bytes)
 
 pp_status pp_cuda_ws_reserve(pp_cuda_ctx *cx, size_t bytes, void **out)
 {
+    if (bytes > cx->ws_bytes && cx->ws_fixed)
+        return PP_ERR(PP_ERR_CHECK,
+                      "cuda backend: a kernel needs %zu bytes of scratch, the memory plan "
+                      "reserved %zu (runtime/plan/plan.c's cuda_scratch_bytes and the kernels "
+                      "disagree)",
+                      bytes, cx->ws_bytes);
     if (bytes > cx->ws_bytes) { /* the free is stream-ordered: queued users of the old one finish */
         pp_backend_free(cx->be, cx->ws, cx->ws_bytes, PP_MEM_WORKSPACE);
         cx->ws = NULL;
@@ -103,6 +109,17 @@ pp_status pp_cuda_ws_reserve(pp_cuda_ctx *cx, size_t bytes, void **out)
         cx->ws_bytes = bytes;
     }
     *out = cx->ws;
+    return PP_OK;
+}
+
+/* The memory plan's kernel scratch, made now and held to (pp_backend_scratch_reserve). */
+static pp_status cuda_scratch_reserve(void *ctx, size_t bytes)
+{
+    pp_cuda_ctx *cx = (pp_cuda_ctx *)ctx;
+    void *ws;
+    cx->ws_fixed = 0;
+    PP_TRY(pp_cuda_ws_reserve(cx, bytes, &ws));
+    cx->ws_fixed = 1;
     return PP_OK;
 }
 
@@ -337,6 +354,7 @@ static const pp_backend_ops cuda_ops = {
     /* .marks_record = */ cuda_marks_record,
     /* .marks_read = */ cuda_marks_read,
     /* .marks_destroy = */ cuda_marks_destroy,
+    /* .scratch_reserve = */ cuda_scratch_reserve,
 };
 
 /* Streams, events and the cuBLAS handle of a fresh context (on failure the caller destroys it). */

@@ -64,6 +64,7 @@ typedef struct {
     pp_backend *be; /* back pointer: the workspaces below are counted in its accounting */
     void *ws;       /* scratch of the kernels (bf16 operand copies, per-row losses) */
     size_t ws_bytes;
+    int ws_fixed;   /* the memory plan's size, reserved (pp_backend_scratch_reserve): no growing */
     void *blas_ws; /* cuBLAS workspace (cublasSetWorkspace), PP_MEM_WORKSPACE */
     size_t blas_ws_bytes;
     float *host_rows; /* host copy of per-row losses (xent_fwd), grown as needed */

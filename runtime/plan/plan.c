@@ -1,13 +1,17 @@
 /* plan.c — the runtime's memory plan (pp_rt_plan.h): each rank's action list walked in order
- * with the executor's allocation rules and the sizes of pp_rt_sizes.h. The in-flight counts
- * come from the simulator (pp_sim_run), which also gives the timeline that decides when the
- * in-process transport's copies are reclaimed. What this does not do: allocate through a
- * backend, or know anything of CUDA beyond the sizes its backend asks for.
+ * with the executor's allocation rules and the sizes of pp_rt_sizes.h. walk() and
+ * plan_rank() are the one place where a step's allocations are enumerated: every buffer the
+ * executor carves from its arena is a buf_alloc here (in the executor's order), counted as it
+ * is allocated and placed in the arena once the walk is done (plan_arena.c). The in-flight
+ * counts come from the simulator (pp_sim_run), which also gives the timeline that decides
+ * when the in-process transport's copies are reclaimed. What this does not do: allocate through a backend, or know anything
+ * of CUDA beyond the sizes its backend asks for.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan_arena.h"
 #include "pp_rt_plan.h"
 #include "pp_rt_sizes.h"
 
@@ -116,6 +120,11 @@ typedef struct {
     pp_rt_plan_rank *out;
     double *taken; /* when each copy this rank's transport still holds is received */
     int n_taken;
+    pp_plan_arena arena; /* the step's buffers placed so far */
+    int *reds;           /* [max ops] records of the REDUCE buffers posted */
+    int *key_rec;        /* [n_keys] the record holding buffer `key`, or -1 */
+    size_t n_keys;
+    int bad;             /* a buffer freed that was never allocated */
 } tracker;
 
 static void bump(tracker *t, pp_mem_category c, int64_t delta)
@@ -131,18 +140,85 @@ static void bump(tracker *t, pp_mem_category c, int64_t delta)
     }
 }
 
+/* Keys of the buffers a rank holds between actions (what the executor's slot table and the
+ * stage's slots hold): the saved activations of (pipe, stage, mb); the tensor crossing
+ * boundary b (between stages b and b + 1 of pipe) for mb, forward (an activation) or backward
+ * (a gradient); what a split backward's I holds for the W of (pipe, stage, mb); the packed
+ * buffer of REDUCE id. */
+static size_t key_acts(const plan_ctx *x, int pipe, int stage, int mb)
+{
+    return ((size_t)pipe * x->s->stages_per_pipe + (size_t)stage) * x->s->microbatches + (size_t)mb;
+}
+static size_t key_boundary(const plan_ctx *x, int pipe, int b, int mb, int bwd)
+{
+    size_t psn = (size_t)x->s->n_pipes * x->s->stages_per_pipe * x->s->microbatches;
+    return psn + 2 * key_acts(x, pipe, b, mb) + (size_t)bwd;
+}
+static size_t key_held(const plan_ctx *x, int pipe, int stage, int mb) /* split backward */
+{
+    size_t psn = (size_t)x->s->n_pipes * x->s->stages_per_pipe * x->s->microbatches;
+    return 3 * psn + key_acts(x, pipe, stage, mb);
+}
+static size_t key_reduce(const plan_ctx *x, int id)
+{
+    return 4 * (size_t)x->s->n_pipes * x->s->stages_per_pipe * x->s->microbatches + (size_t)id;
+}
+static size_t n_keys(const pp_sched *s)
+{
+    return 4 * (size_t)s->n_pipes * s->stages_per_pipe * s->microbatches + (size_t)s->n_reduces;
+}
+
+/* A buffer of the step: counted, and placed in the arena. Returns its record. */
+static int buf_alloc(tracker *t, pp_mem_category c, size_t bytes)
+{
+    bump(t, c, (int64_t)bytes);
+    return pp_plan_arena_alloc(&t->arena, bytes, (int)c);
+}
+
+static void buf_free(tracker *t, int rec)
+{
+    if (rec < 0 || rec >= t->arena.n_recs) {
+        t->bad = 1;
+        return;
+    }
+    const pp_rt_plan_buf *b = &t->arena.recs[rec];
+    bump(t, (pp_mem_category)b->cat, -(int64_t)b->bytes);
+    pp_plan_arena_free(&t->arena, rec);
+}
+
+/* (A key out of range, from a stage before the first or after the last, is an error too.) */
+static void key_alloc(tracker *t, size_t key, pp_mem_category c, size_t bytes)
+{
+    if (key >= t->n_keys || t->key_rec[key] >= 0) { /* or held twice */
+        t->bad = 1;
+        return;
+    }
+    t->key_rec[key] = buf_alloc(t, c, bytes);
+}
+
+static void key_free(tracker *t, size_t key)
+{
+    if (key >= t->n_keys) {
+        t->bad = 1;
+        return;
+    }
+    buf_free(t, t->key_rec[key]);
+    t->key_rec[key] = -1;
+}
+
 static size_t recv_key(const pp_sched *s, int pipe, int stage, int mb, int bwd)
 {
     return (((size_t)pipe * s->stages_per_pipe + (size_t)stage) * s->microbatches + (size_t)mb) *
                2 + (size_t)bwd;
 }
 
-/* A SEND of one activation at simulated time `now`, received at `taken`. */
-static void send_message(const plan_ctx *x, tracker *t, double now, double taken)
+/* A SEND of buffer `key` at simulated time `now`, received at `taken`: the transport's copy
+ * (outside the arena) is made, then the executor's buffer freed. */
+static void send_message(const plan_ctx *x, tracker *t, size_t key, double now, double taken)
 {
     int64_t io = (int64_t)x->io;
     if (!x->copies) { /* staged (host copies outside the accounting) or the transport's own */
-        bump(t, PP_MEM_COMM, -io);
+        key_free(t, key);
         return;
     }
     int k = 0;
@@ -154,23 +230,25 @@ static void send_message(const plan_ctx *x, tracker *t, double now, double taken
     }
     t->n_taken = k;
     t->taken[t->n_taken++] = taken;
-    bump(t, PP_MEM_COMM, io);  /* the transport's copy */
-    bump(t, PP_MEM_COMM, -io); /* the executor's buffer, freed after the send */
+    bump(t, PP_MEM_COMM, io); /* the transport's copy */
+    key_free(t, key);         /* the executor's buffer, freed after the send */
 }
 
-/* Rank r's actions in order (the order of allocations inside F and B follows executor_run.c). */
-static void walk(const plan_ctx *x, int r, tracker *t, int64_t *reduces)
+/* Rank r's actions in order (the order of allocations inside F and B follows executor_run.c,
+ * stage_fwd.c and stage_bwd.c). Appends the REDUCE buffers' records to reds (n_red). */
+static void walk(const plan_ctx *x, int r, tracker *t, int *reds, int *n_red)
 {
     const pp_sched *s = x->s;
     int S = s->stages_per_pipe;
-    int64_t io = (int64_t)x->io;
     for (int i = 0; i < s->n_ops[r]; i++) {
         const pp_action *a = &s->ops[r][i];
-        int first = a->stage == 0, last = a->stage == S - 1;
+        int p = a->pipe, st = a->stage, m = a->mb, first = st == 0, last = st == S - 1;
         switch ((pp_op_kind)a->op) {
-        case PP_OP_RECV_F:
-        case PP_OP_RECV_B:
-            bump(t, PP_MEM_COMM, io);
+        case PP_OP_RECV_F: /* the activation into stage st */
+            key_alloc(t, key_boundary(x, p, st - 1, m, 0), PP_MEM_COMM, x->io);
+            break;
+        case PP_OP_RECV_B: /* the gradient of stage st's output */
+            key_alloc(t, key_boundary(x, p, st, m, 1), PP_MEM_COMM, x->io);
             break;
         case PP_OP_SEND_F:
         case PP_OP_SEND_B: {
@@ -178,42 +256,48 @@ static void walk(const plan_ctx *x, int r, tracker *t, int64_t *reduces)
             double now = 0, taken = 0;
             if (x->copies) {
                 now = x->sim.spans[r][i].start;
-                taken = x->done[recv_key(s, a->pipe, a->stage + (fwd ? 1 : -1), a->mb, !fwd)];
+                taken = x->done[recv_key(s, p, st + (fwd ? 1 : -1), m, !fwd)];
             }
-            send_message(x, t, now, taken);
+            send_message(x, t, key_boundary(x, p, fwd ? st : st - 1, m, !fwd), now, taken);
             break;
         }
         case PP_OP_F: {
-            int64_t fws = (int64_t)pp_rt_size_fwd_ws(x->N, x->C, x->sp); /* sequence parallel */
-            bump(t, PP_MEM_COMM, last ? 0 : io);                              /* output */
-            bump(t, PP_MEM_ACTS, (int64_t)slot_bytes(x, a->pipe, a->stage)); /* saved */
-            bump(t, PP_MEM_WORKSPACE, fws);
-            bump(t, PP_MEM_WORKSPACE, -fws);
-            bump(t, PP_MEM_COMM, first ? 0 : -io);                            /* input consumed */
+            size_t fws = pp_rt_size_fwd_ws(x->N, x->C, x->sp); /* sequence parallel */
+            if (!last) /* output */
+                key_alloc(t, key_boundary(x, p, st, m, 0), PP_MEM_COMM, x->io);
+            key_alloc(t, key_acts(x, p, st, m), PP_MEM_ACTS, slot_bytes(x, p, st)); /* saved */
+            if (fws)
+                buf_free(t, buf_alloc(t, PP_MEM_WORKSPACE, fws));
+            if (!first) /* input consumed */
+                key_free(t, key_boundary(x, p, st - 1, m, 0));
             break;
         }
         case PP_OP_B:
-        case PP_OP_I: { /* I: the held-for-W bytes come before the workspace; the slot stays */
-            int64_t ws = (int64_t)bwd_ws_bytes(x, a->pipe, a->stage);
-            int split = a->op == PP_OP_I;
-            bump(t, PP_MEM_COMM, first ? 0 : io); /* input gradient */
-            bump(t, PP_MEM_ACTS, split ? (int64_t)wheld_bytes(x, a->pipe, a->stage) : 0);
-            bump(t, PP_MEM_WORKSPACE, ws);
-            bump(t, PP_MEM_WORKSPACE, -ws);
-            bump(t, PP_MEM_ACTS, split ? 0 : -(int64_t)slot_bytes(x, a->pipe, a->stage));
-            bump(t, PP_MEM_COMM, last ? 0 : -io); /* output gradient consumed */
+        case PP_OP_I: /* I: the held-for-W bytes come before the workspace; the slot stays */
+            if (!first) /* input gradient */
+                key_alloc(t, key_boundary(x, p, st - 1, m, 1), PP_MEM_COMM, x->io);
+            if (a->op == PP_OP_I && wheld_bytes(x, p, st))
+                key_alloc(t, key_held(x, p, st, m), PP_MEM_ACTS, wheld_bytes(x, p, st));
+            buf_free(t, buf_alloc(t, PP_MEM_WORKSPACE, bwd_ws_bytes(x, p, st)));
+            if (a->op == PP_OP_B)
+                key_free(t, key_acts(x, p, st, m));
+            if (!last) /* output gradient consumed */
+                key_free(t, key_boundary(x, p, st, m, 1));
             break;
-        }
-        case PP_OP_W: /* frees what its I held and the slot */
-            bump(t, PP_MEM_ACTS,
-                 -(int64_t)(wheld_bytes(x, a->pipe, a->stage) + slot_bytes(x, a->pipe, a->stage)));
+        case PP_OP_W: /* frees what its I held, then the slot (stage_bwd.c's order) */
+            if (wheld_bytes(x, p, st))
+                key_free(t, key_held(x, p, st, m));
+            key_free(t, key_acts(x, p, st, m));
             break;
-        case PP_OP_REDUCE: {
-            int64_t bytes = (int64_t)reduce_bytes(x, a->stage, r);
-            *reduces += bytes;
-            bump(t, PP_MEM_COMM, bytes); /* held to the step's end */
+        case PP_OP_REDUCE: /* held to the step's end */
+            if (st < 0 || st >= s->n_reduces) {
+                t->bad = 1;
+                break;
+            }
+            key_alloc(t, key_reduce(x, st), PP_MEM_COMM, reduce_bytes(x, st, r));
+            reds[(*n_red)++] = t->key_rec[key_reduce(x, st)];
+            t->key_rec[key_reduce(x, st)] = -1;
             break;
-        }
         default:
             break;
         }
@@ -240,6 +324,7 @@ static void plan_rank(const plan_ctx *x, int r, tracker *t)
                     scratch = max_z(scratch, cuda_scratch_bytes(x, pipe, st));
             }
     size_t grads = 4 * o->params;
+    o->kernel_scratch = scratch;
     bump(t, PP_MEM_WEIGHTS, (int64_t)((4 + (x->bf16 ? PP_RT_BF16_BYTES : 0)) * o->params));
     bump(t, PP_MEM_GRADS, (int64_t)grads);
     bump(t, PP_MEM_OPTIM, (int64_t)(8 * o->params));
@@ -248,14 +333,21 @@ static void plan_rank(const plan_ctx *x, int r, tracker *t)
     if (x->cuda)
         bump(t, PP_MEM_WORKSPACE,
              (int64_t)(scratch + PP_RT_CUBLAS_WS_BYTES + PP_RT_CUBLAS_WS_ALIGN));
-    int64_t reduces = 0;
-    walk(x, r, t, &reduces);
-    /* End of step (executor_sync.c): the REDUCE buffers are freed when they complete, then
-     * the data-parallel buffer (all of the rank's gradients) is allocated. */
-    bump(t, PP_MEM_COMM, -reduces);
+    pp_plan_arena_reset(&t->arena);
+    for (size_t k = 0; k < t->n_keys; k++)
+        t->key_rec[k] = -1;
+    int n_red = 0;
+    walk(x, r, t, t->reds, &n_red);
+    /* End of step (executor_sync.c): the REDUCE buffers are freed as they complete, in the
+     * order they were posted, then the data-parallel buffer (all of the rank's gradients) is
+     * allocated and freed. */
+    for (int i = 0; i < n_red; i++)
+        buf_free(t, t->reds[i]);
     if (x->p->dp > 1)
-        bump(t, PP_MEM_COMM, (int64_t)grads);
+        buf_free(t, buf_alloc(t, PP_MEM_COMM, grads));
+    t->bad |= t->arena.n_live != 0; /* every buffer of the step is freed within it */
     o->peak_units = x->sim.peak_activations[r];
+    o->n_bufs = t->arena.n_recs;
 }
 
 static pp_status check(const pp_rt_plan_params *p)
@@ -342,26 +434,85 @@ static pp_status ctx_init(const pp_rt_plan_params *p, plan_ctx *x)
     return PP_OK;
 }
 
-pp_status pp_rt_plan_compute(const pp_rt_plan_params *p, pp_rt_plan_rank *out)
+static void tracker_fini(tracker *t)
+{
+    free(t->taken);
+    free(t->reds);
+    free(t->key_rec);
+    pp_plan_arena_fini(&t->arena);
+}
+
+void pp_rt_plan_assignment_fini(pp_rt_plan_assignment *a)
+{
+    if (!a)
+        return;
+    free(a->bufs);
+    memset(a, 0, sizeof *a);
+}
+
+/* Rank r's records, copied out of the arena's table. */
+static pp_status copy_assignment(const tracker *t, pp_rt_plan_assignment *a)
+{
+    memset(a, 0, sizeof *a);
+    a->n = t->arena.n_recs;
+    a->arena_bytes = t->arena.high;
+    if (!(a->bufs = pp_calloc(a->n ? (size_t)a->n : 1, sizeof *a->bufs)))
+        return PP_ERR_NOMEM;
+    memcpy(a->bufs, t->arena.recs, (size_t)a->n * sizeof *a->bufs);
+    return PP_OK;
+}
+
+static pp_status plan_all(const plan_ctx *x, pp_rt_plan_rank *out, pp_rt_plan_assignment *asg,
+                          tracker *t)
+{
+    const pp_sched *s = x->s;
+    for (int r = 0; r < s->ranks; r++) {
+        t->out = &out[r];
+        plan_rank(x, r, t);
+        if (t->arena.nomem)
+            return PP_ERR_NOMEM;
+        if (t->bad)
+            return PP_ERR(PP_ERR_CHECK,
+                          "memory plan: rank %d frees a buffer it does not hold, or keeps one past "
+                          "the step's end (plan.c's walk does not follow the schedule)",
+                          r);
+        if (!asg)
+            continue; /* the placement is quadratic in the buffers: only when asked for */
+        PP_TRY(pp_plan_arena_place(&t->arena));
+        out[r].arena_bytes = t->arena.high;
+        PP_TRY(copy_assignment(t, &asg[r]));
+    }
+    return PP_OK;
+}
+
+pp_status pp_rt_plan_assign(const pp_rt_plan_params *p, pp_rt_plan_rank *out,
+                            pp_rt_plan_assignment *asg)
 {
     PP_TRY(check(p));
+    const pp_sched *s = p->sched;
+    if (asg)
+        memset(asg, 0, (size_t)s->ranks * sizeof *asg);
     plan_ctx x;
     PP_TRY(ctx_init(p, &x));
     int max_ops = 1;
-    for (int r = 0; r < p->sched->ranks; r++)
-        max_ops = p->sched->n_ops[r] > max_ops ? p->sched->n_ops[r] : max_ops;
-    tracker t = {.taken = pp_calloc((size_t)max_ops, sizeof(double))};
-    if (!t.taken) {
-        ctx_fini(&x);
-        return PP_ERR_NOMEM;
-    }
-    for (int r = 0; r < p->sched->ranks; r++) {
-        t.out = &out[r];
-        plan_rank(&x, r, &t);
-    }
-    free(t.taken);
+    for (int r = 0; r < s->ranks; r++)
+        max_ops = s->n_ops[r] > max_ops ? s->n_ops[r] : max_ops;
+    tracker t = {.taken = pp_calloc((size_t)max_ops, sizeof(double)),
+                 .reds = pp_calloc((size_t)max_ops, sizeof(int)),
+                 .key_rec = pp_calloc(n_keys(s) + 1, sizeof(int)),
+                 .n_keys = n_keys(s)};
+    pp_status st = t.taken && t.reds && t.key_rec ? plan_all(&x, out, asg, &t) : PP_ERR_NOMEM;
+    tracker_fini(&t);
     ctx_fini(&x);
-    return PP_OK;
+    if (st != PP_OK && asg)
+        for (int r = 0; r < s->ranks; r++)
+            pp_rt_plan_assignment_fini(&asg[r]);
+    return st;
+}
+
+pp_status pp_rt_plan_compute(const pp_rt_plan_params *p, pp_rt_plan_rank *out)
+{
+    return pp_rt_plan_assign(p, out, NULL);
 }
 
 const char *pp_mem_category_name(pp_mem_category c)

@@ -30,6 +30,8 @@ typedef struct {
     size_t peak[PP_MEM__COUNT];    /* high-water mark of each category */
     size_t current_total;
     size_t peak_total; /* high-water mark of the sum (not the sum of peaks) */
+    size_t reserved;   /* bytes of the arenas buffers are carved from (runtime/executor_arena.c):
+                          held by the backend, counted above only for the buffers live in them */
 } pp_mem_stats;
 
 #ifdef __cplusplus

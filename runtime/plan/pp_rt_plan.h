@@ -1,9 +1,11 @@
 /* pp_rt_plan.h — the runtime's memory plan: the bytes every pipeline rank of the bundled
- * runtime holds in a training step, by category, computed from the model, the schedule, the
- * backend, the precision and what the transport takes, without allocating anything or
- * touching a device. The executor computes it when it is created and its backends' measured
- * peaks equal it (tests/test_runtime_exec_mem.c, tests/test_cuda_rt.c); the tuner plans the
- * runtime's own trials with it (tuner/runtime_mem.c). Library pp_rt_plan: links only
+ * runtime holds in a training step, by category, and where each of the step's buffers lives,
+ * computed from the model, the schedule, the backend, the precision and what the transport
+ * takes, without allocating anything or touching a device. The executor computes it when it
+ * is created and allocates from it: each rank's step buffers are carved at their planned
+ * offsets from one arena (runtime/executor_arena.c), so its backends' measured peaks equal the
+ * plan by construction (tests/test_runtime_exec_mem.c, tests/test_cuda_rt.c); the tuner plans
+ * the runtime's own trials with it (tuner/runtime_mem.c). Library pp_rt_plan: links only
  * pp_schedules and pp_common, never a backend, so the tuner can use it.
  *
  * What is counted: exactly the bytes the runtime allocates through its backends' accounting
@@ -24,6 +26,18 @@
  *   workspace: a backward's scratch; on CUDA the kernel scratch (its largest single need,
  *     reached in the first step) and the cuBLAS workspace, held throughout.
  * The steady state (step >= 2) is planned: optimizer state and bf16 copies already exist.
+ *
+ * Buffer assignment (pp_rt_plan_assign): the step's buffers — received and produced tensors,
+ * saved-activation slots, backward workspaces, REDUCE packs, the data-parallel buffer — are
+ * listed in the order the rank allocates them, each with its bytes, category and offset in the
+ * rank's arena (PP_RT_ARENA_ALIGN-aligned, placed greedily by size among the buffers alive at
+ * the same time: runtime/plan/plan_arena.c; the arena is at least the buffers' peak sum). Outside the arena, with their sizes from
+ * the same plan: the persistent state (weights, grads, optimizer state, bf16 copies, tokens;
+ * the weights and grads are checked against it at creation), the CUDA backend's kernel scratch
+ * (reserved at kernel_scratch when the executor creates the backend, which then refuses a
+ * kernel needing more) and cuBLAS workspace, and the transports' own message copies (the
+ * in-process transport's, timing dependent: below).
+ *
  * Exact when every byte is placed by the rank's program order (pp_rt_plan_is_exact). When
  * the in-process transport's copies count, when a receive completes depends on timing: the
  * plan simulates the schedule with unit costs (F = 1, B = 2, free links: pp_cost_init_unit)
@@ -87,13 +101,61 @@ typedef struct {
     size_t peak_total;             /* high-water mark of the sum = sum of at_peak */
     double peak_units; /* the simulator's peak in-flight activations on the rank, in
                         * micro-batch x (L/D layers) (pp_sim_result.peak_activations) */
+    size_t kernel_scratch; /* CUDA: the kernels' scratch the backend holds (PP_MEM_WORKSPACE,
+                            * reserved at creation: pp_backend_scratch_reserve); 0 elsewhere */
+    int n_bufs;         /* the step's buffers carved from the arena (pp_rt_plan_assign) */
+    size_t arena_bytes; /* the arena they are carved from (its placement's high-water mark);
+                         * 0 from pp_rt_plan_compute, which does not place them */
 } pp_rt_plan_rank;
+
+/* Alignment of every buffer's offset in a rank's arena: what cudaMalloc guarantees, so a
+ * carved buffer is as aligned as one allocated on its own. */
+#define PP_RT_ARENA_ALIGN ((size_t)256)
+
+/* Bytes a buffer of `bytes` takes in the arena: rounded up to PP_RT_ARENA_ALIGN and, in an
+ * AddressSanitizer build, followed by a redzone of PP_RT_ARENA_ALIGN (the executor poisons
+ * what no live buffer holds, so a kernel running past its buffer is reported as with malloc). */
+static inline size_t pp_rt_plan_buf_len(size_t bytes)
+{
+    size_t b = bytes ? bytes : 1;
+    b = (b + PP_RT_ARENA_ALIGN - 1) / PP_RT_ARENA_ALIGN * PP_RT_ARENA_ALIGN;
+#if defined(__SANITIZE_ADDRESS__)
+    b += PP_RT_ARENA_ALIGN;
+#endif
+    return b;
+}
+
+/* One buffer of a rank's step. */
+typedef struct {
+    size_t offset; /* in the rank's arena, a multiple of PP_RT_ARENA_ALIGN */
+    size_t bytes;  /* requested (what the backends' accounting counts) */
+    int cat;       /* pp_mem_category */
+} pp_rt_plan_buf;
+
+/* A pipeline rank's buffer assignment: its step's buffers in allocation order. The caller
+ * owns it; pp_rt_plan_assignment_fini frees bufs. */
+typedef struct {
+    pp_rt_plan_buf *bufs; /* [n] */
+    int n;
+    size_t arena_bytes; /* = pp_rt_plan_rank.arena_bytes */
+} pp_rt_plan_assignment;
 
 /* Fills out[0 .. sched->ranks-1]. Returns PP_OK; PP_ERR_INVALID for a backend kind, precision
  * or size out of range, or a schedule that does not fit the model (the message names the
  * value); the simulator's error for a schedule that fails pp_sched_check. Allocates only
  * host scratch, freed before it returns. */
 pp_status pp_rt_plan_compute(const pp_rt_plan_params *p, pp_rt_plan_rank *out);
+
+/* pp_rt_plan_compute, and asg[0 .. sched->ranks-1] filled with each rank's buffers placed in
+ * its arena (asg NULL: the same as pp_rt_plan_compute). Placing costs time quadratic in a
+ * rank's buffers (about 1 ms for 1f1b of 8 ranks and 64 micro-batches, 0.24 s for interleaved
+ * 8 x 4 chunks and 256 micro-batches on the 2-core sandbox; pp_rt_plan_compute: 0.1 and 1.3
+ * ms), so the executor asks for it once and the tuner's per-candidate plans do not. On an
+ * error nothing is left allocated in asg. */
+pp_status pp_rt_plan_assign(const pp_rt_plan_params *p, pp_rt_plan_rank *out,
+                            pp_rt_plan_assignment *asg);
+/* Frees a->bufs and zeroes *a; NULL is a no-op. */
+void pp_rt_plan_assignment_fini(pp_rt_plan_assignment *a);
 
 /* Returns 1 when the plan of p equals the backends' measured peaks to the byte (staged
  * transports: every byte placed by program order), 0 when a transport's copies make it
