@@ -29,6 +29,13 @@ pp_status pp_export_edge_layers(const pp_profile *p, int *first, int *last);
 /* GPUs of the plan, and how they sit on nodes: devices per node and nodes. */
 void pp_export_nodes(const pp_profile *p, int *devices, int *nodes);
 
+/* For a refusal of the chosen schedule: the profile's fastest fitting runner-up whose schedule
+ * Megatron-LM runs at most as `at_most` (upstream, or the fork too), written into buf as
+ * "; the profile's fastest configuration it runs is runner-up #K, CONFIG (predicted S s per
+ * step, X % slower: export it with --runner-up K)", or "" when none is; returns buf. */
+char *pp_export_runner_up_hint(const pp_profile *p, pp_sched_megatron at_most, char *buf,
+                               size_t n);
+
 pp_status pp_export_nemo(const pp_profile *p, FILE *fp);
 pp_status pp_export_nemo2(const pp_profile *p, FILE *fp);
 pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp);

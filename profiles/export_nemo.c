@@ -20,13 +20,14 @@ static pp_status nemo_schedule(const pp_profile *p)
 {
     const pp_profile_config *c = &p->chosen.config;
     const pp_sched_desc *d = pp_export_desc(c);
-    char names[128];
+    char names[128], hint[320];
     if (d->megatron == PP_SCHED_MEGATRON_UPSTREAM)
         return PP_OK;
     return PP_ERR(PP_ERR_UNSUPPORTED,
-                  "%s: NeMo runs Megatron-Core's schedules, which have no %s schedule; %sre-run "
+                  "%s: NeMo runs Megatron-Core's schedules, which have no %s schedule%s; %sre-run "
                   "the search with --schedules %s",
                   p->name, d->title,
+                  pp_export_runner_up_hint(p, PP_SCHED_MEGATRON_UPSTREAM, hint, sizeof hint),
                   d->megatron == PP_SCHED_MEGATRON_FORK ? "use --format megatron --target "
                                                           "bitpipe-fork for its fork, or "
                                                         : "",

@@ -203,6 +203,9 @@ struct json_t *pp_profile_config_json(const pp_profile_config *c);
  * last stage layer counts ("-" for one not set), else "uneven" or "even". Writes at most n bytes
  * into buf (NUL-terminated when n > 0) and returns buf. */
 char *pp_profile_split_str(int first, int last, int uneven, char *buf, size_t n);
+/* A configuration in one line: "SCHEDULE p=P v=V G=G b=B d=D t=T N=N SPLIT". Writes at most n
+ * bytes into buf and returns buf. */
+char *pp_profile_config_str(const pp_profile_config *c, char *buf, size_t n);
 
 #define PP_PROFILE_PPRUN_MAX_ARGS 32
 #define PP_PROFILE_PPRUN_ARG_LEN 72

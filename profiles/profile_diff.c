@@ -47,10 +47,8 @@ static int config_diff(FILE *fp, const pp_profile_config *a, const pp_profile_co
 
 static void describe_config(FILE *fp, const pp_profile_config *c)
 {
-    char split[32];
-    fprintf(fp, "%s p=%d v=%d G=%d b=%d d=%d t=%d N=%d %s", c->schedule, c->p, c->v, c->G, c->b,
-            c->d, c->t, c->N,
-            pp_profile_split_str(c->first_layers, c->last_layers, c->uneven, split, sizeof split));
+    char text[160];
+    fputs(pp_profile_config_str(c, text, sizeof text), fp);
 }
 
 static double rel(double a, double b)

@@ -57,6 +57,29 @@ void pp_export_nodes(const pp_profile *p, int *devices, int *nodes)
     *nodes = (int)((gpus + *devices - 1) / *devices);
 }
 
+char *pp_export_runner_up_hint(const pp_profile *p, pp_sched_megatron at_most, char *buf,
+                               size_t n)
+{
+    snprintf(buf, n, "%s", "");
+    for (int i = 0; i < p->n_runners_up; i++) {
+        const pp_profile_candidate *r = &p->runners_up[i];
+        const pp_sched_desc *d = pp_export_desc(&r->config);
+        if (!r->fits || d->megatron > at_most)
+            continue;
+        char text[160];
+        double slower = p->chosen.step_time_s > 0
+                            ? 100 * (r->step_time_s / p->chosen.step_time_s - 1)
+                            : 0;
+        snprintf(buf, n,
+                 "; the profile's fastest configuration it runs is runner-up #%d, %s (predicted "
+                 "%.4g s per step, %.1f %% slower: export it with --runner-up %d)",
+                 i + 1, pp_profile_config_str(&r->config, text, sizeof text), r->step_time_s,
+                 slower, i + 1);
+        break;
+    }
+    return buf;
+}
+
 static void megatron_recompute(const pp_profile *p, FILE *fp)
 {
     if (!strcmp(p->options.recompute, "selective"))
@@ -189,12 +212,13 @@ static pp_status export_megatron(const pp_profile *p, int bitpipe_fork, FILE *fp
 {
     const pp_profile_config *c = &p->chosen.config;
     const pp_sched_desc *d = pp_export_desc(c);
-    char names[128];
+    char names[128], hint[320];
     if (d->megatron == PP_SCHED_MEGATRON_NONE)
         return PP_ERR(PP_ERR_UNSUPPORTED,
-                      "%s: Megatron-LM has no %s schedule (no upstream flag selects it); re-run "
+                      "%s: Megatron-LM has no %s schedule (no upstream flag selects it)%s; re-run "
                       "the search with --schedules %s%s",
                       p->name, d->title,
+                      pp_export_runner_up_hint(p, PP_SCHED_MEGATRON_UPSTREAM, hint, sizeof hint),
                       pp_sched_names(PP_SCHED_MEGATRON_FORK, ",", names, sizeof names),
                       d->torch_name ? ", or export it with --format torchtitan (PyTorch "
                                       "pipelining runs it)"
@@ -202,9 +226,10 @@ static pp_status export_megatron(const pp_profile *p, int bitpipe_fork, FILE *fp
     if (d->megatron == PP_SCHED_MEGATRON_FORK && !bitpipe_fork)
         return PP_ERR(PP_ERR_UNSUPPORTED,
                       "%s: upstream Megatron-LM has no %s schedule (only the fork switched on by "
-                      "%s runs it); export with --target bitpipe-fork for that fork, or re-run "
+                      "%s runs it)%s; export with --target bitpipe-fork for that fork, or re-run "
                       "the search with --schedules %s",
                       p->name, d->title, d->megatron_flag,
+                      pp_export_runner_up_hint(p, PP_SCHED_MEGATRON_UPSTREAM, hint, sizeof hint),
                       pp_sched_names(PP_SCHED_MEGATRON_UPSTREAM, ",", names, sizeof names));
     if (d->megatron != PP_SCHED_MEGATRON_FORK && bitpipe_fork)
         return PP_ERR(PP_ERR_INVALID,

@@ -82,6 +82,15 @@ char *pp_profile_split_str(int first, int last, int uneven, char *buf, size_t n)
     return buf;
 }
 
+char *pp_profile_config_str(const pp_profile_config *c, char *buf, size_t n)
+{
+    char split[32];
+    snprintf(buf, n, "%s p=%d v=%d G=%d b=%d d=%d t=%d N=%d %s", c->schedule, c->p, c->v, c->G,
+             c->b, c->d, c->t, c->N,
+             pp_profile_split_str(c->first_layers, c->last_layers, c->uneven, split, sizeof split));
+    return buf;
+}
+
 /* The writer's side of read_config: the same fields and split names, so the profile's config
  * has one schema (the tuner writes it through this, pp_profile_config_json). */
 json_t *pp_profile_config_json(const pp_profile_config *c)

@@ -670,3 +670,38 @@ Test(tuner_export, split_backward_schedules_go_to_torchtitan_by_csv_or_by_name)
     free(text);
     pp_profile_destroy(p);
 }
+
+/* The main job's profile picks a zero-bubble schedule, which Megatron-LM cannot run: the refusal
+ * names the profile's fastest runner-up it runs, and `--runner-up K` exports that one (the
+ * flags of an interleaved or 1F1B layout), while a K the profile does not have is bad input. */
+Test(tuner_export, a_refused_winner_names_the_runner_up_megatron_runs_and_exports_it)
+{
+    char dir[] = "/tmp/pptune_ru_XXXXXX", run[2048];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(run, sizeof run,
+             "cd %s && %s/tuner/pptune --model gpt-13b --nodes 32 -o g.json > /dev/null 2>&1 && "
+             "{ %s/tuner/pptune export --format megatron g.json > out 2> err; echo $? > rc; }",
+             dir, PP_BINARY_DIR, PP_BINARY_DIR);
+    cr_assert_eq(system(run), 0, "%s", run);
+    char path[256], err[4096] = "";
+    snprintf(path, sizeof path, "%s/err", dir);
+    FILE *fp = fopen(path, "r");
+    cr_assert_not_null(fp);
+    size_t n = fread(err, 1, sizeof err - 1, fp);
+    err[n] = '\0';
+    fclose(fp);
+    const char *k = strstr(err, "export it with --runner-up ");
+    cr_assert_not_null(k, "the refusal names no runner-up: %s", err);
+    int K = atoi(k + strlen("export it with --runner-up "));
+    cr_assert_gt(K, 0, "%s", err);
+    cr_assert(strstr(err, "no upstream flag selects it"), "%s", err);
+    snprintf(run, sizeof run,
+             "cd %s && test \"$(cat rc)\" = 2 && %s/tuner/pptune export --format megatron "
+             "--runner-up %d g.json > out 2> err && grep -q -- '--pipeline-model-parallel-size' "
+             "out && grep -q 'runner-up #%d, ' err && { %s/tuner/pptune export --format megatron "
+             "--runner-up 1000 g.json > /dev/null 2>&1; test $? = 2; }",
+             dir, PP_BINARY_DIR, K, K, PP_BINARY_DIR);
+    cr_assert_eq(system(run), 0, "%s (err: %s)", run, err);
+    snprintf(run, sizeof run, "rm -rf %s", dir);
+    cr_assert_eq(system(run), 0);
+}

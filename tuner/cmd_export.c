@@ -1,6 +1,7 @@
 /* cmd_export.c — `pptune export --format megatron|nemo|pprun PROFILE`: the chosen configuration
  * as a training framework's options, on stdout (flags on one line; NeMo as YAML). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -10,7 +11,7 @@
 static void usage(void)
 {
     printf("usage: pptune export --format megatron|nemo|nemo2|torchtitan|pprun\n"
-           "                    [--target bitpipe-fork] PROFILE\n\n"
+           "                    [--target bitpipe-fork] [--runner-up K] PROFILE\n\n"
            "Prints the profile's chosen configuration as launch options:\n"
            "  megatron  Megatron-LM flags on one line: layout (tensor, pipeline, virtual\n"
            "            pipeline and its micro-batch group, uneven first/last stage), batch,\n"
@@ -22,17 +23,21 @@ static void usage(void)
            "  torchtitan  --parallelism.* / --training.* overrides and the `pptune schedule\n"
            "            --format csv` command writing the schedule they load\n"
            "  pprun     pprun's flags on one line (backend, precision, --tp)\n"
-           "A configuration the target cannot run (Chimera in Megatron-LM, BitPipe in upstream\n"
-           "Megatron-LM) is refused with the reason (exit 2).\n");
+           "A configuration the target cannot run (the zero-bubble family and Chimera in\n"
+           "Megatron-LM and NeMo, BitPipe in upstream Megatron-LM) is refused with the reason\n"
+           "(exit 2), naming the fastest runner-up in the profile that the target runs.\n"
+           "  --runner-up K  export the profile's K-th runner-up instead of its chosen\n"
+           "            configuration (1 = the second fastest; the profile lists them)\n");
 }
 
 int pp_cmd_export(int argc, char **argv)
 {
-    const char *format = NULL, *file = NULL, *target = NULL;
+    const char *format = NULL, *file = NULL, *target = NULL, *runner = NULL;
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
         {"format", required_argument, NULL, 'f'}, /* long only: 'f' is not among the short */
         {"target", required_argument, NULL, 'T'},
+        {"runner-up", required_argument, NULL, 'R'},
         {0},
     };
     pp_cli cli;
@@ -44,7 +49,7 @@ int pp_cmd_export(int argc, char **argv)
             usage();
             return 0;
         }
-        *(c == 'T' ? &target : &format) = cli.arg;
+        *(c == 'T' ? &target : c == 'R' ? &runner : &format) = cli.arg;
     }
     for (int i = optind; i < argc; i++) {
         const char *o = argv[i];
@@ -65,8 +70,32 @@ int pp_cmd_export(int argc, char **argv)
                                             "--format megatron", target);
     if (target)
         fmt = PP_PROFILE_EXPORT_MEGATRON_BITPIPE;
+    long k = 0;
+    if (runner) {
+        char *end;
+        k = strtol(runner, &end, 10);
+        if (*runner == '\0' || *end != '\0' || k < 1 || k > 1000)
+            return pp_cmd_usage_error("export", "--runner-up \"%s\": expected a runner-up's "
+                                                "number, 1 or more", runner);
+    }
     pp_profile *p = NULL;
     st = pp_profile_read(file, &p);
+    if (st == PP_OK && k > 0) {
+        if (!p->has_chosen || k > p->n_runners_up) {
+            fprintf(stderr, "pptune export: %s: --runner-up %ld: the profile has %d runner%s-up\n",
+                    file, k, p->n_runners_up, p->n_runners_up == 1 ? "" : "s");
+            pp_profile_destroy(p);
+            return 2;
+        }
+        const pp_profile_candidate *r = &p->runners_up[k - 1];
+        char text[160];
+        fprintf(stderr,
+                "pptune export: %s: runner-up #%ld, %s (predicted %.4g s per step; the chosen "
+                "configuration: %.4g s)\n",
+                file, k, pp_profile_config_str(&r->config, text, sizeof text), r->step_time_s,
+                p->chosen.step_time_s);
+        p->chosen = *r; /* its strings live in the profile's document, as the chosen one's */
+    }
     if (st == PP_OK)
         st = pp_profile_export(p, fmt, stdout);
     pp_profile_destroy(p);
