@@ -9,6 +9,8 @@
  *   DX    input gradient of B(p,s,m) waiting for SEND_B
  * Each is io_bytes of PP_MEM_COMM, the memory plan's next buffer in the rank's arena
  * (executor_arena.c), given back as soon as it is consumed.
+ * A split backward's I takes and gives the same buffers as B; its W touches none (what it
+ * needs stays in the stage between them: pp_rt_stage_backward_input).
  * A hop between two stages of one rank is such a hand-over and never reaches the transport.
  *
  * Not here: the meaning of the actions beyond this wiring (pp_sched.h), the numerics (stage).
@@ -117,6 +119,8 @@ static pp_status do_forward(pp_rt_executor *ex, rank_state *rs, const pp_action 
     return e;
 }
 
+/* B, or a split backward's I (the same wiring: it sends the input gradient like B; the
+ * stage keeps what the weight gradients need until the W of the same stage and mb). */
 static pp_status do_backward(pp_rt_executor *ex, rank_state *rs, const pp_action *a)
 {
     int s = a->stage, first = s == 0, last = s == ex->S - 1;
@@ -131,7 +135,8 @@ static pp_status do_backward(pp_rt_executor *ex, rank_state *rs, const pp_action
     }
     /* d(step loss)/d(micro-batch mean loss): the step's loss is the mean of dp*N of them. */
     float scale = 1.0f / (float)(ex->N * ex->dp);
-    e = pp_rt_stage_backward(st, a->mb, dy, dx, scale);
+    e = a->op == PP_OP_I ? pp_rt_stage_backward_input(st, a->mb, dy, dx, scale)
+                         : pp_rt_stage_backward(st, a->mb, dy, dx, scale);
     comm_free(ex, rs, dy);
     if (e != PP_OK) {
         comm_free(ex, rs, dx);
@@ -147,6 +152,13 @@ static pp_status do_backward(pp_rt_executor *ex, rank_state *rs, const pp_action
     if (e != PP_OK)
         comm_free(ex, rs, dx);
     return e;
+}
+
+/* W: the weight gradients its I left, local to the rank (no buffer in, none out). */
+static pp_status do_weight(pp_rt_executor *ex, rank_state *rs, const pp_action *a)
+{
+    return pp_rt_stage_backward_weight(ex_stage(ex, rs->replica, rs->tpr, a->pipe, a->stage),
+                                       a->mb);
 }
 
 static pp_status do_recv(pp_rt_executor *ex, rank_state *rs, const pp_action *a, int fwd)
@@ -181,7 +193,10 @@ static pp_status do_action(pp_rt_executor *ex, rank_state *rs, const pp_action *
     case PP_OP_F:
         return do_forward(ex, rs, a);
     case PP_OP_B:
+    case PP_OP_I:
         return do_backward(ex, rs, a);
+    case PP_OP_W:
+        return do_weight(ex, rs, a);
     case PP_OP_RECV_F:
         return do_recv(ex, rs, a, 1);
     case PP_OP_RECV_B:

@@ -29,7 +29,8 @@ extern "C" {
  * schedules hold two replicas of every layer (one per pipe) which start identical (same seed).
  *
  * One step: every rank walks its action list (RECV via the transport, F/B through the stage
- * with slot = micro-batch id, SEND via the transport; hops between stages of one rank handed
+ * with slot = micro-batch id, and a split backward's I and W as pp_rt_stage_backward_input /
+ * _weight, SEND via the transport; hops between stages of one rank handed
  * over directly; REDUCE posted as a non-blocking all-reduce over its participants); then,
  * per rank, wait for the REDUCEs, sum the tied embedding gradient ("wte" of a pipe's first
  * stage + "wte.head" of its last, as Megatron), all-reduce across the dp replicas, the global

@@ -110,6 +110,20 @@ pp_status pp_rt_stage_forward(pp_rt_stage *st, int slot, const int32_t *tokens, 
  * Returns PP_OK; PP_ERR_INVALID for a slot no forward filled; PP_ERR_OOM for its workspace. */
 pp_status pp_rt_stage_backward(pp_rt_stage *st, int slot, const float *dx_out, float *dx_in,
                                float loss_scale);
+/* Split backward (zero-bubble schedules' I and W actions). pp_rt_stage_backward_input is
+ * pp_rt_stage_backward (same arguments, same input gradient, same errors) except that it
+ * leaves the weight gradients of the linears and of the head to pp_rt_stage_backward_weight:
+ * the slot stays, and with it pp_rt_stage_held_bytes of output gradients (PP_MEM_ACTS). The
+ * LayerNorms' and the embedding's gradients are accumulated by I. After an I the slot takes
+ * no B and no second I (PP_ERR_INVALID); a failed I releases the slot as a failed B does.
+ * pp_rt_stage_backward_weight accumulates them and frees the slot; PP_ERR_INVALID for a slot
+ * whose I has not run. I and W of one slot together accumulate the same gradients as its B
+ * (the same GEMMs on the same floats; only their order among other micro-batches differs). */
+pp_status pp_rt_stage_backward_input(pp_rt_stage *st, int slot, const float *dx_out, float *dx_in,
+                                     float loss_scale);
+pp_status pp_rt_stage_backward_weight(pp_rt_stage *st, int slot);
+/* Returns the bytes an I holds for its W besides the slot (pp_rt_size_wheld_bytes). */
+size_t pp_rt_stage_held_bytes(const pp_rt_stage *st);
 /* Returns the stage's parameter tensors, *n of them (owned by the stage, valid until it is
  * destroyed). */
 pp_rt_tensor *pp_rt_stage_tensors(pp_rt_stage *st, int *n);

@@ -389,6 +389,9 @@ pp_status pp_rt_stage_create(pp_backend *be, const pp_rt_stage_params *p, pp_rt_
                                           st->has_embed, st->has_head, (size_t)st->cfg.hidden,
                                           (size_t)st->cfg.ffn, (size_t)st->cfg.vocab,
                                           (size_t)st->cfg.heads, (size_t)st->tp, (size_t)st->sp);
+    st->held_bytes =
+        pp_rt_size_wheld_bytes((size_t)st->B * st->T, (size_t)st->nl, (size_t)st->cfg.hidden,
+                               (size_t)st->cfg.ffn, (size_t)st->tp, (size_t)st->sp);
     pp_status rc = build_tensors(st);
     if (rc != PP_OK) {
         pp_rt_stage_destroy(st);
@@ -402,8 +405,8 @@ void pp_rt_stage_destroy(pp_rt_stage *st)
 {
     if (!st)
         return;
-    for (int i = 0; i < st->nslots; i++)
-        pp_stage_mem_free(st, st->slots[i].mem, st->slot_bytes, PP_MEM_ACTS);
+    while (st->nslots > 0)
+        pp_stage_slot_release(st, st->nslots - 1);
     free(st->slots);
     size_t pb = st->nparams * sizeof(float);
     pp_backend_free(st->be, st->opt, 2 * pb, PP_MEM_OPTIM);
@@ -424,6 +427,11 @@ size_t pp_rt_stage_io_bytes(const pp_rt_stage *st)
 size_t pp_rt_stage_act_bytes(const pp_rt_stage *st)
 {
     return st->slot_bytes;
+}
+
+size_t pp_rt_stage_held_bytes(const pp_rt_stage *st)
+{
+    return st->held_bytes;
 }
 
 pp_rt_tensor *pp_rt_stage_tensors(pp_rt_stage *st, int *n)

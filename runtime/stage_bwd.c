@@ -7,6 +7,7 @@
  * for the call and freed before it returns, so between calls a stage holds only weights,
  * gradients, optimizer state and the saved activations of in-flight micro-batches.
  * Linear layer y = x W^T + b:  dx = dy W,  dW += dy^T x,  db += colsum(dy).
+ *
  * Sequence parallelism (Korthikanti et al. 2022, sec. 4.2.2): dres and dln hold the rank's Nl
  * rows; before each row-parallel linear dres is all-gathered into dfull (g-bar's backward), so
  * the row-parallel biases' gradients come whole from it; each column-parallel linear's partial
@@ -16,10 +17,93 @@
  * tokens only): they go to lng and are all-reduced over the tensor-parallel ranks at the end
  * of the backward, then added (Megatron all-reduces them once per step, in
  * finalize_model_grads; once per backward keeps it inside the stage: 4 C floats per block).
+ *
+ * Split backward (zero-bubble schedules, Qi et al., "Zero Bubble Pipeline Parallelism", ICLR
+ * 2024): I is the same walk with the weight-gradient GEMMs of every linear and of the head
+ * recorded instead of run (wgrad: dy and x are copied into the slot's held-for-W buffer unless
+ * they already lie in the slot: x does except the all-gathered LayerNorm outputs of sequence
+ * parallelism); W runs the records and frees the slot. What stays in I: the LayerNorms' and the
+ * embedding's weight gradients (element-wise, computed with their input gradients by the same
+ * kernels; under sequence parallelism their all-reduce too). B is the fused walk, unchanged.
  */
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "stage_impl.h"
+
+/* An I in progress on this thread: where wgrad records instead of computing. A stage runs on
+ * one thread at a time (its rank's), so the recorder is the calling thread's; NULL outside
+ * pp_rt_stage_backward_input, so B and every other caller compute as before. */
+typedef struct {
+    pp_rt_stage *st;
+    pp_slot *slot;
+    size_t used; /* bytes of slot->held filled */
+} wgrad_recorder;
+static _Thread_local wgrad_recorder *deferring;
+
+/* Weight gradients an I records: a block's four linears (qkv, proj, fc, fc proj), the head. */
+static int wgrads_of(const pp_rt_stage *st)
+{
+    return 4 * st->nl + st->has_head;
+}
+
+static int in_slot(const pp_rt_stage *st, const pp_slot *sl, const void *p)
+{
+    uintptr_t a = (uintptr_t)p, m = (uintptr_t)sl->mem;
+    return a >= m && a < m + st->slot_bytes;
+}
+
+static pp_status wgrad_run(pp_backend *be, const pp_wgrad *g)
+{
+    PP_TRY(be->ops->gemm(be->ctx, 1, 0, g->out, g->in, g->N, 1.0f, g->dy, g->out, g->x, g->in, 1.0f,
+                         g->dw, g->in));
+    if (g->db)
+        PP_TRY(be->ops->bias_grad(be->ctx, g->db, g->dy, g->N, g->out));
+    return PP_OK;
+}
+
+/* *p (n floats) kept until W: where it is if the slot holds it, else copied into the held
+ * buffer (*p then points there). */
+static pp_status hold(pp_backend *be, wgrad_recorder *r, const float **p, size_t n)
+{
+    if (in_slot(r->st, r->slot, *p))
+        return PP_OK;
+    size_t bytes = n * sizeof(float);
+    if (r->used + bytes > r->st->held_bytes)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "stage: split backward holds more than the %zu bytes pp_rt_size_wheld_bytes "
+                      "gives",
+                      r->st->held_bytes);
+    float *dst = (float *)((char *)r->slot->held + r->used);
+    PP_TRY(be->ops->copy(be->ctx, dst, *p, bytes));
+    r->used += bytes;
+    *p = dst;
+    return PP_OK;
+}
+
+/* Keeps what W needs of one weight gradient: dy and x, each where the slot holds it or copied
+ * into the held buffer. */
+static pp_status wgrad_record(pp_backend *be, wgrad_recorder *r, const pp_wgrad *g)
+{
+    pp_rt_stage *st = r->st;
+    pp_slot *sl = r->slot;
+    if (sl->nwg >= wgrads_of(st))
+        return PP_ERR(PP_ERR_UNSUPPORTED, "stage: split backward: more than %d weight gradients",
+                      wgrads_of(st));
+    pp_wgrad k = *g;
+    PP_TRY(hold(be, r, &k.dy, (size_t)g->N * g->out));
+    PP_TRY(hold(be, r, &k.x, (size_t)g->N * g->in));
+    sl->wg[sl->nwg++] = k;
+    return PP_OK;
+}
+
+/* dw += dy^T x and db += colsum(dy) now (B), or recorded for W during an I. */
+static pp_status wgrad(pp_backend *be, float *dw, float *db, const float *dy, const float *x, int N,
+                       int in, int out)
+{
+    pp_wgrad g = {.dw = dw, .db = db, .dy = dy, .x = x, .N = N, .in = in, .out = out};
+    return deferring ? wgrad_record(be, deferring, &g) : wgrad_run(be, &g);
+}
 
 typedef struct {
     float *dres;    /* (Nl, C) gradient of the residual stream */
@@ -39,9 +123,7 @@ static pp_status linear_bwd(pp_backend *be, float *dx, float *dw, float *db, con
 {
     void *c = be->ctx;
     PP_TRY(be->ops->gemm(c, 0, 0, N, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in));
-    PP_TRY(be->ops->gemm(c, 1, 0, out, in, N, 1.0f, dy, out, x, in, 1.0f, dw, in));
-    PP_TRY(be->ops->bias_grad(c, db, dy, N, out));
-    return PP_OK;
+    return wgrad(be, dw, db, dy, x, N, in, out);
 }
 
 /* One block's backward. With tensor parallelism (tp > 1; Cl, Fl, Hl are then this rank's
@@ -124,8 +206,7 @@ static pp_status head_bwd(pp_rt_stage *st, const pp_head_acts *h, const int32_t 
     float *dlnf = sp ? ws->dfull : ws->dln;
     PP_TRY(o->gemm(be->ctx, 0, 0, N, C, V, 1.0f, dlogits, V, t[st->i_headwte].data, C, 0.0f,
                    dlnf, C));
-    PP_TRY(o->gemm(be->ctx, 1, 0, V, C, N, 1.0f, dlogits, V, h->lnf, C, 1.0f, t[st->i_headwte].grad,
-                   C));
+    PP_TRY(wgrad(be, t[st->i_headwte].grad, NULL, dlogits, h->lnf, N, C, V));
     PP_TRY(o->zero(be->ctx, ws->dres, (size_t)st->Nl * C * sizeof(float)));
     float *lng = sp ? ws->lng + (size_t)st->nl * 4 * C : NULL;
     PP_TRY(o->layernorm_bwd(be->ctx, ws->dres, sp ? lng : t[st->i_lnf].grad,
@@ -224,24 +305,97 @@ static pp_status backward_slot(pp_rt_stage *st, void *mem, const float *dx_out, 
     return PP_OK;
 }
 
+void pp_stage_slot_release(pp_rt_stage *st, int i)
+{
+    pp_slot *sl = &st->slots[i];
+    if (sl->held)
+        pp_stage_mem_free(st, sl->held, st->held_bytes, PP_MEM_ACTS);
+    free(sl->wg);
+    pp_stage_mem_free(st, sl->mem, st->slot_bytes, PP_MEM_ACTS);
+    st->slots[i] = st->slots[--st->nslots];
+}
+
+/* The checks B and I share; returns the slot's index. */
+static pp_status find_for_backward(pp_rt_stage *st, int slot, const float *dx_out, float *dx_in,
+                                   const char *what, int *i)
+{
+    *i = pp_stage_find_slot(st, slot);
+    if (*i < 0)
+        return PP_ERR(PP_ERR_INVALID, "stage: %s of slot %d, which holds no forward", what, slot);
+    if (st->slots[*i].split)
+        return PP_ERR(PP_ERR_INVALID,
+                      "stage: %s of slot %d, whose input-gradient backward (I) ran already", what,
+                      slot);
+    if (!st->has_head && !dx_out)
+        return PP_ERR(PP_ERR_INVALID, "stage: %s needs the gradient of the output", what);
+    if (!st->has_embed && !dx_in)
+        return PP_ERR(PP_ERR_INVALID, "stage: %s needs a buffer for the input gradient", what);
+    return PP_OK;
+}
+
+static pp_status run_backward(pp_rt_stage *st, void *mem, const float *dx_out, float *dx_in,
+                              float loss_scale)
+{
+    workspace ws = {0};
+    PP_TRY(workspace_alloc(st, &ws));
+    pp_status rc = backward_slot(st, mem, dx_out, dx_in, loss_scale, &ws);
+    pp_stage_mem_free(st, ws.mem, ws.bytes, PP_MEM_WORKSPACE);
+    return rc;
+}
+
 pp_status pp_rt_stage_backward(pp_rt_stage *st, int slot, const float *dx_out, float *dx_in,
                                float loss_scale)
 {
-    int i = pp_stage_find_slot(st, slot);
-    if (i < 0)
-        return PP_ERR(PP_ERR_INVALID, "stage: backward of slot %d, which holds no forward", slot);
-    if (!st->has_head && !dx_out)
-        return PP_ERR(PP_ERR_INVALID, "stage: backward needs the gradient of the output");
-    if (!st->has_embed && !dx_in)
-        return PP_ERR(PP_ERR_INVALID, "stage: backward needs a buffer for the input gradient");
-    workspace ws = {0};
-    PP_TRY(workspace_alloc(st, &ws));
-    void *mem = st->slots[i].mem;
-    pp_status rc = backward_slot(st, mem, dx_out, dx_in, loss_scale, &ws);
-    pp_stage_mem_free(st, ws.mem, ws.bytes, PP_MEM_WORKSPACE);
+    int i;
+    PP_TRY(find_for_backward(st, slot, dx_out, dx_in, "backward", &i));
+    pp_status rc = run_backward(st, st->slots[i].mem, dx_out, dx_in, loss_scale);
     /* The slot is released even after a failure: its activations are consumed either way. */
-    pp_stage_mem_free(st, mem, st->slot_bytes, PP_MEM_ACTS);
-    st->slots[i] = st->slots[--st->nslots];
+    pp_stage_slot_release(st, i);
+    if (rc != PP_OK)
+        return pp_err_trace(rc, __FILE__, __LINE__);
+    return PP_OK;
+}
+
+/* I: the held buffer is allocated before the backward's workspace (the memory plan's order,
+ * runtime/plan/plan.c) and kept with the slot until W. */
+pp_status pp_rt_stage_backward_input(pp_rt_stage *st, int slot, const float *dx_out, float *dx_in,
+                                     float loss_scale)
+{
+    int i;
+    PP_TRY(find_for_backward(st, slot, dx_out, dx_in, "input-gradient backward (I)", &i));
+    pp_slot *sl = &st->slots[i];
+    pp_status rc = PP_OK;
+    sl->wg = pp_calloc((size_t)wgrads_of(st) + 1, sizeof *sl->wg);
+    if (!sl->wg)
+        rc = PP_ERR(PP_ERR_NOMEM, "stage: cannot record the weight gradients of slot %d", slot);
+    else if (st->held_bytes)
+        rc = pp_stage_mem_alloc(st, st->held_bytes, PP_MEM_ACTS, &sl->held);
+    if (rc == PP_OK) {
+        wgrad_recorder r = {.st = st, .slot = sl};
+        deferring = &r;
+        rc = run_backward(st, sl->mem, dx_out, dx_in, loss_scale);
+        deferring = NULL;
+    }
+    if (rc != PP_OK) { /* consumed, as after a failed B */
+        pp_stage_slot_release(st, i);
+        return pp_err_trace(rc, __FILE__, __LINE__);
+    }
+    sl->split = 1;
+    return PP_OK;
+}
+
+pp_status pp_rt_stage_backward_weight(pp_rt_stage *st, int slot)
+{
+    int i = pp_stage_find_slot(st, slot);
+    if (i < 0 || !st->slots[i].split)
+        return PP_ERR(PP_ERR_INVALID, "stage: weight-gradient backward (W) of slot %d, %s", slot,
+                      i < 0 ? "which holds no forward"
+                            : "whose input-gradient backward (I) has not run");
+    pp_slot *sl = &st->slots[i];
+    pp_status rc = PP_OK;
+    for (int k = 0; k < sl->nwg && rc == PP_OK; k++)
+        rc = wgrad_run(st->be, &sl->wg[k]);
+    pp_stage_slot_release(st, i);
     if (rc != PP_OK)
         return pp_err_trace(rc, __FILE__, __LINE__);
     return PP_OK;

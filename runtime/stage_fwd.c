@@ -184,7 +184,7 @@ static pp_status add_slot(pp_rt_stage *st, int id, void **mem)
         st->cap_slots = cap;
     }
     PP_TRY(pp_stage_mem_alloc(st, st->slot_bytes, PP_MEM_ACTS, mem));
-    st->slots[st->nslots++] = (pp_slot){id, *mem};
+    st->slots[st->nslots++] = (pp_slot){.id = id, .mem = *mem};
     return PP_OK;
 }
 

@@ -67,9 +67,25 @@ typedef struct {
     size_t rows, cols; /* of the whole tensor */
 } pp_stage_shard;
 
+/* One weight-gradient GEMM that a split backward's I recorded for its W (stage_bwd.c):
+ * dw(out, in) += dy^T x, db(out) += colsum(dy) (db NULL: no bias). dy and x point into the
+ * slot's saved activations or its held-for-W buffer, both kept until W. */
+typedef struct {
+    float *dw, *db;
+    const float *dy; /* (N, out) */
+    const float *x;  /* (N, in) */
+    int N, in, out;
+} pp_wgrad;
+
 typedef struct {
     int id;    /* the micro-batch the caller named */
     void *mem; /* slot_bytes of PP_MEM_ACTS */
+    /* After the slot's I (split backward) until its W: the output gradients of its linears
+     * (held_bytes of PP_MEM_ACTS, pp_rt_size_wheld_bytes) and the GEMMs W runs (host). */
+    int split; /* 1: I ran, W has not */
+    void *held;
+    pp_wgrad *wg;
+    int nwg;
 } pp_slot;
 
 struct pp_rt_stage {
@@ -106,6 +122,7 @@ struct pp_rt_stage {
     int i_lnf, i_headwte; /* lnf.g (lnf.b follows); the head's embedding ("wte" or "wte.head") */
 
     size_t slot_bytes; /* saved activations of one micro-batch */
+    size_t held_bytes; /* what an I keeps for its W besides the slot (pp_rt_size_wheld_bytes) */
     pp_slot *slots;
     int nslots, cap_slots;
 
@@ -173,5 +190,8 @@ void pp_stage_layer_acts(const pp_rt_stage *st, void *mem, int layer, pp_layer_a
 void pp_stage_head_acts(const pp_rt_stage *st, void *mem, pp_head_acts *h);
 /* Index of slot id in st->slots, or -1. */
 int pp_stage_find_slot(const pp_rt_stage *st, int id);
+/* Frees slot i's saved activations (and what an I held for its W) and removes it from the
+ * table (stage_bwd.c). */
+void pp_stage_slot_release(pp_rt_stage *st, int i);
 
 #endif

@@ -186,6 +186,17 @@ Test(cuda_exec, bitpipe_step_matches_cpu)
     one_step_matches_cpu("bitpipe");
 }
 
+/* Split backward (I and W actions: the held-for-W copies are device-to-device copies of the
+ * backend, W's GEMMs the backend's): the same step as the CPU backend's. */
+Test(cuda_exec, zb_h1_step_matches_cpu)
+{
+    one_step_matches_cpu("zb-h1");
+}
+Test(cuda_exec, zbv_step_matches_cpu)
+{
+    one_step_matches_cpu("zbv");
+}
+
 Test(cuda_exec, bf16_training_loss_tracks_fp32)
 {
     enum { STEPS = 20 };

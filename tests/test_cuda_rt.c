@@ -139,6 +139,14 @@ Test(cuda_rt, memory_model_matches_the_backend_bf16)
         memory_model_matches(kinds[k], PP_PREC_BF16);
 }
 
+/* Split backward: a slot held from F to W, and what each I holds for its W, in device memory
+ * (fp32 and bf16, whose W GEMMs convert their operands through the kernel scratch). */
+Test(cuda_rt, memory_model_matches_the_backend_split_backward)
+{
+    memory_model_matches("zb-h1", PP_PREC_FP32);
+    memory_model_matches("zb-h1", PP_PREC_BF16);
+}
+
 /* Once the plan's scratch is reserved, a kernel needing more is an error naming both sizes,
  * not a silent larger allocation: the gradient norm's partial sums need SUMSQ_BLOCKS doubles. */
 Test(cuda_rt, a_kernel_needing_more_scratch_than_reserved_fails)

@@ -187,7 +187,7 @@ int exec_check_case(const exec_case *c)
 {
     const pp_sched_desc *g = pp_sched_find(c->kind);
     cr_assert(g, "%s", pp_err_msg());
-    int v = c->v ? c->v : (strcmp(c->kind, "bitpipe") == 0 ? 2 : 1);
+    int v = pp_sched_desc_chunks(g, c->v); /* the schedule's natural v when 0 */
     int S = v * c->D;
     int L = c->layers ? c->layers : layers_for(S, c->uneven);
     char what[160], split[40];
@@ -197,7 +197,6 @@ int exec_check_case(const exec_case *c)
              : c->uneven         ? "uneven"
                                  : "even",
              c->dp, L);
-    pp_model_cfg m = exec_tiny_model(L);
     pp_sched_params sp = {.ranks = c->D,
                           .microbatches = c->N,
                           .chunks = c->v,
@@ -213,11 +212,20 @@ int exec_check_case(const exec_case *c)
         cr_assert(!c->first || pp_sched_stage_layers(s, pipe, 0) == c->first, "%s", what);
         cr_assert(!c->last || pp_sched_stage_layers(s, pipe, S - 1) == c->last, "%s", what);
     }
+    exec_check_sched(s, c->dp, what);
+    pp_sched_destroy(s);
+    return L;
+}
+
+void exec_check_sched(const pp_sched *s, int dp, const char *what)
+{
+    pp_model_cfg m = exec_tiny_model(s->layers);
+    pp_status st;
     pp_rt_exec_params ep = {.model = &m,
                             .sched = s,
                             .micro_batch = B,
                             .seq = T,
-                            .dp = c->dp,
+                            .dp = dp,
                             .seed = 1234,
                             .adamw = ADAMW,
                             .clip = CLIP};
@@ -227,7 +235,7 @@ int exec_check_case(const exec_case *c)
     reference r;
     ref_create(&r, &m, 1234);
 
-    int rows = pp_rt_executor_batch_rows(ex), mbs = c->dp * c->N;
+    int rows = pp_rt_executor_batch_rows(ex), mbs = dp * s->microbatches;
     cr_assert_eq(rows, mbs * B);
     pp_rt_data *data;
     OK(pp_rt_data_synthetic(m.vocab, 99, &data));
@@ -242,8 +250,8 @@ int exec_check_case(const exec_case *c)
     double ref_loss = ref_step(&r, batch, mbs, 0, 0);
     cr_assert(fabs(res.loss - ref_loss) <= TOL * fabs(ref_loss), "%s: loss %.9g, reference %.9g",
               what, res.loss, ref_loss);
-    compare_to_reference(ex, s, c->dp, &r, 1, what);
-    compare_replicas(ex, s, c->dp, what);
+    compare_to_reference(ex, s, dp, &r, 1, what);
+    compare_replicas(ex, s, dp, what);
 
     /* three AdamW steps with clipping on fresh batches */
     for (int i = 1; i <= 3; i++) {
@@ -254,13 +262,11 @@ int exec_check_case(const exec_case *c)
         cr_assert(fabs(res.loss - ref_loss) <= TOL * fabs(ref_loss),
                   "%s step %d: loss %.9g, reference %.9g", what, i, res.loss, ref_loss);
     }
-    compare_to_reference(ex, s, c->dp, &r, 0, what);
-    compare_replicas(ex, s, c->dp, what);
+    compare_to_reference(ex, s, dp, &r, 0, what);
+    compare_replicas(ex, s, dp, what);
 
     free(batch);
     pp_rt_data_destroy(data);
     ref_destroy(&r);
     pp_rt_executor_destroy(ex);
-    pp_sched_destroy(s);
-    return L;
 }

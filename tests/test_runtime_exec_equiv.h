@@ -16,6 +16,14 @@ typedef struct {
  * asserts the invariant; returns the layer count it used. */
 int exec_check_case(const exec_case *c);
 
+/* The same for a schedule built by the caller (s->layers blocks of the tiny model), with dp
+ * replicas; `what` names it in failures. */
+void exec_check_sched(const pp_sched *s, int dp, const char *what);
+
+/* max |a - b| / max |b| over n entries (test_runtime_model.c): relative to the tensor's scale,
+ * so tiny entries that differ only by summation order do not dominate. */
+double exec_max_rel_diff(const float *a, const float *b, size_t n);
+
 /* A model of `layers` blocks, C = 16, 2 heads, FFN 32, vocabulary 64, sequence 8. */
 pp_model_cfg exec_tiny_model(int layers);
 

@@ -14,10 +14,12 @@
  */
 #include <criterion/criterion.h>
 #include <malloc.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pp_rt.h"
+#include "sched_split.h"
 
 #define OK(expr)                                                                                   \
     do {                                                                                           \
@@ -38,19 +40,11 @@ typedef struct {
     int dp;
 } setup;
 
-/* first, last: a first/last-stage split of the 8 layers (0: even); tp: tensor-parallel size;
- * seqpar: sequence parallelism */
-static void make_split_sp(setup *u, const char *kind, int D, int N, int v, int dp, int backend,
-                          int first, int last, int tp, int seqpar)
+/* An executor for the schedule u->s (which drop destroys); tp: tensor-parallel size, seqpar:
+ * sequence parallelism. */
+static void make_sched(setup *u, int dp, int backend, int tp, int seqpar)
 {
     pp_model_cfg m = model();
-    pp_sched_params sp = {.ranks = D,
-                          .microbatches = N,
-                          .chunks = v,
-                          .layers = m.layers,
-                          .first_layers = first,
-                          .last_layers = last};
-    OK(pp_sched_generate(kind, &sp, &u->s));
     pp_rt_exec_params ep = {.model = &m,
                             .sched = u->s,
                             .micro_batch = B,
@@ -64,6 +58,20 @@ static void make_split_sp(setup *u, const char *kind, int D, int N, int v, int d
                             .sequence_parallel = seqpar};
     OK(pp_rt_executor_create(&ep, &u->ex));
     u->dp = dp;
+}
+
+/* first, last: a first/last-stage split of the 8 layers (0: even) */
+static void make_split_sp(setup *u, const char *kind, int D, int N, int v, int dp, int backend,
+                          int first, int last, int tp, int seqpar)
+{
+    pp_sched_params sp = {.ranks = D,
+                          .microbatches = N,
+                          .chunks = v,
+                          .layers = model().layers,
+                          .first_layers = first,
+                          .last_layers = last};
+    OK(pp_sched_generate(kind, &sp, &u->s));
+    make_sched(u, dp, backend, tp, seqpar);
 }
 
 static void make_split(setup *u, const char *kind, int D, int N, int v, int dp, int backend,
@@ -86,11 +94,9 @@ static void make(setup *u, const char *kind, int D, int N, int v, int dp)
 static const struct {
     const char *kind;
     int D, N, v, dp;
-} cases[] = {{"1f1b", 4, 8, 0, 1},
-             {"gpipe", 2, 4, 0, 2},
-             {"interleaved", 2, 4, 2, 1},
-             {"chimera", 4, 4, 0, 1},
-             {"bitpipe", 2, 4, 0, 2}};
+} cases[] = {{"1f1b", 4, 8, 0, 1},    {"gpipe", 2, 4, 0, 2},    {"interleaved", 2, 4, 2, 1},
+             {"chimera", 4, 4, 0, 1}, {"bitpipe", 2, 4, 0, 2},  {"zb-h1", 4, 8, 0, 1},
+             {"zbv", 2, 4, 0, 2},     {"dualpipev", 4, 8, 0, 1}};
 
 static void steps(setup *u, int n)
 {
@@ -141,14 +147,19 @@ static void check_categories(setup *u, const char *what)
             last |= pp_sched_stage(s, p, S - 1)->rank == r;
         }
         acts_base = (first + last) * tok_bytes;
-        /* the peak of saved slots along the rank's action order */
+        /* the peak of saved slots along the rank's action order (split backward: the slot
+         * stays until W, and I adds what it holds for W) */
         size_t live = 0, peak = 0;
         for (int i = 0; i < s->n_ops[r]; i++) {
             const pp_action *a = &s->ops[r][i];
-            if (a->op != PP_OP_F && a->op != PP_OP_B)
+            if (!pp_op_is_compute(a->op))
                 continue;
-            size_t b = pp_rt_stage_act_bytes(pp_rt_executor_stage(u->ex, k, a->pipe, a->stage));
-            live = a->op == PP_OP_F ? live + b : live - b;
+            pp_rt_stage *sa = pp_rt_executor_stage(u->ex, k, a->pipe, a->stage);
+            size_t b = pp_rt_stage_act_bytes(sa), h = pp_rt_stage_held_bytes(sa);
+            live = a->op == PP_OP_F   ? live + b
+                   : a->op == PP_OP_I ? live + h
+                   : a->op == PP_OP_W ? live - b - h
+                                      : live - b;
             peak = live > peak ? live : peak;
         }
         pp_mem_stats m;
@@ -204,24 +215,36 @@ Test(runtime_exec_mem, categories_match_the_schedule)
 /* Ranks whose tensors go through host staging copies (as a CUDA backend's do), on CPU
  * backends: the transport's copies stay outside the accounting, so every byte is placed by
  * program order and the plan computed at creation equals every measured peak to the byte. */
+/* Rank g's measured peaks (every category and the total) against the executor's plan: equal
+ * to the byte. */
+static void expect_rank_equals_plan(setup *u, int g, const char *what)
+{
+    pp_mem_stats got;
+    pp_backend_mem_stats(pp_rt_executor_backend(u->ex, g), &got);
+    const pp_rt_plan_rank *pl = pp_rt_executor_plan(u->ex, g);
+    for (int c = 0; c < PP_MEM__COUNT; c++)
+        cr_assert_eq(got.peak[c], pl->peak[c], "%s rank %d: %s peak %zu, plan %zu", what, g,
+                     pp_mem_category_name((pp_mem_category)c), got.peak[c], pl->peak[c]);
+    cr_assert_eq(got.peak_total, pl->peak_total, "%s rank %d", what, g);
+}
+
+/* Steps u twice, holds every rank's measured peaks to its plan, and drops u. */
+static void check_plan_of(setup *u, const char *what)
+{
+    cr_assert(pp_rt_executor_plan_is_exact(u->ex), "%s: a staged plan is exact", what);
+    steps(u, 2);
+    for (int g = 0; g < pp_rt_executor_ranks(u->ex); g++)
+        expect_rank_equals_plan(u, g, what);
+    drop(u);
+}
+
 static void check_staged_plan(const char *kind, int D, int N, int v, int dp, int first, int last)
 {
     setup u;
     make_split(&u, kind, D, N, v, dp, PP_RT_BACKEND_CPU_STAGED, first, last, 1);
-    cr_assert(pp_rt_executor_plan_is_exact(u.ex), "%s: a staged plan is exact", kind);
-    steps(&u, 2);
-    for (int g = 0; g < pp_rt_executor_ranks(u.ex); g++) {
-        pp_mem_stats got;
-        pp_backend_mem_stats(pp_rt_executor_backend(u.ex, g), &got);
-        const pp_rt_plan_rank *pl = pp_rt_executor_plan(u.ex, g);
-        cr_assert_eq(got.peak_total, pl->peak_total, "%s %d/%d rank %d: measured %zu B, plan %zu B",
-                     kind, first, last, g, got.peak_total, pl->peak_total);
-        for (int c = 0; c < PP_MEM__COUNT; c++)
-            cr_assert_eq(got.peak[c], pl->peak[c], "%s %d/%d rank %d: %s peak %zu, plan %zu", kind,
-                         first, last, g, pp_mem_category_name((pp_mem_category)c), got.peak[c],
-                         pl->peak[c]);
-    }
-    drop(&u);
+    char what[64];
+    snprintf(what, sizeof what, "%s %d/%d", kind, first, last);
+    check_plan_of(&u, what);
 }
 
 Test(runtime_exec_mem, plan_equals_measured_when_staged)
@@ -238,19 +261,6 @@ Test(runtime_exec_mem, plan_follows_first_last_stage_splits)
     check_staged_plan("interleaved", 2, 4, 2, 1, 1, 3); /* virtual stages 1 + 2 + 2 + 3 */
     check_staged_plan("chimera", 4, 4, 0, 1, 1, 1);     /* 1 + 3 + 3 + 1 in both pipes */
     check_staged_plan("bitpipe", 2, 4, 0, 2, 3, 1);     /* 3 + 2 + 2 + 1 in both pipes */
-}
-
-/* Rank g's measured peaks (every category and the total) against the executor's plan: equal
- * to the byte. */
-static void expect_rank_equals_plan(setup *u, int g, const char *what)
-{
-    pp_mem_stats got;
-    pp_backend_mem_stats(pp_rt_executor_backend(u->ex, g), &got);
-    const pp_rt_plan_rank *pl = pp_rt_executor_plan(u->ex, g);
-    for (int c = 0; c < PP_MEM__COUNT; c++)
-        cr_assert_eq(got.peak[c], pl->peak[c], "%s rank %d: %s peak %zu, plan %zu", what, g,
-                     pp_mem_category_name((pp_mem_category)c), got.peak[c], pl->peak[c]);
-    cr_assert_eq(got.peak_total, pl->peak_total, "%s rank %d", what, g);
 }
 
 /* The same with every stage split over 2 tensor-parallel ranks (the model's 2 heads and FFN
@@ -281,6 +291,62 @@ Test(runtime_exec_mem, plan_equals_measured_with_tensor_parallelism)
     }
 }
 
+/* Split backward (I, W): a slot stays from F to W and each I adds what it holds for W
+ * (pp_rt_size_wheld_bytes); the plan equals the measured peaks to the byte, with W right after
+ * its I and with every W at the end (where the activations of all N micro-batches and their
+ * held gradients peak together), with dp 2 and with t = 2 (with and without sequence
+ * parallelism). The hand count of
+ * check_categories agrees too. */
+static void check_split_plan(const char *kind, int D, int N, int v, int dp, int where, int tp,
+                             int seqpar)
+{
+    char what[96];
+    snprintf(what, sizeof what, "%s D=%d N=%d dp=%d t=%d%s split, W %s", kind, D, N, dp, tp,
+             seqpar ? " SP" : "", where == SPLIT_W_AT_END ? "at the end" : "after its I");
+    setup u = {.s = sched_split_gen(kind, D, N, v, model().layers, where)};
+    make_sched(&u, dp, PP_RT_BACKEND_CPU_STAGED, tp, seqpar);
+    check_plan_of(&u, what);
+    if (tp > 1)
+        return;
+    u.s = sched_split_gen(kind, D, N, v, model().layers, where);
+    make_sched(&u, dp, PP_RT_BACKEND_CPU, 1, 0);
+    steps(&u, 2);
+    check_categories(&u, what);
+    drop(&u);
+}
+
+Test(runtime_exec_mem, plan_equals_measured_for_split_backward)
+{
+    check_split_plan("1f1b", 4, 8, 0, 1, SPLIT_W_AFTER_I, 1, 0);
+    check_split_plan("1f1b", 4, 8, 0, 1, SPLIT_W_AT_END, 1, 0);
+    check_split_plan("gpipe", 2, 4, 0, 2, SPLIT_W_AT_END, 1, 0);
+    check_split_plan("interleaved", 2, 4, 2, 1, SPLIT_W_AT_END, 1, 0);
+    check_split_plan("1f1b", 2, 4, 0, 1, SPLIT_W_AT_END, 2, 0);
+    /* with sequence parallelism I also keeps the all-gathered LayerNorm outputs */
+    check_split_plan("1f1b", 2, 4, 0, 1, SPLIT_W_AT_END, 2, 1);
+}
+
+/* Deferring every W holds more than 1F1B does: the plan grows by the held-for-W bytes of the
+ * slots it keeps (a plan that ignored them, or a stage that freed them early, would not). */
+Test(runtime_exec_mem, deferred_w_holds_more_than_fused)
+{
+    setup f, d;
+    make_split(&f, "1f1b", 2, 4, 0, 1, PP_RT_BACKEND_CPU_STAGED, 0, 0, 1);
+    d.s = sched_split_gen("1f1b", 2, 4, 0, model().layers, SPLIT_W_AT_END);
+    make_sched(&d, 1, PP_RT_BACKEND_CPU_STAGED, 1, 0);
+    /* rank 0 (stage 0, layers 0..3): fused 1F1B keeps 2 slots at most; deferred W keeps all
+     * 4 slots and, after the last I, the 4 held-for-W buffers */
+    pp_rt_stage *st = pp_rt_executor_stage(d.ex, 0, 0, 0);
+    size_t slot = pp_rt_stage_act_bytes(st), held = pp_rt_stage_held_bytes(st);
+    const pp_rt_plan_rank *pf = pp_rt_executor_plan(f.ex, 0), *pd = pp_rt_executor_plan(d.ex, 0);
+    size_t tok = 4 * (size_t)B * T * sizeof(int32_t);
+    cr_assert_eq(pf->peak[PP_MEM_ACTS], tok + 2 * slot, "fused %zu", pf->peak[PP_MEM_ACTS]);
+    cr_assert_eq(pd->peak[PP_MEM_ACTS], tok + 4 * (slot + held), "deferred %zu, expected %zu",
+                 pd->peak[PP_MEM_ACTS], tok + 4 * (slot + held));
+    check_plan_of(&d, "1f1b split, W at the end");
+    drop(&f);
+}
+
 /* The same with sequence parallelism (t = 2, with the uneven first/last splits of
  * plan_follows_first_last_stage_splits, so stages of different sizes meet): the plan sizes
  * the slots of the rank's T/2 tokens, the all-gathered final LayerNorm, the forward and
@@ -288,9 +354,9 @@ Test(runtime_exec_mem, plan_equals_measured_with_tensor_parallelism)
  * peaks to the byte; a rank saves fewer activation bytes than without sequence parallelism. */
 Test(runtime_exec_mem, plan_equals_measured_with_sequence_parallelism)
 {
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    static const int split[][2] = {{3, 1}, {5, 3}, {1, 3}, {1, 1}, {3, 1}}; /* as cases */
+    for (size_t i = 0; i < sizeof split / sizeof split[0]; i++) {
         setup u, tp;
-        static const int split[][2] = {{3, 1}, {5, 3}, {1, 3}, {1, 1}, {3, 1}}; /* as cases */
         int first = split[i][0], last = split[i][1];
         make_split_sp(&u, cases[i].kind, cases[i].D, cases[i].N, cases[i].v, cases[i].dp,
                       PP_RT_BACKEND_CPU_STAGED, first, last, 2, 1);

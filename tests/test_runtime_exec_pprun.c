@@ -264,3 +264,57 @@ Test(runtime_pprun, first_last_stage_split_is_run_and_reported)
     json_decref(j);
     pp_test_run_done(&r);
 }
+
+/* ---- issue 19: split backward ---- */
+/* pprun takes every schedule of the registry by name (--help lists them all); a split-backward
+ * one trains, and its trace names each I and W action (Chrome trace "cat" = the op), as many
+ * per step as the schedule has. */
+Test(runtime_pprun, runs_split_backward_schedules_and_traces_i_and_w)
+{
+    pp_test_run_result h = pp_test_run(PPRUN " --help");
+    int n;
+    const pp_sched_desc *d = pp_sched_generators(&n);
+    for (int k = 0; k < n; k++)
+        cr_assert(strstr(h.out, d[k].name), "--help does not list %s", d[k].name);
+    pp_test_run_done(&h);
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/pprun_split_%ld.json", (long)getpid());
+    int ran = 0;
+    for (int k = 0; k < n; k++) {
+        if (!d[k].split_backward)
+            continue;
+        pp_test_run_result r = pp_test_run(PPRUN " --schedule %s --ranks 2 --microbatches 4 "
+                                                 "--seq 16 --steps 2 --quiet --trace %s",
+                                           d[k].name, path);
+        cr_assert_eq(r.code, 0, "pprun --schedule %s: %s", d[k].name, r.err);
+        char *text = pp_test_slurp(path);
+        json_t *j = parse(text);
+        free(text);
+        remove(path);
+        pp_model_cfg m;
+        cr_assert_eq(pp_model_preset("tiny", &m), PP_OK);
+        pp_sched_params sp = {.ranks = 2, .microbatches = 4, .layers = m.layers};
+        pp_sched *s;
+        cr_assert_eq(pp_sched_generate(d[k].name, &sp, &s), PP_OK, "%s", pp_err_msg());
+        int want[2] = {0, 0}, got[2] = {0, 0};
+        for (int g = 0; g < 2; g++)
+            for (int i = 0; i < s->n_ops[g]; i++)
+                if (pp_op_is_split_backward(s->ops[g][i].op))
+                    want[s->ops[g][i].op == PP_OP_W]++;
+        json_t *ev = json_object_get(j, "traceEvents");
+        for (size_t i = 0; i < json_array_size(ev); i++) {
+            const char *cat = json_string_value(json_object_get(json_array_get(ev, i), "cat"));
+            if (cat && (!strcmp(cat, pp_op_name(PP_OP_I)) || !strcmp(cat, pp_op_name(PP_OP_W))))
+                got[!strcmp(cat, pp_op_name(PP_OP_W))]++;
+        }
+        cr_assert(want[0] > 0 && want[0] == want[1], "%s: %d I, %d W", d[k].name, want[0], want[1]);
+        cr_assert(got[0] == 2 * want[0] && got[1] == 2 * want[1],
+                  "%s: the trace has %d I and %d W events for 2 steps of %d each", d[k].name,
+                  got[0], got[1], want[0]);
+        pp_sched_destroy(s);
+        json_decref(j);
+        pp_test_run_done(&r);
+        ran++;
+    }
+    cr_assert_geq(ran, 3, "the registry has %d split-backward schedules", ran);
+}

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "pp_rt.h"
+#include "test_runtime_exec_equiv.h"
 
 #define CHECK(expr)                                                                                \
     do {                                                                                           \
@@ -253,7 +254,7 @@ static double chain_step(chain *ch, const int32_t *tok, const int32_t *tgt, int 
 
 /* max |a - b| / max |b|: relative to the tensor's scale, so tiny entries that differ only by
  * summation order do not dominate. */
-static double rel_diff(const float *a, const float *b, size_t n)
+double exec_max_rel_diff(const float *a, const float *b, size_t n)
 {
     double num = 0.0, den = 0.0;
     for (size_t i = 0; i < n; i++) {
@@ -304,7 +305,7 @@ static void check_split(const int *bounds, int n_stages)
                     sum[j] = t[i].grad[j] + head->grad[j];
                 g = sum;
             }
-            double d = rel_diff(g, r->grad, r->n);
+            double d = exec_max_rel_diff(g, r->grad, r->n);
             cr_expect(d <= 1e-5, "%s (stage %d): gradient differs by %.3g relative", t[i].name, s,
                       d);
             free(sum);

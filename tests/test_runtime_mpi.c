@@ -111,6 +111,25 @@ Test(runtime_mpi, bitpipe_d4_equals_threads, .timeout = 300)
     same_as_threads(COMMON " --schedule bitpipe --ranks 4", 4, 4);
 }
 
+/* Split backward (issue 19): the zero-bubble family's I and W over processes, bit for bit. */
+Test(runtime_mpi, zb_h1_d4_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads(COMMON " --schedule zb-h1 --ranks 4", 4, 4);
+}
+
+Test(runtime_mpi, zbv_d4_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads(COMMON " --schedule zbv --ranks 4", 4, 4);
+}
+
+Test(runtime_mpi, dualpipev_d2_dp2_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads(COMMON " --schedule dualpipev --ranks 2 --dp 2", 4, 4);
+}
+
 /* dp = 2 replicas of a 2-rank pipeline: 4 processes, the dp all-reduce across processes. */
 Test(runtime_mpi, dp2_d2_equals_threads, .timeout = 300)
 {

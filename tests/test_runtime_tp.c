@@ -5,7 +5,8 @@
  * (with clipping) equal those of the t = 1 run of the same schedule, with each tensor-parallel
  * shard compared against its place in the whole tensor (pp_rt_stage_global_index), and the
  * replicated tensors (LayerNorms, row-parallel biases, embedding, head) bit-identical on every
- * tensor-parallel rank.
+ * tensor-parallel rank. Split backward (I and W actions) at t = 2 against the fused schedule
+ * at t = 1.
  *
  * Tolerance (fp32): loss and gradient norm 1e-5 relative; gradients 1e-5 relative per tensor
  * (||a - b|| / ||b||); parameters 1e-5 relative overall and 1e-3 per tensor (AdamW turns the
@@ -34,6 +35,7 @@
 #include <string.h>
 
 #include "pp_rt.h"
+#include "sched_split.h"
 #include "stage_impl.h" /* pp_stage_tp_fault */
 
 #define OK(expr)                                                                                   \
@@ -59,13 +61,17 @@ typedef struct {
     double loss[STEPS + 1], norm[STEPS + 1];
 } run;
 
-/* Creates the executor (seqpar: sequence parallelism) and runs step 0 (gradients only: they stay
- * in the stages). */
-static void run_case_sp(const char *kind, int tp, int seqpar, run *out)
+/* Creates the executor (seqpar: sequence parallelism; where: -1 the schedule as generated,
+ * else its backwards split, sched_split.h) and runs step 0 (gradients only: they stay in the
+ * stages). */
+static void run_case_opts(const char *kind, int tp, int seqpar, int where, run *out)
 {
     int v = strcmp(kind, "interleaved") == 0 ? 2 : 0; /* bitpipe's natural v is 2 */
     pp_sched_params sp = {.ranks = D, .microbatches = N, .chunks = v, .layers = L};
-    OK(pp_sched_generate(kind, &sp, &out->s));
+    if (where < 0)
+        OK(pp_sched_generate(kind, &sp, &out->s));
+    else
+        out->s = sched_split_gen(kind, D, N, v, L, where);
     pp_rt_exec_params ep = {.model = &MODEL,
                             .sched = out->s,
                             .micro_batch = B,
@@ -95,9 +101,14 @@ static void run_case_sp(const char *kind, int tp, int seqpar, run *out)
     pp_rt_data_destroy(data);
 }
 
+static void run_case_sp(const char *kind, int tp, int seqpar, run *out)
+{
+    run_case_opts(kind, tp, seqpar, -1, out);
+}
+
 static void run_case(const char *kind, int tp, run *out)
 {
-    run_case_sp(kind, tp, 0, out);
+    run_case_opts(kind, tp, 0, -1, out);
 }
 
 /* Three AdamW steps on fresh batches. */
@@ -193,13 +204,13 @@ static double rel(double a, double b)
     return fabs(a - b) / fabs(b);
 }
 
-/* The equivalence: the tensor-parallel run (with sequence parallelism: seqpar) against the t = 1
- * run. */
-static void check_kind_sp(const char *kind, int tp, int seqpar)
+/* The equivalence: the tensor-parallel run (with sequence parallelism: seqpar; where >= 0: its
+ * backwards split) against the t = 1 run of the schedule as generated. */
+static void check_kind_opts(const char *kind, int tp, int seqpar, int where)
 {
     run ref, a;
     run_case(kind, 1, &ref);
-    run_case_sp(kind, tp, seqpar, &a);
+    run_case_opts(kind, tp, seqpar, where, &a);
     cr_assert(rel(a.loss[0], ref.loss[0]) <= TOL, "%s t=%d: loss %.9g, t=1 %.9g", kind, tp,
               a.loss[0], ref.loss[0]);
     cr_assert(rel(a.norm[0], ref.norm[0]) <= TOL, "%s t=%d: grad norm %.9g, t=1 %.9g", kind, tp,
@@ -227,9 +238,19 @@ static void check_kind_sp(const char *kind, int tp, int seqpar)
     run_free(&ref);
 }
 
+static void check_kind_sp(const char *kind, int tp, int seqpar)
+{
+    check_kind_opts(kind, tp, seqpar, -1);
+}
+
+static void check_kind_as(const char *kind, int tp, int where)
+{
+    check_kind_opts(kind, tp, 0, where);
+}
+
 static void check_kind(const char *kind, int tp)
 {
-    check_kind_sp(kind, tp, 0);
+    check_kind_opts(kind, tp, 0, -1);
 }
 
 #define TP_CASE(name, kind)                                                                        \
@@ -246,6 +267,36 @@ TP_CASE(onef1b, "1f1b")
 TP_CASE(interleaved, "interleaved")
 TP_CASE(chimera, "chimera")
 TP_CASE(bitpipe, "bitpipe")
+
+/* The zero-bubble family at t = 2 (against the same schedule at t = 1) */
+Test(runtime_tp, zb_h1_t2)
+{
+    check_kind("zb-h1", 2);
+}
+Test(runtime_tp, zbv_t2)
+{
+    check_kind("zbv", 2);
+}
+Test(runtime_tp, dualpipev_t2)
+{
+    check_kind("dualpipev", 2);
+}
+
+/* Split backward (I, W) at t = 2 against the fused schedule at t = 1: I's f all-reduces are
+ * B's, and W adds only local GEMMs. */
+Test(runtime_tp, onef1b_split_w_at_end_t2)
+{
+    check_kind_as("1f1b", 2, SPLIT_W_AT_END);
+}
+Test(runtime_tp, interleaved_split_w_after_i_t2)
+{
+    check_kind_as("interleaved", 2, SPLIT_W_AFTER_I);
+}
+/* with sequence parallelism: W's GEMMs take the LayerNorm outputs I all-gathered and kept */
+Test(runtime_tp, onef1b_split_w_at_end_t2_sp)
+{
+    check_kind_opts("1f1b", 2, 1, SPLIT_W_AT_END);
+}
 
 /* Without f's backward all-reduce the column-parallel layers' input gradients are partial: the
  * first step's loss still agrees (the forward is untouched), its gradients do not. */

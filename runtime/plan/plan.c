@@ -57,6 +57,14 @@ static size_t bwd_ws_bytes(const plan_ctx *x, int pipe, int stage)
                              stage == x->s->stages_per_pipe - 1, scratch, x->t, x->sp);
 }
 
+/* Held for W (split backward): what a stage's I keeps beside the slot until the W of the same
+ * micro-batch (runtime/stage_bwd.c), PP_MEM_ACTS. */
+static size_t wheld_bytes(const plan_ctx *x, int pipe, int stage)
+{
+    return pp_rt_size_wheld_bytes(x->N, (size_t)layers_of(x, pipe, stage), x->C, x->F, x->t,
+                                  x->sp);
+}
+
 static size_t max_z(size_t a, size_t b)
 {
     return a > b ? a : b;
@@ -135,7 +143,8 @@ static void bump(tracker *t, pp_mem_category c, int64_t delta)
 /* Keys of the buffers a rank holds between actions (what the executor's slot table and the
  * stage's slots hold): the saved activations of (pipe, stage, mb); the tensor crossing
  * boundary b (between stages b and b + 1 of pipe) for mb, forward (an activation) or backward
- * (a gradient); the packed buffer of REDUCE id. */
+ * (a gradient); what a split backward's I holds for the W of (pipe, stage, mb); the packed
+ * buffer of REDUCE id. */
 static size_t key_acts(const plan_ctx *x, int pipe, int stage, int mb)
 {
     return ((size_t)pipe * x->s->stages_per_pipe + (size_t)stage) * x->s->microbatches + (size_t)mb;
@@ -145,13 +154,18 @@ static size_t key_boundary(const plan_ctx *x, int pipe, int b, int mb, int bwd)
     size_t psn = (size_t)x->s->n_pipes * x->s->stages_per_pipe * x->s->microbatches;
     return psn + 2 * key_acts(x, pipe, b, mb) + (size_t)bwd;
 }
+static size_t key_held(const plan_ctx *x, int pipe, int stage, int mb) /* split backward */
+{
+    size_t psn = (size_t)x->s->n_pipes * x->s->stages_per_pipe * x->s->microbatches;
+    return 3 * psn + key_acts(x, pipe, stage, mb);
+}
 static size_t key_reduce(const plan_ctx *x, int id)
 {
-    return 3 * (size_t)x->s->n_pipes * x->s->stages_per_pipe * x->s->microbatches + (size_t)id;
+    return 4 * (size_t)x->s->n_pipes * x->s->stages_per_pipe * x->s->microbatches + (size_t)id;
 }
 static size_t n_keys(const pp_sched *s)
 {
-    return 3 * (size_t)s->n_pipes * s->stages_per_pipe * s->microbatches + (size_t)s->n_reduces;
+    return 4 * (size_t)s->n_pipes * s->stages_per_pipe * s->microbatches + (size_t)s->n_reduces;
 }
 
 /* A buffer of the step: counted, and placed in the arena. Returns its record. */
@@ -259,20 +273,20 @@ static void walk(const plan_ctx *x, int r, tracker *t, int *reds, int *n_red)
             break;
         }
         case PP_OP_B:
-        case PP_OP_I:
+        case PP_OP_I: /* I: the held-for-W bytes come before the workspace; the slot stays */
             if (!first) /* input gradient */
                 key_alloc(t, key_boundary(x, p, st - 1, m, 1), PP_MEM_COMM, x->io);
+            if (a->op == PP_OP_I && wheld_bytes(x, p, st))
+                key_alloc(t, key_held(x, p, st, m), PP_MEM_ACTS, wheld_bytes(x, p, st));
             buf_free(t, buf_alloc(t, PP_MEM_WORKSPACE, bwd_ws_bytes(x, p, st)));
-            if (a->op == PP_OP_B) /* I keeps the slot for its W */
+            if (a->op == PP_OP_B)
                 key_free(t, key_acts(x, p, st, m));
             if (!last) /* output gradient consumed */
                 key_free(t, key_boundary(x, p, st, m, 1));
             break;
-        case PP_OP_W:
-            /* Split backward, planned as B's two halves: I computes the input gradient (B's
-             * buffers), W the weight gradient from the slot, which it frees. The executor does
-             * not run I and W yet (executor_run.c refuses them); what it will hold between them
-             * beyond the slot is not planned. */
+        case PP_OP_W: /* frees what its I held, then the slot (stage_bwd.c's order) */
+            if (wheld_bytes(x, p, st))
+                key_free(t, key_held(x, p, st, m));
             key_free(t, key_acts(x, p, st, m));
             break;
         case PP_OP_REDUCE: /* held to the step's end */

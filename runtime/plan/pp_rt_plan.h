@@ -16,6 +16,8 @@
  *   optimizer: AdamW m and v, held from the first step on;
  *   activations: the step's tokens and targets (ranks with a first / last stage; host memory
  *     beside a CUDA backend, so not counted there) and one slot per in-flight micro-batch;
+ *     with split backward, a slot stays from F to W and its I adds the output gradients its
+ *     W needs (held for W: pp_rt_size_wheld_bytes) until that W;
  *   communication: a received tensor until the compute consuming it ends, a produced one
  *     until its SEND, the packed gradients of every REDUCE until the step's end, then the
  *     data-parallel all-reduce buffer; and, with the in-process transport on host memory

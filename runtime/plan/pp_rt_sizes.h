@@ -110,6 +110,22 @@ static inline size_t pp_rt_size_io_bytes(size_t N, size_t C, size_t sp)
     return N / sp * C * 4;
 }
 
+/* ---- held for W: split backward (zero-bubble schedules) ---- */
+
+/* Bytes a split backward's I keeps from its end to its W besides the slot (PP_MEM_ACTS,
+ * runtime/stage_bwd.c): the output gradient of each of a block's four linears on one of t
+ * tensor-parallel ranks, fc proj and proj (N C each, whole), fc (N F/t) and qkv (N 3C/t),
+ * which the weight-gradient GEMMs dW += dy^T x need. Their inputs x are saved activations of
+ * the slot, which W frees, except under sequence parallelism (sp > 1) the LayerNorm outputs
+ * fc and qkv take, which the backward all-gathers into its workspace: I keeps those two (N C
+ * each) too. The head's dlogits are the slot's probabilities, turned into them in place, so
+ * the head adds nothing. */
+static inline size_t pp_rt_size_wheld_bytes(size_t N, size_t layers, size_t C, size_t F, size_t t,
+                                            size_t sp)
+{
+    return layers * N * (2 * C + F / t + 3 * C / t + (sp > 1 ? 2 * C : 0)) * 4;
+}
+
 /* ---- scratch ---- */
 
 /* The attention backward's scratch (attention_scratch_bytes): the CPU backend's dS of one

@@ -23,10 +23,12 @@ static void usage(FILE *fp)
           "\n"
           "  --model NAME              tiny | small | gpt-125m | gpt-350m | gpt-760m | gpt-1.3b |\n"
           "                            gpt-2.7b | gpt-6.7b | gpt-13b | gpt-175b (default tiny)\n"
-          "  --layers L                override the model's number of transformer blocks\n"
-          "  --schedule K              gpipe | 1f1b | interleaved | chimera | bitpipe (default "
-          "1f1b)\n"
-          "  --ranks D                 pipeline ranks (default 2)\n"
+          "  --layers L                override the model's number of transformer blocks\n",
+          fp);
+    char names[256]; /* the registry's names: every schedule pprun can run */
+    fprintf(fp, "  --schedule K              %s\n                            (default %s)\n",
+            pp_sched_names(PP_SCHED_MEGATRON_NONE, " | ", names, sizeof names), PP_SCHED_DEFAULT);
+    fputs("  --ranks D                 pipeline ranks (default 2)\n"
           "  --microbatches N          micro-batches per step and replica (default 4)\n"
           "  --micro-batch-size b      sequences per micro-batch (default 1)\n"
           "  --chunks v                stages per rank per pipe, interleaved (default: the\n"
