@@ -167,8 +167,8 @@ printf '127.0.0.2 slots=2\n127.0.0.3 slots=2\n' >"$T/hosts"
 ) || fails=$((fails + $?))
 lap "4 (mpirun)"
 
-# 5: the per-cluster CI job as a batch job, against the test HTTP store (schedules the runtime
-# runs: the zero-bubble family's I/W actions are not executed by pprun yet)
+# 5: the per-cluster CI job as a batch job, against the test HTTP store (the default schedules,
+# the zero-bubble family included: pprun runs I and W)
 mkdir -p "$T/store"
 python3 "$here/../fixtures/store_server.py" --mode ok --root "$T/store" --lifetime 300 \
   >"$T/store.port" 2>"$T/store.err" &
@@ -179,7 +179,7 @@ port=$(awk '/PORT/ {print $2}' "$T/store.port")
   cd "$here/../.."
   PPTUNE_STORE_URL=http://127.0.0.1:$port/profiles PPTUNE=$pptune PPTUNE_QUICK=1 \
     sbatch --wait --quiet --nodes 2 --output="$T/sbatch.log" examples/tune-cluster.sbatch tiny \
-    "$T/job" --trials 2 --trial-steps 3 --schedules gpipe,1f1b,interleaved
+    "$T/job" --trials 2 --trial-steps 3
 ) || fail "sbatch: the job exited $?: $(tail -5 "$T/sbatch.log")"
 grep -q "^published .* to http://127.0.0.1:$port/profiles" "$T/sbatch.log" ||
   fail "sbatch: not published: $(tail -3 "$T/sbatch.log")"
