@@ -19,9 +19,12 @@ pp_status pp_gen_dualpipev(const pp_sched_params *p, pp_sched **out);
 /* The V-shaped schedules' start (zbv, dualpipev): an empty schedule of p's ranks, micro-batches
  * and layer split with 2D stages, rank d holding stage d (chunk 0, on the way down) and stage
  * 2D-1-d (chunk 1, on the way back), then rank_ops(s, D, N, d) for every rank in turn, then
- * pp_gen_finish. gen_v.c. */
+ * pp_gen_finish. gen_place.c. */
 pp_status pp_gen_v_shape(const char *kind, const pp_sched_params *p,
                          pp_status (*rank_ops)(pp_sched *s, int D, int N, int d), pp_sched **out);
+/* The same with one stage per rank (gpipe, 1f1b, zb-h1): D stages, stage d on rank d. */
+pp_status pp_gen_linear(const char *kind, const pp_sched_params *p,
+                        pp_status (*rank_ops)(pp_sched *s, int D, int N, int d), pp_sched **out);
 
 /* A generator's last step: hands the schedule it built to *out when st (the build's status) is
  * PP_OK, else destroys it, so that a failed generation leaves nothing behind. Returns st. */

@@ -43,14 +43,5 @@ static pp_status rank_ops(pp_sched *s, int D, int N, int d)
 
 pp_status pp_gen_zbh1(const pp_sched_params *p, pp_sched **out)
 {
-    int D = p->ranks, N = p->microbatches;
-    pp_sched *s;
-    pp_sched_split sp = pp_sched_params_split(p);
-    PP_TRY(pp_sched_create("zb-h1", D, N, 1, 1, p->layers, &sp, &s));
-    for (int d = 0; d < D; d++)
-        pp_sched_stage(s, 0, d)->rank = d;
-    pp_status st = PP_OK;
-    for (int d = 0; d < D && st == PP_OK; d++)
-        st = rank_ops(s, D, N, d);
-    return pp_gen_finish(s, st, out);
+    return pp_gen_linear("zb-h1", p, rank_ops, out);
 }

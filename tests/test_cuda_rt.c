@@ -17,11 +17,7 @@
 #include "pp_rt_sizes.h"
 #include "pp_tune.h"
 
-#define OK(expr)                                                                                   \
-    do {                                                                                           \
-        pp_status st_ = (expr);                                                                    \
-        cr_assert_eq(st_, PP_OK, "%s failed: %s", #expr, pp_err_msg());                            \
-    } while (0)
+#include "pp_test_ok.h"
 
 /* The model's peak per rank against the measured one: equal to the byte. The backend counts
  * in program order on the host, and staged CUDA ranks keep no transport copies on the device

@@ -14,11 +14,7 @@
 #include "executor.h"
 #include "pp_rt.h"
 
-#define OK(expr)                                                                                   \
-    do {                                                                                           \
-        pp_status st_ = (expr);                                                                    \
-        cr_assert_eq(st_, PP_OK, "%s failed: %s", #expr, pp_err_msg());                            \
-    } while (0)
+#include "pp_test_ok.h"
 
 enum { B = 2, T = 16 };
 

@@ -7,11 +7,7 @@
 
 #include "pp_rt.h"
 
-#define OK(expr)                                                                                   \
-    do {                                                                                           \
-        pp_status st_ = (expr);                                                                    \
-        cr_assert_eq(st_, PP_OK, "%s failed: %s", #expr, pp_err_msg());                            \
-    } while (0)
+#include "pp_test_ok.h"
 
 #define PROSE PP_FIXTURES_DIR "/text/prose.txt"
 

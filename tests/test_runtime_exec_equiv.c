@@ -22,11 +22,7 @@
 
 #include "test_runtime_exec_equiv.h"
 
-#define OK(expr)                                                                                   \
-    do {                                                                                           \
-        pp_status st_ = (expr);                                                                    \
-        cr_assert_eq(st_, PP_OK, "%s failed: %s", #expr, pp_err_msg());                            \
-    } while (0)
+#include "pp_test_ok.h"
 
 enum { B = 2, T = 8 };
 static const double TOL = 1e-5;              /* loss, gradients per tensor, parameters overall */

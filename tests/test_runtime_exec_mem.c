@@ -21,11 +21,7 @@
 #include "pp_rt.h"
 #include "sched_split.h"
 
-#define OK(expr)                                                                                   \
-    do {                                                                                           \
-        pp_status st_ = (expr);                                                                    \
-        cr_assert_eq(st_, PP_OK, "%s failed: %s", #expr, pp_err_msg());                            \
-    } while (0)
+#include "pp_test_ok.h"
 
 enum { B = 2, T = 16 };
 

@@ -9,11 +9,7 @@
 #include "pp_rt.h"
 #include "tp_coll_check.h"
 
-#define OK(expr)                                                                                   \
-    do {                                                                                           \
-        pp_status st_ = (expr);                                                                    \
-        cr_assert_eq(st_, PP_OK, "%s failed: %s", #expr, pp_err_msg());                            \
-    } while (0)
+#include "pp_test_ok.h"
 
 Test(runtime_transport, sends_never_block_and_match_by_tag)
 {

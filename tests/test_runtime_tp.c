@@ -38,11 +38,7 @@
 #include "sched_split.h"
 #include "stage_impl.h" /* pp_stage_tp_fault */
 
-#define OK(expr)                                                                                   \
-    do {                                                                                           \
-        pp_status st_ = (expr);                                                                    \
-        cr_assert_eq(st_, PP_OK, "%s failed: %s", #expr, pp_err_msg());                            \
-    } while (0)
+#include "pp_test_ok.h"
 
 enum { B = 2, T = 8, D = 2, N = 4, DP = 2, L = 4, STEPS = 3 };
 static const double TOL = 1e-5;
