@@ -25,12 +25,13 @@
  * equal for every schedule here under the CUDA emulation. */
 #define MEM_TOL 0.0
 
-static pp_rt_executor *cuda_executor_or_skip(const pp_model_cfg *m, const pp_sched *s, int prec)
+static pp_rt_executor *cuda_executor_or_skip(const pp_model_cfg *m, const pp_sched *s, int prec,
+                                             int micro_batch)
 {
     pp_rt_exec_params ep = {
         .model = m,
         .sched = s,
-        .micro_batch = 1,
+        .micro_batch = micro_batch,
         .seq = m->seq,
         .dp = 1,
         .seed = 99,
@@ -63,28 +64,31 @@ static void train_two_steps(pp_rt_executor *ex, int vocab, int seq)
     free(b);
 }
 
-static void memory_model_matches(const char *kind, int prec)
+/* The executor's plan and the tuner's runtime model against the CUDA backend's accounting, for
+ * kind on p ranks with micro-batches of b sequences (N of them). */
+static void memory_model_matches_at(const char *kind, int prec, int p, int b, int N)
 {
     pp_tune_model tm;
     pp_model_cfg rm;
     OK(pp_tune_model_preset("tiny", &tm));
     OK(pp_model_preset("tiny", &rm));
-    pp_tune_config c = {.p = 2, .v = 1, .b = 1, .d = 1, .t = 1, .N = 4};
+    pp_tune_config c = {.p = p, .v = 1, .b = b, .d = 1, .t = 1, .N = N};
     snprintf(c.kind, sizeof c.kind, "%s", kind);
-    if (!strcmp(kind, "interleaved") || !strcmp(kind, "bitpipe"))
-        c.v = 2;
-    if (!strcmp(kind, "interleaved"))
+    const pp_sched_desc *desc = pp_sched_lookup(kind);
+    c.v = desc->chunks ? desc->chunks : 2; /* fixed chunks (bitpipe, zbv...), else interleaved's */
+    if (!desc->chunks)
         c.G = 2;
     pp_sched_params sp;
     pp_tune_sched_params(&tm, &c, &sp);
     pp_sched *s;
     OK(pp_sched_generate(kind, &sp, &s));
-    pp_rt_executor *ex = cuda_executor_or_skip(&rm, s, prec);
+    pp_rt_executor *ex = cuda_executor_or_skip(&rm, s, prec, b);
     /* the kernels' scratch is the plan's from the start (pp_backend_scratch_reserve), beside
      * the cuBLAS workspace: the first step does not grow it */
-    pp_mem_stats made[2];
+    pp_mem_stats made[8];
+    cr_assert(p <= 8);
     OK(pp_rt_executor_mem_stats(ex, made));
-    for (int r = 0; r < 2; r++) {
+    for (int r = 0; r < p; r++) {
         const pp_rt_plan_rank *pl = pp_rt_executor_plan(ex, r);
         cr_assert_gt(pl->kernel_scratch, 0, "%s rank %d", kind, r);
         cr_expect_eq(made[r].current[PP_MEM_WORKSPACE],
@@ -93,13 +97,13 @@ static void memory_model_matches(const char *kind, int prec)
                      kind, r, made[r].current[PP_MEM_WORKSPACE], pl->kernel_scratch);
     }
     train_two_steps(ex, rm.vocab, rm.seq);
-    pp_mem_stats got[2];
+    pp_mem_stats got[8];
     OK(pp_rt_executor_mem_stats(ex, got));
-    pp_tune_rank_mem want[2];
+    pp_tune_rank_mem want[8];
     OK(pp_tune_memory_runtime_on(&tm, &c, s, PP_RT_BACKEND_CUDA, (pp_precision)prec, want));
     /* the executor's own plan, computed at its creation, is exact here (staged ranks) */
     cr_expect(pp_rt_executor_plan_is_exact(ex), "%s: staged CUDA ranks plan exactly", kind);
-    for (int r = 0; r < 2; r++) {
+    for (int r = 0; r < p; r++) {
         const pp_rt_plan_rank *pl = pp_rt_executor_plan(ex, r);
         cr_expect(pl && pl->peak_total == got[r].peak_total,
                   "%s %s rank %d: the executor's plan %zu B, the CUDA backend's accounting %zu B",
@@ -110,7 +114,7 @@ static void memory_model_matches(const char *kind, int prec)
                          kind, prec == PP_PREC_BF16 ? "bf16" : "fp32", r,
                          pp_mem_category_name((pp_mem_category)c), pl->peak[c], got[r].peak[c]);
     }
-    for (int r = 0; r < 2; r++) {
+    for (int r = 0; r < p; r++) {
         double measured = (double)got[r].peak_total, err = (want[r].total - measured) / measured;
         cr_expect(fabs(err) <= MEM_TOL,
                   "%s %s rank %d: model %.0f B, the CUDA backend's accounting %.0f B (%+.2f %%)",
@@ -119,6 +123,11 @@ static void memory_model_matches(const char *kind, int prec)
     }
     pp_rt_executor_destroy(ex);
     pp_sched_destroy(s);
+}
+
+static void memory_model_matches(const char *kind, int prec)
+{
+    memory_model_matches_at(kind, prec, 2, 1, 4);
 }
 
 static const char *const kinds[] = {"gpipe", "1f1b", "interleaved", "chimera", "bitpipe"};
@@ -141,6 +150,11 @@ Test(cuda_rt, memory_model_matches_the_backend_split_backward)
 {
     memory_model_matches("zb-h1", PP_PREC_FP32);
     memory_model_matches("zb-h1", PP_PREC_BF16);
+    /* the V on one rank (both stages on it, the turn local), large micro-batches: the GPU
+     * trial the search runs on an emulated two-GPU machine */
+    memory_model_matches_at("zbv", PP_PREC_BF16, 1, 16, 2);
+    memory_model_matches_at("zbv", PP_PREC_FP32, 1, 16, 2);
+    memory_model_matches_at("zbv", PP_PREC_BF16, 2, 4, 4);
 }
 
 /* Once the plan's scratch is reserved, a kernel needing more is an error naming both sizes,
@@ -244,7 +258,7 @@ Test(cuda_rt, executor_spans_on_cuda_are_ordered_and_inside_the_step)
     pp_sched_params sp = {.ranks = 2, .microbatches = 4, .layers = rm.layers};
     pp_sched *s;
     OK(pp_sched_generate("1f1b", &sp, &s));
-    pp_rt_executor *ex = cuda_executor_or_skip(&rm, s, PP_PREC_FP32);
+    pp_rt_executor *ex = cuda_executor_or_skip(&rm, s, PP_PREC_FP32, 1);
     int rows = pp_rt_executor_batch_rows(ex);
     int32_t *b = calloc((size_t)rows * (rm.seq + 1), sizeof *b);
     cr_assert(b);

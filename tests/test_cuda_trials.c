@@ -53,6 +53,9 @@ static pp_tune_config config_of(json_t *cand)
     cfg.t = (int)json_integer_value(json_object_get(c, "t"));
     cfg.N = (int)json_integer_value(json_object_get(c, "N"));
     cfg.uneven = !strcmp(json_string_value(json_object_get(c, "split")), "uneven");
+    /* "split": "first-last": the first and last stage's own layer counts */
+    cfg.first = (int)json_integer_value(json_object_get(c, "first_stage_layers"));
+    cfg.last = (int)json_integer_value(json_object_get(c, "last_stage_layers"));
     return cfg;
 }
 
