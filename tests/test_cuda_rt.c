@@ -100,7 +100,7 @@ static void memory_model_matches_at(const char *kind, int prec, int p, int b, in
     pp_mem_stats got[8];
     OK(pp_rt_executor_mem_stats(ex, got));
     pp_tune_rank_mem want[8];
-    OK(pp_tune_memory_runtime_on(&tm, &c, s, PP_RT_BACKEND_CUDA, (pp_precision)prec, want));
+    OK(pp_tune_memory_runtime_on(&tm, &c, s, NULL, PP_RT_BACKEND_CUDA, (pp_precision)prec, want));
     /* the executor's own plan, computed at its creation, is exact here (staged ranks) */
     cr_expect(pp_rt_executor_plan_is_exact(ex), "%s: staged CUDA ranks plan exactly", kind);
     for (int r = 0; r < p; r++) {

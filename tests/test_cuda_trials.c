@@ -60,7 +60,8 @@ static pp_tune_config config_of(json_t *cand)
 }
 
 /* Each of the candidate's measured rank peaks against the runtime's CUDA bf16 memory model. */
-static int expect_measured_equals_model(json_t *cand, const pp_tune_model *m)
+static int expect_measured_equals_model(json_t *cand, const pp_tune_model *m,
+                                        const pp_tune_opts *o)
 {
     json_t *meas = json_object_get(cand, "measured");
     if (!meas || strcmp(json_string_value(json_object_get(meas, "status")), "ok") != 0)
@@ -72,7 +73,7 @@ static int expect_measured_equals_model(json_t *cand, const pp_tune_model *m)
     cr_assert_eq(pp_sched_generate(cfg.kind, &sp, &s), PP_OK, "%s", pp_err_msg());
     pp_tune_rank_mem mem[8];
     cr_assert(s->ranks <= 8);
-    cr_assert_eq(pp_tune_memory_runtime_on(m, &cfg, s, PP_RT_BACKEND_CUDA, PP_PREC_BF16, mem), PP_OK, "%s",
+    cr_assert_eq(pp_tune_memory_runtime_on(m, &cfg, s, o, PP_RT_BACKEND_CUDA, PP_PREC_BF16, mem), PP_OK, "%s",
                  pp_err_msg());
     json_t *peaks = json_object_get(meas, "peak_bytes_per_rank");
     cr_assert_eq((int)json_array_size(peaks), cfg.p);
@@ -118,10 +119,13 @@ Test(cuda_trials, search_on_a_gpu_machine_runs_cuda_trials_that_match_the_runtim
     cr_assert(json_is_object(chosen));
     cr_expect(strstr(json_string_value(json_object_get(chosen, "launch")),
                      "--backend cuda --precision bf16"));
-    int checked = expect_measured_equals_model(chosen, &m);
+    /* the profile's options: sequence parallelism is planned as the trials ran it */
+    pp_tune_opts o = {.sequence_parallel = json_is_true(
+                          json_object_get(json_object_get(p, "options"), "sequence_parallel"))};
+    int checked = expect_measured_equals_model(chosen, &m, &o);
     json_t *runners = json_object_get(p, "runners_up");
     for (size_t i = 0; i < json_array_size(runners); i++)
-        checked += expect_measured_equals_model(json_array_get(runners, i), &m);
+        checked += expect_measured_equals_model(json_array_get(runners, i), &m, &o);
     cr_expect_eq(checked, 2, "two trials ran with status ok, found %d", checked);
     json_decref(p);
     unlink(profile);

@@ -157,3 +157,38 @@ Test(tuner_runtime, predicted_peak_within_3_percent_bidirectional)
     check("tiny", "bitpipe", 2, 4, 0, 1);
     check("tiny", "bitpipe", 2, 4, 0, 2);
 }
+
+/* The GPU trials' fit check plans sequence parallelism as the trial runs it: with the option
+ * the tuner's CUDA model of the runtime is the runtime's own plan of an SP run, byte for byte,
+ * and holds fewer activation bytes than the same configuration without it. */
+Test(tuner_runtime, the_cuda_model_plans_sequence_parallelism_from_the_options)
+{
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
+    pp_tune_config c = {.kind = "1f1b", .p = 2, .v = 1, .b = 2, .d = 1, .t = 2, .N = 4};
+    pp_sched_params sp;
+    pp_tune_sched_params(&m, &c, &sp);
+    pp_sched *s;
+    cr_assert_eq(pp_sched_generate(c.kind, &sp, &s), PP_OK, "%s", pp_err_msg());
+    pp_tune_opts with = {.sequence_parallel = 1}, without = {0};
+    pp_tune_rank_mem a[2], b[2];
+    cr_assert_eq(pp_tune_memory_runtime_on(&m, &c, s, &with, PP_RT_BACKEND_CUDA, PP_PREC_BF16, a),
+                 PP_OK, "%s", pp_err_msg());
+    cr_assert_eq(pp_tune_memory_runtime_on(&m, &c, s, &without, PP_RT_BACKEND_CUDA, PP_PREC_BF16,
+                                           b),
+                 PP_OK, "%s", pp_err_msg());
+    pp_model_cfg rm = {.layers = m.layers, .hidden = m.hidden, .heads = m.heads, .ffn = m.ffn,
+                       .vocab = m.vocab, .seq = m.seq};
+    pp_rt_plan_params pp = {.model = &rm, .sched = s, .micro_batch = c.b, .seq = m.seq, .dp = 1,
+                            .backend = PP_RT_BACKEND_CUDA, .precision = PP_PREC_BF16,
+                            .tp = 2, .sequence_parallel = 1};
+    pp_rt_plan_rank plan[2];
+    cr_assert_eq(pp_rt_plan_compute(&pp, plan), PP_OK, "%s", pp_err_msg());
+    for (int r = 0; r < 2; r++) {
+        cr_expect_eq(a[r].total, (double)plan[r].peak_total, "rank %d: %.0f vs the plan's %zu", r,
+                     a[r].total, plan[r].peak_total);
+        cr_expect_lt(a[r].acts, b[r].acts, "rank %d: SP holds %.0f activation bytes, without %.0f",
+                     r, a[r].acts, b[r].acts);
+    }
+    pp_sched_destroy(s);
+}

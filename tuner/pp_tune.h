@@ -278,13 +278,15 @@ pp_status pp_tune_memory_runtime(const pp_tune_model *m, const pp_tune_config *c
  * copy of every weight; the step's tokens and targets stay in host memory. Equal to the
  * backend's own accounting to the byte (tests/test_cuda_rt.c, run under the CUDA emulation).
  * Not modelled: the NCCL transport's message buffers, and what the driver holds outside the
- * backend's accounting (context, memory-pool slack: bench_cuda_layer reports both); it plans
- * without sequence parallelism (an upper bound for a sequence-parallel run). */
+ * backend's accounting (context, memory-pool slack: bench_cuda_layer reports both). With
+ * o->sequence_parallel (o may be NULL: none) it plans sequence parallelism as the runtime runs
+ * it. */
 /* backend: PP_RT_BACKEND_CPU or PP_RT_BACKEND_CUDA (runtime/plan/pp_rt_plan.h); precision:
  * PP_PREC_BF16 on CUDA only. */
 pp_status pp_tune_memory_runtime_on(const pp_tune_model *m, const pp_tune_config *c,
-                                    const pp_sched *s, pp_rt_backend_kind backend,
-                                    pp_precision precision, pp_tune_rank_mem *mem);
+                                    const pp_sched *s, const pp_tune_opts *o,
+                                    pp_rt_backend_kind backend, pp_precision precision,
+                                    pp_tune_rank_mem *mem);
 /* Bytes available per device after the headroom. */
 double pp_tune_mem_capacity(const pp_tune_hw *hw, const pp_tune_opts *o);
 /* Bytes per parameter of the weights, gradients and optimizer state (memory.c; Megatron-LM's

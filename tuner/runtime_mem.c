@@ -23,10 +23,11 @@ pp_status pp_tune_memory_runtime(const pp_tune_model *m, const pp_tune_config *c
 }
 
 pp_status pp_tune_memory_runtime_on(const pp_tune_model *m, const pp_tune_config *c,
-                                    const pp_sched *s, pp_rt_backend_kind backend,
-                                    pp_precision precision, pp_tune_rank_mem *mem)
+                                    const pp_sched *s, const pp_tune_opts *o,
+                                    pp_rt_backend_kind backend, pp_precision precision,
+                                    pp_tune_rank_mem *mem)
 {
-    return runtime_plan(m, c, s, backend, precision, 0, mem);
+    return runtime_plan(m, c, s, backend, precision, o && o->sequence_parallel, mem);
 }
 
 static pp_status runtime_plan(const pp_tune_model *m, const pp_tune_config *c, const pp_sched *s,

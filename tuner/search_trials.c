@@ -29,14 +29,15 @@ static void report(const pp_tune_search_params *sp, const pp_tune_trial_event *e
 }
 
 /* On GPUs: the largest per-rank peak of the runtime's CUDA bf16 run of p (0 when unknown). */
-static double runtime_peak_on_gpu(const pp_tune_model *m, const pp_tune_prediction *p)
+static double runtime_peak_on_gpu(const pp_tune_model *m, const pp_tune_opts *o,
+                                  const pp_tune_prediction *p)
 {
     const pp_sched *s = p->sched;
     if (!s || s->microbatches != p->cfg.N) /* huge N: the sched is the steady state's prefix */
         return 0;
     double peak = 0;
     pp_tune_rank_mem *mem = pp_calloc((size_t)s->ranks, sizeof *mem);
-    if (mem && pp_tune_memory_runtime_on(m, &p->cfg, s, PP_RT_BACKEND_CUDA, PP_PREC_BF16, mem) == PP_OK)
+    if (mem && pp_tune_memory_runtime_on(m, &p->cfg, s, o, PP_RT_BACKEND_CUDA, PP_PREC_BF16, mem) == PP_OK)
         for (int r = 0; r < s->ranks; r++)
             peak = mem[r].total > peak ? mem[r].total : peak;
     pp_err_clear();
@@ -167,7 +168,7 @@ pp_status pp_tune_search_trials(const pp_tune_search_params *sp, pp_tune_result 
     int todo = k < r->n_best ? k : r->n_best;
     for (int i = 0; i < r->n_best && n < k; i++) {
         pp_tune_prediction *p = &r->best[trial_order(r, k, i)];
-        double need = cuda ? runtime_peak_on_gpu(m, p) : 0;
+        double need = cuda ? runtime_peak_on_gpu(m, &r->opts, p) : 0;
         if (need > p->capacity) {
             pp_tune_trial_event ev = {.kind = PP_TUNE_TRIAL_SKIPPED,
                                       .cfg = &p->cfg,
