@@ -140,6 +140,11 @@ Test(runtime_pprun, trains_tiny_model_on_text, .timeout = 600)
         /* AdamW keeps two moments per parameter */
         cr_assert_eq(json_integer_value(json_object_get(peak, "optim")),
                      2 * json_integer_value(json_object_get(peak, "weights")));
+        /* every message buffer is carved from the rank's arena */
+        json_int_t arena = json_integer_value(json_object_get(json_array_get(ranks, g),
+                                                              "arena_bytes"));
+        cr_assert_geq(arena, json_integer_value(json_object_get(peak, "comm")),
+                      "rank %zu: arena %lld B", g, (long long)arena);
     }
     json_decref(j);
     pp_test_run_done(&r);

@@ -73,11 +73,15 @@ static json_t *ranks_json(const pprun_record *rec)
             json_object_set_new(peak, pp_mem_category_name((pp_mem_category)c),
                                 json_integer((json_int_t)rec->mem[g].peak[c]));
         json_object_set_new(peak, "total", json_integer((json_int_t)rec->mem[g].peak_total));
+        /* arena_bytes: the memory the step's buffers are carved from (the plan's placement),
+         * held from the executor's creation; peak_bytes counts those buffers by category, so
+         * the rank holds peak_bytes plus what the arena's placement leaves unused */
         json_array_append_new(
-            a, json_pack("{s:i, s:i, s:i, s:i, s:o, s:o}", "rank", g, "replica",
+            a, json_pack("{s:i, s:i, s:i, s:i, s:o, s:I, s:o}", "rank", g, "replica",
                          pp_rt_place_dp(&pl, g), "pipeline_rank", pp_rt_place_pp(&pl, g),
                          "tensor_rank", pp_rt_place_tp(&pl, g), "peak_bytes", peak,
-                         "tp_comm", tp_comm_json(rec, g)));
+                         "arena_bytes", (json_int_t)rec->mem[g].reserved, "tp_comm",
+                         tp_comm_json(rec, g)));
     }
     return a;
 }
