@@ -67,7 +67,7 @@ none_left() {
 search() { # search NAME [pptune options...]: runs pptune search, its output in $T/NAME.out
   local name=$1
   shift
-  PP_FAULT_DIR=$T/fault-$name "$pptune" --model tiny --cluster local --no-probe-nodes \
+  PP_FAULT_DIR=$T/fault-$name "$pptune" --model tiny --cluster local ${no_probe---no-probe-nodes} \
     --schedules gpipe,1f1b --trial-steps 3 -o "$T/$name.json" "$@" >"$T/$name.out" 2>&1 ||
     fail "$name: pptune exited $?: $(tail -3 "$T/$name.out")"
 }
@@ -160,8 +160,18 @@ printf '127.0.0.2 slots=2\n127.0.0.3 slots=2\n' >"$T/hosts"
   fails=0 # this part's own count, added to the suite's below
   for v in $(env | grep -o '^SLURM_[A-Z_]*'); do unset "$v"; done
   export OMPI_MCA_plm_rsh_agent=$here/rsh.sh PP_RSH_TMP=$T
+  # the search probes every host itself (one mpirun rank each) when the stand-in ssh can give
+  # each its own host name; else the two look like one machine and the probe is not checked
+  probed=0
+  if unshare --uts true 2>/dev/null; then no_probe='' probed=1; fi
   search mpirun --trials 3 --trial-timeout 60 --hostfile "$T/hosts"
   check mpirun mpirun "127.0.0.2,127.0.0.3" "*=ok"
+  if [ "$probed" = 1 ]; then
+    grep -q "^probed: 2 nodes of the allocation, one mpirun rank each.*node-127.0.0.2, node-127.0.0.3" \
+      "$T/mpirun.out" || fail "mpirun: the search did not probe both hosts: $(grep -E 'prob' "$T/mpirun.out" | head -3)"
+  else
+    echo "mpirun: hosts share this machine's name (no unshare --uts): the node probe is not checked"
+  fi
   none_left mpirun
   exit $fails
 ) || fails=$((fails + $?))
