@@ -338,6 +338,16 @@ static pp_status run(const pp_probe_opts *o, const layout *L,
     return st;
 }
 
+/* The end of a probe entry point: the layout freed, MPI finalized when the entry point
+ * initialized it (inited = 0), st returned with its trace. */
+static pp_status mpi_end(layout *L, int inited, pp_status st)
+{
+    layout_free(L);
+    if (!inited)
+        MPI_Finalize();
+    return st == PP_OK ? PP_OK : pp_err_trace(st, __FILE__, __LINE__);
+}
+
 pp_status pp_mpi_probe(const pp_probe_opts *o,
                        pp_status (*probe_node)(const pp_probe_opts *, pp_cluster **),
                        pp_cluster **out)
@@ -355,12 +365,7 @@ pp_status pp_mpi_probe(const pp_probe_opts *o,
         pp_cluster_destroy(*out);
         *out = NULL;
     }
-    layout_free(&L);
-    if (!inited)
-        MPI_Finalize();
-    if (st != PP_OK)
-        return pp_err_trace(st, __FILE__, __LINE__);
-    return PP_OK;
+    return mpi_end(&L, inited, st);
 }
 
 /* ---- the data-parallel all-reduce, timed (pp_probe_allreduce) ---- */
@@ -412,10 +417,5 @@ pp_status pp_probe_allreduce(double bytes, int quick, pp_allreduce_timing *out)
         mpi_version(out->mpi, sizeof out->mpi);
     }
     free(buf);
-    layout_free(&L);
-    if (!inited)
-        MPI_Finalize();
-    if (st != PP_OK)
-        return pp_err_trace(st, __FILE__, __LINE__);
-    return PP_OK;
+    return mpi_end(&L, inited, st);
 }
