@@ -1,7 +1,7 @@
 /* action.c — the action grammar (see pp_sched.h): the op names, the one token form with its
- * parser (an overlapped pair F...+B... included), and the spelled-out form messages use. One table below says how each op is written;
- * the text format (fmt_text.c), the traces (runtime/trace.c) and every message naming an action
- * go through these functions.
+ * parser (an overlapped pair F...+B... included), and the spelled-out form messages use. One table
+ * below says how each op is written; the text format (fmt_text.c), the traces (runtime/trace.c) and
+ * every message naming an action go through these functions.
  *
  * Not here: PyTorch's CSV cells ("1F0", "0SEND_F3"), which are PyTorch's grammar (fmt_csv.c),
  * and whole-schedule parsing (lines, headers, placement: fmt_text.c).
@@ -61,8 +61,8 @@ char *pp_action_format(const pp_sched *s, const pp_action *a, pp_action_style st
         if (a->op == PP_OP_REDUCE)
             snprintf(buf, n, "REDUCE #%d", (int)a->stage);
         else if (!has_peer(a))
-            snprintf(buf, n, "%s pipe %d stage %d mb %d%s", ops[a->op].name, a->pipe,
-                     (int)a->stage, (int)a->mb, a->overlap ? " overlapped with the next B" : "");
+            snprintf(buf, n, "%s pipe %d stage %d mb %d%s", ops[a->op].name, a->pipe, (int)a->stage,
+                     (int)a->mb, a->overlap ? " overlapped with the next B" : "");
         else
             snprintf(buf, n, "%s pipe %d stage %d mb %d peer %d", ops[a->op].name, a->pipe,
                      (int)a->stage, (int)a->mb, (int)a->peer);

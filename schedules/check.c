@@ -143,8 +143,8 @@ static pp_status check_overlap(const checker *ck, int r, int i)
         return fail(ck, r, i, "only a forward opens an overlapped pair (OVERLAP_F_B), not a %s",
                     pp_op_name((pp_op_kind)a->op));
     if (i + 1 >= s->n_ops[r])
-        return fail(ck, r, i, "an overlapped pair needs its B right after the F; the rank ends "
-                              "here");
+        return fail(ck, r, i,
+                    "an overlapped pair needs its B right after the F; the rank ends here");
     if (s->ops[r][i + 1].op != PP_OP_B) {
         char next[128];
         pp_action_str(s, &s->ops[r][i + 1], next, sizeof next);

@@ -95,11 +95,20 @@ static const struct {
     int op; /* pp_op_kind, or T_DROP (no IR action) */
     int mb; /* 1: a micro-batch follows, 0: none */
 } types[] = {
-    {"WAIT_REDUCE_GRAD", T_DROP, 0}, {"WAIT_SEND_F", T_DROP, 1},      {"WAIT_SEND_B", T_DROP, 1},
-    {"REDUCE_GRAD", T_DROP, 0},      {"UNSHARD", T_DROP, 0},          {"RESHARD", T_DROP, 0},
-    {"SEND_F", PP_OP_SEND_F, 1},     {"RECV_F", PP_OP_RECV_F, 1},     {"SEND_B", PP_OP_SEND_B, 1},
-    {"RECV_B", PP_OP_RECV_B, 1},     {"F", PP_OP_F, 1},               {"B", PP_OP_B, 1},
-    {"I", PP_OP_I, 1},               {"W", PP_OP_W, 1},
+    {"WAIT_REDUCE_GRAD", T_DROP, 0},
+    {"WAIT_SEND_F", T_DROP, 1},
+    {"WAIT_SEND_B", T_DROP, 1},
+    {"REDUCE_GRAD", T_DROP, 0},
+    {"UNSHARD", T_DROP, 0},
+    {"RESHARD", T_DROP, 0},
+    {"SEND_F", PP_OP_SEND_F, 1},
+    {"RECV_F", PP_OP_RECV_F, 1},
+    {"SEND_B", PP_OP_SEND_B, 1},
+    {"RECV_B", PP_OP_RECV_B, 1},
+    {"F", PP_OP_F, 1},
+    {"B", PP_OP_B, 1},
+    {"I", PP_OP_I, 1},
+    {"W", PP_OP_W, 1},
 };
 
 /* Digits at *p (no sign) into *out, at most `max`; 0 if none or too large. */

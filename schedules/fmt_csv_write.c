@@ -193,8 +193,11 @@ static pp_status send_order_init(send_order *so, const pp_sched *s)
             if (!pp_op_is_send(a->op))
                 continue;
             int dst = pp_sched_implied_peer(s, a), k = so->next[dst]++;
-            so->recv[k] = (pp_action){.op = (uint8_t)pp_op_mate(a->op), .pipe = a->pipe,
-                                      .stage = pp_action_peer_stage(a), .mb = a->mb, .peer = q};
+            so->recv[k] = (pp_action){.op = (uint8_t)pp_op_mate(a->op),
+                                      .pipe = a->pipe,
+                                      .stage = pp_action_peer_stage(a),
+                                      .mb = a->mb,
+                                      .peer = q};
             so->src[k] = q;
             so->where[recv_slot(s, &so->recv[k])] = k;
         }

@@ -535,14 +535,17 @@ void pp_sim_result_fini(pp_sim_result *r);
 /* ---- Renderers (write to a FILE*, never open files) -------------------------------------------
  * text: one line per rank, round-trips through pp_sched_parse_text.
  * json: the interchange form (see README / docs), read back by the tuner's --check.
- * csv: PyTorch pipelining's CSV (torch.distributed.pipelining _dump_csv / _load_csv), one row per
- *      rank, cells like 0F1, 1SEND_F0; single-pipe schedules without REDUCE only (PP_ERR_INVALID
- *      otherwise, saying why). pp_sched_write_csv writes PyTorch's "compute_comms" form (every
- *      action, plus REDUCE_GRAD after each stage's last backward, as its runtime loader wants);
- *      pp_sched_write_csv_compute its "compute_only" form (F and B cells). pp_sched_read_csv
- *      reads either (fmt_csv.c says how: placement from the rows, kind "csv", one layer per
- *      stage; a compute-only file is lowered); errors name the source, row (rank), column and
- *      cell. It does not check the schedule: call pp_sched_check.
+ * csv: PyTorch pipelining's CSV (torch.distributed.pipelining _dump_csv / _load_csv, torch 2.15's
+ *      grammar), one row per rank, cells like 0F1, 1SEND_F0, (0F3;7B2)OVERLAP_F_B; single-pipe
+ *      schedules without REDUCE only (PP_ERR_INVALID otherwise, saying why).
+ *      pp_sched_write_csv writes PyTorch's "compute_comms" form (every action, the WAIT_SEND_F /
+ *      WAIT_SEND_B of every send, REDUCE_GRAD and WAIT_REDUCE_GRAD after each stage's last
+ *      backward, receives from a peer in its send order: what its runtime loads and runs;
+ *      fmt_csv_write.c says where each goes); pp_sched_write_csv_compute its "compute_only"
+ *      form (F, B, I, W cells, a pair as one cell). pp_sched_read_csv reads either, also as
+ *      older torch and pptune wrote them (fmt_csv.c says how: placement from the rows, kind
+ *      "csv", one layer per stage; a compute-only file is lowered); errors name the source, row
+ *      (rank), column and cell. It does not check the schedule: call pp_sched_check.
  * ascii: a terminal timeline from a simulation; svg: a Gantt chart from a simulation. */
 pp_status pp_sched_write_text(const pp_sched *s, FILE *fp);
 pp_status pp_sched_parse_text(const char *text, const char *source_name, pp_sched **out);

@@ -294,7 +294,7 @@ pp_status pp_sched_add_reduce(pp_sched *s, const int *ranks, int n_ranks,
  * another rank. */
 static pp_status push_comm(pp_sched *s, int r, pp_action a, int which)
 {
-    int peer = which ? pp_sched_rank_of(s, a.pipe, pp_action_dst_stage(&a)) /* who consumes */
+    int peer = which ? pp_sched_rank_of(s, a.pipe, pp_action_dst_stage(&a))  /* who consumes */
                      : pp_sched_rank_of(s, a.pipe, pp_action_src_stage(&a)); /* who feeds */
     if (!pp_op_is_compute(a.op) || pp_op_dir(a.op) == 0 || peer < 0 || peer == r)
         return PP_OK; /* W moves no data; ends of the pipe and local hand-overs have none */

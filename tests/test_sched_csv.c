@@ -43,15 +43,33 @@ Test(sched_csv, grammar_round_trips_every_op_kind)
         pp_action a;
         const char *token, *words;
     } cases[] = {
-        {{.op = PP_OP_F, .pipe = 0, .stage = 1, .mb = 2, .peer = -1}, "Fd2.1", "F pipe 0 stage 1 mb 2"},
-        {{.op = PP_OP_B, .pipe = 1, .stage = 3, .mb = 0, .peer = -1}, "Bu0.3", "B pipe 1 stage 3 mb 0"},
-        {{.op = PP_OP_I, .pipe = 0, .stage = 2, .mb = 3, .peer = -1}, "Id3.2", "I pipe 0 stage 2 mb 3"},
-        {{.op = PP_OP_W, .pipe = 1, .stage = 0, .mb = 1, .peer = -1}, "Wu1.0", "W pipe 1 stage 0 mb 1"},
-        {{.op = PP_OP_SEND_F, .pipe = 0, .stage = 1, .mb = 2, .peer = 2}, "SFd2.1", "SEND_F pipe 0 stage 1 mb 2 peer 2"},
-        {{.op = PP_OP_RECV_F, .pipe = 1, .stage = 1, .mb = 2, .peer = 3}, "RFu2.1", "RECV_F pipe 1 stage 1 mb 2 peer 3"},
-        {{.op = PP_OP_SEND_B, .pipe = 0, .stage = 3, .mb = 0, .peer = 2}, "SBd0.3", "SEND_B pipe 0 stage 3 mb 0 peer 2"},
-        {{.op = PP_OP_RECV_B, .pipe = 1, .stage = 0, .mb = 3, .peer = 2}, "RBu3.0", "RECV_B pipe 1 stage 0 mb 3 peer 2"},
-        {{.op = PP_OP_SEND_F, .pipe = 0, .stage = 0, .mb = 1, .peer = 3}, "SFd1.0@3", "SEND_F pipe 0 stage 0 mb 1 peer 3"},
+        {{.op = PP_OP_F, .pipe = 0, .stage = 1, .mb = 2, .peer = -1},
+         "Fd2.1",
+         "F pipe 0 stage 1 mb 2"},
+        {{.op = PP_OP_B, .pipe = 1, .stage = 3, .mb = 0, .peer = -1},
+         "Bu0.3",
+         "B pipe 1 stage 3 mb 0"},
+        {{.op = PP_OP_I, .pipe = 0, .stage = 2, .mb = 3, .peer = -1},
+         "Id3.2",
+         "I pipe 0 stage 2 mb 3"},
+        {{.op = PP_OP_W, .pipe = 1, .stage = 0, .mb = 1, .peer = -1},
+         "Wu1.0",
+         "W pipe 1 stage 0 mb 1"},
+        {{.op = PP_OP_SEND_F, .pipe = 0, .stage = 1, .mb = 2, .peer = 2},
+         "SFd2.1",
+         "SEND_F pipe 0 stage 1 mb 2 peer 2"},
+        {{.op = PP_OP_RECV_F, .pipe = 1, .stage = 1, .mb = 2, .peer = 3},
+         "RFu2.1",
+         "RECV_F pipe 1 stage 1 mb 2 peer 3"},
+        {{.op = PP_OP_SEND_B, .pipe = 0, .stage = 3, .mb = 0, .peer = 2},
+         "SBd0.3",
+         "SEND_B pipe 0 stage 3 mb 0 peer 2"},
+        {{.op = PP_OP_RECV_B, .pipe = 1, .stage = 0, .mb = 3, .peer = 2},
+         "RBu3.0",
+         "RECV_B pipe 1 stage 0 mb 3 peer 2"},
+        {{.op = PP_OP_SEND_F, .pipe = 0, .stage = 0, .mb = 1, .peer = 3},
+         "SFd1.0@3",
+         "SEND_F pipe 0 stage 0 mb 1 peer 3"},
         {{.op = PP_OP_REDUCE, .pipe = 0, .stage = 5, .mb = -1, .peer = -1}, "AR5", "REDUCE #5"},
     };
     int seen[PP_OP__COUNT] = {0};
@@ -195,8 +213,7 @@ Test(sched_csv, reduce_grad_follows_the_send_of_each_stages_last_backward)
     /* rank 1 holds stages 1 and 3; stage 3's last B sends to stage 2 on rank 0; the wait of
      * stage 1's forward send of micro-batch 3 follows its backward */
     cr_assert(strstr(csv, "3B3,3SEND_B3,3REDUCE_GRAD,3WAIT_REDUCE_GRAD,"), "%s", csv);
-    cr_assert(strstr(csv, "1B3,1WAIT_SEND_F3,1SEND_B3,1REDUCE_GRAD,1WAIT_REDUCE_GRAD,"), "%s",
-              csv);
+    cr_assert(strstr(csv, "1B3,1WAIT_SEND_F3,1SEND_B3,1REDUCE_GRAD,1WAIT_REDUCE_GRAD,"), "%s", csv);
     cr_assert(strstr(csv, "0B3,0WAIT_SEND_F3,0REDUCE_GRAD,0WAIT_REDUCE_GRAD,"), "%s", csv);
     free(csv);
     pp_sched_destroy(s);

@@ -76,8 +76,8 @@ static void assert_row_rules(const pp_sched *s, int r, char *row, xfer *x, int *
             pending = -1;
         } else if (!strncmp(type, "WAIT_SEND_", 10)) {
             int k = 0;
-            while (k < n_open && !(open[k][0] == type[10] && open[k][1] == stage &&
-                                   open[k][2] == mb))
+            while (k < n_open &&
+                   !(open[k][0] == type[10] && open[k][1] == stage && open[k][2] == mb))
                 k++;
             cr_assert(k < n_open, "rank %d: %s without a pending send", r, c);
             memmove(open[k], open[k + 1], (size_t)(n_open - k - 1) * sizeof open[0]);
@@ -148,8 +148,8 @@ Test(sched_csv_torch, compute_comms_keeps_the_runtimes_rules_for_every_generator
 {
     int n, tried = 0;
     const pp_sched_desc *g = pp_sched_generators(&n);
-    int shapes[][3] = {{1, 1, 0}, {2, 4, 0}, {4, 8, 0}, {4, 8, 3}, {3, 9, 2}, {4, 10, 0},
-                       {8, 16, 0}};
+    int shapes[][3] = {{1, 1, 0}, {2, 4, 0},  {4, 8, 0}, {4, 8, 3},
+                       {3, 9, 2}, {4, 10, 0}, {8, 16, 0}};
     for (int i = 0; i < n; i++) {
         if (g[i].pipes != 1)
             continue;
@@ -289,7 +289,8 @@ Test(sched_csv_torch, older_files_with_a_pair_as_two_cells_still_read)
     pp_sched_destroy(s);
 }
 
-/* ---- the overlapped pair in the one action grammar --------------------------------------------- */
+/* ---- the overlapped pair in the one action grammar ---------------------------------------------
+ */
 
 Test(sched_csv_torch, a_pair_is_one_token_in_text_traces_and_messages)
 {

@@ -364,8 +364,8 @@ Test(sched_zb, v_shaped_unit_figures)
         const char *kind;
         int D, N;
         double makespan;
-    } c[] = {{"zbv", 4, 4, 15},        {"zbv", 4, 8, 25.5},     {"zbv", 8, 8, 31},
-             {"zbv", 8, 16, 51.5},     {"dualpipev", 4, 8, 27}, {"dualpipev", 4, 16, 51},
+    } c[] = {{"zbv", 4, 4, 15},        {"zbv", 4, 8, 25.5},      {"zbv", 8, 8, 31},
+             {"zbv", 8, 16, 51.5},     {"dualpipev", 4, 8, 27},  {"dualpipev", 4, 16, 51},
              {"dualpipev", 8, 16, 55}, {"dualpipev", 8, 32, 103}};
     for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
         int D = c[k].D, N = c[k].N, dual = c[k].kind[0] == 'd';
