@@ -353,7 +353,7 @@ Test(sched_zb, in_flight_peak_with_i_freeing_part)
  * idle D - 1 (measured: 3N + D - 1, ZB-H1's figure). DualPipeV's overlapped pairs start only
  * when the inputs of both halves are there, as PyTorch's simulator times them: 3N + D - 1 for
  * N >= 2D (every rank idle D - 1; dualpipev_pairs_start_together derives D = 2 by hand;
- * PyTorch's add_schedule_op_spacing gives twice these figures, its F being 1, on the 30 shapes
+ * PyTorch's add_schedule_op_spacing gives twice these figures, its F being 1, on the 49 shapes
  * tests/torch/csv_interop.py compares). Peak in-flight for N >= 2D: D on every rank for
  * ZB-V, the paper's "same peak memory as 1F1B" (p M_B, Qi et al. Section 6); DualPipeV D + 1/2,
  * one chunk more (DualPipe's table has PP + 1 against 1F1B's PP). Held for W (measured): ZB-V
