@@ -392,6 +392,21 @@ Test(tuner_cli_run, check_reads_a_pytorch_csv)
     cr_assert(strstr(R.out, "csv: D = 2 ranks, N = 4 micro-batches, v = 2 chunks per rank"), "%s",
               R.out);
     cr_assert(strstr(R.out, "makespan              13.5\n"), "%s", R.out); /* as interleaved */
+    /* torch 2.15's own dumps, WAIT cells and all: the smallest the issue names, and DualPipeV's
+     * overlapped pairs with communication (as pptune's dualpipev: 13 = 3N + D - 1) */
+    snprintf(args, sizeof args,
+             "schedule --check '%s/pytorch/torch-2.15_interleaved1f1b_1rank_2stage_1mb_comms.csv'",
+             PP_FIXTURES_DIR);
+    run(args);
+    cr_assert_eq(R.code, 0, "%s", R.err);
+    cr_assert(strstr(R.out, "csv: D = 1 ranks, N = 1 micro-batches, v = 2 chunks per rank"), "%s",
+              R.out);
+    snprintf(args, sizeof args,
+             "schedule --check '%s/pytorch/torch-2.15_dualpipev_2rank_4mb_comms.csv'",
+             PP_FIXTURES_DIR);
+    run(args);
+    cr_assert_eq(R.code, 0, "%s", R.err);
+    cr_assert(strstr(R.out, "makespan              13\n"), "%s", R.out);
     /* compute_only, detected by its content under any name, and written back as PyTorch's
      * compute_comms form: the schedule pptune generates */
     write_file("order", "0F0,0F1,0B0,0B1\n,1F0,1F1,1B0,1B1\n");
