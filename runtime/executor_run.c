@@ -187,6 +187,9 @@ static pp_status do_send(pp_rt_executor *ex, rank_state *rs, const pp_action *a,
     return e;
 }
 
+/* An overlapped pair (pp_action.overlap: DualPipeV's F and the B after it) runs as its F, then
+ * its B: both inputs have arrived by then (its RECVs come first), and overlapping the two on a
+ * GPU's streams, DualPipe's gain, is not something this executor does. */
 static pp_status do_action(pp_rt_executor *ex, rank_state *rs, const pp_action *a)
 {
     switch ((pp_op_kind)a->op) {

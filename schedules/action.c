@@ -1,7 +1,7 @@
 /* action.c — the action grammar (see pp_sched.h): the op names, the one token form with its
- * parser, and the spelled-out form messages use. One table below says how each op is written;
- * the text format (fmt_text.c), the traces (runtime/trace.c) and every message naming an action
- * go through these functions.
+ * parser (an overlapped pair F...+B... included), and the spelled-out form messages use. One table
+ * below says how each op is written; the text format (fmt_text.c), the traces (runtime/trace.c) and
+ * every message naming an action go through these functions.
  *
  * Not here: PyTorch's CSV cells ("1F0", "0SEND_F3"), which are PyTorch's grammar (fmt_csv.c),
  * and whole-schedule parsing (lines, headers, placement: fmt_text.c).
@@ -61,8 +61,8 @@ char *pp_action_format(const pp_sched *s, const pp_action *a, pp_action_style st
         if (a->op == PP_OP_REDUCE)
             snprintf(buf, n, "REDUCE #%d", (int)a->stage);
         else if (!has_peer(a))
-            snprintf(buf, n, "%s pipe %d stage %d mb %d", ops[a->op].name, a->pipe, (int)a->stage,
-                     (int)a->mb);
+            snprintf(buf, n, "%s pipe %d stage %d mb %d%s", ops[a->op].name, a->pipe, (int)a->stage,
+                     (int)a->mb, a->overlap ? " overlapped with the next B" : "");
         else
             snprintf(buf, n, "%s pipe %d stage %d mb %d peer %d", ops[a->op].name, a->pipe,
                      (int)a->stage, (int)a->mb, (int)a->peer);
@@ -73,7 +73,8 @@ char *pp_action_format(const pp_sched *s, const pp_action *a, pp_action_style st
         return buf;
     }
     const char *pipe = s && s->n_pipes == 2 ? (a->pipe ? "u" : "d") : "";
-    int len = snprintf(buf, n, "%s%s%d.%d", ops[a->op].token, pipe, (int)a->mb, (int)a->stage);
+    int len = snprintf(buf, n, "%s%s%d.%d%s", ops[a->op].token, pipe, (int)a->mb, (int)a->stage,
+                       a->overlap ? "+" : "");
     if (has_peer(a) && (!s || a->peer != pp_sched_implied_peer(s, a)) && len >= 0 &&
         (size_t)len < n)
         snprintf(buf + len, n - (size_t)len, "@%d", (int)a->peer);
@@ -140,6 +141,10 @@ pp_status pp_action_parse(const pp_sched *s, const char *t, pp_action *out)
             q++;
             ok = pp_op_is_comm(op) && pp_fmt_scan_int(&q, -1, s->ranks - 1, &peer);
         }
+        if (ok && *q == '+' && op == PP_OP_F) { /* the F of an overlapped pair */
+            q++;
+            a.overlap = 1;
+        }
         ok = ok && !*q;
         a.pipe = (uint8_t)p;
         a.stage = st;
@@ -149,10 +154,34 @@ pp_status pp_action_parse(const pp_sched *s, const char *t, pp_action *out)
     if (!ok)
         return PP_ERR(PP_ERR_PARSE,
                       "expected F, B, SF, RF, SB, RB, I or W with [pipe d|u] micro-batch 0..%d "
-                      "'.' stage 0..%d (e.g. F%d.0, RB0.%d), or ARk, got \"%s\"",
+                      "'.' stage 0..%d (e.g. F%d.0, RB0.%d), ARk, or an overlapped pair F...+B... "
+                      "(e.g. F0.0+B0.%d), got \"%s\"",
                       s->microbatches - 1, s->stages_per_pipe - 1, s->microbatches - 1,
-                      s->stages_per_pipe - 1, t);
+                      s->stages_per_pipe - 1, s->stages_per_pipe - 1, t);
     a.op = (uint8_t)op;
     *out = a;
+    return PP_OK;
+}
+
+pp_status pp_action_parse_pair(const pp_sched *s, const char *t, pp_action out[2], int *n)
+{
+    const char *plus = strchr(t, '+');
+    *n = 1;
+    if (!plus || !plus[1])
+        return pp_action_parse(s, t, &out[0]);
+    char head[64];
+    int ok = (size_t)(plus - t) + 2 <= sizeof head;
+    if (ok) {
+        snprintf(head, sizeof head, "%.*s", (int)(plus - t) + 1, t); /* "F3.0+" */
+        ok = pp_action_parse(s, head, &out[0]) == PP_OK &&
+             pp_action_parse(s, plus + 1, &out[1]) == PP_OK && out[0].overlap &&
+             out[1].op == PP_OP_B && !out[1].overlap;
+    }
+    if (!ok)
+        return PP_ERR(PP_ERR_PARSE,
+                      "an overlapped pair is a forward and a full backward joined by '+', "
+                      "F...+B... (e.g. F0.0+B0.%d), got \"%s\"",
+                      s->stages_per_pipe - 1, t);
+    *n = 2;
     return PP_OK;
 }

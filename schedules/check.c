@@ -2,8 +2,8 @@
  *
  * Passes, each O(actions) with an O(1) table keyed by (pipe, stage, micro-batch):
  *   1. placement and reduce descriptors are in range;
- *   2. every action is well-formed and on the right rank; record where each op of each key sits
- *      (duplicates are caught here);
+ *   2. every action is well-formed and on the right rank, an overlapped pair an F and the B
+ *      right after it; record where each op of each key sits (duplicates are caught here);
  *   3. completeness: one F per (pipe, stage, mb) of that pipe, and its backward either fused (one
  *      B) or split (one I and one W), never both; every RECV has its SEND and vice versa; every
  *      REDUCE on every participant;
@@ -134,6 +134,28 @@ static pp_status record_reduce(checker *ck, int r, int i)
     return PP_OK;
 }
 
+/* An overlapped pair (pp_action.overlap) is an F and the B right after it on the same rank. */
+static pp_status check_overlap(const checker *ck, int r, int i)
+{
+    const pp_sched *s = ck->s;
+    const pp_action *a = &s->ops[r][i];
+    if (a->op != PP_OP_F)
+        return fail(ck, r, i, "only a forward opens an overlapped pair (OVERLAP_F_B), not a %s",
+                    pp_op_name((pp_op_kind)a->op));
+    if (i + 1 >= s->n_ops[r])
+        return fail(ck, r, i,
+                    "an overlapped pair needs its B right after the F; the rank ends here");
+    if (s->ops[r][i + 1].op != PP_OP_B) {
+        char next[128];
+        pp_action_str(s, &s->ops[r][i + 1], next, sizeof next);
+        return fail(ck, r, i,
+                    "an overlapped pair is the F and the B right after it (OVERLAP_F_B), but "
+                    "action %d is %s",
+                    i + 1, next);
+    }
+    return PP_OK;
+}
+
 /* Pass 2: one action is well-formed, on the rank of its stage, and not a duplicate. */
 static pp_status record_action(checker *ck, int r, int i)
 {
@@ -141,6 +163,8 @@ static pp_status record_action(checker *ck, int r, int i)
     const pp_action *a = &s->ops[r][i];
     if (a->op >= PP_OP__COUNT)
         return fail(ck, r, i, "unknown action kind %d", a->op);
+    if (a->overlap)
+        PP_TRY(check_overlap(ck, r, i));
     if (a->op == PP_OP_REDUCE)
         return record_reduce(ck, r, i);
     if (a->pipe >= ck->P)

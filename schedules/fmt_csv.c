@@ -1,50 +1,46 @@
-/* fmt_csv.c — a schedule as PyTorch pipelining's CSV: writer (both of PyTorch's forms) and
- * reader.
+/* fmt_csv.c — PyTorch pipelining's CSV: the reader (the writers are fmt_csv_write.c).
  *
- * The format is torch.distributed.pipelining's (torch/distributed/pipelining/schedules.py):
- * _dump_csv writes one row per rank (row r is rank r, no header), each cell one _Action as its
- * __repr__ gives it: STAGE TYPE [MICROBATCH], e.g. "0F1", "1B0", "0SEND_F3", "2RECV_B0",
- * "3REDUCE_GRAD" (no micro-batch); _Action.from_str reads a cell back, and an empty cell is
- * an idle step (None). PyTorch has two forms, named by _load_csv's `format` argument:
- *   compute_only   F / B / I / W only. PipelineScheduleMulti._load_csv and
+ * The format is torch.distributed.pipelining's (torch/distributed/pipelining/schedules.py, here
+ * as torch 2.15 has it): _dump_csv writes one row per rank (row r is rank r, no header), each
+ * cell one _Action as its __repr__ gives it: STAGE TYPE [MICROBATCH], e.g. "0F1", "1B0",
+ * "0SEND_F3", "2RECV_B0", "3REDUCE_GRAD" (no micro-batch), "1WAIT_SEND_F0", or a compound action
+ * "(SUB;SUB)TYPE", which ScheduleDualPipeV writes for its overlapped pairs:
+ * "(0F3;7B2)OVERLAP_F_B"; _Action.from_str reads a cell back, and an empty cell is an idle step
+ * (None). PyTorch has two forms, named by _load_csv's `format` argument:
+ *   compute_only   F / B / I / W / OVERLAP_F_B only. PipelineScheduleMulti._load_csv and
  *                  _PipelineScheduleRuntime._load_csv(format="compute_only") read it; the
- *                  runtime then adds REDUCE_GRAD (_add_reduce_grad), FSDP's UNSHARD/RESHARD and
- *                  the SEND/RECV actions (_add_send_recv) itself.
+ *                  runtime then adds REDUCE_GRAD and WAIT_REDUCE_GRAD (_add_reduce_grad), FSDP's
+ *                  UNSHARD/RESHARD, the SEND/RECV actions (_add_send_recv) and a WAIT_SEND_F /
+ *                  WAIT_SEND_B per send (_add_wait_send) itself.
  *   compute_comms  the full program, read by _PipelineScheduleRuntime._load_csv(format=
  *                  "compute_comms") as given. Its runtime posts a RECV_F / RECV_B and waits on it
  *                  in the F / B of that (stage, micro-batch) unless the neighbour stage is on the
  *                  same rank (then there must be none), posts a SEND after the compute that
- *                  produces it (waited at the end of the step), and needs a REDUCE_GRAD of each
- *                  stage after its last backward to scale and reduce that stage's gradients.
- * pp_sched_write_csv writes compute_comms: every action in order, pp_sched_lower_comms' RECV
- * right before its consumer and SEND right after its producer, and "sREDUCE_GRAD" right after
- * the last backward of stage s (after that backward's SEND_B), where PyTorch's own lowering puts
- * it. pp_sched_write_csv_compute writes compute_only: the F and B cells alone.
+ *                  produces it and retires it at its WAIT_SEND_*, and runs one stage's
+ *                  data-parallel reduce between REDUCE_GRAD and WAIT_REDUCE_GRAD; an
+ *                  OVERLAP_F_B runs its parts in order (unless the user registers a function
+ *                  for it, as torchtitan does to overlap them on the GPU).
+ * Older files read too: torch before the WAIT actions (no WAIT_*, REDUCE_GRAD alone), and
+ * pptune's before the overlapped pair had a cell (a pair as its two cells F, B: read as two
+ * actions, no pair).
  *
  * Mapping. A stage index is pipe 0's stage; micro-batches are our global ids. PyTorch's format
- * has one pipeline, so bidirectional schedules (two pipes) have no CSV form and are refused.
- * Our REDUCE (a gradient sync between replicas of a bidirectional schedule, or one a hand-written
- * file declares) has no PyTorch equivalent either (REDUCE_GRAD is one stage's data-parallel
- * reduce after its last backward): a schedule with one is refused rather than written with the
- * sync silently gone. Lines end in "\n" (PyTorch's csv.writer ends them in "\r\n"; its reader,
- * and this one, take both).
- *
- * Reading (pp_sched_read_csv) takes either form, as PyTorch writes it: row r is rank r; a
- * stage's rank is the row it appears on (as PyTorch's _validate_schedule infers it); S = the
- * largest stage index + 1, which must be a multiple of the rows (v = S / D chunks per rank);
- * N = the largest micro-batch + 1. Empty cells are skipped; REDUCE_GRAD, UNSHARD and RESHARD
- * are dropped (pptune synchronises data-parallel gradients after the step's last backward, and
- * has no FSDP); I and W (split backward) are read as they are; an OVERLAP_F_B cell (DualPipeV's
- * overlapped forward and backward, "(0F3;7B2)OVERLAP_F_B") is read as its two sub-actions in
- * that order, which is how pptune writes DualPipeV (gen_dualpipev.c says why). A file without any
+ * has one pipeline. Reading (pp_sched_read_csv) takes either form: row r is rank r; a stage's
+ * rank is the row it appears on (as PyTorch's _validate_schedule infers it); S = the largest
+ * stage index + 1, which must be a multiple of the rows (v = S / D chunks per rank); N = the
+ * largest micro-batch + 1. Empty cells are skipped; REDUCE_GRAD, WAIT_REDUCE_GRAD, WAIT_SEND_F,
+ * WAIT_SEND_B, UNSHARD and RESHARD are dropped (pptune synchronises data-parallel gradients after
+ * the step's last backward, a pptune SEND completes by itself, and pptune has no FSDP); I and W
+ * (split backward) are read as they are; an OVERLAP_F_B cell of one F and one B is one
+ * overlapped pair (pp_action.overlap), any other compound cell an error. A file without any
  * SEND/RECV is compute_only and is lowered with pp_sched_lower_comms; otherwise its SEND/RECV
  * cells are kept, peers implied by the placement, except that each RECV moves to just before
- * the F / B that consumes it: PyTorch's RECV only posts the receive and that compute waits for
- * it, while pptune's RECV is the wait (the rank blocks there), so this keeps PyTorch's meaning
- * (and its timing in the simulation) for files whose lowering posts receives early. The CSV holds
- * no schedule kind, group or layer split: the result is kind "csv", group 0, one layer per stage.
- * The reader checks structure (numbers in range, one rank per stage) and leaves correctness to
- * pp_sched_check.
+ * the F / B that consumes it (before the pair, for a pair's): PyTorch's RECV only posts the
+ * receive and that compute waits for it, while pptune's RECV is the wait (the rank blocks
+ * there), so this keeps PyTorch's meaning (and its timing in the simulation) for files whose
+ * lowering posts receives early. The CSV holds no schedule kind, group or layer split: the
+ * result is kind "csv", group 0, one layer per stage. The reader checks structure (numbers in
+ * range, one rank per stage) and leaves correctness to pp_sched_check.
  */
 #include <ctype.h>
 #include <stdarg.h>
@@ -58,91 +54,13 @@
 #define CSV_MAX_STAGES (1 << 16)
 #define CSV_MAX_MB (1 << 24)
 
-/* ---- Writing --------------------------------------------------------------------------------- */
-
-/* Why s has no CSV form, as PP_ERR_INVALID; PP_OK when it has one. */
-static pp_status csv_writable(const pp_sched *s)
-{
-    if (s->n_pipes != 1)
-        return PP_ERR(PP_ERR_INVALID,
-                      "%s is bidirectional (%d pipes): PyTorch pipelining's CSV holds one "
-                      "pipeline, so it has no CSV form; use --format text or json",
-                      s->kind, s->n_pipes);
-    for (int r = 0; r < s->ranks; r++)
-        for (int i = 0; i < s->n_ops[r]; i++)
-            if (s->ops[r][i].op == PP_OP_REDUCE)
-                return PP_ERR(PP_ERR_INVALID,
-                              "rank %d, action %d (REDUCE #%d): PyTorch's CSV has no gradient "
-                              "sync between replicas (its REDUCE_GRAD is one stage's "
-                              "data-parallel reduce); use --format text or json",
-                              r, i, (int)s->ops[r][i].stage);
-    return PP_OK;
-}
-
-static void cell(FILE *fp, int *first, int stage, const char *type, int mb)
-{
-    fprintf(fp, "%s%d%s", *first ? "" : ",", stage, type);
-    if (mb >= 0)
-        fprintf(fp, "%d", mb);
-    *first = 0;
-}
-
-/* One rank's row. bwd_left[k]: backwards of stage k still to come on this rank (compute_comms:
- * a REDUCE_GRAD follows the last one, after the SEND_B that ships its result). */
-static void write_row(const pp_sched *s, int r, int comms, int *bwd_left, FILE *fp)
-{
-    int first = 1, pending = -1;
-    for (int i = 0; i < s->n_ops[r]; i++) {
-        const pp_action *a = &s->ops[r][i];
-        if (pending >= 0 && !pp_op_is_send(a->op)) {
-            cell(fp, &first, pending, "REDUCE_GRAD", -1);
-            pending = -1;
-        }
-        if (!comms && !pp_op_is_compute(a->op))
-            continue;
-        cell(fp, &first, a->stage, pp_op_name((pp_op_kind)a->op), a->mb);
-        /* PyTorch's _add_reduce_grad counts B and W per stage */
-        if (comms && (a->op == PP_OP_B || a->op == PP_OP_W) && --bwd_left[a->stage] == 0)
-            pending = a->stage;
-    }
-    if (pending >= 0)
-        cell(fp, &first, pending, "REDUCE_GRAD", -1);
-    fputc('\n', fp);
-}
-
-static pp_status write_csv(const pp_sched *s, int comms, FILE *fp)
-{
-    PP_TRY(csv_writable(s));
-    int *bwd_left = pp_calloc((size_t)s->stages_per_pipe, sizeof *bwd_left);
-    if (!bwd_left)
-        return PP_ERR_NOMEM;
-    for (int r = 0; r < s->ranks; r++) {
-        for (int k = 0; k < s->stages_per_pipe; k++)
-            bwd_left[k] = s->microbatches;
-        write_row(s, r, comms, bwd_left, fp);
-    }
-    free(bwd_left);
-    if (ferror(fp))
-        return PP_ERR(PP_ERR_IO, "writing the CSV form of the schedule failed");
-    return PP_OK;
-}
-
-pp_status pp_sched_write_csv(const pp_sched *s, FILE *fp)
-{
-    return write_csv(s, 1, fp);
-}
-
-pp_status pp_sched_write_csv_compute(const pp_sched *s, FILE *fp)
-{
-    return write_csv(s, 0, fp);
-}
-
 /* ---- Reading --------------------------------------------------------------------------------- */
 
 /* One kept cell: an action of the IR, before the schedule exists. */
 typedef struct {
     int rank, row_col; /* rank (row - 1) and 1-based column, for messages */
     int op, stage, mb;
+    int overlap; /* the F of an overlapped pair: the next kept cell is its B */
 } csv_cell;
 
 typedef struct {
@@ -177,10 +95,20 @@ static const struct {
     int op; /* pp_op_kind, or T_DROP (no IR action) */
     int mb; /* 1: a micro-batch follows, 0: none */
 } types[] = {
-    {"REDUCE_GRAD", T_DROP, 0},  {"UNSHARD", T_DROP, 0},      {"RESHARD", T_DROP, 0},
-    {"SEND_F", PP_OP_SEND_F, 1}, {"RECV_F", PP_OP_RECV_F, 1}, {"SEND_B", PP_OP_SEND_B, 1},
-    {"RECV_B", PP_OP_RECV_B, 1}, {"F", PP_OP_F, 1},           {"B", PP_OP_B, 1},
-    {"I", PP_OP_I, 1},           {"W", PP_OP_W, 1},
+    {"WAIT_REDUCE_GRAD", T_DROP, 0},
+    {"WAIT_SEND_F", T_DROP, 1},
+    {"WAIT_SEND_B", T_DROP, 1},
+    {"REDUCE_GRAD", T_DROP, 0},
+    {"UNSHARD", T_DROP, 0},
+    {"RESHARD", T_DROP, 0},
+    {"SEND_F", PP_OP_SEND_F, 1},
+    {"RECV_F", PP_OP_RECV_F, 1},
+    {"SEND_B", PP_OP_SEND_B, 1},
+    {"RECV_B", PP_OP_RECV_B, 1},
+    {"F", PP_OP_F, 1},
+    {"B", PP_OP_B, 1},
+    {"I", PP_OP_I, 1},
+    {"W", PP_OP_W, 1},
 };
 
 /* Digits at *p (no sign) into *out, at most `max`; 0 if none or too large. */
@@ -191,8 +119,9 @@ static int scan_uint(const char **p, long max, int *out)
 
 #define CSV_EXPECTED                                                                               \
     "expected a PyTorch pipelining action STAGE TYPE [MICROBATCH] with TYPE one of F, B, I, W, "   \
-    "SEND_F, RECV_F, SEND_B, RECV_B, REDUCE_GRAD, UNSHARD, RESHARD (e.g. 0F1, 1I0, 1SEND_F0, "     \
-    "2RECV_B3)"
+    "SEND_F, RECV_F, SEND_B, RECV_B, WAIT_SEND_F, WAIT_SEND_B, REDUCE_GRAD, WAIT_REDUCE_GRAD, "    \
+    "UNSHARD, RESHARD (e.g. 0F1, 1I0, 1SEND_F0, 2RECV_B3, 1WAIT_SEND_F0), or an overlapped pair "  \
+    "(0F3;7B2)OVERLAP_F_B"
 
 /* Parses one non-empty cell: *c filled, or c->op = T_DROP for a cell with no IR action. */
 static pp_status parse_cell(csv_reader *cr, int rank, int col, const char *tok, csv_cell *c)
@@ -268,10 +197,45 @@ static char *trim(char *t)
     return t;
 }
 
-/* One cell: an action, or PyTorch's "(SUB;SUB)OVERLAP_F_B" (ScheduleDualPipeV's forward of one
- * micro-batch overlapped with the backward of another), read as its compute sub-actions in
- * order: pptune's rank has one compute stream, so the pair runs one after the other (as
- * gen_dualpipev.c writes it). */
+/* The sub-actions of "(SUB;SUB)OVERLAP_F_B", which must be one F and then one B (the pair
+ * ScheduleDualPipeV writes): kept as an overlapped pair. */
+static pp_status read_pair(csv_reader *cr, int rank, int col, const char *tok, char *inner)
+{
+    csv_cell c[2];
+    int n = 0;
+    for (char *p = inner; p;) {
+        char *semi = strchr(p, ';');
+        if (semi)
+            *semi = '\0';
+        char *sub = trim(p);
+        p = semi ? semi + 1 : NULL;
+        if (n == 2)
+            return csv_error(cr, rank, col, tok,
+                             "an OVERLAP_F_B pair holds two actions, a forward and a full "
+                             "backward (e.g. (0F3;7B2)OVERLAP_F_B), got a third, \"%s\"",
+                             sub);
+        PP_TRY(parse_cell(cr, rank, col, sub, &c[n]));
+        if (c[n].op != (n == 0 ? PP_OP_F : PP_OP_B))
+            return csv_error(cr, rank, col, tok,
+                             "an OVERLAP_F_B pair is a forward and then a full backward (e.g. "
+                             "(0F3;7B2)OVERLAP_F_B), got \"%s\" as its %s",
+                             sub, n == 0 ? "first" : "second");
+        PP_TRY(place(cr, &c[n], tok));
+        n++;
+    }
+    if (n != 2)
+        return csv_error(cr, rank, col, tok,
+                         "an OVERLAP_F_B pair holds a forward and a full backward (e.g. "
+                         "(0F3;7B2)OVERLAP_F_B), got %d action",
+                         n);
+    c[0].overlap = 1;
+    PP_TRY(keep(cr, &c[0]));
+    return keep(cr, &c[1]);
+}
+
+/* One cell: an action, or PyTorch's compound "(SUB;SUB)OVERLAP_F_B" (ScheduleDualPipeV's
+ * forward of one micro-batch overlapped with the backward of another), read as one overlapped
+ * pair. */
 static pp_status read_cell(csv_reader *cr, int rank, int col, char *tok)
 {
     static const char tail[] = ")OVERLAP_F_B";
@@ -288,22 +252,7 @@ static pp_status read_cell(csv_reader *cr, int rank, int col, char *tok)
                          "e.g. (0F3;7B2)OVERLAP_F_B");
     char inner[256];
     snprintf(inner, sizeof inner, "%.*s", (int)(n - nt - 1), tok + 1);
-    for (char *p = inner; p;) {
-        char *semi = strchr(p, ';');
-        if (semi)
-            *semi = '\0';
-        char *sub = trim(p);
-        p = semi ? semi + 1 : NULL;
-        csv_cell c;
-        PP_TRY(parse_cell(cr, rank, col, sub, &c));
-        if (c.op == T_DROP || !pp_op_is_compute(c.op))
-            return csv_error(cr, rank, col, tok,
-                             "an OVERLAP_F_B pair holds compute actions (F, B, I, W), got \"%s\"",
-                             sub);
-        PP_TRY(place(cr, &c, tok));
-        PP_TRY(keep(cr, &c));
-    }
-    return PP_OK;
+    return read_pair(cr, rank, col, tok, inner);
 }
 
 /* One line: rank `rank`'s cells. */
@@ -357,8 +306,9 @@ static int is_consumer(int op)
 
 /* PyTorch's RECV_F / RECV_B posts the receive and the F / B of that (stage, micro-batch) waits
  * for it; pptune's RECV is the wait itself (the rank blocks there). So each RECV that comes
- * before its consumer moves to just before it, PyTorch's wait point; everything else keeps its
- * order, and a RECV after its consumer (or without one) stays for pp_sched_check to report. */
+ * before its consumer moves to just before it (before its F, for the B of an overlapped pair,
+ * which starts with both inputs there), PyTorch's wait point; everything else keeps its order,
+ * and a RECV after its consumer (or without one) stays for pp_sched_check to report. */
 static pp_status recvs_to_wait_points(pp_sched *s)
 {
     size_t nk = (size_t)s->stages_per_pipe * (size_t)s->microbatches * 2;
@@ -378,9 +328,9 @@ static pp_status recvs_to_wait_points(pp_sched *s)
         for (int i = 0; i < n; i++)
             if (pp_op_is_recv(ops[i].op))
                 consumer[recv_key(s, &ops[i])] = -1;
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < n; i++) /* a pair's B waits where the pair starts, at its F */
             if (is_consumer(ops[i].op))
-                consumer[recv_key(s, &ops[i])] = i;
+                consumer[recv_key(s, &ops[i])] = i > 0 && ops[i - 1].overlap ? i - 1 : i;
         for (int i = 0; i < n; i++) {
             const pp_action *a = &ops[i];
             if (pp_op_is_recv(a->op) && consumer[recv_key(s, a)] > i && !holding[recv_key(s, a)]) {
@@ -388,10 +338,11 @@ static pp_status recvs_to_wait_points(pp_sched *s)
                 holding[recv_key(s, a)] = 1;
                 continue;
             }
-            if (is_consumer(a->op) && holding[recv_key(s, a)]) {
-                row[k++] = held[recv_key(s, a)];
-                holding[recv_key(s, a)] = 0;
-            }
+            for (int j = i; j <= i + (a->overlap && i + 1 < n); j++)
+                if (is_consumer(ops[j].op) && holding[recv_key(s, &ops[j])]) {
+                    row[k++] = held[recv_key(s, &ops[j])];
+                    holding[recv_key(s, &ops[j])] = 0;
+                }
             row[k++] = *a;
         }
         memcpy(ops, row, (size_t)k * sizeof *row); /* k == n: every held RECV was emitted */
@@ -431,8 +382,10 @@ static pp_status build(const csv_reader *cr, pp_sched **out)
         const csv_cell *c = &cr->cells[i];
         st = pp_sched_push(s, c->rank, (pp_op_kind)c->op, 0, c->stage, c->mb);
         pp_action *a = &s->ops[c->rank][s->n_ops[c->rank] - 1];
-        if (st == PP_OK)
+        if (st == PP_OK) {
             a->peer = pp_sched_implied_peer(s, a);
+            a->overlap = (uint8_t)c->overlap;
+        }
     }
     if (st == PP_OK && !cr->comms)
         st = pp_sched_lower_comms(s); /* compute_only: add the SEND/RECV as PyTorch would */

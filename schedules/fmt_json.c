@@ -15,6 +15,8 @@
  *     "peak_held_for_w": [per rank]                       only where the schedule has I / W
  *     "ops": [ [ {"op": "F", "pipe": 0, "stage": 0, "mb": 0},
  *                {"op": "SEND_F", "pipe": 0, "stage": 0, "mb": 0, "peer": 1},
+ *                {"op": "F", ..., "overlap": true}       the F of an overlapped pair: the
+ *                                                        next action is its B
  *                {"op": "REDUCE", "id": 0, "stages": [[0, 4], [1, 3]], "ranks": [0, 3]}, ... ],
  *              ... one array per rank ]
  *   }
@@ -137,6 +139,8 @@ static pp_status write_action(const pp_sched *s, int r, const pp_action *a, FILE
             pp_op_name((pp_op_kind)a->op), a->pipe, (int)a->stage, (int)a->mb);
     if (pp_op_is_comm(a->op))
         fprintf(fp, ", \"peer\": %d", (int)a->peer);
+    if (a->overlap)
+        fputs(", \"overlap\": true", fp);
     fputc('}', fp);
     return PP_OK;
 }

@@ -25,7 +25,9 @@
  * pp_action_parse): OP [PIPE] MB . STAGE [@PEER], or ARk for REDUCE with descriptor k; e.g.
  * "Fd1.0" is the forward of micro-batch 1 through stage 0 of the down pipe (schedules.md's
  * notation, except micro-batches count from 0 here). I and W (split backward) are tokens like
- * the others: "Id3.2" is the input-gradient backward of micro-batch 3 through stage 2.
+ * the others: "Id3.2" is the input-gradient backward of micro-batch 3 through stage 2. An
+ * overlapped pair (DualPipeV's, PyTorch's OVERLAP_F_B) is one token, its F and its B joined by
+ * '+': "F7.0+B3.7".
  *
  * The parser checks structure (every number in range, every reduce id defined) so that the
  * result is safe to hand to pp_sched_check, which judges whether the schedule is correct. It does
@@ -111,7 +113,8 @@ pp_status pp_sched_write_text(const pp_sched *s, FILE *fp)
     for (int r = 0; r < s->ranks; r++) {
         fprintf(fp, "rank %d:", r);
         for (int i = 0; i < s->n_ops[r]; i++) {
-            fputc(' ', fp);
+            if (i == 0 || !s->ops[r][i - 1].overlap) /* a pair is one token: F3.0+B2.7 */
+                fputc(' ', fp);
             write_action(s, &s->ops[r][i], fp);
         }
         fputc('\n', fp);
@@ -358,20 +361,26 @@ static pp_status parse_reduce(text_parser *tp, const char *idtok)
     return PP_OK;
 }
 
-/* One action token (pp_action_parse); peers are filled in after all lines are read. */
-static pp_status parse_action(text_parser *tp, int rank, int idx, const char *t)
+/* One action token, or an overlapped pair's (pp_action_parse_pair); peers are filled in after
+ * all lines are read. */
+static pp_status parse_action(text_parser *tp, int rank, const char *t)
 {
     pp_sched *s = tp->s;
-    pp_action a;
-    if (pp_action_parse(s, t, &a) != PP_OK) {
+    pp_action a[2];
+    int n;
+    if (pp_action_parse_pair(s, t, a, &n) != PP_OK) {
         char why[512];
         snprintf(why, sizeof why, "%s", pp_err_text());
-        return TP_ERR(tp, "rank %d, action %d: %s", rank, idx, why);
+        return TP_ERR(tp, "rank %d, action %d: %s", rank, s->n_ops[rank], why);
     }
-    if (a.op == PP_OP_REDUCE && a.stage >= *tp->reduce_use)
-        *tp->reduce_use = a.stage + 1;
-    PP_TRY(pp_sched_push(s, rank, (pp_op_kind)a.op, a.pipe, a.stage, a.mb));
-    s->ops[rank][s->n_ops[rank] - 1].peer = a.peer;
+    for (int k = 0; k < n; k++) {
+        if (a[k].op == PP_OP_REDUCE && a[k].stage >= *tp->reduce_use)
+            *tp->reduce_use = a[k].stage + 1;
+        PP_TRY(pp_sched_push(s, rank, (pp_op_kind)a[k].op, a[k].pipe, a[k].stage, a[k].mb));
+        pp_action *b = &s->ops[rank][s->n_ops[rank] - 1];
+        b->peer = a[k].peer;
+        b->overlap = a[k].overlap;
+    }
     return PP_OK;
 }
 
@@ -386,8 +395,8 @@ static pp_status parse_rank(text_parser *tp, const char *rtok)
         return TP_ERR(tp, "rank %d: a second line for the same rank", r);
     tp->seen_rank[r] = 1;
     char *t;
-    for (int i = 0; (t = next_token(tp)); i++)
-        PP_TRY(parse_action(tp, r, i, t));
+    while ((t = next_token(tp)))
+        PP_TRY(parse_action(tp, r, t));
     return PP_OK;
 }
 

@@ -8,7 +8,8 @@
  *   2  d+1 pairs F(chunk 0), F(chunk 1);
  *   3  D-d-1 times: I(chunk 1), the oldest pending W, F(chunk 1);
  *   4  N-2D+d+1 times: the pair F(chunk 0) & B(chunk 1), then the pair F(chunk 1) & B(chunk 0):
- *      DualPipe's overlapped forward and backward of two micro-batches (OVERLAP_F_B);
+ *      DualPipe's overlapped forward and backward of two micro-batches (OVERLAP_F_B), except
+ *      that the last rank's first F(chunk 0), B(chunk 1) are two actions (as PyTorch has it);
  *   5  D-d-1 times: B(chunk 1), then the pair F(chunk 1) & B(chunk 0);
  *   6  d+1 times: a backward of chunk 1 then one of chunk 0, fused (B) in the first half and
  *      split (I, with its W queued) from the middle on (from chunk 1 on odd ranks, from chunk 0
@@ -16,11 +17,15 @@
  *   7  D-d-1 times: the oldest pending W, then I(chunk 0);
  *   8  the pending W's.
  * A backward is fused (B) or split (I + W) per (stage, micro-batch); W's run oldest first.
- * Deviation: an overlapped pair is written as its two actions in order, forward first (PyTorch's
- * CSV cell "(0F3;7B2)OVERLAP_F_B" reads back as the same two). pptune's rank has one compute
- * stream, so the pair costs F + B; DualPipe's gain from the overlap, hiding one micro-batch's
- * communication (MoE all-to-all, pipeline sends) behind the other's compute, is the part this
- * model does not have beyond what the simulator already overlaps (transfers beside compute). */
+ * An overlapped pair is one action of the grammar (pp_action.overlap on its F; the CSV cell
+ * "(0F3;7B2)OVERLAP_F_B"), timed as PyTorch's simulator times it (torch/distributed/pipelining/
+ * _schedule_visualizer.py, add_schedule_op_spacing): it starts when the inputs of both halves
+ * are there and costs F + B on the rank's one compute stream. So for N >= 2D the unit-cost
+ * makespan is 3N + D - 1 (tests/test_sched_zb.c derives D = 2, N = 4 by hand),
+ * PyTorch's figure, not the fill bound 3N + (D-1)/2 that ZB-V reaches. DualPipe's gain from the
+ * overlap, hiding one micro-batch's communication (MoE all-to-all, pipeline sends) behind the
+ * other's compute on a GPU's streams, is the part this model does not have beyond what the
+ * simulator already overlaps (transfers beside compute); pprun runs the pair as F then B. */
 #include "gen.h"
 
 #include <stdlib.h>
@@ -64,10 +69,13 @@ static void pending_w(dpv *x)
     push(x, PP_OP_W, k / x->N, k % x->N);
 }
 
-/* DualPipe's overlapped pair: forward of chunk cf, full backward of chunk cb. */
-static void overlap(dpv *x, int cf, int cb)
+/* DualPipe's overlapped pair: forward of chunk cf, full backward of chunk cb, one action
+ * (pp_action.overlap on the F); paired 0 writes the two as separate actions. */
+static void overlap(dpv *x, int cf, int cb, int paired)
 {
     fwd(x, cf);
+    if (x->st == PP_OK && paired)
+        x->s->ops[x->d][x->s->n_ops[x->d] - 1].overlap = 1;
     bwd(x, cb, 0);
 }
 
@@ -89,12 +97,12 @@ static pp_status rank_ops(pp_sched *s, int D, int N, int d)
         fwd(&x, 1);
     }
     for (int k = 0; k < N - 2 * D + d + 1; k++) {
-        overlap(&x, 0, 1); /* PyTorch: not overlapped at k = 0 on the last rank; same order */
-        overlap(&x, 1, 0);
+        overlap(&x, 0, 1, k > 0 || d < D - 1); /* PyTorch: not at k = 0 on the last rank */
+        overlap(&x, 1, 0, 1);
     }
     for (int k = 0; k < D - d - 1; k++) {
         bwd(&x, 1, 0);
-        overlap(&x, 1, 0);
+        overlap(&x, 1, 0, 1);
     }
     int split = 0, half = (d + 1) / 2;
     for (int k = 0; k < d + 1; k++) {

@@ -68,12 +68,21 @@ const char *pp_op_name(pp_op_kind k);
 /* Parses an op name as printed by pp_op_name; returns -1 if unknown. */
 int pp_op_parse(const char *name);
 
+/* An overlapped pair (PyTorch pipelining's OVERLAP_F_B, DualPipe's overlapped chunks): an F
+ * whose `overlap` is 1 and the B right after it on the same rank are one action of the grammar
+ * (one token "F3.0+B2.7", one CSV cell "(0F3;7B2)OVERLAP_F_B"), kept as two entries of the list
+ * so that every walker of F and B (in-flight counts, the memory plan, the executor) sees them
+ * as they are. The pair starts when the inputs of both have arrived (its RECVs come before the
+ * F, its SENDs after the B, as PyTorch lowers OVERLAP_F_B) and runs F then B on the rank's
+ * compute stream, which is how PyTorch's own simulator times it. Only an F can open a pair,
+ * only the B right after it closes it (pp_sched_check). */
 typedef struct {
-    uint8_t op;    /* pp_op_kind */
-    uint8_t pipe;  /* 0 or 1; unused for REDUCE */
-    int32_t stage; /* stage along the pipe; for REDUCE: the reduce id (index in sched->reduces) */
-    int32_t mb;    /* global micro-batch id; -1 for REDUCE */
-    int32_t peer;  /* SEND/RECV: the other rank; F/B/REDUCE: -1. Filled by pp_sched_lower_comms */
+    uint8_t op;      /* pp_op_kind */
+    uint8_t pipe;    /* 0 or 1; unused for REDUCE */
+    uint8_t overlap; /* 1: this F and the B that follows are an overlapped pair (above); 0 */
+    int32_t stage;   /* stage along the pipe; for REDUCE: the reduce id (index in sched->reduces) */
+    int32_t mb;      /* global micro-batch id; -1 for REDUCE */
+    int32_t peer;    /* SEND/RECV: the other rank; F/B/REDUCE: -1. Filled by pp_sched_lower_comms */
 } pp_action;
 
 typedef struct {
@@ -290,8 +299,10 @@ pp_status pp_sched_add_reduce(pp_sched *s, const int *ranks, int n_ranks,
 
 /* Inserts SEND/RECV actions into a compute-only schedule (F, B, I, W, REDUCE): each RECV right
  * before the compute that consumes it (F, B, I), each SEND right after the compute that produces
- * it (W moves no data); hops between stages on one rank get none. Existing SEND/RECV actions
- * are removed first, so the call is idempotent. Fills peer on every SEND/RECV. */
+ * it (W moves no data); hops between stages on one rank get none. An overlapped pair is one
+ * compute here: the RECVs of both its halves before its F, the SENDs of both after its B (as
+ * PyTorch's _add_send_recv lowers OVERLAP_F_B). Existing SEND/RECV actions are removed first,
+ * so the call is idempotent. Fills peer on every SEND/RECV. */
 pp_status pp_sched_lower_comms(pp_sched *s);
 
 /* ---- Checking -------------------------------------------------------------------------------- */
@@ -310,12 +321,16 @@ pp_status pp_sched_check(const pp_sched *s);
  * spelled out, by every message that names an action:
  *   token:  OP [PIPE] MB . STAGE [@PEER]     e.g. F0.1  SF3.0  RBu2.5  Fd1.0@3
  *           ARk                              REDUCE with descriptor k
+ *           F... '+' B...                    an overlapped pair (pp_action.overlap), one
+ *                                            token: F3.0+B2.7; the F alone is written "F3.0+"
+ *                                            (what a trace names it), the B as usual
  *     OP is F, B, I, W (compute), SF / RF / SB / RB (SEND_F / RECV_F / SEND_B / RECV_B);
  *     PIPE d or u, written only when the schedule has two pipes (absent means d); MB the global
  *     micro-batch, STAGE the stage along the pipe (0-based); @PEER only where the peer differs
  *     from the one the placement implies (never for a lowered schedule).
  *   spelled out (messages): "SEND_F pipe 0 stage 3 mb 2 peer 1", "F pipe 0 stage 3 mb 2",
- *     "REDUCE #1" — the same fields in words, so "rank 1, action 7 (...)" reads without a key.
+ *     "REDUCE #1", "F pipe 0 stage 3 mb 2 overlapped with the next B" — the same fields in
+ *     words, so "rank 1, action 7 (...)" reads without a key.
  * PyTorch's CSV cells (fmt_csv.c: "1F0", "0SEND_F3") are PyTorch's grammar, kept for interop. */
 typedef enum {
     PP_ACTION_TOKEN = 0, /* the compact token: files, traces; pp_action_parse reads it back */
@@ -335,9 +350,14 @@ char *pp_action_str(const pp_sched *s, const pp_action *a, char *buf, size_t n);
 /* Parses one token (the whole string) against s's shape: pipe < n_pipes, mb < microbatches,
  * stage < stages_per_pipe, peer in -1..ranks-1; a REDUCE id is only checked to be >= 0.
  * *out gets the action, with peer PP_ACTION_PEER_IMPLIED where the token has none (-1 for
- * compute and REDUCE). PP_OK, or PP_ERR_PARSE with "expected ..., got \"TOKEN\"" and no
- * position: the caller prefixes where the token was. */
+ * compute and REDUCE). An F token may end in '+' (the F of an overlapped pair: overlap = 1).
+ * PP_OK, or PP_ERR_PARSE with "expected ..., got \"TOKEN\"" and no position: the caller
+ * prefixes where the token was. */
 pp_status pp_action_parse(const pp_sched *s, const char *token, pp_action *out);
+/* Parses a token that may be a whole pair "F3.0+B2.7": out[0] (and out[1] for a pair) filled;
+ * returns the count in *n (1 or 2). Errors as pp_action_parse; a pair whose second half is not
+ * a B is PP_ERR_PARSE ("an overlapped pair is F...+B..."). */
+pp_status pp_action_parse_pair(const pp_sched *s, const char *token, pp_action out[2], int *n);
 
 /* ---- IR predicates ----------------------------------------------------------------------------
  * Data flows forward (F, SEND_F, RECV_F: stage s -> s+1) or backward (B, I, SEND_B, RECV_B:
@@ -515,14 +535,17 @@ void pp_sim_result_fini(pp_sim_result *r);
 /* ---- Renderers (write to a FILE*, never open files) -------------------------------------------
  * text: one line per rank, round-trips through pp_sched_parse_text.
  * json: the interchange form (see README / docs), read back by the tuner's --check.
- * csv: PyTorch pipelining's CSV (torch.distributed.pipelining _dump_csv / _load_csv), one row per
- *      rank, cells like 0F1, 1SEND_F0; single-pipe schedules without REDUCE only (PP_ERR_INVALID
- *      otherwise, saying why). pp_sched_write_csv writes PyTorch's "compute_comms" form (every
- *      action, plus REDUCE_GRAD after each stage's last backward, as its runtime loader wants);
- *      pp_sched_write_csv_compute its "compute_only" form (F and B cells). pp_sched_read_csv
- *      reads either (fmt_csv.c says how: placement from the rows, kind "csv", one layer per
- *      stage; a compute-only file is lowered); errors name the source, row (rank), column and
- *      cell. It does not check the schedule: call pp_sched_check.
+ * csv: PyTorch pipelining's CSV (torch.distributed.pipelining _dump_csv / _load_csv, torch 2.15's
+ *      grammar), one row per rank, cells like 0F1, 1SEND_F0, (0F3;7B2)OVERLAP_F_B; single-pipe
+ *      schedules without REDUCE only (PP_ERR_INVALID otherwise, saying why).
+ *      pp_sched_write_csv writes PyTorch's "compute_comms" form (every action, the WAIT_SEND_F /
+ *      WAIT_SEND_B of every send, REDUCE_GRAD and WAIT_REDUCE_GRAD after each stage's last
+ *      backward, receives from a peer in its send order: what its runtime loads and runs;
+ *      fmt_csv_write.c says where each goes); pp_sched_write_csv_compute its "compute_only"
+ *      form (F, B, I, W cells, a pair as one cell). pp_sched_read_csv reads either, also as
+ *      older torch and pptune wrote them (fmt_csv.c says how: placement from the rows, kind
+ *      "csv", one layer per stage; a compute-only file is lowered); errors name the source, row
+ *      (rank), column and cell. It does not check the schedule: call pp_sched_check.
  * ascii: a terminal timeline from a simulation; svg: a Gantt chart from a simulation. */
 pp_status pp_sched_write_text(const pp_sched *s, FILE *fp);
 pp_status pp_sched_parse_text(const char *text, const char *source_name, pp_sched **out);

@@ -290,6 +290,37 @@ pp_status pp_sched_add_reduce(pp_sched *s, const int *ranks, int n_ranks,
     return PP_OK;
 }
 
+/* The RECV (which = 0) or SEND (1) that a compute a on rank r needs, pushed when its peer is
+ * another rank. */
+static pp_status push_comm(pp_sched *s, int r, pp_action a, int which)
+{
+    int peer = which ? pp_sched_rank_of(s, a.pipe, pp_action_dst_stage(&a))  /* who consumes */
+                     : pp_sched_rank_of(s, a.pipe, pp_action_src_stage(&a)); /* who feeds */
+    if (!pp_op_is_compute(a.op) || pp_op_dir(a.op) == 0 || peer < 0 || peer == r)
+        return PP_OK; /* W moves no data; ends of the pipe and local hand-overs have none */
+    a.op = (uint8_t)(which ? pp_op_send_of(a.op) : pp_op_recv_of(a.op));
+    a.peer = peer;
+    a.overlap = 0;
+    return push_action(s, r, a);
+}
+
+/* One compute, or an overlapped pair (n = 2): the RECVs of every part before it, so a pair
+ * starts with both inputs there, its SENDs after it. REDUCE passes through. */
+static pp_status lower_one(pp_sched *s, int r, const pp_action *a, int n)
+{
+    for (int k = 0; k < n; k++)
+        PP_TRY(push_comm(s, r, a[k], 0));
+    for (int k = 0; k < n; k++) {
+        pp_action c = a[k];
+        if (pp_op_is_compute(c.op))
+            c.peer = -1;
+        PP_TRY(push_action(s, r, c));
+    }
+    for (int k = 0; k < n; k++)
+        PP_TRY(push_comm(s, r, a[k], 1));
+    return PP_OK;
+}
+
 pp_status pp_sched_lower_comms(pp_sched *s)
 {
     for (int r = 0; r < s->ranks; r++) {
@@ -299,30 +330,17 @@ pp_status pp_sched_lower_comms(pp_sched *s)
         s->n_ops[r] = s->cap_ops[r] = 0;
         pp_status st = PP_OK;
         for (int i = 0; i < n_old && st == PP_OK; i++) {
-            pp_action a = old[i];
-            if (pp_op_is_comm(a.op))
+            if (pp_op_is_comm(old[i].op))
                 continue;
-            if (!pp_op_is_compute(a.op) || pp_op_dir(a.op) == 0) { /* REDUCE, W: no data */
-                st = push_action(s, r, a);
-                continue;
+            pp_action a[2] = {old[i]};
+            int n = 1, j = i + 1;
+            while (old[i].overlap && j < n_old && pp_op_is_comm(old[j].op))
+                j++; /* the pair's B: the next compute (comms between are re-made) */
+            if (old[i].overlap && j < n_old) {
+                a[n++] = old[j];
+                i = j;
             }
-            int src = pp_sched_rank_of(s, a.pipe, pp_action_src_stage(&a)); /* who feeds it */
-            int dst = pp_sched_rank_of(s, a.pipe, pp_action_dst_stage(&a)); /* who consumes it */
-            pp_action c = a;
-            if (src >= 0 && src != r) {
-                c.op = (uint8_t)pp_op_recv_of(a.op);
-                c.peer = src;
-                st = push_action(s, r, c);
-            }
-            if (st == PP_OK) {
-                a.peer = -1;
-                st = push_action(s, r, a);
-            }
-            if (st == PP_OK && dst >= 0 && dst != r) {
-                c.op = (uint8_t)pp_op_send_of(a.op);
-                c.peer = dst;
-                st = push_action(s, r, c);
-            }
+            st = lower_one(s, r, a, n);
         }
         free(old);
         if (st != PP_OK)

@@ -7,7 +7,11 @@
  *   SEND       is posted, never blocks: the transfer is ready when the producing compute ended (the
  *              clock at the SEND) and runs on the directed link src->dst, first in first out:
  *              start = max(ready, link free), end = start + latency + bytes * inv_bw;
- *   RECV       blocks the rank: clock = max(clock, arrival);
+ *   RECV       blocks the rank: clock = max(clock, arrival); an overlapped pair (pp_action.overlap)
+ *              has the RECVs of both its halves before its F (pp_sched_check), so it starts when
+ *              both inputs are there and runs F then B, as PyTorch's simulator has it
+ *              (torch/distributed/pipelining/_schedule_visualizer.py, add_schedule_op_spacing:
+ *              an OVERLAP_F_B starts once every sub-action is ready and lasts F + B);
  *   REDUCE     is issued without blocking; it runs on the rank's reduce stream (FIFO per rank)
  *              once every participant has issued it and their reduce streams are free, for
  *              reduce[id]. The makespan includes reduce completion.

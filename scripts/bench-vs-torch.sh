@@ -8,8 +8,8 @@
 #   2. two ranks (1F1B, one BLAS thread each on two cores) with the even split and shifts of 1
 #      and 2 layers off the last stage (the head's): the fastest, its 1F1B bound, their ratio.
 # Every figure is the minimum over REPEATS runs of each run's median step (steps after the
-# first). torch is installed into BUILD_DIR/torch-venv from PyPI (CPU wheels from
-# download.pytorch.org first, else plain PyPI) the first time; the test suite never needs it.
+# first). torch is the torch test's: scripts/torch-venv.sh installs it (pinned) into
+# BUILD_DIR/torch-venv the first time, or finds it there.
 # Environment: REPEATS (3), STEPS (5), MB micro-batches (4), SEQ tokens (64), THREADS (the
 # usable cores), MODELS ("small gpt-125m").
 set -euo pipefail
@@ -20,12 +20,7 @@ venv=$build/torch-venv
 REPEATS=${REPEATS:-3} STEPS=${STEPS:-5} MB=${MB:-4} SEQ=${SEQ:-64}
 THREADS=${THREADS:-$(nproc)} MODELS=${MODELS:-"small gpt-125m"}
 [ -x "$pprun" ] || { echo "bench-vs-torch.sh: build pprun first ($pprun)" >&2; exit 2; }
-if ! "$venv/bin/python" -c 'import torch' 2>/dev/null; then
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --index-url https://download.pytorch.org/whl/cpu torch 2>/dev/null ||
-    "$venv/bin/pip" install -q torch
-fi
-py=$venv/bin/python
+py=$("$root/scripts/torch-venv.sh" "$venv")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 field() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }

@@ -16,7 +16,9 @@ echo "== build and test (warnings as errors)"
 if [ "${PP_SKIP_SANITIZE:-0}" != 1 ]; then
   echo "== build and test with ASan + UBSan"
   # CUDA code is compile-checked in the first pass; the sanitizer pass covers the host code.
-  "$root/scripts/build.sh" "$root/build-asan" -DPP_SANITIZE=ON -DPP_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug
+  # the torch test's venv is the first pass's: torch installs once per CI run
+  "$root/scripts/build.sh" "$root/build-asan" -DPP_SANITIZE=ON -DPP_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug \
+    -DPP_TORCH_VENV="$root/build/torch-venv"
   (cd "$root/build-asan" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j "$jobs")
 fi

@@ -56,7 +56,7 @@ static inline int pp_test_sched_equal(const pp_sched *a, const pp_sched *b, char
         for (int i = 0; i < a->n_ops[r]; i++) {
             const pp_action *x = &a->ops[r][i], *y = &b->ops[r][i];
             if (x->op != y->op || x->pipe != y->pipe || x->stage != y->stage || x->mb != y->mb ||
-                x->peer != y->peer) {
+                x->peer != y->peer || x->overlap != y->overlap) {
                 char bx[96], by[96];
                 snprintf(why, n, "rank %d action %d: %s vs %s", r, i,
                          pp_action_str(a, x, bx, sizeof bx), pp_action_str(b, y, by, sizeof by));

@@ -43,16 +43,34 @@ Test(sched_csv, grammar_round_trips_every_op_kind)
         pp_action a;
         const char *token, *words;
     } cases[] = {
-        {{PP_OP_F, 0, 1, 2, -1}, "Fd2.1", "F pipe 0 stage 1 mb 2"},
-        {{PP_OP_B, 1, 3, 0, -1}, "Bu0.3", "B pipe 1 stage 3 mb 0"},
-        {{PP_OP_I, 0, 2, 3, -1}, "Id3.2", "I pipe 0 stage 2 mb 3"},
-        {{PP_OP_W, 1, 0, 1, -1}, "Wu1.0", "W pipe 1 stage 0 mb 1"},
-        {{PP_OP_SEND_F, 0, 1, 2, 2}, "SFd2.1", "SEND_F pipe 0 stage 1 mb 2 peer 2"},
-        {{PP_OP_RECV_F, 1, 1, 2, 3}, "RFu2.1", "RECV_F pipe 1 stage 1 mb 2 peer 3"},
-        {{PP_OP_SEND_B, 0, 3, 0, 2}, "SBd0.3", "SEND_B pipe 0 stage 3 mb 0 peer 2"},
-        {{PP_OP_RECV_B, 1, 0, 3, 2}, "RBu3.0", "RECV_B pipe 1 stage 0 mb 3 peer 2"},
-        {{PP_OP_SEND_F, 0, 0, 1, 3}, "SFd1.0@3", "SEND_F pipe 0 stage 0 mb 1 peer 3"},
-        {{PP_OP_REDUCE, 0, 5, -1, -1}, "AR5", "REDUCE #5"},
+        {{.op = PP_OP_F, .pipe = 0, .stage = 1, .mb = 2, .peer = -1},
+         "Fd2.1",
+         "F pipe 0 stage 1 mb 2"},
+        {{.op = PP_OP_B, .pipe = 1, .stage = 3, .mb = 0, .peer = -1},
+         "Bu0.3",
+         "B pipe 1 stage 3 mb 0"},
+        {{.op = PP_OP_I, .pipe = 0, .stage = 2, .mb = 3, .peer = -1},
+         "Id3.2",
+         "I pipe 0 stage 2 mb 3"},
+        {{.op = PP_OP_W, .pipe = 1, .stage = 0, .mb = 1, .peer = -1},
+         "Wu1.0",
+         "W pipe 1 stage 0 mb 1"},
+        {{.op = PP_OP_SEND_F, .pipe = 0, .stage = 1, .mb = 2, .peer = 2},
+         "SFd2.1",
+         "SEND_F pipe 0 stage 1 mb 2 peer 2"},
+        {{.op = PP_OP_RECV_F, .pipe = 1, .stage = 1, .mb = 2, .peer = 3},
+         "RFu2.1",
+         "RECV_F pipe 1 stage 1 mb 2 peer 3"},
+        {{.op = PP_OP_SEND_B, .pipe = 0, .stage = 3, .mb = 0, .peer = 2},
+         "SBd0.3",
+         "SEND_B pipe 0 stage 3 mb 0 peer 2"},
+        {{.op = PP_OP_RECV_B, .pipe = 1, .stage = 0, .mb = 3, .peer = 2},
+         "RBu3.0",
+         "RECV_B pipe 1 stage 0 mb 3 peer 2"},
+        {{.op = PP_OP_SEND_F, .pipe = 0, .stage = 0, .mb = 1, .peer = 3},
+         "SFd1.0@3",
+         "SEND_F pipe 0 stage 0 mb 1 peer 3"},
+        {{.op = PP_OP_REDUCE, .pipe = 0, .stage = 5, .mb = -1, .peer = -1}, "AR5", "REDUCE #5"},
     };
     int seen[PP_OP__COUNT] = {0};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -175,8 +193,12 @@ Test(sched_csv, compute_comms_has_pytorchs_send_recv_and_reduce_grad)
 {
     pp_sched *s = generate("1f1b", 2, 2, 0);
     char *csv = render(s, pp_sched_write_csv);
-    cr_assert_str_eq(csv, "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0REDUCE_GRAD\n"
-                          "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1,1REDUCE_GRAD\n");
+    /* torch 2.15's grammar: each forward send waited after its micro-batch's backward, the
+     * backward sends at the end, each REDUCE_GRAD with its wait */
+    cr_assert_str_eq(csv, "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0WAIT_SEND_F0,0RECV_B1,0B1,"
+                          "0WAIT_SEND_F1,0REDUCE_GRAD,0WAIT_REDUCE_GRAD\n"
+                          "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1,1REDUCE_GRAD,"
+                          "1WAIT_REDUCE_GRAD,1WAIT_SEND_B0,1WAIT_SEND_B1\n");
     free(csv);
     csv = render(s, pp_sched_write_csv_compute);
     cr_assert_str_eq(csv, "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
@@ -188,10 +210,11 @@ Test(sched_csv, reduce_grad_follows_the_send_of_each_stages_last_backward)
 {
     pp_sched *s = generate("interleaved", 2, 4, 2);
     char *csv = render(s, pp_sched_write_csv);
-    /* rank 1 holds stages 1 and 3; stage 3's last B sends to stage 2 on rank 0 */
-    cr_assert(strstr(csv, "3B3,3SEND_B3,3REDUCE_GRAD,"), "%s", csv);
-    cr_assert(strstr(csv, "1B3,1SEND_B3,1REDUCE_GRAD\n"), "%s", csv);
-    cr_assert(strstr(csv, "0B3,0REDUCE_GRAD\n"), "%s", csv);
+    /* rank 1 holds stages 1 and 3; stage 3's last B sends to stage 2 on rank 0; the wait of
+     * stage 1's forward send of micro-batch 3 follows its backward */
+    cr_assert(strstr(csv, "3B3,3SEND_B3,3REDUCE_GRAD,3WAIT_REDUCE_GRAD,"), "%s", csv);
+    cr_assert(strstr(csv, "1B3,1WAIT_SEND_F3,1SEND_B3,1REDUCE_GRAD,1WAIT_REDUCE_GRAD,"), "%s", csv);
+    cr_assert(strstr(csv, "0B3,0WAIT_SEND_F3,0REDUCE_GRAD,0WAIT_REDUCE_GRAD,"), "%s", csv);
     free(csv);
     pp_sched_destroy(s);
 }
@@ -258,8 +281,13 @@ Test(sched_csv, reader_errors_name_file_row_column_and_cell)
     assert_csv_error("0F0,(0F1;1B0)OVERLAP\n", "column 2: \"(0F1;1B0)OVERLAP\": expected an "
                                                "overlapped pair (SUB;SUB)OVERLAP_F_B");
     assert_csv_error("0F0,(0F1;1SEND_B0)OVERLAP_F_B\n",
-                     "column 2: \"(0F1;1SEND_B0)OVERLAP_F_B\": an OVERLAP_F_B pair holds compute "
-                     "actions (F, B, I, W), got \"1SEND_B0\"");
+                     "column 2: \"(0F1;1SEND_B0)OVERLAP_F_B\": an OVERLAP_F_B pair is a forward "
+                     "and then a full backward (e.g. (0F3;7B2)OVERLAP_F_B), got \"1SEND_B0\" as "
+                     "its second");
+    assert_csv_error("(1B0;0F1)OVERLAP_F_B\n", "got \"1B0\" as its first");
+    assert_csv_error("(0F1;1B0;1W0)OVERLAP_F_B\n", "got a third, \"1W0\"");
+    assert_csv_error("(0F1)OVERLAP_F_B\n", "got 1 action");
+    assert_csv_error("0F0,0WAIT_SEND_F\n", "WAIT_SEND_F needs a micro-batch index");
     assert_csv_error("0F0,0B0,2F0,2B0\n", "x.csv: stage 1 appears in no row");
     assert_csv_error("0F0,1F0\n2F0\n", "x.csv: 3 stages over 2 ranks");
     assert_csv_error("\n\n", "x.csv: empty");

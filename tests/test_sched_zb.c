@@ -40,10 +40,12 @@ Test(sched_zb, csv_cells_of_a_split_backward)
     cr_assert_str_eq(csv, "0F0,0F1,0I0,0W0,0I1,0W1\n1F0,1I0,1F1,1I1,1W0,1W1\n");
     free(csv);
     csv = render(s, pp_sched_write_csv);
-    cr_assert_str_eq(csv, "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0I0,0W0,0RECV_B1,0I1,0W1,"
-                          "0REDUCE_GRAD\n"
+    /* the forward send's wait after its I (what ships the input gradient), the reduce after
+     * the last W (PyTorch's _add_reduce_grad counts B and W) */
+    cr_assert_str_eq(csv, "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0I0,0WAIT_SEND_F0,0W0,0RECV_B1,"
+                          "0I1,0WAIT_SEND_F1,0W1,0REDUCE_GRAD,0WAIT_REDUCE_GRAD\n"
                           "1RECV_F0,1F0,1I0,1SEND_B0,1RECV_F1,1F1,1I1,1SEND_B1,1W0,1W1,"
-                          "1REDUCE_GRAD\n");
+                          "1REDUCE_GRAD,1WAIT_REDUCE_GRAD,1WAIT_SEND_B0,1WAIT_SEND_B1\n");
     pp_sched *back;
     cr_assert_eq(pp_sched_read_csv(csv, "zb.csv", &back), PP_OK, "%s", pp_err_msg());
     snprintf(back->kind, sizeof back->kind, "zb-h1");
@@ -346,9 +348,13 @@ Test(sched_zb, in_flight_peak_with_i_freeing_part)
 /* ZB-V and DualPipeV, unit costs: a chunk holds L/(2D) layers, so its F = I = W = 1/2 and every
  * rank is busy 2N x 3 x 1/2 = 3N. Lower bound on the makespan: rank D-1 cannot start before the
  * forwards of stages 0..D-2 of micro-batch 0 have run, (D-1)/2, and is then busy 3N, so
- * makespan >= 3N + (D-1)/2. Both reach it for N >= 2D (measured here, every rank idle (D-1)/2:
- * the bubble is the pipeline's fill alone); at N = D, ZB-V's warm-up leaves every rank idle
- * D - 1 (measured: 3N + D - 1, ZB-H1's figure). Peak in-flight for N >= 2D: D on every rank for
+ * makespan >= 3N + (D-1)/2. ZB-V reaches it for N >= 2D (measured here, every rank idle
+ * (D-1)/2: the bubble is the pipeline's fill alone); at N = D, ZB-V's warm-up leaves every rank
+ * idle D - 1 (measured: 3N + D - 1, ZB-H1's figure). DualPipeV's overlapped pairs start only
+ * when the inputs of both halves are there, as PyTorch's simulator times them: 3N + D - 1 for
+ * N >= 2D (every rank idle D - 1; dualpipev_pairs_start_together derives D = 2 by hand;
+ * PyTorch's add_schedule_op_spacing gives twice these figures, its F being 1, on the 49 shapes
+ * tests/torch/csv_interop.py compares). Peak in-flight for N >= 2D: D on every rank for
  * ZB-V, the paper's "same peak memory as 1F1B" (p M_B, Qi et al. Section 6); DualPipeV D + 1/2,
  * one chunk more (DualPipe's table has PP + 1 against 1F1B's PP). Held for W (measured): ZB-V
  * d + 1/2 on rank d, DualPipeV (d + 1)/2 (its first half runs fused B's). */
@@ -358,9 +364,9 @@ Test(sched_zb, v_shaped_unit_figures)
         const char *kind;
         int D, N;
         double makespan;
-    } c[] = {{"zbv", 4, 4, 15},          {"zbv", 4, 8, 25.5},       {"zbv", 8, 8, 31},
-             {"zbv", 8, 16, 51.5},       {"dualpipev", 4, 8, 25.5}, {"dualpipev", 4, 16, 49.5},
-             {"dualpipev", 8, 16, 51.5}, {"dualpipev", 8, 32, 99.5}};
+    } c[] = {{"zbv", 4, 4, 15},        {"zbv", 4, 8, 25.5},      {"zbv", 8, 8, 31},
+             {"zbv", 8, 16, 51.5},     {"dualpipev", 4, 8, 27},  {"dualpipev", 4, 16, 51},
+             {"dualpipev", 8, 16, 55}, {"dualpipev", 8, 32, 103}};
     for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
         int D = c[k].D, N = c[k].N, dual = c[k].kind[0] == 'd';
         pp_sched *s = gen(c[k].kind, D, N);
@@ -368,7 +374,7 @@ Test(sched_zb, v_shaped_unit_figures)
         cr_assert_float_eq(r.makespan, c[k].makespan, EPS, "%s D=%d N=%d: %g", c[k].kind, D, N,
                            r.makespan);
         double bound = 3.0 * N + (D - 1) / 2.0;
-        cr_assert_float_eq(r.makespan, N >= 2 * D ? bound : 3.0 * N + D - 1, EPS);
+        cr_assert_float_eq(r.makespan, N >= 2 * D && !dual ? bound : 3.0 * N + D - 1, EPS);
         for (int d = 0; d < D; d++) {
             cr_assert_float_eq(r.busy[d], 3.0 * N, EPS);
             cr_assert_float_eq(r.idle[d], r.makespan - 3.0 * N, EPS, "rank %d", d);
@@ -382,6 +388,49 @@ Test(sched_zb, v_shaped_unit_figures)
         pp_sim_result_fini(&r);
         pp_sched_destroy(s);
     }
+}
+
+/* DualPipeV, D = 2, N = 4, by hand. Rank 0 holds stages 0 and 3, rank 1 stages 1 and 2; a
+ * chunk's F = I = W = 1/2, B = 1; "F2.3+B0.0" is the pair of F of micro-batch 2 through stage 3
+ * with B of micro-batch 0 through stage 0. PyTorch's order (gen_dualpipev.c) and the times:
+ *   rank 0: F0.0 F1.0 F2.0 [0, 1.5]; F0.3 [1.5, 2] once F0.2 has run on rank 1 [1, 1.5]; I0.3,
+ *           W0.3, F1.3 [2, 3.5]; F3.0+B1.3 [3.5, 5]; idle: F2.3+B0.0 waits for B0.1, which
+ *           rank 1's pair F2.2+B0.1 ends at 5.5, and runs [5.5, 7]; B2.3 [7, 8]; idle again:
+ *           F3.3+B1.0 waits for B1.1 (rank 1's F3.2+B1.1 ends at 8.5) [8.5, 10]; B3.3 [10, 11];
+ *           I2.0 W2.0 I3.0 W3.0 [11, 13] (I3.0 needs I3.1, which rank 1 ends at 12: on time).
+ *   rank 1: idle [0, 0.5]; F0.1 F0.2 F1.1 F1.2 F2.1 [0.5, 3]; B0.2 [3, 4] once I0.3 ended
+ *           (2.5); F2.2+B0.1 [4, 5.5] (B0.1 takes B0.2's output, at 4); F3.1+B1.2 [5.5, 7];
+ *           F3.2+B1.1 [7, 8.5]; B2.2 B2.1 [8.5, 10.5]; idle: I3.2 needs B3.3 (11); I3.2 I3.1
+ *           W3.2 W3.1 [11, 13].
+ * Makespan 13 = 3N + D - 1, PyTorch's simulator's 26 in its units (F = 1). Before pairs waited
+ * for both inputs, F2.3 ran at 5 (F2.2's output leaving at 4.5, between the pair's halves) and
+ * the step took 12.5. */
+Test(sched_zb, dualpipev_pairs_start_together)
+{
+    pp_sched *s = gen("dualpipev", 2, 4);
+    pp_cost c;
+    cr_assert_eq(pp_cost_init_unit(&c, s, 2.0), PP_OK, "%s", pp_err_msg());
+    pp_sim_result r;
+    cr_assert_eq(pp_sim_run(s, &c, 1, &r), PP_OK, "%s", pp_err_msg());
+    cr_assert_float_eq(r.makespan, 13, EPS);
+    int f = find(s, 0, PP_OP_F, 3, 2); /* the pair F2.3+B0.0 on rank 0 */
+    cr_assert(s->ops[0][f].overlap && s->ops[0][f + 1].op == PP_OP_B);
+    cr_assert_float_eq(r.spans[0][f].start, 5.5, EPS);
+    cr_assert_float_eq(r.spans[0][f + 1].end, 7, EPS);
+    int g = find(s, 1, PP_OP_F, 2, 2); /* F2.2+B0.1 on rank 1: starts when B0.2 ends */
+    cr_assert(s->ops[1][g].overlap);
+    cr_assert_float_eq(r.spans[1][g].start, 4, EPS);
+    cr_assert_float_eq(r.spans[1][find(s, 1, PP_OP_B, 2, 0)].end, 4, EPS);
+    int h = find(s, 0, PP_OP_F, 3, 3); /* F3.3+B1.0 waits for rank 1's F3.2+B1.1 */
+    cr_assert_float_eq(r.spans[0][h].start, 8.5, EPS);
+    cr_assert_float_eq(r.spans[1][find(s, 1, PP_OP_B, 1, 1)].end, 8.5, EPS);
+    /* the last rank's first F(chunk 0), B(chunk 1) are two actions, as PyTorch writes them */
+    cr_assert(!s->ops[1][find(s, 1, PP_OP_F, 1, 2)].overlap);
+    for (int d = 0; d < 2; d++)
+        cr_assert_float_eq(r.idle[d], 1, EPS, "rank %d", d);
+    pp_sim_result_fini(&r);
+    pp_cost_fini(&c);
+    pp_sched_destroy(s);
 }
 
 /* The timeline legends name I and W only where a schedule has them; JSON adds the held-for-W

@@ -293,8 +293,8 @@ Test(tuner_cli_run, output_file_is_written_whole_or_not_at_all)
 
 Test(tuner_cli_run, text_and_json_round_trip_through_the_command)
 {
-    const char *kinds[] = {"gpipe", "1f1b", "interleaved", "chimera", "bitpipe"};
-    for (int i = 0; i < 5; i++) {
+    const char *kinds[] = {"gpipe", "1f1b", "interleaved", "chimera", "bitpipe", "dualpipev"};
+    for (int i = 0; i < 6; i++) { /* dualpipev: its overlapped pairs in both forms */
         char args[256];
         snprintf(args, sizeof args,
                  "schedule --kind %s --ranks 4 --microbatches 8 --format text -o a.txt", kinds[i]);
@@ -319,13 +319,20 @@ Test(tuner_cli_run, text_and_json_round_trip_through_the_command)
     }
 }
 
+/* gpipe, D = 2, N = 2, in torch 2.15's compute_comms form */
+#define GPIPE_2_2_COMMS                                                                            \
+    "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0WAIT_SEND_F0,0RECV_B1,0B1,0WAIT_SEND_F1,"             \
+    "0REDUCE_GRAD,0WAIT_REDUCE_GRAD\n"                                                             \
+    "1RECV_F0,1F0,1RECV_F1,1F1,1B0,1SEND_B0,1B1,1SEND_B1,1REDUCE_GRAD,1WAIT_REDUCE_GRAD,"          \
+    "1WAIT_SEND_B0,1WAIT_SEND_B1\n"
+
 Test(tuner_cli_run, svg_and_csv_formats)
 {
     run("schedule --kind gpipe --ranks 2 --microbatches 2 --format csv");
     cr_assert_eq(R.code, 0, "%s", R.err);
-    /* PyTorch's compute_comms form: REDUCE_GRAD after each stage's last backward */
-    cr_assert_str_eq(R.out, "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0REDUCE_GRAD\n"
-                            "1RECV_F0,1F0,1RECV_F1,1F1,1B0,1SEND_B0,1B1,1SEND_B1,1REDUCE_GRAD\n");
+    /* PyTorch's compute_comms form: REDUCE_GRAD and its wait after each stage's last backward,
+     * a wait for every send */
+    cr_assert_str_eq(R.out, GPIPE_2_2_COMMS);
     run("schedule --kind gpipe --ranks 2 --microbatches 2 --format csv-compute");
     cr_assert_eq(R.code, 0, "%s", R.err);
     cr_assert_str_eq(R.out, "0F0,0F1,0B0,0B1\n1F0,1F1,1B0,1B1\n");
@@ -385,13 +392,27 @@ Test(tuner_cli_run, check_reads_a_pytorch_csv)
     cr_assert(strstr(R.out, "csv: D = 2 ranks, N = 4 micro-batches, v = 2 chunks per rank"), "%s",
               R.out);
     cr_assert(strstr(R.out, "makespan              13.5\n"), "%s", R.out); /* as interleaved */
+    /* torch 2.15's own dumps, WAIT cells and all: the smallest the issue names, and DualPipeV's
+     * overlapped pairs with communication (as pptune's dualpipev: 13 = 3N + D - 1) */
+    snprintf(args, sizeof args,
+             "schedule --check '%s/pytorch/torch-2.15_interleaved1f1b_1rank_2stage_1mb_comms.csv'",
+             PP_FIXTURES_DIR);
+    run(args);
+    cr_assert_eq(R.code, 0, "%s", R.err);
+    cr_assert(strstr(R.out, "csv: D = 1 ranks, N = 1 micro-batches, v = 2 chunks per rank"), "%s",
+              R.out);
+    snprintf(args, sizeof args,
+             "schedule --check '%s/pytorch/torch-2.15_dualpipev_2rank_4mb_comms.csv'",
+             PP_FIXTURES_DIR);
+    run(args);
+    cr_assert_eq(R.code, 0, "%s", R.err);
+    cr_assert(strstr(R.out, "makespan              13\n"), "%s", R.out);
     /* compute_only, detected by its content under any name, and written back as PyTorch's
      * compute_comms form: the schedule pptune generates */
     write_file("order", "0F0,0F1,0B0,0B1\n,1F0,1F1,1B0,1B1\n");
     run("schedule --check order --format csv");
     cr_assert_eq(R.code, 0, "%s", R.err);
-    cr_assert_str_eq(R.out, "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0REDUCE_GRAD\n"
-                            "1RECV_F0,1F0,1RECV_F1,1F1,1B0,1SEND_B0,1B1,1SEND_B1,1REDUCE_GRAD\n");
+    cr_assert_str_eq(R.out, GPIPE_2_2_COMMS);
     /* and CSV -> text -> CSV keeps it */
     run("schedule --kind interleaved --ranks 4 --chunks 2 --microbatches 8 --format csv -o a.csv");
     cr_assert_eq(R.code, 0, "%s", R.err);

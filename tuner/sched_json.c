@@ -235,6 +235,11 @@ static pp_status js_action(js_reader *jr, int r, int i, const json_t *o)
     PP_TRY(js_int(jr, json_object_get(o, "peer"), p2, -1, s->ranks - 1, 0,
                   pp_sched_implied_peer(s, a), &peer));
     a->peer = peer;
+    const json_t *olap = json_object_get(o, "overlap"); /* the F of an overlapped pair */
+    snprintf(p2, sizeof p2, "%s.overlap", path);
+    if (olap && !json_is_boolean(olap))
+        return pp_json_bad(&jr->js, p2, "true or false", olap);
+    a->overlap = json_is_true(olap);
     return PP_OK;
 }
 

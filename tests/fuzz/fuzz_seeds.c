@@ -115,6 +115,9 @@ void pp_fuzz_seeds_load(const char *format, const char *pprun, const char *work,
         add_fixture(s, "pytorch/interleaved_2rank_4stage_comms.csv");
         add_fixture(s, "pytorch/interleaved_2rank_4stage_compute.csv");
         add_fixture(s, "pytorch/dualpipev_4rank_10mb.csv"); /* I, W, OVERLAP_F_B */
+        /* torch 2.15's own dumps: WAIT_SEND_*, WAIT_REDUCE_GRAD, pairs with communication */
+        add_fixture(s, "pytorch/torch-2.15_dualpipev_2rank_4mb_comms.csv");
+        add_fixture(s, "pytorch/torch-2.15_zbv_2rank_4mb_comms.csv");
     } else if (!strcmp(format, "cluster")) {
         add_cluster(s, "dgx-h100", 2);
         add_cluster(s, "hgx-h200", 1);
