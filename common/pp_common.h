@@ -116,6 +116,17 @@ int pp_afile_clean_stale(const char *path);
 pp_status pp_file_read(const char *path, char **data, size_t *len);
 pp_status pp_file_read_max(const char *path, size_t max, char **data, size_t *len);
 
+/* Opens path for reading at offsets (pp_file_pread), for formats too large to read whole
+ * (checkpoints, datasets): only a regular file is accepted (a directory, a FIFO, a device or a
+ * socket is refused with PP_ERR_INVALID naming it; a FIFO is opened without blocking so that
+ * refusing it cannot hang), *size gets its length in bytes. PP_ERR_NOTFOUND when there is no
+ * such file, PP_ERR_IO when it cannot be opened. The caller closes *fd. */
+pp_status pp_file_open_regular(const char *path, int *fd, uint64_t *size);
+/* Reads exactly n bytes at offset off of fd (path names it in messages), retrying short
+ * reads and EINTR. PP_ERR_IO when the file ends first ("... shorter than expected") or the read
+ * fails. */
+pp_status pp_file_pread(int fd, const char *path, void *buf, size_t n, uint64_t off);
+
 /* FNV-1a, 64 bit: h' = (h XOR byte) * prime for each byte, starting from PP_FNV1A_BASIS.
  * pp_fnv1a hashes n bytes, pp_fnv1a_str a NUL-terminated string (without the NUL); both
  * continue from h, so a hash can be built piece by piece. Not cryptographic. */
