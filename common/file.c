@@ -337,9 +337,11 @@ pp_status pp_file_open_regular(const char *path, int *fd, uint64_t *size)
     *size = 0;
     /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer */
     int f = open(path, O_RDONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
-    if (f < 0)
-        return PP_ERR(errno == ENOENT ? PP_ERR_NOTFOUND : PP_ERR_IO, "%s: cannot open: %s", path,
-                      strerror(errno));
+    if (f < 0) /* a name that cannot be a file is bad input (exit 2), as one that is not there */
+        return PP_ERR(errno == ENOENT || errno == ENOTDIR       ? PP_ERR_NOTFOUND
+                      : errno == ENAMETOOLONG || errno == ELOOP ? PP_ERR_INVALID
+                                                                : PP_ERR_IO,
+                      "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(f, &st) != 0) {
         int err = errno;

@@ -120,7 +120,8 @@ pp_status pp_file_read_max(const char *path, size_t max, char **data, size_t *le
  * (checkpoints, datasets): only a regular file is accepted (a directory, a FIFO, a device or a
  * socket is refused with PP_ERR_INVALID naming it; a FIFO is opened without blocking so that
  * refusing it cannot hang), *size gets its length in bytes. PP_ERR_NOTFOUND when there is no
- * such file, PP_ERR_IO when it cannot be opened. The caller closes *fd. */
+ * such file, PP_ERR_INVALID for a name too long or a loop of links, PP_ERR_IO when it cannot
+ * be opened otherwise. The caller closes *fd. */
 pp_status pp_file_open_regular(const char *path, int *fd, uint64_t *size);
 /* Reads exactly n bytes at offset off of fd (path names it in messages), retrying short
  * reads and EINTR. PP_ERR_IO when the file ends first ("... shorter than expected") or the read
