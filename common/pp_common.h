@@ -81,6 +81,8 @@ char *pp_fmt_grouped(double x, char *buf, size_t n);
 void *pp_calloc(size_t n, size_t size);
 void *pp_realloc_array(void *p, size_t n, size_t size);
 char *pp_strdup(const char *s);
+/* a, b and c concatenated (a path: pp_strjoin(dir, "/", name)), or NULL with PP_ERR_NOMEM. */
+char *pp_strjoin(const char *a, const char *b, const char *c);
 
 /* Atomic file output (file.c). pp_afile_open creates a temporary file next to PATH, exclusively
  * (O_CREAT|O_EXCL|O_NOFOLLOW, mode 0644 less the umask) under an unpredictable name

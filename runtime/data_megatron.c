@@ -208,15 +208,6 @@ void pp_rt_mmidx_destroy(pp_rt_mmidx *m)
     free(m);
 }
 
-static char *with_ext(const char *prefix, const char *ext)
-{
-    size_t n = strlen(prefix) + strlen(ext) + 1;
-    char *p = pp_calloc(n, 1);
-    if (p)
-        snprintf(p, n, "%s%s", prefix, ext);
-    return p;
-}
-
 pp_status pp_rt_mmidx_open(const char *prefix, int vocab, pp_rt_mmidx **out)
 {
     *out = NULL;
@@ -227,8 +218,8 @@ pp_status pp_rt_mmidx_open(const char *prefix, int vocab, pp_rt_mmidx **out)
         return PP_ERR_NOMEM;
     m->vocab = vocab;
     m->prefix = pp_strdup(prefix);
-    m->idx_path = with_ext(prefix, ".idx");
-    m->bin_path = with_ext(prefix, ".bin");
+    m->idx_path = pp_strjoin(prefix, ".idx", "");
+    m->bin_path = pp_strjoin(prefix, ".bin", "");
     pp_status s = m->prefix && m->idx_path && m->bin_path ? PP_OK : PP_ERR_NOMEM;
     if (s == PP_OK)
         s = map_file(m->idx_path, &m->idx, &m->idx_len);

@@ -42,15 +42,6 @@ void pp_st_destroy(pp_st *st)
     free(st);
 }
 
-static char *join(const char *dir, const char *name)
-{
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = pp_calloc(n, 1);
-    if (p)
-        snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
 static int ends_with(const char *s, const char *tail)
 {
     size_t n = strlen(s), m = strlen(tail);
@@ -156,7 +147,7 @@ static pp_status open_shards(pp_st *st, const char *path, const json_t *map)
     if (slash)
         *slash = '\0';
     for (size_t i = 0; s == PP_OK && i < n; i++) {
-        char *shard = slash ? join(dir, names[i]) : pp_strdup(names[i]);
+        char *shard = slash ? pp_strjoin(dir, "/", names[i]) : pp_strdup(names[i]);
         s = shard ? st_add_file(st, shard) : PP_ERR_NOMEM;
         if (s == PP_OK)
             s = check_shard(st, path, map, st->n_files - 1, names[i]);
@@ -216,7 +207,7 @@ static pp_status open_index(pp_st *st, const char *path)
  * from_pretrained). */
 static pp_status open_folder(pp_st *st, const char *dir)
 {
-    char *index = join(dir, INDEX_NAME), *single = join(dir, SINGLE_NAME);
+    char *index = pp_strjoin(dir, "/", INDEX_NAME), *single = pp_strjoin(dir, "/", SINGLE_NAME);
     pp_status s = index && single ? PP_OK : PP_ERR_NOMEM;
     struct stat sb;
     if (s == PP_OK && stat(single, &sb) == 0) {

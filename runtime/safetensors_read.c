@@ -314,7 +314,8 @@ static int by_name(const void *a, const void *b)
 
 pp_status st_finish(pp_st *st)
 {
-    qsort(st->e, st->n, sizeof *st->e, by_name);
+    if (st->n > 1) /* e is NULL for a checkpoint without tensors */
+        qsort(st->e, st->n, sizeof *st->e, by_name);
     for (size_t i = 1; i < st->n; i++)
         if (!strcmp(st->e[i].t.name, st->e[i - 1].t.name)) {
             char shown[256];

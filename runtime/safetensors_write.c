@@ -54,6 +54,11 @@ static pp_status check_out(const pp_st_out *t, uint64_t *numel)
     return PP_OK;
 }
 
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const out_row *)a)->t->name, ((const out_row *)b)->t->name);
+}
+
 /* The reference writer's order: dtype alignment descending (the Dtype enum's order), then
  * name. */
 static int by_layout(const void *a, const void *b)
@@ -174,14 +179,16 @@ static pp_status prepare(const pp_st_out *t, int n, out_row **out)
         }
         rows[i] = (out_row){&t[i], numel * pp_st_dtype_size(t[i].dtype)};
     }
-    qsort(rows, (size_t)n, sizeof *rows, by_layout);
+    qsort(rows, (size_t)n, sizeof *rows, by_name);
     for (int i = 1; i < n; i++)
         if (!strcmp(rows[i].t->name, rows[i - 1].t->name)) {
             char shown[256];
+            pp_status s = PP_ERR(PP_ERR_INVALID, "tensor %s is given twice",
+                                 st_show(rows[i].t->name, shown, sizeof shown));
             free(rows);
-            return PP_ERR(PP_ERR_INVALID, "tensor %s is given twice",
-                          st_show(rows[i].t->name, shown, sizeof shown));
+            return s;
         }
+    qsort(rows, (size_t)n, sizeof *rows, by_layout);
     *out = rows;
     return PP_OK;
 }

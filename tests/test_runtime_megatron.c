@@ -14,27 +14,15 @@
 
 #include "megatron_mirror.h"
 #include "pp_rt.h"
+#include "pp_test_dir.h"
 #include "pp_test_ok.h"
 #include "pp_test_run.h"
 
 #define PPRUN PP_BINARY_DIR "/runtime/pprun"
 
-static char g_dir[64];
+PP_TEST_DIR(pp_megatron)
 
-static void make_dir(void)
-{
-    snprintf(g_dir, sizeof g_dir, "/tmp/pp_megatron_XXXXXX");
-    cr_assert(mkdtemp(g_dir));
-}
-
-static void remove_dir(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    cr_assert_eq(system(cmd), 0);
-}
-
-TestSuite(runtime_megatron, .init = make_dir, .fini = remove_dir);
+TestSuite(runtime_megatron, .init = pp_megatron_dir_make, .fini = pp_megatron_dir_remove);
 
 /* Five documents of 7, 1, 12, 3 and 9 tokens (the fourth stored as two sequences, 1 + 2, as
  * add_item + end_document stores them), token t = (31 t + 5) mod vocab. */

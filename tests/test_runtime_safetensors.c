@@ -16,24 +16,12 @@
 #include <unistd.h>
 
 #include "pp_rt_safetensors.h"
+#include "pp_test_dir.h"
 #include "pp_test_ok.h"
 
-static char g_dir[64];
+PP_TEST_DIR(pp_st)
 
-static void make_dir(void)
-{
-    snprintf(g_dir, sizeof g_dir, "/tmp/pp_st_XXXXXX");
-    cr_assert(mkdtemp(g_dir));
-}
-
-static void remove_dir(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    cr_assert_eq(system(cmd), 0);
-}
-
-TestSuite(runtime_safetensors, .init = make_dir, .fini = remove_dir);
+TestSuite(runtime_safetensors, .init = pp_st_dir_make, .fini = pp_st_dir_remove);
 
 static uint32_t bits(float f)
 {
@@ -404,68 +392,65 @@ static void refused(const char *path, pp_status want, const char *says)
 /* What the reference's tests refuse (safetensors/src/tensor.rs, mod tests), and the schema. */
 Test(runtime_safetensors, malformed_files_are_refused)
 {
-    char zeros[64] = {0};
-    const char *p;
-    p = craft("small", 0, "", NULL, 0);
+    static const char zeros[64];
+    static const struct {
+        const char *name;
+        uint64_t n; /* the header length written */
+        const char *header;
+        const char *data;
+        size_t data_len;
+        const char *says;
+    } cases[] = {
+        {"large", 0xffffff0000003cull, T16, zeros, 16,
+         "header length 72057589742960700 is more than the 100000000 bytes"},
+        {"utf8", 1, "\xff", NULL, 0, "not valid JSON"},
+        {"json", 1, "{", NULL, 0, "not valid JSON"},
+        {"array", 2, "[]", NULL, 0, "the header is not a JSON object"},
+        {"dup", 120,
+         "{\"a\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[0,4]},"
+         "\"a\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[4,8]}}",
+         zeros, 8, "duplicate object key"},
+        {"dtype", 64, "{\"t\":{\"dtype\":\"F4\",\"shape\":[2],\"data_offsets\":[0,1]}}", zeros, 1,
+         "tensor t: dtype: \"F4\" is not supported"},
+        {"info", 64, "{\"test\":{\"dtype\":\"I32\",\"shape\":[2,2],\"data_offsets\":[0,4]}}", zeros,
+         4, "tensor test: data_offsets: [0, 4] hold 4 bytes; dtype I32 shape [2, 2] needs 16"},
+        {"incomplete", 64, T16, "0123456789abcdef-extra-polyglot", 31,
+         "the file holds 31 bytes of data after its header"},
+        {"missing", 64, T16, zeros, 14,
+         "the tensors' data ends at byte 16, but the file holds 14 bytes"},
+        {"overflow", 128,
+         "{\"test\":{\"dtype\":\"I32\",\"shape\":[2,9223372036854775807],\"data_offsets\":[0,16]}}",
+         zeros, 16, "shape: [2, 9223372036854775807]: the byte count overflows 64 bits"},
+        {"overlap", 128,
+         "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+         zeros, 12, "tensor b: data_offsets [4, 12] overlap the previous tensor"},
+        {"hole", 128,
+         "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[12,20]}}",
+         zeros, 20, "tensor b: data_offsets [12, 20] leave a hole"},
+        {"extra", 96, "{\"a\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[0,4],\"x\":1}}",
+         zeros, 4, "tensor a: x: unexpected key"},
+        {"meta", 64, "{\"__metadata__\":{\"format\":1}}", NULL, 0,
+         "__metadata__.format: expected a string"},
+        {"neg", 64, "{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,0]}}", NULL, 0,
+         "tensor a: shape: expected an array of at most 8 integers >= 0"},
+        {"dims", 128,
+         "{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", zeros,
+         4, "at most 8 integers"},
+        /* a name with a terminal escape is shown escaped */
+        {"ctrl", 64, "{\"a\\u001b[2J\":{\"dtype\":\"F4\",\"shape\":[],\"data_offsets\":[0,1]}}",
+         zeros, 1, "tensor a\\x1b[2J: dtype"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        refused(craft(cases[i].name, cases[i].n, cases[i].header, cases[i].data, cases[i].data_len),
+                PP_ERR_PARSE, cases[i].says);
+    const char *p = craft("small", 0, "", NULL, 0);
     cr_assert_eq(truncate(p, 5), 0);
     refused(p, PP_ERR_PARSE, "5 bytes: too short for a safetensors file");
-    p = craft("large", 0xffffff0000003cull, T16, zeros, 16);
-    refused(p, PP_ERR_PARSE, "header length 72057589742960700 is more than the 100000000 bytes");
     p = craft("past", 200, T16, NULL, 0);
     cr_assert_eq(truncate(p, 60), 0);
     refused(p, PP_ERR_PARSE, "header length 200 runs past the end of the file (60 bytes)");
-    p = craft("utf8", 1, "\xff", NULL, 0);
-    refused(p, PP_ERR_PARSE, "not valid JSON");
-    p = craft("json", 1, "{", NULL, 0);
-    refused(p, PP_ERR_PARSE, "not valid JSON");
-    p = craft("array", 2, "[]", NULL, 0);
-    refused(p, PP_ERR_PARSE, "the header is not a JSON object");
-    p = craft("dup", 120,
-              "{\"a\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[0,4]},"
-              "\"a\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[4,8]}}",
-              zeros, 8);
-    refused(p, PP_ERR_PARSE, "duplicate object key");
-    p = craft("dtype", 64, "{\"t\":{\"dtype\":\"F4\",\"shape\":[2],\"data_offsets\":[0,1]}}", zeros,
-              1);
-    refused(p, PP_ERR_PARSE, "tensor t: dtype: \"F4\" is not supported");
-    p = craft("info", 64, "{\"test\":{\"dtype\":\"I32\",\"shape\":[2,2],\"data_offsets\":[0,4]}}",
-              zeros, 4);
-    refused(p, PP_ERR_PARSE,
-            "tensor test: data_offsets: [0, 4] hold 4 bytes; dtype I32 shape [2, 2] needs 16");
-    p = craft("incomplete", 64, T16, "0123456789abcdef-extra-polyglot", 31);
-    refused(p, PP_ERR_PARSE, "the file holds 31 bytes of data after its header");
-    p = craft("missing", 64, T16, zeros, 14);
-    refused(p, PP_ERR_PARSE, "the tensors' data ends at byte 16, but the file holds 14 bytes");
-    p = craft("overflow", 128,
-              "{\"test\":{\"dtype\":\"I32\",\"shape\":[2,9223372036854775807],"
-              "\"data_offsets\":[0,16]}}",
-              zeros, 16);
-    refused(p, PP_ERR_PARSE, "shape: [2, 9223372036854775807]: the byte count overflows 64 bits");
-    p = craft("overlap", 128,
-              "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-              "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
-              zeros, 12);
-    refused(p, PP_ERR_PARSE, "tensor b: data_offsets [4, 12] overlap the previous tensor");
-    p = craft("hole", 128,
-              "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-              "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[12,20]}}",
-              zeros, 20);
-    refused(p, PP_ERR_PARSE, "tensor b: data_offsets [12, 20] leave a hole");
-    p = craft("extra", 96,
-              "{\"a\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[0,4],\"x\":1}}", zeros, 4);
-    refused(p, PP_ERR_PARSE, "tensor a: x: unexpected key");
-    p = craft("meta", 64, "{\"__metadata__\":{\"format\":1}}", NULL, 0);
-    refused(p, PP_ERR_PARSE, "__metadata__.format: expected a string");
-    p = craft("neg", 64, "{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,0]}}", NULL,
-              0);
-    refused(p, PP_ERR_PARSE, "tensor a: shape: expected an array of at most 8 integers >= 0");
-    p = craft("dims", 128,
-              "{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}",
-              zeros, 4);
-    refused(p, PP_ERR_PARSE, "at most 8 integers");
-    p = craft("ctrl", 64,
-              "{\"a\\u001b[2J\":{\"dtype\":\"F4\",\"shape\":[],\"data_offsets\":[0,1]}}", zeros, 1);
-    refused(p, PP_ERR_PARSE, "tensor a\\x1b[2J: dtype"); /* no terminal escape in a message */
     refused("/dev/zero", PP_ERR_INVALID, "/dev/zero: not a regular file (a device)");
     const char *fifo = path_in("fifo.safetensors");
     cr_assert_eq(mkfifo(fifo, 0600), 0);
@@ -510,15 +495,22 @@ static void write_text(const char *path, const char *text)
     fclose(fp);
 }
 
+/* Two shards, s1.safetensors with tensor a and s2.safetensors with b, written into the test's
+ * folder (with both in s1 when both_in_s1); returns the index's path there, not yet written. */
+static const char *two_shards(int both_in_s1)
+{
+    static float v[4] = {1, 2, 3, 4};
+    static const int64_t s[] = {4};
+    pp_st_out t[] = {{"a", PP_ST_F32, 1, s, v}, {"b", PP_ST_F32, 1, s, v}};
+    OK(pp_st_write(path_in("s1.safetensors"), t, both_in_s1 ? 2 : 1, NULL, 0));
+    OK(pp_st_write(path_in("s2.safetensors"), t + 1, 1, NULL, 0));
+    return path_in("model.safetensors.index.json");
+}
+
 /* An index cannot send the reader out of its folder, and must agree with its shards. */
 Test(runtime_safetensors, index_must_match_its_shards)
 {
-    float v[4] = {1, 2, 3, 4};
-    int64_t s[] = {4};
-    pp_st_out t[] = {{"a", PP_ST_F32, 1, s, v}, {"b", PP_ST_F32, 1, s, v}};
-    OK(pp_st_write(path_in("s1.safetensors"), t, 1, NULL, 0));
-    OK(pp_st_write(path_in("s2.safetensors"), t + 1, 1, NULL, 0));
-    const char *index = path_in("model.safetensors.index.json");
+    const char *index = two_shards(0);
     write_text(index, "{\"weight_map\": {\"a\": \"../etc/passwd\"}}");
     refused(index, PP_ERR_PARSE,
             "weight_map.a: expected a shard's file name in the index's folder");
@@ -533,12 +525,7 @@ Test(runtime_safetensors, index_must_match_its_shards)
 
 Test(runtime_safetensors, index_names_tensors_its_shards_hold)
 {
-    float v[4] = {1, 2, 3, 4};
-    int64_t s[] = {4};
-    pp_st_out t[] = {{"a", PP_ST_F32, 1, s, v}, {"b", PP_ST_F32, 1, s, v}};
-    OK(pp_st_write(path_in("s1.safetensors"), t, 1, NULL, 0));
-    OK(pp_st_write(path_in("s2.safetensors"), t + 1, 1, NULL, 0));
-    const char *index = path_in("model.safetensors.index.json");
+    const char *index = two_shards(0);
     write_text(index, "{\"metadata\": {\"total_size\": 32}, \"weight_map\": {\"a\": "
                       "\"s1.safetensors\", \"b\": \"s2.safetensors\"}}");
     pp_st *st;
@@ -549,7 +536,7 @@ Test(runtime_safetensors, index_names_tensors_its_shards_hold)
     refused(index, PP_ERR_PARSE,
             "weight_map puts tensor b in s1.safetensors, which does not hold it");
     write_text(index, "{\"weight_map\": {\"a\": \"s1.safetensors\"}}");
-    OK(pp_st_write(path_in("s1.safetensors"), t, 2, NULL, 0));
+    index = two_shards(1);
     refused(index, PP_ERR_PARSE, "s1.safetensors: tensor b is not in the weight_map");
     write_text(index, "{\"weight_map\": {}}");
     refused(index, PP_ERR_PARSE, "weight_map: names no tensor");
@@ -564,8 +551,10 @@ Test(runtime_safetensors, writer_refuses_bad_tensors)
     float v[2] = {1, 2};
     int64_t s[] = {2}, neg[] = {-2};
     const char *file = path_in("w.safetensors");
-    pp_st_out dup[] = {{"x", PP_ST_F32, 1, s, v}, {"x", PP_ST_BF16, 1, s, v}};
-    cr_assert_eq(pp_st_write(file, dup, 2, NULL, 0), PP_ERR_INVALID);
+    /* the same name under two dtypes, another tensor between them in the writer's order */
+    pp_st_out dup[] = {
+        {"x", PP_ST_F32, 1, s, v}, {"y", PP_ST_BF16, 1, s, v}, {"x", PP_ST_F16, 1, s, v}};
+    cr_assert_eq(pp_st_write(file, dup, 3, NULL, 0), PP_ERR_INVALID);
     cr_assert(strstr(pp_err_text(), "tensor x is given twice"), "%s", pp_err_text());
     pp_st_out i32[] = {{"x", PP_ST_I32, 1, s, v}};
     cr_assert_eq(pp_st_write(file, i32, 1, NULL, 0), PP_ERR_INVALID);
