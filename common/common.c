@@ -120,6 +120,18 @@ char *pp_strdup(const char *s)
     return d;
 }
 
+char *pp_strjoin(const char *a, const char *b, const char *c)
+{
+    size_t na = strlen(a), nb = strlen(b), nc = strlen(c);
+    char *d = pp_calloc(na + nb + nc + 1, 1);
+    if (d) {
+        memcpy(d, a, na);
+        memcpy(d + na, b, nb);
+        memcpy(d + na + nb, c, nc);
+    }
+    return d;
+}
+
 double pp_now(void)
 {
     struct timespec ts;

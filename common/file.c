@@ -321,3 +321,65 @@ pp_status pp_file_read(const char *path, char **data, size_t *len)
 {
     return pp_file_read_max(path, PP_FILE_READ_MAX, data, len);
 }
+
+static const char *kind_of(mode_t m)
+{
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISSOCK(m) ? "a socket"
+           : S_ISCHR(m) || S_ISBLK(m) ? "a device"
+                                      : "not a regular file";
+}
+
+pp_status pp_file_open_regular(const char *path, int *fd, uint64_t *size)
+{
+    *fd = -1;
+    *size = 0;
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer */
+    int f = open(path, O_RDONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+    if (f < 0) /* a name that cannot be a file is bad input (exit 2), as one that is not there */
+        return PP_ERR(errno == ENOENT || errno == ENOTDIR       ? PP_ERR_NOTFOUND
+                      : errno == ENAMETOOLONG || errno == ELOOP ? PP_ERR_INVALID
+                                                                : PP_ERR_IO,
+                      "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(f, &st) != 0) {
+        int err = errno;
+        close(f);
+        return PP_ERR(PP_ERR_IO, "%s: cannot read: %s", path, strerror(err));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(f);
+        return PP_ERR(PP_ERR_INVALID, "%s: not a regular file (%s)", path, kind_of(st.st_mode));
+    }
+    int flags = fcntl(f, F_GETFL);
+    if (flags >= 0)
+        (void)fcntl(f, F_SETFL, flags & ~O_NONBLOCK);
+    *fd = f;
+    *size = (uint64_t)st.st_size;
+    return PP_OK;
+}
+
+pp_status pp_file_pread(int fd, const char *path, void *buf, size_t n, uint64_t off)
+{
+    char *p = buf;
+    while (n > 0) {
+        if (off > (uint64_t)INT64_MAX)
+            return PP_ERR(PP_ERR_IO, "%s: offset %llu is past any file", path,
+                          (unsigned long long)off);
+        ssize_t got = pread(fd, p, n, (off_t)off);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            return PP_ERR(PP_ERR_IO, "%s: read error: %s", path, strerror(errno));
+        if (got == 0)
+            return PP_ERR(PP_ERR_IO,
+                          "%s: shorter than expected (%zu bytes missing at offset %llu): was it "
+                          "changed while being read?",
+                          path, n, (unsigned long long)off);
+        p += got;
+        n -= (size_t)got;
+        off += (uint64_t)got;
+    }
+    return PP_OK;
+}

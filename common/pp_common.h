@@ -81,6 +81,8 @@ char *pp_fmt_grouped(double x, char *buf, size_t n);
 void *pp_calloc(size_t n, size_t size);
 void *pp_realloc_array(void *p, size_t n, size_t size);
 char *pp_strdup(const char *s);
+/* a, b and c concatenated (a path: pp_strjoin(dir, "/", name)), or NULL with PP_ERR_NOMEM. */
+char *pp_strjoin(const char *a, const char *b, const char *c);
 
 /* Atomic file output (file.c). pp_afile_open creates a temporary file next to PATH, exclusively
  * (O_CREAT|O_EXCL|O_NOFOLLOW, mode 0644 less the umask) under an unpredictable name
@@ -115,6 +117,18 @@ int pp_afile_clean_stale(const char *path);
 #define PP_FILE_READ_MAX ((size_t)64 << 20)
 pp_status pp_file_read(const char *path, char **data, size_t *len);
 pp_status pp_file_read_max(const char *path, size_t max, char **data, size_t *len);
+
+/* Opens path for reading at offsets (pp_file_pread), for formats too large to read whole
+ * (checkpoints, datasets): only a regular file is accepted (a directory, a FIFO, a device or a
+ * socket is refused with PP_ERR_INVALID naming it; a FIFO is opened without blocking so that
+ * refusing it cannot hang), *size gets its length in bytes. PP_ERR_NOTFOUND when there is no
+ * such file, PP_ERR_INVALID for a name too long or a loop of links, PP_ERR_IO when it cannot
+ * be opened otherwise. The caller closes *fd. */
+pp_status pp_file_open_regular(const char *path, int *fd, uint64_t *size);
+/* Reads exactly n bytes at offset off of fd (path names it in messages), retrying short
+ * reads and EINTR. PP_ERR_IO when the file ends first ("... shorter than expected") or the read
+ * fails. */
+pp_status pp_file_pread(int fd, const char *path, void *buf, size_t n, uint64_t off);
 
 /* FNV-1a, 64 bit: h' = (h XOR byte) * prime for each byte, starting from PP_FNV1A_BASIS.
  * pp_fnv1a hashes n bytes, pp_fnv1a_str a NUL-terminated string (without the NUL); both

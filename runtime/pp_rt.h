@@ -21,7 +21,8 @@
  *   pp_rt_model.h, pp_rt_mem.h, pp_rt_plan.h (runtime/plan/, library pp_rt_plan: sizes of the
  *   model, memory categories, the memory plan), pp_rt_backend.h, pp_rt_stage.h,
  *   pp_rt_transport.h, pp_rt_executor.h, pp_rt_checkpoint.h, pp_rt_trace.h, pp_rt_data.h,
- *   pp_rt_launch.h. Include the one you use; existing callers of pp_rt.h keep compiling.
+ *   pp_rt_launch.h, pp_rt_safetensors.h (HuggingFace checkpoints). Include the one you use;
+ *   existing callers of pp_rt.h keep compiling.
  */
 #ifndef PP_RT_H
 #define PP_RT_H
@@ -34,6 +35,7 @@
 #include "pp_rt_mem.h"
 #include "pp_rt_model.h"
 #include "pp_rt_plan.h"
+#include "pp_rt_safetensors.h"
 #include "pp_rt_stage.h"
 #include "pp_rt_trace.h"
 #include "pp_rt_transport.h"

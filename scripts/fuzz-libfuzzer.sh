@@ -3,7 +3,9 @@
 # libFuzzer, for developers (CI runs the bounded mutation pass instead: ctest -L fuzz).
 #
 # Targets (tests/fuzz/*_fuzz.c): sched (text, JSON and CSV schedules), cluster, profile, model,
-# hf (HuggingFace config.json); all five by default. Each runs for SECONDS (default 60) under
+# hf (HuggingFace config.json), safetensors (a checkpoint file and a sharded index), megatron
+# (an indexed dataset's .idx and .bin); all seven by default. Each runs for SECONDS (default
+# 60) under
 # ASan + UBSan, with a 10 s per-input timeout, a 512 MB allocation limit and a 2 GB RSS limit.
 # The corpus starts from the seeds of the CI pass (pp_fuzz_mutate --write-seeds) and grows in
 # build-libfuzzer/corpus/TARGET; findings (crash-*, leak-*, timeout-*, oom-*) land in
@@ -15,12 +17,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(sched cluster profile model hf)
+[ ${#targets[@]} -gt 0 ] || targets=(sched cluster profile model hf safetensors megatron)
 build=${PP_FUZZ_BUILD:-$root/build-libfuzzer}
 case "$seconds" in '' | *[!0-9]*) echo "fuzz-libfuzzer.sh: SECONDS must be a whole number, got \"$seconds\"" >&2; exit 2 ;; esac
 for t in "${targets[@]}"; do
-  case "$t" in sched | cluster | profile | model | hf) ;;
-  *) echo "fuzz-libfuzzer.sh: unknown target \"$t\" (sched, cluster, profile, model, hf)" >&2; exit 2 ;;
+  case "$t" in sched | cluster | profile | model | hf | safetensors | megatron) ;;
+  *) echo "fuzz-libfuzzer.sh: unknown target \"$t\" (sched, cluster, profile, model, hf, safetensors, megatron)" >&2; exit 2 ;;
   esac
 done
 
@@ -51,6 +53,8 @@ for t in "${targets[@]}"; do
   mkdir -p "$corpus" "$findings"
   case "$t" in
   sched) cp "$seeds"/sched-*/* "$corpus"/ 2>/dev/null || true ;;
+  safetensors) cp "$seeds"/safetensors*/* "$corpus"/ 2>/dev/null || true ;;
+  megatron) cp "$seeds"/megatron-*/* "$corpus"/ 2>/dev/null || true ;;
   *) cp "$seeds/$t"/* "$corpus"/ 2>/dev/null || true ;;
   esac
   echo "== $t: ${seconds} s"

@@ -60,7 +60,7 @@ Test(runtime_data, text_windows_are_slices_of_the_file)
 Test(runtime_data, errors_name_the_file_and_sizes)
 {
     pp_rt_data *d;
-    cr_assert_eq(pp_rt_data_open_text("/nonexistent/x.txt", 1, &d), PP_ERR_IO);
+    cr_assert_eq(pp_rt_data_open_text("/nonexistent/x.txt", 1, &d), PP_ERR_NOTFOUND);
     cr_assert(strstr(pp_err_text(), "cannot read the data file /nonexistent/x.txt"), "%s",
               pp_err_text());
     OK(pp_rt_data_open_text(PROSE, 1, &d));

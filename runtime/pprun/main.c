@@ -129,11 +129,18 @@ static int setup(const pprun_opts *o, run_state *s)
         return fail(st, pp_sched_find(o->schedule) ? ctx : "");
     }
     if (o->data)
-        st = pp_rt_data_open_text(o->data, o->seed, &s->data);
+        st = pp_rt_data_open(o->data, m->vocab, o->seed, o->shuffle, &s->data);
+    else if (o->shuffle)
+        st = PP_ERR(PP_ERR_INVALID, "--shuffle needs --data with a Megatron dataset");
     else
         st = pp_rt_data_synthetic(m->vocab, o->seed, &s->data);
     if (st != PP_OK)
-        return fail(st, "");
+        return fail(st, "--data: ");
+    if (!o->quiet && g_rank == 0 && o->data) {
+        char what[512];
+        pp_rt_data_describe(s->data, what, sizeof what);
+        fprintf(stderr, "pprun: data: %s\n", what);
+    }
     if (pp_rt_data_vocab(s->data) > m->vocab) {
         if (g_rank == 0)
             fprintf(stderr,

@@ -54,8 +54,15 @@ static void usage(FILE *fp)
           "  --lr X                    AdamW learning rate (default 1e-3)\n"
           "  --weight-decay X          AdamW weight decay (default 0.0)\n"
           "  --clip X                  clip the global gradient norm to X; 0 = off (default 1.0)\n"
-          "  --data FILE               train on the bytes of FILE (vocabulary 256); default: a\n"
-          "                            synthetic stream from the seed\n"
+          "  --data PATH               train on Megatron's indexed dataset PATH.idx + PATH.bin\n"
+          "                            (token ids below the model's vocabulary; step k takes\n"
+          "                            samples k*B .. (k+1)*B-1, B = dp*N*b, sample i being\n"
+          "                            tokens [i*s, i*s+s+1) of the documents concatenated),\n"
+          "                            else on the bytes of the file PATH (vocabulary 256, at\n"
+          "                            offsets drawn from the seed); default: a synthetic\n"
+          "                            stream from the seed\n"
+          "  --shuffle                 a Megatron dataset's samples in an order drawn from the\n"
+          "                            seed, each sample once per epoch\n"
           "  --seed X                  parameters and data order (default 1)\n"
           "  --json                    print a JSON summary on stdout\n"
           "  --trace FILE              write a Chrome trace (Perfetto) of every action\n"
@@ -171,6 +178,7 @@ enum {
     O_WATCHDOG,
     O_TP,
     O_SEQPAR,
+    O_SHUFFLE,
     O_FIRST,
     O_LAST,
     O_THREADS
@@ -211,6 +219,7 @@ static const struct option long_opts[] = {
     {"watchdog", required_argument, NULL, O_WATCHDOG},
     {"tp", required_argument, NULL, O_TP},
     {"sequence-parallel", no_argument, NULL, O_SEQPAR},
+    {"shuffle", no_argument, NULL, O_SHUFFLE},
     {NULL, 0, NULL, 0},
 };
 
@@ -306,6 +315,9 @@ static int apply(int c, const char *v, pprun_opts *o)
         return parse_int("--tp", v, 1, &o->tp);
     case O_SEQPAR:
         o->sequence_parallel = 1;
+        return -1;
+    case O_SHUFFLE:
+        o->shuffle = 1;
         return -1;
     default:
         break;

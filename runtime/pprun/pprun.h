@@ -19,6 +19,7 @@ typedef struct {
     double lr, clip, weight_decay;
     double watchdog_s; /* --watchdog: an MPI wait without progress this long ends the job */
     const char *data; /* NULL: synthetic */
+    int shuffle;      /* --shuffle: a Megatron dataset's samples in a seeded order */
     uint64_t seed;
     int json, quiet;
     const char *trace;     /* NULL: no trace */

@@ -29,7 +29,7 @@ static const char *path_of(const pprun_opts *o)
 /* The data part of the run's identity: resuming on other data would not be the same run. */
 static void data_id(const pprun_opts *o, char *buf, size_t n)
 {
-    snprintf(buf, n, "data=%s", o->data ? o->data : "synthetic");
+    snprintf(buf, n, "data=%s%s", o->data ? o->data : "synthetic", o->shuffle ? ",shuffle" : "");
 }
 
 /* Takes CHECKPOINT.lock for the rest of the process (the descriptor is never closed) and

@@ -5,10 +5,12 @@
  * and HuggingFace configs mirror tests/test_tuner_models.c. Does not mutate anything.
  */
 #include "fuzz_seeds.h"
+#include "fuzz_targets.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "pp_probe.h"
@@ -103,6 +105,28 @@ static void add_checkpoint(pp_fuzz_seeds *s, const char *pprun, const char *work
     remove(path);
 }
 
+static void remove_folder(const char *dir)
+{
+    char cmd[1300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) {
+        /* a leftover folder in the work directory: harmless */
+    }
+}
+
+/* The sample checkpoint (pp_fuzz_st_sample): the single file, or the sharded one's index. */
+static void add_checkpoint_sample(pp_fuzz_seeds *s, const char *work, int sharded)
+{
+    char dir[1024], path[1100];
+    snprintf(dir, sizeof dir, "%s/seed-safetensors.d", work);
+    mkdir(dir, 0700);
+    snprintf(path, sizeof path, "%s/%s", dir,
+             sharded ? "model.safetensors.index.json" : "seed.safetensors");
+    if (pp_fuzz_st_sample(dir, sharded) == 0)
+        add_file(s, path);
+    remove_folder(dir);
+}
+
 void pp_fuzz_seeds_load(const char *format, const char *pprun, const char *work, pp_fuzz_seeds *s)
 {
     memset(s, 0, sizeof *s);
@@ -144,6 +168,18 @@ void pp_fuzz_seeds_load(const char *format, const char *pprun, const char *work,
             add_checkpoint(s, pprun, work);
     } else if (!strcmp(format, "data")) {
         add_fixture(s, "text/prose.txt");
+    } else if (!strcmp(format, "safetensors") || !strcmp(format, "safetensors-index")) {
+        add_checkpoint_sample(s, work, !strcmp(format, "safetensors-index"));
+    } else if (!strcmp(format, "megatron-idx") || !strcmp(format, "megatron-bin")) {
+        pp_test_mmidx m = pp_fuzz_mmidx_sample();
+        int idx = !strcmp(format, "megatron-idx");
+        char *copy = malloc((idx ? m.idx_len : m.bin_len) + 1);
+        if (copy) {
+            memcpy(copy, idx ? m.idx : m.bin, idx ? m.idx_len : m.bin_len);
+            copy[idx ? m.idx_len : m.bin_len] = '\0';
+        }
+        add(s, copy, idx ? m.idx_len : m.bin_len);
+        pp_test_mmidx_free(&m);
     } else if (!strcmp(format, "hwloc")) {
         add_fixture(s, "hwloc/power8gpudistances.xml");
         add_fixture(s, "hwloc/24em64t-2n6c2t-pci.xml");

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "pp_probe.h"
@@ -18,6 +19,38 @@
 #include "pp_sched.h"
 #include "pp_tune.h"
 #include "sched_json.h"
+
+/* The sample checkpoint and dataset every run of these targets and their seeds share. */
+int pp_fuzz_st_sample(const char *dir, int sharded)
+{
+    static float v[64];
+    static const int64_t s1[] = {8}, s2[] = {4, 6}, s0[1] = {0}, se[] = {0, 3};
+    for (int i = 0; i < 64; i++)
+        v[i] = (float)i * 0.5f - 7.0f;
+    pp_st_out t[] = {
+        {"model.embed_tokens.weight", PP_ST_BF16, 2, s2, v},
+        {"model.norm.weight", PP_ST_F32, 1, s1, v},
+        {"lm_head.weight", PP_ST_F16, 2, s2, v + 8},
+        {"scalar", PP_ST_F32, 0, s0, v},
+        {"empty", PP_ST_BF16, 2, se, NULL},
+    };
+    pp_st_meta meta[] = {{"format", "pt"}};
+    char path[1200];
+    snprintf(path, sizeof path, "%s/seed.safetensors", dir);
+    pp_status s = sharded ? pp_st_write_sharded(dir, t, 5, meta, 1, 48, NULL)
+                          : pp_st_write(path, t, 5, meta, 1);
+    return s == PP_OK ? 0 : -1;
+}
+
+pp_test_mmidx pp_fuzz_mmidx_sample(void)
+{
+    static const int32_t lens[] = {7, 1, 12, 1, 2, 9};
+    static const int64_t ends[] = {1, 2, 3, 5, 6};
+    int64_t tok[32];
+    for (int i = 0; i < 32; i++)
+        tok[i] = (31 * i + 5) % PP_FUZZ_MMIDX_VOCAB;
+    return pp_test_mmidx_build(8, tok, lens, 6, ends, 5);
+}
 
 #if defined(__SANITIZE_ADDRESS__)
 #define PP_FUZZ_LSAN 1
@@ -193,6 +226,101 @@ static pp_status data_text(const char *data, size_t len, const char *path)
     return st;
 }
 
+/* ---- safetensors (pp_rt_safetensors.h) and Megatron datasets: the readers behind a weight
+ * loader and `pprun --data PREFIX` ---- */
+
+/* Every tensor of the checkpoint as a loader takes it: the shape check, then the values
+ * (fp32 for float dtypes, raw bytes otherwise). Sizes are the file's own, checked by the
+ * reader against the file's length, so the buffers are bounded by the input. */
+static pp_status st_walk(const char *path)
+{
+    pp_st *st = NULL;
+    pp_status s = pp_st_open(path, &st);
+    for (size_t i = 0; s == PP_OK && i < pp_st_count(st); i++) {
+        const pp_st_tensor *t = pp_st_at(st, i);
+        s = pp_st_expect(st, t->name, t->ndim, t->shape, NULL);
+        void *buf = malloc(t->numel * 4 + 8 > t->nbytes ? t->numel * 4 + 8 : t->nbytes + 8);
+        if (s == PP_OK && !buf)
+            s = PP_ERR_NOMEM;
+        else if (s == PP_OK && pp_st_dtype_is_float(t->dtype))
+            s = pp_st_load_f32(st, t, buf);
+        else if (s == PP_OK)
+            s = pp_st_read_raw(st, t, buf);
+        free(buf);
+    }
+    if (s == PP_OK && pp_st_count(st) > 0) { /* and a wrong shape is refused */
+        int64_t shape[1] = {-1};
+        s = pp_st_expect(st, pp_st_at(st, 0)->name, 1, shape, NULL) == PP_ERR_INVALID
+                ? PP_OK
+                : PP_ERR(PP_ERR_IO, "a wrong shape was accepted");
+    }
+    pp_st_destroy(st);
+    return s;
+}
+
+static pp_status safetensors(const char *data, size_t len, const char *path)
+{
+    (void)data, (void)len;
+    return st_walk(path);
+}
+
+/* The index is the input; the shards it names in the seed are written (once per process and
+ * folder: the readers never change them) beside a copy of it in a folder of the input's own,
+ * "<path>.d", which is left for the next input. */
+static pp_status safetensors_index(const char *data, size_t len, const char *path)
+{
+    static char ready[1100];
+    char dir[1100], index[1200];
+    snprintf(dir, sizeof dir, "%s.d", path);
+    snprintf(index, sizeof index, "%s/model.safetensors.index.json", dir);
+    if (strcmp(ready, dir)) {
+        mkdir(dir, 0700);
+        if (pp_fuzz_st_sample(dir, 1) != 0)
+            return PP_ERR(PP_ERR_IO, "cannot write the shards into %s", dir);
+        snprintf(ready, sizeof ready, "%s", dir);
+    }
+    if (pp_fuzz_write_file(index, data, len) != 0)
+        return PP_ERR(PP_ERR_IO, "cannot write %s", index);
+    return st_walk(index);
+}
+
+/* A dataset's file is the input, its partner the seed's: `pprun --data PREFIX` opens the pair
+ * and draws batches in order and shuffled. */
+static pp_status megatron(const char *path, const char *input_ext, const char *other_ext)
+{
+    char prefix[1100], other[1200];
+    size_t n = strlen(path) - strlen(input_ext);
+    snprintf(prefix, sizeof prefix, "%.*s", (int)n, path);
+    snprintf(other, sizeof other, "%s%s", prefix, other_ext);
+    pp_test_mmidx m = pp_fuzz_mmidx_sample();
+    int wrote = !strcmp(other_ext, ".bin") ? pp_fuzz_write_file(other, m.bin, m.bin_len)
+                                           : pp_fuzz_write_file(other, m.idx, m.idx_len);
+    pp_test_mmidx_free(&m);
+    pp_status s = wrote == 0 ? PP_OK : PP_ERR(PP_ERR_IO, "cannot write %s", other);
+    for (int shuffle = 0; s == PP_OK && shuffle < 2; shuffle++) {
+        pp_rt_data *d = NULL;
+        s = pp_rt_data_open(prefix, PP_FUZZ_MMIDX_VOCAB, 7, shuffle, &d);
+        int32_t batch[3 * 9];
+        for (int i = 0; s == PP_OK && i < 4; i++)
+            s = pp_rt_data_next(d, 3, 8, batch);
+        pp_rt_data_destroy(d);
+    }
+    remove(other);
+    return s;
+}
+
+static pp_status megatron_idx(const char *data, size_t len, const char *path)
+{
+    (void)data, (void)len;
+    return megatron(path, ".idx", ".bin");
+}
+
+static pp_status megatron_bin(const char *data, size_t len, const char *path)
+{
+    (void)data, (void)len;
+    return megatron(path, ".bin", ".idx");
+}
+
 /* `pptune probe --topology FILE`. hwloc's XML plugin (libxml2, unloaded again when the
  * topology is destroyed, so LeakSanitizer cannot name it or match a suppression) leaks on some
  * malformed files, e.g. an unknown encoding="..."; what this call allocates is therefore left
@@ -223,6 +351,10 @@ const pp_fuzz_target pp_fuzz_targets[] = {
     {"checkpoint", ".ckpt", checkpoint, 0, checkpoint_fixup, 1},
     {"data", ".txt", data_text, 0, NULL, 1},
     {"hwloc", ".xml", hwloc_xml, 0, NULL, 8},
+    {"safetensors", ".safetensors", safetensors, 0, NULL, 1},
+    {"safetensors-index", ".json", safetensors_index, 0, NULL, 1},
+    {"megatron-idx", ".idx", megatron_idx, 0, NULL, 1},
+    {"megatron-bin", ".bin", megatron_bin, 0, NULL, 1},
     {NULL, NULL, NULL, 0, NULL, 0},
 };
 

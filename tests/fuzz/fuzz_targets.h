@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 
+#include "megatron_mirror.h"
 #include "pp_common.h"
 
 typedef struct {
@@ -43,6 +44,15 @@ int pp_fuzz_status_ok(const pp_fuzz_target *t, pp_status st);
  * process for the readers that open a path, and aborts with a one-line message on a status
  * pp_fuzz_status_ok refuses, so that libFuzzer keeps the input. Returns 0. */
 int pp_fuzz_one(const char *targets, const unsigned char *data, size_t size);
+
+/* The sample checkpoint of the safetensors targets, written into dir (which exists): one file
+ * dir/seed.safetensors, or (sharded) shards and model.safetensors.index.json; 0 on success. */
+int pp_fuzz_st_sample(const char *dir, int sharded);
+
+/* The sample Megatron dataset of the megatron targets (uint16 ids below PP_FUZZ_MMIDX_VOCAB,
+ * six sequences in five documents), in memory; pp_test_mmidx_free releases it. */
+#define PP_FUZZ_MMIDX_VOCAB 50257
+pp_test_mmidx pp_fuzz_mmidx_sample(void);
 
 /* Writes len bytes to path (plain write, truncating). 0 on success. */
 int pp_fuzz_write_file(const char *path, const void *data, size_t len);
