@@ -8,19 +8,18 @@
 #   2. two ranks (1F1B, one BLAS thread each on two cores) with the even split and shifts of 1
 #      and 2 layers off the last stage (the head's): the fastest, its 1F1B bound, their ratio.
 # Every figure is the minimum over REPEATS runs of each run's median step (steps after the
-# first). torch is the torch test's: scripts/torch-venv.sh installs it (pinned) into
-# BUILD_DIR/torch-venv the first time, or finds it there.
+# first). torch is the tests': tests/py/venv.sh interop installs it (pinned) into
+# build/py-venv/interop the first time, or finds it there.
 # Environment: REPEATS (3), STEPS (5), MB micro-batches (4), SEQ tokens (64), THREADS (the
 # usable cores), MODELS ("small gpt-125m").
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
 pprun=$build/runtime/pprun
-venv=$build/torch-venv
 REPEATS=${REPEATS:-3} STEPS=${STEPS:-5} MB=${MB:-4} SEQ=${SEQ:-64}
 THREADS=${THREADS:-$(nproc)} MODELS=${MODELS:-"small gpt-125m"}
 [ -x "$pprun" ] || { echo "bench-vs-torch.sh: build pprun first ($pprun)" >&2; exit 2; }
-py=$("$root/scripts/torch-venv.sh" "$venv")
+py=$("$root/tests/py/venv.sh" interop)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 field() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }

@@ -16,9 +16,8 @@ echo "== build and test (warnings as errors)"
 if [ "${PP_SKIP_SANITIZE:-0}" != 1 ]; then
   echo "== build and test with ASan + UBSan"
   # CUDA code is compile-checked in the first pass; the sanitizer pass covers the host code.
-  # the torch test's venv is the first pass's: torch installs once per CI run
-  "$root/scripts/build.sh" "$root/build-asan" -DPP_SANITIZE=ON -DPP_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug \
-    -DPP_TORCH_VENV="$root/build/torch-venv"
+  # the Python tests' venv (tests/py/venv.sh) lives under build/py-venv for both passes
+  "$root/scripts/build.sh" "$root/build-asan" -DPP_SANITIZE=ON -DPP_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug
   (cd "$root/build-asan" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j "$jobs")
 fi

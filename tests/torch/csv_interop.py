@@ -1,6 +1,6 @@
 """csv_interop.py PPTUNE WORKDIR -- pptune's schedules against PyTorch pipelining's own code.
 
-Run by tests/torch/test_torch.sh with the torch of scripts/torch-venv.sh (torch 2.15). Three
+Run by tests/torch/test_torch.sh with the torch of tests/py/venv.sh interop (torch 2.15). Three
 checks, each over many shapes, each failing loudly with the schedule, the shape and the cause:
 
   load      every schedule `pptune schedule --help` lists is written with --format csv

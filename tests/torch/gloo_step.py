@@ -1,6 +1,6 @@
 """gloo_step.py PPTUNE WORKDIR -- pptune's schedule CSVs run in PyTorch's pipeline runtime.
 
-Run by tests/torch/test_torch.sh with the torch of scripts/torch-venv.sh (torch 2.15). Two
+Run by tests/torch/test_torch.sh with the torch of tests/py/venv.sh interop (torch 2.15). Two
 processes on 127.0.0.1 form a gloo process group (torch.distributed, CPU). For each schedule
 below, pptune writes the CSV of 2 ranks and N = 4 micro-batches in both of PyTorch's forms
 (`--format csv`: compute_comms, run as written; `--format csv-compute`: compute_only, which

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# test_torch.sh BUILD_DIR VENV_DIR — pptune's schedules against PyTorch pipelining's own code
-# (ctest "torch"): torch 2.15 from the Python package index into VENV_DIR (scripts/torch-venv.sh,
-# once; a skip, exit 77, with a loud message only when the index cannot be reached), then
+# test_torch.sh BUILD_DIR — pptune's schedules against PyTorch pipelining's own code (ctest
+# "torch"): torch 2.15 from the Python package index in the interop venv (tests/py/venv.sh
+# interop: made once, shared with the format tests; a skip, exit 77, with a loud message only
+# when the index cannot be reached), then
 #   csv_interop.py  torch's _load_csv on every schedule's CSV in both forms, torch's _dump_csv of
 #                   every schedule class it has read by `pptune schedule --check`, DualPipeV's
 #                   makespans against torch's simulator, the torch fixtures of the C tests;
@@ -9,10 +10,9 @@
 #                   (127.0.0.1), gradients equal to the unpipelined step's.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-build=${1:?usage: test_torch.sh BUILD_DIR VENV_DIR}
-venv=${2:?usage: test_torch.sh BUILD_DIR VENV_DIR}
+build=${1:?usage: test_torch.sh BUILD_DIR}
 rc=0
-py=$("$here/../../scripts/torch-venv.sh" "$venv") || rc=$?
+py=$("$here/../py/venv.sh" interop) || rc=$?
 [ "$rc" -eq 0 ] || exit "$rc" # 77: skipped, said why
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
