@@ -12,7 +12,7 @@
 #include "pp_tune.h"
 
 static int bench_on(const pp_tune_model *mp, const char *cluster, int nodes, int keep,
-                    int dist_opt, pp_tune_recompute rc)
+                    int dist_opt, pp_recompute rc)
 {
     pp_tune_model m = *mp;
     const char *model = m.name;
@@ -33,18 +33,18 @@ static int bench_on(const pp_tune_model *mp, const char *cluster, int nodes, int
     double wall = pp_now() - t0, cpu = (double)(clock() - c0) / CLOCKS_PER_SEC;
     char cb[160] = "none fits";
     if (r->n_best)
-        pp_tune_config_str(&r->best[0].cfg, cb, sizeof cb);
+        pp_config_str(&r->best[0].cfg, cb, sizeof cb);
     printf("%-12s %-12s %5d x 8  keep %-6d %s%s  seen %6ld  rule %6ld  memory %5ld  simulated %5ld  "
            "bound-skipped %5ld  search %7.3f s (cpu %.3f s; + cluster load %.3f s)  best: %s (%.3f s/step, "
            "MFU %.1f %%)\n",
-           model, cluster, nodes, keep, dist_opt ? "dist-opt " : "", pp_tune_recompute_name(rc), r->seen,
+           model, cluster, nodes, keep, dist_opt ? "dist-opt " : "", pp_recompute_name(rc), r->seen,
            r->pruned_rule, r->pruned_memory, r->simulated, r->bounded, wall, cpu, load, cb,
            r->n_best ? r->best[0].step_time : 0.0, r->n_best ? 100 * r->best[0].mfu : 0.0);
     pp_tune_result_destroy(r);
     return 0;
 }
 
-static int bench(const char *model, int nodes, int keep, int dist_opt, pp_tune_recompute rc)
+static int bench(const char *model, int nodes, int keep, int dist_opt, pp_recompute rc)
 {
     pp_tune_model m;
     if (pp_tune_model_preset(model, &m) != PP_OK)
@@ -61,17 +61,17 @@ static int bench_1t(void)
     snprintf(m.name, sizeof m.name, "gpt-1t");
     m.layers = 128, m.hidden = 25600, m.heads = m.kv_heads = 160, m.ffn = 102400;
     m.vocab = 51200, m.seq = 2048, m.global_batch = 3072, m.runtime_model[0] = '\0';
-    return bench_on(&m, "dgx-a100-80g", 384, 10, 0, PP_TUNE_RECOMPUTE_FULL);
+    return bench_on(&m, "dgx-a100-80g", 384, 10, 0, PP_RECOMPUTE_FULL);
 }
 
 int main(void)
 {
     int rc = 0;
-    rc |= bench("gpt-13b", 32, 10, 0, PP_TUNE_RECOMPUTE_NONE);
-    rc |= bench("gpt-13b", 32, 1000000, 0, PP_TUNE_RECOMPUTE_NONE);
-    rc |= bench("llama3-405b", 2048, 10, 0, PP_TUNE_RECOMPUTE_NONE);
-    rc |= bench("llama3-405b", 2048, 10, 1, PP_TUNE_RECOMPUTE_FULL);
-    rc |= bench("llama3-405b", 2048, 1000000, 1, PP_TUNE_RECOMPUTE_FULL);
+    rc |= bench("gpt-13b", 32, 10, 0, PP_RECOMPUTE_NONE);
+    rc |= bench("gpt-13b", 32, 1000000, 0, PP_RECOMPUTE_NONE);
+    rc |= bench("llama3-405b", 2048, 10, 0, PP_RECOMPUTE_NONE);
+    rc |= bench("llama3-405b", 2048, 10, 1, PP_RECOMPUTE_FULL);
+    rc |= bench("llama3-405b", 2048, 1000000, 1, PP_RECOMPUTE_FULL);
     rc |= bench_1t();
     return rc;
 }

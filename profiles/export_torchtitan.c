@@ -7,7 +7,7 @@
  * output starts with that command. Said in the output, not approximated: torchtitan builds the
  * model from its own registry (--module/--config), so the shape is not a flag; its data
  * parallelism is FSDP, which pptune's memory model does not describe. Bidirectional schedules
- * (two pipelines) have no form in PyTorch's CSV and are refused with the reason.
+ * (two pipelines) have no form in PyTorch's CSV: its row in export.c refuses them with the reason.
  * By name: where PyTorch has the schedule (the registry's torch_name, get_schedule_class's
  * names: "1F1B", "InterleavedZeroBubble", "ZBVZeroBubble", "DualPipeV", ...) the output names
  * it too. A schedule whose stages sit V-shaped on the ranks (rank r holds stages r and
@@ -24,7 +24,7 @@
 
 static void schedule_command(const pp_profile *p, FILE *fp)
 {
-    const pp_profile_config *c = &p->chosen.config;
+    const pp_config *c = &p->chosen.config;
     const pp_sched_desc *d = pp_export_desc(c);
     fprintf(fp, "# schedule CSV first: pptune schedule --kind %s --ranks %d", c->schedule, c->p);
     if (d->chunks == 0)
@@ -44,13 +44,12 @@ static void schedule_command(const pp_profile *p, FILE *fp)
  * its name. */
 static pp_status placement_looped(const pp_profile *p, int *looped)
 {
-    const pp_profile_config *c = &p->chosen.config;
+    const pp_config *c = &p->chosen.config;
     *looped = 1;
     if (c->v <= 1)
         return PP_OK;
-    pp_sched_params sp = {.ranks = c->p, .microbatches = c->N, .chunks = c->v, .group = c->G,
-                          .layers = p->model.layers, .uneven = c->uneven,
-                          .first_layers = c->first_layers, .last_layers = c->last_layers};
+    pp_sched_params sp;
+    pp_config_sched_params(c, p->model.layers, &sp);
     pp_sched *s = NULL;
     PP_TRY(pp_sched_generate(c->schedule, &sp, &s));
     for (int k = 0; k < s->stages_per_pipe; k++)
@@ -72,14 +71,9 @@ static void schedule_flags(const pp_sched_desc *d, int looped, FILE *fp)
 
 pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp)
 {
-    const pp_profile_config *c = &p->chosen.config;
+    const pp_config *c = &p->chosen.config;
     const pp_sched_desc *d = pp_export_desc(c);
-    if (d->pipes > 1)
-        return PP_ERR(PP_ERR_UNSUPPORTED,
-                      "%s: %s is bidirectional (two pipelines over the same ranks), which "
-                      "PyTorch pipelining's schedule CSV and torchtitan's pipeline stages cannot "
-                      "express (one pipeline only); re-run the search without it",
-                      p->name, d->title);
+    /* a bidirectional schedule (two pipelines) never reaches here: its row in export.c */
     int looped;
     PP_TRY(placement_looped(p, &looped));
     if (!looped && !d->torch_name)
@@ -98,7 +92,7 @@ pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp)
     fprintf(fp, "# data parallelism: torchtitan's is FSDP (data_parallel_shard_degree %d); "
                 "pptune's memory model describes %s data parallelism, not FSDP's sharded "
                 "weights and gradients: the profile's memory figures do not describe this run\n",
-                c->d, p->options.distributed_optimizer ? "distributed-optimizer" : "replicated");
+                c->d, c->distributed_optimizer ? "distributed-optimizer" : "replicated");
     if (looped) {
         schedule_command(p, fp);
         if (d->torch_name)
@@ -117,7 +111,7 @@ pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp)
             c->p, c->t);
     if (c->t > 1)
         fprintf(fp, " --parallelism.%senable_sequence_parallel",
-                p->options.sequence_parallel ? "" : "no_");
+                c->sequence_parallel ? "" : "no_");
     fprintf(fp, " --parallelism.data_parallel_shard_degree %d "
                 "--parallelism.data_parallel_replicate_degree 1",
             c->d);

@@ -24,6 +24,7 @@
 #include <stdio.h>
 
 #include "pp_common.h"
+#include "pp_config.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -33,33 +34,19 @@ extern "C" {
 /* The version this code reads and writes. A file with a larger MAJOR is refused; a file with
  * the same MAJOR and a larger MINOR is read (its unknown fields kept). */
 #define PP_PROFILE_VERSION_MAJOR 1
-#define PP_PROFILE_VERSION_MINOR 1
+#define PP_PROFILE_VERSION_MINOR 2
 /* 1.1 added the model's shape beyond its sizes (model.head_dim, norm, linear_bias, qkv_bias,
  * position, rope_theta, rope_scaling), which exporters need; 1.0 profiles still read, and an
- * export that needs those fields says so (pp_profile.model.has_shape = 0). */
+ * export that needs those fields says so (pp_profile.model.has_shape = 0). 1.2 added each
+ * candidate's settings to its config (sequence_parallel, recompute, distributed_optimizer);
+ * an older profile's candidates take them from its "options". */
 
 /* ---- the document --------------------------------------------------------------------------- */
 
-/* One parallel configuration (profile field "config"). */
-typedef struct {
-    const char *schedule; /* a name in the schedules' registry (pp_sched_lookup) */
-    int p;                /* pipeline ranks per pipeline */
-    int v;      /* model chunks (virtual stages) per rank and pipeline; 1 if not interleaved */
-    int G;      /* interleaved micro-batch group size (Megatron
-                 * microbatch_group_size_per_vp_stage); 0 for other schedules */
-    int b;      /* micro-batch size, sequences */
-    int d;      /* data-parallel replicas of the pipeline */
-    int t;      /* tensor-parallel size */
-    int N;      /* micro-batches per step and replica */
-    int uneven; /* 1: Llama-3 split (first and last stage one layer fewer) */
-    /* "split": "first-last": the first and last stage's layers (Megatron's
-     * --decoder-first/last-pipeline-num-layers), the rest even; 0 = as the others */
-    int first_layers, last_layers;
-} pp_profile_config;
 
 /* A candidate: the chosen one or a runner-up. Measured figures exist only after trials. */
 typedef struct {
-    pp_profile_config config;
+    pp_config config; /* "config" (pp_config.h: its JSON form) */
     /* predicted */
     double step_time_s;       /* one optimizer step, seconds */
     double tokens_per_s;      /* whole cluster, tokens per second */
@@ -144,7 +131,7 @@ double pp_profile_measured_tokens_per_s(const pp_profile *p, const pp_profile_ca
 /* ---- diff ----------------------------------------------------------------------------------- */
 
 typedef struct {
-    int config_changed;  /* any of schedule p v G b d t N split differs */
+    int config_changed;  /* any axis of the configurations differs */
     int cluster_changed; /* fingerprints differ */
     int model_changed;   /* model names differ */
     int measured_basis;  /* 1: throughputs compared are measured in both, 0: predicted */
@@ -161,60 +148,67 @@ typedef struct {
 pp_status pp_profile_diff_run(const pp_profile *old, const pp_profile *new_, double threshold,
                               FILE *fp, pp_profile_diff *out);
 
-/* ---- export --------------------------------------------------------------------------------- */
+/* ---- export (export.c: one row per target) ------------------------------------------------ */
 
-typedef enum {
-    PP_PROFILE_EXPORT_MEGATRON, /* upstream Megatron-LM command-line flags */
-    PP_PROFILE_EXPORT_MEGATRON_BITPIPE, /* the same for the BitPipe fork (--target bitpipe-fork):
-                                         * only for a schedule only that fork runs */
-    PP_PROFILE_EXPORT_NEMO,     /* NeMo 1 megatron_gpt_config YAML keys, the whole model */
-    PP_PROFILE_EXPORT_NEMO2,    /* NeMo 2.0 (nemo.collections.llm): GPTConfig, MegatronStrategy
-                                 * and trainer as Python */
-    PP_PROFILE_EXPORT_TORCHTITAN, /* torchtitan's --parallelism.* / --training.* overrides and
-                                   * the command that writes the schedule CSV */
-    PP_PROFILE_EXPORT_PPRUN,    /* pptune's runtime flags */
-} pp_profile_export_format;
+/* A target a profile exports to: what it is called, what it can express, its writer. The rows
+ * are static storage (pp_profile_export_targets); `pptune export --help`, `pptune --help`, the
+ * refusals and their ways out are generated from them. */
+typedef struct pp_export_target {
+    const char *format;  /* --format NAME */
+    const char *target;  /* --target NAME: a variant of the format (NULL: the format itself) */
+    const char *title;   /* the target as messages name it: "Megatron-LM" */
+    const char *output;  /* what it prints, for the command list: "Megatron-LM flags" */
+    const char *help;    /* export --help's description ('\n' between lines) */
+    int suggest;         /* 1: named as a way out when another target refuses a schedule it
+                            runs (a training framework; not pptune's own pprun) */
+    const char *builds;  /* non-NULL: it builds the model, so a profile without the model's
+                            shape (before 1.1) is refused: what it builds ("a Megatron-LM
+                            command") */
+    /* The schedules it runs (a registry row); NULL: every one. */
+    int (*runs)(const pp_sched_desc *d);
+    /* Why it cannot run d, for the refusal ("Megatron-LM has no Chimera schedule (no upstream
+     * flag selects it)"), into buf. */
+    void (*why_not)(const pp_sched_desc *d, char *buf, size_t n);
+    /* Writes the chosen configuration (one its rows let through) to fp, or refuses what the
+     * rows cannot tell (a rope scaling the target has no flag for, ...) writing nothing. */
+    pp_status (*write)(const pp_profile *p, FILE *fp);
+} pp_export_target;
 
-/* "megatron", "nemo", "nemo2", "torchtitan", "pprun" → format; PP_ERR_INVALID otherwise (message lists them). */
-pp_status pp_profile_export_format_parse(const char *s, pp_profile_export_format *out);
-/* Writes the chosen configuration in the format to fp. PP_ERR_UNSUPPORTED when the target
- * cannot express it (Chimera in Megatron-LM, tensor parallelism in pprun), with the reason. */
-pp_status pp_profile_export(const pp_profile *p, pp_profile_export_format fmt, FILE *fp);
+/* The rows, in --help order; *n their count. */
+const pp_export_target *pp_profile_export_targets(int *n);
+/* The row of --format FORMAT with --target TARGET (NULL: none). NULL, with PP_ERR_INVALID and a
+ * message listing what exists, for an unknown format or a target the format has not. */
+const pp_export_target *pp_profile_export_find(const char *format, const char *target);
+/* The formats joined by sep ("megatron|nemo|..."), into buf; returns buf. */
+char *pp_profile_export_names(const char *sep, char *buf, size_t n);
+/* export --help's description of every target (its help, the schedules it runs). */
+void pp_profile_export_help(FILE *fp);
+/* Writes the chosen configuration for target t to fp. PP_ERR_INVALID when the profile has no
+ * chosen configuration or a --target variant was asked for a schedule its format runs itself;
+ * PP_ERR_UNSUPPORTED when the target cannot express it (a schedule it does not run, a profile
+ * without the model's shape for a target that builds the model, ...), with the reason, the
+ * profile's fastest runner-up it runs and the other targets that run it. */
+pp_status pp_profile_export(const pp_profile *p, const pp_export_target *t, FILE *fp);
 
 /* ---- pprun's command line (the one builder: trials, the profile's launch line, export) ------ */
 
 /* What a pprun command line says. */
 typedef struct {
-    const char *model;               /* --model: a pprun preset name */
-    const pp_profile_config *config; /* --schedule ... --uneven, --tp t when t > 1 */
-    int seq;                         /* --seq */
-    int sequence_parallel;           /* 1: --sequence-parallel (only with t > 1) */
-    int cuda;                        /* 1: --backend cuda */
-    pp_precision precision;          /* PP_PREC_BF16: --precision bf16; FP32: pprun's default */
+    const char *model;       /* --model: a pprun preset name */
+    const pp_config *config; /* its axes' flags (pp_config_axis.flag, on_line) */
+    int seq;                 /* --seq */
+    int cuda;                /* 1: --backend cuda */
+    pp_precision precision;  /* PP_PREC_BF16: --precision bf16; FP32: pprun's default */
 } pp_profile_pprun_line;
-
-/* The chosen or a runner-up configuration as the profile's JSON writes it (the reader's schema:
- * schedule, p, v, G, b, d, t, N, split and its counts). Returns a new jansson object (json_t *,
- * the caller's), NULL when out of memory. */
-struct json_t;
-struct json_t *pp_profile_config_json(const pp_profile_config *c);
-
-/* The layer split as leaderboards, explanations and profile diffs show it: "A/Z" for first /
- * last stage layer counts ("-" for one not set), else "uneven" or "even". Writes at most n bytes
- * into buf (NUL-terminated when n > 0) and returns buf. */
-char *pp_profile_split_str(int first, int last, int uneven, char *buf, size_t n);
-/* A configuration in one line: "SCHEDULE p=P v=V G=G b=B d=D t=T N=N SPLIT". Writes at most n
- * bytes into buf and returns buf. */
-char *pp_profile_config_str(const pp_profile_config *c, char *buf, size_t n);
 
 #define PP_PROFILE_PPRUN_MAX_ARGS 32
 #define PP_PROFILE_PPRUN_ARG_LEN 72
 
-/* pprun's options for the line, in one order: --model M --schedule K --ranks p --microbatches
- * N --micro-batch-size b [--chunks v --group G (schedules with tunable chunks, the registry's)]
- * --dp d [--tp t [--sequence-parallel]] --seq s [--uneven] [--backend cuda] [--precision
- * bf16]. Fills argv[0..n-1] (pointing into store) and returns n (at most
- * PP_PROFILE_PPRUN_MAX_ARGS). */
+/* pprun's options for the line, in the axes' line order: --model M --schedule K --ranks p
+ * --microbatches N --micro-batch-size b [--chunks v --group G (schedules with tunable chunks,
+ * the registry's)] --dp d [--tp t [--sequence-parallel]] --seq s [--uneven]
+ * [--first-stage-layers A] [--last-stage-layers Z] [--backend cuda] [--precision bf16].
+ * Fills argv[0..n-1] (pointing into store) and returns n (at most PP_PROFILE_PPRUN_MAX_ARGS). */
 int pp_profile_pprun_argv(const pp_profile_pprun_line *l,
                           char store[PP_PROFILE_PPRUN_MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN],
                           char **argv);

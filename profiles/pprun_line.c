@@ -1,19 +1,29 @@
 /* pprun_line.c — the one builder of a pprun command line for a configuration, used by the
  * tuner's trials (an argv for execv), the profile's launch line and `pptune export --format
- * pprun` (strings). Whether --chunks and --group apply is the schedule registry's answer (a
- * tunable chunk count), never a schedule name. Not here: which model name a caller passes, and
- * what a caller adds around the options (the program, --steps, --json, ...). */
+ * pprun` (strings). The configuration's words are its axes' flags (pp_config.h), in their line
+ * order, each where its row says the line carries it; around them the words that are not the
+ * configuration's: --model first, --seq among them (PP_CONFIG_LINE_SEQ), backend and precision
+ * last. Not here: which model name a caller passes, and what a caller adds around the options
+ * (the program, --steps, --json, ...). */
 #include <string.h>
 
 #include "pp_profile.h"
-#include "pp_sched.h"
+
+/* Whether the line carries axis a: its predicate, and a flag without a value only when set. */
+static int on_line(const pp_config *c, const pp_config_axis *a)
+{
+    if (a->on_line && !a->on_line(c))
+        return 0;
+    return a->arg || a->kind == PP_CONFIG_SCHEDULE || pp_config_get(c, a);
+}
 
 int pp_profile_pprun_argv(const pp_profile_pprun_line *l,
                           char store[PP_PROFILE_PPRUN_MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN],
                           char **argv)
 {
-    const pp_profile_config *c = l->config;
-    int n = 0;
+    const pp_config *c = l->config;
+    const pp_config_axis *order[64];
+    int n = 0, n_axes = pp_config_axes_by_line(order, 64), seq_done = 0;
     /* bounded: a line longer than the store is cut, never written past it (the test of the
      * longest line holds PP_PROFILE_PPRUN_MAX_ARGS to what the builder can emit) */
 #define ARG(...)                                                                                   \
@@ -21,25 +31,20 @@ int pp_profile_pprun_argv(const pp_profile_pprun_line *l,
          ? (snprintf(store[n], PP_PROFILE_PPRUN_ARG_LEN, __VA_ARGS__), argv[n] = store[n], n++)    \
          : n)
     ARG("--model"), ARG("%s", l->model);
-    ARG("--schedule"), ARG("%s", c->schedule);
-    ARG("--ranks"), ARG("%d", c->p);
-    ARG("--microbatches"), ARG("%d", c->N);
-    ARG("--micro-batch-size"), ARG("%d", c->b);
-    const pp_sched_desc *d = pp_sched_lookup(c->schedule);
-    if (d && d->chunks == 0) /* tunable chunks, and its group */
-        ARG("--chunks"), ARG("%d", c->v), ARG("--group"), ARG("%d", c->G);
-    ARG("--dp"), ARG("%d", c->d);
-    if (c->t > 1)
-        ARG("--tp"), ARG("%d", c->t);
-    if (c->t > 1 && l->sequence_parallel)
-        ARG("--sequence-parallel");
-    ARG("--seq"), ARG("%d", l->seq);
-    if (c->uneven)
-        ARG("--uneven");
-    if (c->first_layers)
-        ARG("--first-stage-layers"), ARG("%d", c->first_layers);
-    if (c->last_layers)
-        ARG("--last-stage-layers"), ARG("%d", c->last_layers);
+    for (int i = 0; i <= n_axes; i++) {
+        if (!seq_done && (i == n_axes || order[i]->line > PP_CONFIG_LINE_SEQ)) {
+            ARG("--seq"), ARG("%d", l->seq);
+            seq_done = 1;
+        }
+        if (i == n_axes || !on_line(c, order[i]))
+            continue;
+        const pp_config_axis *a = order[i];
+        ARG("%s", a->flag);
+        if (a->kind == PP_CONFIG_SCHEDULE)
+            ARG("%s", c->schedule);
+        else if (a->arg)
+            ARG("%d", pp_config_get(c, a));
+    }
     if (l->cuda)
         ARG("--backend"), ARG("cuda");
     if (l->precision == PP_PREC_BF16)

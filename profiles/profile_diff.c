@@ -10,45 +10,28 @@
 
 #include "pp_profile.h"
 
-static void row_int(FILE *fp, const char *name, int a, int b, int *changed)
+/* Every axis that differs, one line each ("    p         4 -> 8"); whether one did. */
+static int config_diff(FILE *fp, const pp_config *a, const pp_config *b)
 {
-    if (a != b) {
-        *changed = 1;
-        if (fp)
-            fprintf(fp, "    %-9s %d -> %d\n", name, a, b);
-    }
-}
-
-static int config_diff(FILE *fp, const pp_profile_config *a, const pp_profile_config *b)
-{
-    int changed = 0;
-    if (strcmp(a->schedule, b->schedule) != 0) {
+    int n, changed = 0;
+    const pp_config_axis *axes = pp_config_axes(&n);
+    for (int i = 0; i < n; i++) {
+        const pp_config_axis *x = &axes[i];
+        char va[32], vb[32];
+        if (!pp_config_axis_differs(a, b, x))
+            continue;
         changed = 1;
         if (fp)
-            fprintf(fp, "    %-9s %s -> %s\n", "schedule", a->schedule, b->schedule);
-    }
-    row_int(fp, "p", a->p, b->p, &changed);
-    row_int(fp, "v", a->v, b->v, &changed);
-    row_int(fp, "G", a->G, b->G, &changed);
-    row_int(fp, "b", a->b, b->b, &changed);
-    row_int(fp, "d", a->d, b->d, &changed);
-    row_int(fp, "t", a->t, b->t, &changed);
-    row_int(fp, "N", a->N, b->N, &changed);
-    row_int(fp, "first", a->first_layers, b->first_layers, &changed); /* first-last split */
-    row_int(fp, "last", a->last_layers, b->last_layers, &changed);
-    if (a->uneven != b->uneven) {
-        changed = 1;
-        if (fp)
-            fprintf(fp, "    %-9s %s -> %s\n", "split", a->uneven ? "uneven" : "even",
-                    b->uneven ? "uneven" : "even");
+            fprintf(fp, "    %-9s %s -> %s\n", x->key, pp_config_value_str(a, x, va, sizeof va),
+                    pp_config_value_str(b, x, vb, sizeof vb));
     }
     return changed;
 }
 
-static void describe_config(FILE *fp, const pp_profile_config *c)
+static void describe_config(FILE *fp, const pp_config *c)
 {
     char text[160];
-    fputs(pp_profile_config_str(c, text, sizeof text), fp);
+    fputs(pp_config_str(c, text, sizeof text), fp);
 }
 
 static double rel(double a, double b)

@@ -27,85 +27,6 @@ static pp_status bad(const rd *r, const char *prefix, const char *key, const cha
     return pp_json_bad(r, pp_json_path(path, sizeof path, prefix, key), want, got);
 }
 
-/* "schedule": a name in the schedules' registry. */
-static pp_status get_schedule(const rd *r, json_t *o, const char *prefix, const char **out)
-{
-    json_t *v = json_object_get(o, "schedule");
-    if (json_is_string(v) && pp_sched_lookup(json_string_value(v))) {
-        *out = json_string_value(v);
-        return PP_OK;
-    }
-    char names[256], want[300];
-    snprintf(want, sizeof want, "one of %s",
-             pp_sched_names(PP_SCHED_MEGATRON_NONE, ", ", names, sizeof names));
-    return bad(r, prefix, "schedule", want, v);
-}
-
-static pp_status read_config(const rd *r, json_t *o, const char *prefix, pp_profile_config *c)
-{
-    static const char *const SPLITS[] = {"even", "uneven", "first-last", NULL};
-    const char *split;
-    PP_TRY(get_schedule(r, o, prefix, &c->schedule));
-    PP_TRY(pp_json_int(r, o, prefix, "p", 1, INT_MAX_FIELD, NULL, &c->p));
-    PP_TRY(pp_json_int(r, o, prefix, "v", 1, INT_MAX_FIELD, NULL, &c->v));
-    PP_TRY(pp_json_int(r, o, prefix, "G", 0, INT_MAX_FIELD, NULL, &c->G));
-    PP_TRY(pp_json_int(r, o, prefix, "b", 1, INT_MAX_FIELD, NULL, &c->b));
-    PP_TRY(pp_json_int(r, o, prefix, "d", 1, INT_MAX_FIELD, NULL, &c->d));
-    PP_TRY(pp_json_int(r, o, prefix, "t", 1, INT_MAX_FIELD, NULL, &c->t));
-    PP_TRY(pp_json_int(r, o, prefix, "N", 1, INT_MAX_FIELD, NULL, &c->N));
-    PP_TRY(pp_json_enum(r, o, prefix, "split", SPLITS, "\"even\", \"uneven\" or \"first-last\"",
-                        &split));
-    c->uneven = !strcmp(split, "uneven");
-    if (!strcmp(split, "first-last")) { /* the counts; 0: as the other stages */
-        PP_TRY(pp_json_int(r, o, prefix, "first_stage_layers", 0, INT_MAX_FIELD, NULL,
-                           &c->first_layers));
-        PP_TRY(pp_json_int(r, o, prefix, "last_stage_layers", 0, INT_MAX_FIELD, NULL,
-                           &c->last_layers));
-    }
-    if (pp_sched_lookup(c->schedule)->grouped && c->G < 1)
-        return bad(r, prefix, "G", "an integer >= 1 (the interleaved group size)",
-                   json_object_get(o, "G"));
-    return PP_OK;
-}
-
-char *pp_profile_split_str(int first, int last, int uneven, char *buf, size_t n)
-{
-    char a[12] = "-", z[12] = "-";
-    if (first)
-        snprintf(a, sizeof a, "%d", first);
-    if (last)
-        snprintf(z, sizeof z, "%d", last);
-    if (first || last)
-        snprintf(buf, n, "%s/%s", a, z);
-    else
-        snprintf(buf, n, "%s", uneven ? "uneven" : "even");
-    return buf;
-}
-
-char *pp_profile_config_str(const pp_profile_config *c, char *buf, size_t n)
-{
-    char split[32];
-    snprintf(buf, n, "%s p=%d v=%d G=%d b=%d d=%d t=%d N=%d %s", c->schedule, c->p, c->v, c->G,
-             c->b, c->d, c->t, c->N,
-             pp_profile_split_str(c->first_layers, c->last_layers, c->uneven, split, sizeof split));
-    return buf;
-}
-
-/* The writer's side of read_config: the same fields and split names, so the profile's config
- * has one schema (the tuner writes it through this, pp_profile_config_json). */
-json_t *pp_profile_config_json(const pp_profile_config *c)
-{
-    int ends = c->first_layers || c->last_layers;
-    json_t *o = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s}", "schedule", c->schedule,
-                          "p", c->p, "v", c->v, "G", c->G, "b", c->b, "d", c->d, "t", c->t, "N",
-                          c->N, "split", ends ? "first-last" : c->uneven ? "uneven" : "even");
-    if (o && ends) {
-        json_object_set_new(o, "first_stage_layers", json_integer(c->first_layers));
-        json_object_set_new(o, "last_stage_layers", json_integer(c->last_layers));
-    }
-    return o;
-}
-
 static pp_status read_predicted(const rd *r, json_t *o, const char *prefix, pp_profile_candidate *c)
 {
     PP_TRY(pp_json_num(r, o, prefix, "step_time_s", 0, &c->step_time_s));
@@ -122,15 +43,30 @@ static pp_status read_predicted(const rd *r, json_t *o, const char *prefix, pp_p
     return PP_OK;
 }
 
-static pp_status read_candidate(const rd *r, json_t *o, const char *prefix, int global_batch,
+/* What a candidate's config does not say: the axes' defaults, and its settings before 1.2 the
+ * profile's options. */
+static pp_config config_defaults(const pp_profile *p)
+{
+    pp_config c;
+    pp_config_defaults(&c);
+    c.sequence_parallel = p->options.sequence_parallel;
+    c.distributed_optimizer = p->options.distributed_optimizer;
+    for (int k = 0; pp_recompute_names[k]; k++)
+        if (!strcmp(p->options.recompute, pp_recompute_names[k]))
+            c.recompute = (pp_recompute)k;
+    return c;
+}
+
+static pp_status read_candidate(const rd *r, json_t *o, const char *prefix, const pp_profile *p,
                                 long devices, pp_profile_candidate *c)
 {
     char sub[160];
     json_t *x = NULL;
-    *c = (pp_profile_candidate){0};
+    int global_batch = p->global_batch;
+    *c = (pp_profile_candidate){.config = config_defaults(p)};
     pp_json_path(sub, sizeof sub, prefix, "config");
     PP_TRY(pp_json_obj(r, o, prefix, "config", 0, &x));
-    PP_TRY(read_config(r, x, sub, &c->config));
+    PP_TRY(pp_config_from_json(x, r->file, sub, &c->config));
     pp_json_path(sub, sizeof sub, prefix, "predicted");
     PP_TRY(pp_json_obj(r, o, prefix, "predicted", 0, &x));
     PP_TRY(read_predicted(r, x, sub, c));
@@ -146,7 +82,7 @@ static pp_status read_candidate(const rd *r, json_t *o, const char *prefix, int 
         PP_TRY(pp_json_num(r, m, sub, "peak_bytes", 0, &c->measured_peak_bytes));
         c->has_measured = 1;
     }
-    const pp_profile_config *k = &c->config;
+    const pp_config *k = &c->config;
     /* b N d = global batch, compared by division: each factor may be up to 1e9, and a product
      * that wraps could let a hostile profile pass and then size pprun's buffers */
     if (global_batch % k->b != 0 || (global_batch / k->b) % k->d != 0 ||
@@ -260,13 +196,12 @@ static pp_status read_head(const rd *r, json_t *doc, pp_profile *p)
         return bad(r, "model", "name", "letters, digits and . _ - only",
                    json_object_get(o, "name"));
     PP_TRY(read_shape(r, o, p));
-    static const char *const RECOMPUTE[] = {"none", "selective", "full", NULL};
     PP_TRY(pp_json_obj(r, doc, "", "options", 0, &o));
     PP_TRY(
         pp_json_bool(r, o, "options", "distributed_optimizer", &p->options.distributed_optimizer));
     PP_TRY(pp_json_bool(r, o, "options", "sequence_parallel", &p->options.sequence_parallel));
-    PP_TRY(pp_json_enum(r, o, "options", "recompute", RECOMPUTE, "one of none, selective, full",
-                        &p->options.recompute));
+    PP_TRY(pp_json_enum(r, o, "options", "recompute", pp_recompute_names,
+                        "one of none, selective, full", &p->options.recompute));
     const char *prec = "fp32";
     if (json_object_get(o, "precision"))
         PP_TRY(pp_json_str(r, o, "options", "precision", &prec));
@@ -287,7 +222,7 @@ static pp_status read_candidates(const rd *r, json_t *doc, pp_profile *p)
     long devices = (long)p->cluster.nodes * p->cluster.gpus_per_node; /* each <= 1e9 */
     json_t *ch = json_object_get(doc, "chosen");
     if (json_is_object(ch)) {
-        PP_TRY(read_candidate(r, ch, "chosen", p->global_batch, devices, &p->chosen));
+        PP_TRY(read_candidate(r, ch, "chosen", p, devices, &p->chosen));
         p->has_chosen = 1;
     } else if (!json_is_null(ch)) {
         return bad(r, "", "chosen", "an object, or null when nothing fitted", ch);
@@ -307,7 +242,7 @@ static pp_status read_candidates(const rd *r, json_t *doc, pp_profile *p)
         json_t *c = json_array_get(ru, i);
         if (!json_is_object(c))
             return bad(r, "", prefix, "an object", c);
-        PP_TRY(read_candidate(r, c, prefix, p->global_batch, devices, &p->runners_up[i]));
+        PP_TRY(read_candidate(r, c, prefix, p, devices, &p->runners_up[i]));
         p->n_runners_up = (int)i + 1;
     }
     return PP_OK;

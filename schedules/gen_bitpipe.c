@@ -15,8 +15,9 @@
  *   backwards: the same pattern with first and second halves swapped.
  * The two lists are merged by pp_gen_merge_lists (F = 1, B = 2 per chunk) with at most
  * w + 1 forwards in flight, w = D + h + min(d, D-1-d) being the authors' warm-up. For N = D this
- * reproduces the authors' warm-up / 1F1B / cool-down order exactly (the D = 4 test vector of
- * ../shared/reference/schedules.md, makespan 28 chunk units). For N > D the groups' lists are
+ * reproduces the authors' warm-up / 1F1B / cool-down order exactly (D = 4, N = 4, read from
+ * github.com/wuhouming/BitPipe's schedule code, a Megatron-LM 23.08 fork: makespan 28 chunk
+ * units; the test vector is in tests/test_sched_bidir.c). For N > D the groups' lists are
  * concatenated and the merge lets a group's forwards fill the next group's cool-down bubbles, so
  * it is never worse than concatenating the N = D order: D = 4, N = 8 gives 53 chunk units where
  * plain concatenation gives 56 and the authors' overlapped loop 54 (tests hold it to <= the

@@ -8,9 +8,9 @@
  * it is built by list scheduling all 2D actions of every rank against F = B = 1 (the paper's
  * assumption): the action that can start earliest runs first, ties broken by backward before
  * forward, then the stage further along its pipe, then the lower micro-batch. For D = 4 this is
- * exactly the published order (../shared/reference/schedules.md, makespan 10) and for every
- * even D it reaches the paper's 2N + D - 2 = 3D - 2 units, bubble (D-2)/(2N+D-2), with peak
- * activations D/2+1 .. D stage-units.
+ * exactly the published order (Li & Hoefler, arXiv:2107.06925, its D = 4 example: makespan
+ * 10) and for every even D it reaches the paper's 2N + D - 2 = 3D - 2 units, bubble
+ * (D-2)/(2N+D-2), with peak activations D/2+1 .. D stage-units.
  *
  * N > D. The basic units are concatenated: every rank's forwards (and backwards) run in the
  * unit's order, unit after unit, merged by pp_gen_merge_lists against F = 1, B = 2 with at most

@@ -5,7 +5,8 @@
  * generated, printed, parsed back, checked and simulated. This module is pure C: no I/O except
  * the renderers, which write to a caller's FILE*.
  *
- * Vocabulary (see ../shared/reference/schedules.md):
+ * Vocabulary (Narayanan et al., SC'21, arXiv:2104.04473; Li & Hoefler, "Chimera", SC'21,
+ * arXiv:2107.06925):
  *   D = ranks in one pipeline, N = micro-batches per iteration, v = chunks (stages) per rank per
  *   pipeline, S = stages per pipeline. A *pipe* is one direction of data flow: pipe 0 is the only
  *   pipeline, or the "down" one of a bidirectional schedule; pipe 1 is "up". Stages are numbered

@@ -72,8 +72,8 @@ static void memory_model_matches_at(const char *kind, int prec, int p, int b, in
     pp_model_cfg rm;
     OK(pp_tune_model_preset("tiny", &tm));
     OK(pp_model_preset("tiny", &rm));
-    pp_tune_config c = {.p = p, .v = 1, .b = b, .d = 1, .t = 1, .N = N};
-    snprintf(c.kind, sizeof c.kind, "%s", kind);
+    pp_config c = {.p = p, .v = 1, .b = b, .d = 1, .t = 1, .N = N};
+    c.schedule = kind;
     const pp_sched_desc *desc = pp_sched_lookup(kind);
     c.v = desc->chunks ? desc->chunks : 2; /* fixed chunks (bitpipe, zbv...), else interleaved's */
     if (!desc->chunks)

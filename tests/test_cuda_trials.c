@@ -39,23 +39,12 @@ static void two_gpu_cluster(const char *path)
     json_decref(c);
 }
 
-/* The configuration a profile's candidate describes. */
-static pp_tune_config config_of(json_t *cand)
+/* The configuration a profile's candidate describes (the profiles' own reader of it). */
+static pp_config config_of(json_t *cand)
 {
-    json_t *c = json_object_get(cand, "config");
-    pp_tune_config cfg = {0};
-    snprintf(cfg.kind, sizeof cfg.kind, "%s", json_string_value(json_object_get(c, "schedule")));
-    cfg.p = (int)json_integer_value(json_object_get(c, "p"));
-    cfg.v = (int)json_integer_value(json_object_get(c, "v"));
-    cfg.G = (int)json_integer_value(json_object_get(c, "G"));
-    cfg.b = (int)json_integer_value(json_object_get(c, "b"));
-    cfg.d = (int)json_integer_value(json_object_get(c, "d"));
-    cfg.t = (int)json_integer_value(json_object_get(c, "t"));
-    cfg.N = (int)json_integer_value(json_object_get(c, "N"));
-    cfg.uneven = !strcmp(json_string_value(json_object_get(c, "split")), "uneven");
-    /* "split": "first-last": the first and last stage's own layer counts */
-    cfg.first = (int)json_integer_value(json_object_get(c, "first_stage_layers"));
-    cfg.last = (int)json_integer_value(json_object_get(c, "last_stage_layers"));
+    pp_config cfg = {0};
+    cr_assert_eq(pp_config_from_json(json_object_get(cand, "config"), "profile", "config", &cfg),
+                 PP_OK, "%s", pp_err_msg());
     return cfg;
 }
 
@@ -66,11 +55,11 @@ static int expect_measured_equals_model(json_t *cand, const pp_tune_model *m,
     json_t *meas = json_object_get(cand, "measured");
     if (!meas || strcmp(json_string_value(json_object_get(meas, "status")), "ok") != 0)
         return 0;
-    pp_tune_config cfg = config_of(cand);
+    pp_config cfg = config_of(cand);
     pp_sched_params sp;
     pp_tune_sched_params(m, &cfg, &sp);
     pp_sched *s;
-    cr_assert_eq(pp_sched_generate(cfg.kind, &sp, &s), PP_OK, "%s", pp_err_msg());
+    cr_assert_eq(pp_sched_generate(cfg.schedule, &sp, &s), PP_OK, "%s", pp_err_msg());
     pp_tune_rank_mem mem[8];
     cr_assert(s->ranks <= 8);
     cr_assert_eq(pp_tune_memory_runtime_on(m, &cfg, s, o, PP_RT_BACKEND_CUDA, PP_PREC_BF16, mem), PP_OK, "%s",
@@ -81,7 +70,7 @@ static int expect_measured_equals_model(json_t *cand, const pp_tune_model *m,
         double got = json_number_value(json_array_get(peaks, (size_t)r));
         cr_expect(got == mem[r].total,
                   "%s p=%d b=%d d=%d rank %d: measured %.0f B, the runtime's CUDA model %.0f B",
-                  cfg.kind, cfg.p, cfg.b, cfg.d, r, got, mem[r].total);
+                  cfg.schedule, cfg.p, cfg.b, cfg.d, r, got, mem[r].total);
     }
     pp_sched_destroy(s);
     return 1;

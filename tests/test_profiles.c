@@ -59,12 +59,15 @@ Test(profiles_sha256, fips_180_4_vectors)
 Test(profiles_read, split_text_is_one_form_for_board_and_diff)
 {
     char b[32];
-    cr_assert_str_eq(pp_profile_split_str(5, 3, 0, b, sizeof b), "5/3");
-    cr_assert_str_eq(pp_profile_split_str(5, 0, 0, b, sizeof b), "5/-");
-    cr_assert_str_eq(pp_profile_split_str(0, 2, 1, b, sizeof b), "-/2");
-    cr_assert_str_eq(pp_profile_split_str(0, 0, 1, b, sizeof b), "uneven");
-    cr_assert_str_eq(pp_profile_split_str(0, 0, 0, b, sizeof b), "even");
-    cr_assert_str_eq(pp_profile_split_str(123, 456, 0, b, 4), "123"); /* truncated, terminated */
+#define SPLIT(A, Z, U, n)                                                                          \
+    pp_config_split_str(&(pp_config){.first_layers = A, .last_layers = Z, .uneven = U}, b, n)
+    cr_assert_str_eq(SPLIT(5, 3, 0, sizeof b), "5/3");
+    cr_assert_str_eq(SPLIT(5, 0, 0, sizeof b), "5/-");
+    cr_assert_str_eq(SPLIT(0, 2, 1, sizeof b), "-/2");
+    cr_assert_str_eq(SPLIT(0, 0, 1, sizeof b), "uneven");
+    cr_assert_str_eq(SPLIT(0, 0, 0, sizeof b), "even");
+    cr_assert_str_eq(SPLIT(123, 456, 0, 4), "123"); /* truncated, terminated */
+#undef SPLIT
 }
 
 Test(profiles_read, the_tuners_profile_reads_with_its_figures)
@@ -210,7 +213,7 @@ Test(profiles_read, nothing_fitted_reads_without_a_chosen_candidate)
     pp_profile *p;
     cr_assert_eq(parse_json(j, &p), PP_OK, "%s", pp_err_msg());
     cr_assert_not(p->has_chosen);
-    cr_assert_eq(pp_profile_export(p, PP_PROFILE_EXPORT_MEGATRON, stdout), PP_ERR_INVALID);
+    cr_assert_eq(pp_profile_export(p, pp_profile_export_find("megatron", NULL), stdout), PP_ERR_INVALID);
     cr_assert(strstr(pp_err_text(), "no chosen configuration"), "%s", pp_err_text());
     pp_profile_destroy(p);
     json_decref(j);
@@ -334,7 +337,7 @@ Test(profiles_diff, measured_figures_win_over_predicted_ones)
 
 /* ---- export -------------------------------------------------------------------------------- */
 
-static char *export_text(pp_profile *p, pp_profile_export_format f, pp_status *st)
+static char *export_text(pp_profile *p, const pp_export_target *f, pp_status *st)
 {
     char *text = NULL;
     size_t len = 0;
@@ -350,7 +353,7 @@ Test(profiles_export, megatron_flags_of_an_interleaved_profile)
     cr_assert_eq(pp_profile_read(FIX "gpt-13b-dgx-h100-x32-v1.1.json", &p), PP_OK, "%s",
                  pp_err_msg());
     pp_status st;
-    char *t = export_text(p, PP_PROFILE_EXPORT_MEGATRON, &st);
+    char *t = export_text(p, pp_profile_export_find("megatron", NULL), &st);
     cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
     /* p = 8, v = 5, 40 layers: 40 / (8 * 5) = 1 layer per virtual stage; G = 16; b = 1 */
     cr_assert(strstr(t, "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 8 "
@@ -365,7 +368,7 @@ Test(profiles_export, megatron_flags_of_an_interleaved_profile)
     cr_assert(strstr(t, " --bf16"), "%s", t);
     cr_assert_null(strstr(t, "--enable-bitpipe-schedule"));
     free(t);
-    t = export_text(p, PP_PROFILE_EXPORT_NEMO, &st);
+    t = export_text(p, pp_profile_export_find("nemo", NULL), &st);
     cr_assert_eq(st, PP_OK);
     cr_assert(strstr(t, "  pipeline_model_parallel_size: 8\n"), "%s", t);
     cr_assert(strstr(t, "  virtual_pipeline_model_parallel_size: 5\n"), "%s", t);
@@ -374,7 +377,7 @@ Test(profiles_export, megatron_flags_of_an_interleaved_profile)
     cr_assert(strstr(t, "  num_nodes: 32\n"), "%s", t);
     free(t);
     /* pprun: the backend, precision and tensor parallelism the profile planned */
-    t = export_text(p, PP_PROFILE_EXPORT_PPRUN, &st);
+    t = export_text(p, pp_profile_export_find("pprun", NULL), &st);
     cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
     cr_assert_str_eq(t, "--model gpt-13b --schedule interleaved --ranks 8 --microbatches 64 "
                         "--micro-batch-size 1 --chunks 5 --group 16 --dp 16 --tp 2 --seq 2048 "
@@ -407,19 +410,19 @@ Test(profiles_export, bitpipe_chimera_and_uneven)
 {
     pp_status st;
     pp_profile *p = with_config("bitpipe", 4, 1, 0, 2, 8, 64, "even"); /* 2 * 8 * 64 = 1024 */
-    char *t = export_text(p, PP_PROFILE_EXPORT_MEGATRON, &st);
+    char *t = export_text(p, pp_profile_export_find("megatron", NULL), &st);
     cr_assert_eq(st, PP_ERR_UNSUPPORTED, "upstream Megatron-LM has no BitPipe");
     free(t);
-    t = export_text(p, PP_PROFILE_EXPORT_MEGATRON_BITPIPE, &st);
+    t = export_text(p, pp_profile_export_find("megatron", "bitpipe-fork"), &st);
     cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
     cr_assert(strstr(t, "--pipeline-model-parallel-size 4 "), "%s", t);
     cr_assert(strstr(t, " --enable-bitpipe-schedule\n"), "%s", t);
     cr_assert_null(strstr(t, "virtual"), "%s", t);
     free(t);
-    t = export_text(p, PP_PROFILE_EXPORT_NEMO, &st);
+    t = export_text(p, pp_profile_export_find("nemo", NULL), &st);
     cr_assert_eq(st, PP_ERR_UNSUPPORTED);
     free(t);
-    t = export_text(p, PP_PROFILE_EXPORT_PPRUN, &st);
+    t = export_text(p, pp_profile_export_find("pprun", NULL), &st);
     cr_assert_eq(st, PP_OK);
     cr_assert_str_eq(t, "--model gpt-13b --schedule bitpipe --ranks 4 --microbatches 8 "
                         "--micro-batch-size 2 --dp 64 --seq 2048 --backend cuda --precision "
@@ -428,7 +431,7 @@ Test(profiles_export, bitpipe_chimera_and_uneven)
     pp_profile_destroy(p);
 
     p = with_config("chimera", 4, 1, 0, 1, 16, 64, "even");
-    t = export_text(p, PP_PROFILE_EXPORT_MEGATRON, &st);
+    t = export_text(p, pp_profile_export_find("megatron", NULL), &st);
     cr_assert_eq(st, PP_ERR_UNSUPPORTED);
     cr_assert(strstr(pp_err_text(), "Megatron-LM has no Chimera schedule"), "%s", pp_err_text());
     free(t);
@@ -436,7 +439,7 @@ Test(profiles_export, bitpipe_chimera_and_uneven)
 
     /* 40 layers, Llama 3 split over 2 x 7 = 14 stages: 42 / 14 = 3, first and last 2 */
     p = with_config("interleaved", 2, 7, 8, 1, 16, 64, "uneven");
-    t = export_text(p, PP_PROFILE_EXPORT_MEGATRON, &st);
+    t = export_text(p, pp_profile_export_find("megatron", NULL), &st);
     cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
     /* a split of virtual stages: Megatron's first/last counts are a pipeline rank's, so it
      * goes in the layout, stage by stage */
@@ -446,7 +449,7 @@ Test(profiles_export, bitpipe_chimera_and_uneven)
               "%s", t);
     cr_assert_null(strstr(t, "--decoder-first-pipeline-num-layers"), "%s", t);
     free(t);
-    t = export_text(p, PP_PROFILE_EXPORT_PPRUN, &st);
+    t = export_text(p, pp_profile_export_find("pprun", NULL), &st);
     cr_assert_eq(st, PP_OK);
     cr_assert_str_eq(t, "--model gpt-13b --schedule interleaved --ranks 2 --microbatches 16 "
                         "--micro-batch-size 1 --chunks 7 --group 8 --dp 64 --seq 2048 --uneven "
@@ -476,11 +479,11 @@ Test(profiles_export, first_last_stage_split)
     cr_assert_eq(parse_json(j, &p), PP_OK, "%s", pp_err_msg());
     cr_assert_eq(p->chosen.config.first_layers, 12);
     cr_assert_eq(p->chosen.config.last_layers, 8);
-    char *t = export_text(p, PP_PROFILE_EXPORT_PPRUN, &st);
+    char *t = export_text(p, pp_profile_export_find("pprun", NULL), &st);
     cr_assert_eq(st, PP_OK);
     cr_assert(strstr(t, " --first-stage-layers 12 --last-stage-layers 8"), "%s", t);
     free(t);
-    t = export_text(p, PP_PROFILE_EXPORT_MEGATRON, &st);
+    t = export_text(p, pp_profile_export_find("megatron", NULL), &st);
     cr_assert_eq(st, PP_OK, "%s", pp_err_text());
     cr_assert(strstr(t, " --decoder-first-pipeline-num-layers 12 "
                         "--decoder-last-pipeline-num-layers 8"),
@@ -488,7 +491,7 @@ Test(profiles_export, first_last_stage_split)
     free(t);
     /* torchtitan takes layers off the edges only: a 12-layer first stage beside 10-layer middle
      * stages is refused with the reason */
-    t = export_text(p, PP_PROFILE_EXPORT_TORCHTITAN, &st);
+    t = export_text(p, pp_profile_export_find("torchtitan", NULL), &st);
     cr_assert_eq(st, PP_ERR_UNSUPPORTED, "%s", t);
     cr_assert(strstr(pp_err_text(), "the first stage 12, the last 8 and the middle stages 10"),
               "%s", pp_err_text());

@@ -8,15 +8,15 @@
 
 Test(profiles_pprun_line, interleaved_on_gpus_names_chunks_group_backend_and_precision)
 {
-    pp_profile_config c = {.schedule = "interleaved",
-                           .p = 4,
-                           .v = 2,
-                           .G = 8,
-                           .b = 1,
-                           .d = 2,
-                           .t = 1,
-                           .N = 16,
-                           .uneven = 1};
+    pp_config c = {.schedule = "interleaved",
+                   .p = 4,
+                   .v = 2,
+                   .G = 8,
+                   .b = 1,
+                   .d = 2,
+                   .t = 1,
+                   .N = 16,
+                   .uneven = 1};
     pp_profile_pprun_line l = {
         .model = "tiny", .config = &c, .seq = 64, .cuda = 1, .precision = PP_PREC_BF16};
     char buf[512];
@@ -30,8 +30,7 @@ Test(profiles_pprun_line, fixed_chunk_schedules_take_no_chunks_and_cpu_is_the_de
 {
     const char *kinds[] = {"gpipe", "1f1b", "chimera", "bitpipe"};
     for (int i = 0; i < 4; i++) {
-        pp_profile_config c = {
-            .schedule = kinds[i], .p = 2, .v = 1, .b = 4, .d = 1, .t = 1, .N = 8};
+        pp_config c = {.schedule = kinds[i], .p = 2, .v = 1, .b = 4, .d = 1, .t = 1, .N = 8};
         pp_profile_pprun_line l = {.model = "small", .config = &c, .seq = 128};
         char buf[512], want[512];
         snprintf(want, sizeof want,
@@ -44,7 +43,7 @@ Test(profiles_pprun_line, fixed_chunk_schedules_take_no_chunks_and_cpu_is_the_de
 
 Test(profiles_pprun_line, argv_and_string_forms_agree)
 {
-    pp_profile_config c = {
+    pp_config c = {
         .schedule = "interleaved", .p = 2, .v = 3, .G = 2, .b = 2, .d = 4, .t = 1, .N = 4};
     pp_profile_pprun_line l = {.model = "gpt-125m", .config = &c, .seq = 2048, .cuda = 1};
     char store[PP_PROFILE_PPRUN_MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN],
@@ -66,10 +65,17 @@ Test(profiles_pprun_line, argv_and_string_forms_agree)
  * line and, before the bound, wrote past the store). */
 Test(profiles_pprun_line, the_longest_line_fits_the_store)
 {
-    pp_profile_config c = {.schedule = "interleaved", .p = 2, .v = 7, .G = 2, .b = 1, .d = 64,
-                           .t = 2, .N = 16, .uneven = 1};
-    pp_profile_pprun_line l = {.model = "gpt-13b", .config = &c, .seq = 2048, .cuda = 1,
-                               .precision = PP_PREC_BF16};
+    pp_config c = {.schedule = "interleaved",
+                   .p = 2,
+                   .v = 7,
+                   .G = 2,
+                   .b = 1,
+                   .d = 64,
+                   .t = 2,
+                   .N = 16,
+                   .uneven = 1};
+    pp_profile_pprun_line l = {
+        .model = "gpt-13b", .config = &c, .seq = 2048, .cuda = 1, .precision = PP_PREC_BF16};
     char store[PP_PROFILE_PPRUN_MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN],
         *argv[PP_PROFILE_PPRUN_MAX_ARGS];
     int n = pp_profile_pprun_argv(&l, store, argv);
@@ -78,4 +84,37 @@ Test(profiles_pprun_line, the_longest_line_fits_the_store)
     cr_assert_str_eq(argv[0], "--model");
     cr_assert_str_eq(argv[n - 2], "--precision");
     cr_assert_str_eq(argv[n - 1], "bf16");
+}
+
+/* The configuration's flags are its axis rows: a configuration that sets every axis carries
+ * every flag on the line, and `pprun --help` (generated from the same rows) lists each. */
+Test(profiles_pprun_line, every_axis_flag_is_on_the_line_and_in_pprun_help)
+{
+    pp_config c = {.schedule = "interleaved", .p = 2, .v = 2, .G = 2, .b = 1, .d = 1, .t = 2,
+                   .N = 4, .uneven = 1, .first_layers = 1, .last_layers = 1,
+                   .sequence_parallel = 1};
+    pp_profile_pprun_line l = {.model = "tiny", .config = &c, .seq = 64};
+    char line[512];
+    pp_profile_pprun_args(&l, line, sizeof line);
+    FILE *fp = popen(PP_BINARY_DIR "/runtime/pprun --help", "r");
+    cr_assert_not_null(fp);
+    char help[16384];
+    size_t len = fread(help, 1, sizeof help - 1, fp);
+    help[len] = '\0';
+    cr_assert_eq(pclose(fp), 0);
+    int n, flags = 0;
+    const pp_config_axis *axes = pp_config_axes(&n);
+    for (int i = 0; i < n; i++) {
+        if (!axes[i].flag)
+            continue;
+        char word[64];
+        snprintf(word, sizeof word, "%s ", axes[i].flag);
+        cr_assert(strstr(line, word) || !strcmp(line + strlen(line) - strlen(axes[i].flag),
+                                                axes[i].flag),
+                  "%s is not on %s", axes[i].flag, line);
+        snprintf(word, sizeof word, "\n  %s", axes[i].flag);
+        cr_assert(strstr(help, word), "pprun --help lacks %s", axes[i].flag);
+        flags++;
+    }
+    cr_assert_geq(flags, 12);
 }

@@ -1,7 +1,9 @@
 /* test_sched_bidir.c — the bidirectional generators, Chimera and BitPipe: published orders,
  * placement, eager-sync placement, parameter errors, and (through the checker and simulator)
- * validity, makespan and bubble for a grid of D and N. Figures and orders come from
- * ../shared/reference/schedules.md. */
+ * validity, makespan and bubble for a grid of D and N. Figures and orders come from the papers
+ * and code: Chimera's D = 4 basic unit (Li & Hoefler, SC'21, arXiv:2107.06925), BitPipe's
+ * D = 4 order as the authors' fork runs it (github.com/wuhouming/BitPipe; Wu et al.,
+ * arXiv:2410.19367). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>

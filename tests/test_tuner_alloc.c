@@ -167,7 +167,7 @@ static pp_tune_trial_result fake_srun_trial(const char *body)
     fake_srun_install(&f, body);
     static pp_tune_model m;
     cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
-    static pp_tune_config c = {.kind = "1f1b", .p = 2, .v = 1, .b = 1, .d = 1, .t = 1, .N = 4};
+    static pp_config c = {.schedule = "1f1b", .p = 2, .v = 1, .b = 1, .d = 1, .t = 1, .N = 4};
     pp_tune_alloc a = {.launcher = "srun", .nodes = "n[1-2]", .n_nodes = 2, .slots = 2};
     pp_tune_trial_params tp = {.model = &m, .cfg = &c, .pprun = "/bin/true", .steps = 3,
                                .timeout_s = 20, .alloc = &a};

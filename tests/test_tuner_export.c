@@ -175,7 +175,7 @@ static void flags_model(const flags *f, pp_tune_model *m)
 /* noinline: once inlined, GCC mistakes the memstream's buffer for this frame's (a false
  * dangling-pointer warning) */
 __attribute__((noinline)) static char *export_line(const pp_profile *p,
-                                                   pp_profile_export_format fmt, pp_status *st)
+                                                   const pp_export_target *fmt, pp_status *st)
 {
     char *text = NULL;
     size_t len = 0;
@@ -190,12 +190,12 @@ __attribute__((noinline)) static char *export_line(const pp_profile *p,
 static void round_trip(const pp_profile *p, const char *preset)
 {
     pp_status st;
-    char *line = export_line(p, PP_PROFILE_EXPORT_MEGATRON, &st);
+    char *line = export_line(p, pp_profile_export_find("megatron", NULL), &st);
     cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
     flags f;
     flags_parse(line, &f);
     check_against_table(&f);
-    const pp_profile_config *c = &p->chosen.config;
+    const pp_config *c = &p->chosen.config;
     /* the layout */
     cr_assert_eq(get_int(&f, "--tensor-model-parallel-size", 1), c->t);
     cr_assert_eq(get_int(&f, "--pipeline-model-parallel-size", 1), c->p);
@@ -301,7 +301,7 @@ Test(tuner_export, megatron_flags_of_llama3_70b_on_16_nodes_round_trip)
     cr_assert_eq(p->cluster.nodes, 16);
     round_trip(p, "llama3-70b");
     pp_status st;
-    char *line = export_line(p, PP_PROFILE_EXPORT_MEGATRON, &st);
+    char *line = export_line(p, pp_profile_export_find("megatron", NULL), &st);
     /* the Llama block, said explicitly */
     cr_assert(strstr(line, " --group-query-attention --num-query-groups 8 --swiglu "
                            "--normalization RMSNorm --position-embedding-type rope "
@@ -354,7 +354,7 @@ Test(tuner_export, uneven_splits_give_first_and_last_stage_layers)
     cr_assert(p->chosen.config.uneven);
     round_trip(p, "llama3-405b");
     pp_status st;
-    char *line = export_line(p, PP_PROFILE_EXPORT_MEGATRON, &st);
+    char *line = export_line(p, pp_profile_export_find("megatron", NULL), &st);
     cr_assert(strstr(line, "--decoder-first-pipeline-num-layers 3 "
                            "--decoder-last-pipeline-num-layers 3 "),
               "%s", line);
@@ -366,7 +366,7 @@ Test(tuner_export, uneven_splits_give_first_and_last_stage_layers)
     p = profile_with("llama3-405b-dgx-h100-x64.json", "interleaved", 8, 2, 8, 1, 128, 16, 4,
                      "uneven");
     round_trip(p, "llama3-405b");
-    line = export_line(p, PP_PROFILE_EXPORT_MEGATRON, &st);
+    line = export_line(p, pp_profile_export_find("megatron", NULL), &st);
     cr_assert(strstr(line, "--pipeline-model-parallel-layout "
                            "'Et*7|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*7L' "
                            "--microbatch-group-size-per-virtual-pipeline-stage 8 "),
@@ -384,14 +384,14 @@ Test(tuner_export, schedules_upstream_megatron_cannot_run_are_refused_with_the_r
     pp_status st;
     /* BitPipe: only its fork of Megatron, and only when asked for by name */
     pp_profile *p = llama_with("bitpipe", 4, 2, 0, 1, 128, 4, 8, "even"); /* 1 x 128 x 4 */
-    char *line = export_line(p, PP_PROFILE_EXPORT_MEGATRON, &st);
+    char *line = export_line(p, pp_profile_export_find("megatron", NULL), &st);
     cr_assert_eq(st, PP_ERR_UNSUPPORTED);
     cr_assert(strstr(pp_err_text(), "upstream Megatron-LM has no BitPipe schedule"), "%s",
               pp_err_text());
     cr_assert(strstr(pp_err_text(), "--target bitpipe-fork"), "%s", pp_err_text());
     cr_assert_str_eq(line, "", "nothing is printed with a refusal");
     free(line);
-    line = export_line(p, PP_PROFILE_EXPORT_MEGATRON_BITPIPE, &st);
+    line = export_line(p, pp_profile_export_find("megatron", "bitpipe-fork"), &st);
     cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
     cr_assert(strstr(line, " --enable-bitpipe-schedule\n"), "%s", line);
     flags f;
@@ -401,14 +401,14 @@ Test(tuner_export, schedules_upstream_megatron_cannot_run_are_refused_with_the_r
     pp_profile_destroy(p);
     /* Chimera: no Megatron */
     p = llama_with("chimera", 4, 1, 0, 1, 128, 4, 8, "even");
-    line = export_line(p, PP_PROFILE_EXPORT_MEGATRON_BITPIPE, &st);
+    line = export_line(p, pp_profile_export_find("megatron", "bitpipe-fork"), &st);
     cr_assert_eq(st, PP_ERR_UNSUPPORTED);
     cr_assert(strstr(pp_err_text(), "Megatron-LM has no Chimera schedule"), "%s", pp_err_text());
     free(line);
     pp_profile_destroy(p);
     /* the fork's target for a schedule upstream runs is a mistake, said */
     p = llama_with("1f1b", 4, 1, 0, 1, 128, 4, 8, "even");
-    line = export_line(p, PP_PROFILE_EXPORT_MEGATRON_BITPIPE, &st);
+    line = export_line(p, pp_profile_export_find("megatron", "bitpipe-fork"), &st);
     cr_assert_eq(st, PP_ERR_INVALID);
     cr_assert(strstr(pp_err_text(), "drop --target"), "%s", pp_err_text());
     free(line);
@@ -425,7 +425,7 @@ Test(tuner_export, a_version_1_0_profile_reads_but_a_megatron_export_says_what_i
     cr_assert_eq(p->model.kv_heads, 40); /* what 1.0 did write is read */
     cr_assert(p->cluster.gpu, "a bf16 1.0 profile is a GPU profile");
     pp_status st;
-    char *line = export_line(p, PP_PROFILE_EXPORT_MEGATRON, &st);
+    char *line = export_line(p, pp_profile_export_find("megatron", NULL), &st);
     cr_assert_eq(st, PP_ERR_UNSUPPORTED);
     cr_assert(strstr(pp_err_text(), "profile version 1.0 does not record the model's norm"), "%s",
               pp_err_text());
@@ -518,12 +518,12 @@ Test(tuner_export, nemo_yaml_and_nemo2_carry_the_whole_model_with_nemos_own_name
         pp_profile *p;
         cr_assert_eq(pp_profile_read(path, &p), PP_OK, "%s", pp_err_msg());
         pp_status st;
-        char *y = export_line(p, PP_PROFILE_EXPORT_NEMO, &st);
+        char *y = export_line(p, pp_profile_export_find("nemo", NULL), &st);
         cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
         cr_assert_gt(check_nemo1_yaml(y, p), 25, "%s", y);
         cr_assert(strstr(y, "  precision: bf16\n"), "%s", y);
         free(y);
-        char *py = export_line(p, PP_PROFILE_EXPORT_NEMO2, &st);
+        char *py = export_line(p, pp_profile_export_find("nemo2", NULL), &st);
         cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
         cr_assert_gt(check_nemo2_python(py), 20, "%s", py);
         char want[96];
@@ -541,7 +541,7 @@ Test(tuner_export, nemo_yaml_and_nemo2_carry_the_whole_model_with_nemos_own_name
     /* the micro-batch group of an interleaved profile: NeMo 2.0 takes it */
     pp_profile *p = llama_with("interleaved", 4, 2, 8, 1, 128, 4, 8, "even");
     pp_status st;
-    char *py = export_line(p, PP_PROFILE_EXPORT_NEMO2, &st);
+    char *py = export_line(p, pp_profile_export_find("nemo2", NULL), &st);
     cr_assert(strstr(py, "    virtual_pipeline_model_parallel_size=2,\n"
                          "    microbatch_group_size_per_vp_stage=8,\n"),
               "%s", py);
@@ -590,7 +590,7 @@ Test(tuner_export, torchtitan_overrides_and_the_schedule_csv_they_load)
     cr_assert_eq(pp_profile_read(PROF "gpt-13b-dgx-h100-x32-v1.1.json", &p), PP_OK, "%s",
                  pp_err_msg());
     pp_status st;
-    char *text = export_line(p, PP_PROFILE_EXPORT_TORCHTITAN, &st);
+    char *text = export_line(p, pp_profile_export_find("torchtitan", NULL), &st);
     cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
     cr_assert(strstr(text, "torchtitan's is FSDP"), "%s", text);
     /* the last line: the overrides, each an option of torchtitan's CLI */
@@ -621,7 +621,7 @@ Test(tuner_export, torchtitan_overrides_and_the_schedule_csv_they_load)
     pp_profile_destroy(p);
     /* a bidirectional schedule has no form in PyTorch's CSV */
     p = llama_with("chimera", 4, 1, 0, 1, 128, 4, 8, "even");
-    text = export_line(p, PP_PROFILE_EXPORT_TORCHTITAN, &st);
+    text = export_line(p, pp_profile_export_find("torchtitan", NULL), &st);
     cr_assert_eq(st, PP_ERR_UNSUPPORTED);
     cr_assert(strstr(pp_err_text(), "Chimera is bidirectional"), "%s", pp_err_text());
     free(text);
@@ -636,17 +636,17 @@ Test(tuner_export, split_backward_schedules_go_to_torchtitan_by_csv_or_by_name)
 {
     pp_status st;
     pp_profile *p = llama_with("zbv", 4, 2, 0, 1, 128, 4, 8, "even");
-    char *text = export_line(p, PP_PROFILE_EXPORT_MEGATRON, &st);
+    char *text = export_line(p, pp_profile_export_find("megatron", NULL), &st);
     cr_assert_eq(st, PP_ERR_UNSUPPORTED);
     cr_assert(strstr(pp_err_text(), "Megatron-LM has no ZB-V schedule (no upstream flag selects "
                                     "it)"),
               "%s", pp_err_text());
     cr_assert(strstr(pp_err_text(), "--format torchtitan"), "%s", pp_err_text());
     free(text);
-    text = export_line(p, PP_PROFILE_EXPORT_NEMO, &st);
+    text = export_line(p, pp_profile_export_find("nemo", NULL), &st);
     cr_assert_neq(st, PP_OK, "NeMo runs Megatron-Core's schedules only");
     free(text);
-    text = export_line(p, PP_PROFILE_EXPORT_TORCHTITAN, &st);
+    text = export_line(p, pp_profile_export_find("torchtitan", NULL), &st);
     cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
     cr_assert(strstr(text, " --parallelism.pipeline_parallel_schedule ZBVZeroBubble "), "%s",
               text);
@@ -658,7 +658,7 @@ Test(tuner_export, split_backward_schedules_go_to_torchtitan_by_csv_or_by_name)
     pp_profile_destroy(p);
 
     p = llama_with("zb-h1", 4, 1, 0, 1, 128, 4, 8, "even");
-    text = export_line(p, PP_PROFILE_EXPORT_TORCHTITAN, &st);
+    text = export_line(p, pp_profile_export_find("torchtitan", NULL), &st);
     cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
     cr_assert(strstr(text, "--parallelism.pipeline_parallel_schedule_csv pptune-schedule.csv"),
               "%s", text);
@@ -704,4 +704,71 @@ Test(tuner_export, a_refused_winner_names_the_runner_up_megatron_runs_and_export
     cr_assert_eq(system(run), 0, "%s (err: %s)", run, err);
     snprintf(run, sizeof run, "rm -rf %s", dir);
     cr_assert_eq(system(run), 0);
+}
+
+/* Every refusal is the row's: for each target and each schedule it does not run, the refusal
+ * says so, and the schedules it tells a new search to keep to (--schedules) are ones the
+ * target runs (upstream Megatron-LM's refusal once suggested BitPipe, which it refuses); the
+ * targets it names as the way out run the schedule. `pptune export --help` lists each row. */
+Test(tuner_export, refusals_come_from_the_rows_and_suggest_only_what_runs)
+{
+    static const struct {
+        const char *schedule;
+        int v;
+    } chosen[] = {{"chimera", 1}, {"bitpipe", 2}, {"zb-h1", 1}, {"zbv", 2}, {"dualpipev", 2}};
+    int n;
+    const pp_export_target *t = pp_profile_export_targets(&n);
+    int refused = 0;
+    for (size_t k = 0; k < sizeof chosen / sizeof chosen[0]; k++) {
+        pp_profile *p = llama_with(chosen[k].schedule, 4, chosen[k].v, 0, 1, 128, 4, 8, "even");
+        const pp_sched_desc *d = pp_sched_lookup(chosen[k].schedule);
+        for (int i = 0; i < n; i++) {
+            pp_status st;
+            char *text = export_line(p, &t[i], &st);
+            int runs = !t[i].runs || t[i].runs(d);
+            if (runs || st == PP_ERR_INVALID) { /* INVALID: a variant asked for its format's */
+                free(text);
+                continue;
+            }
+            cr_assert_eq(st, PP_ERR_UNSUPPORTED, "%s for %s", chosen[k].schedule, t[i].format);
+            refused++;
+            char msg[2048];
+            snprintf(msg, sizeof msg, "%s", pp_err_text());
+            const char *list = strstr(msg, "--schedules ");
+            cr_assert_not_null(list, "%s", msg);
+            char names[256];
+            snprintf(names, sizeof names, "%s", list + strlen("--schedules "));
+            for (char *s = strtok(names, ","); s; s = strtok(NULL, ",")) {
+                const pp_sched_desc *r = pp_sched_lookup(s);
+                cr_assert_not_null(r, "%s in %s", s, msg);
+                int ok = !t[i].runs || t[i].runs(r);
+                for (int j = 0; !ok && t[i].target && j < n; j++) /* a variant: its format's */
+                    ok = !t[j].target && !strcmp(t[j].format, t[i].format) && t[j].runs(r);
+                cr_assert(ok, "%s: suggests %s, which it refuses: %s", t[i].format, s, msg);
+            }
+            for (int j = 0; j < n; j++) {
+                char way[96];
+                snprintf(way, sizeof way, "--format %s%s%s (", t[j].format,
+                         t[j].target ? " --target " : "", t[j].target ? t[j].target : "");
+                if (&t[j] != &t[i] && strstr(msg, way))
+                    cr_assert(!t[j].runs || t[j].runs(d), "names %s, which refuses %s: %s",
+                              way, chosen[k].schedule, msg);
+            }
+            free(text);
+        }
+        pp_profile_destroy(p);
+    }
+    cr_assert_gt(refused, 10, "the cases refuse somewhere");
+    char out[8192];
+    FILE *fp = popen(PP_BINARY_DIR "/tuner/pptune export --help", "r");
+    cr_assert_not_null(fp);
+    size_t len = fread(out, 1, sizeof out - 1, fp);
+    out[len] = '\0';
+    cr_assert_eq(pclose(fp), 0);
+    for (int i = 0; i < n; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "  %s%s%s", t[i].format, t[i].target ? " --target " : "",
+                 t[i].target ? t[i].target : "");
+        cr_assert(strstr(out, label), "export --help lacks %s:\n%s", label, out);
+    }
 }

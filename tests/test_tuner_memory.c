@@ -22,7 +22,7 @@ Test(tuner_memory, hand_computed_1f1b_two_ranks)
     pp_tune_model m = mini();
     pp_tune_opts o;
     pp_tune_opts_default(&o);
-    pp_tune_config c = {.kind = "1f1b", .p = 2, .v = 1, .b = 2, .d = 1, .t = 1, .N = 4};
+    pp_config c = {.schedule = "1f1b", .p = 2, .v = 1, .b = 2, .d = 1, .t = 1, .N = 4};
     pp_sched_params sp = {.ranks = 2, .microbatches = 4, .layers = 4};
     pp_sched *s;
     cr_assert_eq(pp_sched_generate("1f1b", &sp, &s), PP_OK, "%s", pp_err_msg());
@@ -61,7 +61,7 @@ Test(tuner_memory, distributed_optimizer_is_6_plus_12_over_d)
     pp_tune_opts o;
     pp_tune_opts_default(&o);
     o.distributed_optimizer = 1;
-    pp_tune_config c = {.kind = "1f1b", .p = 2, .v = 1, .b = 2, .d = 4, .t = 1, .N = 4};
+    pp_config c = {.schedule = "1f1b", .p = 2, .v = 1, .b = 2, .d = 4, .t = 1, .N = 4};
     pp_sched_params sp = {.ranks = 2, .microbatches = 4, .layers = 4};
     pp_sched *s;
     cr_assert_eq(pp_sched_generate("1f1b", &sp, &s), PP_OK);
@@ -83,20 +83,20 @@ Test(tuner_memory, korthikanti_table2_rows_for_gpt_shapes)
     for (int t = 1; t <= 8; t *= 2) {
         double sbh = s * b * h;
         o.flash_attention = 0;
-        o.recompute = PP_TUNE_RECOMPUTE_NONE;
+        o.recompute = PP_RECOMPUTE_NONE;
         cr_assert_float_eq(pp_tune_act_bytes_per_layer(&m, b, t, &o),
                            sbh * (10 + 24.0 / t + 5 * a * s / (h * t)), 1e-3, "t=%d", t);
         o.flash_attention = 1; /* the score term goes */
         cr_assert_float_eq(pp_tune_act_bytes_per_layer(&m, b, t, &o), sbh * (10 + 24.0 / t),
                            1e-3);
         o.flash_attention = 0;
-        o.recompute = PP_TUNE_RECOMPUTE_SELECTIVE;
+        o.recompute = PP_RECOMPUTE_SELECTIVE;
         cr_assert_float_eq(pp_tune_act_bytes_per_layer(&m, b, t, &o), sbh * (10 + 24.0 / t),
                            1e-3);
         o.sequence_parallel = 1;
         cr_assert_float_eq(pp_tune_act_bytes_per_layer(&m, b, t, &o), sbh * 34.0 / t, 1e-3);
         o.sequence_parallel = 0;
-        o.recompute = PP_TUNE_RECOMPUTE_FULL;
+        o.recompute = PP_RECOMPUTE_FULL;
         cr_assert_float_eq(pp_tune_act_bytes_per_layer(&m, b, t, &o), 2 * sbh, 1e-3);
     }
 }
@@ -118,8 +118,8 @@ Test(tuner_memory, in_flight_peak_equals_the_simulators_for_every_schedule)
         pp_sched *s;
         cr_assert_eq(pp_sched_generate(g[i].name, &sp, &s), PP_OK, "%s: %s", g[i].name,
                      pp_err_msg());
-        pp_tune_config c = {.p = 4, .v = v, .b = 1, .d = 1, .t = 1, .N = 8, .uneven = 1};
-        snprintf(c.kind, sizeof c.kind, "%s", g[i].name);
+        pp_config c = {.p = 4, .v = v, .b = 1, .d = 1, .t = 1, .N = 8, .uneven = 1};
+        c.schedule = g[i].name;
         pp_tune_rank_mem mem[4];
         cr_assert_eq(pp_tune_memory(&m, &c, s, &o, mem), PP_OK, "%s", pp_err_msg());
         pp_cost cost;

@@ -31,7 +31,7 @@ static pp_tune_result *search(const char *model, int nodes, int keep, const char
 static const pp_tune_candidate *sched_best(const pp_tune_result *r, const char *kind)
 {
     for (int i = 0; i < r->n_sched_best; i++)
-        if (!strcmp(r->sched_best[i].pred.cfg.kind, kind))
+        if (!strcmp(r->sched_best[i].pred.cfg.schedule, kind))
             return &r->sched_best[i];
     return NULL;
 }
@@ -45,14 +45,14 @@ Test(tuner_output, every_schedule_keeps_its_exact_best)
     const pp_tune_candidate *bp = sched_best(all, "bitpipe");
     cr_assert(bp, "no bitpipe best among %d", all->n_sched_best);
     for (int i = 0; i < all->n_best; i++)
-        cr_assert_str_neq(all->best[i].cfg.kind, "bitpipe", "the test needs bitpipe to lose");
+        cr_assert_str_neq(all->best[i].cfg.schedule, "bitpipe", "the test needs bitpipe to lose");
     pp_tune_result *only = search("gpt-13b", 32, 1, "bitpipe");
     cr_assert_eq(only->n_best, 1);
     cr_assert_float_eq(bp->pred.step_time, only->best[0].step_time, 1e-12);
-    cr_assert_str_eq(bp->pred.cfg.kind, "bitpipe");
+    cr_assert_str_eq(bp->pred.cfg.schedule, "bitpipe");
     cr_assert_float_eq(bp->worst.total, bp->pred.peak_mem, 1.0, "worst rank's memory is kept");
     /* the winner's schedule's best is the winner */
-    const pp_tune_candidate *w = sched_best(all, all->best[0].cfg.kind);
+    const pp_tune_candidate *w = sched_best(all, all->best[0].cfg.schedule);
     cr_assert(w);
     cr_assert_float_eq(w->pred.step_time, all->best[0].step_time, 1e-12);
     pp_tune_result_destroy(only);
@@ -85,7 +85,7 @@ Test(tuner_output, breakdown_adds_up_to_the_step)
     cr_assert_eq(pp_tune_hw_preset("dgx-h100", 4, &hw), PP_OK);
     pp_tune_opts o;
     pp_tune_opts_default(&o);
-    pp_tune_config c = {.kind = "1f1b", .p = 4, .v = 1, .b = 1, .d = 4, .t = 2, .N = 64};
+    pp_config c = {.schedule = "1f1b", .p = 4, .v = 1, .b = 1, .d = 4, .t = 2, .N = 64};
     pp_tune_prediction p;
     pp_tune_rank_mem mem[4];
     cr_assert_eq(pp_tune_predict(&m, &hw, &c, &o, &p, mem), PP_OK, "%s", pp_err_msg());

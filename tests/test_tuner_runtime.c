@@ -46,14 +46,14 @@ Test(tuner_runtime, runtime_presets_agree_with_the_runtime)
 }
 
 /* Runs pprun and returns its per-rank peak totals (replica 0) in peak[]. */
-static void measure(const char *model, int seq, const pp_tune_config *c, double *peak)
+static void measure(const char *model, int seq, const pp_config *c, double *peak)
 {
     char cmd[512];
     snprintf(cmd, sizeof cmd,
              PPRUN " --model %s --schedule %s --ranks %d --microbatches %d "
                    "--micro-batch-size %d --dp %d --seq %d --steps 2 --json --quiet%s%s",
-             model, c->kind, c->p, c->N, c->b, c->d, seq, c->uneven ? " --uneven" : "",
-             !strcmp(c->kind, "interleaved") ? " --chunks 2" : "");
+             model, c->schedule, c->p, c->N, c->b, c->d, seq, c->uneven ? " --uneven" : "",
+             !strcmp(c->schedule, "interleaved") ? " --chunks 2" : "");
     pp_test_run_result run = pp_test_run("%s", cmd);
     json_error_t e;
     json_t *root = json_loads(run.out, 0, &e);
@@ -76,8 +76,8 @@ static void check_b(const char *model, const char *kind, int D, int N, int uneve
 {
     pp_tune_model m;
     cr_assert_eq(pp_tune_model_preset(model, &m), PP_OK);
-    pp_tune_config c = {.p = D, .v = 1, .b = b, .d = dp, .t = 1, .N = N, .uneven = uneven};
-    snprintf(c.kind, sizeof c.kind, "%s", kind);
+    pp_config c = {.p = D, .v = 1, .b = b, .d = dp, .t = 1, .N = N, .uneven = uneven};
+    c.schedule = kind;
     if (!strcmp(kind, "interleaved") || !strcmp(kind, "bitpipe"))
         c.v = 2;
     if (!strcmp(kind, "interleaved"))
@@ -165,11 +165,11 @@ Test(tuner_runtime, the_cuda_model_plans_sequence_parallelism_from_the_options)
 {
     pp_tune_model m;
     cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
-    pp_tune_config c = {.kind = "1f1b", .p = 2, .v = 1, .b = 2, .d = 1, .t = 2, .N = 4};
+    pp_config c = {.schedule = "1f1b", .p = 2, .v = 1, .b = 2, .d = 1, .t = 2, .N = 4};
     pp_sched_params sp;
     pp_tune_sched_params(&m, &c, &sp);
     pp_sched *s;
-    cr_assert_eq(pp_sched_generate(c.kind, &sp, &s), PP_OK, "%s", pp_err_msg());
+    cr_assert_eq(pp_sched_generate(c.schedule, &sp, &s), PP_OK, "%s", pp_err_msg());
     pp_tune_opts with = {.sequence_parallel = 1}, without = {0};
     pp_tune_rank_mem a[2], b[2];
     cr_assert_eq(pp_tune_memory_runtime_on(&m, &c, s, &with, PP_RT_BACKEND_CUDA, PP_PREC_BF16, a),

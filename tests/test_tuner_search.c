@@ -46,7 +46,7 @@ Test(tuner_time, prediction_is_sane_for_the_nemo_recipe)
     cr_assert_eq(pp_tune_hw_preset("dgx-h100", 4, &hw), PP_OK);
     pp_tune_opts o;
     pp_tune_opts_default(&o);
-    pp_tune_config c = {.kind = "1f1b", .p = 4, .v = 1, .b = 2, .d = 4, .t = 2, .N = 32};
+    pp_config c = {.schedule = "1f1b", .p = 4, .v = 1, .b = 2, .d = 4, .t = 2, .N = 32};
     pp_tune_prediction p;
     pp_tune_rank_mem mem[4];
     cr_assert_eq(pp_tune_predict(&m, &hw, &c, &o, &p, mem), PP_OK, "%s", pp_err_msg());
@@ -88,7 +88,7 @@ Test(tuner_search, slow_links_make_the_deepest_pipeline_win)
     pp_tune_hw hw = box(1e6, 1e12);
     pp_tune_result *r = run(&m, &hw, 5, NULL);
     cr_assert(r->n_best > 0);
-    cr_assert_eq(r->best[0].cfg.p, 8, "winner %s p=%d", r->best[0].cfg.kind, r->best[0].cfg.p);
+    cr_assert_eq(r->best[0].cfg.p, 8, "winner %s p=%d", r->best[0].cfg.schedule, r->best[0].cfg.p);
     cr_assert_eq(r->best[0].cfg.t, 1);
     cr_assert_eq(r->best[0].cfg.d, 1);
     pp_tune_result_destroy(r);
@@ -103,7 +103,7 @@ Test(tuner_search, free_links_and_ample_memory_make_pure_data_parallel_win)
     pp_tune_hw hw = box(1e18, 1e12);
     pp_tune_result *r = run(&m, &hw, 5, NULL);
     cr_assert(r->n_best > 0);
-    cr_assert_eq(r->best[0].cfg.p, 1, "winner %s p=%d", r->best[0].cfg.kind, r->best[0].cfg.p);
+    cr_assert_eq(r->best[0].cfg.p, 1, "winner %s p=%d", r->best[0].cfg.schedule, r->best[0].cfg.p);
     cr_assert_eq(r->best[0].cfg.d, 8);
     for (int i = 0; i < r->n_best; i++) {
         cr_assert(r->best[i].mfu > 0 && r->best[i].mfu <= 1.0);
@@ -154,7 +154,7 @@ Test(tuner_search, lower_bound_skipping_keeps_the_exact_leaderboard)
     cr_assert_eq(small->n_best, 3);
     for (int i = 0; i < 3; i++) {
         cr_assert_float_eq(small->best[i].step_time, all->best[i].step_time, 1e-15);
-        cr_assert(!memcmp(&small->best[i].cfg, &all->best[i].cfg, sizeof small->best[i].cfg));
+        cr_assert(pp_config_equal(&small->best[i].cfg, &all->best[i].cfg));
     }
     pp_tune_result_destroy(small);
     pp_tune_result_destroy(all);
@@ -167,8 +167,8 @@ Test(tuner_search, schedule_filter_is_respected)
     pp_tune_hw hw = box(4.5e11, 8e10);
     pp_tune_result *r = run(&m, &hw, 10, "chimera,bitpipe");
     for (int i = 0; i < r->n_best; i++)
-        cr_assert(!strcmp(r->best[i].cfg.kind, "chimera") ||
-                  !strcmp(r->best[i].cfg.kind, "bitpipe"), "%s", r->best[i].cfg.kind);
+        cr_assert(!strcmp(r->best[i].cfg.schedule, "chimera") ||
+                  !strcmp(r->best[i].cfg.schedule, "bitpipe"), "%s", r->best[i].cfg.schedule);
     pp_tune_result_destroy(r);
 }
 
@@ -252,7 +252,7 @@ Test(tuner_search, a_large_vocabulary_makes_the_tuner_pick_a_head_heavy_split)
     hw.gpus_per_node = 2;
     pp_tune_opts o;
     pp_tune_opts_default(&o);
-    pp_tune_config c = {.kind = "1f1b", .p = 2, .v = 1, .b = 1, .d = 1, .t = 1, .N = 32};
+    pp_config c = {.schedule = "1f1b", .p = 2, .v = 1, .b = 1, .d = 1, .t = 1, .N = 32};
     pp_tune_op_times ot;
     pp_tune_op_times_compute(&m, &hw, &c, &o, &ot);
     double lay = ot.layer_f + ot.layer_b, head = ot.head_f + ot.head_b,
@@ -276,13 +276,13 @@ Test(tuner_search, a_large_vocabulary_makes_the_tuner_pick_a_head_heavy_split)
     pp_tune_result *r = NULL;
     cr_assert_eq(pp_tune_search(&sp, &r), PP_OK, "%s", pp_err_msg());
     cr_assert(r->n_best > 0);
-    const pp_tune_config *w = &r->best[0].cfg;
+    const pp_config *w = &r->best[0].cfg;
     char cb[160];
-    cr_assert(w->p == 2 && w->v == 1 && w->first == 5 && w->last == 3, "winner %s",
-              pp_tune_config_str(w, cb, sizeof cb));
+    cr_assert(w->p == 2 && w->v == 1 && w->first_layers == 5 && w->last_layers == 3, "winner %s",
+              pp_config_str(w, cb, sizeof cb));
     /* and the even split of the same configuration is slower */
-    pp_tune_config even = *w;
-    even.first = even.last = 0;
+    pp_config even = *w;
+    even.first_layers = even.last_layers = 0;
     pp_tune_prediction pe;
     pp_tune_rank_mem mem[2];
     cr_assert_eq(pp_tune_predict(&m, &hw, &even, &o, &pe, mem), PP_OK, "%s", pp_err_msg());

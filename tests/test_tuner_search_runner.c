@@ -4,6 +4,7 @@
  * the lower bound (built from the cost model's own functions) keeping the exact leaderboard. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <jansson.h>
 #include <string.h>
 
 #include "pp_tune.h"
@@ -35,14 +36,14 @@ typedef struct {
     const pp_tune_result *table; /* predictions of a search without trials */
     int oom_call;
     int calls;
-    pp_tune_config seen[16];
-    int seen_sp[16]; /* the trial's sequence_parallel */
+    pp_config seen[16];
+    int seen_sp[16]; /* the trial's configuration's sequence_parallel */
 } fake;
 
-static double predicted(const fake *f, const pp_tune_config *c)
+static double predicted(const fake *f, const pp_config *c)
 {
     for (int i = 0; i < f->table->n_best; i++)
-        if (!memcmp(&f->table->best[i].cfg, c, sizeof *c))
+        if (pp_config_equal(&f->table->best[i].cfg, c))
             return f->table->best[i].step_time;
     return 1.0;
 }
@@ -53,7 +54,7 @@ static pp_status fake_run(void *ctx, const pp_tune_trial_params *tp, pp_tune_tri
     memset(r, 0, sizeof *r);
     if (f->calls < 16) {
         f->seen[f->calls] = *tp->cfg;
-        f->seen_sp[f->calls] = tp->sequence_parallel;
+        f->seen_sp[f->calls] = tp->cfg->sequence_parallel;
     }
     int call = f->calls++;
     double factor = 1.0 / (1.0 + call);
@@ -95,14 +96,14 @@ Test(tuner_search_runner, fake_runner_measurements_choose_the_winner)
     cr_assert_eq(f.calls, 3);
     cr_assert_eq(r->trialled, 3);
     for (int i = 0; i < 3; i++) /* the best three in predicted order were run */
-        cr_assert(!memcmp(&f.seen[i], &pred->best[i].cfg, sizeof f.seen[i]));
+        cr_assert(pp_config_equal(&f.seen[i], &pred->best[i].cfg));
     /* measured 1, 1/2, 1/3 x predicted: the third is now first, then the second, the first */
-    cr_assert(!memcmp(&r->best[0].cfg, &pred->best[2].cfg, sizeof r->best[0].cfg));
-    cr_assert(!memcmp(&r->best[1].cfg, &pred->best[1].cfg, sizeof r->best[1].cfg));
-    cr_assert(!memcmp(&r->best[2].cfg, &pred->best[0].cfg, sizeof r->best[2].cfg));
+    cr_assert(pp_config_equal(&r->best[0].cfg, &pred->best[2].cfg));
+    cr_assert(pp_config_equal(&r->best[1].cfg, &pred->best[1].cfg));
+    cr_assert(pp_config_equal(&r->best[2].cfg, &pred->best[0].cfg));
     /* the untried follow in their predicted order */
     for (int i = 3; i < r->n_best; i++) {
-        cr_assert(!memcmp(&r->best[i].cfg, &pred->best[i].cfg, sizeof r->best[i].cfg));
+        cr_assert(pp_config_equal(&r->best[i].cfg, &pred->best[i].cfg));
         cr_assert_str_empty(r->best[i].trial_status);
     }
     cr_assert_float_eq(r->calibration, 0.5, 1e-12, "median of 1, 1/2, 1/3: %g", r->calibration);
@@ -125,9 +126,9 @@ Test(tuner_search_runner, a_failed_trial_is_recorded_and_never_chosen)
     sp.runner = (pp_tune_runner){.run = fake_run, .ctx = &f};
     pp_tune_result *r = NULL;
     cr_assert_eq(pp_tune_search(&sp, &r), PP_OK, "%s", pp_err_msg());
-    cr_assert(!memcmp(&r->best[0].cfg, &pred->best[0].cfg, sizeof r->best[0].cfg),
+    cr_assert(pp_config_equal(&r->best[0].cfg, &pred->best[0].cfg),
               "the only ok trial wins");
-    cr_assert(!memcmp(&r->best[1].cfg, &pred->best[1].cfg, sizeof r->best[1].cfg),
+    cr_assert(pp_config_equal(&r->best[1].cfg, &pred->best[1].cfg),
               "the failed one stays in its predicted place");
     cr_assert_str_eq(r->best[1].trial_status, "oom", "and keeps its status");
     cr_assert_float_eq(r->calibration, 1.0, 1e-12);
@@ -283,7 +284,7 @@ Test(tuner_search_runner, fallback_adds_the_savings_in_order_until_none_is_left)
     cr_assert_eq(l.added[2], PP_TUNE_SAVING_RECOMPUTE_SELECTIVE);
     cr_assert_eq(l.added[3], PP_TUNE_SAVING_RECOMPUTE_FULL);
     cr_assert(r->opts.distributed_optimizer && r->opts.sequence_parallel);
-    cr_assert_eq(r->opts.recompute, PP_TUNE_RECOMPUTE_FULL, "full instead of selective");
+    cr_assert_eq(r->opts.recompute, PP_RECOMPUTE_FULL, "full instead of selective");
     pp_tune_result_destroy(r);
 
     memset(&l, 0, sizeof l);
@@ -313,7 +314,7 @@ Test(tuner_search_runner, fallback_stops_at_the_first_saving_that_fits)
     cr_assert_gt(r->n_best, 0);
     cr_assert(r->best[0].fits);
     cr_assert(r->opts.distributed_optimizer && r->opts.sequence_parallel);
-    cr_assert_eq(r->opts.recompute, PP_TUNE_RECOMPUTE_NONE);
+    cr_assert_eq(r->opts.recompute, PP_RECOMPUTE_NONE);
     pp_tune_result_destroy(r);
 }
 
@@ -359,7 +360,7 @@ static void bound_keeps_exact(pp_tune_opts o, const pp_tune_hw *hw)
     cr_assert_eq(small->n_best, 3);
     for (int i = 0; i < 3; i++) {
         cr_assert_float_eq(small->best[i].step_time, all->best[i].step_time, 1e-15);
-        cr_assert(!memcmp(&small->best[i].cfg, &all->best[i].cfg, sizeof small->best[i].cfg));
+        cr_assert(pp_config_equal(&small->best[i].cfg, &all->best[i].cfg));
     }
     pp_tune_result_destroy(small);
     pp_tune_result_destroy(all);
@@ -386,36 +387,42 @@ Test(tuner_search_runner, lower_bound_is_exact_with_latencies_and_the_distribute
     bound_keeps_exact(o, &hw);
 }
 
-Test(tuner_search_runner, config_maps_to_the_profile_and_back_and_launch_uses_the_builder)
+Test(tuner_search_runner, config_round_trips_through_the_profile_and_launch_uses_the_builder)
 {
-    pp_tune_config c = {.kind = "interleaved", .p = 4, .v = 2, .G = 8, .b = 1, .d = 2, .t = 1,
-                        .N = 16, .uneven = 1};
-    pp_profile_config pc;
-    pp_tune_config_to_profile(&c, &pc);
-    cr_assert_str_eq(pc.schedule, "interleaved");
-    cr_assert(pc.p == 4 && pc.v == 2 && pc.G == 8 && pc.b == 1 && pc.d == 2 && pc.t == 1 &&
-              pc.N == 16 && pc.uneven == 1);
-    pp_tune_config back;
-    cr_assert_eq(pp_tune_config_from_profile(&pc, &back), PP_OK);
-    cr_assert(!memcmp(&back, &c, sizeof c), "round trip");
-    pc.schedule = "a-schedule-name-too-long";
-    cr_assert_eq(pp_tune_config_from_profile(&pc, &back), PP_ERR_INVALID);
+    pp_config c = {.schedule = "interleaved", .p = 4, .v = 2, .G = 8, .b = 1, .d = 2, .t = 1,
+                   .N = 16, .uneven = 1, .sequence_parallel = 1,
+                   .recompute = PP_RECOMPUTE_SELECTIVE};
+    /* the one type: the profile's JSON form of it reads back to the same configuration */
+    json_t *j = pp_config_to_json(&c);
+    cr_assert_not_null(j);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "schedule")), "interleaved");
+    cr_assert_str_eq(json_string_value(json_object_get(j, "split")), "uneven");
+    cr_assert_str_eq(json_string_value(json_object_get(j, "recompute")), "selective");
+    pp_config back = {0};
+    cr_assert_eq(pp_config_from_json(j, "test", "config", &back), PP_OK, "%s", pp_err_msg());
+    cr_assert(pp_config_equal(&back, &c), "round trip");
+    json_object_set_new(j, "schedule", json_string("a-schedule-name-not-in-the-registry"));
+    cr_assert_eq(pp_config_from_json(j, "test", "config", &back), PP_ERR_PARSE);
+    cr_assert(strstr(pp_err_text(), "test: field \"config.schedule\": expected one of gpipe"),
+              "%s", pp_err_text());
+    json_decref(j);
+    c.sequence_parallel = 0, c.recompute = PP_RECOMPUTE_NONE;
 
     pp_tune_model m;
     cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
     pp_tune_hw gpus = {.cpu_devices = 0};
     char line[512], args[512];
-    pp_tune_config_to_profile(&c, &pc);
-    pp_profile_pprun_line l = {.model = "tiny", .config = &pc, .seq = m.seq, .cuda = 1,
+    pp_profile_pprun_line l = {.model = "tiny", .config = &c, .seq = m.seq, .cuda = 1,
                                .precision = PP_PREC_BF16};
     char want[600];
     snprintf(want, sizeof want, "pprun %s", pp_profile_pprun_args(&l, args, sizeof args));
     cr_assert_str_eq(pp_tune_launch_command(&m, &gpus, &c, NULL, line, sizeof line), want);
-    /* the search's options: fp32 drops --precision; sequence parallelism with t > 1 adds it */
+    /* the search's options: fp32 drops --precision; the configuration's sequence parallelism
+     * with t > 1 adds it */
     pp_tune_opts o;
     pp_tune_opts_default(&o);
     o.precision = PP_PREC_FP32;
-    o.sequence_parallel = 1;
+    c.sequence_parallel = 1;
     c.t = 2;
     pp_tune_launch_command(&m, &gpus, &c, &o, line, sizeof line);
     cr_assert_null(strstr(line, "--precision"), "%s", line);

@@ -32,13 +32,13 @@ Test(tuner_split, input_and_weight_gradients_add_up_to_the_fused_backward)
     for (int variant = 0; variant < 6; variant++) {
         pp_tune_opts o;
         pp_tune_opts_default(&o);
-        pp_tune_config c = {.kind = "1f1b", .p = 4, .v = 1, .b = 2, .d = 1, .t = 4, .N = 8};
+        pp_config c = {.schedule = "1f1b", .p = 4, .v = 1, .b = 2, .d = 1, .t = 4, .N = 8};
         if (variant == 1)
             o.sequence_parallel = 1;
         if (variant == 2)
-            o.recompute = PP_TUNE_RECOMPUTE_FULL;
+            o.recompute = PP_RECOMPUTE_FULL;
         if (variant == 3)
-            o.recompute = PP_TUNE_RECOMPUTE_SELECTIVE, o.flash_attention = 0;
+            o.recompute = PP_RECOMPUTE_SELECTIVE, o.flash_attention = 0;
         if (variant == 4)
             c.t = 1, o.precision = PP_PREC_FP32;
         if (variant == 5)
@@ -66,12 +66,12 @@ Test(tuner_split, cost_table_gives_every_stage_i_and_w_that_add_up_to_b)
     pp_tune_opts_default(&o);
     o.grad_accum = PP_TUNE_GRAD_ACCUM_MAIN;
     /* t = 4, p = 8: two pipeline ranks per node, so half the boundaries cross nodes */
-    pp_tune_config c = {.kind = "zbv", .p = 8, .v = 2, .b = 1, .d = 1, .t = 4, .N = 16};
+    pp_config c = {.schedule = "zbv", .p = 8, .v = 2, .b = 1, .d = 1, .t = 4, .N = 16};
     pp_sched_params sp;
     pp_tune_sched_params(&m, &c, &sp);
     sp.layers = 32, m.layers = 32;
     pp_sched *s;
-    cr_assert_eq(pp_sched_generate(c.kind, &sp, &s), PP_OK, "%s", pp_err_msg());
+    cr_assert_eq(pp_sched_generate(c.schedule, &sp, &s), PP_OK, "%s", pp_err_msg());
     pp_cost cost;
     pp_tune_step_extra extra = {0};
     cr_assert_eq(pp_tune_costs(&m, &hw, &c, &o, s, NULL, &cost, &extra), PP_OK, "%s",
@@ -107,14 +107,14 @@ Test(tuner_split, collectives_and_recompute_land_in_the_input_gradient)
     pp_tune_hw hw;
     cr_assert_eq(pp_tune_hw_preset("dgx-a100-80g", 4, &hw), PP_OK, "%s", pp_err_msg());
     pp_tune_model m = preset_model("gpt-13b");
-    pp_tune_config c = {.kind = "1f1b", .p = 4, .v = 1, .b = 1, .d = 1, .t = 8, .N = 8};
+    pp_config c = {.schedule = "1f1b", .p = 4, .v = 1, .b = 1, .d = 1, .t = 8, .N = 8};
     pp_tune_opts o;
     pp_tune_opts_default(&o);
     pp_tune_op_times base, full, sp;
     pp_tune_op_times_compute(&m, &hw, &c, &o, &base);
-    o.recompute = PP_TUNE_RECOMPUTE_FULL;
+    o.recompute = PP_RECOMPUTE_FULL;
     pp_tune_op_times_compute(&m, &hw, &c, &o, &full);
-    o.recompute = PP_TUNE_RECOMPUTE_NONE;
+    o.recompute = PP_RECOMPUTE_NONE;
     o.sequence_parallel = 1;
     pp_tune_op_times_compute(&m, &hw, &c, &o, &sp);
     near(full.layer_w, base.layer_w, "recompute leaves W alone");
@@ -157,7 +157,7 @@ Test(tuner_split, memory_model_holds_what_w_needs_between_i_and_w)
     m.layers = 39;
     pp_tune_opts o;
     pp_tune_opts_default(&o);
-    pp_tune_config c = {.kind = "1f1b", .p = 3, .v = 1, .b = 1, .d = 1, .t = 1, .N = 4};
+    pp_config c = {.schedule = "1f1b", .p = 3, .v = 1, .b = 1, .d = 1, .t = 1, .N = 4};
     pp_sched *s[3];
     for (int k = 0; k < 3; k++) {
         cr_assert_eq(pp_sched_create("custom", 3, 4, 1, 1, 39, NULL, &s[k]), PP_OK, "%s",
@@ -191,10 +191,10 @@ Test(tuner_split, memory_model_holds_what_w_needs_between_i_and_w)
 }
 
 /* ---- the family in the search ------------------------------------------------------------ */
-static int is_split(const pp_tune_config *c)
+static int is_split(const pp_config *c)
 {
-    const pp_sched_desc *d = pp_sched_lookup(c->kind);
-    cr_assert(d, "%s", c->kind);
+    const pp_sched_desc *d = pp_sched_lookup(c->schedule);
+    cr_assert(d, "%s", c->schedule);
     return d->split_backward;
 }
 
@@ -216,7 +216,7 @@ static const pp_tune_prediction *family_best(const pp_tune_result *r, int split,
     const pp_tune_prediction *b = NULL;
     for (int i = 0; i < r->n_sched_best; i++) {
         const pp_tune_prediction *p = &r->sched_best[i].pred;
-        const pp_sched_desc *d = pp_sched_lookup(p->cfg.kind);
+        const pp_sched_desc *d = pp_sched_lookup(p->cfg.schedule);
         if (plain && (d->pipes != 1 || d->chunks != 1))
             continue;
         if (is_split(&p->cfg) == split && (!b || p->step_time < b->step_time))
@@ -242,11 +242,11 @@ Test(tuner_split, zero_bubble_wins_where_the_bubble_dominates)
     const pp_tune_prediction *win = &r->best[0], *fused = family_best(r, 0, 0);
     const pp_tune_prediction *plain = family_best(r, 0, 1); /* 1F1B's shape */
     char cb[160];
-    cr_expect(is_split(&win->cfg), "#1 is %s", pp_tune_config_str(&win->cfg, cb, sizeof cb));
+    cr_expect(is_split(&win->cfg), "#1 is %s", pp_config_str(&win->cfg, cb, sizeof cb));
     cr_expect_eq(win->cfg.p, 8);
     cr_expect_eq(win->cfg.N, 8);
     cr_expect_lt(win->step_time, 0.9 * fused->step_time, "%s %.4g s",
-                 pp_tune_config_str(&fused->cfg, cb, sizeof cb), fused->step_time);
+                 pp_config_str(&fused->cfg, cb, sizeof cb), fused->step_time);
     cr_expect_gt(plain->bubble_ideal, 1.5 * win->bubble_ideal, "bubble %.3f vs %.3f",
                  plain->bubble_ideal, win->bubble_ideal);
     pp_tune_result_destroy(r);
@@ -264,7 +264,7 @@ Test(tuner_split, zero_bubble_loses_where_its_held_micro_batches_do_not_fit)
     pp_tune_result *r = search_all(&m, &hw, 64);
     const pp_tune_prediction *win = &r->best[0], *split = family_best(r, 1, 0);
     char cb[160];
-    cr_expect(!is_split(&win->cfg), "#1 is %s", pp_tune_config_str(&win->cfg, cb, sizeof cb));
+    cr_expect(!is_split(&win->cfg), "#1 is %s", pp_config_str(&win->cfg, cb, sizeof cb));
     cr_expect_eq(win->cfg.p, 4);
     cr_expect_gt(split->cfg.p, 4);
     cr_expect_gt(split->step_time, win->step_time);
@@ -272,9 +272,9 @@ Test(tuner_split, zero_bubble_loses_where_its_held_micro_batches_do_not_fit)
     int refused = 0;
     for (long i = 0; i < r->n_rejects; i++) {
         const pp_tune_reject *j = &r->rejects[i];
-        if (pp_sched_lookup(j->cfg.kind) && is_split(&j->cfg) && j->cfg.p == 4 &&
-            j->cfg.v == 1 && j->cfg.b == 1 && j->cfg.first == win->cfg.first &&
-            j->cfg.last == win->cfg.last && j->stage == 1)
+        if (pp_sched_lookup(j->cfg.schedule) && is_split(&j->cfg) && j->cfg.p == 4 &&
+            j->cfg.v == 1 && j->cfg.b == 1 && j->cfg.first_layers == win->cfg.first_layers &&
+            j->cfg.last_layers == win->cfg.last_layers && j->stage == 1)
             refused |= strstr(j->reason, "does not fit") != NULL;
     }
     cr_expect(refused, "no memory reason for the split-backward twin of #1");
@@ -293,16 +293,16 @@ Test(tuner_split, one_rank_split_backward_is_1f1b_and_syncs_after_its_last_w)
     pp_tune_opts_default(&o);
     int n;
     const pp_sched_desc *kinds = pp_sched_generators(&n);
-    pp_tune_config fused = {.kind = PP_SCHED_DEFAULT, .p = 1, .v = 1, .b = 2, .d = 8, .t = 1,
-                            .N = 4};
+    pp_config fused = {.schedule = PP_SCHED_DEFAULT, .p = 1, .v = 1, .b = 2, .d = 8, .t = 1,
+                       .N = 4};
     pp_tune_prediction ref;
     cr_assert_eq(pp_tune_predict(&m, &hw, &fused, &o, &ref, NULL), PP_OK, "%s", pp_err_msg());
     int tried = 0;
     for (int k = 0; k < n; k++) {
         if (!kinds[k].split_backward || kinds[k].chunks != 1)
             continue;
-        pp_tune_config c = fused;
-        snprintf(c.kind, sizeof c.kind, "%s", kinds[k].name);
+        pp_config c = fused;
+        c.schedule = kinds[k].name;
         pp_tune_prediction p;
         cr_assert_eq(pp_tune_predict(&m, &hw, &c, &o, &p, NULL), PP_OK, "%s", pp_err_msg());
         near(p.step_time, ref.step_time, kinds[k].name);

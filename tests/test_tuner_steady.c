@@ -51,12 +51,12 @@ static void expect_close(double got, double want, const char *what, const char *
 }
 
 /* The full simulation (default budget) and the steady state (BUDGET) of c agree. */
-static void compare(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c)
+static void compare(const pp_tune_model *m, const pp_tune_hw *hw, const pp_config *c)
 {
     pp_tune_opts o;
     pp_tune_opts_default(&o);
     char cb[160];
-    pp_tune_config_str(c, cb, sizeof cb);
+    pp_config_str(c, cb, sizeof cb);
     pp_tune_prediction full, steady;
     pp_tune_rank_mem mf[8], ms[8];
     pp_tune_steady_budget_set(0);
@@ -104,12 +104,12 @@ Test(tuner_steady, extrapolated_figures_equal_the_full_simulation_for_every_sche
     int compared = 0;
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
         for (size_t j = 0; j < sizeof Ns / sizeof Ns[0]; j++) {
-            pp_tune_config c = {
+            pp_config c = {
                 .p = 4, .v = k[i].v, .G = k[i].G, .b = 1, .d = 2, .t = 1, .N = Ns[j]};
-            snprintf(c.kind, sizeof c.kind, "%s", k[i].kind);
+            c.schedule = k[i].kind;
             pp_sched_params sp;
             pp_tune_sched_params(&m, &c, &sp);
-            if (pp_sched_desc_check(pp_sched_lookup(c.kind), &sp) != PP_OK) {
+            if (pp_sched_desc_check(pp_sched_lookup(c.schedule), &sp) != PP_OK) {
                 pp_err_clear(); /* N = 100 for a schedule needing N mod 8 = 0 or >= D */
                 continue;
             }
@@ -124,8 +124,8 @@ Test(tuner_steady, prefixes_share_n_mod_the_period_and_fit_the_budget, .fini = r
     pp_tune_model m;
     cr_assert_eq(pp_tune_model_preset("gpt-1.3b", &m), PP_OK);
     pp_tune_steady_budget_set(BUDGET);
-    pp_tune_config c = {
-        .kind = "interleaved", .p = 4, .v = 2, .G = 8, .b = 1, .d = 2, .t = 1, .N = 500};
+    pp_config c = {
+        .schedule = "interleaved", .p = 4, .v = 2, .G = 8, .b = 1, .d = 2, .t = 1, .N = 500};
     int n[3];
     cr_assert_eq(pp_tune_steady_prefixes(&m, &c, n), PP_OK, "%s", pp_err_msg());
     for (int i = 0; i < 3; i++) {
@@ -156,8 +156,8 @@ Test(tuner_steady, prefixes_still_in_their_warm_up_are_refused_with_the_figure, 
     pp_tune_hw hw = box();
     pp_tune_opts o;
     pp_tune_opts_default(&o);
-    pp_tune_config c = {
-        .kind = "interleaved", .p = 4, .v = 2, .G = 16, .b = 4, .d = 2, .t = 1, .N = 64};
+    pp_config c = {
+        .schedule = "interleaved", .p = 4, .v = 2, .G = 16, .b = 4, .d = 2, .t = 1, .N = 64};
     pp_tune_prediction p;
     pp_tune_steady_budget_set(BUDGET);
     cr_assert_eq(pp_tune_predict(&m, &hw, &c, &o, &p, NULL), PP_ERR_UNSUPPORTED);
@@ -194,7 +194,7 @@ Test(tuner_steady, the_search_predicts_huge_n_and_its_leaderboard_equals_full_si
     int huge = 0;
     for (int i = 0; i < steady->n_best; i++) {
         const pp_tune_prediction *p = &steady->best[i];
-        expect_close(p->step_time, full->best[i].step_time, "leaderboard step", p->cfg.kind);
+        expect_close(p->step_time, full->best[i].step_time, "leaderboard step", p->cfg.schedule);
         cr_assert_not_null(p->sched);
         if (p->cfg.N > BUDGET) {
             huge++;
@@ -252,7 +252,7 @@ Test(tuner_steady, simulate_with_huge_n_uses_the_steady_state_and_names_the_pref
     cr_assert_eq(pp_tune_hw_preset("dgx-h100", 32, &hw), PP_OK);
     pp_tune_opts o;
     pp_tune_opts_default(&o);
-    pp_tune_config c = {.kind = "1f1b", .p = 8, .v = 1, .b = 1, .d = 16, .t = 2, .N = 6250};
+    pp_config c = {.schedule = "1f1b", .p = 8, .v = 1, .b = 1, .d = 16, .t = 2, .N = 6250};
     pp_tune_prediction p;
     pp_tune_steady_budget_set(8192); /* simulated whole */
     cr_assert_eq(pp_tune_predict(&m, &hw, &c, &o, &p, NULL), PP_OK, "%s", pp_err_msg());

@@ -76,7 +76,7 @@ Test(tuner_timemodel, tp_allreduce_at_preset_efficiency_or_measured_busbw)
     cr_expect_float_eq(hw.tp_busbw, PP_TUNE_NVLINK_ALLREDUCE_EFFICIENCY * 300e9, 1.0);
     cr_expect(strstr(hw.note, "TP all-reduce at 70 % of the link"), "%s", hw.note);
     pp_tune_model m = gpt(8, 8192, 64);
-    pp_tune_config c = {.kind = "1f1b", .p = 1, .v = 1, .b = 1, .d = 2, .t = 8, .N = 4};
+    pp_config c = {.schedule = "1f1b", .p = 1, .v = 1, .b = 1, .d = 2, .t = 8, .N = 4};
     pp_tune_op_times ot;
     pp_tune_op_times_compute(&m, &hw, &c, &o, &ot);
     double bytes = 2.0 * 2048 * 8192;
@@ -102,8 +102,8 @@ Test(tuner_timemodel, full_recompute_charges_the_recomputed_forwards_allreduces)
     pp_tune_opts o;
     a100(2, &hw, &o);
     pp_tune_model m = gpt(8, 8192, 64);
-    o.recompute = PP_TUNE_RECOMPUTE_FULL;
-    pp_tune_config c = {.kind = "1f1b", .p = 1, .v = 1, .b = 1, .d = 2, .t = 8, .N = 4};
+    o.recompute = PP_RECOMPUTE_FULL;
+    pp_config c = {.schedule = "1f1b", .p = 1, .v = 1, .b = 1, .d = 2, .t = 8, .N = 4};
     pp_tune_op_times on, off;
     pp_tune_op_times_compute(&m, &hw, &c, &o, &on);
     o.without = PP_TUNE_FX_RECOMPUTE_AR;
@@ -118,13 +118,13 @@ Test(tuner_timemodel, boundary_share_and_dp_sync_over_the_nodes_nics)
     pp_tune_opts o;
     a100(4, &hw, &o);
     pp_tune_model m = gpt(8, 8192, 64);
-    pp_tune_config c = {.kind = "1f1b", .p = 2, .v = 1, .b = 1, .d = 2, .t = 8, .N = 4};
+    pp_config c = {.schedule = "1f1b", .p = 2, .v = 1, .b = 1, .d = 2, .t = 8, .N = 4};
     pp_tune_op_times ot;
     pp_tune_op_times_compute(&m, &hw, &c, &o, &ot);
     cr_expect_float_eq(ot.p2p_bytes, 2.0 * 2048 * 8192 / 8, 1e-6, "each TP rank sends 1/t");
     cr_expect_gt(ot.p2p_gather, 0);
     /* d = 32 of single GPUs (t = p = 1): 8 members per node, 8 NICs at 0.9 of 25 GB/s */
-    pp_tune_config dp = {.kind = "1f1b", .p = 1, .v = 1, .b = 1, .d = 32, .t = 1, .N = 1};
+    pp_config dp = {.schedule = "1f1b", .p = 1, .v = 1, .b = 1, .d = 32, .t = 1, .N = 1};
     double params = 1e9, bytes = 4.0 * params, ring = 2.0 * 31 / 32 * bytes;
     cr_expect_float_eq(pp_tune_dp_sync_time(&hw, &dp, &o, params), ring / (8 * 25e9 * 0.9),
                        1e-9);
@@ -139,7 +139,7 @@ Test(tuner_timemodel, attention_s2_work_and_kernel_cost_are_charged)
     a100(1, &hw, &o);
     pp_tune_model m = gpt(8, 2304, 24);
     o.flash_attention = 0;
-    pp_tune_config c = {.kind = "1f1b", .p = 1, .v = 1, .b = 1, .d = 1, .t = 1, .N = 1};
+    pp_config c = {.schedule = "1f1b", .p = 1, .v = 1, .b = 1, .d = 1, .t = 1, .N = 1};
     pp_tune_op_times on, off;
     pp_tune_op_times_compute(&m, &hw, &c, &o, &on);
     o.without = PP_TUNE_FX_ATTENTION;
@@ -154,7 +154,7 @@ Test(tuner_timemodel, attention_s2_work_and_kernel_cost_are_charged)
     pp_tune_op_times_compute(&m, &hw, &c, &o, &fl);
     cr_expect_lt(fl.layer_f, on.layer_f);
     /* a fixed cost per kernel: two sequences cost less than twice one */
-    pp_tune_config c2 = c;
+    pp_config c2 = c;
     c2.b = 2;
     pp_tune_op_times one, two;
     pp_tune_op_times_compute(&m, &hw, &c, &o, &one);
@@ -173,8 +173,8 @@ Test(tuner_timemodel, sequence_parallel_splits_the_embedding_dropout_mask)
     pp_tune_model m = gpt(4, 1024, 16);
     pp_tune_opts o;
     pp_tune_opts_default(&o);
-    o.recompute = PP_TUNE_RECOMPUTE_FULL;
-    pp_tune_config c = {.kind = "1f1b", .p = 1, .v = 1, .b = 1, .d = 1, .t = 4, .N = 1};
+    o.recompute = PP_RECOMPUTE_FULL;
+    pp_config c = {.schedule = "1f1b", .p = 1, .v = 1, .b = 1, .d = 1, .t = 4, .N = 1};
     pp_sched_params sp = {.ranks = 1, .microbatches = 1, .layers = 4};
     pp_sched *s;
     cr_assert_eq(pp_sched_generate("1f1b", &sp, &s), PP_OK, "%s", pp_err_msg());
@@ -233,7 +233,7 @@ Test(tuner_timemodel, optimizer_passes_add_unscale_norm_clip_and_copy_back)
     pp_tune_hw hw;
     pp_tune_opts o;
     a100(1, &hw, &o);
-    pp_tune_config c = {.kind = "1f1b", .p = 1, .v = 1, .b = 1, .d = 1, .t = 1, .N = 1};
+    pp_config c = {.schedule = "1f1b", .p = 1, .v = 1, .b = 1, .d = 1, .t = 1, .N = 1};
     double params = 1e9;
     cr_expect_float_eq(pp_tune_optimizer_time(&hw, &c, &o, params), params * 54 / hw.mem_bw,
                        1e-12);
@@ -254,7 +254,7 @@ Test(tuner_timemodel, loss_passes_charge_the_fp32_cross_entropy)
     pp_tune_opts o;
     a100(1, &hw, &o);
     pp_tune_model m = gpt(8, 2304, 24);
-    pp_tune_config c = {.kind = "1f1b", .p = 1, .v = 1, .b = 2, .d = 1, .t = 2, .N = 1};
+    pp_config c = {.schedule = "1f1b", .p = 1, .v = 1, .b = 2, .d = 1, .t = 2, .N = 1};
     pp_tune_op_times on, off;
     pp_tune_op_times_compute(&m, &hw, &c, &o, &on);
     o.without = PP_TUNE_FX_LOSS_PASSES;
@@ -275,7 +275,7 @@ Test(tuner_timemodel, tied_embedding_allreduce_joins_first_and_last_stage)
     a100(4, &hw, &o);
     pp_tune_model m = gpt(8, 4096, 32);
     cr_assert_eq(m.tied_embed, 1);
-    pp_tune_config c = {.kind = "1f1b", .p = 4, .v = 1, .b = 1, .d = 1, .t = 8, .N = 8};
+    pp_config c = {.schedule = "1f1b", .p = 4, .v = 1, .b = 1, .d = 1, .t = 8, .N = 8};
     pp_sched_params sp;
     pp_tune_sched_params(&m, &c, &sp);
     pp_sched *s;
@@ -315,7 +315,7 @@ Test(tuner_timemodel, p2p_across_nodes_at_the_measured_rate_on_presets_only)
     a100(2, &hw, &o);
     cr_assert_eq(hw.inter_measured, 0);
     pp_tune_model m = gpt(8, 4096, 32);
-    pp_tune_config c = {.kind = "1f1b", .p = 2, .v = 1, .b = 1, .d = 1, .t = 8, .N = 4};
+    pp_config c = {.schedule = "1f1b", .p = 2, .v = 1, .b = 1, .d = 1, .t = 8, .N = 4};
     pp_sched_params sp;
     pp_tune_sched_params(&m, &c, &sp);
     pp_sched *s;
@@ -349,7 +349,7 @@ Test(tuner_timemodel, unfused_gradient_accumulation_is_charged_per_micro_batch)
     a100(2, &hw, &o);
     cr_expect_eq(o.grad_accum, PP_TUNE_GRAD_ACCUM_FUSED);
     pp_tune_model m = gpt(8, 4096, 32);
-    pp_tune_config c = {.kind = "1f1b", .p = 2, .v = 1, .b = 1, .d = 1, .t = 8, .N = 8};
+    pp_config c = {.schedule = "1f1b", .p = 2, .v = 1, .b = 1, .d = 1, .t = 8, .N = 8};
     pp_sched_params sp;
     pp_tune_sched_params(&m, &c, &sp);
     pp_sched *s;

@@ -31,7 +31,7 @@ static pp_tune_trial_result trial(const char *pprun, double timeout)
 {
     static pp_tune_model m;
     cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
-    static pp_tune_config c = {.kind = "1f1b", .p = 2, .v = 1, .b = 1, .d = 1, .t = 1, .N = 4};
+    static pp_config c = {.schedule = "1f1b", .p = 2, .v = 1, .b = 1, .d = 1, .t = 1, .N = 4};
     pp_tune_trial_params tp = {.model = &m, .cfg = &c, .pprun = pprun, .steps = 3,
                                .timeout_s = timeout};
     pp_tune_trial_result r;
@@ -46,7 +46,7 @@ Test(tuner_trials, real_pprun_is_measured_and_matches_the_memory_model)
     cr_assert(r.step_time > 0);
     pp_tune_model m;
     cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
-    pp_tune_config c = {.kind = "1f1b", .p = 2, .v = 1, .b = 1, .d = 1, .t = 1, .N = 4};
+    pp_config c = {.schedule = "1f1b", .p = 2, .v = 1, .b = 1, .d = 1, .t = 1, .N = 4};
     pp_sched_params sp;
     pp_tune_sched_params(&m, &c, &sp);
     pp_sched *s;
@@ -100,7 +100,7 @@ Test(tuner_trials, tensor_parallel_candidates_run_and_match_the_memory_model)
 {
     pp_tune_model m;
     cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
-    pp_tune_config c = {.kind = "1f1b", .p = 2, .v = 1, .b = 1, .d = 1, .t = 2, .N = 4};
+    pp_config c = {.schedule = "1f1b", .p = 2, .v = 1, .b = 1, .d = 1, .t = 2, .N = 4};
     pp_tune_trial_params tp = {.model = &m, .cfg = &c, .pprun = PPRUN, .steps = 3,
                                .timeout_s = 60};
     pp_tune_trial_result r;
@@ -112,7 +112,7 @@ Test(tuner_trials, tensor_parallel_candidates_run_and_match_the_memory_model)
     cr_assert_eq(pp_sched_generate("1f1b", &sp, &s), PP_OK);
     pp_tune_rank_mem mem[2];
     cr_assert_eq(pp_tune_memory_runtime(&m, &c, s, NULL, mem), PP_OK, "%s", pp_err_msg());
-    pp_tune_config c1 = c;
+    pp_config c1 = c;
     c1.t = 1;
     pp_tune_rank_mem mem1[2];
     cr_assert_eq(pp_tune_memory_runtime(&m, &c1, s, NULL, mem1), PP_OK, "%s", pp_err_msg());
@@ -131,9 +131,10 @@ Test(tuner_trials, sequence_parallel_candidates_run_and_match_the_memory_model)
 {
     pp_tune_model m;
     cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
-    pp_tune_config c = {.kind = "1f1b", .p = 2, .v = 1, .b = 2, .d = 1, .t = 2, .N = 4};
+    pp_config c = {.schedule = "1f1b", .p = 2, .v = 1, .b = 2, .d = 1, .t = 2, .N = 4,
+                   .sequence_parallel = 1};
     pp_tune_trial_params tp = {.model = &m, .cfg = &c, .pprun = PPRUN, .steps = 3,
-                               .timeout_s = 60, .sequence_parallel = 1};
+                               .timeout_s = 60};
     pp_tune_trial_result r;
     cr_assert_eq(pp_tune_trial(&tp, &r), PP_OK, "%s", pp_err_msg());
     cr_assert_str_eq(r.status, "ok", "%s: %s", r.status, r.detail);
@@ -166,7 +167,7 @@ Test(tuner_trials, gpu_trials_run_the_cuda_backend_in_bf16)
     char *p = script(body);
     pp_tune_model m;
     cr_assert_eq(pp_tune_model_preset("gpt-13b", &m), PP_OK);
-    pp_tune_config c = {.kind = "1f1b", .p = 8, .v = 1, .b = 1, .d = 1, .t = 1, .N = 16};
+    pp_config c = {.schedule = "1f1b", .p = 8, .v = 1, .b = 1, .d = 1, .t = 1, .N = 16};
     pp_tune_trial_params tp = {.model = &m, .cfg = &c, .pprun = p, .steps = 2,
                                .timeout_s = 10, .cuda = 1};
     pp_tune_trial_result r;

@@ -39,13 +39,13 @@ int pp_cli_measured(const pp_tune_prediction *p, pp_cli_measured_figures *out)
     return 1;
 }
 
-static void config_cols(char *buf, size_t n, const pp_tune_config *c)
+static void config_cols(char *buf, size_t n, const pp_config *c)
 {
     char g[12] = "-", split[32];
     if (c->G)
         snprintf(g, sizeof g, "%d", c->G);
-    snprintf(buf, n, "%-11s %3d %2d %4s %3d %5d %2d %5d %-6s", c->kind, c->p, c->v, g, c->b, c->d,
-             c->t, c->N, pp_tune_split_str(c, split, sizeof split));
+    snprintf(buf, n, "%-11s %3d %2d %4s %3d %5d %2d %5d %-6s", c->schedule, c->p, c->v, g, c->b, c->d,
+             c->t, c->N, pp_config_split_str(c, split, sizeof split));
 }
 
 static const char *CONFIG_HEAD = "schedule      p  v    G   b     d  t     N split ";
@@ -86,7 +86,7 @@ static void split_legend(FILE *fp, const pp_tune_result *r, int show)
 {
     int any = 0, n;
     for (int i = 0; i < r->n_best && i < show; i++) {
-        const pp_sched_desc *d = pp_sched_lookup(r->best[i].cfg.kind);
+        const pp_sched_desc *d = pp_sched_lookup(r->best[i].cfg.schedule);
         any |= d && d->split_backward;
     }
     if (!any)

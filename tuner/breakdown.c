@@ -35,7 +35,7 @@ static double tp_time(const pp_sched *s, int r, double per_layer)
     return layers * per_layer;
 }
 
-static pp_status makespans(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
+static pp_status makespans(const pp_tune_model *m, const pp_tune_hw *hw, const pp_config *c,
                            const pp_tune_opts *o, const pp_sched *s, double *with_links,
                            double *free_links, double *busy, int *rank, double *optimizer)
 {
@@ -68,15 +68,15 @@ typedef struct {
     double mk, mk_free, busy, tp, opt;
 } pieces;
 
-static pp_status pieces_at(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
+static pp_status pieces_at(const pp_tune_model *m, const pp_tune_hw *hw, const pp_config *c,
                            const pp_tune_opts *o, int n, pieces *out)
 {
-    pp_tune_config cn = *c;
+    pp_config cn = *c;
     cn.N = n;
     pp_sched_params sp;
     pp_tune_sched_params(m, &cn, &sp);
     pp_sched *s = NULL;
-    PP_TRY(pp_sched_generate(cn.kind, &sp, &s));
+    PP_TRY(pp_sched_generate(cn.schedule, &sp, &s));
     int r = 0;
     pp_status st = makespans(m, hw, &cn, o, s, &out->mk, &out->mk_free, &out->busy, &r, &out->opt);
     if (st == PP_OK) {
@@ -92,7 +92,7 @@ static pp_status pieces_at(const pp_tune_model *m, const pp_tune_hw *hw, const p
 /* N above the steady-state budget: the pieces of the two longest prefixes the prediction used
  * (pp_tune_steady_prefixes), extrapolated along their step as the prediction is. */
 static pp_status pieces_steady(const pp_tune_model *m, const pp_tune_hw *hw,
-                               const pp_tune_config *c, const pp_tune_opts *o, pieces *out)
+                               const pp_config *c, const pp_tune_opts *o, pieces *out)
 {
     int n[3];
     pieces a, b;
@@ -111,7 +111,7 @@ pp_status pp_tune_breakdown(const pp_tune_model *m, const pp_tune_hw *hw,
                             pp_tune_time_parts *out)
 {
     memset(out, 0, sizeof *out);
-    const pp_tune_config *c = &p->cfg;
+    const pp_config *c = &p->cfg;
     pieces x = {0};
     if (c->N > pp_tune_steady_budget())
         PP_TRY(pieces_steady(m, hw, c, o, &x));

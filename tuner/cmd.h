@@ -5,10 +5,14 @@
 
 #include <stdio.h>
 
+#include "cli.h" /* the messages, exit codes and option parsing every command uses */
+
 typedef struct {
     const char *name;
     const char *summary;
     int (*run)(int argc, char **argv); /* argv[0] is the subcommand's name */
+    /* optional: the summary generated from a table (buf, n bytes), in place of `summary` */
+    char *(*describe)(char *buf, size_t n);
 } pp_cmd;
 
 int pp_cmd_schedule(int argc, char **argv);
@@ -20,21 +24,9 @@ int pp_cmd_validate(int argc, char **argv); /* time model vs published runs (iss
 /* profiles/ (issue 7): compare, export, and move profiles to and from a store */
 int pp_cmd_diff(int argc, char **argv);
 int pp_cmd_export(int argc, char **argv);
+/* "a profile as Megatron-LM flags, NeMo 1 YAML, ... or pprun flags": export's targets. */
+char *pp_cmd_export_summary(char *buf, size_t n);
 int pp_cmd_publish(int argc, char **argv);
 int pp_cmd_fetch(int argc, char **argv);
-
-/* Prints "pptune <cmd>: <message>" to stderr and returns 2 (usage) — for argument errors. */
-int pp_cmd_usage_error(const char *cmd, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-/* Prints "pptune <cmd>: <pp_err_msg()>" and returns the exit code for the status (2 for
- * invalid input / parse / not found, 1 otherwise). */
-int pp_cmd_fail(const char *cmd, int status);
-/* Parses a base-10 int option value; on error prints which option and value, returns 0. */
-int pp_cmd_parse_int(const char *cmd, const char *opt, const char *val, int min, int *out);
-int pp_cmd_parse_double(const char *cmd, const char *opt, const char *val, double min,
-                        double *out);
 
 #endif

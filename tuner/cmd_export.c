@@ -1,5 +1,6 @@
-/* cmd_export.c — `pptune export --format megatron|nemo|pprun PROFILE`: the chosen configuration
- * as a training framework's options, on stdout (flags on one line; NeMo as YAML). */
+/* cmd_export.c — `pptune export --format F [--target T] PROFILE`: the chosen configuration as a
+ * training framework's options, on stdout; the targets and what each runs are the rows of
+ * profiles/export.c (pp_profile_export_targets). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,24 +11,30 @@
 
 static void usage(void)
 {
-    printf("usage: pptune export --format megatron|nemo|nemo2|torchtitan|pprun\n"
-           "                    [--target bitpipe-fork] [--runner-up K] PROFILE\n\n"
-           "Prints the profile's chosen configuration as launch options:\n"
-           "  megatron  Megatron-LM flags on one line: layout (tensor, pipeline, virtual\n"
-           "            pipeline and its micro-batch group, uneven first/last stage), batch,\n"
-           "            the model (sizes, attention, MLP, norm, positions, head, biases),\n"
-           "            precision and memory options; --target bitpipe-fork for a BitPipe\n"
-           "            profile on that fork of Megatron (upstream has no BitPipe)\n"
-           "  nemo      NeMo 1 megatron_gpt_config.yaml keys (trainer.*, model.*), the model\n"
-           "  nemo2     NeMo 2.0 Python: llm.GPTConfig, nl.MegatronStrategy, nl.Trainer\n"
-           "  torchtitan  --parallelism.* / --training.* overrides and the `pptune schedule\n"
-           "            --format csv` command writing the schedule they load\n"
-           "  pprun     pprun's flags on one line (backend, precision, --tp)\n"
-           "A configuration the target cannot run (the zero-bubble family and Chimera in\n"
-           "Megatron-LM and NeMo, BitPipe in upstream Megatron-LM) is refused with the reason\n"
-           "(exit 2), naming the fastest runner-up in the profile that the target runs.\n"
+    char names[128];
+    printf("usage: pptune export --format %s\n"
+           "                    [--target T] [--runner-up K] PROFILE\n\n"
+           "Prints the profile's chosen configuration as launch options:\n",
+           pp_profile_export_names("|", names, sizeof names));
+    pp_profile_export_help(stdout);
+    printf("A configuration the target cannot run is refused with the reason (exit 2), naming\n"
+           "the fastest runner-up in the profile that the target runs and the targets that\n"
+           "run it.\n"
            "  --runner-up K  export the profile's K-th runner-up instead of its chosen\n"
            "            configuration (1 = the second fastest; the profile lists them)\n");
+}
+
+char *pp_cmd_export_summary(char *buf, size_t n)
+{
+    int k, m = 0, len = snprintf(buf, n, "a profile as");
+    const pp_export_target *t = pp_profile_export_targets(&k);
+    for (int i = 0; i < k; i++)
+        m += t[i].output != NULL;
+    for (int i = 0, j = 0; i < k && len >= 0 && (size_t)len < n; i++)
+        if (t[i].output)
+            len += snprintf(buf + len, n - (size_t)len, "%s %s", j++ == 0 ? "" : j == m ? " or" : ",",
+                            t[i].output);
+    return buf;
 }
 
 int pp_cmd_export(int argc, char **argv)
@@ -59,17 +66,13 @@ int pp_cmd_export(int argc, char **argv)
             return pp_cmd_usage_error("export", "expected one profile, got a second: \"%s\"", o);
         }
     }
+    char names[128];
     if (!format || !file)
-        return pp_cmd_usage_error("export", "expected --format megatron|nemo|nemo2|torchtitan|pprun PROFILE");
-    pp_profile_export_format fmt;
-    pp_status st = pp_profile_export_format_parse(format, &fmt);
-    if (st != PP_OK)
+        return pp_cmd_usage_error("export", "expected --format %s PROFILE",
+                                  pp_profile_export_names("|", names, sizeof names));
+    const pp_export_target *fmt = pp_profile_export_find(format, target);
+    if (!fmt)
         return pp_cmd_usage_error("export", "%s", pp_err_text());
-    if (target && (strcmp(target, "bitpipe-fork") != 0 || fmt != PP_PROFILE_EXPORT_MEGATRON))
-        return pp_cmd_usage_error("export", "--target \"%s\": expected bitpipe-fork, with "
-                                            "--format megatron", target);
-    if (target)
-        fmt = PP_PROFILE_EXPORT_MEGATRON_BITPIPE;
     long k = 0;
     if (runner) {
         char *end;
@@ -79,7 +82,7 @@ int pp_cmd_export(int argc, char **argv)
                                                 "number, 1 or more", runner);
     }
     pp_profile *p = NULL;
-    st = pp_profile_read(file, &p);
+    pp_status st = pp_profile_read(file, &p);
     if (st == PP_OK && k > 0) {
         if (!p->has_chosen || k > p->n_runners_up) {
             fprintf(stderr, "pptune export: %s: --runner-up %ld: the profile has %d runner%s-up\n",
@@ -92,7 +95,7 @@ int pp_cmd_export(int argc, char **argv)
         fprintf(stderr,
                 "pptune export: %s: runner-up #%ld, %s (predicted %.4g s per step; the chosen "
                 "configuration: %.4g s)\n",
-                file, k, pp_profile_config_str(&r->config, text, sizeof text), r->step_time_s,
+                file, k, pp_config_str(&r->config, text, sizeof text), r->step_time_s,
                 p->chosen.step_time_s);
         p->chosen = *r; /* its strings live in the profile's document, as the chosen one's */
     }

@@ -30,47 +30,62 @@ typedef struct {
     char self[4096]; /* this pptune, for the all-reduce probe of reduced trials; "" unknown */
 } opts;
 
-static void help(void)
-{
-    printf("usage: pptune --model M [--nodes N] [options]\n"
-           "       pptune search --model M [--nodes N] [options]\n\n"
-           "Searches schedule x pipeline size p x chunks v x group G x micro-batch b x tensor\n"
-           "parallel t (d = GPUs / (p t), N = global batch / (b d)), predicts each candidate's\n"
-           "step time by simulating its schedule with costs from the cluster and its memory per\n"
-           "rank, prints a leaderboard and writes the profile.\n\n");
-    pp_cli_tune_help(stdout);
-    char names[256];
-    printf("search:\n"
-           "  --schedules LIST       comma list of the registry's schedules (all):\n"
-           "                         %s\n",
-           pp_sched_names(PP_SCHED_MEGATRON_NONE, ",", names, sizeof names));
-    printf("  --max-b B              largest micro-batch size tried (16)\n"
-           "  --max-t T              largest tensor-parallel size (GPUs per node)\n"
-           "  --no-tp                t = 1 only\n"
-           "  --keep K               candidates ranked exactly (10); --top K rows shown (10)\n"
-           "  --explain[=all]        why the others lost: rejections by reason, each schedule's\n"
-           "                         best against #1 (time and memory), the Pareto front;\n"
-           "                         =all: also every rejected candidate\n"
-           "  --no-fallback          when nothing fits, do not retry with the distributed\n"
-           "                         optimizer, sequence parallelism, then recompute\n"
-           "  --trials K             trial runs of the best K on a local cluster (4; 0: none)\n"
-           "  --trial-steps S        steps per trial, the first is warm-up (5)\n"
-           "  --trial-timeout SEC    a trial running longer is killed (60)\n"
-           "  --hostfile FILE        trials with mpirun over the hosts of this Open MPI host\n"
-           "                         file; inside a Slurm allocation (SLURM_JOB_ID) trials are\n"
-           "                         srun job steps over its nodes\n"
-           "  --no-probe-nodes       with --cluster local in an allocation: probe this node\n"
-           "                         only (it stands for every node) instead of one probe\n"
-           "                         rank on every node, gathered (slowest figures planned)\n"
-           "output:\n"
-           "  -o FILE                profile path (default $XDG_DATA_HOME/pptune/profiles/...);\n"
-           "                         -o - writes the profile to stdout, the report to stderr\n"
-           "  --no-save              do not write a profile\n"
-           "  --report FILE.html     also write the search as one self-contained HTML page\n"
-           "  --progress             progress bar even when stderr is not a terminal\n");
-}
+static char schedules_help[400]; /* the registry's names (help() fills it) */
 
-static int parse(int argc, char **argv, opts *o)
+enum { HELP = PP_CLI_LOCAL, EXPLAIN };
+#define OFF(f) offsetof(opts, f)
+/* clang-format off */
+static const pp_opt rows[] = {
+    {.kind = PP_OPT_SECTION, .help = "search:", .width = 25},
+    {.name = "schedules", .kind = PP_OPT_STRING, .offset = OFF(schedules), .arg = "LIST",
+     .help = schedules_help},
+    {.name = "max-b", .kind = PP_OPT_INT, .offset = OFF(max_b), .min = 1, .arg = "B",
+     .help = "largest micro-batch size tried (default 16)"},
+    {.name = "max-t", .kind = PP_OPT_INT, .offset = OFF(max_t), .min = 1, .arg = "T",
+     .help = "largest tensor-parallel size (default: GPUs per node)"},
+    {.name = "no-tp", .kind = PP_OPT_FLAG, .offset = OFF(no_tp), .help = "t = 1 only"},
+    {.name = "keep", .kind = PP_OPT_INT, .offset = OFF(keep), .min = 1, .arg = "K",
+     .help = "candidates ranked exactly", .show_default = 1},
+    {.name = "top", .kind = PP_OPT_INT, .offset = OFF(show), .min = 1, .arg = "K",
+     .help = "leaderboard rows shown (at most --keep: it grows to them)", .show_default = 1},
+    {.name = "explain", .kind = PP_OPT_CODE, .code = EXPLAIN, .has_arg = optional_argument,
+     .arg = "[=all]",
+     .help = "why the others lost: rejections by reason, each schedule's\n"
+             "best against #1 (time and memory), the Pareto front;\n"
+             "=all: also every rejected candidate"},
+    {.name = "no-fallback", .kind = PP_OPT_FLAG, .offset = OFF(no_fallback),
+     .help = "when nothing fits, do not retry with the distributed\n"
+             "optimizer, sequence parallelism, then recompute"},
+    {.name = "trials", .kind = PP_OPT_INT, .offset = OFF(trials), .min = 0, .arg = "K",
+     .help = "trial runs of the best K on a local cluster (0: none)", .show_default = 1},
+    {.name = "trial-steps", .kind = PP_OPT_INT, .offset = OFF(trial_steps), .min = 1,
+     .arg = "S", .help = "steps per trial, the first is warm-up", .show_default = 1},
+    {.name = "trial-timeout", .kind = PP_OPT_DOUBLE, .offset = OFF(trial_timeout), .min = 0.1,
+     .arg = "SEC", .help = "a trial running longer is killed (seconds)", .show_default = 1},
+    {.name = "hostfile", .kind = PP_OPT_STRING, .offset = OFF(hostfile), .arg = "FILE",
+     .help = "trials with mpirun over the hosts of this Open MPI host\n"
+             "file; inside a Slurm allocation (SLURM_JOB_ID) trials are\n"
+             "srun job steps over its nodes"},
+    {.name = "no-probe-nodes", .kind = PP_OPT_FLAG, .offset = OFF(no_probe_nodes),
+     .help = "with --cluster local in an allocation: probe this node\n"
+             "only (it stands for every node) instead of one probe\n"
+             "rank on every node, gathered (slowest figures planned)"},
+    {.kind = PP_OPT_SECTION, .help = "output:"},
+    {.letter = 'o', .kind = PP_OPT_STRING, .offset = OFF(out), .arg = "FILE",
+     .help = "profile path (default $XDG_DATA_HOME/pptune/profiles/...);\n"
+             "-o - writes the profile to stdout, the report to stderr"},
+    {.name = "no-save", .kind = PP_OPT_FLAG, .offset = OFF(no_save),
+     .help = "do not write a profile"},
+    {.name = "report", .kind = PP_OPT_STRING, .offset = OFF(report), .arg = "FILE.html",
+     .help = "also write the search as one self-contained HTML page"},
+    {.name = "progress", .kind = PP_OPT_FLAG, .offset = OFF(progress),
+     .help = "progress bar even when stderr is not a terminal"},
+    {.name = "help", .letter = 'h', .kind = PP_OPT_CODE, .code = HELP},
+};
+/* clang-format on */
+#define N_ROWS ((int)(sizeof rows / sizeof rows[0]))
+
+static void defaults(opts *o)
 {
     memset(o, 0, sizeof *o);
     pp_cli_tune_init(&o->tune);
@@ -79,70 +94,45 @@ static int parse(int argc, char **argv, opts *o)
     o->trials = 4;
     o->trial_steps = 5;
     o->trial_timeout = 60;
-    enum { KEEP = PP_CLI_LOCAL, TOP, MAX_B, MAX_T, TRIALS, TRIAL_STEPS, TRIAL_TIMEOUT, SCHEDULES,
-           EXPLAIN, NO_SAVE, NO_TP, NO_FALLBACK, PROGRESS, REPORT, HOSTFILE, NO_PROBE_NODES };
-    static const struct option longopts[] = {
-        PP_CLI_TUNE_OPTIONS,
-        {"help", no_argument, NULL, 'h'},
-        {"keep", required_argument, NULL, KEEP},
-        {"top", required_argument, NULL, TOP},
-        {"max-b", required_argument, NULL, MAX_B},
-        {"max-t", required_argument, NULL, MAX_T},
-        {"trials", required_argument, NULL, TRIALS},
-        {"trial-steps", required_argument, NULL, TRIAL_STEPS},
-        {"trial-timeout", required_argument, NULL, TRIAL_TIMEOUT},
-        {"schedules", required_argument, NULL, SCHEDULES},
-        {"explain", optional_argument, NULL, EXPLAIN},
-        {"no-save", no_argument, NULL, NO_SAVE},
-        {"no-tp", no_argument, NULL, NO_TP},
-        {"no-fallback", no_argument, NULL, NO_FALLBACK},
-        {"progress", no_argument, NULL, PROGRESS},
-        {"report", required_argument, NULL, REPORT},
-        {"hostfile", required_argument, NULL, HOSTFILE},
-        {"no-probe-nodes", no_argument, NULL, NO_PROBE_NODES},
-        {0},
-    };
+}
+
+static void help(void)
+{
+    printf("usage: pptune --model M [--nodes N] [options]\n"
+           "       pptune search --model M [--nodes N] [options]\n\n"
+           "Searches schedule x pipeline size p x chunks v x group G x micro-batch b x tensor\n"
+           "parallel t (d = GPUs / (p t), N = global batch / (b d)), predicts each candidate's\n"
+           "step time by simulating its schedule with costs from the cluster and its memory per\n"
+           "rank, prints a leaderboard and writes the profile.\n\n");
+    char names[256];
+    snprintf(schedules_help, sizeof schedules_help,
+             "comma list of the registry's schedules (all):\n%s",
+             pp_sched_names(PP_SCHED_MEGATRON_NONE, ",", names, sizeof names));
+    opts dflt;
+    defaults(&dflt);
+    pp_cli_tune_help_with(stdout, rows, N_ROWS, &dflt);
+}
+
+static int parse(int argc, char **argv, opts *o)
+{
+    defaults(o);
     pp_cli p;
-    pp_cli_init(&p, CMD, argc, argv, "ho:", longopts);
+    pp_cli_tune_parse(&p, CMD, argc, argv, &o->tune, rows, N_ROWS, o);
     for (int c; (c = pp_cli_next(&p)) != -1;) {
-        const char *a = p.name, *v = p.arg;
+        const char *v = p.arg;
         int r = c == PP_CLI_BAD ? -1 : pp_cli_tune_option(&p, c, &o->tune);
         if (r < 0)
             return 2;
         if (r > 0)
             continue;
-        int *num = c == KEEP          ? &o->keep
-                   : c == TOP         ? &o->show
-                   : c == MAX_B       ? &o->max_b
-                   : c == MAX_T       ? &o->max_t
-                   : c == TRIALS      ? &o->trials
-                   : c == TRIAL_STEPS ? &o->trial_steps
-                                      : NULL;
-        if (num) {
-            if (!pp_cmd_parse_int(CMD, a, v, c == TRIALS ? 0 : 1, num))
-                return 2;
-            continue;
+        if (c == HELP) {
+            help();
+            return -1;
         }
-        switch (c) {
-        case 'h': help(); return -1;
-        case TRIAL_TIMEOUT:
-            if (!pp_cmd_parse_double(CMD, a, v, 0.1, &o->trial_timeout))
-                return 2;
-            break;
-        case 'o': o->out = v; break;
-        case SCHEDULES: o->schedules = v; break;
-        case EXPLAIN:
+        if (c == EXPLAIN) {
             if (v && strcmp(v, "all") != 0)
                 return pp_cmd_usage_error(CMD, "--explain= expects \"all\", got \"%s\"", v);
             o->explain = v ? 2 : 1;
-            break;
-        case NO_SAVE: o->no_save = 1; break;
-        case NO_TP: o->no_tp = 1; break;
-        case NO_FALLBACK: o->no_fallback = 1; break;
-        case PROGRESS: o->progress = 1; break;
-        case REPORT: o->report = v; break;
-        case HOSTFILE: o->hostfile = v; break;
-        case NO_PROBE_NODES: o->no_probe_nodes = 1; break;
         }
     }
     int rc = pp_cli_no_words(&p);

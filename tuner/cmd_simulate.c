@@ -11,83 +11,87 @@
 #define CMD "simulate"
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
-static void help(void)
-{
-    printf("usage: pptune simulate --model M [--nodes N] --schedule K -p P [-v V] [-G G] [-b B]\n"
-           "                       [-t T] [--uneven] [--timeline [--format ascii|svg] [--width W]\n"
-           "                       [-o FILE]] [shared options]\n\n"
-           "Predicts one configuration: d = GPUs / (p t), N = global batch / (b d).\n\n");
-    pp_cli_tune_help(stdout);
-    printf("configuration:\n"
-           "  --schedule K           gpipe, 1f1b, interleaved, chimera, bitpipe (default 1f1b)\n"
-           "  -p P  -v V  -G G       pipeline ranks, chunks (interleaved), group (default p)\n"
-           "  -b B  -t T             micro-batch size (1), tensor-parallel size (1)\n"
-           "  --uneven               Llama-3 split (one layer fewer on first and last stage)\n"
-           "  --timeline             draw the simulated timeline with the predicted costs\n"
-           "  --format ascii|svg     the timeline's form (ascii; svg: a Gantt chart in seconds)\n"
-           "  --width W              ascii columns (default: fit the terminal, $COLUMNS)\n"
-           "  -o FILE                write the timeline to FILE (atomically) instead of stdout\n");
-}
-
 typedef struct {
     pp_cli_tune tune;
-    pp_tune_config c;
+    pp_config c;
     int timeline;
     int svg;            /* --format svg */
     int width;          /* --width, 0: fit the terminal */
     const char *output; /* -o FILE, NULL: stdout */
 } opts;
 
-static int parse(int argc, char **argv, opts *o)
+static char schedule_help[400]; /* the registry's names (help() fills it) */
+static const char *const FORMATS[] = {"ascii", "svg", NULL}; /* index = opts.svg */
+
+enum { HELP = PP_CLI_LOCAL };
+#define OFF(f) offsetof(opts, f)
+/* clang-format off */
+static const pp_opt rows[] = {
+    {.kind = PP_OPT_SECTION, .help = "configuration:", .width = 25},
+    {.name = "schedule", .kind = PP_OPT_STRING, .offset = OFF(c.schedule), .arg = "K",
+     .help = schedule_help, .show_default = 1},
+    {.letter = 'p', .kind = PP_OPT_INT, .offset = OFF(c.p), .min = 1, .arg = "P",
+     .help = "pipeline ranks", .show_default = 1},
+    {.letter = 'v', .kind = PP_OPT_INT, .offset = OFF(c.v), .min = 1, .arg = "V",
+     .help = "chunks per rank (default: the schedule's own)"},
+    {.letter = 'G', .kind = PP_OPT_INT, .offset = OFF(c.G), .min = 1, .arg = "G",
+     .help = "interleaved micro-batch group (default p)"},
+    {.letter = 'b', .kind = PP_OPT_INT, .offset = OFF(c.b), .min = 1, .arg = "B",
+     .help = "micro-batch size", .show_default = 1},
+    {.letter = 't', .kind = PP_OPT_INT, .offset = OFF(c.t), .min = 1, .arg = "T",
+     .help = "tensor-parallel size", .show_default = 1},
+    {.name = "uneven", .kind = PP_OPT_FLAG, .offset = OFF(c.uneven),
+     .help = "Llama-3 split (one layer fewer on first and last stage)"},
+    {.kind = PP_OPT_SECTION, .help = "timeline:"},
+    {.name = "timeline", .kind = PP_OPT_FLAG, .offset = OFF(timeline),
+     .help = "draw the simulated timeline with the predicted costs"},
+    {.name = "format", .kind = PP_OPT_CHOICE, .offset = OFF(svg), .choices = FORMATS,
+     .arg = "ascii|svg", .help = "the timeline's form (svg: a Gantt chart in seconds)",
+     .show_default = 1},
+    {.name = "width", .kind = PP_OPT_INT, .offset = OFF(width), .min = 1, .arg = "W",
+     .help = "ascii columns (default: fit the terminal, $COLUMNS)"},
+    {.letter = 'o', .kind = PP_OPT_STRING, .offset = OFF(output), .arg = "FILE",
+     .help = "write the timeline to FILE (atomically) instead of stdout"},
+    {.name = "help", .letter = 'h', .kind = PP_OPT_CODE, .code = HELP},
+};
+/* clang-format on */
+#define N_ROWS ((int)(sizeof rows / sizeof rows[0]))
+
+static void defaults(opts *o)
 {
     memset(o, 0, sizeof *o);
     pp_cli_tune_init(&o->tune);
-    snprintf(o->c.kind, sizeof o->c.kind, "%s", PP_SCHED_DEFAULT);
+    pp_config_defaults(&o->c);
+    o->c.schedule = PP_SCHED_DEFAULT;
     o->c.p = 1, o->c.v = 0, o->c.b = 1, o->c.t = 1;
-    enum { SCHEDULE = PP_CLI_LOCAL, UNEVEN, TIMELINE, FORMAT, WIDTH };
-    static const struct option longopts[] = {
-        PP_CLI_TUNE_OPTIONS,
-        {"help", no_argument, NULL, 'h'},
-        {"schedule", required_argument, NULL, SCHEDULE},
-        {"uneven", no_argument, NULL, UNEVEN},
-        {"timeline", no_argument, NULL, TIMELINE},
-        {"format", required_argument, NULL, FORMAT},
-        {"width", required_argument, NULL, WIDTH},
-        {0},
-    };
+}
+
+static void help(void)
+{
+    printf("usage: pptune simulate --model M [--nodes N] --schedule K -p P [-v V] [-G G] [-b B]\n"
+           "                       [-t T] [--uneven] [--timeline [--format ascii|svg] [--width W]\n"
+           "                       [-o FILE]] [shared options]\n\n"
+           "Predicts one configuration: d = GPUs / (p t), N = global batch / (b d).\n\n");
+    char names[256];
+    snprintf(schedule_help, sizeof schedule_help, "%s",
+             pp_sched_names(PP_SCHED_MEGATRON_NONE, ", ", names, sizeof names));
+    opts dflt;
+    defaults(&dflt);
+    pp_cli_tune_help_with(stdout, rows, N_ROWS, &dflt);
+}
+
+static int parse(int argc, char **argv, opts *o)
+{
+    defaults(o);
     pp_cli p;
-    pp_cli_init(&p, CMD, argc, argv, "hp:v:G:b:t:o:", longopts);
+    pp_cli_tune_parse(&p, CMD, argc, argv, &o->tune, rows, N_ROWS, o);
     for (int c; (c = pp_cli_next(&p)) != -1;) {
         int r = c == PP_CLI_BAD ? -1 : pp_cli_tune_option(&p, c, &o->tune);
         if (r < 0)
             return 2;
-        if (r > 0)
-            continue;
-        int *num = c == 'p'   ? &o->c.p
-                   : c == 'v' ? &o->c.v
-                   : c == 'G' ? &o->c.G
-                   : c == 'b' ? &o->c.b
-                   : c == 't' ? &o->c.t
-                   : c == WIDTH ? &o->width
-                              : NULL;
-        if (num) {
-            if (!pp_cmd_parse_int(CMD, p.name, p.arg, 1, num))
-                return 2;
-        } else if (c == 'h') {
+        if (c == HELP) {
             help();
             return -1;
-        } else if (c == SCHEDULE) {
-            snprintf(o->c.kind, sizeof o->c.kind, "%s", p.arg);
-        } else if (c == UNEVEN) {
-            o->c.uneven = 1;
-        } else if (c == TIMELINE) {
-            o->timeline = 1;
-        } else if (c == FORMAT) {
-            if (strcmp(p.arg, "ascii") != 0 && strcmp(p.arg, "svg") != 0)
-                return pp_cmd_usage_error(CMD, "--format expects ascii or svg, got \"%s\"", p.arg);
-            o->svg = !strcmp(p.arg, "svg");
-        } else if (c == 'o') {
-            o->output = p.arg;
         }
     }
     if (pp_cli_no_words(&p) >= 0)
@@ -103,7 +107,7 @@ static int parse(int argc, char **argv, opts *o)
 /* Fills d, N, v and G from the cluster and batch; returns 0 or an exit code. */
 static int complete(opts *o, const pp_tune_model *m, const pp_tune_hw *hw)
 {
-    pp_tune_config *c = &o->c;
+    pp_config *c = &o->c;
     long long gpus = (long long)hw->nodes * hw->gpus_per_node;
     long long pt = (long long)c->p * c->t; /* 64 bits: 65536 x 65536 wrapped to 0 (SIGFPE) */
     if (pt > gpus || gpus % pt != 0)
@@ -115,7 +119,7 @@ static int complete(opts *o, const pp_tune_model *m, const pp_tune_hw *hw)
         return pp_cmd_usage_error(CMD, "global batch %d is not a multiple of -b x d = %d x %d",
                                   m->global_batch, c->b, c->d);
     c->N = (int)(m->global_batch / bd);
-    const pp_sched_desc *d = pp_sched_find(c->kind);
+    const pp_sched_desc *d = pp_sched_find(c->schedule);
     if (!d)
         return pp_cmd_usage_error(CMD, "%s", pp_err_text());
     if (!c->v)
@@ -127,7 +131,7 @@ static int complete(opts *o, const pp_tune_model *m, const pp_tune_hw *hw)
 static void print_prediction(const pp_tune_prediction *p, const pp_tune_rank_mem *mem)
 {
     char cb[160];
-    printf("configuration  %s\n", pp_tune_config_str(&p->cfg, cb, sizeof cb));
+    printf("configuration  %s\n", pp_config_str(&p->cfg, cb, sizeof cb));
     printf("step time      %.4f s (pipeline %.4f s, then the data-parallel all-reduce, begun on "
            "each rank after its last backward, and the optimizer: +%.4f s)\n",
            p->step_time, p->pipeline_time, p->step_time - p->pipeline_time);
@@ -213,7 +217,7 @@ int pp_cmd_simulate(int argc, char **argv)
     } else {
         pp_sched_params sp;
         pp_tune_sched_params(&m, &o.c, &sp);
-        st = pp_sched_generate(o.c.kind, &sp, &s);
+        st = pp_sched_generate(o.c.schedule, &sp, &s);
         if (st == PP_OK)
             st = pp_tune_evaluate(&m, &hw, &o.c, &o.tune.opts, s, &p, mem);
     }

@@ -61,7 +61,7 @@ static void print(const pp_tune_validation *v, unsigned without)
     for (int i = 0; i < v->n; i++) {
         const pp_tune_check *c = &v->rows[i];
         char cb[160];
-        pp_tune_config_str(&c->cfg, cb, sizeof cb);
+        pp_config_str(&c->cfg, cb, sizeof cb);
         printf("  %-7s %5d %4d %5d  %-44s %12.2f %12.2f %+7.1f%%\n", c->row->name,
                c->row->model_parallel, c->row->gpus, c->row->global_batch, cb, c->published_step,
                c->predicted_step, 100 * c->error);

@@ -50,7 +50,7 @@ static group *group_rejects(const pp_tune_result *r, const char *kind, int *n)
     char key[200];
     for (long i = 0; i < r->n_rejects; i++) {
         const pp_tune_reject *j = &r->rejects[i];
-        if (kind && strcmp(j->cfg.kind, kind) != 0)
+        if (kind && strcmp(j->cfg.schedule, kind) != 0)
             continue;
         reason_key(j->reason, key, sizeof key);
         int k = 0;
@@ -84,7 +84,7 @@ void pp_cli_reasons_print(FILE *fp, const pp_tune_result *r, int max)
     for (int k = 0; k < ng && k < max; k++) {
         const pp_tune_reject *j = &r->rejects[g[k].example];
         fprintf(fp, "  %6ld  %-9s %s (e.g. %s)\n", g[k].count, STAGE[j->stage], j->reason,
-                pp_tune_config_str(&j->cfg, cb, sizeof cb));
+                pp_config_str(&j->cfg, cb, sizeof cb));
     }
     if (ng > max)
         fprintf(fp, "  ... %d more reasons (--explain=all lists every candidate)\n", ng - max);
@@ -141,7 +141,7 @@ static void best_row(FILE *fp, const char *label, const pp_tune_prediction *p,
     char cb[160];
     fprintf(fp, "  %-11s %-44s %7.4g %7.3g %7.3g %7.3g %7.3g %7.3g %7.3g | %6.1f %6.1f %6.1f "
                 "%6.1f %6.1f %6.1f\n",
-            label, pp_tune_config_str(&p->cfg, cb, sizeof cb), p->step_time, t[0], t[1], t[2],
+            label, pp_config_str(&p->cfg, cb, sizeof cb), p->step_time, t[0], t[1], t[2],
             t[3], t[4], t[5], w->weights / GIB, w->grads / GIB, w->optim / GIB, w->acts / GIB,
             (w->comm + w->workspace) / GIB, w->total / GIB);
 }
@@ -154,7 +154,7 @@ static void print_without_best(FILE *fp, const pp_tune_result *r)
     for (int k = 0; k < n_kinds; k++) {
         int has = 0;
         for (int i = 0; i < r->n_sched_best; i++)
-            has |= !strcmp(r->sched_best[i].pred.cfg.kind, kinds[k].name);
+            has |= !strcmp(r->sched_best[i].pred.cfg.schedule, kinds[k].name);
         int ng;
         group *g = has ? NULL : group_rejects(r, kinds[k].name, &ng);
         int at = 0; /* the commonest memory reason, else the commonest rule */
@@ -194,13 +194,13 @@ static void print_schedule_bests(FILE *fp, const pp_tune_model *m, const pp_tune
         const pp_tune_candidate *c = &r->sched_best[i];
         pp_tune_time_parts tc;
         if (pp_tune_breakdown(m, hw, &c->pred, &r->opts, &tc) != PP_OK) {
-            fprintf(fp, "  %-11s (no breakdown: %s)\n", c->pred.cfg.kind, pp_err_text());
+            fprintf(fp, "  %-11s (no breakdown: %s)\n", c->pred.cfg.schedule, pp_err_text());
             pp_err_clear();
             continue;
         }
         double mine[6];
         parts_array(&tc, mine);
-        best_row(fp, c->pred.cfg.kind, &c->pred, &c->worst, mine);
+        best_row(fp, c->pred.cfg.schedule, &c->pred, &c->worst, mine);
         why_lost(fp, c, mine, win, best);
     }
     print_without_best(fp, r);
@@ -222,7 +222,7 @@ static void print_pareto(FILE *fp, const pp_tune_result *r)
         const pp_tune_prediction *p = &r->pareto[i].pred;
         fprintf(fp, "  %8.1f %8.4g %12s  %s\n", p->peak_mem / GIB, p->step_time,
                 pp_cli_fmt_int(p->tokens_per_s, tok, sizeof tok),
-                pp_tune_config_str(&p->cfg, cb, sizeof cb));
+                pp_config_str(&p->cfg, cb, sizeof cb));
     }
 }
 
@@ -233,7 +233,7 @@ static void print_all(FILE *fp, const pp_tune_result *r)
     for (long i = 0; i < r->n_rejects; i++) {
         const pp_tune_reject *j = &r->rejects[i];
         fprintf(fp, "  [%-9s] %-58s %s\n", STAGE[j->stage],
-                pp_tune_config_str(&j->cfg, cb, sizeof cb), j->reason);
+                pp_config_str(&j->cfg, cb, sizeof cb), j->reason);
     }
 }
 

@@ -36,22 +36,10 @@ void pp_tune_opts_default(pp_tune_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->precision = PP_PREC_BF16;
-    o->recompute = PP_TUNE_RECOMPUTE_NONE;
+    o->recompute = PP_RECOMPUTE_NONE;
     o->flash_attention = 1;
     o->headroom = 0.05;
     o->gemm_efficiency = 1.0;
-}
-
-const char *pp_tune_recompute_name(pp_tune_recompute r)
-{
-    switch (r) {
-    case PP_TUNE_RECOMPUTE_SELECTIVE:
-        return "selective";
-    case PP_TUNE_RECOMPUTE_FULL:
-        return "full";
-    default:
-        return "none";
-    }
 }
 
 double pp_tune_mem_capacity(const pp_tune_hw *hw, const pp_tune_opts *o)
@@ -76,7 +64,7 @@ double pp_tune_act_bytes_per_layer(const pp_tune_model *m, int b, int t, const p
 {
     double s = m->seq, h = m->hidden, sbh = s * b * h;
     double scale = act_dtype(o) / 2.0; /* the table counts 16-bit values */
-    if (o->recompute == PP_TUNE_RECOMPUTE_FULL)
+    if (o->recompute == PP_RECOMPUTE_FULL)
         return scale * 2.0 * sbh; /* only the layer input is kept */
     double kvd = (double)m->kv_heads * (h / m->heads);
     double has_dropout = m->linear_bias ? 1.0 : 0.0; /* GPT/BERT train with dropout, Llama not */
@@ -84,7 +72,7 @@ double pp_tune_act_bytes_per_layer(const pp_tune_model *m, int b, int t, const p
     double attn_in = 2.0 + 4.0 * kvd / h + 2.0;
     double mlp_in = (m->gated_mlp ? 3.0 : 2.0) * 2.0 * m->ffn / h;
     double scores = 0;
-    if (!o->flash_attention && o->recompute == PP_TUNE_RECOMPUTE_NONE)
+    if (!o->flash_attention && o->recompute == PP_RECOMPUTE_NONE)
         scores = 5.0 * m->heads * s / h;
     if (o->sequence_parallel)
         return scale * sbh * (outside + attn_in + mlp_in + scores) / t;
@@ -182,7 +170,7 @@ static double stage_params(const pp_tune_model *m, const pp_sched *s, int pipe, 
     return n;
 }
 
-static double stage_act(const pp_tune_model *m, const pp_sched *s, const pp_tune_config *c,
+static double stage_act(const pp_tune_model *m, const pp_sched *s, const pp_config *c,
                         const pp_tune_opts *o, int pipe, int stage, double per_layer)
 {
     double a = per_layer * pp_sched_stage_layers(s, pipe, stage);
@@ -193,7 +181,7 @@ static double stage_act(const pp_tune_model *m, const pp_sched *s, const pp_tune
     return a;
 }
 
-static double stage_held(const pp_tune_model *m, const pp_sched *s, const pp_tune_config *c,
+static double stage_held(const pp_tune_model *m, const pp_sched *s, const pp_config *c,
                          const pp_tune_opts *o, int pipe, int stage, double per_layer)
 {
     double a = per_layer * pp_sched_stage_layers(s, pipe, stage);
@@ -208,7 +196,7 @@ static double stage_held(const pp_tune_model *m, const pp_sched *s, const pp_tun
  * schedule's own in-flight walk (pp_sched_in_flight_peak_split, the one the simulator reports
  * from), weighted by each stage's bytes: a micro-batch holds its stage's activations from F
  * to B or I, and what W needs from I to W (schedules without I and W never use the second). */
-static pp_status walk_acts(const pp_tune_model *m, const pp_sched *s, const pp_tune_config *c,
+static pp_status walk_acts(const pp_tune_model *m, const pp_sched *s, const pp_config *c,
                            const pp_tune_opts *o, int r, double per_layer, double *bytes,
                            double *units)
 {
@@ -230,7 +218,7 @@ static pp_status walk_acts(const pp_tune_model *m, const pp_sched *s, const pp_t
 
 /* Largest transient of a rank's stages: the fp32 logit gradient of the head, the MLP's
  * ffn-wide backward temporaries, or (full recompute) one layer's recomputed activations. */
-static double transient(const pp_tune_model *m, const pp_tune_config *c, const pp_tune_opts *o,
+static double transient(const pp_tune_model *m, const pp_config *c, const pp_tune_opts *o,
                         int holds_head)
 {
     double s = m->seq, sb = s * c->b;
@@ -240,15 +228,15 @@ static double transient(const pp_tune_model *m, const pp_tune_config *c, const p
         if (logits > w)
             w = logits;
     }
-    if (o->recompute == PP_TUNE_RECOMPUTE_FULL) {
+    if (o->recompute == PP_RECOMPUTE_FULL) {
         pp_tune_opts none = *o;
-        none.recompute = PP_TUNE_RECOMPUTE_NONE;
+        none.recompute = PP_RECOMPUTE_NONE;
         w += pp_tune_act_bytes_per_layer(m, c->b, c->t, &none);
     }
     return w;
 }
 
-pp_status pp_tune_memory(const pp_tune_model *m, const pp_tune_config *c, const pp_sched *s,
+pp_status pp_tune_memory(const pp_tune_model *m, const pp_config *c, const pp_sched *s,
                          const pp_tune_opts *o, pp_tune_rank_mem *mem)
 {
     if (c->t < 1 || c->b < 1 || c->d < 1)

@@ -1,8 +1,10 @@
 /* models.c — model descriptions for the tuner: presets, HuggingFace config.json, pptune's own
  * model JSON, parameter counts.
  *
- * Presets come from ../shared/reference/memory-and-models.md (GPT-3: Brown et al. 2020; Llama 3:
- * Meta; BERT-large: Devlin et al. 2019). Default global batches: GPT-3's published token batch
+ * Presets come from the models' papers and releases (GPT-3: Brown et al., "Language Models are
+ * Few-Shot Learners", arXiv:2005.14165, Table 2.1; Llama 3: Meta, "The Llama 3 Herd of Models",
+ * arXiv:2407.21783, Table 3, and the released config.json files; BERT-large: Devlin et al.,
+ * arXiv:1810.04805). Default global batches: GPT-3's published token batch
  * divided by its 2048-token sequence; Llama 3 405B's final 16M tokens / 8192; for llama3-8b/70b
  * (not published per model) the 405B run's first stage, 4M tokens (512 x 8192) — an assumption,
  * override with --global-batch. This file does not know about parallelism.

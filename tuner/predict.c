@@ -14,71 +14,26 @@
 
 #include "pp_tune.h"
 
-void pp_tune_sched_params(const pp_tune_model *m, const pp_tune_config *c, pp_sched_params *out)
+void pp_tune_sched_params(const pp_tune_model *m, const pp_config *c, pp_sched_params *out)
 {
-    memset(out, 0, sizeof *out);
-    out->ranks = c->p;
-    out->microbatches = c->N;
-    /* chunks only where the schedule has a choice (the registry row's tunable v) */
-    const pp_sched_desc *d = pp_sched_lookup(c->kind);
-    out->chunks = d && d->chunks == 0 ? c->v : 0;
-    out->group = c->G;
-    out->layers = m->layers;
-    out->uneven = c->uneven;
-    out->first_layers = c->first;
-    out->last_layers = c->last;
+    pp_config_sched_params(c, m->layers, out);
 }
 
-void pp_tune_config_to_profile(const pp_tune_config *c, pp_profile_config *out)
-{
-    *out = (pp_profile_config){.schedule = c->kind, .p = c->p, .v = c->v, .G = c->G, .b = c->b,
-                               .d = c->d, .t = c->t, .N = c->N, .uneven = c->uneven,
-                               .first_layers = c->first, .last_layers = c->last};
-}
-
-pp_status pp_tune_config_from_profile(const pp_profile_config *c, pp_tune_config *out)
-{
-    memset(out, 0, sizeof *out);
-    if (!c->schedule || strlen(c->schedule) >= sizeof out->kind)
-        return PP_ERR(PP_ERR_INVALID, "schedule name \"%s\" is longer than %zu characters",
-                      c->schedule ? c->schedule : "", sizeof out->kind - 1);
-    snprintf(out->kind, sizeof out->kind, "%s", c->schedule);
-    out->p = c->p, out->v = c->v, out->G = c->G, out->b = c->b;
-    out->d = c->d, out->t = c->t, out->N = c->N, out->uneven = c->uneven;
-    out->first = c->first_layers, out->last = c->last_layers;
-    return PP_OK;
-}
-
-char *pp_tune_split_str(const pp_tune_config *c, char *buf, size_t n)
-{
-    return pp_profile_split_str(c->first, c->last, c->uneven, buf, n);
-}
-
-char *pp_tune_config_str(const pp_tune_config *c, char *buf, size_t n)
-{
-    char g[24] = "", split[32];
-    if (c->G)
-        snprintf(g, sizeof g, " G=%d", c->G);
-    snprintf(buf, n, "%s p=%d v=%d%s b=%d d=%d t=%d N=%d %s", c->kind, c->p, c->v, g, c->b, c->d,
-             c->t, c->N, pp_tune_split_str(c, split, sizeof split));
-    return buf;
-}
-
-static pp_status sanity(const pp_tune_config *c, const pp_tune_prediction *p)
+static pp_status sanity(const pp_config *c, const pp_tune_prediction *p)
 {
     char cb[160];
     if (!isfinite(p->step_time) || p->step_time <= 0)
         return PP_ERR(PP_ERR_INVALID, "%s: predicted step time %g s is not a positive number",
-                      pp_tune_config_str(c, cb, sizeof cb), p->step_time);
+                      pp_config_str(c, cb, sizeof cb), p->step_time);
     if (!(p->mfu > 0 && p->mfu <= 1.0))
         return PP_ERR(PP_ERR_INVALID,
                       "%s: predicted MFU %.1f %% is outside (0, 100 %%]: the time model is "
                       "inconsistent with the device peak",
-                      pp_tune_config_str(c, cb, sizeof cb), 100 * p->mfu);
+                      pp_config_str(c, cb, sizeof cb), 100 * p->mfu);
     return PP_OK;
 }
 
-static void fill_figures(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
+static void fill_figures(const pp_tune_model *m, const pp_tune_hw *hw, const pp_config *c,
                          pp_tune_prediction *out)
 {
     double seqs = (double)c->N * c->b * c->d, gpus = (double)c->p * c->d * c->t;
@@ -88,7 +43,7 @@ static void fill_figures(const pp_tune_model *m, const pp_tune_hw *hw, const pp_
     out->mfu = flops / (out->step_time * gpus * hw->peak_flops);
 }
 
-static pp_status simulate(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
+static pp_status simulate(const pp_tune_model *m, const pp_tune_hw *hw, const pp_config *c,
                           const pp_tune_opts *o, const pp_sched *s, const pp_tune_rank_mem *mem,
                           pp_tune_step_extra *extra, pp_sim_result *sim)
 {
@@ -100,7 +55,7 @@ static pp_status simulate(const pp_tune_model *m, const pp_tune_hw *hw, const pp
     return st;
 }
 
-pp_status pp_tune_simulate(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
+pp_status pp_tune_simulate(const pp_tune_model *m, const pp_tune_hw *hw, const pp_config *c,
                            const pp_tune_opts *o, const pp_sched *s, pp_tune_step_extra *extra,
                            pp_sim_result *sim)
 {
@@ -120,7 +75,7 @@ typedef struct {
 
 /* Costs and simulates s (of configuration c, memory mem) into f (f->end: D entries). */
 static pp_status point_figures(const pp_tune_model *m, const pp_tune_hw *hw,
-                               const pp_tune_config *c, const pp_tune_opts *o, const pp_sched *s,
+                               const pp_config *c, const pp_tune_opts *o, const pp_sched *s,
                                const pp_tune_rank_mem *mem, figures *f)
 {
     pp_tune_step_extra extra = {.dp_rank = pp_calloc((size_t)s->ranks, sizeof(double))};
@@ -154,7 +109,7 @@ static pp_status point_figures(const pp_tune_model *m, const pp_tune_hw *hw,
 }
 
 /* The prediction of c from its figures and its D ranks' memory. */
-static pp_status finish(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
+static pp_status finish(const pp_tune_model *m, const pp_tune_hw *hw, const pp_config *c,
                         const pp_tune_opts *o, const figures *f, const pp_tune_rank_mem *mem,
                         pp_tune_prediction *out)
 {
@@ -182,7 +137,7 @@ static pp_status finish(const pp_tune_model *m, const pp_tune_hw *hw, const pp_t
 }
 
 pp_status pp_tune_evaluate_mem(const pp_tune_model *m, const pp_tune_hw *hw,
-                               const pp_tune_config *c, const pp_tune_opts *o, const pp_sched *s,
+                               const pp_config *c, const pp_tune_opts *o, const pp_sched *s,
                                const pp_tune_rank_mem *mem, pp_tune_prediction *out)
 {
     memset(out, 0, sizeof *out);
@@ -197,7 +152,7 @@ pp_status pp_tune_evaluate_mem(const pp_tune_model *m, const pp_tune_hw *hw,
     return PP_OK;
 }
 
-pp_status pp_tune_evaluate(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
+pp_status pp_tune_evaluate(const pp_tune_model *m, const pp_tune_hw *hw, const pp_config *c,
                            const pp_tune_opts *o, const pp_sched *s, pp_tune_prediction *out,
                            pp_tune_rank_mem *mem)
 {
@@ -213,7 +168,7 @@ pp_status pp_tune_evaluate(const pp_tune_model *m, const pp_tune_hw *hw, const p
     return PP_OK;
 }
 
-pp_status pp_tune_predict(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
+pp_status pp_tune_predict(const pp_tune_model *m, const pp_tune_hw *hw, const pp_config *c,
                           const pp_tune_opts *o, pp_tune_prediction *out, pp_tune_rank_mem *mem)
 {
     if (c->N > pp_tune_steady_budget())
@@ -221,7 +176,7 @@ pp_status pp_tune_predict(const pp_tune_model *m, const pp_tune_hw *hw, const pp
     pp_sched_params sp;
     pp_tune_sched_params(m, c, &sp);
     pp_sched *s = NULL;
-    PP_TRY(pp_sched_generate(c->kind, &sp, &s));
+    PP_TRY(pp_sched_generate(c->schedule, &sp, &s));
     pp_status st = pp_tune_evaluate(m, hw, c, o, s, out, mem);
     pp_sched_destroy(s);
     PP_TRY(st);
@@ -251,9 +206,9 @@ void pp_tune_steady_budget_set(int n)
     steady_budget = n > 0 ? n : PP_TUNE_MAX_MICROBATCHES;
 }
 
-pp_status pp_tune_steady_prefixes(const pp_tune_model *m, const pp_tune_config *c, int n[3])
+pp_status pp_tune_steady_prefixes(const pp_tune_model *m, const pp_config *c, int n[3])
 {
-    const pp_sched_desc *d = pp_sched_find(c->kind);
+    const pp_sched_desc *d = pp_sched_find(c->schedule);
     if (!d)
         return pp_err_trace(PP_ERR_INVALID, __FILE__, __LINE__);
     pp_sched_params sp;
@@ -328,21 +283,21 @@ static int extrapolate(const figures fs[3], const pp_tune_rank_mem *pm, int D, d
 /* Generates, costs and simulates the prefix of n micro-batches into f and pm (D entries);
  * the schedule into *out. */
 static pp_status prefix_point(const pp_tune_model *m, const pp_tune_hw *hw,
-                              const pp_tune_config *c, const pp_tune_opts *o, int n, figures *f,
+                              const pp_config *c, const pp_tune_opts *o, int n, figures *f,
                               pp_tune_rank_mem *pm, pp_sched **out)
 {
-    pp_tune_config ci = *c;
+    pp_config ci = *c;
     ci.N = n;
     pp_sched_params sp;
     pp_tune_sched_params(m, &ci, &sp);
-    PP_TRY(pp_sched_generate(ci.kind, &sp, out));
+    PP_TRY(pp_sched_generate(ci.schedule, &sp, out));
     PP_TRY(pp_tune_memory(m, &ci, *out, o, pm));
     PP_TRY(point_figures(m, hw, &ci, o, *out, pm, f));
     return PP_OK;
 }
 
 pp_status pp_tune_predict_steady(const pp_tune_model *m, const pp_tune_hw *hw,
-                                 const pp_tune_config *c, const pp_tune_opts *o,
+                                 const pp_config *c, const pp_tune_opts *o,
                                  pp_tune_prediction *out, pp_tune_rank_mem *mem, pp_sched **prefix)
 {
     memset(out, 0, sizeof *out);
@@ -368,7 +323,7 @@ pp_status pp_tune_predict_steady(const pp_tune_model *m, const pp_tune_hw *hw,
         st = PP_ERR(PP_ERR_UNSUPPORTED,
                     "%s: the prefixes of N = %d, %d, %d micro-batches are not in a steady state "
                     "(%s): not extrapolated past the simulation budget of %d",
-                    pp_tune_config_str(c, cb, sizeof cb), n[0], n[1], n[2], why, steady_budget);
+                    pp_config_str(c, cb, sizeof cb), n[0], n[1], n[2], why, steady_budget);
     if (st == PP_OK)
         st = finish(m, hw, c, o, &f, pm + 3 * D, out);
     if (st == PP_OK && mem)

@@ -15,7 +15,7 @@
 #include "pp_profile.h"
 #include "pp_tune.h"
 
-char *pp_tune_launch_command(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
+char *pp_tune_launch_command(const pp_tune_model *m, const pp_tune_hw *hw, const pp_config *c,
                              const pp_tune_opts *o, char *buf, size_t n)
 {
     pp_tune_opts def;
@@ -23,25 +23,13 @@ char *pp_tune_launch_command(const pp_tune_model *m, const pp_tune_hw *hw, const
         pp_tune_opts_default(&def);
         o = &def;
     }
-    pp_profile_config pc;
-    pp_tune_config_to_profile(c, &pc);
     int cuda = hw && !hw->cpu_devices;
     pp_profile_pprun_line line = {.model = m->runtime_model[0] ? m->runtime_model : m->name,
-                                  .config = &pc, .seq = m->seq, .cuda = cuda,
-                                  .precision = cuda ? o->precision : PP_PREC_FP32,
-                                  .sequence_parallel = o->sequence_parallel && c->t > 1};
+                                  .config = c, .seq = m->seq, .cuda = cuda,
+                                  .precision = cuda ? o->precision : PP_PREC_FP32};
     char args[512];
     snprintf(buf, n, "pprun %s", pp_profile_pprun_args(&line, args, sizeof args));
     return buf;
-}
-
-/* The configuration in the profile's schema: the one mapping (pp_tune_config_to_profile) and
- * the profile module's writer of it. */
-static json_t *config_json(const pp_tune_config *c)
-{
-    pp_profile_config pc;
-    pp_tune_config_to_profile(c, &pc);
-    return pp_profile_config_json(&pc);
 }
 
 static json_t *prediction_json(const pp_tune_model *m, const pp_tune_hw *hw,
@@ -50,7 +38,7 @@ static json_t *prediction_json(const pp_tune_model *m, const pp_tune_hw *hw,
     char cmd[512];
     json_t *o = json_pack(
         "{s:o, s:{s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:f, s:b}, s:s}", "config",
-        config_json(&p->cfg), "predicted", "provenance", "time and memory models + simulation",
+        pp_config_to_json(&p->cfg), "predicted", "provenance", "time and memory models + simulation",
         "step_time_s", p->step_time, "pipeline_time_s", p->pipeline_time, "tokens_per_s",
         p->tokens_per_s, "tflops_per_gpu", p->tflops_per_gpu, "mfu", p->mfu,
         "bubble_over_ideal", p->bubble_ideal, "bubble_over_total", p->bubble_total,
@@ -128,7 +116,7 @@ static json_t *opts_json(const pp_tune_opts *o)
     return json_pack("{s:s, s:b, s:s, s:b, s:b, s:f, s:s}", "precision",
                      o->precision == PP_PREC_FP32 ? "fp32" : "bf16 + fp32 main grads + Adam",
                      "distributed_optimizer", o->distributed_optimizer, "recompute",
-                     pp_tune_recompute_name(o->recompute), "flash_attention", o->flash_attention,
+                     pp_recompute_name(o->recompute), "flash_attention", o->flash_attention,
                      "sequence_parallel", o->sequence_parallel,
                      "headroom", o->headroom, "activation_model",
                      "Korthikanti 2022 Table 2, tensor parallel (+ sequence parallel when set)");

@@ -68,13 +68,13 @@ static void board(FILE *fp, const pp_tune_result *r)
     char a[32], b[32];
     for (int i = 0; i < r->n_best; i++) {
         const pp_tune_prediction *p = &r->best[i];
-        const pp_tune_config *c = &p->cfg;
+        const pp_config *c = &p->cfg;
         pp_cli_measured_figures mf;
         int meas = pp_cli_measured(p, &mf);
         fprintf(fp, "<tr%s><td>%d</td><td class=l>%s</td><td>%d</td><td>%d</td><td>%d</td>"
                     "<td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%.4g</td><td>%s</td>"
                     "<td>%.1f %%</td><td>%.1f %%</td><td>%.3g</td><td>%.3g</td>",
-                i ? "" : " class=win", i + 1, c->kind, c->p, c->v, c->G, c->b, c->d, c->t, c->N,
+                i ? "" : " class=win", i + 1, c->schedule, c->p, c->v, c->G, c->b, c->d, c->t, c->N,
                 p->step_time, pp_cli_fmt_int(p->tokens_per_s, a, sizeof a), 100 * p->mfu,
                 100 * p->bubble_ideal, p->peak_mem / GIB, p->capacity / GIB);
         if (meas)
@@ -188,7 +188,7 @@ static void bests(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw, const 
         }
         double part[6] = {t.compute, t.tp, t.bubble, t.p2p, t.dp, t.optimizer};
         fprintf(fp, "<tr><td class=l>%s</td><td class=l>%s</td><td>%.4g</td><td>%+.1f %%</td>",
-                p->cfg.kind, pp_tune_config_str(&p->cfg, cb, sizeof cb), p->step_time,
+                p->cfg.schedule, pp_config_str(&p->cfg, cb, sizeof cb), p->step_time,
                 100 * (p->step_time / r->best[0].step_time - 1));
         for (int k = 0; k < 6; k++)
             fprintf(fp, "<td>%.3g</td>", part[k]);

@@ -12,17 +12,17 @@
 #include "pp_rt_plan.h"
 #include "pp_tune.h"
 
-static pp_status runtime_plan(const pp_tune_model *m, const pp_tune_config *c, const pp_sched *s,
+static pp_status runtime_plan(const pp_tune_model *m, const pp_config *c, const pp_sched *s,
                               pp_rt_backend_kind backend, pp_precision precision,
                               int sequence_parallel, pp_tune_rank_mem *mem);
 
-pp_status pp_tune_memory_runtime(const pp_tune_model *m, const pp_tune_config *c,
+pp_status pp_tune_memory_runtime(const pp_tune_model *m, const pp_config *c,
                                  const pp_sched *s, const pp_tune_opts *o, pp_tune_rank_mem *mem)
 {
     return runtime_plan(m, c, s, PP_RT_BACKEND_CPU, PP_PREC_FP32, o && o->sequence_parallel, mem);
 }
 
-pp_status pp_tune_memory_runtime_on(const pp_tune_model *m, const pp_tune_config *c,
+pp_status pp_tune_memory_runtime_on(const pp_tune_model *m, const pp_config *c,
                                     const pp_sched *s, const pp_tune_opts *o,
                                     pp_rt_backend_kind backend, pp_precision precision,
                                     pp_tune_rank_mem *mem)
@@ -30,7 +30,7 @@ pp_status pp_tune_memory_runtime_on(const pp_tune_model *m, const pp_tune_config
     return runtime_plan(m, c, s, backend, precision, o && o->sequence_parallel, mem);
 }
 
-static pp_status runtime_plan(const pp_tune_model *m, const pp_tune_config *c, const pp_sched *s,
+static pp_status runtime_plan(const pp_tune_model *m, const pp_config *c, const pp_sched *s,
                               pp_rt_backend_kind backend, pp_precision precision,
                               int sequence_parallel, pp_tune_rank_mem *mem)
 {

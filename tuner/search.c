@@ -33,7 +33,7 @@
 #include "search_impl.h"
 
 typedef struct {
-    pp_tune_config cfg;
+    pp_config cfg;
     double bound; /* s */
 } cand;
 
@@ -72,7 +72,7 @@ static pp_status grow(void **arr, long n, long *cap, size_t size)
     return PP_OK;
 }
 
-static pp_status add_reject(search *x, const pp_tune_config *c, int stage, const char *reason)
+static pp_status add_reject(search *x, const pp_config *c, int stage, const char *reason)
 {
     pp_tune_result *r = x->res;
     PP_TRY(grow((void **)&r->rejects, r->n_rejects, &x->cap_rejects, sizeof *r->rejects));
@@ -83,7 +83,7 @@ static pp_status add_reject(search *x, const pp_tune_config *c, int stage, const
     return PP_OK;
 }
 
-static pp_status add_cand(search *x, const pp_tune_config *c)
+static pp_status add_cand(search *x, const pp_config *c)
 {
     PP_TRY(grow((void **)&x->cands, x->n_cands, &x->cap_cands, sizeof *x->cands));
     x->cands[x->n_cands].cfg = *c;
@@ -95,12 +95,11 @@ static pp_status add_cand(search *x, const pp_tune_config *c)
 /* ---- rules -------------------------------------------------------------------------------- */
 /* Returns 1 when c breaks a rule of its schedule (the registry's row) or of the layer split,
  * with the rule's own text in why. */
-static int breaks_rule(const pp_tune_model *m, const pp_tune_config *c, char *why, size_t n)
+static int breaks_rule(const pp_tune_model *m, const pp_config *c, char *why, size_t n)
 {
-    const pp_sched_desc *d = pp_sched_find(c->kind);
-    pp_sched_params sp = {.ranks = c->p, .microbatches = c->N, .chunks = c->v, .group = c->G,
-                          .layers = m->layers, .uneven = c->uneven, .first_layers = c->first,
-                          .last_layers = c->last};
+    const pp_sched_desc *d = pp_sched_find(c->schedule);
+    pp_sched_params sp;
+    pp_config_sched_params(c, m->layers, &sp);
     pp_sched_split split = pp_sched_params_split(&sp);
     if (d && pp_sched_desc_check(d, &sp) == PP_OK &&
         pp_sched_split_layers(m->layers, c->p * c->v, &split, NULL) == PP_OK)
@@ -111,7 +110,7 @@ static int breaks_rule(const pp_tune_model *m, const pp_tune_config *c, char *wh
 }
 
 /* Adds one fully specified candidate, or its reject. */
-static pp_status offer(search *x, const pp_tune_config *c)
+static pp_status offer(search *x, const pp_config *c)
 {
     x->res->seen++;
     char why[200];
@@ -138,7 +137,7 @@ static int same_as_even_or_uneven(int L, int S, int A, int Z)
     return (L % S == 0 && A == L / S) || (S >= 3 && (L + 2) % S == 0 && A == (L + 2) / S - 1);
 }
 
-static pp_status offer_splits(search *x, const pp_sched_desc *d, pp_tune_config c)
+static pp_status offer_splits(search *x, const pp_sched_desc *d, pp_config c)
 {
     for (int uneven = 0; uneven <= 1; uneven++) {
         c.uneven = uneven;
@@ -162,13 +161,13 @@ static pp_status offer_splits(search *x, const pp_sched_desc *d, pp_tune_config 
                 pp_err_clear();
                 continue;
             }
-            c.first = A, c.last = Z;
+            c.first_layers = A, c.last_layers = Z;
             PP_TRY(offer(x, &c));
         }
     return PP_OK;
 }
 
-static pp_status enumerate_schedules(search *x, pp_tune_config c)
+static pp_status enumerate_schedules(search *x, pp_config c)
 {
     int n_kinds;
     const pp_sched_desc *kinds = pp_sched_generators(&n_kinds);
@@ -176,7 +175,7 @@ static pp_status enumerate_schedules(search *x, pp_tune_config c)
         const pp_sched_desc *d = &kinds[k];
         if (!pp_sched_desc_searched(d, x->sp->schedules)) /* opt-in rows only when named */
             continue;
-        snprintf(c.kind, sizeof c.kind, "%s", d->name);
+        c.schedule = d->name;
         if (d->chunks) {
             c.v = d->chunks;
             c.G = 0;
@@ -228,7 +227,14 @@ static pp_status enumerate(search *x)
         if (gpn % t || (t > 1 && !x->allow_tp))
             continue; /* t divides the devices of a node: a tensor group never spans nodes */
         char why[200];
-        pp_tune_config c = {.t = t, .kind = "any"};
+        /* the axes not searched at their defaults; the pass's settings, the same for every
+         * candidate (not searched yet) */
+        pp_config c;
+        pp_config_defaults(&c);
+        c.t = t, c.schedule = "any";
+        c.sequence_parallel = x->o->sequence_parallel;
+        c.recompute = x->o->recompute;
+        c.distributed_optimizer = x->o->distributed_optimizer;
         if (!divides_model(x->m, t, why, sizeof why)) {
             x->res->seen++, x->res->pruned_rule++;
             PP_TRY(add_reject(x, &c, 0, why));
@@ -245,7 +251,7 @@ static pp_status enumerate(search *x)
                 long long bd = b * c.d;
                 if (x->gb % bd != 0) {
                     c.N = 0;
-                    snprintf(c.kind, sizeof c.kind, "any");
+                    c.schedule = "any";
                     snprintf(why, sizeof why,
                              "global batch %d is not a multiple of b x d = %d x %d", x->gb, c.b,
                              c.d);
@@ -264,7 +270,7 @@ static pp_status enumerate(search *x)
 /* ---- bounds -------------------------------------------------------------------------------- */
 /* Lower bound on the step time and on the fullest rank's static bytes (see the file comment),
  * from the cost model's own functions applied to a rank holding the average parameters. */
-static void bound(const search *x, const pp_tune_config *c, double *time_lb, double *static_lb)
+static void bound(const search *x, const pp_config *c, double *time_lb, double *static_lb)
 {
     const pp_tune_model *m = x->m;
     const pp_tune_opts *o = x->o;
@@ -276,7 +282,7 @@ static void bound(const search *x, const pp_tune_config *c, double *time_lb, dou
 
     pp_tune_params pc;
     pp_tune_model_params(m, &pc);
-    const pp_sched_desc *d = pp_sched_lookup(c->kind);
+    const pp_sched_desc *d = pp_sched_lookup(c->schedule);
     double avg_params = pc.total / c->t * (d ? d->weight_replicas : 1) / c->p;
     pp_tune_param_bytes bp = pp_tune_bytes_per_param(o, c->d);
     *static_lb = avg_params * (bp.weights + bp.grads + bp.optim);
@@ -340,24 +346,24 @@ static pp_status release(search *x, pp_sched *s)
     return PP_OK;
 }
 
-static pp_status cached_schedule(search *x, const pp_tune_config *c, cache_slot *cache,
+static pp_status cached_schedule(search *x, const pp_config *c, cache_slot *cache,
                                  long *next, pp_sched **out)
 {
     pp_sched_params sp;
     pp_tune_sched_params(x->m, c, &sp);
     for (int i = 0; i < CACHE_SLOTS; i++)
-        if (cache[i].s && !strcmp(cache[i].kind, c->kind) &&
+        if (cache[i].s && !strcmp(cache[i].kind, c->schedule) &&
             !memcmp(&cache[i].key, &sp, sizeof sp)) {
             x->res->sim_cache_hits++;
             *out = cache[i].s;
             return PP_OK;
         }
     pp_sched *s = NULL;
-    PP_TRY(pp_sched_generate(c->kind, &sp, &s));
+    PP_TRY(pp_sched_generate(c->schedule, &sp, &s));
     cache_slot *slot = &cache[(*next)++ % CACHE_SLOTS];
     pp_sched *old = slot->s;
     slot->key = sp;
-    snprintf(slot->kind, sizeof slot->kind, "%s", c->kind);
+    snprintf(slot->kind, sizeof slot->kind, "%s", c->schedule);
     slot->s = s;
     *out = s;
     return release(x, old);
@@ -448,14 +454,14 @@ static pp_tune_candidate candidate(const pp_tune_prediction *p, const pp_tune_ra
 /* Keeps p when it is its schedule's fastest so far (sched_best stays in registry order). */
 static void note_kind_best(search *x, const pp_tune_prediction *p, const pp_tune_rank_mem *mem)
 {
-    int k = kind_index(x, p->cfg.kind);
+    int k = kind_index(x, p->cfg.schedule);
     if (k < 0 || p->step_time >= x->kind_best[k])
         return;
     x->kind_best[k] = p->step_time;
     pp_tune_result *r = x->res;
     if (x->kind_slot[k] < 0) { /* sched_best has room for n_kinds entries */
         int at = 0;
-        while (at < r->n_sched_best && kind_index(x, r->sched_best[at].pred.cfg.kind) < k)
+        while (at < r->n_sched_best && kind_index(x, r->sched_best[at].pred.cfg.schedule) < k)
             at++;
         memmove(&r->sched_best[at + 1], &r->sched_best[at],
                 (size_t)(r->n_sched_best - at) * sizeof *r->sched_best);
@@ -501,7 +507,7 @@ static pp_status note_pareto(search *x, const pp_tune_prediction *p, const pp_tu
 
 /* The step time a candidate's bound must beat to be simulated: the keep-th best (it could
  * enter the leaderboard) or its schedule's best so far (it could be that schedule's best). */
-static double simulate_below(const search *x, const pp_tune_config *c);
+static double simulate_below(const search *x, const pp_config *c);
 
 static double kth_best(const search *x)
 {
@@ -511,7 +517,7 @@ static double kth_best(const search *x)
 
 /* 1 (and the candidate's "does not fit" reject) when the fullest of mem's c->p ranks is over
  * the capacity. */
-static int over_capacity(search *x, const pp_tune_config *c, const pp_tune_rank_mem *mem,
+static int over_capacity(search *x, const pp_config *c, const pp_tune_rank_mem *mem,
                          pp_status *st)
 {
     double cap = pp_tune_mem_capacity(x->hw, x->o);
@@ -546,7 +552,7 @@ static pp_status admit(search *x, const pp_tune_prediction *pred, const pp_sched
 /* N above the budget: the steady state of three prefixes (predict.c); the leaderboard keeps
  * the longest prefix's schedule. A budget that holds too few periods, or prefixes that are not
  * yet steady, make the candidate's reason. */
-static pp_status evaluate_steady(search *x, const pp_tune_config *c, pp_tune_rank_mem *mem)
+static pp_status evaluate_steady(search *x, const pp_config *c, pp_tune_rank_mem *mem)
 {
     int n[3];
     pp_status st = pp_tune_steady_prefixes(x->m, c, n);
@@ -568,7 +574,7 @@ static pp_status evaluate_steady(search *x, const pp_tune_config *c, pp_tune_ran
 static pp_status evaluate_one(search *x, const cand *cd, cache_slot *cache, long *next,
                               pp_tune_rank_mem *mem)
 {
-    const pp_tune_config *c = &cd->cfg;
+    const pp_config *c = &cd->cfg;
     if (c->N > pp_tune_steady_budget())
         return evaluate_steady(x, c, mem);
     pp_sched *s = NULL;
@@ -592,15 +598,15 @@ static pp_status evaluate_one(search *x, const cand *cd, cache_slot *cache, long
     return admit(x, &pred, s, mem);
 }
 
-static double kind_best_of(const search *x, const pp_tune_config *c)
+static double kind_best_of(const search *x, const pp_config *c)
 {
-    int k = kind_index(x, c->kind);
+    int k = kind_index(x, c->schedule);
     return k >= 0 ? x->kind_best[k] : INFINITY;
 }
 
-static double simulate_below(const search *x, const pp_tune_config *c)
+static double simulate_below(const search *x, const pp_config *c)
 {
-    int k = kind_index(x, c->kind);
+    int k = kind_index(x, c->schedule);
     double own = k >= 0 ? x->kind_best[k] : 0;
     double kth = kth_best(x);
     return own > kth ? own : kth;
@@ -648,7 +654,7 @@ static pp_status run_ranked(search *x)
             snprintf(why, sizeof why,
                      "not simulated: lower bound %.4g s >= the %d-th best %.4g s and the best "
                      "%s's %.4g s",
-                     cd->bound, keep, kth_best(x), cd->cfg.kind, kind_best_of(x, &cd->cfg));
+                     cd->bound, keep, kth_best(x), cd->cfg.schedule, kind_best_of(x, &cd->cfg));
             st = add_reject(x, &cd->cfg, 3, why);
         } else {
             st = evaluate_one(x, cd, cache, &next, mem);
@@ -709,10 +715,10 @@ static pp_tune_saving next_saving(pp_tune_opts *o, int allow_tp)
         return o->distributed_optimizer = 1, PP_TUNE_SAVING_DISTRIBUTED_OPTIMIZER;
     if (allow_tp && !o->sequence_parallel)
         return o->sequence_parallel = 1, PP_TUNE_SAVING_SEQUENCE_PARALLEL;
-    if (o->recompute == PP_TUNE_RECOMPUTE_NONE)
-        return o->recompute = PP_TUNE_RECOMPUTE_SELECTIVE, PP_TUNE_SAVING_RECOMPUTE_SELECTIVE;
-    if (o->recompute == PP_TUNE_RECOMPUTE_SELECTIVE)
-        return o->recompute = PP_TUNE_RECOMPUTE_FULL, PP_TUNE_SAVING_RECOMPUTE_FULL;
+    if (o->recompute == PP_RECOMPUTE_NONE)
+        return o->recompute = PP_RECOMPUTE_SELECTIVE, PP_TUNE_SAVING_RECOMPUTE_SELECTIVE;
+    if (o->recompute == PP_RECOMPUTE_SELECTIVE)
+        return o->recompute = PP_RECOMPUTE_FULL, PP_TUNE_SAVING_RECOMPUTE_FULL;
     return (pp_tune_saving)0;
 }
 

@@ -187,8 +187,7 @@ pp_status pp_tune_search_trials(const pp_tune_search_params *sp, pp_tune_result 
                                    .steps = sp->trial_steps > 0 ? sp->trial_steps : 5,
                                    .timeout_s = sp->trial_timeout_s > 0 ? sp->trial_timeout_s : 60,
                                    .cuda = cuda,
-                                   .alloc = sp->alloc ? &live : NULL,
-                                   .sequence_parallel = r->opts.sequence_parallel};
+                                   .alloc = sp->alloc ? &live : NULL};
         pp_tune_trial_result tr;
         memset(&tr, 0, sizeof tr);
         if (runner.run(runner.ctx, &tp, &tr) != PP_OK) {

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd.h"
+#include "cli.h"
 #include "store_opts.h"
 
 static void log_stderr(void *ctx, const char *msg)

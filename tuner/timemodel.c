@@ -143,7 +143,7 @@ static double gemm(const roof *r, double M, double N, double K)
 }
 
 /* One layer's attention core (the s x s part) for one micro-batch, forward and backward. */
-static void attention(const pp_tune_model *m, const pp_tune_config *c, const pp_tune_opts *o,
+static void attention(const pp_tune_model *m, const pp_config *c, const pp_tune_opts *o,
                       const roof *r, double *f, double *b)
 {
     double s = m->seq, flops = 4.0 * c->b * s * s * m->hidden / c->t; /* non-causal, QK^T + PV */
@@ -173,7 +173,7 @@ static void tp_collectives(const pp_tune_opts *o, int t, double *per_f, double *
         *per_b += 1.0; /* two all-gathers = one all-reduce's bytes */
 }
 
-static void layer_times(const pp_tune_model *m, const pp_tune_config *c, const pp_tune_opts *o,
+static void layer_times(const pp_tune_model *m, const pp_config *c, const pp_tune_opts *o,
                         const roof *r, double tp_ar, pp_tune_op_times *out)
 {
     double t = c->t, h = m->hidden, M = (double)m->seq * c->b;
@@ -195,11 +195,11 @@ static void layer_times(const pp_tune_model *m, const pp_tune_config *c, const p
     double ar_f, ar_b;
     tp_collectives(o, c->t, &ar_f, &ar_b);
     double again = 0; /* forward work redone before the backward can start */
-    if (o->recompute == PP_TUNE_RECOMPUTE_FULL) {
+    if (o->recompute == PP_RECOMPUTE_FULL) {
         again = fwd; /* the recomputed forward, with its all-reduces */
         if (fx(o, PP_TUNE_FX_RECOMPUTE_AR))
             ar_b += ar_f;
-    } else if (o->recompute == PP_TUNE_RECOMPUTE_SELECTIVE) {
+    } else if (o->recompute == PP_RECOMPUTE_SELECTIVE) {
         again = attn_f;
     }
     bwd += again;
@@ -216,7 +216,7 @@ static void layer_times(const pp_tune_model *m, const pp_tune_config *c, const p
 }
 
 void pp_tune_op_times_compute(const pp_tune_model *m, const pp_tune_hw *hw,
-                              const pp_tune_config *c, const pp_tune_opts *o,
+                              const pp_config *c, const pp_tune_opts *o,
                               pp_tune_op_times *out)
 {
     memset(out, 0, sizeof *out);
@@ -260,7 +260,7 @@ void pp_tune_op_times_compute(const pp_tune_model *m, const pp_tune_hw *hw,
 }
 
 /* Node of pipeline rank `pp` in data-parallel replica `dp` under tp-pp-dp placement. */
-static long node_of(const pp_tune_hw *hw, const pp_tune_config *c, int pp, int dp)
+static long node_of(const pp_tune_hw *hw, const pp_config *c, int pp, int dp)
 {
     long gpu = (long)c->t * ((long)pp + (long)c->p * dp);
     return gpu / hw->gpus_per_node;
@@ -268,7 +268,7 @@ static long node_of(const pp_tune_hw *hw, const pp_tune_config *c, int pp, int d
 
 /* 1 when ranks i and j of the pipeline share a node in every replica. The placement repeats
  * after gpus_per_node replicas at the latest, so checking that many is exact. */
-static int same_node(const pp_tune_hw *hw, const pp_tune_config *c, int i, int j)
+static int same_node(const pp_tune_hw *hw, const pp_config *c, int i, int j)
 {
     int reps = c->d < hw->gpus_per_node ? c->d : hw->gpus_per_node;
     for (int k = 0; k < reps; k++)
@@ -285,7 +285,7 @@ static int same_node(const pp_tune_hw *hw, const pp_tune_config *c, int i, int j
  * devices (the figure is NCCL over InfiniBand), not to a probed point-to-point figure. */
 #define P2P_IB_EFFICIENCY (892.0 / (48 * 25.0))
 
-static void fill_links(const pp_tune_hw *hw, const pp_tune_config *c, const pp_tune_opts *o,
+static void fill_links(const pp_tune_hw *hw, const pp_config *c, const pp_tune_opts *o,
                        const pp_sched *s, pp_cost *cost)
 {
     int D = s->ranks;
@@ -310,7 +310,7 @@ static void fill_links(const pp_tune_hw *hw, const pp_tune_config *c, const pp_t
  *   in place (read 2 + 2, write 2: 6 bytes); zero_grad(set_to_none=True) makes the first
  *   micro-batch an assignment, so (N-1)/N of them pay, charged evenly. The fusion (the weight-
  *   gradient GEMM accumulating into main_grad) came to Megatron-LM in February 2022. */
-static double grad_accum_per_param(const pp_tune_hw *hw, const pp_tune_config *c,
+static double grad_accum_per_param(const pp_tune_hw *hw, const pp_config *c,
                                    const pp_tune_opts *o)
 {
     if (!fx(o, PP_TUNE_FX_GRAD_ACCUM))
@@ -384,7 +384,7 @@ static void fold_blocking_sends(const pp_sched *s, pp_cost *cost)
 
 /* REDUCE: ring all-reduce among its participants of the gradients one participant holds for
  * the listed stages; the link is intra-node only if every pair of participants shares a node. */
-static void fill_reduces(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
+static void fill_reduces(const pp_tune_model *m, const pp_tune_hw *hw, const pp_config *c,
                          const pp_tune_opts *o, const pp_sched *s, const double *layer_params,
                          pp_cost *cost)
 {
@@ -414,7 +414,7 @@ static void fill_reduces(const pp_tune_model *m, const pp_tune_hw *hw, const pp_
 /* Data-parallel gradient sync of one rank's parameters: a ring all-reduce of fp32 gradients, or
  * with the distributed optimizer a reduce-scatter of gradients plus an all-gather of the 16-bit
  * weights. Members sit t*p GPUs apart: inside a node only when the whole group fits in one. */
-double pp_tune_dp_sync_time(const pp_tune_hw *hw, const pp_tune_config *c, const pp_tune_opts *o,
+double pp_tune_dp_sync_time(const pp_tune_hw *hw, const pp_config *c, const pp_tune_opts *o,
                             double params)
 {
     if (c->d <= 1)
@@ -448,7 +448,7 @@ double pp_tune_dp_sync_time(const pp_tune_hw *hw, const pp_tune_config *c, const
  * runtime) has no loss scale, no clip and no copy-back, so nothing is added there. */
 #define OPT_PASSES_BYTES 24.0
 
-double pp_tune_optimizer_time(const pp_tune_hw *hw, const pp_tune_config *c,
+double pp_tune_optimizer_time(const pp_tune_hw *hw, const pp_config *c,
                               const pp_tune_opts *o, double params)
 {
     double per = o->precision == PP_PREC_FP32 ? 28.0 : 30.0;
@@ -465,7 +465,7 @@ double pp_tune_optimizer_time(const pp_tune_hw *hw, const pp_tune_config *c,
  * in Megatron-Core), a two-rank ring over the link that joins them. Both wait for it, so it
  * ends max(their ends) + its time later: added to both ranks' sync. */
 static double embed_allreduce_time(const pp_tune_model *m, const pp_tune_hw *hw,
-                                   const pp_tune_config *c, const pp_tune_opts *o, int intra)
+                                   const pp_config *c, const pp_tune_opts *o, int intra)
 {
     double bytes = (double)m->vocab * m->hidden / c->t * pp_tune_bytes_per_param(o, 1).grads;
     return pp_tune_ring_allreduce(bytes, 2, intra ? hw->intra_bw : hw->inter_bw,
@@ -493,7 +493,7 @@ static pp_status alloc_cost(const pp_sched *s, pp_cost *cost)
     return PP_OK;
 }
 
-pp_status pp_tune_costs(const pp_tune_model *m, const pp_tune_hw *hw, const pp_tune_config *c,
+pp_status pp_tune_costs(const pp_tune_model *m, const pp_tune_hw *hw, const pp_config *c,
                         const pp_tune_opts *o, const pp_sched *s, const pp_tune_rank_mem *mem,
                         pp_cost *cost, pp_tune_step_extra *extra)
 {

@@ -58,13 +58,11 @@ static int build_argv(const pp_tune_trial_params *tp,
                       char store[MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN], char **argv, char *where,
                       size_t where_n, int *d_run)
 {
-    pp_profile_config pc;
-    pp_tune_config_to_profile(tp->cfg, &pc);
+    pp_config pc = *tp->cfg; /* with the replicas the allocation holds */
     /* on GPUs: the CUDA backend in the precision users train with; rank g on GPU g */
     pp_profile_pprun_line line = {.model = tp->model->runtime_model, .config = &pc,
                                   .seq = tp->model->seq, .cuda = tp->cuda,
-                                  .precision = tp->cuda ? PP_PREC_BF16 : PP_PREC_FP32,
-                                  .sequence_parallel = tp->sequence_parallel};
+                                  .precision = tp->cuda ? PP_PREC_BF16 : PP_PREC_FP32};
     int replica = tp->cfg->p * (tp->cfg->t > 1 ? tp->cfg->t : 1), nodes = 1;
     int full_d = tp->cfg->d;
     pc.d = reduced_d(tp, replica);
@@ -104,7 +102,7 @@ static int build_argv(const pp_tune_trial_params *tp,
     return n;
 }
 
-static void parse_summary(const char *json, const pp_tune_config *c, double wall_s,
+static void parse_summary(const char *json, const pp_config *c, double wall_s,
                           pp_tune_trial_result *r)
 {
     json_error_t e;

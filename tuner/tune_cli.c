@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd.h"
+#include "cli.h"
 #include "tune_cli.h"
 
 void pp_cli_tune_init(pp_cli_tune *c)
@@ -15,76 +15,81 @@ void pp_cli_tune_init(pp_cli_tune *c)
     pp_tune_opts_default(&c->opts);
 }
 
+#define OFF(f) offsetof(pp_cli_tune, f)
+/* clang-format off */
+static const pp_opt rows[] = {
+    {.kind = PP_OPT_SECTION, .help = "model (one of):", .width = 25},
+    {.name = "model", .kind = PP_OPT_STRING, .offset = OFF(model), .arg = "NAME",
+     .help = "a preset (see 'pptune models')"},
+    {.name = "model-config", .kind = PP_OPT_STRING, .offset = OFF(model_config), .arg = "FILE",
+     .help = "a HuggingFace config.json"},
+    {.name = "model-file", .kind = PP_OPT_STRING, .offset = OFF(model_file), .arg = "FILE",
+     .help = "pptune's model JSON"},
+    {.name = "seq", .kind = PP_OPT_INT, .offset = OFF(seq), .min = 1, .arg = "S",
+     .help = "sequence length (default: the model's)"},
+    {.name = "global-batch", .kind = PP_OPT_INT, .offset = OFF(global_batch), .min = 1,
+     .arg = "B", .help = "sequences per optimizer step (default: the model's)"},
+    {.kind = PP_OPT_SECTION, .help = "cluster:"},
+    {.name = "cluster", .kind = PP_OPT_STRING, .offset = OFF(cluster), .arg = "C",
+     .help = "preset (dgx-a100-80g, dgx-h100, hgx-h200), a cluster file\n"
+             "written by 'pptune probe -o', or 'local' (probe this\nmachine)",
+     .show_default = 1},
+    {.name = "nodes", .kind = PP_OPT_INT, .offset = OFF(nodes), .min = 1, .arg = "N",
+     .help = "nodes of a preset", .show_default = 1},
+    {.kind = PP_OPT_SECTION, .help = "memory model:", .width = 36},
+    {.name = "recompute", .kind = PP_OPT_CHOICE, .offset = OFF(opts.recompute),
+     .choices = pp_recompute_names, .arg = "none|selective|full",
+     .help = "activation recomputation", .show_default = 1},
+    {.name = "distributed-optimizer", .kind = PP_OPT_FLAG,
+     .offset = OFF(opts.distributed_optimizer),
+     .help = "shard Adam state over data parallel (6+12/d B)"},
+    {.name = "no-flash-attention", .kind = PP_OPT_CLEAR, .offset = OFF(opts.flash_attention),
+     .help = "keep the s x s attention scores"},
+    {.name = "sequence-parallel", .kind = PP_OPT_FLAG, .offset = OFF(opts.sequence_parallel),
+     .help = "Megatron sequence parallelism (activations / t)"},
+    {.name = "headroom", .kind = PP_OPT_DOUBLE, .offset = OFF(opts.headroom),
+     .code = PP_CLI_HEADROOM, .arg = "F", .help = "fraction of device memory kept free",
+     .show_default = 1},
+    {.name = "gemm-efficiency", .kind = PP_OPT_DOUBLE, .offset = OFF(opts.gemm_efficiency),
+     .code = PP_CLI_GEMM_EFF, .arg = "F",
+     .help = "fraction of the cluster's GEMM rate layers reach", .show_default = 1},
+};
+/* clang-format on */
+
 void pp_cli_tune_help(FILE *fp)
 {
-    fprintf(fp,
-            "model (one of):\n"
-            "  --model NAME           a preset (see 'pptune models')\n"
-            "  --model-config FILE    a HuggingFace config.json\n"
-            "  --model-file FILE      pptune's model JSON\n"
-            "  --seq S                sequence length (default: the model's)\n"
-            "  --global-batch B       sequences per optimizer step (default: the model's)\n"
-            "cluster:\n"
-            "  --cluster C            preset (dgx-a100-80g, dgx-h100, hgx-h200), a cluster file\n"
-            "                         written by 'pptune probe -o', or 'local' (probe this\n"
-            "                         machine); default dgx-h100\n"
-            "  --nodes N              nodes of a preset (default 1)\n"
-            "memory model:\n"
-            "  --recompute none|selective|full   activation recomputation (default none)\n"
-            "  --distributed-optimizer           shard Adam state over data parallel (6+12/d B)\n"
-            "  --no-flash-attention              keep the s x s attention scores\n"
-            "  --sequence-parallel               Megatron sequence parallelism (activations / t)\n"
-            "  --headroom F           fraction of device memory kept free (default 0.05)\n"
-            "  --gemm-efficiency F    fraction of the cluster's GEMM rate layers reach (1)\n");
+    pp_cli_tune dflt;
+    pp_cli_tune_init(&dflt);
+    pp_opt_help(fp, rows, (int)(sizeof rows / sizeof rows[0]), &dflt);
 }
 
+void pp_cli_tune_parse(pp_cli *p, const char *cmd, int argc, char **argv, pp_cli_tune *tune,
+                       const pp_opt *own_rows, int n, void *own)
+{
+    pp_opt_group groups[] = {
+        {.opts = rows, .n = (int)(sizeof rows / sizeof rows[0]), .target = tune},
+        {.opts = own_rows, .n = n, .target = own}};
+    pp_cli_init_opts(p, cmd, argc, argv, groups, 2);
+}
+
+void pp_cli_tune_help_with(FILE *fp, const pp_opt *own_rows, int n, const void *own_defaults)
+{
+    pp_cli_tune_help(fp);
+    pp_opt_help(fp, own_rows, n, own_defaults);
+}
+
+/* The fractions: the table took a number >= 0; the headroom leaves some memory, the GEMM
+ * efficiency is some of the rate. */
 int pp_cli_tune_option(const pp_cli *p, int code, pp_cli_tune *c)
 {
-    const char *cmd = p->cmd, *a = p->name, *v = p->arg;
-    const char **str = code == PP_CLI_MODEL          ? &c->model
-                       : code == PP_CLI_MODEL_CONFIG ? &c->model_config
-                       : code == PP_CLI_MODEL_FILE   ? &c->model_file
-                       : code == PP_CLI_CLUSTER      ? &c->cluster
-                                                     : NULL;
-    if (str) {
-        *str = v;
-        return 1;
+    if (code != PP_CLI_HEADROOM && code != PP_CLI_GEMM_EFF)
+        return 0;
+    if (c->opts.headroom >= 1.0 || c->opts.gemm_efficiency > 1.0 ||
+        (code == PP_CLI_GEMM_EFF && c->opts.gemm_efficiency <= 0)) {
+        pp_cmd_usage_error(p->cmd, "%s expects a fraction in (0, 1), got %s", p->name, p->arg);
+        return -1;
     }
-    int *num = code == PP_CLI_NODES          ? &c->nodes
-               : code == PP_CLI_SEQ          ? &c->seq
-               : code == PP_CLI_GLOBAL_BATCH ? &c->global_batch
-                                             : NULL;
-    if (num)
-        return pp_cmd_parse_int(cmd, a, v, 1, num) ? 1 : -1;
-    if (code == PP_CLI_HEADROOM || code == PP_CLI_GEMM_EFF) {
-        double *d = code == PP_CLI_HEADROOM ? &c->opts.headroom : &c->opts.gemm_efficiency;
-        if (!pp_cmd_parse_double(cmd, a, v, 0.0, d))
-            return -1;
-        if (c->opts.headroom >= 1.0 || c->opts.gemm_efficiency > 1.0 ||
-            (d == &c->opts.gemm_efficiency && *d <= 0)) {
-            pp_cmd_usage_error(cmd, "%s expects a fraction in (0, 1), got %s", a, v);
-            return -1;
-        }
-        return 1;
-    }
-    switch (code) {
-    case PP_CLI_RECOMPUTE:
-        if (!strcmp(v, "none"))
-            c->opts.recompute = PP_TUNE_RECOMPUTE_NONE;
-        else if (!strcmp(v, "selective"))
-            c->opts.recompute = PP_TUNE_RECOMPUTE_SELECTIVE;
-        else if (!strcmp(v, "full"))
-            c->opts.recompute = PP_TUNE_RECOMPUTE_FULL;
-        else {
-            pp_cmd_usage_error(cmd, "--recompute expects none, selective or full, got \"%s\"", v);
-            return -1;
-        }
-        return 1;
-    case PP_CLI_DIST_OPT: c->opts.distributed_optimizer = 1; return 1;
-    case PP_CLI_SEQ_PAR: c->opts.sequence_parallel = 1; return 1;
-    case PP_CLI_NO_FLASH: c->opts.flash_attention = 0; return 1;
-    }
-    return 0;
+    return 1;
 }
 
 static int load_model(const char *cmd, const pp_cli_tune *c, pp_tune_model *m)
@@ -202,6 +207,6 @@ void pp_cli_tune_describe(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw
             o->precision == PP_PREC_FP32 ? "fp32 (16 B/param)"
                                               : "bf16 + fp32 main grads + Adam (18 B/param)",
             o->distributed_optimizer ? "distributed" : "replicated",
-            pp_tune_recompute_name(o->recompute), o->flash_attention ? "flash" : "plain",
+            pp_recompute_name(o->recompute), o->flash_attention ? "flash" : "plain",
             o->sequence_parallel ? ", sequence parallel" : "", 100 * o->headroom);
 }

@@ -18,33 +18,23 @@ typedef struct {
     const pp_tune_alloc *probe_nodes;
 } pp_cli_tune;
 
-/* The shared options' codes, and their getopt_long entries for a command's table. */
-enum {
-    PP_CLI_MODEL = PP_CLI_CODE, PP_CLI_MODEL_CONFIG, PP_CLI_MODEL_FILE, PP_CLI_CLUSTER,
-    PP_CLI_NODES, PP_CLI_SEQ, PP_CLI_GLOBAL_BATCH, PP_CLI_HEADROOM, PP_CLI_GEMM_EFF,
-    PP_CLI_RECOMPUTE, PP_CLI_DIST_OPT, PP_CLI_SEQ_PAR, PP_CLI_NO_FLASH,
-};
-#define PP_CLI_TUNE_OPTIONS                                                                        \
-    {"model", required_argument, NULL, PP_CLI_MODEL},                                              \
-        {"model-config", required_argument, NULL, PP_CLI_MODEL_CONFIG},                            \
-        {"model-file", required_argument, NULL, PP_CLI_MODEL_FILE},                                \
-        {"cluster", required_argument, NULL, PP_CLI_CLUSTER},                                      \
-        {"nodes", required_argument, NULL, PP_CLI_NODES},                                          \
-        {"seq", required_argument, NULL, PP_CLI_SEQ},                                              \
-        {"global-batch", required_argument, NULL, PP_CLI_GLOBAL_BATCH},                            \
-        {"headroom", required_argument, NULL, PP_CLI_HEADROOM},                                    \
-        {"gemm-efficiency", required_argument, NULL, PP_CLI_GEMM_EFF},                             \
-        {"recompute", required_argument, NULL, PP_CLI_RECOMPUTE},                                  \
-        {"distributed-optimizer", no_argument, NULL, PP_CLI_DIST_OPT},                             \
-        {"sequence-parallel", no_argument, NULL, PP_CLI_SEQ_PAR},                                  \
-        {"no-flash-attention", no_argument, NULL, PP_CLI_NO_FLASH}
+/* The codes of the shared options checked further (pp_cli_tune_option); the rows are
+ * tune_cli.c's, fields of pp_cli_tune (pp_cli_tune_parse gives them to a command). */
+enum { PP_CLI_HEADROOM = PP_CLI_CODE, PP_CLI_GEMM_EFF };
 
 void pp_cli_tune_init(pp_cli_tune *c);
-/* Applies option `code` just read by pp_cli_next(p) when it is a shared option: returns 1
- * applied, 0 not a shared option, -1 bad value (the message is printed; exit with 2). */
+/* Checks option `code` just read by pp_cli_next(p) when it is a shared option (its field is
+ * set): returns 1 when it is, 0 not a shared option, -1 bad value (the message is printed;
+ * exit with 2). */
 int pp_cli_tune_option(const pp_cli *p, int code, pp_cli_tune *c);
-/* Help text lines for the shared options. */
+/* Help text lines for the shared options (their rows). */
 void pp_cli_tune_help(FILE *fp);
+/* A command of the shared options and its own rows (their fields in `own`): starts the parse
+ * (pp_cli_init_opts over both groups), and prints the help of both (own_defaults: `own` as
+ * its defaults hold it, for the rows that state theirs). */
+void pp_cli_tune_parse(pp_cli *p, const char *cmd, int argc, char **argv, pp_cli_tune *tune,
+                       const pp_opt *rows, int n, void *own);
+void pp_cli_tune_help_with(FILE *fp, const pp_opt *rows, int n, const void *own_defaults);
 /* Loads the model and the hardware summary; returns 0 or the exit code (message printed).
  * cluster_json (may be NULL): receives the cluster description as JSON (caller frees) when it
  * has at most 64 devices (a probed machine or a small file); NULL for larger ones, whose

@@ -22,7 +22,7 @@ void pp_cli_trial_event(void *ctx, const pp_tune_trial_event *ev)
     int progress = view->progress;
     char cb[160] = "";
     if (ev->cfg)
-        pp_tune_config_str(ev->cfg, cb, sizeof cb);
+        pp_config_str(ev->cfg, cb, sizeof cb);
     switch (ev->kind) {
     case PP_TUNE_TRIAL_NO_RUNNER:
         fprintf(stderr, "pptune search: cannot find pprun for trials (set PPTUNE_PPRUN); "

@@ -1,8 +1,9 @@
 /* validate.c — the time model held against published end-to-end measurements.
  *
- * The bundled table is facts with their sources (../shared/reference/published-measurements.md):
- * Megatron-LM's weak-scaling runs on Selene (Narayanan et al., SC'21, Table 1; the Megatron-LM
- * README's cases_april2021.png). Each row's published step time is its FLOP count over the
+ * The bundled table is facts with their sources: Megatron-LM's weak-scaling runs on Selene
+ * (Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters Using
+ * Megatron-LM", SC'21, arXiv:2104.04473, Table 1; the table image images/cases_april2021.png of
+ * github.com/NVIDIA/Megatron-LM's README). Each row's published step time is its FLOP count over the
  * measured rate: F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) (the paper's count, recomputed forward
  * included) / (TFLOP/s per GPU x GPUs). The prediction is pptune's own step time for the row's
  * layout, with the constants every other command uses: t = min(8, t.p) inside a node, p = t.p / t
@@ -107,8 +108,10 @@ static pp_status best_config(const pp_tune_model *m, const pp_tune_hw *hw, const
                 continue;
             if (m->layers % (p * v) || (v > 1 && (p < 2 || !inter)))
                 continue;
-            pp_tune_config c = {.p = p, .v = v, .b = b, .d = d, .t = t, .N = N};
-            snprintf(c.kind, sizeof c.kind, "%s", v > 1 ? inter : PP_SCHED_DEFAULT);
+            pp_config c;
+            pp_config_defaults(&c);
+            c.p = p, c.v = v, c.b = b, c.d = d, c.t = t, c.N = N;
+            c.schedule = v > 1 ? inter : PP_SCHED_DEFAULT;
             pp_tune_prediction pr;
             if (pp_tune_predict(m, hw, &c, o, &pr, NULL) != PP_OK) {
                 pp_err_clear(); /* a layout the schedule's rules refuse is not a candidate */
@@ -142,7 +145,7 @@ pp_status pp_tune_validate(unsigned without, pp_tune_validation *out)
         PP_TRY(pp_tune_hw_preset(r->cluster, r->gpus / 8, &hw));
         pp_tune_opts o;
         pp_tune_opts_default(&o);
-        o.recompute = PP_TUNE_RECOMPUTE_FULL; /* as the runs did; 2021: no flash attention, */
+        o.recompute = PP_RECOMPUTE_FULL; /* as the runs did; 2021: no flash attention, */
         o.flash_attention = 0;                /* no sequence parallelism, no distributed optimizer */
         o.grad_accum = PP_TUNE_GRAD_ACCUM_AUTOGRAD16; /* and no gradient-accumulation fusion */
         o.without = without;

@@ -13,39 +13,39 @@
  * says it. */
 static int check_world(pprun_opts *o, int world, int rank)
 {
-    if (o->tp > 1) { /* one process per (tensor rank, pipeline rank, replica) */
-        int per = o->ranks * o->tp;
-        if (world % per != 0 || (o->dp_set && o->dp * per != world)) {
+    if (o->cfg.t > 1) { /* one process per (tensor rank, pipeline rank, replica) */
+        int per = o->cfg.p * o->cfg.t;
+        if (world % per != 0 || (o->dp_set && o->cfg.d * per != world)) {
             if (rank == 0)
                 fprintf(stderr,
                         "pprun: --ranks %d x --tp %d%s needs %d processes%s, but %d were "
                         "launched\n",
-                        o->ranks, o->tp, o->dp_set ? " x --dp" : "",
-                        o->dp_set ? per * o->dp : per, o->dp_set ? "" : " (or a multiple)",
+                        o->cfg.p, o->cfg.t, o->dp_set ? " x --dp" : "",
+                        o->dp_set ? per * o->cfg.d : per, o->dp_set ? "" : " (or a multiple)",
                         world);
             return 2;
         }
-        o->dp = world / per;
+        o->cfg.d = world / per;
         return -1;
     }
-    if (world % o->ranks != 0) {
+    if (world % o->cfg.p != 0) {
         if (rank == 0)
             fprintf(stderr,
                     "pprun: %d processes were launched, which is not a multiple of --ranks %d: "
                     "launch ranks x dp processes (e.g. mpirun -np %d)\n",
-                    world, o->ranks, o->ranks);
+                    world, o->cfg.p, o->cfg.p);
         return 2;
     }
-    if (o->dp_set && o->dp * o->ranks != world) {
+    if (o->dp_set && o->cfg.d * o->cfg.p != world) {
         if (rank == 0)
             fprintf(stderr,
                     "pprun: --ranks %d x --dp %d = %d pipeline ranks, but %d processes were "
                     "launched: launch %d (mpirun -np %d), or leave --dp out (it is then %d)\n",
-                    o->ranks, o->dp, o->ranks * o->dp, world, o->ranks * o->dp, o->ranks * o->dp,
-                    world / o->ranks);
+                    o->cfg.p, o->cfg.d, o->cfg.p * o->cfg.d, world, o->cfg.p * o->cfg.d, o->cfg.p * o->cfg.d,
+                    world / o->cfg.p);
         return 2;
     }
-    o->dp = world / o->ranks;
+    o->cfg.d = world / o->cfg.p;
     return -1;
 }
 

@@ -114,19 +114,13 @@ static int setup(const pprun_opts *o, run_state *s)
                     o->model_name, m->seq);
         return 2;
     }
-    pp_sched_params sp = {.ranks = o->ranks,
-                          .microbatches = o->microbatches,
-                          .chunks = o->chunks,
-                          .group = o->group,
-                          .layers = m->layers,
-                          .uneven = o->uneven,
-                          .first_layers = o->first_layers,
-                          .last_layers = o->last_layers};
-    if ((st = pp_sched_generate(o->schedule, &sp, &s->sched)) != PP_OK) {
+    pp_sched_params sp;
+    pp_config_sched_params(&o->cfg, m->layers, &sp);
+    if ((st = pp_sched_generate(o->cfg.schedule, &sp, &s->sched)) != PP_OK) {
         char ctx[160];
-        snprintf(ctx, sizeof ctx, "--schedule %s, --ranks %d, model %s (%d layers): ", o->schedule,
-                 o->ranks, o->model_name, m->layers);
-        return fail(st, pp_sched_find(o->schedule) ? ctx : "");
+        snprintf(ctx, sizeof ctx, "--schedule %s, --ranks %d, model %s (%d layers): ", o->cfg.schedule,
+                 o->cfg.p, o->model_name, m->layers);
+        return fail(st, pp_sched_find(o->cfg.schedule) ? ctx : "");
     }
     if (o->data)
         st = pp_rt_data_open(o->data, m->vocab, o->seed, o->shuffle, &s->data);
@@ -165,11 +159,11 @@ static int setup(const pprun_opts *o, run_state *s)
         .precision = o->precision,
         .device = device,
         .sched = s->sched,
-        .micro_batch = o->micro_batch,
+        .micro_batch = o->cfg.b,
         .seq = seq,
-        .dp = o->dp,
-        .tp = o->tp,
-        .sequence_parallel = o->sequence_parallel,
+        .dp = o->cfg.d,
+        .tp = o->cfg.t,
+        .sequence_parallel = o->cfg.sequence_parallel,
         .seed = o->seed,
         .clip = (float)o->clip,
         .transport = s->nccl ? s->nccl : s->tp,

@@ -5,15 +5,18 @@
 
 #include <stdint.h>
 
+#include "pp_config.h"
 #include "pp_rt.h"
 
 typedef struct {
     const char *model_name;
-    const char *schedule;
-    int ranks, microbatches, micro_batch, chunks, group, uneven, dp, seq, steps;
-    int tp; /* --tp: tensor-parallel ranks per pipeline rank (1: none) */
+    /* The configuration (profiles/pp_config.h, whose axes give its flags): schedule, p
+     * (--ranks), N (--microbatches), b (--micro-batch-size), v (--chunks; 0: the schedule's
+     * own), G (--group; 0: p), d (--dp), t (--tp), the split, sequence parallelism (with
+     * t > 1; a no-op at t = 1) — or the profile's (--profile). */
+    pp_config cfg;
+    int seq, steps;
     int layers; /* 0: the preset's */
-    int first_layers, last_layers; /* --first-stage-layers / --last-stage-layers; 0: as the rest */
     int threads; /* --threads: BLAS threads per rank; 0: OPENBLAS_NUM_THREADS, else cores / ranks
                     of this process */
     double lr, clip, weight_decay;
@@ -33,8 +36,6 @@ typedef struct {
     int resume;
     int backend;   /* pp_rt_backend_kind: --backend cpu (default) | cuda */
     pp_precision precision; /* --precision fp32 (default) | bf16 */
-    int sequence_parallel; /* --sequence-parallel, or the profile's (with tp > 1; a no-op at
-                            * tp 1) */
 } pprun_opts;
 
 typedef struct {

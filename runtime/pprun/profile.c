@@ -19,24 +19,32 @@
 
 static pp_profile *g_profile;
 
-/* What the profile fixes; a clash is refused. */
-/* clang-format off */
-static const char *const CONFIG_FLAGS[] = {
-    "--model", "--schedule", "--microbatches", "--micro-batch-size", "--chunks", "--group",
-    "--seq", "--uneven", "--first-stage-layers", "--last-stage-layers", "--layers", NULL};
-/* clang-format on */
-/* The layout: given with --profile, it overrides the profile's (and skips the launch check). */
-static const char *const LAYOUT_FLAGS[] = {"--ranks", "--dp", "--tp", NULL};
+/* What the profile fixes beside its configuration's axes (PP_CONFIG_PROFILE_FIXED): a clash is
+ * refused. */
+static const char *const MODEL_FLAGS[] = {"--model", "--seq", "--layers", NULL};
 
-/* The first of flags on the command line, or NULL. */
-static const char *find_flag(const char *const *flags, int argc, char **argv)
+/* argv[i] is the option `flag`, alone or as --flag=value. */
+static int is_flag(const char *word, const char *flag)
 {
-    for (int i = 1; i < argc; i++)
-        for (int k = 0; flags[k]; k++) {
-            size_t n = strlen(flags[k]);
-            if (!strncmp(argv[i], flags[k], n) && (argv[i][n] == '\0' || argv[i][n] == '='))
-                return flags[k];
-        }
+    size_t n = strlen(flag);
+    return !strncmp(word, flag, n) && (word[n] == '\0' || word[n] == '=');
+}
+
+/* The first option on the command line that is one of `extra` or the flag of an axis with
+ * `role`, or NULL. */
+static const char *find_flag(pp_config_profile_role role, const char *const *extra, int argc,
+                             char **argv)
+{
+    int n;
+    const pp_config_axis *axes = pp_config_axes(&n);
+    for (int i = 1; i < argc; i++) {
+        for (int k = 0; extra && extra[k]; k++)
+            if (is_flag(argv[i], extra[k]))
+                return extra[k];
+        for (int k = 0; k < n; k++)
+            if (axes[k].flag && axes[k].profile_role == role && is_flag(argv[i], axes[k].flag))
+                return axes[k].flag;
+    }
     return NULL;
 }
 
@@ -60,7 +68,7 @@ static int launcher_per_node(void)
  * (rank threads) when the plan fits on one node. */
 static int check_launch(const pprun_opts *o, const pp_profile *p)
 {
-    const pp_profile_config *c = &p->chosen.config;
+    const pp_config *c = &p->chosen.config;
     long devices = (long)c->p * c->t * c->d; /* the reader bounded it by the cluster's */
     int nodes = (int)((devices + p->cluster.gpus_per_node - 1) / p->cluster.gpus_per_node);
     pp_launch_info li;
@@ -114,11 +122,29 @@ static int check_launch(const pprun_opts *o, const pp_profile *p)
     return 2;
 }
 
+/* The configuration pprun runs: the profile's, with the schedule's own chunks and group where
+ * they are not tunable; with a layout flag the layout axes (and those that follow it) keep the
+ * flags' values. */
+static void take_config(pprun_opts *o, const pp_config *c, int layout_given)
+{
+    pp_config flags = o->cfg;
+    o->cfg = *c;
+    const pp_sched_desc *d = pp_sched_lookup(c->schedule); /* the reader checked the name */
+    o->cfg.v = d->chunks == 0 ? c->v : 0; /* tunable chunks: the profile's; else the row's */
+    o->cfg.G = d->grouped ? c->G : 0;
+    o->cfg.sequence_parallel = c->sequence_parallel && c->t > 1;
+    int n;
+    const pp_config_axis *axes = pp_config_axes(&n);
+    for (int k = 0; layout_given && k < n; k++)
+        if (axes[k].profile_role != PP_CONFIG_PROFILE_FIXED)
+            pp_config_set(&o->cfg, &axes[k], pp_config_get(&flags, &axes[k]));
+}
+
 int pprun_apply_profile(pprun_opts *o, int argc, char **argv)
 {
     if (!o->profile)
         return -1;
-    const char *clash = find_flag(CONFIG_FLAGS, argc, argv);
+    const char *clash = find_flag(PP_CONFIG_PROFILE_FIXED, MODEL_FLAGS, argc, argv);
     if (clash) {
         fprintf(stderr,
                 "pprun: %s and --profile: the profile sets the configuration; give one "
@@ -137,38 +163,26 @@ int pprun_apply_profile(pprun_opts *o, int argc, char **argv)
                 o->profile);
         return 2;
     }
-    const pp_profile_config *c = &p->chosen.config;
-    const char *layout = find_flag(LAYOUT_FLAGS, argc, argv);
+    const pp_config *c = &p->chosen.config;
+    const char *layout = find_flag(PP_CONFIG_PROFILE_LAYOUT, NULL, argc, argv);
     if (!layout) {
         int rc = check_launch(o, p);
         if (rc >= 0)
             return rc;
-        o->ranks = c->p;
-        o->dp = c->d;
         o->dp_set = 1;
-        o->tp = c->t; /* the runtime splits each stage over t ranks (Megatron) */
         /* the backend and precision the profile planned for (the export's --backend cuda
          * --precision bf16) */
         o->backend = p->cluster.gpu ? PP_RT_BACKEND_CUDA : PP_RT_BACKEND_CPU;
         o->precision = p->options.bf16 && p->cluster.gpu ? PP_PREC_BF16 : PP_PREC_FP32;
-        o->sequence_parallel = p->options.sequence_parallel && c->t > 1;
     } else {
         fprintf(stderr,
                 "pprun: --profile %s: %s given, so the layout is yours, not the profile's "
                 "(p=%d t=%d d=%d)\n",
                 o->profile, layout, c->p, c->t, c->d);
     }
+    take_config(o, c, layout != NULL); /* the runtime splits each stage over t ranks (Megatron) */
     o->model_name = p->model.name;
-    o->schedule = c->schedule;
-    o->microbatches = c->N;
-    o->micro_batch = c->b;
-    const pp_sched_desc *d = pp_sched_lookup(c->schedule); /* the reader checked the name */
-    o->chunks = d->chunks == 0 ? c->v : 0; /* tunable chunks: the profile's; else the row's */
-    o->group = d->grouped ? c->G : 0;
     o->seq = p->model.seq;
-    o->uneven = c->uneven;
-    o->first_layers = c->first_layers;
-    o->last_layers = c->last_layers;
     return -1;
 }
 

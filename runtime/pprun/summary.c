@@ -52,7 +52,7 @@ static json_t *schedule_json(const pprun_opts *o, const pp_sched *s)
     return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:o, s:i}", "kind", s->kind, "ranks",
                      s->ranks, "microbatches", s->microbatches, "chunks", s->chunks, "group",
                      s->group, "pipes", s->n_pipes, "stages_per_pipe", s->stages_per_pipe, "uneven",
-                     o->uneven, "stage_layers", layers, "dp", o->dp);
+                     o->cfg.uneven, "stage_layers", layers, "dp", o->cfg.d);
 }
 
 /* A rank's tensor-parallel communication over the run: its collectives' wall seconds (the
@@ -97,11 +97,11 @@ int pprun_write_json(const pprun_opts *o, const pprun_record *rec)
     int warmup;
     double med = pprun_median_step(rec, &warmup);
     int seq = o->seq ? o->seq : (rec->model.seq < 64 ? rec->model.seq : 64);
-    double tokens = (double)o->dp * o->microbatches * o->micro_batch * seq;
+    double tokens = (double)o->cfg.d * o->cfg.N * o->cfg.b * seq;
     json_t *root = json_pack(
         "{s:o, s:o, s:i, s:i, s:i, s:I, s:f, s:f, s:f, s:s, s:o, s:i, s:f, s:f, s:f, s:o}", "model",
         model_json(o, &rec->model), "schedule", schedule_json(o, rec->sched), "micro_batch_size",
-        o->micro_batch, "seq", seq, "steps", rec->n_steps, "seed", (json_int_t)o->seed, "lr", o->lr,
+        o->cfg.b, "seq", seq, "steps", rec->n_steps, "seed", (json_int_t)o->seed, "lr", o->lr,
         "clip", o->clip, "weight_decay", o->weight_decay, "data", o->data ? o->data : "synthetic",
         "per_step", steps, "warmup_steps", warmup, "median_step_seconds", med, "tokens_per_step",
         tokens, "tokens_per_second", med > 0 ? tokens / med : 0.0, "ranks", ranks_json(rec));
@@ -113,7 +113,7 @@ int pprun_write_json(const pprun_opts *o, const pprun_record *rec)
                                     rec->processes, "threads_per_rank", rec->threads,
                                     "threads_from", rec->threads_from ? rec->threads_from : "",
                                     "param_checksum", sum, "tp", rec->tp, "sequence_parallel",
-                                    o->sequence_parallel && rec->tp > 1)) != 0) {
+                                    o->cfg.sequence_parallel && rec->tp > 1)) != 0) {
         json_decref(root);
         root = NULL;
     }
@@ -141,13 +141,13 @@ int pprun_write_summary(const pprun_opts *o, const pprun_record *rec, FILE *fp)
     int warmup;
     double med = pprun_median_step(rec, &warmup);
     int seq = o->seq ? o->seq : (rec->model.seq < 64 ? rec->model.seq : 64);
-    double tokens = (double)o->dp * o->microbatches * o->micro_batch * seq;
+    double tokens = (double)o->cfg.d * o->cfg.N * o->cfg.b * seq;
     double flops = step_flops(&rec->model, seq, tokens);
     int devices = rec->n_ranks > 0 ? rec->n_ranks : 1;
     char tok[32];
     fprintf(fp, "pprun: %d steps of %s on %d ranks x dp %d (%s transport, %s backend, %s): final "
                 "loss %.4f\n",
-            rec->n_steps, rec->sched->kind, rec->sched->ranks, o->dp,
+            rec->n_steps, rec->sched->kind, rec->sched->ranks, o->cfg.d,
             rec->transport ? rec->transport : "thread", o->backend ? "cuda" : "cpu",
             o->precision == PP_PREC_BF16 ? "bf16" : "fp32",
             rec->n_steps ? rec->steps[rec->n_steps - 1].loss : 0.0);

@@ -170,24 +170,30 @@ static pp_status model_hf(const char *data, size_t len, const char *path)
     return pp_tune_model_load_hf(path, &m);
 }
 
-/* `pptune export`: parse, map the configuration, every export format (a format that cannot
+/* Every candidate's configuration as text and as a pprun line (what the board and the
+ * launch line print from it). */
+static void show_config(const pp_profile *p, const pp_config *c)
+{
+    char text[200], args[512];
+    pp_profile_pprun_line l = {.model = p->model.name, .config = c, .seq = p->model.seq};
+    fputs(pp_config_str(c, text, sizeof text), sink());
+    fputs(pp_profile_pprun_args(&l, args, sizeof args), sink());
+}
+
+/* `pptune export`: parse, show each configuration, every export format (a format that cannot
  * express the configuration says so with PP_ERR_UNSUPPORTED: not a finding). */
 static pp_status profile(const char *data, size_t len, const char *path)
 {
     pp_profile *p = NULL;
     pp_status st = pp_profile_parse(data, len, path, &p);
-    if (st == PP_OK && p->has_chosen) {
-        pp_tune_config c;
-        st = pp_tune_config_from_profile(&p->chosen.config, &c);
-    }
-    for (int i = 0; st == PP_OK && i < p->n_runners_up; i++) {
-        pp_tune_config c;
-        st = pp_tune_config_from_profile(&p->runners_up[i].config, &c);
-    }
-    static const pp_profile_export_format fmts[] = {
-        PP_PROFILE_EXPORT_MEGATRON, PP_PROFILE_EXPORT_NEMO, PP_PROFILE_EXPORT_PPRUN};
-    for (size_t i = 0; st == PP_OK && p->has_chosen && i < sizeof fmts / sizeof fmts[0]; i++) {
-        pp_status e = pp_profile_export(p, fmts[i], sink());
+    if (st == PP_OK && p->has_chosen)
+        show_config(p, &p->chosen.config);
+    for (int i = 0; st == PP_OK && i < p->n_runners_up; i++)
+        show_config(p, &p->runners_up[i].config);
+    static const char *const formats[] = {"megatron", "nemo", "pprun"};
+    for (size_t i = 0; st == PP_OK && p->has_chosen && i < sizeof formats / sizeof formats[0];
+         i++) {
+        pp_status e = pp_profile_export(p, pp_profile_export_find(formats[i], NULL), sink());
         if (e != PP_ERR_UNSUPPORTED)
             st = e;
     }

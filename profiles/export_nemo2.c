@@ -1,0 +1,126 @@
+/* export_nemo2.c — the chosen configuration and the whole model for NeMo 2.0 (--format nemo2),
+ * what NeMo's documentation now points to: Python for nemo.collections.llm — a GPTConfig
+ * (Megatron-Core TransformerConfig field names), a nemo.lightning.MegatronStrategy with the
+ * layout (including the micro-batch group and the uneven first/last stage that NeMo 1's YAML
+ * cannot say) and the trainer. Names are checked against tests/fixtures/nemo/keys.txt, recorded
+ * from NeMo's source.
+ *
+ * Not here: data, tokenizer and optimizer hyper-parameters (the user's); the schedules NeMo
+ * runs (Megatron-Core's) are its row's in export.c.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "export_impl.h"
+
+static const char *py(int b)
+{
+    return b ? "True" : "False";
+}
+
+static void nemo2_model(const pp_profile *p, FILE *fp)
+{
+    const pp_config *c = &p->chosen.config;
+    const struct pp_profile_model *m = &p->model;
+    fprintf(fp, "model_config = llm.GPTConfig(\n");
+    fprintf(fp, "    num_layers=%d,\n    hidden_size=%d,\n    ffn_hidden_size=%d,\n", m->layers,
+            m->hidden, m->ffn);
+    fprintf(fp, "    num_attention_heads=%d,\n    num_query_groups=%d,\n    kv_channels=%d,\n",
+            m->heads, m->kv_heads, m->head_dim);
+    fprintf(fp, "    seq_length=%d,\n", m->seq);
+    fprintf(fp, "    normalization=\"%s\",\n", m->norm_bias ? "LayerNorm" : "RMSNorm");
+    fprintf(fp, "    gated_linear_unit=%s,\n    activation_func=%s,\n", py(m->gated_mlp),
+            m->gated_mlp ? "F.silu" : "F.gelu");
+    fprintf(fp, "    add_bias_linear=%s,\n    add_qkv_bias=%s,\n", py(m->linear_bias),
+            py(m->linear_bias || m->qkv_bias));
+    fprintf(fp, "    position_embedding_type=\"%s\",\n", m->learned_pos ? "learned_absolute" : "rope");
+    if (!m->learned_pos)
+        fprintf(fp, "    rotary_base=%.0f,\n", m->rope_theta);
+    fprintf(fp, "    share_embeddings_and_output_weights=%s,\n", py(m->tied_embeddings));
+    fprintf(fp, "    vocab_size=%d,\n    make_vocab_size_divisible_by=1,\n", m->vocab);
+    fprintf(fp, "    bf16=%s,\n", py(p->options.bf16));
+    if (c->recompute != PP_RECOMPUTE_NONE)
+        fprintf(fp, "    recompute_granularity=\"%s\",\n", pp_recompute_name(c->recompute));
+    if (c->recompute == PP_RECOMPUTE_FULL)
+        fprintf(fp, "    recompute_method=\"uniform\",\n    recompute_num_layers=1,\n");
+    fprintf(fp, ")\n");
+    if (m->rope_scaling)
+        fprintf(fp, "# rope scaling \"%s\": GPTConfig has none; Llama 3.1's is llm.Llama31Config "
+                    "(scale_factor), which takes the same fields\n",
+                m->rope_scaling);
+}
+
+static pp_status nemo2_strategy(const pp_profile *p, FILE *fp)
+{
+    const pp_config *c = &p->chosen.config;
+    fprintf(fp, "strategy = nl.MegatronStrategy(\n");
+    fprintf(fp, "    tensor_model_parallel_size=%d,\n    pipeline_model_parallel_size=%d,\n", c->t,
+            c->p);
+    if (pp_export_virtual(c))
+        fprintf(fp, "    virtual_pipeline_model_parallel_size=%d,\n"
+                    "    microbatch_group_size_per_vp_stage=%d,\n",
+                c->v, c->G);
+    else
+        fprintf(fp, "    virtual_pipeline_model_parallel_size=None,\n");
+    if (!pp_export_split_even(c) && pp_export_virtual(c)) {
+        /* Megatron-Core's first/last counts are a pipeline rank's layers, split evenly over
+         * its virtual stages: a split of virtual stages is not theirs to say */
+        int first, last;
+        PP_TRY(pp_export_edge_layers(p, &first, &last));
+        fprintf(fp, "    # split of virtual stages (first %d layers, last %d): "
+                    "num_layers_in_first/last_pipeline_stage count a pipeline rank's layers, so "
+                    "they cannot say it; Megatron-LM's --pipeline-model-parallel-layout can "
+                    "(pptune export --format megatron)\n",
+                first, last);
+    } else if (!pp_export_split_even(c)) {
+        int first, last;
+        PP_TRY(pp_export_edge_layers(p, &first, &last));
+        fprintf(fp, "    num_layers_in_first_pipeline_stage=%d,\n"
+                    "    num_layers_in_last_pipeline_stage=%d,\n",
+                first, last);
+    }
+    fprintf(fp, "    sequence_parallel=%s,\n", py(c->sequence_parallel && c->t > 1));
+    if (c->p > 1)
+        fprintf(fp, "    pipeline_dtype=%s,\n", p->options.bf16 ? "torch.bfloat16" : "torch.float32");
+    fprintf(fp, ")\n");
+    return PP_OK;
+}
+
+pp_status pp_export_nemo2(const pp_profile *p, FILE *fp)
+{
+    const pp_config *c = &p->chosen.config;
+    int devices, nodes;
+    pp_export_nodes(p, &devices, &nodes);
+    /* built in memory: nothing is printed when a part cannot be said */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    if (!out)
+        return PP_ERR(PP_ERR_NOMEM, "could not build the NeMo 2.0 configuration");
+    fprintf(out, "# NeMo 2.0 (nemo.collections.llm) from pptune profile %s\n", p->name);
+    fprintf(out, "# cluster %s x%d (%s), model %s, %s schedule\n", p->cluster.name,
+            p->cluster.nodes, p->cluster.fingerprint, p->model.name, c->schedule);
+    fprintf(out, "import torch\nimport torch.nn.functional as F\nfrom megatron.core.optimizer "
+                 "import OptimizerConfig\nfrom nemo import lightning as nl\nfrom "
+                 "nemo.collections import llm\n\n");
+    nemo2_model(p, out);
+    pp_status st = nemo2_strategy(p, out);
+    fprintf(out, "trainer = nl.Trainer(\n    num_nodes=%d,\n    devices=%d,\n    strategy=strategy,\n",
+            nodes, devices);
+    if (p->options.bf16)
+        fprintf(out, "    plugins=nl.MegatronMixedPrecision(precision=\"bf16-mixed\"),\n");
+    fprintf(out, ")\n");
+    fprintf(out, "data = llm.PreTrainingDataModule(paths=..., seq_length=%d, micro_batch_size=%d, "
+                 "global_batch_size=%d, tokenizer=...)  # your data and tokenizer\n",
+            p->model.seq, c->b, p->global_batch);
+    fprintf(out, "optim = nl.MegatronOptimizerModule(config=OptimizerConfig(optimizer=\"adam\", "
+                 "bf16=%s, use_distributed_optimizer=%s))  # lr etc.: yours\n",
+            py(p->options.bf16), py(c->distributed_optimizer));
+    fprintf(out, "# llm.pretrain(model=llm.GPTModel(model_config), data=data, trainer=trainer, "
+                 "optim=optim)\n");
+    fclose(out);
+    if (st == PP_OK)
+        fputs(text, fp);
+    free(text);
+    return st;
+}

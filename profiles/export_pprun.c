@@ -1,0 +1,16 @@
+/* export_pprun.c — the chosen configuration as pprun's own flags (`pptune export --format
+ * pprun`): the one pprun line builder (pprun_line.c) with the backend and precision the profile
+ * planned for. pprun runs every schedule and split of the registry, so nothing is refused. */
+#include "export_impl.h"
+
+pp_status pp_export_pprun(const pp_profile *p, FILE *fp)
+{
+    const pp_config *c = &p->chosen.config;
+    /* backend and precision as the profile planned (a GPU cluster: CUDA, bf16 when tuned so) */
+    pp_profile_pprun_line line = {
+        .model = p->model.name, .config = c, .seq = p->model.seq, .cuda = p->cluster.gpu,
+        .precision = p->cluster.gpu && p->options.bf16 ? PP_PREC_BF16 : PP_PREC_FP32};
+    char args[512];
+    fprintf(fp, "%s\n", pp_profile_pprun_args(&line, args, sizeof args));
+    return PP_OK;
+}

@@ -1,0 +1,80 @@
+/* pp_tune_memory.h — the per-rank memory model: activations, weights, gradients, optimizer state,
+ * and the bundled runtime's own plan (memory.c, runtime_mem.c).
+ * Part of the tuner's interface (pp_tune.h, the umbrella, says the units and the ownership
+ * rules). */
+#ifndef PP_TUNE_MEMORY_H
+#define PP_TUNE_MEMORY_H
+
+#include "pp_config.h"
+#include "pp_rt_plan.h"
+#include "pp_sched.h"
+#include "pp_tune_hw.h"
+#include "pp_tune_model.h"
+#include "pp_tune_opts.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    double params;    /* parameters held by the rank (all its stages, after tensor split) */
+    double weights;   /* bytes */
+    double grads;
+    double optim;
+    double acts;      /* saved activations at the rank's peak */
+    double comm;      /* send/receive buffers */
+    double workspace; /* transient buffers and fixed framework reserve */
+    double total;
+    double peak_units; /* peak in-flight activations, micro-batch x (L/D layers) */
+} pp_tune_rank_mem;
+
+/* Bytes of activations one transformer layer keeps for one micro-batch of b sequences
+ * (Korthikanti et al. 2022 Table 2, tensor-parallel variant; see memory.c). */
+double pp_tune_act_bytes_per_layer(const pp_tune_model *m, int b, int t, const pp_tune_opts *o);
+/* Bytes one layer holds for one micro-batch between its I and its W (split backward): the
+ * linears' inputs and output gradients, Korthikanti's terms (memory.c says which). */
+double pp_tune_held_for_w_bytes_per_layer(const pp_tune_model *m, int b, int t,
+                                          const pp_tune_opts *o);
+/* Fills mem[0..D-1] for the schedule s of configuration c. */
+pp_status pp_tune_memory(const pp_tune_model *m, const pp_config *c, const pp_sched *s,
+                         const pp_tune_opts *o, pp_tune_rank_mem *mem);
+/* The bundled runtime's own accounting (pprun, CPU backend, fp32): the runtime's memory plan
+ * (runtime/plan/pp_rt_plan.h, adapted in runtime_mem.c), the one the executor's measured peaks
+ * equal; pp_tune_memory uses it when o->precision is PP_PREC_FP32. t > 1 is planned as the
+ * runtime splits each stage (Megatron's split, embedding and head replicated), and with
+ * o->sequence_parallel (o may be NULL: none) as it runs sequence parallelism. */
+pp_status pp_tune_memory_runtime(const pp_tune_model *m, const pp_config *c,
+                                 const pp_sched *s, const pp_tune_opts *o, pp_tune_rank_mem *mem);
+/* The same walk for the runtime on another backend: the CPU (as above), or the CUDA backend
+ * (pprun --backend cuda) in fp32 or bf16 with a transport that stages through host memory
+ * (threads, MPI: the transport's copies are not device memory). CUDA differs from the CPU's
+ * accounting: the kernel scratch (its largest single need, first step: GEMM operand copies in
+ * bf16, per-row losses, the gradient norm's partials) and the cuBLAS workspace under
+ * workspace; every head's attention scratch of a batch row in the backward; in bf16 a 2-byte
+ * copy of every weight; the step's tokens and targets stay in host memory. Equal to the
+ * backend's own accounting to the byte (tests/test_cuda_rt.c, run under the CUDA emulation).
+ * Not modelled: the NCCL transport's message buffers, and what the driver holds outside the
+ * backend's accounting (context, memory-pool slack: bench_cuda_layer reports both). With
+ * o->sequence_parallel (o may be NULL: none) it plans sequence parallelism as the runtime runs
+ * it. */
+/* backend: PP_RT_BACKEND_CPU or PP_RT_BACKEND_CUDA (runtime/plan/pp_rt_plan.h); precision:
+ * PP_PREC_BF16 on CUDA only. */
+pp_status pp_tune_memory_runtime_on(const pp_tune_model *m, const pp_config *c,
+                                    const pp_sched *s, const pp_tune_opts *o,
+                                    pp_rt_backend_kind backend, pp_precision precision,
+                                    pp_tune_rank_mem *mem);
+/* Bytes available per device after the headroom. */
+double pp_tune_mem_capacity(const pp_tune_hw *hw, const pp_tune_opts *o);
+/* Bytes per parameter of the weights, gradients and optimizer state (memory.c; Megatron-LM's
+ * theoretical_memory_usage.py table): bf16 2 + 4 + 12, the CPU runtime's fp32 4 + 4 + 8; with
+ * the distributed optimizer and d > 1 the optimizer's share divided by d. The one copy: the
+ * memory model, the time model's gradient sync and the search's lower bound read it. */
+typedef struct {
+    double weights, grads, optim;
+} pp_tune_param_bytes;
+pp_tune_param_bytes pp_tune_bytes_per_param(const pp_tune_opts *o, int d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

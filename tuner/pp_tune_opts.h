@@ -1,0 +1,70 @@
+/* pp_tune_opts.h — the options the memory and time models share, and the time model's effects that
+ * can be switched off (memory.c, timemodel.c).
+ * Part of the tuner's interface (pp_tune.h, the umbrella, says the units and the ownership
+ * rules). */
+#ifndef PP_TUNE_OPTS_H
+#define PP_TUNE_OPTS_H
+
+#include "pp_common.h"
+#include "pp_config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Options shared by the memory and time models --------------------------------------- */
+/* How each micro-batch's weight gradients reach the accumulated gradient. */
+typedef enum {
+    PP_TUNE_GRAD_ACCUM_FUSED = 0, /* inside the weight-gradient GEMM (Megatron-Core's default
+                                     gradient-accumulation fusion): nothing more */
+    PP_TUNE_GRAD_ACCUM_MAIN,      /* the DDP hook adds the 16-bit gradient into the fp32 main
+                                     gradient every micro-batch (--no-gradient-accumulation-fusion) */
+    PP_TUNE_GRAD_ACCUM_AUTOGRAD16 /* autograd adds into the 16-bit .grad from the second
+                                     micro-batch on (Megatron-LM 2021, before the fusion existed) */
+} pp_tune_grad_accum;
+
+typedef struct {
+    /* pp_common.h's: PP_PREC_BF16 Megatron mixed precision (bf16 weights, fp32 main grads,
+     * Adam; the default), PP_PREC_FP32 the bundled runtime on the CPU (everything fp32) */
+    pp_precision precision;
+    /* The settings the models assume (the search's; it gives every candidate's pp_config the
+     * same, which the profile, the exporters and pprun's line read there): */
+    int distributed_optimizer; /* Adam state sharded over d (Megatron --use-distributed-optimizer) */
+    pp_recompute recompute;
+    int sequence_parallel; /* 1: Megatron sequence parallelism, the 10sbh term split over t too */
+    int flash_attention;   /* 1: no s x s score matrix kept (Korthikanti's 5as/h term removed) */
+    double headroom;       /* fraction of device memory kept free, default 0.05 */
+    double gemm_efficiency; /* fraction of the hw GEMM rate a layer's GEMMs reach, default 1 */
+    pp_tune_grad_accum grad_accum; /* default FUSED */
+    unsigned without;       /* PP_TUNE_FX_* effects of the time model switched off (0: all on);
+                               only for measuring each effect's share (pptune validate) */
+} pp_tune_opts;
+
+/* The time model's effects (timemodel.c), each of which `without` can switch off. */
+enum {
+    PP_TUNE_FX_TP_BUSBW = 1u << 0,    /* TP all-reduce at the measured / preset busbw, not link */
+    PP_TUNE_FX_RECOMPUTE_AR = 1u << 1, /* the recomputed forward's two TP all-reduces */
+    PP_TUNE_FX_SEQ_PAR = 1u << 2,     /* sequence parallelism's collectives and split work */
+    PP_TUNE_FX_ATTENTION = 1u << 3,   /* s^2 memory-bound work / flash attention's causal FLOPs */
+    PP_TUNE_FX_GEMM_SHAPE = 1u << 4,  /* wave quantization of GEMM tiles over the SMs */
+    PP_TUNE_FX_KERNEL_COST = 1u << 5, /* a fixed cost per kernel */
+    PP_TUNE_FX_DP_NICS = 1u << 6,     /* DP sync over all the node's NICs of the group */
+    PP_TUNE_FX_P2P_SHARE = 1u << 7,   /* each TP rank sends 1/t of the boundary tensor */
+    PP_TUNE_FX_P2P_BLOCKING = 1u << 8, /* Megatron's pipeline sends block compute */
+    PP_TUNE_FX_OPTIMIZER_PASSES = 1u << 9, /* the mixed-precision step's unscale, norm, clip,
+                                              copy-back passes beside Adam's */
+    PP_TUNE_FX_EMBED_AR = 1u << 10,   /* tied-embedding all-reduce of first and last stage */
+    PP_TUNE_FX_LOSS_PASSES = 1u << 11, /* the fp32 cross-entropy's memory-bound passes */
+    PP_TUNE_FX_P2P_RATE = 1u << 12,   /* pipeline transfers across nodes at the measured rate */
+    PP_TUNE_FX_GRAD_ACCUM = 1u << 13, /* unfused gradient accumulation (opts.grad_accum) */
+    PP_TUNE_FX_COUNT = 14
+};
+/* "tp-busbw", "recompute-ar", ... for bit i; NULL past the last. */
+const char *pp_tune_fx_name(int i);
+
+void pp_tune_opts_default(pp_tune_opts *o);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
