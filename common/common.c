@@ -83,6 +83,14 @@ const char *pp_err_text(void)
     return text;
 }
 
+pp_status pp_err_restore(pp_status st, const char *msg, size_t text_len)
+{
+    snprintf(err_buf, PP_ERR_CAP, "%s", msg);
+    size_t len = strlen(err_buf);
+    err_text_len = text_len < len ? text_len : len;
+    return st;
+}
+
 void pp_err_clear(void)
 {
     err_buf[0] = '\0';

@@ -62,6 +62,11 @@ const char *pp_err_msg(void);
 /* The message without the file:line trail (for users who do not want it). */
 const char *pp_err_text(void);
 void pp_err_clear(void);
+/* Replaces this thread's message by msg verbatim (its trail included), of which the first
+ * text_len bytes are the text without the trail (as pp_err_text gives it), and returns st: how
+ * a message crosses from one copy of this library to another (a plugin loaded with dlopen links
+ * its own, probes/plugin.c). */
+pp_status pp_err_restore(pp_status st, const char *msg, size_t text_len);
 /* Writes s to fp with control characters escaped (\n, \r, \t, else \xNN), so that a message
  * echoing a user's argument or a file's text stays one line and sends no terminal escapes. */
 void pp_fputs_escaped(const char *s, FILE *fp);

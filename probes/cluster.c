@@ -1,4 +1,5 @@
-/* cluster.c — the pp_cluster value: lifecycle, growing it, the fingerprint, link look-ups.
+/* cluster.c — the pp_cluster value: lifecycle, growing it, the fingerprint, link look-ups,
+ * merging two (for the MPI gather).
  *
  * Not here: JSON (cluster_json.c, cluster_read.c), printing (summary.c), probing (probe.c).
  */
@@ -8,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "pp_probe.h"
+#include "probe_impl.h"
 
 const char *pp_source_name(pp_source s)
 {
@@ -182,4 +183,55 @@ const pp_link *pp_cluster_link(const pp_cluster *c, int a, int b)
 double pp_link_time(const pp_link *l, double bytes)
 {
     return l->alpha_s + bytes / l->beta_Bps;
+}
+
+/* ---- merging (for the MPI gather) ---- */
+
+static pp_status append_pairs(pp_cluster *a, const pp_cluster *b, int na)
+{
+    int n = na + b->n_devices;
+    if (!a->pair_bw_Bps && !b->pair_bw_Bps)
+        return PP_OK;
+    double *bw = pp_calloc((size_t)n * (size_t)n + 1, sizeof *bw);
+    double *al = pp_calloc((size_t)n * (size_t)n + 1, sizeof *al);
+    if (!bw || !al) {
+        free(bw);
+        free(al);
+        return PP_ERR_NOMEM;
+    }
+    /* block diagonal; entries between the two parts stay 0 (not measured: use the class) */
+    for (int i = 0; i < na && a->pair_bw_Bps; i++)
+        for (int j = 0; j < na; j++) {
+            bw[i * n + j] = a->pair_bw_Bps[i * na + j];
+            al[i * n + j] = a->pair_alpha_s[i * na + j];
+        }
+    for (int i = 0; i < b->n_devices && b->pair_bw_Bps; i++)
+        for (int j = 0; j < b->n_devices; j++) {
+            bw[(na + i) * n + na + j] = b->pair_bw_Bps[i * b->n_devices + j];
+            al[(na + i) * n + na + j] = b->pair_alpha_s[i * b->n_devices + j];
+        }
+    free(a->pair_bw_Bps);
+    free(a->pair_alpha_s);
+    a->pair_bw_Bps = bw;
+    a->pair_alpha_s = al;
+    return PP_OK;
+}
+
+pp_status pp_cluster_append(pp_cluster *a, const pp_cluster *b)
+{
+    int na = a->n_devices;
+    for (int i = 0; i < b->n_nodes; i++) {
+        int node;
+        const pp_node *bn = &b->nodes[i];
+        PP_TRY(pp_cluster_add_node(a, bn->hostname, &node));
+        a->nodes[node].memcpy_Bps = bn->memcpy_Bps;
+        if (bn->topo)
+            PP_TRY(pp_topo_copy(bn->topo, &a->nodes[node].topo));
+        for (int d = bn->first_device; d < bn->first_device + bn->n_devices; d++) {
+            pp_device dev = b->devices[d];
+            dev.node = node;
+            PP_TRY(pp_cluster_add_device(a, &dev, NULL));
+        }
+    }
+    return append_pairs(a, b, na);
 }

@@ -4,8 +4,8 @@
  * all-reduce over all GPUs of the node (nccl-tests conventions: algbw = bytes / time, all-reduce
  * busbw = algbw * 2(n-1)/n), each with an alpha-beta fit.
  *
- * The only file of probes/ that includes CUDA or NCCL headers; it talks to the rest through
- * probe_impl.h (C linkage, no CUDA types). Every CUDA/cuBLAS/NCCL call goes through a
+ * The GPU plugin (pptune-gpu.so, plugin.h): the only file of probes/ that includes CUDA or NCCL
+ * headers, loaded by plugin.c when a probe needs GPUs, so that pptune links none of them. Every CUDA/cuBLAS/NCCL call goes through a
  * PP_*_CHECK macro that turns the error into a pp_status with the call's text and file:line;
  * every kernel launch is followed by a launch-error check. Timing: CUDA events on the stream.
  * Not here: anything across nodes (mpi_gather.c), printing.
@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "../runtime/cuda/cuda_status.h" /* PP_CUDA_CHECK, PP_CUBLAS_CHECK, PP_NCCL_CHECK */
-#include "probe_impl.h"
+#include "plugin.h"
 
 /* In functions that own resources: on error, record it and jump to their cleanup. */
 #define CK(expr)                                                                                   \
@@ -32,7 +32,7 @@
 
 /* ---- availability and versions ---- */
 
-int pp_probe_gpu_available(char *why, size_t why_len)
+static int gpu_available(char *why, size_t why_len)
 {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
@@ -58,7 +58,7 @@ static void version_str(char *buf, size_t n, int v, int nccl)
         snprintf(buf, n, "%d.%d", v / 1000, v % 1000 / 10);
 }
 
-void pp_gpu_versions(pp_software *sw)
+static void gpu_versions(pp_software *sw)
 {
     int rt = 0, drv = 0, nc = 0;
     cudaRuntimeGetVersion(&rt);
@@ -531,7 +531,7 @@ static pp_status probe_device(const pp_probe_opts *o, pp_cluster *c, int node, i
     return st == PP_OK ? PP_OK : pp_err_trace(st, __FILE__, __LINE__);
 }
 
-pp_status pp_gpu_probe_node(const pp_probe_opts *o, pp_cluster *c, int node)
+static pp_status gpu_probe_node(const pp_probe_opts *o, pp_cluster *c, int node)
 {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
@@ -567,4 +567,18 @@ pp_status pp_gpu_probe_node(const pp_probe_opts *o, pp_cluster *c, int node)
     }
     free(copy_class.points);
     return st == PP_OK ? PP_OK : pp_err_trace(st, __FILE__, __LINE__);
+}
+
+extern "C" PP_PLUGIN_EXPORT const pp_probe_plugin *pp_probe_plugin_gpu(void)
+{
+    static pp_probe_plugin table;
+    table.abi = PP_PROBE_PLUGIN_ABI;
+    table.name = "gpu";
+    table.err_msg = pp_err_msg;
+    table.err_text = pp_err_text;
+    table.err_restore = pp_err_restore;
+    table.gpu_available = gpu_available;
+    table.gpu_probe_node = gpu_probe_node;
+    table.gpu_versions = gpu_versions;
+    return &table;
 }

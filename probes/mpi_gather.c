@@ -1,4 +1,5 @@
-/* mpi_gather.c — probing every node of an MPI job (mpirun / srun) and gathering on rank 0.
+/* mpi_gather.c — probing every node of an MPI job (mpirun / srun) and gathering on rank 0: the
+ * MPI plugin (pptune-mpi.so, plugin.h), loaded by plugin.c, so that pptune links no MPI.
  *
  * 1. ranks exchange host names; the lowest rank of each host is its node's leader;
  * 2. leaders probe their node (the others wait), serialise it to JSON, rank 0 gathers and merges;
@@ -17,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "probe_impl.h"
+#include "plugin.h"
 
 #define HOST_LEN 64
 #define MAX_PAIRS_ALL 8 /* up to this many nodes every pair is measured; above, pairs (0, j) */
@@ -348,8 +349,8 @@ static pp_status mpi_end(layout *L, int inited, pp_status st)
     return st == PP_OK ? PP_OK : pp_err_trace(st, __FILE__, __LINE__);
 }
 
-pp_status pp_mpi_probe(const pp_probe_opts *o,
-                       pp_status (*probe_node)(const pp_probe_opts *, pp_cluster **),
+static pp_status mpi_probe(const pp_probe_opts *o,
+                           pp_status (*probe_node)(const pp_probe_opts *, pp_cluster **),
                        pp_cluster **out)
 {
     int inited = 0;
@@ -386,7 +387,7 @@ static pp_status allreduce_samples(float *buf, int count, int samples, int iters
     return PP_OK;
 }
 
-pp_status pp_probe_allreduce(double bytes, int quick, pp_allreduce_timing *out)
+static pp_status allreduce(double bytes, int quick, pp_allreduce_timing *out)
 {
     memset(out, 0, sizeof *out);
     if (!(bytes >= 4) || bytes > 2147483647.0 * 4)
@@ -418,4 +419,15 @@ pp_status pp_probe_allreduce(double bytes, int quick, pp_allreduce_timing *out)
     }
     free(buf);
     return mpi_end(&L, inited, st);
+}
+
+PP_PLUGIN_EXPORT const pp_probe_plugin *pp_probe_plugin_mpi(void)
+{
+    static const pp_probe_plugin table = {
+        PP_PROBE_PLUGIN_ERR_FIELDS,
+        .name = "mpi",
+        .mpi_probe = mpi_probe,
+        .allreduce = allreduce,
+    };
+    return &table;
 }

@@ -6,8 +6,6 @@
  * measured on one core (the cores are alike; measuring each would only add time).
  * Not here: the measurements themselves (cpu_measure.c, gpu_probe.cu), JSON, printing.
  */
-#include <cblas.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -16,23 +14,11 @@
 
 extern char **environ;
 
-void pp_probe_say(const pp_probe_opts *o, const char *fmt, ...)
-{
-    if (!o || !o->progress)
-        return;
-    char buf[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    o->progress(o->progress_ctx, buf);
-}
-
 /* Versions, and the NCCL_* knobs that change what NCCL measures (probes-and-launch.md). */
 static void software(pp_software *sw)
 {
     snprintf(sw->hwloc, sizeof sw->hwloc, "%s", PP_HWLOC_VERSION);
-    snprintf(sw->blas, sizeof sw->blas, "%s", openblas_get_config());
+    snprintf(sw->blas, sizeof sw->blas, "%s", pp_cpu_blas_config());
     pp_gpu_versions(sw);
     for (char **e = environ; *e && sw->n_env < PP_MAX_ENV; e++) {
         const char *eq = strchr(*e, '=');
@@ -139,55 +125,4 @@ pp_status pp_probe_run(const pp_probe_opts *opts, pp_cluster **out)
     else
         PP_TRY(probe_this_node(o, out));
     return PP_OK;
-}
-
-/* ---- merging (for the MPI gather) ---- */
-
-static pp_status append_pairs(pp_cluster *a, const pp_cluster *b, int na)
-{
-    int n = na + b->n_devices;
-    if (!a->pair_bw_Bps && !b->pair_bw_Bps)
-        return PP_OK;
-    double *bw = pp_calloc((size_t)n * (size_t)n + 1, sizeof *bw);
-    double *al = pp_calloc((size_t)n * (size_t)n + 1, sizeof *al);
-    if (!bw || !al) {
-        free(bw);
-        free(al);
-        return PP_ERR_NOMEM;
-    }
-    /* block diagonal; entries between the two parts stay 0 (not measured: use the class) */
-    for (int i = 0; i < na && a->pair_bw_Bps; i++)
-        for (int j = 0; j < na; j++) {
-            bw[i * n + j] = a->pair_bw_Bps[i * na + j];
-            al[i * n + j] = a->pair_alpha_s[i * na + j];
-        }
-    for (int i = 0; i < b->n_devices && b->pair_bw_Bps; i++)
-        for (int j = 0; j < b->n_devices; j++) {
-            bw[(na + i) * n + na + j] = b->pair_bw_Bps[i * b->n_devices + j];
-            al[(na + i) * n + na + j] = b->pair_alpha_s[i * b->n_devices + j];
-        }
-    free(a->pair_bw_Bps);
-    free(a->pair_alpha_s);
-    a->pair_bw_Bps = bw;
-    a->pair_alpha_s = al;
-    return PP_OK;
-}
-
-pp_status pp_cluster_append(pp_cluster *a, const pp_cluster *b)
-{
-    int na = a->n_devices;
-    for (int i = 0; i < b->n_nodes; i++) {
-        int node;
-        const pp_node *bn = &b->nodes[i];
-        PP_TRY(pp_cluster_add_node(a, bn->hostname, &node));
-        a->nodes[node].memcpy_Bps = bn->memcpy_Bps;
-        if (bn->topo)
-            PP_TRY(pp_topo_copy(bn->topo, &a->nodes[node].topo));
-        for (int d = bn->first_device; d < bn->first_device + bn->n_devices; d++) {
-            pp_device dev = b->devices[d];
-            dev.node = node;
-            PP_TRY(pp_cluster_add_device(a, &dev, NULL));
-        }
-    }
-    return append_pairs(a, b, na);
 }

@@ -1,6 +1,7 @@
 /* probe_impl.h — private to probes/: the pieces pp_probe_run puts together.
- * No CUDA, NCCL or MPI types here: gpu_probe.cu and mpi_gather.c implement these with C linkage,
- * gpu_none.c / mpi_none.c where they are not built. */
+ * No CUDA, NCCL or MPI types here: gpu_probe.cu, mpi_gather.c and cpu_gemm.c are plugins
+ * (plugin.h) loaded on first use by plugin.c, which implements the GPU, MPI and BLAS entry
+ * points below and says what is missing where a plugin cannot be loaded. */
 #ifndef PP_PROBE_IMPL_H
 #define PP_PROBE_IMPL_H
 
@@ -19,8 +20,12 @@ void pp_probe_say(const pp_probe_opts *o, const char *fmt, ...) PP_PRINTF(2, 3);
 /* ---- CPU (cpu_measure.c) ---- */
 /* Memory a process may allocate now: MemAvailable, capped by a cgroup limit, bytes. */
 pp_status pp_cpu_usable_memory(double *bytes);
-/* cblas_sgemm with one BLAS thread over a sweep of shapes; *pts is the caller's to free. */
+/* cblas_sgemm with one BLAS thread over a sweep of shapes (the BLAS plugin, cpu_gemm.c);
+ * *pts is the caller's to free. PP_ERR_UNSUPPORTED, naming the plugin, where it cannot be
+ * loaded. */
 pp_status pp_cpu_gemm_sweep(const pp_probe_opts *o, pp_gemm_point **pts, int *n);
+/* The BLAS library's configuration string ("OpenBLAS 0.3.21 ..."), "" without the plugin. */
+const char *pp_cpu_blas_config(void);
 /* memcpy bandwidth, bytes copied per second. */
 pp_status pp_cpu_memcpy(const pp_probe_opts *o, pp_measure *bw);
 /* Thread-to-thread transfers between the cores cpus[0..n) (OS CPU numbers), done as the
@@ -34,7 +39,7 @@ pp_status pp_cpu_thread_links(const pp_probe_opts *o, const int *cpus, int n, pp
  * rank per core); *cpus is the caller's to free. */
 pp_status pp_topo_local_cpus(int **cpus, int *n);
 
-/* ---- GPU (gpu_probe.cu / gpu_none.c) ---- */
+/* ---- GPU (gpu_probe.cu, the GPU plugin, through plugin.c) ---- */
 /* Appends this node's GPUs to c (node `node`, the last added), fills the intra-node link, the
  * all-reduce figures and the pairwise matrices, and software versions. With no device present
  * it returns PP_ERR_UNSUPPORTED and a message starting "no CUDA device". */
@@ -42,7 +47,7 @@ pp_status pp_gpu_probe_node(const pp_probe_opts *o, pp_cluster *c, int node);
 /* CUDA runtime / driver / NCCL versions into sw ("" where not built or no driver). */
 void pp_gpu_versions(pp_software *sw);
 
-/* ---- MPI (mpi_gather.c / mpi_none.c) ---- */
+/* ---- MPI (mpi_gather.c, the MPI plugin, through plugin.c) ---- */
 /* Probes every node under an MPI launcher and gathers on rank 0 (others: *out = NULL).
  * probe_node is what one node leader runs to describe its node. */
 pp_status pp_mpi_probe(const pp_probe_opts *o,

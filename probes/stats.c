@@ -1,9 +1,11 @@
-/* stats.c — the statistics every probe shares: median and spread of repeated runs, and the
- * α-β (Hockney) fit of transfer time against message size.
+/* stats.c — what every probe shares, the plugins too: median and spread of repeated runs,
+ * the α-β (Hockney) fit of transfer time against message size, progress lines.
  *
  * Not here: timing loops (each probe owns its own, since warm-up and synchronisation differ
  * between a memcpy, a thread hand-off and a CUDA stream).
  */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,4 +78,16 @@ pp_xfer_point *pp_xfer_copy(const pp_xfer_point *pts, int n)
     if (c && n > 0)
         memcpy(c, pts, (size_t)n * sizeof *c);
     return c;
+}
+
+void pp_probe_say(const pp_probe_opts *o, const char *fmt, ...)
+{
+    if (!o || !o->progress)
+        return;
+    char buf[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    o->progress(o->progress_ctx, buf);
 }

@@ -35,6 +35,19 @@ Test(common, error_message_keeps_text_and_trail)
     cr_assert_str_eq(pp_err_msg(), "");
 }
 
+/* How a plugin's message crosses into the host's copy of common/ (probes/plugin.c): verbatim,
+ * trail included, and the trail still grows from there. */
+Test(common, restored_message_keeps_text_and_trail)
+{
+    cr_assert_eq(pp_err_restore(PP_ERR_DEVICE, "cudaMalloc failed [probes/gpu.cu:7 < probes/gpu.cu:9]",
+                                strlen("cudaMalloc failed")),
+                 PP_ERR_DEVICE);
+    cr_assert_str_eq(pp_err_text(), "cudaMalloc failed");
+    pp_err_trace(PP_ERR_DEVICE, "probes/plugin.c", 3);
+    cr_assert_str_eq(pp_err_msg(),
+                     "cudaMalloc failed [probes/gpu.cu:7 < probes/gpu.cu:9 < probes/plugin.c:3]");
+}
+
 Test(common, atomic_write_replaces_whole_file)
 {
     char dir[] = "/tmp/pp_test_XXXXXX";

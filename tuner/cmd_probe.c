@@ -36,7 +36,12 @@ static void usage(void)
     for (const char *const *n = pp_preset_names(); *n; n++)
         printf("%s%s", *n, n[1] ? ", " : "\n");
     printf("  --nodes N          nodes of the preset (default 1)\n"
-           "  --show FILE        read a cluster file (validating it) and print it\n");
+           "  --show FILE        read a cluster file (validating it) and print it\n\n"
+           "CUDA/NCCL, MPI and OpenBLAS are loaded when needed, as plugins pptune-gpu.so,\n"
+           "pptune-mpi.so and pptune-blas.so from $PPTUNE_PLUGIN_DIR (alone, when set), else\n"
+           "<folder of pptune>/../lib/pptune. One that cannot be loaded is named with the\n"
+           "folders searched: without the GPU plugin (or its CUDA libraries) the probe describes\n"
+           "the CPU cores; without pptune-blas.so it cannot measure them and exits 1.\n");
 }
 
 static void progress(void *ctx, const char *msg)
