@@ -83,8 +83,8 @@ pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp)
                       "PyTorch has no %s",
                       p->name, d->title, d->title);
     int S = c->p * c->v; /* one pipe: every stage of it, v per rank */
-    fprintf(fp, "# torchtitan overrides from pptune profile %s (model %s, %s schedule)\n", p->name,
-            p->model.name, c->schedule);
+    fprintf(fp, "# torchtitan overrides from pptune profile ");
+    pp_export_provenance(p, fp);
     fprintf(fp, "# model: torchtitan builds it from --module/--config (its registry), not from "
                 "flags: pick the config of L=%d h=%d heads=%d/%d ffn=%d V=%d\n",
                 p->model.layers, p->model.hidden, p->model.heads, p->model.kv_heads, p->model.ffn,

@@ -57,3 +57,15 @@ pp_status pp_export_edge_layers(const pp_profile *p, int *first, int *last)
     *last = layers[S - 1];
     return PP_OK;
 }
+
+void pp_export_provenance(const pp_profile *p, FILE *fp)
+{
+    pp_fput_quoted(fp, p->name);
+    fprintf(fp, "\n# cluster ");
+    pp_fput_quoted(fp, p->cluster.name);
+    fprintf(fp, " x%d (", p->cluster.nodes);
+    pp_fput_quoted(fp, p->cluster.fingerprint);
+    fprintf(fp, "), model ");
+    pp_fput_quoted(fp, p->model.name);
+    fprintf(fp, ", %s schedule\n", p->chosen.config.schedule);
+}
