@@ -24,6 +24,9 @@ int pp_export_split_even(const pp_config *c);
  * layers[PP_EXPORT_MAX_STAGES]; *stages receives the count. PP_ERR_INVALID for a split the
  * schedules refuse. */
 #define PP_EXPORT_MAX_STAGES 4096
+/* Their count (pp_config_stages), PP_ERR_INVALID past PP_EXPORT_MAX_STAGES or the model's
+ * layers: checked before any writer runs (pp_profile_export). */
+pp_status pp_export_stages(const pp_profile *p, int *stages);
 pp_status pp_export_stage_layers(const pp_profile *p, int *layers, int *stages);
 /* Layers of the first and last of those stages. */
 pp_status pp_export_edge_layers(const pp_profile *p, int *first, int *last);

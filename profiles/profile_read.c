@@ -105,6 +105,15 @@ static pp_status read_candidate(const rd *r, json_t *o, const char *prefix, cons
         snprintf(want, sizeof want, "b * N * d = search.global_batch (%d)", global_batch);
         return pp_json_fail(r, path, "expected %s, got b=%d N=%d d=%d", want, k->b, k->N, k->d);
     }
+    /* every stage holds a layer at least (64-bit: p and v may each be up to 1e9) */
+    if (pp_config_stages(k) > p->model.layers) {
+        char path[160];
+        pp_json_path(path, sizeof path, prefix, "config");
+        return pp_json_fail(r, path,
+                            "expected at most the model's %d layers in its %lld pipeline stages "
+                            "(p x v), got p=%d v=%d",
+                            p->model.layers, pp_config_stages(k), k->p, k->v);
+    }
     /* p t d devices, at most the cluster's (same care: divisions, not products) */
     if (devices > 0 && (k->p > devices || k->t > devices / k->p || k->d > devices / k->p / k->t)) {
         char path[160];

@@ -94,3 +94,45 @@ Test(profiles_hostile, every_exporter_quotes_what_it_prints_for_its_target)
     snprintf(path, sizeof path, "%s/PWNED", dir);
     cr_assert_neq(access(path, F_OK), 0);
 }
+
+/* p = 5, v = 858993460: p x v wraps a 32-bit int to 4 (issue 30: a 5-stage, 10-layers-per-stage
+ * layout of a 40-layer model, exit 0). The reader refuses the profile, and an exporter given
+ * such a configuration all the same refuses it and prints nothing. */
+Test(profiles_hostile, stage_counts_that_wrap_32_bits_are_refused)
+{
+    char dir[64], path[128], cmd[512], out[8192];
+    pt_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/wrap.json", dir);
+    json_error_t e;
+    json_t *j = json_load_file(FIX "gpt-13b-dgx-h100-x32-v1.1.json", 0, &e);
+    cr_assert_not_null(j);
+    json_t *c = json_object_get(json_object_get(j, "chosen"), "config");
+    json_object_set_new(c, "p", json_integer(5));
+    json_object_set_new(c, "v", json_integer(858993460));
+    cr_assert_eq(json_dump_file(j, path, JSON_INDENT(2)), 0);
+    json_decref(j);
+    static const char *const formats[] = {"megatron", "nemo", "nemo2", "torchtitan"};
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(cmd, sizeof cmd, PPTUNE " export --format %s %s", formats[i], path);
+        cr_assert_eq(pt_run(cmd, out, sizeof out), 2, "%s: %s", formats[i], out);
+        cr_assert(strstr(out, "pipeline stages"), "%s: %s", formats[i], out);
+    }
+    pp_profile *p;
+    cr_assert_eq(pp_profile_read(FIX "gpt-13b-dgx-h100-x32-v1.1.json", &p), PP_OK, "%s",
+                 pp_err_msg());
+    p->chosen.config.p = 5;
+    p->chosen.config.v = 858993460;
+    for (size_t i = 0; i < 4; i++) {
+        char *text = NULL;
+        size_t len = 0;
+        FILE *fp = open_memstream(&text, &len);
+        pp_status st = pp_profile_export(p, pp_profile_export_find(formats[i], NULL), fp);
+        fclose(fp);
+        cr_assert_neq(st, PP_OK, "%s exported: %s", formats[i], text);
+        cr_assert(!strstr(text, "pipeline-model-parallel-size 5") &&
+                      !strstr(text, "pipeline_model_parallel_size"),
+                  "%s printed: %s", formats[i], text);
+        free(text);
+    }
+    pp_profile_destroy(p);
+}
