@@ -1,5 +1,6 @@
 /* json.c — field readers over jansson with one message form (pp_json.h). They check type and
- * range only; what a value means is the calling reader's business. */
+ * range only, and that a string is printable text (pp_text_ok); what a value means is the calling
+ * reader's business. */
 #include "pp_json.h"
 
 #include <stdarg.h>
@@ -7,6 +8,8 @@
 #include <string.h>
 
 #define SHOW_MAX 60 /* characters of a value shown in a message */
+/* what a kept string must be (pp_text_ok) */
+#define TEXT_WANT "printable text (no control characters or line breaks, at most 4096 bytes)"
 
 const char *pp_json_path(char *buf, size_t n, const char *prefix, const char *key)
 {
@@ -26,7 +29,9 @@ const char *pp_json_show(const json_t *v, char *buf, size_t n)
         snprintf(buf, n, "nothing (missing)");
         return buf;
     }
-    char *d = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    /* ASCII only: jansson escapes controls and writes non-ASCII as \uXXXX, so a message never
+     * carries a terminal's escape sequences (C1 ones included) */
+    char *d = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_ENSURE_ASCII);
     if (!d)
         snprintf(buf, n, "an unprintable value");
     else if (strlen(d) > SHOW_MAX)
@@ -132,6 +137,8 @@ pp_status pp_json_str(const pp_json_src *s, const json_t *o, const char *prefix,
     const json_t *v = field(o, prefix, key, f, sizeof f);
     if (!json_is_string(v))
         return pp_json_bad(s, f, "a string", v);
+    if (!pp_text_ok(json_string_value(v), json_string_length(v)))
+        return pp_json_bad(s, f, TEXT_WANT, v);
     *out = json_string_value(v);
     return PP_OK;
 }
@@ -145,6 +152,8 @@ pp_status pp_json_str_copy(const pp_json_src *s, const json_t *o, const char *pr
         snprintf(w, sizeof w, "a string of at most %zu characters", n - 1);
         return pp_json_bad(s, f, w, v);
     }
+    if (!pp_text_ok(json_string_value(v), json_string_length(v)))
+        return pp_json_bad(s, f, TEXT_WANT, v);
     snprintf(buf, n, "%s", json_string_value(v));
     return PP_OK;
 }

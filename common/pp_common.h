@@ -135,6 +135,28 @@ pp_status pp_file_open_regular(const char *path, int *fd, uint64_t *size);
  * fails. */
 pp_status pp_file_pread(int fd, const char *path, void *buf, size_t n, uint64_t off);
 
+/* ---- text from outside (text.c) --------------------------------------------------------------
+ * A string a reader keeps from a file or a server (a profile's, a cluster file's) is checked on
+ * entry with pp_text_ok; whatever prints it into a program or a file that something else
+ * interprets quotes it for that language, and a message that quotes it shows it escaped. */
+#define PP_TEXT_MAX 4096
+/* 1: len bytes at s are text a reader may keep: UTF-8, at most PP_TEXT_MAX bytes, without
+ * control characters (C0, DEL, C1) or the line and paragraph separators U+2028 / U+2029. */
+int pp_text_ok(const char *s, size_t len);
+/* s as a double-quoted literal of printable ASCII only: \\ \" \n \r \t, other controls and DEL
+ * as \xNN, other code points as \uXXXX or \UXXXXXXXX, a byte that is not UTF-8 as \xNN (read
+ * back as U+00NN). Python's string literals and YAML's double-quoted scalars read these escapes
+ * alike, so it is either; it holds no line break, so it is also safe inside a comment of
+ * Python, YAML or sh. */
+void pp_fput_quoted(FILE *fp, const char *s);
+/* s as one word for sh: as it is when it has only letters, digits and _ . / : = @ % + , -,
+ * otherwise in single quotes (a ' inside as '\''); '' for the empty string. */
+void pp_fput_sh_word(FILE *fp, const char *s);
+/* s (NULL: "") escaped as pp_fput_quoted's body (printable ASCII only, no quotes around it), cut
+ * to fit n bytes with "..." at the end when longer: for messages that quote outside text, so
+ * that a terminal never receives its escape sequences. Returns buf. */
+const char *pp_text_show(const char *s, char *buf, size_t n);
+
 /* FNV-1a, 64 bit: h' = (h XOR byte) * prime for each byte, starting from PP_FNV1A_BASIS.
  * pp_fnv1a hashes n bytes, pp_fnv1a_str a NUL-terminated string (without the NUL); both
  * continue from h, so a hash can be built piece by piece. Not cryptographic. */

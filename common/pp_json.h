@@ -58,10 +58,12 @@ pp_status pp_json_num(const pp_json_src *s, const json_t *o, const char *prefix,
                       double min, double *out);
 pp_status pp_json_bool(const pp_json_src *s, const json_t *o, const char *prefix, const char *key,
                        int *out);
-/* Any string ("a string"). */
+/* A string of printable text (pp_text_ok: no control characters or line breaks, at most
+ * PP_TEXT_MAX bytes): every string a reader keeps from a file or a server is one. */
 pp_status pp_json_str(const pp_json_src *s, const json_t *o, const char *prefix, const char *key,
                       const char **out);
-/* A string that fits buf with its NUL ("a string of at most n-1 characters"), copied. */
+/* A string of printable text that fits buf with its NUL ("a string of at most n-1
+ * characters"), copied. */
 pp_status pp_json_str_copy(const pp_json_src *s, const json_t *o, const char *prefix,
                            const char *key, char *buf, size_t n);
 /* A string among the NULL-terminated `allowed`; want describes them for the message. */

@@ -201,6 +201,12 @@ void pp_config_sched_params(const pp_config *c, int layers, pp_sched_params *out
                              .first_layers = c->first_layers, .last_layers = c->last_layers};
 }
 
+long long pp_config_stages(const pp_config *c)
+{
+    const pp_sched_desc *d = pp_sched_lookup(c->schedule);
+    return (long long)c->p * (d && d->pipes == 2 ? 1 : c->v);
+}
+
 char *pp_config_split_str(const pp_config *c, char *buf, size_t n)
 {
     char a[12] = "-", z[12] = "-";

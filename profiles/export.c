@@ -292,6 +292,8 @@ pp_status pp_profile_export(const pp_profile *p, const pp_export_target *t, FILE
     if (!runs(t, d))
         return refuse_schedule(p, t, d);
     PP_TRY(need_shape(p, t));
+    int stages;
+    PP_TRY(pp_export_stages(p, &stages)); /* the bound every writer relies on */
     PP_TRY(t->write(p, fp));
     return PP_OK;
 }

@@ -24,11 +24,20 @@ int pp_export_split_even(const pp_config *c);
  * layers[PP_EXPORT_MAX_STAGES]; *stages receives the count. PP_ERR_INVALID for a split the
  * schedules refuse. */
 #define PP_EXPORT_MAX_STAGES 4096
+/* Their count (pp_config_stages), PP_ERR_INVALID past PP_EXPORT_MAX_STAGES or the model's
+ * layers: checked before any writer runs (pp_profile_export). */
+pp_status pp_export_stages(const pp_profile *p, int *stages);
 pp_status pp_export_stage_layers(const pp_profile *p, int *layers, int *stages);
 /* Layers of the first and last of those stages. */
 pp_status pp_export_edge_layers(const pp_profile *p, int *first, int *last);
 /* GPUs of the plan, and how they sit on nodes: devices per node and nodes. */
 void pp_export_nodes(const pp_profile *p, int *devices, int *nodes);
+
+/* The rest of a first comment line that names the profile's file, then a second one: its
+ * cluster, nodes, fingerprint, model and schedule. Every string is printed with pp_fput_quoted
+ * (pp_common.h), which holds no line break and is a literal of Python and YAML alike, so a
+ * file name or a cluster name cannot end the comment in any target (Python, YAML, sh). */
+void pp_export_provenance(const pp_profile *p, FILE *fp);
 
 /* ---- the writers, one file each ---------------------------------------------------------------- */
 pp_status pp_export_megatron(const pp_profile *p, FILE *fp);   /* export_megatron.c */

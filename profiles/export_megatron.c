@@ -73,7 +73,7 @@ static pp_status megatron_model(const pp_profile *p, FILE *fp)
             m->layers, m->hidden, m->heads, m->ffn, m->seq, m->seq);
     if (m->kv_heads != m->heads)
         fprintf(fp, " --group-query-attention --num-query-groups %d", m->kv_heads);
-    if (m->head_dim * m->heads != m->hidden)
+    if ((long long)m->head_dim * m->heads != m->hidden) /* 64-bit: two profile fields */
         fprintf(fp, " --kv-channels %d", m->head_dim);
     if (m->gated_mlp)
         fprintf(fp, " --swiglu");

@@ -40,9 +40,11 @@ static void nemo1_model(const pp_profile *p, FILE *fp)
         fprintf(fp, "  rotary_base: %.0f\n", m->rope_theta);
     if (m->rope_scaling && !strcmp(m->rope_scaling, "llama3"))
         fprintf(fp, "  scale_positional_embedding: true # Llama 3.1 rope scaling\n");
-    else if (m->rope_scaling)
-        fprintf(fp, "  # rope scaling \"%s\": megatron_gpt_config has no key for it\n",
-                m->rope_scaling);
+    else if (m->rope_scaling) {
+        fprintf(fp, "  # rope scaling ");
+        pp_fput_quoted(fp, m->rope_scaling);
+        fprintf(fp, ": megatron_gpt_config has no key for it\n");
+    }
     fprintf(fp, "  share_embeddings_and_output_weights: %s\n", yes(m->tied_embeddings));
     fprintf(fp, "  make_vocab_size_divisible_by: 1 # the tokenizer's vocabulary: pptune counted %d\n",
             m->vocab);
@@ -53,9 +55,8 @@ pp_status pp_export_nemo(const pp_profile *p, FILE *fp)
     const pp_config *c = &p->chosen.config;
     int devices, nodes;
     pp_export_nodes(p, &devices, &nodes);
-    fprintf(fp, "# NeMo megatron_gpt_config.yaml overrides from pptune profile %s\n", p->name);
-    fprintf(fp, "# cluster %s x%d (%s), model %s, %s schedule\n", p->cluster.name, p->cluster.nodes,
-            p->cluster.fingerprint, p->model.name, c->schedule);
+    fprintf(fp, "# NeMo megatron_gpt_config.yaml overrides from pptune profile ");
+    pp_export_provenance(p, fp);
     fprintf(fp, "trainer:\n  devices: %d\n  num_nodes: %d\n  precision: %s\n", devices, nodes,
             p->options.bf16 ? "bf16" : "32");
     fprintf(fp, "model:\n  mcore_gpt: true\n");

@@ -44,10 +44,12 @@ static void nemo2_model(const pp_profile *p, FILE *fp)
     if (c->recompute == PP_RECOMPUTE_FULL)
         fprintf(fp, "    recompute_method=\"uniform\",\n    recompute_num_layers=1,\n");
     fprintf(fp, ")\n");
-    if (m->rope_scaling)
-        fprintf(fp, "# rope scaling \"%s\": GPTConfig has none; Llama 3.1's is llm.Llama31Config "
-                    "(scale_factor), which takes the same fields\n",
-                m->rope_scaling);
+    if (m->rope_scaling) {
+        fprintf(fp, "# rope scaling ");
+        pp_fput_quoted(fp, m->rope_scaling);
+        fprintf(fp, ": GPTConfig has none; Llama 3.1's is llm.Llama31Config (scale_factor), "
+                    "which takes the same fields\n");
+    }
 }
 
 static pp_status nemo2_strategy(const pp_profile *p, FILE *fp)
@@ -97,9 +99,8 @@ pp_status pp_export_nemo2(const pp_profile *p, FILE *fp)
     FILE *out = open_memstream(&text, &len);
     if (!out)
         return PP_ERR(PP_ERR_NOMEM, "could not build the NeMo 2.0 configuration");
-    fprintf(out, "# NeMo 2.0 (nemo.collections.llm) from pptune profile %s\n", p->name);
-    fprintf(out, "# cluster %s x%d (%s), model %s, %s schedule\n", p->cluster.name,
-            p->cluster.nodes, p->cluster.fingerprint, p->model.name, c->schedule);
+    fprintf(out, "# NeMo 2.0 (nemo.collections.llm) from pptune profile ");
+    pp_export_provenance(p, out);
     fprintf(out, "import torch\nimport torch.nn.functional as F\nfrom megatron.core.optimizer "
                  "import OptimizerConfig\nfrom nemo import lightning as nl\nfrom "
                  "nemo.collections import llm\n\n");

@@ -82,9 +82,9 @@ pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp)
                       "only for the schedules PyTorch names (ZBVZeroBubble, DualPipeV), and "
                       "PyTorch has no %s",
                       p->name, d->title, d->title);
-    int S = c->p * c->v; /* one pipe: every stage of it, v per rank */
-    fprintf(fp, "# torchtitan overrides from pptune profile %s (model %s, %s schedule)\n", p->name,
-            p->model.name, c->schedule);
+    long long S = pp_config_stages(c); /* one pipe: every stage of it, v per rank */
+    fprintf(fp, "# torchtitan overrides from pptune profile ");
+    pp_export_provenance(p, fp);
     fprintf(fp, "# model: torchtitan builds it from --module/--config (its registry), not from "
                 "flags: pick the config of L=%d h=%d heads=%d/%d ffn=%d V=%d\n",
                 p->model.layers, p->model.hidden, p->model.heads, p->model.kv_heads, p->model.ffn,
@@ -102,10 +102,10 @@ pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp)
                     d->torch_name, d->title);
     } else {
         fprintf(fp, "# schedule by name: torchtitan places %s's V-shaped stages (rank r holds "
-                    "stages r and %d - r) only for PyTorch's %s, not for a CSV; PyTorch's "
+                    "stages r and %lld - r) only for PyTorch's %s, not for a CSV; PyTorch's "
                     "generator orders the actions its own way, so the step differs from the "
                     "one pptune simulated (`pptune schedule --kind %s` shows pptune's)\n",
-                d->title, 2 * c->p - 1, d->torch_name, c->schedule);
+                d->title, 2LL * c->p - 1, d->torch_name, c->schedule);
     }
     fprintf(fp, "--parallelism.pipeline_parallel_degree %d --parallelism.tensor_parallel_degree %d",
             c->p, c->t);
@@ -138,9 +138,9 @@ pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp)
     } else {
         fprintf(fp, " --parallelism.pipeline_parallel_first_stage_less_layers 0 "
                     "--parallelism.pipeline_parallel_last_stage_less_layers 0");
-        if (p->model.layers % S == 0)
+        if (S >= 1 && p->model.layers % S == 0)
             fprintf(fp, " --parallelism.pipeline_parallel_layers_per_stage %d",
-                    p->model.layers / S);
+                    (int)(p->model.layers / S));
     }
     fprintf(fp, " --parallelism.num_pp_microbatches %d", c->N);
     fprintf(fp, " --training.num_tokens_per_microbatch_per_dp_rank %ld "

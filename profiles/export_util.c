@@ -29,15 +29,25 @@ int pp_export_split_even(const pp_config *c)
     return !c->uneven && !c->first_layers && !c->last_layers;
 }
 
+pp_status pp_export_stages(const pp_profile *p, int *stages)
+{
+    /* one pipe: its p x v stages (interleaved, V-shaped); two pipes: p per pipe (64-bit: a
+     * product of two profile fields) */
+    long long n = pp_config_stages(&p->chosen.config);
+    if (n < 1 || n > PP_EXPORT_MAX_STAGES || n > p->model.layers)
+        return PP_ERR(PP_ERR_INVALID,
+                      "%s: %lld pipeline stages (p x v): expected 1..%d and at most the model's "
+                      "%d layers",
+                      p->name, n, PP_EXPORT_MAX_STAGES, p->model.layers);
+    *stages = (int)n;
+    return PP_OK;
+}
+
 pp_status pp_export_stage_layers(const pp_profile *p, int *layers, int *stages)
 {
     const pp_config *c = &p->chosen.config;
-    /* one pipe: its p x v stages (interleaved, V-shaped); two pipes: p per pipe */
-    int S = c->p * (pp_export_desc(c)->pipes == 1 ? c->v : 1);
-    int begin[PP_EXPORT_MAX_STAGES + 1];
-    if (S < 1 || S > PP_EXPORT_MAX_STAGES)
-        return PP_ERR(PP_ERR_INVALID, "%s: %d pipeline stages: expected 1..%d", p->name, S,
-                      PP_EXPORT_MAX_STAGES);
+    int S, begin[PP_EXPORT_MAX_STAGES + 1];
+    PP_TRY(pp_export_stages(p, &S));
     pp_sched_params sp;
     pp_config_sched_params(c, p->model.layers, &sp);
     pp_sched_split split = pp_sched_params_split(&sp);
@@ -56,4 +66,16 @@ pp_status pp_export_edge_layers(const pp_profile *p, int *first, int *last)
     *first = layers[0];
     *last = layers[S - 1];
     return PP_OK;
+}
+
+void pp_export_provenance(const pp_profile *p, FILE *fp)
+{
+    pp_fput_quoted(fp, p->name);
+    fprintf(fp, "\n# cluster ");
+    pp_fput_quoted(fp, p->cluster.name);
+    fprintf(fp, " x%d (", p->cluster.nodes);
+    pp_fput_quoted(fp, p->cluster.fingerprint);
+    fprintf(fp, "), model ");
+    pp_fput_quoted(fp, p->model.name);
+    fprintf(fp, ", %s schedule\n", p->chosen.config.schedule);
 }

@@ -141,6 +141,10 @@ int pp_config_equal(const pp_config *a, const pp_config *b);
  * micro-batches N, chunks v as given (0: the schedule's own; the registry refuses a count a
  * schedule cannot take), group G, the split). The one mapping from a configuration to them. */
 void pp_config_sched_params(const pp_config *c, int layers, pp_sched_params *out);
+/* The stages c splits its layers into, one pipe's: p x v for a one-pipe schedule (interleaved,
+ * V-shaped), p for a two-pipe one; a 64-bit product, so that no profile's p and v can wrap it
+ * (the profile reader refuses more than the model's layers, the exporters trust it). */
+long long pp_config_stages(const pp_config *c);
 
 /* ---- text ----------------------------------------------------------------------------------- */
 

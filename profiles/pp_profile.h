@@ -212,8 +212,9 @@ typedef struct {
 int pp_profile_pprun_argv(const pp_profile_pprun_line *l,
                           char store[PP_PROFILE_PPRUN_MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN],
                           char **argv);
-/* The same options as one string, separated by single spaces (no program name, no newline),
- * into buf (n bytes); returns buf. */
+/* The same options as one string of shell words (pp_fput_sh_word: quoted where a word is not
+ * plain), separated by single spaces (no program name, no newline), into buf (n bytes, cut to
+ * fit); returns buf. */
 char *pp_profile_pprun_args(const pp_profile_pprun_line *l, char *buf, size_t n);
 
 /* ---- local store ---------------------------------------------------------------------------- */

@@ -5,6 +5,7 @@
  * configuration's: --model first, --seq among them (PP_CONFIG_LINE_SEQ), backend and precision
  * last. Not here: which model name a caller passes, and what a caller adds around the options
  * (the program, --steps, --json, ...). */
+#include <stdio.h>
 #include <string.h>
 
 #include "pp_profile.h"
@@ -58,10 +59,21 @@ char *pp_profile_pprun_args(const pp_profile_pprun_line *l, char *buf, size_t n)
     char store[PP_PROFILE_PPRUN_MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN];
     char *argv[PP_PROFILE_PPRUN_MAX_ARGS];
     int argc = pp_profile_pprun_argv(l, store, argv);
-    if (n)
-        buf[0] = '\0';
-    size_t len = 0;
-    for (int i = 0; i < argc && len < n; i++)
-        len += (size_t)snprintf(buf + len, n - len, "%s%s", i ? " " : "", argv[i]);
+    if (n == 0)
+        return buf;
+    buf[0] = '\0';
+    /* each word as one shell word (the line is pasted into a shell): the model name is the
+     * caller's */
+    FILE *fp = fmemopen(buf, n, "w");
+    if (!fp)
+        return buf;
+    for (int i = 0; i < argc; i++) {
+        if (i)
+            fputc(' ', fp);
+        pp_fput_sh_word(fp, argv[i]);
+    }
+    long len = ftell(fp);
+    fclose(fp);
+    buf[len >= 0 && (size_t)len < n ? (size_t)len : n - 1] = '\0';
     return buf;
 }

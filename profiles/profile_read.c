@@ -27,6 +27,18 @@ static pp_status bad(const rd *r, const char *prefix, const char *key, const cha
     return pp_json_bad(r, pp_json_path(path, sizeof path, prefix, key), want, got);
 }
 
+/* A name-like field (an enum whose values pptune and HuggingFace extend: a rope type, a trial
+ * status): 1 to 32 of a-z 0-9 _ - . (want says what it is in the message). */
+static pp_status read_name(const rd *r, json_t *o, const char *prefix, const char *key,
+                           const char *want, const char **out)
+{
+    PP_TRY(pp_json_str(r, o, prefix, key, out));
+    size_t n = strlen(*out);
+    if (n < 1 || n > 32 || strspn(*out, "abcdefghijklmnopqrstuvwxyz0123456789_-.") != n)
+        return bad(r, prefix, key, want, json_object_get(o, key));
+    return PP_OK;
+}
+
 static pp_status read_predicted(const rd *r, json_t *o, const char *prefix, pp_profile_candidate *c)
 {
     PP_TRY(pp_json_num(r, o, prefix, "step_time_s", 0, &c->step_time_s));
@@ -77,7 +89,8 @@ static pp_status read_candidate(const rd *r, json_t *o, const char *prefix, cons
         pp_json_path(sub, sizeof sub, prefix, "measured");
         if (!json_is_object(m))
             return bad(r, prefix, "measured", "an object (or no field)", m);
-        PP_TRY(pp_json_str(r, m, sub, "status", &c->measured_status));
+        PP_TRY(read_name(r, m, sub, "status", "a trial status such as \"ok\" or \"oom\"",
+                         &c->measured_status));
         PP_TRY(pp_json_num(r, m, sub, "step_time_s", 0, &c->measured_step_time_s));
         PP_TRY(pp_json_num(r, m, sub, "peak_bytes", 0, &c->measured_peak_bytes));
         c->has_measured = 1;
@@ -91,6 +104,15 @@ static pp_status read_candidate(const rd *r, json_t *o, const char *prefix, cons
         pp_json_path(path, sizeof path, prefix, "config");
         snprintf(want, sizeof want, "b * N * d = search.global_batch (%d)", global_batch);
         return pp_json_fail(r, path, "expected %s, got b=%d N=%d d=%d", want, k->b, k->N, k->d);
+    }
+    /* every stage holds a layer at least (64-bit: p and v may each be up to 1e9) */
+    if (pp_config_stages(k) > p->model.layers) {
+        char path[160];
+        pp_json_path(path, sizeof path, prefix, "config");
+        return pp_json_fail(r, path,
+                            "expected at most the model's %d layers in its %lld pipeline stages "
+                            "(p x v), got p=%d v=%d",
+                            p->model.layers, pp_config_stages(k), k->p, k->v);
     }
     /* p t d devices, at most the cluster's (same care: divisions, not products) */
     if (devices > 0 && (k->p > devices || k->t > devices / k->p || k->d > devices / k->p / k->t)) {
@@ -143,7 +165,8 @@ static pp_status read_shape(const rd *r, json_t *o, pp_profile *p)
         PP_TRY(pp_json_num(r, o, "model", "rope_theta", 1, &p->model.rope_theta));
     json_t *sc = json_object_get(o, "rope_scaling");
     if (sc && !json_is_null(sc))
-        PP_TRY(pp_json_str(r, o, "model", "rope_scaling", &p->model.rope_scaling));
+        PP_TRY(read_name(r, o, "model", "rope_scaling", "a rope type such as \"llama3\"",
+                         &p->model.rope_scaling));
     p->model.has_shape = 1;
     return PP_OK;
 }
@@ -203,8 +226,10 @@ static pp_status read_head(const rd *r, json_t *doc, pp_profile *p)
     PP_TRY(pp_json_enum(r, o, "options", "recompute", pp_recompute_names,
                         "one of none, selective, full", &p->options.recompute));
     const char *prec = "fp32";
+    static const char *const PRECISIONS[] = {"fp32", "bf16", "bf16 + fp32 main grads + Adam", NULL};
     if (json_object_get(o, "precision"))
-        PP_TRY(pp_json_str(r, o, "options", "precision", &prec));
+        PP_TRY(pp_json_enum(r, o, "options", "precision", PRECISIONS,
+                            "\"fp32\" or \"bf16 + fp32 main grads + Adam\"", &prec));
     p->options.bf16 = !strncmp(prec, "bf16", 4);
     static const char *const KINDS[] = {"gpu", "cpu", NULL};
     const char *kind = p->options.bf16 ? "gpu" : "cpu";

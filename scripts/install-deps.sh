@@ -15,6 +15,7 @@ packages=(
   libopenmpi-dev openmpi-bin    # multi-process runs and probes under mpirun
   slurm-wlm munge               # the slurm suite's 4-node Slurm on this host (tests/slurm/)
   python3                       # test helpers (local HTTP server)
+  python3-yaml                  # tests/fixtures/export/check.py reads the NeMo YAML export
   python3-venv                  # tests/py/venv.sh: the interop tests' packages from PyPI
   chromium                      # renders the HTML report headless in its test (skipped without it)
 )

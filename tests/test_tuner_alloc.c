@@ -127,9 +127,108 @@ Test(tuner_alloc, a_bad_host_file_names_the_file_and_line)
     pp_err_clear();
     unlink(path);
     free(path);
-    cr_assert_eq(pp_tune_alloc_detect("/nonexistent/hosts", &a), PP_ERR_IO);
+    cr_assert_eq(pp_tune_alloc_detect("/nonexistent/hosts", &a), PP_ERR_NOTFOUND);
     cr_assert(strstr(pp_err_msg(), "/nonexistent/hosts"), "%s", pp_err_msg());
     pp_err_clear();
+}
+
+/* Issue 30: a comment longer than the old 511-byte line buffer became a host; 2,049 lines of
+ * slots=1048576 wrapped the slot sum; /dev/zero (and a FIFO) was read forever. */
+Test(tuner_alloc, host_files_are_bounded, .timeout = 20)
+{
+    no_slurm();
+    pp_tune_alloc a;
+    /* a long comment is a comment, however long its line */
+    char text[2048];
+    memset(text, 'x', sizeof text);
+    memcpy(text, "# ", 2);
+    memcpy(text + 1000, "evilhost slots=9 ", 17);
+    snprintf(text + 1900, sizeof text - 1900, "\n127.0.0.2 slots=2\n");
+    char *path = hostfile(text);
+    cr_assert_eq(pp_tune_alloc_detect(path, &a), PP_OK, "%s", pp_err_msg());
+    cr_assert_str_eq(a.nodes, "127.0.0.2");
+    cr_assert_eq(a.slots, 2);
+    unlink(path);
+    free(path);
+    /* a line past the bound is refused, not split */
+    static char huge[8192];
+    memset(huge, 'h', sizeof huge - 2);
+    huge[sizeof huge - 2] = '\n';
+    path = hostfile(huge);
+    cr_assert_eq(pp_tune_alloc_detect(path, &a), PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_msg(), ":1: a line of"), "%s", pp_err_msg());
+    pp_err_clear();
+    unlink(path);
+    free(path);
+    /* slots that would wrap an int: refused with the bound */
+    static char many[2100 * 24];
+    size_t k = 0;
+    for (int i = 0; i < 2100; i++)
+        k += (size_t)snprintf(many + k, sizeof many - k, "h%d slots=1048576\n", i % 10);
+    path = hostfile(many);
+    cr_assert_eq(pp_tune_alloc_detect(path, &a), PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_msg(), "slots in all") || strstr(pp_err_msg(), "node list"), "%s",
+              pp_err_msg());
+    pp_err_clear();
+    unlink(path);
+    free(path);
+    path = hostfile("h1 slots=99999999999999999999\n");
+    cr_assert_eq(pp_tune_alloc_detect(path, &a), PP_ERR_INVALID);
+    pp_err_clear();
+    unlink(path);
+    free(path);
+    /* not a regular file: refused at once */
+    cr_assert_eq(pp_tune_alloc_detect("/dev/zero", &a), PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_msg(), "not a regular file"), "%s", pp_err_msg());
+    pp_err_clear();
+    char fifo[] = "/tmp/pptune_hosts_fifo_XXXXXX";
+    close(mkstemp(fifo));
+    unlink(fifo);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    cr_assert_eq(pp_tune_alloc_detect(fifo, &a), PP_ERR_INVALID);
+    pp_err_clear();
+    unlink(fifo);
+}
+
+/* Issue 30: 9223372036854775807(x2) wrapped the signed sum (the check after it was optimised
+ * away) and the search ran with "-2 ranks" until it ran out of memory. */
+Test(tuner_alloc, slurm_counts_are_overflow_checked)
+{
+    static const char *const bad[] = {"9223372036854775807(x2)", "2(x9223372036854775807)",
+                                      "99999999999999999999", "16777216(x2)", "-2", "2(x-1)",
+                                      "2,", " 2", "0"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        no_slurm();
+        setenv("SLURM_JOB_ID", "7", 1);
+        setenv("SLURM_JOB_NODELIST", "n1", 1);
+        setenv("SLURM_JOB_NUM_NODES", "1", 1);
+        setenv("SLURM_JOB_CPUS_PER_NODE", bad[i], 1);
+        pp_tune_alloc a;
+        cr_assert_eq(pp_tune_alloc_detect(NULL, &a), PP_ERR_INVALID, "%s: slots %d", bad[i],
+                     a.slots);
+        cr_assert(strstr(pp_err_msg(), "SLURM_JOB_CPUS_PER_NODE"), "%s", pp_err_msg());
+        pp_err_clear();
+    }
+    static const char *const bad_n[] = {"9223372036854775807", "4294967297", "+1", "1 "};
+    for (size_t i = 0; i < sizeof bad_n / sizeof bad_n[0]; i++) {
+        no_slurm();
+        setenv("SLURM_JOB_ID", "7", 1);
+        setenv("SLURM_JOB_NODELIST", "n1", 1);
+        setenv("SLURM_JOB_NUM_NODES", "1", 1);
+        setenv("SLURM_NTASKS", bad_n[i], 1);
+        pp_tune_alloc a;
+        cr_assert_eq(pp_tune_alloc_detect(NULL, &a), PP_ERR_INVALID, "%s", bad_n[i]);
+        pp_err_clear();
+    }
+    no_slurm();
+    setenv("SLURM_JOB_ID", "7", 1);
+    setenv("SLURM_JOB_NODELIST", "n[1-4]", 1);
+    setenv("SLURM_JOB_NUM_NODES", "4", 1);
+    setenv("SLURM_JOB_CPUS_PER_NODE", "4,2(x3)", 1);
+    pp_tune_alloc a;
+    cr_assert_eq(pp_tune_alloc_detect(NULL, &a), PP_OK, "%s", pp_err_msg());
+    cr_assert_eq(a.slots, 10);
+    no_slurm();
 }
 
 /* A stand-in srun on PATH (first) that runs body: what a real one writes in that case. */

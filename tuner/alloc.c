@@ -15,49 +15,69 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pp_tune.h"
 
-static int env_pos(const char *name, int *out)
+
+/* A count of a Slurm variable at *v (digits only, no sign or space), in 1..ALLOC_MAX_RANKS, its
+ * end into *end; -1 past it or when there are no digits. Overflow-checked: digits are added
+ * while the value stays within the bound, so no arithmetic can wrap. */
+#define ALLOC_MAX_RANKS (1 << 24)
+static long count_at(const char *v, const char **end)
 {
-    const char *v = getenv(name);
-    if (!v || !*v)
-        return 0;
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *end || x < 1 || x > INT_MAX)
-        return -1;
-    *out = (int)x;
-    return 1;
+    long x = 0;
+    const char *k = v;
+    for (; *k >= '0' && *k <= '9'; k++) {
+        x = x * 10 + (*k - '0');
+        if (x > ALLOC_MAX_RANKS)
+            return -1;
+    }
+    *end = k;
+    return k == v || x < 1 ? -1 : x;
 }
 
-/* SLURM_JOB_CPUS_PER_NODE: "2(x4)", "4,2(x3)": the total, or -1 when malformed. */
+/* SLURM_JOB_CPUS_PER_NODE: "2(x4)", "4,2(x3)": the total, or -1 when malformed or past
+ * ALLOC_MAX_RANKS (each product and the sum are bounded before they are formed). */
 static int cpus_per_node_total(const char *v)
 {
     long total = 0;
     while (*v) {
-        char *end;
-        long c = strtol(v, &end, 10), times = 1;
-        if (end == v || c < 1)
+        const char *end;
+        long c = count_at(v, &end), times = 1;
+        if (c < 0)
             return -1;
         if (!strncmp(end, "(x", 2)) {
-            char *e2;
-            times = strtol(end + 2, &e2, 10);
-            if (e2 == end + 2 || *e2 != ')' || times < 1)
+            const char *e2;
+            times = count_at(end + 2, &e2);
+            if (times < 0 || *e2 != ')')
                 return -1;
             end = e2 + 1;
         }
-        total += c * times;
-        if (total > INT_MAX)
+        if (c > (ALLOC_MAX_RANKS - total) / times)
             return -1;
-        if (*end == ',')
+        total += c * times;
+        if (*end == ',' && end[1])
             end++;
         else if (*end)
             return -1;
         v = end;
     }
-    return (int)total;
+    return total > 0 ? (int)total : -1;
+}
+
+/* A positive count in a Slurm variable: 1 with *out set, 0 when unset or empty, -1 when it is
+ * not digits in 1..ALLOC_MAX_RANKS. */
+static int env_pos(const char *name, int *out)
+{
+    const char *v = getenv(name), *end;
+    if (!v || !*v)
+        return 0;
+    long x = count_at(v, &end);
+    if (x < 0 || *end)
+        return -1;
+    *out = (int)x;
+    return 1;
 }
 
 static pp_status from_slurm(pp_tune_alloc *a)
@@ -69,20 +89,25 @@ static pp_status from_slurm(pp_tune_alloc *a)
                       "allocation's node list (run pptune inside salloc or sbatch)",
                       job);
     int nodes = 0, tasks = 0;
+    char shown[80];
     if (env_pos("SLURM_JOB_NUM_NODES", &nodes) <= 0)
-        return PP_ERR(PP_ERR_INVALID, "SLURM_JOB_NUM_NODES=\"%s\": expected a positive integer",
-                      getenv("SLURM_JOB_NUM_NODES") ? getenv("SLURM_JOB_NUM_NODES") : "");
+        return PP_ERR(PP_ERR_INVALID,
+                      "SLURM_JOB_NUM_NODES=\"%s\": expected a positive integer (at most %d)",
+                      pp_text_show(getenv("SLURM_JOB_NUM_NODES"), shown, sizeof shown),
+                      ALLOC_MAX_RANKS);
     int has = env_pos("SLURM_NTASKS", &tasks);
     if (has < 0)
-        return PP_ERR(PP_ERR_INVALID, "SLURM_NTASKS=\"%s\": expected a positive integer",
-                      getenv("SLURM_NTASKS"));
+        return PP_ERR(PP_ERR_INVALID,
+                      "SLURM_NTASKS=\"%s\": expected a positive integer (at most %d)",
+                      pp_text_show(getenv("SLURM_NTASKS"), shown, sizeof shown), ALLOC_MAX_RANKS);
     if (has == 0) {
         const char *cpn = getenv("SLURM_JOB_CPUS_PER_NODE");
         tasks = cpn ? cpus_per_node_total(cpn) : nodes;
         if (tasks < 1)
             return PP_ERR(PP_ERR_INVALID,
-                          "SLURM_JOB_CPUS_PER_NODE=\"%s\": expected counts like 2(x4) or 4,2",
-                          cpn);
+                          "SLURM_JOB_CPUS_PER_NODE=\"%s\": expected counts like 2(x4) or 4,2 "
+                          "(at most %d in all)",
+                          pp_text_show(cpn, shown, sizeof shown), ALLOC_MAX_RANKS);
     }
     snprintf(a->launcher, sizeof a->launcher, "srun");
     snprintf(a->job, sizeof a->job, "%s", job);
@@ -93,20 +118,22 @@ static pp_status from_slurm(pp_tune_alloc *a)
 }
 
 /* One host-file line: "host [slots=N] [max_slots=M]"; returns the slots (1 by default), 0 for a
- * blank or comment line, -1 when malformed. */
+ * blank or comment line, -1 when malformed (a host name longer than n - 1 included). */
 static int hostfile_line(char *line, char *host, size_t n)
 {
-    line[strcspn(line, "#\r\n")] = '\0';
-    char *tok = strtok(line, " \t");
+    line[strcspn(line, "#\r")] = '\0';
+    char *save = NULL, *tok = strtok_r(line, " \t", &save);
     if (!tok)
         return 0;
+    if (strlen(tok) >= n || !pp_text_ok(tok, strlen(tok)))
+        return -1;
     snprintf(host, n, "%s", tok);
     int slots = 1;
-    while ((tok = strtok(NULL, " \t"))) {
+    while ((tok = strtok_r(NULL, " \t", &save))) {
         if (!strncmp(tok, "slots=", 6)) {
-            char *end;
-            long s = strtol(tok + 6, &end, 10);
-            if (end == tok + 6 || *end || s < 1 || s > 1 << 20)
+            const char *end;
+            long s = count_at(tok + 6, &end);
+            if (s < 0 || *end)
                 return -1;
             slots = (int)s;
         } else if (strncmp(tok, "max_slots=", 10) != 0) {
@@ -116,33 +143,61 @@ static int hostfile_line(char *line, char *host, size_t n)
     return slots;
 }
 
+/* Bounds of a host file: its size, a line, its hosts (the node list must fit a->nodes). */
+#define HOSTFILE_MAX_BYTES (1 << 20)
+#define HOSTFILE_MAX_LINE 4096
+
 static pp_status from_hostfile(const char *path, pp_tune_alloc *a)
 {
     if (strlen(path) >= PP_PROFILE_PPRUN_ARG_LEN)
         return PP_ERR(PP_ERR_INVALID, "--hostfile %s: expected a path shorter than %d characters",
                       path, PP_PROFILE_PPRUN_ARG_LEN);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return PP_ERR(PP_ERR_IO, "%s: cannot read the host file: %s", path, strerror(errno));
-    char line[512], host[256];
+    /* a regular file only (a FIFO or /dev/zero would never end), read whole within a bound */
+    int fd;
+    uint64_t size;
+    PP_TRY(pp_file_open_regular(path, &fd, &size));
+    close(fd);
+    char *text = NULL;
+    PP_TRY(pp_file_read_max(path, HOSTFILE_MAX_BYTES, &text, NULL));
+    char host[256];
     int lineno = 0;
-    while (fgets(line, sizeof line, f)) {
+    pp_status st = PP_OK;
+    for (char *line = text, *next; line && *line && st == PP_OK; line = next) {
         lineno++;
+        next = strchr(line, '\n');
+        size_t len = next ? (size_t)(next - line) : strlen(line);
+        if (next)
+            *next++ = '\0';
+        if (len > HOSTFILE_MAX_LINE) {
+            st = PP_ERR(PP_ERR_INVALID, "%s:%d: a line of %zu bytes: expected at most %d", path,
+                        lineno, len, HOSTFILE_MAX_LINE);
+            break;
+        }
         int s = hostfile_line(line, host, sizeof host);
         if (s < 0) {
-            fclose(f);
-            return PP_ERR(PP_ERR_INVALID,
-                          "%s:%d: expected \"HOST [slots=N]\" (Open MPI host file format)", path,
-                          lineno);
+            st = PP_ERR(PP_ERR_INVALID,
+                        "%s:%d: expected \"HOST [slots=N]\" (Open MPI host file format; a host "
+                        "name of printable text under %zu bytes, N in 1..%d)",
+                        path, lineno, sizeof host, ALLOC_MAX_RANKS);
+            break;
         }
         if (s == 0)
             continue;
-        size_t len = strlen(a->nodes);
-        snprintf(a->nodes + len, sizeof a->nodes - len, "%s%s", len ? "," : "", host);
-        a->n_nodes++;
-        a->slots += s;
+        size_t used = strlen(a->nodes);
+        if (used + strlen(host) + 2 > sizeof a->nodes)
+            st = PP_ERR(PP_ERR_INVALID, "%s:%d: more hosts than fit %zu bytes of node list", path,
+                        lineno, sizeof a->nodes - 1);
+        else if (s > ALLOC_MAX_RANKS - a->slots)
+            st = PP_ERR(PP_ERR_INVALID, "%s:%d: more than %d slots in all", path, lineno,
+                        ALLOC_MAX_RANKS);
+        else {
+            snprintf(a->nodes + used, sizeof a->nodes - used, "%s%s", used ? "," : "", host);
+            a->n_nodes++;
+            a->slots += s;
+        }
     }
-    fclose(f);
+    free(text);
+    PP_TRY(st);
     if (a->n_nodes == 0)
         return PP_ERR(PP_ERR_INVALID, "%s: expected at least one \"HOST [slots=N]\" line", path);
     snprintf(a->launcher, sizeof a->launcher, "mpirun");
