@@ -2,8 +2,9 @@
  * its writer), like the schedule registry. The dispatcher checks a profile against the row
  * before the writer runs (a chosen configuration, a schedule the target runs, the model's shape
  * where it builds the model) and says a refusal the same way for every target: the reason,
- * the profile's fastest runner-up the target runs, the other targets that run the schedule, and
- * the --schedules list that keeps a new search to what the target runs. `pptune export --help`
+ * the fastest row of the profile's leaderboard the target runs (by its #), the other targets
+ * that run the schedule, and the --schedules list that keeps a new search to what the target
+ * runs. `pptune export --help`
  * and `pptune --help` describe the rows. Adding a target: its writer (export_<name>.c,
  * declared in export_impl.h) and one row here. Not here: any target's syntax. */
 #include <string.h>
@@ -204,8 +205,9 @@ void pp_profile_export_help(FILE *fp)
     }
 }
 
-/* "; the profile's fastest configuration it runs is runner-up #K, CONFIG (predicted S s per
- * step, X % slower: export it with --runner-up K)", or "" when none fits and runs on t. */
+/* "; the profile's fastest configuration it runs is #K, CONFIG (predicted S s per step, X %
+ * slower: export it with --rank K)", or "" when none fits and runs on t. K is the
+ * leaderboard's number (#1 the chosen one, so the runner-up i is #i + 2). */
 static char *runner_up_hint(const pp_profile *p, const pp_export_target *t, char *buf, size_t n)
 {
     snprintf(buf, n, "%s", "");
@@ -213,15 +215,15 @@ static char *runner_up_hint(const pp_profile *p, const pp_export_target *t, char
         const pp_profile_candidate *r = &p->runners_up[i];
         if (!r->fits || !runs(t, pp_export_desc(&r->config)))
             continue;
-        char text[160];
+        char text[160], sec[16];
         double slower = p->chosen.step_time_s > 0
                             ? 100 * (r->step_time_s / p->chosen.step_time_s - 1)
                             : 0;
         snprintf(buf, n,
-                 "; the profile's fastest configuration it runs is runner-up #%d, %s (predicted "
-                 "%.4g s per step, %.1f %% slower: export it with --runner-up %d)",
-                 i + 1, pp_config_str(&r->config, text, sizeof text), r->step_time_s, slower,
-                 i + 1);
+                 "; the profile's fastest configuration it runs is #%d, %s (predicted %s s per "
+                 "step, %.1f %% slower: export it with --rank %d)",
+                 i + 2, pp_config_str(&r->config, text, sizeof text),
+                 pp_fmt_seconds(r->step_time_s, sec, sizeof sec), slower, i + 2);
         break;
     }
     return buf;
