@@ -291,6 +291,30 @@ Test(tuner_cli_run, output_file_is_written_whole_or_not_at_all)
     cr_assert(strstr(R.out, "chimera: D = 4 ranks, N = 8"), "%s", R.out);
 }
 
+/* Every -o honours "-" as standard output (issue 31 item 6): no file named "-" is written, and
+ * what the file would hold is on stdout. */
+Test(tuner_cli_run, every_dash_o_dash_writes_to_stdout)
+{
+    static const struct {
+        const char *args, *want;
+    } cases[] = {
+        {"schedule --kind 1f1b --ranks 4 --microbatches 8 --format json -o -", "\"ranks\""},
+        {"simulate --model tiny --cluster dgx-h100 --schedule 1f1b -p 2 -b 1 --timeline -o -",
+         "rank 1"},
+        {"probe --preset dgx-h100 -o -", "\"fingerprint\""},
+    };
+    char dash[256];
+    snprintf(dash, sizeof dash, "%s/-", tmpdir);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        run(cases[i].args);
+        cr_assert_eq(R.code, 0, "pptune %s: %s", cases[i].args, R.err);
+        cr_expect(access(dash, F_OK) != 0, "pptune %s wrote a file named \"-\"", cases[i].args);
+        unlink(dash);
+        cr_expect(strstr(R.out, cases[i].want), "pptune %s: stdout lacks %s: %s", cases[i].args,
+                  cases[i].want, R.out);
+    }
+}
+
 Test(tuner_cli_run, text_and_json_round_trip_through_the_command)
 {
     const char *kinds[] = {"gpipe", "1f1b", "interleaved", "chimera", "bitpipe", "dualpipev"};
