@@ -13,6 +13,12 @@
 #include <unistd.h>
 
 #include "pp_common.h"
+#include "pp_version.h"
+
+const char *pp_version(void)
+{
+    return PP_GIT_REVISION[0] ? PP_VERSION " (git " PP_GIT_REVISION ")" : PP_VERSION;
+}
 
 char *pp_fmt_grouped(double x, char *buf, size_t n)
 {

@@ -78,6 +78,9 @@ char *pp_fmt_bytes(double bytes, char *buf, size_t n);
 /* a parameter (or token) count with B (10^9), M (10^6) or K (10^3): "13.0 B", "61.1 M",
  * "12.3 K"; below 1,000 the integer. */
 char *pp_fmt_params(double count, char *buf, size_t n);
+/* "0.1.0 (git fe8d7ad01c)", or "0.1.0" built outside a git checkout: what --version prints
+ * after the program's name (pp_version.h, written at configure time). */
+const char *pp_version(void);
 /* The width text is wrapped to: fd's terminal's columns, or 100 when fd is not a terminal. */
 int pp_term_width(int fd);
 /* Writes text to fp with its lines wrapped at spaces to `width` columns; a wrapped line starts

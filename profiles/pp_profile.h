@@ -70,7 +70,7 @@ typedef struct {
     int version_major;     /* "version" */
     int version_minor;     /* "version_minor" (absent: 0) */
     const char *created;   /* ISO 8601 UTC */
-    const char *generator; /* "pptune 0.1.0" */
+    const char *generator; /* "pptune 0.1.0 (git fe8d7ad01c)" */
     const char *command;   /* the pptune command line that made it */
     struct {
         const char *name;        /* preset or "probed" */
