@@ -182,6 +182,18 @@ static char *runs_list(const pp_export_target *t, const pp_export_target *also, 
     return buf;
 }
 
+char *pp_profile_export_schedules(const pp_export_target *t, const char *sep, char *buf,
+                                  size_t n)
+{
+    return runs_list(t, NULL, sep, buf, n);
+}
+
+int pp_profile_export_runs(const pp_export_target *t, const char *name)
+{
+    const pp_sched_desc *d = pp_sched_lookup(name);
+    return d && runs(t, d);
+}
+
 void pp_profile_export_help(FILE *fp)
 {
     for (int i = 0; i < N_TARGETS; i++) {
@@ -263,11 +275,14 @@ static pp_status refuse_schedule(const pp_profile *p, const pp_export_target *t,
                       d->name, base->title);
     /* a new search for the target: what it runs (a variant: and what its format runs, which
      * the variant's format exports without --target) */
-    char why[320], hint[320], ways[320];
+    char why[320], hint[320], ways[320], with_for[64] = "";
     t->why_not(d, why, sizeof why);
-    return PP_ERR(PP_ERR_UNSUPPORTED, "%s: %s%s; %sre-run the search with --schedules %s",
+    if (!t->target) /* a format's own row: pptune --for FORMAT keeps a search to it */
+        snprintf(with_for, sizeof with_for, "--for %s or ", t->format);
+    return PP_ERR(PP_ERR_UNSUPPORTED, "%s: %s%s; %sre-run the search with %s--schedules %s",
                   p->name, why, runner_up_hint(p, t, hint, sizeof hint),
-                  ways_out(t, d, ways, sizeof ways), runs_list(t, base, ",", list, sizeof list));
+                  ways_out(t, d, ways, sizeof ways), with_for,
+                  runs_list(t, base, ",", list, sizeof list));
 }
 
 /* A target that builds the model needs the shape a 1.1 profile records. */
