@@ -163,20 +163,3 @@ void pp_fputs_escaped(const char *s, FILE *fp)
     }
 }
 
-char *pp_fmt_grouped(double x, char *buf, size_t n)
-{
-    char digits[32];
-    snprintf(digits, sizeof digits, "%.0f", x < 0 ? -x : x);
-    size_t len = strlen(digits), o = 0;
-    if (n == 0)
-        return buf;
-    if (x <= -0.5 && o + 1 < n)
-        buf[o++] = '-';
-    for (size_t i = 0; i < len && o + 1 < n; i++) {
-        if (i > 0 && (len - i) % 3 == 0 && o + 2 < n)
-            buf[o++] = ',';
-        buf[o++] = digits[i];
-    }
-    buf[o] = '\0';
-    return buf;
-}

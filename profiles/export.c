@@ -2,8 +2,9 @@
  * its writer), like the schedule registry. The dispatcher checks a profile against the row
  * before the writer runs (a chosen configuration, a schedule the target runs, the model's shape
  * where it builds the model) and says a refusal the same way for every target: the reason,
- * the profile's fastest runner-up the target runs, the other targets that run the schedule, and
- * the --schedules list that keeps a new search to what the target runs. `pptune export --help`
+ * the fastest row of the profile's leaderboard the target runs (by its #), the other targets
+ * that run the schedule, and the --schedules list that keeps a new search to what the target
+ * runs. `pptune export --help`
  * and `pptune --help` describe the rows. Adding a target: its writer (export_<name>.c,
  * declared in export_impl.h) and one row here. Not here: any target's syntax. */
 #include <string.h>
@@ -181,6 +182,18 @@ static char *runs_list(const pp_export_target *t, const pp_export_target *also, 
     return buf;
 }
 
+char *pp_profile_export_schedules(const pp_export_target *t, const char *sep, char *buf,
+                                  size_t n)
+{
+    return runs_list(t, NULL, sep, buf, n);
+}
+
+int pp_profile_export_runs(const pp_export_target *t, const char *name)
+{
+    const pp_sched_desc *d = pp_sched_lookup(name);
+    return d && runs(t, d);
+}
+
 void pp_profile_export_help(FILE *fp)
 {
     for (int i = 0; i < N_TARGETS; i++) {
@@ -204,8 +217,9 @@ void pp_profile_export_help(FILE *fp)
     }
 }
 
-/* "; the profile's fastest configuration it runs is runner-up #K, CONFIG (predicted S s per
- * step, X % slower: export it with --runner-up K)", or "" when none fits and runs on t. */
+/* "; the profile's fastest configuration it runs is #K, CONFIG (predicted S s per step, X %
+ * slower: export it with --rank K)", or "" when none fits and runs on t. K is the
+ * leaderboard's number (#1 the chosen one, so the runner-up i is #i + 2). */
 static char *runner_up_hint(const pp_profile *p, const pp_export_target *t, char *buf, size_t n)
 {
     snprintf(buf, n, "%s", "");
@@ -213,15 +227,15 @@ static char *runner_up_hint(const pp_profile *p, const pp_export_target *t, char
         const pp_profile_candidate *r = &p->runners_up[i];
         if (!r->fits || !runs(t, pp_export_desc(&r->config)))
             continue;
-        char text[160];
+        char text[160], sec[16];
         double slower = p->chosen.step_time_s > 0
                             ? 100 * (r->step_time_s / p->chosen.step_time_s - 1)
                             : 0;
         snprintf(buf, n,
-                 "; the profile's fastest configuration it runs is runner-up #%d, %s (predicted "
-                 "%.4g s per step, %.1f %% slower: export it with --runner-up %d)",
-                 i + 1, pp_config_str(&r->config, text, sizeof text), r->step_time_s, slower,
-                 i + 1);
+                 "; the profile's fastest configuration it runs is #%d, %s (predicted %s s per "
+                 "step, %.1f %% slower: export it with --rank %d)",
+                 i + 2, pp_config_str(&r->config, text, sizeof text),
+                 pp_fmt_seconds(r->step_time_s, sec, sizeof sec), slower, i + 2);
         break;
     }
     return buf;
@@ -261,11 +275,14 @@ static pp_status refuse_schedule(const pp_profile *p, const pp_export_target *t,
                       d->name, base->title);
     /* a new search for the target: what it runs (a variant: and what its format runs, which
      * the variant's format exports without --target) */
-    char why[320], hint[320], ways[320];
+    char why[320], hint[320], ways[320], with_for[64] = "";
     t->why_not(d, why, sizeof why);
-    return PP_ERR(PP_ERR_UNSUPPORTED, "%s: %s%s; %sre-run the search with --schedules %s",
+    if (!t->target) /* a format's own row: pptune --for FORMAT keeps a search to it */
+        snprintf(with_for, sizeof with_for, "--for %s or ", t->format);
+    return PP_ERR(PP_ERR_UNSUPPORTED, "%s: %s%s; %sre-run the search with %s--schedules %s",
                   p->name, why, runner_up_hint(p, t, hint, sizeof hint),
-                  ways_out(t, d, ways, sizeof ways), runs_list(t, base, ",", list, sizeof list));
+                  ways_out(t, d, ways, sizeof ways), with_for,
+                  runs_list(t, base, ",", list, sizeof list));
 }
 
 /* A target that builds the model needs the shape a 1.1 profile records. */

@@ -70,7 +70,7 @@ typedef struct {
     int version_major;     /* "version" */
     int version_minor;     /* "version_minor" (absent: 0) */
     const char *created;   /* ISO 8601 UTC */
-    const char *generator; /* "pptune 0.1.0" */
+    const char *generator; /* "pptune 0.1.0 (git fe8d7ad01c)" */
     const char *command;   /* the pptune command line that made it */
     struct {
         const char *name;        /* preset or "probed" */
@@ -181,6 +181,12 @@ const pp_export_target *pp_profile_export_targets(int *n);
 const pp_export_target *pp_profile_export_find(const char *format, const char *target);
 /* The formats joined by sep ("megatron|nemo|..."), into buf; returns buf. */
 char *pp_profile_export_names(const char *sep, char *buf, size_t n);
+/* The registry's schedules target t runs, joined by sep ("gpipe,1f1b,interleaved"), into buf;
+ * returns buf. What `pptune --for FORMAT` keeps the search to. */
+char *pp_profile_export_schedules(const pp_export_target *t, const char *sep, char *buf,
+                                  size_t n);
+/* 1 when target t runs the registry's schedule `name`, 0 when not (or no such schedule). */
+int pp_profile_export_runs(const pp_export_target *t, const char *name);
 /* export --help's description of every target (its help, the schedules it runs). */
 void pp_profile_export_help(FILE *fp);
 /* Writes the chosen configuration for target t to fp. PP_ERR_INVALID when the profile has no

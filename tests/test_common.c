@@ -291,3 +291,43 @@ Test(common, launch_node_name_in_a_slurm_step_is_slurmd_nodename)
     gethostname(host, sizeof host - 1);
     cr_assert_str_eq(name, host);
 }
+
+/* One formatter per quantity (issue 31, item 4): the same figure reads the same in every
+ * command; seconds keep 4 significant digits ("1.520" beside "1.501", not "1.52"), memory is
+ * in binary units with its unit, down to MiB and KiB, parameters with B/M/K. */
+Test(common, one_formatter_per_quantity)
+{
+    char b[32];
+    cr_expect_str_eq(pp_fmt_seconds(1.52, b, sizeof b), "1.520");
+    cr_expect_str_eq(pp_fmt_seconds(1.50149, b, sizeof b), "1.501");
+    cr_expect_str_eq(pp_fmt_seconds(0.0123449, b, sizeof b), "0.01234");
+    cr_expect_str_eq(pp_fmt_seconds(123.456, b, sizeof b), "123.5");
+    cr_expect_str_eq(pp_fmt_seconds(12345.6, b, sizeof b), "12346");
+    cr_expect_str_eq(pp_fmt_seconds(0, b, sizeof b), "0");
+    cr_expect_str_eq(pp_fmt_bytes(71.53e9, b, sizeof b), "66.6 GiB");
+    cr_expect_str_eq(pp_fmt_bytes(1.71 * 1073741824.0, b, sizeof b), "1.71 GiB");
+    cr_expect_str_eq(pp_fmt_bytes(512 * 1048576.0, b, sizeof b), "512 MiB");
+    cr_expect_str_eq(pp_fmt_bytes(3 * 1024.0, b, sizeof b), "3.00 KiB");
+    cr_expect_str_eq(pp_fmt_bytes(12, b, sizeof b), "12 B");
+    cr_expect_str_eq(pp_fmt_bytes(0.5 * 1073741824.0, b, sizeof b), "512 MiB",
+                     "below 1 GiB in MiB, never a fraction of a GiB");
+    cr_expect_str_eq(pp_fmt_params(13e9, b, sizeof b), "13.0 B");
+    cr_expect_str_eq(pp_fmt_params(405.8e9, b, sizeof b), "406 B");
+    cr_expect_str_eq(pp_fmt_params(61100, b, sizeof b), "61.1 K");
+    cr_expect_str_eq(pp_fmt_params(8.03e6, b, sizeof b), "8.03 M");
+    cr_expect_str_eq(pp_fmt_params(512, b, sizeof b), "512");
+    cr_expect_str_eq(pp_fmt_grouped(1.38e6, b, sizeof b), "1,380,000");
+}
+
+/* Long lines wrap at spaces to the width, continuation lines indented (item 9). */
+Test(common, text_wraps_to_the_width)
+{
+    char *out = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&out, &len);
+    cr_assert_not_null(fp);
+    pp_fputs_wrapped(fp, "aaaa bbbb cccc dddd\nee ffff", 10, 2);
+    fclose(fp);
+    cr_expect_str_eq(out, "aaaa bbbb\n  cccc\n  dddd\nee ffff");
+    free(out);
+}

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "pp_profile.h"
 #include "pp_sched.h"
 #include "pp_test_run.h"
 #include "sched_equal.h"
@@ -289,6 +290,92 @@ Test(tuner_cli_run, output_file_is_written_whole_or_not_at_all)
     run("schedule --check out.json");
     cr_assert_eq(R.code, 0, "%s", R.err);
     cr_assert(strstr(R.out, "chimera: D = 4 ranks, N = 8"), "%s", R.out);
+}
+
+/* Every -o honours "-" as standard output (issue 31 item 6): no file named "-" is written, and
+ * what the file would hold is on stdout. */
+Test(tuner_cli_run, every_dash_o_dash_writes_to_stdout)
+{
+    static const struct {
+        const char *args, *want;
+    } cases[] = {
+        {"schedule --kind 1f1b --ranks 4 --microbatches 8 --format json -o -", "\"ranks\""},
+        {"simulate --model tiny --cluster dgx-h100 --schedule 1f1b -p 2 -b 1 --timeline -o -",
+         "rank 1"},
+        {"probe --preset dgx-h100 -o -", "\"fingerprint\""},
+    };
+    char dash[256];
+    snprintf(dash, sizeof dash, "%s/-", tmpdir);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        run(cases[i].args);
+        cr_assert_eq(R.code, 0, "pptune %s: %s", cases[i].args, R.err);
+        cr_expect(access(dash, F_OK) != 0, "pptune %s wrote a file named \"-\"", cases[i].args);
+        unlink(dash);
+        cr_expect(strstr(R.out, cases[i].want), "pptune %s: stdout lacks %s: %s", cases[i].args,
+                  cases[i].want, R.out);
+    }
+}
+
+/* --version (issue 31 item 5): pptune and pprun print the same version with the git revision
+ * the build was configured from, a commit of this checkout's history (the project version
+ * alone outside a git checkout). */
+Test(tuner_cli_run, version_names_the_git_revision)
+{
+    run("--version");
+    cr_assert_eq(R.code, 0, "%s", R.err);
+    char version[64] = "", rev[64] = "";
+    int n = sscanf(R.out, "pptune %63s (git %63[0-9a-z-])", version, rev);
+    cr_assert_geq(n, 1, "pptune --version: %s", R.out);
+    char *mine = strdup(R.out + strlen("pptune"));
+    pp_test_run_result P = pp_test_run("'%s/runtime/pprun' --version", PP_BINARY_DIR);
+    cr_assert_eq(P.code, 0, "%s", P.err);
+    cr_expect(!strncmp(P.out, "pprun", 5) && !strcmp(P.out + 5, mine),
+              "pprun --version \"%s\" differs from pptune's \"%s\"", P.out, R.out);
+    pp_test_run_done(&P);
+    free(mine);
+    pp_test_run_result G =
+        pp_test_run("git -C '%s/..' rev-parse --is-inside-work-tree", PP_FIXTURES_DIR);
+    int in_git = G.code == 0;
+    pp_test_run_done(&G);
+    if (!in_git) {
+        cr_expect_eq(n, 1, "outside git: no revision expected: %s", R.out);
+        return;
+    }
+    cr_assert_eq(n, 2, "a git checkout: pptune --version names no revision: %s", R.out);
+    char *dirty = strstr(rev, "-dirty");
+    if (dirty)
+        *dirty = '\0';
+    G = pp_test_run("git -C '%s/..' merge-base --is-ancestor %s HEAD", PP_FIXTURES_DIR, rev);
+    cr_expect_eq(G.code, 0, "revision %s is not in this checkout's history", rev);
+    pp_test_run_done(&G);
+}
+
+/* Help and errors list what the registries hold (item 5): every schedule of the registry in
+ * simulate's and search's help and in an unknown schedule's error; every export target in
+ * export's help and usage error. */
+Test(tuner_cli_run, help_and_errors_list_every_registry_row)
+{
+    int n;
+    const pp_sched_desc *g = pp_sched_generators(&n);
+    static const char *lists[] = {"simulate --help", "search --help",
+                                  "simulate --model tiny --schedule zigzag -p 2 -b 1",
+                                  "schedule --kind zigzag --ranks 2 --microbatches 2"};
+    for (size_t k = 0; k < sizeof lists / sizeof lists[0]; k++) {
+        run(lists[k]);
+        for (int i = 0; i < n; i++)
+            cr_expect(strstr(R.out, g[i].name) || strstr(R.err, g[i].name),
+                      "pptune %s does not list %s", lists[k], g[i].name);
+    }
+    int nt;
+    const pp_export_target *t = pp_profile_export_targets(&nt);
+    run("export --help");
+    for (int i = 0; i < nt; i++)
+        cr_expect(strstr(R.out, t[i].format), "export --help lacks %s", t[i].format);
+    run("export");
+    for (int i = 0; i < nt; i++)
+        cr_expect(strstr(R.err, t[i].format), "export's usage error lacks %s", t[i].format);
+    run("--help");
+    cr_expect(strstr(R.out, "--version"), "%s", R.out);
 }
 
 Test(tuner_cli_run, text_and_json_round_trip_through_the_command)

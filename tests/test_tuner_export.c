@@ -672,35 +672,56 @@ Test(tuner_export, split_backward_schedules_go_to_torchtitan_by_csv_or_by_name)
 }
 
 /* The main job's profile picks a zero-bubble schedule, which Megatron-LM cannot run: the refusal
- * names the profile's fastest runner-up it runs, and `--runner-up K` exports that one (the
- * flags of an interleaved or 1F1B layout), while a K the profile does not have is bad input. */
-Test(tuner_export, a_refused_winner_names_the_runner_up_megatron_runs_and_exports_it)
+ * names the profile's fastest configuration it runs by its number on the leaderboard the search
+ * printed (one numbering, issue 31 item 1: that row of the leaderboard is the same schedule and
+ * p), `--rank K` exports that one (the flags of an interleaved or 1F1B layout), and a K the
+ * profile does not have is bad input. */
+Test(tuner_export, a_refused_winner_names_the_leaderboard_row_megatron_runs_and_exports_it)
 {
     char dir[] = "/tmp/pptune_ru_XXXXXX", run[2048];
     cr_assert_not_null(mkdtemp(dir));
     snprintf(run, sizeof run,
-             "cd %s && %s/tuner/pptune --model gpt-13b --nodes 32 -o g.json > /dev/null 2>&1 && "
+             "cd %s && %s/tuner/pptune --model gpt-13b --nodes 32 -o g.json > board 2>&1 && "
              "{ %s/tuner/pptune export --format megatron g.json > out 2> err; echo $? > rc; }",
              dir, PP_BINARY_DIR, PP_BINARY_DIR);
     cr_assert_eq(system(run), 0, "%s", run);
-    char path[256], err[4096] = "";
+    char path[256], err[4096] = "", board[16384] = "";
     snprintf(path, sizeof path, "%s/err", dir);
     FILE *fp = fopen(path, "r");
     cr_assert_not_null(fp);
     size_t n = fread(err, 1, sizeof err - 1, fp);
     err[n] = '\0';
     fclose(fp);
-    const char *k = strstr(err, "export it with --runner-up ");
-    cr_assert_not_null(k, "the refusal names no runner-up: %s", err);
-    int K = atoi(k + strlen("export it with --runner-up "));
-    cr_assert_gt(K, 0, "%s", err);
+    snprintf(path, sizeof path, "%s/board", dir);
+    cr_assert_not_null(fp = fopen(path, "r"));
+    n = fread(board, 1, sizeof board - 1, fp);
+    board[n] = '\0';
+    fclose(fp);
+    const char *k = strstr(err, "export it with --rank ");
+    cr_assert_not_null(k, "the refusal names no leaderboard row: %s", err);
+    int K = atoi(k + strlen("export it with --rank "));
+    cr_assert_gt(K, 1, "%s", err);
     cr_assert(strstr(err, "no upstream flag selects it"), "%s", err);
+    /* "is #K, SCHEDULE p=P ..." against the board's row "  K  SCHEDULE   P ..." */
+    char want[32], sched[32], row[32];
+    int p = 0, rp = 0;
+    snprintf(want, sizeof want, "is #%d, ", K);
+    const char *at = strstr(err, want);
+    cr_assert_not_null(at, "%s", err);
+    cr_assert_eq(sscanf(at + strlen(want), "%31s p=%d", sched, &p), 2, "%s", err);
+    snprintf(want, sizeof want, "\n%3d  ", K);
+    at = strstr(board, want);
+    cr_assert_not_null(at, "no row #%d on the leaderboard:\n%s", K, board);
+    cr_assert_eq(sscanf(at + strlen(want), "%31s %d", row, &rp), 2, "%s", board);
+    cr_expect_str_eq(row, sched, "the refusal's #%d is %s, the leaderboard's #%d is %s", K, sched,
+                     K, row);
+    cr_expect_eq(rp, p, "#%d: p=%d in the refusal, %d on the leaderboard", K, p, rp);
     snprintf(run, sizeof run,
              "cd %s && test \"$(cat rc)\" = 2 && %s/tuner/pptune export --format megatron "
-             "--runner-up %d g.json > out 2> err && grep -q -- '--pipeline-model-parallel-size' "
-             "out && grep -q 'runner-up #%d, ' err && { %s/tuner/pptune export --format megatron "
-             "--runner-up 1000 g.json > /dev/null 2>&1; test $? = 2; }",
-             dir, PP_BINARY_DIR, K, K, PP_BINARY_DIR);
+             "--rank %d g.json > out 2> err && grep -q -- '--pipeline-model-parallel-size' "
+             "out && grep -q '#%d, %s p=%d ' err && { %s/tuner/pptune export --format megatron "
+             "--rank 1000 g.json > /dev/null 2>&1; test $? = 2; }",
+             dir, PP_BINARY_DIR, K, K, sched, p, PP_BINARY_DIR);
     cr_assert_eq(system(run), 0, "%s (err: %s)", run, err);
     snprintf(run, sizeof run, "rm -rf %s", dir);
     cr_assert_eq(system(run), 0);

@@ -286,3 +286,48 @@ Test(tuner_search_cli, arguments_echoed_in_messages_keep_them_on_one_line)
     cr_expect_null(strstr(r.err, "\nFAKE"), "%s", r.err);
     pp_test_run_done(&r);
 }
+
+/* --for FORMAT (issue 31 item 2): a search for an export target keeps to the schedules that
+ * target runs (its row of the export table), so its profile exports there without a refusal:
+ * for every format, every leaderboard row runs there and `export --format FORMAT` succeeds;
+ * --schedules outside the target's and an unknown format are bad usage (exit 2). */
+Test(tuner_search_cli, for_a_target_searches_what_it_runs_and_exports_there)
+{
+    int n;
+    const pp_export_target *t = pp_profile_export_targets(&n);
+    char dir[] = "/tmp/pptune_for_XXXXXX";
+    cr_assert(mkdtemp(dir));
+    for (int i = 0; i < n; i++) {
+        if (t[i].target) /* a variant (--target): no --for of its own */
+            continue;
+        pp_test_run_result r = pp_test_run(
+            "cd %s && " PPTUNE " --model gpt-13b --nodes 32 --for %s -o %s.json --top 10 && " PPTUNE
+            " export --format %s %s.json > /dev/null",
+            dir, t[i].format, t[i].format, t[i].format, t[i].format);
+        cr_assert_eq(r.code, 0, "--for %s: %s%s", t[i].format, r.out, r.err);
+        int rows = 0;
+        for (const char *l = strstr(r.out, "\n  1  "); l && l[1] == ' '; l = strchr(l + 1, '\n')) {
+            char sched[32];
+            int k;
+            if (sscanf(l + 1, "%d %31s", &k, sched) != 2)
+                break;
+            cr_expect(pp_profile_export_runs(&t[i], sched), "--for %s: row %d is %s", t[i].format,
+                      k, sched);
+            rows++;
+        }
+        cr_expect_gt(rows, 0, "--for %s: no leaderboard: %s", t[i].format, r.out);
+        pp_test_run_done(&r);
+    }
+    pp_test_run_result r =
+        pp_test_run(PPTUNE " --model gpt-13b --nodes 32 --for megatron --schedules zbv --no-save");
+    cr_expect_eq(r.code, 2);
+    cr_expect(strstr(r.err, "--schedules zbv: --for megatron runs only gpipe,1f1b,interleaved"),
+              "%s", r.err);
+    pp_test_run_done(&r);
+    r = pp_test_run(PPTUNE " --model gpt-13b --nodes 32 --for megatron-lm --no-save");
+    cr_expect_eq(r.code, 2);
+    cr_expect(strstr(r.err, "expected megatron, nemo"), "%s", r.err);
+    pp_test_run_done(&r);
+    pp_test_run_result rm = pp_test_run("rm -rf %s", dir);
+    pp_test_run_done(&rm);
+}

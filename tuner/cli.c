@@ -94,6 +94,11 @@ int pp_cli_no_words(const pp_cli *p)
     return pp_cmd_usage_error(p->cmd, "%s \"%s\"", p->unknown, p->argv[optind]);
 }
 
+const char *pp_cli_output_path(const char *path)
+{
+    return path && !strcmp(path, "-") ? NULL : path;
+}
+
 int pp_cli_terminal_columns(void)
 {
     const char *env = getenv("COLUMNS");

@@ -61,6 +61,9 @@ int pp_cli_no_words(const pp_cli *p);
 /* The terminal's width for output to stdout: $COLUMNS when it is a positive number, else the
  * terminal's own (TIOCGWINSZ) when stdout is one, else 0 (unknown: not a terminal). */
 int pp_cli_terminal_columns(void);
+/* -o's argument for a writer: NULL (standard output) for "-", as every -o of pptune honours
+ * it, else path itself. */
+const char *pp_cli_output_path(const char *path);
 
 /* ---- messages and exit codes of the commands --------------------------------------------------- */
 /* Prints "pptune <cmd>: <message>" and "(see 'pptune <cmd> --help')" to stderr and returns 2

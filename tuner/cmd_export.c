@@ -13,15 +13,15 @@ static void usage(void)
 {
     char names[128];
     printf("usage: pptune export --format %s\n"
-           "                    [--target T] [--runner-up K] PROFILE\n\n"
+           "                    [--target T] [--rank K] PROFILE\n\n"
            "Prints the profile's chosen configuration as launch options:\n",
            pp_profile_export_names("|", names, sizeof names));
     pp_profile_export_help(stdout);
     printf("A configuration the target cannot run is refused with the reason (exit 2), naming\n"
-           "the fastest runner-up in the profile that the target runs and the targets that\n"
-           "run it.\n"
-           "  --runner-up K  export the profile's K-th runner-up instead of its chosen\n"
-           "            configuration (1 = the second fastest; the profile lists them)\n");
+           "the fastest configuration of the profile's leaderboard that the target runs and\n"
+           "the targets that run it.\n"
+           "  --rank K  export the leaderboard's #K instead of its chosen configuration (#1);\n"
+           "            the same numbering as the search's leaderboard and the refusals\n");
 }
 
 char *pp_cmd_export_summary(char *buf, size_t n)
@@ -44,7 +44,7 @@ int pp_cmd_export(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {"format", required_argument, NULL, 'f'}, /* long only: 'f' is not among the short */
         {"target", required_argument, NULL, 'T'},
-        {"runner-up", required_argument, NULL, 'R'},
+        {"rank", required_argument, NULL, 'R'},
         {0},
     };
     pp_cli cli;
@@ -78,25 +78,26 @@ int pp_cmd_export(int argc, char **argv)
         char *end;
         k = strtol(runner, &end, 10);
         if (*runner == '\0' || *end != '\0' || k < 1 || k > 1000)
-            return pp_cmd_usage_error("export", "--runner-up \"%s\": expected a runner-up's "
+            return pp_cmd_usage_error("export", "--rank \"%s\": expected a leaderboard "
                                                 "number, 1 or more", runner);
     }
     pp_profile *p = NULL;
     pp_status st = pp_profile_read(file, &p);
-    if (st == PP_OK && k > 0) {
-        if (!p->has_chosen || k > p->n_runners_up) {
-            fprintf(stderr, "pptune export: %s: --runner-up %ld: the profile has %d runner%s-up\n",
-                    file, k, p->n_runners_up, p->n_runners_up == 1 ? "" : "s");
+    if (st == PP_OK && k > 1) {
+        /* the leaderboard's #K: #1 is the chosen configuration, #K the runner-up K - 1 */
+        if (!p->has_chosen || k > p->n_runners_up + 1) {
+            fprintf(stderr, "pptune export: %s: --rank %ld: the profile's leaderboard has #1 to "
+                            "#%d\n",
+                    file, k, p->has_chosen ? p->n_runners_up + 1 : 0);
             pp_profile_destroy(p);
             return 2;
         }
-        const pp_profile_candidate *r = &p->runners_up[k - 1];
-        char text[160];
-        fprintf(stderr,
-                "pptune export: %s: runner-up #%ld, %s (predicted %.4g s per step; the chosen "
-                "configuration: %.4g s)\n",
-                file, k, pp_config_str(&r->config, text, sizeof text), r->step_time_s,
-                p->chosen.step_time_s);
+        const pp_profile_candidate *r = &p->runners_up[k - 2];
+        char text[160], s1[16], s2[16];
+        fprintf(stderr, "pptune export: %s: #%ld, %s (predicted %s s per step; #1: %s s)\n", file,
+                k, pp_config_str(&r->config, text, sizeof text),
+                pp_fmt_seconds(r->step_time_s, s1, sizeof s1),
+                pp_fmt_seconds(p->chosen.step_time_s, s2, sizeof s2));
         p->chosen = *r; /* its strings live in the profile's document, as the chosen one's */
     }
     if (st == PP_OK)

@@ -4,6 +4,7 @@
  * a preset, a quick probe of this machine (the default), or given with --fingerprint. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmd.h"
 #include "pp_probe.h"
@@ -26,7 +27,7 @@ static void usage(void)
         "                         (a quick probe of this machine; the default)\n"
         "  --nodes N              nodes of a preset (default 1)\n"
         "  --fingerprint FP       the cluster's fingerprint, instead of --cluster\n"
-        "  -o FILE                destination (default: the local store)\n\n"
+        "  -o FILE                destination (default: the local store; -o -: stdout)\n\n"
         "exit status: 0 fetched, 4 the store has no such profile, 1 the transfer failed,\n"
         "             2 bad usage, a refused token or an invalid profile\n\n");
     pp_store_opts_help(stdout);
@@ -104,6 +105,18 @@ static int parse(int argc, char **argv, fetch_args *a, pp_store_opts *s)
     return -1;
 }
 
+/* -o -: the fetched profile copied from its temporary file to stdout (the file removed). */
+static pp_status to_stdout(const char *tmp)
+{
+    char *text = NULL;
+    size_t len = 0;
+    pp_status st = pp_file_read(tmp, &text, &len);
+    if (st == PP_OK && (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0))
+        st = PP_ERR(PP_ERR_IO, "-o -: writing the profile to stdout failed");
+    free(text);
+    return st;
+}
+
 int pp_cmd_fetch(int argc, char **argv)
 {
     pp_store_opts s;
@@ -118,8 +131,12 @@ int pp_cmd_fetch(int argc, char **argv)
         snprintf(fp, sizeof fp, "%s", a.fingerprint);
     else
         st = cluster_fingerprint(&a, fp, sizeof fp);
+    char tmp[] = "/tmp/pptune-fetch-XXXXXX";
+    int to_out = a.out && !pp_cli_output_path(a.out); /* -o -: through a private folder */
+    if (to_out && !mkdtemp(tmp))
+        st = PP_ERR(PP_ERR_IO, "-o -: cannot create a temporary folder in /tmp");
     if (st == PP_OK && a.out)
-        dest = pp_strdup(a.out);
+        dest = to_out ? pp_strjoin(tmp, "/", "profile.json") : pp_strdup(a.out);
     else if (st == PP_OK)
         st = pp_store_opts_local_dir(&s, &dir);
     if (st == PP_OK && !dest)
@@ -127,8 +144,13 @@ int pp_cmd_fetch(int argc, char **argv)
     int asked_store = st == PP_OK;
     if (asked_store)
         st = pp_profile_fetch(&s.http, fp, a.model, dest);
+    if (st == PP_OK && to_out)
+        st = to_stdout(dest);
     if (st == PP_OK)
-        printf("fetched %s/%s.json to %s\n", fp, a.model, dest);
+        fprintf(to_out ? stderr : stdout, "fetched %s/%s.json to %s\n", fp, a.model,
+                to_out ? "stdout" : dest);
+    if (to_out && dest)
+        unlink(dest), rmdir(tmp);
     free(dest);
     free(dir);
     if (st == PP_ERR_NOTFOUND && asked_store) {

@@ -22,6 +22,7 @@ static void usage(void)
         "cluster. Inside a Slurm allocation (salloc, sbatch; not in a job step) pptune probe\n"
         "starts that itself: one rank on every node of the allocation (srun), gathered.\n\n"
         "  -o FILE            write the cluster description (JSON) to FILE, atomically\n"
+        "                     (-o -: to stdout, as --json)\n"
         "  --json             print the JSON on stdout instead of the summary\n"
         "  --quick            fewer shapes, sizes and repeats (under 30 s on a laptop)\n"
         "  --topology FILE    describe a recorded hwloc topology (lstopo FILE.xml) instead\n"
@@ -85,7 +86,7 @@ static int parse(int argc, char **argv, probe_args *a)
         switch (c) {
         case PP_CLI_BAD: return 2;
         case 'h': usage(); return -1;
-        case 'o': a->out = v; break;
+        case 'o': a->out = pp_cli_output_path(v), a->json |= !a->out; break; /* -: --json */
         case TOPOLOGY: a->opts.topology_xml = v; break;
         case PRESET: a->preset = v; break;
         case SHOW: a->show = v; break;

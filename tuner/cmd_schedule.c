@@ -71,7 +71,8 @@ static void usage(FILE *fp)
             "                     _load_csv(f) / format=\"compute_only\")\n"
             "  --width W          columns of the ascii timeline (default: automatic, within\n"
             "                     the terminal's width: $COLUMNS, else the terminal's own)\n"
-            "  -o FILE            write to FILE (atomically) instead of standard output\n"
+            "  -o FILE            write to FILE (atomically) instead of standard output (-o -:\n"
+            "                     standard output)\n"
             "  --check FILE       read a schedule in the json, text or PyTorch CSV form\n"
             "                     (detected; CSV: either form, one row per rank), validate it,\n"
             "                     simulate it and print it as above; exit status 2 if it is\n"
@@ -117,7 +118,7 @@ static int parse_opt(const pp_cli *p, int c, sched_opts *o)
     case UNEVEN: o->p.uneven = 1; return -1;
     case KIND: o->kind = v; return -1;
     case FORMAT: o->format = v; return -1;
-    case 'o': o->output = v; return -1;
+    case 'o': o->output = pp_cli_output_path(v); return -1;
     case CHECK: o->check = v; return -1;
     case FB_RATIO:
         if (!pp_cmd_parse_double(CMD, a, v, 0, &o->fb_ratio))

@@ -19,6 +19,8 @@
 typedef struct {
     pp_cli_tune tune;
     const char *schedules;
+    const char *for_target; /* --for FORMAT: the schedules that export target runs */
+    char for_schedules[256];
     const char *out;
     const char *report; /* --report FILE.html, NULL: none */
     const char *hostfile; /* --hostfile FILE: trials with mpirun over its hosts */
@@ -31,6 +33,7 @@ typedef struct {
 } opts;
 
 static char schedules_help[400]; /* the registry's names (help() fills it) */
+static char for_help[400];       /* the export table's formats (help() fills it) */
 
 enum { HELP = PP_CLI_LOCAL, EXPLAIN };
 #define OFF(f) offsetof(opts, f)
@@ -39,6 +42,8 @@ static const pp_opt rows[] = {
     {.kind = PP_OPT_SECTION, .help = "search:", .width = 25},
     {.name = "schedules", .kind = PP_OPT_STRING, .offset = OFF(schedules), .arg = "LIST",
      .help = schedules_help},
+    {.name = "for", .kind = PP_OPT_STRING, .offset = OFF(for_target), .arg = "TARGET",
+     .help = for_help},
     {.name = "max-b", .kind = PP_OPT_INT, .offset = OFF(max_b), .min = 1, .arg = "B",
      .help = "largest micro-batch size tried (default 16)"},
     {.name = "max-t", .kind = PP_OPT_INT, .offset = OFF(max_t), .min = 1, .arg = "T",
@@ -108,9 +113,37 @@ static void help(void)
     snprintf(schedules_help, sizeof schedules_help,
              "comma list of the registry's schedules (all):\n%s",
              pp_sched_names(PP_SCHED_MEGATRON_NONE, ",", names, sizeof names));
+    char formats[128];
+    snprintf(for_help, sizeof for_help,
+             "only the schedules that export target runs (the\n"
+             "schedules pptune export --format TARGET accepts):\n%s",
+             pp_profile_export_names(", ", formats, sizeof formats));
     opts dflt;
     defaults(&dflt);
     pp_cli_tune_help_with(stdout, rows, N_ROWS, &dflt);
+}
+
+/* --for FORMAT: the search keeps to the schedules the export table's row of FORMAT runs; with
+ * --schedules too, each of those must be one of them. */
+static int for_target(opts *o)
+{
+    const pp_export_target *t = pp_profile_export_find(o->for_target, NULL);
+    if (!t)
+        return pp_cmd_usage_error(CMD, "--for: %s", pp_err_text());
+    char list[256];
+    pp_profile_export_schedules(t, ",", list, sizeof list);
+    if (!o->schedules) {
+        snprintf(o->for_schedules, sizeof o->for_schedules, "%s", list);
+        o->schedules = o->for_schedules;
+        return 0;
+    }
+    char names[256];
+    snprintf(names, sizeof names, "%s", o->schedules);
+    for (char *save, *s = strtok_r(names, ",", &save); s; s = strtok_r(NULL, ",", &save))
+        if (!pp_profile_export_runs(t, s))
+            return pp_cmd_usage_error(CMD, "--schedules %s: --for %s runs only %s", s,
+                                      o->for_target, list);
+    return 0;
 }
 
 static int parse(int argc, char **argv, opts *o)
@@ -142,7 +175,7 @@ static int parse(int argc, char **argv, opts *o)
         o->keep = o->show;
     if (pp_tune_schedules_check(o->schedules) != PP_OK)
         return pp_cmd_fail(CMD, PP_ERR_INVALID);
-    return 0;
+    return o->for_target ? for_target(o) : 0;
 }
 
 static void progress_bar(void *ctx, long done, long total)

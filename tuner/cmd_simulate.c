@@ -51,7 +51,8 @@ static const pp_opt rows[] = {
     {.name = "width", .kind = PP_OPT_INT, .offset = OFF(width), .min = 1, .arg = "W",
      .help = "ascii columns (default: fit the terminal, $COLUMNS)"},
     {.letter = 'o', .kind = PP_OPT_STRING, .offset = OFF(output), .arg = "FILE",
-     .help = "write the timeline to FILE (atomically) instead of stdout"},
+     .help = "write the timeline to FILE (atomically) instead of stdout\n"
+             "(-o -: stdout)"},
     {.name = "help", .letter = 'h', .kind = PP_OPT_CODE, .code = HELP},
 };
 /* clang-format on */
@@ -170,7 +171,7 @@ static pp_status draw(const pp_tune_model *m, const pp_tune_hw *hw, const opts *
 static pp_status timeline(const pp_tune_model *m, const pp_tune_hw *hw, const opts *o,
                           const pp_sched *s)
 {
-    if (!o->output) {
+    if (!pp_cli_output_path(o->output)) { /* none, or -o - */
         printf("\n");
         return draw(m, hw, o, s, stdout);
     }

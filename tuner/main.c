@@ -46,7 +46,8 @@ static void usage(FILE *fp)
                 c->describe ? c->describe(buf, sizeof buf) : c->summary);
     }
     fprintf(fp, "\n'pptune <command> --help' describes each command.\n"
-                "The search: pptune --model M --nodes N (see 'pptune search --help').\n");
+                "The search: pptune --model M --nodes N (see 'pptune search --help').\n"
+                "'pptune --version' prints the version and git revision.\n");
 }
 
 int main(int argc, char **argv)
@@ -56,7 +57,7 @@ int main(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     if (strcmp(argv[1], "--version") == 0) {
-        printf("pptune 0.1.0\n");
+        printf("pptune %s\n", pp_version());
         return 0;
     }
     /* The bare form `pptune --model M --nodes N` is the search. */

@@ -146,12 +146,14 @@ static json_t *profile_json(const pp_tune_profile_input *in)
     const pp_tune_result *r = in->result;
     char created[32];
     iso_now(created, sizeof created);
+    char generator[96];
+    snprintf(generator, sizeof generator, "pptune %s", pp_version());
     json_t *runners = json_array();
     for (int i = 1; i < r->n_best; i++)
         json_array_append_new(runners, prediction_json(in->model, in->hw, &r->opts, &r->best[i]));
     json_t *o = json_pack("{s:s, s:i, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:s}", "schema",
                           "pptune-profile", "version", PP_TUNE_PROFILE_VERSION, "created", created,
-                          "generator", "pptune 0.1.0", "command", in->command_line,
+                          "generator", generator, "command", in->command_line,
                           "cluster", cluster_json(in->hw), "model", model_json(in->model),
                           "options", opts_json(in->opts), "runners_up", runners, "search",
                           stats_json(r), "figures",

@@ -18,7 +18,7 @@
 #define PPRUN_MAX_THREADS 1024
 
 #define OFF(f) offsetof(pprun_opts, f)
-enum { O_HELP = 1, O_DP };
+enum { O_HELP = 1, O_DP, O_VERSION };
 
 static const char *const TRANSPORTS[] = {"auto", "thread", "mpi", NULL};
 static const char *const BACKENDS[] = {"cpu", "cuda", NULL};  /* pp_rt_backend_kind order */
@@ -109,6 +109,8 @@ static const pp_opt tail[] = {
              "ends with the same parameters, bit for bit, as one that\n"
              "never stopped (thread transport only)"},
     {.name = "help", .kind = PP_OPT_CODE, .code = O_HELP, .help = "this text"},
+    {.name = "version", .kind = PP_OPT_CODE, .code = O_VERSION,
+     .help = "pprun's version and git revision"},
 };
 /* clang-format on */
 #define N_HEAD ((int)(sizeof head / sizeof head[0]))
@@ -250,6 +252,10 @@ int pprun_parse(int argc, char **argv, pprun_opts *o)
             return refuse(&p, argv);
         if (c == O_HELP) {
             usage(stdout, opts, n);
+            return 0;
+        }
+        if (c == O_VERSION) {
+            printf("pprun %s\n", pp_version());
             return 0;
         }
         if (c == O_DP)
