@@ -61,11 +61,12 @@ static void bidirectional_why_not(const pp_sched_desc *d, char *buf, size_t n)
 
 /* clang-format off */
 static const pp_export_target targets[] = {
-    {.format = "megatron", .title = "upstream Megatron-LM", .output = "Megatron-LM flags",
-     .help = "Megatron-LM flags on one line: layout (tensor, pipeline, virtual\n"
-             "pipeline and its micro-batch group, the layer split), batch, the model\n"
-             "(sizes, attention, MLP, norm, positions, head, biases), precision and\n"
-             "memory options",
+    {.format = "megatron", .title = "upstream Megatron-LM", .output = "a Megatron-LM launch script",
+     .help = "a Megatron-LM launch script (bash): the environment validate_args\n"
+             "demands, torchrun over the nodes, pretrain_gpt.py's flags on one line:\n"
+             "layout (tensor, pipeline, virtual pipeline and its micro-batch group,\n"
+             "the layer split), batch, the model (sizes, attention, MLP, norm and its\n"
+             "epsilon, positions, head, biases), precision and memory options",
      .suggest = 1, .builds = "a Megatron-LM command", .runs = megatron_upstream,
      .why_not = megatron_why_not, .write = pp_export_megatron},
     {.format = "megatron", .target = "bitpipe-fork", .title = "Megatron-LM's BitPipe fork",

@@ -32,6 +32,10 @@ pp_status pp_export_stage_layers(const pp_profile *p, int *layers, int *stages);
 pp_status pp_export_edge_layers(const pp_profile *p, int *first, int *last);
 /* GPUs of the plan, and how they sit on nodes: devices per node and nodes. */
 void pp_export_nodes(const pp_profile *p, int *devices, int *nodes);
+/* x as the shortest decimal that reads back to the same double, with a mantissa point
+ * ("1.0e-06", "0.5"): a float to Python, to a shell argument read by float() and to YAML 1.1
+ * (PyYAML reads "1e-06" as a string). Returns buf. */
+char *pp_export_float(double x, char *buf, size_t n);
 
 /* The rest of a first comment line that names the profile's file, then a second one: its
  * cluster, nodes, fingerprint, model and schedule. Every string is printed with pp_fput_quoted

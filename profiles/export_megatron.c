@@ -1,4 +1,7 @@
-/* export_megatron.c — the chosen configuration as Megatron-LM's command-line flags.
+/* export_megatron.c — the chosen configuration as a Megatron-LM launch script: the environment
+ * Megatron's validate_args demands, torchrun over the profile's nodes, and pretrain_gpt.py's
+ * flags (layout, batch, the whole model, precision and memory options) on one line, the
+ * user's own flags (data, tokenizer, optimizer) appended from the script's arguments.
  *
  * Flag names as in megatron/training/arguments.py (2025):
  * --tensor-model-parallel-size, --pipeline-model-parallel-size,
@@ -94,6 +97,10 @@ static pp_status megatron_model(const pp_profile *p, FILE *fp)
         if (m->rope_scaling)
             fprintf(fp, " --use-rope-scaling");
     }
+    if (m->norm_eps > 0) { /* else the profile did not record it: Megatron's default */
+        char eps[40];
+        fprintf(fp, " --norm-epsilon %s", pp_export_float(m->norm_eps, eps, sizeof eps));
+    }
     if (!m->tied_embeddings)
         fprintf(fp, " --untie-embeddings-and-output-weights");
     if (!m->linear_bias)
@@ -104,18 +111,13 @@ static pp_status megatron_model(const pp_profile *p, FILE *fp)
     return PP_OK;
 }
 
-/* Upstream Megatron-LM and the BitPipe fork: the rows in export.c let only the schedules each
- * runs reach here, so a fork-only schedule adds the fork's flag. */
-pp_status pp_export_megatron(const pp_profile *p, FILE *fp)
+/* pretrain_gpt.py's flags on one line. Upstream Megatron-LM and the BitPipe fork: the rows in
+ * export.c let only the schedules each runs reach here, so a fork-only schedule adds the fork's
+ * flag. */
+static pp_status megatron_flags(const pp_profile *p, FILE *out)
 {
     const pp_config *c = &p->chosen.config;
     const pp_sched_desc *d = pp_export_desc(c);
-    /* one line, so it is built in memory and written only when every part could be said */
-    char *line = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&line, &len);
-    if (!out)
-        return PP_ERR(PP_ERR_NOMEM, "could not build the Megatron-LM flags");
     pp_status st = megatron_layout(p, out);
     fprintf(out, " --micro-batch-size %d --global-batch-size %d", c->b, p->global_batch);
     if (st == PP_OK)
@@ -129,10 +131,59 @@ pp_status pp_export_megatron(const pp_profile *p, FILE *fp)
     megatron_recompute(c, out);
     if (d->megatron == PP_SCHED_MEGATRON_FORK)
         fprintf(out, " %s", d->megatron_flag);
-    fclose(out);
-    if (st == PP_OK)
-        fprintf(fp, "%s\n", line);
-    free(line);
     return st;
 }
 
+/* validate_args (megatron/training/arguments.py) stops a run with tensor (or context)
+ * parallelism on GPUs before Blackwell unless CUDA_DEVICE_MAX_CONNECTIONS is 1: one hardware
+ * queue per device keeps the tensor-parallel communication kernels in launch order, which the
+ * overlap of communication with compute relies on (Blackwell and later: not needed, and
+ * harmless). */
+static int megatron_one_connection(const pp_config *c)
+{
+    return c->t > 1;
+}
+
+/* The script: a header saying how to run it, the environment, and torchrun with the flags. The
+ * rendezvous comes from the environment torchrun users set on each node (NODE_RANK,
+ * MASTER_ADDR, MASTER_PORT), so the same script runs on every node. */
+static void megatron_script(const pp_profile *p, const char *flags, FILE *fp)
+{
+    const pp_config *c = &p->chosen.config;
+    int devices, nodes;
+    pp_export_nodes(p, &devices, &nodes);
+    fprintf(fp, "#!/usr/bin/env bash\n");
+    fprintf(fp, "# Megatron-LM launch from pptune profile %s\n", p->name);
+    fprintf(fp, "# cluster %s x%d (%s), model %s, %s schedule\n", p->cluster.name,
+            p->cluster.nodes, p->cluster.fingerprint, p->model.name, c->schedule);
+    fprintf(fp, "# Run it on each of the %d node(s) from a Megatron-LM checkout, with your data, "
+                "tokenizer and optimizer flags after it:\n"
+                "#   NODE_RANK=<0..%d> MASTER_ADDR=<node 0's address> bash THIS_FILE "
+                "--data-path ... --tokenizer-type ... --lr ...\n",
+            nodes, nodes - 1);
+    fprintf(fp, "set -euo pipefail\n");
+    if (megatron_one_connection(c))
+        fprintf(fp, "# validate_args: tensor parallelism needs it on GPUs before Blackwell\n"
+                    "export CUDA_DEVICE_MAX_CONNECTIONS=1\n");
+    fprintf(fp, "exec torchrun --nnodes %d --nproc-per-node %d --node-rank \"${NODE_RANK:-0}\" "
+                "\\\n  --master-addr \"${MASTER_ADDR:-localhost}\" "
+                "--master-port \"${MASTER_PORT:-6000}\" \\\n",
+            nodes, devices);
+    fprintf(fp, "  pretrain_gpt.py \\\n  %s \\\n  \"$@\"\n", flags);
+}
+
+pp_status pp_export_megatron(const pp_profile *p, FILE *fp)
+{
+    /* built in memory and written only when every part could be said */
+    char *line = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&line, &len);
+    if (!out)
+        return PP_ERR(PP_ERR_NOMEM, "could not build the Megatron-LM flags");
+    pp_status st = megatron_flags(p, out);
+    fclose(out);
+    if (st == PP_OK)
+        megatron_script(p, line[0] == ' ' ? line + 1 : line, fp);
+    free(line);
+    return st;
+}

@@ -3,6 +3,9 @@
  * its stages as the schedules split them (pp_sched_split_layers: the one split). Private to
  * profiles/ (export_impl.h). Not here: which target runs what (export.c), and any target's
  * names or syntax (export_<target>.c). */
+#include <stdlib.h>
+#include <string.h>
+
 #include "export_impl.h"
 
 const pp_sched_desc *pp_export_desc(const pp_config *c)
@@ -78,4 +81,21 @@ void pp_export_provenance(const pp_profile *p, FILE *fp)
     fprintf(fp, "), model ");
     pp_fput_quoted(fp, p->model.name);
     fprintf(fp, ", %s schedule\n", p->chosen.config.schedule);
+}
+
+char *pp_export_float(double x, char *buf, size_t n)
+{
+    char s[40];
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(s, sizeof s, "%.*g", digits, x);
+        if (strtod(s, NULL) == x)
+            break;
+    }
+    if (!strpbrk(s, ".ni")) { /* no point (nor nan / inf): 1e-06 -> 1.0e-06, 2 -> 2.0 */
+        char *e = strchr(s, 'e');
+        snprintf(buf, n, "%.*s.0%s", e ? (int)(e - s) : (int)strlen(s), s, e ? e : "");
+    } else {
+        snprintf(buf, n, "%s", s);
+    }
+    return buf;
 }

@@ -34,12 +34,13 @@ extern "C" {
 /* The version this code reads and writes. A file with a larger MAJOR is refused; a file with
  * the same MAJOR and a larger MINOR is read (its unknown fields kept). */
 #define PP_PROFILE_VERSION_MAJOR 1
-#define PP_PROFILE_VERSION_MINOR 2
+#define PP_PROFILE_VERSION_MINOR 3
 /* 1.1 added the model's shape beyond its sizes (model.head_dim, norm, linear_bias, qkv_bias,
  * position, rope_theta, rope_scaling), which exporters need; 1.0 profiles still read, and an
  * export that needs those fields says so (pp_profile.model.has_shape = 0). 1.2 added each
  * candidate's settings to its config (sequence_parallel, recompute, distributed_optimizer);
- * an older profile's candidates take them from its "options". */
+ * an older profile's candidates take them from its "options". 1.3 added model.norm_eps (the
+ * norms' epsilon); without it an exporter leaves the target's default. */
 
 /* ---- the document --------------------------------------------------------------------------- */
 
@@ -95,6 +96,7 @@ typedef struct {
         int learned_pos; /* 1: learned positions, 0: rotary */
         double rope_theta;        /* rotary base; 0 with learned positions */
         const char *rope_scaling; /* rotary scaling type, NULL for none */
+        double norm_eps; /* the norms' epsilon; 0: not recorded (an older writer) */
     } model;
     struct {
         int distributed_optimizer, sequence_parallel;

@@ -167,6 +167,8 @@ static pp_status read_shape(const rd *r, json_t *o, pp_profile *p)
     if (sc && !json_is_null(sc))
         PP_TRY(read_name(r, o, "model", "rope_scaling", "a rope type such as \"llama3\"",
                          &p->model.rope_scaling));
+    if (json_object_get(o, "norm_eps")) /* 1.3; absent: the targets' default */
+        PP_TRY(pp_json_range(r, o, "model", "norm_eps", 1e-30, 1, 0, &p->model.norm_eps));
     p->model.has_shape = 1;
     return PP_OK;
 }

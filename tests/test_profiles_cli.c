@@ -48,9 +48,12 @@ Test(profiles_cli, export_prints_flags_or_refuses_with_the_reason)
     cr_assert_eq(pt_run(PPTUNE " export --format megatron " FIX "gpt-13b-dgx-h100-x32-v1.1.json",
                         out, sizeof out),
                  0, "%s", out);
-    cr_assert(
-        strncmp(out, "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 8 ", 64) == 0,
-        "%s", out);
+    /* a launch script: the environment, torchrun, pretrain_gpt.py and its flags */
+    cr_assert(!strncmp(out, "#!/usr/bin/env bash\n", 20), "%s", out);
+    cr_assert(strstr(out, "\nexport CUDA_DEVICE_MAX_CONNECTIONS=1\n"), "%s", out);
+    cr_assert(strstr(out, "pretrain_gpt.py \\\n  --tensor-model-parallel-size 2 "
+                          "--pipeline-model-parallel-size 8 "),
+              "%s", out);
     cr_assert_eq(pt_run(PPTUNE " export --format pprun " FIX "tiny-local.json", out, sizeof out), 0,
                  "%s", out);
     cr_assert_str_eq(out, "--model tiny --schedule gpipe --ranks 1 --microbatches 1 "

@@ -185,12 +185,34 @@ __attribute__((noinline)) static char *export_line(const pp_profile *p,
     return text;
 }
 
+/* The Megatron-LM export is a launch script whose pretrain_gpt.py flags are one line after
+ * it ("  --... \"); the script is rewritten in place to that line, with its newline, and
+ * returned (a refusal's empty text as it is). */
+static char *megatron_flags_line(char *script)
+{
+    static const char head[] = "pretrain_gpt.py \\\n  ";
+    char *at = strstr(script, head);
+    if (!at)
+        return script;
+    at += strlen(head);
+    size_t n = strcspn(at, "\n");
+    cr_assert(n > 2 && !strncmp(at + n - 2, " \\", 2), "the flags line goes on: %.*s", (int)n, at);
+    memmove(script, at, n - 2);
+    memcpy(script + n - 2, "\n", 2);
+    return script;
+}
+
+static char *megatron_export(const pp_profile *p, const pp_export_target *fmt, pp_status *st)
+{
+    return megatron_flags_line(export_line(p, fmt, st));
+}
+
 /* Exports p, checks every flag against the table and parses the configuration and the model
  * back; preset: the tuner's model of that name, whose parameter count must be the same. */
 static void round_trip(const pp_profile *p, const char *preset)
 {
     pp_status st;
-    char *line = export_line(p, pp_profile_export_find("megatron", NULL), &st);
+    char *line = megatron_export(p, pp_profile_export_find("megatron", NULL), &st);
     cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
     flags f;
     flags_parse(line, &f);
@@ -301,7 +323,7 @@ Test(tuner_export, megatron_flags_of_llama3_70b_on_16_nodes_round_trip)
     cr_assert_eq(p->cluster.nodes, 16);
     round_trip(p, "llama3-70b");
     pp_status st;
-    char *line = export_line(p, pp_profile_export_find("megatron", NULL), &st);
+    char *line = megatron_export(p, pp_profile_export_find("megatron", NULL), &st);
     /* the Llama block, said explicitly */
     cr_assert(strstr(line, " --group-query-attention --num-query-groups 8 --swiglu "
                            "--normalization RMSNorm --position-embedding-type rope "
@@ -354,7 +376,7 @@ Test(tuner_export, uneven_splits_give_first_and_last_stage_layers)
     cr_assert(p->chosen.config.uneven);
     round_trip(p, "llama3-405b");
     pp_status st;
-    char *line = export_line(p, pp_profile_export_find("megatron", NULL), &st);
+    char *line = megatron_export(p, pp_profile_export_find("megatron", NULL), &st);
     cr_assert(strstr(line, "--decoder-first-pipeline-num-layers 3 "
                            "--decoder-last-pipeline-num-layers 3 "),
               "%s", line);
@@ -366,7 +388,7 @@ Test(tuner_export, uneven_splits_give_first_and_last_stage_layers)
     p = profile_with("llama3-405b-dgx-h100-x64.json", "interleaved", 8, 2, 8, 1, 128, 16, 4,
                      "uneven");
     round_trip(p, "llama3-405b");
-    line = export_line(p, pp_profile_export_find("megatron", NULL), &st);
+    line = megatron_export(p, pp_profile_export_find("megatron", NULL), &st);
     cr_assert(strstr(line, "--pipeline-model-parallel-layout "
                            "'Et*7|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*7L' "
                            "--microbatch-group-size-per-virtual-pipeline-stage 8 "),
@@ -379,19 +401,69 @@ Test(tuner_export, uneven_splits_give_first_and_last_stage_layers)
     pp_profile_destroy(p);
 }
 
+/* The export is a script a user runs on every node: torchrun over the profile's nodes, and the
+ * environment Megatron's validate_args demands (CUDA_DEVICE_MAX_CONNECTIONS=1 with tensor
+ * parallelism, which it stops without; none without), the user's flags after pptune's. The
+ * model's norm epsilon goes in as --norm-epsilon, in a form float() reads back exactly. */
+Test(tuner_export, megatron_export_is_a_launch_script_with_what_validate_args_demands)
+{
+    pp_profile *p;
+    cr_assert_eq(pp_profile_read(PROF "llama3-70b-dgx-h100-x16.json", &p), PP_OK, "%s",
+                 pp_err_msg());
+    pp_status st;
+    char *text = export_line(p, pp_profile_export_find("megatron", NULL), &st);
+    cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
+    cr_assert(!strncmp(text, "#!/usr/bin/env bash\n", 20), "%s", text);
+    cr_assert(strstr(text, "\nset -euo pipefail\n"), "%s", text);
+    cr_assert(strstr(text, "\nexport CUDA_DEVICE_MAX_CONNECTIONS=1\n"), "t = 8: %s", text);
+    cr_assert(strstr(text, "\nexec torchrun --nnodes 16 --nproc-per-node 8 "), "%s", text);
+    cr_assert(strstr(text, "  pretrain_gpt.py \\\n  --tensor-model-parallel-size 8 "), "%s", text);
+    size_t n = strlen(text);
+    cr_assert(n > 7 && !strcmp(text + n - 7, "  \"$@\"\n"), "the user's flags last: %s", text);
+    cr_assert_null(strstr(text, "--norm-epsilon"), "a profile without norm_eps: the default");
+    free(text);
+    pp_profile_destroy(p);
+    p = llama_with("1f1b", 16, 1, 0, 1, 512, 1, 1, "even"); /* t = 1 */
+    text = export_line(p, pp_profile_export_find("megatron", NULL), &st);
+    cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
+    cr_assert_null(strstr(text, "CUDA_DEVICE_MAX_CONNECTIONS"), "t = 1: %s", text);
+    cr_assert(strstr(text, "torchrun --nnodes 2 --nproc-per-node 8 "), "16 GPUs: %s", text);
+    free(text);
+    pp_profile_destroy(p);
+    /* Qwen2.5's rms_norm_eps */
+    json_error_t e;
+    json_t *j = json_load_file(PROF "llama3-70b-dgx-h100-x16.json", 0, &e);
+    cr_assert_not_null(j, "%s", e.text);
+    json_object_set_new(json_object_get(j, "model"), "norm_eps", json_real(1e-6));
+    char *doc = json_dumps(j, 0);
+    json_decref(j);
+    cr_assert_eq(pp_profile_parse(doc, strlen(doc), "eps.json", &p), PP_OK, "%s", pp_err_msg());
+    free(doc);
+    cr_assert_float_eq(p->model.norm_eps, 1e-6, 1e-20);
+    text = megatron_export(p, pp_profile_export_find("megatron", NULL), &st);
+    cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
+    cr_assert(strstr(text, " --norm-epsilon 1.0e-06 "), "%s", text);
+    flags f;
+    flags_parse(text, &f);
+    check_against_table(&f);
+    cr_assert(strtod(get(&f, "--norm-epsilon"), NULL) == 1e-6);
+    free(text);
+    pp_profile_destroy(p);
+}
+
 Test(tuner_export, schedules_upstream_megatron_cannot_run_are_refused_with_the_reason)
 {
     pp_status st;
     /* BitPipe: only its fork of Megatron, and only when asked for by name */
     pp_profile *p = llama_with("bitpipe", 4, 2, 0, 1, 128, 4, 8, "even"); /* 1 x 128 x 4 */
-    char *line = export_line(p, pp_profile_export_find("megatron", NULL), &st);
+    char *line = megatron_export(p, pp_profile_export_find("megatron", NULL), &st);
     cr_assert_eq(st, PP_ERR_UNSUPPORTED);
     cr_assert(strstr(pp_err_text(), "upstream Megatron-LM has no BitPipe schedule"), "%s",
               pp_err_text());
     cr_assert(strstr(pp_err_text(), "--target bitpipe-fork"), "%s", pp_err_text());
     cr_assert_str_eq(line, "", "nothing is printed with a refusal");
     free(line);
-    line = export_line(p, pp_profile_export_find("megatron", "bitpipe-fork"), &st);
+    line = megatron_export(p, pp_profile_export_find("megatron", "bitpipe-fork"), &st);
     cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
     cr_assert(strstr(line, " --enable-bitpipe-schedule\n"), "%s", line);
     flags f;
@@ -401,14 +473,14 @@ Test(tuner_export, schedules_upstream_megatron_cannot_run_are_refused_with_the_r
     pp_profile_destroy(p);
     /* Chimera: no Megatron */
     p = llama_with("chimera", 4, 1, 0, 1, 128, 4, 8, "even");
-    line = export_line(p, pp_profile_export_find("megatron", "bitpipe-fork"), &st);
+    line = megatron_export(p, pp_profile_export_find("megatron", "bitpipe-fork"), &st);
     cr_assert_eq(st, PP_ERR_UNSUPPORTED);
     cr_assert(strstr(pp_err_text(), "Megatron-LM has no Chimera schedule"), "%s", pp_err_text());
     free(line);
     pp_profile_destroy(p);
     /* the fork's target for a schedule upstream runs is a mistake, said */
     p = llama_with("1f1b", 4, 1, 0, 1, 128, 4, 8, "even");
-    line = export_line(p, pp_profile_export_find("megatron", "bitpipe-fork"), &st);
+    line = megatron_export(p, pp_profile_export_find("megatron", "bitpipe-fork"), &st);
     cr_assert_eq(st, PP_ERR_INVALID);
     cr_assert(strstr(pp_err_text(), "drop --target"), "%s", pp_err_text());
     free(line);
@@ -425,7 +497,7 @@ Test(tuner_export, a_version_1_0_profile_reads_but_a_megatron_export_says_what_i
     cr_assert_eq(p->model.kv_heads, 40); /* what 1.0 did write is read */
     cr_assert(p->cluster.gpu, "a bf16 1.0 profile is a GPU profile");
     pp_status st;
-    char *line = export_line(p, pp_profile_export_find("megatron", NULL), &st);
+    char *line = megatron_export(p, pp_profile_export_find("megatron", NULL), &st);
     cr_assert_eq(st, PP_ERR_UNSUPPORTED);
     cr_assert(strstr(pp_err_text(), "profile version 1.0 does not record the model's norm"), "%s",
               pp_err_text());
@@ -636,7 +708,7 @@ Test(tuner_export, split_backward_schedules_go_to_torchtitan_by_csv_or_by_name)
 {
     pp_status st;
     pp_profile *p = llama_with("zbv", 4, 2, 0, 1, 128, 4, 8, "even");
-    char *text = export_line(p, pp_profile_export_find("megatron", NULL), &st);
+    char *text = megatron_export(p, pp_profile_export_find("megatron", NULL), &st);
     cr_assert_eq(st, PP_ERR_UNSUPPORTED);
     cr_assert(strstr(pp_err_text(), "Megatron-LM has no ZB-V schedule (no upstream flag selects "
                                     "it)"),

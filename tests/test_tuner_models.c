@@ -246,6 +246,35 @@ Test(tuner_models, hf_sequence_is_a_stated_default_not_the_position_limit)
     cr_assert(m.linear_bias && m.learned_pos && m.tied_embed && m.norm_bias);
 }
 
+/* The norms' epsilon, which the exporters carry (Qwen2.5's 1e-6 would otherwise become their
+ * default 1e-5): each config's own, under the names of each family, and refused when not a
+ * positive number. */
+Test(tuner_models, hf_norm_epsilon_is_the_configs_own)
+{
+    static const struct {
+        const char *file;
+        double eps;
+    } cases[] = {{"qwen2.5-7b.json", 1e-6}, {"llama-3.1-8b.json", 1e-5}, {"gpt2.json", 1e-5}};
+    pp_tune_model m;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[512];
+        snprintf(path, sizeof path, HF "%s", cases[i].file);
+        cr_assert_eq(pp_tune_model_load_hf(path, &m), PP_OK, "%s: %s", path, pp_err_msg());
+        cr_expect(m.norm_eps == cases[i].eps, "%s: norm_eps %g, want %g", cases[i].file,
+                  m.norm_eps, cases[i].eps);
+    }
+    char *p = write_tmp("{\"model_type\": \"llama\", \"num_hidden_layers\": 4, "
+                        "\"hidden_size\": 64, \"num_attention_heads\": 4, "
+                        "\"intermediate_size\": 256, \"vocab_size\": 100, "
+                        "\"rms_norm_eps\": -1}");
+    cr_assert_eq(pp_tune_model_load_hf(p, &m), PP_ERR_PARSE);
+    cr_assert(strstr(pp_err_text(), "\"rms_norm_eps\""), "%s", pp_err_text());
+    unlink(p);
+    free(p);
+    cr_assert_eq(pp_tune_model_preset("llama3-70b", &m), PP_OK);
+    cr_assert(m.norm_eps == 1e-5, "Llama 3's released rms_norm_eps");
+}
+
 Test(tuner_models, mixture_of_experts_configs_are_refused_naming_the_field)
 {
     pp_tune_model m;

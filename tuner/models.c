@@ -14,7 +14,7 @@
  *    "layers": 40, "hidden": 5120, "heads": 40, "vocab": 50257, "seq": 2048,
  *    optional: "kv_heads" (= heads), "ffn" (= 4 hidden), "gated_mlp" (false),
  *    "norm_bias" (true), "linear_bias" (true), "learned_positions" (true),
- *    "tied_embeddings" (true), "global_batch" (512)}
+ *    "tied_embeddings" (true), "norm_eps" (1e-5), "global_batch" (512)}
  */
 #include <limits.h>
 #include <stdio.h>
@@ -73,6 +73,9 @@ static void fill_family(pp_tune_model *m, int family)
     m->head_dim = 0;
     m->rope_theta = family == LLAMA3 ? 500000 : 0; /* Llama 3's published rotary base */
     m->rope_scaling[0] = '\0';
+    /* the norms' epsilon: BERT's layer_norm_eps 1e-12, GPT-2's and Llama 3's 1e-5 (their
+     * released config.json files; Megatron-LM's default too) */
+    m->norm_eps = family == BERT ? 1e-12 : 1e-5;
 }
 
 pp_status pp_tune_model_preset(const char *name, pp_tune_model *out)
@@ -308,6 +311,20 @@ static pp_status read_hf_rope(json_t *o, const char *path, pp_tune_model *m)
     return PP_OK;
 }
 
+/* The norms' epsilon under its HuggingFace names (rms_norm_eps: Llama, Mistral, Qwen2;
+ * layer_norm_epsilon: GPT-2; layer_norm_eps: BERT); absent, transformers' defaults:
+ * LlamaConfig's, MistralConfig's and Qwen2Config's 1e-6, GPT2Config's 1e-5. */
+static pp_status read_hf_norm_eps(json_t *o, const char *path, int llama_like, pp_tune_model *m)
+{
+    static const char *const E[] = {"rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps", NULL};
+    const pp_json_src s = {.file = path};
+    const char *key = hf_field(o, E);
+    m->norm_eps = llama_like ? 1e-6 : 1e-5;
+    if (!json_object_get(o, key))
+        return PP_OK;
+    return pp_json_range(&s, o, "", key, 1e-30, 1, 0, &m->norm_eps);
+}
+
 static pp_status read_hf(json_t *o, const char *path, pp_tune_model *m)
 {
     static const char *const L[] = {"num_hidden_layers", "n_layer", NULL};
@@ -352,7 +369,7 @@ static pp_status read_hf(json_t *o, const char *path, pp_tune_model *m)
     PP_TRY(read_hf_biases(o, path, type, llama_like, m));
     if (llama_like)
         PP_TRY(read_hf_rope(o, path, m));
-    return PP_OK;
+    return read_hf_norm_eps(o, path, llama_like, m);
 }
 
 static pp_status read_own(json_t *o, const char *path, pp_tune_model *m)
@@ -388,6 +405,8 @@ static pp_status read_own(json_t *o, const char *path, pp_tune_model *m)
     PP_TRY(get_bool(o, path, "linear_bias", &m->linear_bias));
     PP_TRY(get_bool(o, path, "learned_positions", &m->learned_pos));
     PP_TRY(get_bool(o, path, "tied_embeddings", &m->tied_embed));
+    if (json_object_get(o, "norm_eps"))
+        PP_TRY(pp_json_range(&s, o, "", "norm_eps", 1e-30, 1, 0, &m->norm_eps));
     return PP_OK;
 }
 

@@ -32,6 +32,7 @@ typedef struct {
     int learned_pos;  /* 1: learned position table (seq x h); 0: rotary */
     double rope_theta;     /* rotary base (0 with learned positions) */
     char rope_scaling[24]; /* rotary scaling type ("llama3", "yarn", ...), "" for none */
+    double norm_eps;       /* the norms' epsilon (LayerNorm's or RMSNorm's), > 0 */
     int tied_embed;   /* 1: the LM head shares the token embedding */
     int global_batch; /* default global batch, sequences per optimizer step */
     char runtime_model[32]; /* pprun --model name when the bundled runtime runs this model */

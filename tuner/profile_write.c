@@ -108,6 +108,8 @@ static json_t *model_json(const pp_tune_model *m)
         json_object_set_new(o, "rope_theta", json_real(m->rope_theta));
     json_object_set_new(o, "rope_scaling",
                         m->rope_scaling[0] ? json_string(m->rope_scaling) : json_null());
+    if (m->norm_eps > 0)
+        json_object_set_new(o, "norm_eps", json_real(m->norm_eps));
     return o;
 }
 
