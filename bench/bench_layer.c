@@ -61,20 +61,20 @@ static pp_status w_gemm(void *c, int ta, int tb, int m, int n, int k, float al, 
         calls[ncalls++] = (gemm_call){ta, tb, m, n, k, lda, ldb, ldy, be};
     TIMED(K_GEMM, orig->gemm(c, ta, tb, m, n, k, al, a, lda, b, ldb, be, y, ldy));
 }
-static pp_status w_attf(void *c, float *y, float *att, const float *qkv, int B, int T, int C,
-                        int NH)
+static pp_status w_attf(void *c, float *y, float *att, const float *qkv, int B, int T, int NH,
+                        int NKV, int hd)
 {
-    TIMED(K_ATT_F, orig->attention_fwd(c, y, att, qkv, B, T, C, NH));
+    TIMED(K_ATT_F, orig->attention_fwd(c, y, att, qkv, B, T, NH, NKV, hd));
 }
 static pp_status w_attb(void *c, float *dqkv, float *s, const float *dy, const float *att,
-                        const float *qkv, int B, int T, int C, int NH)
+                        const float *qkv, int B, int T, int NH, int NKV, int hd)
 {
-    TIMED(K_ATT_B, orig->attention_bwd(c, dqkv, s, dy, att, qkv, B, T, C, NH));
+    TIMED(K_ATT_B, orig->attention_bwd(c, dqkv, s, dy, att, qkv, B, T, NH, NKV, hd));
 }
 static pp_status w_lnf(void *c, float *o, float *m, float *r, const float *x, const float *g,
-                       const float *b, int N, int C)
+                       const float *b, int N, int C, float eps)
 {
-    TIMED(K_LN, orig->layernorm_fwd(c, o, m, r, x, g, b, N, C));
+    TIMED(K_LN, orig->layernorm_fwd(c, o, m, r, x, g, b, N, C, eps));
 }
 static pp_status w_lnb(void *c, float *dx, float *dg, float *db, const float *dy, const float *x,
                        const float *g, const float *m, const float *r, int N, int C)

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "pp_rt.h"
+#include "rope_freq.h"
 
 /* One AdamW update's scalars, precomputed by the stage (bias corrections of step t). */
 typedef struct {
@@ -48,28 +49,51 @@ typedef struct {
     pp_status (*add)(void *ctx, float *y, const float *x, size_t n);
 
     /* ---- layer kernels ---- */
-    /* out(B,T,C) = wte[tok[b,t]] + wpe[t]. */
+    /* out(B,T,C) = wte[tok[b,t]] + wpe[t] (wpe NULL: no position table, rotary models). */
     pp_status (*encoder_fwd)(void *ctx, float *out, const int32_t *tok, const float *wte,
                              const float *wpe, int B, int T, int C);
-    /* dwte[tok[b,t]] += dout[b,t]; dwpe[t] += sum_b dout[b,t]. */
+    /* dwte[tok[b,t]] += dout[b,t]; dwpe[t] += sum_b dout[b,t] (dwpe NULL: none). */
     pp_status (*encoder_bwd)(void *ctx, float *dwte, float *dwpe, const float *dout,
                              const int32_t *tok, int B, int T, int C);
-    /* out(N,C) = (x - mean) * rstd * g + b; saves mean(N), rstd(N). */
+    /* out(N,C) = (x - mean) * rstd * g + b, rstd = 1/sqrt(var + eps); saves mean(N), rstd(N).
+     * b NULL: no bias. */
     pp_status (*layernorm_fwd)(void *ctx, float *out, float *mean, float *rstd, const float *x,
-                               const float *g, const float *b, int N, int C);
-    /* dx += ..., dg += ..., db += ... */
+                               const float *g, const float *b, int N, int C, float eps);
+    /* dx += ..., dg += ..., db += ... (db NULL: no bias) */
     pp_status (*layernorm_bwd)(void *ctx, float *dx, float *dg, float *db, const float *dout,
                                const float *x, const float *g, const float *mean, const float *rstd,
                                int N, int C);
-    /* Causal multi-head attention on qkv(B,T,3C) laid out [q | k | v], head h at columns
-     * h*C/NH of each: y(B,T,C) = softmax(q k^T / sqrt(hs), causal) v; saves what its backward
-     * needs in att(B,NH,T,T) (the CPU backend: the probabilities on and below the diagonal). */
+    /* RMSNorm (Zhang & Sennrich 2019; transformers' LlamaRMSNorm): out(N,C) = x * rstd * g,
+     * rstd = 1/sqrt(mean(x^2) + eps); saves rstd(N). */
+    pp_status (*rmsnorm_fwd)(void *ctx, float *out, float *rstd, const float *x, const float *g,
+                             int N, int C, float eps);
+    /* dx += rstd (g dy - x rstd^2 mean(g dy x)), dg += sum over rows of dy x rstd. */
+    pp_status (*rmsnorm_bwd)(void *ctx, float *dx, float *dg, const float *dout, const float *x,
+                             const float *g, const float *rstd, int N, int C);
+    /* Causal attention with grouped-query heads on qkv(B,T,W), W = (NH + 2 NKV) hd, laid out
+     * [q | k | v]: query head h at columns h hd, its KV head h / (NH/NKV) at NH hd + that
+     * times hd (k) and (NH + NKV) hd + it (v). y(B,T,NH hd) = softmax(q k^T / sqrt(hd),
+     * causal) v; saves what its backward needs in att(B,NH,T,T) (the CPU backend: the
+     * probabilities on and below the diagonal). NKV = NH is multi-head attention. */
     pp_status (*attention_fwd)(void *ctx, float *y, float *att, const float *qkv, int B, int T,
-                               int C, int NH);
-    /* dqkv(B,T,3C) = gradient (overwritten); scratch has attention_scratch_bytes. */
+                               int NH, int NKV, int hd);
+    /* dqkv(B,T,W) = gradient (overwritten; a KV head's is summed over the query heads it
+     * serves); scratch has attention_scratch_bytes. */
     pp_status (*attention_bwd)(void *ctx, float *dqkv, float *scratch, const float *dy,
-                               const float *att, const float *qkv, int B, int T, int C, int NH);
+                               const float *att, const float *qkv, int B, int T, int NH, int NKV,
+                               int hd);
     size_t (*attention_scratch_bytes)(void *ctx, int B, int T, int C, int NH);
+    /* Rotary positions in place on the first nh heads (hd wide) of each of the N rows of x
+     * (row stride ld floats; row n is position n % T): dir +1 rotates (forward), -1 rotates
+     * back (the backward: the rotation's transpose is its inverse). */
+    pp_status (*rope)(void *ctx, float *x, int N, int T, int nh, int hd, int ld, const pp_rope *r,
+                      int dir);
+    /* SwiGLU (Shazeer 2020): y(N,F) = silu(x[:, :F]) * x[:, F:] of x(N,2F) = [gate | up]. */
+    pp_status (*swiglu_fwd)(void *ctx, float *y, const float *x, int N, int F);
+    /* dx(N,2F) = [dgate | dup] from dy(N,F) of row stride ldy; dy may be dx + F with ldy = 2F
+     * (each element is read before its row's outputs are written). */
+    pp_status (*swiglu_bwd)(void *ctx, float *dx, const float *x, const float *dy, int ldy, int N,
+                            int F);
     /* y = gelu(x) (tanh approximation, as GPT-2); n elements. */
     pp_status (*gelu_fwd)(void *ctx, float *y, const float *x, size_t n);
     /* dx = gelu'(x) * dy; dx may alias dy. */

@@ -50,6 +50,13 @@ static void config_line(const pp_rt_executor *ex, const char *extra, char *buf, 
         len += snprintf(buf + len, n - (size_t)len, "%s%d-%d", st ? "," : "", g->layer_begin,
                         g->layer_end);
     }
+    /* a block other than GPT's is part of the identity (GPT checkpoints keep their line) */
+    if ((m->norm || m->mlp || m->pos || m->kv_heads || m->head_dim || m->nobias || m->untied) &&
+        len > 0 && (size_t)len < n) {
+        char block[256];
+        len += snprintf(buf + len, n - (size_t)len, " block=%s",
+                        pp_model_describe(m, block, sizeof block));
+    }
     if (extra && *extra && len > 0 && (size_t)len < n)
         snprintf(buf + len, n - (size_t)len, " %s", extra);
 }

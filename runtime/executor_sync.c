@@ -172,8 +172,8 @@ static pp_status finish_reduces(pp_rt_executor *ex, rank_state *rs)
  * receive the sum of both gradients. */
 static pp_status sync_tied(pp_rt_executor *ex, rank_state *rs)
 {
-    if (ex->S == 1)
-        return PP_OK; /* one stage holds the only copy */
+    if (ex->S == 1 || ex->model.untied)
+        return PP_OK; /* one stage holds the only copy, or the head is its own matrix */
     pp_transport_req *req[2] = {NULL, NULL};
     float *host[2] = {NULL, NULL}, *data[2] = {NULL, NULL};
     size_t len[2] = {0, 0};

@@ -41,22 +41,45 @@ typedef struct {
     pp_shard_kind kind; /* how tensor parallelism splits it */
 } tensor_spec;
 
-/* Block tensors in the order of the PP_LT_* enum. Sizes filled from the model. */
-static void layer_specs(const pp_model_cfg *m, tensor_spec s[PP_LT__COUNT])
+/* Block tensors in the order of the PP_LT_* enum, sizes from the model's widths (whole
+ * tensors); present[k] is 0 for a tensor the model does not have. */
+static void layer_specs(const pp_model_cfg *m, tensor_spec s[PP_LT__COUNT],
+                        int present[PP_LT__COUNT])
 {
-    int C = m->hidden, F = m->ffn;
+    pp_rt_dims d = pp_rt_dims_of(m, 1, 1);
+    int C = m->hidden, F = m->ffn, Q = (int)d.qd, QKV = (int)d.qkv, FC = (int)d.fc;
+    pp_shard_kind fc = m->mlp == PP_MLP_SWIGLU ? SHARD_BLOCKS : SHARD_ROWS;
     s[PP_LT_LN1_G] = (tensor_spec){"ln1.g", C, 0, INIT_ONE, 0, SHARD_NONE};
     s[PP_LT_LN1_B] = (tensor_spec){"ln1.b", C, 0, INIT_ZERO, 0, SHARD_NONE};
-    s[PP_LT_QKV_W] = (tensor_spec){"attn.qkv.w", 3 * C, C, INIT_NORMAL, 0, SHARD_QKV};
-    s[PP_LT_QKV_B] = (tensor_spec){"attn.qkv.b", 3 * C, 0, INIT_ZERO, 0, SHARD_QKV};
-    s[PP_LT_PROJ_W] = (tensor_spec){"attn.proj.w", C, C, INIT_NORMAL, 1, SHARD_COLS};
+    s[PP_LT_QKV_W] = (tensor_spec){"attn.qkv.w", QKV, C, INIT_NORMAL, 0, SHARD_BLOCKS};
+    s[PP_LT_QKV_B] = (tensor_spec){"attn.qkv.b", QKV, 0, INIT_ZERO, 0, SHARD_BLOCKS};
+    s[PP_LT_PROJ_W] = (tensor_spec){"attn.proj.w", C, Q, INIT_NORMAL, 1, SHARD_COLS};
     s[PP_LT_PROJ_B] = (tensor_spec){"attn.proj.b", C, 0, INIT_ZERO, 0, SHARD_NONE};
     s[PP_LT_LN2_G] = (tensor_spec){"ln2.g", C, 0, INIT_ONE, 0, SHARD_NONE};
     s[PP_LT_LN2_B] = (tensor_spec){"ln2.b", C, 0, INIT_ZERO, 0, SHARD_NONE};
-    s[PP_LT_FC_W] = (tensor_spec){"mlp.fc.w", F, C, INIT_NORMAL, 0, SHARD_ROWS};
-    s[PP_LT_FC_B] = (tensor_spec){"mlp.fc.b", F, 0, INIT_ZERO, 0, SHARD_ROWS};
+    s[PP_LT_FC_W] = (tensor_spec){"mlp.fc.w", FC, C, INIT_NORMAL, 0, fc};
+    s[PP_LT_FC_B] = (tensor_spec){"mlp.fc.b", FC, 0, INIT_ZERO, 0, fc};
     s[PP_LT_FCP_W] = (tensor_spec){"mlp.proj.w", C, F, INIT_NORMAL, 1, SHARD_COLS};
     s[PP_LT_FCP_B] = (tensor_spec){"mlp.proj.b", C, 0, INIT_ZERO, 0, SHARD_NONE};
+    for (int k = 0; k < PP_LT__COUNT; k++)
+        present[k] = 1;
+    present[PP_LT_LN1_B] = present[PP_LT_LN2_B] = pp_model_bias(m, PP_NOBIAS_NORM);
+    present[PP_LT_QKV_B] = pp_model_bias(m, PP_NOBIAS_QKV);
+    present[PP_LT_PROJ_B] = pp_model_bias(m, PP_NOBIAS_OUT);
+    present[PP_LT_FC_B] = present[PP_LT_FCP_B] = pp_model_bias(m, PP_NOBIAS_MLP);
+}
+
+/* The row blocks of a SHARD_BLOCKS tensor k: qkv's [q | k | v] (NH hd, NKV hd, NKV hd rows),
+ * SwiGLU's [gate | up] (F rows each). */
+static pp_stage_shard blocks_of(const pp_model_cfg *m, int k, size_t rows, size_t cols)
+{
+    pp_rt_dims d = pp_rt_dims_of(m, 1, 1);
+    pp_stage_shard sh = {SHARD_BLOCKS, rows, cols, 0, {0, 0, 0}};
+    if (k == PP_LT_QKV_W || k == PP_LT_QKV_B)
+        sh.nblk = 3, sh.blk[0] = d.qd, sh.blk[1] = sh.blk[2] = d.kvd;
+    else
+        sh.nblk = 2, sh.blk[0] = sh.blk[1] = d.F;
+    return sh;
 }
 
 /* Index in the whole tensor of element i of tensor-parallel rank tpr's shard (of t). */
@@ -66,10 +89,16 @@ static size_t shard_index(const pp_stage_shard *sh, int t, int tpr, size_t i)
     switch (sh->kind) {
     case SHARD_ROWS: /* local (R/t, K) */
         return (r * (R / tt)) * K + i;
-    case SHARD_QKV: { /* local (3 * R/3t, K): three row blocks */
-        size_t part = R / 3 / tt, lr = i / K, c = i % K;
-        size_t blk = lr / part, within = lr % part;
-        return (blk * (R / 3) + r * part + within) * K + c;
+    case SHARD_BLOCKS: { /* local: blk[b]/t rows of each block in turn */
+        size_t lr = i / K, c = i % K, base = 0;
+        for (int b = 0; b < sh->nblk; b++) {
+            size_t part = sh->blk[b] / tt;
+            if (lr < part)
+                return (base + r * part + lr) * K + c;
+            lr -= part;
+            base += sh->blk[b];
+        }
+        return i; /* not reached: the local rows sum to R/t */
     }
     case SHARD_COLS: { /* local (R, K/t) */
         size_t kl = K / tt, row = i / kl, c = i % kl;
@@ -165,19 +194,23 @@ static int plan_tensors(const pp_rt_stage *st, tensor_plan *plan)
             snprintf(p_->name, sizeof p_->name, "%s", nm);                                         \
             p_->layer = (ly), p_->key_name = (key), p_->n = (count), p_->init = (kind);            \
             p_->std = (sd), p_->matrix = (mat);                                                    \
-            p_->shard = (pp_stage_shard){SHARD_NONE, (count), 1};                                  \
+            p_->shard = (pp_stage_shard){SHARD_NONE, (count), 1, 0, {0}};                          \
         }                                                                                          \
         k++;                                                                                       \
     } while (0)
     if (st->has_embed) {
         PLAN("wte", -1, "wte", (size_t)m->vocab * C, INIT_NORMAL, std, 1);
-        PLAN("wpe", -1, "wpe", (size_t)m->seq * C, INIT_NORMAL, std, 1);
+        if (m->pos == PP_POS_LEARNED)
+            PLAN("wpe", -1, "wpe", (size_t)m->seq * C, INIT_NORMAL, std, 1);
     }
     tensor_spec spec[PP_LT__COUNT];
-    layer_specs(m, spec);
+    int present[PP_LT__COUNT];
+    layer_specs(m, spec, present);
     for (int l = 0; l < st->nl; l++) {
         int gl = st->l0 + l;
         for (int t = 0; t < PP_LT__COUNT; t++) {
+            if (!present[t])
+                continue;
             char nm[48];
             snprintf(nm, sizeof nm, "h%d.%s", gl, spec[t].name);
             size_t rows = (size_t)spec[t].rows, cols = spec[t].cols ? (size_t)spec[t].cols : 1;
@@ -186,15 +219,21 @@ static int plan_tensors(const pp_rt_stage *st, tensor_plan *plan)
             PLAN(nm, gl, spec[t].name, n, spec[t].init, spec[t].residual ? res_std : std,
                  spec[t].cols != 0);
             if (plan && split)
-                plan[k - 1].shard = (pp_stage_shard){spec[t].kind, rows, cols};
+                plan[k - 1].shard = spec[t].kind == SHARD_BLOCKS
+                                        ? blocks_of(m, t, rows, cols)
+                                        : (pp_stage_shard){spec[t].kind, rows, cols, 0, {0}};
         }
     }
     if (st->has_head) {
         PLAN("lnf.g", -1, "lnf.g", C, INIT_ONE, 0.0, 0);
-        PLAN("lnf.b", -1, "lnf.b", C, INIT_ZERO, 0.0, 0);
-        /* The tied LM head: its own copy only when the embedding lives on another stage,
-         * initialised from the same key as "wte" so both copies start equal. */
-        if (!st->has_embed)
+        if (pp_model_bias(m, PP_NOBIAS_NORM))
+            PLAN("lnf.b", -1, "lnf.b", C, INIT_ZERO, 0.0, 0);
+        /* An untied head is its own matrix. The tied LM head: its own copy only when the
+         * embedding lives on another stage, initialised from the same key as "wte" so both
+         * copies start equal. */
+        if (m->untied)
+            PLAN("head.w", -1, "head.w", (size_t)m->vocab * C, INIT_NORMAL, std, 1);
+        else if (!st->has_embed)
             PLAN("wte.head", -1, "wte", (size_t)m->vocab * C, INIT_NORMAL, std, 1);
     }
 #undef PLAN
@@ -208,9 +247,7 @@ static int plan_tensors(const pp_rt_stage *st, tensor_plan *plan)
 /* The slot's sizes are pp_rt_sizes.h's, which the memory plan adds up. */
 static size_t layer_floats(const pp_rt_stage *st)
 {
-    return pp_rt_size_act_layer_floats((size_t)st->B, (size_t)st->T, (size_t)st->cfg.hidden,
-                                       (size_t)st->cfg.ffn, (size_t)st->cfg.heads,
-                                       (size_t)st->tp, (size_t)st->sp);
+    return pp_rt_size_act_layer_floats(&st->d, (size_t)st->B, (size_t)st->T);
 }
 
 static size_t prefix_words(const pp_rt_stage *st)
@@ -228,22 +265,21 @@ void pp_stage_slot_views(const pp_rt_stage *st, void *mem, int32_t **tokens, int
 
 void pp_stage_layer_acts(const pp_rt_stage *st, void *mem, int layer, pp_layer_acts *a)
 {
-    size_t N = (size_t)st->B * st->T, C = (size_t)st->cfg.hidden, F = (size_t)st->Fl;
-    size_t Cl = (size_t)st->Cl, Nl = (size_t)st->Nl;
+    size_t N = (size_t)st->B * st->T, C = (size_t)st->cfg.hidden, Nl = (size_t)st->Nl;
     float *p = (float *)mem + prefix_words(st) + (size_t)layer * layer_floats(st);
     a->x = p, p += Nl * C;
     a->ln1 = p, p += Nl * C;
     a->mean1 = p, p += Nl;
     a->rstd1 = p, p += Nl;
-    a->qkv = p, p += 3 * N * Cl;
-    a->atty = p, p += N * Cl;
+    a->qkv = p, p += N * st->d.qkv;
+    a->atty = p, p += N * st->d.qd;
     a->att = p, p += (size_t)st->B * st->Hl * st->T * st->T;
     a->res2 = p, p += Nl * C;
     a->ln2 = p, p += Nl * C;
     a->mean2 = p, p += Nl;
     a->rstd2 = p, p += Nl;
-    a->fch = p, p += N * F;
-    a->gelu = p;
+    a->fch = p, p += N * st->d.fc;
+    a->act = p;
 }
 
 void pp_stage_head_acts(const pp_rt_stage *st, void *mem, pp_head_acts *h)
@@ -271,7 +307,7 @@ static pp_status check_params(const pp_rt_stage_params *p)
 {
     if (!p->model)
         return PP_ERR(PP_ERR_INVALID, "stage: no model configuration given");
-    PP_TRY(pp_model_validate(p->model));
+    PP_TRY(pp_model_check_runnable(p->model));
     const pp_model_cfg *m = p->model;
     if (p->layer_begin < 0 || p->layer_begin > p->layer_end || p->layer_end > m->layers)
         return PP_ERR(PP_ERR_INVALID,
@@ -324,7 +360,7 @@ static pp_status build_tensors(pp_rt_stage *st)
         rc = pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
     size_t off = 0;
     st->i_wte = st->i_wpe = st->i_lnf = st->i_headwte = -1;
-    st->i_layer0 = st->has_embed ? 2 : 0;
+    st->i_layer0 = st->has_embed ? (st->cfg.pos == PP_POS_LEARNED ? 2 : 1) : 0;
     for (int i = 0; rc == PP_OK && i < n; i++) {
         char *nm = st->names + (size_t)i * 48;
         memcpy(nm, plan[i].name, 48);
@@ -342,10 +378,10 @@ static pp_status build_tensors(pp_rt_stage *st)
             st->i_wpe = i;
         else if (!strcmp(nm, "lnf.g"))
             st->i_lnf = i;
-        else if (!strcmp(nm, "wte.head"))
+        else if (!strcmp(nm, "wte.head") || !strcmp(nm, "head.w"))
             st->i_headwte = i;
     }
-    if (st->has_head && st->has_embed)
+    if (st->has_head && st->has_embed && !st->cfg.untied)
         st->i_headwte = st->i_wte; /* one tied matrix serves both ends */
     free(plan);
     if (rc == PP_OK)
@@ -373,25 +409,36 @@ pp_status pp_rt_stage_create(pp_backend *be, const pp_rt_stage_params *p, pp_rt_
     st->seed = p->seed;
     st->tp = p->tp > 1 ? p->tp : 1;
     st->tpr = st->tp > 1 ? p->tp_rank : 0;
-    st->Cl = st->cfg.hidden / st->tp;
-    st->Hl = st->cfg.heads / st->tp;
-    st->Fl = st->cfg.ffn / st->tp;
+    st->sp = st->tp > 1 && p->sequence_parallel ? st->tp : 1;
+    st->d = pp_rt_dims_of(&st->cfg, (size_t)st->tp, (size_t)st->sp);
+    st->Hl = (int)st->d.Hl, st->KVl = (int)st->d.KVl, st->Fl = (int)st->d.Fl;
+    st->hd = (int)st->d.hd, st->qd = (int)st->d.qd, st->qkv = (int)st->d.qkv;
+    st->fc = (int)st->d.fc;
+    st->rope = (pp_rope){.theta = st->cfg.rope_theta > 0 ? (float)st->cfg.rope_theta : 10000.0f,
+                         .kind = (int)st->cfg.rope_scaling,
+                         .factor = st->cfg.rope_factor,
+                         .low_freq = st->cfg.rope_low_freq,
+                         .high_freq = st->cfg.rope_high_freq,
+                         .orig_max = st->cfg.rope_orig_max};
+    {
+        tensor_spec spec[PP_LT__COUNT];
+        int present[PP_LT__COUNT];
+        layer_specs(&st->cfg, spec, present);
+        st->lt_n = 0;
+        for (int k = 0; k < PP_LT__COUNT; k++)
+            st->lt[k] = present[k] ? st->lt_n++ : -1;
+    }
     st->tp_allreduce = p->tp_allreduce;
     st->tp_ctx = p->tp_ctx;
     st->mem_alloc = p->mem_alloc;
     st->mem_free = p->mem_free;
     st->mem_ctx = p->mem_ctx;
-    st->sp = st->tp > 1 && p->sequence_parallel ? st->tp : 1;
     st->Nl = st->B * st->T / st->sp;
     st->tp_allgather = p->tp_allgather;
     st->tp_reduce_scatter = p->tp_reduce_scatter;
-    st->slot_bytes = pp_rt_size_act_slot_bytes((size_t)st->B, (size_t)st->T, (size_t)st->nl,
-                                          st->has_embed, st->has_head, (size_t)st->cfg.hidden,
-                                          (size_t)st->cfg.ffn, (size_t)st->cfg.vocab,
-                                          (size_t)st->cfg.heads, (size_t)st->tp, (size_t)st->sp);
-    st->held_bytes =
-        pp_rt_size_wheld_bytes((size_t)st->B * st->T, (size_t)st->nl, (size_t)st->cfg.hidden,
-                               (size_t)st->cfg.ffn, (size_t)st->tp, (size_t)st->sp);
+    st->slot_bytes = pp_rt_size_act_slot_bytes(&st->d, (size_t)st->B, (size_t)st->T,
+                                               (size_t)st->nl, st->has_embed, st->has_head);
+    st->held_bytes = pp_rt_size_wheld_bytes(&st->d, (size_t)st->B * st->T, (size_t)st->nl);
     pp_status rc = build_tensors(st);
     if (rc != PP_OK) {
         pp_rt_stage_destroy(st);

@@ -118,74 +118,117 @@ typedef struct {
     void *mem;
 } workspace;
 
-static pp_status linear_bwd(pp_backend *be, float *dx, float *dw, float *db, const float *dy,
-                            const float *x, const float *w, int N, int in, int out)
+/* dx(N, in) (row stride ldx) = dy W, and the weight gradients (wgrad). */
+static pp_status linear_bwd(pp_backend *be, float *dx, int ldx, float *dw, float *db,
+                            const float *dy, const float *x, const float *w, int N, int in, int out)
 {
     void *c = be->ctx;
-    PP_TRY(be->ops->gemm(c, 0, 0, N, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in));
+    PP_TRY(be->ops->gemm(c, 0, 0, N, in, out, 1.0f, dy, out, w, in, 0.0f, dx, ldx));
     return wgrad(be, dw, db, dy, x, N, in, out);
 }
 
-/* One block's backward. With tensor parallelism (tp > 1; Cl, Fl, Hl are then this rank's
- * share, else C, F, NH and every all-reduce is a no-op): dres, the gradient of the block's
- * output, is whole and the same on every rank (g's backward is the identity), so the
+pp_status pp_stage_norm_bwd(pp_rt_stage *st, float *dx, float *dg, float *db, const float *dout,
+                            const float *x, const float *g, const float *mean, const float *rstd,
+                            int rows)
+{
+    pp_backend *be = st->be;
+    int C = st->cfg.hidden;
+    if (st->cfg.norm == PP_NORM_RMSNORM)
+        return be->ops->rmsnorm_bwd(be->ctx, dx, dg, dout, x, g, rstd, rows, C);
+    return be->ops->layernorm_bwd(be->ctx, dx, dg, db, dout, x, g, mean, rstd, rows, C);
+}
+
+/* The MLP's output projection and activation backward: dy (N, C) of the block's output into
+ * dbig = d(fch) (N, fc). GELU: d(act) lands in dbig and gelu_bwd turns it in place. SwiGLU:
+ * d(act) (N, Fl) lands in the up half of each row of dbig (row stride 2 Fl), which swiglu_bwd
+ * reads before it writes [dgate | dup] over the row. */
+static pp_status mlp_bwd(pp_rt_stage *st, int l, const pp_layer_acts *a, const float *dy,
+                         float *dbig)
+{
+    pp_backend *be = st->be;
+    int N = st->B * st->T, C = st->cfg.hidden, Fl = st->Fl;
+    int swiglu = st->cfg.mlp == PP_MLP_SWIGLU;
+    float *dact = swiglu ? dbig + Fl : dbig;
+    PP_TRY(linear_bwd(be, dact, st->fc, PP_ST_G(st, l, PP_LT_FCP_W), PP_ST_G(st, l, PP_LT_FCP_B),
+                      dy, a->act, PP_ST_W(st, l, PP_LT_FCP_W), N, Fl, C));
+    if (swiglu)
+        return be->ops->swiglu_bwd(be->ctx, dbig, a->fch, dact, 2 * Fl, N, Fl);
+    return be->ops->gelu_bwd(be->ctx, dbig, a->fch, dbig, (size_t)N * Fl);
+}
+
+/* Attention backward into dbig = d(qkv) (N, qkv) of the linear's output: through attention,
+ * then the rotation's inverse on the q and k parts (rotary models). */
+static pp_status attention_bwd(pp_rt_stage *st, const pp_layer_acts *a, const float *datty,
+                               float *dbig, float *scratch)
+{
+    pp_backend *be = st->be;
+    PP_TRY(be->ops->attention_bwd(be->ctx, dbig, scratch, datty, a->att, a->qkv, st->B, st->T,
+                                  st->Hl, st->KVl, st->hd));
+    if (st->d.rope)
+        PP_TRY(be->ops->rope(be->ctx, dbig, st->B * st->T, st->T, st->Hl + st->KVl, st->hd,
+                             st->qkv, &st->rope, -1));
+    return PP_OK;
+}
+
+/* One block's backward. With tensor parallelism (tp > 1; the widths are then this rank's
+ * share, else the whole model's, and every all-reduce is a no-op): dres, the gradient of the
+ * block's output, is whole and the same on every rank (g's backward is the identity), so the
  * row-parallel projections take it as it is and their biases' gradients are whole; each
  * column-parallel linear's input gradient is this rank's part of a sum, completed by f's
- * backward all-reduce before the LayerNorm's backward (so dres stays the same on every rank,
- * and so do the LayerNorms' gradients). Under sequence parallelism see the top of the file. */
+ * backward all-reduce before the norm's backward (so dres stays the same on every rank,
+ * and so do the norms' gradients). Under sequence parallelism see the top of the file. */
 static pp_status block_bwd(pp_rt_stage *st, int l, const pp_layer_acts *a, workspace *ws)
 {
     pp_backend *be = st->be;
-    const pp_backend_ops *o = be->ops;
-    int N = st->B * st->T, Nl = st->Nl, C = st->cfg.hidden, Cl = st->Cl, Fl = st->Fl;
-    size_t nc = (size_t)N * C;
+    int N = st->B * st->T, Nl = st->Nl, C = st->cfg.hidden;
+    size_t nc = (size_t)N * C, nrm = st->d.norm;
     int f = pp_stage_tp_fault != PP_TP_DROP_F; /* f's all-reduce (tests drop it) */
     int sp = st->sp > 1;
     /* sequence parallelism: the row-parallel linears' dy, the column-parallel ones' x and dx,
-     * the attention output's gradient, and where the LayerNorms' gradients go */
+     * the attention output's gradient, and where the norms' gradients go */
     float *dy_row = sp ? ws->dfull : ws->dres, *dx_col = sp ? ws->dfull : ws->dln;
     float *datty = sp ? ws->gath : ws->dln;
     const float *ln1 = sp ? ws->gath : a->ln1, *ln2 = sp ? ws->gath : a->ln2;
-    float *lng = sp ? ws->lng + (size_t)l * 4 * C : NULL;
+    float *lng = sp ? ws->lng + (size_t)l * 2 * nrm : NULL;
 #define W(k) PP_ST_W(st, l, k)
 #define G(k) PP_ST_G(st, l, k)
-#define LNG(k, i) (sp ? lng + (i) * C : G(k)) /* i: ln1.g, ln1.b, ln2.g, ln2.b */
-    /* MLP branch: out = res2 + gelu(ln2(res2) Wfc^T + bfc) Wfp^T + bfp */
+    /* i: ln1 at 0, ln2 at nrm; the bias (LayerNorm with bias) C after the gain */
+#define LNG(k, i) (sp ? lng + (i) : G(k))
+#define LNB(k, i) (sp ? (G(k) ? lng + (i) + C : NULL) : G(k))
+    /* MLP branch: out = res2 + act(ln2(res2) Wfc^T + bfc) Wfp^T + bfp */
     if (sp)
         PP_TRY(pp_stage_sp_gather(st, ws->dres, ws->dfull, C));
-    PP_TRY(linear_bwd(be, ws->dbig, G(PP_LT_FCP_W), G(PP_LT_FCP_B), dy_row, a->gelu,
-                      W(PP_LT_FCP_W), N, Fl, C));
-    PP_TRY(o->gelu_bwd(be->ctx, ws->dbig, a->fch, ws->dbig, (size_t)N * Fl));
+    PP_TRY(mlp_bwd(st, l, a, dy_row, ws->dbig));
     if (sp)
         PP_TRY(pp_stage_sp_gather(st, a->ln2, ws->gath, C));
-    PP_TRY(linear_bwd(be, dx_col, G(PP_LT_FC_W), G(PP_LT_FC_B), ws->dbig, ln2, W(PP_LT_FC_W), N,
-                      C, Fl));
+    PP_TRY(linear_bwd(be, dx_col, C, G(PP_LT_FC_W), G(PP_LT_FC_B), ws->dbig, ln2, W(PP_LT_FC_W),
+                      N, C, st->fc));
     if (sp)
         PP_TRY(pp_stage_sp_scatter(st, ws->dfull, ws->dln, C, !f));
     else if (f)
         PP_TRY(pp_stage_tp_sum(st, ws->dln, nc));
-    PP_TRY(o->layernorm_bwd(be->ctx, ws->dres, LNG(PP_LT_LN2_G, 2), LNG(PP_LT_LN2_B, 3), ws->dln,
-                            a->res2, W(PP_LT_LN2_G), a->mean2, a->rstd2, Nl, C));
+    PP_TRY(pp_stage_norm_bwd(st, ws->dres, LNG(PP_LT_LN2_G, nrm), LNB(PP_LT_LN2_B, nrm), ws->dln,
+                             a->res2, W(PP_LT_LN2_G), a->mean2, a->rstd2, Nl));
     /* Attention branch: res2 = x + attn(ln1(x)) Wproj^T + bproj */
     if (sp)
         PP_TRY(pp_stage_sp_gather(st, ws->dres, ws->dfull, C));
-    PP_TRY(linear_bwd(be, datty, G(PP_LT_PROJ_W), G(PP_LT_PROJ_B), dy_row, a->atty,
-                      W(PP_LT_PROJ_W), N, Cl, C));
-    PP_TRY(o->attention_bwd(be->ctx, ws->dbig, ws->scratch, datty, a->att, a->qkv, st->B, st->T,
-                            Cl, st->Hl));
+    PP_TRY(linear_bwd(be, datty, st->qd, G(PP_LT_PROJ_W), G(PP_LT_PROJ_B), dy_row, a->atty,
+                      W(PP_LT_PROJ_W), N, st->qd, C));
+    PP_TRY(attention_bwd(st, a, datty, ws->dbig, ws->scratch));
     if (sp) /* datty is consumed: gath takes ln1 */
         PP_TRY(pp_stage_sp_gather(st, a->ln1, ws->gath, C));
-    PP_TRY(linear_bwd(be, dx_col, G(PP_LT_QKV_W), G(PP_LT_QKV_B), ws->dbig, ln1, W(PP_LT_QKV_W),
-                      N, C, 3 * Cl));
+    PP_TRY(linear_bwd(be, dx_col, C, G(PP_LT_QKV_W), G(PP_LT_QKV_B), ws->dbig, ln1,
+                      W(PP_LT_QKV_W), N, C, st->qkv));
     if (sp)
         PP_TRY(pp_stage_sp_scatter(st, ws->dfull, ws->dln, C, !f));
     else if (f)
         PP_TRY(pp_stage_tp_sum(st, ws->dln, nc));
-    PP_TRY(o->layernorm_bwd(be->ctx, ws->dres, LNG(PP_LT_LN1_G, 0), LNG(PP_LT_LN1_B, 1), ws->dln,
-                            a->x, W(PP_LT_LN1_G), a->mean1, a->rstd1, Nl, C));
+    PP_TRY(pp_stage_norm_bwd(st, ws->dres, LNG(PP_LT_LN1_G, 0), LNB(PP_LT_LN1_B, 0), ws->dln,
+                             a->x, W(PP_LT_LN1_G), a->mean1, a->rstd1, Nl));
 #undef W
 #undef G
 #undef LNG
+#undef LNB
     return PP_OK;
 }
 
@@ -208,24 +251,24 @@ static pp_status head_bwd(pp_rt_stage *st, const pp_head_acts *h, const int32_t 
                    dlnf, C));
     PP_TRY(wgrad(be, t[st->i_headwte].grad, NULL, dlogits, h->lnf, N, C, V));
     PP_TRY(o->zero(be->ctx, ws->dres, (size_t)st->Nl * C * sizeof(float)));
-    float *lng = sp ? ws->lng + (size_t)st->nl * 4 * C : NULL;
-    PP_TRY(o->layernorm_bwd(be->ctx, ws->dres, sp ? lng : t[st->i_lnf].grad,
-                            sp ? lng + C : t[st->i_lnf + 1].grad,
-                            dlnf + (sp ? (size_t)st->tpr * st->Nl * C : 0), h->xf,
-                            t[st->i_lnf].data, h->meanf, h->rstdf, st->Nl, C));
+    float *lng = sp ? ws->lng + (size_t)st->nl * 2 * st->d.norm : NULL;
+    int nb = pp_model_bias(&st->cfg, PP_NOBIAS_NORM);
+    PP_TRY(pp_stage_norm_bwd(st, ws->dres, sp ? lng : t[st->i_lnf].grad,
+                             !nb ? NULL : sp ? lng + C : t[st->i_lnf + 1].grad,
+                             dlnf + (sp ? (size_t)st->tpr * st->Nl * C : 0), h->xf,
+                             t[st->i_lnf].data, h->meanf, h->rstdf, st->Nl));
     return PP_OK;
 }
 
 static pp_status workspace_alloc(pp_rt_stage *st, workspace *ws)
 {
-    size_t N = (size_t)st->B * st->T, C = (size_t)st->cfg.hidden, F = (size_t)st->cfg.ffn;
-    size_t t = (size_t)st->tp, Nl = (size_t)st->Nl, nl = (size_t)st->nl;
-    size_t big = st->nl > 0 ? N * ((F > 3 * C ? F : 3 * C) / t) : 0;
+    size_t N = (size_t)st->B * st->T, C = (size_t)st->cfg.hidden;
+    size_t Nl = (size_t)st->Nl, nl = (size_t)st->nl, nrm = st->d.norm;
+    size_t big = st->nl > 0 ? N * (st->d.fc > st->d.qkv ? st->d.fc : st->d.qkv) : 0;
     size_t scratch = st->nl > 0 ? st->be->ops->attention_scratch_bytes(st->be->ctx, st->B, st->T,
-                                                                       st->Cl, st->Hl)
+                                                                       st->qd, st->Hl)
                                 : 0;
-    ws->bytes = pp_rt_size_bwd_ws(N, C, F, nl, st->has_head, scratch, t,
-                                  (size_t)st->sp); /* pp_rt_sizes.h */
+    ws->bytes = pp_rt_size_bwd_ws(&st->d, N, nl, st->has_head, scratch); /* pp_rt_sizes.h */
     PP_TRY(pp_stage_mem_alloc(st, ws->bytes, PP_MEM_WORKSPACE, &ws->mem));
     ws->dres = ws->mem;
     ws->dln = ws->dres + Nl * C;
@@ -234,7 +277,7 @@ static pp_status workspace_alloc(pp_rt_stage *st, workspace *ws)
     if (st->sp > 1) { /* the layout of pp_rt_size_bwd_ws: dfull, gath (blocks), lng */
         ws->dfull = p, p += N * C;
         ws->gath = nl > 0 ? p : NULL, p += nl > 0 ? N * C : 0;
-        ws->lng = p, p += nl * 4 * C + (st->has_head ? 2 * C : 0);
+        ws->lng = p, p += nl * 2 * nrm + (st->has_head ? nrm : 0);
     }
     ws->scratch = p;
     return PP_OK;
@@ -246,19 +289,19 @@ static pp_status workspace_alloc(pp_rt_stage *st, workspace *ws)
 static pp_status ln_grads_reduce(pp_rt_stage *st, workspace *ws)
 {
     pp_backend *be = st->be;
-    size_t C = (size_t)st->cfg.hidden, n = (size_t)st->nl * 4 * C + (st->has_head ? 2 * C : 0);
+    size_t nrm = st->d.norm, n = (size_t)st->nl * 2 * nrm + (st->has_head ? nrm : 0);
     if (n == 0)
         return PP_OK;
     if (pp_stage_tp_fault != PP_TP_DROP_LN)
         PP_TRY(pp_stage_tp_sum(st, ws->lng, n));
     for (int l = 0; l < st->nl; l++) {
-        const float *g = ws->lng + (size_t)l * 4 * C;
-        PP_TRY(be->ops->add(be->ctx, PP_ST_G(st, l, PP_LT_LN1_G), g, 2 * C));
-        PP_TRY(be->ops->add(be->ctx, PP_ST_G(st, l, PP_LT_LN2_G), g + 2 * C, 2 * C));
+        const float *g = ws->lng + (size_t)l * 2 * nrm;
+        PP_TRY(be->ops->add(be->ctx, PP_ST_G(st, l, PP_LT_LN1_G), g, nrm));
+        PP_TRY(be->ops->add(be->ctx, PP_ST_G(st, l, PP_LT_LN2_G), g + nrm, nrm));
     }
     if (st->has_head)
-        PP_TRY(be->ops->add(be->ctx, st->tensors[st->i_lnf].grad, ws->lng + (size_t)st->nl * 4 * C,
-                            2 * C));
+        PP_TRY(be->ops->add(be->ctx, st->tensors[st->i_lnf].grad, ws->lng + (size_t)st->nl * 2 * nrm,
+                            nrm));
     return PP_OK;
 }
 
@@ -272,7 +315,7 @@ static pp_status backward_slot(pp_rt_stage *st, void *mem, const float *dx_out, 
     pp_stage_slot_views(st, mem, &tok_s, &tgt_s);
     if (ws->lng)
         PP_TRY(o->zero(be->ctx, ws->lng,
-                       ((size_t)st->nl * 4 + (st->has_head ? 2 : 0)) * st->cfg.hidden *
+                       ((size_t)st->nl * 2 + (st->has_head ? 1 : 0)) * st->d.norm *
                            sizeof(float)));
     if (st->has_head) {
         pp_head_acts h;
@@ -297,7 +340,8 @@ static pp_status backward_slot(pp_rt_stage *st, void *mem, const float *dx_out, 
             PP_TRY(pp_stage_sp_gather(st, ws->dres, ws->dfull, st->cfg.hidden));
             demb = ws->dfull;
         }
-        PP_TRY(o->encoder_bwd(be->ctx, t[st->i_wte].grad, t[st->i_wpe].grad, demb, tok_s, st->B,
+        PP_TRY(o->encoder_bwd(be->ctx, t[st->i_wte].grad,
+                              st->i_wpe >= 0 ? t[st->i_wpe].grad : NULL, demb, tok_s, st->B,
                               st->T, st->cfg.hidden));
     } else {
         PP_TRY(o->copy(be->ctx, dx_in, ws->dres, nc));

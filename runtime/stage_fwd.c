@@ -21,13 +21,51 @@
 
 int pp_stage_tp_fault = PP_TP_DROP_NONE;
 
-/* y(N, out) (=, or += when beta = 1) x(N, in) @ W(out, in)^T + bias */
+/* y(N, out) (=, or += when beta = 1) x(N, in) @ W(out, in)^T + bias (NULL: none) */
 static pp_status linear_fwd(pp_backend *be, float *y, const float *x, const float *w,
                             const float *bias, int N, int in, int out, float beta)
 {
     PP_TRY(be->ops->gemm(be->ctx, 0, 1, N, out, in, 1.0f, x, in, w, in, beta, y, out));
-    PP_TRY(be->ops->add_bias(be->ctx, y, bias, N, out));
+    if (bias)
+        PP_TRY(be->ops->add_bias(be->ctx, y, bias, N, out));
     return PP_OK;
+}
+
+/* The block's norm on `rows` rows: LayerNorm (b NULL: without bias; mean and rstd saved) or
+ * RMSNorm (rstd saved, mean unused). */
+pp_status pp_stage_norm_fwd(pp_rt_stage *st, float *out, float *mean, float *rstd,
+                            const float *x, const float *g, const float *b, int rows)
+{
+    pp_backend *be = st->be;
+    int C = st->cfg.hidden;
+    float eps = pp_model_eps(&st->cfg);
+    if (st->cfg.norm == PP_NORM_RMSNORM)
+        return be->ops->rmsnorm_fwd(be->ctx, out, rstd, x, g, rows, C, eps);
+    return be->ops->layernorm_fwd(be->ctx, out, mean, rstd, x, g, b, rows, C, eps);
+}
+
+/* Attention of the saved qkv (N, qkv): the rotation of q and k first where the model is
+ * rotary (in place: the slot keeps the rotated q, k, which the backward reads), then causal
+ * attention of the rank's Hl query heads over its KVl KV heads into atty (N, qd). */
+static pp_status attention_fwd(pp_rt_stage *st, const pp_layer_acts *a)
+{
+    pp_backend *be = st->be;
+    int N = st->B * st->T;
+    if (st->d.rope)
+        PP_TRY(be->ops->rope(be->ctx, a->qkv, N, st->T, st->Hl + st->KVl, st->hd, st->qkv,
+                             &st->rope, 1));
+    return be->ops->attention_fwd(be->ctx, a->atty, a->att, a->qkv, st->B, st->T, st->Hl, st->KVl,
+                                  st->hd);
+}
+
+/* The MLP's activation: act (N, Fl) = gelu(fch) or silu(gate) * up of fch (N, 2 Fl). */
+static pp_status mlp_act_fwd(pp_rt_stage *st, const pp_layer_acts *a)
+{
+    pp_backend *be = st->be;
+    int N = st->B * st->T;
+    if (st->cfg.mlp == PP_MLP_SWIGLU)
+        return be->ops->swiglu_fwd(be->ctx, a->act, a->fch, N, st->Fl);
+    return be->ops->gelu_fwd(be->ctx, a->act, a->fch, (size_t)N * st->Fl);
 }
 
 /* A row-parallel linear after tensor-parallel work, then the residual add:
@@ -51,7 +89,8 @@ static pp_status row_parallel_fwd(pp_rt_stage *st, float *y, const float *res, c
         PP_TRY(pp_stage_tp_sum(st, y, (size_t)N * out));
     }
     PP_TRY(be->ops->add(be->ctx, y, res, (size_t)rows * out));
-    PP_TRY(be->ops->add_bias(be->ctx, y, bias, rows, out));
+    if (bias)
+        PP_TRY(be->ops->add_bias(be->ctx, y, bias, rows, out));
     return PP_OK;
 }
 
@@ -75,24 +114,23 @@ static pp_status block_fwd_tp(pp_rt_stage *st, int l, const pp_layer_acts *a, fl
                               float *fws)
 {
     pp_backend *be = st->be;
-    const pp_backend_ops *o = be->ops;
-    int N = st->B * st->T, Nl = st->Nl, C = st->cfg.hidden, Cl = st->Cl, Fl = st->Fl;
+    int N = st->B * st->T, Nl = st->Nl, C = st->cfg.hidden;
     const float *in;
 #define W(k) PP_ST_W(st, l, k)
-    PP_TRY(o->layernorm_fwd(be->ctx, a->ln1, a->mean1, a->rstd1, a->x, W(PP_LT_LN1_G),
-                            W(PP_LT_LN1_B), Nl, C));
+    PP_TRY(pp_stage_norm_fwd(st, a->ln1, a->mean1, a->rstd1, a->x, W(PP_LT_LN1_G),
+                             W(PP_LT_LN1_B), Nl));
     PP_TRY(column_input(st, a->ln1, fws, &in));
-    PP_TRY(linear_fwd(be, a->qkv, in, W(PP_LT_QKV_W), W(PP_LT_QKV_B), N, C, 3 * Cl, 0.0f));
-    PP_TRY(o->attention_fwd(be->ctx, a->atty, a->att, a->qkv, st->B, st->T, Cl, st->Hl));
-    PP_TRY(row_parallel_fwd(st, a->res2, a->x, a->atty, W(PP_LT_PROJ_W), W(PP_LT_PROJ_B), N, Cl,
-                            C, fws));
-    PP_TRY(o->layernorm_fwd(be->ctx, a->ln2, a->mean2, a->rstd2, a->res2, W(PP_LT_LN2_G),
-                            W(PP_LT_LN2_B), Nl, C));
+    PP_TRY(linear_fwd(be, a->qkv, in, W(PP_LT_QKV_W), W(PP_LT_QKV_B), N, C, st->qkv, 0.0f));
+    PP_TRY(attention_fwd(st, a));
+    PP_TRY(row_parallel_fwd(st, a->res2, a->x, a->atty, W(PP_LT_PROJ_W), W(PP_LT_PROJ_B), N,
+                            st->qd, C, fws));
+    PP_TRY(pp_stage_norm_fwd(st, a->ln2, a->mean2, a->rstd2, a->res2, W(PP_LT_LN2_G),
+                             W(PP_LT_LN2_B), Nl));
     PP_TRY(column_input(st, a->ln2, fws, &in));
-    PP_TRY(linear_fwd(be, a->fch, in, W(PP_LT_FC_W), W(PP_LT_FC_B), N, C, Fl, 0.0f));
-    PP_TRY(o->gelu_fwd(be->ctx, a->gelu, a->fch, (size_t)N * Fl));
-    PP_TRY(row_parallel_fwd(st, out, a->res2, a->gelu, W(PP_LT_FCP_W), W(PP_LT_FCP_B), N, Fl, C,
-                            fws));
+    PP_TRY(linear_fwd(be, a->fch, in, W(PP_LT_FC_W), W(PP_LT_FC_B), N, C, st->fc, 0.0f));
+    PP_TRY(mlp_act_fwd(st, a));
+    PP_TRY(row_parallel_fwd(st, out, a->res2, a->act, W(PP_LT_FCP_W), W(PP_LT_FCP_B), N, st->Fl,
+                            C, fws));
 #undef W
     return PP_OK;
 }
@@ -107,18 +145,19 @@ static pp_status block_fwd(pp_rt_stage *st, int l, const pp_layer_acts *a, float
     int N = st->B * st->T, C = st->cfg.hidden, F = st->cfg.ffn;
     size_t nc = (size_t)N * C * sizeof(float);
 #define W(k) PP_ST_W(st, l, k)
-    PP_TRY(o->layernorm_fwd(be->ctx, a->ln1, a->mean1, a->rstd1, a->x, W(PP_LT_LN1_G),
-                            W(PP_LT_LN1_B), N, C));
-    PP_TRY(linear_fwd(be, a->qkv, a->ln1, W(PP_LT_QKV_W), W(PP_LT_QKV_B), N, C, 3 * C, 0.0f));
-    PP_TRY(o->attention_fwd(be->ctx, a->atty, a->att, a->qkv, st->B, st->T, C, st->cfg.heads));
+    PP_TRY(pp_stage_norm_fwd(st, a->ln1, a->mean1, a->rstd1, a->x, W(PP_LT_LN1_G),
+                             W(PP_LT_LN1_B), N));
+    PP_TRY(linear_fwd(be, a->qkv, a->ln1, W(PP_LT_QKV_W), W(PP_LT_QKV_B), N, C, st->qkv, 0.0f));
+    PP_TRY(attention_fwd(st, a));
     PP_TRY(o->copy(be->ctx, a->res2, a->x, nc));
-    PP_TRY(linear_fwd(be, a->res2, a->atty, W(PP_LT_PROJ_W), W(PP_LT_PROJ_B), N, C, C, 1.0f));
-    PP_TRY(o->layernorm_fwd(be->ctx, a->ln2, a->mean2, a->rstd2, a->res2, W(PP_LT_LN2_G),
-                            W(PP_LT_LN2_B), N, C));
-    PP_TRY(linear_fwd(be, a->fch, a->ln2, W(PP_LT_FC_W), W(PP_LT_FC_B), N, C, F, 0.0f));
-    PP_TRY(o->gelu_fwd(be->ctx, a->gelu, a->fch, (size_t)N * F));
+    PP_TRY(linear_fwd(be, a->res2, a->atty, W(PP_LT_PROJ_W), W(PP_LT_PROJ_B), N, st->qd, C,
+                      1.0f));
+    PP_TRY(pp_stage_norm_fwd(st, a->ln2, a->mean2, a->rstd2, a->res2, W(PP_LT_LN2_G),
+                             W(PP_LT_LN2_B), N));
+    PP_TRY(linear_fwd(be, a->fch, a->ln2, W(PP_LT_FC_W), W(PP_LT_FC_B), N, C, st->fc, 0.0f));
+    PP_TRY(mlp_act_fwd(st, a));
     PP_TRY(o->copy(be->ctx, out, a->res2, nc));
-    PP_TRY(linear_fwd(be, out, a->gelu, W(PP_LT_FCP_W), W(PP_LT_FCP_B), N, F, C, 1.0f));
+    PP_TRY(linear_fwd(be, out, a->act, W(PP_LT_FCP_W), W(PP_LT_FCP_B), N, F, C, 1.0f));
 #undef W
     return PP_OK;
 }
@@ -132,11 +171,13 @@ static pp_status head_fwd(pp_rt_stage *st, const pp_head_acts *h, const int32_t 
     const pp_rt_tensor *t = st->tensors;
     /* under sequence parallelism: the rank's rows of lnf, then their all-gather in place */
     float *mine = h->lnf + (st->sp > 1 ? (size_t)st->tpr * st->Nl * C : 0);
-    PP_TRY(o->layernorm_fwd(be->ctx, mine, h->meanf, h->rstdf, h->xf, t[st->i_lnf].data,
-                            t[st->i_lnf + 1].data, st->Nl, C));
+    PP_TRY(pp_stage_norm_fwd(st, mine, h->meanf, h->rstdf, h->xf, t[st->i_lnf].data,
+                             pp_model_bias(&st->cfg, PP_NOBIAS_NORM) ? t[st->i_lnf + 1].data
+                                                                     : NULL,
+                             st->Nl));
     if (st->sp > 1)
         PP_TRY(pp_stage_sp_gather(st, mine, h->lnf, C));
-    /* logits(N, V) = lnf(N, C) @ wte(V, C)^T: the head is tied to the token embedding */
+    /* logits(N, V) = lnf(N, C) @ head(V, C)^T: the token embedding (tied) or its own */
     PP_TRY(o->gemm(be->ctx, 0, 1, N, V, C, 1.0f, h->lnf, C, t[st->i_headwte].data, C, 0.0f,
                    h->probs, V));
     PP_TRY(o->xent_fwd(be->ctx, h->probs, targets, N, V, loss));
@@ -216,8 +257,9 @@ static pp_status forward_in_slot(pp_rt_stage *st, void *mem, const int32_t *toke
         /* under sequence parallelism the whole embedding lands in fws, the rank keeps its rows
          * (Megatron's scatter to the sequence-parallel region: every rank holds the same) */
         float *emb = st->sp > 1 ? fws : in;
-        PP_TRY(o->encoder_fwd(be->ctx, emb, tok_s, t[st->i_wte].data, t[st->i_wpe].data, st->B,
-                              st->T, st->cfg.hidden));
+        PP_TRY(o->encoder_fwd(be->ctx, emb, tok_s, t[st->i_wte].data,
+                              st->i_wpe >= 0 ? t[st->i_wpe].data : NULL, st->B, st->T,
+                              st->cfg.hidden));
         if (st->sp > 1)
             PP_TRY(o->copy(be->ctx, in, emb + (size_t)st->tpr * st->Nl * st->cfg.hidden, nc));
     } else {

@@ -9,42 +9,44 @@
 #include "backend.h"
 #include "pp_rt_sizes.h"
 
-/* The tensors of one transformer block, in allocation order. Shapes (PyTorch nn.Linear
- * convention, weight (out, in)) of the whole tensor; a tensor-parallel rank holds rows
+/* The tensors a transformer block may have, in allocation order; a block holds those its
+ * model has (no norm biases for RMSNorm, no linear biases where the model has none: the
+ * stage's lt[] says where each lies). Shapes (PyTorch nn.Linear convention, weight (out, in))
+ * of the whole tensor, with Q = NH hd, K = NKV hd; a tensor-parallel rank holds rows
  * (column-parallel: qkv, fc) or columns (row-parallel: proj, fcp weights) 1/t of them: */
 enum {
     PP_LT_LN1_G,  /* (C) */
-    PP_LT_LN1_B,  /* (C) */
-    PP_LT_QKV_W,  /* (3C, C) */
-    PP_LT_QKV_B,  /* (3C) */
-    PP_LT_PROJ_W, /* (C, C) residual projection: init std / sqrt(2L) */
+    PP_LT_LN1_B,  /* (C) LayerNorm with bias only */
+    PP_LT_QKV_W,  /* (Q + 2K, C) [q | k | v] */
+    PP_LT_QKV_B,  /* (Q + 2K) */
+    PP_LT_PROJ_W, /* (C, Q) residual projection: init std / sqrt(2L) */
     PP_LT_PROJ_B, /* (C) */
     PP_LT_LN2_G,  /* (C) */
     PP_LT_LN2_B,  /* (C) */
-    PP_LT_FC_W,   /* (F, C) */
-    PP_LT_FC_B,   /* (F) */
+    PP_LT_FC_W,   /* (F, C); SwiGLU: (2F, C) [gate | up] */
+    PP_LT_FC_B,   /* (F) or (2F) */
     PP_LT_FCP_W,  /* (C, F) residual projection: init std / sqrt(2L) */
     PP_LT_FCP_B,  /* (C) */
     PP_LT__COUNT
 };
 
-/* Saved activations of one block for one micro-batch (N = B*T rows; Cl, Fl, Hl: this
- * tensor-parallel rank's share of C, F, NH, which equal them without tensor parallelism; Nl:
- * the rank's N/t rows under sequence parallelism, else N). */
+/* Saved activations of one block for one micro-batch (N = B*T rows; qkv, qd, fc, Fl, Hl: this
+ * tensor-parallel rank's widths (pp_rt_dims), the whole model's without tensor parallelism;
+ * Nl: the rank's N/t rows under sequence parallelism, else N). */
 typedef struct {
     float *x;     /* (Nl, C) block input (the residual stream) */
     float *ln1;   /* (Nl, C) */
-    float *mean1; /* (Nl) */
+    float *mean1; /* (Nl) LayerNorm only */
     float *rstd1; /* (Nl) */
-    float *qkv;   /* (N, 3Cl) [q | k | v] of the rank's heads */
-    float *atty;  /* (N, Cl) attention output before the projection */
+    float *qkv;   /* (N, qkv) [q | k | v] of the rank's heads, q and k rotated (rotary) */
+    float *atty;  /* (N, qd) attention output before the projection */
     float *att;   /* (B, Hl, T, T) probabilities (layout: the backend's attention_fwd) */
     float *res2;  /* (Nl, C) x + attention branch */
     float *ln2;   /* (Nl, C) */
     float *mean2; /* (Nl) */
     float *rstd2; /* (Nl) */
-    float *fch;   /* (N, Fl) MLP pre-activation */
-    float *gelu;  /* (N, Fl) */
+    float *fch;   /* (N, fc) MLP pre-activation ([gate | up] for SwiGLU) */
+    float *act;   /* (N, Fl) gelu(fch), or silu(gate) * up */
 } pp_layer_acts;
 
 /* Saved activations of the head for one micro-batch. */
@@ -58,13 +60,16 @@ typedef struct {
 
 /* How a tensor-parallel rank's piece of a tensor maps into the whole (rows, cols) tensor
  * (cols 1 for a vector): SHARD_NONE the whole; SHARD_ROWS rows [tpr R/t, (tpr+1) R/t) of it
- * (column-parallel: fc); SHARD_QKV those rows of each of its three [q | k | v] row blocks
- * (column-parallel by heads: qkv); SHARD_COLS columns [tpr K/t, ..) of every row
- * (row-parallel: the projections' weights). */
-typedef enum { SHARD_NONE, SHARD_ROWS, SHARD_QKV, SHARD_COLS } pp_shard_kind;
+ * (column-parallel: GELU's fc); SHARD_BLOCKS those rows of each of its row blocks, blk[i]
+ * rows each (column-parallel by heads: qkv's [q | k | v], with KV heads for k and v; SwiGLU's
+ * [gate | up]); SHARD_COLS columns [tpr K/t, ..) of every row (row-parallel: the
+ * projections' weights). */
+typedef enum { SHARD_NONE, SHARD_ROWS, SHARD_BLOCKS, SHARD_COLS } pp_shard_kind;
 typedef struct {
     pp_shard_kind kind;
     size_t rows, cols; /* of the whole tensor */
+    int nblk;          /* SHARD_BLOCKS: blocks, rows of each (summing to rows) */
+    size_t blk[3];
 } pp_stage_shard;
 
 /* One weight-gradient GEMM that a split backward's I recorded for its W (stage_bwd.c):
@@ -96,8 +101,14 @@ struct pp_rt_stage {
     int B, T;
     uint64_t seed;
     /* tensor parallelism: tp ranks (1: none), this one's index, the all-reduce over them;
-     * Cl = C/tp, Hl = NH/tp, Fl = F/tp: this rank's attention width, heads and MLP width */
-    int tp, tpr, Cl, Hl, Fl;
+     * d: the block's widths on this rank (pp_rt_sizes.h); Hl, KVl, Fl, qd, qkv, fc: its
+     * query heads, KV heads, MLP width, q width, qkv width and fc width as ints */
+    int tp, tpr;
+    pp_rt_dims d;
+    int Hl, KVl, Fl, hd, qd, qkv, fc;
+    int lt[PP_LT__COUNT]; /* a block tensor's index within its block, -1 when absent */
+    int lt_n;             /* tensors per block */
+    pp_rope rope;         /* rotary frequencies' parameters (rotary models) */
     pp_status (*tp_allreduce)(void *ctx, float *data, size_t n);
     void *tp_ctx;
     /* per-micro-batch memory (pp_rt_stage_params.mem_*; NULL: the backend's) */
@@ -129,8 +140,18 @@ struct pp_rt_stage {
     float *opt; /* AdamW m then v: 2 * nparams floats, PP_MEM_OPTIM, NULL until first step */
 };
 
-#define PP_ST_W(st, layer, k) ((st)->tensors[(st)->i_layer0 + (layer)*PP_LT__COUNT + (k)].data)
-#define PP_ST_G(st, layer, k) ((st)->tensors[(st)->i_layer0 + (layer)*PP_LT__COUNT + (k)].grad)
+/* Block tensor k (PP_LT_*) of the stage's layer `layer`: its weights / gradient, NULL when the
+ * model has no such tensor (a bias it leaves out). */
+static inline float *pp_st_w(const struct pp_rt_stage *st, int layer, int k)
+{
+    return st->lt[k] < 0 ? NULL : st->tensors[st->i_layer0 + layer * st->lt_n + st->lt[k]].data;
+}
+static inline float *pp_st_g(const struct pp_rt_stage *st, int layer, int k)
+{
+    return st->lt[k] < 0 ? NULL : st->tensors[st->i_layer0 + layer * st->lt_n + st->lt[k]].grad;
+}
+#define PP_ST_W(st, layer, k) pp_st_w(st, layer, k)
+#define PP_ST_G(st, layer, k) pp_st_g(st, layer, k)
 
 /* Test-only fault injection (tests/test_runtime_tp.c shows that its equivalence test fails
  * without each conjugate operator): PP_TP_DROP_F skips f's backward all-reduce (before the
@@ -183,6 +204,14 @@ static inline pp_status pp_stage_sp_scatter(pp_rt_stage *st, const float *full, 
         return st->be->ops->copy(st->be->ctx, part, full + (size_t)st->tpr * n, n * sizeof(float));
     return st->tp_reduce_scatter(st->tp_ctx, full, part, n);
 }
+
+/* The block's norm (LayerNorm or RMSNorm, as the model says) on `rows` rows (stage_fwd.c);
+ * b NULL: no bias. Its backward (stage_bwd.c) accumulates into dx, dg and db (NULL: none). */
+pp_status pp_stage_norm_fwd(pp_rt_stage *st, float *out, float *mean, float *rstd, const float *x,
+                            const float *g, const float *b, int rows);
+pp_status pp_stage_norm_bwd(pp_rt_stage *st, float *dx, float *dg, float *db, const float *dout,
+                            const float *x, const float *g, const float *mean, const float *rstd,
+                            int rows);
 
 /* Views of a slot's memory (stage.c). tokens/targets are NULL when absent. */
 void pp_stage_slot_views(const pp_rt_stage *st, void *mem, int32_t **tokens, int32_t **targets);

@@ -251,16 +251,16 @@ Test(cuda, bf16_attention_is_close_to_cpu)
     float *dq = dev_of(g, qkv, nq * 4), *dy_ = dev_of(g, y, ny * 4);
     float *datt = dev_of(g, att, na * 4), *ddy = dev_of(g, dyv, ny * 4);
     float *ddqkv = dev_of(g, dqkv, nq * 4);
-    CHECK(c->ops->attention_fwd(NULL, y, att, qkv, B, T, C, NH));
-    CHECK(g->ops->attention_fwd(g->ctx, dy_, datt, dq, B, T, C, NH));
+    CHECK(c->ops->attention_fwd(NULL, y, att, qkv, B, T, NH, NH, C / NH));
+    CHECK(g->ops->attention_fwd(g->ctx, dy_, datt, dq, B, T, NH, NH, C / NH));
     expect_close(g, datt, att, na, 1e-4, "bf16 attention_fwd att (scores exact, fp32 softmax)");
     expect_close(g, dy_, y, ny, 1e-2, "bf16 attention_fwd y");
     size_t sc = c->ops->attention_scratch_bytes(NULL, B, T, C, NH);
     size_t sg = g->ops->attention_scratch_bytes(g->ctx, B, T, C, NH);
     float *scr = malloc(sc), *dscr = dev_alloc(g, sg, PP_MEM_WORKSPACE);
     cr_assert(scr && dscr);
-    CHECK(c->ops->attention_bwd(NULL, dqkv, scr, dyv, att, qkv, B, T, C, NH));
-    CHECK(g->ops->attention_bwd(g->ctx, ddqkv, dscr, ddy, datt, dq, B, T, C, NH));
+    CHECK(c->ops->attention_bwd(NULL, dqkv, scr, dyv, att, qkv, B, T, NH, NH, C / NH));
+    CHECK(g->ops->attention_bwd(g->ctx, ddqkv, dscr, ddy, datt, dq, B, T, NH, NH, C / NH));
     expect_close(g, ddqkv, dqkv, nq, 1e-2, "bf16 attention_bwd dqkv");
     free(qkv), free(y), free(att), free(dyv), free(dqkv), free(scr);
     gpu_destroy(g);
@@ -327,8 +327,8 @@ Test(cuda, layernorm_matches_cpu)
     float *dx_ = dev_of(p.gpu, x, n * 4), *dg_ = dev_of(p.gpu, gm, C * 4);
     float *db_ = dev_of(p.gpu, b, C * 4), *dout = dev_of(p.gpu, out, n * 4);
     float *dmean = dev_of(p.gpu, mean, N * 4), *drstd = dev_of(p.gpu, rstd, N * 4);
-    CHECK(p.cpu->ops->layernorm_fwd(NULL, out, mean, rstd, x, gm, b, N, C));
-    CHECK(p.gpu->ops->layernorm_fwd(g, dout, dmean, drstd, dx_, dg_, db_, N, C));
+    CHECK(p.cpu->ops->layernorm_fwd(NULL, out, mean, rstd, x, gm, b, N, C, 1e-5f));
+    CHECK(p.gpu->ops->layernorm_fwd(g, dout, dmean, drstd, dx_, dg_, db_, N, C, 1e-5f));
     expect_close(p.gpu, dout, out, n, TOL, "layernorm_fwd out");
     expect_close(p.gpu, dmean, mean, N, TOL, "layernorm_fwd mean");
     expect_close(p.gpu, drstd, rstd, N, TOL, "layernorm_fwd rstd");
@@ -383,16 +383,16 @@ Test(cuda, attention_matches_cpu)
     float *dq = dev_of(p.gpu, qkv, nq * 4), *dy_ = dev_of(p.gpu, y, ny * 4);
     float *datt = dev_of(p.gpu, att, na * 4), *ddy = dev_of(p.gpu, dyv, ny * 4);
     float *ddqkv = dev_of(p.gpu, dqkv, nq * 4);
-    CHECK(p.cpu->ops->attention_fwd(NULL, y, att, qkv, B, T, C, NH));
-    CHECK(p.gpu->ops->attention_fwd(p.gpu->ctx, dy_, datt, dq, B, T, C, NH));
+    CHECK(p.cpu->ops->attention_fwd(NULL, y, att, qkv, B, T, NH, NH, C / NH));
+    CHECK(p.gpu->ops->attention_fwd(p.gpu->ctx, dy_, datt, dq, B, T, NH, NH, C / NH));
     expect_close(p.gpu, datt, att, na, TOL, "attention_fwd att (zero above the diagonal)");
     expect_close(p.gpu, dy_, y, ny, TOL, "attention_fwd y");
     size_t sc = p.cpu->ops->attention_scratch_bytes(NULL, B, T, C, NH);
     size_t sg = p.gpu->ops->attention_scratch_bytes(p.gpu->ctx, B, T, C, NH);
     float *scr = malloc(sc), *dscr = dev_alloc(p.gpu, sg, PP_MEM_WORKSPACE);
     cr_assert(scr && dscr);
-    CHECK(p.cpu->ops->attention_bwd(NULL, dqkv, scr, dyv, att, qkv, B, T, C, NH));
-    CHECK(p.gpu->ops->attention_bwd(p.gpu->ctx, ddqkv, dscr, ddy, datt, dq, B, T, C, NH));
+    CHECK(p.cpu->ops->attention_bwd(NULL, dqkv, scr, dyv, att, qkv, B, T, NH, NH, C / NH));
+    CHECK(p.gpu->ops->attention_bwd(p.gpu->ctx, ddqkv, dscr, ddy, datt, dq, B, T, NH, NH, C / NH));
     expect_close(p.gpu, ddqkv, dqkv, nq, TOL, "attention_bwd dqkv");
     free(qkv), free(y), free(att), free(dyv), free(dqkv), free(scr);
     pair_done(&p);
@@ -655,4 +655,79 @@ Test(cuda, bf16_weight_copies_follow_the_weights)
     cr_expect(fabs(s1 - s2) <= 1e-5 * s2, "after an upload of wte: loss %.9g vs %.9g", s1, s2);
     stage_close(&r2);
     stage_close(&r1);
+}
+
+/* ---- the Llama-family block's kernels (runtime/cuda/llama_cuda.cu) against the CPU's ---- */
+
+Test(cuda, rmsnorm_swiglu_and_rope_match_cpu)
+{
+    pair p = pair_or_skip();
+    void *g = p.gpu->ctx;
+    const int N = 19, C = 70, F = 45, T = 7, nh = 3, hd = 10, ld = 37;
+    size_t n = (size_t)N * C;
+    float *x = hrand(n, -2, 2), *gm = hrand(C, 0.5f, 1.5f), *out = hrand(n, 0, 1);
+    float *rstd = hrand(N, 0, 1);
+    float *dx_ = dev_of(p.gpu, x, n * 4), *dg_ = dev_of(p.gpu, gm, C * 4);
+    float *dout = dev_of(p.gpu, out, n * 4), *drstd = dev_of(p.gpu, rstd, N * 4);
+    CHECK(p.cpu->ops->rmsnorm_fwd(NULL, out, rstd, x, gm, N, C, 1e-5f));
+    CHECK(p.gpu->ops->rmsnorm_fwd(g, dout, drstd, dx_, dg_, N, C, 1e-5f));
+    expect_close(p.gpu, dout, out, n, TOL, "rmsnorm_fwd out");
+    expect_close(p.gpu, drstd, rstd, N, TOL, "rmsnorm_fwd rstd");
+    float *up = hrand(n, -1, 1), *gx = hrand(n, -1, 1), *gg = hrand(C, -1, 1);
+    float *dup = dev_of(p.gpu, up, n * 4), *dgx = dev_of(p.gpu, gx, n * 4);
+    float *dgg = dev_of(p.gpu, gg, C * 4);
+    CHECK(p.cpu->ops->rmsnorm_bwd(NULL, gx, gg, up, x, gm, rstd, N, C));
+    CHECK(p.gpu->ops->rmsnorm_bwd(g, dgx, dgg, dup, dx_, dg_, drstd, N, C));
+    expect_close(p.gpu, dgx, gx, n, TOL, "rmsnorm_bwd dx (accumulated)");
+    expect_close(p.gpu, dgg, gg, C, TOL, "rmsnorm_bwd dg (accumulated)");
+    /* SwiGLU: x (N, 2F) = [gate | up]; the backward with dy in the up half of dx (row stride
+     * 2F), as the stage calls it */
+    size_t nf = (size_t)N * F;
+    float *a = hrand(2 * nf, -3, 3), *y = hrand(nf, 0, 1), *dd = hrand(2 * nf, -1, 1);
+    float *da_ = dev_of(p.gpu, a, 2 * nf * 4), *dy_ = dev_of(p.gpu, y, nf * 4);
+    float *ddd = dev_of(p.gpu, dd, 2 * nf * 4);
+    CHECK(p.cpu->ops->swiglu_fwd(NULL, y, a, N, F));
+    CHECK(p.gpu->ops->swiglu_fwd(g, dy_, da_, N, F));
+    expect_close(p.gpu, dy_, y, nf, TOL, "swiglu_fwd");
+    CHECK(p.cpu->ops->swiglu_bwd(NULL, dd, a, dd + F, 2 * F, N, F));
+    CHECK(p.gpu->ops->swiglu_bwd(g, ddd, da_, ddd + F, 2 * F, N, F));
+    expect_close(p.gpu, ddd, dd, 2 * nf, TOL, "swiglu_bwd in place");
+    /* rotary, Llama 3 scaling with all three frequency bands, on nh heads of rows of ld */
+    pp_rope r = {.theta = 10000, .kind = 2, .factor = 8, .low_freq = 1, .high_freq = 4,
+                 .orig_max = 4};
+    size_t nr = (size_t)N * ld;
+    float *q = hrand(nr, -1, 1), *dq = dev_of(p.gpu, q, nr * 4);
+    for (int dir = 1; dir >= -1; dir -= 2) {
+        CHECK(p.cpu->ops->rope(NULL, q, N, T, nh, hd, ld, &r, dir));
+        CHECK(p.gpu->ops->rope(g, dq, N, T, nh, hd, ld, &r, dir));
+        expect_close(p.gpu, dq, q, nr, TOL, dir > 0 ? "rope forward" : "rope backward");
+    }
+    free(x), free(gm), free(out), free(rstd), free(up), free(gx), free(gg), free(a), free(y),
+        free(dd), free(q);
+    pair_done(&p);
+}
+
+Test(cuda, grouped_query_attention_matches_cpu)
+{
+    pair p = pair_or_skip();
+    const int B = 2, T = 21, NH = 6, NKV = 2, hd = 8, W = (NH + 2 * NKV) * hd, C = NH * hd;
+    size_t nq = (size_t)B * T * W, ny = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+    float *qkv = hrand(nq, -2, 2), *y = hrand(ny, 0, 1), *att = hrand(na, 0, 1);
+    float *dyv = hrand(ny, -1, 1), *dqkv = hrand(nq, 0, 1);
+    float *dq = dev_of(p.gpu, qkv, nq * 4), *dy_ = dev_of(p.gpu, y, ny * 4);
+    float *datt = dev_of(p.gpu, att, na * 4), *ddy = dev_of(p.gpu, dyv, ny * 4);
+    float *ddqkv = dev_of(p.gpu, dqkv, nq * 4);
+    CHECK(p.cpu->ops->attention_fwd(NULL, y, att, qkv, B, T, NH, NKV, hd));
+    CHECK(p.gpu->ops->attention_fwd(p.gpu->ctx, dy_, datt, dq, B, T, NH, NKV, hd));
+    expect_close(p.gpu, datt, att, na, TOL, "GQA attention_fwd att");
+    expect_close(p.gpu, dy_, y, ny, TOL, "GQA attention_fwd y");
+    size_t sc = p.cpu->ops->attention_scratch_bytes(NULL, B, T, C, NH);
+    size_t sg = p.gpu->ops->attention_scratch_bytes(p.gpu->ctx, B, T, C, NH);
+    float *scr = malloc(sc), *dscr = dev_alloc(p.gpu, sg, PP_MEM_WORKSPACE);
+    cr_assert(scr && dscr);
+    CHECK(p.cpu->ops->attention_bwd(NULL, dqkv, scr, dyv, att, qkv, B, T, NH, NKV, hd));
+    CHECK(p.gpu->ops->attention_bwd(p.gpu->ctx, ddqkv, dscr, ddy, datt, dq, B, T, NH, NKV, hd));
+    expect_close(p.gpu, ddqkv, dqkv, nq, TOL, "GQA attention_bwd dqkv (dk, dv summed per group)");
+    free(qkv), free(y), free(att), free(dyv), free(dqkv), free(scr);
+    pair_done(&p);
 }

@@ -19,8 +19,9 @@
 
 Test(tuner_runtime, runtime_presets_agree_with_the_runtime)
 {
-    /* every tuner preset that names a runtime model has the runtime's sizes; the runtime's
-     * CI-sized models and the GPT-3 family are among them */
+    /* one model table: every tuner preset that names a runtime model is the runtime's row,
+     * sizes and block alike (pp_tune_model_cfg gives back the row's description); the
+     * runtime's CI-sized models, the GPT-3 family and Llama 3 are among them */
     int n, runnable = 0;
     const char *const *names = pp_tune_model_names(&n);
     for (int i = 0; i < n; i++) {
@@ -29,20 +30,28 @@ Test(tuner_runtime, runtime_presets_agree_with_the_runtime)
         if (!m.runtime_model[0])
             continue;
         runnable++;
-        pp_model_cfg rt;
+        pp_model_cfg rt, back;
         cr_assert_eq(pp_model_preset(m.runtime_model, &rt), PP_OK, "%s", pp_err_msg());
         cr_assert(rt.layers == m.layers && rt.hidden == m.hidden && rt.heads == m.heads &&
-                      rt.ffn == m.ffn && rt.vocab == m.vocab && rt.seq == m.seq,
-                  "%s differs from runtime/model.c", names[i]);
+                      pp_model_kv(&rt) == m.kv_heads && rt.ffn == m.ffn &&
+                      rt.vocab == m.vocab && rt.seq == m.seq,
+                  "%s differs from runtime/plan/model.c", names[i]);
         cr_assert_str_eq(m.runtime_model, names[i]);
-        cr_assert(!m.gated_mlp && m.norm_bias && m.linear_bias && m.learned_pos && m.tied_embed &&
-                      m.kv_heads == m.heads,
-                  "%s is not the runtime's architecture (GPT: GELU MLP, biases, learned "
-                  "positions, tied embedding, multi-head attention)",
-                  names[i]);
+        pp_tune_model_cfg(&m, &back);
+        char a[256], b[256];
+        cr_assert_str_eq(pp_model_describe(&back, a, sizeof a), pp_model_describe(&rt, b, sizeof b),
+                         "%s: the tuner's record loses the block", names[i]);
+        cr_assert(m.gated_mlp == (rt.mlp == PP_MLP_SWIGLU) &&
+                      m.learned_pos == (rt.pos == PP_POS_LEARNED) && m.tied_embed == !rt.untied,
+                  "%s: the tuner's block traits are not the runtime's", names[i]);
     }
-    cr_assert_eq(runnable, 10, "tiny, small and the 8 GPT-3 shapes run on pprun, found %d",
+    cr_assert_eq(runnable, 14,
+                 "tiny, small, tiny-llama, the 8 GPT-3 shapes and the 3 Llama 3 shapes run on "
+                 "pprun, found %d",
                  runnable);
+    pp_tune_model bert;
+    cr_assert_eq(pp_tune_model_preset("bert-large", &bert), PP_OK);
+    cr_assert_str_eq(bert.runtime_model, "", "BERT's block is not the runtime's");
 }
 
 /* Runs pprun and returns its per-rank peak totals (replica 0) in peak[]. */

@@ -24,85 +24,81 @@
 #include "pp_json.h"
 #include "pp_tune.h"
 
-typedef struct {
-    const char *name;
-    int layers, hidden, heads, kv_heads, ffn, vocab, seq, family, global_batch;
-    const char *runtime_model;
-} preset;
+/* The tuner's record of a runtime description (the model table's rows, config.json). */
+static void from_cfg(const pp_model_cfg *c, pp_tune_model *m)
+{
+    m->layers = c->layers, m->hidden = c->hidden, m->heads = c->heads;
+    m->kv_heads = pp_model_kv(c), m->ffn = c->ffn, m->vocab = c->vocab, m->seq = c->seq;
+    m->gated_mlp = c->mlp == PP_MLP_SWIGLU;
+    m->norm_bias = c->norm == PP_NORM_LAYERNORM && pp_model_bias(c, PP_NOBIAS_NORM);
+    m->linear_bias = pp_model_bias(c, PP_NOBIAS_QKV) && pp_model_bias(c, PP_NOBIAS_OUT) &&
+                     pp_model_bias(c, PP_NOBIAS_MLP);
+    m->qkv_bias = !m->linear_bias && pp_model_bias(c, PP_NOBIAS_QKV);
+    m->head_dim = c->head_dim;
+    m->learned_pos = c->pos == PP_POS_LEARNED;
+    m->rope_theta = c->pos == PP_POS_ROPE ? (c->rope_theta > 0 ? c->rope_theta : 10000) : 0;
+    snprintf(m->rope_scaling, sizeof m->rope_scaling, "%s", c->rope_scaling_name);
+    m->tied_embed = !c->untied;
+    /* the runtime keeps the epsilon as a float: back to the decimal a config.json writes
+     * (1e-06, not 9.99999997e-07) for the exports */
+    char eps[32];
+    snprintf(eps, sizeof eps, "%.7g", (double)pp_model_eps(c));
+    m->norm_eps = strtod(eps, NULL);
+    m->block = *c;
+}
 
-enum { GPT3, LLAMA3, BERT, RUNTIME_GPT };
-
-static const preset presets[] = {
-    {"gpt-125m", 12, 768, 12, 12, 3072, 50257, 2048, GPT3, 256, "gpt-125m"},
-    {"gpt-350m", 24, 1024, 16, 16, 4096, 50257, 2048, GPT3, 256, "gpt-350m"},
-    {"gpt-760m", 24, 1536, 16, 16, 6144, 50257, 2048, GPT3, 256, "gpt-760m"},
-    {"gpt-1.3b", 24, 2048, 16, 16, 8192, 50257, 2048, GPT3, 512, "gpt-1.3b"},
-    {"gpt-2.7b", 32, 2560, 32, 32, 10240, 50257, 2048, GPT3, 512, "gpt-2.7b"},
-    {"gpt-6.7b", 32, 4096, 32, 32, 16384, 50257, 2048, GPT3, 1024, "gpt-6.7b"},
-    {"gpt-13b", 40, 5120, 40, 40, 20480, 50257, 2048, GPT3, 1024, "gpt-13b"},
-    {"gpt-175b", 96, 12288, 96, 96, 49152, 50257, 2048, GPT3, 1536, "gpt-175b"},
-    {"llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192, LLAMA3, 512, ""},
-    {"llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192, LLAMA3, 512, ""},
-    {"llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192, LLAMA3, 2048, ""},
-    {"bert-large", 24, 1024, 16, 16, 4096, 30522, 512, BERT, 256, ""},
-    /* The bundled runtime's CI-sized models (runtime/model.c; a test checks they agree);
-     * seq is the model's maximum, which trials pass to pprun as --seq. */
-    {"tiny", 4, 32, 4, 4, 128, 256, 64, RUNTIME_GPT, 16, "tiny"},
-    {"small", 6, 128, 4, 4, 512, 256, 128, RUNTIME_GPT, 16, "small"},
-};
-#define N_PRESETS ((int)(sizeof presets / sizeof presets[0]))
+void pp_tune_model_cfg(const pp_tune_model *m, pp_model_cfg *out)
+{
+    pp_model_cfg c = m->block;
+    c.layers = m->layers, c.hidden = m->hidden, c.heads = m->heads, c.ffn = m->ffn;
+    c.vocab = m->vocab, c.seq = c.seq > m->seq ? c.seq : m->seq;
+    c.kv_heads = m->kv_heads == m->heads ? 0 : m->kv_heads;
+    c.head_dim = m->head_dim;
+    c.mlp = m->gated_mlp ? PP_MLP_SWIGLU : PP_MLP_GELU;
+    if (m->norm_bias)
+        c.norm = PP_NORM_LAYERNORM, c.nobias &= ~PP_NOBIAS_NORM;
+    else if (!(c.norm == PP_NORM_LAYERNORM && (c.nobias & PP_NOBIAS_NORM)))
+        c.norm = PP_NORM_RMSNORM; /* the tuner's "no norm bias" without a LayerNorm said */
+    c.pos = m->learned_pos ? PP_POS_LEARNED : PP_POS_ROPE;
+    if (c.pos == PP_POS_ROPE && !(c.rope_theta > 0))
+        c.rope_theta = m->rope_theta > 0 ? m->rope_theta : 10000;
+    int lin = PP_NOBIAS_QKV | PP_NOBIAS_OUT | PP_NOBIAS_MLP;
+    c.nobias = (c.nobias & ~lin) |
+               (m->linear_bias ? 0 : m->qkv_bias ? PP_NOBIAS_OUT | PP_NOBIAS_MLP : lin);
+    c.untied = !m->tied_embed;
+    if (m->norm_eps > 0)
+        c.norm_eps = (float)m->norm_eps;
+    *out = c;
+}
 
 const char *const *pp_tune_model_names(int *n)
 {
-    static const char *names[N_PRESETS];
-    for (int i = 0; i < N_PRESETS; i++)
-        names[i] = presets[i].name;
-    *n = N_PRESETS;
+    static const char *names[64];
+    const pp_model_row *t = pp_model_table(n);
+    for (int i = 0; i < *n && i < 64; i++)
+        names[i] = t[i].name;
     return names;
-}
-
-static void fill_family(pp_tune_model *m, int family)
-{
-    /* RUNTIME_GPT: the runtime's GPT-2-style block, same traits as GPT-3 here */
-    m->gated_mlp = family == LLAMA3;
-    m->norm_bias = family != LLAMA3;
-    m->linear_bias = family != LLAMA3;
-    m->learned_pos = family != LLAMA3;
-    m->tied_embed = family != LLAMA3;
-    m->qkv_bias = 0;
-    m->head_dim = 0;
-    m->rope_theta = family == LLAMA3 ? 500000 : 0; /* Llama 3's published rotary base */
-    m->rope_scaling[0] = '\0';
-    /* the norms' epsilon: BERT's layer_norm_eps 1e-12, GPT-2's and Llama 3's 1e-5 (their
-     * released config.json files; Megatron-LM's default too) */
-    m->norm_eps = family == BERT ? 1e-12 : 1e-5;
 }
 
 pp_status pp_tune_model_preset(const char *name, pp_tune_model *out)
 {
     memset(out, 0, sizeof *out);
-    for (int i = 0; i < N_PRESETS; i++) {
-        const preset *p = &presets[i];
-        if (strcmp(p->name, name) != 0)
-            continue;
-        snprintf(out->name, sizeof out->name, "%s", p->name);
+    const pp_model_row *r = pp_model_row_find(name);
+    if (r) {
+        snprintf(out->name, sizeof out->name, "%s", r->name);
         snprintf(out->source, sizeof out->source, "preset");
-        out->layers = p->layers;
-        out->hidden = p->hidden;
-        out->heads = p->heads;
-        out->kv_heads = p->kv_heads;
-        out->ffn = p->ffn;
-        out->vocab = p->vocab;
-        out->seq = p->seq;
-        out->global_batch = p->global_batch;
-        fill_family(out, p->family);
-        snprintf(out->runtime_model, sizeof out->runtime_model, "%s", p->runtime_model);
+        from_cfg(&r->cfg, out);
+        out->global_batch = r->global_batch;
+        if (r->runnable)
+            snprintf(out->runtime_model, sizeof out->runtime_model, "%s", r->name);
         return PP_OK;
     }
+    int n;
+    const pp_model_row *t = pp_model_table(&n);
     char list[512] = "";
-    for (int i = 0; i < N_PRESETS; i++) {
-        strncat(list, presets[i].name, sizeof list - strlen(list) - 3);
-        if (i + 1 < N_PRESETS)
+    for (int i = 0; i < n; i++) {
+        strncat(list, t[i].name, sizeof list - strlen(list) - 3);
+        if (i + 1 < n)
             strncat(list, ", ", sizeof list - strlen(list) - 1);
     }
     return PP_ERR(PP_ERR_NOTFOUND,
@@ -238,140 +234,6 @@ static void basename_of(const char *path, char *buf, size_t n)
         snprintf(buf, n, "model");
 }
 
-/* The first of `names` the config has (HuggingFace's own names, then GPT-2's), or names[0]. */
-static const char *hf_field(json_t *o, const char *const *names)
-{
-    for (int i = 0; names[i]; i++)
-        if (json_object_get(o, names[i]) && !json_is_null(json_object_get(o, names[i])))
-            return names[i];
-    return names[0];
-}
-
-/* Mixture-of-experts keys of the HuggingFace configs (Mixtral, DeepSeek, Qwen-MoE, ...). A
- * dense read of such a config would describe a model several times too small. */
-static pp_status refuse_moe(json_t *o, const char *path)
-{
-    static const char *const MOE[] = {"num_local_experts", "n_routed_experts", "num_experts",
-                                      "moe_num_experts", "num_experts_per_tok", NULL};
-    for (int i = 0; MOE[i]; i++) {
-        json_t *v = json_object_get(o, MOE[i]);
-        if (!v || json_is_null(v) || (json_is_integer(v) && json_integer_value(v) <= 1))
-            continue;
-        char *got = json_dumps(v, JSON_ENCODE_ANY);
-        pp_status st = PP_ERR(PP_ERR_PARSE,
-                              "%s: field \"%s\": %s: a mixture-of-experts model, which pptune's "
-                              "model (dense blocks) does not describe; refused rather than "
-                              "read as a dense model several times too small",
-                              path, MOE[i], got ? got : "?");
-        free(got);
-        return st;
-    }
-    return PP_OK;
-}
-
-/* attention_bias / mlp_bias (Llama-style configs; both false when absent); Qwen2 puts biases
- * on Q, K and V only, whatever the config says (its modelling code does). */
-static pp_status read_hf_biases(json_t *o, const char *path, const char *type, int llama_like,
-                                pp_tune_model *m)
-{
-    if (!llama_like)
-        return PP_OK; /* GPT-2 and BERT style: biases everywhere (fill_family) */
-    int attn = 0, mlp = 0;
-    PP_TRY(get_bool(o, path, "attention_bias", &attn));
-    PP_TRY(get_bool(o, path, "mlp_bias", &mlp));
-    if (attn != mlp) {
-        const pp_json_src s = {.file = path};
-        return pp_json_fail(&s, "mlp_bias",
-                            "expected the same as attention_bias (%s): biases on only one of "
-                            "attention and MLP are not described by pptune's model",
-                            attn ? "true" : "false");
-    }
-    m->linear_bias = attn;
-    m->qkv_bias = !attn && type && strcmp(type, "qwen2") == 0;
-    return PP_OK;
-}
-
-/* rope_theta (default 10000, HuggingFace's) and rope_scaling's type. */
-static pp_status read_hf_rope(json_t *o, const char *path, pp_tune_model *m)
-{
-    const pp_json_src s = {.file = path};
-    m->rope_theta = 10000;
-    if (json_object_get(o, "rope_theta"))
-        PP_TRY(pp_json_num(&s, o, "", "rope_theta", 1, &m->rope_theta));
-    json_t *sc = json_object_get(o, "rope_scaling");
-    if (sc && !json_is_null(sc)) {
-        const char *t = json_string_value(json_object_get(sc, "rope_type"));
-        if (!t)
-            t = json_string_value(json_object_get(sc, "type"));
-        if (!json_is_object(sc) || !t)
-            return pp_json_bad(&s, "rope_scaling",
-                               "null or an object with \"rope_type\" (or \"type\")", sc);
-        snprintf(m->rope_scaling, sizeof m->rope_scaling, "%s", t);
-    }
-    return PP_OK;
-}
-
-/* The norms' epsilon under its HuggingFace names (rms_norm_eps: Llama, Mistral, Qwen2;
- * layer_norm_epsilon: GPT-2; layer_norm_eps: BERT); absent, transformers' defaults:
- * LlamaConfig's, MistralConfig's and Qwen2Config's 1e-6, GPT2Config's 1e-5. */
-static pp_status read_hf_norm_eps(json_t *o, const char *path, int llama_like, pp_tune_model *m)
-{
-    static const char *const E[] = {"rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps", NULL};
-    const pp_json_src s = {.file = path};
-    const char *key = hf_field(o, E);
-    m->norm_eps = llama_like ? 1e-6 : 1e-5;
-    if (!json_object_get(o, key))
-        return PP_OK;
-    return pp_json_range(&s, o, "", key, 1e-30, 1, 0, &m->norm_eps);
-}
-
-static pp_status read_hf(json_t *o, const char *path, pp_tune_model *m)
-{
-    static const char *const L[] = {"num_hidden_layers", "n_layer", NULL};
-    static const char *const H[] = {"hidden_size", "n_embd", NULL};
-    static const char *const A[] = {"num_attention_heads", "n_head", NULL};
-    static const char *const F[] = {"intermediate_size", "n_inner", NULL};
-    static const char *const P[] = {"max_position_embeddings", "n_positions", NULL};
-    PP_TRY(refuse_moe(o, path));
-    PP_TRY(get_int(o, path, hf_field(o, L), 1, &m->layers));
-    PP_TRY(get_int(o, path, hf_field(o, H), 1, &m->hidden));
-    PP_TRY(get_int(o, path, hf_field(o, A), 1, &m->heads));
-    m->kv_heads = m->heads;
-    PP_TRY(get_int(o, path, "num_key_value_heads", 0, &m->kv_heads));
-    const char *ffn = hf_field(o, F);
-    m->ffn = m->hidden <= INT_MAX / 4 ? 4 * m->hidden : INT_MAX; /* GPT-2's n_inner: null */
-    int gpt2_names = json_object_get(o, "n_embd") != NULL; /* n_inner null or absent: 4 h */
-    PP_TRY(get_int(o, path, ffn, !gpt2_names, &m->ffn));
-    PP_TRY(get_int(o, path, "vocab_size", 1, &m->vocab));
-    int max_pos = 0;
-    PP_TRY(get_int(o, path, hf_field(o, P), 0, &max_pos));
-    m->seq = max_pos && max_pos < PP_TUNE_HF_DEFAULT_SEQ ? max_pos : PP_TUNE_HF_DEFAULT_SEQ;
-    if (max_pos)
-        snprintf(m->seq_note, sizeof m->seq_note,
-                 "s=%d: pptune's default for imported models%s (%s %d is the longest position "
-                 "the model encodes, not its training length); --seq sets it",
-                 m->seq, max_pos < PP_TUNE_HF_DEFAULT_SEQ ? ", capped at the position limit" : "",
-                 hf_field(o, P), max_pos);
-    else
-        snprintf(m->seq_note, sizeof m->seq_note,
-                 "s=%d: pptune's default for imported models; --seq sets it", m->seq);
-    /* Gated (SwiGLU) MLP, RMSNorm and rotary positions: Llama-style configs, recognised by
-     * model_type or by a SiLU activation; everything else is read as a GPT/BERT-style block. */
-    const char *type = json_string_value(json_object_get(o, "model_type"));
-    const char *act = json_string_value(json_object_get(o, "hidden_act"));
-    int llama_like = (type && (strcmp(type, "llama") == 0 || strcmp(type, "mistral") == 0 ||
-                               strcmp(type, "qwen2") == 0)) ||
-                     (act && strcmp(act, "silu") == 0);
-    fill_family(m, llama_like ? LLAMA3 : GPT3);
-    m->tied_embed = !llama_like;
-    PP_TRY(get_bool(o, path, "tie_word_embeddings", &m->tied_embed));
-    PP_TRY(get_int(o, path, "head_dim", 0, &m->head_dim));
-    PP_TRY(read_hf_biases(o, path, type, llama_like, m));
-    if (llama_like)
-        PP_TRY(read_hf_rope(o, path, m));
-    return read_hf_norm_eps(o, path, llama_like, m);
-}
-
 static pp_status read_own(json_t *o, const char *path, pp_tune_model *m)
 {
     const pp_json_src s = {.file = path};
@@ -396,7 +258,7 @@ static pp_status read_own(json_t *o, const char *path, pp_tune_model *m)
     PP_TRY(get_int(o, path, "seq", 1, &m->seq));
     m->kv_heads = m->heads;
     m->ffn = m->hidden <= INT_MAX / 4 ? 4 * m->hidden : INT_MAX; /* validate refuses it */
-    fill_family(m, GPT3);
+    m->norm_bias = m->linear_bias = m->learned_pos = m->tied_embed = 1; /* GPT's block */
     PP_TRY(get_int(o, path, "kv_heads", 0, &m->kv_heads));
     PP_TRY(get_int(o, path, "ffn", 0, &m->ffn));
     PP_TRY(get_int(o, path, "global_batch", 0, &m->global_batch));
@@ -405,8 +267,11 @@ static pp_status read_own(json_t *o, const char *path, pp_tune_model *m)
     PP_TRY(get_bool(o, path, "linear_bias", &m->linear_bias));
     PP_TRY(get_bool(o, path, "learned_positions", &m->learned_pos));
     PP_TRY(get_bool(o, path, "tied_embeddings", &m->tied_embed));
-    if (json_object_get(o, "norm_eps"))
+    m->norm_eps = 1e-5;
+    if (json_object_get(o, "norm_eps")) {
+        const pp_json_src s = {.file = path};
         PP_TRY(pp_json_range(&s, o, "", "norm_eps", 1e-30, 1, 0, &m->norm_eps));
+    }
     return PP_OK;
 }
 
@@ -430,9 +295,30 @@ static pp_status load_with(const char *path, pp_status (*reader)(json_t *, const
     return PP_OK;
 }
 
+/* The model table's importer (runtime/plan/model_hf.c), then the tuner's training length:
+ * PP_TUNE_HF_DEFAULT_SEQ capped at the position limit, said in seq_note. */
 pp_status pp_tune_model_load_hf(const char *path, pp_tune_model *out)
 {
-    return load_with(path, read_hf, out);
+    memset(out, 0, sizeof *out);
+    out->global_batch = 512; /* a config.json does not say; --global-batch overrides */
+    pp_model_cfg c;
+    pp_model_hf_pos pos;
+    PP_TRY(pp_model_load_hf(path, &c, &pos));
+    int max_pos = pos.max;
+    from_cfg(&c, out);
+    out->seq = max_pos && max_pos < PP_TUNE_HF_DEFAULT_SEQ ? max_pos : PP_TUNE_HF_DEFAULT_SEQ;
+    if (max_pos)
+        snprintf(out->seq_note, sizeof out->seq_note,
+                 "s=%d: pptune's default for imported models%s (%s %d is the longest position "
+                 "the model encodes, not its training length); --seq sets it",
+                 out->seq, max_pos < PP_TUNE_HF_DEFAULT_SEQ ? ", capped at the position limit" : "",
+                 pos.key, max_pos);
+    else
+        snprintf(out->seq_note, sizeof out->seq_note,
+                 "s=%d: pptune's default for imported models; --seq sets it", out->seq);
+    basename_of(path, out->name, sizeof out->name);
+    snprintf(out->source, sizeof out->source, "%s", path);
+    return pp_tune_model_validate(out, path);
 }
 
 pp_status pp_tune_model_load_json(const char *path, pp_tune_model *out)

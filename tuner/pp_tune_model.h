@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "pp_common.h"
+#include "pp_rt_model.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -37,6 +38,9 @@ typedef struct {
     int global_batch; /* default global batch, sequences per optimizer step */
     char runtime_model[32]; /* pprun --model name when the bundled runtime runs this model */
     char seq_note[160];     /* where seq came from when it is not the preset's ("" for presets) */
+    pp_model_cfg block; /* the runtime's description it was read as (model table row or
+                           config.json): the details the fields above do not keep (norm eps,
+                           rotary scaling, per-linear biases); pp_tune_model_cfg combines them */
 } pp_tune_model;
 
 /* Training sequence length of an imported HuggingFace model when --seq does not say: the
@@ -81,6 +85,10 @@ pp_status pp_tune_model_preset(const char *name, pp_tune_model *out);
  * naming the field: the model describes dense blocks only. Errors: PP_ERR_IO / PP_ERR_PARSE
  * naming file, field and expectation. */
 pp_status pp_tune_model_load_hf(const char *path, pp_tune_model *out);
+/* The runtime's description of m (pp_rt_model.h) for pprun and the runtime's memory plan: the
+ * sizes and block traits of the fields above (which callers may have changed since it was
+ * read), the details from m->block; seq at least m->seq. */
+void pp_tune_model_cfg(const pp_tune_model *m, pp_model_cfg *out);
 /* pptune's own model JSON (docs in models.c). */
 pp_status pp_tune_model_load_json(const char *path, pp_tune_model *out);
 /* Consistency of the sizes (heads divide hidden, kv_heads divide heads, ...). */

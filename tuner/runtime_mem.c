@@ -39,8 +39,8 @@ static pp_status runtime_plan(const pp_tune_model *m, const pp_config *c, const 
                       (int)backend, PP_RT_BACKEND_CPU, PP_RT_BACKEND_CUDA);
     if (precision == PP_PREC_BF16 && backend != PP_RT_BACKEND_CUDA)
         return PP_ERR(PP_ERR_INVALID, "the runtime's CPU backend computes in fp32 only");
-    pp_model_cfg rm = {.layers = m->layers, .hidden = m->hidden, .heads = m->heads,
-                       .ffn = m->ffn, .vocab = m->vocab, .seq = m->seq};
+    pp_model_cfg rm;
+    pp_tune_model_cfg(m, &rm);
     pp_rt_plan_params pp = {
         .model = &rm,
         .sched = s,

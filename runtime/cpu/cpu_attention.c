@@ -12,6 +12,9 @@
  *   S = q k^T / sqrt(hs),  A = softmax_causal(S),  y = A v
  *   dA = dy v^T,  dS = A * (dA - rowsum(A * dA)),  dq = dS k / sqrt(hs),
  *   dk = dS^T q / sqrt(hs),  dv = A^T dy
+ * Grouped-query attention (Ainslie et al., arXiv:2305.13245): the NH/NKV query heads of a
+ * group read one KV head, so its dk and dv are the sums of theirs (the group's first head
+ * overwrites them, the others accumulate: beta 1 in the products).
  */
 #include <math.h>
 #include <string.h>
@@ -47,15 +50,39 @@ static void softmax_causal_row_bwd(float *restrict ds, const float *restrict a, 
         memset(ds + n, 0, (size_t)(r1 - n) * sizeof(float));
 }
 
-pp_status pp_cpu_attention_fwd(void *ctx, float *y, float *att, const float *qkv, int B, int T,
-                               int C, int NH)
+/* Column offsets in a qkv row of W = (NH + 2 NKV) hd floats: q of head h, k and v of its KV
+ * head. */
+typedef struct {
+    int W, hd, g, NH, NKV;
+} qkv_layout;
+
+static qkv_layout layout_of(int NH, int NKV, int hd)
 {
-    const int hs = C / NH, C3 = 3 * C;
+    return (qkv_layout){(NH + 2 * NKV) * hd, hd, NH / NKV, NH, NKV};
+}
+static size_t q_col(const qkv_layout *l, int h)
+{
+    return (size_t)h * l->hd;
+}
+static size_t k_col(const qkv_layout *l, int h)
+{
+    return (size_t)(l->NH + h / l->g) * l->hd;
+}
+static size_t v_col(const qkv_layout *l, int h)
+{
+    return (size_t)(l->NH + l->NKV + h / l->g) * l->hd;
+}
+
+pp_status pp_cpu_attention_fwd(void *ctx, float *y, float *att, const float *qkv, int B, int T,
+                               int NH, int NKV, int hd)
+{
+    const qkv_layout L = layout_of(NH, NKV, hd);
+    const int hs = hd, C3 = L.W, C = NH * hd;
     const float scale = 1.0f / sqrtf((float)hs);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
-            const float *q = qkv + (size_t)b * T * C3 + (size_t)h * hs;
-            const float *k = q + C, *v = q + 2 * C;
+            const float *row = qkv + (size_t)b * T * C3;
+            const float *q = row + q_col(&L, h), *k = row + k_col(&L, h), *v = row + v_col(&L, h);
             float *A = att + ((size_t)b * NH + h) * T * T;
             float *out = y + (size_t)b * T * C + (size_t)h * hs;
             for (int r0 = 0; r0 < T; r0 += PP_ATT_BLOCK) {
@@ -79,16 +106,21 @@ size_t pp_cpu_attention_scratch_bytes(void *ctx, int B, int T, int C, int NH)
 }
 
 pp_status pp_cpu_attention_bwd(void *ctx, float *dqkv, float *scratch, const float *dy,
-                               const float *att, const float *qkv, int B, int T, int C, int NH)
+                               const float *att, const float *qkv, int B, int T, int NH, int NKV,
+                               int hd)
 {
-    const int hs = C / NH, C3 = 3 * C;
+    const qkv_layout L = layout_of(NH, NKV, hd);
+    const int hs = hd, C3 = L.W, C = NH * hd;
     const float scale = 1.0f / sqrtf((float)hs);
     float *S = scratch;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
-            size_t off = (size_t)b * T * C3 + (size_t)h * hs;
-            const float *q = qkv + off, *k = q + C, *v = q + 2 * C;
-            float *dq = dqkv + off, *dk = dq + C, *dv = dq + 2 * C;
+            size_t off = (size_t)b * T * C3;
+            const float *q = qkv + off + q_col(&L, h), *k = qkv + off + k_col(&L, h);
+            const float *v = qkv + off + v_col(&L, h);
+            float *dq = dqkv + off + q_col(&L, h), *dk = dqkv + off + k_col(&L, h);
+            float *dv = dqkv + off + v_col(&L, h);
+            float beta = h % L.g ? 1.0f : 0.0f; /* the group's later heads add to dk, dv */
             const float *A = att + ((size_t)b * NH + h) * T * T;
             const float *dyh = dy + (size_t)b * T * C + (size_t)h * hs;
             for (int r0 = 0; r0 < T; r0 += PP_ATT_BLOCK) {
@@ -106,9 +138,9 @@ pp_status pp_cpu_attention_bwd(void *ctx, float *dqkv, float *scratch, const flo
                 int c1 = c0 + PP_ATT_BLOCK < T ? c0 + PP_ATT_BLOCK : T, cb = c1 - c0;
                 size_t blk = (size_t)c0 * T + c0;
                 pp_cpu_gemm(ctx, 1, 0, cb, hs, T - c0, 1.0f, S + blk, T, q + (size_t)c0 * C3, C3,
-                            0.0f, dk + (size_t)c0 * C3, C3);
+                            beta, dk + (size_t)c0 * C3, C3);
                 pp_cpu_gemm(ctx, 1, 0, cb, hs, T - c0, 1.0f, A + blk, T, dyh + (size_t)c0 * C, C,
-                            0.0f, dv + (size_t)c0 * C3, C3);
+                            beta, dv + (size_t)c0 * C3, C3);
             }
         }
     return PP_OK;

@@ -11,7 +11,6 @@
 #include "cpu_math.h"
 
 /* LayerNorm epsilon, as GPT-2 (Radford et al. 2019) and PyTorch's default. */
-#define PP_LN_EPS 1e-5f
 
 pp_status pp_cpu_add_bias(void *ctx, float *y, const float *bias, int rows, int cols)
 {
@@ -45,6 +44,10 @@ pp_status pp_cpu_encoder_fwd(void *ctx, float *out, const int32_t *tok, const fl
         for (int t = 0; t < T; t++) {
             float *o = out + ((size_t)b * T + t) * C;
             const float *e = wte + (size_t)tok[b * T + t] * C;
+            if (!wpe) { /* rotary models: positions enter in attention */
+                memcpy(o, e, (size_t)C * sizeof(float));
+                continue;
+            }
             const float *p = wpe + (size_t)t * C;
             for (int c = 0; c < C; c++)
                 o[c] = e[c] + p[c];
@@ -60,11 +63,10 @@ pp_status pp_cpu_encoder_bwd(void *ctx, float *dwte, float *dwpe, const float *d
         for (int t = 0; t < T; t++) {
             const float *d = dout + ((size_t)b * T + t) * C;
             float *e = dwte + (size_t)tok[b * T + t] * C;
-            float *p = dwpe + (size_t)t * C;
-            for (int c = 0; c < C; c++) {
+            for (int c = 0; c < C; c++)
                 e[c] += d[c];
-                p[c] += d[c];
-            }
+            if (dwpe)
+                pp_row_add(dwpe + (size_t)t * C, d, (size_t)C);
         }
     return PP_OK;
 }
@@ -84,7 +86,7 @@ static float row_sq_dev(const float *x, int n, float m)
 }
 
 pp_status pp_cpu_layernorm_fwd(void *ctx, float *out, float *mean, float *rstd, const float *x,
-                               const float *g, const float *b, int N, int C)
+                               const float *g, const float *b, int N, int C, float eps)
 {
     (void)ctx;
     for (int i = 0; i < N; i++) {
@@ -92,16 +94,16 @@ pp_status pp_cpu_layernorm_fwd(void *ctx, float *out, float *mean, float *rstd, 
         float *oi = out + (size_t)i * C;
         float m = pp_row_sum(xi, C) / C;
         /* two passes: the variance of values far from 0 stays accurate */
-        float s = 1.0f / sqrtf(row_sq_dev(xi, C, m) / C + PP_LN_EPS);
+        float s = 1.0f / sqrtf(row_sq_dev(xi, C, m) / C + eps);
         int c = 0;
         for (; c + PP_VW <= C; c += PP_VW) {
             float v[PP_VW]; /* loads, then stores: vectorises without alias checks */
             for (int k = 0; k < PP_VW; k++)
-                v[k] = (xi[c + k] - m) * s * g[c + k] + b[c + k];
+                v[k] = (xi[c + k] - m) * s * g[c + k] + (b ? b[c + k] : 0.0f);
             memcpy(oi + c, v, sizeof v);
         }
         for (; c < C; c++)
-            oi[c] = (xi[c] - m) * s * g[c] + b[c];
+            oi[c] = (xi[c] - m) * s * g[c] + (b ? b[c] : 0.0f);
         mean[i] = m;
         rstd[i] = s;
     }
@@ -137,8 +139,9 @@ static void layernorm_bwd_row(float *dx, float *dg, float *db, const float *dy, 
             vdg[k] = n * vdy[k];
             vdx[k] = (g[c + k] * vdy[k] - mean_dn - n * mean_dnn) * s;
         }
-        for (int k = 0; k < PP_VW; k++)
-            db[c + k] += vdy[k];
+        if (db)
+            for (int k = 0; k < PP_VW; k++)
+                db[c + k] += vdy[k];
         for (int k = 0; k < PP_VW; k++)
             dg[c + k] += vdg[k];
         for (int k = 0; k < PP_VW; k++)
@@ -146,7 +149,8 @@ static void layernorm_bwd_row(float *dx, float *dg, float *db, const float *dy, 
     }
     for (; c < C; c++) {
         float n = (x[c] - m) * s;
-        db[c] += dy[c];
+        if (db)
+            db[c] += dy[c];
         dg[c] += n * dy[c];
         dx[c] += (g[c] * dy[c] - mean_dn - n * mean_dnn) * s;
     }

@@ -24,14 +24,25 @@ pp_status pp_cpu_encoder_fwd(void *ctx, float *out, const int32_t *tok, const fl
 pp_status pp_cpu_encoder_bwd(void *ctx, float *dwte, float *dwpe, const float *dout,
                              const int32_t *tok, int B, int T, int C);
 pp_status pp_cpu_layernorm_fwd(void *ctx, float *out, float *mean, float *rstd, const float *x,
-                               const float *g, const float *b, int N, int C);
+                               const float *g, const float *b, int N, int C, float eps);
 pp_status pp_cpu_layernorm_bwd(void *ctx, float *dx, float *dg, float *db, const float *dout,
                                const float *x, const float *g, const float *mean, const float *rstd,
                                int N, int C);
 pp_status pp_cpu_attention_fwd(void *ctx, float *y, float *att, const float *qkv, int B, int T,
-                               int C, int NH);
+                               int NH, int NKV, int hd);
 pp_status pp_cpu_attention_bwd(void *ctx, float *dqkv, float *scratch, const float *dy,
-                               const float *att, const float *qkv, int B, int T, int C, int NH);
+                               const float *att, const float *qkv, int B, int T, int NH, int NKV,
+                               int hd);
+/* cpu_llama.c */
+pp_status pp_cpu_rmsnorm_fwd(void *ctx, float *out, float *rstd, const float *x, const float *g,
+                             int N, int C, float eps);
+pp_status pp_cpu_rmsnorm_bwd(void *ctx, float *dx, float *dg, const float *dout, const float *x,
+                             const float *g, const float *rstd, int N, int C);
+pp_status pp_cpu_swiglu_fwd(void *ctx, float *y, const float *x, int N, int F);
+pp_status pp_cpu_swiglu_bwd(void *ctx, float *dx, const float *x, const float *dy, int ldy, int N,
+                            int F);
+pp_status pp_cpu_rope(void *ctx, float *x, int N, int T, int nh, int hd, int ld, const pp_rope *r,
+                      int dir);
 size_t pp_cpu_attention_scratch_bytes(void *ctx, int B, int T, int C, int NH);
 pp_status pp_cpu_gelu_fwd(void *ctx, float *y, const float *x, size_t n);
 pp_status pp_cpu_gelu_bwd(void *ctx, float *dx, const float *x, const float *dy, size_t n);

@@ -150,7 +150,7 @@ pp_status pp_cuda_encoder_fwd(void *ctx, float *out, const int32_t *tok, const f
 pp_status pp_cuda_encoder_bwd(void *ctx, float *dwte, float *dwpe, const float *dout,
                               const int32_t *tok, int B, int T, int C);
 pp_status pp_cuda_layernorm_fwd(void *ctx, float *out, float *mean, float *rstd, const float *x,
-                                const float *g, const float *b, int N, int C);
+                                const float *g, const float *b, int N, int C, float eps);
 pp_status pp_cuda_layernorm_bwd(void *ctx, float *dx, float *dg, float *db, const float *dout,
                                 const float *x, const float *g, const float *mean,
                                 const float *rstd, int N, int C);
@@ -174,9 +174,21 @@ void pp_cuda_host_free(void *ctx, void *p);
 
 /* ---- attention (attention_cuda.cu) ---- */
 pp_status pp_cuda_attention_fwd(void *ctx, float *y, float *att, const float *qkv, int B, int T,
-                                int C, int NH);
+                                int NH, int NKV, int hd);
 pp_status pp_cuda_attention_bwd(void *ctx, float *dqkv, float *scratch, const float *dy,
-                                const float *att, const float *qkv, int B, int T, int C, int NH);
+                                const float *att, const float *qkv, int B, int T, int NH, int NKV,
+                                int hd);
 size_t pp_cuda_attention_scratch_bytes(void *ctx, int B, int T, int C, int NH);
+
+/* ---- the Llama-family block's kernels (llama_cuda.cu) ---- */
+pp_status pp_cuda_rmsnorm_fwd(void *ctx, float *out, float *rstd, const float *x, const float *g,
+                              int N, int C, float eps);
+pp_status pp_cuda_rmsnorm_bwd(void *ctx, float *dx, float *dg, const float *dout, const float *x,
+                              const float *g, const float *rstd, int N, int C);
+pp_status pp_cuda_rope(void *ctx, float *x, int N, int T, int nh, int hd, int ld, const pp_rope *r,
+                       int dir);
+pp_status pp_cuda_swiglu_fwd(void *ctx, float *y, const float *x, int N, int F);
+pp_status pp_cuda_swiglu_bwd(void *ctx, float *dx, const float *x, const float *dy, int ldy, int N,
+                             int F);
 
 #endif

@@ -16,7 +16,6 @@
 
 #include "cuda_impl.h"
 
-#define PP_LN_EPS 1e-5f               /* as cpu_kernels.c (GPT-2, PyTorch default) */
 #define PP_GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 #define PP_GELU_A 0.044715f
 
@@ -81,7 +80,7 @@ static __global__ void colsum_kernel(float *out0, float *out1, const float *a, c
             t1 += s1[k][threadIdx.x];
         }
         out0[c] += t0;
-        if (mode == 1)
+        if (mode == 1 && out1) /* NULL: a LayerNorm without bias */
             out1[c] += t1;
     }
 }
@@ -151,7 +150,7 @@ static __global__ void encoder_fwd_kernel(float *out, const int32_t *tok, const 
     {
         size_t bt = i / (size_t)C;
         int c = (int)(i % (size_t)C), t = (int)(bt % (size_t)T);
-        out[i] = wte[(size_t)tok[bt] * C + c] + wpe[(size_t)t * C + c];
+        out[i] = wte[(size_t)tok[bt] * C + c] + (wpe ? wpe[(size_t)t * C + c] : 0.0f);
     }
 }
 
@@ -200,6 +199,8 @@ pp_status pp_cuda_encoder_bwd(void *ctx, float *dwte, float *dwpe, const float *
     PP_LAUNCH(encoder_bwd_wte_kernel, (unsigned)((C + 127) / 128), 128, 0, cx->stream)
     (dwte, dout, tok, B * T, C);
     PP_CUDA_LAUNCH_CHECK();
+    if (!dwpe) /* rotary models: no position table */
+        return PP_OK;
     size_t n = (size_t)T * C;
     PP_LAUNCH(encoder_bwd_wpe_kernel, pp_cuda_blocks(n, 256), 256, 0, cx->stream)
     (dwpe, dout, B, T, C);
@@ -212,7 +213,8 @@ pp_status pp_cuda_encoder_bwd(void *ctx, float *dwte, float *dwpe, const float *
 #define ROW_WARPS 8 /* warps (rows) per block of the row kernels */
 
 static __global__ void layernorm_fwd_kernel(float *out, float *mean, float *rstd, const float *x,
-                                            const float *g, const float *b, int N, int C)
+                                            const float *g, const float *b, int N, int C,
+                                            float eps)
 {
     int row = blockIdx.x * ROW_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= N)
@@ -227,10 +229,10 @@ static __global__ void layernorm_fwd_kernel(float *out, float *mean, float *rstd
         float d = xr[c] - m;
         v += d * d;
     }
-    float r = 1.0f / sqrtf(pp_warp_sum(v) / C + PP_LN_EPS);
+    float r = 1.0f / sqrtf(pp_warp_sum(v) / C + eps);
     float *o = out + (size_t)row * C;
     for (int c = lane; c < C; c += 32)
-        o[c] = (xr[c] - m) * r * g[c] + b[c];
+        o[c] = (xr[c] - m) * r * g[c] + (b ? b[c] : 0.0f);
     if (lane == 0) {
         mean[row] = m;
         rstd[row] = r;
@@ -238,13 +240,13 @@ static __global__ void layernorm_fwd_kernel(float *out, float *mean, float *rstd
 }
 
 pp_status pp_cuda_layernorm_fwd(void *ctx, float *out, float *mean, float *rstd, const float *x,
-                                const float *g, const float *b, int N, int C)
+                                const float *g, const float *b, int N, int C, float eps)
 {
     if (N <= 0)
         return PP_OK;
     unsigned grid = (unsigned)((N + ROW_WARPS - 1) / ROW_WARPS);
     PP_LAUNCH(layernorm_fwd_kernel, grid, 32 * ROW_WARPS, 0, CX(ctx)->stream)
-    (out, mean, rstd, x, g, b, N, C);
+    (out, mean, rstd, x, g, b, N, C, eps);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;
 }

@@ -19,9 +19,8 @@
 typedef struct {
     const pp_rt_plan_params *p;
     const pp_sched *s;
-    size_t B, T, N, C, F, V, NH, seq;
-    size_t t;  /* tensor-parallel ranks (1: none) */
-    size_t sp; /* sequence shards: t with sequence parallelism, else 1 */
+    size_t B, T, N;
+    pp_rt_dims d; /* the block's widths on one tensor-parallel rank (t, sp among them) */
     int cuda, bf16;
     int copies;   /* the in-process transport's copies count on the sender (host memory) */
     int tokens;   /* the step's tokens and targets are in the backend's memory */
@@ -38,31 +37,30 @@ static int layers_of(const plan_ctx *x, int pipe, int stage)
 static size_t stage_params(const plan_ctx *x, int pipe, int stage)
 {
     int S = x->s->stages_per_pipe;
-    return pp_rt_size_stage_params((size_t)layers_of(x, pipe, stage), stage == 0, stage == S - 1, x->C,
-                              x->F, x->V, x->seq, x->t);
+    return pp_rt_size_stage_params(&x->d, (size_t)layers_of(x, pipe, stage), stage == 0,
+                                   stage == S - 1);
 }
 
 static size_t slot_bytes(const plan_ctx *x, int pipe, int stage)
 {
     int S = x->s->stages_per_pipe;
-    return pp_rt_size_act_slot_bytes(x->B, x->T, (size_t)layers_of(x, pipe, stage), stage == 0,
-                                stage == S - 1, x->C, x->F, x->V, x->NH, x->t, x->sp);
+    return pp_rt_size_act_slot_bytes(&x->d, x->B, x->T, (size_t)layers_of(x, pipe, stage),
+                                     stage == 0, stage == S - 1);
 }
 
 static size_t bwd_ws_bytes(const plan_ctx *x, int pipe, int stage)
 {
-    size_t scratch = x->cuda ? pp_rt_size_attn_scratch_cuda(x->NH / x->t, x->T)
+    size_t scratch = x->cuda ? pp_rt_size_attn_scratch_cuda(x->d.Hl, x->T)
                              : pp_rt_size_attn_scratch_cpu(x->T);
-    return pp_rt_size_bwd_ws(x->N, x->C, x->F, (size_t)layers_of(x, pipe, stage),
-                             stage == x->s->stages_per_pipe - 1, scratch, x->t, x->sp);
+    return pp_rt_size_bwd_ws(&x->d, x->N, (size_t)layers_of(x, pipe, stage),
+                             stage == x->s->stages_per_pipe - 1, scratch);
 }
 
 /* Held for W (split backward): what a stage's I keeps beside the slot until the W of the same
  * micro-batch (runtime/stage_bwd.c), PP_MEM_ACTS. */
 static size_t wheld_bytes(const plan_ctx *x, int pipe, int stage)
 {
-    return pp_rt_size_wheld_bytes(x->N, (size_t)layers_of(x, pipe, stage), x->C, x->F, x->t,
-                                  x->sp);
+    return pp_rt_size_wheld_bytes(&x->d, x->N, (size_t)layers_of(x, pipe, stage));
 }
 
 static size_t max_z(size_t a, size_t b)
@@ -81,21 +79,22 @@ static size_t cuda_scratch_bytes(const plan_ctx *x, int pipe, int stage)
     size_t need = max_z(pp_rt_size_cuda_sumsq_ws(), last ? pp_rt_size_cuda_xent_ws(x->N) : 0);
     if (!x->bf16)
         return need;
-    size_t e = 0, N = x->N, C = x->C, F = x->F, V = x->V, Cl = C / x->t, Fl = F / x->t;
+    const pp_rt_dims *d = &x->d;
+    size_t e = 0, N = x->N, C = d->C, V = d->V;
     if (layers_of(x, pipe, stage) > 0) {
         /* in, out of this tensor-parallel rank's shards (the whole layers when t = 1) */
-        const size_t lin[4][2] = {{C, 3 * Cl}, {Cl, C}, {C, Fl}, {Fl, C}};
+        const size_t lin[4][2] = {{C, d->qkv}, {d->qd, C}, {C, d->fc}, {d->Fl, C}};
         for (int i = 0; i < 4; i++) {
             size_t in = lin[i][0], out = lin[i][1];
             e = max_z(e, pp_rt_size_cuda_gemm_ws(N * in, out * in));  /* forward: x w^T */
             e = max_z(e, pp_rt_size_cuda_gemm_ws(N * out, out * in)); /* dx = dy w */
             e = max_z(e, pp_rt_size_cuda_gemm_ws(N * out, N * in));   /* dw = dy^T x */
         }
-        e = max_z(e, pp_rt_size_cuda_attn_fwd_ws(x->B, x->T, Cl, x->NH / x->t));
-        e = max_z(e, pp_rt_size_cuda_attn_bwd_ws(x->T, Cl, x->NH / x->t));
+        e = max_z(e, pp_rt_size_cuda_attn_fwd_ws(x->B, x->T, d->qkv, d->Hl));
+        e = max_z(e, pp_rt_size_cuda_attn_bwd_ws(x->T, d->qkv, d->qd, d->Hl));
     }
     if (last) {
-        e = max_z(e, pp_rt_size_cuda_gemm_ws(N * C, V * C)); /* logits = x wte^T */
+        e = max_z(e, pp_rt_size_cuda_gemm_ws(N * C, V * C)); /* logits = x head^T */
         e = max_z(e, pp_rt_size_cuda_gemm_ws(N * V, V * C)); /* dx = dlogits wte */
         e = max_z(e, pp_rt_size_cuda_gemm_ws(N * V, N * C)); /* dwte += dlogits^T x */
     }
@@ -262,7 +261,7 @@ static void walk(const plan_ctx *x, int r, tracker *t, int *reds, int *n_red)
             break;
         }
         case PP_OP_F: {
-            size_t fws = pp_rt_size_fwd_ws(x->N, x->C, x->sp); /* sequence parallel */
+            size_t fws = pp_rt_size_fwd_ws(x->N, x->d.C, x->d.sp); /* sequence parallel */
             if (!last) /* output */
                 key_alloc(t, key_boundary(x, p, st, m, 0), PP_MEM_COMM, x->io);
             key_alloc(t, key_acts(x, p, st, m), PP_MEM_ACTS, slot_bytes(x, p, st)); /* saved */
@@ -354,7 +353,7 @@ static pp_status check(const pp_rt_plan_params *p)
 {
     if (!p || !p->model || !p->sched)
         return PP_ERR(PP_ERR_INVALID, "memory plan: model and schedule are required");
-    PP_TRY(pp_model_validate(p->model));
+    PP_TRY(pp_model_check_runnable(p->model));
     if (p->backend != PP_RT_BACKEND_CPU && p->backend != PP_RT_BACKEND_CUDA &&
         p->backend != PP_RT_BACKEND_CPU_STAGED)
         return PP_ERR(PP_ERR_INVALID,
@@ -399,15 +398,13 @@ static pp_status ctx_init(const pp_rt_plan_params *p, plan_ctx *x)
     x->p = p;
     x->s = s;
     x->B = (size_t)p->micro_batch, x->T = (size_t)p->seq, x->N = x->B * x->T;
-    x->C = (size_t)m->hidden, x->F = (size_t)m->ffn, x->V = (size_t)m->vocab;
-    x->NH = (size_t)m->heads, x->seq = (size_t)m->seq;
-    x->t = p->tp > 1 ? (size_t)p->tp : 1;
-    x->sp = x->t > 1 && p->sequence_parallel ? x->t : 1;
+    size_t t = p->tp > 1 ? (size_t)p->tp : 1;
+    x->d = pp_rt_dims_of(m, t, t > 1 && p->sequence_parallel ? t : 1);
     x->cuda = p->backend == PP_RT_BACKEND_CUDA;
     x->bf16 = x->cuda && p->precision == PP_PREC_BF16;
     x->tokens = !x->cuda; /* beside a device: plain host memory */
     x->copies = p->backend == PP_RT_BACKEND_CPU && !(p->transport_caps & PP_TRANSPORT_CAP_DEVICE_MEM);
-    x->io = pp_rt_size_io_bytes(x->N, x->C, x->sp);
+    x->io = pp_rt_size_io_bytes(x->N, x->d.C, x->d.sp);
     pp_cost cost;
     PP_TRY(pp_cost_init_unit(&cost, s, 2.0));
     pp_status st = pp_sim_run(s, &cost, x->copies, &x->sim);

@@ -1,10 +1,16 @@
-/* pp_rt_model.h — the sizes of the bundled runtime's GPT-style decoder (token + position
- * embedding, pre-LN blocks with causal multi-head attention and a GELU MLP, final LN, tied LM
- * head), its runnable presets and their checks. Part of the plan library (pp_rt_plan): plain
- * values, no allocation, usable without a backend (the tuner plans with them).
+/* pp_rt_model.h — the bundled runtime's decoder described as data: its sizes and its block
+ * (normalization, MLP, positions, attention heads, biases, head), the one model table that the
+ * tuner and pprun share (presets), the HuggingFace config.json importer, and the checks. Part
+ * of the plan library (pp_rt_plan): plain values, no backend, usable by the tuner.
+ *
+ * Every field's zero is GPT-2's block (pre-LayerNorm with biases, GELU MLP of width ffn,
+ * learned positions, multi-head attention, biases on every linear, tied head), so a
+ * description that names only the sizes is the GPT block; Llama's block sets the others.
  */
 #ifndef PP_RT_MODEL_H
 #define PP_RT_MODEL_H
+
+#include <stddef.h>
 
 #include "pp_common.h"
 
@@ -12,26 +18,122 @@
 extern "C" {
 #endif
 
+/* The block variants: one row each in model.c's variant table (names, help). */
+typedef enum { PP_NORM_LAYERNORM = 0, PP_NORM_RMSNORM } pp_norm_kind;
+typedef enum { PP_MLP_GELU = 0, PP_MLP_SWIGLU } pp_mlp_kind;
+typedef enum { PP_POS_LEARNED = 0, PP_POS_ROPE } pp_pos_kind;
+/* Rotary scalings the runtime computes: none, "linear" (positions divided by factor) and
+ * "llama3" (Meta's frequency-band rule, transformers' _compute_llama3_parameters). Any other
+ * rope_scaling a config names (yarn, dynamic, longrope, ...) is PP_ROPE_OTHER, kept by name
+ * so the tuner can plan it, and refused by pp_model_check_runnable naming it. */
+typedef enum {
+    PP_ROPE_NONE = 0,
+    PP_ROPE_LINEAR,
+    PP_ROPE_LLAMA3,
+    PP_ROPE_OTHER
+} pp_rope_scaling;
+
+/* Biases a block leaves out (bit set: absent); 0 is GPT's "every one present". */
+enum {
+    PP_NOBIAS_QKV = 1,  /* the q, k, v projections */
+    PP_NOBIAS_OUT = 2,  /* the attention output projection */
+    PP_NOBIAS_MLP = 4,  /* the MLP's linears */
+    PP_NOBIAS_NORM = 8, /* the norms' additive bias (always absent for RMSNorm) */
+    PP_NOBIAS_ALL = 15
+};
+
 typedef struct {
     int layers; /* L transformer blocks */
     int hidden; /* C */
-    int heads;  /* NH; C % NH == 0 */
-    int ffn;    /* MLP width, usually 4C */
+    int heads;  /* NH query heads */
+    int ffn;    /* F: MLP width (SwiGLU: the width of each of gate and up) */
     int vocab;  /* V */
-    int seq;    /* maximum sequence length (learned positions) */
+    int seq;    /* maximum sequence length (learned positions: the table's rows) */
+    int kv_heads; /* key/value heads (grouped-query: a divisor of heads); 0: heads */
+    int head_dim; /* width of one head; 0: hidden / heads */
+    pp_norm_kind norm;
+    float norm_eps; /* 0: 1e-5 */
+    pp_mlp_kind mlp;
+    pp_pos_kind pos;
+    double rope_theta; /* rotary base; 0: 10000 */
+    pp_rope_scaling rope_scaling;
+    char rope_scaling_name[24]; /* as the config names it ("" for none) */
+    float rope_factor;          /* linear and llama3: the context extension factor */
+    float rope_low_freq, rope_high_freq; /* llama3: low_freq_factor, high_freq_factor */
+    int rope_orig_max;          /* llama3: original_max_position_embeddings */
+    int nobias;                 /* PP_NOBIAS_* bits */
+    int untied;                 /* 1: the LM head is its own (V, C) matrix */
 } pp_model_cfg;
 
-/* Fills *out with the preset `name`: "tiny" (CI-sized), "small", "gpt-125m" ... "gpt-175b".
- * Returns PP_OK, or PP_ERR_NOTFOUND whose message lists the names (NULL name: not found). */
+/* Derived sizes (kv_heads and head_dim with their defaults filled in). */
+static inline int pp_model_kv(const pp_model_cfg *m)
+{
+    return m->kv_heads ? m->kv_heads : m->heads;
+}
+static inline int pp_model_hd(const pp_model_cfg *m)
+{
+    return m->head_dim ? m->head_dim : m->hidden / (m->heads ? m->heads : 1);
+}
+static inline float pp_model_eps(const pp_model_cfg *m)
+{
+    return m->norm_eps > 0 ? m->norm_eps : 1e-5f;
+}
+/* 1 when the bias named by bit (PP_NOBIAS_*) is there. */
+static inline int pp_model_bias(const pp_model_cfg *m, int bit)
+{
+    if (bit == PP_NOBIAS_NORM && m->norm == PP_NORM_RMSNORM)
+        return 0;
+    return !(m->nobias & bit);
+}
+
+/* A row of the model table: the one list of named models of pptune and pprun. */
+typedef struct {
+    const char *name;
+    pp_model_cfg cfg;
+    int global_batch; /* the tuner's default sequences per optimizer step */
+    int runnable;     /* 1: pprun trains this block (0: the tuner only plans it, e.g. BERT) */
+    const char *family; /* "gpt", "llama3", "bert", "runtime" */
+} pp_model_row;
+
+/* Returns the table (display order), *n rows. */
+const pp_model_row *pp_model_table(int *n);
+/* Fills *out with the row `name` of the table. Returns PP_OK, or PP_ERR_NOTFOUND whose
+ * message lists the names pprun runs (NULL name: not found); a row pprun cannot run (BERT) is
+ * PP_ERR_UNSUPPORTED saying why. */
 pp_status pp_model_preset(const char *name, pp_model_cfg *out);
-/* Returns PP_OK when every size is positive and heads divide hidden, else PP_ERR_INVALID
- * naming the field and its value. */
+/* Returns the row named `name`, or NULL. */
+const pp_model_row *pp_model_row_find(const char *name);
+
+/* Reads a HuggingFace config.json into *out (the GPT defaults for what it does not say):
+ * num_hidden_layers, hidden_size, num_attention_heads, intermediate_size, vocab_size (GPT-2's
+ * n_layer, n_embd, n_head, n_inner, n_positions too), num_key_value_heads, head_dim,
+ * model_type / hidden_act (llama, mistral, qwen2 or silu: RMSNorm with rms_norm_eps, SwiGLU,
+ * rotary with rope_theta and rope_scaling, no biases but attention_bias / mlp_bias, Qwen2's
+ * QKV biases), tie_word_embeddings, layer_norm_epsilon. seq is max_position_embeddings (2048
+ * when absent). *pos receives the position limit as the file states it (max 0 when absent) and
+ * the key it was read from ("max_position_embeddings" or GPT-2's "n_positions"; static).
+ * A mixture-of-experts config is refused naming the field. Returns PP_OK; PP_ERR_NOTFOUND /
+ * PP_ERR_IO / PP_ERR_PARSE naming file, field and expectation. */
+typedef struct {
+    int max;
+    const char *key;
+} pp_model_hf_pos;
+pp_status pp_model_load_hf(const char *path, pp_model_cfg *out, pp_model_hf_pos *pos);
+
+/* Returns PP_OK when every size is positive, kv_heads divides heads, and heads divide hidden
+ * (unless head_dim says the width), else PP_ERR_INVALID naming the field and its value. */
 pp_status pp_model_validate(const pp_model_cfg *cfg);
+/* Returns PP_OK when the runtime can compute this block (validate, plus a rotary scaling it
+ * implements and an even head width for rotary), else PP_ERR_UNSUPPORTED naming what. */
+pp_status pp_model_check_runnable(const pp_model_cfg *cfg);
+/* The block in words ("RMSNorm (eps 1e-05), SwiGLU MLP, rotary (base 500000, llama3 scaling),
+ * 8 KV heads, no biases, untied head") into buf (n bytes); returns buf. */
+char *pp_model_describe(const pp_model_cfg *cfg, char *buf, size_t n);
 
 /* Returns PP_OK when the model splits over t tensor-parallel ranks as the runtime splits it
- * (Megatron-LM: qkv by heads, the MLP by its width): t >= 1 divides heads and ffn; else
- * PP_ERR_INVALID naming the size that t does not divide. The vocabulary is not split (the
- * embedding and head are replicated: runtime/stage.c says why). */
+ * (Megatron-LM: q by heads, k and v by KV heads, the MLP by its width): t >= 1 divides heads,
+ * kv_heads and ffn; else PP_ERR_INVALID naming the size that t does not divide. The vocabulary
+ * is not split (the embedding and head are replicated: runtime/stage.c says why). */
 pp_status pp_model_check_tp(const pp_model_cfg *cfg, int t);
 /* Returns PP_OK when sequence parallelism over t > 1 tensor-parallel ranks can split a
  * sequence of seq tokens (Megatron's check: t divides seq), or t <= 1; else PP_ERR_INVALID

@@ -10,6 +10,8 @@
 
 #include <stddef.h>
 
+#include "pp_rt_model.h"
+
 /* cuBLAS workspace of a CUDA backend: 32 MiB, NVIDIA's recommendation for Hopper (cuBLAS docs,
  * cublasSetWorkspace), over-allocated by its alignment (256 B) so the pointer can be rounded up. */
 #define PP_RT_CUBLAS_WS_BYTES ((size_t)32 << 20)
@@ -27,57 +29,90 @@ static inline size_t pp_rt_size_align64(size_t n)
     return (n + 63) / 64 * 64;
 }
 
-/* ---- parameters (runtime/stage.c) ---- */
+/* ---- the block's widths on one tensor-parallel rank ---- */
 
 /* Tensor parallelism (runtime/stage*.c, Megatron-LM's split): a block's qkv and fc are
- * column-parallel (t shards of their output rows, qkv by heads), its two projections
- * row-parallel (t shards of their input columns, the bias whole on every rank), LayerNorms
- * whole; t = 1 is no split. C/t, NH/t and F/t are whole numbers (the stage checks it). */
+ * column-parallel (t shards of their output rows: q by heads, k and v by KV heads, a SwiGLU's
+ * gate and up each by its width), its two projections row-parallel (t shards of their input
+ * columns, the bias whole on every rank), the norms whole; t = 1 is no split. Shapes: hd head
+ * width, H query heads, KV key/value heads; the whole model's qkv has (H + 2 KV) hd rows. */
+typedef struct {
+    size_t C, F, V, seq; /* hidden, MLP width, vocabulary, maximum positions */
+    size_t hd, H, KV;    /* head width, query heads, KV heads (whole model) */
+    size_t t, sp;        /* tensor-parallel ranks, sequence shards (t or 1) */
+    size_t Hl, KVl, Fl;  /* this rank's query heads, KV heads, MLP width */
+    size_t qd, kvd;      /* this rank's widths of q (Hl hd) and of each of k, v (KVl hd) */
+    size_t qkv, fc;      /* this rank's qkv width (qd + 2 kvd) and fc width (Fl, SwiGLU 2 Fl) */
+    size_t norm;         /* floats of one norm: C (RMSNorm, LayerNorm without bias) or 2C */
+    int b_qkv, b_out, b_mlp; /* biases present */
+    int rope, untied;
+} pp_rt_dims;
 
-/* Floats of one pre-LN block on one of t tensor-parallel ranks: ln1 (2C), qkv (3C*C/t +
- * 3C/t), proj (C*C/t + C), ln2 (2C), fc (F*C/t + F/t), fc proj (C*F/t + C). */
-static inline size_t pp_rt_size_block_params(size_t C, size_t F, size_t t)
+static inline pp_rt_dims pp_rt_dims_of(const pp_model_cfg *m, size_t t, size_t sp)
 {
-    return 2 * C + (3 * C * C + 3 * C) / t + C * C / t + C + 2 * C + (F * C + F) / t + C * F / t +
-           C;
+    pp_rt_dims d;
+    t = t ? t : 1;
+    d.C = (size_t)m->hidden, d.F = (size_t)m->ffn, d.V = (size_t)m->vocab, d.seq = (size_t)m->seq;
+    d.hd = (size_t)pp_model_hd(m), d.H = (size_t)m->heads, d.KV = (size_t)pp_model_kv(m);
+    d.t = t, d.sp = sp ? sp : 1;
+    d.Hl = d.H / t, d.KVl = d.KV / t, d.Fl = d.F / t;
+    d.qd = d.Hl * d.hd, d.kvd = d.KVl * d.hd;
+    d.qkv = d.qd + 2 * d.kvd;
+    d.fc = m->mlp == PP_MLP_SWIGLU ? 2 * d.Fl : d.Fl;
+    d.norm = pp_model_bias(m, PP_NOBIAS_NORM) ? 2 * d.C : d.C;
+    d.b_qkv = pp_model_bias(m, PP_NOBIAS_QKV), d.b_out = pp_model_bias(m, PP_NOBIAS_OUT);
+    d.b_mlp = pp_model_bias(m, PP_NOBIAS_MLP);
+    d.rope = m->pos == PP_POS_ROPE, d.untied = m->untied != 0;
+    return d;
 }
 
-/* Floats of a stage on one of t tensor-parallel ranks: its blocks, the token (V*C) and
- * position (seq*C) embedding on a pipe's first stage, final LN (2C) and, on a last stage
- * without the embedding, the head's copy of the tied embedding (V*C). The embedding and head
- * are replicated on every tensor-parallel rank (stage.c says why). seq: the model's maximum
- * length (learned positions). */
-static inline size_t pp_rt_size_stage_params(size_t layers, int has_embed, int has_head, size_t C,
-                                        size_t F, size_t V, size_t seq, size_t t)
+/* ---- parameters (runtime/stage.c) ---- */
+
+/* Floats of one block on one tensor-parallel rank: two norms, qkv (qkv x C, bias qkv), the
+ * attention projection (C x qd, bias C whole), fc (fc x C, bias fc) and the MLP's projection
+ * (C x Fl, bias C whole), the biases where the model has them. */
+static inline size_t pp_rt_size_block_params(const pp_rt_dims *d)
 {
-    size_t n = layers * pp_rt_size_block_params(C, F, t);
+    return 2 * d->norm + d->qkv * d->C + (d->b_qkv ? d->qkv : 0) + d->C * d->qd +
+           (d->b_out ? d->C : 0) + d->fc * d->C + d->C * d->Fl + (d->b_mlp ? d->fc + d->C : 0);
+}
+
+/* Floats of a stage on one tensor-parallel rank: its blocks, the token (V*C) and, with learned
+ * positions, position (seq*C) embedding on a pipe's first stage, the final norm and the head's
+ * matrix (V*C: an untied head's own, or a tied head's copy on a last stage without the
+ * embedding) on its last. The embedding and head are replicated on every tensor-parallel
+ * rank (stage.c says why). */
+static inline size_t pp_rt_size_stage_params(const pp_rt_dims *d, size_t layers, int has_embed,
+                                             int has_head)
+{
+    size_t n = layers * pp_rt_size_block_params(d);
     if (has_embed)
-        n += V * C + seq * C;
+        n += d->V * d->C + (d->rope ? 0 : d->seq * d->C);
     if (has_head)
-        n += 2 * C + (has_embed ? 0 : V * C);
+        n += d->norm + (d->untied || !has_embed ? d->V * d->C : 0);
     return n;
 }
 
 /* ---- activations saved for backward: one slot per in-flight micro-batch ---- */
 
 /* Sequence parallelism (Korthikanti et al. 2022, sec. 4.2.2; runtime/stage*.c): sp = t splits
- * the LayerNorm / residual regions of a micro-batch's N tokens over the t tensor-parallel ranks
+ * the norm / residual regions of a micro-batch's N tokens over the t tensor-parallel ranks
  * (rank i holds rows [i N/t, (i+1) N/t) of the (B, T, C) layout), sp = 1 is no split; the
  * activation a stage sends or receives is then the rank's N/sp rows. */
 
-/* Floats one block saves on one of t tensor-parallel ranks (runtime/stage.c's slot layout):
- * x, ln1, res2, ln2 (4 N C / sp: whole, or the rank's tokens under sequence parallelism), qkv
- * (3 N C/t) and atty (N C/t) of the rank's heads, the MLP's fc output and GELU output
- * (2 N F/t), the two LayerNorms' mean and rstd (4 N / sp), and the attention probabilities of
- * the rank's heads (B, NH/t, T, T). */
-static inline size_t pp_rt_size_act_layer_floats(size_t B, size_t T, size_t C, size_t F, size_t NH,
-                                                 size_t t, size_t sp)
+/* Floats one block saves on one tensor-parallel rank (runtime/stage.c's slot layout): x, ln1,
+ * res2, ln2 (4 N C / sp: whole, or the rank's tokens under sequence parallelism), qkv (N qkv,
+ * after the rotation where the model is rotary) and atty (N qd) of the rank's heads, the
+ * MLP's fc output (N fc) and its activation (N Fl), the two norms' mean and rstd (4 N / sp;
+ * RMSNorm leaves its means unused), and the attention probabilities of the rank's heads
+ * (B, Hl, T, T). */
+static inline size_t pp_rt_size_act_layer_floats(const pp_rt_dims *d, size_t B, size_t T)
 {
-    size_t N = B * T, Nl = N / sp;
-    return Nl * (4 * C + 4) + N * (4 * C / t + 2 * F / t) + B * (NH / t) * T * T;
+    size_t N = B * T, Nl = N / d->sp;
+    return Nl * (4 * d->C + 4) + N * (d->qkv + d->qd + d->fc + d->Fl) + B * d->Hl * T * T;
 }
 
-/* Floats the head saves: final LN input (N C / sp) and output (N C: all-gathered under
+/* Floats the head saves: final norm input (N C / sp) and output (N C: all-gathered under
  * sequence parallelism, for the replicated head), its mean and rstd (2 N / sp), the
  * probabilities (N V). */
 static inline size_t pp_rt_size_act_head_floats(size_t N, size_t C, size_t V, size_t sp)
@@ -92,15 +127,14 @@ static inline size_t pp_rt_size_act_prefix_words(size_t N, int has_embed, int ha
     return (has_embed ? N : 0) + (has_head ? N : 0);
 }
 
-/* Bytes of one slot of a stage on one of t tensor-parallel ranks (PP_MEM_ACTS). */
-static inline size_t pp_rt_size_act_slot_bytes(size_t B, size_t T, size_t layers, int has_embed,
-                                          int has_head, size_t C, size_t F, size_t V, size_t NH,
-                                          size_t t, size_t sp)
+/* Bytes of one slot of a stage on one tensor-parallel rank (PP_MEM_ACTS). */
+static inline size_t pp_rt_size_act_slot_bytes(const pp_rt_dims *d, size_t B, size_t T,
+                                               size_t layers, int has_embed, int has_head)
 {
     size_t N = B * T;
     return (pp_rt_size_act_prefix_words(N, has_embed, has_head) +
-            layers * pp_rt_size_act_layer_floats(B, T, C, F, NH, t, sp) +
-            (has_head ? pp_rt_size_act_head_floats(N, C, V, sp) : 0)) *
+            layers * pp_rt_size_act_layer_floats(d, B, T) +
+            (has_head ? pp_rt_size_act_head_floats(N, d->C, d->V, d->sp) : 0)) *
            4;
 }
 
@@ -113,17 +147,16 @@ static inline size_t pp_rt_size_io_bytes(size_t N, size_t C, size_t sp)
 /* ---- held for W: split backward (zero-bubble schedules) ---- */
 
 /* Bytes a split backward's I keeps from its end to its W besides the slot (PP_MEM_ACTS,
- * runtime/stage_bwd.c): the output gradient of each of a block's four linears on one of t
- * tensor-parallel ranks, fc proj and proj (N C each, whole), fc (N F/t) and qkv (N 3C/t),
- * which the weight-gradient GEMMs dW += dy^T x need. Their inputs x are saved activations of
- * the slot, which W frees, except under sequence parallelism (sp > 1) the LayerNorm outputs
- * fc and qkv take, which the backward all-gathers into its workspace: I keeps those two (N C
- * each) too. The head's dlogits are the slot's probabilities, turned into them in place, so
- * the head adds nothing. */
-static inline size_t pp_rt_size_wheld_bytes(size_t N, size_t layers, size_t C, size_t F, size_t t,
-                                            size_t sp)
+ * runtime/stage_bwd.c): the output gradient of each of a block's four linears on one
+ * tensor-parallel rank, the MLP's projection and the attention projection (N C each, whole),
+ * fc (N fc) and qkv (N qkv), which the weight-gradient GEMMs dW += dy^T x need. Their inputs x
+ * are saved activations of the slot, which W frees, except under sequence parallelism
+ * (sp > 1) the norm outputs fc and qkv take, which the backward all-gathers into its
+ * workspace: I keeps those two (N C each) too. The head's dlogits are the slot's
+ * probabilities, turned into them in place, so the head adds nothing. */
+static inline size_t pp_rt_size_wheld_bytes(const pp_rt_dims *d, size_t N, size_t layers)
 {
-    return layers * N * (2 * C + F / t + 3 * C / t + (sp > 1 ? 2 * C : 0)) * 4;
+    return layers * N * (2 * d->C + d->fc + d->qkv + (d->sp > 1 ? 2 * d->C : 0)) * 4;
 }
 
 /* ---- scratch ---- */
@@ -139,20 +172,22 @@ static inline size_t pp_rt_size_attn_scratch_cuda(size_t NH, size_t T)
     return NH * T * T * 4;
 }
 
-/* Bytes of a backward's workspace on one of t tensor-parallel ranks (runtime/stage_bwd.c,
+/* Bytes of a backward's workspace on one tensor-parallel rank (runtime/stage_bwd.c,
  * PP_MEM_WORKSPACE, freed at its end): dres and dln (N C / sp each), with blocks the widest
- * intermediate gradient (N max(F, 3C) / t) and the attention scratch (attn_scratch: one of the
- * two above, for the rank's NH/t heads). Under sequence parallelism (sp > 1) also a whole
- * (N, C) gradient (the all-gather of dres, or the sum a reduce-scatter takes), with blocks a
- * second (N, C) for the all-gathered LayerNorm outputs, and the micro-batch's partial
- * LayerNorm gradients (4 C per block, 2 C for the final LN) that are all-reduced at its end. */
-static inline size_t pp_rt_size_bwd_ws(size_t N, size_t C, size_t F, size_t layers, int has_head,
-                                        size_t attn_scratch, size_t t, size_t sp)
+ * intermediate gradient (N max(fc, qkv): the MLP's hidden, or qkv) and the attention scratch
+ * (attn_scratch: one of the two above, for the rank's Hl heads). Under sequence parallelism
+ * (sp > 1) also a whole (N, C) gradient (the all-gather of dres, or the sum a reduce-scatter
+ * takes), with blocks a second (N, C) for the all-gathered norm outputs, and the
+ * micro-batch's partial norm gradients (2 norm floats per block, norm for the final one) that
+ * are all-reduced at its end. */
+static inline size_t pp_rt_size_bwd_ws(const pp_rt_dims *d, size_t N, size_t layers, int has_head,
+                                       size_t attn_scratch)
 {
-    size_t big = layers > 0 ? N * ((F > 3 * C ? F : 3 * C) / t) : 0;
+    size_t C = d->C, sp = d->sp;
+    size_t big = layers > 0 ? N * (d->fc > d->qkv ? d->fc : d->qkv) : 0;
     size_t n = 2 * (N / sp) * C + big;
     if (sp > 1)
-        n += N * C + (layers > 0 ? N * C : 0) + layers * 4 * C + (has_head ? 2 * C : 0);
+        n += N * C + (layers > 0 ? N * C : 0) + layers * 2 * d->norm + (has_head ? d->norm : 0);
     return n * 4 + (layers > 0 ? attn_scratch : 0);
 }
 
@@ -173,15 +208,17 @@ static inline size_t pp_rt_size_cuda_gemm_ws(size_t a, size_t b)
 {
     return (pp_rt_size_align64(a) + b) * PP_RT_BF16_BYTES;
 }
-/* bf16 attention forward: q,k,v of the whole micro-batch, then the probabilities. */
-static inline size_t pp_rt_size_cuda_attn_fwd_ws(size_t B, size_t T, size_t C, size_t NH)
+/* bf16 attention forward: q,k,v (qkv wide per row) of the whole micro-batch, then the
+ * probabilities of its NH heads. */
+static inline size_t pp_rt_size_cuda_attn_fwd_ws(size_t B, size_t T, size_t qkv, size_t NH)
 {
-    return (pp_rt_size_align64(B * T * 3 * C) + B * NH * T * T) * PP_RT_BF16_BYTES;
+    return (pp_rt_size_align64(B * T * qkv) + B * NH * T * T) * PP_RT_BF16_BYTES;
 }
-/* bf16 attention backward, per batch row: q,k,v | dy | A | dS. */
-static inline size_t pp_rt_size_cuda_attn_bwd_ws(size_t T, size_t C, size_t NH)
+/* bf16 attention backward, per batch row: q,k,v (qkv wide) | dy (qd wide) | A | dS. */
+static inline size_t pp_rt_size_cuda_attn_bwd_ws(size_t T, size_t qkv, size_t qd, size_t NH)
 {
-    return (pp_rt_size_align64(T * 3 * C) + pp_rt_size_align64(T * C) + 2 * pp_rt_size_align64(NH * T * T)) *
+    return (pp_rt_size_align64(T * qkv) + pp_rt_size_align64(T * qd) +
+            2 * pp_rt_size_align64(NH * T * T)) *
            PP_RT_BF16_BYTES;
 }
 /* The loss kernel's per-row losses (floats). */

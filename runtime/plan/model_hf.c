@@ -1,0 +1,216 @@
+/* model_hf.c — HuggingFace config.json into the runtime's block description (pp_rt_model.h),
+ * the one importer of pptune and pprun (the tuner converts the result into its own record).
+ *
+ * Field names are those of transformers' configuration classes (LlamaConfig, MistralConfig,
+ * Qwen2Config, GPT2Config: configuration_llama.py and configuration_gpt2.py). Llama-style
+ * configs (model_type llama / mistral / qwen2, or hidden_act silu) are RMSNorm + SwiGLU +
+ * rotary without biases (modeling_llama.py), Qwen2 with biases on q, k, v only
+ * (modeling_qwen2.py); everything else is read as a GPT-2 block. rope_scaling's "linear" and
+ * "llama3" are described in full (transformers' modeling_rope_utils.py); any other type is
+ * kept by name (the tuner plans it; the runtime refuses it: pp_model_check_runnable).
+ * What it does not do: mixture-of-experts (refused naming the field) or validation of the sizes
+ * against each other (the callers' validate, whose messages they own).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pp_json.h"
+#include "pp_rt_model.h"
+
+static pp_status load_json(const char *path, json_t **out)
+{
+    char *text;
+    size_t len;
+    PP_TRY(pp_file_read(path, &text, &len)); /* bounded; NOTFOUND names a missing file */
+    json_t *root;
+    pp_status st = pp_json_load(text, len, path, 0, &root);
+    free(text);
+    PP_TRY(st);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return PP_ERR(PP_ERR_PARSE, "%s: expected a JSON object at the top level", path);
+    }
+    *out = root;
+    return PP_OK;
+}
+
+/* Reads a positive integer field; required=0 leaves *v unchanged when the field is absent. */
+static pp_status get_int(json_t *o, const char *path, const char *field, int required, int *v)
+{
+    const pp_json_src s = {.file = path};
+    if (!json_object_get(o, field))
+        return required ? pp_json_fail(&s, field, "missing, expected a positive integer") : PP_OK;
+    return pp_json_int(&s, o, "", field, 1, 1 << 30, "a positive integer", v);
+}
+
+static pp_status get_bool(json_t *o, const char *path, const char *field, int *v)
+{
+    const pp_json_src s = {.file = path};
+    return json_object_get(o, field) ? pp_json_bool(&s, o, "", field, v) : PP_OK;
+}
+
+static pp_status get_float(json_t *o, const char *path, const char *field, float *v)
+{
+    const pp_json_src s = {.file = path};
+    if (!json_object_get(o, field))
+        return PP_OK;
+    double d;
+    PP_TRY(pp_json_num(&s, o, "", field, 0, &d));
+    *v = (float)d;
+    return PP_OK;
+}
+
+/* The first of `names` the config has (HuggingFace's own names, then GPT-2's), or names[0]. */
+static const char *hf_field(json_t *o, const char *const *names)
+{
+    for (int i = 0; names[i]; i++)
+        if (json_object_get(o, names[i]) && !json_is_null(json_object_get(o, names[i])))
+            return names[i];
+    return names[0];
+}
+
+/* Mixture-of-experts keys of the HuggingFace configs (Mixtral, DeepSeek, Qwen-MoE, ...). A
+ * dense read of such a config would describe a model several times too small. */
+static pp_status refuse_moe(json_t *o, const char *path)
+{
+    static const char *const MOE[] = {"num_local_experts", "n_routed_experts", "num_experts",
+                                      "moe_num_experts", "num_experts_per_tok", NULL};
+    for (int i = 0; MOE[i]; i++) {
+        json_t *v = json_object_get(o, MOE[i]);
+        if (!v || json_is_null(v) || (json_is_integer(v) && json_integer_value(v) <= 1))
+            continue;
+        char *got = json_dumps(v, JSON_ENCODE_ANY);
+        pp_status st = PP_ERR(PP_ERR_PARSE,
+                              "%s: field \"%s\": %s: a mixture-of-experts model, which pptune's "
+                              "model (dense blocks) does not describe; refused rather than "
+                              "read as a dense model several times too small",
+                              path, MOE[i], got ? got : "?");
+        free(got);
+        return st;
+    }
+    return PP_OK;
+}
+
+/* attention_bias / mlp_bias (Llama-style configs; both false when absent); Qwen2 puts biases
+ * on Q, K and V only, whatever the config says (its modelling code does). */
+static pp_status read_biases(json_t *o, const char *path, const char *type, pp_model_cfg *m)
+{
+    int attn = 0, mlp = 0;
+    PP_TRY(get_bool(o, path, "attention_bias", &attn));
+    PP_TRY(get_bool(o, path, "mlp_bias", &mlp));
+    if (attn != mlp) {
+        const pp_json_src s = {.file = path};
+        return pp_json_fail(&s, "mlp_bias",
+                            "expected the same as attention_bias (%s): biases on only one of "
+                            "attention and MLP are not described by pptune's model",
+                            attn ? "true" : "false");
+    }
+    m->nobias = attn ? 0 : PP_NOBIAS_QKV | PP_NOBIAS_OUT | PP_NOBIAS_MLP;
+    if (!attn && type && strcmp(type, "qwen2") == 0)
+        m->nobias &= ~PP_NOBIAS_QKV;
+    return PP_OK;
+}
+
+/* rope_scaling: null, or an object whose rope_type (or older "type") names the rule. */
+static pp_status read_scaling(json_t *sc, const char *path, pp_model_cfg *m)
+{
+    const pp_json_src s = {.file = path};
+    const char *t = json_string_value(json_object_get(sc, "rope_type"));
+    if (!t)
+        t = json_string_value(json_object_get(sc, "type"));
+    if (!json_is_object(sc) || !t)
+        return pp_json_bad(&s, "rope_scaling",
+                           "null or an object with \"rope_type\" (or \"type\")", sc);
+    snprintf(m->rope_scaling_name, sizeof m->rope_scaling_name, "%s", t);
+    if (strcmp(t, "default") == 0) {
+        m->rope_scaling = PP_ROPE_NONE;
+        return PP_OK;
+    }
+    int llama3 = strcmp(t, "llama3") == 0;
+    m->rope_scaling = llama3 ? PP_ROPE_LLAMA3 : strcmp(t, "linear") == 0 ? PP_ROPE_LINEAR
+                                                                          : PP_ROPE_OTHER;
+    if (m->rope_scaling == PP_ROPE_OTHER)
+        return PP_OK;
+    const pp_json_src in = {.file = path};
+    if (!json_object_get(sc, "factor"))
+        return pp_json_fail(&in, "rope_scaling.factor", "missing, expected a positive number");
+    PP_TRY(get_float(sc, path, "factor", &m->rope_factor));
+    if (!llama3)
+        return PP_OK;
+    m->rope_low_freq = 1, m->rope_high_freq = 4; /* transformers' defaults */
+    PP_TRY(get_float(sc, path, "low_freq_factor", &m->rope_low_freq));
+    PP_TRY(get_float(sc, path, "high_freq_factor", &m->rope_high_freq));
+    return get_int(sc, path, "original_max_position_embeddings", 1, &m->rope_orig_max);
+}
+
+/* rope_theta (default 10000, HuggingFace's) and rope_scaling. */
+static pp_status read_rope(json_t *o, const char *path, pp_model_cfg *m)
+{
+    const pp_json_src s = {.file = path};
+    m->pos = PP_POS_ROPE;
+    m->rope_theta = 10000;
+    if (json_object_get(o, "rope_theta"))
+        PP_TRY(pp_json_num(&s, o, "", "rope_theta", 1, &m->rope_theta));
+    json_t *sc = json_object_get(o, "rope_scaling");
+    return sc && !json_is_null(sc) ? read_scaling(sc, path, m) : PP_OK;
+}
+
+static pp_status read_sizes(json_t *o, const char *path, pp_model_cfg *m, pp_model_hf_pos *pos)
+{
+    static const char *const L[] = {"num_hidden_layers", "n_layer", NULL};
+    static const char *const H[] = {"hidden_size", "n_embd", NULL};
+    static const char *const A[] = {"num_attention_heads", "n_head", NULL};
+    static const char *const F[] = {"intermediate_size", "n_inner", NULL};
+    static const char *const P[] = {"max_position_embeddings", "n_positions", NULL};
+    PP_TRY(get_int(o, path, hf_field(o, L), 1, &m->layers));
+    PP_TRY(get_int(o, path, hf_field(o, H), 1, &m->hidden));
+    PP_TRY(get_int(o, path, hf_field(o, A), 1, &m->heads));
+    PP_TRY(get_int(o, path, "num_key_value_heads", 0, &m->kv_heads));
+    m->ffn = m->hidden <= (1 << 28) ? 4 * m->hidden : 1 << 30; /* GPT-2's n_inner: null */
+    int gpt2_names = json_object_get(o, "n_embd") != NULL; /* n_inner null or absent: 4 h */
+    PP_TRY(get_int(o, path, hf_field(o, F), !gpt2_names, &m->ffn));
+    PP_TRY(get_int(o, path, "vocab_size", 1, &m->vocab));
+    pos->key = hf_field(o, P);
+    PP_TRY(get_int(o, path, pos->key, 0, &pos->max));
+    PP_TRY(get_int(o, path, "head_dim", 0, &m->head_dim));
+    if (m->kv_heads == m->heads)
+        m->kv_heads = 0;
+    if (m->head_dim && m->head_dim * m->heads == m->hidden)
+        m->head_dim = 0;
+    return PP_OK;
+}
+
+static pp_status read_hf(json_t *o, const char *path, pp_model_cfg *m, pp_model_hf_pos *pos)
+{
+    PP_TRY(refuse_moe(o, path));
+    PP_TRY(read_sizes(o, path, m, pos));
+    m->seq = pos->max ? pos->max : 2048;
+    const char *type = json_string_value(json_object_get(o, "model_type"));
+    const char *act = json_string_value(json_object_get(o, "hidden_act"));
+    int llama_like = (type && (strcmp(type, "llama") == 0 || strcmp(type, "mistral") == 0 ||
+                               strcmp(type, "qwen2") == 0)) ||
+                     (act && strcmp(act, "silu") == 0);
+    int tied = !llama_like;
+    PP_TRY(get_bool(o, path, "tie_word_embeddings", &tied));
+    m->untied = !tied;
+    if (!llama_like)
+        return get_float(o, path, "layer_norm_epsilon", &m->norm_eps);
+    m->norm = PP_NORM_RMSNORM;
+    m->mlp = PP_MLP_SWIGLU;
+    m->norm_eps = 1e-6f; /* absent: LlamaConfig's, MistralConfig's and Qwen2Config's default */
+    PP_TRY(get_float(o, path, "rms_norm_eps", &m->norm_eps));
+    PP_TRY(read_biases(o, path, type, m));
+    return read_rope(o, path, m);
+}
+
+pp_status pp_model_load_hf(const char *path, pp_model_cfg *out, pp_model_hf_pos *pos)
+{
+    memset(out, 0, sizeof *out);
+    *pos = (pp_model_hf_pos){0, "max_position_embeddings"};
+    json_t *o = NULL;
+    PP_TRY(load_json(path, &o));
+    pp_status st = read_hf(o, path, out, pos);
+    json_decref(o);
+    return st;
+}

@@ -1,0 +1,48 @@
+/* rope_freq.h — private to runtime/: rotary position embedding's frequencies (Su et al.,
+ * "RoFormer", arXiv:2104.09864) with the scalings the runtime implements, written once for the
+ * CPU kernels and the CUDA ones (host and device code; no CUDA type).
+ *
+ * inv_freq[i] = theta^(-2i/hd), i < hd/2; "linear" divides it by factor; "llama3" (Meta's
+ * Llama 3.1 rule, as transformers' modeling_rope_utils._compute_llama3_parameters computes it,
+ * in float32): wavelengths 2 pi / inv_freq longer than orig_max / low_freq are divided by
+ * factor, shorter than orig_max / high_freq are kept, and those between interpolate with
+ * s = (orig_max / wavelen - low_freq) / (high_freq - low_freq):
+ * (1 - s) inv_freq / factor + s inv_freq. Pairs (j, j + hd/2) of a head rotate by
+ * pos * inv_freq[j] (transformers' rotate_half layout, modeling_llama.apply_rotary_pos_emb).
+ */
+#ifndef PP_RT_ROPE_FREQ_H
+#define PP_RT_ROPE_FREQ_H
+
+#include <math.h>
+
+#ifdef __CUDACC__
+#define PP_HD __host__ __device__
+#else
+#define PP_HD
+#endif
+
+typedef struct {
+    float theta;
+    int kind; /* pp_rope_scaling: PP_ROPE_NONE, PP_ROPE_LINEAR, PP_ROPE_LLAMA3 */
+    float factor, low_freq, high_freq;
+    int orig_max;
+} pp_rope;
+
+static inline PP_HD float pp_rope_inv_freq(const pp_rope *r, int i, int hd)
+{
+    float inv = 1.0f / powf(r->theta, (float)(2 * i) / (float)hd);
+    if (r->kind == 1) /* PP_ROPE_LINEAR */
+        return inv / r->factor;
+    if (r->kind != 2) /* PP_ROPE_LLAMA3 */
+        return inv;
+    float wavelen = 2.0f * 3.14159265358979323846f / inv;
+    float low_wl = (float)r->orig_max / r->low_freq, high_wl = (float)r->orig_max / r->high_freq;
+    if (wavelen > low_wl)
+        return inv / r->factor;
+    if (wavelen < high_wl)
+        return inv;
+    float s = ((float)r->orig_max / wavelen - r->low_freq) / (r->high_freq - r->low_freq);
+    return (1.0f - s) * inv / r->factor + s * inv;
+}
+
+#endif
