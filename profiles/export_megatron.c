@@ -153,9 +153,8 @@ static void megatron_script(const pp_profile *p, const char *flags, FILE *fp)
     int devices, nodes;
     pp_export_nodes(p, &devices, &nodes);
     fprintf(fp, "#!/usr/bin/env bash\n");
-    fprintf(fp, "# Megatron-LM launch from pptune profile %s\n", p->name);
-    fprintf(fp, "# cluster %s x%d (%s), model %s, %s schedule\n", p->cluster.name,
-            p->cluster.nodes, p->cluster.fingerprint, p->model.name, c->schedule);
+    fprintf(fp, "# Megatron-LM launch from pptune profile ");
+    pp_export_provenance(p, fp);
     fprintf(fp, "# Run it on each of the %d node(s) from a Megatron-LM checkout, with your data, "
                 "tokenizer and optimizer flags after it:\n"
                 "#   NODE_RANK=<0..%d> MASTER_ADDR=<node 0's address> bash THIS_FILE "

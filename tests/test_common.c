@@ -331,3 +331,41 @@ Test(common, text_wraps_to_the_width)
     cr_expect_str_eq(out, "aaaa bbbb\n  cccc\n  dddd\nee ffff");
     free(out);
 }
+
+/* The backend rows (common/backends.c): what the plan, the executor, pprun and the tuner ask
+ * instead of a backend's name. */
+Test(common, backend_rows_are_indexed_by_kind_and_choices_come_first)
+{
+    int choices = 0;
+    while (pp_backend_choices[choices])
+        choices++;
+    cr_assert_geq(choices, 2, "pprun offers cpu and cuda at least");
+    for (int k = 0; k < PP_RT_BACKEND__COUNT; k++) {
+        const pp_backend_row *r = pp_backend_row_of(k);
+        cr_assert(r, "kind %d has no row", k);
+        cr_assert_eq(r->kind, k, "row %d says kind %d", k, r->kind);
+        cr_assert_eq(pp_backend_row_named(r->name), r, "%s is not found by its name", r->name);
+        cr_assert_eq(r->choice, k < choices, "%s: the --backend choices are the first rows", r->name);
+        if (k < choices)
+            cr_assert_str_eq(pp_backend_choices[k], r->name);
+        cr_assert(pp_backend_row_has_precision(r, PP_PREC_FP32), "%s computes in fp32", r->name);
+    }
+    cr_assert_null(pp_backend_row_of(PP_RT_BACKEND__COUNT));
+    cr_assert_null(pp_backend_row_named("rocm"));
+}
+
+Test(common, backend_rows_answer_what_the_callers_ask)
+{
+    const pp_backend_row *gpu = pp_backend_row_for_device("gpu"), *cpu = pp_backend_row_for_device("cpu");
+    cr_assert(gpu && cpu);
+    cr_assert_str_eq(gpu->name, "cuda");
+    cr_assert_str_eq(cpu->name, "cpu");
+    /* the pprun line omits pprun's default backend and names the others */
+    cr_assert_null(pp_backend_row_flag(cpu));
+    cr_assert_str_eq(pp_backend_row_flag(gpu), "cuda");
+    cr_assert(gpu->device_memory && gpu->staged && !cpu->device_memory && !cpu->staged);
+    cr_assert(pp_backend_row_has_precision(gpu, PP_PREC_BF16));
+    cr_assert(!pp_backend_row_has_precision(cpu, PP_PREC_BF16), "the CPU backend is fp32 only");
+    const pp_backend_row *staged = pp_backend_row_of(PP_RT_BACKEND_CPU_STAGED);
+    cr_assert(staged->staged && !staged->device_memory && !staged->choice);
+}
