@@ -119,6 +119,22 @@ void *pp_realloc_array(void *p, size_t n, size_t size)
     return q;
 }
 
+size_t pp_grow(void *arr_ptr, size_t n, size_t cap, size_t size, size_t first)
+{
+    if (n < cap)
+        return cap;
+    size_t c = cap ? 2 * cap : (first ? first : 1);
+    if (c <= n) /* doubling overflowed, or n was past cap */
+        c = n + 1;
+    void *p;
+    memcpy(&p, arr_ptr, sizeof p); /* arr_ptr is a T **: same representation as void * */
+    p = pp_realloc_array(p, c, size);
+    if (!p)
+        return 0;
+    memcpy(arr_ptr, &p, sizeof p);
+    return c;
+}
+
 char *pp_strdup(const char *s)
 {
     size_t n = strlen(s) + 1;

@@ -1,5 +1,6 @@
-/* hash.c — FNV-1a, 64 bit (Fowler, Noll, Vo), the one copy every module uses: the cluster
- * fingerprint, checkpoint and parameter checksums, the runtime's per-tensor random streams.
+/* hash.c — FNV-1a, 64 bit (Fowler, Noll, Vo), the one copy every module uses: checkpoint and
+ * parameter checksums, the runtime's per-tensor random streams. (The cluster fingerprint is
+ * SHA-256, common/sha256.c via probes/cluster.c; "fnv1a64:" keys of older files are still read.)
  * Stable across platforms and byte-order independent for byte input; not cryptographic (the
  * profile store keys files by the fingerprint, it does not authenticate them). */
 #include "pp_common.h"

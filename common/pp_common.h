@@ -104,6 +104,11 @@ void pp_fputs_wrapped(FILE *fp, const char *text, int width, int indent);
 void *pp_calloc(size_t n, size_t size);
 void *pp_realloc_array(void *p, size_t n, size_t size);
 char *pp_strdup(const char *s);
+/* The one grow-by-doubling of an array: makes room for element n of the array *arr_ptr points
+ * to (arr_ptr: the address of a `T *`, elements of `size` bytes, `cap` allocated). Returns the
+ * capacity to keep: cap itself while n < cap, else twice cap (`first` when cap is 0) with *arr
+ * reallocated to it; 0 when that fails (PP_ERR_NOMEM recorded, *arr and its elements intact). */
+size_t pp_grow(void *arr_ptr, size_t n, size_t cap, size_t size, size_t first);
 /* a, b and c concatenated (a path: pp_strjoin(dir, "/", name)), or NULL with PP_ERR_NOMEM. */
 char *pp_strjoin(const char *a, const char *b, const char *c);
 

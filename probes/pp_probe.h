@@ -252,7 +252,7 @@ pp_status pp_cluster_from_json(const char *text, const char *name, pp_cluster **
 /* A readable summary: nodes, the topology tree, devices, link classes and a bandwidth table. */
 void pp_cluster_print(const pp_cluster *c, FILE *fp);
 
-/* ---- presets (public specifications, ../shared/reference/memory-and-models.md) ---------- */
+/* ---- presets (public specifications: NVIDIA's data sheets, sources in presets.c) --------- */
 
 /* Names of the presets, NULL-terminated. */
 const char *const *pp_preset_names(void);

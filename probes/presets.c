@@ -1,12 +1,16 @@
 /* presets.c — clusters described from public specifications, for planning without hardware.
  *
- * Figures (../shared/reference/memory-and-models.md, vendor data sheets):
+ * Figures from NVIDIA's data sheets and system guides (the A100 Tensor Core GPU data sheet; the
+ * H100 Tensor Core GPU data sheet, resources.nvidia.com/en-us-tensor-core; the H200 page,
+ * nvidia.com/en-us/data-center/h200; the DGX A100 and DGX H100/H200 user guides,
+ * docs.nvidia.com/dgx), except the H200 GEMM rate, measured for this project:
  *   A100 SXM 80 GB: 312 TFLOP/s dense bf16, 80 GB, NVLink 3 600 GB/s per GPU (both directions);
  *                   DGX A100: 8 GPUs, 8 x 200 Gb/s InfiniBand HDR for compute.
  *   H100 SXM:       989 TFLOP/s dense bf16, 80 GB, NVLink 4 900 GB/s per GPU (both directions);
  *                   DGX H100: 8 GPUs, 8 x 400 Gb/s InfiniBand NDR (ConnectX-7).
  *   H200 SXM:       989 TFLOP/s dense bf16, 141 GB, NVLink 4 900 GB/s; 8 x 400 Gb/s NDR;
- *                   one H200 measured at about 790 TFLOP/s on an 8192^3 bf16 GEMM.
+ *                   one H200 measured at about 790 TFLOP/s on an 8192^3 bf16 GEMM (cuBLAS;
+ *                   the only figure here that no vendor publishes).
  * Memory is in vendor GB (1e9 bytes). The intra-node link is one GPU's NVLink bandwidth in one
  * direction (half the bidirectional figure); the inter-node link is one GPU's own NIC, as with
  * one HCA per GPU (rail-optimised). Vendors publish no latencies: α is 0 and the method says

@@ -14,7 +14,9 @@
 
 extern char **environ;
 
-/* Versions, and the NCCL_* knobs that change what NCCL measures (probes-and-launch.md). */
+/* Versions, and the NCCL_* knobs that change what NCCL measures (NCCL_P2P_LEVEL,
+ * NCCL_NET_GDR_LEVEL, NCCL_BUFFSIZE, ...: NCCL's user guide, "Environment Variables",
+ * docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html). */
 static void software(pp_software *sw)
 {
     snprintf(sw->hwloc, sizeof sw->hwloc, "%s", PP_HWLOC_VERSION);

@@ -6,10 +6,15 @@
 pp_status pp_export_pprun(const pp_profile *p, FILE *fp)
 {
     const pp_config *c = &p->chosen.config;
-    /* backend and precision as the profile planned (a GPU cluster: CUDA, bf16 when tuned so) */
+    /* backend and precision as the profile planned: the backend row for its device kind (a GPU
+     * cluster: CUDA), bf16 when tuned so and the backend computes in it */
+    const pp_backend_row *be = pp_backend_row_for_device(p->cluster.gpu ? "gpu" : "cpu");
     pp_profile_pprun_line line = {
-        .model = p->model.name, .config = c, .seq = p->model.seq, .cuda = p->cluster.gpu,
-        .precision = p->cluster.gpu && p->options.bf16 ? PP_PREC_BF16 : PP_PREC_FP32};
+        .model = p->model.name, .config = c, .seq = p->model.seq,
+        .backend = pp_backend_row_flag(be),
+        .precision = p->options.bf16 && pp_backend_row_has_precision(be, PP_PREC_BF16)
+                         ? PP_PREC_BF16
+                         : PP_PREC_FP32};
     char args[512];
     fprintf(fp, "%s\n", pp_profile_pprun_args(&line, args, sizeof args));
     return PP_OK;

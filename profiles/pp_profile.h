@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "pp_backends.h"
 #include "pp_common.h"
 #include "pp_config.h"
 
@@ -205,7 +206,7 @@ typedef struct {
     const char *model;       /* --model: a pprun preset name */
     const pp_config *config; /* its axes' flags (pp_config_axis.flag, on_line) */
     int seq;                 /* --seq */
-    int cuda;                /* 1: --backend cuda */
+    const char *backend;     /* --backend NAME (pp_backend_row_flag); NULL: pprun's default */
     pp_precision precision;  /* PP_PREC_BF16: --precision bf16; FP32: pprun's default */
 } pp_profile_pprun_line;
 
@@ -215,7 +216,7 @@ typedef struct {
 /* pprun's options for the line, in the axes' line order: --model M --schedule K --ranks p
  * --microbatches N --micro-batch-size b [--chunks v --group G (schedules with tunable chunks,
  * the registry's)] --dp d [--tp t [--sequence-parallel]] --seq s [--uneven]
- * [--first-stage-layers A] [--last-stage-layers Z] [--backend cuda] [--precision bf16].
+ * [--first-stage-layers A] [--last-stage-layers Z] [--backend NAME] [--precision bf16].
  * Fills argv[0..n-1] (pointing into store) and returns n (at most PP_PROFILE_PPRUN_MAX_ARGS). */
 int pp_profile_pprun_argv(const pp_profile_pprun_line *l,
                           char store[PP_PROFILE_PPRUN_MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN],

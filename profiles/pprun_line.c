@@ -46,8 +46,8 @@ int pp_profile_pprun_argv(const pp_profile_pprun_line *l,
         else if (a->arg)
             ARG("%d", pp_config_get(c, a));
     }
-    if (l->cuda)
-        ARG("--backend"), ARG("cuda");
+    if (l->backend)
+        ARG("--backend"), ARG("%s", l->backend);
     if (l->precision == PP_PREC_BF16)
         ARG("--precision"), ARG("bf16");
 #undef ARG

@@ -13,24 +13,37 @@ struct pp_backend_marks {
     void *impl; /* the backend's own handle */
 };
 
+/* How each backend of common/backends.c is made, by kind: the one place the runtime maps a
+ * row to its code. A host backend needs no device (device_count NULL: 0). */
+static pp_status create_cpu(int device, int precision, pp_backend **out)
+{
+    (void)device;
+    (void)precision;
+    return pp_backend_cpu_create(out);
+}
+
+static const struct {
+    pp_status (*create)(int device, int precision, pp_backend **out);
+    int (*device_count)(void);
+} makers[PP_RT_BACKEND__COUNT] = {
+    [PP_RT_BACKEND_CPU] = {create_cpu, NULL},
+    [PP_RT_BACKEND_CUDA] = {pp_backend_cuda_create, pp_cuda_device_count},
+    [PP_RT_BACKEND_CPU_STAGED] = {create_cpu, NULL},
+};
+
 pp_status pp_backend_create(int kind, int device, int precision, pp_backend **out)
 {
     *out = NULL;
-    switch (kind) {
-    case PP_RT_BACKEND_CPU:
-    case PP_RT_BACKEND_CPU_STAGED:
-        return pp_backend_cpu_create(out);
-    case PP_RT_BACKEND_CUDA:
-        return pp_backend_cuda_create(device, precision, out);
-    default:
-        return PP_ERR(PP_ERR_INVALID, "backend kind %d is not CPU (0), CUDA (1) or staged CPU (2)",
-                      kind);
-    }
+    const pp_backend_row *row = pp_backend_row_of(kind);
+    if (!row || !makers[kind].create)
+        return PP_ERR(PP_ERR_INVALID, "backend kind %d has no row in common/backends.c", kind);
+    return makers[kind].create(device, precision, out);
 }
 
 int pp_backend_device_count(int kind)
 {
-    return kind == PP_RT_BACKEND_CUDA ? pp_cuda_device_count() : 0;
+    const pp_backend_row *row = pp_backend_row_of(kind);
+    return row && makers[kind].device_count ? makers[kind].device_count() : 0;
 }
 
 int pp_backend_is_device(const pp_backend *be)

@@ -365,12 +365,13 @@ pp_status pp_rt_executor_create(const pp_rt_exec_params *p, pp_rt_executor **out
     ex->backend = p->backend;
     ex->precision = p->precision;
     ex->device = p->device;
-    ex->device_mem = p->backend == PP_RT_BACKEND_CUDA;
+    /* what the backend can do, from its row (common/pp_backends.h), never its kind */
+    const pp_backend_row *be = pp_backend_row_of(p->backend);
+    ex->device_mem = be && be->device_memory;
     /* a transport that takes device memory (NCCL) gets device pointers; the in-process and MPI
      * transports take host memory, so a device's tensors are staged through host copies */
     ex->tp_caps = p->transport ? pp_transport_caps(p->transport) : 0;
-    ex->staged = (ex->device_mem || p->backend == PP_RT_BACKEND_CPU_STAGED) &&
-                 !(ex->tp_caps & PP_TRANSPORT_CAP_DEVICE_MEM);
+    ex->staged = be && be->staged && !(ex->tp_caps & PP_TRANSPORT_CAP_DEVICE_MEM);
     atomic_init(&ex->failed, -1);
     pp_status st = pp_sched_clone(p->sched, &ex->sched);
     if (st == PP_OK)

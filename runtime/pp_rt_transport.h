@@ -18,9 +18,9 @@ extern "C" {
 #endif
 
 /* A transport moves bytes between ranks and sums float vectors over groups of ranks. It is a
- * table of callbacks plus a context (runtime/transport.h, private), like the backend; the
- * in-process one (ranks are threads of one process) is built here, MPI and NCCL come later
- * through the same table. Rank r's calls are made by rank r's thread only; every call names
+ * table of callbacks plus a context (runtime/transport.h, private), like the backend; three
+ * fill it: the in-process one (ranks are threads of one process, transport_thread.c), MPI
+ * (transport_mpi.c) and NCCL (cuda/transport_nccl.cu, device memory). Rank r's calls are made by rank r's thread only; every call names
  * the calling rank. Buffers are host memory for the in-process transport.
  *
  * Point to point: send is buffered and never blocks (the schedule IR's SEND); recv blocks

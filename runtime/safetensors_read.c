@@ -66,14 +66,10 @@ static const char *dtype_list(char *buf, size_t n)
 
 static pp_status add_entry(pp_st *st, st_entry **out)
 {
-    if (st->n == st->cap) {
-        size_t cap = st->cap ? st->cap * 2 : 64;
-        st_entry *e = pp_realloc_array(st->e, cap, sizeof *e);
-        if (!e)
-            return PP_ERR_NOMEM;
-        st->e = e;
-        st->cap = cap;
-    }
+    size_t cap = pp_grow(&st->e, st->n, st->cap, sizeof *st->e, 64);
+    if (!cap)
+        return PP_ERR_NOMEM;
+    st->cap = cap;
     *out = &st->e[st->n];
     memset(*out, 0, sizeof **out);
     return PP_OK;

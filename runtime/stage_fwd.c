@@ -216,14 +216,10 @@ static pp_status check_io(const pp_rt_stage *st, int slot, const int32_t *tokens
 
 static pp_status add_slot(pp_rt_stage *st, int id, void **mem)
 {
-    if (st->nslots == st->cap_slots) {
-        int cap = st->cap_slots ? 2 * st->cap_slots : 8;
-        pp_slot *s = pp_realloc_array(st->slots, (size_t)cap, sizeof *s);
-        if (!s)
-            return PP_ERR(PP_ERR_NOMEM, "stage: cannot grow the table of %d slots", cap);
-        st->slots = s;
-        st->cap_slots = cap;
-    }
+    size_t cap = pp_grow(&st->slots, (size_t)st->nslots, (size_t)st->cap_slots, sizeof *st->slots, 8);
+    if (!cap)
+        return PP_ERR(PP_ERR_NOMEM, "stage: cannot grow the table of %d slots", st->cap_slots);
+    st->cap_slots = (int)cap;
     PP_TRY(pp_stage_mem_alloc(st, st->slot_bytes, PP_MEM_ACTS, mem));
     st->slots[st->nslots++] = (pp_slot){.id = id, .mem = *mem};
     return PP_OK;

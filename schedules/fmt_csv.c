@@ -167,14 +167,10 @@ static pp_status place(csv_reader *cr, const csv_cell *c, const char *tok)
 
 static pp_status keep(csv_reader *cr, const csv_cell *c)
 {
-    if (cr->n == cr->cap) {
-        int cap = cr->cap ? 2 * cr->cap : 256;
-        csv_cell *n = pp_realloc_array(cr->cells, (size_t)cap, sizeof *n);
-        if (!n)
-            return PP_ERR_NOMEM;
-        cr->cells = n;
-        cr->cap = cap;
-    }
+    size_t cap = pp_grow(&cr->cells, (size_t)cr->n, (size_t)cr->cap, sizeof *cr->cells, 256);
+    if (!cap)
+        return PP_ERR_NOMEM;
+    cr->cap = (int)cap;
     cr->cells[cr->n++] = *c;
     if (c->mb > cr->max_mb)
         cr->max_mb = c->mb;

@@ -231,14 +231,11 @@ pp_status pp_sched_clone(const pp_sched *s, pp_sched **out)
 
 static pp_status push_action(pp_sched *s, int rank, pp_action a)
 {
-    if (s->n_ops[rank] == s->cap_ops[rank]) {
-        int cap = s->cap_ops[rank] ? 2 * s->cap_ops[rank] : 64;
-        pp_action *n = pp_realloc_array(s->ops[rank], (size_t)cap, sizeof *n);
-        if (!n)
-            return PP_ERR_NOMEM;
-        s->ops[rank] = n;
-        s->cap_ops[rank] = cap;
-    }
+    size_t cap = pp_grow(&s->ops[rank], (size_t)s->n_ops[rank], (size_t)s->cap_ops[rank],
+                         sizeof *s->ops[rank], 64);
+    if (!cap)
+        return PP_ERR_NOMEM;
+    s->cap_ops[rank] = (int)cap;
     s->ops[rank][s->n_ops[rank]++] = a;
     return PP_OK;
 }
@@ -269,14 +266,11 @@ pp_status pp_sched_add_reduce(pp_sched *s, const int *ranks, int n_ranks,
     if (n_stages < 1 || n_stages > PP_REDUCE_MAX_STAGES)
         return PP_ERR(PP_ERR_INVALID, "a REDUCE covers 1..%d stages, got %d",
                       PP_REDUCE_MAX_STAGES, n_stages);
-    if (s->n_reduces == s->cap_reduces) {
-        int cap = s->cap_reduces ? 2 * s->cap_reduces : 8;
-        pp_reduce *n = pp_realloc_array(s->reduces, (size_t)cap, sizeof *n);
-        if (!n)
-            return PP_ERR_NOMEM;
-        s->reduces = n;
-        s->cap_reduces = cap;
-    }
+    size_t cap = pp_grow(&s->reduces, (size_t)s->n_reduces, (size_t)s->cap_reduces,
+                         sizeof *s->reduces, 8);
+    if (!cap)
+        return PP_ERR_NOMEM;
+    s->cap_reduces = (int)cap;
     pp_reduce *r = &s->reduces[s->n_reduces];
     memset(r, 0, sizeof *r);
     r->n_ranks = n_ranks;

@@ -22,6 +22,9 @@ needed=$(readelf -d "$pptune" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
 [ -n "$needed" ] || fail "readelf -d $pptune lists no NEEDED library (not a dynamic executable?)"
 bad=$(echo "$needed" | grep -Ei 'cuda|cublas|nccl|mpi|blas|lapack|gfortran' || true)
 if [ -n "$bad" ]; then fail "pptune links at load time: $(echo $bad)"; else ok "NEEDED: $(echo $needed)"; fi
+# and nothing it loads pulls one in (ldd: the whole closure)
+bad=$(ldd "$pptune" 2>&1 | grep -Ei 'cuda|cublas|nccl|libmpi|blas|lapack|gfortran' || true)
+if [ -n "$bad" ]; then fail "ldd pptune loads: $(echo $bad)"; else ok "ldd: no CUDA, NCCL, MPI or BLAS library"; fi
 
 # 2. --help and a small search under a login node's address-space limit
 if [ "${PP_STARTUP_NO_ULIMIT:-0}" = 1 ]; then

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "pp_backends.h"
 #include "pp_common.h"
 
 /* rm -rf of a test's own temporary folder. */

@@ -18,7 +18,7 @@ Test(profiles_pprun_line, interleaved_on_gpus_names_chunks_group_backend_and_pre
                    .N = 16,
                    .uneven = 1};
     pp_profile_pprun_line l = {
-        .model = "tiny", .config = &c, .seq = 64, .cuda = 1, .precision = PP_PREC_BF16};
+        .model = "tiny", .config = &c, .seq = 64, .backend = "cuda", .precision = PP_PREC_BF16};
     char buf[512];
     cr_assert_str_eq(pp_profile_pprun_args(&l, buf, sizeof buf),
                      "--model tiny --schedule interleaved --ranks 4 --microbatches 16 "
@@ -45,7 +45,7 @@ Test(profiles_pprun_line, argv_and_string_forms_agree)
 {
     pp_config c = {
         .schedule = "interleaved", .p = 2, .v = 3, .G = 2, .b = 2, .d = 4, .t = 1, .N = 4};
-    pp_profile_pprun_line l = {.model = "gpt-125m", .config = &c, .seq = 2048, .cuda = 1};
+    pp_profile_pprun_line l = {.model = "gpt-125m", .config = &c, .seq = 2048, .backend = "cuda"};
     char store[PP_PROFILE_PPRUN_MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN],
         *argv[PP_PROFILE_PPRUN_MAX_ARGS];
     int n = pp_profile_pprun_argv(&l, store, argv);
@@ -75,7 +75,7 @@ Test(profiles_pprun_line, the_longest_line_fits_the_store)
                    .N = 16,
                    .uneven = 1};
     pp_profile_pprun_line l = {
-        .model = "gpt-13b", .config = &c, .seq = 2048, .cuda = 1, .precision = PP_PREC_BF16};
+        .model = "gpt-13b", .config = &c, .seq = 2048, .backend = "cuda", .precision = PP_PREC_BF16};
     char store[PP_PROFILE_PPRUN_MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN],
         *argv[PP_PROFILE_PPRUN_MAX_ARGS];
     int n = pp_profile_pprun_argv(&l, store, argv);

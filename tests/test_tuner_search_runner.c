@@ -412,7 +412,7 @@ Test(tuner_search_runner, config_round_trips_through_the_profile_and_launch_uses
     cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
     pp_tune_hw gpus = {.cpu_devices = 0};
     char line[512], args[512];
-    pp_profile_pprun_line l = {.model = "tiny", .config = &c, .seq = m.seq, .cuda = 1,
+    pp_profile_pprun_line l = {.model = "tiny", .config = &c, .seq = m.seq, .backend = "cuda",
                                .precision = PP_PREC_BF16};
     char want[600];
     snprintf(want, sizeof want, "pprun %s", pp_profile_pprun_args(&l, args, sizeof args));

@@ -169,7 +169,7 @@ Test(tuner_trials, gpu_trials_run_the_cuda_backend_in_bf16)
     cr_assert_eq(pp_tune_model_preset("gpt-13b", &m), PP_OK);
     pp_config c = {.schedule = "1f1b", .p = 8, .v = 1, .b = 1, .d = 1, .t = 1, .N = 16};
     pp_tune_trial_params tp = {.model = &m, .cfg = &c, .pprun = p, .steps = 2,
-                               .timeout_s = 10, .cuda = 1};
+                               .timeout_s = 10, .backend = pp_backend_row_of(PP_RT_BACKEND_CUDA)};
     pp_tune_trial_result r;
     cr_assert_eq(pp_tune_trial(&tp, &r), PP_OK, "%s", pp_err_msg());
     cr_expect_str_eq(r.status, "crash");

@@ -255,10 +255,16 @@ static int trials_note(const opts *o, const pp_tune_model *m, const pp_tune_hw *
                        const pp_tune_result *r)
 {
     int n = (int)r->trialled;
+    /* the trials' backend and precision, as trials.c runs them */
+    const pp_backend_row *be = pp_tune_hw_backend(hw);
+    char how[64] = "";
+    if (pp_backend_row_flag(be))
+        snprintf(how, sizeof how, " --backend %s%s", be->name,
+                 pp_backend_row_has_precision(be, PP_PREC_BF16) ? " --precision bf16" : "");
     if (n > 0)
         printf("trials: %d candidates run with pprun%s %s%s; measured / predicted "
                "step time %.3g (the calibration); #1 is the fastest measured candidate that fits\n",
-               n, hw->cpu_devices ? "" : " --backend cuda --precision bf16",
+               n, how,
                o->alloc.launcher[0] ? "under " : "on this machine", o->alloc.launcher[0] ? o->alloc.launcher : "",
                r->calibration);
     else

@@ -57,13 +57,10 @@ static group *group_rejects(const pp_tune_result *r, const char *kind, int *n)
         while (k < ng && (g[k].stage != j->stage || strcmp(g[k].key, key) != 0))
             k++;
         if (k == ng) {
-            if (ng == cap) {
-                cap = cap ? 2 * cap : 32;
-                group *ng_ = realloc(g, (size_t)cap * sizeof *g);
-                if (!ng_)
-                    break;
-                g = ng_;
-            }
+            size_t c = pp_grow(&g, (size_t)ng, (size_t)cap, sizeof *g, 32);
+            if (!c)
+                break;
+            cap = (int)c;
             snprintf(g[ng].key, sizeof g[ng].key, "%s", key);
             g[ng].count = 0, g[ng].example = i, g[ng].stage = j->stage;
             ng++;

@@ -3,7 +3,8 @@
  *
  * What is added here, and why:
  *  - GEMM efficiency: a preset that only knows the vendor peak gets 80 % of it, the ratio
- *    measured on one H200 for an 8192^3 bf16 product (790 of 989 TFLOP/s, memory-and-models.md);
+ *    measured on one H200 for an 8192^3 bf16 product (790 of 989 TFLOP/s, cuBLAS, measured
+ *    for this project: see probes/presets.c, hgx-h200);
  *    a measured rate is used as it is.
  *  - Memory bandwidth (roofline of small GEMMs and element-wise kernels): not in the cluster
  *    description, so from vendor figures by device name (A100 2.0, H100 3.35, H200 4.8 TB/s)
@@ -212,4 +213,10 @@ pp_status pp_tune_hw_preset(const char *name, int nodes, pp_tune_hw *out)
         snprintf(out->name, sizeof out->name, "%s", name);
     pp_cluster_destroy(c);
     return st == PP_OK ? PP_OK : pp_err_trace(st, __FILE__, __LINE__);
+}
+
+const pp_backend_row *pp_tune_hw_backend(const pp_tune_hw *hw)
+{
+    const pp_backend_row *be = pp_backend_row_for_device(hw && !hw->cpu_devices ? "gpu" : "cpu");
+    return be ? be : pp_backend_row_of(PP_RT_BACKEND_CPU);
 }

@@ -47,6 +47,11 @@ double pp_tune_mem_capacity(const pp_tune_hw *hw, const pp_tune_opts *o)
     return hw->mem_bytes * (1.0 - o->headroom);
 }
 
+int pp_tune_mixed_precision(const pp_tune_opts *o)
+{
+    return o->precision == PP_PREC_BF16; /* the one mixed precision of pp_precision */
+}
+
 static double act_dtype(const pp_tune_opts *o)
 {
     return o->precision == PP_PREC_FP32 ? 4.0 : 2.0;
@@ -137,7 +142,7 @@ static double head_act(const pp_tune_model *m, int b, int t, const pp_tune_opts 
 pp_tune_param_bytes pp_tune_bytes_per_param(const pp_tune_opts *o, int d)
 {
     pp_tune_param_bytes r;
-    if (o->precision == PP_PREC_FP32) {
+    if (!pp_tune_mixed_precision(o)) {
         r.weights = 4, r.grads = 4, r.optim = 8; /* fp32 weights/grads, Adam m and v */
     } else {
         r.weights = 2, r.grads = 4, r.optim = 12; /* bf16 weights, fp32 main grads, Adam */
@@ -242,7 +247,7 @@ pp_status pp_tune_memory(const pp_tune_model *m, const pp_config *c, const pp_sc
     if (c->t < 1 || c->b < 1 || c->d < 1)
         return PP_ERR(PP_ERR_INVALID, "memory model needs t, b, d >= 1 (got t=%d b=%d d=%d)",
                       c->t, c->b, c->d);
-    if (o->precision == PP_PREC_FP32)
+    if (!pp_tune_mixed_precision(o)) /* what the bundled runtime runs: its own plan */
         return pp_tune_memory_runtime(m, c, s, o, mem);
     double per_layer = pp_tune_act_bytes_per_layer(m, c->b, c->t, o);
     pp_tune_param_bytes bp = pp_tune_bytes_per_param(o, c->d);
@@ -271,7 +276,7 @@ pp_status pp_tune_memory(const pp_tune_model *m, const pp_config *c, const pp_sc
          * rank (received tensors become the next stage's saved input, counted above). */
         x->comm = s->ranks > 1 ? 2.0 * p2p * pipes_here : 0.0;
         x->workspace = transient(m, c, o, holds_head) +
-                       (o->precision == PP_PREC_BF16 ? GPU_FIXED_RESERVE : 0.0);
+                       (pp_tune_mixed_precision(o) ? GPU_FIXED_RESERVE : 0.0);
         x->total = x->weights + x->grads + x->optim + x->acts + x->comm + x->workspace;
     }
     return PP_OK;

@@ -4,6 +4,7 @@
 #ifndef PP_TUNE_HW_H
 #define PP_TUNE_HW_H
 
+#include "pp_backends.h"
 #include "pp_common.h"
 #include "pp_probe.h"
 
@@ -44,6 +45,10 @@ typedef struct {
     double gemm_mnk[PP_TUNE_GEMM_POINTS];  /* m*n*k of each point, ascending */
     double gemm_rate[PP_TUNE_GEMM_POINTS]; /* FLOP/s measured there (median) */
 } pp_tune_hw;
+
+/* The runtime backend that runs one rank per device of hw (its row: pprun --backend, the
+ * precisions, device memory): the first pprun backend for hw's device kind. NULL hw: the CPU's. */
+const pp_backend_row *pp_tune_hw_backend(const pp_tune_hw *hw);
 
 /* Achievable GEMM rate for an m x n x k product: log-linear interpolation in m*n*k over the
  * measured sweep, clamped to its ends; gemm_flops where nothing was measured. FLOP/s. */

@@ -57,14 +57,19 @@ pp_status pp_tune_memory_runtime(const pp_tune_model *m, const pp_config *c,
  * backend's accounting (context, memory-pool slack: bench_cuda_layer reports both). With
  * o->sequence_parallel (o may be NULL: none) it plans sequence parallelism as the runtime runs
  * it. */
-/* backend: PP_RT_BACKEND_CPU or PP_RT_BACKEND_CUDA (runtime/plan/pp_rt_plan.h); precision:
- * PP_PREC_BF16 on CUDA only. */
+/* backend: a pprun backend's kind (a row of common/pp_backends.h with .choice); precision:
+ * one the backend computes in (its row's precisions: bf16 on CUDA only). */
 pp_status pp_tune_memory_runtime_on(const pp_tune_model *m, const pp_config *c,
                                     const pp_sched *s, const pp_tune_opts *o,
                                     pp_rt_backend_kind backend, pp_precision precision,
                                     pp_tune_rank_mem *mem);
 /* Bytes available per device after the headroom. */
 double pp_tune_mem_capacity(const pp_tune_hw *hw, const pp_tune_opts *o);
+/* Which memory model plans o: 1 for a mixed precision (16-bit weights beside fp32 main grads
+ * and Adam, Megatron's: the Korthikanti-style model of memory.c and a GPU rank's fixed
+ * reserve), 0 for one precision throughout, which is what the bundled runtime runs (its CPU
+ * backend, pp_tune_search_adjust), planned by the runtime's own memory plan. */
+int pp_tune_mixed_precision(const pp_tune_opts *o);
 /* Bytes per parameter of the weights, gradients and optimizer state (memory.c; Megatron-LM's
  * theoretical_memory_usage.py table): bf16 2 + 4 + 12, the CPU runtime's fp32 4 + 4 + 8; with
  * the distributed optimizer and d > 1 the optimizer's share divided by d. The one copy: the

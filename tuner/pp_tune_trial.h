@@ -25,7 +25,8 @@ typedef struct {
                                    runner (the default runner fills in its own path) */
     int steps;                  /* >= 2: the first is warm-up */
     double timeout_s;           /* the child is killed past it */
-    int cuda;                   /* 1: pprun --backend cuda --precision bf16 (the ranks' GPUs) */
+    const pp_backend_row *backend; /* the ranks' backend (pp_tune_hw_backend): pprun --backend
+                                      it, in bf16 where it computes in it; NULL: the CPU's */
     const pp_tune_alloc *alloc; /* NULL or launcher "": one child, ranks as threads; else a
                                    job step (srun) or mpirun over its nodes, MPI transport */
 } pp_tune_trial_params;

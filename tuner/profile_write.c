@@ -23,10 +23,11 @@ char *pp_tune_launch_command(const pp_tune_model *m, const pp_tune_hw *hw, const
         pp_tune_opts_default(&def);
         o = &def;
     }
-    int cuda = hw && !hw->cpu_devices;
-    pp_profile_pprun_line line = {.model = m->runtime_model[0] ? m->runtime_model : m->name,
-                                  .config = c, .seq = m->seq, .cuda = cuda,
-                                  .precision = cuda ? o->precision : PP_PREC_FP32};
+    const pp_backend_row *be = pp_tune_hw_backend(hw);
+    pp_profile_pprun_line line = {
+        .model = m->runtime_model[0] ? m->runtime_model : m->name, .config = c, .seq = m->seq,
+        .backend = pp_backend_row_flag(be),
+        .precision = pp_backend_row_has_precision(be, o->precision) ? o->precision : PP_PREC_FP32};
     char args[512];
     snprintf(buf, n, "pprun %s", pp_profile_pprun_args(&line, args, sizeof args));
     return buf;

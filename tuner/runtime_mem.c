@@ -34,11 +34,13 @@ static pp_status runtime_plan(const pp_tune_model *m, const pp_config *c, const 
                               pp_rt_backend_kind backend, pp_precision precision,
                               int sequence_parallel, pp_tune_rank_mem *mem)
 {
-    if (backend != PP_RT_BACKEND_CPU && backend != PP_RT_BACKEND_CUDA)
-        return PP_ERR(PP_ERR_INVALID, "runtime backend %d is not cpu (%d) or cuda (%d)",
-                      (int)backend, PP_RT_BACKEND_CPU, PP_RT_BACKEND_CUDA);
-    if (precision == PP_PREC_BF16 && backend != PP_RT_BACKEND_CUDA)
-        return PP_ERR(PP_ERR_INVALID, "the runtime's CPU backend computes in fp32 only");
+    const pp_backend_row *be = pp_backend_row_of(backend);
+    if (!be || !be->choice)
+        return PP_ERR(PP_ERR_INVALID, "runtime backend %d is not one pprun runs "
+                                      "(common/backends.c)", (int)backend);
+    if (!pp_backend_row_has_precision(be, precision))
+        return PP_ERR(PP_ERR_INVALID, "the runtime's %s backend does not compute in %s", be->name,
+                      precision == PP_PREC_BF16 ? "bf16" : "this precision");
     pp_model_cfg rm;
     pp_tune_model_cfg(m, &rm);
     pp_rt_plan_params pp = {

@@ -58,24 +58,21 @@ typedef struct {
 } search;
 
 /* ---- bookkeeping ------------------------------------------------------------------------ */
-/* Makes room for one more element in *arr (n used, *cap allocated, doubling from 256). */
-static pp_status grow(void **arr, long n, long *cap, size_t size)
+/* Makes room for one more element in *arr_ptr (n used, *cap allocated, doubling from 256:
+ * common's pp_grow). */
+static pp_status grow(void *arr_ptr, long n, long *cap, size_t size)
 {
-    if (n < *cap)
-        return PP_OK;
-    long c = *cap ? 2 * *cap : 256;
-    void *p = pp_realloc_array(*arr, (size_t)c, size);
-    if (!p)
+    size_t c = pp_grow(arr_ptr, (size_t)n, (size_t)*cap, size, 256);
+    if (!c)
         return PP_ERR_NOMEM;
-    *arr = p;
-    *cap = c;
+    *cap = (long)c;
     return PP_OK;
 }
 
 static pp_status add_reject(search *x, const pp_config *c, int stage, const char *reason)
 {
     pp_tune_result *r = x->res;
-    PP_TRY(grow((void **)&r->rejects, r->n_rejects, &x->cap_rejects, sizeof *r->rejects));
+    PP_TRY(grow(&r->rejects, r->n_rejects, &x->cap_rejects, sizeof *r->rejects));
     pp_tune_reject *j = &r->rejects[r->n_rejects++];
     j->cfg = *c;
     j->stage = stage;
@@ -85,7 +82,7 @@ static pp_status add_reject(search *x, const pp_config *c, int stage, const char
 
 static pp_status add_cand(search *x, const pp_config *c)
 {
-    PP_TRY(grow((void **)&x->cands, x->n_cands, &x->cap_cands, sizeof *x->cands));
+    PP_TRY(grow(&x->cands, x->n_cands, &x->cap_cands, sizeof *x->cands));
     x->cands[x->n_cands].cfg = *c;
     x->cands[x->n_cands].bound = 0;
     x->n_cands++;
@@ -495,7 +492,7 @@ static pp_status note_pareto(search *x, const pp_tune_prediction *p, const pp_tu
             r->pareto[n++] = r->pareto[i];
     r->n_pareto = n;
     long cap = x->cap_pareto;
-    PP_TRY(grow((void **)&r->pareto, n, &cap, sizeof *r->pareto));
+    PP_TRY(grow(&r->pareto, n, &cap, sizeof *r->pareto));
     x->cap_pareto = (int)cap;
     while (at < n && r->pareto[at].pred.peak_mem < p->peak_mem)
         at++;

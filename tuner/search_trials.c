@@ -28,16 +28,18 @@ static void report(const pp_tune_search_params *sp, const pp_tune_trial_event *e
         sp->on_trial(sp->progress_ctx, ev);
 }
 
-/* On GPUs: the largest per-rank peak of the runtime's CUDA bf16 run of p (0 when unknown). */
-static double runtime_peak_on_gpu(const pp_tune_model *m, const pp_tune_opts *o,
-                                  const pp_tune_prediction *p)
+/* On a device backend: the largest per-rank peak of the runtime's run of p on it, in bf16
+ * where it computes in it (0 when unknown). */
+static double runtime_peak_on_device(const pp_tune_model *m, const pp_tune_opts *o,
+                                     const pp_tune_prediction *p, const pp_backend_row *be)
 {
     const pp_sched *s = p->sched;
     if (!s || s->microbatches != p->cfg.N) /* huge N: the sched is the steady state's prefix */
         return 0;
     double peak = 0;
     pp_tune_rank_mem *mem = pp_calloc((size_t)s->ranks, sizeof *mem);
-    if (mem && pp_tune_memory_runtime_on(m, &p->cfg, s, o, PP_RT_BACKEND_CUDA, PP_PREC_BF16, mem) == PP_OK)
+    pp_precision prec = pp_backend_row_has_precision(be, PP_PREC_BF16) ? PP_PREC_BF16 : PP_PREC_FP32;
+    if (mem && pp_tune_memory_runtime_on(m, &p->cfg, s, o, be->kind, prec, mem) == PP_OK)
         for (int r = 0; r < s->ranks; r++)
             peak = mem[r].total > peak ? mem[r].total : peak;
     pp_err_clear();
@@ -162,13 +164,14 @@ pp_status pp_tune_search_trials(const pp_tune_search_params *sp, pp_tune_result 
     pp_tune_alloc live;
     if (sp->alloc)
         live = *sp->alloc;
-    int n = 0, cuda = !hw->cpu_devices;
+    int n = 0;
+    const pp_backend_row *be = pp_tune_hw_backend(hw);
     double ratios[64];
     int n_ratio = 0;
     int todo = k < r->n_best ? k : r->n_best;
     for (int i = 0; i < r->n_best && n < k; i++) {
         pp_tune_prediction *p = &r->best[trial_order(r, k, i)];
-        double need = cuda ? runtime_peak_on_gpu(m, &r->opts, p) : 0;
+        double need = be->device_memory ? runtime_peak_on_device(m, &r->opts, p, be) : 0;
         if (need > p->capacity) {
             pp_tune_trial_event ev = {.kind = PP_TUNE_TRIAL_SKIPPED,
                                       .cfg = &p->cfg,
@@ -186,7 +189,7 @@ pp_status pp_tune_search_trials(const pp_tune_search_params *sp, pp_tune_result 
                                    .cfg = &p->cfg,
                                    .steps = sp->trial_steps > 0 ? sp->trial_steps : 5,
                                    .timeout_s = sp->trial_timeout_s > 0 ? sp->trial_timeout_s : 60,
-                                   .cuda = cuda,
+                                   .backend = be,
                                    .alloc = sp->alloc ? &live : NULL};
         pp_tune_trial_result tr;
         memset(&tr, 0, sizeof tr);

@@ -59,10 +59,11 @@ static int build_argv(const pp_tune_trial_params *tp,
                       size_t where_n, int *d_run)
 {
     pp_config pc = *tp->cfg; /* with the replicas the allocation holds */
-    /* on GPUs: the CUDA backend in the precision users train with; rank g on GPU g */
+    /* on GPUs: their backend in the precision users train with (bf16); rank g on GPU g */
+    int bf16 = pp_backend_row_has_precision(tp->backend, PP_PREC_BF16);
     pp_profile_pprun_line line = {.model = tp->model->runtime_model, .config = &pc,
-                                  .seq = tp->model->seq, .cuda = tp->cuda,
-                                  .precision = tp->cuda ? PP_PREC_BF16 : PP_PREC_FP32};
+                                  .seq = tp->model->seq, .backend = pp_backend_row_flag(tp->backend),
+                                  .precision = bf16 ? PP_PREC_BF16 : PP_PREC_FP32};
     int replica = tp->cfg->p * (tp->cfg->t > 1 ? tp->cfg->t : 1), nodes = 1;
     int full_d = tp->cfg->d;
     pc.d = reduced_d(tp, replica);

@@ -21,7 +21,8 @@ typedef struct {
     const pp_sched *s;
     size_t B, T, N;
     pp_rt_dims d; /* the block's widths on one tensor-parallel rank (t, sp among them) */
-    int cuda, bf16;
+    const pp_backend_row *be; /* the ranks' backend: what it can do (pp_backends.h) */
+    int scratch, bf16;        /* it holds kernel scratch; bf16 weights beside fp32 */
     int copies;   /* the in-process transport's copies count on the sender (host memory) */
     int tokens;   /* the step's tokens and targets are in the backend's memory */
     size_t io;    /* bytes of one activation between stages: B T C floats */
@@ -50,7 +51,7 @@ static size_t slot_bytes(const plan_ctx *x, int pipe, int stage)
 
 static size_t bwd_ws_bytes(const plan_ctx *x, int pipe, int stage)
 {
-    size_t scratch = x->cuda ? pp_rt_size_attn_scratch_cuda(x->d.Hl, x->T)
+    size_t scratch = x->scratch ? pp_rt_size_attn_scratch_cuda(x->d.Hl, x->T)
                              : pp_rt_size_attn_scratch_cpu(x->T);
     return pp_rt_size_bwd_ws(&x->d, x->N, (size_t)layers_of(x, pipe, stage),
                              stage == x->s->stages_per_pipe - 1, scratch);
@@ -319,7 +320,7 @@ static void plan_rank(const plan_ctx *x, int r, tracker *t)
                 o->params += stage_params(x, pipe, st);
                 first |= st == 0;
                 last |= st == S - 1;
-                if (x->cuda)
+                if (x->scratch)
                     scratch = max_z(scratch, cuda_scratch_bytes(x, pipe, st));
             }
     size_t grads = 4 * o->params;
@@ -329,7 +330,7 @@ static void plan_rank(const plan_ctx *x, int r, tracker *t)
     bump(t, PP_MEM_OPTIM, (int64_t)(8 * o->params));
     if (x->tokens)
         bump(t, PP_MEM_ACTS, (int64_t)(4 * (size_t)s->microbatches * x->N * (first + last)));
-    if (x->cuda)
+    if (x->scratch)
         bump(t, PP_MEM_WORKSPACE,
              (int64_t)(scratch + PP_RT_CUBLAS_WS_BYTES + PP_RT_CUBLAS_WS_ALIGN));
     pp_plan_arena_reset(&t->arena);
@@ -354,15 +355,14 @@ static pp_status check(const pp_rt_plan_params *p)
     if (!p || !p->model || !p->sched)
         return PP_ERR(PP_ERR_INVALID, "memory plan: model and schedule are required");
     PP_TRY(pp_model_check_runnable(p->model));
-    if (p->backend != PP_RT_BACKEND_CPU && p->backend != PP_RT_BACKEND_CUDA &&
-        p->backend != PP_RT_BACKEND_CPU_STAGED)
-        return PP_ERR(PP_ERR_INVALID,
-                      "memory plan: backend kind %d is not CPU (0), CUDA (1) or staged CPU (2)",
-                      p->backend);
-    if (p->backend == PP_RT_BACKEND_CUDA && p->precision != PP_PREC_FP32 &&
-        p->precision != PP_PREC_BF16)
-        return PP_ERR(PP_ERR_INVALID, "memory plan: precision %d is not fp32 (0) or bf16 (1)",
-                      p->precision);
+    const pp_backend_row *be = pp_backend_row_of(p->backend);
+    if (!be)
+        return PP_ERR(PP_ERR_INVALID, "memory plan: backend kind %d has no row in "
+                                      "common/backends.c", p->backend);
+    /* a backend of one precision computes in it whatever is asked (the CPU's fp32) */
+    if (be->precisions != (1u << PP_PREC_FP32) && !pp_backend_row_has_precision(be, p->precision))
+        return PP_ERR(PP_ERR_INVALID, "memory plan: backend %s does not compute in precision %d",
+                      be->name, p->precision);
     if (p->micro_batch < 1 || p->dp < 1 || p->seq < 1 || p->seq > p->model->seq)
         return PP_ERR(PP_ERR_INVALID,
                       "memory plan: needs micro_batch >= 1, dp >= 1, 1 <= seq <= %d (got %d, %d, "
@@ -380,8 +380,8 @@ static pp_status check(const pp_rt_plan_params *p)
 
 int pp_rt_plan_is_exact(const pp_rt_plan_params *p)
 {
-    return (p->backend == PP_RT_BACKEND_CUDA || p->backend == PP_RT_BACKEND_CPU_STAGED) &&
-           !(p->transport_caps & PP_TRANSPORT_CAP_DEVICE_MEM);
+    const pp_backend_row *be = pp_backend_row_of(p->backend);
+    return be && be->staged && !(p->transport_caps & PP_TRANSPORT_CAP_DEVICE_MEM);
 }
 
 static void ctx_fini(plan_ctx *x)
@@ -400,10 +400,11 @@ static pp_status ctx_init(const pp_rt_plan_params *p, plan_ctx *x)
     x->B = (size_t)p->micro_batch, x->T = (size_t)p->seq, x->N = x->B * x->T;
     size_t t = p->tp > 1 ? (size_t)p->tp : 1;
     x->d = pp_rt_dims_of(m, t, t > 1 && p->sequence_parallel ? t : 1);
-    x->cuda = p->backend == PP_RT_BACKEND_CUDA;
-    x->bf16 = x->cuda && p->precision == PP_PREC_BF16;
-    x->tokens = !x->cuda; /* beside a device: plain host memory */
-    x->copies = p->backend == PP_RT_BACKEND_CPU && !(p->transport_caps & PP_TRANSPORT_CAP_DEVICE_MEM);
+    x->be = pp_backend_row_of(p->backend); /* check() has refused a kind without a row */
+    x->scratch = x->be->kernel_scratch;
+    x->bf16 = p->precision == PP_PREC_BF16 && pp_backend_row_has_precision(x->be, PP_PREC_BF16);
+    x->tokens = !x->be->device_memory; /* beside a device: plain host memory */
+    x->copies = !x->be->staged && !(p->transport_caps & PP_TRANSPORT_CAP_DEVICE_MEM);
     x->io = pp_rt_size_io_bytes(x->N, x->d.C, x->d.sp);
     pp_cost cost;
     PP_TRY(pp_cost_init_unit(&cost, s, 2.0));

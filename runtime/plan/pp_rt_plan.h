@@ -52,6 +52,7 @@
 
 #include "pp_common.h"
 #include "pp_rt_mem.h"
+#include "pp_backends.h"
 #include "pp_rt_model.h"
 #include "pp_sched.h"
 
@@ -61,15 +62,8 @@ extern "C" {
 
 /* Arithmetic: pp_precision, in pp_common.h (one enum for tuner, profiles, pprun and backends). */
 
-/* The backends of an executor's ranks. PP_RT_BACKEND_CPU_STAGED: CPU backends whose tensors the
- * executor nevertheless moves through host staging copies exactly as it does a CUDA backend's
- * (for tests: the staging path runs, and must give the CPU run's floats bit for bit, on a
- * machine without a GPU). */
-typedef enum {
-    PP_RT_BACKEND_CPU = 0,
-    PP_RT_BACKEND_CUDA = 1,
-    PP_RT_BACKEND_CPU_STAGED = 2
-} pp_rt_backend_kind;
+/* The backends of an executor's ranks (pp_rt_backend_kind) and what each can do: one row each
+ * in common/pp_backends.h, which the plan asks, never a kind. */
 
 /* What a transport can take (pp_transport_caps). 0: host memory only (in-process, MPI). */
 enum {

@@ -71,10 +71,10 @@ static void cleanup(run_state *s)
  * a halt. -1 to go on, 2 when it cannot fit, the plan's error otherwise. */
 static int fits_this_machine(const pp_rt_exec_params *ep)
 {
-    if (ep->transport || ep->backend != PP_RT_BACKEND_CPU)
+    if (ep->transport || pp_backend_row_of(ep->backend)->device_memory)
         return -1; /* a process per rank, or device memory: the backend finds out */
     pp_rt_plan_params pp = {.model = ep->model, .sched = ep->sched, .micro_batch = ep->micro_batch,
-                            .seq = ep->seq, .dp = ep->dp, .backend = PP_RT_BACKEND_CPU,
+                            .seq = ep->seq, .dp = ep->dp, .backend = ep->backend,
                             .tp = ep->tp, .sequence_parallel = ep->sequence_parallel};
     int D = ep->sched->ranks;
     pp_rt_plan_rank *plan = calloc((size_t)D, sizeof *plan);
@@ -143,14 +143,17 @@ static int setup(const pprun_opts *o, run_state *s)
         return 2;
     }
     int device = 0;
-    if (o->backend == PP_RT_BACKEND_CUDA && s->tp) {
+    const pp_backend_row *be = pp_backend_row_of(o->backend);
+    char be_prefix[48]; /* "--backend cuda: " before a device backend's failures */
+    snprintf(be_prefix, sizeof be_prefix, "--backend %s: ", be->name);
+    if (be->device_collectives && s->tp) {
         /* one process per GPU: the device of this process's local rank, NCCL between them */
         pp_launch_info li;
         if ((st = pp_launch_detect(&li)) != PP_OK ||
             (st = pp_launch_local_rank(&li, &device)) != PP_OK)
-            return fail(st, "--backend cuda: ");
+            return fail(st, be_prefix);
         if ((st = pp_transport_nccl_create(s->tp, device, &s->nccl)) != PP_OK)
-            return fail(st, "--backend cuda: ");
+            return fail(st, be_prefix);
         pp_transport_set_watchdog(s->nccl, o->watchdog_s); /* a stalled peer ends the job */
     }
     pp_rt_exec_params ep = {
@@ -177,9 +180,7 @@ static int setup(const pprun_opts *o, run_state *s)
     if (rc >= 0)
         return rc;
     if ((st = pp_rt_executor_create(&ep, &s->ex)) != PP_OK)
-        return fail(st, o->backend == PP_RT_BACKEND_CUDA && st == PP_ERR_UNSUPPORTED
-                            ? "--backend cuda: "
-                            : "");
+        return fail(st, be->device_memory && st == PP_ERR_UNSUPPORTED ? be_prefix : "");
     if (o->trace && g_rank == 0 && (st = pp_rt_trace_open(o->trace, s->ex, &s->trace)) != PP_OK)
         return fail(st, "--trace: ");
     size_t rows = (size_t)pp_rt_executor_batch_rows(s->ex);

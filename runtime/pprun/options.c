@@ -21,7 +21,6 @@
 enum { O_HELP = 1, O_DP, O_VERSION };
 
 static const char *const TRANSPORTS[] = {"auto", "thread", "mpi", NULL};
-static const char *const BACKENDS[] = {"cpu", "cuda", NULL};  /* pp_rt_backend_kind order */
 static const char *const PRECISIONS[] = {"fp32", "bf16", NULL}; /* pp_precision order */
 
 /* clang-format off */
@@ -86,7 +85,7 @@ static const pp_opt tail[] = {
              "without progress (a stopped or frozen process) ends the\n"
              "job with a message naming that peer; 0: never",
      .show_default = 1},
-    {.name = "backend", .kind = PP_OPT_CHOICE, .offset = OFF(backend), .choices = BACKENDS,
+    {.name = "backend", .kind = PP_OPT_CHOICE, .offset = OFF(backend), .choices = pp_backend_choices,
      .arg = "K",
      .help = "cpu | cuda: cuda gives each rank a CUDA backend (ranks\n"
              "as threads: rank g on device g mod the devices; as\n"
@@ -212,9 +211,15 @@ static int check(const pprun_opts *o)
         fprintf(stderr, "pprun: --ranks, --chunks, --microbatches: %s\n", pp_err_text());
         return 2;
     }
-    if (o->precision == PP_PREC_BF16 && o->backend != PP_RT_BACKEND_CUDA) {
-        /* the CPU backend computes in fp32 only */
-        fputs("pprun: --precision bf16 needs --backend cuda (the CPU backend is fp32)\n", stderr);
+    const pp_backend_row *be = pp_backend_row_of(o->backend);
+    if (!pp_backend_row_has_precision(be, o->precision)) {
+        const pp_backend_row *with = NULL; /* the first --backend that computes in it */
+        for (int k = 0; pp_backend_choices[k] && !with; k++)
+            if (pp_backend_row_has_precision(pp_backend_row_of(k), o->precision))
+                with = pp_backend_row_of(k);
+        fprintf(stderr, "pprun: --precision %s needs --backend %s (the %s backend is fp32)\n",
+                PRECISIONS[o->precision], with ? with->name : "?",
+                be ? be->name : "?");
         return 2;
     }
     return -1;

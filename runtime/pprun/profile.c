@@ -93,7 +93,8 @@ static int check_launch(const pprun_opts *o, const pp_profile *p)
          * (all of them for rank threads); a GPU profile on a machine without them is refused
          * here, not as a CUDA failure later */
         int here = threads ? (int)devices : (per_node ? per_node : want_per_node);
-        int seen = p->cluster.gpu ? pp_backend_device_count(PP_RT_BACKEND_CUDA) : here;
+        const pp_backend_row *be = pp_backend_row_for_device(p->cluster.gpu ? "gpu" : "cpu");
+        int seen = be && be->device_memory ? pp_backend_device_count(be->kind) : here;
         if (seen < here) {
             fprintf(stderr,
                     "pprun: --profile %s needs %d GPUs on this node, one per rank (%s %s); "
@@ -172,8 +173,11 @@ int pprun_apply_profile(pprun_opts *o, int argc, char **argv)
         o->dp_set = 1;
         /* the backend and precision the profile planned for (the export's --backend cuda
          * --precision bf16) */
-        o->backend = p->cluster.gpu ? PP_RT_BACKEND_CUDA : PP_RT_BACKEND_CPU;
-        o->precision = p->options.bf16 && p->cluster.gpu ? PP_PREC_BF16 : PP_PREC_FP32;
+        const pp_backend_row *be = pp_backend_row_for_device(p->cluster.gpu ? "gpu" : "cpu");
+        o->backend = be ? be->kind : PP_RT_BACKEND_CPU;
+        o->precision = p->options.bf16 && pp_backend_row_has_precision(be, PP_PREC_BF16)
+                           ? PP_PREC_BF16
+                           : PP_PREC_FP32;
     } else {
         fprintf(stderr,
                 "pprun: --profile %s: %s given, so the layout is yours, not the profile's "

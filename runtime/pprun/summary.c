@@ -148,7 +148,7 @@ int pprun_write_summary(const pprun_opts *o, const pprun_record *rec, FILE *fp)
     fprintf(fp, "pprun: %d steps of %s on %d ranks x dp %d (%s transport, %s backend, %s): final "
                 "loss %.4f\n",
             rec->n_steps, rec->sched->kind, rec->sched->ranks, o->cfg.d,
-            rec->transport ? rec->transport : "thread", o->backend ? "cuda" : "cpu",
+            rec->transport ? rec->transport : "thread", pp_backend_row_of(o->backend)->name,
             o->precision == PP_PREC_BF16 ? "bf16" : "fp32",
             rec->n_steps ? rec->steps[rec->n_steps - 1].loss : 0.0);
     if (med > 0)

@@ -57,7 +57,7 @@ int pprun_choose_threads(const pprun_opts *o, pp_transport *tp, pprun_record *re
             n = 1;
         from = tp ? "cores / local processes" : "cores / ranks";
     }
-    rec->threads = o->backend == PP_RT_BACKEND_CPU ? pp_backend_cpu_set_threads(n) : 0;
+    rec->threads = pp_backend_row_of(o->backend)->host_threads ? pp_backend_cpu_set_threads(n) : 0;
     rec->threads_from = from;
     return -1;
 }
