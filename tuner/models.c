@@ -300,9 +300,13 @@ static pp_status read_hf_rope(json_t *o, const char *path, pp_tune_model *m)
         const char *t = json_string_value(json_object_get(sc, "rope_type"));
         if (!t)
             t = json_string_value(json_object_get(sc, "type"));
-        if (!json_is_object(sc) || !t)
+        /* a name (it is printed, and goes into profiles, whose reader wants one) */
+        if (!json_is_object(sc) || !t || !*t || strlen(t) >= sizeof m->rope_scaling ||
+            strspn(t, "abcdefghijklmnopqrstuvwxyz0123456789_-.") != strlen(t))
             return pp_json_bad(&s, "rope_scaling",
-                               "null or an object with \"rope_type\" (or \"type\")", sc);
+                               "null or an object with \"rope_type\" (or \"type\"): a name "
+                               "of a-z 0-9 _ - .",
+                               sc);
         snprintf(m->rope_scaling, sizeof m->rope_scaling, "%s", t);
     }
     return PP_OK;
