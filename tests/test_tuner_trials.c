@@ -364,3 +364,23 @@ Test(tuner_trials, a_trial_leader_dies_with_the_tuner_and_its_watchdog, .timeout
     sigkill_tuner_mid_trial(1, &leader, &sleeper);
     cr_assert(leader, "the trial outlived the SIGKILLed tuner and watchdog");
 }
+
+/* Issue 30, finding 11: a summary of a 1e-300 s step, or of ranks the configuration does not
+ * have, was recorded as an ok measurement. */
+Test(tuner_trials, a_summary_that_is_no_measurement_is_a_crash)
+{
+    static const char *const bodies[] = {
+        "echo '{\"median_step_seconds\": 1e-300, \"ranks\": []}'",
+        "echo '{\"median_step_seconds\": 1e-5, \"ranks\": [{\"pipeline_rank\": 7, "
+        "\"replica\": 0, \"peak_bytes\": {\"total\": 100}}]}'",
+        "echo '{\"median_step_seconds\": 1e-5, \"ranks\": [{\"pipeline_rank\": 0, "
+        "\"replica\": -1, \"peak_bytes\": {\"total\": 100}}]}'",
+        "echo '{\"median_step_seconds\": 1e-5, \"ranks\": [{\"pipeline_rank\": 0, "
+        "\"replica\": 0, \"peak_bytes\": {\"total\": -5}}]}'",
+    };
+    static const char *const details[] = {"median step time", "outside the configuration",
+                                          "outside the configuration",
+                                          "outside the configuration"};
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++)
+        scripted(bodies[i], 20, "crash", details[i]);
+}
