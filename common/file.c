@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -254,7 +255,8 @@ pp_status pp_file_read_max(const char *path, size_t max, char **data, size_t *le
     *data = NULL;
     if (len)
         *len = 0;
-    int fd = open(path, O_RDONLY | O_NOCTTY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO that has no writer would wait for one for good */
+    int fd = open(path, O_RDONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) /* a file the user named that is not there is bad input (exit 2), not a failure */
         return PP_ERR(errno == ENOENT ? PP_ERR_NOTFOUND : PP_ERR_IO, "%s: cannot open: %s", path,
                       strerror(errno));
@@ -268,6 +270,12 @@ pp_status pp_file_read_max(const char *path, size_t max, char **data, size_t *le
         close(fd);
         return PP_ERR(PP_ERR_INVALID, "%s: %jd bytes, more than the %zu MiB this reader accepts",
                       path, (intmax_t)st.st_size, max >> 20);
+    }
+    int pipe_in = S_ISFIFO(st.st_mode);
+    if (!pipe_in) {
+        int fl = fcntl(fd, F_GETFL);
+        if (fl >= 0)
+            (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     }
     size_t cap = S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : 4096, n = 0;
     char *buf = malloc(cap);
@@ -289,8 +297,21 @@ pp_status pp_file_read_max(const char *path, size_t max, char **data, size_t *le
             }
             buf = nb, cap = ncap;
         }
+        if (pipe_in) { /* a pipe: at most PP_FILE_PIPE_WAIT_S for each next byte */
+            struct pollfd pfd = {fd, POLLIN, 0};
+            int r = poll(&pfd, 1, PP_FILE_PIPE_WAIT_S * 1000);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r == 0) {
+                free(buf);
+                close(fd);
+                return PP_ERR(PP_ERR_INVALID,
+                              "%s: a pipe that gave nothing for %d s (a FIFO without a writer?)",
+                              path, PP_FILE_PIPE_WAIT_S);
+            }
+        }
         ssize_t got = read(fd, buf + n, cap - n - 1);
-        if (got < 0 && errno == EINTR)
+        if (got < 0 && (errno == EINTR || (pipe_in && errno == EAGAIN)))
             continue;
         if (got < 0)
             err = errno;

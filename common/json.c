@@ -205,7 +205,22 @@ pp_status pp_json_load(const char *text, size_t len, const char *name, size_t fl
 {
     json_error_t e;
     *out = json_loadb(text, len, flags, &e);
-    if (!*out)
-        return PP_ERR(PP_ERR_PARSE, "%s:%d:%d: not valid JSON: %s", name, e.line, e.column, e.text);
+    if (!*out) {
+        /* jansson quotes the text near the error ("... near 'TEXT'"): at most a short prefix of
+         * it, escaped, so that a file or a server's answer reaches no terminal raw */
+        char *near = strstr(e.text, " near '");
+        char shown[16 + 8] = "";
+        if (near) {
+            char prefix[17];
+            snprintf(prefix, sizeof prefix, "%s", near + 7);
+            size_t k = strlen(prefix);
+            if (k && prefix[k - 1] == '\'')
+                prefix[k - 1] = '\0';
+            pp_text_show(prefix, shown, sizeof shown);
+            *near = '\0';
+        }
+        return PP_ERR(PP_ERR_PARSE, "%s:%d:%d: not valid JSON: %s%s%s%s", name, e.line, e.column,
+                      e.text, near ? " near \"" : "", shown, near ? "\"" : "");
+    }
     return PP_OK;
 }

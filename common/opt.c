@@ -3,6 +3,7 @@
  * program's wording of a message, or what an option means. */
 #include "pp_opt.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -68,12 +69,18 @@ static void name_read(pp_opt_parser *p, int c)
         snprintf(p->name, sizeof p->name, "%s", w);
 }
 
+/* strtol and strtod skip leading white space: "--nodes ' 8'" is a typo to say, not 8 */
+static int starts_blank(const char *s)
+{
+    return s && isspace((unsigned char)*s);
+}
+
 int pp_opt_int(const char *s, long min, long max, int *out)
 {
     char *end;
     errno = 0;
-    long v = s ? strtol(s, &end, 10) : 0;
-    if (!s || errno || end == s || *end || v < min || v > max || v > INT_MAX)
+    long v = s && !starts_blank(s) ? strtol(s, &end, 10) : 0;
+    if (!s || starts_blank(s) || errno || end == s || *end || v < min || v > max || v > INT_MAX)
         return 0;
     *out = (int)v;
     return 1;
@@ -82,8 +89,8 @@ int pp_opt_int(const char *s, long min, long max, int *out)
 int pp_opt_double(const char *s, double min, double max, double *out)
 {
     char *end;
-    double v = s ? strtod(s, &end) : 0;
-    if (!s || end == s || *end || !(v >= min) || !isfinite(v) || v > 1e300 || (max && v > max))
+    double v = s && !starts_blank(s) ? strtod(s, &end) : 0;
+    if (!s || starts_blank(s) || end == s || *end || !(v >= min) || !isfinite(v) || v > 1e300 || (max && v > max))
         return 0; /* NaN fails v >= min; "inf" is no figure (--lr inf) */
     *out = v;
     return 1;
@@ -93,8 +100,8 @@ static int u64(const char *s, uint64_t *out)
 {
     char *end;
     errno = 0;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (errno || end == s || *end || s[0] == '-')
+    unsigned long long v = starts_blank(s) ? 0 : strtoull(s, &end, 0);
+    if (starts_blank(s) || errno || end == s || *end || s[0] == '-')
         return 0;
     *out = v;
     return 1;

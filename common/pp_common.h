@@ -143,6 +143,9 @@ int pp_afile_clean_stale(const char *path);
  * file and the limit beyond that, read no further). PP_ERR_NOTFOUND when there is no such file
  * (bad input: exit 2), PP_ERR_IO when it cannot be read. pp_file_read_max takes its own limit. */
 #define PP_FILE_READ_MAX ((size_t)64 << 20)
+/* A pipe is opened without blocking and waited on at most this long for each next byte: a FIFO
+ * nobody writes is refused (PP_ERR_INVALID) rather than waited on for good. */
+#define PP_FILE_PIPE_WAIT_S 5
 pp_status pp_file_read(const char *path, char **data, size_t *len);
 pp_status pp_file_read_max(const char *path, size_t max, char **data, size_t *len);
 

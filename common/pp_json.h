@@ -76,7 +76,8 @@ pp_status pp_json_arr(const pp_json_src *s, const json_t *o, const char *prefix,
                       int null_ok, json_t **out);
 
 /* Parses len bytes of text (jansson flags, e.g. JSON_REJECT_DUPLICATES) into *out, which the
- * caller json_decref's; "NAME:LINE:COLUMN: not valid JSON: REASON" otherwise. */
+ * caller json_decref's; "NAME:LINE:COLUMN: not valid JSON: REASON" otherwise, where REASON
+ * quotes at most 16 bytes of the text, escaped (pp_text_show). */
 pp_status pp_json_load(const char *text, size_t len, const char *name, size_t flags, json_t **out);
 
 #ifdef __cplusplus

@@ -360,8 +360,12 @@ pp_status pp_probe_topology(const char *xml_path, pp_topo **out)
 {
     *out = NULL;
     keep_pciaccess_loaded();
-    if (xml_path && access(xml_path, F_OK) != 0)
-        return PP_ERR(PP_ERR_NOTFOUND, "%s: no such file", xml_path);
+    if (xml_path) { /* a regular file only: hwloc (and its child) would wait on a FIFO */
+        int fd;
+        uint64_t size;
+        PP_TRY(pp_file_open_regular(xml_path, &fd, &size));
+        close(fd);
+    }
     if (xml_path && !xml_survives_hwloc(xml_path))
         return PP_ERR(PP_ERR_PARSE,
                       "hwloc could not read %s: it crashed loading this XML (an object without "

@@ -17,6 +17,7 @@
  * Not here: a server (tests/fixtures/store_server.py is the test one), listing or deleting.
  */
 #include <curl/curl.h>
+#include <jansson.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -413,6 +414,16 @@ static pp_status verify(const response *r, const char *shown, const char *finger
                       "to the store's X-Checksum-Sha256%s (corrupted or truncated)",
                       shown, r->body.len, sha,
                       r->checksum[0] == '(' ? " header, which is malformed" : "");
+    /* not JSON: said without a word of the body (a store that echoes the request would have
+     * its headers, the token among them, printed) */
+    json_error_t e;
+    json_t *doc = json_loadb(r->body.data ? r->body.data : "", r->body.len, 0, &e);
+    if (!doc)
+        return PP_ERR(PP_ERR_PARSE,
+                      "GET %s: the store's answer (%zu bytes) is not JSON (line %d, column %d): "
+                      "not a profile",
+                      shown, r->body.len, e.line, e.column);
+    json_decref(doc);
     pp_profile *p;
     PP_TRY(pp_profile_parse(r->body.data ? r->body.data : "", r->body.len, shown, &p));
     int same_cluster = !strcmp(p->cluster.fingerprint, fingerprint);

@@ -67,6 +67,8 @@ struct pp_transport_req {
 
 typedef struct {
     MPI_Comm p2p, coll;
+    MPI_Comm ask; /* the watchdog's questions "whom are you waiting for?" and their answers */
+    int waiting_on; /* the rank this one waits for now (-1: the others, -2: not waiting) */
     int rank, size;
     int own_init; /* we called MPI_Init_thread: finalise in destroy */
     pp_backend *be;
@@ -93,6 +95,131 @@ enum { TAG_STAGE_BITS = 11, TAG_MB_BITS = 16, TAG_COLL_BIT = 1 << 29 };
 
 /* Point to point, pp_transport_tag's layout: stage(11) pipe(1) dir(1) mb(16) in 29 bits;
  * the executor's gathers (bit 63): bit 29, kind(3) replica(6) index(20). */
+/* ---- who stopped making progress --------------------------------------------------------------
+ * A rank whose wait ran past the watchdog names the rank it waited for, but that rank may itself
+ * be waiting (for the frozen one further along the pipeline: rank 3 waits for 2, which waits for
+ * 1). So before it names one, it asks along the chain: every rank in a wait answers, on a
+ * communicator of its own (ask), which rank it waits for; the first rank that does not answer
+ * within ASK_S is the one that stopped. Answers are given only from inside a wait (where every
+ * rank that is not making progress sits); a rank computing for longer than ASK_S is named as
+ * before. */
+enum { TAG_ASK = 1, TAG_ANSWER = 2 };
+#define ASK_S 2.0
+
+/* Answers the questions waiting for this rank (from inside its waits). */
+static void answer_asks(mctx *c)
+{
+    if (c->ask == MPI_COMM_NULL)
+        return;
+    for (;;) {
+        int flag = 0, q;
+        MPI_Status st;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_ASK, c->ask, &flag, &st) != MPI_SUCCESS || !flag)
+            return;
+        if (MPI_Recv(&q, 1, MPI_INT, st.MPI_SOURCE, TAG_ASK, c->ask, MPI_STATUS_IGNORE) !=
+            MPI_SUCCESS)
+            return;
+        int a = c->waiting_on; /* one int: sent eagerly, so this returns at once */
+        MPI_Send(&a, 1, MPI_INT, st.MPI_SOURCE, TAG_ANSWER, c->ask);
+    }
+}
+
+/* A wait on all the others (a barrier): every rank is asked at once, and the first that does not
+ * answer within ASK_S is named; -1 when all answer (or a question cannot be sent). */
+static int none_answers(mctx *c)
+{
+    enum { MAX_ASKED = 4096 };
+    int n = c->size < MAX_ASKED ? c->size : MAX_ASKED, q = c->rank, left = 0;
+    MPI_Request *rq = pp_calloc((size_t)n, sizeof *rq);
+    int *a = pp_calloc((size_t)n, sizeof *a);
+    for (int r = 0; rq && a && r < n; r++) {
+        rq[r] = MPI_REQUEST_NULL;
+        if (r == c->rank || MPI_Send(&q, 1, MPI_INT, r, TAG_ASK, c->ask) != MPI_SUCCESS ||
+            MPI_Irecv(&a[r], 1, MPI_INT, r, TAG_ANSWER, c->ask, &rq[r]) != MPI_SUCCESS)
+            continue;
+        left++;
+    }
+    double until = pp_now() + ASK_S;
+    while (rq && a && left > 0 && pp_now() < until) {
+        answer_asks(c);
+        int done = 0;
+        MPI_Testall(n, rq, &done, MPI_STATUSES_IGNORE);
+        if (done)
+            left = 0;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    int stopped = -1;
+    for (int r = 0; rq && a && r < n; r++) {
+        int complete = 1;
+        if (rq[r] != MPI_REQUEST_NULL)
+            MPI_Request_get_status(rq[r], &complete, MPI_STATUS_IGNORE);
+        if (!complete && stopped < 0)
+            stopped = r;
+        if (!complete) {
+            MPI_Cancel(&rq[r]);
+            MPI_Request_free(&rq[r]);
+        }
+    }
+    free(rq);
+    free(a);
+    return stopped;
+}
+
+/* The rank to name for a wait on `peer` that made no progress: along the chain of ranks each
+ * waiting for the next, the first that does not answer (peer itself when it does not; peer too
+ * for a chain that comes back to a rank already asked, or ends at a rank not waiting). */
+static int who_stopped(mctx *c, int peer)
+{
+    if (c->ask == MPI_COMM_NULL)
+        return peer;
+    if (peer < 0)
+        return none_answers(c);
+    int cur = peer, asked = 0;
+    while (asked++ < c->size) {
+        int q = c->rank, a = -2, flag = 0;
+        MPI_Request rq;
+        if (MPI_Send(&q, 1, MPI_INT, cur, TAG_ASK, c->ask) != MPI_SUCCESS ||
+            MPI_Irecv(&a, 1, MPI_INT, cur, TAG_ANSWER, c->ask, &rq) != MPI_SUCCESS)
+            return peer;
+        double until = pp_now() + ASK_S;
+        while (!flag && pp_now() < until) {
+            answer_asks(c); /* others ask this rank while it asks */
+            MPI_Test(&rq, &flag, MPI_STATUS_IGNORE);
+            if (!flag) {
+                struct timespec ts = {0, 1000000};
+                nanosleep(&ts, NULL);
+            }
+        }
+        if (!flag) {
+            MPI_Cancel(&rq);
+            MPI_Request_free(&rq);
+            return cur; /* no answer: this one stopped */
+        }
+        if (a < 0 || a == c->rank || a == peer || a >= c->size)
+            return peer; /* not waiting, or a cycle back here: name the one waited for */
+        cur = a;
+    }
+    return peer;
+}
+
+/* who_stopped, and then this rank stays to answer ASK_S x 2 longer, naming the stopped rank as
+ * the one it waits for: ranks whose waits began later ask it after it has made up its mind, and
+ * would otherwise name it for not answering. */
+static int blame(mctx *c, int peer)
+{
+    int stopped = who_stopped(c, peer);
+    c->waiting_on = stopped;
+    double until = pp_now() + 2 * ASK_S;
+    while (stopped >= 0 && pp_now() < until) {
+        answer_asks(c);
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    c->waiting_on = -2;
+    return stopped;
+}
+
 /* Waits for all n requests (statuses may be NULL) like MPI_Waitall, polling so that a wait
  * with no progress for c->watchdog_s fails, naming peers[i] of the first request still open
  * (peers NULL: `peer`). */
@@ -100,25 +227,31 @@ static pp_status await_all(mctx *c, int n, MPI_Request *reqs, MPI_Status *sts, c
                            int peer, const char *what)
 {
     double t0 = pp_now(), spin_until = t0 + 0.005;
-    for (;;) {
+    for (int polls = 0;; polls++) {
         int done = 0;
         int rc = MPI_Testall(n, reqs, &done, sts ? sts : MPI_STATUSES_IGNORE);
         if (rc != MPI_SUCCESS)
             return mpi_fail(rc, what, __FILE__, __LINE__);
-        if (done)
+        if (done) {
+            c->waiting_on = -2;
             return PP_OK;
+        }
         double now = pp_now();
-        if (c->watchdog_s > 0 && now - t0 > c->watchdog_s) {
-            int who = peer;
-            for (int i = 0; peers && i < n; i++) {
-                int open = 0;
-                MPI_Request_get_status(reqs[i], &open, MPI_STATUS_IGNORE);
-                if (!open) {
-                    who = peers[i];
-                    break;
-                }
+        int who = peer;
+        for (int i = 0; peers && i < n && (polls % 64 == 0 || c->watchdog_s > 0); i++) {
+            int complete = 0; /* the first request still open names whom this rank waits for */
+            MPI_Request_get_status(reqs[i], &complete, MPI_STATUS_IGNORE);
+            if (!complete) {
+                who = peers[i];
+                break;
             }
-            return pp_transport_stalled(c->rank, now - t0, who, what);
+        }
+        c->waiting_on = who;
+        if (polls % 64 == 0)
+            answer_asks(c);
+        if (c->watchdog_s > 0 && now - t0 > c->watchdog_s) {
+            int stopped = blame(c, who);
+            return pp_transport_stalled(c->rank, now - t0, stopped, what);
         }
         if (now > spin_until) {
             struct timespec ts = {0, 200000}; /* 0.2 ms: idle ranks leave the core to others */
@@ -256,12 +389,17 @@ static pp_status m_recv(void *ctx, int to, int from, uint64_t tag, void *buf, si
     /* Probe first: a message of another size is reported as such (MPI would truncate). */
     MPI_Status stt;
     double t0 = pp_now();
+    c->waiting_on = from;
     for (int flag = 0, polls = 0; !flag; polls++) {
         MPI_CHECK(MPI_Iprobe(from, mt, c->p2p, &flag, &stt));
         if (flag)
             break;
-        if (c->watchdog_s > 0 && pp_now() - t0 > c->watchdog_s)
-            return pp_transport_stalled(to, pp_now() - t0, from, "a message");
+        if (polls % 64 == 0)
+            answer_asks(c);
+        if (c->watchdog_s > 0 && pp_now() - t0 > c->watchdog_s) {
+            double waited = pp_now() - t0;
+            return pp_transport_stalled(to, waited, blame(c, from), "a message");
+        }
         if (polls > 1000) {
             struct timespec ts = {0, 200000};
             nanosleep(&ts, NULL);
@@ -578,6 +716,8 @@ static void m_destroy(void *ctx)
             MPI_Comm_free(&c->p2p);
         if (c->coll != MPI_COMM_NULL)
             MPI_Comm_free(&c->coll);
+        if (c->ask != MPI_COMM_NULL)
+            MPI_Comm_free(&c->ask);
         if (c->own_init)
             MPI_Finalize();
     }
@@ -611,6 +751,8 @@ static pp_status init_mpi(mctx *c)
     MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &c->p2p));
     MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &c->coll));
+    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &c->ask));
+    c->waiting_on = -2;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &c->rank));
     c->watchdog_s = PP_TRANSPORT_WATCHDOG_S;
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &c->size));
@@ -634,7 +776,7 @@ pp_status pp_transport_mpi_create(pp_transport **out)
         free(t);
         return PP_ERR_NOMEM;
     }
-    c->p2p = c->coll = MPI_COMM_NULL;
+    c->p2p = c->coll = c->ask = MPI_COMM_NULL;
     pp_status st = init_mpi(c);
     if (st != PP_OK) {
         m_destroy(c);

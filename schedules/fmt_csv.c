@@ -341,7 +341,8 @@ static pp_status recvs_to_wait_points(pp_sched *s)
                 }
             row[k++] = *a;
         }
-        memcpy(ops, row, (size_t)k * sizeof *row); /* k == n: every held RECV was emitted */
+        if (k) /* k == n: every held RECV was emitted; an empty row has no ops array at all */
+            memcpy(ops, row, (size_t)k * sizeof *row);
     }
     free(consumer);
     free(held);

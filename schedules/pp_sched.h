@@ -232,6 +232,12 @@ char *pp_sched_names(pp_sched_megatron at_most, const char *sep, char *buf, size
 /* The v a schedule runs with when asked for `chunks` (0 = its natural value): the fixed count,
  * or for a tunable one `chunks` itself, chunks_min when 0. */
 int pp_sched_desc_chunks(const pp_sched_desc *d, int chunks);
+/* PP_OK when `chunks` as a command line gave it (0: not given) is one the schedule takes: any
+ * for a schedule of tunable chunks (its minimum is checked when it is generated), 0 or its own
+ * count for the others; else PP_ERR_INVALID naming the schedule, its count and --chunks. For
+ * the command lines (pptune schedule, pprun): the generator itself runs a one-chunk schedule
+ * with v = 1 whatever it is asked. */
+pp_status pp_sched_chunks_option(const pp_sched_desc *d, int chunks);
 /* The micro-batch group a grouped schedule runs with when asked for `group` (0 = D); 0 for the
  * others. */
 int pp_sched_desc_group(const pp_sched_desc *d, int ranks, int group);
@@ -529,7 +535,9 @@ typedef struct {
 
 /* Runs the schedule against the costs. want_spans: also record every action's start and end.
  * The schedule must pass pp_sched_check (a deadlock is reported as PP_ERR_DEADLOCK).
- * Free the result with pp_sim_result_fini. */
+ * Free the result with pp_sim_result_fini. At most PP_SIM_MAX_RANKS ranks (PP_ERR_INVALID
+ * past it): the links between ranks are a ranks x ranks table (4096: 128 MiB). */
+#define PP_SIM_MAX_RANKS 4096
 pp_status pp_sim_run(const pp_sched *s, const pp_cost *c, int want_spans, pp_sim_result *out);
 void pp_sim_result_fini(pp_sim_result *r);
 

@@ -106,6 +106,17 @@ int pp_sched_desc_searched(const pp_sched_desc *d, const char *list)
     return 0;
 }
 
+pp_status pp_sched_chunks_option(const pp_sched_desc *d, int chunks)
+{
+    if (!d || !d->chunks || chunks == 0 || chunks == d->chunks)
+        return PP_OK;
+    return PP_ERR(PP_ERR_INVALID,
+                  "--chunks %d: %s has %d chunk%s per rank%s; --chunks is for the schedules of "
+                  "tunable chunks (interleaved)",
+                  chunks, d->name, d->chunks, d->chunks == 1 ? "" : "s",
+                  d->pipes == 2 ? " per pipe" : "");
+}
+
 int pp_sched_desc_chunks(const pp_sched_desc *d, int chunks)
 {
     if (d->chunks)

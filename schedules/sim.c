@@ -524,6 +524,11 @@ pp_status pp_sim_run(const pp_sched *s, const pp_cost *c, int want_spans, pp_sim
                       "cannot simulate a schedule of %d ranks, %d micro-batches, "
                       "%d stages per pipe and %d pipes",
                       s->ranks, s->microbatches, s->stages_per_pipe, s->n_pipes);
+    if (s->ranks > PP_SIM_MAX_RANKS) /* before the ranks x ranks link table is allocated */
+        return PP_ERR(PP_ERR_INVALID,
+                      "ranks: expected at most %d to simulate, got %d (the links between ranks "
+                      "are a ranks x ranks table)",
+                      PP_SIM_MAX_RANKS, s->ranks);
     sim x = {
         .s = s, .c = c, .out = out, .D = s->ranks, .S = s->stages_per_pipe, .N = s->microbatches};
     x.nk = (size_t)s->n_pipes * x.S * x.N;

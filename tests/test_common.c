@@ -241,6 +241,40 @@ Test(common, reads_are_bounded_and_refuse_devices)
     rmtree(dir);
 }
 
+/* Issue 30: `mkfifo f; pptune --model-file f` waited for a writer for good. A FIFO nobody
+ * writes is refused after PP_FILE_PIPE_WAIT_S; one that is written (a pipe with a writer, as
+ * `--model-file <(...)` gives) is read. */
+Test(common, a_fifo_without_a_writer_is_refused_not_waited_on, .timeout = 30)
+{
+    char dir[] = "/tmp/pp_test_XXXXXX";
+    make_dir(dir);
+    char path[256];
+    snprintf(path, sizeof path, "%s/fifo", dir);
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    char *d = NULL;
+    double t0 = pp_now();
+    cr_assert_eq(pp_file_read(path, &d, NULL), PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_text(), "gave nothing for"), "%s", pp_err_text());
+    cr_assert(pp_now() - t0 < PP_FILE_PIPE_WAIT_S + 3, "waited %.1f s", pp_now() - t0);
+    pp_err_clear();
+    pid_t w = fork();
+    cr_assert(w >= 0);
+    if (w == 0) {
+        FILE *fp = fopen(path, "w");
+        if (fp) {
+            fputs("{\"a\": 1}", fp);
+            fclose(fp);
+        }
+        _exit(0);
+    }
+    size_t n = 0;
+    cr_assert_eq(pp_file_read(path, &d, &n), PP_OK, "%s", pp_err_text());
+    cr_assert_str_eq(d, "{\"a\": 1}");
+    free(d);
+    waitpid(w, NULL, 0);
+    rmtree(dir);
+}
+
 /* Published FNV-1a 64 test vectors (Fowler, Noll, Vo): the cluster fingerprint and the
  * checkpoint hashes depend on these exact values. */
 Test(common, fnv1a_matches_published_vectors)

@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "pp_probe.h"
@@ -126,6 +127,20 @@ Test(probes, missing_topology_file_names_it)
     cr_assert_eq(pp_probe_topology("/nonexistent/machine.xml", &t), PP_ERR_NOTFOUND);
     cr_assert_null(t);
     cr_assert(strstr(pp_err_text(), "/nonexistent/machine.xml") != NULL, "%s", pp_err_text());
+}
+
+/* Issue 30: hwloc (and the child that loads the XML first) waited on a FIFO for good. */
+Test(probes, a_topology_fifo_is_refused_at_once, .timeout = 20)
+{
+    char path[] = "/tmp/pp_topo_fifo_XXXXXX";
+    close(mkstemp(path));
+    unlink(path);
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    pp_topo *t = NULL;
+    cr_assert_eq(pp_probe_topology(path, &t), PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_text(), "a FIFO"), "%s", pp_err_text());
+    cr_assert_null(t);
+    unlink(path);
 }
 
 /* hwloc 2.9 crashes loading an XML object without complete_cpuset (issue 18, finding 10): the

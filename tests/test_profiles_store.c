@@ -324,3 +324,23 @@ Test(profiles_http, what_a_hostile_store_sends_is_not_echoed)
     cr_assert_null(strstr(pp_err_text(), "pa/ss"), "%s", pp_err_text());
     cr_assert_null(strstr(pp_err_text(), "w0rd"), "%s", pp_err_text());
 }
+
+/* Issue 30: a store that answers with the request's headers as its body had the start of it
+ * (the bearer token) quoted by the JSON parse error, terminal escapes included. */
+Test(profiles_http, a_store_echoing_the_request_gets_nothing_of_it_printed)
+{
+    env e;
+    env_init(&e);
+    const char *secret = "s3cr3t-Echo-4242";
+    pt_server_start(&e.srv, e.root, "echo", NULL);
+    pp_profile_http h = quick(&e);
+    h.token = secret;
+    cr_assert_eq(pp_profile_fetch(&h, TINY_FP, "tiny", e.dest), PP_ERR_PARSE, "%s",
+                 pp_err_text());
+    pt_server_stop(&e.srv);
+    cr_assert(strstr(pp_err_text(), "is not JSON"), "%s", pp_err_text());
+    cr_assert_null(strstr(pp_err_msg(), "s3cr3t"), "the token leaked: %s", pp_err_msg());
+    cr_assert_null(strstr(pp_err_msg(), "Authorization"), "the headers leaked: %s", pp_err_msg());
+    cr_assert_null(strchr(pp_err_msg(), '\x1b'), "a terminal escape was echoed");
+    assert_local_unchanged(&e);
+}

@@ -373,3 +373,27 @@ Test(runtime_mpi, a_stopped_rank_ends_the_job_with_its_name, .timeout = 240)
                    r.out);
     pp_test_run_done(&r);
 }
+
+/* Issue 30, finding 9: with four ranks and rank 1 stopped, the ranks further along waited for
+ * their neighbour (itself waiting for rank 1) and named it: 2 of 3 messages blamed a rank that
+ * was not the stopped one. Now a rank asks along the chain of waits before naming one: every
+ * watchdog message names rank 1. */
+Test(runtime_mpi, the_watchdog_names_the_stopped_rank_not_its_neighbour, .timeout = 240)
+{
+    need_mpi();
+    pp_test_run_result r = pp_test_run_stopping_rank1_seeded(
+        MPIRUN " -np 4 " PPRUN " --ranks 4 --steps 1000000 --seed $((%ld + 1)) --watchdog 3",
+        4343430);
+    cr_assert_null(strstr(r.out, "NO VICTIM"), "training never started:\n%s", r.err);
+    cr_assert(strstr(r.err, "without progress"), "no watchdog message:\n%s", r.err);
+    int messages = 0;
+    for (const char *k = r.err; (k = strstr(k, "without progress: rank ")); k++) {
+        messages++;
+        cr_assert(!strncmp(k, "without progress: rank 1 ", 25), "a message names another "
+                  "rank than the stopped one (1):\n%s", r.err);
+    }
+    cr_assert(messages >= 1, "%s", r.err);
+    cr_assert_null(strstr(r.out, "LEFT RUNNING"), "a process of the job was left running: %s",
+                   r.out);
+    pp_test_run_done(&r);
+}

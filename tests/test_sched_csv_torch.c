@@ -368,3 +368,23 @@ Test(sched_csv_torch, lowering_puts_a_pairs_comms_around_it)
     free(text);
     pp_sched_destroy(s);
 }
+
+/* Issue 30: a rank's row with no compute or comms cell left (only UNSHARD / RESHARD, which are
+ * dropped) reached memcpy(NULL, ..., 0), which UBSan reports (the sanitizer pass runs this
+ * suite). Such a file reads, and the check refuses it for what the empty rank lacks. */
+Test(sched_csv_torch, a_rank_row_with_no_actions_reads_and_is_refused_by_the_check)
+{
+    static const char *const files[] = {"0F0,0B0\n1UNSHARD\n", "0UNSHARD\n1F0,1B0\n",
+                                        "0F0,0SEND_F0,0RECV_B0,0B0\n1UNSHARD,1RESHARD\n"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        pp_sched *s = NULL;
+        cr_assert_eq(pp_sched_read_csv(files[i], "empty-row.csv", &s), PP_OK, "%s: %s", files[i],
+                     pp_err_msg());
+        cr_assert_eq(s->ranks, 2, "%s", files[i]);
+        cr_assert(s->n_ops[0] == 0 || s->n_ops[1] == 0, "%s", files[i]);
+        cr_assert_neq(pp_sched_check(s), PP_OK, "%s", files[i]);
+        cr_assert(strstr(pp_err_msg(), "is missing"), "%s", pp_err_msg());
+        pp_err_clear();
+        pp_sched_destroy(s);
+    }
+}

@@ -13,6 +13,7 @@
 #include "pp_profile.h"
 
 #define PPTUNE PP_BINARY_DIR "/tuner/pptune"
+#define PPRUN PP_BINARY_DIR "/runtime/pprun"
 
 Test(tuner_search_cli, gpt13b_on_32_nodes_prints_a_leaderboard_and_writes_a_profile)
 {
@@ -330,4 +331,47 @@ Test(tuner_search_cli, for_a_target_searches_what_it_runs_and_exports_there)
     pp_test_run_done(&r);
     pp_test_run_result rm = pp_test_run("rm -rf %s", dir);
     pp_test_run_done(&rm);
+}
+
+/* Issue 30, finding 10: absurd sizes are refused with exit 2 before anything is allocated (a
+ * 32 GiB link table for 65536 ranks, 1.4 TB of leaderboard for --keep 1000000000), not ended
+ * by an out-of-memory exit 1. */
+Test(tuner_search_cli, absurd_sizes_are_refused_before_allocating, .timeout = 120)
+{
+    expect_refused("schedule --kind 1f1b --ranks 65536 --microbatches 1", "at most 4096");
+    expect_refused("--model tiny --cluster local --keep 1000000000 --no-save", "--keep");
+    expect_refused("--model tiny --cluster local --top 1000000000 --no-save", "--top");
+}
+
+/* Issue 30, finding 11: the smaller ones. */
+Test(tuner_search_cli, options_that_were_accepted_silently_are_refused, .timeout = 120)
+{
+    /* a blank before a number is a typo, not the number */
+    expect_refused("--model tiny --cluster local --nodes ' 8' --no-save", "--nodes");
+    expect_refused("schedule --kind 1f1b --ranks ' 2' --microbatches 4", "--ranks");
+    /* --chunks with a schedule of one chunk per rank */
+    expect_refused("schedule --kind 1f1b --ranks 2 --microbatches 4 --chunks 2", "--chunks 2");
+    pp_test_run_result r = pp_test_run(PPRUN " --model tiny --schedule 1f1b --ranks 2 "
+                                             "--microbatches 2 --chunks 3 --steps 1");
+    cr_expect_eq(r.code, 2, "pprun --chunks 3 with 1f1b: exit %d: %s", r.code, r.err);
+    cr_expect(strstr(r.err, "--chunks 3"), "%s", r.err);
+    pp_test_run_done(&r);
+    /* -o and --report naming one file */
+    char dir[] = "/tmp/pptune_same_XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char args[512];
+    snprintf(args, sizeof args, "--model tiny --cluster local -o %s/x --report %s/./x", dir, dir);
+    expect_refused(args, "name one file");
+    char path[256];
+    snprintf(path, sizeof path, "%s/x", dir);
+    cr_expect_neq(access(path, F_OK), 0, "something was written to %s", path);
+    /* a trace that cannot be written is a failed write (exit 1), as every other writer's */
+    r = pp_test_run("ulimit -f 2; trap '' XFSZ; " PPRUN " --model tiny --schedule 1f1b --ranks 2 "
+                    "--microbatches 4 --steps 3 --trace %s/t.json", dir);
+    cr_expect_eq(r.code, 1, "pprun --trace past the file size limit: exit %d: %s", r.code, r.err);
+    cr_expect(strstr(r.err, "write failed"), "%s", r.err);
+    pp_test_run_done(&r);
+    snprintf(path, sizeof path, "%s/t.json", dir);
+    unlink(path);
+    rmdir(dir);
 }

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "pp_tune.h"
@@ -287,4 +288,99 @@ Test(tuner_trials, absurd_step_times_are_not_ok)
         unlink(p);
         free(p);
     }
+}
+
+/* The tuner SIGKILLed while its trial runs (issue 30): before, the trial and what it started
+ * kept running with no deadline (5 of 8 kills). The tuner here is a forked copy of this process
+ * running the trial of a stand-in pprun that writes its own pid and its child's; with
+ * also_watchdog, the tuner's other child (the watchdog) is SIGKILLed with it, as `kill -9` of
+ * every process named pptune would. Returns whether the leader and its child are gone. */
+static void sigkill_tuner_mid_trial(int also_watchdog, int *gone_leader, int *gone_sleeper)
+{
+    char pidf[] = "/tmp/pptune_trial_pid_XXXXXX";
+    close(mkstemp(pidf));
+    char body[256];
+    snprintf(body, sizeof body, "echo $$ > %s.tmp; sleep 60 & echo $! >> %s.tmp; mv %s.tmp %s; wait",
+             pidf, pidf, pidf, pidf);
+    char *p = script(body);
+    unlink(pidf);
+    pid_t tuner = fork();
+    cr_assert(tuner >= 0);
+    if (tuner == 0) {
+        static pp_tune_model m;
+        if (pp_tune_model_preset("tiny", &m) != PP_OK)
+            _exit(3);
+        static pp_config c = {.schedule = "1f1b", .p = 2, .v = 1, .b = 1, .d = 1, .t = 1, .N = 4};
+        pp_tune_trial_params tp = {.model = &m, .cfg = &c, .pprun = p, .steps = 3,
+                                   .timeout_s = 120};
+        pp_tune_trial_result r;
+        (void)pp_tune_trial(&tp, &r);
+        _exit(0);
+    }
+    for (int i = 0; i < 500 && access(pidf, F_OK) != 0; i++)
+        usleep(10000);
+    cr_assert_eq(access(pidf, F_OK), 0, "the trial never started");
+    FILE *f = fopen(pidf, "r");
+    int leader = 0, sleeper = 0;
+    cr_assert(f && fscanf(f, "%d %d", &leader, &sleeper) == 2);
+    fclose(f);
+    if (also_watchdog) { /* the tuner's children but the trial: its watchdog */
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)tuner, (int)tuner);
+        FILE *cf = fopen(path, "r");
+        int k, n_dogs = 0;
+        while (cf && fscanf(cf, "%d", &k) == 1)
+            if (k != leader)
+                kill(k, SIGKILL), n_dogs++;
+        if (cf)
+            fclose(cf);
+        cr_assert_eq(n_dogs, 1, "expected the tuner's watchdog beside its trial");
+    }
+    kill(tuner, SIGKILL);
+    waitpid(tuner, NULL, 0);
+    *gone_leader = process_gone(leader);
+    *gone_sleeper = process_gone(sleeper);
+    kill(leader, SIGKILL);
+    kill(sleeper, SIGKILL);
+    unlink(pidf);
+    unlink(p);
+    free(p);
+}
+
+Test(tuner_trials, a_trial_dies_with_a_sigkilled_tuner, .timeout = 30)
+{
+    int leader, sleeper;
+    sigkill_tuner_mid_trial(0, &leader, &sleeper);
+    cr_assert(leader, "the trial outlived the SIGKILLed tuner");
+    cr_assert(sleeper, "the trial's child outlived the SIGKILLed tuner");
+}
+
+/* The watchdog killed too: the trial's leader still gets SIGTERM from the kernel
+ * (PR_SET_PDEATHSIG), which is what makes srun and mpirun end their step and job; what it
+ * started itself is then its own to end (here a shell's background sleep is not). */
+Test(tuner_trials, a_trial_leader_dies_with_the_tuner_and_its_watchdog, .timeout = 30)
+{
+    int leader, sleeper;
+    sigkill_tuner_mid_trial(1, &leader, &sleeper);
+    cr_assert(leader, "the trial outlived the SIGKILLed tuner and watchdog");
+}
+
+/* Issue 30, finding 11: a summary of a 1e-300 s step, or of ranks the configuration does not
+ * have, was recorded as an ok measurement. */
+Test(tuner_trials, a_summary_that_is_no_measurement_is_a_crash)
+{
+    static const char *const bodies[] = {
+        "echo '{\"median_step_seconds\": 1e-300, \"ranks\": []}'",
+        "echo '{\"median_step_seconds\": 1e-5, \"ranks\": [{\"pipeline_rank\": 7, "
+        "\"replica\": 0, \"peak_bytes\": {\"total\": 100}}]}'",
+        "echo '{\"median_step_seconds\": 1e-5, \"ranks\": [{\"pipeline_rank\": 0, "
+        "\"replica\": -1, \"peak_bytes\": {\"total\": 100}}]}'",
+        "echo '{\"median_step_seconds\": 1e-5, \"ranks\": [{\"pipeline_rank\": 0, "
+        "\"replica\": 0, \"peak_bytes\": {\"total\": -5}}]}'",
+    };
+    static const char *const details[] = {"median step time", "outside the configuration",
+                                          "outside the configuration",
+                                          "outside the configuration"};
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++)
+        scripted(bodies[i], 20, "crash", details[i]);
 }

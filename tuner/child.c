@@ -1,7 +1,10 @@
 /* child.c — one program as a child process with a time limit (child.h): its own process group,
  * stdout and stderr read through pipes into bounded buffers (head and tail kept) while the parent
  * polls and reaps under one deadline; past it the whole group gets SIGTERM, then SIGKILL.
- * Whatever the child left running in its group is ended either way. Not here: what the output
+ * Whatever the child left running in its group is ended either way, and so it is when the tuner
+ * itself dies (SIGKILL, a crash) while the child runs: the child gets SIGTERM as its parent dies
+ * (PR_SET_PDEATHSIG, Linux), and a watchdog process per child outlives the tuner just long
+ * enough to end the whole group (SIGTERM, then SIGKILL). Not here: what the output
  * means (trials.c classifies a trial, alloc_probe.c reads a probe's JSON).
  */
 #include <errno.h>
@@ -12,6 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -154,6 +160,80 @@ static void end_group(pid_t pid, int reaped, int *wstatus)
         ;
 }
 
+/* Whether any process of group g is left (a zombie still counts until reaped, by whoever
+ * inherited it: it cannot run). */
+static int group_alive(pid_t g)
+{
+    return kill(-g, 0) == 0 || errno == EPERM;
+}
+
+/* The watchdog (a process of its own, outside the child's group, started per child): it waits
+ * on the read end of a pipe whose only write end the tuner holds. A byte means the tuner ended
+ * the group itself: nothing to do. End of file without one means the tuner died (SIGKILL, a
+ * crash): the group gets what end_group would have given it, SIGTERM (srun and mpirun end
+ * their step and job on it; on Linux the leader's comes from PR_SET_PDEATHSIG), KILL_GRACE_S
+ * for the group to be gone, then SIGKILL. It ignores the signals a terminal or
+ * a `kill` of the tuner's group sends, so that it outlives the tuner exactly as long as that
+ * takes. */
+static void watchdog(int life_fd, pid_t g)
+{
+    signal(SIGINT, SIG_IGN);
+    signal(SIGQUIT, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGPIPE, SIG_IGN);
+    char b;
+    ssize_t r;
+    while ((r = read(life_fd, &b, 1)) < 0 && errno == EINTR)
+        ;
+    if (r == 1)
+        _exit(0);
+#ifndef __linux__
+    /* on Linux the leader had its SIGTERM as the tuner died (PR_SET_PDEATHSIG): a second one
+     * would make mpirun abort at once, leaving its ranks, where one lets it end its job */
+    if (kill(-g, SIGTERM) != 0)
+        kill(g, SIGTERM); /* the child had not made its group yet */
+#endif
+    double until = pp_now() + KILL_GRACE_S;
+    while (group_alive(g) && pp_now() < until)
+        poll_for(NULL, 0, until - pp_now());
+    if (kill(-g, SIGKILL) != 0)
+        kill(g, SIGKILL);
+    _exit(0);
+}
+
+/* Starts the watchdog of group g; *life_w receives the write end the tuner keeps (-1 when no
+ * watchdog could be started: the child then runs as before, ended by the tuner only). */
+static pid_t watchdog_start(pid_t g, int life[2], int *life_w)
+{
+    *life_w = -1;
+    pid_t w = fork();
+    if (w == 0) {
+        close(life[1]);
+        watchdog(life[0], g);
+    }
+    close(life[0]);
+    if (w < 0) {
+        close(life[1]);
+        return -1;
+    }
+    *life_w = life[1];
+    return w;
+}
+
+/* Tells the watchdog the group was ended here, and reaps it. */
+static void watchdog_stop(pid_t w, int life_w)
+{
+    if (w < 0)
+        return;
+    ssize_t r;
+    while ((r = write(life_w, "x", 1)) < 0 && errno == EINTR)
+        ;
+    close(life_w);
+    while (waitpid(w, NULL, 0) < 0 && errno == EINTR)
+        ;
+}
+
 pp_status pp_tune_child_run(char *const *argv, double timeout_s, pp_tune_child *c)
 {
     memset(c, 0, sizeof *c);
@@ -164,14 +244,31 @@ pp_status pp_tune_child_run(char *const *argv, double timeout_s, pp_tune_child *
         close(out_p[0]), close(out_p[1]);
         return PP_ERR(PP_ERR_IO, "%s: pipe: %s", argv[0], strerror(errno));
     }
+    /* the watchdog's pipe: close-on-exec, so that the program holds no write end of it */
+    int life[2] = {-1, -1};
+    if (pipe(life) != 0)
+        life[0] = life[1] = -1;
+    for (int i = 0; i < 2 && life[0] >= 0; i++)
+        (void)fcntl(life[i], F_SETFD, FD_CLOEXEC);
     double t0 = pp_now();
+    pid_t tuner = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         close(out_p[0]), close(out_p[1]), close(err_p[0]), close(err_p[1]);
+        if (life[0] >= 0)
+            close(life[0]), close(life[1]);
         return PP_ERR(PP_ERR_IO, "%s: fork: %s", argv[0], strerror(errno));
     }
     if (pid == 0) {
         setpgid(0, 0); /* its own process group, ended as a group (end_group) */
+#ifdef __linux__
+        /* the first line of defence when the tuner dies: SIGTERM to the leader (srun and mpirun
+         * end their step and job on it, pprun exits), even if the watchdog was killed with the
+         * tuner (`kill -9` of both); the watchdog then ends the rest of the group */
+        (void)prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != tuner)
+            _exit(127); /* the tuner died before the line above */
+#endif
         /* stdin from /dev/null: srun and mpirun forward stdin to rank 0, and a launcher in a
          * background process group reading the terminal would stop (SIGTTIN) until killed */
         int null_fd = open("/dev/null", O_RDONLY);
@@ -188,9 +285,12 @@ pp_status pp_tune_child_run(char *const *argv, double timeout_s, pp_tune_child *
     }
     setpgid(pid, pid); /* also here: no race with the child's own call */
     close(out_p[1]), close(err_p[1]);
+    int life_w = -1;
+    pid_t dog = life[0] >= 0 ? watchdog_start(pid, life, &life_w) : -1;
     buf out = {0}, err = {0};
     c->killed = collect(pid, out_p[0], err_p[0], t0 + timeout_s, &out, &err, &c->wstatus);
     end_group(pid, !c->killed, &c->wstatus);
+    watchdog_stop(dog, life_w);
     close(out_p[0]), close(err_p[0]);
     buf_finish(&out);
     buf_finish(&err);

@@ -162,6 +162,8 @@ static int validate_opts(const sched_opts *o)
         return pp_cmd_usage_error(CMD, "--first-stage-layers / --last-stage-layers need "
                                        "--layers L");
     const pp_sched_desc *d = pp_sched_lookup(o->kind);
+    if (pp_sched_chunks_option(d, o->p.chunks) != PP_OK)
+        return pp_cmd_usage_error(CMD, "%s", pp_err_text());
     if (d && d->pipes == 2 && is_csv_format(o->format))
         return pp_cmd_usage_error(CMD,
                                   "--format %s: %s is bidirectional (2 pipes), and PyTorch "

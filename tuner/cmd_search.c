@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cmd.h"
@@ -49,9 +50,11 @@ static const pp_opt rows[] = {
     {.name = "max-t", .kind = PP_OPT_INT, .offset = OFF(max_t), .min = 1, .arg = "T",
      .help = "largest tensor-parallel size (default: GPUs per node)"},
     {.name = "no-tp", .kind = PP_OPT_FLAG, .offset = OFF(no_tp), .help = "t = 1 only"},
-    {.name = "keep", .kind = PP_OPT_INT, .offset = OFF(keep), .min = 1, .arg = "K",
+    {.name = "keep", .kind = PP_OPT_INT, .offset = OFF(keep), .min = 1, .max = PP_TUNE_MAX_KEEP,
+     .arg = "K",
      .help = "candidates ranked exactly", .show_default = 1},
-    {.name = "top", .kind = PP_OPT_INT, .offset = OFF(show), .min = 1, .arg = "K",
+    {.name = "top", .kind = PP_OPT_INT, .offset = OFF(show), .min = 1, .max = PP_TUNE_MAX_KEEP,
+     .arg = "K",
      .help = "leaderboard rows shown (at most --keep: it grows to them)", .show_default = 1},
     {.name = "explain", .kind = PP_OPT_CODE, .code = EXPLAIN, .has_arg = optional_argument,
      .arg = "[=all]",
@@ -146,6 +149,32 @@ static int for_target(opts *o)
     return 0;
 }
 
+/* a path's folder resolved, and its last component: what two spellings of one file share */
+static void resolved(const char *path, char *buf, size_t n)
+{
+    const char *slash = strrchr(path, '/');
+    char dir[4096], real[4096];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
+             slash ? path : ".");
+    if (!realpath(dir, real))
+        snprintf(real, sizeof real, "%s", dir);
+    snprintf(buf, n, "%s/%s", real, slash ? slash + 1 : path);
+}
+
+/* 1: a and b name the same file (the same spelling, the same folder and name, or one inode). */
+static int same_file(const char *a, const char *b)
+{
+    char ra[8200], rb[8200];
+    struct stat sa, sb;
+    if (!strcmp(a, b))
+        return 1;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    resolved(a, ra, sizeof ra);
+    resolved(b, rb, sizeof rb);
+    return !strcmp(ra, rb);
+}
+
 static int parse(int argc, char **argv, opts *o)
 {
     defaults(o);
@@ -173,6 +202,11 @@ static int parse(int argc, char **argv, opts *o)
         return rc;
     if (o->show > o->keep)
         o->keep = o->show;
+    if (o->out && o->report && strcmp(o->out, "-") != 0 && same_file(o->out, o->report))
+        return pp_cmd_usage_error(CMD,
+                                  "-o %s and --report %s name one file: the report would "
+                                  "overwrite the profile; give them different names",
+                                  o->out, o->report);
     if (pp_tune_schedules_check(o->schedules) != PP_OK)
         return pp_cmd_fail(CMD, PP_ERR_INVALID);
     return o->for_target ? for_target(o) : 0;

@@ -23,6 +23,10 @@ typedef enum {
     PP_TUNE_SAVING_RECOMPUTE_FULL
 } pp_tune_saving;
 
+/* The largest leaderboard --keep and --top ask for: each entry holds a prediction (about 1.4 KB)
+ * and its schedule's figures, so a billion would be terabytes; 100000 is far past any search. */
+#define PP_TUNE_MAX_KEEP 100000
+
 typedef struct pp_tune_result pp_tune_result;
 
 typedef struct {
@@ -35,7 +39,7 @@ typedef struct {
     int max_t;           /* 0 = gpus per node */
     int max_b;           /* largest micro-batch size tried, 0 = 16 */
     int allow_tp;        /* 0: t = 1 only */
-    int keep;            /* leaderboard size kept (ranked), default 10 */
+    int keep;            /* leaderboard size kept (ranked), default 10, at most PP_TUNE_MAX_KEEP */
     /* When nothing fits (bf16 only): 1 retries with the memory savings one at a time. */
     int fallback;
     /* Trials of the best `trials` candidates (any t: the runtime splits stages), only where the

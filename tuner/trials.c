@@ -103,6 +103,9 @@ static int build_argv(const pp_tune_trial_params *tp,
     return n;
 }
 
+/* No step of any model runs in under a microsecond: a smaller median is not a measurement. */
+#define MIN_STEP_S 1e-6
+
 static void parse_summary(const char *json, const pp_config *c, double wall_s,
                           pp_tune_trial_result *r)
 {
@@ -117,16 +120,36 @@ static void parse_summary(const char *json, const pp_config *c, double wall_s,
         return;
     }
     double t = json_number_value(med);
-    if (!(isfinite(t) && t > 0 && t <= wall_s)) {
+    if (!(isfinite(t) && t >= MIN_STEP_S && t <= wall_s)) {
         snprintf(r->status, sizeof r->status, "crash");
         snprintf(r->detail, sizeof r->detail,
-                 "pprun reported a median step time of %g s (expected a positive time within "
+                 "pprun reported a median step time of %g s (expected %g s or more, within "
                  "the trial's %.1f s)",
-                 t, wall_s);
+                 t, MIN_STEP_S, wall_s);
         json_decref(root);
         return;
     }
     r->step_time = t;
+    /* every rank's entry names a rank of this configuration (pipeline rank < p, replica < d)
+     * with a peak in bytes; a summary that does not is no measurement */
+    for (size_t i = 0; i < json_array_size(ranks); i++) {
+        json_t *rk = json_array_get(ranks, i);
+        json_t *jp = json_object_get(rk, "pipeline_rank"), *jk = json_object_get(rk, "replica");
+        json_t *jt = json_object_get(json_object_get(rk, "peak_bytes"), "total");
+        if (!json_is_integer(jp) || json_integer_value(jp) < 0 ||
+            json_integer_value(jp) >= c->p || !json_is_integer(jk) ||
+            json_integer_value(jk) < 0 || json_integer_value(jk) >= c->d ||
+            !json_is_integer(jt) || json_integer_value(jt) < 0) {
+            snprintf(r->status, sizeof r->status, "crash");
+            snprintf(r->detail, sizeof r->detail,
+                     "pprun's JSON summary names a rank outside the configuration (ranks[%zu]: "
+                     "expected pipeline_rank 0..%d, replica 0..%d, peak_bytes.total >= 0)",
+                     i, c->p - 1, c->d - 1);
+            r->step_time = 0;
+            json_decref(root);
+            return;
+        }
+    }
     for (size_t i = 0; i < json_array_size(ranks); i++) {
         json_t *rk = json_array_get(ranks, i);
         /* per pipeline rank of replica 0: the fullest of its tensor-parallel ranks */

@@ -119,9 +119,12 @@ static pp_status read_scaling(json_t *sc, const char *path, pp_model_cfg *m)
     const char *t = json_string_value(json_object_get(sc, "rope_type"));
     if (!t)
         t = json_string_value(json_object_get(sc, "type"));
-    if (!json_is_object(sc) || !t)
+    /* a name (it is printed, and goes into profiles, whose reader wants one) */
+    if (!json_is_object(sc) || !t || !*t || strlen(t) >= sizeof m->rope_scaling_name ||
+        strspn(t, "abcdefghijklmnopqrstuvwxyz0123456789_-.") != strlen(t))
         return pp_json_bad(&s, "rope_scaling",
-                           "null or an object with \"rope_type\" (or \"type\")", sc);
+                           "null or an object with \"rope_type\" (or \"type\"): a name of "
+                           "a-z 0-9 _ - .", sc);
     snprintf(m->rope_scaling_name, sizeof m->rope_scaling_name, "%s", t);
     if (strcmp(t, "default") == 0) {
         m->rope_scaling = PP_ROPE_NONE;

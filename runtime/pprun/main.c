@@ -39,6 +39,14 @@ static int fail(pp_status st, const char *context)
     return input ? 2 : 1;
 }
 
+/* A writer's failure (the trace): exit 1 as every other writer's, where a file that cannot be
+ * read (PP_ERR_IO in fail) is bad input. */
+static int fail_write(pp_status st, const char *context)
+{
+    int rc = fail(st, context);
+    return st == PP_ERR_IO ? 1 : rc;
+}
+
 typedef struct {
     pp_transport *tp;   /* NULL: ranks are threads */
     pp_transport *nccl; /* --backend cuda under MPI: the ranks' transport (tp boots it) */
@@ -234,7 +242,7 @@ static int train(const pprun_opts *o, run_state *s, int seq)
             fprintf(stderr, "pprun: step %d/%d  loss %.4f  grad-norm %.3f  %.2f ms\n", i + 1,
                     o->steps, r.loss, r.grad_norm, r.seconds * 1e3);
         if (s->trace && (st = pp_rt_trace_add_step(s->trace, i + 1, t0, &r)) != PP_OK)
-            return fail(st, "--trace: ");
+            return fail_write(st, "--trace: ");
         if ((rc = pprun_save_if_due(o, s->ex, &s->rec, i + 1)) >= 0)
             return rc;
     }
@@ -279,7 +287,7 @@ int main(int argc, char **argv)
         s.trace = NULL;
         pp_status st = pp_rt_trace_commit(tr);
         if (st != PP_OK)
-            rc = fail(st, "--trace: ");
+            rc = fail_write(st, "--trace: ");
     }
     if (rc < 0 && o.json && g_rank == 0)
         rc = pprun_write_json(&o, &s.rec);

@@ -207,6 +207,10 @@ static int check(const pprun_opts *o)
                 o->lr > 10 ? "--lr" : "--weight-decay", o->lr > 10 ? o->lr : o->weight_decay);
         return 2;
     }
+    if (pp_sched_chunks_option(pp_sched_lookup(o->cfg.schedule), o->cfg.v) != PP_OK) {
+        fprintf(stderr, "pprun: %s\n", pp_err_text());
+        return 2;
+    }
     if (pp_sched_budget_check(o->cfg.p, o->cfg.N, o->cfg.v > 0 ? o->cfg.v : 1) != PP_OK) {
         fprintf(stderr, "pprun: --ranks, --chunks, --microbatches: %s\n", pp_err_text());
         return 2;

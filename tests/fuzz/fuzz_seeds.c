@@ -163,6 +163,13 @@ void pp_fuzz_seeds_load(const char *format, const char *pprun, const char *work,
     } else if (!strcmp(format, "profile")) {
         add_fixture(s, "profiles/gpt-13b-dgx-h100-x32.json");
         add_fixture(s, "profiles/tiny-local.json");
+    } else if (!strncmp(format, "export-", 7)) { /* 1.1 profiles: the exporters build models */
+        add_fixture(s, "profiles/gpt-13b-dgx-h100-x32-v1.1.json");
+        add_fixture(s, "profiles/llama3-70b-dgx-h100-x16.json");
+        add_fixture(s, "profiles/hostile-strings.json"); /* quotes, backslashes, non-ASCII */
+    } else if (!strcmp(format, "hostfile")) {
+        add_text(s, "# two nodes\n127.0.0.2 slots=2\n\n127.0.0.3 slots=2 max_slots=4\n");
+        add_text(s, "node1 slots=8 # a comment\r\nnode2\tslots=8\nnode3\n");
     } else if (!strcmp(format, "checkpoint")) {
         if (pprun)
             add_checkpoint(s, pprun, work);

@@ -6,6 +6,7 @@
 #include "fuzz_targets.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -201,6 +202,126 @@ static pp_status profile(const char *data, size_t len, const char *path)
     return st;
 }
 
+/* ---- exports read back by their targets' own parsers ----------------------------------------
+ * One python3 running tests/fixtures/export/check.py --serve for the whole pass (a process per
+ * mutant would cost the pass its time budget): each output goes to it as "FORMAT LENGTH\n" and
+ * the bytes, and it answers one line, "ok" or why Python's ast, PyYAML or sh did not read the
+ * output as one literal per field. Started on first use; where python3 (or PyYAML) cannot run,
+ * the pass says so once and the exports are only run, not read back. */
+static struct {
+    pid_t pid;
+    FILE *to, *from;
+    int tried;
+} checker;
+
+static int checker_start(void)
+{
+    if (checker.tried)
+        return checker.to != NULL;
+    checker.tried = 1;
+    int in[2], out[2];
+    if (pipe(in) != 0)
+        return 0;
+    if (pipe(out) != 0) {
+        close(in[0]), close(in[1]);
+        return 0;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[0]), close(in[1]), close(out[0]), close(out[1]);
+        execlp("python3", "python3", PP_FIXTURES_DIR "/export/check.py", "--serve", (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]), close(out[1]);
+    if (pid < 0) {
+        close(in[1]), close(out[0]);
+        return 0;
+    }
+    signal(SIGPIPE, SIG_IGN); /* a checker that died is said by its missing answer */
+    checker.pid = pid;
+    checker.to = fdopen(in[1], "w");
+    checker.from = fdopen(out[0], "r");
+    return checker.to && checker.from;
+}
+
+/* NULL when the checker read text as its target's; else its reason (static). */
+static const char *checker_verdict(const char *format, const char *text, size_t len)
+{
+    static char line[400];
+    if (!checker_start()) {
+        static int said;
+        if (!said++)
+            fprintf(stderr, "fuzz export-*: python3 with PyYAML cannot run here: the exports are "
+                            "run but not read back by their targets' parsers\n");
+        return NULL;
+    }
+    fprintf(checker.to, "%s %zu\n", format, len);
+    fwrite(text, 1, len, checker.to);
+    if (fflush(checker.to) != 0 || !fgets(line, sizeof line, checker.from))
+        return "the checker (tests/fixtures/export/check.py --serve) stopped answering";
+    line[strcspn(line, "\n")] = '\0';
+    return strcmp(line, "ok") ? line : NULL;
+}
+
+/* `pptune export --format FORMAT`: parse, export, and the output read back by check.py. A
+ * refusal (exit 2: invalid, unsupported) is an answer; an output its target's parser does not
+ * read as one literal per field is a finding (PP_ERR_IO here). */
+static pp_status export_read_back(const char *format, const char *data, size_t len,
+                                  const char *path)
+{
+    pp_profile *p = NULL;
+    PP_TRY(pp_profile_parse(data, len, path, &p));
+    pp_status st = PP_OK;
+    if (p->has_chosen) {
+        char *text = NULL;
+        size_t n = 0;
+        FILE *m = open_memstream(&text, &n);
+        st = m ? pp_profile_export(p, pp_profile_export_find(format, NULL), m) : PP_ERR_NOMEM;
+        if (m)
+            fclose(m);
+        const char *why = st == PP_OK ? checker_verdict(format, text, n) : NULL;
+        if (why)
+            st = PP_ERR(PP_ERR_IO, "--format %s: the output does not read as %s: %s", format,
+                        !strcmp(format, "nemo2") ? "Python" : !strcmp(format, "nemo") ? "YAML"
+                                                                                      : "sh words",
+                        why);
+        free(text);
+    }
+    pp_profile_destroy(p);
+    return st;
+}
+
+static pp_status export_megatron(const char *data, size_t len, const char *path)
+{
+    return export_read_back("megatron", data, len, path);
+}
+
+static pp_status export_nemo(const char *data, size_t len, const char *path)
+{
+    return export_read_back("nemo", data, len, path);
+}
+
+static pp_status export_nemo2(const char *data, size_t len, const char *path)
+{
+    return export_read_back("nemo2", data, len, path);
+}
+
+static pp_status export_torchtitan(const char *data, size_t len, const char *path)
+{
+    return export_read_back("torchtitan", data, len, path);
+}
+
+/* `pptune search --hostfile FILE`: the Open MPI host file read into an allocation. */
+static pp_status hostfile(const char *data, size_t len, const char *path)
+{
+    (void)data, (void)len;
+    pp_tune_alloc a;
+    return pp_tune_alloc_detect(path, &a);
+}
+
 /* `pprun --resume`: the file is read and verified whole (no executor). */
 static pp_status checkpoint(const char *data, size_t len, const char *path)
 {
@@ -354,6 +475,13 @@ const pp_fuzz_target pp_fuzz_targets[] = {
     {"model", ".json", model_json, 0, NULL, 1},
     {"hf", ".json", model_hf, 0, NULL, 1},
     {"profile", ".json", profile, 1, NULL, 1},
+    /* cost 4: a quarter of the mutants each (the pass's time budget); the profile target above
+     * already runs every reader of a profile on the full count */
+    {"export-megatron", ".json", export_megatron, 1, NULL, 4},
+    {"export-nemo", ".json", export_nemo, 1, NULL, 4},
+    {"export-nemo2", ".json", export_nemo2, 1, NULL, 4},
+    {"export-torchtitan", ".json", export_torchtitan, 1, NULL, 4},
+    {"hostfile", ".hosts", hostfile, 0, NULL, 2},
     {"checkpoint", ".ckpt", checkpoint, 0, checkpoint_fixup, 1},
     {"data", ".txt", data_text, 0, NULL, 1},
     {"hwloc", ".xml", hwloc_xml, 0, NULL, 8},

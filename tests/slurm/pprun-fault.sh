@@ -3,6 +3,7 @@
 # unless PP_FAULT=KIND:SCHEDULE names this trial's schedule, and then rank 1 of it fails:
 #   kill    — SIGKILL itself (a rank killed, as the OOM killer or an operator would)
 #   hang    — never returns (waits for good, as a rank stuck in the fabric would)
+#   hangall — every rank of the trial never returns (a trial that only a kill ends)
 #   slurmd  — once per PP_FAULT_DIR: stops (SIGSTOP) the slurmd of its own node, then never
 #             returns: the node stops answering slurmctld, which declares it DOWN after
 #             SlurmdTimeout (a node lost mid-trial); the node's name goes to
@@ -15,8 +16,10 @@ kind=${PP_FAULT%%:*} sched=${PP_FAULT#*:}
 if [ -n "${PP_FAULT_DIR:-}" ]; then
   mkdir -p "$PP_FAULT_DIR/pids" && : >"$PP_FAULT_DIR/pids/$$"
 fi
-if [ -n "${PP_FAULT:-}" ] && [ "$rank" = 1 ] && [[ " $* " == *" --schedule $sched "* ]]; then
+if [ -n "${PP_FAULT:-}" ] && { [ "$rank" = 1 ] || [ "$kind" = hangall ]; } &&
+  [[ " $* " == *" --schedule $sched "* ]]; then
   case "$kind" in
+    hangall) exec -a "$here/pprun-hung" sleep 100000 ;;
     kill) kill -9 $$ ;;
     hang) exec -a "$here/pprun-hung" sleep 100000 ;;
     slurmd)

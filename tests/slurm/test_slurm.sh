@@ -20,6 +20,9 @@
 #      its node's slurmd; slurmctld declares the node DOWN, srun says "Node failure on nX": that
 #      trial is node-lost, the later ones exclude the node and run ok; the node is brought back
 #      (SIGCONT, ReturnToService=2) and nothing of the trials is left running (by pid)
+#   8. pptune itself SIGKILLed while every rank of its trial hangs, under srun and under mpirun:
+#      its watchdog ends the launcher's group and with it the step / job (issue 30); nothing of
+#      the trial is left running
 #
 # Open MPI between the "nodes": TCP over loopback only (self,tcp: the shared-memory BTL of two
 # slurmd on one host would map the same segment and crash a rank), PMIx from srun --mpi=pmix
@@ -78,7 +81,25 @@ check() { # check NAME LAUNCHER NODES [SCHEDULE=STATUS...]
   python3 "$here/check_profile.py" "$T/$name.json" "$@" || fail "$name: $(grep trial "$T/$name.out" | head -5)"
 }
 
-export -f search check fail none_left alive
+# killed NAME [pptune options...]: pptune search in the background, SIGKILLed once its first
+# trial's ranks (all hanging: PP_FAULT=hangall:gpipe) are running; then nothing may be left
+killed() {
+  local name=$1 pid
+  shift
+  PP_FAULT=hangall:gpipe PP_FAULT_DIR=$T/fault-$name "$pptune" --model tiny --cluster local \
+    --no-probe-nodes --schedules gpipe --trial-steps 3 -o "$T/$name.json" "$@" >"$T/$name.out" 2>&1 &
+  pid=$!
+  for _ in $(seq 150); do
+    [ "$(ls "$T/fault-$name/pids" 2>/dev/null | wc -l)" -ge 2 ] && break
+    sleep 0.2
+  done
+  sleep 1
+  kill -9 "$pid"
+  wait "$pid" 2>/dev/null
+  none_left "$name"
+}
+
+export -f search check fail none_left alive killed
 export T pptune here fails
 
 took=() # the wall time of each part, printed at the end (a figure, not a check)
@@ -97,6 +118,7 @@ salloc --quiet -N 4 bash -c '
   PP_FAULT=hang:1f1b search hang --trials 3 --trial-timeout 8
   check hang srun "n[1-4]" 1f1b=timeout gpipe=ok
   none_left hang
+  killed sigkill-srun --trials 1 --trial-timeout 300
   exit $fails
 '
 rc=$?
@@ -173,6 +195,7 @@ printf '127.0.0.2 slots=2\n127.0.0.3 slots=2\n' >"$T/hosts"
     echo "mpirun: hosts share this machine's name (no unshare --uts): the node probe is not checked"
   fi
   none_left mpirun
+  killed sigkill-mpirun --trials 1 --trial-timeout 300 --hostfile "$T/hosts"
   exit $fails
 ) || fails=$((fails + $?))
 lap "4 (mpirun)"
