@@ -200,6 +200,7 @@ static pp_status read_hf(json_t *o, const char *path, pp_model_cfg *m, pp_model_
     m->mlp = PP_MLP_SWIGLU;
     PP_TRY(get_float(o, path, "rms_norm_eps", &m->norm_eps));
     PP_TRY(read_biases(o, path, type, m));
+    m->nobias |= PP_NOBIAS_NORM; /* RMSNorm has none */
     return read_rope(o, path, m);
 }
 
