@@ -20,6 +20,8 @@
 #include <unistd.h>
 
 #include "pp_rt.h"
+#include "pp_test_run.h"
+#include "pprun_json.h"
 #include "test_runtime_exec_equiv.h"
 
 #include "pp_test_ok.h"
@@ -322,4 +324,76 @@ Test(runtime_llama, config_json_gives_the_llama_block_and_yarn_is_refused_by_nam
               pp_err_text());
     unlink(p);
     free(p);
+}
+
+/* ---- pprun --model-config ---- */
+
+#define PPRUN PP_BINARY_DIR "/runtime/pprun"
+
+/* tiny-llama's block as transformers would write its config.json */
+static const char *const TINY_LLAMA_JSON =
+    "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", "
+    "\"hidden_act\": \"silu\", \"hidden_size\": 32, \"intermediate_size\": 96, "
+    "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"num_hidden_layers\": 4, "
+    "\"vocab_size\": 256, \"max_position_embeddings\": 64, \"rms_norm_eps\": 1e-05, "
+    "\"rope_theta\": 500000.0, \"attention_bias\": false, \"mlp_bias\": false, "
+    "\"tie_word_embeddings\": false, \"rope_scaling\": {\"factor\": 8.0, "
+    "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+    "\"original_max_position_embeddings\": 16, \"rope_type\": \"llama3\"}}";
+
+static json_t *pprun_json(const char *args)
+{
+    pp_test_run_result r = pp_test_run(PPRUN " %s --json --quiet", args);
+    cr_assert_eq(r.code, 0, "pprun %s: exit %d: %s", args, r.code, r.err);
+    json_t *j = pp_test_parse_json(r.out, args);
+    pp_test_run_done(&r);
+    return j;
+}
+
+/* The config.json of tiny-llama trains as --model tiny-llama does (bit for bit), over 2
+ * pipeline ranks x 2 tensor ranks; --layers still cuts it to a few layers. */
+Test(runtime_llama, pprun_model_config_trains_the_config_s_model)
+{
+    char *cfg = write_tmp(TINY_LLAMA_JSON), args[512];
+    const char *layout = "--ranks 2 --tp 2 --microbatches 4 --steps 2 --seq 32";
+    snprintf(args, sizeof args, "--model-config %s %s", cfg, layout);
+    json_t *a = pprun_json(args);
+    snprintf(args, sizeof args, "--model tiny-llama %s", layout);
+    json_t *b = pprun_json(args);
+    pp_test_expect_same_training(b, a, args, "--model-config");
+    json_t *m = json_object_get(a, "model");
+    cr_assert_eq(json_integer_value(json_object_get(m, "kv_heads")), 2);
+    cr_assert(strstr(json_string_value(json_object_get(m, "block")), "RMSNorm"), "%s",
+              json_string_value(json_object_get(m, "block")));
+    json_decref(a);
+    json_decref(b);
+    snprintf(args, sizeof args, "--model-config %s --layers 2 --ranks 2 --steps 1", cfg);
+    a = pprun_json(args);
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(a, "model"), "layers")), 2);
+    json_decref(a);
+    unlink(cfg);
+    free(cfg);
+}
+
+Test(runtime_llama, pprun_refuses_what_it_does_not_compute_naming_it)
+{
+    char *cfg = write_tmp("{\"model_type\": \"llama\", \"num_hidden_layers\": 2, "
+                          "\"hidden_size\": 32, \"num_attention_heads\": 4, "
+                          "\"intermediate_size\": 64, \"vocab_size\": 256, "
+                          "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}}");
+    pp_test_run_result r = pp_test_run(PPRUN " --model-config %s --steps 1", cfg);
+    cr_assert_eq(r.code, 2, "exit %d: %s", r.code, r.err);
+    cr_assert(strstr(r.err, "--model-config: model: rope_scaling \"yarn\" is not implemented"),
+              "%s", r.err);
+    pp_test_run_done(&r);
+    unlink(cfg);
+    free(cfg);
+    r = pp_test_run(PPRUN " --model tiny-llama --tp 4 --steps 1");
+    cr_assert_eq(r.code, 2, "exit %d: %s", r.code, r.err);
+    cr_assert(strstr(r.err, "must divide the model's 2 KV heads"), "%s", r.err);
+    pp_test_run_done(&r);
+    r = pp_test_run(PPRUN " --model bert-large --steps 1");
+    cr_assert_eq(r.code, 2, "exit %d: %s", r.code, r.err);
+    cr_assert(strstr(r.err, "planned by pptune but not run by pprun"), "%s", r.err);
+    pp_test_run_done(&r);
 }
