@@ -224,3 +224,34 @@ pp_status pp_json_load(const char *text, size_t len, const char *name, size_t fl
     }
     return PP_OK;
 }
+
+pp_status pp_json_load_object_file(const char *path, json_t **out)
+{
+    char *text;
+    size_t len;
+    PP_TRY(pp_file_read(path, &text, &len));
+    json_t *root;
+    pp_status st = pp_json_load(text, len, path, 0, &root);
+    free(text);
+    PP_TRY(st);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return PP_ERR(PP_ERR_PARSE, "%s: expected a JSON object at the top level", path);
+    }
+    *out = root;
+    return PP_OK;
+}
+
+pp_status pp_json_file_int(json_t *o, const char *path, const char *field, int required, int *v)
+{
+    const pp_json_src s = {.file = path};
+    if (!json_object_get(o, field))
+        return required ? pp_json_fail(&s, field, "missing, expected a positive integer") : PP_OK;
+    return pp_json_int(&s, o, "", field, 1, 1 << 30, "a positive integer", v);
+}
+
+pp_status pp_json_file_bool(json_t *o, const char *path, const char *field, int *v)
+{
+    const pp_json_src s = {.file = path};
+    return json_object_get(o, field) ? pp_json_bool(&s, o, "", field, v) : PP_OK;
+}

@@ -79,6 +79,15 @@ pp_status pp_json_arr(const pp_json_src *s, const json_t *o, const char *prefix,
  * caller json_decref's; "NAME:LINE:COLUMN: not valid JSON: REASON" otherwise, where REASON
  * quotes at most 16 bytes of the text, escaped (pp_text_show). */
 pp_status pp_json_load(const char *text, size_t len, const char *name, size_t flags, json_t **out);
+/* The file at path (a bounded read: PP_ERR_NOTFOUND names a missing file) parsed into *out, which
+ * must be an object ("PATH: expected a JSON object at the top level" otherwise); the caller
+ * json_decref's it. */
+pp_status pp_json_load_object_file(const char *path, json_t **out);
+/* Field `field` of the top-level object o of file path: a positive integer (below 2^30) into *v,
+ * "missing, expected a positive integer" when absent and required, else *v is left as it is;
+ * a boolean into *v when present. */
+pp_status pp_json_file_int(json_t *o, const char *path, const char *field, int required, int *v);
+pp_status pp_json_file_bool(json_t *o, const char *path, const char *field, int *v);
 
 #ifdef __cplusplus
 }

@@ -366,3 +366,87 @@ Test(ckpt, a_checkpoint_path_is_a_name_not_a_pattern)
     cr_assert_eq(rc, 0, "%s", out);
     cr_assert_eq(access(keep, F_OK), 0, "pprun removed a file the checkpoint name only matched");
 }
+
+/* ---- the Llama block (tiny-llama) ---- */
+
+#define LLAMA_ARGS "--model tiny-llama --schedule zb-h1 --ranks 2 --microbatches 4 --dp 2 --quiet"
+
+/* Stopped after 2 steps and resumed to 4, the run ends with the uninterrupted run's bits; a
+ * GPT run refuses its checkpoint (the block is part of the run's identity). */
+Test(ckpt, a_llama_run_resumes_to_the_same_bits)
+{
+    char dir[64], cmd[1024], out[65536];
+    pt_tmpdir(dir, sizeof dir);
+    snprintf(cmd, sizeof cmd, PPRUN " " LLAMA_ARGS " --steps 4 --json --checkpoint %s/ref.ckpt",
+             dir);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    json_t *ref = json_of(out);
+    snprintf(cmd, sizeof cmd,
+             PPRUN " " LLAMA_ARGS " --steps 2 --save-every 2 --checkpoint %s/half.ckpt", dir);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    snprintf(cmd, sizeof cmd,
+             PPRUN " " LLAMA_ARGS " --steps 4 --resume --json --checkpoint %s/half.ckpt", dir);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    json_t *j = json_of(out);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "param_checksum")),
+                     json_string_value(json_object_get(ref, "param_checksum")));
+    json_decref(j);
+    json_decref(ref);
+    snprintf(cmd, sizeof cmd,
+             PPRUN " --model tiny --schedule zb-h1 --ranks 2 --microbatches 4 --dp 2 --quiet "
+                   "--steps 4 --resume --checkpoint %s/half.ckpt",
+             dir);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 2, "%s", out);
+}
+
+/* A profile records the model's shape (1.1): pprun trains that shape, not the preset of its
+ * name: the tiny-local profile turned into tiny-llama's block trains as --model tiny-llama
+ * does (the same losses, bit for bit), and with its layers changed trains those layers. */
+static void write_llama_profile(const char *path, int layers)
+{
+    json_error_t e;
+    json_t *prof = json_load_file(FIX "tiny-local.json", 0, &e);
+    cr_assert(prof, "%s", e.text);
+    json_object_set_new(prof, "version_minor", json_integer(1));
+    json_t *m = json_object_get(prof, "model");
+    json_object_set_new(m, "name", json_string("tiny-llama"));
+    json_object_set_new(m, "layers", json_integer(layers));
+    json_object_set_new(m, "kv_heads", json_integer(2));
+    json_object_set_new(m, "ffn", json_integer(96));
+    json_object_set_new(m, "gated_mlp", json_true());
+    json_object_set_new(m, "tied_embeddings", json_false());
+    json_object_set_new(m, "norm", json_string("rmsnorm"));
+    json_object_set_new(m, "position", json_string("rope"));
+    json_object_set_new(m, "head_dim", json_integer(8));
+    json_object_set_new(m, "linear_bias", json_false());
+    json_object_set_new(m, "qkv_bias", json_false());
+    json_object_set_new(m, "rope_theta", json_real(500000));
+    json_object_set_new(m, "rope_scaling", json_string("llama3"));
+    cr_assert_eq(json_dump_file(prof, path, 0), 0);
+    json_decref(prof);
+}
+
+Test(ckpt, a_profile_trains_its_model_shape)
+{
+    char dir[64], path[128], cmd[512], out[65536], direct[65536];
+    pt_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/llama.json", dir);
+    write_llama_profile(path, 4);
+    snprintf(cmd, sizeof cmd, PPRUN " --profile %s --steps 2 --quiet --json", path);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    cr_assert_eq(pt_run(PPRUN " --model tiny-llama --schedule gpipe --ranks 1 --microbatches 1 "
+                              "--micro-batch-size 8 --dp 2 --seq 64 --steps 2 --quiet --json",
+                        direct, sizeof direct),
+                 0, "%s", direct);
+    json_t *a = json_of(out), *b = json_of(direct);
+    cr_assert_str_eq(json_string_value(json_object_get(a, "param_checksum")),
+                     json_string_value(json_object_get(b, "param_checksum")),
+                     "the profile's model is not tiny-llama's block");
+    json_decref(a);
+    json_decref(b);
+    write_llama_profile(path, 2);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    a = json_of(out);
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(a, "model"), "layers")), 2);
+    json_decref(a);
+}

@@ -29,8 +29,19 @@ static const double TOL = 1e-5;              /* loss, gradients per tensor, para
 static const double TOL_PARAM_TENSOR = 1e-3; /* parameters per tensor after AdamW (see above) */
 static const float CLIP = 0.5f;
 
+int exec_llama;
+
 pp_model_cfg exec_tiny_model(int layers)
 {
+    if (exec_llama) /* tiny-llama's block at this size: head width 4, rotary bands of
+                       Llama 3 interpolated (wavelength 6.3) and divided (4443) */
+        return (pp_model_cfg){.layers = layers, .hidden = 16, .heads = 4, .ffn = 24,
+                              .vocab = 64, .seq = T, .kv_heads = 2, .norm = PP_NORM_RMSNORM,
+                              .norm_eps = 1e-5f, .mlp = PP_MLP_SWIGLU, .pos = PP_POS_ROPE,
+                              .rope_theta = 500000, .rope_scaling = PP_ROPE_LLAMA3,
+                              .rope_scaling_name = "llama3", .rope_factor = 8,
+                              .rope_low_freq = 1, .rope_high_freq = 4, .rope_orig_max = 16,
+                              .nobias = PP_NOBIAS_ALL, .untied = 1};
     return (pp_model_cfg){
         .layers = layers, .hidden = 16, .heads = 2, .ffn = 32, .vocab = 64, .seq = T};
 }

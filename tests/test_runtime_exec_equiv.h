@@ -24,7 +24,10 @@ void exec_check_sched(const pp_sched *s, int dp, const char *what);
  * so tiny entries that differ only by summation order do not dominate. */
 double exec_max_rel_diff(const float *a, const float *b, size_t n);
 
-/* A model of `layers` blocks, C = 16, 2 heads, FFN 32, vocabulary 64, sequence 8. */
+/* A model of `layers` blocks, C = 16, 2 heads, FFN 32, vocabulary 64, sequence 8; with
+ * exec_llama set (a test sets it first) the Llama block at that size instead: C = 16, 4 query
+ * heads and 2 KV heads, SwiGLU of width 24, RMSNorm, rotary with Llama 3 scaling, untied head. */
+extern int exec_llama;
 pp_model_cfg exec_tiny_model(int layers);
 
 #endif

@@ -25,8 +25,17 @@
 
 enum { B = 2, T = 16 };
 
+static int llama; /* a test sets it: the Llama block instead of GPT's (each test its process) */
+
 static pp_model_cfg model(void)
 {
+    if (llama) /* RMSNorm, SwiGLU, rotary (Llama 3 scaling), 2 KV heads for 4, untied head */
+        return (pp_model_cfg){.layers = 8, .hidden = 32, .heads = 4, .ffn = 48, .vocab = 128,
+                              .seq = T, .kv_heads = 2, .norm = PP_NORM_RMSNORM,
+                              .mlp = PP_MLP_SWIGLU, .pos = PP_POS_ROPE, .rope_theta = 500000,
+                              .rope_scaling = PP_ROPE_LLAMA3, .rope_scaling_name = "llama3",
+                              .rope_factor = 8, .rope_low_freq = 1, .rope_high_freq = 4,
+                              .rope_orig_max = 16, .nobias = PP_NOBIAS_ALL, .untied = 1};
     return (pp_model_cfg){.layers = 8, .hidden = 32, .heads = 2, .ffn = 64, .vocab = 128, .seq = T};
 }
 
@@ -413,4 +422,28 @@ Test(runtime_exec_mem, heap_growth_is_what_the_backends_count)
     cr_assert(diff >= (long)counted - slack && diff <= (long)counted + slack,
               "the heap grew by %ld bytes; the backends count %zu", diff, counted);
     drop(&u);
+}
+
+/* The Llama block: the plan equals the measured peaks to the byte for every schedule, with
+ * t = 2 (KV heads split), with sequence parallelism and with split backward; the hand count
+ * of the categories agrees. */
+Test(runtime_exec_mem, llama_plan_equals_measured)
+{
+    llama = 1;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        check_staged_plan(cases[i].kind, cases[i].D, cases[i].N, cases[i].v, cases[i].dp, 0, 0);
+        setup u;
+        make_split(&u, cases[i].kind, cases[i].D, cases[i].N, cases[i].v, cases[i].dp,
+                   PP_RT_BACKEND_CPU_STAGED, 0, 0, 2);
+        check_plan_of(&u, cases[i].kind);
+        make_split_sp(&u, cases[i].kind, cases[i].D, cases[i].N, cases[i].v, cases[i].dp,
+                      PP_RT_BACKEND_CPU_STAGED, 0, 0, 2, 1);
+        check_plan_of(&u, cases[i].kind);
+        make(&u, cases[i].kind, cases[i].D, cases[i].N, cases[i].v, cases[i].dp);
+        steps(&u, 2);
+        check_categories(&u, cases[i].kind);
+        drop(&u);
+    }
+    check_split_plan("1f1b", 4, 8, 0, 1, SPLIT_W_AT_END, 1, 0);
+    check_split_plan("1f1b", 2, 4, 0, 1, SPLIT_W_AT_END, 2, 1);
 }

@@ -115,10 +115,11 @@ static void fd_check_tensor(fd_ctx *c, const char *name, const float *grad_all, 
     free(dir);
 }
 
-Test(runtime, reference_gradients_match_finite_differences)
+/* The finite-difference check of the tensors `kinds` of the preset's one-stage reference. */
+static void fd_check_model(const char *preset, const char *const *kinds, size_t n_kinds)
 {
     pp_model_cfg m;
-    CHECK(pp_model_preset("tiny", &m));
+    CHECK(pp_model_preset(preset, &m));
     /* T = 300 spans a full and a partial block of the CPU attention's causal blocking (256 rows
      * per block), so the block edges are covered. */
     m.seq = 320;
@@ -166,11 +167,7 @@ Test(runtime, reference_gradients_match_finite_differences)
     float *grad = malloc(total * sizeof(float));
     memcpy(grad, ts[0].grad, total * sizeof(float)); /* one carved allocation */
 
-    const char *kinds[] = {"wte",           "wpe",           "h0.ln1.g",       "h1.ln1.b",
-                           "h2.attn.qkv.w", "h3.attn.qkv.b", "h1.attn.proj.w", "h2.attn.proj.b",
-                           "h3.ln2.g",      "h0.ln2.b",      "h2.mlp.fc.w",    "h1.mlp.fc.b",
-                           "h0.mlp.proj.w", "h3.mlp.proj.b", "lnf.g",          "lnf.b"};
-    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+    for (size_t k = 0; k < n_kinds; k++) {
         pp_rt_tensor *t = pp_rt_stage_tensor(c.st, kinds[k]);
         cr_assert_not_null(t, "tensor %s missing", kinds[k]);
         fd_check_tensor(&c, kinds[k], grad, (size_t)(t->grad - ts[0].grad));
@@ -180,6 +177,26 @@ Test(runtime, reference_gradients_match_finite_differences)
     free(c.tgt);
     pp_rt_stage_destroy(c.st);
     pp_backend_destroy(be);
+}
+
+Test(runtime, reference_gradients_match_finite_differences)
+{
+    static const char *const kinds[] = {
+        "wte",           "wpe",           "h0.ln1.g",       "h1.ln1.b",
+        "h2.attn.qkv.w", "h3.attn.qkv.b", "h1.attn.proj.w", "h2.attn.proj.b",
+        "h3.ln2.g",      "h0.ln2.b",      "h2.mlp.fc.w",    "h1.mlp.fc.b",
+        "h0.mlp.proj.w", "h3.mlp.proj.b", "lnf.g",          "lnf.b"};
+    fd_check_model("tiny", kinds, sizeof kinds / sizeof kinds[0]);
+}
+
+/* The Llama block's backward (RMSNorm, SwiGLU, the rotation's inverse, grouped-query
+ * attention's summed dk and dv, the untied head) by the same check. */
+Test(runtime, llama_reference_gradients_match_finite_differences)
+{
+    static const char *const kinds[] = {"wte",           "h0.ln1.g",       "h2.attn.qkv.w",
+                                        "h1.attn.proj.w", "h3.ln2.g",      "h2.mlp.fc.w",
+                                        "h0.mlp.proj.w", "lnf.g",          "head.w"};
+    fd_check_model("tiny-llama", kinds, sizeof kinds / sizeof kinds[0]);
 }
 
 /* ---- split equivalence ---- */

@@ -163,6 +163,27 @@ Test(runtime_mpi, tp2_sp_d2_dp2_equals_threads, .timeout = 300)
                     8, 8);
 }
 
+/* The Llama block (tiny-llama: RMSNorm, SwiGLU, rotary with Llama 3 scaling, 2 KV heads for 4,
+ * untied head): MPI trains bit for bit like the threads, pipelined, split backward with dp, and
+ * with its KV heads split over 2 tensor ranks under sequence parallelism. */
+#define LLAMA "--model tiny-llama --layers 8 --microbatches 8 --seq 16 --steps 3 --seed 11"
+Test(runtime_mpi, llama_1f1b_d4_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads(LLAMA " --schedule 1f1b --ranks 4", 4, 4);
+}
+Test(runtime_mpi, llama_zbv_d2_dp2_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads(LLAMA " --schedule zbv --ranks 2 --dp 2", 4, 4);
+}
+Test(runtime_mpi, llama_tp2_sp_d2_dp2_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads(LLAMA " --schedule interleaved --ranks 2 --dp 2 --tp 2 --sequence-parallel",
+                    8, 8);
+}
+
 /* Rank 0's trace holds every action of every process's rank. */
 /* All-gather and reduce-scatter (tensor parallelism) over MPI processes: the same bits as over
  * threads (tests/tp_coll_check.h; both sum in group order at the group's first rank). */

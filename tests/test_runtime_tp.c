@@ -48,8 +48,19 @@ static const pp_adamw ADAMW = {
     .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
 
 /* 4 heads and FFN 32 so that t = 4 splits them. */
-static const pp_model_cfg MODEL = {
+static const pp_model_cfg GPT = {
     .layers = L, .hidden = 16, .heads = 4, .ffn = 32, .vocab = 64, .seq = T};
+/* The Llama block (RMSNorm, SwiGLU, rotary with Llama 3 scaling, untied head) with 2 KV heads
+ * for its 4 query heads: t = 2 gives each rank 2 query heads and their KV head. */
+static const pp_model_cfg LLAMA = {
+    .layers = L, .hidden = 16, .heads = 4, .ffn = 24, .vocab = 64, .seq = T, .kv_heads = 2,
+    .norm = PP_NORM_RMSNORM, .norm_eps = 1e-5f, .mlp = PP_MLP_SWIGLU, .pos = PP_POS_ROPE,
+    .rope_theta = 500000, .rope_scaling = PP_ROPE_LLAMA3, .rope_scaling_name = "llama3",
+    .rope_factor = 8, .rope_low_freq = 1, .rope_high_freq = 4, .rope_orig_max = 16,
+    .nobias = PP_NOBIAS_ALL, .untied = 1};
+/* The model the grid runs: GPT's, or LLAMA where a test sets it (each test is its own
+ * process). */
+static pp_model_cfg MODEL = GPT;
 
 typedef struct {
     pp_sched *s;
@@ -454,5 +465,65 @@ Test(runtime_tp, refuses_impossible_layouts)
     cr_assert(strstr(pp_err_msg(), "sequence length 6 must be a multiple of --tp 4"), "%s",
               pp_err_msg());
     cr_assert_null(ex);
+    pp_sched_destroy(s);
+}
+
+/* ---- the Llama block: every schedule at t = 2, with and without sequence parallelism ---- */
+
+#define TP_LLAMA_CASE(name, kind)                                                                  \
+    Test(runtime_tp, llama_##name##_t2)                                                            \
+    {                                                                                              \
+        MODEL = LLAMA;                                                                             \
+        check_kind(kind, 2);                                                                       \
+    }                                                                                              \
+    Test(runtime_tp, llama_##name##_sp_t2)                                                         \
+    {                                                                                              \
+        MODEL = LLAMA;                                                                             \
+        check_kind_sp(kind, 2, 1);                                                                 \
+    }
+TP_LLAMA_CASE(gpipe, "gpipe")
+TP_LLAMA_CASE(onef1b, "1f1b")
+TP_LLAMA_CASE(interleaved, "interleaved")
+TP_LLAMA_CASE(chimera, "chimera")
+TP_LLAMA_CASE(bitpipe, "bitpipe")
+TP_LLAMA_CASE(zb_h1, "zb-h1")
+TP_LLAMA_CASE(zbv, "zbv")
+TP_LLAMA_CASE(dualpipev, "dualpipev")
+
+Test(runtime_tp, llama_onef1b_split_w_at_end_t2_sp)
+{
+    MODEL = LLAMA;
+    check_kind_opts("1f1b", 2, 1, SPLIT_W_AT_END);
+}
+
+/* A rank holding the wrong KV heads' shard would be caught: dropping f's all-reduce (the
+ * same comparison's sensitivity) fails it for the Llama block too. */
+Test(runtime_tp, llama_tp_drop_f_fails)
+{
+    MODEL = LLAMA;
+    run ref, a;
+    run_case("1f1b", 1, &ref);
+    pp_stage_tp_fault = PP_TP_DROP_F;
+    run_case("1f1b", 2, &a);
+    pp_stage_tp_fault = PP_TP_DROP_NONE;
+    cmp g = compare(&a, 2, &ref, 1);
+    cr_assert(g.worst_tensor > 100 * TOL, "without f the gradients differ by only %.3g (%s)",
+              g.worst_tensor, g.worst);
+    run_free(&a);
+    run_free(&ref);
+}
+
+Test(runtime_tp, llama_t4_is_refused_naming_the_kv_heads)
+{
+    MODEL = LLAMA;
+    pp_sched_params sp = {.ranks = D, .microbatches = N, .layers = L};
+    pp_sched *s;
+    OK(pp_sched_generate("1f1b", &sp, &s));
+    pp_rt_exec_params ep = {.model = &MODEL, .sched = s, .micro_batch = B, .seq = T, .dp = 1,
+                            .seed = 77, .adamw = ADAMW, .tp = 4};
+    pp_rt_executor *ex = NULL;
+    cr_assert_eq(pp_rt_executor_create(&ep, &ex), PP_ERR_INVALID);
+    cr_assert(strstr(pp_err_text(), "--tp 4 must divide the model's 2 KV heads"), "%s",
+              pp_err_text());
     pp_sched_destroy(s);
 }

@@ -181,37 +181,6 @@ char *pp_tune_model_block(const pp_tune_model *m, char *buf, size_t n)
 }
 
 /* ---- JSON readers ------------------------------------------------------------------------- */
-static pp_status load_json(const char *path, json_t **out)
-{
-    char *text;
-    size_t len;
-    PP_TRY(pp_file_read(path, &text, &len)); /* bounded; NOTFOUND names a missing file */
-    json_t *root;
-    pp_status st = pp_json_load(text, len, path, 0, &root);
-    free(text);
-    PP_TRY(st);
-    if (!json_is_object(root)) {
-        json_decref(root);
-        return PP_ERR(PP_ERR_PARSE, "%s: expected a JSON object at the top level", path);
-    }
-    *out = root;
-    return PP_OK;
-}
-
-/* Reads a positive integer field; required=0 leaves *v unchanged when the field is absent. */
-static pp_status get_int(json_t *o, const char *path, const char *field, int required, int *v)
-{
-    const pp_json_src s = {.file = path};
-    if (!json_object_get(o, field))
-        return required ? pp_json_fail(&s, field, "missing, expected a positive integer") : PP_OK;
-    return pp_json_int(&s, o, "", field, 1, 1 << 30, "a positive integer", v);
-}
-
-static pp_status get_bool(json_t *o, const char *path, const char *field, int *v)
-{
-    const pp_json_src s = {.file = path};
-    return json_object_get(o, field) ? pp_json_bool(&s, o, "", field, v) : PP_OK;
-}
 
 /* A model name as profiles and the store key it (the store's one rule,
  * pp_profile_model_name_ok), shorter than n. */
@@ -241,7 +210,7 @@ static pp_status read_own(json_t *o, const char *path, pp_tune_model *m)
     if (!fmt || strcmp(fmt, "pptune-model") != 0)
         return pp_json_bad(&s, "format", "\"pptune-model\"", json_object_get(o, "format"));
     int version = 0;
-    PP_TRY(get_int(o, path, "version", 1, &version));
+    PP_TRY(pp_json_file_int(o, path, "version", 1, &version));
     if (version != 1)
         return pp_json_bad(&s, "version", "1", json_object_get(o, "version"));
     json_t *jn = json_object_get(o, "name");
@@ -251,22 +220,22 @@ static pp_status read_own(json_t *o, const char *path, pp_tune_model *m)
                            "letters, digits and . _ - only (at most 63 characters)", jn);
     if (name)
         snprintf(m->name, sizeof m->name, "%s", name);
-    PP_TRY(get_int(o, path, "layers", 1, &m->layers));
-    PP_TRY(get_int(o, path, "hidden", 1, &m->hidden));
-    PP_TRY(get_int(o, path, "heads", 1, &m->heads));
-    PP_TRY(get_int(o, path, "vocab", 1, &m->vocab));
-    PP_TRY(get_int(o, path, "seq", 1, &m->seq));
+    PP_TRY(pp_json_file_int(o, path, "layers", 1, &m->layers));
+    PP_TRY(pp_json_file_int(o, path, "hidden", 1, &m->hidden));
+    PP_TRY(pp_json_file_int(o, path, "heads", 1, &m->heads));
+    PP_TRY(pp_json_file_int(o, path, "vocab", 1, &m->vocab));
+    PP_TRY(pp_json_file_int(o, path, "seq", 1, &m->seq));
     m->kv_heads = m->heads;
     m->ffn = m->hidden <= INT_MAX / 4 ? 4 * m->hidden : INT_MAX; /* validate refuses it */
     m->norm_bias = m->linear_bias = m->learned_pos = m->tied_embed = 1; /* GPT's block */
-    PP_TRY(get_int(o, path, "kv_heads", 0, &m->kv_heads));
-    PP_TRY(get_int(o, path, "ffn", 0, &m->ffn));
-    PP_TRY(get_int(o, path, "global_batch", 0, &m->global_batch));
-    PP_TRY(get_bool(o, path, "gated_mlp", &m->gated_mlp));
-    PP_TRY(get_bool(o, path, "norm_bias", &m->norm_bias));
-    PP_TRY(get_bool(o, path, "linear_bias", &m->linear_bias));
-    PP_TRY(get_bool(o, path, "learned_positions", &m->learned_pos));
-    PP_TRY(get_bool(o, path, "tied_embeddings", &m->tied_embed));
+    PP_TRY(pp_json_file_int(o, path, "kv_heads", 0, &m->kv_heads));
+    PP_TRY(pp_json_file_int(o, path, "ffn", 0, &m->ffn));
+    PP_TRY(pp_json_file_int(o, path, "global_batch", 0, &m->global_batch));
+    PP_TRY(pp_json_file_bool(o, path, "gated_mlp", &m->gated_mlp));
+    PP_TRY(pp_json_file_bool(o, path, "norm_bias", &m->norm_bias));
+    PP_TRY(pp_json_file_bool(o, path, "linear_bias", &m->linear_bias));
+    PP_TRY(pp_json_file_bool(o, path, "learned_positions", &m->learned_pos));
+    PP_TRY(pp_json_file_bool(o, path, "tied_embeddings", &m->tied_embed));
     m->norm_eps = 1e-5;
     if (json_object_get(o, "norm_eps")) {
         const pp_json_src s = {.file = path};
@@ -284,7 +253,7 @@ static pp_status load_with(const char *path, pp_status (*reader)(json_t *, const
     memset(out, 0, sizeof *out);
     out->global_batch = 512; /* neither format has to say; --global-batch overrides */
     json_t *o = NULL;
-    PP_TRY(load_json(path, &o));
+    PP_TRY(pp_json_load_object_file(path, &o));
     pp_status st = reader(o, path, out);
     json_decref(o);
     PP_TRY(st);

@@ -18,37 +18,6 @@
 #include "pp_json.h"
 #include "pp_rt_model.h"
 
-static pp_status load_json(const char *path, json_t **out)
-{
-    char *text;
-    size_t len;
-    PP_TRY(pp_file_read(path, &text, &len)); /* bounded; NOTFOUND names a missing file */
-    json_t *root;
-    pp_status st = pp_json_load(text, len, path, 0, &root);
-    free(text);
-    PP_TRY(st);
-    if (!json_is_object(root)) {
-        json_decref(root);
-        return PP_ERR(PP_ERR_PARSE, "%s: expected a JSON object at the top level", path);
-    }
-    *out = root;
-    return PP_OK;
-}
-
-/* Reads a positive integer field; required=0 leaves *v unchanged when the field is absent. */
-static pp_status get_int(json_t *o, const char *path, const char *field, int required, int *v)
-{
-    const pp_json_src s = {.file = path};
-    if (!json_object_get(o, field))
-        return required ? pp_json_fail(&s, field, "missing, expected a positive integer") : PP_OK;
-    return pp_json_int(&s, o, "", field, 1, 1 << 30, "a positive integer", v);
-}
-
-static pp_status get_bool(json_t *o, const char *path, const char *field, int *v)
-{
-    const pp_json_src s = {.file = path};
-    return json_object_get(o, field) ? pp_json_bool(&s, o, "", field, v) : PP_OK;
-}
 
 static pp_status get_float(json_t *o, const char *path, const char *field, float *v)
 {
@@ -97,8 +66,8 @@ static pp_status refuse_moe(json_t *o, const char *path)
 static pp_status read_biases(json_t *o, const char *path, const char *type, pp_model_cfg *m)
 {
     int attn = 0, mlp = 0;
-    PP_TRY(get_bool(o, path, "attention_bias", &attn));
-    PP_TRY(get_bool(o, path, "mlp_bias", &mlp));
+    PP_TRY(pp_json_file_bool(o, path, "attention_bias", &attn));
+    PP_TRY(pp_json_file_bool(o, path, "mlp_bias", &mlp));
     if (attn != mlp) {
         const pp_json_src s = {.file = path};
         return pp_json_fail(&s, "mlp_bias",
@@ -144,7 +113,7 @@ static pp_status read_scaling(json_t *sc, const char *path, pp_model_cfg *m)
     m->rope_low_freq = 1, m->rope_high_freq = 4; /* transformers' defaults */
     PP_TRY(get_float(sc, path, "low_freq_factor", &m->rope_low_freq));
     PP_TRY(get_float(sc, path, "high_freq_factor", &m->rope_high_freq));
-    return get_int(sc, path, "original_max_position_embeddings", 1, &m->rope_orig_max);
+    return pp_json_file_int(sc, path, "original_max_position_embeddings", 1, &m->rope_orig_max);
 }
 
 /* rope_theta (default 10000, HuggingFace's) and rope_scaling. */
@@ -166,17 +135,17 @@ static pp_status read_sizes(json_t *o, const char *path, pp_model_cfg *m, pp_mod
     static const char *const A[] = {"num_attention_heads", "n_head", NULL};
     static const char *const F[] = {"intermediate_size", "n_inner", NULL};
     static const char *const P[] = {"max_position_embeddings", "n_positions", NULL};
-    PP_TRY(get_int(o, path, hf_field(o, L), 1, &m->layers));
-    PP_TRY(get_int(o, path, hf_field(o, H), 1, &m->hidden));
-    PP_TRY(get_int(o, path, hf_field(o, A), 1, &m->heads));
-    PP_TRY(get_int(o, path, "num_key_value_heads", 0, &m->kv_heads));
+    PP_TRY(pp_json_file_int(o, path, hf_field(o, L), 1, &m->layers));
+    PP_TRY(pp_json_file_int(o, path, hf_field(o, H), 1, &m->hidden));
+    PP_TRY(pp_json_file_int(o, path, hf_field(o, A), 1, &m->heads));
+    PP_TRY(pp_json_file_int(o, path, "num_key_value_heads", 0, &m->kv_heads));
     m->ffn = m->hidden <= (1 << 28) ? 4 * m->hidden : 1 << 30; /* GPT-2's n_inner: null */
     int gpt2_names = json_object_get(o, "n_embd") != NULL; /* n_inner null or absent: 4 h */
-    PP_TRY(get_int(o, path, hf_field(o, F), !gpt2_names, &m->ffn));
-    PP_TRY(get_int(o, path, "vocab_size", 1, &m->vocab));
+    PP_TRY(pp_json_file_int(o, path, hf_field(o, F), !gpt2_names, &m->ffn));
+    PP_TRY(pp_json_file_int(o, path, "vocab_size", 1, &m->vocab));
     pos->key = hf_field(o, P);
-    PP_TRY(get_int(o, path, pos->key, 0, &pos->max));
-    PP_TRY(get_int(o, path, "head_dim", 0, &m->head_dim));
+    PP_TRY(pp_json_file_int(o, path, pos->key, 0, &pos->max));
+    PP_TRY(pp_json_file_int(o, path, "head_dim", 0, &m->head_dim));
     if (m->kv_heads == m->heads)
         m->kv_heads = 0;
     if (m->head_dim && m->head_dim * m->heads == m->hidden)
@@ -195,7 +164,7 @@ static pp_status read_hf(json_t *o, const char *path, pp_model_cfg *m, pp_model_
                                strcmp(type, "qwen2") == 0)) ||
                      (act && strcmp(act, "silu") == 0);
     int tied = !llama_like;
-    PP_TRY(get_bool(o, path, "tie_word_embeddings", &tied));
+    PP_TRY(pp_json_file_bool(o, path, "tie_word_embeddings", &tied));
     m->untied = !tied;
     if (!llama_like)
         return get_float(o, path, "layer_norm_epsilon", &m->norm_eps);
@@ -204,6 +173,7 @@ static pp_status read_hf(json_t *o, const char *path, pp_model_cfg *m, pp_model_
     m->norm_eps = 1e-6f; /* absent: LlamaConfig's, MistralConfig's and Qwen2Config's default */
     PP_TRY(get_float(o, path, "rms_norm_eps", &m->norm_eps));
     PP_TRY(read_biases(o, path, type, m));
+    m->nobias |= PP_NOBIAS_NORM; /* RMSNorm has none */
     return read_rope(o, path, m);
 }
 
@@ -212,7 +182,7 @@ pp_status pp_model_load_hf(const char *path, pp_model_cfg *out, pp_model_hf_pos 
     memset(out, 0, sizeof *out);
     *pos = (pp_model_hf_pos){0, "max_position_embeddings"};
     json_t *o = NULL;
-    PP_TRY(load_json(path, &o));
+    PP_TRY(pp_json_load_object_file(path, &o));
     pp_status st = read_hf(o, path, out, pos);
     json_decref(o);
     return st;

@@ -107,14 +107,34 @@ static int fits_this_machine(const pp_rt_exec_params *ep)
     return -1;
 }
 
+/* The model: --model-config's file, the profile's shape, or the preset --model names; then
+ * --layers, and the runtime's check that it computes the block. */
+static int model_of(const pprun_opts *o, pp_model_cfg *m)
+{
+    pp_status st;
+    if (o->model_config) {
+        pp_model_hf_pos pos;
+        if ((st = pp_model_load_hf(o->model_config, m, &pos)) != PP_OK)
+            return fail(st, "--model-config: ");
+    } else if (o->has_profile_model) {
+        *m = o->profile_model;
+    } else if ((st = pp_model_preset(o->model_name, m)) != PP_OK) {
+        return fail(st, "");
+    }
+    if (o->layers)
+        m->layers = o->layers;
+    if ((st = pp_model_check_runnable(m)) != PP_OK)
+        return fail(st, o->model_config ? "--model-config: " : "");
+    return -1;
+}
+
 static int setup(const pprun_opts *o, run_state *s)
 {
     pp_model_cfg *m = &s->rec.model;
-    pp_status st = pp_model_preset(o->model_name, m);
-    if (st != PP_OK)
-        return fail(st, "");
-    if (o->layers)
-        m->layers = o->layers;
+    int rc = model_of(o, m);
+    if (rc >= 0)
+        return rc;
+    pp_status st;
     int seq = o->seq ? o->seq : (m->seq < 64 ? m->seq : 64);
     if (seq > m->seq) {
         if (g_rank == 0)
@@ -184,7 +204,7 @@ static int setup(const pprun_opts *o, run_state *s)
                   .eps = 1e-8f,
                   .weight_decay = (float)o->weight_decay},
     };
-    int rc = fits_this_machine(&ep);
+    rc = fits_this_machine(&ep);
     if (rc >= 0)
         return rc;
     if ((st = pp_rt_executor_create(&ep, &s->ex)) != PP_OK)
@@ -262,6 +282,8 @@ int main(int argc, char **argv)
     int rc = pprun_parse(argc, argv, &o);
     if (rc < 0)
         rc = pprun_apply_profile(&o, argc, argv);
+    if (rc < 0 && o.model_config)
+        o.model_name = o.model_config; /* the model's name in messages and the summary */
     if (rc >= 0)
         return rc;
     run_state s;

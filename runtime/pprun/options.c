@@ -27,8 +27,12 @@ static const char *const PRECISIONS[] = {"fp32", "bf16", NULL}; /* pp_precision 
 static const pp_opt head[] = {
     {.kind = PP_OPT_SECTION, .help = "the model:", .width = 28},
     {.name = "model", .kind = PP_OPT_STRING, .offset = OFF(model_name), .arg = "NAME",
-     .help = "tiny | small | gpt-125m | gpt-350m | gpt-760m | gpt-1.3b |\n"
-             "gpt-2.7b | gpt-6.7b | gpt-13b | gpt-175b", .show_default = 1},
+     .help = "a preset of the model table: tiny | small | tiny-llama |\n"
+             "gpt-125m ... gpt-175b | llama3-8b | llama3-70b | llama3-405b", .show_default = 1},
+    {.name = "model-config", .kind = PP_OPT_STRING, .offset = OFF(model_config),
+     .arg = "config.json",
+     .help = "the model of a HuggingFace config.json (Llama, Mistral,\n"
+             "Qwen2, GPT-2 blocks) instead of a preset"},
     {.name = "layers", .kind = PP_OPT_INT, .offset = OFF(layers), .min = 1,
      .max = PPRUN_MAX_LAYERS, .arg = "L",
      .help = "override the model's number of transformer blocks"},
@@ -175,7 +179,8 @@ static int rows(pp_opt *out, int max)
 static void usage(FILE *fp, const pp_opt *opts, int n)
 {
     fputs("usage: pprun [options]\n"
-          "Trains a GPT-style model with a pipeline schedule, every pipeline rank a thread\n"
+          "Trains a decoder (a GPT or Llama-family block, from a preset or a HuggingFace\n"
+          "config.json) with a pipeline schedule, every pipeline rank a thread\n"
           "(in-process transport) or, under mpirun / srun, a process (MPI transport), on the\n"
           "CPU backend (OpenBLAS, the reference) or with --backend cuda on GPUs (cuBLAS; NCCL\n"
           "between processes). It ends with a summary on stdout: final loss, median step,\n"

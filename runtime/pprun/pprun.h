@@ -10,6 +10,11 @@
 
 typedef struct {
     const char *model_name;
+    const char *model_config; /* --model-config: a HuggingFace config.json, NULL: none */
+    /* the profile's model shape (profile.c; has_profile_model 0: none), trained instead of
+     * the preset named model_name */
+    pp_model_cfg profile_model;
+    int has_profile_model;
     /* The configuration (profiles/pp_config.h, whose axes give its flags): schedule, p
      * (--ranks), N (--microbatches), b (--micro-batch-size), v (--chunks; 0: the schedule's
      * own), G (--group; 0: p), d (--dp), t (--tp), the split, sequence parallelism (with

@@ -21,7 +21,7 @@ static pp_profile *g_profile;
 
 /* What the profile fixes beside its configuration's axes (PP_CONFIG_PROFILE_FIXED): a clash is
  * refused. */
-static const char *const MODEL_FLAGS[] = {"--model", "--seq", "--layers", NULL};
+static const char *const MODEL_FLAGS[] = {"--model", "--model-config", "--seq", "--layers", NULL};
 
 /* argv[i] is the option `flag`, alone or as --flag=value. */
 static int is_flag(const char *word, const char *flag)
@@ -123,6 +123,42 @@ static int check_launch(const pprun_opts *o, const pp_profile *p)
     return 2;
 }
 
+/* The model the profile was planned for: its shape (profiles since 1.1) over the model
+ * table's row of the same name, which gives what a profile does not record (norm epsilon,
+ * the rotary scaling's factors); a 1.0 profile names a preset only. -1 done, 2 refused. */
+static int profile_model(pprun_opts *o, const struct pp_profile_model *pm)
+{
+    o->model_name = pm->name;
+    if (!pm->has_shape)
+        return -1; /* the preset by name, as before */
+    const pp_model_row *row = pp_model_row_find(pm->name);
+    pp_model_cfg m = row ? row->cfg : (pp_model_cfg){0};
+    m.layers = pm->layers, m.hidden = pm->hidden, m.heads = pm->heads, m.vocab = pm->vocab;
+    m.ffn = pm->ffn, m.seq = m.seq > pm->seq ? m.seq : pm->seq;
+    m.kv_heads = pm->kv_heads == pm->heads ? 0 : pm->kv_heads;
+    m.head_dim = pm->head_dim * pm->heads == pm->hidden ? 0 : pm->head_dim;
+    m.mlp = pm->gated_mlp ? PP_MLP_SWIGLU : PP_MLP_GELU;
+    m.norm = pm->norm_bias ? PP_NORM_LAYERNORM : PP_NORM_RMSNORM;
+    m.pos = pm->learned_pos ? PP_POS_LEARNED : PP_POS_ROPE;
+    m.rope_theta = pm->learned_pos ? 0 : pm->rope_theta;
+    int lin = PP_NOBIAS_QKV | PP_NOBIAS_OUT | PP_NOBIAS_MLP;
+    m.nobias = (pm->norm_bias ? 0 : PP_NOBIAS_NORM) |
+               (pm->linear_bias ? 0 : pm->qkv_bias ? PP_NOBIAS_OUT | PP_NOBIAS_MLP : lin);
+    m.untied = !pm->tied_embeddings;
+    const char *sc = pm->rope_scaling ? pm->rope_scaling : "";
+    if (strcmp(sc, row ? row->cfg.rope_scaling_name : "") != 0 && strcmp(sc, "default") != 0) {
+        fprintf(stderr,
+                "pprun: --profile %s: model %s has rope_scaling \"%s\", which the profile records "
+                "by name only (not its factors): train it with --model-config config.json and "
+                "the profile's layout flags\n",
+                o->profile, pm->name, sc);
+        return 2;
+    }
+    o->profile_model = m;
+    o->has_profile_model = 1;
+    return -1;
+}
+
 /* The configuration pprun runs: the profile's, with the schedule's own chunks and group where
  * they are not tunable; with a layout flag the layout axes (and those that follow it) keep the
  * flags' values. */
@@ -185,9 +221,8 @@ int pprun_apply_profile(pprun_opts *o, int argc, char **argv)
                 o->profile, layout, c->p, c->t, c->d);
     }
     take_config(o, c, layout != NULL); /* the runtime splits each stage over t ranks (Megatron) */
-    o->model_name = p->model.name;
     o->seq = p->model.seq;
-    return -1;
+    return profile_model(o, &p->model);
 }
 
 void pprun_profile_release(void)

@@ -39,9 +39,11 @@ double pprun_median_step(const pprun_record *rec, int *warmup)
 
 static json_t *model_json(const pprun_opts *o, const pp_model_cfg *m)
 {
-    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i}", "name", o->model_name, "layers",
-                     m->layers, "hidden", m->hidden, "heads", m->heads, "ffn", m->ffn, "vocab",
-                     m->vocab, "max_seq", m->seq);
+    char block[256];
+    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s}", "name", o->model_name,
+                     "layers", m->layers, "hidden", m->hidden, "heads", m->heads, "kv_heads",
+                     pp_model_kv(m), "head_dim", pp_model_hd(m), "ffn", m->ffn, "vocab", m->vocab,
+                     "max_seq", m->seq, "block", pp_model_describe(m, block, sizeof block));
 }
 
 static json_t *schedule_json(const pprun_opts *o, const pp_sched *s)
