@@ -665,10 +665,15 @@ Test(tuner_export, torchtitan_overrides_and_the_schedule_csv_they_load)
     char *text = export_line(p, pp_profile_export_find("torchtitan", NULL), &st);
     cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
     cr_assert(strstr(text, "torchtitan's is FSDP"), "%s", text);
-    /* the last line: the overrides, each an option of torchtitan's CLI */
+    /* the last line: the overrides, each an option of torchtitan's CLI, then the activation
+     * checkpointing the profile planned (none), as tyro's subcommand */
     char *last = strrchr(text, '\n');
     *last = '\0';
     last = strrchr(text, '\n') + 1;
+    char *ac = strstr(last, " activation-checkpoint:");
+    cr_assert_not_null(ac, "%s", last);
+    cr_assert_str_eq(ac, " activation-checkpoint:none", "recompute none: %s", last);
+    *ac = '\0';
     flags f;
     flags_parse(last, &f);
     cr_assert_gt(f.n, 10);
@@ -687,8 +692,17 @@ Test(tuner_export, torchtitan_overrides_and_the_schedule_csv_they_load)
     cr_assert_eq(get_int(&f, "--training.max_context_length", 0), p->model.seq);
     cr_assert_str_eq(get(&f, "--parallelism.pipeline_parallel_schedule_csv"),
                      "pptune-schedule.csv");
-    /* the schedule command the output starts with writes a CSV pptune reads back and checks */
-    run_schedule_command(text, "true");
+    /* with the CSV, torchtitan still asks get_schedule_class for the name, for its stage count
+     * and placement: PyTorch's looped multi-stage class, never _PipelineScheduleRuntime; 40
+     * layers over 8 x 5 stages; and no CUDA graphs with pipeline parallelism */
+    cr_assert_str_eq(get(&f, "--parallelism.pipeline_parallel_schedule"), "Interleaved1F1B");
+    cr_assert_eq(get_int(&f, "--parallelism.pipeline_parallel_layers_per_stage", 0), 1);
+    cr_assert_eq(get_int(&f, "--parallelism.pipeline_parallel_first_stage_less_layers", -1), 0);
+    cr_assert_eq(get_int(&f, "--parallelism.pipeline_parallel_last_stage_less_layers", -1), 0);
+    cr_assert_not_null(get(&f, "--training.disable_cuda_graphs"));
+    /* the schedule command the output starts with writes a CSV pptune reads back and checks,
+     * in the compute_only form torchtitan's _load_csv(path) reads: no communication cells */
+    run_schedule_command(text, "! grep -q 'SEND\\|RECV\\|REDUCE' pptune-schedule.csv");
     free(text);
     pp_profile_destroy(p);
     /* a bidirectional schedule has no form in PyTorch's CSV */
@@ -701,8 +715,8 @@ Test(tuner_export, torchtitan_overrides_and_the_schedule_csv_they_load)
 }
 
 /* The zero-bubble family (split backward): upstream Megatron-LM has no flag for any of it, said
- * with the way out; torchtitan takes a one-chunk one (ZB-H1) as the CSV, with I and W cells, and
- * names PyTorch's class beside it; a V-shaped one (ZB-V) by PyTorch's name, since torchtitan
+ * with the way out; torchtitan takes a one-chunk one (ZB-H1) as the CSV, with I and W cells
+ * (PyTorch's class of it is multi-stage: not offered by name); a V-shaped one (ZB-V) by PyTorch's name, since torchtitan
  * places V stages only for its named V schedules. */
 Test(tuner_export, split_backward_schedules_go_to_torchtitan_by_csv_or_by_name)
 {
@@ -734,9 +748,10 @@ Test(tuner_export, split_backward_schedules_go_to_torchtitan_by_csv_or_by_name)
     cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
     cr_assert(strstr(text, "--parallelism.pipeline_parallel_schedule_csv pptune-schedule.csv"),
               "%s", text);
-    cr_assert(strstr(text, "# or by name: --parallelism.pipeline_parallel_schedule "
-                           "InterleavedZeroBubble"),
-              "%s", text);
+    /* one stage per rank: PyTorch's InterleavedZeroBubble is multi-stage, which torchtitan
+     * would refuse with these layers per stage, so only the CSV says ZB-H1 */
+    cr_assert_null(strstr(text, "# or by name"), "%s", text);
+    cr_assert(strstr(text, " --parallelism.pipeline_parallel_schedule 1F1B "), "%s", text);
     run_schedule_command(text, "grep -q '[0-9]I[0-9]' pptune-schedule.csv && "
                                "grep -q '[0-9]W[0-9]' pptune-schedule.csv");
     free(text);
