@@ -130,9 +130,10 @@ static pp_status titan_split(const pp_profile *p, int *less_first, int *less_las
     }
     return PP_ERR(PP_ERR_UNSUPPORTED,
                   "%s: torchtitan splits its layers evenly over the stages (the first ones one "
-                  "more), less first/last_stage_less_layers on the edge stages; this profile's "
-                  "split (first stage %d layers, last %d, over %d stages) is not one of those",
-                  p->name, layers[0], layers[S - 1], S);
+                  "more) and takes first/last_stage_less_layers off the edge stages; this "
+                  "profile's split over %d stages gives the first stage %d, the last %d and the "
+                  "middle stages %d layers, which that cannot give",
+                  p->name, S, layers[0], layers[S - 1], S > 2 ? layers[1] : 0);
 }
 
 /* torchtitan's activation checkpointing, a tyro subcommand of Trainer.Config

@@ -579,6 +579,11 @@ static int check_nemo2_python(const char *text)
     return n;
 }
 
+static int virtual_pipeline(const pp_profile *p)
+{
+    return pp_sched_lookup(p->chosen.config.schedule)->chunks == 0 && p->chosen.config.v > 1;
+}
+
 Test(tuner_export, nemo_yaml_and_nemo2_carry_the_whole_model_with_nemos_own_names)
 {
     static const char *const files[] = {"gpt-13b-dgx-h100-x32-v1.1.json",
@@ -591,9 +596,19 @@ Test(tuner_export, nemo_yaml_and_nemo2_carry_the_whole_model_with_nemos_own_name
         cr_assert_eq(pp_profile_read(path, &p), PP_OK, "%s", pp_err_msg());
         pp_status st;
         char *y = export_line(p, pp_profile_export_find("nemo", NULL), &st);
-        cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
-        cr_assert_gt(check_nemo1_yaml(y, p), 25, "%s", y);
-        cr_assert(strstr(y, "  precision: bf16\n"), "%s", y);
+        if (virtual_pipeline(p)) { /* NeMo 1 builds no virtual pipeline */
+            cr_assert_eq(st, PP_ERR_UNSUPPORTED);
+            cr_assert(strstr(pp_err_text(), "no longer supported for nemo 1.0"), "%s",
+                      pp_err_text());
+        } else {
+            cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
+            cr_assert_gt(check_nemo1_yaml(y, p), 25, "%s", y);
+            cr_assert(strstr(y, "  precision: bf16\n"), "%s", y);
+            if (p->chosen.config.uneven) /* Megatron-Core's first/last counts */
+                cr_assert(strstr(y, "  num_layers_in_first_pipeline_stage: 3\n"
+                                    "  num_layers_in_last_pipeline_stage: 3\n"),
+                          "%s", y);
+        }
         free(y);
         char *py = export_line(p, pp_profile_export_find("nemo2", NULL), &st);
         cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
@@ -610,14 +625,31 @@ Test(tuner_export, nemo_yaml_and_nemo2_carry_the_whole_model_with_nemos_own_name
         free(py);
         pp_profile_destroy(p);
     }
-    /* the micro-batch group of an interleaved profile: NeMo 2.0 takes it */
+    /* the micro-batch group of an interleaved profile: NeMo 2.0 takes it; the vocabulary
+     * padded to a multiple of t = 8 as Megatron pads it (128256 is one) */
     pp_profile *p = llama_with("interleaved", 4, 2, 8, 1, 128, 4, 8, "even");
     pp_status st;
     char *py = export_line(p, pp_profile_export_find("nemo2", NULL), &st);
     cr_assert(strstr(py, "    virtual_pipeline_model_parallel_size=2,\n"
                          "    microbatch_group_size_per_vp_stage=8,\n"),
               "%s", py);
+    cr_assert_null(strstr(py, "pipeline_model_parallel_layout"), "80 = 4 x 2 x 10: %s", py);
+    cr_assert(strstr(py, "    vocab_size=128256,"), "%s", py);
     check_nemo2_python(py);
+    free(py);
+    pp_profile_destroy(p);
+    /* gpt-13b interleaved p = 2 x v = 7 uneven, t = 2: the split of virtual stages goes in
+     * MegatronStrategy's layout (GPTConfig's chunk-count assert, 20 % 7, is skipped for one);
+     * 50257 padded to 50258 */
+    p = profile_with("gpt-13b-dgx-h100-x32-v1.1.json", "interleaved", 2, 7, 2, 1, 16, 64, 2,
+                     "uneven");
+    py = export_line(p, pp_profile_export_find("nemo2", NULL), &st);
+    cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
+    cr_assert(strstr(py, "    pipeline_model_parallel_layout=\"Et*2|t*3|t*3|t*3|t*3|t*3|t*3|t*3|"
+                         "t*3|t*3|t*3|t*3|t*3|t*2L\",\n"),
+              "%s", py);
+    cr_assert(strstr(py, "    vocab_size=50258,"), "%s", py);
+    cr_assert_gt(check_nemo2_python(py), 20);
     free(py);
     pp_profile_destroy(p);
 }
