@@ -23,6 +23,12 @@ static int megatron_fork_only(const pp_sched_desc *d)
     return d->megatron == PP_SCHED_MEGATRON_FORK;
 }
 
+/* NeMo 1 builds Megatron-Core's models without a virtual pipeline: one chunk per rank */
+static int nemo1_runs(const pp_sched_desc *d)
+{
+    return megatron_upstream(d) && d->chunks == 1;
+}
+
 static int one_pipeline(const pp_sched_desc *d)
 {
     return d->pipes == 1;
@@ -48,6 +54,17 @@ static void fork_why_not(const pp_sched_desc *d, char *buf, size_t n)
 static void nemo_why_not(const pp_sched_desc *d, char *buf, size_t n)
 {
     snprintf(buf, n, "NeMo runs Megatron-Core's schedules, which have no %s schedule", d->title);
+}
+
+static void nemo1_why_not(const pp_sched_desc *d, char *buf, size_t n)
+{
+    if (megatron_upstream(d))
+        snprintf(buf, n,
+                 "NeMo 1 runs no virtual pipeline, which %s needs (megatron_gpt_model.py: "
+                 "\"Virtual pipeline model parallel size is no longer supported for nemo 1.0\")",
+                 d->title);
+    else
+        nemo_why_not(d, buf, n);
 }
 
 static void bidirectional_why_not(const pp_sched_desc *d, char *buf, size_t n)
@@ -76,8 +93,8 @@ static const pp_export_target targets[] = {
      .why_not = fork_why_not, .write = pp_export_megatron},
     {.format = "nemo", .title = "NeMo", .output = "NeMo 1 YAML",
      .help = "NeMo 1 megatron_gpt_config.yaml keys (trainer.*, model.*), the model",
-     .suggest = 1, .builds = "a NeMo model configuration", .runs = megatron_upstream,
-     .why_not = nemo_why_not, .write = pp_export_nemo},
+     .suggest = 1, .builds = "a NeMo model configuration", .runs = nemo1_runs,
+     .why_not = nemo1_why_not, .write = pp_export_nemo},
     {.format = "nemo2", .title = "NeMo 2.0", .output = "NeMo 2 Python",
      .help = "NeMo 2.0 Python: llm.GPTConfig, nl.MegatronStrategy, nl.Trainer",
      .suggest = 1, .builds = "a NeMo 2.0 model configuration", .runs = megatron_upstream,

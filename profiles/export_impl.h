@@ -30,6 +30,15 @@ pp_status pp_export_stages(const pp_profile *p, int *stages);
 pp_status pp_export_stage_layers(const pp_profile *p, int *layers, int *stages);
 /* Layers of the first and last of those stages. */
 pp_status pp_export_edge_layers(const pp_profile *p, int *first, int *last);
+/* 1 when Megatron-Core's own split says the chosen configuration's: without a virtual pipeline,
+ * L over p evenly, or num_layers_in_first/last_pipeline_stage with the middle ranks' rest even;
+ * with one, L over p x v evenly (its first/last counts are a pipeline rank's, split evenly over
+ * its virtual stages). Otherwise the split needs pp_export_layout. */
+int pp_export_megatron_split_says(const pp_profile *p);
+/* Megatron-Core's PipelineParallelLayerLayout of the split: every stage in data-flow order, E
+ * the embedding, t*n its transformer layers, L the loss ("Et*3|t*4|t*4|t*1L"), into buf (16
+ * bytes a stage and 8 more always suffice). PP_ERR_INVALID when it does not fit. */
+pp_status pp_export_layout(const pp_profile *p, char *buf, size_t n);
 /* GPUs of the plan, and how they sit on nodes: devices per node and nodes. */
 void pp_export_nodes(const pp_profile *p, int *devices, int *nodes);
 /* x as the shortest decimal that reads back to the same double, with a mantissa point

@@ -36,9 +36,9 @@ static void megatron_recompute(const pp_config *c, FILE *fp)
 
 /* Megatron-LM's layout: TP, PP, virtual pipeline and its group, the split. Megatron's
  * --decoder-first/last-pipeline-num-layers count a pipeline *rank's* layers (split evenly over
- * its virtual stages), so a split of virtual stages (pptune's uneven or first/last split of an
- * interleaved schedule, or an even split that does not divide) is said with
- * --pipeline-model-parallel-layout instead: every virtual stage in data-flow order, E the
+ * its virtual stages), so a split they cannot say (pptune's uneven or first/last split of an
+ * interleaved schedule, an even split that does not divide: pp_export_megatron_split_says) is
+ * said with --pipeline-model-parallel-layout instead: every virtual stage in data-flow order, E the
  * embedding, t*n its transformer layers, L the loss (Megatron-Core's PipelineParallelLayerLayout;
  * it derives the virtual pipeline size from the stage count). */
 static pp_status megatron_layout(const pp_profile *p, FILE *fp)
@@ -46,23 +46,25 @@ static pp_status megatron_layout(const pp_profile *p, FILE *fp)
     const pp_config *c = &p->chosen.config;
     int layers[PP_EXPORT_MAX_STAGES], S;
     PP_TRY(pp_export_stage_layers(p, layers, &S));
-    int even = pp_export_split_even(c) && p->model.layers % S == 0;
     fprintf(fp, "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d", c->t, c->p);
-    if (pp_export_virtual(c)) {
-        if (even) {
-            fprintf(fp, " --num-layers-per-virtual-pipeline-stage %d", layers[0]);
-        } else {
-            /* quoted: | and * are the shell's */
-            fprintf(fp, " --pipeline-model-parallel-layout 'E");
-            for (int k = 0; k < S; k++)
-                fprintf(fp, "%st*%d", k ? "|" : "", layers[k]);
-            fprintf(fp, "L'");
-        }
-        fprintf(fp, " --microbatch-group-size-per-virtual-pipeline-stage %d", c->G);
+    if (!pp_export_megatron_split_says(p)) {
+        size_t n = (size_t)S * 16 + 8;
+        char *layout = malloc(n);
+        if (!layout)
+            return PP_ERR(PP_ERR_NOMEM, "%s: no memory for the layout", p->name);
+        pp_status st = pp_export_layout(p, layout, n);
+        if (st == PP_OK) /* quoted: | and * are the shell's */
+            fprintf(fp, " --pipeline-model-parallel-layout '%s'", layout);
+        free(layout);
+        PP_TRY(st);
+    } else if (pp_export_virtual(c)) {
+        fprintf(fp, " --num-layers-per-virtual-pipeline-stage %d", layers[0]);
     } else if (!pp_export_split_even(c)) {
         fprintf(fp, " --decoder-first-pipeline-num-layers %d --decoder-last-pipeline-num-layers %d",
                 layers[0], layers[S - 1]);
     }
+    if (pp_export_virtual(c))
+        fprintf(fp, " --microbatch-group-size-per-virtual-pipeline-stage %d", c->G);
     return PP_OK;
 }
 

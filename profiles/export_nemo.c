@@ -1,9 +1,12 @@
 /* export_nemo.c — the chosen configuration and the whole model for NeMo 1 (--format nemo):
  * overrides of examples/nlp/language_modeling/conf/megatron_gpt_config.yaml (trainer.*,
  * model.*), key names as that file and NeMo's megatron_gpt_model.py read them (checked against
- * tests/fixtures/nemo/keys.txt, recorded from NeMo's source). What the YAML has no key for (the
- * micro-batch group, an uneven first/last stage) is written as a comment naming --format nemo2,
- * which says it (export_nemo2.c).
+ * tests/fixtures/nemo/keys.txt, recorded from NeMo's source). NeMo 1 builds no virtual pipeline
+ * (megatron_gpt_model.py's mcore_model_customize asserts virtual_pipeline_model_parallel_size is
+ * None): its row in export.c refuses interleaved profiles with that reason. An uneven split goes
+ * in as Megatron-Core's num_layers_in_first/last_pipeline_stage, which NeMo 1 passes to its
+ * TransformerConfig; the rest must divide evenly over the middle stages (its
+ * build_transformer_config checks it).
  *
  * Not here: data, tokenizer and optimizer hyper-parameters (the user's); the schedules NeMo
  * runs (Megatron-Core's) are its row's in export.c.
@@ -45,6 +48,10 @@ static void nemo1_model(const pp_profile *p, FILE *fp)
         pp_fput_quoted(fp, m->rope_scaling);
         fprintf(fp, ": megatron_gpt_config has no key for it\n");
     }
+    if (m->norm_eps > 0) { /* else not recorded: NeMo's default */
+        char eps[40];
+        fprintf(fp, "  layernorm_epsilon: %s\n", pp_export_float(m->norm_eps, eps, sizeof eps));
+    }
     fprintf(fp, "  share_embeddings_and_output_weights: %s\n", yes(m->tied_embeddings));
     fprintf(fp, "  make_vocab_size_divisible_by: 1 # the tokenizer's vocabulary: pptune counted %d\n",
             m->vocab);
@@ -53,8 +60,16 @@ static void nemo1_model(const pp_profile *p, FILE *fp)
 pp_status pp_export_nemo(const pp_profile *p, FILE *fp)
 {
     const pp_config *c = &p->chosen.config;
-    int devices, nodes;
+    int devices, nodes, first, last;
     pp_export_nodes(p, &devices, &nodes);
+    PP_TRY(pp_export_edge_layers(p, &first, &last));
+    int rest = p->model.layers - first - last, middle = c->p - 2;
+    if (!pp_export_split_even(c) && middle > 0 && rest % middle != 0)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "%s: NeMo 1 splits the layers between the first (%d) and last (%d) stage "
+                      "evenly over the other %d stages (build_transformer_config), and %d "
+                      "layers do not divide so: export it with --format pprun",
+                      p->name, first, last, middle, rest);
     fprintf(fp, "# NeMo megatron_gpt_config.yaml overrides from pptune profile ");
     pp_export_provenance(p, fp);
     fprintf(fp, "trainer:\n  devices: %d\n  num_nodes: %d\n  precision: %s\n", devices, nodes,
@@ -63,16 +78,8 @@ pp_status pp_export_nemo(const pp_profile *p, FILE *fp)
     fprintf(fp, "  micro_batch_size: %d\n  global_batch_size: %d\n", c->b, p->global_batch);
     fprintf(fp, "  tensor_model_parallel_size: %d\n  pipeline_model_parallel_size: %d\n", c->t,
             c->p);
-    if (pp_export_virtual(c))
-        fprintf(fp, "  virtual_pipeline_model_parallel_size: %d\n", c->v);
-    else
-        fprintf(fp, "  virtual_pipeline_model_parallel_size: null\n");
-    if (pp_export_virtual(c) && c->G != c->p)
-        fprintf(fp,
-                "  # micro-batch group %d: megatron_gpt_config has no key for it (Megatron-Core "
-                "ModelParallelConfig.microbatch_group_size_per_vp_stage); without it NeMo "
-                "uses %d; --format nemo2 says it\n",
-                c->G, c->p);
+    /* an interleaved profile never reaches here (export.c: NeMo 1 runs no virtual pipeline) */
+    fprintf(fp, "  virtual_pipeline_model_parallel_size: null\n");
     nemo1_model(p, fp);
     fprintf(fp, "  megatron_amp_O2: %s\n", yes(p->options.bf16));
     fprintf(fp, "  sequence_parallel: %s\n", yes(c->sequence_parallel && c->t > 1));
@@ -84,14 +91,10 @@ pp_status pp_export_nemo(const pp_profile *p, FILE *fp)
         fprintf(fp, "  activations_checkpoint_granularity: full\n"
                     "  activations_checkpoint_method: uniform\n"
                     "  activations_checkpoint_num_layers: 1\n");
-    if (!pp_export_split_even(c)) {
-        int first, last;
-        PP_TRY(pp_export_edge_layers(p, &first, &last));
-        fprintf(fp,
-                "  # uneven split: first stage %d layers, last %d; megatron_gpt_config has no key "
-                "for it; --format nemo2 says it\n",
+    if (!pp_export_split_even(c))
+        fprintf(fp, "  num_layers_in_first_pipeline_stage: %d\n"
+                    "  num_layers_in_last_pipeline_stage: %d\n",
                 first, last);
-    }
     if (c->distributed_optimizer)
         fprintf(fp, "  optim:\n    name: distributed_fused_adam\n");
     return PP_OK;

@@ -1,9 +1,12 @@
 /* export_nemo2.c — the chosen configuration and the whole model for NeMo 2.0 (--format nemo2),
  * what NeMo's documentation now points to: Python for nemo.collections.llm — a GPTConfig
  * (Megatron-Core TransformerConfig field names), a nemo.lightning.MegatronStrategy with the
- * layout (including the micro-batch group and the uneven first/last stage that NeMo 1's YAML
- * cannot say) and the trainer. Names are checked against tests/fixtures/nemo/keys.txt, recorded
- * from NeMo's source.
+ * layout (the micro-batch group, the first/last stage counts, and where those cannot say the
+ * split, Megatron-Core's pipeline_model_parallel_layout, which MegatronStrategy passes on) and
+ * the trainer. The vocabulary is padded here as Megatron pads it (to a multiple of
+ * make_vocab_size_divisible_by x t): GPTConfig.configure_model takes a given vocab_size as it
+ * is, and the vocabulary-parallel embedding needs a multiple of t. Names are checked against
+ * tests/fixtures/nemo/keys.txt, recorded from NeMo's source.
  *
  * Not here: data, tokenizer and optimizer hyper-parameters (the user's); the schedules NeMo
  * runs (Megatron-Core's) are its row's in export.c.
@@ -37,7 +40,16 @@ static void nemo2_model(const pp_profile *p, FILE *fp)
     if (!m->learned_pos)
         fprintf(fp, "    rotary_base=%.0f,\n", m->rope_theta);
     fprintf(fp, "    share_embeddings_and_output_weights=%s,\n", py(m->tied_embeddings));
-    fprintf(fp, "    vocab_size=%d,\n    make_vocab_size_divisible_by=1,\n", m->vocab);
+    /* padded as Megatron pads with --make-vocab-size-divisible-by 1 (its vocab_size_with_padding):
+     * a multiple of 1 x t */
+    long padded = ((long)m->vocab + c->t - 1) / c->t * c->t;
+    fprintf(fp, "    vocab_size=%ld,  # pptune's %d padded to a multiple of t = %d, as Megatron "
+                "pads\n    make_vocab_size_divisible_by=1,\n",
+            padded, m->vocab, c->t);
+    if (m->norm_eps > 0) { /* else not recorded: GPTConfig's default */
+        char eps[40];
+        fprintf(fp, "    layernorm_epsilon=%s,\n", pp_export_float(m->norm_eps, eps, sizeof eps));
+    }
     fprintf(fp, "    bf16=%s,\n", py(p->options.bf16));
     if (c->recompute != PP_RECOMPUTE_NONE)
         fprintf(fp, "    recompute_granularity=\"%s\",\n", pp_recompute_name(c->recompute));
@@ -47,8 +59,10 @@ static void nemo2_model(const pp_profile *p, FILE *fp)
     if (m->rope_scaling) {
         fprintf(fp, "# rope scaling ");
         pp_fput_quoted(fp, m->rope_scaling);
-        fprintf(fp, ": GPTConfig has none; Llama 3.1's is llm.Llama31Config (scale_factor), "
-                    "which takes the same fields\n");
+        fprintf(fp, ": GPTConfig has none; Llama 3.1's is "
+                    "nemo.collections.llm.gpt.model.llama.Llama31Config (scale_factor; llm "
+                    "exports its sized forms, llm.Llama31Config8B / 70B / 405B), which takes the "
+                    "same fields\n");
     }
 }
 
@@ -64,16 +78,19 @@ static pp_status nemo2_strategy(const pp_profile *p, FILE *fp)
                 c->v, c->G);
     else
         fprintf(fp, "    virtual_pipeline_model_parallel_size=None,\n");
-    if (!pp_export_split_even(c) && pp_export_virtual(c)) {
-        /* Megatron-Core's first/last counts are a pipeline rank's layers, split evenly over
-         * its virtual stages: a split of virtual stages is not theirs to say */
-        int first, last;
-        PP_TRY(pp_export_edge_layers(p, &first, &last));
-        fprintf(fp, "    # split of virtual stages (first %d layers, last %d): "
-                    "num_layers_in_first/last_pipeline_stage count a pipeline rank's layers, so "
-                    "they cannot say it; Megatron-LM's --pipeline-model-parallel-layout can "
-                    "(pptune export --format megatron)\n",
-                first, last);
+    if (!pp_export_megatron_split_says(p)) {
+        /* GPTConfig.configure_model's chunk-count assert is skipped for a layout */
+        int layers[PP_EXPORT_MAX_STAGES], S;
+        PP_TRY(pp_export_stage_layers(p, layers, &S));
+        size_t n = (size_t)S * 16 + 8;
+        char *layout = malloc(n);
+        if (!layout)
+            return PP_ERR(PP_ERR_NOMEM, "%s: no memory for the layout", p->name);
+        pp_status st = pp_export_layout(p, layout, n);
+        if (st == PP_OK)
+            fprintf(fp, "    pipeline_model_parallel_layout=\"%s\",\n", layout);
+        free(layout);
+        PP_TRY(st);
     } else if (!pp_export_split_even(c)) {
         int first, last;
         PP_TRY(pp_export_edge_layers(p, &first, &last));

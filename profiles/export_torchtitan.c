@@ -2,18 +2,30 @@
  *
  * Names: torchtitan/config/configs.py (github.com/pytorch/torchtitan, 2026), checked against the
  * options its CLI accepts (tests/fixtures/torchtitan/cli_options.txt). The schedule goes in as
- * PyTorch pipelining's runtime CSV (the compute_comms form that
- * _PipelineScheduleRuntime._load_csv reads), which `pptune schedule --format csv` writes; the
- * output starts with that command. Said in the output, not approximated: torchtitan builds the
- * model from its own registry (--module/--config), so the shape is not a flag; its data
- * parallelism is FSDP, which pptune's memory model does not describe. Bidirectional schedules
- * (two pipelines) have no form in PyTorch's CSV: its row in export.c refuses them with the reason.
+ * PyTorch pipelining's runtime CSV in the compute_only form, the one torchtitan loads
+ * (pipeline_parallel.py's _build_pipeline_schedule calls _PipelineScheduleRuntime._load_csv
+ * with its default format), which `pptune schedule --format csv-compute` writes; the output
+ * starts with that command. With a CSV torchtitan still asks get_schedule_class for the name in
+ * --parallelism.pipeline_parallel_schedule, to count the stages of a rank (one for a
+ * single-stage class) and place them (looped unless a V class): so the name given is
+ * PyTorch's 1F1B (one stage per rank) or Interleaved1F1B (several, looped), never
+ * _PipelineScheduleRuntime, which get_schedule_class does not know. The layers of each stage
+ * are said with --parallelism.pipeline_parallel_layers_per_stage and first/last_stage_less_layers,
+ * checked here against torchtitan's own split (_generate_llm_fqn_per_model_part); what they
+ * cannot say is refused. Also: --training.disable_cuda_graphs with more than one stage
+ * (torchtitan's Trainer.Config refuses CUDA graphs with pipeline parallelism), and the
+ * activation checkpointing the profile planned (torchtitan's default is its selective AC, and
+ * its larger Llama configs pick full AC), as tyro's subcommand activation-checkpoint:MODE, last.
+ * Said in the output, not approximated: torchtitan builds the model from its own registry
+ * (--module/--config), so the shape is not a flag; its data parallelism is FSDP, which
+ * pptune's memory model does not describe. Bidirectional schedules (two pipelines) have no form
+ * in PyTorch's CSV: its row in export.c refuses them with the reason.
  * By name: where PyTorch has the schedule (the registry's torch_name, get_schedule_class's
  * names: "1F1B", "InterleavedZeroBubble", "ZBVZeroBubble", "DualPipeV", ...) the output names
  * it too. A schedule whose stages sit V-shaped on the ranks (rank r holds stages r and
  * 2p - 1 - r: zbv, dualpipev) goes by name only: torchtitan places stages that way only for
- * its V schedule classes (PipelineFactory / pipeline_module_split, style "v"), and looped
- * (rank r holds r, r + p, ...) for the CSV runtime, which would put the wrong layers on the
+ * its V schedule classes (_get_pp_rank_to_stage_indices_mapping, style "v"), and looped
+ * (rank r holds r, r + p, ...) for every other name, which would put the wrong layers on the
  * ranks. PyTorch's generator orders the actions its own way, which the output says. */
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +48,7 @@ static void schedule_command(const pp_profile *p, FILE *fp)
         fprintf(fp, " --first-stage-layers %d", c->first_layers);
     if (c->last_layers)
         fprintf(fp, " --last-stage-layers %d", c->last_layers);
-    fprintf(fp, " --format csv > " CSV_FILE "\n");
+    fprintf(fp, " --format csv-compute > " CSV_FILE "\n");
 }
 
 /* *looped = 1 when the schedule puts stage k on rank k mod p (what torchtitan's CSV runtime
@@ -59,14 +71,78 @@ static pp_status placement_looped(const pp_profile *p, int *looped)
     return PP_OK;
 }
 
-/* The schedule's overrides: the CSV runtime, or PyTorch's class by name (see the file comment). */
-static void schedule_flags(const pp_sched_desc *d, int looped, FILE *fp)
+/* The schedule's overrides: the CSV, with the PyTorch class whose stage count and placement
+ * torchtitan takes for it (see the file comment), or PyTorch's class by name. */
+static void schedule_flags(const pp_config *c, const pp_sched_desc *d, int looped, FILE *fp)
 {
     if (looped)
-        fprintf(fp, " --parallelism.pipeline_parallel_schedule _PipelineScheduleRuntime "
-                    "--parallelism.pipeline_parallel_schedule_csv " CSV_FILE);
+        fprintf(fp, " --parallelism.pipeline_parallel_schedule %s "
+                    "--parallelism.pipeline_parallel_schedule_csv " CSV_FILE,
+                c->v > 1 ? "Interleaved1F1B" : "1F1B");
     else
         fprintf(fp, " --parallelism.pipeline_parallel_schedule %s", d->torch_name);
+}
+
+/* 1 when torchtitan's split (pipeline_parallel.py, _generate_llm_fqn_per_model_part) of L
+ * layers over S stages, with the embedding counted as `in` layers and the head as `out`, gives
+ * each stage layers[k]: E = L + in + out effective layers, E / S each, the first E % S stages
+ * one more, the first stage's `in` and the last's `out` of them not transformer layers. */
+static int titan_split_is(const int *layers, int S, int L, int in, int out)
+{
+    int E = L + in + out, base = E / S, extra = E % S;
+    if (S < 2 || base < 1 || in > base || out > base)
+        return 0;
+    for (int k = 0; k < S; k++) {
+        int eff = base + (k < extra);
+        int got = k == 0 ? eff - in : k == S - 1 ? eff - out : eff;
+        if (got != layers[k])
+            return 0;
+    }
+    return 1;
+}
+
+/* torchtitan's first/last_stage_less_layers and layers_per_stage that give pptune's split
+ * (each stage's layers[k]) over S stages: it makes ceil((L + less_first + less_last) /
+ * layers_per_stage) stages and splits them as titan_split_is. PP_ERR_UNSUPPORTED when none
+ * does. */
+static pp_status titan_split(const pp_profile *p, int *less_first, int *less_last, int *per_stage)
+{
+    int layers[PP_EXPORT_MAX_STAGES], S, L = p->model.layers;
+    PP_TRY(pp_export_stage_layers(p, layers, &S));
+    *less_first = *less_last = 0;
+    *per_stage = L;
+    if (S == 1)
+        return PP_OK;
+    int most = 0;
+    for (int k = 0; k < S; k++)
+        most = layers[k] > most ? layers[k] : most;
+    /* the middle stages hold n or n + 1; the edges take n - less */
+    for (int n = most; n >= 1 && n >= most - 1; n--) {
+        int in = n - layers[0], out = n - layers[S - 1];
+        if (in < 0 || out < 0 || !titan_split_is(layers, S, L, in, out))
+            continue;
+        int E = L + in + out;
+        for (int lps = E / S; lps <= (E + S - 1) / S; lps++)
+            if (lps >= 1 && (E + lps - 1) / lps == S) {
+                *less_first = in, *less_last = out, *per_stage = lps;
+                return PP_OK;
+            }
+    }
+    return PP_ERR(PP_ERR_UNSUPPORTED,
+                  "%s: torchtitan splits its layers evenly over the stages (the first ones one "
+                  "more) and takes first/last_stage_less_layers off the edge stages; this "
+                  "profile's split over %d stages gives the first stage %d, the last %d and the "
+                  "middle stages %d layers, which that cannot give",
+                  p->name, S, layers[0], layers[S - 1], S > 2 ? layers[1] : 0);
+}
+
+/* torchtitan's activation checkpointing, a tyro subcommand of Trainer.Config
+ * (ActivationCheckpointingConfig: none, selective, full, memory-budget). */
+static const char *titan_ac(const pp_config *c)
+{
+    return c->recompute == PP_RECOMPUTE_FULL        ? "full"
+           : c->recompute == PP_RECOMPUTE_SELECTIVE ? "selective"
+                                                    : "none";
 }
 
 pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp)
@@ -83,6 +159,8 @@ pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp)
                       "PyTorch has no %s",
                       p->name, d->title, d->title);
     long long S = pp_config_stages(c); /* one pipe: every stage of it, v per rank */
+    int less_first, less_last, per_stage;
+    PP_TRY(titan_split(p, &less_first, &less_last, &per_stage));
     fprintf(fp, "# torchtitan overrides from pptune profile ");
     pp_export_provenance(p, fp);
     fprintf(fp, "# model: torchtitan builds it from --module/--config (its registry), not from "
@@ -95,10 +173,12 @@ pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp)
                 c->d, c->distributed_optimizer ? "distributed-optimizer" : "replicated");
     if (looped) {
         schedule_command(p, fp);
-        if (d->torch_name)
-            fprintf(fp, "# or by name: --parallelism.pipeline_parallel_schedule %s in place of "
-                        "the CSV (PyTorch's own generator of %s, which orders the actions its "
-                        "own way, not as the CSV pptune simulated)\n",
+        /* PyTorch's split-backward classes are multi-stage: with one stage per rank, only
+         * the CSV says ZB-H1 (torchtitan would refuse the name with these layers per stage) */
+        if (d->torch_name && (c->v > 1 || !d->split_backward))
+            fprintf(fp, "# or by name: --parallelism.pipeline_parallel_schedule %s without "
+                        "the _csv override (PyTorch's own generator of %s, which orders the "
+                        "actions its own way, not as the CSV pptune simulated)\n",
                     d->torch_name, d->title);
     } else {
         fprintf(fp, "# schedule by name: torchtitan places %s's V-shaped stages (rank r holds "
@@ -115,38 +195,19 @@ pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp)
     fprintf(fp, " --parallelism.data_parallel_shard_degree %d "
                 "--parallelism.data_parallel_replicate_degree 1",
             c->d);
-    schedule_flags(d, looped, fp);
-    if (!pp_export_split_even(c)) {
-        /* torchtitan gives every stage n = (L + first_less + last_less) / S layers and the
-         * first / last stage `less` fewer: with the middle stages' n, first_less = n - A and
-         * last_less = n - Z reproduce pptune's A / Z (two stages: n = max(A, Z)) */
-        /* the schedules' split keeps the middle stages equal, so only the edges can break
-         * torchtitan's form: a stage with more layers than the middle ones */
-        int layers[PP_EXPORT_MAX_STAGES], stages;
-        PP_TRY(pp_export_stage_layers(p, layers, &stages));
-        int A = layers[0], Z = layers[stages - 1];
-        int n = stages > 2 ? layers[1] : (A > Z ? A : Z);
-        if (A > n || Z > n)
-            return PP_ERR(PP_ERR_UNSUPPORTED,
-                          "%s: torchtitan's first/last_stage_less_layers take layers off the edge "
-                          "stages of an even split; this profile's split gives the first stage "
-                          "%d, the last %d and the middle stages %d layers",
-                          p->name, A, Z, n);
+    schedule_flags(c, d, looped, fp);
+    if (S > 1)
         fprintf(fp, " --parallelism.pipeline_parallel_first_stage_less_layers %d "
-                    "--parallelism.pipeline_parallel_last_stage_less_layers %d",
-                n - A, n - Z);
-    } else {
-        fprintf(fp, " --parallelism.pipeline_parallel_first_stage_less_layers 0 "
-                    "--parallelism.pipeline_parallel_last_stage_less_layers 0");
-        if (S >= 1 && p->model.layers % S == 0)
-            fprintf(fp, " --parallelism.pipeline_parallel_layers_per_stage %d",
-                    (int)(p->model.layers / S));
-    }
+                    "--parallelism.pipeline_parallel_last_stage_less_layers %d "
+                    "--parallelism.pipeline_parallel_layers_per_stage %d",
+                less_first, less_last, per_stage);
     fprintf(fp, " --parallelism.num_pp_microbatches %d", c->N);
     fprintf(fp, " --training.num_tokens_per_microbatch_per_dp_rank %ld "
                 "--training.num_tokens_per_train_step %ld --training.max_context_length %d",
             (long)c->b * p->model.seq, (long)p->global_batch * p->model.seq, p->model.seq);
-    fprintf(fp, " --training.mixed_precision_param %s\n",
-            p->options.bf16 ? "bfloat16" : "float32");
+    fprintf(fp, " --training.mixed_precision_param %s", p->options.bf16 ? "bfloat16" : "float32");
+    if (c->p > 1) /* Trainer.Config: "CUDA graphs do not support pipeline parallelism yet" */
+        fprintf(fp, " --training.disable_cuda_graphs");
+    fprintf(fp, " activation-checkpoint:%s\n", titan_ac(c));
     return PP_OK;
 }

@@ -83,6 +83,38 @@ void pp_export_provenance(const pp_profile *p, FILE *fp)
     fprintf(fp, ", %s schedule\n", p->chosen.config.schedule);
 }
 
+int pp_export_megatron_split_says(const pp_profile *p)
+{
+    const pp_config *c = &p->chosen.config;
+    int layers[PP_EXPORT_MAX_STAGES], S;
+    if (pp_export_stage_layers(p, layers, &S) != PP_OK)
+        return 0;
+    int L = p->model.layers;
+    if (pp_export_split_even(c))
+        return L % S == 0;
+    if (pp_export_virtual(c))
+        return 0;
+    for (int k = 2; k < S - 1; k++) /* the middle stages: one count */
+        if (layers[k] != layers[1])
+            return 0;
+    return 1;
+}
+
+pp_status pp_export_layout(const pp_profile *p, char *buf, size_t n)
+{
+    int layers[PP_EXPORT_MAX_STAGES], S;
+    PP_TRY(pp_export_stage_layers(p, layers, &S));
+    size_t len = (size_t)snprintf(buf, n, "E");
+    for (int k = 0; k < S && len < n; k++)
+        len += (size_t)snprintf(buf + len, n - len, "%st*%d", k ? "|" : "", layers[k]);
+    if (len < n)
+        len += (size_t)snprintf(buf + len, n - len, "L");
+    if (len >= n)
+        return PP_ERR(PP_ERR_INVALID, "%s: the layout of %d stages does not fit %zu bytes",
+                      p->name, S, n);
+    return PP_OK;
+}
+
 char *pp_export_float(double x, char *buf, size_t n)
 {
     char s[40];

@@ -368,13 +368,22 @@ Test(profiles_export, megatron_flags_of_an_interleaved_profile)
     cr_assert(strstr(t, " --bf16"), "%s", t);
     cr_assert_null(strstr(t, "--enable-bitpipe-schedule"));
     free(t);
+    /* NeMo 1 builds no virtual pipeline: refused with NeMo's reason, nothing printed; NeMo 2
+     * takes it */
     t = export_text(p, pp_profile_export_find("nemo", NULL), &st);
-    cr_assert_eq(st, PP_OK);
-    cr_assert(strstr(t, "  pipeline_model_parallel_size: 8\n"), "%s", t);
-    cr_assert(strstr(t, "  virtual_pipeline_model_parallel_size: 5\n"), "%s", t);
-    cr_assert(strstr(t, "  tensor_model_parallel_size: 2\n"), "%s", t);
-    cr_assert(strstr(t, "  global_batch_size: 1024\n"), "%s", t);
-    cr_assert(strstr(t, "  num_nodes: 32\n"), "%s", t);
+    cr_assert_eq(st, PP_ERR_UNSUPPORTED);
+    cr_assert(strstr(pp_err_text(), "Virtual pipeline model parallel size is no longer "
+                                    "supported for nemo 1.0"),
+              "%s", pp_err_text());
+    cr_assert(strstr(pp_err_text(), "--format nemo2 (NeMo 2.0 runs it)"), "%s", pp_err_text());
+    cr_assert_str_eq(t, "");
+    free(t);
+    t = export_text(p, pp_profile_export_find("nemo2", NULL), &st);
+    cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
+    cr_assert(strstr(t, "    pipeline_model_parallel_size=8,\n"), "%s", t);
+    cr_assert(strstr(t, "    virtual_pipeline_model_parallel_size=5,\n"), "%s", t);
+    cr_assert(strstr(t, "    tensor_model_parallel_size=2,\n"), "%s", t);
+    cr_assert(strstr(t, "num_nodes=32,\n"), "%s", t);
     free(t);
     /* pprun: the backend, precision and tensor parallelism the profile planned */
     t = export_text(p, pp_profile_export_find("pprun", NULL), &st);

@@ -148,6 +148,12 @@ Test(tuner_cli_run, help_lists_every_schedule)
     for (int i = 0; i < n; i++)
         cr_assert(strstr(R.out, g[i].name), "%s missing from --help", g[i].name);
     cr_assert(strstr(R.out, "--check FILE"));
+    /* the CSV grammar it writes and reads: torch 2.15's, WAIT actions and the pair cell */
+    static const char *const grammar[] = {"torch 2.15", "WAIT_SEND_F", "WAIT_SEND_B",
+                                          "WAIT_REDUCE_GRAD", "OVERLAP_F_B", "compute_only",
+                                          "compute_comms"};
+    for (size_t i = 0; i < sizeof grammar / sizeof grammar[0]; i++)
+        cr_assert(strstr(R.out, grammar[i]), "%s missing from --help", grammar[i]);
 }
 
 Test(tuner_cli_run, bad_options_exit_2_naming_the_value)

@@ -41,7 +41,7 @@ import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "fixtures")
-PPTUNE = sys.argv[1]
+PPTUNE = os.path.abspath(sys.argv[1])
 results = {"passed": 0, "failed": 0}
 
 
