@@ -65,6 +65,10 @@ pp_status pp_tune_memory_runtime_on(const pp_tune_model *m, const pp_config *c,
                                     pp_tune_rank_mem *mem);
 /* Bytes available per device after the headroom. */
 double pp_tune_mem_capacity(const pp_tune_hw *hw, const pp_tune_opts *o);
+/* "126.9 GiB = weights 3.0 + grads 6.0 + optimizer 18.0 + activations 71.1 (4 in flight) +
+ * comm 0.2 + workspace 28.6": a rank's total and every part of it, in the total's unit, so the
+ * parts add up to it (to the rounding of the last digit); into buf, returns buf. */
+char *pp_tune_rank_mem_str(const pp_tune_rank_mem *x, char *buf, size_t n);
 /* Bytes per parameter of the weights, gradients and optimizer state (memory.c; Megatron-LM's
  * theoretical_memory_usage.py table): bf16 2 + 4 + 12, the CPU runtime's fp32 4 + 4 + 8; with
  * the distributed optimizer and d > 1 the optimizer's share divided by d. The one copy: the
