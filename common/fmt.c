@@ -4,13 +4,11 @@
  *   bytes       binary units with the unit: "66.6 GiB", "1.71 GiB", "512 MiB", "3.00 KiB"
  *   integers    thousands grouped: "1,581,229" (tokens/s, counts)
  *   parameters  "13.0 B", "406 B", "61.1 K": with B (10^9), M (10^6), K (10^3)
- * and text wrapped to a width (the terminal's, or 100 columns when not a terminal). Nothing
+ * and text wrapped to a width (pptune's: the terminal's, or 100 columns when not one). Nothing
  * here decides what to print; it only writes figures. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <unistd.h>
 
 #include "pp_common.h"
 #include "pp_version.h"
@@ -44,6 +42,8 @@ char *pp_fmt_seconds(double s, char *buf, size_t n)
         snprintf(buf, n, "%.0f", s);
     else if (s == 0)
         snprintf(buf, n, "0");
+    else if (s < 1e-4 && s > -1e-4) /* no exponent: seven decimals (down to 0.1 us) */
+        snprintf(buf, n, "%.7f", s);
     else
         snprintf(buf, n, "%#.4g", s);
     return buf;
@@ -56,19 +56,26 @@ static void three_digits(double v, const char *unit, char *buf, size_t n)
     snprintf(buf, n, a >= 99.95 ? "%.0f %s" : a >= 9.995 ? "%.1f %s" : "%.2f %s", v, unit);
 }
 
+const char *pp_fmt_bytes_unit(double ref, double *scale)
+{
+    static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double a = ref < 0 ? -ref : ref, s = 1;
+    int k = 0;
+    /* 1023.96 KiB would round to "1024 KiB": the next unit from where three digits round up */
+    while (k < 4 && a >= s * 1024 * 0.99995)
+        s *= 1024, k++;
+    *scale = s;
+    return unit[k];
+}
+
 char *pp_fmt_bytes(double bytes, char *buf, size_t n)
 {
-    static const char *unit[] = {"KiB", "MiB", "GiB", "TiB"};
-    double a = bytes < 0 ? -bytes : bytes;
-    if (a < 1024) {
+    double s;
+    const char *unit = pp_fmt_bytes_unit(bytes, &s);
+    if (s == 1)
         snprintf(buf, n, "%.0f B", bytes);
-        return buf;
-    }
-    int k = 0;
-    double v = bytes / 1024;
-    while (k < 3 && (v >= 1024 || v <= -1024))
-        v /= 1024, k++;
-    three_digits(v, unit[k], buf, n);
+    else
+        three_digits(bytes / s, unit, buf, n);
     return buf;
 }
 
@@ -85,14 +92,6 @@ char *pp_fmt_params(double count, char *buf, size_t n)
     return buf;
 }
 
-int pp_term_width(int fd)
-{
-    struct winsize ws;
-    if (isatty(fd) && ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 40)
-        return ws.ws_col;
-    return 100;
-}
-
 void pp_fputs_wrapped(FILE *fp, const char *text, int width, int indent)
 {
     int col = 0;
@@ -102,6 +101,12 @@ void pp_fputs_wrapped(FILE *fp, const char *text, int width, int indent)
             continue;
         }
         size_t sp = strspn(p, " "), word = strcspn(p + sp, " \n");
+        /* a unit stays with its number: "70 %", "74.5 GiB", "0.11 s:" move as one word */
+        const char *w = p + sp, *u = w + word;
+        size_t ulen = u[0] == ' ' && u[1] ? strcspn(u + 1, " \n") : 0;
+        if (word && w[word - 1] >= '0' && w[word - 1] <= '9' && ulen && ulen <= 3 &&
+            strchr("%BKMGTs", u[1]))
+            word += 1 + ulen;
         if (col > 0 && col + (int)(sp + word) > width) { /* the word to the next line */
             fprintf(fp, "\n%*s", indent, "");
             col = indent;

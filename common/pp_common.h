@@ -75,19 +75,21 @@ void pp_fputs_escaped(const char *s, FILE *fp);
  * x rounded to an integer with thousands grouped: "1,581,229" (tokens/s, counts). */
 char *pp_fmt_grouped(double x, char *buf, size_t n);
 /* seconds with 4 significant digits, trailing zeros kept: "1.520", "0.01234"; whole seconds
- * from 10^4 on; "0" for zero. No unit (the caller says "s"). */
+ * from 10^4 on, seven decimals below 10^-4 ("0.0000012": never an exponent); "0" for zero.
+ * No unit (the caller says "s"). */
 char *pp_fmt_seconds(double s, char *buf, size_t n);
 /* bytes in the largest binary unit it reaches, with the unit: "66.6 GiB", "1.71 GiB",
  * "512 MiB", "3.00 KiB", "12 B" (three significant digits). */
 char *pp_fmt_bytes(double bytes, char *buf, size_t n);
+/* The binary unit pp_fmt_bytes gives `ref` ("GiB", "MiB", "KiB", "B"), its size in bytes in
+ * *scale: for parts written in their total's unit. */
+const char *pp_fmt_bytes_unit(double ref, double *scale);
 /* a parameter (or token) count with B (10^9), M (10^6) or K (10^3): "13.0 B", "61.1 M",
  * "12.3 K"; below 1,000 the integer. */
 char *pp_fmt_params(double count, char *buf, size_t n);
 /* "0.1.0 (git fe8d7ad01c)", or "0.1.0" built outside a git checkout: what --version prints
  * after the program's name (pp_version.h, written at configure time). */
 const char *pp_version(void);
-/* The width text is wrapped to: fd's terminal's columns, or 100 when fd is not a terminal. */
-int pp_term_width(int fd);
 /* Writes text to fp with its lines wrapped at spaces to `width` columns; a wrapped line starts
  * with `indent` spaces. The newlines in text are kept. */
 void pp_fputs_wrapped(FILE *fp, const char *text, int width, int indent);

@@ -39,30 +39,40 @@ static double rel(double a, double b)
     return a > 0 ? b / a - 1 : 0;
 }
 
+/* "ok 1.520 s/step 1,380,240 tokens/s peak 66.6 GiB", or "(not trialled)" */
+static void measured(FILE *fp, const pp_profile *p, const pp_profile_candidate *c)
+{
+    char s[16], t[32], m[16];
+    if (c->has_measured)
+        fprintf(fp, "%s %s s/step %s tokens/s peak %s", c->measured_status,
+                pp_fmt_seconds(c->measured_step_time_s, s, sizeof s),
+                pp_fmt_grouped(pp_profile_measured_tokens_per_s(p, c), t, sizeof t),
+                pp_fmt_bytes(c->measured_peak_bytes, m, sizeof m));
+    else
+        fprintf(fp, "(not trialled)");
+}
+
+/* The figures in the units of every other command (common/fmt.c): grouped tokens/s, seconds
+ * to 4 significant digits, memory in binary units. */
 static void print_figures(FILE *fp, const pp_profile *a, const pp_profile *b)
 {
     const pp_profile_candidate *x = &a->chosen, *y = &b->chosen;
-    fprintf(fp, "  predicted throughput  %.4g -> %.4g tokens/s (%+.1f %%)\n", x->tokens_per_s,
-            y->tokens_per_s, 100 * rel(x->tokens_per_s, y->tokens_per_s));
-    fprintf(fp, "  predicted step time   %.4g -> %.4g s\n", x->step_time_s, y->step_time_s);
-    fprintf(
-        fp,
-        "  predicted peak memory %.4g -> %.4g GB per rank (%+.3g GB; capacity %.4g -> %.4g GB)\n",
-        x->peak_bytes / 1e9, y->peak_bytes / 1e9, (y->peak_bytes - x->peak_bytes) / 1e9,
-        x->capacity_bytes / 1e9, y->capacity_bytes / 1e9);
-    double mx = pp_profile_measured_tokens_per_s(a, x), my = pp_profile_measured_tokens_per_s(b, y);
+    char f[6][32];
+    fprintf(fp, "  predicted throughput  %s -> %s tokens/s (%+.1f %%)\n",
+            pp_fmt_grouped(x->tokens_per_s, f[0], 32), pp_fmt_grouped(y->tokens_per_s, f[1], 32),
+            100 * rel(x->tokens_per_s, y->tokens_per_s));
+    fprintf(fp, "  predicted step time   %s -> %s s\n", pp_fmt_seconds(x->step_time_s, f[0], 32),
+            pp_fmt_seconds(y->step_time_s, f[1], 32));
+    double dm = y->peak_bytes - x->peak_bytes;
+    fprintf(fp, "  predicted peak memory %s -> %s per rank (%s%s; capacity %s -> %s)\n",
+            pp_fmt_bytes(x->peak_bytes, f[0], 32), pp_fmt_bytes(y->peak_bytes, f[1], 32),
+            dm < 0 ? "-" : "+", pp_fmt_bytes(dm < 0 ? -dm : dm, f[2], 32),
+            pp_fmt_bytes(x->capacity_bytes, f[3], 32), pp_fmt_bytes(y->capacity_bytes, f[4], 32));
     fprintf(fp, "  measured              ");
-    if (x->has_measured)
-        fprintf(fp, "%s %.4g s/step %.4g tokens/s peak %.4g GB", x->measured_status,
-                x->measured_step_time_s, mx, x->measured_peak_bytes / 1e9);
-    else
-        fprintf(fp, "(not trialled)");
+    measured(fp, a, x);
     fprintf(fp, " -> ");
-    if (y->has_measured)
-        fprintf(fp, "%s %.4g s/step %.4g tokens/s peak %.4g GB\n", y->measured_status,
-                y->measured_step_time_s, my, y->measured_peak_bytes / 1e9);
-    else
-        fprintf(fp, "(not trialled)\n");
+    measured(fp, b, y);
+    fprintf(fp, "\n");
 }
 
 static void print_head(FILE *fp, const pp_profile *a, const pp_profile *b, pp_profile_diff *d)

@@ -339,6 +339,7 @@ Test(common, one_formatter_per_quantity)
     cr_expect_str_eq(pp_fmt_seconds(123.456, b, sizeof b), "123.5");
     cr_expect_str_eq(pp_fmt_seconds(12345.6, b, sizeof b), "12346");
     cr_expect_str_eq(pp_fmt_seconds(0, b, sizeof b), "0");
+    cr_expect_str_eq(pp_fmt_seconds(1.201e-6, b, sizeof b), "0.0000012", "no exponent");
     cr_expect_str_eq(pp_fmt_bytes(71.53e9, b, sizeof b), "66.6 GiB");
     cr_expect_str_eq(pp_fmt_bytes(1.71 * 1073741824.0, b, sizeof b), "1.71 GiB");
     cr_expect_str_eq(pp_fmt_bytes(512 * 1048576.0, b, sizeof b), "512 MiB");

@@ -256,9 +256,10 @@ Test(tuner_steady, simulate_with_huge_n_uses_the_steady_state_and_names_the_pref
     pp_tune_prediction p;
     pp_tune_steady_budget_set(8192); /* simulated whole */
     cr_assert_eq(pp_tune_predict(&m, &hw, &c, &o, &p, NULL), PP_OK, "%s", pp_err_msg());
-    char line[64];
-    snprintf(line, sizeof line, "step time      %.4f s (pipeline %.4f s", p.step_time,
-             p.pipeline_time);
+    char line[64], s1[16], s2[16];
+    snprintf(line, sizeof line, "step time      %s s (pipeline %s s",
+             pp_fmt_seconds(p.step_time, s1, sizeof s1),
+             pp_fmt_seconds(p.pipeline_time, s2, sizeof s2));
     cr_expect(strstr(r.out, line), "\"%s\" not in %s", line, r.out);
     pp_test_run_done(&r);
 }

@@ -1,27 +1,14 @@
 /* board.c — the search's leaderboard as a person reads it (pptune's stdout): readable column
- * headers and a legend, tokens/s as grouped integers, memory in GiB (2^30 bytes) everywhere.
- * After trials the measured figures take the main columns and the prediction sits beside them
- * with the model's error. The HTML report (report.c) formats its own table from the same
- * helpers (pp_cli_fmt_int, pp_cli_measured). Decides nothing: the order is the search's. */
+ * headers and a legend, the figures in common/fmt.c's units (seconds to 4 significant digits,
+ * grouped tokens/s, memory with its binary unit: GiB, MiB below 1 GiB, KiB), the per-rank
+ * memory table. After trials the measured figures take the main columns and the prediction
+ * sits beside them with the model's error. The HTML report (report.c) formats its own table
+ * with the same formatters and pp_cli_measured. Decides nothing: the order is the search's. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tune_cli.h"
-
-#define GIB 1073741824.0
-
-char *pp_cli_fmt_int(double x, char *buf, size_t n)
-{
-    return pp_fmt_grouped(x, buf, n);
-}
-
-char *pp_cli_fmt_gib(double bytes, char *buf, size_t n)
-{
-    double g = bytes / GIB;
-    /* three significant digits, at least one decimal: 34.3, 1.71, 0.0123 */
-    snprintf(buf, n, g >= 10 || g == 0 ? "%.1f" : g >= 1 ? "%.2f" : "%.3g", g);
-    return buf;
-}
 
 int pp_cli_measured(const pp_tune_prediction *p, pp_cli_measured_figures *out)
 {
@@ -52,32 +39,34 @@ static const char *CONFIG_HEAD = "schedule      p  v    G   b     d  t     N spl
 
 static void predicted_row(FILE *fp, int rank, const pp_tune_prediction *p)
 {
-    char cfg[96], tok[32], pk[16], cap[16];
+    char cfg[96], tok[32], pk[16], cap[16], st[16];
     config_cols(cfg, sizeof cfg, &p->cfg);
-    fprintf(fp, "%3d  %s %8.4g %12s %7.3g %5.1f%% %6.1f%% %6s / %-6s\n", rank, cfg,
-            p->step_time, pp_cli_fmt_int(p->tokens_per_s, tok, sizeof tok), p->tflops_per_gpu,
-            100 * p->mfu, 100 * p->bubble_ideal, pp_cli_fmt_gib(p->peak_mem, pk, sizeof pk),
-            pp_cli_fmt_gib(p->capacity, cap, sizeof cap));
+    fprintf(fp, "%3d  %s %8s %12s %7.3g %5.1f%% %6.1f%% %9s / %s\n", rank, cfg,
+            pp_fmt_seconds(p->step_time, st, sizeof st),
+            pp_fmt_grouped(p->tokens_per_s, tok, sizeof tok), p->tflops_per_gpu, 100 * p->mfu,
+            100 * p->bubble_ideal, pp_fmt_bytes(p->peak_mem, pk, sizeof pk),
+            pp_fmt_bytes(p->capacity, cap, sizeof cap));
 }
 
 static void measured_row(FILE *fp, int rank, const pp_tune_prediction *p)
 {
-    char cfg[96], tok[32], main[96], g[3][16];
+    char cfg[96], tok[32], main[96], g[3][16], s[2][16];
     config_cols(cfg, sizeof cfg, &p->cfg);
     pp_cli_measured_figures mf;
     if (pp_cli_measured(p, &mf))
-        snprintf(main, sizeof main, "%8.4g %12s %7.3g %6s", mf.step,
-                 pp_cli_fmt_int(mf.tokens_per_s, tok, sizeof tok), mf.tflops_per_gpu,
-                 pp_cli_fmt_gib(mf.peak, g[0], sizeof g[0]));
+        snprintf(main, sizeof main, "%8s %12s %7.3g %9s", pp_fmt_seconds(mf.step, s[0], 16),
+                 pp_fmt_grouped(mf.tokens_per_s, tok, sizeof tok), mf.tflops_per_gpu,
+                 pp_fmt_bytes(mf.peak, g[0], sizeof g[0]));
     else
-        snprintf(main, sizeof main, "%8s %12s %7s %6s", "-", "-", "-", "-");
+        snprintf(main, sizeof main, "%8s %12s %7s %9s", "-", "-", "-", "-");
     char err[16] = "-";
     if (mf.step > 0)
         snprintf(err, sizeof err, "%+.0f%%", 100 * mf.error);
     const char *trial = p->trial_status[0] ? p->trial_status : "not run";
-    fprintf(fp, "%3d  %s %s | %8.4g %6s %6s | %6s  %s\n", rank, cfg, main, p->step_time, err,
-            pp_cli_fmt_gib(p->peak_mem, g[1], sizeof g[1]),
-            pp_cli_fmt_gib(p->capacity, g[2], sizeof g[2]), trial);
+    fprintf(fp, "%3d  %s %s | %8s %6s %9s | %9s  %s\n", rank, cfg, main,
+            pp_fmt_seconds(p->step_time, s[1], 16), err,
+            pp_fmt_bytes(p->peak_mem, g[1], sizeof g[1]),
+            pp_fmt_bytes(p->capacity, g[2], sizeof g[2]), trial);
 }
 
 /* A legend when a split-backward schedule (the zero-bubble family, the registry's
@@ -98,38 +87,44 @@ static void split_legend(FILE *fp, const pp_tune_result *r, int show)
         if (kinds[k].split_backward)
             len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "",
                                     kinds[k].name);
-    fprintf(fp, "(%s: split backward, each backward run as I (the input gradient the previous "
-                "stage waits for) and W (the weight gradient, deferred into the bubble); "
-                "upstream Megatron-LM has no such schedule, PyTorch pipelining and torchtitan run "
-                "them: pptune export --format torchtitan)\n",
-            names);
+    pp_cli_wrapped(fp, 1,
+                   "(%s: split backward, each backward run as I (the input gradient the previous "
+                   "stage waits for) and W (the weight gradient, deferred into the bubble); "
+                   "upstream Megatron-LM has no such schedule, PyTorch pipelining and torchtitan "
+                   "run them: pptune export --format torchtitan)",
+                   names);
 }
 
 void pp_cli_board_print(FILE *fp, const pp_tune_result *r, int show)
 {
     int trials = r->trialled > 0;
     if (!trials)
-        fprintf(fp, "\n  #  %s  step s     tokens/s TFLOP/s   MFU  bubble  peak GiB / usable\n",
+        fprintf(fp, "\n  #  %s  step s     tokens/s TFLOP/s   MFU  bubble      peak / usable\n",
                 CONFIG_HEAD);
     else
-        fprintf(fp, "\n     %*s measured:                          | predicted:           |\n"
-                    "  #  %s  step s     tokens/s TFLOP/s    GiB |   step s  error    GiB | "
-                    "usable  trial\n",
+        fprintf(fp, "\n     %*s measured:                             | predicted:              |\n"
+                    "  #  %s  step s     tokens/s TFLOP/s      peak |   step s  error      peak | "
+                    "   usable  trial\n",
                 (int)strlen(CONFIG_HEAD), "", CONFIG_HEAD);
     for (int i = 0; i < r->n_best && i < show; i++)
         (trials ? measured_row : predicted_row)(fp, i + 1, &r->best[i]);
-    fprintf(fp, "(p pipeline ranks, v chunks per rank, G interleaving group, b micro-batch size, d "
-                "data-parallel replicas, t tensor-parallel size, N micro-batches per step; memory "
-                "in GiB = 2^30 bytes)\n");
+    pp_cli_wrapped(fp, 1,
+                   "(p pipeline ranks, v chunks per rank, G interleaving group, b micro-batch "
+                   "size, d data-parallel replicas, t tensor-parallel size, N micro-batches per "
+                   "step; split: the layers per stage, even, uneven (Llama 3's: the first and "
+                   "last stage one layer fewer) or F/L (the first stage holds F layers, the last "
+                   "L, the rest even; - the even count); GiB = 2^30 bytes, MiB = 2^20)");
     if (trials)
-        fprintf(fp, "(measured: pprun's median step after warm-up and its fullest rank's peak; "
-                    "error = (predicted - measured) / measured step; TFLOP/s: model FLOPs per "
-                    "device in the measured time)\n");
+        pp_cli_wrapped(fp, 1,
+                       "(measured: pprun's median step after warm-up and its fullest rank's "
+                       "peak; error = (predicted - measured) / measured step; TFLOP/s: model "
+                       "FLOPs per device in the measured time)");
     else
-        fprintf(fp, "(step = simulated pipeline, each rank's data-parallel all-reduce after its "
-                    "last backward, optimizer: predicted; TFLOP/s and MFU: model FLOPs per device "
-                    "(Narayanan) vs its peak; bubble = idle / busy; peak = fullest rank's "
-                    "predicted bytes vs usable memory after headroom)\n");
+        pp_cli_wrapped(fp, 1,
+                       "(step = simulated pipeline, each rank's data-parallel all-reduce after "
+                       "its last backward, optimizer: predicted; TFLOP/s and MFU: model FLOPs per "
+                       "device (Narayanan) vs its peak; bubble = idle / busy; peak = fullest "
+                       "rank's predicted bytes vs usable memory after headroom)");
     split_legend(fp, r, show);
     int steady = 0;
     for (int i = 0; i < r->n_best && i < show; i++)
@@ -140,21 +135,57 @@ void pp_cli_board_print(FILE *fp, const pp_tune_result *r, int show)
                 pp_tune_steady_budget());
 }
 
-void pp_cli_rank_memory_print(FILE *fp, const pp_tune_prediction *best)
+/* The ranks a table shows: all of them when there are few or `all`; else the first and the
+ * last, the fullest (*hi) and the emptiest (*lo) by total, in rank order. Fills show[] (P
+ * entries, 1: shown) and returns how many are shown. */
+static int ranks_shown(const pp_tune_rank_mem *mem, int P, int all, char *show, int *hi, int *lo)
+{
+    int few = all || P <= PP_CLI_RANKS_SHOWN, n = 0;
+    *hi = *lo = 0;
+    for (int r = 1; r < P; r++) {
+        *hi = mem[r].total > mem[*hi].total ? r : *hi;
+        *lo = mem[r].total < mem[*lo].total ? r : *lo;
+    }
+    for (int r = 0; r < P; r++)
+        n += show[r] = few || r == 0 || r == P - 1 || r == *hi || r == *lo;
+    return n;
+}
+
+void pp_cli_rank_memory_table(FILE *fp, const pp_tune_rank_mem *mem, int P, int all)
+{
+    char *show = calloc((size_t)P, 1);
+    if (!show)
+        return;
+    int hi, lo, n = ranks_shown(mem, P, all, show, &hi, &lo);
+    fprintf(fp, "  rank   weights     grads     optim      acts in-flight      comm workspace "
+                "    total\n");
+    for (int r = 0, last = -1; r < P; r++) {
+        if (!show[r])
+            continue;
+        if (last >= 0 && r > last + 1)
+            fprintf(fp, "   ...  (%d ranks between)\n", r - last - 1);
+        last = r;
+        char b[7][16];
+        fprintf(fp, "  %4d %9s %9s %9s %9s %9.3g %9s %9s %9s%s\n", r,
+                pp_fmt_bytes(mem[r].weights, b[0], 16), pp_fmt_bytes(mem[r].grads, b[1], 16),
+                pp_fmt_bytes(mem[r].optim, b[2], 16), pp_fmt_bytes(mem[r].acts, b[3], 16),
+                mem[r].peak_units, pp_fmt_bytes(mem[r].comm, b[4], 16),
+                pp_fmt_bytes(mem[r].workspace, b[5], 16), pp_fmt_bytes(mem[r].total, b[6], 16),
+                n < P && r == hi ? "  fullest" : n < P && r == lo ? "  emptiest" : "");
+    }
+    if (n < P)
+        fprintf(fp, "  (%d of %d ranks: the first, the last, the fullest and the emptiest; "
+                    "--explain=all shows every rank)\n",
+                n, P);
+    free(show);
+}
+
+void pp_cli_rank_memory_print(FILE *fp, const pp_tune_prediction *best, int all)
 {
     const pp_tune_rank_mem *mem = best->mem; /* the search's, for its schedule */
     if (!mem)
         return;
-    fprintf(fp, "\npredicted memory per pipeline rank of #1, GiB (in flight: micro-batches x L/p "
-                "layers)\n"
-                "  rank  weights    grads    optim     acts in-flight     comm workspace    "
-                "total\n");
-    for (int r = 0; r < best->cfg.p; r++) {
-        char b[7][16];
-        fprintf(fp, "  %4d %8s %8s %8s %8s %9.3g %8s %9s %8s\n", r,
-                pp_cli_fmt_gib(mem[r].weights, b[0], 16), pp_cli_fmt_gib(mem[r].grads, b[1], 16),
-                pp_cli_fmt_gib(mem[r].optim, b[2], 16), pp_cli_fmt_gib(mem[r].acts, b[3], 16),
-                mem[r].peak_units, pp_cli_fmt_gib(mem[r].comm, b[4], 16),
-                pp_cli_fmt_gib(mem[r].workspace, b[5], 16), pp_cli_fmt_gib(mem[r].total, b[6], 16));
-    }
+    fprintf(fp, "\npredicted memory per pipeline rank of #1 (in flight: micro-batches x L/p "
+                "layers)\n");
+    pp_cli_rank_memory_table(fp, mem, best->cfg.p, all);
 }

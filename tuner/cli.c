@@ -94,6 +94,23 @@ int pp_cli_no_words(const pp_cli *p)
     return pp_cmd_usage_error(p->cmd, "%s \"%s\"", p->unknown, p->argv[optind]);
 }
 
+int pp_cli_text_width(void)
+{
+    int w = pp_cli_terminal_columns();
+    return w >= 40 ? w : w > 0 ? 40 : 100;
+}
+
+void pp_cli_wrapped(FILE *fp, int indent, const char *fmt, ...)
+{
+    char buf[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    pp_fputs_wrapped(fp, buf, pp_cli_text_width(), indent);
+    fputc('\n', fp);
+}
+
 const char *pp_cli_output_path(const char *path)
 {
     return path && !strcmp(path, "-") ? NULL : path;

@@ -61,6 +61,11 @@ int pp_cli_no_words(const pp_cli *p);
 /* The terminal's width for output to stdout: $COLUMNS when it is a positive number, else the
  * terminal's own (TIOCGWINSZ) when stdout is one, else 0 (unknown: not a terminal). */
 int pp_cli_terminal_columns(void);
+/* The width pptune wraps its prose lines to: pp_cli_terminal_columns(), 100 when unknown. */
+int pp_cli_text_width(void);
+/* printf-formatted text as lines wrapped to pp_cli_text_width() (continuation lines indented
+ * by `indent`), ended with a newline. */
+void pp_cli_wrapped(FILE *fp, int indent, const char *fmt, ...) PP_PRINTF(3, 4);
 /* -o's argument for a writer: NULL (standard output) for "-", as every -o of pptune honours
  * it, else path itself. */
 const char *pp_cli_output_path(const char *path);

@@ -13,8 +13,9 @@ static void row(const pp_tune_model *m)
 {
     pp_tune_params pc;
     pp_tune_model_params(m, &pc);
-    char block[160];
-    printf("%-12s %8.3f B %4d %6d %4d %3d %6d %7d %5d %6d  %s%s\n", m->name, pc.total / 1e9,
+    char block[160], params[16];
+    printf("%-12s %10s %4d %6d %4d %3d %6d %7d %5d %6d  %s%s\n", m->name,
+           pp_fmt_params(pc.total, params, sizeof params),
            m->layers, m->hidden, m->heads, m->kv_heads, m->ffn, m->vocab, m->seq,
            m->global_batch, pp_tune_model_block(m, block, sizeof block),
            m->runtime_model[0] ? " [runs on pprun]" : "");

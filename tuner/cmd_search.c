@@ -228,10 +228,14 @@ static void progress_bar(void *ctx, long done, long total)
 static void pass_done(void *ctx, const pp_tune_result *r)
 {
     (void)ctx;
-    printf("searched %ld candidates in %.2f s: %ld broke a rule, %ld did not fit, %ld simulated, "
-           "%ld skipped by the exact lower bound (schedule cache hits %ld)\n",
-           r->seen, r->wall_s, r->pruned_rule, r->pruned_memory, r->simulated, r->bounded,
-           r->sim_cache_hits);
+    /* two lines that fit 100 columns, broken where no figure's width moves the break (each
+     * wrapped further on a narrower terminal) */
+    pp_cli_wrapped(stdout, 9,
+                   "searched %ld candidates in %.2f s: %ld broke a rule, %ld did not fit, %ld "
+                   "simulated,",
+                   r->seen, r->wall_s, r->pruned_rule, r->pruned_memory, r->simulated);
+    pp_cli_wrapped(stdout, 9, "         %ld skipped by the exact lower bound (schedule cache hits %ld)",
+                   r->bounded, r->sim_cache_hits);
 }
 
 /* The fallback's next pass: the output says which options the result used. */
@@ -284,7 +288,31 @@ static void join_args(int argc, char **argv, char *buf, size_t n)
     }
 }
 
-/* What the figures are based on: the trials pp_tune_search ran, or why none ran. */
+/* The leaderboard's numbers (of the first `show`) whose trial ran (ran = 1) or did not,
+ * "#1 to #4, #6", into buf; returns how many. */
+static int rows_list(const pp_tune_result *r, int show, int ran, char *buf, size_t n)
+{
+    size_t len = 0;
+    int count = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < r->n_best && i < show; i++) {
+        if ((r->best[i].trial_status[0] != '\0') != ran)
+            continue;
+        int j = i;
+        while (j + 1 < r->n_best && j + 1 < show &&
+               (r->best[j + 1].trial_status[0] != '\0') == ran)
+            j++;
+        if (len < n)
+            len += (size_t)snprintf(buf + len, n - len, j > i ? "%s#%d to #%d" : "%s#%d",
+                                    count ? ", " : "", i + 1, j + 1);
+        count += j - i + 1;
+        i = j;
+    }
+    return count;
+}
+
+/* What the figures are based on: the trials pp_tune_search ran (which rows, why not the
+ * others, what the calibration figure is), or why none ran. */
 static int trials_note(const opts *o, const pp_tune_model *m, const pp_tune_hw *hw,
                        const pp_tune_result *r)
 {
@@ -295,13 +323,27 @@ static int trials_note(const opts *o, const pp_tune_model *m, const pp_tune_hw *
     if (pp_backend_row_flag(be))
         snprintf(how, sizeof how, " --backend %s%s", be->name,
                  pp_backend_row_has_precision(be, PP_PREC_BF16) ? " --precision bf16" : "");
-    if (n > 0)
-        printf("trials: %d candidates run with pprun%s %s%s; measured / predicted "
-               "step time %.3g (the calibration); #1 is the fastest measured candidate that fits\n",
-               n, how,
-               o->alloc.launcher[0] ? "under " : "on this machine", o->alloc.launcher[0] ? o->alloc.launcher : "",
-               r->calibration);
-    else
+    char ran[256], rest[256];
+    if (n > 0) {
+        rows_list(r, o->show, 1, ran, sizeof ran);
+        int others = rows_list(r, o->show, 0, rest, sizeof rest);
+        pp_cli_wrapped(stdout, 8,
+                       "trials: %s run with pprun%s %s%s (--trials %d: the %d fastest predicted, "
+                       "the fastest tensor-parallel one among them)%s%s%s",
+                       ran, how,
+                       o->alloc.launcher[0] ? "under " : "on this machine",
+                       o->alloc.launcher[0] ? o->alloc.launcher : "", o->trials, o->trials,
+                       others ? "; " : "", rest,
+                       others ? " not trialled (beyond --trials, or refused as said above; "
+                                "raise --trials to run more)"
+                              : "");
+        pp_cli_wrapped(stdout, 8,
+                       "calibration: the measured steps took %.3g x the predicted time (the "
+                       "median of measured / predicted over the trials that ran ok; each row's "
+                       "own error is in the table); #1 is the fastest measured candidate that "
+                       "fits",
+                       r->calibration);
+    } else
         printf("figures are predicted from %s (no trials: %s)\n", hw->source,
                !hw->is_local          ? "the target is not this machine"
                : !m->runtime_model[0] ? "the runtime does not run this model"
@@ -315,7 +357,7 @@ static int report(const opts *o, const pp_tune_model *m, const pp_tune_hw *hw, p
 {
     int trials_run = trials_note(o, m, hw, r);
     pp_cli_board_print(stdout, r, o->show);
-    pp_cli_rank_memory_print(stdout, &r->best[0]);
+    pp_cli_rank_memory_print(stdout, &r->best[0], o->explain > 1);
     char cmd[512];
     printf("\nlaunch: %s\n", pp_tune_launch_command(m, hw, &r->best[0].cfg, &r->opts, cmd, sizeof cmd));
     if (o->explain)

@@ -9,7 +9,6 @@
 #include "tune_cli.h"
 
 #define CMD "simulate"
-#define GIB (1024.0 * 1024.0 * 1024.0)
 
 typedef struct {
     pp_cli_tune tune;
@@ -133,22 +132,24 @@ static void print_prediction(const pp_tune_prediction *p, const pp_tune_rank_mem
 {
     char cb[160];
     printf("configuration  %s\n", pp_config_str(&p->cfg, cb, sizeof cb));
-    printf("step time      %.4f s (pipeline %.4f s, then the data-parallel all-reduce, begun on "
-           "each rank after its last backward, and the optimizer: +%.4f s)\n",
-           p->step_time, p->pipeline_time, p->step_time - p->pipeline_time);
+    char s[3][16];
+    pp_cli_wrapped(stdout, 15,
+                   "step time      %s s (pipeline %s s, then the data-parallel all-reduce, begun "
+                   "on each rank after its last backward, and the optimizer: +%s s)",
+                   pp_fmt_seconds(p->step_time, s[0], 16),
+                   pp_fmt_seconds(p->pipeline_time, s[1], 16),
+                   pp_fmt_seconds(p->step_time - p->pipeline_time, s[2], 16));
     char tok[32];
     printf("throughput     %s tokens/s, %.1f model TFLOP/s per GPU, MFU %.1f %%\n",
-           pp_cli_fmt_int(p->tokens_per_s, tok, sizeof tok), p->tflops_per_gpu, 100 * p->mfu);
+           pp_fmt_grouped(p->tokens_per_s, tok, sizeof tok), p->tflops_per_gpu, 100 * p->mfu);
     printf("bubble         %.1f %% of ideal compute (%.1f %% of the step)\n",
            100 * p->bubble_ideal, 100 * p->bubble_total);
-    printf("memory         fullest rank %d: %.2f GiB of %.2f GiB usable: %s\n", p->peak_rank,
-           p->peak_mem / GIB, p->capacity / GIB, p->fits ? "fits" : "DOES NOT FIT");
-    printf("\n rank  weights  grads  optim  acts (in flight, mb x L/D)  comm  workspace  total "
-           "(GiB)\n");
-    for (int r = 0; r < p->cfg.p; r++)
-        printf(" %4d  %7.2f %6.2f %6.2f %6.2f (%5.2f) %20.2f %10.2f %6.2f\n", r,
-               mem[r].weights / GIB, mem[r].grads / GIB, mem[r].optim / GIB, mem[r].acts / GIB,
-               mem[r].peak_units, mem[r].comm / GIB, mem[r].workspace / GIB, mem[r].total / GIB);
+    char pk[16], cap[16];
+    printf("memory         fullest rank %d: %s of %s usable: %s\n", p->peak_rank,
+           pp_fmt_bytes(p->peak_mem, pk, sizeof pk), pp_fmt_bytes(p->capacity, cap, sizeof cap),
+           p->fits ? "fits" : "DOES NOT FIT");
+    printf("\n(in flight: micro-batches x L/p layers)\n");
+    pp_cli_rank_memory_table(stdout, mem, p->cfg.p, 1);
 }
 
 /* The timeline of schedule s (the one the prediction used) with the time model's costs. */
@@ -228,10 +229,7 @@ int pp_cmd_simulate(int argc, char **argv)
         pp_tune_time_parts t;
         st = pp_tune_breakdown(&m, &hw, &p, &o.tune.opts, &t);
         if (st == PP_OK)
-            printf("\nstep's parts   compute %.4g s, tensor-parallel %.4g, bubble %.4g, p2p %.4g, "
-                   "data-parallel %.4g, optimizer %.4g (the busiest rank; they add up to the "
-                   "step)\n",
-                   t.compute, t.tp, t.bubble, t.p2p, t.dp, t.optimizer);
+            pp_cli_step_parts_print(stdout, &t);
         if (st == PP_OK && steady)
             printf("steady state   N = %d is above the simulation budget of %d: figures "
                    "extrapolated from prefixes of the same N mod the schedule's period\n",

@@ -10,7 +10,6 @@
 
 #include "tune_cli.h"
 
-#define GIB 1073741824.0
 
 static const char *STAGE[] = {"rule", "memory", "outranked", "bound"};
 
@@ -113,7 +112,9 @@ static void why_lost(FILE *fp, const pp_tune_candidate *c, const double mine[6],
         fprintf(fp, "      = #1's schedule\n");
         return;
     }
-    fprintf(fp, "      loses %.3g s (%+.1f %%) to #1:", d, 100 * d / win->step_time);
+    char s[16], b[16];
+    fprintf(fp, "      loses %s s (%+.1f %%) to #1:", pp_fmt_seconds(d, s, sizeof s),
+            100 * d / win->step_time);
     int order[6] = {0, 1, 2, 3, 4, 5}, shown = 0;
     for (int i = 0; i < 6; i++) /* largest difference first */
         for (int k = i + 1; k < 6; k++)
@@ -124,23 +125,29 @@ static void why_lost(FILE *fp, const pp_tune_candidate *c, const double mine[6],
     for (int i = 0; i < 6; i++) {
         double x = mine[order[i]] - best[order[i]];
         if (x > 0.005 * win->step_time)
-            fprintf(fp, "%s %s %+.3g s", shown++ ? "," : "", PART[order[i]], x);
+            fprintf(fp, "%s %s +%s s", shown++ ? "," : "", PART[order[i]],
+                    pp_fmt_seconds(x, s, sizeof s));
     }
     if (c->pred.peak_mem > win->peak_mem)
-        fprintf(fp, "%s and %.1f GiB more on its fullest rank", shown ? ";" : "",
-                (c->pred.peak_mem - win->peak_mem) / GIB);
+        fprintf(fp, "%s and %s more on its fullest rank", shown ? ";" : "",
+                pp_fmt_bytes(c->pred.peak_mem - win->peak_mem, b, sizeof b));
     fprintf(fp, "\n");
 }
 
+/* The step time and its parts in seconds, its fullest rank's memory and its parts in the
+ * total's unit (so each row's parts add up to its figures, to the last digit's rounding). */
 static void best_row(FILE *fp, const char *label, const pp_tune_prediction *p,
                      const pp_tune_rank_mem *w, const double t[6])
 {
-    char cb[160];
-    fprintf(fp, "  %-11s %-44s %7.4g %7.3g %7.3g %7.3g %7.3g %7.3g %7.3g | %6.1f %6.1f %6.1f "
-                "%6.1f %6.1f %6.1f\n",
-            label, pp_config_str(&p->cfg, cb, sizeof cb), p->step_time, t[0], t[1], t[2],
-            t[3], t[4], t[5], w->weights / GIB, w->grads / GIB, w->optim / GIB, w->acts / GIB,
-            (w->comm + w->workspace) / GIB, w->total / GIB);
+    char cb[160], s[7][16];
+    fprintf(fp, "  %-11s %-44s %7s", label, pp_config_str(&p->cfg, cb, sizeof cb),
+            pp_fmt_seconds(p->step_time, s[0], 16));
+    for (int k = 0; k < 6; k++)
+        fprintf(fp, " %7s", pp_fmt_seconds(t[k], s[k + 1], 16));
+    double u;
+    const char *unit = pp_fmt_bytes_unit(w->total, &u);
+    fprintf(fp, " | %6.1f %6.1f %6.1f %6.1f %6.1f %6.1f %s\n", w->weights / u, w->grads / u,
+            w->optim / u, w->acts / u, (w->comm + w->workspace) / u, w->total / u, unit);
 }
 
 /* Schedules of the registry that were searched but have no fitting candidate. */
@@ -182,7 +189,8 @@ static void print_schedule_bests(FILE *fp, const pp_tune_model *m, const pp_tune
     double best[6];
     parts_array(&tw, best);
     fprintf(fp, "\nbest candidate of each schedule against #1 (predicted; the step's parts in s "
-                "add up to it; memory of the fullest rank in GiB):\n"
+                "add up to it;\nthe fullest rank's memory and its parts, in the unit its row "
+                "ends with):\n"
                 "  %-11s %-44s %7s %7s %7s %7s %7s %7s %7s | %6s %6s %6s %6s %6s %6s\n",
             "", "configuration", "step s", "compute", "tensor", "bubble", "p2p", "data-p",
             "optim", "weight", "grads", "optim", "acts", "comm+ws", "total");
@@ -201,24 +209,27 @@ static void print_schedule_bests(FILE *fp, const pp_tune_model *m, const pp_tune
         why_lost(fp, c, mine, win, best);
     }
     print_without_best(fp, r);
-    fprintf(fp, "  (compute and tensor: the busiest rank's layers and their tensor-parallel "
-                "all-reduces; bubble: its idle time in the pipeline; p2p: exposed transfers and "
-                "replica syncs; data-p: exposed gradient all-reduce; optim: the Adam step)\n");
+    pp_cli_wrapped(fp, 3,
+                   "  (compute and tensor: the busiest rank's layers and their tensor-parallel "
+                   "all-reduces; bubble: its idle time in the pipeline; p2p: exposed transfers "
+                   "and replica syncs; data-p: exposed gradient all-reduce; optim: the Adam "
+                   "step)");
 }
 
 static void print_pareto(FILE *fp, const pp_tune_result *r)
 {
     if (r->n_pareto == 0)
         return;
-    fprintf(fp, "\nmemory vs throughput, the Pareto front of the %ld simulated candidates (each line "
-                "needs less memory than the next and is slower):\n"
-                "  peak GiB   step s     tokens/s  configuration\n",
+    fprintf(fp, "\nmemory vs throughput, the Pareto front of the %ld simulated candidates (each "
+                "line needs less memory\nthan the next and is slower):\n"
+                "       peak   step s     tokens/s  configuration\n",
             r->simulated);
-    char cb[160], tok[32];
+    char cb[160], tok[32], pk[16], st[16];
     for (int i = 0; i < r->n_pareto; i++) {
         const pp_tune_prediction *p = &r->pareto[i].pred;
-        fprintf(fp, "  %8.1f %8.4g %12s  %s\n", p->peak_mem / GIB, p->step_time,
-                pp_cli_fmt_int(p->tokens_per_s, tok, sizeof tok),
+        fprintf(fp, "  %9s %8s %12s  %s\n", pp_fmt_bytes(p->peak_mem, pk, sizeof pk),
+                pp_fmt_seconds(p->step_time, st, sizeof st),
+                pp_fmt_grouped(p->tokens_per_s, tok, sizeof tok),
                 pp_config_str(&p->cfg, cb, sizeof cb));
     }
 }
@@ -232,6 +243,19 @@ static void print_all(FILE *fp, const pp_tune_result *r)
         fprintf(fp, "  [%-9s] %-58s %s\n", STAGE[j->stage],
                 pp_config_str(&j->cfg, cb, sizeof cb), j->reason);
     }
+}
+
+void pp_cli_step_parts_print(FILE *fp, const pp_tune_time_parts *t)
+{
+    double a[6];
+    char s[6][16];
+    parts_array(t, a);
+    for (int k = 0; k < 6; k++)
+        pp_fmt_seconds(a[k], s[k], 16);
+    pp_cli_wrapped(fp, 15,
+                   "\nstep's parts   compute %s s, tensor-parallel %s, bubble %s, p2p %s, "
+                   "data-parallel %s, optimizer %s (the busiest rank; they add up to the step)",
+                   s[0], s[1], s[2], s[3], s[4], s[5]);
 }
 
 void pp_cli_explain_print(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw,

@@ -241,6 +241,18 @@ static double transient(const pp_tune_model *m, const pp_config *c, const pp_tun
     return w;
 }
 
+char *pp_tune_rank_mem_str(const pp_tune_rank_mem *x, char *buf, size_t n)
+{
+    double k;
+    const char *unit = pp_fmt_bytes_unit(x->total, &k);
+    snprintf(buf, n,
+             "%.1f %s = weights %.1f + grads %.1f + optimizer %.1f + activations %.1f (%.2g in "
+             "flight) + comm %.1f + workspace %.1f",
+             x->total / k, unit, x->weights / k, x->grads / k, x->optim / k, x->acts / k,
+             x->peak_units, x->comm / k, x->workspace / k);
+    return buf;
+}
+
 pp_status pp_tune_memory(const pp_tune_model *m, const pp_config *c, const pp_sched *s,
                          const pp_tune_opts *o, pp_tune_rank_mem *mem)
 {

@@ -70,6 +70,10 @@ double pp_tune_mem_capacity(const pp_tune_hw *hw, const pp_tune_opts *o);
  * reserve), 0 for one precision throughout, which is what the bundled runtime runs (its CPU
  * backend, pp_tune_search_adjust), planned by the runtime's own memory plan. */
 int pp_tune_mixed_precision(const pp_tune_opts *o);
+/* "126.9 GiB = weights 3.0 + grads 6.0 + optimizer 18.0 + activations 71.1 (4 in flight) +
+ * comm 0.2 + workspace 28.6": a rank's total and every part of it, in the total's unit, so the
+ * parts add up to it (to the rounding of the last digit); into buf, returns buf. */
+char *pp_tune_rank_mem_str(const pp_tune_rank_mem *x, char *buf, size_t n);
 /* Bytes per parameter of the weights, gradients and optimizer state (memory.c; Megatron-LM's
  * theoretical_memory_usage.py table): bf16 2 + 4 + 12, the CPU runtime's fp32 4 + 4 + 8; with
  * the distributed optimizer and d > 1 the optimizer's share divided by d. The one copy: the

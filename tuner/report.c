@@ -75,12 +75,12 @@ static void board(FILE *fp, const pp_tune_result *r)
                     "<td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%.4g</td><td>%s</td>"
                     "<td>%.1f %%</td><td>%.1f %%</td><td>%.3g</td><td>%.3g</td>",
                 i ? "" : " class=win", i + 1, c->schedule, c->p, c->v, c->G, c->b, c->d, c->t, c->N,
-                p->step_time, pp_cli_fmt_int(p->tokens_per_s, a, sizeof a), 100 * p->mfu,
+                p->step_time, pp_fmt_grouped(p->tokens_per_s, a, sizeof a), 100 * p->mfu,
                 100 * p->bubble_ideal, p->peak_mem / GIB, p->capacity / GIB);
         if (meas)
             fprintf(fp, "<td>%.4g</td><td>%s</td><td>%+.0f %%</td><td>%.3g</td><td "
                         "class=l>trial</td></tr>\n",
-                    mf.step, pp_cli_fmt_int(mf.tokens_per_s, b, sizeof b), 100 * mf.error,
+                    mf.step, pp_fmt_grouped(mf.tokens_per_s, b, sizeof b), 100 * mf.error,
                     mf.peak / GIB);
         else
             fprintf(fp, "<td>-</td><td>-</td><td>-</td><td>-</td><td class=l>predicted%s%s</td>"

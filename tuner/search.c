@@ -371,9 +371,10 @@ static pp_status cached_schedule(search *x, const pp_config *c, cache_slot *cach
  * becomes an "outranked" reject. */
 static pp_status outranked(search *x, const pp_tune_prediction *p)
 {
-    char why[200];
-    snprintf(why, sizeof why, "outranked: predicted step %.4g s, %.1f %% MFU, peak %.1f GiB",
-             p->step_time, 100 * p->mfu, p->peak_mem / (1 << 30));
+    char why[200], st[16], pk[16];
+    snprintf(why, sizeof why, "outranked: predicted step %s s, %.1f %% MFU, peak %s",
+             pp_fmt_seconds(p->step_time, st, sizeof st), 100 * p->mfu,
+             pp_fmt_bytes(p->peak_mem, pk, sizeof pk));
     return add_reject(x, &p->cfg, 2, why);
 }
 
@@ -525,13 +526,10 @@ static int over_capacity(search *x, const pp_config *c, const pp_tune_rank_mem *
     if (mem[worst].total <= cap)
         return 0;
     x->res->pruned_memory++;
-    char why[200];
-    snprintf(why, sizeof why,
-             "does not fit: rank %d needs %.1f GiB (weights+grads+optimizer %.1f, "
-             "activations %.1f for %.2g in flight) > %.1f GiB usable",
-             worst, mem[worst].total / (1 << 30),
-             (mem[worst].weights + mem[worst].grads + mem[worst].optim) / (1 << 30),
-             mem[worst].acts / (1 << 30), mem[worst].peak_units, cap / (1 << 30));
+    char why[200], parts[170], usable[16];
+    snprintf(why, sizeof why, "does not fit: rank %d needs %s > %s usable", worst,
+             pp_tune_rank_mem_str(&mem[worst], parts, sizeof parts),
+             pp_fmt_bytes(cap, usable, sizeof usable));
     *st = add_reject(x, c, 1, why);
     return 1;
 }
@@ -636,22 +634,24 @@ static pp_status run_ranked(search *x)
     pp_status st = x->res->best && mem && x->kind_best && x->kind_slot && x->res->sched_best
                        ? PP_OK
                        : PP_ERR_NOMEM;
-    char why[200];
+    char why[200], s3[3][16];
     for (long i = 0; i < x->n_cands && st == PP_OK; i++) {
         const cand *cd = &x->cands[i];
         if (isinf(cd->bound)) {
             x->res->pruned_memory++;
+            char usable[16];
             snprintf(why, sizeof why, "does not fit: weights, gradients and optimizer state "
-                                      "alone average more than %.1f GiB usable per rank",
-                     cap / (1 << 30));
+                                      "alone average more than %s usable per rank",
+                     pp_fmt_bytes(cap, usable, sizeof usable));
             st = add_reject(x, &cd->cfg, 1, why);
         } else if (cd->bound >= simulate_below(x, &cd->cfg) &&
                    !(x->keep_tp && cd->cfg.t > 1 && n_tp_entries(x->res) == 0)) {
             x->res->bounded++;
             snprintf(why, sizeof why,
-                     "not simulated: lower bound %.4g s >= the %d-th best %.4g s and the best "
-                     "%s's %.4g s",
-                     cd->bound, keep, kth_best(x), cd->cfg.schedule, kind_best_of(x, &cd->cfg));
+                     "not simulated: lower bound %s s >= the %d-th best %s s and the best "
+                     "%s's %s s",
+                     pp_fmt_seconds(cd->bound, s3[0], 16), keep, pp_fmt_seconds(kth_best(x), s3[1], 16),
+                     cd->cfg.schedule, pp_fmt_seconds(kind_best_of(x, &cd->cfg), s3[2], 16));
             st = add_reject(x, &cd->cfg, 3, why);
         } else {
             st = evaluate_one(x, cd, cache, &next, mem);

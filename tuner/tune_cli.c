@@ -189,21 +189,25 @@ void pp_cli_tune_describe(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw
 {
     pp_tune_params pc;
     pp_tune_model_params(m, &pc);
-    fprintf(fp, "model    %s (%s): %.3g %s parameters, L=%d h=%d heads=%d/%d ffn=%d V=%d s=%d\n",
-            m->name, m->source, pc.total >= 1e9 ? pc.total / 1e9 : pc.total / 1e6,
-            pc.total >= 1e9 ? "B" : "M", m->layers, m->hidden, m->heads, m->kv_heads,
-            m->ffn, m->vocab, m->seq);
+    char params[16], mem[16], tokens[32];
+    /* lines wrapped to the terminal (100 columns when not one), continued under the text */
+    pp_cli_wrapped(fp, 9, "model    %s (%s): %s parameters, L=%d h=%d heads=%d/%d ffn=%d V=%d s=%d",
+                   m->name, m->source, pp_fmt_params(pc.total, params, sizeof params), m->layers,
+                   m->hidden, m->heads, m->kv_heads, m->ffn, m->vocab, m->seq);
     if (m->seq_note[0]) /* an imported model: where its sequence length came from */
-        fprintf(fp, "         sequence %s\n", m->seq_note);
-    fprintf(fp, "cluster  %s: %d nodes x %d %s = %d devices, %.1f GiB each, %.3g TFLOP/s GEMM "
-                "(peak %.3g), links %.3g GB/s intra / %.3g GB/s inter per device\n",
-            hw->source, hw->nodes, hw->gpus_per_node, hw->device, hw->nodes * hw->gpus_per_node,
-            hw->mem_bytes / 1073741824.0, hw->gemm_flops / 1e12, hw->peak_flops / 1e12, hw->intra_bw / 1e9,
-            hw->inter_bw / 1e9);
-    fprintf(fp, "         %s\n", hw->note);
-    fprintf(fp, "training global batch %d sequences (%.2f M tokens); %s; %s optimizer; "
-                "recompute %s; %s attention%s; headroom %.0f %%\n",
-            global_batch, global_batch * (double)m->seq / 1e6,
+        pp_cli_wrapped(fp, 9, "         sequence %s", m->seq_note);
+    pp_cli_wrapped(fp, 9,
+                   "cluster  %s: %d nodes x %d %s = %d devices, %s each, %.3g TFLOP/s GEMM "
+                   "(peak %.3g), links %.3g GB/s intra / %.3g GB/s inter per device",
+                   hw->source, hw->nodes, hw->gpus_per_node, hw->device,
+                   hw->nodes * hw->gpus_per_node, pp_fmt_bytes(hw->mem_bytes, mem, sizeof mem),
+                   hw->gemm_flops / 1e12, hw->peak_flops / 1e12, hw->intra_bw / 1e9,
+                   hw->inter_bw / 1e9);
+    pp_cli_wrapped(fp, 9, "         %s", hw->note);
+    pp_cli_wrapped(fp, 9,
+                   "training global batch %d sequences (%s tokens); %s; %s optimizer; "
+                   "recompute %s; %s attention%s; headroom %.0f %%",
+                   global_batch, pp_fmt_grouped(global_batch * (double)m->seq, tokens, sizeof tokens),
             o->precision == PP_PREC_FP32 ? "fp32 (16 B/param)"
                                               : "bf16 + fp32 main grads + Adam (18 B/param)",
             o->distributed_optimizer ? "distributed" : "replicated",

@@ -58,10 +58,8 @@ typedef struct {
 void pp_cli_trial_event(void *ctx, const pp_tune_trial_event *ev);
 
 /* ---- What the search prints (board.c, explain.c) ------------------------------------------- */
-/* x as a grouped integer, "1,581,000", into buf; returns buf. */
-char *pp_cli_fmt_int(double x, char *buf, size_t n);
-/* bytes in GiB (2^30) with three significant digits, "34.3", "1.71", "0.0123"; returns buf. */
-char *pp_cli_fmt_gib(double bytes, char *buf, size_t n);
+/* (Figures are written with common/fmt.c's pp_fmt_seconds, pp_fmt_bytes, pp_fmt_grouped and
+ * pp_fmt_params, the same in every command.) */
 
 /* A trialled candidate's figures in its measured time. */
 typedef struct {
@@ -78,12 +76,19 @@ int pp_cli_measured(const pp_tune_prediction *p, pp_cli_measured_figures *out);
 /* The leaderboard's first `show` rows with headers and legend; after trials measured figures
  * in the main columns and the prediction beside them. */
 void pp_cli_board_print(FILE *fp, const pp_tune_result *r, int show);
+/* Ranks a per-rank table shows whole; beyond, only the first, the last, the fullest and the
+ * emptiest (all: every rank). */
+#define PP_CLI_RANKS_SHOWN 8
 /* The memory model's per-rank table of a leaderboard entry (nothing when it has none). */
-void pp_cli_rank_memory_print(FILE *fp, const pp_tune_prediction *best);
+void pp_cli_rank_memory_print(FILE *fp, const pp_tune_prediction *best, int all);
+/* The table itself, P ranks of mem (simulate's too). */
+void pp_cli_rank_memory_table(FILE *fp, const pp_tune_rank_mem *mem, int P, int all);
 /* --explain: rejections by reason, each schedule's best against #1 with time and memory
  * breakdowns, the Pareto front; all: also every rejected candidate. */
 void pp_cli_explain_print(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw,
                           const pp_tune_result *r, int all);
+/* simulate's "step's parts" line: the time breakdown in seconds. */
+void pp_cli_step_parts_print(FILE *fp, const pp_tune_time_parts *t);
 /* --report: the search as one self-contained HTML page (report.c), written atomically. */
 pp_status pp_cli_report_write(const char *path, const pp_tune_model *m, const pp_tune_hw *hw,
                               const pp_tune_result *r);

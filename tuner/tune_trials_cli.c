@@ -20,7 +20,7 @@ void pp_cli_trial_event(void *ctx, const pp_tune_trial_event *ev)
 {
     const pp_cli_search_view *view = ctx;
     int progress = view->progress;
-    char cb[160] = "";
+    char cb[160] = "", need[16], cap[16];
     if (ev->cfg)
         pp_config_str(ev->cfg, cb, sizeof cb);
     switch (ev->kind) {
@@ -30,9 +30,10 @@ void pp_cli_trial_event(void *ctx, const pp_tune_trial_event *ev)
         break;
     case PP_TUNE_TRIAL_SKIPPED:
         fprintf(stderr,
-                "%spptune search: not trialled: %s: the bundled runtime needs %.1f GiB per GPU "
-                "(fp32 activations, no recompute), %.1f GiB usable\n",
-                progress ? "\n" : "", cb, ev->need / 1073741824.0, ev->capacity / 1073741824.0);
+                "%spptune search: not trialled: %s: the bundled runtime needs %s per GPU "
+                "(fp32 activations, no recompute), %s usable\n",
+                progress ? "\n" : "", cb, pp_fmt_bytes(ev->need, need, sizeof need),
+                pp_fmt_bytes(ev->capacity, cap, sizeof cap));
         break;
     case PP_TUNE_TRIAL_START:
         if (progress)

@@ -146,7 +146,7 @@ int pprun_write_summary(const pprun_opts *o, const pprun_record *rec, FILE *fp)
     double tokens = (double)o->cfg.d * o->cfg.N * o->cfg.b * seq;
     double flops = step_flops(&rec->model, seq, tokens);
     int devices = rec->n_ranks > 0 ? rec->n_ranks : 1;
-    char tok[32];
+    char tok[32], sec[16];
     fprintf(fp, "pprun: %d steps of %s on %d ranks x dp %d (%s transport, %s backend, %s): final "
                 "loss %.4f\n",
             rec->n_steps, rec->sched->kind, rec->sched->ranks, o->cfg.d,
@@ -154,13 +154,16 @@ int pprun_write_summary(const pprun_opts *o, const pprun_record *rec, FILE *fp)
             o->precision == PP_PREC_BF16 ? "bf16" : "fp32",
             rec->n_steps ? rec->steps[rec->n_steps - 1].loss : 0.0);
     if (med > 0)
-        fprintf(fp, "  median step %.4g s (%d warm-up step%s not counted): %s tokens/s, %.3g model "
+        fprintf(fp, "  median step %s s (%d warm-up step%s not counted): %s tokens/s, %.3g model "
                     "TFLOP/s in all, %.3g per rank (Narayanan's model FLOPs)\n",
-                med, warmup, warmup == 1 ? "" : "s", pp_fmt_grouped(tokens / med, tok, sizeof tok),
+                pp_fmt_seconds(med, sec, sizeof sec), warmup, warmup == 1 ? "" : "s", pp_fmt_grouped(tokens / med, tok, sizeof tok),
                 flops / med / 1e12, flops / med / 1e12 / devices);
-    fprintf(fp, "  peak memory per rank, GiB (as the backend counted it):");
-    for (int g = 0; g < rec->n_ranks; g++)
-        fprintf(fp, "%s rank %d %.3g", g ? "," : "", g, rec->mem[g].peak_total / 1073741824.0);
+    fprintf(fp, "  peak memory per rank (as the backend counted it):");
+    for (int g = 0; g < rec->n_ranks; g++) {
+        char b[16];
+        fprintf(fp, "%s rank %d %s", g ? "," : "", g,
+                pp_fmt_bytes((double)rec->mem[g].peak_total, b, sizeof b));
+    }
     fprintf(fp, "\n");
     return ferror(fp) ? 1 : -1;
 }
