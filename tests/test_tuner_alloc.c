@@ -134,6 +134,18 @@ Test(tuner_alloc, a_bad_host_file_names_the_file_and_line)
 
 /* Issue 30: a comment longer than the old 511-byte line buffer became a host; 2,049 lines of
  * slots=1048576 wrapped the slot sum; /dev/zero (and a FIFO) was read forever. */
+/* A host file of `text` is refused (PP_ERR_INVALID) with `want` in the message (NULL: any). */
+static void hostfile_refused(const char *text, const char *want)
+{
+    char *path = hostfile(text);
+    pp_tune_alloc a;
+    cr_assert_eq(pp_tune_alloc_detect(path, &a), PP_ERR_INVALID, "%.60s", text);
+    cr_assert(!want || strstr(pp_err_msg(), want), "%s", pp_err_msg());
+    pp_err_clear();
+    unlink(path);
+    free(path);
+}
+
 Test(tuner_alloc, host_files_are_bounded, .timeout = 20)
 {
     no_slurm();
@@ -154,29 +166,14 @@ Test(tuner_alloc, host_files_are_bounded, .timeout = 20)
     static char huge[8192];
     memset(huge, 'h', sizeof huge - 2);
     huge[sizeof huge - 2] = '\n';
-    path = hostfile(huge);
-    cr_assert_eq(pp_tune_alloc_detect(path, &a), PP_ERR_INVALID);
-    cr_assert(strstr(pp_err_msg(), ":1: a line of"), "%s", pp_err_msg());
-    pp_err_clear();
-    unlink(path);
-    free(path);
+    hostfile_refused(huge, ":1: a line of");
     /* slots that would wrap an int: refused with the bound */
     static char many[2100 * 24];
     size_t k = 0;
     for (int i = 0; i < 2100; i++)
         k += (size_t)snprintf(many + k, sizeof many - k, "h%d slots=1048576\n", i % 10);
-    path = hostfile(many);
-    cr_assert_eq(pp_tune_alloc_detect(path, &a), PP_ERR_INVALID);
-    cr_assert(strstr(pp_err_msg(), "slots in all") || strstr(pp_err_msg(), "node list"), "%s",
-              pp_err_msg());
-    pp_err_clear();
-    unlink(path);
-    free(path);
-    path = hostfile("h1 slots=99999999999999999999\n");
-    cr_assert_eq(pp_tune_alloc_detect(path, &a), PP_ERR_INVALID);
-    pp_err_clear();
-    unlink(path);
-    free(path);
+    hostfile_refused(many, "slots in all");
+    hostfile_refused("h1 slots=99999999999999999999\n", "slots=N");
     /* not a regular file: refused at once */
     cr_assert_eq(pp_tune_alloc_detect("/dev/zero", &a), PP_ERR_INVALID);
     cr_assert(strstr(pp_err_msg(), "not a regular file"), "%s", pp_err_msg());
