@@ -6,7 +6,8 @@
  * None): its row in export.c refuses interleaved profiles with that reason. An uneven split goes
  * in as Megatron-Core's num_layers_in_first/last_pipeline_stage, which NeMo 1 passes to its
  * TransformerConfig; the rest must divide evenly over the middle stages (its
- * build_transformer_config checks it).
+ * build_transformer_config checks it), which the schedules' split of one chunk per rank always
+ * does (pp_sched_split_layers refuses any other).
  *
  * Not here: data, tokenizer and optimizer hyper-parameters (the user's); the schedules NeMo
  * runs (Megatron-Core's) are its row's in export.c.
@@ -63,13 +64,6 @@ pp_status pp_export_nemo(const pp_profile *p, FILE *fp)
     int devices, nodes, first, last;
     pp_export_nodes(p, &devices, &nodes);
     PP_TRY(pp_export_edge_layers(p, &first, &last));
-    int rest = p->model.layers - first - last, middle = c->p - 2;
-    if (!pp_export_split_even(c) && middle > 0 && rest % middle != 0)
-        return PP_ERR(PP_ERR_UNSUPPORTED,
-                      "%s: NeMo 1 splits the layers between the first (%d) and last (%d) stage "
-                      "evenly over the other %d stages (build_transformer_config), and %d "
-                      "layers do not divide so: export it with --format pprun",
-                      p->name, first, last, middle, rest);
     fprintf(fp, "# NeMo megatron_gpt_config.yaml overrides from pptune profile ");
     pp_export_provenance(p, fp);
     fprintf(fp, "trainer:\n  devices: %d\n  num_nodes: %d\n  precision: %s\n", devices, nodes,

@@ -505,6 +505,13 @@ Test(profiles_export, first_last_stage_split)
     cr_assert(strstr(pp_err_text(), "the first stage 12, the last 8 and the middle stages 10"),
               "%s", pp_err_text());
     free(t);
+    /* NeMo 1 and 2 take Megatron-Core's first/last counts */
+    t = export_text(p, pp_profile_export_find("nemo", NULL), &st);
+    cr_assert_eq(st, PP_OK, "%s", pp_err_text());
+    cr_assert(strstr(t, "  num_layers_in_first_pipeline_stage: 12\n"
+                        "  num_layers_in_last_pipeline_stage: 8\n"),
+              "%s", t);
+    free(t);
     pp_profile_destroy(p);
     json_object_set_new(c, "last_stage_layers", json_integer(-1));
     st = parse_json(j, &p);

@@ -207,6 +207,16 @@ static char *megatron_export(const pp_profile *p, const pp_export_target *fmt, p
     return megatron_flags_line(export_line(p, fmt, st));
 }
 
+/* A profile of tests/fixtures/profiles, read (the caller destroys it). */
+static pp_profile *fixture(const char *file)
+{
+    char path[512];
+    snprintf(path, sizeof path, PROF "%s", file);
+    pp_profile *p;
+    cr_assert_eq(pp_profile_read(path, &p), PP_OK, "%s", pp_err_msg());
+    return p;
+}
+
 /* Exports p, checks every flag against the table and parses the configuration and the model
  * back; preset: the tuner's model of that name, whose parameter count must be the same. */
 static void round_trip(const pp_profile *p, const char *preset)
@@ -306,9 +316,7 @@ static void round_trip(const pp_profile *p, const char *preset)
 
 Test(tuner_export, megatron_flags_of_the_readme_main_job_round_trip)
 {
-    pp_profile *p;
-    cr_assert_eq(pp_profile_read(PROF "gpt-13b-dgx-h100-x32-v1.1.json", &p), PP_OK, "%s",
-                 pp_err_msg());
+    pp_profile *p = fixture("gpt-13b-dgx-h100-x32-v1.1.json");
     cr_assert_eq(p->cluster.nodes, 32);
     cr_assert_eq(p->chosen.config.t, 2);
     round_trip(p, "gpt-13b");
@@ -317,9 +325,7 @@ Test(tuner_export, megatron_flags_of_the_readme_main_job_round_trip)
 
 Test(tuner_export, megatron_flags_of_llama3_70b_on_16_nodes_round_trip)
 {
-    pp_profile *p;
-    cr_assert_eq(pp_profile_read(PROF "llama3-70b-dgx-h100-x16.json", &p), PP_OK, "%s",
-                 pp_err_msg());
+    pp_profile *p = fixture("llama3-70b-dgx-h100-x16.json");
     cr_assert_eq(p->cluster.nodes, 16);
     round_trip(p, "llama3-70b");
     pp_status st;
@@ -370,9 +376,7 @@ Test(tuner_export, uneven_splits_give_first_and_last_stage_layers)
 {
     /* llama3-405b on 64 nodes: the search chose 1F1B with the Llama 3 split over 32 stages,
      * 126 + 2 = 128 = 32 x 4: first and last stage 3 layers, the others 4 */
-    pp_profile *p;
-    cr_assert_eq(pp_profile_read(PROF "llama3-405b-dgx-h100-x64.json", &p), PP_OK, "%s",
-                 pp_err_msg());
+    pp_profile *p = fixture("llama3-405b-dgx-h100-x64.json");
     cr_assert(p->chosen.config.uneven);
     round_trip(p, "llama3-405b");
     pp_status st;
@@ -407,9 +411,7 @@ Test(tuner_export, uneven_splits_give_first_and_last_stage_layers)
  * model's norm epsilon goes in as --norm-epsilon, in a form float() reads back exactly. */
 Test(tuner_export, megatron_export_is_a_launch_script_with_what_validate_args_demands)
 {
-    pp_profile *p;
-    cr_assert_eq(pp_profile_read(PROF "llama3-70b-dgx-h100-x16.json", &p), PP_OK, "%s",
-                 pp_err_msg());
+    pp_profile *p = fixture("llama3-70b-dgx-h100-x16.json");
     pp_status st;
     char *text = export_line(p, pp_profile_export_find("megatron", NULL), &st);
     cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
@@ -489,9 +491,7 @@ Test(tuner_export, schedules_upstream_megatron_cannot_run_are_refused_with_the_r
 
 Test(tuner_export, a_version_1_0_profile_reads_but_a_megatron_export_says_what_it_lacks)
 {
-    pp_profile *p;
-    cr_assert_eq(pp_profile_read(PROF "gpt-13b-dgx-h100-x32.json", &p), PP_OK, "%s",
-                 pp_err_msg());
+    pp_profile *p = fixture("gpt-13b-dgx-h100-x32.json");
     cr_assert_eq(p->version_minor, 0);
     cr_assert_not(p->model.has_shape);
     cr_assert_eq(p->model.kv_heads, 40); /* what 1.0 did write is read */
@@ -690,9 +690,7 @@ static void run_schedule_command(const char *text, const char *also)
 
 Test(tuner_export, torchtitan_overrides_and_the_schedule_csv_they_load)
 {
-    pp_profile *p;
-    cr_assert_eq(pp_profile_read(PROF "gpt-13b-dgx-h100-x32-v1.1.json", &p), PP_OK, "%s",
-                 pp_err_msg());
+    pp_profile *p = fixture("gpt-13b-dgx-h100-x32-v1.1.json");
     pp_status st;
     char *text = export_line(p, pp_profile_export_find("torchtitan", NULL), &st);
     cr_assert_eq(st, PP_OK, "%s", pp_err_msg());

@@ -39,8 +39,9 @@ import tempfile
 import time
 import types
 
+import pptune_golden
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-FIXTURES = os.path.join(HERE, "..", "fixtures")
 PPTUNE = os.path.abspath(sys.argv[1])
 results = {"passed": 0, "failed": 0}
 
@@ -76,10 +77,7 @@ def import_megatron_arguments():
 
 
 def run(*args):
-    r = subprocess.run([PPTUNE, *args], capture_output=True, text=True)
-    if r.returncode:
-        print(f"pptune {' '.join(args)}: exit {r.returncode}: {r.stderr}")
-    return r
+    return pptune_golden.run(PPTUNE, *args)
 
 
 FAKE_TORCHRUN = """#!%s
@@ -127,22 +125,8 @@ def torchrun_split(argv):
 
 def pptune_stages(profile):
     """Layers of each (rank, virtual stage) as pptune's schedules split them."""
-    c, model = profile["chosen"]["config"], profile["model"]
-    args = ["schedule", "--kind", c["schedule"], "--ranks", str(c["p"]), "--microbatches",
-            str(c["N"]), "--layers", str(model["layers"]), "--format", "json"]
-    if c["schedule"] == "interleaved":
-        args += ["--chunks", str(c["v"]), "--group", str(c["G"])]
-    if c.get("split") == "uneven":
-        args.append("--uneven")
-    for key, flag in (("first_stage_layers", "--first-stage-layers"),
-                      ("last_stage_layers", "--last-stage-layers")):
-        if c.get(key):
-            args += [flag, str(c[key])]
-    sched = json.loads(run(*args).stdout)
-    out = {}
-    for k, st in enumerate(sched["stages"][0]):
-        out[(st["rank"], k // c["p"])] = st["layers"][1] - st["layers"][0]
-    return out
+    p = profile["chosen"]["config"]["p"]
+    return {(rank, k // p): n for k, (rank, n) in enumerate(pptune_golden.stages(PPTUNE, profile))}
 
 
 def megatron_stages(arguments, args, cfg):
@@ -250,27 +234,7 @@ def main():
     arguments = import_megatron_arguments()
     print(f"import of Megatron-LM's arguments.py with megatron-core: {time.time() - t0:.1f} s")
     work = tempfile.mkdtemp(prefix="pp_py_megatron_export_")
-    megatron = "gpipe,1f1b,interleaved"
-    searches = {
-        "gpt-13b-x32": ["--model", "gpt-13b", "--nodes", "32", "--schedules", megatron],
-        "llama3-70b-x16": ["--model", "llama3-70b", "--nodes", "16", "--schedules", megatron],
-        "llama3-405b-x64": ["--model", "llama3-405b", "--nodes", "64", "--schedules", megatron],
-        "llama3-8b-x4-interleaved": ["--model", "llama3-8b", "--nodes", "4", "--schedules",
-                                     "interleaved"],
-        "llama3-70b-x16-sp": ["--model", "llama3-70b", "--nodes", "16", "--schedules", megatron,
-                              "--sequence-parallel"],
-        "qwen2.5-7b-x2": ["--model-config", os.path.join(FIXTURES, "hf", "qwen2.5-7b.json"),
-                          "--nodes", "2", "--schedules", megatron],
-        "llama-3.1-8b-x2": ["--model-config", os.path.join(FIXTURES, "hf", "llama-3.1-8b.json"),
-                            "--nodes", "2", "--schedules", megatron],
-    }
-    cases = []
-    for name, args in searches.items():
-        path = os.path.join(work, name + ".json")
-        if check(run(*args, "-o", path).returncode == 0, f"{name}: pptune {' '.join(args[:4])} ..."):
-            cases.append((name, path))
-    for f in ("gpt-13b-dgx-h100-x32-v1.1", "llama3-70b-dgx-h100-x16", "llama3-405b-dgx-h100-x64"):
-        cases.append((f, os.path.join(FIXTURES, "profiles", f + ".json")))
+    cases = pptune_golden.golden_set(PPTUNE, work, "gpipe,1f1b,interleaved", check)
     seen = set()
     for name, path in cases:
         with open(path) as fp:

@@ -50,9 +50,10 @@ import torch
 from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining import schedules as S
 
+import pptune_golden
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(HERE, "torchtitan_src")
-FIXTURES = os.path.join(HERE, "..", "fixtures")
 PPTUNE = os.path.abspath(sys.argv[1])
 results = {"passed": 0, "failed": 0}
 
@@ -131,27 +132,7 @@ def parse_overrides(words, configs):
 
 
 def run(*args):
-    r = subprocess.run([PPTUNE, *args], capture_output=True, text=True)
-    if r.returncode:
-        print(f"pptune {' '.join(args)}: exit {r.returncode}: {r.stderr}")
-    return r
-
-
-def pptune_stages(profile):
-    """[(rank, layers)] of each stage in data-flow order, as pptune's schedules place them."""
-    c, model = profile["chosen"]["config"], profile["model"]
-    args = ["schedule", "--kind", c["schedule"], "--ranks", str(c["p"]), "--microbatches",
-            str(c["N"]), "--layers", str(model["layers"]), "--format", "json"]
-    if c["schedule"] == "interleaved":
-        args += ["--chunks", str(c["v"]), "--group", str(c["G"])]
-    if c.get("split") == "uneven":
-        args.append("--uneven")
-    for key, flag in (("first_stage_layers", "--first-stage-layers"),
-                      ("last_stage_layers", "--last-stage-layers")):
-        if c.get(key):
-            args += [flag, str(c[key])]
-    sched = json.loads(run(*args).stdout)
-    return [(st["rank"], st["layers"][1] - st["layers"][0]) for st in sched["stages"][0]]
+    return pptune_golden.run(PPTUNE, *args)
 
 
 @functools.lru_cache(maxsize=None)
@@ -204,7 +185,7 @@ def one_case(name, path, configs, tt, modes, work):
         return
     check(cls is not S._PipelineScheduleRuntime,
           f"{name}: torch's get_schedule_class knows {sched_name} ({cls.__name__})")
-    want = pptune_stages(profile)
+    want = pptune_golden.stages(PPTUNE, profile)
     n_stages, n_layers, iw, ow = tt["_get_pipeline_metadata"](
         types.SimpleNamespace(pp=par.pipeline_parallel_degree), par,
         types.SimpleNamespace(layers=[None] * L))
@@ -259,28 +240,9 @@ def main():
     modes = ac_modes()
     print(f"torch {torch.__version__}; torchtitan's activation checkpointing modes {sorted(modes)}")
     work = tempfile.mkdtemp(prefix="pp_py_torchtitan_export_")
-    searches = {
-        "gpt-13b-x32": ["--model", "gpt-13b", "--nodes", "32"],
-        "llama3-70b-x16": ["--model", "llama3-70b", "--nodes", "16"],
-        "llama3-405b-x64": ["--model", "llama3-405b", "--nodes", "64"],
-        "llama3-8b-x4-interleaved": ["--model", "llama3-8b", "--nodes", "4", "--schedules",
-                                     "interleaved"],
-        "llama3-70b-x16-sp": ["--model", "llama3-70b", "--nodes", "16", "--sequence-parallel"],
-        "qwen2.5-7b-x2": ["--model-config", os.path.join(FIXTURES, "hf", "qwen2.5-7b.json"),
-                          "--nodes", "2"],
-        "llama-3.1-8b-x2": ["--model-config", os.path.join(FIXTURES, "hf", "llama-3.1-8b.json"),
-                            "--nodes", "2"],
-    }
-    cases = []
-    for name, args in searches.items():
-        # torchtitan runs one pipeline: the bidirectional schedules are its row's refusal
-        args = args + ["--schedules", "gpipe,1f1b,interleaved,zb-h1,zbv,dualpipev"] \
-            if "--schedules" not in args else args
-        path = os.path.join(work, name + ".json")
-        if check(run(*args, "-o", path).returncode == 0, f"{name}: pptune {' '.join(args[:4])} ..."):
-            cases.append((name, path))
-    for f in ("gpt-13b-dgx-h100-x32-v1.1", "llama3-70b-dgx-h100-x16", "llama3-405b-dgx-h100-x64"):
-        cases.append((f, os.path.join(FIXTURES, "profiles", f + ".json")))
+    # torchtitan runs one pipeline: the bidirectional schedules are its row's refusal
+    cases = pptune_golden.golden_set(PPTUNE, work, "gpipe,1f1b,interleaved,zb-h1,zbv,dualpipev",
+                                     check)
     for name, path in cases:
         one_case(name, path, configs, tt, modes, work)
     print(f"{results['passed']} passed, {results['failed']} failed ({time.time() - t0:.1f} s)")
