@@ -27,6 +27,14 @@ int pp_export_split_even(const pp_config *c);
 pp_status pp_export_stage_layers(const pp_profile *p, int *layers, int *stages);
 /* Layers of the first and last of those stages. */
 pp_status pp_export_edge_layers(const pp_profile *p, int *first, int *last);
+/* Megatron-Core's recomputation of full recompute: method "uniform" with 1 layer per checkpoint
+ * (every layer, each keeping its input: pptune's model) or "block" with k (the first k layers of
+ * each stage); the names are TransformerConfig's recompute_method / recompute_num_layers, which
+ * Megatron-LM's flags, NeMo 1's YAML and NeMo 2's GPTConfig share. */
+void pp_export_recompute_method(const pp_config *c, const char **method, int *layers);
+/* PP_ERR_UNSUPPORTED naming the target and what it lacks when c shards gradients (ZeRO-2), which
+ * `target` cannot express, with where it can be said; PP_OK otherwise. */
+pp_status pp_export_no_zero2(const pp_profile *p, const char *target);
 /* GPUs of the plan, and how they sit on nodes: devices per node and nodes. */
 void pp_export_nodes(const pp_profile *p, int *devices, int *nodes);
 

@@ -5,8 +5,11 @@
  * PyTorch pipelining's runtime CSV (the compute_comms form that
  * _PipelineScheduleRuntime._load_csv reads), which `pptune schedule --format csv` writes; the
  * output starts with that command. Said in the output, not approximated: torchtitan builds the
- * model from its own registry (--module/--config), so the shape is not a flag; its data
- * parallelism is FSDP, which pptune's memory model does not describe. Bidirectional schedules
+ * model from its own registry (--module/--config), so the shape is not a flag; activation
+ * checkpointing is its config's (ac_comment). Sharding: none is replicated data parallelism
+ * (data_parallel_replicate_degree); optimizer and gradients are FSDP without resharding after
+ * forward (ZeRO-2's form; torchtitan has no ZeRO-1). Context parallelism:
+ * context_parallel_degree. Bidirectional schedules
  * (two pipelines) have no form in PyTorch's CSV: its row in export.c refuses them with the reason.
  * By name: where PyTorch has the schedule (the registry's torch_name, get_schedule_class's
  * names: "1F1B", "InterleavedZeroBubble", "ZBVZeroBubble", "DualPipeV", ...) the output names
@@ -21,6 +24,36 @@
 #include "export_impl.h"
 
 #define CSV_FILE "pptune-schedule.csv"
+
+/* Activation checkpointing: at the commit of cli_options.txt torchtitan sets it in the job's
+ * Python config (an activation-checkpoint policy), not on the command line, so it is said as a
+ * comment: none, full (every block, as pptune's full), selective (torchtitan's is op-level:
+ * it keeps the matmul outputs, not Megatron's attention-core recomputation that pptune
+ * models). Full on the first k layers only has no torchtitan form: refused (ac_check). */
+static void ac_comment(const pp_config *c, FILE *fp)
+{
+    fprintf(fp, "# activation checkpointing: %s (in the job's config; torchtitan's CLI has no "
+                "option for it)\n",
+            c->recompute == PP_RECOMPUTE_FULL ? "full, every transformer block"
+            : c->recompute == PP_RECOMPUTE_SELECTIVE
+                ? "selective: torchtitan's op-level selective AC, which keeps more than the "
+                  "attention-core recomputation the profile's memory figures assume"
+                : "none");
+}
+
+static pp_status ac_check(const pp_profile *p)
+{
+    const pp_config *c = &p->chosen.config;
+    if (c->recompute == PP_RECOMPUTE_FULL && c->recompute_layers > 0)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "%s: the configuration recomputes the first %d layers of each stage "
+                      "(Megatron's --recompute-method block); torchtitan's activation "
+                      "checkpointing is per block for every block (full) or op-level "
+                      "(selective), with no first-k form: export --format megatron, or search "
+                      "with --recompute-layers 0",
+                      p->name, c->recompute_layers);
+    return PP_OK;
+}
 
 static void schedule_command(const pp_profile *p, FILE *fp)
 {
@@ -75,6 +108,7 @@ pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp)
     const pp_sched_desc *d = pp_export_desc(c);
     /* a bidirectional schedule (two pipelines) never reaches here: its row in export.c */
     int looped;
+    PP_TRY(ac_check(p));
     PP_TRY(placement_looped(p, &looped));
     if (!looped && !d->torch_name)
         return PP_ERR(PP_ERR_UNSUPPORTED,
@@ -89,10 +123,22 @@ pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp)
                 "flags: pick the config of L=%d h=%d heads=%d/%d ffn=%d V=%d\n",
                 p->model.layers, p->model.hidden, p->model.heads, p->model.kv_heads, p->model.ffn,
                 p->model.vocab);
-    fprintf(fp, "# data parallelism: torchtitan's is FSDP (data_parallel_shard_degree %d); "
-                "pptune's memory model describes %s data parallelism, not FSDP's sharded "
-                "weights and gradients: the profile's memory figures do not describe this run\n",
-                c->d, c->distributed_optimizer ? "distributed-optimizer" : "replicated");
+    if (c->shard == PP_SHARD_NONE)
+        fprintf(fp, "# data parallelism: replicated (data_parallel_replicate_degree %d, DDP), "
+                    "as the profile's memory figures assume\n",
+                c->d);
+    else
+        fprintf(fp, "# data parallelism: FSDP over %d ranks without resharding the parameters "
+                    "after forward (fsdp_reshard_after_forward never): gradients and optimizer "
+                    "state sharded, %s\n",
+                c->d,
+                c->shard == PP_SHARD_GRADIENTS
+                    ? "as the profile's ZeRO-2 assumes (FSDP also keeps the parameters sharded "
+                      "between steps, which only saves memory)"
+                    : "more than the profile's ZeRO-1 (torchtitan has no optimizer-only "
+                      "sharding): memory at most the profile's, communication per "
+                      "micro-batch");
+    ac_comment(c, fp);
     if (looped) {
         schedule_command(p, fp);
         if (d->torch_name)
@@ -112,9 +158,17 @@ pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp)
     if (c->t > 1)
         fprintf(fp, " --parallelism.%senable_sequence_parallel",
                 c->sequence_parallel ? "" : "no_");
-    fprintf(fp, " --parallelism.data_parallel_shard_degree %d "
-                "--parallelism.data_parallel_replicate_degree 1",
-            c->d);
+    if (c->shard == PP_SHARD_NONE)
+        fprintf(fp, " --parallelism.data_parallel_shard_degree 1 "
+                    "--parallelism.data_parallel_replicate_degree %d",
+                c->d);
+    else
+        fprintf(fp, " --parallelism.data_parallel_shard_degree %d "
+                    "--parallelism.data_parallel_replicate_degree 1 "
+                    "--parallelism.fsdp_reshard_after_forward never",
+                c->d);
+    if (c->cp > 1)
+        fprintf(fp, " --parallelism.context_parallel_degree %d", c->cp);
     schedule_flags(d, looped, fp);
     if (!pp_export_split_even(c)) {
         /* torchtitan gives every stage n = (L + first_less + last_less) / S layers and the

@@ -34,12 +34,15 @@ extern "C" {
 /* The version this code reads and writes. A file with a larger MAJOR is refused; a file with
  * the same MAJOR and a larger MINOR is read (its unknown fields kept). */
 #define PP_PROFILE_VERSION_MAJOR 1
-#define PP_PROFILE_VERSION_MINOR 2
+#define PP_PROFILE_VERSION_MINOR 3
 /* 1.1 added the model's shape beyond its sizes (model.head_dim, norm, linear_bias, qkv_bias,
  * position, rope_theta, rope_scaling), which exporters need; 1.0 profiles still read, and an
  * export that needs those fields says so (pp_profile.model.has_shape = 0). 1.2 added each
  * candidate's settings to its config (sequence_parallel, recompute, distributed_optimizer);
- * an older profile's candidates take them from its "options". */
+ * an older profile's candidates take them from its "options". 1.3 added recompute_layers, shard
+ * (in place of distributed_optimizer, which a 1.2 config still gives) and cp to each config;
+ * a 1.2 candidate has none of them: every layer recomputed as its recompute says, its shard
+ * from distributed_optimizer, cp 1. */
 
 /* ---- the document --------------------------------------------------------------------------- */
 

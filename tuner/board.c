@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "axes.h"
 #include "tune_cli.h"
 
 #define GIB 1073741824.0
@@ -41,14 +42,16 @@ int pp_cli_measured(const pp_tune_prediction *p, pp_cli_measured_figures *out)
 
 static void config_cols(char *buf, size_t n, const pp_config *c)
 {
-    char g[12] = "-", split[32];
+    char g[12] = "-", split[32], set[48];
     if (c->G)
         snprintf(g, sizeof g, "%d", c->G);
-    snprintf(buf, n, "%-11s %3d %2d %4s %3d %5d %2d %5d %-6s", c->schedule, c->p, c->v, g, c->b, c->d,
-             c->t, c->N, pp_config_split_str(c, split, sizeof split));
+    snprintf(buf, n, "%-11s %3d %2d %4s %3d %5d %2d %2d %5d %-6s %-12s", c->schedule, c->p, c->v,
+             g, c->b, c->d, c->t, c->cp, c->N, pp_config_split_str(c, split, sizeof split),
+             pp_tune_axes_str(c, set, sizeof set));
 }
 
-static const char *CONFIG_HEAD = "schedule      p  v    G   b     d  t     N split ";
+static const char *CONFIG_HEAD =
+    "schedule      p  v    G   b     d  t cp     N split  settings    ";
 
 static void predicted_row(FILE *fp, int rank, const pp_tune_prediction *p)
 {
@@ -119,8 +122,11 @@ void pp_cli_board_print(FILE *fp, const pp_tune_result *r, int show)
     for (int i = 0; i < r->n_best && i < show; i++)
         (trials ? measured_row : predicted_row)(fp, i + 1, &r->best[i]);
     fprintf(fp, "(p pipeline ranks, v chunks per rank, G interleaving group, b micro-batch size, d "
-                "data-parallel replicas, t tensor-parallel size, N micro-batches per step; memory "
-                "in GiB = 2^30 bytes)\n");
+                "data-parallel replicas, t tensor-parallel size, cp context-parallel size, N "
+                "micro-batches per step; settings: recompute - none, sel selective, full every "
+                "layer, full-k the first k layers of each stage; sp sequence parallel; z1 "
+                "optimizer state sharded over d x cp, z2 and gradients; memory in GiB = 2^30 "
+                "bytes)\n");
     if (trials)
         fprintf(fp, "(measured: pprun's median step after warm-up and its fullest rank's peak; "
                     "error = (predicted - measured) / measured step; TFLOP/s: model FLOPs per "
@@ -138,6 +144,13 @@ void pp_cli_board_print(FILE *fp, const pp_tune_result *r, int show)
         fprintf(fp, "(N above %d: predicted from the steady state of bounded prefixes, not "
                     "simulated whole)\n",
                 pp_tune_steady_budget());
+}
+
+void pp_cli_winner_print(FILE *fp, const pp_tune_prediction *best)
+{
+    char cb[160], ab[200];
+    fprintf(fp, "\n#1 %s: %s\n", pp_config_str(&best->cfg, cb, sizeof cb),
+            pp_tune_axes_describe(&best->cfg, ab, sizeof ab));
 }
 
 void pp_cli_rank_memory_print(FILE *fp, const pp_tune_prediction *best)

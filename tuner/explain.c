@@ -52,7 +52,8 @@ static group *group_rejects(const pp_tune_result *r, const char *kind, int *n)
         const pp_tune_reject *j = &r->rejects[i];
         if (kind && strcmp(j->cfg.schedule, kind) != 0)
             continue;
-        reason_key(j->reason, key, sizeof key);
+        char text[200];
+        reason_key(pp_tune_reject_reason(j, text, sizeof text), key, sizeof key);
         int k = 0;
         while (k < ng && (g[k].stage != j->stage || strcmp(g[k].key, key) != 0))
             k++;
@@ -80,10 +81,11 @@ void pp_cli_reasons_print(FILE *fp, const pp_tune_result *r, int max)
 {
     int ng;
     group *g = group_rejects(r, NULL, &ng);
-    char cb[160];
+    char cb[160], text[200];
     for (int k = 0; k < ng && k < max; k++) {
         const pp_tune_reject *j = &r->rejects[g[k].example];
-        fprintf(fp, "  %6ld  %-9s %s (e.g. %s)\n", g[k].count, STAGE[j->stage], j->reason,
+        fprintf(fp, "  %6ld  %-9s %s (e.g. %s)\n", g[k].count, STAGE[j->stage],
+                pp_tune_reject_reason(j, text, sizeof text),
                 pp_config_str(&j->cfg, cb, sizeof cb));
     }
     if (ng > max)
@@ -151,6 +153,7 @@ static void print_without_best(FILE *fp, const pp_tune_result *r)
 {
     int n_kinds;
     const pp_sched_desc *kinds = pp_sched_generators(&n_kinds);
+    char text[200];
     for (int k = 0; k < n_kinds; k++) {
         int has = 0;
         for (int i = 0; i < r->n_sched_best; i++)
@@ -165,7 +168,7 @@ static void print_without_best(FILE *fp, const pp_tune_result *r)
         if (g && ng > 0)
             fprintf(fp, "  %-11s no candidate %s (%ld like this): %s\n", kinds[k].name,
                     r->rejects[g[at].example].stage == 1 ? "fits" : "is valid", g[at].count,
-                    r->rejects[g[at].example].reason);
+                    pp_tune_reject_reason(&r->rejects[g[at].example], text, sizeof text));
         free(g);
     }
 }
@@ -229,11 +232,12 @@ static void print_pareto(FILE *fp, const pp_tune_result *r)
 static void print_all(FILE *fp, const pp_tune_result *r)
 {
     fprintf(fp, "\nevery rejected candidate (%ld):\n", r->n_rejects);
-    char cb[160];
+    char cb[160], text[200];
     for (long i = 0; i < r->n_rejects; i++) {
         const pp_tune_reject *j = &r->rejects[i];
         fprintf(fp, "  [%-9s] %-58s %s\n", STAGE[j->stage],
-                pp_config_str(&j->cfg, cb, sizeof cb), j->reason);
+                pp_config_str(&j->cfg, cb, sizeof cb),
+                pp_tune_reject_reason(j, text, sizeof text));
     }
 }
 
