@@ -389,3 +389,26 @@ Test(tuner_timemodel, unfused_gradient_accumulation_is_charged_per_micro_batch)
     pp_cost_fini(&cost);
     pp_sched_destroy(s);
 }
+
+/* Every setting validate uses is a flag of simulate: each row's printed `pptune simulate` line
+ * predicts the row's step time (simulate prints it to 1e-4 s). */
+Test(tuner_timemodel, validate_rows_are_reproduced_by_their_simulate_lines)
+{
+    pp_tune_validation v;
+    cr_assert_eq(pp_tune_validate(0, &v), PP_OK, "%s", pp_err_msg());
+    for (int i = 0; i < v.n; i++) {
+        char line[400];
+        pp_tune_check_simulate_line(&v.rows[i], line, sizeof line);
+        cr_assert(!strncmp(line, "pptune simulate ", 16), "%s", line);
+        pp_test_run_result r = pp_test_run("'%s' %s", PPTUNE, line + 7);
+        cr_assert_eq(r.code, 0, "%s: %s", line, r.err);
+        const char *at = strstr(r.out, "step time ");
+        cr_assert_not_null(at, "%s", r.out);
+        double step = 0;
+        cr_assert_eq(sscanf(at, "step time %lf s", &step), 1, "%s", at);
+        cr_expect(fabs(step - v.rows[i].predicted_step) <= 1e-4,
+                  "%s: simulate %.4f s, validate %.6f s", v.rows[i].row->name, step,
+                  v.rows[i].predicted_step);
+        pp_test_run_done(&r);
+    }
+}

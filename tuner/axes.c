@@ -189,8 +189,8 @@ char *pp_tune_axes_str(const pp_config *c, char *buf, size_t n)
     const char *sh = c->shard == PP_SHARD_OPTIMIZER   ? "z1"
                      : c->shard == PP_SHARD_GRADIENTS ? "z2"
                                                       : "";
-    snprintf(buf, n, "%s%s%s%s%s%s", rc, k, rc[0] && (sp[0] || sh[0]) ? " " : "", sp,
-             sp[0] && sh[0] ? " " : "", sh);
+    snprintf(buf, n, "%s%s%s%s%s%s", rc, k, rc[0] && (sp[0] || sh[0]) ? "," : "", sp,
+             sp[0] && sh[0] ? "," : "", sh);
     if (!buf[0])
         snprintf(buf, n, "-");
     return buf;

@@ -22,7 +22,7 @@ pp_status pp_tune_axes_each(const pp_tune_axes_ctx *a, pp_config c);
 int pp_tune_axes_cp_max(const pp_tune_axes_ctx *a, int max_cp);
 /* NULL when c's settings keep their rules, else the reason (in why). */
 const char *pp_tune_axes_rule(const pp_tune_model *m, const pp_config *c, char *why, size_t n);
-/* Short form for a leaderboard column: "-", "full", "full-4 sp z1", "sel sp z2". */
+/* Short form for a leaderboard column, one word: "-", "full", "full-4,sp,z1", "sel,sp,z2". */
 char *pp_tune_axes_str(const pp_config *c, char *buf, size_t n);
 /* Sentence for a header: "recompute full on the first 4 layers of each stage; sequence
  * parallelism on; optimizer state sharded (ZeRO-1); context parallelism 2". */

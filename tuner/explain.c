@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "axes.h"
 #include "tune_cli.h"
 
 #define GIB 1073741824.0
@@ -19,6 +20,15 @@ typedef struct {
     long count, example; /* rejects index of the first */
     int stage;
 } group;
+
+/* The configuration and its settings: "zbv p=2 v=2 b=2 d=128 t=1 N=4 even [full-4,sp,z1]". */
+static char *config_str(const pp_config *c, char *buf, size_t n)
+{
+    char set[48];
+    size_t len = strlen(pp_config_str(c, buf, n));
+    snprintf(buf + len, n - len, " [%s]", pp_tune_axes_str(c, set, sizeof set));
+    return buf;
+}
 
 static void reason_key(const char *reason, char *key, size_t n)
 {
@@ -86,7 +96,7 @@ void pp_cli_reasons_print(FILE *fp, const pp_tune_result *r, int max)
         const pp_tune_reject *j = &r->rejects[g[k].example];
         fprintf(fp, "  %6ld  %-9s %s (e.g. %s)\n", g[k].count, STAGE[j->stage],
                 pp_tune_reject_reason(j, text, sizeof text),
-                pp_config_str(&j->cfg, cb, sizeof cb));
+                config_str(&j->cfg, cb, sizeof cb));
     }
     if (ng > max)
         fprintf(fp, "  ... %d more reasons (--explain=all lists every candidate)\n", ng - max);
@@ -143,7 +153,7 @@ static void best_row(FILE *fp, const char *label, const pp_tune_prediction *p,
     char cb[160];
     fprintf(fp, "  %-11s %-44s %7.4g %7.3g %7.3g %7.3g %7.3g %7.3g %7.3g | %6.1f %6.1f %6.1f "
                 "%6.1f %6.1f %6.1f\n",
-            label, pp_config_str(&p->cfg, cb, sizeof cb), p->step_time, t[0], t[1], t[2],
+            label, config_str(&p->cfg, cb, sizeof cb), p->step_time, t[0], t[1], t[2],
             t[3], t[4], t[5], w->weights / GIB, w->grads / GIB, w->optim / GIB, w->acts / GIB,
             (w->comm + w->workspace) / GIB, w->total / GIB);
 }
@@ -225,7 +235,7 @@ static void print_pareto(FILE *fp, const pp_tune_result *r)
         const pp_tune_prediction *p = &r->pareto[i].pred;
         fprintf(fp, "  %8.1f %8.4g %12s  %s\n", p->peak_mem / GIB, p->step_time,
                 pp_cli_fmt_int(p->tokens_per_s, tok, sizeof tok),
-                pp_config_str(&p->cfg, cb, sizeof cb));
+                config_str(&p->cfg, cb, sizeof cb));
     }
 }
 
@@ -236,7 +246,7 @@ static void print_all(FILE *fp, const pp_tune_result *r)
     for (long i = 0; i < r->n_rejects; i++) {
         const pp_tune_reject *j = &r->rejects[i];
         fprintf(fp, "  [%-9s] %-58s %s\n", STAGE[j->stage],
-                pp_config_str(&j->cfg, cb, sizeof cb),
+                config_str(&j->cfg, cb, sizeof cb),
                 pp_tune_reject_reason(j, text, sizeof text));
     }
 }
