@@ -41,6 +41,34 @@ static void ac_comment(const pp_config *c, FILE *fp)
                 : "none");
 }
 
+/* Data parallelism: shard none replicated (DDP), optimizer or gradients FSDP without
+ * resharding after forward; as the comment line that says what it is (comment = 1) or as the
+ * flags. */
+static void data_parallel(const pp_config *c, int comment, FILE *fp)
+{
+    int fsdp = c->shard != PP_SHARD_NONE;
+    if (comment && !fsdp)
+        fprintf(fp, "# data parallelism: replicated (data_parallel_replicate_degree %d, DDP), "
+                    "as the profile's memory figures assume\n",
+                c->d);
+    else if (comment)
+        fprintf(fp, "# data parallelism: FSDP over %d ranks without resharding the parameters "
+                    "after forward (fsdp_reshard_after_forward never): gradients and optimizer "
+                    "state sharded, %s\n",
+                c->d,
+                c->shard == PP_SHARD_GRADIENTS
+                    ? "as the profile's ZeRO-2 assumes (FSDP also keeps the parameters sharded "
+                      "between steps, which only saves memory)"
+                    : "more than the profile's ZeRO-1 (torchtitan has no optimizer-only "
+                      "sharding): memory at most the profile's, communication per "
+                      "micro-batch");
+    else
+        fprintf(fp, " --parallelism.data_parallel_shard_degree %d "
+                    "--parallelism.data_parallel_replicate_degree %d%s",
+                fsdp ? c->d : 1, fsdp ? 1 : c->d,
+                fsdp ? " --parallelism.fsdp_reshard_after_forward never" : "");
+}
+
 static pp_status ac_check(const pp_profile *p)
 {
     const pp_config *c = &p->chosen.config;
@@ -123,21 +151,7 @@ pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp)
                 "flags: pick the config of L=%d h=%d heads=%d/%d ffn=%d V=%d\n",
                 p->model.layers, p->model.hidden, p->model.heads, p->model.kv_heads, p->model.ffn,
                 p->model.vocab);
-    if (c->shard == PP_SHARD_NONE)
-        fprintf(fp, "# data parallelism: replicated (data_parallel_replicate_degree %d, DDP), "
-                    "as the profile's memory figures assume\n",
-                c->d);
-    else
-        fprintf(fp, "# data parallelism: FSDP over %d ranks without resharding the parameters "
-                    "after forward (fsdp_reshard_after_forward never): gradients and optimizer "
-                    "state sharded, %s\n",
-                c->d,
-                c->shard == PP_SHARD_GRADIENTS
-                    ? "as the profile's ZeRO-2 assumes (FSDP also keeps the parameters sharded "
-                      "between steps, which only saves memory)"
-                    : "more than the profile's ZeRO-1 (torchtitan has no optimizer-only "
-                      "sharding): memory at most the profile's, communication per "
-                      "micro-batch");
+    data_parallel(c, 1, fp);
     ac_comment(c, fp);
     if (looped) {
         schedule_command(p, fp);
@@ -158,15 +172,7 @@ pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp)
     if (c->t > 1)
         fprintf(fp, " --parallelism.%senable_sequence_parallel",
                 c->sequence_parallel ? "" : "no_");
-    if (c->shard == PP_SHARD_NONE)
-        fprintf(fp, " --parallelism.data_parallel_shard_degree 1 "
-                    "--parallelism.data_parallel_replicate_degree %d",
-                c->d);
-    else
-        fprintf(fp, " --parallelism.data_parallel_shard_degree %d "
-                    "--parallelism.data_parallel_replicate_degree 1 "
-                    "--parallelism.fsdp_reshard_after_forward never",
-                c->d);
+    data_parallel(c, 0, fp);
     if (c->cp > 1)
         fprintf(fp, " --parallelism.context_parallel_degree %d", c->cp);
     schedule_flags(d, looped, fp);

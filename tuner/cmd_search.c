@@ -100,9 +100,13 @@ static void help(void)
     printf("usage: pptune --model M [--nodes N] [options]\n"
            "       pptune search --model M [--nodes N] [options]\n\n"
            "Searches schedule x pipeline size p x chunks v x group G x micro-batch b x tensor\n"
-           "parallel t (d = GPUs / (p t), N = global batch / (b d)), predicts each candidate's\n"
-           "step time by simulating its schedule with costs from the cluster and its memory per\n"
-           "rank, prints a leaderboard and writes the profile.\n\n");
+           "parallel t x context parallel cp (d = GPUs / (p t cp), N = global batch / (b d)) x\n"
+           "the settings: recomputation (none, selective, full, full on the first k layers of\n"
+           "each stage), sequence parallelism (t > 1), sharding over the d x cp replicas (none,\n"
+           "optimizer = ZeRO-1, gradients = ZeRO-2); a settings flag below forces its value.\n"
+           "Predicts each candidate's step time by simulating its schedule with costs from the\n"
+           "cluster and its memory per rank, prints a leaderboard (the winner's settings in its\n"
+           "#1 line; --explain: what did not fit and why) and writes the profile.\n\n");
     char names[256];
     snprintf(schedules_help, sizeof schedules_help,
              "comma list of the registry's schedules (all):\n%s",
