@@ -16,6 +16,20 @@ const char *pp_recompute_name(pp_recompute r)
 }
 
 
+const char *const pp_shard_names[] = {"none", "optimizer", "gradients", NULL};
+
+const char *pp_shard_name(pp_shard s)
+{
+    return s >= PP_SHARD_NONE && s <= PP_SHARD_GRADIENTS ? pp_shard_names[s] : "none";
+}
+
+static const char *recompute_layers_rule(const pp_config *c)
+{
+    return c->recompute_layers > 0 && c->recompute != PP_RECOMPUTE_FULL
+               ? "0 unless recompute is \"full\" (the first k layers of each stage)"
+               : NULL;
+}
+
 static int tunable_chunks(const pp_config *c)
 {
     const pp_sched_desc *d = pp_sched_lookup(c->schedule);
@@ -96,8 +110,13 @@ static const pp_config_axis axes[] = {
      .profile_role = PP_CONFIG_PROFILE_FOLLOWS, .on_line = tensor_parallel, .line = 90},
     {.key = "recompute", .kind = PP_CONFIG_ENUM, .offset = OFF(recompute),
      .names = pp_recompute_names, .optional_minor = 2},
-    {.key = "distributed_optimizer", .kind = PP_CONFIG_BOOL,
-     .offset = OFF(distributed_optimizer), .optional_minor = 2},
+    {.key = "recompute_layers", .kind = PP_CONFIG_INT, .offset = OFF(recompute_layers),
+     .min = 0, .optional_minor = 3, .rule = recompute_layers_rule},
+    /* 1.2 wrote "distributed_optimizer" (true: "optimizer"); config_json.c still reads it */
+    {.key = "shard", .kind = PP_CONFIG_ENUM, .offset = OFF(shard), .names = pp_shard_names,
+     .optional_minor = 3},
+    {.key = "cp", .kind = PP_CONFIG_INT, .offset = OFF(cp), .min = 1, .dflt = 1,
+     .optional_minor = 3, .shown = 2},
 };
 /* clang-format on */
 #define N_AXES ((int)(sizeof axes / sizeof axes[0]))
@@ -153,7 +172,8 @@ void pp_config_set(pp_config *c, const pp_config_axis *a, int value)
         memcpy((char *)c + a->offset, &value, sizeof value);
 }
 
-_Static_assert(sizeof(pp_recompute) == sizeof(int), "enum axes are stored as int");
+_Static_assert(sizeof(pp_recompute) == sizeof(int) && sizeof(pp_shard) == sizeof(int),
+               "enum axes are stored as int");
 
 const char *pp_config_enum_name(const pp_config_axis *axis, int v)
 {
@@ -230,7 +250,7 @@ char *pp_config_str(const pp_config *c, char *buf, size_t n)
         const pp_config_axis *a = &axes[i];
         char split[32];
         const char *sep = len ? " " : "";
-        if (!a->shown)
+        if (!a->shown || (a->shown == 2 && pp_config_get(c, a) == a->dflt))
             continue;
         if (a->kind == PP_CONFIG_SCHEDULE)
             len += (size_t)snprintf(buf + len, n - len, "%s%s", sep,

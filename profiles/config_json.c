@@ -119,6 +119,13 @@ pp_status pp_config_from_json(const json_t *o, const char *file, const char *pat
             continue; /* an older profile: the caller's default */
         PP_TRY(read_axis(&r, o, path, &axes[i], &first_last, c));
     }
+    /* a 1.2 profile's "distributed_optimizer" (no "shard"): true is the optimizer's sharding */
+    json_t *legacy = json_object_get(o, "distributed_optimizer");
+    if (legacy && !json_object_get(o, "shard")) {
+        int v = 0;
+        PP_TRY(pp_json_bool(&r, o, path, "distributed_optimizer", &v));
+        c->shard = v ? PP_SHARD_OPTIMIZER : PP_SHARD_NONE;
+    }
     /* the rules once every field is read (a rule may look at another field) */
     for (int i = 0; i < n; i++) {
         const char *want = axes[i].rule ? axes[i].rule(c) : NULL;

@@ -39,6 +39,14 @@ int pp_export_megatron_split_says(const pp_profile *p);
  * the embedding, t*n its transformer layers, L the loss ("Et*3|t*4|t*4|t*1L"), into buf (16
  * bytes a stage and 8 more always suffice). PP_ERR_INVALID when it does not fit. */
 pp_status pp_export_layout(const pp_profile *p, char *buf, size_t n);
+/* Megatron-Core's recomputation of full recompute: method "uniform" with 1 layer per checkpoint
+ * (every layer, each keeping its input: pptune's model) or "block" with k (the first k layers of
+ * each stage); the names are TransformerConfig's recompute_method / recompute_num_layers, which
+ * Megatron-LM's flags, NeMo 1's YAML and NeMo 2's GPTConfig share. */
+void pp_export_recompute_method(const pp_config *c, const char **method, int *layers);
+/* PP_ERR_UNSUPPORTED naming the target and what it lacks when c shards gradients (ZeRO-2), which
+ * `target` cannot express, with where it can be said; PP_OK otherwise. */
+pp_status pp_export_no_zero2(const pp_profile *p, const char *target);
 /* GPUs of the plan, and how they sit on nodes: devices per node and nodes. */
 void pp_export_nodes(const pp_profile *p, int *devices, int *nodes);
 /* x as the shortest decimal that reads back to the same double, with a mantissa point

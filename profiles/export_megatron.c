@@ -9,7 +9,11 @@
  * (dest microbatch_group_size_per_vp_stage), --micro-batch-size, --global-batch-size,
  * --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split (the Llama 3
  * split: embedding and loss each count as a layer, so the first and last stage hold one layer
- * fewer), --sequence-parallel, --use-distributed-optimizer, --recompute-*; and
+ * fewer), --sequence-parallel, --use-distributed-optimizer (shard "optimizer"),
+ * --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads (shard "gradients":
+ * Megatron-FSDP's ZeRO-2, parameters not sharded), --context-parallel-size,
+ * --recompute-granularity / --recompute-method (uniform, or block for the first k layers of
+ * each stage) / --recompute-num-layers; and
  * --enable-bitpipe-schedule of the BitPipe fork (github.com/wuhouming/BitPipe, Megatron 23.08).
  * Which schedules it runs is its rows' answer in export.c (the registry's megatron field).
  *
@@ -27,11 +31,16 @@ static void megatron_recompute(const pp_config *c, FILE *fp)
 {
     if (c->recompute == PP_RECOMPUTE_SELECTIVE)
         fprintf(fp, " --recompute-granularity selective");
-    else if (c->recompute == PP_RECOMPUTE_FULL)
-        /* pptune's full recomputation model keeps one layer's input per layer (Korthikanti
-         * 2022): Megatron's uniform method with one layer per checkpoint. */
-        fprintf(fp, " --recompute-granularity full --recompute-method uniform "
-                    "--recompute-num-layers 1");
+    else if (c->recompute == PP_RECOMPUTE_FULL) {
+        /* pptune's full recomputation keeps one layer's input per recomputed layer
+         * (Korthikanti 2022): uniform with one layer per checkpoint, or block k */
+        const char *method;
+        int k;
+        pp_export_recompute_method(c, &method, &k);
+        fprintf(fp, " --recompute-granularity full --recompute-method %s "
+                    "--recompute-num-layers %d",
+                method, k);
+    }
 }
 
 /* Megatron-LM's layout: TP, PP, virtual pipeline and its group, the split. Megatron's
@@ -128,8 +137,12 @@ static pp_status megatron_flags(const pp_profile *p, FILE *out)
         fprintf(out, " --bf16");
     if (c->sequence_parallel && c->t > 1)
         fprintf(out, " --sequence-parallel");
-    if (c->distributed_optimizer)
+    if (c->shard == PP_SHARD_OPTIMIZER)
         fprintf(out, " --use-distributed-optimizer");
+    else if (c->shard == PP_SHARD_GRADIENTS)
+        fprintf(out, " --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads");
+    if (c->cp > 1)
+        fprintf(out, " --context-parallel-size %d", c->cp);
     megatron_recompute(c, out);
     if (d->megatron == PP_SCHED_MEGATRON_FORK)
         fprintf(out, " %s", d->megatron_flag);

@@ -61,6 +61,7 @@ static void nemo1_model(const pp_profile *p, FILE *fp)
 pp_status pp_export_nemo(const pp_profile *p, FILE *fp)
 {
     const pp_config *c = &p->chosen.config;
+    PP_TRY(pp_export_no_zero2(p, "NeMo 1's megatron_gpt_config"));
     int devices, nodes, first, last;
     pp_export_nodes(p, &devices, &nodes);
     PP_TRY(pp_export_edge_layers(p, &first, &last));
@@ -81,15 +82,22 @@ pp_status pp_export_nemo(const pp_profile *p, FILE *fp)
         fprintf(fp, "  activations_checkpoint_granularity: null\n");
     else if (c->recompute == PP_RECOMPUTE_SELECTIVE)
         fprintf(fp, "  activations_checkpoint_granularity: selective\n");
-    else
+    else {
+        const char *method;
+        int k;
+        pp_export_recompute_method(c, &method, &k);
         fprintf(fp, "  activations_checkpoint_granularity: full\n"
-                    "  activations_checkpoint_method: uniform\n"
-                    "  activations_checkpoint_num_layers: 1\n");
+                    "  activations_checkpoint_method: %s\n"
+                    "  activations_checkpoint_num_layers: %d\n",
+                method, k);
+    }
+    if (c->cp > 1)
+        fprintf(fp, "  context_parallel_size: %d\n", c->cp);
     if (!pp_export_split_even(c))
         fprintf(fp, "  num_layers_in_first_pipeline_stage: %d\n"
                     "  num_layers_in_last_pipeline_stage: %d\n",
                 first, last);
-    if (c->distributed_optimizer)
+    if (c->shard == PP_SHARD_OPTIMIZER)
         fprintf(fp, "  optim:\n    name: distributed_fused_adam\n");
     return PP_OK;
 }

@@ -53,8 +53,12 @@ static void nemo2_model(const pp_profile *p, FILE *fp)
     fprintf(fp, "    bf16=%s,\n", py(p->options.bf16));
     if (c->recompute != PP_RECOMPUTE_NONE)
         fprintf(fp, "    recompute_granularity=\"%s\",\n", pp_recompute_name(c->recompute));
-    if (c->recompute == PP_RECOMPUTE_FULL)
-        fprintf(fp, "    recompute_method=\"uniform\",\n    recompute_num_layers=1,\n");
+    if (c->recompute == PP_RECOMPUTE_FULL) {
+        const char *method;
+        int k;
+        pp_export_recompute_method(c, &method, &k);
+        fprintf(fp, "    recompute_method=\"%s\",\n    recompute_num_layers=%d,\n", method, k);
+    }
     fprintf(fp, ")\n");
     if (m->rope_scaling) {
         fprintf(fp, "# rope scaling ");
@@ -99,6 +103,8 @@ static pp_status nemo2_strategy(const pp_profile *p, FILE *fp)
                 first, last);
     }
     fprintf(fp, "    sequence_parallel=%s,\n", py(c->sequence_parallel && c->t > 1));
+    if (c->cp > 1)
+        fprintf(fp, "    context_parallel_size=%d,\n", c->cp);
     if (c->p > 1)
         fprintf(fp, "    pipeline_dtype=%s,\n", p->options.bf16 ? "torch.bfloat16" : "torch.float32");
     fprintf(fp, ")\n");
@@ -108,6 +114,8 @@ static pp_status nemo2_strategy(const pp_profile *p, FILE *fp)
 pp_status pp_export_nemo2(const pp_profile *p, FILE *fp)
 {
     const pp_config *c = &p->chosen.config;
+    PP_TRY(pp_export_no_zero2(p, "NeMo 2's MegatronStrategy (the keys of "
+                                 "tests/fixtures/nemo/keys.txt)"));
     int devices, nodes;
     pp_export_nodes(p, &devices, &nodes);
     /* built in memory: nothing is printed when a part cannot be said */
@@ -133,7 +141,7 @@ pp_status pp_export_nemo2(const pp_profile *p, FILE *fp)
             p->model.seq, c->b, p->global_batch);
     fprintf(out, "optim = nl.MegatronOptimizerModule(config=OptimizerConfig(optimizer=\"adam\", "
                  "bf16=%s, use_distributed_optimizer=%s))  # lr etc.: yours\n",
-            py(p->options.bf16), py(c->distributed_optimizer));
+            py(p->options.bf16), py(c->shard == PP_SHARD_OPTIMIZER));
     fprintf(out, "# llm.pretrain(model=llm.GPTModel(model_config), data=data, trainer=trainer, "
                  "optim=optim)\n");
     fclose(out);

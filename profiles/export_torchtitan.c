@@ -17,8 +17,10 @@
  * activation checkpointing the profile planned (torchtitan's default is its selective AC, and
  * its larger Llama configs pick full AC), as tyro's subcommand activation-checkpoint:MODE, last.
  * Said in the output, not approximated: torchtitan builds the model from its own registry
- * (--module/--config), so the shape is not a flag; its data parallelism is FSDP, which
- * pptune's memory model does not describe. Bidirectional schedules (two pipelines) have no form
+ * (--module/--config), so the shape is not a flag. Sharding: none is replicated data
+ * parallelism (data_parallel_replicate_degree); optimizer and gradients are FSDP without
+ * resharding after forward (ZeRO-2's form; torchtitan has no ZeRO-1). Context parallelism:
+ * context_parallel_degree. Bidirectional schedules (two pipelines) have no form
  * in PyTorch's CSV: its row in export.c refuses them with the reason.
  * By name: where PyTorch has the schedule (the registry's torch_name, get_schedule_class's
  * names: "1F1B", "InterleavedZeroBubble", "ZBVZeroBubble", "DualPipeV", ...) the output names
@@ -33,6 +35,71 @@
 #include "export_impl.h"
 
 #define CSV_FILE "pptune-schedule.csv"
+
+static const char *titan_ac(const pp_config *c)
+{
+    return c->recompute == PP_RECOMPUTE_FULL        ? "full"
+           : c->recompute == PP_RECOMPUTE_SELECTIVE ? "selective"
+                                                    : "none";
+}
+
+/* Activation checkpointing as the profile planned it: the command line ends with tyro's
+ * subcommand activation-checkpoint:MODE (titan_ac); this comment says what the mode keeps:
+ * none, full (every block, as pptune's full), selective (torchtitan's is op-level: it keeps the
+ * matmul outputs, not Megatron's attention-core recomputation that pptune models). Full on
+ * the first k layers only has no torchtitan form: refused (ac_check). */
+static void ac_comment(const pp_config *c, FILE *fp)
+{
+    fprintf(fp, "# activation checkpointing: %s (activation-checkpoint:%s, last on the line)\n",
+            c->recompute == PP_RECOMPUTE_FULL ? "full, every transformer block"
+            : c->recompute == PP_RECOMPUTE_SELECTIVE
+                ? "selective: torchtitan's op-level selective AC, which keeps more than the "
+                  "attention-core recomputation the profile's memory figures assume"
+                : "none",
+            titan_ac(c));
+}
+
+/* Data parallelism: shard none replicated (DDP), optimizer or gradients FSDP without
+ * resharding after forward; as the comment line that says what it is (comment = 1) or as the
+ * flags. */
+static void data_parallel(const pp_config *c, int comment, FILE *fp)
+{
+    int fsdp = c->shard != PP_SHARD_NONE;
+    if (comment && !fsdp)
+        fprintf(fp, "# data parallelism: replicated (data_parallel_replicate_degree %d, DDP), "
+                    "as the profile's memory figures assume\n",
+                c->d);
+    else if (comment)
+        fprintf(fp, "# data parallelism: FSDP over %d ranks without resharding the parameters "
+                    "after forward (fsdp_reshard_after_forward never): gradients and optimizer "
+                    "state sharded, %s\n",
+                c->d,
+                c->shard == PP_SHARD_GRADIENTS
+                    ? "as the profile's ZeRO-2 assumes (FSDP also keeps the parameters sharded "
+                      "between steps, which only saves memory)"
+                    : "more than the profile's ZeRO-1 (torchtitan has no optimizer-only "
+                      "sharding): memory at most the profile's, communication per "
+                      "micro-batch");
+    else
+        fprintf(fp, " --parallelism.data_parallel_shard_degree %d "
+                    "--parallelism.data_parallel_replicate_degree %d%s",
+                fsdp ? c->d : 1, fsdp ? 1 : c->d,
+                fsdp ? " --parallelism.fsdp_reshard_after_forward never" : "");
+}
+
+static pp_status ac_check(const pp_profile *p)
+{
+    const pp_config *c = &p->chosen.config;
+    if (c->recompute == PP_RECOMPUTE_FULL && c->recompute_layers > 0)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "%s: the configuration recomputes the first %d layers of each stage "
+                      "(Megatron's --recompute-method block); torchtitan's activation "
+                      "checkpointing is per block for every block (full) or op-level "
+                      "(selective), with no first-k form: export --format megatron, or search "
+                      "with --recompute-layers 0",
+                      p->name, c->recompute_layers);
+    return PP_OK;
+}
 
 static void schedule_command(const pp_profile *p, FILE *fp)
 {
@@ -138,19 +205,13 @@ static pp_status titan_split(const pp_profile *p, int *less_first, int *less_las
 
 /* torchtitan's activation checkpointing, a tyro subcommand of Trainer.Config
  * (ActivationCheckpointingConfig: none, selective, full, memory-budget). */
-static const char *titan_ac(const pp_config *c)
-{
-    return c->recompute == PP_RECOMPUTE_FULL        ? "full"
-           : c->recompute == PP_RECOMPUTE_SELECTIVE ? "selective"
-                                                    : "none";
-}
-
 pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp)
 {
     const pp_config *c = &p->chosen.config;
     const pp_sched_desc *d = pp_export_desc(c);
     /* a bidirectional schedule (two pipelines) never reaches here: its row in export.c */
     int looped;
+    PP_TRY(ac_check(p));
     PP_TRY(placement_looped(p, &looped));
     if (!looped && !d->torch_name)
         return PP_ERR(PP_ERR_UNSUPPORTED,
@@ -167,10 +228,8 @@ pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp)
                 "flags: pick the config of L=%d h=%d heads=%d/%d ffn=%d V=%d\n",
                 p->model.layers, p->model.hidden, p->model.heads, p->model.kv_heads, p->model.ffn,
                 p->model.vocab);
-    fprintf(fp, "# data parallelism: torchtitan's is FSDP (data_parallel_shard_degree %d); "
-                "pptune's memory model describes %s data parallelism, not FSDP's sharded "
-                "weights and gradients: the profile's memory figures do not describe this run\n",
-                c->d, c->distributed_optimizer ? "distributed-optimizer" : "replicated");
+    data_parallel(c, 1, fp);
+    ac_comment(c, fp);
     if (looped) {
         schedule_command(p, fp);
         /* PyTorch's split-backward classes are multi-stage: with one stage per rank, only
@@ -192,9 +251,9 @@ pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp)
     if (c->t > 1)
         fprintf(fp, " --parallelism.%senable_sequence_parallel",
                 c->sequence_parallel ? "" : "no_");
-    fprintf(fp, " --parallelism.data_parallel_shard_degree %d "
-                "--parallelism.data_parallel_replicate_degree 1",
-            c->d);
+    data_parallel(c, 0, fp);
+    if (c->cp > 1)
+        fprintf(fp, " --parallelism.context_parallel_degree %d", c->cp);
     schedule_flags(c, d, looped, fp);
     if (S > 1)
         fprintf(fp, " --parallelism.pipeline_parallel_first_stage_less_layers %d "

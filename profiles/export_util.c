@@ -21,7 +21,7 @@ int pp_export_virtual(const pp_config *c)
 void pp_export_nodes(const pp_profile *p, int *devices, int *nodes)
 {
     const pp_config *c = &p->chosen.config;
-    long gpus = (long)c->p * c->t * c->d; /* the reader bounded it by the cluster's */
+    long gpus = (long)c->p * c->t * c->cp * c->d; /* the reader bounded it by the cluster's */
     int per_node = p->cluster.gpus_per_node;
     *devices = gpus < per_node ? (int)gpus : per_node;
     *nodes = (int)((gpus + *devices - 1) / *devices);
@@ -130,4 +130,24 @@ char *pp_export_float(double x, char *buf, size_t n)
         snprintf(buf, n, "%s", s);
     }
     return buf;
+}
+
+void pp_export_recompute_method(const pp_config *c, const char **method, int *layers)
+{
+    int block = c->recompute_layers > 0;
+    *method = block ? "block" : "uniform";
+    *layers = block ? c->recompute_layers : 1;
+}
+
+pp_status pp_export_no_zero2(const pp_profile *p, const char *target)
+{
+    if (p->chosen.config.shard != PP_SHARD_GRADIENTS)
+        return PP_OK;
+    return PP_ERR(PP_ERR_UNSUPPORTED,
+                  "%s: the configuration shards the gradients over the data-parallel ranks "
+                  "(shard \"gradients\", ZeRO-2), which %s cannot express (its distributed "
+                  "optimizer shards only the optimizer state); Megatron-LM says it "
+                  "(--format megatron: --use-megatron-fsdp --data-parallel-sharding-strategy "
+                  "optim_grads), or search with --shard optimizer",
+                  p->name, target);
 }

@@ -38,6 +38,18 @@ extern const char *const pp_recompute_names[];
 /* Its name; "none" for a value out of range. */
 const char *pp_recompute_name(pp_recompute r);
 
+/* Optimizer-state and gradient sharding over the d data-parallel replicas (Rajbhandari et al.,
+ * "ZeRO: Memory Optimizations Toward Training Trillion Parameter Models", SC'20): none (every
+ * replica holds everything; the gradients all-reduced); optimizer (ZeRO-1, Megatron's
+ * --use-distributed-optimizer: Adam's fp32 state 1/d per rank, the gradients reduce-scattered
+ * once per step, the 16-bit weights all-gathered after the step); gradients (ZeRO-2: the fp32
+ * main gradient 1/d per rank too, so each micro-batch's gradients are reduce-scattered as its
+ * backward produces them; the weights stay whole: FSDP without resharding parameters). */
+typedef enum { PP_SHARD_NONE = 0, PP_SHARD_OPTIMIZER, PP_SHARD_GRADIENTS } pp_shard;
+/* "none", "optimizer", "gradients" (NULL-terminated, index = value). */
+extern const char *const pp_shard_names[];
+const char *pp_shard_name(pp_shard s);
+
 typedef struct {
     const char *schedule; /* a name in the schedules' registry (its row's name: static storage),
                              or a name from a command line not yet checked; NULL: none yet */
@@ -56,13 +68,20 @@ typedef struct {
     int first_layers;     /* layers of a pipe's first stage (it also holds the embedding);
                              0: as the others (Megatron's --decoder-first-pipeline-num-layers) */
     int last_layers;      /* layers of a pipe's last stage (head and loss); 0: as the others */
-    /* Settings of the run the figures assume. The search gives every candidate of a pass its
-     * options' settings (it does not vary them yet); the profile records them per candidate,
-     * the exporters and pprun's line read them from here. */
-    int sequence_parallel;     /* Megatron sequence parallelism (a no-op at t = 1) */
+    /* Settings of the run, searched like the layout (tuner/axes.c says which values each
+     * candidate takes); the memory and time models read them here, the profile records them
+     * per candidate, the exporters translate them. */
+    int sequence_parallel;     /* Megatron sequence parallelism; needs t > 1 (a no-op at 1) */
     pp_recompute recompute;
-    int distributed_optimizer; /* Adam state sharded over d (Megatron
-                                  --use-distributed-optimizer; a no-op at d = 1) */
+    int recompute_layers;      /* with recompute full: 0 every layer of a stage; k > 0 only the
+                                  first k layers of each stage (each model chunk), the others
+                                  keep their activations (Megatron --recompute-method block
+                                  --recompute-num-layers k; one k for every stage, as that flag
+                                  gives) */
+    pp_shard shard;            /* over d; a no-op at d = 1 */
+    int cp;                    /* context-parallel ranks: the sequence split over cp ranks, K/V
+                                  passed around a ring (Megatron --context-parallel-size);
+                                  d = GPUs / (p t cp); 1: none */
 } pp_config;
 
 /* ---- the axis table ------------------------------------------------------------------------- */
@@ -96,7 +115,7 @@ typedef struct pp_config_axis {
                            configuration has before a search varies the axis */
     int optional_minor; /* > 0: the profile's minor version that added the key; an older profile
                            without it keeps the reader's default (dflt, or its "options") */
-    int shown;          /* 1: pp_config_str shows it */
+    int shown;          /* 1: pp_config_str shows it; 2: only where it is not dflt */
     /* The rule beyond min, read from a profile: NULL when c satisfies it, else what the field
      * must be ("an integer >= 1 (the interleaved group size)"). NULL: no rule. */
     const char *(*rule)(const pp_config *c);

@@ -41,7 +41,10 @@ extern "C" {
  * export that needs those fields says so (pp_profile.model.has_shape = 0). 1.2 added each
  * candidate's settings to its config (sequence_parallel, recompute, distributed_optimizer);
  * an older profile's candidates take them from its "options". 1.3 added model.norm_eps (the
- * norms' epsilon); without it an exporter leaves the target's default. */
+ * norms' epsilon; without it an exporter leaves the target's default), and recompute_layers,
+ * shard (in place of distributed_optimizer, which a 1.2 config still gives) and cp to each
+ * config; a 1.2 candidate has none of them: every layer recomputed as its recompute says, its
+ * shard from distributed_optimizer, cp 1. */
 
 /* ---- the document --------------------------------------------------------------------------- */
 

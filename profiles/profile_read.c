@@ -62,7 +62,7 @@ static pp_config config_defaults(const pp_profile *p)
     pp_config c;
     pp_config_defaults(&c);
     c.sequence_parallel = p->options.sequence_parallel;
-    c.distributed_optimizer = p->options.distributed_optimizer;
+    c.shard = p->options.distributed_optimizer ? PP_SHARD_OPTIMIZER : PP_SHARD_NONE;
     for (int k = 0; pp_recompute_names[k]; k++)
         if (!strcmp(p->options.recompute, pp_recompute_names[k]))
             c.recompute = (pp_recompute)k;
@@ -114,13 +114,16 @@ static pp_status read_candidate(const rd *r, json_t *o, const char *prefix, cons
                             "(p x v), got p=%d v=%d",
                             p->model.layers, pp_config_stages(k), k->p, k->v);
     }
-    /* p t d devices, at most the cluster's (same care: divisions, not products) */
-    if (devices > 0 && (k->p > devices || k->t > devices / k->p || k->d > devices / k->p / k->t)) {
+    /* p t cp d devices, at most the cluster's (same care: divisions, not products) */
+    if (devices > 0 && (k->p > devices || k->t > devices / k->p ||
+                        k->cp > devices / k->p / k->t ||
+                        k->d > devices / k->p / k->t / k->cp)) {
         char path[160];
         pp_json_path(path, sizeof path, prefix, "config");
         return pp_json_fail(r, path,
-                            "expected p * t * d <= the cluster's %ld devices, got p=%d t=%d d=%d",
-                            devices, k->p, k->t, k->d);
+                            "expected p * t * cp * d <= the cluster's %ld devices, got p=%d t=%d "
+                            "cp=%d d=%d",
+                            devices, k->p, k->t, k->cp, k->d);
     }
     return PP_OK;
 }

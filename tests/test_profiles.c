@@ -186,7 +186,7 @@ Test(profiles_read, newer_minor_version_keeps_unknown_fields_on_write)
     json_object_set_new(j, "version_minor", json_integer(7));
     json_object_set_new(j, "energy",
                         json_pack("{s:f, s:s}", "joules_per_step", 812.5, "source", "nvml"));
-    json_object_set_new(at(j, "chosen", "config"), "cp", json_integer(2));
+    json_object_set_new(at(j, "chosen", "config"), "ep", json_integer(2)); /* not a 1.3 key */
     pp_profile *p;
     cr_assert_eq(parse_json(j, &p), PP_OK, "%s", pp_err_msg());
     cr_assert_eq(p->version_minor, 7);
@@ -201,7 +201,7 @@ Test(profiles_read, newer_minor_version_keeps_unknown_fields_on_write)
     cr_assert(json_equal(back, j), "the written document differs from the one read");
     cr_assert_eq(json_integer_value(json_object_get(back, "version_minor")), 7);
     cr_assert_float_eq(json_real_value(at(back, "energy", "joules_per_step")), 812.5, 1e-9);
-    cr_assert_eq(json_integer_value(json_object_get(at(back, "chosen", "config"), "cp")), 2);
+    cr_assert_eq(json_integer_value(json_object_get(at(back, "chosen", "config"), "ep")), 2);
     json_decref(back);
     json_decref(j);
 }
@@ -537,6 +537,7 @@ Test(profiles_read, products_that_wrap_cannot_pass_the_checks)
     json_object_set_new(c, "b", json_integer(1));
     json_object_set_new(c, "N", json_integer(1));
     json_object_set_new(c, "d", json_integer(1024));
-    expect_field_error(j, "expected p * t * d <= the cluster's 256 devices, got p=8 t=2 d=1024");
+    expect_field_error(j, "expected p * t * cp * d <= the cluster's 256 devices, got p=8 t=2 "
+                          "cp=1 d=1024");
     json_decref(j);
 }

@@ -287,14 +287,23 @@ static void round_trip(const pp_profile *p, const char *preset)
     cr_assert_eq(get_int(&f, "--micro-batch-size", 0), c->b);
     cr_assert_eq(get_int(&f, "--global-batch-size", 0), p->global_batch);
     cr_assert_eq(p->global_batch / (c->b * c->d), c->N);
-    /* precision and memory options */
+    /* precision and the settings (the candidate's config: its own since 1.2) */
     cr_assert_eq(get(&f, "--bf16") != NULL, p->options.bf16);
-    cr_assert_eq(get(&f, "--sequence-parallel") != NULL,
-                 p->options.sequence_parallel && c->t > 1);
-    cr_assert_eq(get(&f, "--use-distributed-optimizer") != NULL,
-                 p->options.distributed_optimizer);
+    cr_assert_eq(get(&f, "--sequence-parallel") != NULL, c->sequence_parallel && c->t > 1);
+    cr_assert_eq(get(&f, "--use-distributed-optimizer") != NULL, c->shard == PP_SHARD_OPTIMIZER);
+    const char *dps = get(&f, "--data-parallel-sharding-strategy");
+    cr_assert_eq(dps != NULL, c->shard == PP_SHARD_GRADIENTS);
+    if (dps) /* Megatron-FSDP's ZeRO-2: optimizer state and gradients, not the parameters */
+        cr_assert(get(&f, "--use-megatron-fsdp") && !strcmp(dps, "optim_grads"), "%s", dps);
+    cr_assert_eq(get_int(&f, "--context-parallel-size", 1), c->cp);
     const char *rg = get(&f, "--recompute-granularity");
-    cr_assert_str_eq(rg ? rg : "none", p->options.recompute);
+    cr_assert_str_eq(rg ? rg : "none", pp_recompute_name(c->recompute));
+    if (c->recompute == PP_RECOMPUTE_FULL) {
+        cr_assert_str_eq(get(&f, "--recompute-method"),
+                         c->recompute_layers ? "block" : "uniform");
+        cr_assert_eq(get_int(&f, "--recompute-num-layers", 0),
+                     c->recompute_layers ? c->recompute_layers : 1);
+    }
     /* the model: same sizes and the same parameter count, by the tuner's formula */
     pp_tune_model m, ref;
     flags_model(&f, &m);
@@ -694,7 +703,7 @@ Test(tuner_export, torchtitan_overrides_and_the_schedule_csv_they_load)
     pp_status st;
     char *text = export_line(p, pp_profile_export_find("torchtitan", NULL), &st);
     cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
-    cr_assert(strstr(text, "torchtitan's is FSDP"), "%s", text);
+    cr_assert(strstr(text, "data parallelism: replicated"), "%s", text);
     /* the last line: the overrides, each an option of torchtitan's CLI, then the activation
      * checkpointing the profile planned (none), as tyro's subcommand */
     char *last = strrchr(text, '\n');
@@ -717,7 +726,9 @@ Test(tuner_export, torchtitan_overrides_and_the_schedule_csv_they_load)
     }
     cr_assert_eq(get_int(&f, "--parallelism.pipeline_parallel_degree", 0), p->chosen.config.p);
     cr_assert_eq(get_int(&f, "--parallelism.tensor_parallel_degree", 0), p->chosen.config.t);
-    cr_assert_eq(get_int(&f, "--parallelism.data_parallel_shard_degree", 0), p->chosen.config.d);
+    cr_assert_eq(get_int(&f, "--parallelism.data_parallel_shard_degree", 0), 1);
+    cr_assert_eq(get_int(&f, "--parallelism.data_parallel_replicate_degree", 0),
+                 p->chosen.config.d);
     cr_assert_eq(get_int(&f, "--parallelism.num_pp_microbatches", 0), p->chosen.config.N);
     cr_assert_eq(get_int(&f, "--training.max_context_length", 0), p->model.seq);
     cr_assert_str_eq(get(&f, "--parallelism.pipeline_parallel_schedule_csv"),
@@ -742,6 +753,103 @@ Test(tuner_export, torchtitan_overrides_and_the_schedule_csv_they_load)
     cr_assert(strstr(pp_err_text(), "Chimera is bidirectional"), "%s", pp_err_text());
     free(text);
     pp_profile_destroy(p);
+}
+
+/* The settings a 1.3 profile's config carries: shard, cp, block recomputation. */
+static pp_profile *with_settings(const char *shard, int cp, const char *recompute, int k)
+{
+    json_error_t e;
+    json_t *j = json_load_file(PROF "llama3-70b-dgx-h100-x16.json", 0, &e);
+    cr_assert_not_null(j, "%s", e.text);
+    json_t *c = json_object_get(json_object_get(j, "chosen"), "config");
+    /* 16 nodes x 8 = p 16 x t 8 x d 1: p 16 / cp x t 8 x cp */
+    json_object_set_new(c, "p", json_integer(16 / cp));
+    json_object_set_new(c, "shard", json_string(shard));
+    json_object_set_new(c, "cp", json_integer(cp));
+    json_object_set_new(c, "recompute", json_string(recompute));
+    json_object_set_new(c, "recompute_layers", json_integer(k));
+    json_object_set_new(j, "version_minor", json_integer(3));
+    char *text = json_dumps(j, 0);
+    json_decref(j);
+    pp_profile *p;
+    pp_status st = pp_profile_parse(text, strlen(text), "settings.json", &p);
+    free(text);
+    cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
+    return p;
+}
+
+/* Every axis reaches every target: Megatron's flags checked against arguments.py's table and
+ * parsed back (round_trip: sharding, cp, block recomputation), NeMo 2's keys against NeMo's,
+ * torchtitan's options against its CLI; what a target cannot say is refused naming it. */
+Test(tuner_export, every_setting_reaches_megatron_nemo2_and_torchtitan)
+{
+    pp_profile *p = with_settings("gradients", 2, "full", 3);
+    cr_assert_eq(p->chosen.config.cp, 2);
+    cr_assert_eq(p->chosen.config.shard, PP_SHARD_GRADIENTS);
+    round_trip(p, "llama3-70b");
+    pp_status st;
+    char *text = export_line(p, pp_profile_export_find("nemo2", NULL), &st);
+    cr_assert_eq(st, PP_ERR_UNSUPPORTED);
+    cr_assert(strstr(pp_err_text(), "ZeRO-2") && strstr(pp_err_text(), "--shard optimizer"),
+              "%s", pp_err_text());
+    free(text);
+    text = export_line(p, pp_profile_export_find("torchtitan", NULL), &st);
+    cr_assert_eq(st, PP_ERR_UNSUPPORTED, "block recomputation has no torchtitan form");
+    cr_assert(strstr(pp_err_text(), "first 3 layers"), "%s", pp_err_text());
+    free(text);
+    pp_profile_destroy(p);
+
+    p = with_settings("optimizer", 2, "full", 0);
+    round_trip(p, "llama3-70b");
+    text = export_line(p, pp_profile_export_find("nemo2", NULL), &st);
+    cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
+    cr_assert(strstr(text, "    context_parallel_size=2,\n"), "%s", text);
+    cr_assert(strstr(text, "recompute_method=\"uniform\""), "%s", text);
+    cr_assert(strstr(text, "use_distributed_optimizer=True"), "%s", text);
+    cr_assert(nemo_key_known("strategy", "context_parallel_size"));
+    free(text);
+    text = export_line(p, pp_profile_export_find("torchtitan", NULL), &st);
+    cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
+    char *last = strrchr(text, '\n');
+    *last = '\0';
+    last = strrchr(text, '\n') + 1;
+    flags f;
+    flags_parse(last, &f);
+    for (int i = 0; i < f.n; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "%s", f.name[i] + 2);
+        char *no = strstr(name, ".no_");
+        if (no)
+            memmove(no + 1, no + 4, strlen(no + 4) + 1);
+        cr_assert(torchtitan_option_known(name), "--%s is not a torchtitan option", name);
+    }
+    cr_assert_eq(get_int(&f, "--parallelism.context_parallel_degree", 0), 2);
+    cr_assert_eq(get_int(&f, "--parallelism.data_parallel_shard_degree", 0), 1);
+    cr_assert_str_eq(get(&f, "--parallelism.fsdp_reshard_after_forward"), "never");
+    cr_assert(strstr(text, "activation checkpointing: full"), "%s", text);
+    free(text);
+    pp_profile_destroy(p);
+}
+
+/* A 1.2 profile's config says distributed_optimizer, which reads as shard "optimizer". */
+Test(tuner_export, a_version_1_2_config_reads_its_distributed_optimizer_as_sharding)
+{
+    json_t *c = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:b, s:s, s:b}",
+                          "schedule", "1f1b", "p", 2, "v", 1, "G", 0, "b", 1, "d", 4, "t", 1,
+                          "N", 8, "split", "even", "sequence_parallel", 0, "recompute", "full",
+                          "distributed_optimizer", 1);
+    pp_config k;
+    pp_config_defaults(&k);
+    cr_assert_eq(pp_config_from_json(c, "old.json", "chosen.config", &k), PP_OK, "%s",
+                 pp_err_msg());
+    cr_assert_eq(k.shard, PP_SHARD_OPTIMIZER);
+    cr_assert_eq(k.cp, 1);
+    cr_assert_eq(k.recompute_layers, 0);
+    json_object_set_new(c, "recompute", json_string("selective"));
+    json_object_set_new(c, "recompute_layers", json_integer(2));
+    cr_assert_eq(pp_config_from_json(c, "old.json", "chosen.config", &k), PP_ERR_PARSE);
+    cr_assert(strstr(pp_err_text(), "chosen.config.recompute_layers"), "%s", pp_err_text());
+    json_decref(c);
 }
 
 /* The zero-bubble family (split backward): upstream Megatron-LM has no flag for any of it, said

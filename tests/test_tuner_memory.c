@@ -55,21 +55,49 @@ Test(tuner_memory, hand_computed_1f1b_two_ranks)
     pp_sched_destroy(s);
 }
 
-Test(tuner_memory, distributed_optimizer_is_6_plus_12_over_d)
+/* Static bytes per parameter of the mini model's rank 0 under shard (d = 4, cp as given). */
+static double static_per_param(pp_shard shard, int cp, pp_tune_rank_mem *out)
 {
     pp_tune_model m = mini();
     pp_tune_opts o;
     pp_tune_opts_default(&o);
-    o.distributed_optimizer = 1;
-    pp_config c = {.schedule = "1f1b", .p = 2, .v = 1, .b = 2, .d = 4, .t = 1, .N = 4};
+    pp_config c = {.schedule = "1f1b", .p = 2, .v = 1, .b = 2, .d = 4, .t = 1, .N = 4,
+                   .shard = shard, .cp = cp};
     pp_sched_params sp = {.ranks = 2, .microbatches = 4, .layers = 4};
     pp_sched *s;
     cr_assert_eq(pp_sched_generate("1f1b", &sp, &s), PP_OK);
     pp_tune_rank_mem mem[2];
-    cr_assert_eq(pp_tune_memory(&m, &c, s, &o, mem), PP_OK);
-    double per_param = (mem[0].weights + mem[0].grads + mem[0].optim) / mem[0].params;
-    cr_assert_float_eq(per_param, 6.0 + 12.0 / 4, 1e-12);
+    cr_assert_eq(pp_tune_memory(&m, &c, s, &o, mem), PP_OK, "%s", pp_err_msg());
     pp_sched_destroy(s);
+    if (out)
+        *out = mem[0];
+    return (mem[0].weights + mem[0].grads + mem[0].optim) / mem[0].params;
+}
+
+Test(tuner_memory, sharding_divides_optimizer_then_gradients_over_d_times_cp)
+{
+    cr_assert_float_eq(static_per_param(PP_SHARD_NONE, 1, NULL), 18.0, 1e-12);
+    /* ZeRO-1 (Megatron's distributed optimizer): 2 + 4 + 12/d */
+    cr_assert_float_eq(static_per_param(PP_SHARD_OPTIMIZER, 1, NULL), 6.0 + 12.0 / 4, 1e-12);
+    /* ZeRO-2: the fp32 main gradient sharded too, 2 + 16/d */
+    cr_assert_float_eq(static_per_param(PP_SHARD_GRADIENTS, 1, NULL), 2.0 + 16.0 / 4, 1e-12);
+    /* context-parallel ranks hold the same weights: the shards are over d x cp */
+    cr_assert_float_eq(static_per_param(PP_SHARD_GRADIENTS, 2, NULL), 2.0 + 16.0 / 8, 1e-12);
+    /* ZeRO-2 holds one layer's 16-bit gradient until its reduce-scatter: 2 x 49984 bytes more
+     * workspace than ZeRO-1 */
+    pp_tune_rank_mem z1, z2;
+    static_per_param(PP_SHARD_OPTIMIZER, 1, &z1);
+    static_per_param(PP_SHARD_GRADIENTS, 1, &z2);
+    cr_assert_float_eq(z2.workspace - z1.workspace, 2.0 * 49984, 1e-6);
+}
+
+Test(tuner_memory, context_parallelism_divides_every_activation_by_cp)
+{
+    pp_tune_rank_mem one, two;
+    static_per_param(PP_SHARD_NONE, 1, &one);
+    static_per_param(PP_SHARD_NONE, 2, &two);
+    cr_assert_float_eq(two.acts, one.acts / 2, 1e-6, "%f vs %f", two.acts, one.acts);
+    cr_assert_float_eq(two.comm, one.comm / 2, 1e-6);
 }
 
 Test(tuner_memory, korthikanti_table2_rows_for_gpt_shapes)
@@ -82,23 +110,78 @@ Test(tuner_memory, korthikanti_table2_rows_for_gpt_shapes)
     pp_tune_opts_default(&o);
     for (int t = 1; t <= 8; t *= 2) {
         double sbh = s * b * h;
+        pp_config c = {.b = b, .t = t, .d = 1, .cp = 1};
         o.flash_attention = 0;
-        o.recompute = PP_RECOMPUTE_NONE;
-        cr_assert_float_eq(pp_tune_act_bytes_per_layer(&m, b, t, &o),
+        c.recompute = PP_RECOMPUTE_NONE;
+        cr_assert_float_eq(pp_tune_act_bytes_per_layer(&m, &c, &o),
                            sbh * (10 + 24.0 / t + 5 * a * s / (h * t)), 1e-3, "t=%d", t);
         o.flash_attention = 1; /* the score term goes */
-        cr_assert_float_eq(pp_tune_act_bytes_per_layer(&m, b, t, &o), sbh * (10 + 24.0 / t),
+        cr_assert_float_eq(pp_tune_act_bytes_per_layer(&m, &c, &o), sbh * (10 + 24.0 / t),
                            1e-3);
         o.flash_attention = 0;
-        o.recompute = PP_RECOMPUTE_SELECTIVE;
-        cr_assert_float_eq(pp_tune_act_bytes_per_layer(&m, b, t, &o), sbh * (10 + 24.0 / t),
+        c.recompute = PP_RECOMPUTE_SELECTIVE;
+        cr_assert_float_eq(pp_tune_act_bytes_per_layer(&m, &c, &o), sbh * (10 + 24.0 / t),
                            1e-3);
-        o.sequence_parallel = 1;
-        cr_assert_float_eq(pp_tune_act_bytes_per_layer(&m, b, t, &o), sbh * 34.0 / t, 1e-3);
-        o.sequence_parallel = 0;
-        o.recompute = PP_RECOMPUTE_FULL;
-        cr_assert_float_eq(pp_tune_act_bytes_per_layer(&m, b, t, &o), 2 * sbh, 1e-3);
+        c.sequence_parallel = 1; /* Table 2's "tensor + sequence parallel" rows (t > 1) */
+        cr_assert_float_eq(pp_tune_act_bytes_per_layer(&m, &c, &o),
+                           t > 1 ? sbh * 34.0 / t : sbh * 34.0, 1e-3);
+        c.recompute = PP_RECOMPUTE_FULL; /* full + SP: each tensor rank its 1/t shard */
+        cr_assert_float_eq(pp_tune_act_bytes_per_layer(&m, &c, &o), 2 * sbh / t, 1e-3, "t=%d",
+                           t);
+        c.sequence_parallel = 0;
+        cr_assert_float_eq(pp_tune_act_bytes_per_layer(&m, &c, &o), 2 * sbh, 1e-3);
+        c.recompute = PP_RECOMPUTE_NONE, c.cp = 4; /* context parallelism: s / cp tokens */
+        cr_assert_float_eq(pp_tune_act_bytes_per_layer(&m, &c, &o),
+                           sbh / 4 * (10 + 24.0 / t + 5 * a * (s / 4) / (h * t)), 1e-3);
     }
+}
+
+/* Llama's block, counted per variant (not GPT's 34 sbh): no dropout masks (8 outside the
+ * tensor-parallel regions), grouped-query K/V (8 KV heads of 32: 2 x 2 x 1024/4096), SwiGLU's
+ * three ffn-wide tensors (gate and up, which its backward needs, and its output):
+ * 4 + 1 + 6 x 14336/4096 = 26 inside. Llama 3 405B, the issue's case: full recomputation with
+ * sequence parallelism keeps 2 sbh / t (the 1/t shard), not the whole input. */
+Test(tuner_memory, llama_block_variant_and_full_recompute_shard)
+{
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset("llama3-8b", &m), PP_OK);
+    cr_assert(m.gated_mlp && !m.linear_bias && m.kv_heads == 8 && m.heads == 32);
+    pp_tune_opts o;
+    pp_tune_opts_default(&o);
+    double sbh = (double)m.seq * 1 * m.hidden, inside = 4 + 1 + 6.0 * m.ffn / m.hidden;
+    pp_config c = {.b = 1, .t = 4, .d = 1, .cp = 1};
+    cr_assert_float_eq(pp_tune_act_bytes_per_layer(&m, &c, &o), sbh * (8 + inside / 4), 1e-3);
+    cr_assert_eq(pp_tune_model_preset("llama3-405b", &m), PP_OK);
+    c = (pp_config){.b = 1, .t = 8, .d = 1, .cp = 1, .recompute = PP_RECOMPUTE_FULL,
+                    .sequence_parallel = 1};
+    double full_sp = pp_tune_act_bytes_per_layer(&m, &c, &o);
+    c.sequence_parallel = 0;
+    cr_assert_float_eq(pp_tune_act_bytes_per_layer(&m, &c, &o), 8 * full_sp, 1e-3);
+    cr_assert_float_eq(full_sp, 2.0 * m.seq * m.hidden / 8, 1e-3);
+}
+
+/* Megatron's block method: the first k layers of each stage keep only their input, the rest
+ * all of theirs. The mini model's rank 1 (2 layers, 1 in flight): k = 1 saves one layer's
+ * 34 - 2 = 32 sbh. */
+Test(tuner_memory, block_recomputation_of_the_first_k_layers)
+{
+    pp_tune_model m = mini();
+    pp_tune_opts o;
+    pp_tune_opts_default(&o);
+    pp_sched_params sp = {.ranks = 2, .microbatches = 4, .layers = 4};
+    pp_sched *s;
+    cr_assert_eq(pp_sched_generate("1f1b", &sp, &s), PP_OK);
+    pp_tune_rank_mem none[2], k1[2], all[2];
+    pp_config c = {.schedule = "1f1b", .p = 2, .v = 1, .b = 2, .d = 1, .t = 1, .N = 4, .cp = 1};
+    cr_assert_eq(pp_tune_memory(&m, &c, s, &o, none), PP_OK);
+    c.recompute = PP_RECOMPUTE_FULL, c.recompute_layers = 1;
+    cr_assert_eq(pp_tune_memory(&m, &c, s, &o, k1), PP_OK);
+    c.recompute_layers = 0;
+    cr_assert_eq(pp_tune_memory(&m, &c, s, &o, all), PP_OK);
+    double sbh = 16.0 * 2 * 64;
+    cr_assert_float_eq(none[1].acts - k1[1].acts, 32 * sbh, 1e-6);
+    cr_assert_float_eq(none[1].acts - all[1].acts, 2 * 32 * sbh, 1e-6);
+    pp_sched_destroy(s);
 }
 
 /* The in-flight peak the memory model walks equals the simulator's per-rank peak, for every

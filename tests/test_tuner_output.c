@@ -111,7 +111,8 @@ Test(tuner_output, leaderboard_has_integers_headers_legend_and_gib)
     const char *row = strstr(r.out, "\n  1  ");
     cr_assert(row);
     char tok[32] = "";
-    cr_assert(sscanf(row, " 1 %*s %*d %*d %*s %*d %*d %*d %*d %*s %*f %31s", tok) == 1);
+    cr_assert(sscanf(row, " 1 %*s %*d %*d %*s %*d %*d %*d %*d %*d %*s %*s %*f %31s", tok) == 1,
+              "%s", row);
     cr_assert(strchr(tok, ','), "grouped: %s", tok);
     cr_assert(!strstr(r.out, "34.3G"), "no bare G units");
     pp_test_run_done(&r);
@@ -184,7 +185,7 @@ Test(tuner_output, unknown_schedule_names_are_refused)
 Test(tuner_output, nothing_fits_goes_to_stderr_with_reasons)
 {
     pp_test_run_result r =
-        pp_test_run(PPTUNE " --model llama3-405b --nodes 2048 --no-fallback --no-save");
+        pp_test_run(PPTUNE " --model llama3-405b --nodes 2 --no-save");
     cr_assert_eq(r.code, 1);
     cr_assert(strstr(r.err, "no candidate fits"), "%s", r.err);
     cr_assert(strstr(r.err, "does not fit"), "the reasons: %s", r.err);

@@ -170,7 +170,7 @@ Test(tuner_runtime, predicted_peak_within_3_percent_bidirectional)
 /* The GPU trials' fit check plans sequence parallelism as the trial runs it: with the option
  * the tuner's CUDA model of the runtime is the runtime's own plan of an SP run, byte for byte,
  * and holds fewer activation bytes than the same configuration without it. */
-Test(tuner_runtime, the_cuda_model_plans_sequence_parallelism_from_the_options)
+Test(tuner_runtime, the_cuda_model_plans_sequence_parallelism_from_the_configuration)
 {
     pp_tune_model m;
     cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
@@ -179,12 +179,13 @@ Test(tuner_runtime, the_cuda_model_plans_sequence_parallelism_from_the_options)
     pp_tune_sched_params(&m, &c, &sp);
     pp_sched *s;
     cr_assert_eq(pp_sched_generate(c.schedule, &sp, &s), PP_OK, "%s", pp_err_msg());
-    pp_tune_opts with = {.sequence_parallel = 1}, without = {0};
+    pp_tune_opts o = {0};
+    pp_config with = c;
+    with.sequence_parallel = 1;
     pp_tune_rank_mem a[2], b[2];
-    cr_assert_eq(pp_tune_memory_runtime_on(&m, &c, s, &with, PP_RT_BACKEND_CUDA, PP_PREC_BF16, a),
+    cr_assert_eq(pp_tune_memory_runtime_on(&m, &with, s, &o, PP_RT_BACKEND_CUDA, PP_PREC_BF16, a),
                  PP_OK, "%s", pp_err_msg());
-    cr_assert_eq(pp_tune_memory_runtime_on(&m, &c, s, &without, PP_RT_BACKEND_CUDA, PP_PREC_BF16,
-                                           b),
+    cr_assert_eq(pp_tune_memory_runtime_on(&m, &c, s, &o, PP_RT_BACKEND_CUDA, PP_PREC_BF16, b),
                  PP_OK, "%s", pp_err_msg());
     pp_model_cfg rm = {.layers = m.layers, .hidden = m.hidden, .heads = m.heads, .ffn = m.ffn,
                        .vocab = m.vocab, .seq = m.seq};

@@ -116,8 +116,10 @@ Test(tuner_search, free_links_and_ample_memory_make_pure_data_parallel_win)
 
 static int has_reason(const pp_tune_result *r, int stage, const char *needle)
 {
+    char text[200];
     for (long i = 0; i < r->n_rejects; i++)
-        if (r->rejects[i].stage == stage && strstr(r->rejects[i].reason, needle))
+        if (r->rejects[i].stage == stage &&
+            strstr(pp_tune_reject_reason(&r->rejects[i], text, sizeof text), needle))
             return 1;
     return 0;
 }

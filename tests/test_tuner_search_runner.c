@@ -1,6 +1,6 @@
 /* test_tuner_search_runner.c — the whole search through the library alone: trials through a
  * fake runner (recalibration and the choice of the fastest measured candidate that fits), the
- * memory-saving fallback and its order, the leaderboard entries' shared schedule and memory, and
+ * one pass that tries every setting when nothing fits, the leaderboard entries' shared schedule and memory, and
  * the lower bound (built from the cost model's own functions) keeping the exact leaderboard. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -177,22 +177,20 @@ Test(tuner_search_runner, a_tensor_parallel_candidate_is_kept_and_trialled)
     pp_tune_result_destroy(pred);
 }
 
-/* On CPU devices --sequence-parallel is kept (the runtime's CPU backend runs it), so its t > 1
- * candidates are trialled with it: every trial the runner sees carries it. */
+/* On CPU devices a forced --sequence-parallel is kept (the runtime's CPU backend runs it), so
+ * its t > 1 candidates are trialled with it: every trial the runner sees carries it. */
 Test(tuner_search_runner, sequence_parallel_is_kept_on_cpus_and_trialled)
 {
     pp_tune_model m;
     cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
     pp_tune_hw hw = local_cpus();
     pp_tune_search_params sp = params(&m, &hw);
-    sp.opts.sequence_parallel = 1;
-    pp_tune_opts o = sp.opts;
-    int allow = 1;
-    pp_tune_search_adjust(&hw, &o, &allow);
-    cr_assert(o.sequence_parallel, "the CPU search drops --sequence-parallel");
+    sp.force.sequence_parallel = 1;
     pp_tune_result *pred = NULL;
     cr_assert_eq(pp_tune_search(&sp, &pred), PP_OK, "%s", pp_err_msg());
-    cr_assert(pred->opts.sequence_parallel);
+    cr_assert_gt(pred->n_best, 0);
+    for (int i = 0; i < pred->n_best; i++)
+        cr_assert(pred->best[i].cfg.t == 1 || pred->best[i].cfg.sequence_parallel);
     fake f = {.table = pred, .oom_call = -1};
     sp.trials = 4;
     sp.runner = (pp_tune_runner){.run = fake_run, .ctx = &f};
@@ -223,46 +221,16 @@ Test(tuner_search_runner, no_trials_off_this_machine_whatever_the_runner)
     pp_tune_result_destroy(r);
 }
 
-typedef struct {
-    pp_tune_saving added[8];
-    int n_retries, n_passes;
-} fallback_log;
-
-static void on_retry(void *ctx, pp_tune_saving added, const pp_tune_opts *next)
-{
-    fallback_log *l = ctx;
-    (void)next;
-    if (l->n_retries < 8)
-        l->added[l->n_retries] = added;
-    l->n_retries++;
-}
-
 static void on_pass(void *ctx, const pp_tune_result *r)
 {
     (void)r;
-    ((fallback_log *)ctx)->n_passes++;
+    (*(int *)ctx)++;
 }
 
-static pp_tune_result *fallback_run(const char *model, const pp_tune_hw *hw, int allow_tp,
-                                    int fallback, fallback_log *log)
-{
-    pp_tune_model m;
-    cr_assert_eq(pp_tune_model_preset(model, &m), PP_OK);
-    pp_tune_search_params sp = {.model = &m,
-                                .hw = hw,
-                                .allow_tp = allow_tp,
-                                .keep = 5,
-                                .fallback = fallback,
-                                .on_retry = on_retry,
-                                .on_pass = on_pass,
-                                .progress_ctx = log};
-    pp_tune_opts_default(&sp.opts);
-    pp_tune_result *r = NULL;
-    cr_assert_eq(pp_tune_search(&sp, &r), PP_OK, "%s", pp_err_msg());
-    return r;
-}
-
-Test(tuner_search_runner, fallback_adds_the_savings_in_order_until_none_is_left)
+/* Nothing fits: one pass with every setting searched (no fallback switching one on after
+ * another), and what did not fit says so with the settings it had, the most saving ones among
+ * them. */
+Test(tuner_search_runner, nothing_fits_in_one_pass_with_every_setting_tried)
 {
     pp_tune_hw hw = {.name = "box",
                      .source = "test",
@@ -274,47 +242,25 @@ Test(tuner_search_runner, fallback_adds_the_savings_in_order_until_none_is_left)
                      .mem_bw = 3e12,
                      .intra_bw = 1e11,
                      .inter_bw = 1e11};
-    fallback_log l = {0};
-    pp_tune_result *r = fallback_run("gpt-1.3b", &hw, 1, 1, &l);
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset("gpt-1.3b", &m), PP_OK);
+    int passes = 0;
+    pp_tune_search_params sp = {.model = &m, .hw = &hw, .allow_tp = 1, .keep = 5,
+                                .on_pass = on_pass, .progress_ctx = &passes};
+    pp_tune_opts_default(&sp.opts);
+    pp_tune_force_init(&sp.force);
+    pp_tune_result *r = NULL;
+    cr_assert_eq(pp_tune_search(&sp, &r), PP_OK, "%s", pp_err_msg());
     cr_assert_eq(r->n_best, 0, "100 MB devices fit nothing");
-    cr_assert_eq(l.n_retries, 4);
-    cr_assert_eq(l.n_passes, 5);
-    cr_assert_eq(l.added[0], PP_TUNE_SAVING_DISTRIBUTED_OPTIMIZER);
-    cr_assert_eq(l.added[1], PP_TUNE_SAVING_SEQUENCE_PARALLEL);
-    cr_assert_eq(l.added[2], PP_TUNE_SAVING_RECOMPUTE_SELECTIVE);
-    cr_assert_eq(l.added[3], PP_TUNE_SAVING_RECOMPUTE_FULL);
-    cr_assert(r->opts.distributed_optimizer && r->opts.sequence_parallel);
-    cr_assert_eq(r->opts.recompute, PP_RECOMPUTE_FULL, "full instead of selective");
-    pp_tune_result_destroy(r);
-
-    memset(&l, 0, sizeof l);
-    r = fallback_run("gpt-1.3b", &hw, 0, 1, &l);
-    cr_assert_eq(l.n_retries, 3, "t = 1 only: no sequence parallelism");
-    cr_assert_eq(l.added[1], PP_TUNE_SAVING_RECOMPUTE_SELECTIVE);
-    cr_assert(!r->opts.sequence_parallel);
-    pp_tune_result_destroy(r);
-
-    memset(&l, 0, sizeof l);
-    r = fallback_run("gpt-1.3b", &hw, 1, 0, &l);
-    cr_assert_eq(l.n_retries, 0, "no fallback asked");
-    cr_assert_eq(l.n_passes, 1);
-    cr_assert(!r->opts.distributed_optimizer);
-    pp_tune_result_destroy(r);
-}
-
-Test(tuner_search_runner, fallback_stops_at_the_first_saving_that_fits)
-{
-    pp_tune_hw hw;
-    cr_assert_eq(pp_tune_hw_preset("dgx-h100", 2048, &hw), PP_OK, "%s", pp_err_msg());
-    fallback_log l = {0};
-    pp_tune_result *r = fallback_run("llama3-405b", &hw, 1, 1, &l);
-    cr_assert_eq(l.n_retries, 2, "as pptune says: distributed optimizer, then sequence parallel");
-    cr_assert_eq(l.added[0], PP_TUNE_SAVING_DISTRIBUTED_OPTIMIZER);
-    cr_assert_eq(l.added[1], PP_TUNE_SAVING_SEQUENCE_PARALLEL);
-    cr_assert_gt(r->n_best, 0);
-    cr_assert(r->best[0].fits);
-    cr_assert(r->opts.distributed_optimizer && r->opts.sequence_parallel);
-    cr_assert_eq(r->opts.recompute, PP_RECOMPUTE_NONE);
+    cr_assert_eq(passes, 1);
+    int full_z2_sp = 0;
+    for (long i = 0; i < r->n_rejects; i++) {
+        const pp_config *c = &r->rejects[i].cfg;
+        full_z2_sp |= r->rejects[i].stage == 1 && c->recompute == PP_RECOMPUTE_FULL &&
+                      c->recompute_layers == 0 && c->shard == PP_SHARD_GRADIENTS &&
+                      c->sequence_parallel && strstr(r->rejects[i].reason, "does not fit");
+    }
+    cr_assert(full_z2_sp, "the most saving settings were tried and did not fit");
     pp_tune_result_destroy(r);
 }
 
@@ -345,12 +291,12 @@ Test(tuner_search_runner, leaderboard_entries_carry_their_schedule_and_memory)
     pp_tune_result_destroy(r);
 }
 
-static void bound_keeps_exact(pp_tune_opts o, const pp_tune_hw *hw)
+static void bound_keeps_exact(pp_tune_opts o, pp_tune_force f, const pp_tune_hw *hw)
 {
     pp_tune_model m;
     cr_assert_eq(pp_tune_model_preset("gpt-1.3b", &m), PP_OK);
-    pp_tune_search_params sp = {
-        .model = &m, .hw = hw, .global_batch = 64, .allow_tp = 1, .opts = o, .keep = 3};
+    pp_tune_search_params sp = {.model = &m, .hw = hw, .global_batch = 64, .allow_tp = 1,
+                                .opts = o, .force = f, .max_cp = 2, .keep = 3};
     pp_tune_result *small = NULL, *all = NULL;
     cr_assert_eq(pp_tune_search(&sp, &small), PP_OK, "%s", pp_err_msg());
     sp.keep = 100000;
@@ -366,7 +312,7 @@ static void bound_keeps_exact(pp_tune_opts o, const pp_tune_hw *hw)
     pp_tune_result_destroy(all);
 }
 
-Test(tuner_search_runner, lower_bound_is_exact_with_latencies_and_the_distributed_optimizer)
+Test(tuner_search_runner, lower_bound_is_exact_with_latencies_and_every_setting)
 {
     pp_tune_hw hw = {.name = "box",
                      .source = "test",
@@ -382,16 +328,21 @@ Test(tuner_search_runner, lower_bound_is_exact_with_latencies_and_the_distribute
                      .inter_lat = 2e-5};
     pp_tune_opts o;
     pp_tune_opts_default(&o);
-    bound_keeps_exact(o, &hw);
-    o.distributed_optimizer = 1;
-    bound_keeps_exact(o, &hw);
+    pp_tune_force f = {.recompute = PP_RECOMPUTE_NONE, .shard = PP_SHARD_NONE, .cp = 1};
+    bound_keeps_exact(o, f, &hw);
+    f.shard = PP_SHARD_OPTIMIZER;
+    bound_keeps_exact(o, f, &hw);
+    /* every setting searched: recompute (block k included), sequence parallelism, the three
+     * shardings, cp 1 and 2 */
+    pp_tune_force_init(&f);
+    bound_keeps_exact(o, f, &hw);
 }
 
 Test(tuner_search_runner, config_round_trips_through_the_profile_and_launch_uses_the_builder)
 {
     pp_config c = {.schedule = "interleaved", .p = 4, .v = 2, .G = 8, .b = 1, .d = 2, .t = 1,
                    .N = 16, .uneven = 1, .sequence_parallel = 1,
-                   .recompute = PP_RECOMPUTE_SELECTIVE};
+                   .recompute = PP_RECOMPUTE_SELECTIVE, .shard = PP_SHARD_OPTIMIZER, .cp = 1};
     /* the one type: the profile's JSON form of it reads back to the same configuration */
     json_t *j = pp_config_to_json(&c);
     cr_assert_not_null(j);

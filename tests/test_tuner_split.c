@@ -34,11 +34,13 @@ Test(tuner_split, input_and_weight_gradients_add_up_to_the_fused_backward)
         pp_tune_opts_default(&o);
         pp_config c = {.schedule = "1f1b", .p = 4, .v = 1, .b = 2, .d = 1, .t = 4, .N = 8};
         if (variant == 1)
-            o.sequence_parallel = 1;
+            c.sequence_parallel = 1;
         if (variant == 2)
-            o.recompute = PP_RECOMPUTE_FULL;
-        if (variant == 3)
-            o.recompute = PP_RECOMPUTE_SELECTIVE, o.flash_attention = 0;
+            c.recompute = PP_RECOMPUTE_FULL;
+        if (variant == 3) {
+            c.recompute = PP_RECOMPUTE_SELECTIVE;
+            o.flash_attention = 0;
+        }
         if (variant == 4)
             c.t = 1, o.precision = PP_PREC_FP32;
         if (variant == 5)
@@ -112,15 +114,18 @@ Test(tuner_split, collectives_and_recompute_land_in_the_input_gradient)
     pp_tune_opts_default(&o);
     pp_tune_op_times base, full, sp;
     pp_tune_op_times_compute(&m, &hw, &c, &o, &base);
-    o.recompute = PP_RECOMPUTE_FULL;
+    c.recompute = PP_RECOMPUTE_FULL;
     pp_tune_op_times_compute(&m, &hw, &c, &o, &full);
-    o.recompute = PP_RECOMPUTE_NONE;
-    o.sequence_parallel = 1;
+    c.recompute = PP_RECOMPUTE_NONE;
+    c.sequence_parallel = 1;
     pp_tune_op_times_compute(&m, &hw, &c, &o, &sp);
     near(full.layer_w, base.layer_w, "recompute leaves W alone");
     near(sp.layer_w, base.layer_w, "sequence parallelism leaves W alone");
-    /* full recompute: I gains the forward, its two all-reduces included */
-    near(full.layer_i - base.layer_i, base.layer_f, "recompute in I");
+    /* full recompute: a recomputing layer's I (and B) gains the forward, its two all-reduces
+     * included (the cost table adds ot.recompute to I and B per recomputed layer) */
+    near(full.recompute, base.layer_f, "recompute in I");
+    near(full.layer_i, base.layer_i, "layer_i without the recomputation");
+    cr_expect_eq(base.recompute, 0.0);
     /* the conjugate all-reduces (2 per layer) are inside I: I exceeds the dgrad share by them */
     cr_expect_gt(base.layer_i - base.layer_w, 2.0 * base.tp_allreduce);
     /* the head's W is its one wgrad GEMM: half of the two GEMMs its fused backward has */
@@ -137,13 +142,14 @@ Test(tuner_split, held_for_w_bytes_are_the_linears_inputs_and_output_gradients)
     pp_tune_opts o;
     pp_tune_opts_default(&o);
     double sbh = (double)m.seq * 2 * m.hidden;
-    near(pp_tune_act_bytes_per_layer(&m, 2, 1, &o), 34.0 * sbh, "F to B");
-    near(pp_tune_held_for_w_bytes_per_layer(&m, 2, 1, &o), 32.0 * sbh, "I to W");
+    pp_config c1 = {.b = 2, .t = 1, .d = 1, .cp = 1}, c8 = {.b = 2, .t = 8, .d = 1, .cp = 1};
+    near(pp_tune_act_bytes_per_layer(&m, &c1, &o), 34.0 * sbh, "F to B");
+    near(pp_tune_held_for_w_bytes_per_layer(&m, &c1, &o), 32.0 * sbh, "I to W");
     /* t = 8: inputs 2 + 2 + (2 + 8) / 8, output gradients 6 / 8 + 2 + 8 / 8 + 2 */
-    near(pp_tune_held_for_w_bytes_per_layer(&m, 2, 8, &o),
+    near(pp_tune_held_for_w_bytes_per_layer(&m, &c8, &o),
          (4.0 + 10.0 / 8 + 6.0 / 8 + 2 + 1 + 2) * sbh, "t = 8");
     o.precision = PP_PREC_FP32;
-    near(pp_tune_held_for_w_bytes_per_layer(&m, 2, 1, &o), 64.0 * sbh, "fp32 doubles it");
+    near(pp_tune_held_for_w_bytes_per_layer(&m, &c1, &o), 64.0 * sbh, "fp32 doubles it");
 }
 
 /* A middle rank of 1F1B over D = 3 ranks with every backward split into I and W, the W's
@@ -177,8 +183,8 @@ Test(tuner_split, memory_model_holds_what_w_needs_between_i_and_w)
     }
     for (int mb = 0; mb < 4; mb++)
         cr_assert_eq(pp_sched_push(s[1], 1, PP_OP_W, 0, 1, mb), PP_OK);
-    double f = 13 * pp_tune_act_bytes_per_layer(&m, 1, 1, &o);
-    double h = 13 * pp_tune_held_for_w_bytes_per_layer(&m, 1, 1, &o);
+    double f = 13 * pp_tune_act_bytes_per_layer(&m, &c, &o);
+    double h = 13 * pp_tune_held_for_w_bytes_per_layer(&m, &c, &o);
     pp_tune_rank_mem mem[3][3];
     for (int k = 0; k < 3; k++)
         cr_assert_eq(pp_tune_memory(&m, &c, s[k], &o, mem[k]), PP_OK, "%s", pp_err_msg());

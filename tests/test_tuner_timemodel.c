@@ -102,13 +102,13 @@ Test(tuner_timemodel, full_recompute_charges_the_recomputed_forwards_allreduces)
     pp_tune_opts o;
     a100(2, &hw, &o);
     pp_tune_model m = gpt(8, 8192, 64);
-    o.recompute = PP_RECOMPUTE_FULL;
-    pp_config c = {.schedule = "1f1b", .p = 1, .v = 1, .b = 1, .d = 2, .t = 8, .N = 4};
+    pp_config c = {.schedule = "1f1b", .p = 1, .v = 1, .b = 1, .d = 2, .t = 8, .N = 4,
+                   .recompute = PP_RECOMPUTE_FULL};
     pp_tune_op_times on, off;
     pp_tune_op_times_compute(&m, &hw, &c, &o, &on);
     o.without = PP_TUNE_FX_RECOMPUTE_AR;
     pp_tune_op_times_compute(&m, &hw, &c, &o, &off);
-    cr_expect_float_eq(on.layer_b - off.layer_b, 2.0 * on.tp_allreduce, 1e-12);
+    cr_expect_float_eq(on.recompute - off.recompute, 2.0 * on.tp_allreduce, 1e-12);
     cr_expect_float_eq(on.layer_f, off.layer_f, 1e-15);
 }
 
@@ -126,9 +126,10 @@ Test(tuner_timemodel, boundary_share_and_dp_sync_over_the_nodes_nics)
     /* d = 32 of single GPUs (t = p = 1): 8 members per node, 8 NICs at 0.9 of 25 GB/s */
     pp_config dp = {.schedule = "1f1b", .p = 1, .v = 1, .b = 1, .d = 32, .t = 1, .N = 1};
     double params = 1e9, bytes = 4.0 * params, ring = 2.0 * 31 / 32 * bytes;
+    o.without = PP_TUNE_FX_DP_LATENCY; /* the bandwidth term alone (latencies: below) */
     cr_expect_float_eq(pp_tune_dp_sync_time(&hw, &dp, &o, params), ring / (8 * 25e9 * 0.9),
                        1e-9);
-    o.without = PP_TUNE_FX_DP_NICS;
+    o.without = PP_TUNE_FX_DP_NICS | PP_TUNE_FX_DP_LATENCY;
     cr_expect_float_eq(pp_tune_dp_sync_time(&hw, &dp, &o, params), ring / 25e9, 1e-9);
 }
 
@@ -173,17 +174,21 @@ Test(tuner_timemodel, sequence_parallel_splits_the_embedding_dropout_mask)
     pp_tune_model m = gpt(4, 1024, 16);
     pp_tune_opts o;
     pp_tune_opts_default(&o);
-    o.recompute = PP_RECOMPUTE_FULL;
-    pp_config c = {.schedule = "1f1b", .p = 1, .v = 1, .b = 1, .d = 1, .t = 4, .N = 1};
+    pp_config c = {.schedule = "1f1b", .p = 1, .v = 1, .b = 1, .d = 1, .t = 4, .N = 1,
+                   .recompute = PP_RECOMPUTE_FULL};
     pp_sched_params sp = {.ranks = 1, .microbatches = 1, .layers = 4};
     pp_sched *s;
     cr_assert_eq(pp_sched_generate("1f1b", &sp, &s), PP_OK, "%s", pp_err_msg());
     pp_tune_rank_mem plain, seqpar;
     cr_assert_eq(pp_tune_memory(&m, &c, s, &o, &plain), PP_OK, "%s", pp_err_msg());
-    o.sequence_parallel = 1;
+    c.sequence_parallel = 1;
     cr_assert_eq(pp_tune_memory(&m, &c, s, &o, &seqpar), PP_OK, "%s", pp_err_msg());
     pp_sched_destroy(s);
-    cr_expect_float_eq(plain.acts - seqpar.acts, 2048.0 * 1024 * (1 - 1.0 / 4), 1e-3);
+    /* the embedding's dropout mask s b h (1 - 1/t), and each of the 4 layers' kept input
+     * 2 s b h (1 - 1/t): Megatron keeps the 1/t sequence shard of a recomputed layer's input */
+    cr_expect_float_eq(plain.acts - seqpar.acts,
+                       2048.0 * 1024 * (1 - 1.0 / 4) + 4 * 2 * 2048.0 * 1024 * (1 - 1.0 / 4),
+                       1e-3);
 }
 
 Test(tuner_timemodel, validate_command_prints_rows_and_refuses_unknown_effects)
@@ -383,4 +388,27 @@ Test(tuner_timemodel, unfused_gradient_accumulation_is_charged_per_micro_batch)
     cr_expect_float_eq(cost.b[0], b[0][0], 1e-15);
     pp_cost_fini(&cost);
     pp_sched_destroy(s);
+}
+
+/* Every setting validate uses is a flag of simulate: each row's printed `pptune simulate` line
+ * predicts the row's step time (simulate prints it to 1e-4 s). */
+Test(tuner_timemodel, validate_rows_are_reproduced_by_their_simulate_lines)
+{
+    pp_tune_validation v;
+    cr_assert_eq(pp_tune_validate(0, &v), PP_OK, "%s", pp_err_msg());
+    for (int i = 0; i < v.n; i++) {
+        char line[400];
+        pp_tune_check_simulate_line(&v.rows[i], line, sizeof line);
+        cr_assert(!strncmp(line, "pptune simulate ", 16), "%s", line);
+        pp_test_run_result r = pp_test_run("'%s' %s", PPTUNE, line + 7);
+        cr_assert_eq(r.code, 0, "%s: %s", line, r.err);
+        const char *at = strstr(r.out, "step time ");
+        cr_assert_not_null(at, "%s", r.out);
+        double step = 0;
+        cr_assert_eq(sscanf(at, "step time %lf s", &step), 1, "%s", at);
+        cr_expect(fabs(step - v.rows[i].predicted_step) <= 1e-4,
+                  "%s: simulate %.4f s, validate %.6f s", v.rows[i].row->name, step,
+                  v.rows[i].predicted_step);
+        pp_test_run_done(&r);
+    }
 }

@@ -145,10 +145,12 @@ Test(tuner_trials, sequence_parallel_candidates_run_and_match_the_memory_model)
     cr_assert_eq(pp_sched_generate("1f1b", &sp, &s), PP_OK);
     pp_tune_opts o;
     pp_tune_opts_default(&o);
-    o.sequence_parallel = 1;
+    pp_config tp_only = c;
+    tp_only.sequence_parallel = 0;
     pp_tune_rank_mem mem[2], mem_tp[2];
     cr_assert_eq(pp_tune_memory_runtime(&m, &c, s, &o, mem), PP_OK, "%s", pp_err_msg());
-    cr_assert_eq(pp_tune_memory_runtime(&m, &c, s, NULL, mem_tp), PP_OK, "%s", pp_err_msg());
+    cr_assert_eq(pp_tune_memory_runtime(&m, &tp_only, s, NULL, mem_tp), PP_OK, "%s",
+                 pp_err_msg());
     for (int k = 0; k < 2; k++) {
         cr_assert(fabs(mem[k].total - r.peak_per_rank[k]) <= 0.03 * r.peak_per_rank[k],
                   "rank %d: predicted %.0f, measured %.0f", k, mem[k].total, r.peak_per_rank[k]);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "axes.h"
 #include "tune_cli.h"
 
 int pp_cli_measured(const pp_tune_prediction *p, pp_cli_measured_figures *out)
@@ -28,14 +29,16 @@ int pp_cli_measured(const pp_tune_prediction *p, pp_cli_measured_figures *out)
 
 static void config_cols(char *buf, size_t n, const pp_config *c)
 {
-    char g[12] = "-", split[32];
+    char g[12] = "-", split[32], set[48];
     if (c->G)
         snprintf(g, sizeof g, "%d", c->G);
-    snprintf(buf, n, "%-11s %3d %2d %4s %3d %5d %2d %5d %-6s", c->schedule, c->p, c->v, g, c->b, c->d,
-             c->t, c->N, pp_config_split_str(c, split, sizeof split));
+    snprintf(buf, n, "%-11s %3d %2d %4s %3d %5d %2d %2d %5d %-6s %-12s", c->schedule, c->p, c->v,
+             g, c->b, c->d, c->t, c->cp, c->N, pp_config_split_str(c, split, sizeof split),
+             pp_tune_axes_str(c, set, sizeof set));
 }
 
-static const char *CONFIG_HEAD = "schedule      p  v    G   b     d  t     N split ";
+static const char *CONFIG_HEAD =
+    "schedule      p  v    G   b     d  t cp     N split  settings    ";
 
 static void predicted_row(FILE *fp, int rank, const pp_tune_prediction *p)
 {
@@ -110,10 +113,13 @@ void pp_cli_board_print(FILE *fp, const pp_tune_result *r, int show)
         (trials ? measured_row : predicted_row)(fp, i + 1, &r->best[i]);
     pp_cli_wrapped(fp, 1,
                    "(p pipeline ranks, v chunks per rank, G interleaving group, b micro-batch "
-                   "size, d data-parallel replicas, t tensor-parallel size, N micro-batches per "
-                   "step; split: the layers per stage, even, uneven (Llama 3's: the first and "
-                   "last stage one layer fewer) or F/L (the first stage holds F layers, the last "
-                   "L, the rest even; - the even count); GiB = 2^30 bytes, MiB = 2^20)");
+                   "size, d data-parallel replicas, t tensor-parallel size, cp context-parallel "
+                   "size, N micro-batches per step; split: the layers per stage, even, uneven "
+                   "(Llama 3's: the first and last stage one layer fewer) or F/L (the first "
+                   "stage holds F layers, the last L, the rest even; - the even count); "
+                   "settings: recompute - none, sel selective, full every layer, full-k the "
+                   "first k layers of each stage; sp sequence parallel; z1 optimizer state "
+                   "sharded over d x cp, z2 and gradients; GiB = 2^30 bytes, MiB = 2^20)");
     if (trials)
         pp_cli_wrapped(fp, 1,
                        "(measured: pprun's median step after warm-up and its fullest rank's "
@@ -178,6 +184,13 @@ void pp_cli_rank_memory_table(FILE *fp, const pp_tune_rank_mem *mem, int P, int 
                     "--explain=all shows every rank)\n",
                 n, P);
     free(show);
+}
+
+void pp_cli_winner_print(FILE *fp, const pp_tune_prediction *best)
+{
+    char cb[160], ab[200];
+    fprintf(fp, "\n#1 %s: %s\n", pp_config_str(&best->cfg, cb, sizeof cb),
+            pp_tune_axes_describe(&best->cfg, ab, sizeof ab));
 }
 
 void pp_cli_rank_memory_print(FILE *fp, const pp_tune_prediction *best, int all)

@@ -1,7 +1,7 @@
 /* cmd_search.c — `pptune --model M --nodes N` (also `pptune search ...`): the search, its
  * leaderboard, --explain, and the profile.
  *
- * The search itself, with its fallback, trials, recalibration and choice, is pp_tune_search
+ * The search itself, with its trials, recalibration and choice, is pp_tune_search
  * (search.c, search_trials.c); this file parses options, shows progress on stderr (the
  * search's callbacks, tune_trials_cli.c for the trials), prints the leaderboard and the
  * winner's per-rank memory, and writes the profile.
@@ -27,7 +27,7 @@ typedef struct {
     const char *hostfile; /* --hostfile FILE: trials with mpirun over its hosts */
     pp_tune_alloc alloc;  /* the allocation trials run in (launcher "": this machine) */
     int keep, show, explain, no_save, no_tp, max_b, max_t, progress, trials, trial_steps;
-    int no_fallback, no_probe_nodes;
+    int max_cp, no_probe_nodes;
     double trial_timeout;
     int stdout_fd; /* -o -: the real stdout (the profile's), while fd 1 is stderr; else -1 */
     char self[4096]; /* this pptune, for the all-reduce probe of reduced trials; "" unknown */
@@ -61,9 +61,8 @@ static const pp_opt rows[] = {
      .help = "why the others lost: rejections by reason, each schedule's\n"
              "best against #1 (time and memory), the Pareto front;\n"
              "=all: also every rejected candidate"},
-    {.name = "no-fallback", .kind = PP_OPT_FLAG, .offset = OFF(no_fallback),
-     .help = "when nothing fits, do not retry with the distributed\n"
-             "optimizer, sequence parallelism, then recompute"},
+    {.name = "max-cp", .kind = PP_OPT_INT, .offset = OFF(max_cp), .min = 1, .arg = "C",
+     .help = "largest context parallelism tried (default 16)"},
     {.name = "trials", .kind = PP_OPT_INT, .offset = OFF(trials), .min = 0, .arg = "K",
      .help = "trial runs of the best K on a local cluster (0: none)", .show_default = 1},
     {.name = "trial-steps", .kind = PP_OPT_INT, .offset = OFF(trial_steps), .min = 1,
@@ -109,9 +108,13 @@ static void help(void)
     printf("usage: pptune --model M [--nodes N] [options]\n"
            "       pptune search --model M [--nodes N] [options]\n\n"
            "Searches schedule x pipeline size p x chunks v x group G x micro-batch b x tensor\n"
-           "parallel t (d = GPUs / (p t), N = global batch / (b d)), predicts each candidate's\n"
-           "step time by simulating its schedule with costs from the cluster and its memory per\n"
-           "rank, prints a leaderboard and writes the profile.\n\n");
+           "parallel t x context parallel cp (d = GPUs / (p t cp), N = global batch / (b d)) x\n"
+           "the settings: recomputation (none, selective, full, full on the first k layers of\n"
+           "each stage), sequence parallelism (t > 1), sharding over the d x cp replicas (none,\n"
+           "optimizer = ZeRO-1, gradients = ZeRO-2); a settings flag below forces its value.\n"
+           "Predicts each candidate's step time by simulating its schedule with costs from the\n"
+           "cluster and its memory per rank, prints a leaderboard (the winner's settings in its\n"
+           "#1 line; --explain: what did not fit and why) and writes the profile.\n\n");
     char names[256];
     snprintf(schedules_help, sizeof schedules_help,
              "comma list of the registry's schedules (all):\n%s",
@@ -238,17 +241,6 @@ static void pass_done(void *ctx, const pp_tune_result *r)
                    r->bounded, r->sim_cache_hits);
 }
 
-/* The fallback's next pass: the output says which options the result used. */
-static void retry(void *ctx, pp_tune_saving added, const pp_tune_opts *next)
-{
-    (void)ctx, (void)next;
-    printf("\nretrying with %s\n",
-           added == PP_TUNE_SAVING_DISTRIBUTED_OPTIMIZER ? "--distributed-optimizer"
-           : added == PP_TUNE_SAVING_SEQUENCE_PARALLEL   ? "--sequence-parallel too"
-           : added == PP_TUNE_SAVING_RECOMPUTE_SELECTIVE ? "--recompute selective too"
-                                                         : "--recompute full instead");
-}
-
 static int save_profile(const opts *o, const pp_tune_model *m, const pp_tune_hw *hw,
                         const pp_tune_result *r, const char *cmdline, int trials_run,
                         const char *cluster_json)
@@ -357,6 +349,7 @@ static int report(const opts *o, const pp_tune_model *m, const pp_tune_hw *hw, p
 {
     int trials_run = trials_note(o, m, hw, r);
     pp_cli_board_print(stdout, r, o->show);
+    pp_cli_winner_print(stdout, &r->best[0]);
     pp_cli_rank_memory_print(stdout, &r->best[0], o->explain > 1);
     char cmd[512];
     printf("\nlaunch: %s\n", pp_tune_launch_command(m, hw, &r->best[0].cfg, &r->opts, cmd, sizeof cmd));
@@ -384,17 +377,18 @@ static int search_and_report(opts *o, const pp_tune_model *m, const pp_tune_hw *
     int allow_tp = !o->no_tp;
     pp_tune_search_adjust(hw, &o->tune.opts, &allow_tp);
     o->no_tp = !allow_tp;
-    pp_cli_tune_describe(stdout, m, hw, &o->tune.opts, m->global_batch);
+    pp_cli_tune_describe(stdout, m, hw, &o->tune.opts, &o->tune.force, m->global_batch);
     pp_cli_search_view view = {.progress = o->progress || isatty(2)};
     pp_tune_search_params sp = {.model = m, .hw = hw, .opts = o->tune.opts,
+                                .force = o->tune.force, .max_cp = o->max_cp,
                                 .global_batch = m->global_batch, .schedules = o->schedules,
                                 .max_t = o->max_t, .max_b = o->max_b, .allow_tp = allow_tp,
-                                .keep = o->keep, .fallback = !o->no_fallback,
+                                .keep = o->keep,
                                 .trials = o->trials, .trial_steps = o->trial_steps,
                                 .trial_timeout_s = o->trial_timeout, .progress = progress_bar,
                                 .alloc = o->alloc.launcher[0] ? &o->alloc : NULL,
                                 .prober = o->self[0] ? o->self : NULL,
-                                .on_pass = pass_done, .on_retry = retry,
+                                .on_pass = pass_done,
                                 .on_trial = pp_cli_trial_event, .progress_ctx = &view};
     pp_tune_result *r = NULL;
     pp_status st = pp_tune_search(&sp, &r);
@@ -411,8 +405,9 @@ static int search_and_report(opts *o, const pp_tune_model *m, const pp_tune_hw *
                             "global batch %d, layers, heads; schedule constraints)\n",
                     r->global_batch);
         else
-            fprintf(stderr, "pptune search: no candidate fits%s; more --nodes, or see why:\n",
-                    o->no_fallback ? "" : ", even with the memory savings above");
+            fprintf(stderr, "pptune search: no candidate fits, with every setting searched "
+                            "(recomputation, sharding, sequence and context parallelism); more "
+                            "--nodes, or see why (--explain):\n");
         pp_cli_reasons_print(stderr, r, 8);
         if (o->explain)
             pp_cli_explain_print(stdout, m, hw, r, o->explain > 1);

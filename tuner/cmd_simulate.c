@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "axes.h"
 #include "cmd.h"
 #include "tune_cli.h"
 
@@ -71,7 +72,8 @@ static void help(void)
     printf("usage: pptune simulate --model M [--nodes N] --schedule K -p P [-v V] [-G G] [-b B]\n"
            "                       [-t T] [--uneven] [--timeline [--format ascii|svg] [--width W]\n"
            "                       [-o FILE]] [shared options]\n\n"
-           "Predicts one configuration: d = GPUs / (p t), N = global batch / (b d).\n\n");
+           "Predicts one configuration: d = GPUs / (p t cp), N = global batch / (b d); the\n"
+           "settings (recompute, sequence parallelism, shard, cp) as given, else none.\n\n");
     char names[256];
     snprintf(schedule_help, sizeof schedule_help, "%s",
              pp_sched_names(PP_SCHED_MEGATRON_NONE, ", ", names, sizeof names));
@@ -108,11 +110,17 @@ static int parse(int argc, char **argv, opts *o)
 static int complete(opts *o, const pp_tune_model *m, const pp_tune_hw *hw)
 {
     pp_config *c = &o->c;
+    pp_tune_force_apply(&o->tune.force, c); /* the settings: as given, else none / off / 1 */
+    char why[200];
+    if (pp_tune_axes_rule(m, c, why, sizeof why))
+        return pp_cmd_usage_error(CMD, "%s", why);
     long long gpus = (long long)hw->nodes * hw->gpus_per_node;
-    long long pt = (long long)c->p * c->t; /* 64 bits: 65536 x 65536 wrapped to 0 (SIGFPE) */
+    /* 64 bits: 65536 x 65536 wrapped to 0 (SIGFPE) */
+    long long pt = (long long)c->p * c->t * c->cp;
     if (pt > gpus || gpus % pt != 0)
-        return pp_cmd_usage_error(CMD, "-p x -t = %d x %d does not divide the %lld devices", c->p,
-                                  c->t, gpus);
+        return pp_cmd_usage_error(CMD, "-p x -t x --cp = %d x %d x %d does not divide the %lld "
+                                       "devices",
+                                  c->p, c->t, c->cp, gpus);
     c->d = (int)(gpus / pt);
     long long bd = (long long)c->b * c->d;
     if (c->b > m->global_batch || m->global_batch % bd != 0)
@@ -130,8 +138,9 @@ static int complete(opts *o, const pp_tune_model *m, const pp_tune_hw *hw)
 
 static void print_prediction(const pp_tune_prediction *p, const pp_tune_rank_mem *mem)
 {
-    char cb[160];
+    char cb[160], ab[200];
     printf("configuration  %s\n", pp_config_str(&p->cfg, cb, sizeof cb));
+    printf("settings       %s\n", pp_tune_axes_describe(&p->cfg, ab, sizeof ab));
     char s[3][16];
     pp_cli_wrapped(stdout, 15,
                    "step time      %s s (pipeline %s s, then the data-parallel all-reduce, begun "
@@ -204,7 +213,7 @@ int pp_cmd_simulate(int argc, char **argv)
         return rc;
     if ((rc = complete(&o, &m, &hw)) != 0)
         return rc;
-    pp_cli_tune_describe(stdout, &m, &hw, &o.tune.opts, m.global_batch);
+    pp_cli_tune_describe(stdout, &m, &hw, &o.tune.opts, &o.tune.force, m.global_batch);
     pp_tune_rank_mem *mem = calloc((size_t)o.c.p, sizeof *mem);
     if (!mem)
         return pp_cmd_fail(CMD, PP_ERR_NOMEM);

@@ -66,8 +66,15 @@ static void print(const pp_tune_validation *v, unsigned without)
                c->row->model_parallel, c->row->gpus, c->row->global_batch, cb, c->published_step,
                c->predicted_step, 100 * c->error);
     }
+
     printf("\nmedian |error| %.1f %%, largest %.1f %% (%d rows)\n", 100 * v->median_abs,
            100 * v->max_abs, v->n);
+    printf("\neach row's prediction, reproduced by pptune simulate%s:\n",
+           without ? " (without the effects switched off here: --without is validate's)" : "");
+    for (int i = 0; i < v->n; i++) {
+        char line[400];
+        printf("  %s\n", pp_tune_check_simulate_line(&v->rows[i], line, sizeof line));
+    }
 }
 
 int pp_cmd_validate(int argc, char **argv)

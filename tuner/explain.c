@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "axes.h"
 #include "tune_cli.h"
 
 
@@ -18,6 +19,15 @@ typedef struct {
     long count, example; /* rejects index of the first */
     int stage;
 } group;
+
+/* The configuration and its settings: "zbv p=2 v=2 b=2 d=128 t=1 N=4 even [full-4,sp,z1]". */
+static char *config_str(const pp_config *c, char *buf, size_t n)
+{
+    char set[48];
+    size_t len = strlen(pp_config_str(c, buf, n));
+    snprintf(buf + len, n - len, " [%s]", pp_tune_axes_str(c, set, sizeof set));
+    return buf;
+}
 
 static void reason_key(const char *reason, char *key, size_t n)
 {
@@ -51,7 +61,8 @@ static group *group_rejects(const pp_tune_result *r, const char *kind, int *n)
         const pp_tune_reject *j = &r->rejects[i];
         if (kind && strcmp(j->cfg.schedule, kind) != 0)
             continue;
-        reason_key(j->reason, key, sizeof key);
+        char text[200];
+        reason_key(pp_tune_reject_reason(j, text, sizeof text), key, sizeof key);
         int k = 0;
         while (k < ng && (g[k].stage != j->stage || strcmp(g[k].key, key) != 0))
             k++;
@@ -76,11 +87,12 @@ void pp_cli_reasons_print(FILE *fp, const pp_tune_result *r, int max)
 {
     int ng;
     group *g = group_rejects(r, NULL, &ng);
-    char cb[160];
+    char cb[160], text[200];
     for (int k = 0; k < ng && k < max; k++) {
         const pp_tune_reject *j = &r->rejects[g[k].example];
-        fprintf(fp, "  %6ld  %-9s %s (e.g. %s)\n", g[k].count, STAGE[j->stage], j->reason,
-                pp_config_str(&j->cfg, cb, sizeof cb));
+        fprintf(fp, "  %6ld  %-9s %s (e.g. %s)\n", g[k].count, STAGE[j->stage],
+                pp_tune_reject_reason(j, text, sizeof text),
+                config_str(&j->cfg, cb, sizeof cb));
     }
     if (ng > max)
         fprintf(fp, "  ... %d more reasons (--explain=all lists every candidate)\n", ng - max);
@@ -140,7 +152,7 @@ static void best_row(FILE *fp, const char *label, const pp_tune_prediction *p,
                      const pp_tune_rank_mem *w, const double t[6])
 {
     char cb[160], s[7][16];
-    fprintf(fp, "  %-11s %-44s %7s", label, pp_config_str(&p->cfg, cb, sizeof cb),
+    fprintf(fp, "  %-11s %-44s %7s", label, config_str(&p->cfg, cb, sizeof cb),
             pp_fmt_seconds(p->step_time, s[0], 16));
     for (int k = 0; k < 6; k++)
         fprintf(fp, " %7s", pp_fmt_seconds(t[k], s[k + 1], 16));
@@ -155,6 +167,7 @@ static void print_without_best(FILE *fp, const pp_tune_result *r)
 {
     int n_kinds;
     const pp_sched_desc *kinds = pp_sched_generators(&n_kinds);
+    char text[200];
     for (int k = 0; k < n_kinds; k++) {
         int has = 0;
         for (int i = 0; i < r->n_sched_best; i++)
@@ -169,7 +182,7 @@ static void print_without_best(FILE *fp, const pp_tune_result *r)
         if (g && ng > 0)
             fprintf(fp, "  %-11s no candidate %s (%ld like this): %s\n", kinds[k].name,
                     r->rejects[g[at].example].stage == 1 ? "fits" : "is valid", g[at].count,
-                    r->rejects[g[at].example].reason);
+                    pp_tune_reject_reason(&r->rejects[g[at].example], text, sizeof text));
         free(g);
     }
 }
@@ -230,18 +243,19 @@ static void print_pareto(FILE *fp, const pp_tune_result *r)
         fprintf(fp, "  %9s %8s %12s  %s\n", pp_fmt_bytes(p->peak_mem, pk, sizeof pk),
                 pp_fmt_seconds(p->step_time, st, sizeof st),
                 pp_fmt_grouped(p->tokens_per_s, tok, sizeof tok),
-                pp_config_str(&p->cfg, cb, sizeof cb));
+                config_str(&p->cfg, cb, sizeof cb));
     }
 }
 
 static void print_all(FILE *fp, const pp_tune_result *r)
 {
     fprintf(fp, "\nevery rejected candidate (%ld):\n", r->n_rejects);
-    char cb[160];
+    char cb[160], text[200];
     for (long i = 0; i < r->n_rejects; i++) {
         const pp_tune_reject *j = &r->rejects[i];
         fprintf(fp, "  [%-9s] %-58s %s\n", STAGE[j->stage],
-                pp_config_str(&j->cfg, cb, sizeof cb), j->reason);
+                config_str(&j->cfg, cb, sizeof cb),
+                pp_tune_reject_reason(j, text, sizeof text));
     }
 }
 

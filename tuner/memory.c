@@ -36,7 +36,6 @@ void pp_tune_opts_default(pp_tune_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->precision = PP_PREC_BF16;
-    o->recompute = PP_RECOMPUTE_NONE;
     o->flash_attention = 1;
     o->headroom = 0.05;
     o->gemm_efficiency = 1.0;
@@ -57,31 +56,74 @@ static double act_dtype(const pp_tune_opts *o)
     return o->precision == PP_PREC_FP32 ? 4.0 : 2.0;
 }
 
-/* Korthikanti's derivation, per layer and micro-batch, in units of s*b*h 16-bit elements:
- *   outside the tensor-parallel regions: attention input 2, attention dropout mask 1, MLP input
- *   2, MLP dropout mask 1, two norm inputs 4                      -> 10 (8 without dropout)
- *   inside (divided by t): Q 2, K and V 2*kvd/h each, projection input 2   -> 8 for MHA
- *                          MLP: 2*ffn/h per saved ffn-wide tensor: two (GeLU in/out) or three
- *                          (gate, up, SwiGLU out)                  -> 16 for ffn = 4h
- *   scores (no flash attention, no selective recompute): 5 a s / h, inside TP.
- * The table's rows are recovered for GPT shapes (the tests check 10 + 24/t). */
-double pp_tune_act_bytes_per_layer(const pp_tune_model *m, int b, int t, const pp_tune_opts *o)
+/* Tokens of one micro-batch on one rank: the sequence split over the cp context-parallel ranks
+ * (ring attention: every activation of a layer is per token, K/V of the other chunks pass
+ * through and are not kept; Megatron-Core's context parallelism with load-balanced causal
+ * chunks holds 2 of the 2 cp chunks on each rank). */
+static double local_seq(const pp_tune_model *m, const pp_config *c)
 {
-    double s = m->seq, h = m->hidden, sbh = s * b * h;
-    double scale = act_dtype(o) / 2.0; /* the table counts 16-bit values */
-    if (o->recompute == PP_RECOMPUTE_FULL)
-        return scale * 2.0 * sbh; /* only the layer input is kept */
+    return (double)m->seq / (c->cp > 1 ? c->cp : 1);
+}
+
+/* 1 when c runs Megatron sequence parallelism (it needs t > 1). */
+static int seq_par(const pp_config *c)
+{
+    return c->sequence_parallel && c->t > 1;
+}
+
+/* Korthikanti's derivation, per layer and micro-batch, in units of s*b*h 16-bit elements,
+ * per block variant (the model's shape, not GPT's 34 sbh):
+ *   outside the tensor-parallel regions: attention input 2, attention dropout mask 1, MLP input
+ *   2, MLP dropout mask 1, two norm inputs 4 (LayerNorm or RMSNorm: each keeps its input)
+ *                                                    -> 10 (8 without dropout: Llama)
+ *   inside (divided by t): Q 2, K and V 2*kvd/h each (grouped-query attention: kvd = kv_heads x
+ *   head width), projection input 2                -> 8 for MHA, 4 + 4 kvd/h for GQA
+ *   MLP: 2*ffn/h per saved ffn-wide tensor: two for GeLU (its input and output); three for
+ *   SwiGLU (the two ffn-wide tensors its backward needs, gate and up, and its output, the
+ *   down projection's input)                       -> 16 for ffn = 4h
+ *   scores (no flash attention): 5 a s / h, inside TP; selective recomputation drops them
+ *   (the attention core is recomputed: Korthikanti sec. 5, Megatron's --recompute-granularity
+ *   selective), so under flash attention selective keeps exactly what none keeps.
+ * Full recomputation keeps the layer's input, 2, of which each tensor rank keeps its 1/t
+ * sequence shard under sequence parallelism (Korthikanti Table 2, "full, tensor + sequence
+ * parallel": 2sbh/t). Context parallelism divides s by cp throughout (local_seq).
+ * The table's rows are recovered for GPT shapes (the tests check 10 + 24/t). */
+static double layer_act(const pp_tune_model *m, const pp_config *c, const pp_tune_opts *o,
+                        pp_recompute rc)
+{
+    double s = local_seq(m, c), h = m->hidden, sbh = s * c->b * h;
+    double t = c->t, scale = act_dtype(o) / 2.0; /* the table counts 16-bit values */
+    if (rc == PP_RECOMPUTE_FULL)
+        return scale * 2.0 * sbh / (seq_par(c) ? t : 1.0);
     double kvd = (double)m->kv_heads * (h / m->heads);
     double has_dropout = m->linear_bias ? 1.0 : 0.0; /* GPT/BERT train with dropout, Llama not */
     double outside = 8.0 + 2.0 * has_dropout;
     double attn_in = 2.0 + 4.0 * kvd / h + 2.0;
     double mlp_in = (m->gated_mlp ? 3.0 : 2.0) * 2.0 * m->ffn / h;
     double scores = 0;
-    if (!o->flash_attention && o->recompute == PP_RECOMPUTE_NONE)
+    if (!o->flash_attention && rc == PP_RECOMPUTE_NONE)
         scores = 5.0 * m->heads * s / h;
-    if (o->sequence_parallel)
+    if (seq_par(c))
         return scale * sbh * (outside + attn_in + mlp_in + scores) / t;
     return scale * sbh * (outside + (attn_in + mlp_in + scores) / t);
+}
+
+double pp_tune_act_bytes_per_layer(const pp_tune_model *m, const pp_config *c,
+                                   const pp_tune_opts *o)
+{
+    return layer_act(m, c, o, c->recompute);
+}
+
+/* A stage's layers: the recomputed ones keep layer_act(full), the others what no recomputation
+ * keeps (recompute_layers = k: the first k of the stage, Megatron's block method). */
+static double stage_layers_act(const pp_tune_model *m, const pp_config *c, const pp_tune_opts *o,
+                               int layers)
+{
+    if (c->recompute != PP_RECOMPUTE_FULL)
+        return layers * layer_act(m, c, o, c->recompute);
+    int k = pp_tune_recomputed_layers(c, layers);
+    return k * layer_act(m, c, o, PP_RECOMPUTE_FULL) +
+           (layers - k) * layer_act(m, c, o, PP_RECOMPUTE_NONE);
 }
 
 /* What one layer keeps for one micro-batch from its I to its W (split backward): everything W
@@ -97,10 +139,10 @@ double pp_tune_act_bytes_per_layer(const pp_tune_model *m, int b, int t, const p
  * them, so that W stays local: the time model charges the gather to I) and the row-parallel
  * output gradients arrive gathered, so neither is divided by t; full recompute holds the same
  * tensors, recomputed during I (more than the 2 sbh its forward kept). */
-double pp_tune_held_for_w_bytes_per_layer(const pp_tune_model *m, int b, int t,
+double pp_tune_held_for_w_bytes_per_layer(const pp_tune_model *m, const pp_config *c,
                                           const pp_tune_opts *o)
 {
-    double s = m->seq, h = m->hidden, sbh = s * b * h, ffn = m->ffn;
+    double s = local_seq(m, c), h = m->hidden, sbh = s * c->b * h, ffn = m->ffn, t = c->t;
     double kvd = (double)m->kv_heads * (h / m->heads);
     double inputs = 2.0 + 2.0 + (2.0 + 2.0 * ffn / h) / t;
     double grads = 2.0 * (h + 2.0 * kvd) / h / t + 2.0 +
@@ -111,15 +153,16 @@ double pp_tune_held_for_w_bytes_per_layer(const pp_tune_model *m, int b, int t,
 /* The first stage's W (the embedding's scatter-add) holds the token ids (8 s b, int64) and the
  * embedding output's gradient (s b h); the last stage's (the LM head's wgrad) the head input
  * (s b h) and the logits' gradient (s b V / t), in the activation dtype. */
-static double embed_held(const pp_tune_model *m, int b, const pp_tune_opts *o)
+static double embed_held(const pp_tune_model *m, const pp_config *c, const pp_tune_opts *o)
 {
-    return 8.0 * m->seq * b + act_dtype(o) * (double)m->seq * b * m->hidden;
+    double sb = local_seq(m, c) * c->b;
+    return 8.0 * sb + act_dtype(o) * sb * m->hidden;
 }
 
-static double head_held(const pp_tune_model *m, int b, int t, const pp_tune_opts *o)
+static double head_held(const pp_tune_model *m, const pp_config *c, const pp_tune_opts *o)
 {
-    double sb = (double)m->seq * b;
-    return act_dtype(o) * sb * ((double)m->hidden + (double)m->vocab / t);
+    double sb = local_seq(m, c) * c->b;
+    return act_dtype(o) * sb * ((double)m->hidden + (double)m->vocab / c->t);
 }
 
 /* Extra activations of a pipe's first stage (token ids 8sb as int64, embedding dropout mask
@@ -127,28 +170,31 @@ static double head_held(const pp_tune_model *m, int b, int t, const pp_tune_opts
  * scatters the embedding output to the sequence-parallel region before its dropout) and last
  * stage (final norm + head inputs 4sbh, fp32 logits for the loss 4 s b V / t):
  * Korthikanti's "embedding" and "output layer + cross-entropy" terms. */
-static double embed_act(const pp_tune_model *m, int b, int t, const pp_tune_opts *o)
+static double embed_act(const pp_tune_model *m, const pp_config *c, const pp_tune_opts *o)
 {
-    double s = m->seq, sp = o->sequence_parallel ? t : 1;
-    return 8.0 * s * b + (m->linear_bias ? s * b * m->hidden * act_dtype(o) / 2.0 / sp : 0.0);
+    double sb = local_seq(m, c) * c->b, sp = seq_par(c) ? c->t : 1;
+    return 8.0 * sb + (m->linear_bias ? sb * m->hidden * act_dtype(o) / 2.0 / sp : 0.0);
 }
 
-static double head_act(const pp_tune_model *m, int b, int t, const pp_tune_opts *o)
+static double head_act(const pp_tune_model *m, const pp_config *c, const pp_tune_opts *o)
 {
-    double s = m->seq, h = m->hidden;
-    return act_dtype(o) * 2.0 * s * b * h + 4.0 * s * b * (double)m->vocab / t;
+    double sb = local_seq(m, c) * c->b, h = m->hidden;
+    return act_dtype(o) * 2.0 * sb * h + 4.0 * sb * (double)m->vocab / c->t;
 }
 
-pp_tune_param_bytes pp_tune_bytes_per_param(const pp_tune_opts *o, int d)
+pp_tune_param_bytes pp_tune_bytes_per_param(const pp_tune_opts *o, const pp_config *c)
 {
+    int d = pp_tune_shard_ranks(c);
     pp_tune_param_bytes r;
     if (!pp_tune_mixed_precision(o)) {
         r.weights = 4, r.grads = 4, r.optim = 8; /* fp32 weights/grads, Adam m and v */
     } else {
         r.weights = 2, r.grads = 4, r.optim = 12; /* bf16 weights, fp32 main grads, Adam */
     }
-    if (o->distributed_optimizer && d > 1)
+    if (c->shard != PP_SHARD_NONE && d > 1)
         r.optim /= d;
+    if (c->shard == PP_SHARD_GRADIENTS && d > 1)
+        r.grads /= d;
     return r;
 }
 
@@ -176,13 +222,13 @@ static double stage_params(const pp_tune_model *m, const pp_sched *s, int pipe, 
 }
 
 static double stage_act(const pp_tune_model *m, const pp_sched *s, const pp_config *c,
-                        const pp_tune_opts *o, int pipe, int stage, double per_layer)
+                        const pp_tune_opts *o, int pipe, int stage)
 {
-    double a = per_layer * pp_sched_stage_layers(s, pipe, stage);
+    double a = stage_layers_act(m, c, o, pp_sched_stage_layers(s, pipe, stage));
     if (stage == 0)
-        a += embed_act(m, c->b, c->t, o);
+        a += embed_act(m, c, o);
     if (stage == s->stages_per_pipe - 1)
-        a += head_act(m, c->b, c->t, o);
+        a += head_act(m, c, o);
     return a;
 }
 
@@ -191,9 +237,9 @@ static double stage_held(const pp_tune_model *m, const pp_sched *s, const pp_con
 {
     double a = per_layer * pp_sched_stage_layers(s, pipe, stage);
     if (stage == 0)
-        a += embed_held(m, c->b, o);
+        a += embed_held(m, c, o);
     if (stage == s->stages_per_pipe - 1)
-        a += head_held(m, c->b, c->t, o);
+        a += head_held(m, c, o);
     return a;
 }
 
@@ -202,17 +248,16 @@ static double stage_held(const pp_tune_model *m, const pp_sched *s, const pp_con
  * from), weighted by each stage's bytes: a micro-batch holds its stage's activations from F
  * to B or I, and what W needs from I to W (schedules without I and W never use the second). */
 static pp_status walk_acts(const pp_tune_model *m, const pp_sched *s, const pp_config *c,
-                           const pp_tune_opts *o, int r, double per_layer, double *bytes,
-                           double *units)
+                           const pp_tune_opts *o, int r, double *bytes, double *units)
 {
     int n = s->n_pipes * s->stages_per_pipe;
     double *w = pp_calloc(2 * (size_t)n, sizeof *w), *held = w + n;
     if (!w)
         return PP_ERR_NOMEM;
-    double per_layer_w = pp_tune_held_for_w_bytes_per_layer(m, c->b, c->t, o);
+    double per_layer_w = pp_tune_held_for_w_bytes_per_layer(m, c, o);
     for (int i = 0; i < n; i++) {
         int pipe = i / s->stages_per_pipe, st = i % s->stages_per_pipe;
-        w[i] = stage_act(m, s, c, o, pipe, st, per_layer);
+        w[i] = stage_act(m, s, c, o, pipe, st);
         held[i] = stage_held(m, s, c, o, pipe, st, per_layer_w);
     }
     *bytes = pp_sched_in_flight_peak_split(s, r, w, held);
@@ -222,21 +267,25 @@ static pp_status walk_acts(const pp_tune_model *m, const pp_sched *s, const pp_c
 }
 
 /* Largest transient of a rank's stages: the fp32 logit gradient of the head, the MLP's
- * ffn-wide backward temporaries, or (full recompute) one layer's recomputed activations. */
+ * ffn-wide backward temporaries, or (full recompute) one layer's recomputed activations; with
+ * gradient sharding (ZeRO-2) the largest layer's 16-bit gradient, which lives from its
+ * backward until its reduce-scatter into the rank's fp32 shard. */
 static double transient(const pp_tune_model *m, const pp_config *c, const pp_tune_opts *o,
                         int holds_head)
 {
-    double s = m->seq, sb = s * c->b;
+    double sb = local_seq(m, c) * c->b;
     double w = 2.0 * sb * m->ffn / c->t * act_dtype(o);
     if (holds_head) {
         double logits = 4.0 * sb * m->vocab / c->t;
         if (logits > w)
             w = logits;
     }
-    if (o->recompute == PP_RECOMPUTE_FULL) {
-        pp_tune_opts none = *o;
-        none.recompute = PP_RECOMPUTE_NONE;
-        w += pp_tune_act_bytes_per_layer(m, c->b, c->t, &none);
+    if (c->recompute == PP_RECOMPUTE_FULL)
+        w += layer_act(m, c, o, PP_RECOMPUTE_NONE);
+    if (c->shard == PP_SHARD_GRADIENTS && pp_tune_shard_ranks(c) > 1) {
+        pp_tune_params pc;
+        pp_tune_model_params(m, &pc);
+        w += act_dtype(o) * pc.per_layer / c->t;
     }
     return w;
 }
@@ -261,9 +310,8 @@ pp_status pp_tune_memory(const pp_tune_model *m, const pp_config *c, const pp_sc
                       c->t, c->b, c->d);
     if (!pp_tune_mixed_precision(o)) /* what the bundled runtime runs: its own plan */
         return pp_tune_memory_runtime(m, c, s, o, mem);
-    double per_layer = pp_tune_act_bytes_per_layer(m, c->b, c->t, o);
-    pp_tune_param_bytes bp = pp_tune_bytes_per_param(o, c->d);
-    double p2p = act_dtype(o) * (double)m->seq * c->b * m->hidden; /* one boundary tensor */
+    pp_tune_param_bytes bp = pp_tune_bytes_per_param(o, c);
+    double p2p = act_dtype(o) * local_seq(m, c) * c->b * m->hidden; /* one boundary tensor */
     int S = s->stages_per_pipe;
     for (int r = 0; r < s->ranks; r++) {
         pp_tune_rank_mem *x = &mem[r];
@@ -283,7 +331,7 @@ pp_status pp_tune_memory(const pp_tune_model *m, const pp_config *c, const pp_sc
         x->weights = x->params * bp.weights;
         x->grads = x->params * bp.grads;
         x->optim = x->params * bp.optim;
-        PP_TRY(walk_acts(m, s, c, o, r, per_layer, &x->acts, &x->peak_units));
+        PP_TRY(walk_acts(m, s, c, o, r, &x->acts, &x->peak_units));
         /* One outgoing activation and one outgoing gradient in flight per pipe through the
          * rank (received tensors become the next stage's saved input, counted above). */
         x->comm = s->ranks > 1 ? 2.0 * p2p * pipes_here : 0.0;

@@ -93,6 +93,9 @@ pp_status pp_tune_model_preset(const char *name, pp_tune_model *out)
             snprintf(out->runtime_model, sizeof out->runtime_model, "%s", r->name);
         return PP_OK;
     }
+    if (!strncmp(name, "megatron-", 9) && pp_tune_published_model(name, out) == PP_OK)
+        return PP_OK; /* pptune validate's rows (validate.c) */
+    pp_err_clear();
     int n;
     const pp_model_row *t = pp_model_table(&n);
     char list[512] = "";
@@ -102,7 +105,8 @@ pp_status pp_tune_model_preset(const char *name, pp_tune_model *out)
             strncat(list, ", ", sizeof list - strlen(list) - 1);
     }
     return PP_ERR(PP_ERR_NOTFOUND,
-                  "unknown model \"%s\": expected one of %s, or --model-config / --model-file",
+                  "unknown model \"%s\": expected one of %s, megatron-1.7B ... megatron-1008B "
+                  "(pptune validate's rows), or --model-config / --model-file",
                   name, list);
 }
 

@@ -28,12 +28,15 @@ typedef struct {
     double peak_units; /* peak in-flight activations, micro-batch x (L/D layers) */
 } pp_tune_rank_mem;
 
-/* Bytes of activations one transformer layer keeps for one micro-batch of b sequences
- * (Korthikanti et al. 2022 Table 2, tensor-parallel variant; see memory.c). */
-double pp_tune_act_bytes_per_layer(const pp_tune_model *m, int b, int t, const pp_tune_opts *o);
+/* Bytes of activations one transformer layer keeps for one micro-batch of c->b sequences on
+ * one rank, under c's tensor and sequence parallelism, recomputation (full: a recomputed
+ * layer's) and context parallelism (Korthikanti et al. 2022 Table 2 per block variant; see
+ * memory.c). */
+double pp_tune_act_bytes_per_layer(const pp_tune_model *m, const pp_config *c,
+                                   const pp_tune_opts *o);
 /* Bytes one layer holds for one micro-batch between its I and its W (split backward): the
  * linears' inputs and output gradients, Korthikanti's terms (memory.c says which). */
-double pp_tune_held_for_w_bytes_per_layer(const pp_tune_model *m, int b, int t,
+double pp_tune_held_for_w_bytes_per_layer(const pp_tune_model *m, const pp_config *c,
                                           const pp_tune_opts *o);
 /* Fills mem[0..D-1] for the schedule s of configuration c. */
 pp_status pp_tune_memory(const pp_tune_model *m, const pp_config *c, const pp_sched *s,
@@ -42,7 +45,7 @@ pp_status pp_tune_memory(const pp_tune_model *m, const pp_config *c, const pp_sc
  * (runtime/plan/pp_rt_plan.h, adapted in runtime_mem.c), the one the executor's measured peaks
  * equal; pp_tune_memory uses it when o->precision is PP_PREC_FP32. t > 1 is planned as the
  * runtime splits each stage (Megatron's split, embedding and head replicated), and with
- * o->sequence_parallel (o may be NULL: none) as it runs sequence parallelism. */
+ * c->sequence_parallel as it runs sequence parallelism. */
 pp_status pp_tune_memory_runtime(const pp_tune_model *m, const pp_config *c,
                                  const pp_sched *s, const pp_tune_opts *o, pp_tune_rank_mem *mem);
 /* The same walk for the runtime on another backend: the CPU (as above), or the CUDA backend
@@ -55,8 +58,7 @@ pp_status pp_tune_memory_runtime(const pp_tune_model *m, const pp_config *c,
  * backend's own accounting to the byte (tests/test_cuda_rt.c, run under the CUDA emulation).
  * Not modelled: the NCCL transport's message buffers, and what the driver holds outside the
  * backend's accounting (context, memory-pool slack: bench_cuda_layer reports both). With
- * o->sequence_parallel (o may be NULL: none) it plans sequence parallelism as the runtime runs
- * it. */
+ * c->sequence_parallel it plans sequence parallelism as the runtime runs it. */
 /* backend: a pprun backend's kind (a row of common/pp_backends.h with .choice); precision:
  * one the backend computes in (its row's precisions: bf16 on CUDA only). */
 pp_status pp_tune_memory_runtime_on(const pp_tune_model *m, const pp_config *c,
@@ -76,12 +78,17 @@ int pp_tune_mixed_precision(const pp_tune_opts *o);
 char *pp_tune_rank_mem_str(const pp_tune_rank_mem *x, char *buf, size_t n);
 /* Bytes per parameter of the weights, gradients and optimizer state (memory.c; Megatron-LM's
  * theoretical_memory_usage.py table): bf16 2 + 4 + 12, the CPU runtime's fp32 4 + 4 + 8; with
- * the distributed optimizer and d > 1 the optimizer's share divided by d. The one copy: the
- * memory model, the time model's gradient sync and the search's lower bound read it. */
+ * c->shard optimizer the optimizer's share divided by the sharding ranks
+ * (pp_tune_shard_ranks), with gradients the gradients' too. The one copy: the memory model,
+ * the time model's gradient sync and the search's lower bound read it. */
 typedef struct {
     double weights, grads, optim;
 } pp_tune_param_bytes;
-pp_tune_param_bytes pp_tune_bytes_per_param(const pp_tune_opts *o, int d);
+pp_tune_param_bytes pp_tune_bytes_per_param(const pp_tune_opts *o, const pp_config *c);
+/* The ranks that hold the same weights and so reduce gradients together and share sharded
+ * state: d x cp (context-parallel ranks hold the same weights; Megatron's data-parallel group
+ * with context parallelism). */
+int pp_tune_shard_ranks(const pp_config *c);
 
 #ifdef __cplusplus
 }

@@ -27,11 +27,8 @@ typedef struct {
     /* pp_common.h's: PP_PREC_BF16 Megatron mixed precision (bf16 weights, fp32 main grads,
      * Adam; the default), PP_PREC_FP32 the bundled runtime on the CPU (everything fp32) */
     pp_precision precision;
-    /* The settings the models assume (the search's; it gives every candidate's pp_config the
-     * same, which the profile, the exporters and pprun's line read there): */
-    int distributed_optimizer; /* Adam state sharded over d (Megatron --use-distributed-optimizer) */
-    pp_recompute recompute;
-    int sequence_parallel; /* 1: Megatron sequence parallelism, the 10sbh term split over t too */
+    /* Recomputation, sequence parallelism, sharding and context parallelism are axes of the
+     * configuration (pp_config), not options: the models read them from the candidate. */
     int flash_attention;   /* 1: no s x s score matrix kept (Korthikanti's 5as/h term removed) */
     double headroom;       /* fraction of device memory kept free, default 0.05 */
     double gemm_efficiency; /* fraction of the hw GEMM rate a layer's GEMMs reach, default 1 */
@@ -57,12 +54,37 @@ enum {
     PP_TUNE_FX_LOSS_PASSES = 1u << 11, /* the fp32 cross-entropy's memory-bound passes */
     PP_TUNE_FX_P2P_RATE = 1u << 12,   /* pipeline transfers across nodes at the measured rate */
     PP_TUNE_FX_GRAD_ACCUM = 1u << 13, /* unfused gradient accumulation (opts.grad_accum) */
-    PP_TUNE_FX_COUNT = 14
+    PP_TUNE_FX_DP_LATENCY = 1u << 14, /* NCCL's per-collective and per-hop latencies of the
+                                         data-parallel collectives (ring or tree, the faster)
+                                         and of the context-parallel ring's steps */
+    PP_TUNE_FX_COUNT = 15
 };
 /* "tp-busbw", "recompute-ar", ... for bit i; NULL past the last. */
 const char *pp_tune_fx_name(int i);
 
 void pp_tune_opts_default(pp_tune_opts *o);
+
+/* ---- The searched settings a user may force (axes.c) --------------------------------------- */
+/* Each field: a value forces it for every candidate (pptune --recompute full ...); the
+ * "searched" value lets the search vary it (the default). `pptune simulate` takes the forced
+ * values and the configuration's defaults for the rest. */
+typedef struct {
+    int recompute;         /* PP_TUNE_SEARCHED, or a pp_recompute */
+    int recompute_layers;  /* PP_TUNE_SEARCHED, or k >= 0 (with full; 0: every layer) */
+    int sequence_parallel; /* PP_TUNE_SEARCHED, 0 or 1 */
+    int shard;             /* PP_TUNE_SEARCHED, or a pp_shard */
+    int cp;                /* PP_TUNE_SEARCHED, or c >= 1 */
+} pp_tune_force;
+#define PP_TUNE_SEARCHED (-1)
+/* Every axis searched. */
+void pp_tune_force_init(pp_tune_force *f);
+/* c's settings: the forced values, the axes' defaults (none, off, none, 1) for the rest. */
+void pp_tune_force_apply(const pp_tune_force *f, pp_config *c);
+/* The forced settings as pptune's flags ("--recompute full --cp 2"), "" when none. Returns buf. */
+char *pp_tune_force_flags(const pp_tune_force *f, char *buf, size_t n);
+/* How many of a stage's `layers` layers recompute their forward under c: all for selective
+ * and full, min(k, layers) for full with recompute_layers = k, none otherwise. */
+int pp_tune_recomputed_layers(const pp_config *c, int layers);
 
 #ifdef __cplusplus
 }

@@ -13,16 +13,6 @@ extern "C" {
 #endif
 
 /* ---- Search (search.c, search_trials.c) ------------------------------------------------------ */
-/* Memory savings the fallback adds one at a time (each keeping the previous ones) when nothing
- * fits: the distributed optimizer, sequence parallelism (only with t > 1 allowed), selective
- * recompute, then full recompute instead. */
-typedef enum {
-    PP_TUNE_SAVING_DISTRIBUTED_OPTIMIZER = 1,
-    PP_TUNE_SAVING_SEQUENCE_PARALLEL,
-    PP_TUNE_SAVING_RECOMPUTE_SELECTIVE,
-    PP_TUNE_SAVING_RECOMPUTE_FULL
-} pp_tune_saving;
-
 /* The largest leaderboard --keep and --top ask for: each entry holds a prediction (about 1.4 KB)
  * and its schedule's figures, so a billion would be terabytes; 100000 is far past any search. */
 #define PP_TUNE_MAX_KEEP 100000
@@ -33,6 +23,11 @@ typedef struct {
     const pp_tune_model *model;
     const pp_tune_hw *hw;
     pp_tune_opts opts;
+    /* The settings searched beside the layout (recompute, sequence parallelism, shard, cp):
+     * PP_TUNE_SEARCHED (pp_tune_force_init) or a forced value each. A zeroed struct forces
+     * every one to none / off / none and cp 0 is searched: call pp_tune_force_init. */
+    pp_tune_force force;
+    int max_cp;          /* largest context parallelism tried, 0 = 16 (a power of two) */
     int global_batch;    /* sequences; 0 = the model's default */
     const char *schedules; /* comma list; NULL = the registry's default set (the rows not
                               opt_in: all eight, the zero-bubble family included) */
@@ -40,8 +35,6 @@ typedef struct {
     int max_b;           /* largest micro-batch size tried, 0 = 16 */
     int allow_tp;        /* 0: t = 1 only */
     int keep;            /* leaderboard size kept (ranked), default 10, at most PP_TUNE_MAX_KEEP */
-    /* When nothing fits (bf16 only): 1 retries with the memory savings one at a time. */
-    int fallback;
     /* Trials of the best `trials` candidates (any t: the runtime splits stages), only where the
      * cluster is this machine (hw->is_local) and the runtime runs the model
      * (model->runtime_model): then recalibration and choice (pp_tune_result). 0: none. */
@@ -55,22 +48,29 @@ typedef struct {
      * (fewer replicas than d) adds the probed full-size all-reduce in place of the one it ran
      * (pp_tune_dp_allreduce_probe). NULL: not probed (said in the trial's where). */
     const char *prober;
-    /* Reports, all optional, each given progress_ctx: progress of a pass over the
-     * candidates; a pass's end (r: its counters; r->opts its options); a retry with one more
-     * saving (next: the next pass's options); the trials. */
+    /* Reports, all optional, each given progress_ctx: progress of the pass over the
+     * candidates; its end (r: its counters; r->opts its options); the trials. */
     void (*progress)(void *ctx, long done, long total);
     void (*on_pass)(void *ctx, const pp_tune_result *r);
-    void (*on_retry)(void *ctx, pp_tune_saving added, const pp_tune_opts *next);
     void (*on_trial)(void *ctx, const pp_tune_trial_event *ev);
     void *progress_ctx;
 } pp_tune_search_params;
 
 typedef struct {
     pp_config cfg;
-    char reason[200]; /* why it was pruned or lost */
+    char reason[200]; /* why it was pruned or lost; "" for stage 3, whose text
+                         pp_tune_reject_reason writes from the figures below (formatting one
+                         per bound-skipped candidate was most of a large search's time) */
     int stage;        /* 0 rule, 1 memory, 2 outranked, 3 bound (not simulated: lower bound slower
                          than the kept ones) */
+    double bound, kth, kind_best; /* stage 3: its lower bound, the keep-th best and its
+                                     schedule's best step times then, s */
+    int keep;                     /* stage 3: the leaderboard size */
 } pp_tune_reject;
+
+/* Why j lost, as text: j->reason, or for stage 3 the bound's sentence. Returns buf (or
+ * j->reason). */
+const char *pp_tune_reject_reason(const pp_tune_reject *j, char *buf, size_t n);
 
 /* A simulated candidate kept beside the leaderboard (per-schedule bests, the Pareto front). */
 typedef struct {
@@ -89,7 +89,8 @@ struct pp_tune_result {
     double wall_s;
     int global_batch;
     double calibration; /* median measured / predicted step time over ok trials; 0 = none */
-    pp_tune_opts opts;  /* the options the figures assume (the last pass's, after fallback) */
+    pp_tune_opts opts;  /* the options the figures assume */
+    pp_tune_force force; /* the settings the search was given forced (the rest searched) */
     /* [n_sched_best], in registry order: the fastest fitting candidate of each schedule
      * searched that has one (predicted figures). The bound skips a candidate only when it
      * can beat neither the leaderboard nor its own schedule's best, so each is exact. */
@@ -111,7 +112,7 @@ struct pp_tune_result {
  * that describes the options before searching calls it too. */
 void pp_tune_search_adjust(const pp_tune_hw *hw, pp_tune_opts *o, int *allow_tp);
 
-/* enumerate → bound → simulate (one pass; with fallback, more passes with added savings) →
+/* enumerate → bound → simulate (one pass, the settings searched with the layout) →
  * trials through the runner → recalibration → choice. *out (pp_tune_result_destroy frees it)
  * is the last pass's result, also when nothing fits (n_best = 0). Errors: allocation, or a
  * model inconsistency found while evaluating. */

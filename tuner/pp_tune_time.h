@@ -24,6 +24,10 @@ double pp_tune_model_flops(const pp_tune_model *m, double sequences);
 typedef struct {
     double layer_f, layer_b; /* one transformer block, one micro-batch, s */
     double layer_i, layer_w; /* layer_b split: input gradient, weight gradient */
+    double recompute;        /* added to layer_b and layer_i of each layer that recomputes its
+                                forward (pp_tune_recomputed_layers): not inside layer_b */
+    double cp_ring_f, cp_ring_b; /* context parallelism: the ring's K/V (and dK/dV) transfers
+                                    not hidden behind attention, inside layer_f / layer_b */
     double embed_f, embed_b; /* embedding on a pipe's first stage */
     double embed_i, embed_w; /* embed_b split (the scatter-add is a weight gradient: i = 0) */
     double head_f, head_b;   /* final norm + LM head + loss on a pipe's last stage */
@@ -56,13 +60,20 @@ typedef struct {
 pp_status pp_tune_costs(const pp_tune_model *m, const pp_tune_hw *hw, const pp_config *c,
                         const pp_tune_opts *o, const pp_sched *s, const pp_tune_rank_mem *mem,
                         pp_cost *cost, pp_tune_step_extra *extra);
-/* Data-parallel gradient sync of a rank holding `params` parameters, s: a ring all-reduce of
- * the gradients, or with the distributed optimizer a reduce-scatter of gradients plus an
- * all-gather of the weights (bytes from pp_tune_bytes_per_param). 0 for d = 1. */
+/* Data-parallel gradient sync of a rank holding `params` parameters, s, over the d x cp ranks
+ * that hold its weights: shard none, an all-reduce of the gradients; optimizer, a
+ * reduce-scatter of gradients plus an all-gather of the weights; gradients, the all-gather
+ * only (the reduce-scatters ran per micro-batch, pp_tune_grad_shard_time). Hierarchical
+ * (members per node over NVLink, the node's NICs across) with NCCL's latencies (effect
+ * dp-latency). 0 for d x cp = 1. */
 double pp_tune_dp_sync_time(const pp_tune_hw *hw, const pp_config *c, const pp_tune_opts *o,
                             double params);
-/* Adam step of a rank holding `params` parameters (memory bound), s; sharded by d with the
- * distributed optimizer. */
+/* Gradient sharding (ZeRO-2): the reduce-scatter of one micro-batch's gradients of `params`
+ * parameters into the ranks' fp32 shards, s (0 unless c->shard is gradients and d x cp > 1). */
+double pp_tune_grad_shard_time(const pp_tune_hw *hw, const pp_config *c, const pp_tune_opts *o,
+                               double params);
+/* Adam step of a rank holding `params` parameters (memory bound), s; sharded over d x cp with
+ * shard optimizer or gradients. */
 double pp_tune_optimizer_time(const pp_tune_hw *hw, const pp_config *c, const pp_tune_opts *o,
                               double params);
 

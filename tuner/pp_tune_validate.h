@@ -44,6 +44,13 @@ typedef struct {
     char hw_note[400];          /* where the first row's hardware figures came from */
 } pp_tune_validation;
 
+/* The row's model, by the name validate gives it ("megatron-1.7B"): pp_tune_model_preset
+ * falls back to it, so simulate takes it as --model. PP_ERR_NOTFOUND: no such row. */
+pp_status pp_tune_published_model(const char *name, pp_tune_model *m);
+/* The `pptune simulate ...` command that predicts c's row as validate did (every setting a
+ * flag of simulate; the effects validate's --without switches off are not). Returns buf. */
+char *pp_tune_check_simulate_line(const pp_tune_check *c, char *buf, size_t n);
+
 /* Predicts every bundled row with the time model (effects in `without` off; 0 for the model
  * every command uses). PP_ERR_INVALID when a row has no layout that fits. */
 pp_status pp_tune_validate(unsigned without, pp_tune_validation *out);

@@ -36,7 +36,8 @@ static pp_status sanity(const pp_config *c, const pp_tune_prediction *p)
 static void fill_figures(const pp_tune_model *m, const pp_tune_hw *hw, const pp_config *c,
                          pp_tune_prediction *out)
 {
-    double seqs = (double)c->N * c->b * c->d, gpus = (double)c->p * c->d * c->t;
+    double seqs = (double)c->N * c->b * c->d;
+    double gpus = (double)c->p * c->d * c->t * (c->cp > 1 ? c->cp : 1);
     double flops = pp_tune_model_flops(m, seqs);
     out->tokens_per_s = seqs * m->seq / out->step_time;
     out->tflops_per_gpu = flops / (out->step_time * gpus) / 1e12;

@@ -114,13 +114,19 @@ static json_t *model_json(const pp_tune_model *m)
     return o;
 }
 
-static json_t *opts_json(const pp_tune_opts *o)
+/* The options; the settings there are the chosen candidate's (none without one), for readers
+ * of 1.0 and 1.1, which take them from here: each candidate's config has its own (1.2, 1.3). */
+static json_t *opts_json(const pp_tune_opts *o, const pp_tune_result *r)
 {
+    pp_config c;
+    pp_config_defaults(&c);
+    if (r->n_best > 0)
+        c = r->best[0].cfg;
     return json_pack("{s:s, s:b, s:s, s:b, s:b, s:f, s:s}", "precision",
                      o->precision == PP_PREC_FP32 ? "fp32" : "bf16 + fp32 main grads + Adam",
-                     "distributed_optimizer", o->distributed_optimizer, "recompute",
-                     pp_recompute_name(o->recompute), "flash_attention", o->flash_attention,
-                     "sequence_parallel", o->sequence_parallel,
+                     "distributed_optimizer", c.shard != PP_SHARD_NONE, "recompute",
+                     pp_recompute_name(c.recompute), "flash_attention", o->flash_attention,
+                     "sequence_parallel", c.sequence_parallel && c.t > 1,
                      "headroom", o->headroom, "activation_model",
                      "Korthikanti 2022 Table 2, tensor parallel (+ sequence parallel when set)");
 }
@@ -158,7 +164,7 @@ static json_t *profile_json(const pp_tune_profile_input *in)
                           "pptune-profile", "version", PP_TUNE_PROFILE_VERSION, "created", created,
                           "generator", generator, "command", in->command_line,
                           "cluster", cluster_json(in->hw), "model", model_json(in->model),
-                          "options", opts_json(in->opts), "runners_up", runners, "search",
+                          "options", opts_json(in->opts, r), "runners_up", runners, "search",
                           stats_json(r), "figures",
                           in->trials_run ? "measured by trials on this machine, and predicted"
                                          : "predicted only (no trials on the target cluster)");

@@ -42,7 +42,7 @@ static void describe(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw,
     size_t len = 0;
     FILE *mem = open_memstream(&text, &len);
     if (mem) {
-        pp_cli_tune_describe(mem, m, hw, &r->opts, r->global_batch);
+        pp_cli_tune_describe(mem, m, hw, &r->opts, &r->force, r->global_batch);
         fclose(mem);
         fputs("<pre>", fp);
         esc(fp, text);

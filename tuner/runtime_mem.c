@@ -19,7 +19,9 @@ static pp_status runtime_plan(const pp_tune_model *m, const pp_config *c, const 
 pp_status pp_tune_memory_runtime(const pp_tune_model *m, const pp_config *c,
                                  const pp_sched *s, const pp_tune_opts *o, pp_tune_rank_mem *mem)
 {
-    return runtime_plan(m, c, s, PP_RT_BACKEND_CPU, PP_PREC_FP32, o && o->sequence_parallel, mem);
+    (void)o; /* the settings are c's */
+    return runtime_plan(m, c, s, PP_RT_BACKEND_CPU, PP_PREC_FP32,
+                        c->sequence_parallel && c->t > 1, mem);
 }
 
 pp_status pp_tune_memory_runtime_on(const pp_tune_model *m, const pp_config *c,
@@ -27,7 +29,8 @@ pp_status pp_tune_memory_runtime_on(const pp_tune_model *m, const pp_config *c,
                                     pp_rt_backend_kind backend, pp_precision precision,
                                     pp_tune_rank_mem *mem)
 {
-    return runtime_plan(m, c, s, backend, precision, o && o->sequence_parallel, mem);
+    (void)o;
+    return runtime_plan(m, c, s, backend, precision, c->sequence_parallel && c->t > 1, mem);
 }
 
 static pp_status runtime_plan(const pp_tune_model *m, const pp_config *c, const pp_sched *s,

@@ -1,9 +1,12 @@
-/* search.c — the search over (schedule, p, v, G, b, t, split) for a model on a cluster.
+/* search.c — the search over (schedule, p, v, G, b, t, cp, split) and the settings
+ * (recomputation, sequence parallelism, sharding) for a model on a cluster.
  *
  * 1. Enumerate: t divides the GPUs per node (and heads, KV heads, FFN); p divides GPUs / t;
- *    d = GPUs / (p t); b a power of two up to max_b; N = global batch / (b d); per schedule its
- *    v and G and the layer split (even, Llama-3 uneven, first/last-stage shifts). A candidate
- *    that breaks a rule keeps the rule as its reason (stage "rule").
+ *    cp = 1, 2, 4, ... dividing GPUs / (p t) (axes.c's rule: 2 cp divides the sequence);
+ *    d = GPUs / (p t cp); b a power of two up to max_b; N = global batch / (b d); per schedule
+ *    its v and G and the layer split (even, Llama-3 uneven, first/last-stage shifts); per
+ *    layout every setting axes.c tries (forced ones only as forced). A candidate that breaks a
+ *    rule keeps the rule as its reason (stage "rule").
  * 2. Bound: for every valid candidate a lower bound on its step time that needs no schedule:
  *    total compute / p (no rank can be busier than the average) + the DP all-reduce and optimizer
  *    step of a rank holding the average parameter count. Static memory (weights, gradients,
@@ -15,9 +18,9 @@
  *    fit, a candidate whose bound is not below the keep-th best step time cannot enter the
  *    leaderboard; it and every later one are recorded as "bound" without simulation. This is
  *    exact: the kept leaderboard equals the one a full simulation of every candidate would give.
- * 4. Fallback: when nothing fits (bf16), the pass runs again with one more memory saving
- *    (pp_tune_saving), as long as one is left. Trials, recalibration and choice follow on the
- *    last pass's leaderboard (search_trials.c).
+ * 4. One pass: the settings are searched like the layout, so there is no fallback that
+ *    switches one on when nothing fits; every candidate that did not fit keeps its reason.
+ *    Trials, recalibration and choice follow on the leaderboard (search_trials.c).
  * Each candidate's schedule is generated once (the cache) and its memory computed once; the
  * leaderboard's entries keep both (pp_tune_prediction.sched, .mem), so printing, the profile
  * and the trials reuse them.
@@ -29,17 +32,36 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "axes.h"
 #include "pp_tune.h"
 #include "search_impl.h"
 
 typedef struct {
     pp_config cfg;
     double bound; /* s */
+    long group;   /* the first candidate of its layout (the same but for the settings: they
+                     are enumerated together, so a layout's candidates are contiguous) */
+    int group_n;  /* candidates of that layout */
 } cand;
+
+/* A candidate's place in bound order (sorting these, not the candidates, moves 16 bytes a
+ * swap instead of a whole configuration). */
+typedef struct {
+    double bound;
+    long i;
+} ranked;
+
+/* The per-op times the bound needs depend on (b, t, cp, sequence parallelism, recompute) only:
+ * the bound asks this table first (a few distinct keys serve every candidate). */
+#define OT_MEMO 64
+typedef struct {
+    int b, t, cp, sp, rc, used;
+    pp_tune_op_times ot;
+} ot_memo;
 
 typedef struct {
     const pp_tune_search_params *sp;
-    const pp_tune_opts *o; /* this pass's options */
+    const pp_tune_opts *o; /* the options */
     int allow_tp;
     const pp_tune_model *m;
     const pp_tune_hw *hw;
@@ -55,6 +77,8 @@ typedef struct {
     double *kind_best; /* [n_kinds] step time of each schedule's best so far, INFINITY: none */
     int *kind_slot;    /* [n_kinds] its index in res->sched_best, -1: none */
     int cap_pareto;
+    ot_memo memo[OT_MEMO];
+    int memo_next;
 } search;
 
 /* ---- bookkeeping ------------------------------------------------------------------------ */
@@ -106,16 +130,36 @@ static int breaks_rule(const pp_tune_model *m, const pp_config *c, char *why, si
     return 1;
 }
 
-/* Adds one fully specified candidate, or its reject. */
-static pp_status offer(search *x, const pp_config *c)
+/* One setting of a layout that keeps the layout's rules: a candidate, or its reject. */
+static pp_status offer_setting(void *ctx, const pp_config *c)
 {
+    search *x = ctx;
     x->res->seen++;
     char why[200];
-    if (breaks_rule(x->m, c, why, sizeof why)) {
+    if (pp_tune_axes_rule(x->m, c, why, sizeof why)) {
         x->res->pruned_rule++;
         return add_reject(x, c, 0, why);
     }
     return add_cand(x, c);
+}
+
+/* Adds one layout with each of its settings (axes.c), or the layout's reject. */
+static pp_status offer(search *x, const pp_config *c)
+{
+    char why[200];
+    if (breaks_rule(x->m, c, why, sizeof why)) {
+        x->res->seen++;
+        x->res->pruned_rule++;
+        return add_reject(x, c, 0, why);
+    }
+    pp_tune_axes_ctx a = {.m = x->m, .o = x->o, .force = &x->sp->force,
+                          .runtime_only = x->o->precision == PP_PREC_FP32,
+                          .fn = offer_setting, .ctx = x};
+    long first = x->n_cands;
+    PP_TRY(pp_tune_axes_each(&a, *c));
+    for (long i = first; i < x->n_cands; i++)
+        x->cands[i].group = first, x->cands[i].group_n = (int)(x->n_cands - first);
+    return PP_OK;
 }
 
 /* The layer splits searched for one (schedule, p, v): even and Llama 3's uneven, as always
@@ -215,65 +259,114 @@ static int divides_model(const pp_tune_model *m, int t, char *why, size_t n)
     return 1;
 }
 
+static pp_status enumerate_batches(search *x, pp_config c);
+
 static pp_status enumerate(search *x)
 {
     int gpn = x->hw->gpus_per_node;
     int max_t = x->sp->max_t > 0 ? x->sp->max_t : gpn;
-    int max_b = x->sp->max_b > 0 ? x->sp->max_b : 16;
     for (int t = 1; t <= max_t && t <= gpn; t++) {
         if (gpn % t || (t > 1 && !x->allow_tp))
             continue; /* t divides the devices of a node: a tensor group never spans nodes */
         char why[200];
-        /* the axes not searched at their defaults; the pass's settings, the same for every
-         * candidate (not searched yet) */
+        /* the axes not searched at their defaults (the settings: axes.c, per layout) */
         pp_config c;
         pp_config_defaults(&c);
         c.t = t, c.schedule = "any";
-        c.sequence_parallel = x->o->sequence_parallel;
-        c.recompute = x->o->recompute;
-        c.distributed_optimizer = x->o->distributed_optimizer;
+        pp_tune_force_apply(&x->sp->force, &c);
         if (!divides_model(x->m, t, why, sizeof why)) {
             x->res->seen++, x->res->pruned_rule++;
             PP_TRY(add_reject(x, &c, 0, why));
             continue;
         }
-        for (int p = 1; p <= x->gpus / t && p <= x->m->layers; p++) {
-            if ((x->gpus / t) % p)
-                continue;
-            c.p = p;
-            c.d = x->gpus / (p * t);
-            /* 64 bits: b x d of 32-bit ints wrapped to 0 (SIGFPE) and b *= 2 past INT_MAX */
-            for (long long b = 1; b <= max_b; b *= 2) {
-                c.b = (int)b;
-                long long bd = b * c.d;
-                if (x->gb % bd != 0) {
-                    c.N = 0;
-                    c.schedule = "any";
-                    snprintf(why, sizeof why,
-                             "global batch %d is not a multiple of b x d = %d x %d", x->gb, c.b,
-                             c.d);
-                    x->res->seen++, x->res->pruned_rule++;
-                    PP_TRY(add_reject(x, &c, 0, why));
+        pp_tune_axes_ctx ax = {.m = x->m, .o = x->o, .force = &x->sp->force,
+                               .runtime_only = x->o->precision == PP_PREC_FP32};
+        int max_cp = pp_tune_axes_cp_max(&ax, x->sp->max_cp);
+        /* cp: the forced value alone, else 1, 2, 4, ... up to the limit */
+        int cp0 = x->sp->force.cp >= 1 ? x->sp->force.cp : 1;
+        for (int p = 1; p <= x->gpus / t && p <= x->m->layers; p++)
+            for (int cp = cp0; cp <= max_cp; cp *= 2) {
+                if ((x->gpus / t) % p || (x->gpus / t / p) % cp)
                     continue;
-                }
-                c.N = (int)(x->gb / bd); /* above the budget: the steady state (predict.c) */
-                PP_TRY(enumerate_schedules(x, c));
+                c.p = p, c.cp = cp;
+                PP_TRY(enumerate_batches(x, c));
             }
+    }
+    return PP_OK;
+}
+
+/* The micro-batch sizes of one (t, p, cp): d = GPUs / (p t cp), N = global batch / (b d). */
+static pp_status enumerate_batches(search *x, pp_config c)
+{
+    char why[200];
+    int max_b = x->sp->max_b > 0 ? x->sp->max_b : 16;
+    c.d = x->gpus / (c.p * c.t * c.cp);
+    /* 64 bits: b x d of 32-bit ints wrapped to 0 (SIGFPE) and b *= 2 past INT_MAX */
+    for (long long b = 1; b <= max_b; b *= 2) {
+        c.b = (int)b;
+        long long bd = b * c.d;
+        if (x->gb % bd != 0) {
+            c.N = 0;
+            c.schedule = "any";
+            snprintf(why, sizeof why, "global batch %d is not a multiple of b x d = %d x %d",
+                     x->gb, c.b, c.d);
+            x->res->seen++, x->res->pruned_rule++;
+            PP_TRY(add_reject(x, &c, 0, why));
+            continue;
         }
+        c.N = (int)(x->gb / bd); /* above the budget: the steady state (predict.c) */
+        PP_TRY(enumerate_schedules(x, c));
     }
     return PP_OK;
 }
 
 /* ---- bounds -------------------------------------------------------------------------------- */
+/* Layers of the whole model that recompute their forward in one micro-batch under c: exact,
+ * from the split's per-stage counts (block recomputation: min(k, a stage's layers) each). */
+static int recomputed(const pp_tune_model *m, const pp_config *c)
+{
+    if (c->recompute != PP_RECOMPUTE_FULL || c->recompute_layers <= 0)
+        return pp_tune_recomputed_layers(c, m->layers);
+    int S = c->p * c->v, n = 0;
+    int *begin = pp_calloc((size_t)S + 1, sizeof *begin);
+    pp_sched_params sp;
+    pp_config_sched_params(c, m->layers, &sp);
+    pp_sched_split split = pp_sched_params_split(&sp);
+    if (!begin || pp_sched_split_layers(m->layers, S, &split, begin) != PP_OK) {
+        pp_err_clear();
+        free(begin);
+        return S < m->layers ? S : m->layers; /* a lower bound: every stage has a layer */
+    }
+    for (int i = 0; i < S; i++)
+        n += pp_tune_recomputed_layers(c, begin[i + 1] - begin[i]);
+    free(begin);
+    return n;
+}
+
 /* Lower bound on the step time and on the fullest rank's static bytes (see the file comment),
  * from the cost model's own functions applied to a rank holding the average parameters. */
-static void bound(const search *x, const pp_config *c, double *time_lb, double *static_lb)
+static const pp_tune_op_times *op_times(search *x, const pp_config *c)
+{
+    int sp = c->sequence_parallel && c->t > 1;
+    for (int i = 0; i < OT_MEMO && x->memo[i].used; i++) {
+        const ot_memo *e = &x->memo[i];
+        if (e->b == c->b && e->t == c->t && e->cp == c->cp && e->sp == sp &&
+            e->rc == (int)c->recompute)
+            return &e->ot;
+    }
+    ot_memo *e = &x->memo[x->memo_next++ % OT_MEMO];
+    *e = (ot_memo){.b = c->b, .t = c->t, .cp = c->cp, .sp = sp, .rc = (int)c->recompute,
+                   .used = 1};
+    pp_tune_op_times_compute(x->m, x->hw, c, x->o, &e->ot);
+    return &e->ot;
+}
+
+static void bound(search *x, const pp_config *c, double *time_lb, double *static_lb)
 {
     const pp_tune_model *m = x->m;
     const pp_tune_opts *o = x->o;
-    pp_tune_op_times ot;
-    pp_tune_op_times_compute(m, x->hw, c, o, &ot);
-    double per_mb = m->layers * (ot.layer_f + ot.layer_b);
+    pp_tune_op_times ot = *op_times(x, c);
+    double per_mb = m->layers * (ot.layer_f + ot.layer_b) + recomputed(m, c) * ot.recompute;
     per_mb += ot.embed_f + ot.embed_b + ot.head_f + ot.head_b;
     double compute = (double)c->N * per_mb / c->p;
 
@@ -281,17 +374,25 @@ static void bound(const search *x, const pp_config *c, double *time_lb, double *
     pp_tune_model_params(m, &pc);
     const pp_sched_desc *d = pp_sched_lookup(c->schedule);
     double avg_params = pc.total / c->t * (d ? d->weight_replicas : 1) / c->p;
-    pp_tune_param_bytes bp = pp_tune_bytes_per_param(o, c->d);
+    pp_tune_param_bytes bp = pp_tune_bytes_per_param(o, c);
     *static_lb = avg_params * (bp.weights + bp.grads + bp.optim);
+    /* gradient sharding's reduce-scatter per micro-batch (affine in the parameters, at least
+     * one per stage: the average rank's is a lower bound on the busiest's) */
+    if (!d || d->weight_replicas == 1)
+        compute += c->N * pp_tune_grad_shard_time(x->hw, c, o, avg_params);
     /* the DP sync and optimizer step of an average rank (the slowest moves at least as much) */
     *time_lb = compute + pp_tune_dp_sync_time(x->hw, c, o, avg_params) +
                pp_tune_optimizer_time(x->hw, c, o, avg_params);
 }
 
+/* Increasing bound; equal bounds in enumeration order (qsort is not stable: the index makes
+ * the order, and so the leaderboard's ties, the same on every platform). */
 static int by_bound(const void *a, const void *b)
 {
-    double x = ((const cand *)a)->bound, y = ((const cand *)b)->bound;
-    return x < y ? -1 : x > y;
+    const ranked *p = a, *q = b;
+    if (p->bound != q->bound)
+        return p->bound < q->bound ? -1 : 1;
+    return p->i < q->i ? -1 : p->i > q->i;
 }
 
 /* ---- schedule cache --------------------------------------------------------------------- */
@@ -607,18 +708,30 @@ static double simulate_below(const search *x, const pp_config *c)
     return own > kth ? own : kth;
 }
 
+/* 1 when the bound says the candidate can beat neither the leaderboard nor its schedule's
+ * best (unless the trials still need a t > 1 entry). */
+static int bounded_out(const search *x, const cand *cd)
+{
+    return cd->bound >= simulate_below(x, &cd->cfg) &&
+           !(x->keep_tp && cd->cfg.t > 1 && n_tp_entries(x->res) == 0);
+}
+
 static pp_status run_ranked(search *x)
 {
     const pp_tune_search_params *sp = x->sp;
     double cap = pp_tune_mem_capacity(x->hw, x->o);
+    ranked *order = pp_calloc((size_t)x->n_cands + 1, sizeof *order);
+    if (!order)
+        return PP_ERR_NOMEM;
     for (long i = 0; i < x->n_cands; i++) {
         double slb;
         bound(x, &x->cands[i].cfg, &x->cands[i].bound, &slb);
         if (slb > cap)
             x->cands[i].bound = INFINITY; /* marked: pruned below without a schedule */
+        order[i] = (ranked){x->cands[i].bound, i};
     }
-    if (x->n_cands > 0) /* no candidate: x->cands is NULL, and qsort(NULL, 0) is undefined */
-        qsort(x->cands, (size_t)x->n_cands, sizeof *x->cands, by_bound);
+    if (x->n_cands > 0) /* no candidate: qsort(NULL, 0) is undefined */
+        qsort(order, (size_t)x->n_cands, sizeof *order, by_bound);
     int keep = sp->keep > 0 ? sp->keep : 10;
     x->res->best = pp_calloc((size_t)keep + 1, sizeof *x->res->best);
     pp_tune_rank_mem *mem = pp_calloc((size_t)x->gpus + 1, sizeof *mem);
@@ -634,9 +747,15 @@ static pp_status run_ranked(search *x)
     pp_status st = x->res->best && mem && x->kind_best && x->kind_slot && x->res->sched_best
                        ? PP_OK
                        : PP_ERR_NOMEM;
-    char why[200], s3[3][16];
+    char why[200];
+    /* done[k]: candidate k was evaluated with a sibling (below) */
+    unsigned char *done = pp_calloc((size_t)x->n_cands + 1, 1);
+    if (!done)
+        st = PP_ERR_NOMEM;
     for (long i = 0; i < x->n_cands && st == PP_OK; i++) {
-        const cand *cd = &x->cands[i];
+        const cand *cd = &x->cands[order[i].i];
+        if (done[order[i].i])
+            continue;
         if (isinf(cd->bound)) {
             x->res->pruned_memory++;
             char usable[16];
@@ -644,17 +763,27 @@ static pp_status run_ranked(search *x)
                                       "alone average more than %s usable per rank",
                      pp_fmt_bytes(cap, usable, sizeof usable));
             st = add_reject(x, &cd->cfg, 1, why);
-        } else if (cd->bound >= simulate_below(x, &cd->cfg) &&
-                   !(x->keep_tp && cd->cfg.t > 1 && n_tp_entries(x->res) == 0)) {
+        } else if (bounded_out(x, cd)) {
             x->res->bounded++;
-            snprintf(why, sizeof why,
-                     "not simulated: lower bound %s s >= the %d-th best %s s and the best "
-                     "%s's %s s",
-                     pp_fmt_seconds(cd->bound, s3[0], 16), keep, pp_fmt_seconds(kth_best(x), s3[1], 16),
-                     cd->cfg.schedule, pp_fmt_seconds(kind_best_of(x, &cd->cfg), s3[2], 16));
-            st = add_reject(x, &cd->cfg, 3, why);
+            st = add_reject(x, &cd->cfg, 3, "");
+            if (st == PP_OK) {
+                pp_tune_reject *j = &x->res->rejects[x->res->n_rejects - 1];
+                j->bound = cd->bound, j->kth = kth_best(x), j->keep = keep;
+                j->kind_best = kind_best_of(x, &cd->cfg);
+            }
         } else {
             st = evaluate_one(x, cd, cache, &next, mem);
+            /* its layout's other settings while the schedule is in the cache: any order of
+             * evaluation is exact, since the bound is held against a threshold that only
+             * falls (a candidate skipped now would be skipped at the end); the order by bound
+             * only finds the fast ones early */
+            for (long j = cd->group; j < cd->group + cd->group_n && st == PP_OK; j++) {
+                const cand *sib = &x->cands[j];
+                if (done[j] || sib == cd || isinf(sib->bound) || bounded_out(x, sib))
+                    continue;
+                done[j] = 1;
+                st = evaluate_one(x, sib, cache, &next, mem);
+            }
         }
         if (sp->progress && (i % 16 == 15 || i + 1 == x->n_cands))
             sp->progress(sp->progress_ctx, i + 1, x->n_cands);
@@ -664,13 +793,15 @@ static pp_status run_ranked(search *x)
         st = st == PP_OK ? rs : st;
     }
     prune_held(x->res);
+    free(done);
+    free(order);
     free(mem);
     free(x->kind_best);
     free(x->kind_slot);
     return st;
 }
 
-/* One pass over the space with options o. */
+/* The pass over the space with options o. */
 static pp_status search_pass(const pp_tune_search_params *sp, const pp_tune_opts *o,
                              int allow_tp, pp_tune_result **out)
 {
@@ -691,6 +822,7 @@ static pp_status search_pass(const pp_tune_search_params *sp, const pp_tune_opts
         return PP_ERR_NOMEM;
     x.res->global_batch = x.gb;
     x.res->opts = *o;
+    x.res->force = sp->force;
     x.res->allow_tp = allow_tp;
     pp_status st = enumerate(&x);
     if (st == PP_OK)
@@ -703,20 +835,6 @@ static pp_status search_pass(const pp_tune_search_params *sp, const pp_tune_opts
     x.res->wall_s = pp_now() - t0;
     *out = x.res;
     return PP_OK;
-}
-
-/* Adds the next memory saving to o (each keeps the previous); 0 when none is left. */
-static pp_tune_saving next_saving(pp_tune_opts *o, int allow_tp)
-{
-    if (!o->distributed_optimizer)
-        return o->distributed_optimizer = 1, PP_TUNE_SAVING_DISTRIBUTED_OPTIMIZER;
-    if (allow_tp && !o->sequence_parallel)
-        return o->sequence_parallel = 1, PP_TUNE_SAVING_SEQUENCE_PARALLEL;
-    if (o->recompute == PP_RECOMPUTE_NONE)
-        return o->recompute = PP_RECOMPUTE_SELECTIVE, PP_TUNE_SAVING_RECOMPUTE_SELECTIVE;
-    if (o->recompute == PP_RECOMPUTE_SELECTIVE)
-        return o->recompute = PP_RECOMPUTE_FULL, PP_TUNE_SAVING_RECOMPUTE_FULL;
-    return (pp_tune_saving)0;
 }
 
 void pp_tune_search_adjust(const pp_tune_hw *hw, pp_tune_opts *o, int *allow_tp)
@@ -766,20 +884,13 @@ pp_status pp_tune_search(const pp_tune_search_params *sp, pp_tune_result **out)
     pp_tune_opts o = sp->opts;
     int allow_tp = sp->allow_tp;
     pp_tune_search_adjust(sp->hw, &o, &allow_tp);
+    if (sp->force.cp >= 1 && sp->model->seq % sp->force.cp)
+        return PP_ERR(PP_ERR_INVALID, "--cp: expected a divisor of the sequence %d, got %d",
+                      sp->model->seq, sp->force.cp);
     pp_tune_result *r = NULL;
     pp_status st = search_pass(sp, &o, allow_tp, &r);
     if (st == PP_OK && sp->on_pass)
         sp->on_pass(sp->progress_ctx, r);
-    pp_tune_saving added;
-    while (st == PP_OK && r->n_best == 0 && r->pruned_memory > 0 && sp->fallback &&
-           o.precision == PP_PREC_BF16 && (added = next_saving(&o, allow_tp)) != 0) {
-        if (sp->on_retry)
-            sp->on_retry(sp->progress_ctx, added, &o);
-        pp_tune_result_destroy(r);
-        st = search_pass(sp, &o, allow_tp, &r);
-        if (st == PP_OK && sp->on_pass)
-            sp->on_pass(sp->progress_ctx, r);
-    }
     if (st == PP_OK && r->n_best > 0)
         st = pp_tune_search_trials(sp, r);
     if (st != PP_OK) {
@@ -788,6 +899,17 @@ pp_status pp_tune_search(const pp_tune_search_params *sp, pp_tune_result **out)
     }
     *out = r;
     return PP_OK;
+}
+
+const char *pp_tune_reject_reason(const pp_tune_reject *j, char *buf, size_t n)
+{
+    if (j->stage != 3 || j->reason[0])
+        return j->reason;
+    snprintf(buf, n,
+             "not simulated: lower bound %.4g s >= the %d-th best %.4g s and the best %s's "
+             "%.4g s",
+             j->bound, j->keep, j->kth, j->cfg.schedule, j->kind_best);
+    return buf;
 }
 
 void pp_tune_result_destroy(pp_tune_result *r)

@@ -42,7 +42,7 @@ const char *pp_tune_fx_name(int i)
     static const char *const names[PP_TUNE_FX_COUNT] = {
         "tp-busbw", "recompute-ar", "seq-par", "attention", "gemm-shape", "kernel-cost",
         "dp-nics", "p2p-share", "p2p-blocking", "optimizer-passes", "embed-allreduce",
-        "loss-passes", "p2p-rate", "grad-accum"};
+        "loss-passes", "p2p-rate", "grad-accum", "dp-latency"};
     return i >= 0 && i < PP_TUNE_FX_COUNT ? names[i] : NULL;
 }
 
@@ -51,6 +51,12 @@ double pp_tune_ring_allreduce(double bytes, int n, double bw, double lat)
     if (n <= 1 || bytes <= 0)
         return 0.0;
     return 2.0 * (n - 1) / n * bytes / bw + 2.0 * (n - 1) * lat;
+}
+
+/* Context-parallel ranks of c (a configuration written without the field: 1). */
+static double cp_of(const pp_config *c)
+{
+    return c->cp > 1 ? c->cp : 1;
 }
 
 static double dtype_bytes(const pp_tune_opts *o)
@@ -101,6 +107,22 @@ double pp_tune_model_flops(const pp_tune_model *m, double sequences)
 #define ATTN_BYTES_F(dropout) ((dropout) ? 13.0 : 8.0)
 #define ATTN_BYTES_B(dropout) ((dropout) ? 19.0 : 14.0)
 #define IB_EFFICIENCY 0.9
+/* NCCL's latency model (src/graph/tuning.cc, NCCL 2.12-2.18: baseLat and hwLat, Simple
+ * protocol, the one large gradient buffers use), in seconds: a ring collective pays the base
+ * latency plus one hop latency per step, NVLink's for steps inside a node and the network's for
+ * steps across (all-reduce 2 (n-1) steps of which 2 (nodes-1) cross; reduce-scatter and
+ * all-gather n-1 and nodes-1), and NCCL's own "plateau" factor 1.9 for a large all-reduce
+ * across nodes; the tree all-reduce 2 ((n/nodes - 1) NVLink + log2(nodes) network) hops.
+ * NCCL picks the faster algorithm: the tree's logarithmic latency is why all-reduce stays
+ * usable on thousands of ranks, where the ring's linear one would cost tens of milliseconds.
+ * A step of the context-parallel ring (one send/receive to the neighbour) pays one hop's. */
+#define NCCL_BASE_LAT 8.4e-6
+#define NCCL_RING_NVL_LAT 3.4e-6
+#define NCCL_RING_NET_LAT 9.6e-6
+#define NCCL_TREE_NVL_LAT 28e-6
+#define NCCL_TREE_NET_LAT 50e-6
+#define NCCL_RING_PLATEAU 1.9
+
 /* CE_BYTES_F / _B (effect loss-passes): bytes per logit element of Megatron's vocab-parallel
  * cross-entropy in fp32 (megatron/mpu/cross_entropy.py 2021, tensor_parallel/cross_entropy.py
  * in Megatron-Core; gpt_model.py casts the logits with .float() unless --fp16-lm-cross-entropy):
@@ -146,7 +168,9 @@ static double gemm(const roof *r, double M, double N, double K)
 static void attention(const pp_tune_model *m, const pp_config *c, const pp_tune_opts *o,
                       const roof *r, double *f, double *b)
 {
-    double s = m->seq, flops = 4.0 * c->b * s * s * m->hidden / c->t; /* non-causal, QK^T + PV */
+    /* non-causal, QK^T + PV; context parallelism: each rank 1/cp of the s x s products (the
+     * causal load balancing gives each rank chunks i and 2cp-1-i, so the shares are equal) */
+    double s = m->seq, flops = 4.0 * c->b * s * s * m->hidden / c->t / cp_of(c);
     int dropout = m->linear_bias; /* GPT/BERT train with attention dropout, Llama not */
     if (!fx(o, PP_TUNE_FX_ATTENTION)) {
         *f = flops / r->rate;
@@ -156,7 +180,7 @@ static void attention(const pp_tune_model *m, const pp_config *c, const pp_tune_
         *f = 0.5 * flops / rate + r->kernel;
         *b = FLASH_BWD_RATIO * 0.5 * flops / rate + r->kernel;
     } else {
-        double scores = (double)c->b * m->heads / c->t * s * s; /* elements per micro-batch */
+        double scores = (double)c->b * m->heads / c->t * s * s / cp_of(c); /* elements */
         *f = flops / r->rate + scores * ATTN_BYTES_F(dropout) / r->bw + 4.0 * r->kernel;
         *b = 2.0 * flops / r->rate + scores * ATTN_BYTES_B(dropout) / r->bw + 8.0 * r->kernel;
     }
@@ -166,17 +190,46 @@ static void attention(const pp_tune_model *m, const pp_config *c, const pp_tune_
  * Megatron's two all-reduces per direction; with sequence parallelism an all-gather and a
  * reduce-scatter in their place (the same bytes), plus in the backward the all-gather of each
  * sequence-parallel input again for the weight gradients (Korthikanti et al. 2022, sec. 4.2.2). */
-static void tp_collectives(const pp_tune_opts *o, int t, double *per_f, double *per_b)
+static void tp_collectives(const pp_config *c, const pp_tune_opts *o, double *per_f,
+                           double *per_b)
 {
-    *per_f = *per_b = t > 1 ? 2.0 : 0.0;
-    if (t > 1 && o->sequence_parallel && fx(o, PP_TUNE_FX_SEQ_PAR))
+    *per_f = *per_b = c->t > 1 ? 2.0 : 0.0;
+    if (c->t > 1 && c->sequence_parallel && fx(o, PP_TUNE_FX_SEQ_PAR))
         *per_b += 1.0; /* two all-gathers = one all-reduce's bytes */
 }
 
-static void layer_times(const pp_tune_model *m, const pp_config *c, const pp_tune_opts *o,
-                        const roof *r, double tp_ar, pp_tune_op_times *out)
+/* Context parallelism's ring (Liu et al., "Ring Attention with Blockwise Transformers",
+ * arXiv:2310.01889; Megatron-Core's p2p ring in Transformer Engine): cp steps, each computing
+ * attention of the local queries against one K/V chunk while the next chunk travels to the
+ * neighbour; the forward passes K and V (2 x s/cp x b x kvd / t values per step), the backward
+ * K, V and their gradients (twice that). Step i's compute hides step i+1's transfer: the time
+ * is the first step's compute + (cp - 1) x max(step compute, step transfer); returned here is
+ * what the transfers add beyond the compute (0 when hidden). The ring's neighbours sit t GPUs
+ * apart (placement tp, cp, pp, dp): NVLink while t x cp fits a node, else the NIC. */
+static void cp_ring(const pp_tune_model *m, const pp_tune_hw *hw, const pp_config *c,
+                    const pp_tune_opts *o, const roof *r, double attn_f, double attn_b,
+                    double *f, double *b)
 {
-    double t = c->t, h = m->hidden, M = (double)m->seq * c->b;
+    *f = *b = 0;
+    if (c->cp <= 1)
+        return;
+    double h = m->hidden, kvd = (double)m->kv_heads * (h / m->heads);
+    double step_bytes = 2.0 * m->seq / c->cp * c->b * kvd / c->t * r->dt;
+    int intra = (long)c->t * c->cp <= hw->gpus_per_node;
+    double bw = intra ? hw->intra_bw : hw->inter_bw, lat = intra ? hw->intra_lat : hw->inter_lat;
+    if (fx(o, PP_TUNE_FX_DP_LATENCY) && !hw->cpu_devices)
+        lat = fmax(lat, intra ? NCCL_RING_NVL_LAT : NCCL_RING_NET_LAT);
+    double xfer_f = step_bytes / bw + lat, xfer_b = 2.0 * step_bytes / bw + lat;
+    double step_f = attn_f / c->cp, step_b = attn_b / c->cp;
+    *f = (c->cp - 1) * fmax(0.0, xfer_f - step_f);
+    *b = (c->cp - 1) * fmax(0.0, xfer_b - step_b);
+}
+
+static void layer_times(const pp_tune_model *m, const pp_tune_hw *hw, const pp_config *c,
+                        const pp_tune_opts *o, const roof *r, double tp_ar,
+                        pp_tune_op_times *out)
+{
+    double t = c->t, h = m->hidden, M = (double)m->seq * c->b / cp_of(c);
     double kvd = (double)m->kv_heads * (h / m->heads), f = m->ffn;
     double gemms = gemm(r, M, (h + 2 * kvd) / t, h) + gemm(r, M, h, h / t) +
                    gemm(r, M, f * (m->gated_mlp ? 2 : 1) / t, h) + gemm(r, M, h, f / t);
@@ -186,23 +239,23 @@ static void layer_times(const pp_tune_model *m, const pp_config *c, const pp_tun
     attention(m, c, o, r, &attn_f, &attn_b);
     /* element-wise kernels: two norms, bias + GeLU, two bias + dropout + residual; the s b h
      * ones run on 1/t of the sequence under sequence parallelism */
-    double sp = o->sequence_parallel && fx(o, PP_TUNE_FX_SEQ_PAR) ? t : 1.0;
+    double sp = c->sequence_parallel && fx(o, PP_TUNE_FX_SEQ_PAR) ? t : 1.0;
     double elem_bytes = r->dt * M * h / sp * (m->linear_bias ? 14.0 : 10.0) +
                         r->dt * M * f / t * (m->gated_mlp ? 3.0 : 2.0);
     double elem = elem_bytes / r->bw + 5.0 * r->kernel;
-    double fwd = gemms + attn_f + elem;
-    double bwd = gemms_b + attn_b + 2.0 * elem;
+    cp_ring(m, hw, c, o, r, attn_f, attn_b, &out->cp_ring_f, &out->cp_ring_b);
+    double fwd = gemms + attn_f + elem + out->cp_ring_f;
+    double bwd = gemms_b + attn_b + 2.0 * elem + out->cp_ring_b;
     double ar_f, ar_b;
-    tp_collectives(o, c->t, &ar_f, &ar_b);
-    double again = 0; /* forward work redone before the backward can start */
-    if (o->recompute == PP_RECOMPUTE_FULL) {
-        again = fwd; /* the recomputed forward, with its all-reduces */
-        if (fx(o, PP_TUNE_FX_RECOMPUTE_AR))
-            ar_b += ar_f;
-    } else if (o->recompute == PP_RECOMPUTE_SELECTIVE) {
-        again = attn_f;
-    }
-    bwd += again;
+    tp_collectives(c, o, &ar_f, &ar_b);
+    /* forward work a recomputing layer redoes before its backward: full, the whole forward
+     * with its all-reduces; selective, the attention core (Korthikanti sec. 5) */
+    double again = 0;
+    if (c->recompute == PP_RECOMPUTE_FULL)
+        again = fwd + (fx(o, PP_TUNE_FX_RECOMPUTE_AR) ? ar_f * tp_ar : 0.0);
+    else if (c->recompute == PP_RECOMPUTE_SELECTIVE)
+        again = attn_f + out->cp_ring_f;
+    out->recompute = again;
     out->layer_f = fwd + ar_f * tp_ar;
     out->layer_b = bwd + ar_b * tp_ar;
     /* Split backward (Qi et al. 2024, sec. 2): I = every dgrad GEMM (dX = dY W^T, the same
@@ -212,7 +265,7 @@ static void layer_times(const pp_tune_model *m, const pp_config *c, const pp_tun
      * and sequence parallelism's re-gather of the linear inputs happens there too (its result
      * is held for W, memory.c), so that W is local. W = every wgrad GEMM (dW = X^T dY). */
     out->layer_w = gemms_b - gemms;
-    out->layer_i = gemms + attn_b + 2.0 * elem + again + ar_b * tp_ar;
+    out->layer_i = gemms + attn_b + 2.0 * elem + out->cp_ring_b + ar_b * tp_ar;
 }
 
 void pp_tune_op_times_compute(const pp_tune_model *m, const pp_tune_hw *hw,
@@ -228,7 +281,7 @@ void pp_tune_op_times_compute(const pp_tune_model *m, const pp_tune_hw *hw,
               fx(o, PP_TUNE_FX_KERNEL_COST) && !hw->cpu_devices ? KERNEL_FIXED_S : 0.0,
               fx(o, PP_TUNE_FX_GEMM_SHAPE) && hw->sms > 0 && hw->n_gemm <= 1,
               hw};
-    double h = m->hidden, M = (double)m->seq * c->b, act = r.dt * M * h;
+    double h = m->hidden, M = (double)m->seq * c->b / cp_of(c), act = r.dt * M * h;
     double busbw = fx(o, PP_TUNE_FX_TP_BUSBW) && hw->tp_busbw > 0 ? hw->tp_busbw : hw->intra_bw;
     out->tp_allreduce = pp_tune_ring_allreduce(act, c->t, busbw, hw->intra_lat);
     /* Megatron's scatter/gather of the boundary tensor: each TP rank sends its 1/t share, the
@@ -236,7 +289,7 @@ void pp_tune_op_times_compute(const pp_tune_model *m, const pp_tune_hw *hw,
     int share = c->t > 1 && fx(o, PP_TUNE_FX_P2P_SHARE);
     out->p2p_bytes = share ? act / c->t : act;
     out->p2p_gather = share ? (c->t - 1.0) / c->t * act / busbw + (c->t - 1) * hw->intra_lat : 0;
-    layer_times(m, c, o, &r, out->tp_allreduce, out);
+    layer_times(m, hw, c, o, &r, out->tp_allreduce, out);
     /* Embedding: gather of b*s rows forward, scatter-add backward (memory bound). */
     out->embed_f = 2.0 * r.dt * M * h / r.bw + r.kernel;
     out->embed_b = 2.0 * out->embed_f;
@@ -259,10 +312,11 @@ void pp_tune_op_times_compute(const pp_tune_model *m, const pp_tune_hw *hw,
     out->head_i = out->head_w + ce_b + 2.0 * norm;
 }
 
-/* Node of pipeline rank `pp` in data-parallel replica `dp` under tp-pp-dp placement. */
+/* Node of pipeline rank `pp` in data-parallel replica `dp` under tp-cp-pp-dp placement (the
+ * context-parallel ranks of a stage beside its tensor ranks; cp = 1: tp-pp-dp). */
 static long node_of(const pp_tune_hw *hw, const pp_config *c, int pp, int dp)
 {
-    long gpu = (long)c->t * ((long)pp + (long)c->p * dp);
+    long gpu = (long)c->t * (long)cp_of(c) * ((long)pp + (long)c->p * dp);
     return gpu / hw->gpus_per_node;
 }
 
@@ -327,8 +381,14 @@ static double grad_accum_per_param(const pp_tune_hw *hw, const pp_config *c,
 
 /* accum: gradient accumulation per parameter (s); layer_params: one layer's on a rank (1/t);
  * end_params: the word embedding's share on the first stage, and the head's (or the tied
- * copy's) on the last. */
-static void fill_compute(const pp_tune_op_times *ot, const pp_sched *s, double accum,
+ * copy's) on the last. Recomputing layers add ot->recompute to B and I; with gradient
+ * sharding each B (or W) reduce-scatters its stage's gradients into the ranks' shards before
+ * the next micro-batch's gradients can accumulate: added to the op whole, as every gradient
+ * sync here is timed without overlap (Megatron's default, no --overlap-grad-reduce; the
+ * end-of-step sync of the other shardings is not overlapped either, so the three compare on
+ * the same terms). */
+static void fill_compute(const pp_tune_op_times *ot, const pp_tune_hw *hw, const pp_config *c,
+                         const pp_tune_opts *o, const pp_sched *s, double accum,
                          double layer_params, double end_params, pp_cost *cost)
 {
     int S = s->stages_per_pipe;
@@ -344,14 +404,18 @@ static void fill_compute(const pp_tune_op_times *ot, const pp_sched *s, double a
             double gather_b = pp_sched_rank_of(s, pipe, st + 1) != r ? ot->p2p_gather : 0;
             cost->f[k] = layers * ot->layer_f + (st == 0 ? ot->embed_f : gather_f) +
                          (st == S - 1 ? ot->head_f : 0);
-            cost->b[k] = layers * ot->layer_b + (st == 0 ? ot->embed_b : 0) +
+            double again = pp_tune_recomputed_layers(c, layers) * ot->recompute;
+            cost->b[k] = layers * ot->layer_b + again + (st == 0 ? ot->embed_b : 0) +
                          (st == S - 1 ? ot->head_b : gather_b) + accum * params;
             /* split backward: the gather of the incoming gradient's shares feeds I; the
              * accumulation into the main gradient follows the wgrad GEMMs in W */
-            cost->i[k] = layers * ot->layer_i + (st == 0 ? ot->embed_i : 0) +
+            cost->i[k] = layers * ot->layer_i + again + (st == 0 ? ot->embed_i : 0) +
                          (st == S - 1 ? ot->head_i : gather_b);
             cost->w[k] = layers * ot->layer_w + (st == 0 ? ot->embed_w : 0) +
                          (st == S - 1 ? ot->head_w : 0) + accum * params;
+            double rs = pp_tune_grad_shard_time(hw, c, o, params);
+            cost->b[k] += rs;
+            cost->w[k] += rs;
             cost->send_bytes_f[k] = ot->p2p_bytes;
             cost->send_bytes_b[k] = ot->p2p_bytes;
         }
@@ -404,35 +468,97 @@ static void fill_reduces(const pp_tune_model *m, const pp_tune_hw *hw, const pp_
         for (int a = 0; a < rd->n_ranks; a++)
             for (int b = a + 1; b < rd->n_ranks; b++)
                 intra &= same_node(hw, c, rd->ranks[a], rd->ranks[b]);
-        cost->reduce[id] = pp_tune_ring_allreduce(params * pp_tune_bytes_per_param(o, 1).grads,
+        pp_tune_param_bytes bp = pp_tune_bytes_per_param(o, &(pp_config){.shard = PP_SHARD_NONE});
+        cost->reduce[id] = pp_tune_ring_allreduce(params * bp.grads,
                                                   rd->n_ranks,
                                                   intra ? hw->intra_bw : hw->inter_bw,
                                                   intra ? hw->intra_lat : hw->inter_lat);
     }
 }
 
-/* Data-parallel gradient sync of one rank's parameters: a ring all-reduce of fp32 gradients, or
- * with the distributed optimizer a reduce-scatter of gradients plus an all-gather of the 16-bit
- * weights. Members sit t*p GPUs apart: inside a node only when the whole group fits in one. */
+typedef struct {
+    int n, nodes;  /* ranks of the group, nodes it spans */
+    double bw;     /* per-rank bandwidth of the ring's slowest hop, B/s */
+    double lat;    /* per-step alpha where NCCL's model is off, s */
+    int nccl;      /* 1: NCCL's latencies (GPU devices, effect dp-latency) */
+} dp_group;
+
+static double ring_lat(const dp_group *g, int allreduce)
+{
+    int steps = allreduce ? 2 * (g->n - 1) : g->n - 1;
+    if (!g->nccl)
+        return steps * g->lat;
+    int inter = allreduce ? 2 * (g->nodes - 1) : g->nodes - 1;
+    double lat = NCCL_BASE_LAT + (steps - inter) * NCCL_RING_NVL_LAT + inter * NCCL_RING_NET_LAT;
+    return allreduce && g->nodes > 1 ? lat * NCCL_RING_PLATEAU : lat;
+}
+
+static double allreduce_lat(const dp_group *g)
+{
+    double ring = ring_lat(g, 1);
+    if (!g->nccl || g->nodes <= 1)
+        return ring;
+    double tree = 2.0 * ((g->n / g->nodes - 1) * NCCL_TREE_NVL_LAT +
+                         log2((double)g->nodes) * NCCL_TREE_NET_LAT);
+    return fmin(ring, tree);
+}
+
+/* The group of ranks holding the same weights as one rank (pp_tune_shard_ranks): its cp
+ * members t GPUs apart, its d replicas t cp p apart (placement tp, cp, pp, dp). Inside a node
+ * when the whole group fits one; else hierarchical: k members per node reduce over NVLink and
+ * NCCL runs one ring per NIC across nodes (rail-optimised, each GPU's own NIC) at
+ * IB_EFFICIENCY, bounded by the node's NVLink (effect dp-nics; off: one NIC's rate). */
+static dp_group dp_group_of(const pp_tune_hw *hw, const pp_config *c, const pp_tune_opts *o)
+{
+    dp_group g = {.n = pp_tune_shard_ranks(c), .nodes = 1};
+    long cp = (long)cp_of(c), gpn = hw->gpus_per_node, span = (long)c->t * cp * c->p * c->d;
+    long stride = (long)c->t * cp * c->p;
+    int intra = span <= gpn;
+    g.bw = intra ? hw->intra_bw : hw->inter_bw;
+    g.lat = intra ? hw->intra_lat : hw->inter_lat;
+    g.nccl = fx(o, PP_TUNE_FX_DP_LATENCY) && !hw->cpu_devices;
+    if (intra)
+        return g;
+    long cp_here = (long)c->t * cp <= gpn ? cp : (gpn >= c->t ? gpn / c->t : 1);
+    long dp_here = stride < gpn ? gpn / stride : 1;
+    long k = cp_here * dp_here; /* members of the group per node */
+    g.nodes = (int)((g.n + k - 1) / k);
+    if (fx(o, PP_TUNE_FX_DP_NICS))
+        g.bw = fmin(hw->intra_bw, (double)k * hw->inter_bw * IB_EFFICIENCY);
+    return g;
+}
+
 double pp_tune_dp_sync_time(const pp_tune_hw *hw, const pp_config *c, const pp_tune_opts *o,
                             double params)
 {
-    if (c->d <= 1)
+    dp_group g = dp_group_of(hw, c, o);
+    if (g.n <= 1)
         return 0.0;
-    long span = (long)c->t * c->p * c->d, stride = (long)c->t * c->p;
-    int intra = span <= hw->gpus_per_node;
-    double bw = intra ? hw->intra_bw : hw->inter_bw, lat = intra ? hw->intra_lat : hw->inter_lat;
-    if (!intra && fx(o, PP_TUNE_FX_DP_NICS)) {
-        /* NCCL runs one ring per NIC: a group with k members per node crosses nodes on k NICs
-         * (each GPU's own, rail-optimised) at IB_EFFICIENCY, bounded by the node's NVLink */
-        long k = stride < hw->gpus_per_node ? hw->gpus_per_node / stride : 1;
-        bw = fmin(hw->intra_bw, (double)k * hw->inter_bw * IB_EFFICIENCY);
+    pp_tune_param_bytes bp = pp_tune_bytes_per_param(o, &(pp_config){.shard = PP_SHARD_NONE});
+    double frac = (double)(g.n - 1) / g.n;
+    /* one collective per model chunk: Megatron-Core keeps a gradient buffer per chunk and,
+     * without overlap, reduces each buffer as one bucket */
+    int chunks = c->v > 0 ? c->v : 1;
+    switch (c->shard) {
+    case PP_SHARD_OPTIMIZER: /* reduce-scatter fp32 gradients, all-gather 16-bit weights */
+        return frac * params * (bp.grads + bp.weights) / g.bw + chunks * 2.0 * ring_lat(&g, 0);
+    case PP_SHARD_GRADIENTS: /* the reduce-scatters ran per micro-batch; the all-gather */
+        return frac * params * bp.weights / g.bw + chunks * ring_lat(&g, 0);
+    default:
+        return 2.0 * frac * params * bp.grads / g.bw + chunks * allreduce_lat(&g);
     }
-    pp_tune_param_bytes bp = pp_tune_bytes_per_param(o, 1);
-    if (!o->distributed_optimizer)
-        return pp_tune_ring_allreduce(params * bp.grads, c->d, bw, lat);
-    double frac = (double)(c->d - 1) / c->d;
-    return frac * params * (bp.grads + bp.weights) / bw + 2.0 * (c->d - 1) * lat;
+}
+
+double pp_tune_grad_shard_time(const pp_tune_hw *hw, const pp_config *c, const pp_tune_opts *o,
+                               double params)
+{
+    if (c->shard != PP_SHARD_GRADIENTS || params <= 0)
+        return 0.0;
+    dp_group g = dp_group_of(hw, c, o);
+    if (g.n <= 1)
+        return 0.0;
+    pp_tune_param_bytes bp = pp_tune_bytes_per_param(o, &(pp_config){.shard = PP_SHARD_NONE});
+    return (double)(g.n - 1) / g.n * params * bp.grads / g.bw + ring_lat(&g, 0);
 }
 
 /* Adam update, memory bound: fp32 master weight, m, v read and written, gradient read, 16-bit
@@ -454,7 +580,7 @@ double pp_tune_optimizer_time(const pp_tune_hw *hw, const pp_config *c,
     double per = o->precision == PP_PREC_FP32 ? 28.0 : 30.0;
     if (o->precision != PP_PREC_FP32 && fx(o, PP_TUNE_FX_OPTIMIZER_PASSES))
         per += OPT_PASSES_BYTES;
-    double n = o->distributed_optimizer ? params / c->d : params;
+    double n = c->shard != PP_SHARD_NONE ? params / pp_tune_shard_ranks(c) : params;
     return n * per / hw->mem_bw;
 }
 
@@ -467,7 +593,8 @@ double pp_tune_optimizer_time(const pp_tune_hw *hw, const pp_config *c,
 static double embed_allreduce_time(const pp_tune_model *m, const pp_tune_hw *hw,
                                    const pp_config *c, const pp_tune_opts *o, int intra)
 {
-    double bytes = (double)m->vocab * m->hidden / c->t * pp_tune_bytes_per_param(o, 1).grads;
+    double bytes = (double)m->vocab * m->hidden / c->t *
+                   pp_tune_bytes_per_param(o, &(pp_config){.shard = PP_SHARD_NONE}).grads;
     return pp_tune_ring_allreduce(bytes, 2, intra ? hw->intra_bw : hw->inter_bw,
                                   intra ? hw->intra_lat : hw->inter_lat);
 }
@@ -519,7 +646,7 @@ pp_status pp_tune_costs(const pp_tune_model *m, const pp_tune_hw *hw, const pp_c
     pp_tune_params pc;
     pp_tune_model_params(m, &pc);
     double layer_params = pc.per_layer / c->t;
-    fill_compute(&ot, s, grad_accum_per_param(hw, c, o), layer_params,
+    fill_compute(&ot, hw, c, o, s, grad_accum_per_param(hw, c, o), layer_params,
                  (double)m->vocab * m->hidden / c->t, cost);
     fill_links(hw, c, o, s, cost);
     if (fx(o, PP_TUNE_FX_P2P_BLOCKING))

@@ -13,7 +13,10 @@ void pp_cli_tune_init(pp_cli_tune *c)
     c->cluster = "dgx-h100";
     c->nodes = 1;
     pp_tune_opts_default(&c->opts);
+    pp_tune_force_init(&c->force);
 }
+
+static const char *const GRAD_ACCUM[] = {"fused", "main", "autograd16", NULL};
 
 #define OFF(f) offsetof(pp_cli_tune, f)
 /* clang-format off */
@@ -36,17 +39,37 @@ static const pp_opt rows[] = {
      .show_default = 1},
     {.name = "nodes", .kind = PP_OPT_INT, .offset = OFF(nodes), .min = 1, .arg = "N",
      .help = "nodes of a preset", .show_default = 1},
-    {.kind = PP_OPT_SECTION, .help = "memory model:", .width = 36},
-    {.name = "recompute", .kind = PP_OPT_CHOICE, .offset = OFF(opts.recompute),
+    {.kind = PP_OPT_SECTION,
+     .help = "settings (the search varies each; a flag forces its value; simulate: none, off,\n"
+             "none, 1 unless given):", .width = 36},
+    {.name = "recompute", .kind = PP_OPT_CHOICE, .offset = OFF(force.recompute),
      .choices = pp_recompute_names, .arg = "none|selective|full",
-     .help = "activation recomputation", .show_default = 1},
-    {.name = "distributed-optimizer", .kind = PP_OPT_FLAG,
-     .offset = OFF(opts.distributed_optimizer),
-     .help = "shard Adam state over data parallel (6+12/d B)"},
+     .help = "activation recomputation (Megatron --recompute-granularity)"},
+    {.name = "recompute-layers", .kind = PP_OPT_INT, .offset = OFF(force.recompute_layers),
+     .min = 0, .arg = "K",
+     .help = "with full: only the first K layers of each stage (Megatron\n"
+             "--recompute-method block); 0 every layer"},
+    {.name = "sequence-parallel", .kind = PP_OPT_FLAG, .offset = OFF(force.sequence_parallel),
+     .help = "Megatron sequence parallelism (needs t > 1)"},
+    {.name = "no-sequence-parallel", .kind = PP_OPT_CLEAR,
+     .offset = OFF(force.sequence_parallel), .help = "without it"},
+    {.name = "shard", .kind = PP_OPT_CHOICE, .offset = OFF(force.shard),
+     .choices = pp_shard_names, .arg = "none|optimizer|gradients",
+     .help = "over the d x cp replicas: ZeRO-1 (Adam state, 6+12/d B)\n"
+             "or ZeRO-2 (and the fp32 gradients, 2+16/d B)"},
+    {.name = "distributed-optimizer", .kind = PP_OPT_FLAG, .offset = OFF(force.shard),
+     .help = "--shard optimizer (Megatron's flag)"},
+    {.name = "cp", .kind = PP_OPT_INT, .offset = OFF(force.cp), .min = 1, .arg = "C",
+     .help = "context parallelism: the sequence over C ranks (ring\n"
+             "attention, 2C must divide it); d = GPUs / (p t C)"},
+    {.kind = PP_OPT_SECTION, .help = "memory and time models:"},
     {.name = "no-flash-attention", .kind = PP_OPT_CLEAR, .offset = OFF(opts.flash_attention),
      .help = "keep the s x s attention scores"},
-    {.name = "sequence-parallel", .kind = PP_OPT_FLAG, .offset = OFF(opts.sequence_parallel),
-     .help = "Megatron sequence parallelism (activations / t)"},
+    {.name = "grad-accum", .kind = PP_OPT_CHOICE, .offset = OFF(opts.grad_accum),
+     .choices = GRAD_ACCUM, .arg = "fused|main|autograd16",
+     .help = "gradient accumulation: in the wgrad GEMM, into the fp32\n"
+             "main grad per micro-batch, or autograd's 16-bit (2021)",
+     .show_default = 1},
     {.name = "headroom", .kind = PP_OPT_DOUBLE, .offset = OFF(opts.headroom),
      .code = PP_CLI_HEADROOM, .arg = "F", .help = "fraction of device memory kept free",
      .show_default = 1},
@@ -185,7 +208,7 @@ int pp_cli_tune_load(const char *cmd, const pp_cli_tune *c, pp_tune_model *m, pp
 }
 
 void pp_cli_tune_describe(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw,
-                          const pp_tune_opts *o, int global_batch)
+                          const pp_tune_opts *o, const pp_tune_force *f, int global_batch)
 {
     pp_tune_params pc;
     pp_tune_model_params(m, &pc);
@@ -204,13 +227,20 @@ void pp_cli_tune_describe(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw
                    hw->gemm_flops / 1e12, hw->peak_flops / 1e12, hw->intra_bw / 1e9,
                    hw->inter_bw / 1e9);
     pp_cli_wrapped(fp, 9, "         %s", hw->note);
+    char forced[160];
+    pp_tune_force_flags(f, forced, sizeof forced);
     pp_cli_wrapped(fp, 9,
-                   "training global batch %d sequences (%s tokens); %s; %s optimizer; "
-                   "recompute %s; %s attention%s; headroom %.0f %%",
+                   "training global batch %d sequences (%s tokens); %s; %s attention; "
+                   "headroom %.0f %%",
                    global_batch, pp_fmt_grouped(global_batch * (double)m->seq, tokens, sizeof tokens),
             o->precision == PP_PREC_FP32 ? "fp32 (16 B/param)"
                                               : "bf16 + fp32 main grads + Adam (18 B/param)",
-            o->distributed_optimizer ? "distributed" : "replicated",
-            pp_recompute_name(o->recompute), o->flash_attention ? "flash" : "plain",
-            o->sequence_parallel ? ", sequence parallel" : "", 100 * o->headroom);
+            o->flash_attention ? "flash" : "plain", 100 * o->headroom);
+    pp_cli_wrapped(fp, 9,
+                   "settings recompute, sequence parallelism, sharding, context parallelism: %s%s%s",
+                   forced[0] ? "searched except " : "searched", forced,
+                   o->precision == PP_PREC_FP32
+                       ? " (CPU devices: the bundled runtime runs no recomputation, sharding or "
+                         "context parallelism yet, so they stay none / 1 unless forced)"
+                       : "");
 }

@@ -13,6 +13,7 @@ typedef struct {
     int seq;          /* 0 = the model's */
     int global_batch; /* 0 = the model's */
     pp_tune_opts opts;
+    pp_tune_force force; /* the settings forced by flags (PP_TUNE_SEARCHED: not) */
     /* cluster "local" inside this allocation: every node of it probed, one rank each
      * (pp_tune_probe_nodes, the program's own pptune); NULL: this machine only */
     const pp_tune_alloc *probe_nodes;
@@ -45,7 +46,7 @@ int pp_cli_tune_load(const char *cmd, const pp_cli_tune *c, pp_tune_model *m, pp
 int pp_cli_cluster_is_file(const char *cluster);
 /* One line each: model, cluster, options (what the figures are based on). */
 void pp_cli_tune_describe(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw,
-                          const pp_tune_opts *o, int global_batch);
+                          const pp_tune_opts *o, const pp_tune_force *f, int global_batch);
 
 /* What the search's callbacks print to (their progress_ctx). */
 typedef struct {
@@ -83,6 +84,8 @@ void pp_cli_board_print(FILE *fp, const pp_tune_result *r, int show);
 void pp_cli_rank_memory_print(FILE *fp, const pp_tune_prediction *best, int all);
 /* The table itself, P ranks of mem (simulate's too). */
 void pp_cli_rank_memory_table(FILE *fp, const pp_tune_rank_mem *mem, int P, int all);
+/* "#1 <config>: recompute ...; sequence parallelism ...; ...": the winner's settings. */
+void pp_cli_winner_print(FILE *fp, const pp_tune_prediction *best);
 /* --explain: rejections by reason, each schedule's best against #1 with time and memory
  * breakdowns, the Pareto front; all: also every rejected candidate. */
 void pp_cli_explain_print(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw,

@@ -58,7 +58,9 @@ const pp_tune_published *pp_tune_published_rows(int *n)
     return rows;
 }
 
-/* The row's GPT model (GPT-3 shapes: FFN 4h, biases, learned positions, tied embeddings). */
+/* The row's GPT model (GPT-3 shapes: FFN 4h, biases, learned positions, tied embeddings),
+ * named "megatron-<row>": a preset name too (pp_tune_published_model), so that `pptune
+ * simulate --model megatron-1.7B ...` reproduces a row. */
 static pp_status row_model(const pp_tune_published *r, pp_tune_model *m)
 {
     PP_TRY(pp_tune_model_preset("gpt-175b", m));
@@ -68,6 +70,31 @@ static pp_status row_model(const pp_tune_published *r, pp_tune_model *m)
     m->ffn = 4 * r->hidden, m->vocab = r->vocab, m->seq = r->seq;
     m->global_batch = r->global_batch, m->runtime_model[0] = '\0';
     return PP_OK;
+}
+
+pp_status pp_tune_published_model(const char *name, pp_tune_model *m)
+{
+    for (int i = 0; i < N_ROWS; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "megatron-%s", rows[i].name);
+        if (!strcmp(name, want))
+            return row_model(&rows[i], m);
+    }
+    return PP_ERR(PP_ERR_NOTFOUND, "no published row named \"%s\"", name);
+}
+
+char *pp_tune_check_simulate_line(const pp_tune_check *c, char *buf, size_t n)
+{
+    const pp_config *k = &c->cfg;
+    char g[16] = "";
+    if (k->G > 0)
+        snprintf(g, sizeof g, " -G %d", k->G);
+    snprintf(buf, n,
+             "pptune simulate --model megatron-%s --cluster %s --nodes %d --schedule %s -p %d "
+             "-v %d%s -b %d -t %d --recompute %s --no-flash-attention --grad-accum autograd16",
+             c->row->name, c->row->cluster, c->row->gpus / 8, k->schedule, k->p, k->v, g, k->b,
+             k->t, pp_recompute_name(k->recompute));
+    return buf;
 }
 
 double pp_tune_published_step(const pp_tune_published *r)
@@ -111,6 +138,7 @@ static pp_status best_config(const pp_tune_model *m, const pp_tune_hw *hw, const
             pp_config c;
             pp_config_defaults(&c);
             c.p = p, c.v = v, c.b = b, c.d = d, c.t = t, c.N = N;
+            c.recompute = PP_RECOMPUTE_FULL; /* as the runs did (every layer) */
             c.schedule = v > 1 ? inter : PP_SCHED_DEFAULT;
             pp_tune_prediction pr;
             if (pp_tune_predict(m, hw, &c, o, &pr, NULL) != PP_OK) {
@@ -145,8 +173,8 @@ pp_status pp_tune_validate(unsigned without, pp_tune_validation *out)
         PP_TRY(pp_tune_hw_preset(r->cluster, r->gpus / 8, &hw));
         pp_tune_opts o;
         pp_tune_opts_default(&o);
-        o.recompute = PP_RECOMPUTE_FULL; /* as the runs did; 2021: no flash attention, */
-        o.flash_attention = 0;                /* no sequence parallelism, no distributed optimizer */
+        o.flash_attention = 0; /* 2021: no flash attention, no sequence parallelism, no
+                                  distributed optimizer (best_config: full recompute) */
         o.grad_accum = PP_TUNE_GRAD_ACCUM_AUTOGRAD16; /* and no gradient-accumulation fusion */
         o.without = without;
         pp_tune_check *c = &out->rows[out->n];
