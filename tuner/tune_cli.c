@@ -224,14 +224,16 @@ void pp_cli_tune_describe(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw
             hw->mem_bytes / 1073741824.0, hw->gemm_flops / 1e12, hw->peak_flops / 1e12, hw->intra_bw / 1e9,
             hw->inter_bw / 1e9);
     fprintf(fp, "         %s\n", hw->note);
-    char forced[160];
-    pp_tune_force_flags(f, forced, sizeof forced);
     fprintf(fp, "training global batch %d sequences (%.2f M tokens); %s; %s attention; "
                 "headroom %.0f %%\n",
             global_batch, global_batch * (double)m->seq / 1e6,
             o->precision == PP_PREC_FP32 ? "fp32 (16 B/param)"
                                               : "bf16 + fp32 main grads + Adam (18 B/param)",
             o->flash_attention ? "flash" : "plain", 100 * o->headroom);
+    if (!f) /* simulate: its own "settings" line says them */
+        return;
+    char forced[160];
+    pp_tune_force_flags(f, forced, sizeof forced);
     fprintf(fp, "settings recompute, sequence parallelism, sharding, context parallelism: %s%s%s\n",
             forced[0] ? "searched except " : "searched", forced,
             o->precision == PP_PREC_FP32
