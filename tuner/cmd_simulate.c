@@ -213,7 +213,7 @@ int pp_cmd_simulate(int argc, char **argv)
         return rc;
     if ((rc = complete(&o, &m, &hw)) != 0)
         return rc;
-    pp_cli_tune_describe(stdout, &m, &hw, &o.tune.opts, &o.tune.force, m.global_batch);
+    pp_cli_tune_describe(stdout, &m, &hw, &o.tune.opts, NULL, m.global_batch);
     pp_tune_rank_mem *mem = calloc((size_t)o.c.p, sizeof *mem);
     if (!mem)
         return pp_cmd_fail(CMD, PP_ERR_NOMEM);

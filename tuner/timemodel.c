@@ -107,8 +107,9 @@ double pp_tune_model_flops(const pp_tune_model *m, double sequences)
 #define ATTN_BYTES_F(dropout) ((dropout) ? 13.0 : 8.0)
 #define ATTN_BYTES_B(dropout) ((dropout) ? 19.0 : 14.0)
 #define IB_EFFICIENCY 0.9
-/* NCCL's latency model (src/graph/tuning.cc, NCCL 2.12-2.18: baseLat and hwLat, Simple
- * protocol, the one large gradient buffers use), in seconds: a ring collective pays the base
+/* NCCL's latency model (src/graph/tuning.cc of github.com/NVIDIA/nccl at 01afd20: baseLat and
+ * hwLat, Simple protocol, the one large gradient buffers use; later NCCLs retuned the figures
+ * per architecture), in seconds: a ring collective pays the base
  * latency plus one hop latency per step, NVLink's for steps inside a node and the network's for
  * steps across (all-reduce 2 (n-1) steps of which 2 (nodes-1) cross; reduce-scatter and
  * all-gather n-1 and nodes-1), and NCCL's own "plateau" factor 1.9 for a large all-reduce

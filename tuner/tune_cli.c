@@ -227,8 +227,6 @@ void pp_cli_tune_describe(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw
                    hw->gemm_flops / 1e12, hw->peak_flops / 1e12, hw->intra_bw / 1e9,
                    hw->inter_bw / 1e9);
     pp_cli_wrapped(fp, 9, "         %s", hw->note);
-    char forced[160];
-    pp_tune_force_flags(f, forced, sizeof forced);
     pp_cli_wrapped(fp, 9,
                    "training global batch %d sequences (%s tokens); %s; %s attention; "
                    "headroom %.0f %%",
@@ -236,6 +234,10 @@ void pp_cli_tune_describe(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw
             o->precision == PP_PREC_FP32 ? "fp32 (16 B/param)"
                                               : "bf16 + fp32 main grads + Adam (18 B/param)",
             o->flash_attention ? "flash" : "plain", 100 * o->headroom);
+    if (!f) /* simulate: its own "settings" line says them */
+        return;
+    char forced[160];
+    pp_tune_force_flags(f, forced, sizeof forced);
     pp_cli_wrapped(fp, 9,
                    "settings recompute, sequence parallelism, sharding, context parallelism: %s%s%s",
                    forced[0] ? "searched except " : "searched", forced,

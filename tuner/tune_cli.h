@@ -47,6 +47,7 @@ int pp_cli_cluster_is_file(const char *cluster);
 /* One line each: model, cluster, options (what the figures are based on). */
 void pp_cli_tune_describe(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw,
                           const pp_tune_opts *o, const pp_tune_force *f, int global_batch);
+/* (f: the settings forced on a search, said in a "settings" line; NULL: no such line) */
 
 /* What the search's callbacks print to (their progress_ctx). */
 typedef struct {
