@@ -92,7 +92,7 @@ Test(cuda_trials, search_on_a_gpu_machine_runs_cuda_trials_that_match_the_runtim
                                               "--trial-steps 2 --trial-timeout 120 -o %s",
                                        cluster, profile);
     cr_assert_eq(r.code, 0, "pptune search: %s\n%s", r.out, r.err);
-    cr_expect(strstr(r.out, "trials: 2 candidates run with pprun --backend cuda --precision bf16"),
+    cr_expect(strstr(r.out, "trials: #1 to #2 run with pprun --backend cuda --precision bf16"),
               "%s", r.out);
     cr_expect(strstr(r.out, "launch: pprun --model tiny") &&
                   strstr(r.out, "--backend cuda --precision bf16"),

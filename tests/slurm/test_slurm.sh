@@ -194,7 +194,7 @@ port=$(awk '/PORT/ {print $2}' "$T/store.port")
 grep -q "^published .* to http://127.0.0.1:$port/profiles" "$T/sbatch.log" ||
   fail "sbatch: not published: $(tail -3 "$T/sbatch.log")"
 ls "$T"/store/profiles/*/tiny.json >/dev/null 2>&1 || fail "sbatch: the store holds no tiny.json"
-grep -q "trials: 2 candidates run with pprun under srun" "$T/job/tune.txt" 2>/dev/null ||
+grep -q "trials: #1 to #2 run with pprun under srun" "$T/job/tune.txt" 2>/dev/null ||
   fail "sbatch: the job's search ran no srun trials: $(grep -E 'trial|allocation' "$T/job/tune.txt" | head -3)"
 python3 "$here/check_profile.py" "$T/job/profile.json" srun "n[1-2]" "*=ok" || fail "sbatch: profile"
 python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))
