@@ -228,7 +228,14 @@ Test(tuner_output, report_is_one_self_contained_page)
     cr_assert(!strstr(html, "<script") && !strstr(html, "<link") && !strstr(html, "src="),
               "nothing loaded from outside");
     cr_assert(!strstr(html, "https://"), "no network");
-    cr_assert(strstr(html, "Leaderboard") && strstr(html, "measured step s"));
+    cr_assert(strstr(html, "Leaderboard") && !strstr(html, "measured step s"),
+              "no measured columns without trials (issue 31: no empty columns)");
+    cr_assert(strstr(html, "<th class=l>split</th>") && strstr(html, "<td>-</td>"),
+              "the split column, G as - where there is none");
+    cr_assert(strstr(html, "Rejected candidates by reason") &&
+                  strstr(html, "aria-label=\"Pareto front"),
+              "what --explain says: the reasons and the Pareto front");
+    cr_assert(strstr(html, "<td class=l>gpipe</td>"), "gpipe, though none fits, is said");
     cr_assert(strstr(html, "Memory per pipeline rank") && strstr(html, "usable capacity"));
     cr_assert(strstr(html, "Timeline of #1") && strstr(html, "<rect"));
     cr_assert(strstr(html, "Best of each schedule") && strstr(html, "<td class=l>bitpipe</td>"),
@@ -238,6 +245,7 @@ Test(tuner_output, report_is_one_self_contained_page)
     /* after trials: measured figures, their source and the calibration plot */
     html = report_of("--model tiny --cluster local --trials 2 --trial-steps 2", dir);
     cr_assert(strstr(html, "Predicted against measured step time") && strstr(html, "<circle"));
+    cr_assert(strstr(html, "measured step s"), "after trials the measured columns");
     cr_assert(strstr(html, "class=l>trial</td>"), "rows measured are marked trial");
     free(html);
     char cmd[400];

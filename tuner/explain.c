@@ -83,6 +83,23 @@ static group *group_rejects(const pp_tune_result *r, const char *kind, int *n)
     return g;
 }
 
+pp_cli_reason *pp_cli_reasons(const pp_tune_result *r, const char *kind, int *n)
+{
+    int ng;
+    group *g = group_rejects(r, kind, &ng);
+    pp_cli_reason *out = g ? calloc((size_t)ng, sizeof *out) : NULL;
+    for (int k = 0; out && k < ng; k++)
+        out[k] = (pp_cli_reason){.count = g[k].count, .example = &r->rejects[g[k].example]};
+    *n = out ? ng : 0;
+    free(g);
+    return out;
+}
+
+const char *pp_cli_reason_stage(int stage)
+{
+    return stage >= 0 && stage < 4 ? STAGE[stage] : "?";
+}
+
 void pp_cli_reasons_print(FILE *fp, const pp_tune_result *r, int max)
 {
     int ng;

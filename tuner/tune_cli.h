@@ -96,6 +96,16 @@ void pp_cli_step_parts_print(FILE *fp, const pp_tune_time_parts *t);
 /* --report: the search as one self-contained HTML page (report.c), written atomically. */
 pp_status pp_cli_report_write(const char *path, const pp_tune_model *m, const pp_tune_hw *hw,
                               const pp_tune_result *r);
+/* The rejections grouped by reason (numbers in a reason do not split it), commonest first,
+ * of schedule `kind` (NULL: all): *n groups, each its count and one example (caller frees the
+ * array; NULL and *n = 0 when there are none). */
+typedef struct {
+    long count;
+    const pp_tune_reject *example;
+} pp_cli_reason;
+pp_cli_reason *pp_cli_reasons(const pp_tune_result *r, const char *kind, int *n);
+/* "rule", "memory", "outranked", "bound": a reject's stage as --explain names it. */
+const char *pp_cli_reason_stage(int stage);
 /* One line per most common reason (at most `max`), for "nothing fits" on stderr. */
 void pp_cli_reasons_print(FILE *fp, const pp_tune_result *r, int max);
 
