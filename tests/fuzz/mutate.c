@@ -9,7 +9,8 @@
  * hard_rss_limit_mb in the sanitizer build, RLIMIT_AS in a plain one). Each finding prints one
  * line naming the format, seed, index and the mutant's file, kept under --artifacts; replay it
  * with `pp_fuzz_mutate --replay FORMAT FILE`. A --time-cap stops a slow machine early (the
- * count reached is printed) rather than failing it. Exit 0: no finding; 1: findings; 2: usage.
+ * count reached is printed) rather than failing it; it is shared out over the formats, so each
+ * runs mutants within its share. Exit 0: no finding; 1: findings; 2: usage.
  *
  * It does not shrink inputs or learn coverage: scripts/fuzz-libfuzzer.sh is the long-running
  * coverage-guided fuzzer for developers.
@@ -532,11 +533,18 @@ int main(int argc, char **argv)
     mkdir(o.artifacts, 0755);
     mkdir(o.work, 0755);
     install_handlers();
+    /* the cap shared out: each format may take what is left over the formats left, so a slow
+     * format early in the table cannot leave the later ones no mutant at all (a format done
+     * early hands its unused share on) */
     double t_end = now() + o.time_cap;
-    int findings = 0;
+    int findings = 0, left = 0;
     for (const pp_fuzz_target *t = pp_fuzz_targets; t->name; t++)
-        if (!o.only || !strcmp(o.only, t->name))
-            findings += fuzz_format(&o, t, t_end);
+        left += !o.only || !strcmp(o.only, t->name);
+    for (const pp_fuzz_target *t = pp_fuzz_targets; t->name; t++)
+        if (!o.only || !strcmp(o.only, t->name)) {
+            double t0 = now();
+            findings += fuzz_format(&o, t, t0 + (t_end - t0) / left--);
+        }
     /* LeakSanitizer's check at exit is no mutant's */
     cur_path[0] = '\0';
     snprintf(cur_line, sizeof cur_line, "at exit: memory still allocated after the pass\n");
