@@ -167,7 +167,7 @@ Test(tuner_output_units, every_breakdown_adds_up_to_its_total)
     pp_test_run_done(&r);
 }
 
-/* Item 10: a 64-rank memory table shows the first, the last, the fullest and the emptiest
+/* Item 10: a large (32 or 64-rank) memory table shows the first, the last, the fullest and the emptiest
  * rank, and says so; --explain=all shows every rank, which confirms the fullest and emptiest. */
 Test(tuner_output_units, a_large_memory_table_shows_the_ranks_that_matter)
 {
@@ -179,7 +179,7 @@ Test(tuner_output_units, a_large_memory_table_shows_the_ranks_that_matter)
     double tot[1024];
     int n = 0, hi = 0, lo = 0;
     const char *t = strstr(all.out, "\n  rank   weights");
-    cr_assert(t, "%s", all.out);
+    cr_assert(t, "%.4000s", all.out);
     for (const char *l = strchr(t + 1, '\n'); l && l[1] == ' '; l = strchr(l + 1, '\n')) {
         int rank;
         if (sscanf(l, " %d", &rank) != 1 || rank != n)
@@ -199,21 +199,24 @@ Test(tuner_output_units, a_large_memory_table_shows_the_ranks_that_matter)
         lo = tot[n] < tot[lo] ? n : lo;
         n++;
     }
-    cr_assert_eq(n, 64, "--explain=all: every rank: %s", t);
-    int shown[64] = {0}, k = 0;
+    /* the winner's pipeline ranks (p = 32 or 64 as the search settles), more than a table shows */
+    cr_assert_gt(n, 8, "--explain=all: every rank: %.2000s", t);
+    int shown[1024] = {0}, k = 0;
+    char of[32];
+    snprintf(of, sizeof of, "of %d ranks", n);
     t = strstr(cut.out, "\n  rank   weights");
-    cr_assert(t, "%s", cut.out);
+    cr_assert(t, "%.4000s", cut.out);
     for (const char *l = strchr(t + 1, '\n'); l && l[1] == ' '; l = strchr(l + 1, '\n')) {
         int rank;
-        if (sscanf(l, " %d", &rank) == 1 && rank >= 0 && rank < 64)
+        if (sscanf(l, " %d", &rank) == 1 && rank >= 0 && rank < n)
             shown[rank] = 1, k++;
-        else if (!strstr(l, "ranks between") && !strstr(l, "of 64 ranks"))
+        else if (!strstr(l, "ranks between") && !strstr(l, of))
             break;
     }
-    for (int r = 0; r < 64; r++)
-        cr_expect_eq(shown[r], r == 0 || r == 63 || r == hi || r == lo, "rank %d (fullest %d, "
-                     "emptiest %d): %s", r, hi, lo, t);
-    cr_expect(strstr(cut.out, "of 64 ranks") && strstr(cut.out, "--explain=all"), "%s", cut.out);
+    for (int r = 0; r < n; r++)
+        cr_expect_eq(shown[r], r == 0 || r == n - 1 || r == hi || r == lo, "rank %d (fullest %d, "
+                     "emptiest %d): %.2000s", r, hi, lo, t);
+    cr_expect(strstr(cut.out, of) && strstr(cut.out, "--explain=all"), "%.4000s", cut.out);
     cr_expect_lt(k, 8);
     pp_test_run_done(&all);
     pp_test_run_done(&cut);
