@@ -156,7 +156,7 @@ static pp_status megatron_flags(const pp_profile *p, FILE *out)
  * harmless). */
 static int megatron_one_connection(const pp_config *c)
 {
-    return c->t > 1;
+    return c->t > 1 || c->cp > 1; /* validate_args: "tensor model parallelism or context parallelism" */
 }
 
 /* The script: a header saying how to run it, the environment, and torchrun with the flags. The
@@ -177,7 +177,7 @@ static void megatron_script(const pp_profile *p, const char *flags, FILE *fp)
             nodes, nodes - 1);
     fprintf(fp, "set -euo pipefail\n");
     if (megatron_one_connection(c))
-        fprintf(fp, "# validate_args: tensor parallelism needs it on GPUs before Blackwell\n"
+        fprintf(fp, "# validate_args: tensor and context parallelism need it on GPUs before Blackwell\n"
                     "export CUDA_DEVICE_MAX_CONNECTIONS=1\n");
     fprintf(fp, "exec torchrun --nnodes %d --nproc-per-node %d --node-rank \"${NODE_RANK:-0}\" "
                 "\\\n  --master-addr \"${MASTER_ADDR:-localhost}\" "

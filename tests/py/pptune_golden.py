@@ -9,6 +9,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "fixtures")
 
 
+# One tally for a test script: check(ok, what) prints "ok   what" or "FAIL what" and counts it.
+results = {"passed": 0, "failed": 0}
+
+
+def check(ok, what):
+    results["passed" if ok else "failed"] += 1
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    return ok
+
+
 def run(pptune, *args):
     r = subprocess.run([pptune, *args], capture_output=True, text=True)
     if r.returncode:

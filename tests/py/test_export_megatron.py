@@ -43,13 +43,7 @@ import pptune_golden
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PPTUNE = os.path.abspath(sys.argv[1])
-results = {"passed": 0, "failed": 0}
-
-
-def check(ok, what):
-    results["passed" if ok else "failed"] += 1
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    return ok
+results, check = pptune_golden.results, pptune_golden.check
 
 
 def import_megatron_arguments():
@@ -176,7 +170,7 @@ def one_case(arguments, name, path, work):
         return
     opts, script, flags = torchrun_split(got["argv"])
     world = int(opts["nnodes"]) * int(opts["nproc-per-node"])
-    gpus = c["p"] * c.get("t", 1) * c["d"]
+    gpus = c["p"] * c.get("t", 1) * c.get("cp", 1) * c["d"]
     check(script == "pretrain_gpt.py" and world == gpus and flags[-len(USER_FLAGS):] == USER_FLAGS,
           f"{name}: torchrun {opts['nnodes']} x {opts['nproc-per-node']} = {world} processes "
           f"(the plan's {gpus} GPUs) of pretrain_gpt.py with the user's flags last")

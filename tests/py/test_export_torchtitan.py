@@ -55,13 +55,7 @@ import pptune_golden
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(HERE, "torchtitan_src")
 PPTUNE = os.path.abspath(sys.argv[1])
-results = {"passed": 0, "failed": 0}
-
-
-def check(ok, what):
-    results["passed" if ok else "failed"] += 1
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    return ok
+results, check = pptune_golden.results, pptune_golden.check
 
 
 def load_configs():
