@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "axes.h"
 #include "tune_cli.h"
 
 
@@ -79,22 +80,22 @@ static void th(FILE *fp, const char *const *names, int n)
  * predicted figures, and the measured ones only when trials ran (no empty columns). */
 static void board(FILE *fp, const pp_tune_result *r)
 {
-    static const char *head[] = {"p", "v", "G", "b", "d", "t", "N"};
+    static const char *head[] = {"p", "v", "G", "b", "d", "t", "cp", "N"};
     static const char *figs[] = {"predicted step s", "predicted tokens/s", "MFU", "bubble",
                                  "predicted peak", "usable"};
     static const char *meas[] = {"measured step s", "measured tokens/s", "model error",
                                  "measured peak", "trial"};
     int trials = r->trialled > 0;
     fprintf(fp, "<h2>Leaderboard</h2>\n<table><tr><th>#</th><th class=l>schedule</th>");
-    th(fp, head, 7);
-    fprintf(fp, "<th class=l>split</th>");
+    th(fp, head, 8);
+    fprintf(fp, "<th class=l>split</th><th class=l>settings</th>");
     th(fp, figs, 6);
     if (trials) {
         th(fp, meas, 4);
         fprintf(fp, "<th class=l>trial</th>");
     }
     fprintf(fp, "</tr>\n");
-    char a[32], g[12], sp[32], st[16], pk[16], cap[16];
+    char a[32], g[12], sp[32], st[16], pk[16], cap[16], ax[64];
     for (int i = 0; i < r->n_best; i++) {
         const pp_tune_prediction *p = &r->best[i];
         const pp_config *c = &p->cfg;
@@ -102,9 +103,10 @@ static void board(FILE *fp, const pp_tune_result *r)
         fprintf(fp, "<tr%s><td>%d</td><td class=l>", i ? "" : " class=win", i + 1);
         esc(fp, c->schedule);
         fprintf(fp, "</td><td>%d</td><td>%d</td><td>%s</td><td>%d</td><td>%d</td><td>%d</td>"
-                    "<td>%d</td><td class=l>%s</td><td>%s</td><td>%s</td><td>%.1f %%</td>"
-                    "<td>%.1f %%</td><td>%s</td><td>%s</td>",
-                c->p, c->v, g, c->b, c->d, c->t, c->N, pp_config_split_str(c, sp, sizeof sp),
+                    "<td>%d</td><td>%d</td><td class=l>%s</td><td class=l>%s</td><td>%s</td>"
+                    "<td>%s</td><td>%.1f %%</td><td>%.1f %%</td><td>%s</td><td>%s</td>",
+                c->p, c->v, g, c->b, c->d, c->t, c->cp, c->N,
+                pp_config_split_str(c, sp, sizeof sp), pp_tune_axes_str(c, ax, sizeof ax),
                 pp_fmt_seconds(p->step_time, st, sizeof st),
                 pp_fmt_grouped(p->tokens_per_s, a, sizeof a), 100 * p->mfu, 100 * p->bubble_ideal,
                 pp_fmt_bytes(p->peak_mem, pk, sizeof pk), pp_fmt_bytes(p->capacity, cap, sizeof cap));
@@ -124,9 +126,12 @@ static void board(FILE *fp, const pp_tune_result *r)
         fprintf(fp, "</tr>\n");
     }
     fprintf(fp, "</table>\n<p class=src>p pipeline ranks, v chunks per rank, G interleaving "
-                "group, b micro-batch size, d data-parallel replicas, t tensor-parallel size, N "
-                "micro-batches per step; split: even, uneven (Llama 3's: the first and last stage "
-                "one layer fewer) or F/L (the first stage holds F layers, the last L); %s</p>\n",
+                "group, b micro-batch size, d data-parallel replicas, t tensor-parallel size, cp "
+                "context-parallel size, N micro-batches per step; split: even, uneven (Llama 3's: "
+                "the first and last stage one layer fewer) or F/L (the first stage holds F layers, "
+                "the last L); settings: recompute - none, sel selective, full every layer, full-k "
+                "the first k layers of each stage; sp sequence parallel; z1 optimizer state "
+                "sharded over d x cp, z2 and gradients; %s</p>\n",
             trials ? "measured: pprun's median step after warm-up and its fullest rank's peak; "
                      "error = (predicted - measured) / measured step"
                    : "every figure predicted (no trials ran)");
