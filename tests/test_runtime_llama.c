@@ -23,15 +23,11 @@
 #include "pp_test_run.h"
 #include "pprun_json.h"
 #include "test_runtime_exec_equiv.h"
+#include "ref_attention.h"
 
 #include "pp_test_ok.h"
 
-static const float *W(pp_rt_stage *st, const char *name)
-{
-    pp_rt_tensor *t = pp_rt_stage_tensor(st, name);
-    cr_assert_not_null(t, "tensor %s missing", name);
-    return t->data;
-}
+#define W pp_ref_tensor
 
 /* ---- the double-precision reference ---- */
 
@@ -110,31 +106,12 @@ static void ref_block(pp_rt_stage *st, int l, double *x, const pp_model_cfg *m, 
     for (int n = 0; n < N; n++)
         for (int hh = 0; hh < NH + KV; hh++) /* the q heads, then the k heads */
             ref_rotate(qkv + (size_t)n * W3 + (size_t)hh * hd, n % T, hd, m, mode);
-    for (int b = 0; b < B; b++)
-        for (int hq = 0; hq < NH; hq++) {
-            int kv = mode == REF_KV_MOD ? hq % KV : hq / g; /* repeat_kv */
-            for (int t = 0; t < T; t++) {
-                const double *q = qkv + (size_t)(b * T + t) * W3 + (size_t)hq * hd;
-                double mx = -INFINITY, sum = 0;
-                for (int j = 0; j <= t; j++) {
-                    const double *k = qkv + (size_t)(b * T + j) * W3 + Q + (size_t)kv * hd;
-                    double s = 0;
-                    for (int e = 0; e < hd; e++)
-                        s += q[e] * k[e];
-                    att[j] = s / sqrt((double)hd);
-                    mx = fmax(mx, att[j]);
-                }
-                for (int j = 0; j <= t; j++)
-                    sum += (att[j] = exp(att[j] - mx));
-                for (int e = 0; e < hd; e++) {
-                    double acc = 0;
-                    for (int j = 0; j <= t; j++)
-                        acc += att[j] / sum *
-                               qkv[(size_t)(b * T + j) * W3 + Q + (size_t)(KV + kv) * hd + e];
-                    y[(size_t)(b * T + t) * Q + (size_t)hq * hd + e] = acc;
-                }
-            }
-        }
+    int *kv_of = calloc((size_t)NH, sizeof *kv_of);
+    cr_assert_not_null(kv_of);
+    for (int hq = 0; hq < NH; hq++)
+        kv_of[hq] = mode == REF_KV_MOD ? hq % KV : hq / g; /* repeat_kv */
+    pp_ref_causal_attention(y, qkv, att, B, T, NH, KV, hd, kv_of);
+    free(kv_of);
     ref_matmul(o, y, P("attn.proj.w"), N, Q, C);
     for (size_t i = 0; i < (size_t)N * C; i++)
         x[i] += o[i];

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "pp_rt.h"
+#include "ref_attention.h"
 
 #define CHECK(expr)                                                                                \
     do {                                                                                           \
@@ -17,12 +18,7 @@
         cr_assert_eq(st_, PP_OK, "%s failed: %s", #expr, pp_err_msg());                            \
     } while (0)
 
-static const float *W(pp_rt_stage *st, const char *name)
-{
-    pp_rt_tensor *t = pp_rt_stage_tensor(st, name);
-    cr_assert_not_null(t, "tensor %s missing", name);
-    return t->data;
-}
+#define W pp_ref_tensor
 
 /* y(N, C) = LayerNorm(x) with eps 1e-5 (biased variance, as PyTorch). */
 static void ref_layernorm(double *y, const double *x, const float *g, const float *b, int N, int C)
@@ -62,29 +58,12 @@ static void ref_block(pp_rt_stage *st, int l, double *x, const pp_model_cfg *m, 
     double *f = calloc((size_t)N * F, 8), *att = calloc((size_t)T, 8);
     ref_layernorm(h, x, P("ln1.g"), P("ln1.b"), N, C);
     ref_linear(qkv, h, P("attn.qkv.w"), P("attn.qkv.b"), N, C, 3 * C);
-    for (int b = 0; b < B; b++)
-        for (int hd = 0; hd < NH; hd++)
-            for (int t = 0; t < T; t++) {
-                const double *q = qkv + ((size_t)(b * T + t) * 3 * C) + hd * hs;
-                double mx = -INFINITY, sum = 0;
-                for (int j = 0; j <= t; j++) { /* causal: keys up to t */
-                    const double *k = qkv + ((size_t)(b * T + j) * 3 * C) + C + hd * hs;
-                    double s = 0;
-                    for (int e = 0; e < hs; e++)
-                        s += q[e] * k[e];
-                    att[j] = s / sqrt((double)hs);
-                    mx = fmax(mx, att[j]);
-                }
-                for (int j = 0; j <= t; j++)
-                    sum += (att[j] = exp(att[j] - mx));
-                for (int e = 0; e < hs; e++) {
-                    double acc = 0;
-                    for (int j = 0; j <= t; j++)
-                        acc +=
-                            att[j] / sum * qkv[(size_t)(b * T + j) * 3 * C + 2 * C + hd * hs + e];
-                    y[(size_t)(b * T + t) * C + hd * hs + e] = acc;
-                }
-            }
+    int *kv_of = calloc((size_t)NH, sizeof *kv_of); /* multi-head: head h reads its own */
+    cr_assert_not_null(kv_of);
+    for (int h = 0; h < NH; h++)
+        kv_of[h] = h;
+    pp_ref_causal_attention(y, qkv, att, B, T, NH, NH, hs, kv_of);
+    free(kv_of);
     ref_linear(o, y, P("attn.proj.w"), P("attn.proj.b"), N, C, C);
     for (size_t i = 0; i < (size_t)N * C; i++)
         x[i] += o[i];
