@@ -1,11 +1,20 @@
 /* export_pprun.c — the chosen configuration as pprun's own flags (`pptune export --format
  * pprun`): the one pprun line builder (pprun_line.c) with the backend and precision the profile
- * planned for. pprun runs every schedule and split of the registry, so nothing is refused. */
+ * planned for. pprun runs every schedule and split of the registry; a setting it has no option
+ * for (pp_profile_pprun_unrun) is refused with the targets that run it. */
 #include "export_impl.h"
 
 pp_status pp_export_pprun(const pp_profile *p, FILE *fp)
 {
     const pp_config *c = &p->chosen.config;
+    char unrun[128];
+    if (pp_profile_pprun_unrun(c, unrun, sizeof unrun))
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "%s: pprun has no option for %s yet: its line would train another "
+                      "configuration; the Megatron-LM, NeMo and torchtitan exports carry it "
+                      "where they run the schedule, or search with those settings forced off "
+                      "(--shard none --cp 1 --recompute none)",
+                      p->name, unrun);
     /* backend and precision as the profile planned: the backend row for its device kind (a GPU
      * cluster: CUDA), bf16 when tuned so and the backend computes in it */
     const pp_backend_row *be = pp_backend_row_for_device(p->cluster.gpu ? "gpu" : "cpu");

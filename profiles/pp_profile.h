@@ -170,6 +170,9 @@ typedef struct pp_export_target {
     const char *builds;  /* non-NULL: it builds the model, so a profile without the model's
                             shape (before 1.1) is refused: what it builds ("a Megatron-LM
                             command") */
+    int line_settings_only; /* 1: it runs only the settings pprun's line carries (the axes with a
+                               pprun flag, pp_config_axis.flag): `pptune --for` holds the others
+                               at their defaults (pp_profile_pprun_unrun) */
     /* The schedules it runs (a registry row); NULL: every one. */
     int (*runs)(const pp_sched_desc *d);
     /* Why it cannot run d, for the refusal ("Megatron-LM has no Chimera schedule (no upstream
@@ -228,6 +231,11 @@ int pp_profile_pprun_argv(const pp_profile_pprun_line *l,
  * plain), separated by single spaces (no program name, no newline), into buf (n bytes, cut to
  * fit); returns buf. */
 char *pp_profile_pprun_args(const pp_profile_pprun_line *l, char *buf, size_t n);
+/* NULL when pprun runs every setting of c; else the settings it has no option for, at values
+ * other than their defaults ("shard optimizer, cp 2"), into buf: a line for c would run another
+ * configuration than c (the builder leaves them out), so trials skip it, the pprun export
+ * refuses it and the search's launch line says so. */
+const char *pp_profile_pprun_unrun(const pp_config *c, char *buf, size_t n);
 
 /* ---- local store ---------------------------------------------------------------------------- */
 

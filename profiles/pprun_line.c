@@ -77,3 +77,24 @@ char *pp_profile_pprun_args(const pp_profile_pprun_line *l, char *buf, size_t n)
     buf[len >= 0 && (size_t)len < n ? (size_t)len : n - 1] = '\0';
     return buf;
 }
+
+const char *pp_profile_pprun_unrun(const pp_config *c, char *buf, size_t n)
+{
+    int na;
+    const pp_config_axis *a = pp_config_axes(&na);
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < na; i++) {
+        if (a[i].flag)
+            continue; /* pprun takes it */
+        int v = pp_config_get(c, &a[i]);
+        if (v == a[i].dflt || len >= n)
+            continue;
+        if (a[i].kind == PP_CONFIG_ENUM)
+            len += (size_t)snprintf(buf + len, n - len, "%s%s %s", len ? ", " : "", a[i].key,
+                                    a[i].names[v]);
+        else
+            len += (size_t)snprintf(buf + len, n - len, "%s%s %d", len ? ", " : "", a[i].key, v);
+    }
+    return len ? buf : NULL;
+}

@@ -118,3 +118,24 @@ Test(profiles_pprun_line, every_axis_flag_is_on_the_line_and_in_pprun_help)
     }
     cr_assert_geq(flags, 12);
 }
+
+/* pprun has no option for recomputation, sharding or context parallelism: a configuration with
+ * any of them off its default is named (the builder leaves them out, so its line would train
+ * another configuration); the default one is not. */
+Test(profiles_pprun_line, settings_pprun_cannot_run_are_named)
+{
+    pp_config c;
+    pp_config_defaults(&c);
+    c.schedule = "1f1b", c.p = 2, c.v = 1, c.b = 1, c.d = 2, c.t = 2, c.N = 4;
+    c.sequence_parallel = 1; /* pprun runs it */
+    char buf[128];
+    cr_assert_null(pp_profile_pprun_unrun(&c, buf, sizeof buf), "%s", buf);
+    c.shard = PP_SHARD_OPTIMIZER;
+    c.cp = 2;
+    cr_assert_str_eq(pp_profile_pprun_unrun(&c, buf, sizeof buf), "shard optimizer, cp 2");
+    pp_config_defaults(&c);
+    c.recompute = PP_RECOMPUTE_FULL;
+    c.recompute_layers = 3;
+    cr_assert_str_eq(pp_profile_pprun_unrun(&c, buf, sizeof buf),
+                     "recompute full, recompute_layers 3");
+}

@@ -122,7 +122,8 @@ static void help(void)
     char formats[128];
     snprintf(for_help, sizeof for_help,
              "only the schedules that export target runs (the\n"
-             "schedules pptune export --format TARGET accepts):\n%s",
+             "schedules pptune export --format TARGET accepts;\n"
+             "pprun: no recomputation, sharding or CP either):\n%s",
              pp_profile_export_names(", ", formats, sizeof formats));
     opts dflt;
     defaults(&dflt);
@@ -136,6 +137,17 @@ static int for_target(opts *o)
     const pp_export_target *t = pp_profile_export_find(o->for_target, NULL);
     if (!t)
         return pp_cmd_usage_error(CMD, "--for: %s", pp_err_text());
+    if (t->line_settings_only) { /* pprun: no recomputation, sharding or CP to search */
+        pp_tune_force *f = &o->tune.force;
+        if ((f->recompute != PP_TUNE_SEARCHED && f->recompute != PP_RECOMPUTE_NONE) ||
+            (f->shard != PP_TUNE_SEARCHED && f->shard != PP_SHARD_NONE) ||
+            (f->cp != PP_TUNE_SEARCHED && f->cp != 1))
+            return pp_cmd_usage_error(CMD, "--for %s: %s has no option for recomputation, "
+                                           "sharding or context parallelism",
+                                      o->for_target, t->title);
+        f->recompute = PP_RECOMPUTE_NONE, f->recompute_layers = 0;
+        f->shard = PP_SHARD_NONE, f->cp = 1;
+    }
     char list[256];
     pp_profile_export_schedules(t, ",", list, sizeof list);
     if (!o->schedules) {
@@ -353,6 +365,13 @@ static int report(const opts *o, const pp_tune_model *m, const pp_tune_hw *hw, p
     pp_cli_rank_memory_print(stdout, &r->best[0], o->explain > 1);
     char cmd[512];
     printf("\nlaunch: %s\n", pp_tune_launch_command(m, hw, &r->best[0].cfg, &r->opts, cmd, sizeof cmd));
+    char unrun[128];
+    if (pp_profile_pprun_unrun(&r->best[0].cfg, unrun, sizeof unrun))
+        pp_cli_wrapped(stdout, 8,
+                       "        (pprun has no option for %s yet: this line trains #1 without "
+                       "it, in more memory than predicted; the Megatron-LM, NeMo and "
+                       "torchtitan exports carry it where they run the schedule)",
+                       unrun);
     if (o->explain)
         pp_cli_explain_print(stdout, m, hw, r, o->explain > 1);
     if (o->report) {

@@ -171,6 +171,18 @@ pp_status pp_tune_search_trials(const pp_tune_search_params *sp, pp_tune_result 
     int todo = k < r->n_best ? k : r->n_best;
     for (int i = 0; i < r->n_best && n < k; i++) {
         pp_tune_prediction *p = &r->best[trial_order(r, k, i)];
+        char unrun[128], why[256];
+        if (pp_profile_pprun_unrun(&p->cfg, unrun, sizeof unrun)) {
+            /* its trial would measure another configuration: not run, and said */
+            snprintf(why, sizeof why, "pprun has no option for %s: not trialled", unrun);
+            pp_tune_trial_event ev = {.kind = PP_TUNE_TRIAL_NOT_STARTED,
+                                      .cfg = &p->cfg,
+                                      .done = n,
+                                      .total = todo,
+                                      .message = why};
+            report(sp, &ev);
+            continue;
+        }
         double need = be->device_memory ? runtime_peak_on_device(m, &r->opts, p, be) : 0;
         if (need > p->capacity) {
             pp_tune_trial_event ev = {.kind = PP_TUNE_TRIAL_SKIPPED,
