@@ -37,7 +37,7 @@ pp_model_cfg exec_tiny_model(int layers)
                        Llama 3 interpolated (wavelength 6.3) and divided (4443) */
         return (pp_model_cfg){.layers = layers, .hidden = 16, .heads = 4, .ffn = 24,
                               .vocab = 64, .seq = T, .kv_heads = 2, .norm = PP_NORM_RMSNORM,
-                              .norm_eps = 1e-5f, .mlp = PP_MLP_SWIGLU, .pos = PP_POS_ROPE,
+                              .norm_eps = 1e-5, .mlp = PP_MLP_SWIGLU, .pos = PP_POS_ROPE,
                               .rope_theta = 500000, .rope_scaling = PP_ROPE_LLAMA3,
                               .rope_scaling_name = "llama3", .rope_factor = 8,
                               .rope_low_freq = 1, .rope_high_freq = 4, .rope_orig_max = 16,

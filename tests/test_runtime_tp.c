@@ -54,7 +54,7 @@ static const pp_model_cfg GPT = {
  * for its 4 query heads: t = 2 gives each rank 2 query heads and their KV head. */
 static const pp_model_cfg LLAMA = {
     .layers = L, .hidden = 16, .heads = 4, .ffn = 24, .vocab = 64, .seq = T, .kv_heads = 2,
-    .norm = PP_NORM_RMSNORM, .norm_eps = 1e-5f, .mlp = PP_MLP_SWIGLU, .pos = PP_POS_ROPE,
+    .norm = PP_NORM_RMSNORM, .norm_eps = 1e-5, .mlp = PP_MLP_SWIGLU, .pos = PP_POS_ROPE,
     .rope_theta = 500000, .rope_scaling = PP_ROPE_LLAMA3, .rope_scaling_name = "llama3",
     .rope_factor = 8, .rope_low_freq = 1, .rope_high_freq = 4, .rope_orig_max = 16,
     .nobias = PP_NOBIAS_ALL, .untied = 1};

@@ -39,11 +39,7 @@ static void from_cfg(const pp_model_cfg *c, pp_tune_model *m)
     m->rope_theta = c->pos == PP_POS_ROPE ? (c->rope_theta > 0 ? c->rope_theta : 10000) : 0;
     snprintf(m->rope_scaling, sizeof m->rope_scaling, "%s", c->rope_scaling_name);
     m->tied_embed = !c->untied;
-    /* the runtime keeps the epsilon as a float: back to the decimal a config.json writes
-     * (1e-06, not 9.99999997e-07) for the exports */
-    char eps[32];
-    snprintf(eps, sizeof eps, "%.7g", (double)pp_model_eps(c));
-    m->norm_eps = strtod(eps, NULL);
+    m->norm_eps = c->norm_eps > 0 ? c->norm_eps : 1e-5;
     m->block = *c;
 }
 
@@ -67,7 +63,7 @@ void pp_tune_model_cfg(const pp_tune_model *m, pp_model_cfg *out)
                (m->linear_bias ? 0 : m->qkv_bias ? PP_NOBIAS_OUT | PP_NOBIAS_MLP : lin);
     c.untied = !m->tied_embed;
     if (m->norm_eps > 0)
-        c.norm_eps = (float)m->norm_eps;
+        c.norm_eps = m->norm_eps;
     *out = c;
 }
 

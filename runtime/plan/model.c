@@ -21,7 +21,7 @@
     {.layers = L, .hidden = C, .heads = H, .ffn = 4 * (C), .vocab = 50257, .seq = 2048}
 #define PP_LLAMA3(L, C, H, F)                                                                  \
     {.layers = L, .hidden = C, .heads = H, .ffn = F, .vocab = 128256, .seq = 8192,             \
-     .kv_heads = 8, .norm = PP_NORM_RMSNORM, .norm_eps = 1e-5f, .mlp = PP_MLP_SWIGLU,          \
+     .kv_heads = 8, .norm = PP_NORM_RMSNORM, .norm_eps = 1e-5, .mlp = PP_MLP_SWIGLU,          \
      .pos = PP_POS_ROPE, .rope_theta = 500000, .nobias = PP_NOBIAS_ALL, .untied = 1}
 
 static const pp_model_row table[] = {
@@ -51,7 +51,7 @@ static const pp_model_row table[] = {
      * heads for 4 query heads, untied head). */
     {"tiny-llama",
      {.layers = 4, .hidden = 32, .heads = 4, .ffn = 96, .vocab = 256, .seq = 64, .kv_heads = 2,
-      .norm = PP_NORM_RMSNORM, .norm_eps = 1e-5f, .mlp = PP_MLP_SWIGLU, .pos = PP_POS_ROPE,
+      .norm = PP_NORM_RMSNORM, .norm_eps = 1e-5, .mlp = PP_MLP_SWIGLU, .pos = PP_POS_ROPE,
       .rope_theta = 500000, .rope_scaling = PP_ROPE_LLAMA3, .rope_scaling_name = "llama3",
       .rope_factor = 8, .rope_low_freq = 1, .rope_high_freq = 4, .rope_orig_max = 16,
       .nobias = PP_NOBIAS_ALL, .untied = 1},

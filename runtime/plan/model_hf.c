@@ -19,13 +19,18 @@
 #include "pp_rt_model.h"
 
 
-static pp_status get_float(json_t *o, const char *path, const char *field, float *v)
+static pp_status get_double(json_t *o, const char *path, const char *field, double *v)
 {
     const pp_json_src s = {.file = path};
     if (!json_object_get(o, field))
         return PP_OK;
-    double d;
-    PP_TRY(pp_json_num(&s, o, "", field, 0, &d));
+    return pp_json_num(&s, o, "", field, 0, v);
+}
+
+static pp_status get_float(json_t *o, const char *path, const char *field, float *v)
+{
+    double d = *v;
+    PP_TRY(get_double(o, path, field, &d));
     *v = (float)d;
     return PP_OK;
 }
@@ -167,11 +172,11 @@ static pp_status read_hf(json_t *o, const char *path, pp_model_cfg *m, pp_model_
     PP_TRY(pp_json_file_bool(o, path, "tie_word_embeddings", &tied));
     m->untied = !tied;
     if (!llama_like)
-        return get_float(o, path, "layer_norm_epsilon", &m->norm_eps);
+        return get_double(o, path, "layer_norm_epsilon", &m->norm_eps);
     m->norm = PP_NORM_RMSNORM;
     m->mlp = PP_MLP_SWIGLU;
-    m->norm_eps = 1e-6f; /* absent: LlamaConfig's, MistralConfig's and Qwen2Config's default */
-    PP_TRY(get_float(o, path, "rms_norm_eps", &m->norm_eps));
+    m->norm_eps = 1e-6; /* absent: LlamaConfig's, MistralConfig's and Qwen2Config's default */
+    PP_TRY(get_double(o, path, "rms_norm_eps", &m->norm_eps));
     PP_TRY(read_biases(o, path, type, m));
     m->nobias |= PP_NOBIAS_NORM; /* RMSNorm has none */
     return read_rope(o, path, m);

@@ -52,7 +52,7 @@ typedef struct {
     int kv_heads; /* key/value heads (grouped-query: a divisor of heads); 0: heads */
     int head_dim; /* width of one head; 0: hidden / heads */
     pp_norm_kind norm;
-    float norm_eps; /* 0: 1e-5 */
+    double norm_eps; /* 0: 1e-5; the config's decimal (the kernels take it as a float) */
     pp_mlp_kind mlp;
     pp_pos_kind pos;
     double rope_theta; /* rotary base; 0: 10000 */
@@ -76,7 +76,7 @@ static inline int pp_model_hd(const pp_model_cfg *m)
 }
 static inline float pp_model_eps(const pp_model_cfg *m)
 {
-    return m->norm_eps > 0 ? m->norm_eps : 1e-5f;
+    return m->norm_eps > 0 ? (float)m->norm_eps : 1e-5f;
 }
 /* 1 when the bias named by bit (PP_NOBIAS_*) is there. */
 static inline int pp_model_bias(const pp_model_cfg *m, int bit)
