@@ -1,0 +1,21 @@
+"""By hand (not in ctest): feed `pptune export --format torchtitan PROFILE` overrides to the real
+torchtitan ConfigManager().parse_args. Usage:
+  PYTHONPATH=/work/titan-site /work/pyvenv/interop/bin/python tests/py/byhand_torchtitan_cm.py PPTUNE PROFILE...
+(/work/titan-site: pip install --target ... --no-deps torchtitan==0.3.0 tyro==1.0.17 docstring-parser typeguard)"""
+import subprocess, sys, traceback
+pptune, profiles = sys.argv[1], sys.argv[2:]
+try:
+    from torchtitan.config.manager import ConfigManager
+except Exception:
+    traceback.print_exc(limit=3); sys.exit(1)
+bad = 0
+for p in profiles:
+    out = subprocess.run([pptune, "export", "--format", "torchtitan", p], capture_output=True, text=True)
+    words = ["--module", "llama3", "--config", "llama3_debugmodel"] + (out.stdout.splitlines()[-1].split() if out.returncode == 0 else [])
+    try:
+        cfg = ConfigManager().parse_args(words)
+        print(f"OK {p}: pp={cfg.parallelism.pipeline_parallel_degree} sched={cfg.parallelism.pipeline_parallel_schedule}")
+    except BaseException as e:
+        bad += 1
+        print(f"REFUSED {p}: {type(e).__name__}: {str(e)[:300]}")
+sys.exit(1 if bad else 0)
