@@ -250,6 +250,10 @@ Test(runtime_pprun, blas_threads_fill_the_cores_unless_told)
     check_threads("--ranks 1", one, "cores / ranks");
     check_threads("--ranks 2", two, "cores / ranks");
     check_threads("--ranks 1 --dp 2", two, "cores / ranks"); /* ranks of this process: D x dp */
+    /* tensor ranks are threads of this process too: D x tp x dp */
+    int four = cpus / 4 > 1 ? (int)(cpus / 4) : 1, eight = cpus / 8 > 1 ? (int)(cpus / 8) : 1;
+    check_threads("--ranks 1 --tp 4 --seq 16", four, "cores / ranks");
+    check_threads("--ranks 2 --tp 2 --dp 2 --seq 16", eight, "cores / ranks");
     check_threads("--ranks 1 --threads 3", 3, "--threads");
     check_threads("ENV --ranks 1", 1, "OPENBLAS_NUM_THREADS");
     check_threads("ENV --ranks 1 --threads 2", 2, "--threads"); /* the flag wins */

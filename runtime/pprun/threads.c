@@ -1,7 +1,8 @@
 /* threads.c — how many BLAS threads each rank of this process runs: --threads, else
  * OPENBLAS_NUM_THREADS (the user's or the launcher's choice), else this process's share of the
- * cores it may run on: the CPUs of its affinity mask / the pipeline ranks it runs (ranks as
- * threads: D x dp; as processes: 1, the node's cores shared among its local processes).
+ * cores it may run on: the CPUs of its affinity mask / the ranks it runs (ranks as threads:
+ * D x tp x dp, tensor ranks included; as processes: 1, the node's cores shared among its local
+ * processes).
  *
  * Not here: pinning threads to cores, or threading the runtime's own C kernels (they are
  * single-threaded: a rank's non-GEMM work runs on its calling thread).
@@ -41,7 +42,7 @@ int pprun_choose_threads(const pprun_opts *o, pp_transport *tp, pprun_record *re
     if (!n && from_env)
         n = from_env, from = "OPENBLAS_NUM_THREADS";
     if (!n) {
-        int here = o->cfg.p * o->cfg.d; /* ranks as threads of this process */
+        int here = o->cfg.p * o->cfg.t * o->cfg.d; /* ranks as threads: D x tp x dp */
         if (tp) {
             /* one rank per process; the node's CPUs are shared by its local processes unless
              * the launcher bound each to its own (then the mask is already this one's share) */
