@@ -1,7 +1,11 @@
 """By hand (not in ctest): feed `pptune export --format torchtitan PROFILE` overrides to the real
 torchtitan ConfigManager().parse_args. Usage:
-  PYTHONPATH=/work/titan-site /work/pyvenv/interop/bin/python tests/py/byhand_torchtitan_cm.py PPTUNE PROFILE...
-(/work/titan-site: pip install --target ... --no-deps torchtitan==0.3.0 tyro==1.0.17 docstring-parser typeguard)"""
+  PY=$(tests/py/venv.sh interop)
+  $PY -m pip install --target SITE --no-deps torchtitan==0.3.0 tyro==1.0.17 docstring-parser typeguard
+  PYTHONPATH=SITE $PY tests/py/byhand_torchtitan_cm.py build/tuner/pptune PROFILE...
+Prints OK or REFUSED with torchtitan's message per profile; exit 1 when any is refused. As of
+2026-12-02 every export is refused: it carries no --module/--config (torchtitan 0.3.0 requires
+them), and with them added the llama3 config registry needs packages not installed this way."""
 import subprocess, sys, traceback
 pptune, profiles = sys.argv[1], sys.argv[2:]
 try:
