@@ -225,6 +225,13 @@ static long usable_cpus(void)
     return sysconf(_SC_NPROCESSORS_ONLN);
 }
 
+/* This machine's usable cores shared by n ranks, at least 1 each. */
+static int cores_per(int n)
+{
+    long c = usable_cpus() / n;
+    return c > 1 ? (int)c : 1;
+}
+
 /* The summary's threads_per_rank is what OpenBLAS reports after the run
  * (openblas_get_num_threads), so a count that was not applied would show. */
 static void check_threads(const char *args, int want, const char *from)
@@ -245,15 +252,12 @@ static void check_threads(const char *args, int want, const char *from)
 
 Test(runtime_pprun, blas_threads_fill_the_cores_unless_told)
 {
-    long cpus = usable_cpus();
-    int one = cpus > 1 ? (int)cpus : 1, two = cpus / 2 > 1 ? (int)(cpus / 2) : 1;
-    check_threads("--ranks 1", one, "cores / ranks");
-    check_threads("--ranks 2", two, "cores / ranks");
-    check_threads("--ranks 1 --dp 2", two, "cores / ranks"); /* ranks of this process: D x dp */
-    /* tensor ranks are threads of this process too: D x tp x dp */
-    int four = cpus / 4 > 1 ? (int)(cpus / 4) : 1, eight = cpus / 8 > 1 ? (int)(cpus / 8) : 1;
-    check_threads("--ranks 1 --tp 4 --seq 16", four, "cores / ranks");
-    check_threads("--ranks 2 --tp 2 --dp 2 --seq 16", eight, "cores / ranks");
+    /* the ranks of this process are threads: D x tp x dp of them share the cores */
+    check_threads("--ranks 1", cores_per(1), "cores / ranks");
+    check_threads("--ranks 2", cores_per(2), "cores / ranks");
+    check_threads("--ranks 1 --dp 2", cores_per(2), "cores / ranks");
+    check_threads("--ranks 1 --tp 4 --seq 16", cores_per(4), "cores / ranks");
+    check_threads("--ranks 2 --tp 2 --dp 2 --seq 16", cores_per(8), "cores / ranks");
     check_threads("--ranks 1 --threads 3", 3, "--threads");
     check_threads("ENV --ranks 1", 1, "OPENBLAS_NUM_THREADS");
     check_threads("ENV --ranks 1 --threads 2", 2, "--threads"); /* the flag wins */

@@ -3,9 +3,11 @@ torchtitan ConfigManager().parse_args. Usage:
   PY=$(tests/py/venv.sh interop)
   $PY -m pip install --target SITE --no-deps torchtitan==0.3.0 tyro==1.0.17 docstring-parser typeguard
   PYTHONPATH=SITE $PY tests/py/byhand_torchtitan_cm.py build/tuner/pptune PROFILE...
-Prints OK or REFUSED with torchtitan's message per profile; exit 1 when any is refused. As of
-2026-12-02 every export is refused: it carries no --module/--config (torchtitan 0.3.0 requires
-them), and with them added the llama3 config registry needs packages not installed this way."""
+It puts `--module llama3 --config llama3_debugmodel` before our overrides (torchtitan 0.3.0
+requires both and our export writes neither) and prints OK, REFUSED with torchtitan's message, or
+EXPORT FAILED per profile; exit 1 when any is not OK. Run on 2026-12-02 on two fixture profiles
+(llama3-70b x 16, gpt-13b x 32): without the two flags both were refused for the missing
+--module; with them, the llama3 config registry did not import (packages this install leaves out)."""
 import subprocess, sys, traceback
 pptune, profiles = sys.argv[1], sys.argv[2:]
 try:
@@ -15,7 +17,11 @@ except Exception:
 bad = 0
 for p in profiles:
     out = subprocess.run([pptune, "export", "--format", "torchtitan", p], capture_output=True, text=True)
-    words = ["--module", "llama3", "--config", "llama3_debugmodel"] + (out.stdout.splitlines()[-1].split() if out.returncode == 0 else [])
+    if out.returncode != 0 or not out.stdout.strip():
+        bad += 1
+        print(f"EXPORT FAILED {p}: exit {out.returncode}: {out.stderr.strip()[:300]}")
+        continue
+    words = ["--module", "llama3", "--config", "llama3_debugmodel"] + out.stdout.splitlines()[-1].split()
     try:
         cfg = ConfigManager().parse_args(words)
         print(f"OK {p}: pp={cfg.parallelism.pipeline_parallel_degree} sched={cfg.parallelism.pipeline_parallel_schedule}")
