@@ -41,8 +41,9 @@ pp_status pp_rt_weights_load(pp_rt_executor *ex, const char *path, int more_laye
 /* Writes the parameters of replica 0 (pipe 0's stages, the tensor-parallel slices put
  * together) to one safetensors file at path, atomically (pp_st_write), as dtype (PP_ST_F32
  * or PP_ST_BF16), with metadata {"format": "pt"} as transformers writes it; a tied head is
- * stored once (as the embedding). PP_ERR_UNSUPPORTED under a process transport (MPI), where
- * another process holds the other stages. */
+ * stored once (as the embedding). Under a process transport (MPI) every process calls it:
+ * those of replica 0 send their tensors to global rank 0, which writes the file (the
+ * others return PP_OK once their part is delivered). */
 pp_status pp_rt_weights_save(pp_rt_executor *ex, const char *path, pp_st_dtype dtype);
 
 #ifdef __cplusplus

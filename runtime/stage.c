@@ -121,7 +121,7 @@ static pp_stage_shard blocks_of(const pp_model_cfg *m, int k, size_t rows, size_
 }
 
 /* Index in the whole tensor of element i of tensor-parallel rank tpr's shard (of t). */
-static size_t shard_index(const pp_stage_shard *sh, int t, int tpr, size_t i)
+size_t pp_stage_shard_index(const pp_stage_shard *sh, int t, int tpr, size_t i)
 {
     size_t R = sh->rows, K = sh->cols, tt = (size_t)t, r = (size_t)tpr;
     switch (sh->kind) {
@@ -164,7 +164,7 @@ static pp_status init_shard(pp_backend *be, float *dst, size_t n, init_kind kind
     for (size_t done = 0; done < n;) {
         size_t m = n - done < 4096 ? n - done : 4096;
         for (size_t i = 0; i < m; i++) {
-            size_t gi = shard_index(sh, t, tpr, done + i);
+            size_t gi = pp_stage_shard_index(sh, t, tpr, done + i);
             float pair[2] = {kind == INIT_ONE ? 1.0f : 0.0f, kind == INIT_ONE ? 1.0f : 0.0f};
             if (kind == INIT_NORMAL)
                 pp_normal_pair(key, gi / 2, std, pair);
@@ -535,7 +535,7 @@ pp_rt_tensor *pp_rt_stage_tensor(pp_rt_stage *st, const char *name)
 
 size_t pp_rt_stage_global_index(const pp_rt_stage *st, int tensor, size_t i)
 {
-    return shard_index(&st->shard[tensor], st->tp, st->tpr, i);
+    return pp_stage_shard_index(&st->shard[tensor], st->tp, st->tpr, i);
 }
 
 void pp_rt_stage_zero_grad(pp_rt_stage *st)

@@ -409,7 +409,159 @@ pp_status pp_rt_weights_load(pp_rt_executor *ex, const char *path, int more_laye
     return rc;
 }
 
-/* ---- save ---- */
+/* ---- save ----
+ * Every process visits the pieces of the tensors it holds (replica 0, pipe 0: each stage's
+ * tensors as its tensor-parallel rank holds them, a replicated one from tensor rank 0 only, the
+ * tied head's copy not at all). Global rank 0 puts them into whole tensors and writes the
+ * file: its own pieces directly, the other processes' (under MPI) as one message each. */
+
+/* A piece as it travels: which tensor, how the sender's slice maps into the whole, n floats. */
+typedef struct {
+    char name[48];
+    pp_stage_shard shard;
+    int32_t t, tpr;
+    uint64_t n;
+} piece_head;
+
+typedef pp_status (*piece_fn)(void *ctx, const piece_head *h, const float *data);
+
+static pp_status each_piece(pp_rt_executor *ex, piece_fn fn, void *ctx)
+{
+    float *host = NULL;
+    size_t cap = 0;
+    pp_status rc = PP_OK;
+    for (int tpr = 0; tpr < ex->TP && rc == PP_OK; tpr++)
+        for (int stage = 0; stage < ex->S && rc == PP_OK; stage++) {
+            pp_rt_stage *s = ex_stage(ex, 0, tpr, 0, stage);
+            for (int i = 0; s && i < s->ntensors && rc == PP_OK; i++) {
+                pp_rt_tensor *pt = &s->tensors[i];
+                if (!strcmp(pt->name, "wte.head") || (tpr > 0 && !pt->sharded))
+                    continue;
+                if (pt->n > cap) {
+                    free(host);
+                    cap = pt->n;
+                    if (!(host = malloc(cap * sizeof(float))))
+                        return PP_ERR(PP_ERR_NOMEM, "HuggingFace weights: no host memory");
+                }
+                rc = s->be->ops->download(s->be->ctx, host, pt->data, pt->n * sizeof(float));
+                piece_head h = {.shard = s->shard[i], .t = s->tp, .tpr = s->tpr, .n = pt->n};
+                snprintf(h.name, sizeof h.name, "%s", pt->name);
+                if (rc == PP_OK)
+                    rc = fn(ctx, &h, host);
+            }
+        }
+    free(host);
+    return rc;
+}
+
+/* The whole model on the writing rank: whole[i] for pprun's tensor nl.name[i]. */
+typedef struct {
+    const pp_model_cfg *m;
+    name_list nl;
+    float **whole;
+} model_buf;
+
+static pp_status place(void *ctx, const piece_head *h, const float *data)
+{
+    model_buf *mb = ctx;
+    int k = 0;
+    while (k < mb->nl.n && strncmp(mb->nl.name[k], h->name, sizeof h->name) != 0)
+        k++;
+    int64_t R, K;
+    if (k == mb->nl.n || !pp_rt_tensor_shape(mb->m, mb->nl.name[k], &R, &K))
+        return PP_ERR(PP_ERR_INVALID, "HuggingFace weights: a stage holds %.48s, not a tensor "
+                                      "of the model", h->name);
+    size_t n = (size_t)R * (size_t)(K ? K : 1);
+    if (!mb->whole[k] && !(mb->whole[k] = malloc(n * sizeof(float))))
+        return PP_ERR(PP_ERR_NOMEM, "HuggingFace weights: no host memory for %s", h->name);
+    int split = h->t > 1 && h->shard.kind != SHARD_NONE;
+    if ((split ? h->n * (uint64_t)h->t : h->n) != n)
+        return PP_ERR(PP_ERR_INVALID, "HuggingFace weights: a piece of %.48s of %llu floats",
+                      h->name, (unsigned long long)h->n);
+    for (size_t j = 0; j < h->n; j++)
+        mb->whole[k][split ? pp_stage_shard_index(&h->shard, h->t, h->tpr, j) : j] = data[j];
+    return PP_OK;
+}
+
+/* ---- the pieces of other processes (MPI) ---- */
+
+typedef struct {
+    char *buf;
+    size_t len, cap;
+} packer;
+
+static pp_status pack(void *ctx, const piece_head *h, const float *data)
+{
+    packer *p = ctx;
+    size_t need = p->len + sizeof *h + h->n * sizeof(float);
+    if (need > p->cap) {
+        size_t cap = need * 2;
+        char *b = realloc(p->buf, cap);
+        if (!b)
+            return PP_ERR(PP_ERR_NOMEM, "HuggingFace weights: no memory for a message");
+        p->buf = b, p->cap = cap;
+    }
+    memcpy(p->buf + p->len, h, sizeof *h);
+    memcpy(p->buf + p->len + sizeof *h, data, h->n * sizeof(float));
+    p->len = need;
+    return PP_OK;
+}
+
+enum { GATHER_WEIGHTS_LEN = 8, GATHER_WEIGHTS = 9 }; /* executor_dist.c's gathers use 0, 1 */
+
+/* Another process of replica 0: its pieces to rank 0, as a length then the bytes. */
+static pp_status send_pieces(pp_rt_executor *ex)
+{
+    packer p = {0};
+    pp_status rc = each_piece(ex, pack, &p);
+    uint64_t len = p.len;
+    if (rc == PP_OK)
+        rc = pp_ex_send_host(ex, ex->self, 0,
+                             pp_ex_coll_tag(TAG_GATHER, GATHER_WEIGHTS_LEN, ex->self), &len,
+                             sizeof len);
+    if (rc == PP_OK && len)
+        rc = pp_ex_send_host(ex, ex->self, 0, pp_ex_coll_tag(TAG_GATHER, GATHER_WEIGHTS, ex->self),
+                             p.buf, p.len);
+    if (rc == PP_OK)
+        rc = pp_transport_flush(ex->tp, ex->self);
+    free(p.buf);
+    return rc;
+}
+
+/* Rank 0: every other process's pieces of replica 0 into mb. */
+static pp_status recv_pieces(pp_rt_executor *ex, model_buf *mb)
+{
+    pp_status rc = PP_OK;
+    for (int g = 1; g < ex->G && rc == PP_OK; g++) {
+        if (pp_rt_place_dp(&ex->place, g) != 0)
+            continue;
+        uint64_t len = 0;
+        rc = pp_ex_recv_host(ex, 0, g, pp_ex_coll_tag(TAG_GATHER, GATHER_WEIGHTS_LEN, g), &len,
+                             sizeof len);
+        char *buf = rc == PP_OK && len ? malloc(len) : NULL;
+        if (rc == PP_OK && len && !buf)
+            rc = PP_ERR(PP_ERR_NOMEM, "HuggingFace weights: no memory for rank %d's part", g);
+        if (rc == PP_OK && len)
+            rc = pp_ex_recv_host(ex, 0, g, pp_ex_coll_tag(TAG_GATHER, GATHER_WEIGHTS, g), buf, len);
+        for (size_t off = 0; rc == PP_OK && off < len;) {
+            piece_head h;
+            memcpy(&h, buf + off, sizeof h);
+            float *data = malloc(h.n * sizeof(float) + 1);
+            if (!data) {
+                rc = PP_ERR(PP_ERR_NOMEM, "HuggingFace weights: no memory for a piece");
+                break;
+            }
+            memcpy(data, buf + off + sizeof h, h.n * sizeof(float));
+            rc = place(mb, &h, data);
+            free(data);
+            off += sizeof h + h.n * sizeof(float);
+        }
+        free(buf);
+    }
+    return rc;
+}
+
+/* ---- the file ---- */
 
 typedef struct {
     pp_st_out *out;
@@ -440,71 +592,55 @@ static pp_status out_add(out_list *o, const tensor_ref *t, const float *whole, p
     return PP_OK;
 }
 
-/* Puts tensor i of the stage together over its tensor-parallel ranks into whole. */
-static pp_status gather_whole(pp_rt_executor *ex, int pipe, int stage, int i, float *whole,
-                              float *mine)
-{
-    for (int r = 0; r < ex->TP; r++) {
-        pp_rt_stage *s = ex_stage(ex, 0, r, pipe, stage);
-        pp_rt_tensor *pt = &s->tensors[i];
-        PP_TRY(s->be->ops->download(s->be->ctx, pt->sharded ? mine : whole, pt->data,
-                                    pt->n * sizeof(float)));
-        if (!pt->sharded)
-            return PP_OK;
-        for (size_t j = 0; j < pt->n; j++)
-            whole[pp_rt_stage_global_index(s, i, j)] = mine[j];
-    }
-    return PP_OK;
-}
-
-static pp_status save_stages(pp_rt_executor *ex, const hf_family *f, out_list *o, scratch *sc,
+static pp_status write_model(const model_buf *mb, const hf_family *f, const char *path,
                              pp_st_dtype dtype)
 {
-    for (int stage = 0; stage < ex->S; stage++) {
-        pp_rt_stage *s = ex_stage(ex, 0, 0, 0, stage);
-        for (int i = 0; i < s->ntensors; i++) {
-            if (!strcmp(s->tensors[i].name, "wte.head")) /* tied: stored once, as the embedding */
-                continue;
-            tensor_ref t;
-            if (!resolve(&s->cfg, f, s->tensors[i].name, &t))
-                return PP_ERR(PP_ERR_UNSUPPORTED,
-                              "HuggingFace weights: %s has no name for pprun's %s", f->name,
-                              s->tensors[i].name);
-            PP_TRY(scratch_fit(sc, (size_t)(t.R * t.K)));
-            PP_TRY(gather_whole(ex, 0, stage, i, sc->whole, sc->mine));
-            PP_TRY(out_add(o, &t, sc->whole, dtype));
-        }
-    }
-    return PP_OK;
-}
-
-pp_status pp_rt_weights_save(pp_rt_executor *ex, const char *path, pp_st_dtype dtype)
-{
-    if (ex->self >= 0)
-        return PP_ERR(PP_ERR_UNSUPPORTED,
-                      "--save-weights needs every rank in this process (--transport thread); "
-                      "under MPI another process holds the other stages (not implemented)");
-    if (dtype != PP_ST_F32 && dtype != PP_ST_BF16)
-        return PP_ERR(PP_ERR_INVALID, "HuggingFace weights: dtype %s, expected F32 or BF16",
-                      pp_st_dtype_name(dtype));
-    const hf_family *f;
-    PP_TRY(family_of(&ex->model, &f));
-    name_list nl;
-    PP_TRY(model_names(&ex->model, &nl));
-    free(nl.name);
-    int cap = nl.n * 3;
+    int cap = mb->nl.n * 3;
     out_list o = {pp_calloc((size_t)cap, sizeof(pp_st_out)), pp_calloc((size_t)cap, 16),
                   pp_calloc((size_t)cap, 96), pp_calloc((size_t)cap, sizeof(float *)), 0, cap};
-    scratch sc = {0};
     pp_status rc = o.out && o.shape && o.name && o.data
-                       ? save_stages(ex, f, &o, &sc, dtype)
+                       ? PP_OK
                        : PP_ERR(PP_ERR_NOMEM, "HuggingFace weights: no memory");
+    for (int i = 0; rc == PP_OK && i < mb->nl.n; i++) {
+        tensor_ref t;
+        if (!mb->whole[i])
+            rc = PP_ERR(PP_ERR_INVALID, "HuggingFace weights: no stage holds %s", mb->nl.name[i]);
+        else if (!resolve(mb->m, f, mb->nl.name[i], &t))
+            rc = PP_ERR(PP_ERR_UNSUPPORTED, "HuggingFace weights: %s has no name for pprun's %s",
+                        f->name, mb->nl.name[i]);
+        else
+            rc = out_add(&o, &t, mb->whole[i], dtype);
+    }
     const pp_st_meta meta = {"format", "pt"};
     if (rc == PP_OK)
         rc = pp_st_write(path, o.out, o.n, &meta, 1);
     for (int k = 0; k < o.n; k++)
         free(o.data[k]);
     free(o.out), free(o.shape), free(o.name), free(o.data);
-    free(sc.whole), free(sc.part), free(sc.mine);
+    return rc;
+}
+
+pp_status pp_rt_weights_save(pp_rt_executor *ex, const char *path, pp_st_dtype dtype)
+{
+    if (dtype != PP_ST_F32 && dtype != PP_ST_BF16)
+        return PP_ERR(PP_ERR_INVALID, "HuggingFace weights: dtype %s, expected F32 or BF16",
+                      pp_st_dtype_name(dtype));
+    const hf_family *f;
+    PP_TRY(family_of(&ex->model, &f));
+    if (ex->self > 0)
+        return pp_rt_place_dp(&ex->place, ex->self) == 0 ? send_pieces(ex) : PP_OK;
+    model_buf mb = {.m = &ex->model};
+    PP_TRY(model_names(&ex->model, &mb.nl));
+    mb.whole = pp_calloc((size_t)mb.nl.n, sizeof *mb.whole);
+    pp_status rc = mb.whole ? each_piece(ex, place, &mb)
+                            : PP_ERR(PP_ERR_NOMEM, "HuggingFace weights: no memory");
+    if (rc == PP_OK && ex->self == 0)
+        rc = recv_pieces(ex, &mb);
+    if (rc == PP_OK)
+        rc = write_model(&mb, f, path, dtype);
+    for (int i = 0; mb.whole && i < mb.nl.n; i++)
+        free(mb.whole[i]);
+    free(mb.whole);
+    free(mb.nl.name);
     return rc;
 }

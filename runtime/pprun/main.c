@@ -74,17 +74,9 @@ static void cleanup(run_state *s)
 }
 
 /* --load-weights into every stage of this process (-1: done or not asked; else the exit
- * code). Under MPI each process reads the file for its own stages; --save-weights is refused
- * there before training (pp_rt_weights_save says why). */
+ * code). Under MPI each process reads the file for its own stages. */
 static int load_weights(const pprun_opts *o, run_state *s)
 {
-    if (o->save_weights && s->tp) {
-        if (g_rank == 0)
-            fputs("pprun: --save-weights needs every rank in this process (--transport thread); "
-                  "under MPI another process holds the other stages (not implemented)\n",
-                  stderr);
-        return 2;
-    }
     if (!o->load_weights)
         return -1;
     int skipped = 0;
@@ -295,10 +287,10 @@ static int train(const pprun_opts *o, run_state *s, int seq)
     if (!o->quiet && g_rank == 0 && s->rec.threads)
         fprintf(stderr, "pprun: %d BLAS thread%s per rank (%s)\n", s->rec.threads,
                 s->rec.threads == 1 ? "" : "s", s->rec.threads_from);
-    pp_status st;
+    pp_status st; /* --save-weights: every process takes part, rank 0 writes */
     if (o->save_weights && (st = pp_rt_weights_save(s->ex, o->save_weights, PP_ST_F32)) != PP_OK)
         return fail_write(st, "--save-weights: ");
-    if (o->save_weights && !o->quiet)
+    if (o->save_weights && !o->quiet && g_rank == 0)
         fprintf(stderr, "pprun: wrote %s\n", o->save_weights);
     /* both gather on rank 0 under MPI: every process takes part */
     st = pp_rt_executor_mem_stats(s->ex, s->rec.mem);

@@ -125,7 +125,7 @@ static const pp_opt tail[] = {
      .help = "after the last step, write the parameters as one\n"
              "safetensors file with transformers' names (fp32,\n"
              "atomically), loadable by from_pretrained with the\n"
-             "model's config.json (thread transport only)"},
+             "model's config.json (under MPI rank 0 writes it)"},
     {.name = "help", .kind = PP_OPT_CODE, .code = O_HELP, .help = "this text"},
     {.name = "version", .kind = PP_OPT_CODE, .code = O_VERSION,
      .help = "pprun's version and git revision"},
