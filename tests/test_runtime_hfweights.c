@@ -153,15 +153,22 @@ static int find(const tensors *t, const char *name)
 
 static const pp_st_meta META = {"format", "pt"};
 
+/* tiny-llama after one step, saved at a, and its tensors. */
+static tensors tiny_llama_file(const char *a)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "--model tiny-llama --ranks 2 --steps 1 --save-weights %s", a);
+    run_loss(args);
+    return read_all(a);
+}
+
 /* pprun's file written again as shards with an index (huggingface_hub's split, by a small
  * shard size), and in BF16: both load; the BF16 one gives the BF16-rounded parameters. */
 Test(runtime_hfweights, sharded_and_bf16_checkpoints_load)
 {
     const char *a = path_in("a.safetensors");
     char args[1024];
-    snprintf(args, sizeof args, "--model tiny-llama --ranks 2 --steps 1 --save-weights %s", a);
-    run_loss(args);
-    tensors t = read_all(a);
+    tensors t = tiny_llama_file(a);
     const char *dir = path_in("sharded");
     cr_assert_eq(mkdir(dir, 0755), 0);
     int shards = 0;
@@ -217,9 +224,7 @@ Test(runtime_hfweights, missing_unexpected_and_misshapen_tensors_are_refused_nam
 {
     const char *a = path_in("a.safetensors");
     char args[1024];
-    snprintf(args, sizeof args, "--model tiny-llama --ranks 2 --steps 1 --save-weights %s", a);
-    run_loss(args);
-    tensors t = read_all(a);
+    tensors t = tiny_llama_file(a);
     int up = find(&t, "model.layers.1.mlp.up_proj.weight");
 
     /* missing: written without it */

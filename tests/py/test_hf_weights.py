@@ -10,7 +10,9 @@ against transformers itself (5.25.0, tests/py/hf.txt). Run by ctest as py_hf_wei
      layout and under --ranks 2 --tp 2;
  (b) a random LlamaForCausalLM written by save_pretrained (safetensors, its own config.json)
      loaded by pprun --model-config/--load-weights gives transformers' loss;
- (c) the same for GPT2LMHeadModel (Conv1D weights stored transposed, tied head).
+ (c) the same for GPT2LMHeadModel (Conv1D weights stored transposed, tied head), and
+ (d) for Qwen2ForCausalLM with a tied head (q/k/v biases, no o_proj bias; no lm_head.weight
+     in the file).
 The tokens are a Megatron indexed dataset written by megatron-core's IndexedDatasetBuilder:
 without --shuffle pprun's first step reads samples 0..N-1, sample i = tokens [i s, i s + s + 1).
 Tolerance: |pprun - transformers| <= 1e-5 x the loss (both fp32; the sums run in another order
@@ -28,7 +30,8 @@ import tempfile
 import numpy as np
 import torch
 from megatron.core.datasets.indexed_dataset import IndexedDatasetBuilder
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
+                          Qwen2Config, Qwen2ForCausalLM)
 
 PPRUN = sys.argv[1]
 TOL = 1e-5
@@ -146,6 +149,10 @@ def main():
         gpt2 = GPT2Config(vocab_size=256, n_embd=32, n_layer=2, n_head=4, n_positions=64,
                           bos_token_id=0, eos_token_id=0)
         part_hf(tmp, data, windows, GPT2LMHeadModel, gpt2, "c")
+        qwen2 = Qwen2Config(vocab_size=256, hidden_size=32, intermediate_size=64,
+                            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                            max_position_embeddings=64, tie_word_embeddings=True)
+        part_hf(tmp, data, windows, Qwen2ForCausalLM, qwen2, "d")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"{results['passed']} passed, {results['failed']} failed")
