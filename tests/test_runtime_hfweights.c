@@ -25,11 +25,7 @@ TestSuite(runtime_hfweights, .init = pp_hfw_dir_make, .fini = pp_hfw_dir_remove)
 
 static char *path_in(const char *name)
 {
-    static char p[8][512];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(p[k], sizeof p[k], "%s/%s", g_dir, name);
-    return p[k];
+    return pp_test_path_in(g_dir, name);
 }
 
 /* Runs pprun with args (+ --json --quiet); returns its step-1 loss; exit 0 expected. */
