@@ -35,7 +35,10 @@ extern "C" {
  * blocks than the model (a trial of the first layers of a large model: blocks 0..L-1 are
  * loaded, the others skipped; *skipped, may be NULL, gets their count); 0 refuses them as
  * unexpected. Buffers transformers keeps in some checkpoints (GPT-2's attn.bias and
- * attn.masked_bias, rotary_emb.inv_freq) and lm_head.weight of a tied model are skipped. */
+ * attn.masked_bias, rotary_emb.inv_freq) and lm_head.weight of a tied model are skipped. A
+ * checkpoint of the base model alone (LlamaModel, GPT2Model, e.g. the Hub's gpt2: names
+ * without "model." / "transformer.") loads as from_pretrained loads it into the LM class;
+ * an untied head is then missing. */
 pp_status pp_rt_weights_load(pp_rt_executor *ex, const char *path, int more_layers, int *skipped);
 
 /* Writes the parameters of replica 0 (pipe 0's stages, the tensor-parallel slices put

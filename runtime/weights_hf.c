@@ -46,8 +46,14 @@ typedef struct {
     const hf_map *map;
     int n_map;
     const char *skip[3]; /* name endings of buffers some checkpoints hold */
+    /* The base model's prefix ("model.", "transformer."): a checkpoint of the base model
+     * alone (LlamaModel, GPT2Model: e.g. the Hub's gpt2) names its tensors without it, and
+     * transformers' from_pretrained loads it into the LM class; so does --load-weights (the
+     * head then must be tied: a base model has no lm_head). */
+    const char *base;
 } hf_family;
 
+/* The first row of each table is the embedding (a base model's checkpoint is told by it). */
 #define L_ "model.layers.%d."
 static const hf_map llama_map[] = {
     {"wte", 0, 0, 1, {{"model.embed_tokens.weight", R_ALL}}},
@@ -104,9 +110,11 @@ static const hf_map gpt2_map[] = {
 
 static const hf_family families[] = {
     {"LlamaForCausalLM", llama_map, (int)(sizeof llama_map / sizeof *llama_map),
-     {"rotary_emb.inv_freq", NULL, NULL}},
+     {"rotary_emb.inv_freq", NULL, NULL},
+     "model."},
     {"GPT2LMHeadModel", gpt2_map, (int)(sizeof gpt2_map / sizeof *gpt2_map),
-     {".attn.bias", ".attn.masked_bias", NULL}},
+     {".attn.bias", ".attn.masked_bias", NULL},
+     "transformer."},
 };
 
 static pp_status family_of(const pp_model_cfg *m, const hf_family **out)
@@ -134,6 +142,7 @@ typedef struct {
     int64_t R, K; /* whole shape; K = 1 for a vector */
     int vec;
     int64_t rows[3];
+    const char *strip; /* the family's base prefix, left out of the names (or NULL) */
 } tensor_ref;
 
 static int64_t rows_of(const pp_model_cfg *m, part_rows r, int64_t all)
@@ -166,6 +175,7 @@ static int resolve(const pp_model_cfg *m, const hf_family *f, const char *name, 
     t->vec = cols == 0;
     t->K = cols ? cols : 1;
     t->layer = layer;
+    t->strip = NULL;
     for (int i = 0; i < f->n_map; i++) {
         if (f->map[i].block != (layer >= 0) || strcmp(f->map[i].pp, local) != 0)
             continue;
@@ -183,6 +193,9 @@ static void part_name(const tensor_ref *t, int p, char *buf, size_t n)
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
     snprintf(buf, n, t->map->part[p].fmt, t->layer);
 #pragma GCC diagnostic pop
+    size_t k = t->strip ? strlen(t->strip) : 0;
+    if (k && !strncmp(buf, t->strip, k))
+        memmove(buf, buf + k, strlen(buf + k) + 1);
 }
 
 /* The shape transformers stores part p in. */
@@ -269,21 +282,24 @@ static int ends_with(const char *s, const char *tail)
 /* What the file holds besides the model's tensors: skipped (buffers, a tied lm_head, blocks
  * past the model's when more_layers) or refused. *past_max: the highest block skipped. */
 static pp_status check_extra(const pp_st *st, const pp_model_cfg *m, const hf_family *f,
-                             const char **want, int n_want, int more_layers, int *past_max)
+                             const char **want, int n_want, int more_layers, const char *strip,
+                             int *past_max)
 {
     for (size_t i = 0; i < pp_st_count(st); i++) {
         const pp_st_tensor *t = pp_st_at(st, i);
         if (bsearch(&t->name, want, (size_t)n_want, sizeof *want, cmp_str))
             continue;
+        char full[160]; /* the name with the base prefix, as the family's table has it */
+        snprintf(full, sizeof full, "%s%s", strip ? strip : "", t->name);
         int skip = !m->untied && !strcmp(t->name, "lm_head.weight");
         for (int k = 0; k < 3 && f->skip[k] && !skip; k++)
             skip = ends_with(t->name, f->skip[k]);
         for (int k = 0; k < f->n_map && !skip && more_layers; k++)
             for (int p = 0; p < f->map[k].n && !skip; p++)
-                if (f->map[k].block && is_block_past(f->map[k].part[p].fmt, t->name, m->layers)) {
+                if (f->map[k].block && is_block_past(f->map[k].part[p].fmt, full, m->layers)) {
                     skip = 1;
-                    int b = atoi(t->name + (strstr(f->map[k].part[p].fmt, "%d") -
-                                            f->map[k].part[p].fmt));
+                    int b = atoi(full + (strstr(f->map[k].part[p].fmt, "%d") -
+                                         f->map[k].part[p].fmt));
                     *past_max = b > *past_max ? b : *past_max;
                 }
         if (!skip)
@@ -297,7 +313,7 @@ static pp_status check_extra(const pp_st *st, const pp_model_cfg *m, const hf_fa
 
 /* Checks the file against the whole model: every tensor there with its shape, nothing else. */
 static pp_status check_model(const pp_st *st, const pp_model_cfg *m, const hf_family *f,
-                             int more_layers, int *skipped)
+                             int more_layers, const char *strip, int *skipped)
 {
     name_list nl;
     PP_TRY(model_names(m, &nl));
@@ -312,6 +328,7 @@ static pp_status check_model(const pp_st *st, const pp_model_cfg *m, const hf_fa
                         f->name, nl.name[i]);
             break;
         }
+        t.strip = strip;
         for (int p = 0; rc == PP_OK && p < t.map->n; p++) {
             int64_t shape[2];
             int nd = part_shape(&t, p, shape);
@@ -324,7 +341,7 @@ static pp_status check_model(const pp_st *st, const pp_model_cfg *m, const hf_fa
     int past = -1;
     if (rc == PP_OK) {
         qsort(want, (size_t)n_want, sizeof *want, cmp_str);
-        rc = check_extra(st, m, f, want, n_want, more_layers, &past);
+        rc = check_extra(st, m, f, want, n_want, more_layers, strip, &past);
     }
     if (skipped)
         *skipped = past < 0 ? 0 : past + 1 - m->layers;
@@ -371,7 +388,8 @@ static pp_status scratch_fit(scratch *s, size_t n)
     return PP_OK;
 }
 
-static pp_status load_stage(const pp_st *st, const hf_family *f, pp_rt_stage *s, scratch *sc)
+static pp_status load_stage(const pp_st *st, const hf_family *f, const char *strip,
+                            pp_rt_stage *s, scratch *sc)
 {
     for (int i = 0; i < s->ntensors; i++) {
         pp_rt_tensor *pt = &s->tensors[i];
@@ -379,6 +397,7 @@ static pp_status load_stage(const pp_st *st, const hf_family *f, pp_rt_stage *s,
         if (!resolve(&s->cfg, f, pt->name, &t))
             return PP_ERR(PP_ERR_UNSUPPORTED, "HuggingFace weights: %s has no name for pprun's %s",
                           f->name, pt->name);
+        t.strip = strip;
         PP_TRY(scratch_fit(sc, (size_t)(t.R * t.K)));
         PP_TRY(read_whole(st, &t, sc->whole, sc->part));
         const float *src = sc->whole;
@@ -398,12 +417,17 @@ pp_status pp_rt_weights_load(pp_rt_executor *ex, const char *path, int more_laye
     PP_TRY(family_of(&ex->model, &f));
     pp_st *st;
     PP_TRY(pp_st_open(path, &st));
-    pp_status rc = check_model(st, &ex->model, f, more_layers, skipped);
+    /* a base model's checkpoint: its embedding without the prefix, and none with it */
+    const char *embed = f->map[0].part[0].fmt, *strip = NULL;
+    size_t k = strlen(f->base);
+    if (!pp_st_find(st, embed) && !strncmp(embed, f->base, k) && pp_st_find(st, embed + k))
+        strip = f->base;
+    pp_status rc = check_model(st, &ex->model, f, more_layers, strip, skipped);
     scratch sc = {0};
     size_t n_stages = (size_t)ex->dp * ex->TP * ex->P * ex->S;
     for (size_t i = 0; rc == PP_OK && i < n_stages; i++)
         if (ex->stages[i])
-            rc = load_stage(st, f, ex->stages[i], &sc);
+            rc = load_stage(st, f, strip, ex->stages[i], &sc);
     free(sc.whole), free(sc.part), free(sc.mine);
     pp_st_destroy(st);
     return rc;

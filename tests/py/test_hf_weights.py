@@ -10,7 +10,8 @@ against transformers itself (5.25.0, tests/py/hf.txt). Run by ctest as py_hf_wei
      layout and under --ranks 2 --tp 2;
  (b) a random LlamaForCausalLM written by save_pretrained (safetensors, its own config.json)
      loaded by pprun --model-config/--load-weights gives transformers' loss;
- (c) the same for GPT2LMHeadModel (Conv1D weights stored transposed, tied head), and
+ (c) the same for GPT2LMHeadModel (Conv1D weights stored transposed, tied head), also from
+     its base GPT2Model's checkpoint (names without "transformer.", as the Hub's gpt2), and
  (d) for Qwen2ForCausalLM with a tied head (q/k/v biases, no o_proj bias; no lm_head.weight
      in the file).
 The tokens are a Megatron indexed dataset written by megatron-core's IndexedDatasetBuilder:
@@ -140,6 +141,20 @@ def part_hf(tmp, data, windows, cls, config, tag):
         compare(f"({tag}) random {cls.__name__}", r["per_step"][0]["loss"], theirs)
 
 
+def part_base(tmp, data, windows):
+    """(c) again from GPT2Model's checkpoint (the base model alone, as the Hub's gpt2 is:
+    names without "transformer."), which from_pretrained also loads into GPT2LMHeadModel."""
+    folder, base = os.path.join(tmp, "c"), os.path.join(tmp, "c-base")
+    model = GPT2LMHeadModel.from_pretrained(folder, dtype=torch.float32).eval()
+    model.transformer.save_pretrained(base)
+    r = pprun("--model-config", os.path.join(base, "config.json"), "--ranks", "2", "--steps",
+              "1", "--lr", "0", "--data", data, "--load-weights", base)
+    check(r is not None, "(c) pprun --load-weights GPT2Model's save_pretrained output")
+    if r:
+        compare("(c) random GPT2Model (no transformer. prefix)", r["per_step"][0]["loss"],
+                hf_loss(model, windows))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="pp-hf-")
     try:
@@ -149,6 +164,7 @@ def main():
         gpt2 = GPT2Config(vocab_size=256, n_embd=32, n_layer=2, n_head=4, n_positions=64,
                           bos_token_id=0, eos_token_id=0)
         part_hf(tmp, data, windows, GPT2LMHeadModel, gpt2, "c")
+        part_base(tmp, data, windows)
         qwen2 = Qwen2Config(vocab_size=256, hidden_size=32, intermediate_size=64,
                             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                             max_position_embeddings=64, tie_word_embeddings=True)
