@@ -106,7 +106,7 @@ static const pp_export_target targets[] = {
      .write = pp_export_torchtitan},
     {.format = "pprun", .title = "pprun", .output = "pprun flags",
      .help = "pprun's flags on one line (backend, precision, --tp, --sequence-parallel)",
-     .line_settings_only = 1, .write = pp_export_pprun},
+     .line_settings_only = 1, .pprun_model = 1, .write = pp_export_pprun},
 };
 /* clang-format on */
 #define N_TARGETS ((int)(sizeof targets / sizeof targets[0]))

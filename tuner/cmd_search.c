@@ -350,7 +350,7 @@ static int trials_note(const opts *o, const pp_tune_model *m, const pp_tune_hw *
     } else
         printf("figures are predicted from %s (no trials: %s)\n", hw->source,
                !hw->is_local          ? "the target is not this machine"
-               : !m->runtime_model[0] ? "the runtime does not run this model"
+               : !m->pprun            ? m->pprun_why
                : o->trials == 0       ? "--trials 0"
                                       : "none could run: see the lines above");
     return n;
@@ -363,8 +363,15 @@ static int report(const opts *o, const pp_tune_model *m, const pp_tune_hw *hw, p
     pp_cli_board_print(stdout, r, o->show);
     pp_cli_winner_print(stdout, &r->best[0]);
     pp_cli_rank_memory_print(stdout, &r->best[0], o->explain > 1);
-    char cmd[512];
-    printf("\nlaunch: %s\n", pp_tune_launch_command(m, hw, &r->best[0].cfg, &r->opts, cmd, sizeof cmd));
+    char cmd[PP_PROFILE_PPRUN_LINE_LEN];
+    if (pp_tune_launch_command(m, hw, &r->best[0].cfg, &r->opts, cmd, sizeof cmd))
+        printf("\nlaunch: %s\n", cmd);
+    else /* never a line pprun rejects (pp_tune_pprun_model) */
+        printf("\n"), pp_cli_wrapped(stdout, 8,
+                       "launch: none with pprun: %s; the Megatron-LM, NeMo and torchtitan "
+                       "exports (pptune export) build the model themselves",
+                       pp_err_text());
+    pp_err_clear();
     char unrun[128];
     if (pp_profile_pprun_unrun(&r->best[0].cfg, unrun, sizeof unrun))
         pp_cli_wrapped(stdout, 8,

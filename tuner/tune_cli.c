@@ -135,7 +135,7 @@ static int load_model(const char *cmd, const pp_cli_tune *c, pp_tune_model *m)
     if (c->seq && m->seq_note[0])
         snprintf(m->seq_note, sizeof m->seq_note, "s=%d from --seq", c->seq);
     if (c->seq)
-        m->seq = c->seq;
+        m->seq = c->seq, pp_tune_model_pprun_note(m); /* pprun's positions may be fewer */
     if (c->global_batch)
         m->global_batch = c->global_batch;
     return 0;
