@@ -31,12 +31,12 @@ int pp_profile_pprun_argv(const pp_profile_pprun_line *l,
     (n < PP_PROFILE_PPRUN_MAX_ARGS                                                                 \
          ? (snprintf(store[n], PP_PROFILE_PPRUN_ARG_LEN, __VA_ARGS__), argv[n] = store[n], n++)    \
          : n)
-    if (l->model_config) /* a path of any length: the caller's string, not a copy */
-        ARG("--model-config"), n < PP_PROFILE_PPRUN_MAX_ARGS
-                                   ? (argv[n] = (char *)l->model_config, n++)
-                                   : n;
-    else
+    if (l->model_config) {
+        ARG("--model-config");
+        argv[n++] = (char *)l->model_config; /* a path of any length: the caller's, no copy */
+    } else {
         ARG("--model"), ARG("%s", l->model);
+    }
     for (int i = 0; i <= n_axes; i++) {
         if (!seq_done && (i == n_axes || order[i]->line > PP_CONFIG_LINE_SEQ)) {
             ARG("--seq"), ARG("%d", l->seq);
