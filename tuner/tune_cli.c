@@ -25,9 +25,11 @@ static const pp_opt rows[] = {
     {.name = "model", .kind = PP_OPT_STRING, .offset = OFF(model), .arg = "NAME",
      .help = "a preset (see 'pptune models')"},
     {.name = "model-config", .kind = PP_OPT_STRING, .offset = OFF(model_config), .arg = "FILE",
-     .help = "a HuggingFace config.json"},
+     .help = "a HuggingFace config.json: trials and the launch\n"
+             "line give pprun --model-config with its absolute\n"
+             "path; the profile records that and its SHA-256"},
     {.name = "model-file", .kind = PP_OPT_STRING, .offset = OFF(model_file), .arg = "FILE",
-     .help = "pptune's model JSON"},
+     .help = "pptune's model JSON (planned only: pprun does not\nread it)"},
     {.name = "seq", .kind = PP_OPT_INT, .offset = OFF(seq), .min = 1, .arg = "S",
      .help = "sequence length (default: the model's)"},
     {.name = "global-batch", .kind = PP_OPT_INT, .offset = OFF(global_batch), .min = 1,
