@@ -413,16 +413,25 @@ static void sha256sum(const char *path, char hex[65])
     pp_test_run_done(&r);
 }
 
+/* Makes the folder dir (a mkdtemp template) and searches config (a path relative to folder
+ * `cd`; NULL: dir, into which the fixture is copied as config.json first) on this machine with
+ * `trials` trials of a global batch of 8 (seconds each), writing dir/p.json; asserts exit 0. */
+static pp_test_run_result hf_search(char *dir, const char *cd, const char *config, int trials)
+{
+    cr_assert(mkdtemp(dir));
+    pp_test_run_result r = pp_test_run(
+        "cd %s && %s" PPTUNE " --model-config %s --cluster local --trials %d --trial-steps 2 "
+        "--global-batch 8 -o %s/p.json",
+        cd ? cd : dir, cd ? "" : "cp " TINY_LLAMA3 " config.json && ", config, trials, dir);
+    cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+    return r;
+}
+
 Test(tuner_search_cli, a_config_json_search_trials_its_llama_block_and_its_launch_line_runs)
 {
     char dir[] = "/tmp/pptune_hfsearch_XXXXXX";
-    cr_assert(mkdtemp(dir));
     /* the file named relatively (from its own folder), as a user would */
-    pp_test_run_result r = pp_test_run(
-        "cd " PP_FIXTURES_DIR " && " PPTUNE " --model-config hf/tiny-llama3.json --cluster local "
-        "--trials 1 --trial-steps 2 --global-batch 8 -o %s/p.json",
-        dir);
-    cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+    pp_test_run_result r = hf_search(dir, PP_FIXTURES_DIR, "hf/tiny-llama3.json", 1);
     char abs[4096], hex[65];
     cr_assert(realpath(TINY_LLAMA3, abs));
     sha256sum(abs, hex);
@@ -480,12 +489,7 @@ Test(tuner_search_cli, a_config_json_search_trials_its_llama_block_and_its_launc
 Test(tuner_search_cli, a_changed_config_json_is_refused_by_pprun_profile_and_the_export)
 {
     char dir[] = "/tmp/pptune_hfchanged_XXXXXX";
-    cr_assert(mkdtemp(dir));
-    pp_test_run_result r = pp_test_run(
-        "cd %s && cp " TINY_LLAMA3 " config.json && " PPTUNE " --model-config config.json "
-        "--cluster local --trials 0 --global-batch 8 -o p.json",
-        dir);
-    cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+    pp_test_run_result r = hf_search(dir, NULL, "config.json", 0);
     pp_test_run_done(&r);
     r = pp_test_run("cd / && " PPTUNE " export --format pprun %s/p.json", dir);
     cr_assert_eq(r.code, 0, "%s", r.err);
