@@ -1,8 +1,9 @@
 /* export_pprun.c — the chosen configuration as pprun's own flags (`pptune export --format
  * pprun`): the one pprun line builder (pprun_line.c) with the model the profile's origin names
  * (--model-config PATH for a config.json; whether pprun trains it pptune asks first: the
- * row's pprun_model) and the backend and precision the profile planned for. pprun runs every schedule and split of the registry; a setting it has no option
- * for (pp_profile_pprun_unrun) is refused with the targets that run it. */
+ * row's pprun_model) and the backend and precision the profile planned for. pprun runs every
+ * schedule and split of the registry; a setting it has no option for (pp_profile_pprun_unrun)
+ * is refused with the targets that run it. */
 #include "export_impl.h"
 
 pp_status pp_export_pprun(const pp_profile *p, FILE *fp)

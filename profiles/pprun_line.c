@@ -2,9 +2,10 @@
  * tuner's trials (an argv for execv), the profile's launch line and `pptune export --format
  * pprun` (strings). The configuration's words are its axes' flags (pp_config.h), in their line
  * order, each where its row says the line carries it; around them the words that are not the
- * configuration's: --model (or --model-config) first, --seq among them (PP_CONFIG_LINE_SEQ), backend and precision
- * last. Not here: which model name a caller passes, and what a caller adds around the options
- * (the program, --steps, --json, ...). */
+ * configuration's: --model (or --model-config) first, --seq among them (PP_CONFIG_LINE_SEQ),
+ * backend and precision last. Not here: which model a caller passes (the tuner's
+ * pp_tune_pprun_model decides), and what a caller adds around the options (the program,
+ * --steps, --json, ...). */
 #include <stdio.h>
 #include <string.h>
 

@@ -152,7 +152,8 @@ Test(profiles_pprun_line, a_config_json_model_is_model_config_with_its_whole_pat
     char path[PP_PROFILE_PPRUN_PATH_MAX];
     snprintf(path, sizeof path, "/shared/models/%0*d/My Llama/config.json", 100, 7);
     pp_profile_pprun_line l = {.model = "config", .model_config = path, .config = &c, .seq = 64};
-    char store[PP_PROFILE_PPRUN_MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN], *argv[PP_PROFILE_PPRUN_MAX_ARGS];
+    char store[PP_PROFILE_PPRUN_MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN];
+    char *argv[PP_PROFILE_PPRUN_MAX_ARGS];
     int n = pp_profile_pprun_argv(&l, store, argv);
     cr_assert(n > 2);
     cr_assert_str_eq(argv[0], "--model-config");

@@ -570,5 +570,9 @@ Test(tuner_search_cli, no_pprun_line_for_a_model_pprun_does_not_train)
     cr_assert_str_eq(r.out, "");
     cr_assert(strstr(r.err, "planned by pptune but not run by pprun"), "%s", r.err);
     pp_test_run_done(&r);
+    r = pp_test_run(PPTUNE " --model bert-large --nodes 2 --for pprun --no-save");
+    cr_assert_eq(r.code, 2, "%s", r.out);
+    cr_assert(strstr(r.err, "--for pprun: pprun cannot train model bert-large"), "%s", r.err);
+    pp_test_run_done(&r);
     unlink(path);
 }

@@ -507,6 +507,12 @@ int pp_cmd_search(int argc, char **argv)
         return rc;
     if ((rc = pp_cli_tune_load(CMD, &o.tune, &m, &hw, &cluster_json)) != 0)
         return rc;
+    const pp_export_target *for_t =
+        o.for_target ? pp_profile_export_find(o.for_target, NULL) : NULL;
+    if (for_t && for_t->pprun_model && !m.pprun) { /* a search for a line pprun rejects */
+        free(cluster_json);
+        return pp_cmd_usage_error(CMD, "--for %s: %s", o.for_target, m.pprun_why);
+    }
     if ((rc = use_allocation(&o, &hw)) != 0) {
         free(cluster_json);
         return rc;
