@@ -422,3 +422,31 @@ Test(common, backend_rows_answer_what_the_callers_ask)
     cr_assert(gpu->kernel_scratch && gpu->library_workspace > 0);
     cr_assert(!cpu->kernel_scratch && cpu->library_workspace == 0);
 }
+
+/* The one grow-by-doubling (pp_grow) and its bounded form (pp_grow_max: the capped byte
+ * buffers of a child's output, an HTTP body, a file read whole). */
+Test(common, grow_doubles_and_the_bounded_form_stops_at_its_bound)
+{
+    int *a = NULL;
+    size_t cap = 0;
+    for (size_t i = 0; i < 100; i++) {
+        cap = pp_grow(&a, i, cap, sizeof *a, 8);
+        cr_assert_gt(cap, i);
+        a[i] = (int)i;
+    }
+    cr_assert_eq(cap, 128, "8, 16, ... 128: got %zu", cap);
+    for (size_t i = 0; i < 100; i++)
+        cr_assert_eq(a[i], (int)i, "element %zu moved", i);
+    free(a);
+    char *b = NULL;
+    size_t bc = 0;
+    bc = pp_grow_max(&b, 10, bc, 1, 16, 40);
+    cr_assert_eq(bc, 16);
+    bc = pp_grow_max(&b, 30, bc, 1, 16, 40);
+    cr_assert_eq(bc, 40, "doubling to 32 is short of 31 bytes; more than 40 is past the bound");
+    memset(b, 'x', bc);
+    cr_assert_eq(pp_grow_max(&b, 40, bc, 1, 16, 40), 0, "element 40 of at most 40");
+    cr_assert(strstr(pp_err_msg(), "element 40 of a buffer of at most 40"), "%s", pp_err_msg());
+    cr_assert_eq(b[39], 'x', "the buffer is intact after a refusal");
+    free(b);
+}
