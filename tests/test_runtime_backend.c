@@ -108,7 +108,7 @@ Test(runtime_backend, pprun_refuses_bad_backend_and_precision_values)
     struct {
         const char *args, *says;
     } cases[] = {
-        {"--backend gpu", "--backend: invalid value \"gpu\": expected cpu or cuda"},
+        {"--backend gpu", "--backend: invalid value \"gpu\": expected cpu"}, /* the rest: every_row_is_in_pprun_help_and_has_a_maker */
         {"--precision fp16", "--precision: invalid value \"fp16\": expected fp32 or bf16"},
         {"--precision bf16", "--precision bf16 needs --backend cuda"},
     };
