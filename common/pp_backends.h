@@ -49,8 +49,8 @@ typedef struct {
 typedef struct {
     const char *name;        /* pprun --backend NAME, messages: "cpu", "cuda" */
     const char *device_kind; /* the pp_device.kind it runs one rank per: "cpu" (a core), "gpu" */
-    const char *help;        /* pprun --help: what it computes with (fits after "NAME: " in 56
-                              * columns) */
+    const char *help;        /* pprun --help: what it computes with ("NAME: help" in at most
+                              * 52 columns, the help column's width) */
     int choice;              /* 1: a pprun --backend value */
     int pprun_default;       /* 1: what pprun runs without --backend (the line omits it) */
     int device_memory;       /* tensors in a device's memory, reached from the host only by

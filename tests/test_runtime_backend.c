@@ -182,10 +182,11 @@ Test(runtime_backend, every_row_is_in_pprun_help_and_has_a_maker)
         char line[160], word[64];
         snprintf(line, sizeof line, "%s: %s\n", row->name, row->help);
         snprintf(word, sizeof word, " %s", row->name); /* "expected cpu or cuda" */
-        cr_assert_eq(strstr(help, line) != NULL, row->choice, "%s: in pprun --help: %d",
-                     row->name, !row->choice);
-        cr_assert_eq(strstr(bad.err, word) != NULL, row->choice, "%s: in \"%s\": %d", row->name,
-                     bad.err, !row->choice);
+        cr_assert_eq(strstr(help, line) != NULL, row->choice,
+                     "%s: expected %s pprun --help's --backend lines", row->name,
+                     row->choice ? "in" : "not in");
+        cr_assert_eq(strstr(bad.err, word) != NULL, row->choice, "%s: expected %s \"%s\"",
+                     row->name, row->choice ? "in" : "not in", bad.err);
         pp_backend *be = NULL;
         pp_status st = pp_backend_create(k, 0, PP_PREC_FP32, &be);
         cr_assert(st == PP_OK || (st == PP_ERR_UNSUPPORTED && row->device_memory &&
