@@ -158,57 +158,66 @@ static pp_opt axis_row(const pp_config_axis *a, const pprun_opts *dflt)
     return o;
 }
 
-/* Appends printf(fmt, ...) to the text in buf[size], *n used so far (what does not fit is cut). */
-static void add(char *buf, size_t size, size_t *n, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void add(char *buf, size_t size, size_t *n, const char *fmt, ...)
+/* A help text built from the backend rows (what does not fit is cut). */
+typedef struct {
+    char s[1024];
+    size_t n;
+} help_text;
+
+static void add(help_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add(help_text *t, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    if (*n < size)
-        *n += (size_t)vsnprintf(buf + *n, size - *n, fmt, ap);
+    if (t->n < sizeof t->s)
+        t->n += (size_t)vsnprintf(t->s + t->n, sizeof t->s - t->n, fmt, ap);
     va_end(ap);
+}
+
+/* Appends the names joined by " | "; with precision >= 0 (names: backends) only those of the
+ * backends that compute in it. */
+static void add_names(help_text *t, const char *const *names, int precision)
+{
+    for (int i = 0, k = 0; names[i]; i++)
+        if (precision < 0 || pp_backend_row_has_precision(pp_backend_row_named(names[i]), precision))
+            add(t, "%s%s", k++ ? " | " : "", names[i]);
 }
 
 /* --backend's help: the choices and a line each, from the backend rows (common/pp_backends.h),
  * so that a new backend is listed without a line here. */
 static const char *backend_help(void)
 {
-    static char buf[1024];
-    size_t n = 0;
+    static help_text t;
+    t.n = 0;
     const char *const *names = pp_backend_choices();
+    add_names(&t, names, -1);
+    add(&t, " (default %s)", pp_backend_row_default()->name);
     for (int i = 0; names[i]; i++)
-        add(buf, sizeof buf, &n, "%s%s", i ? " | " : "", names[i]);
-    add(buf, sizeof buf, &n, " (default %s)", pp_backend_row_default()->name);
-    for (int i = 0; names[i]; i++)
-        add(buf, sizeof buf, &n, "\n%s: %s", names[i], pp_backend_row_named(names[i])->help);
-    add(buf, sizeof buf, &n, "\na device backend: rank g on device g mod the devices\n"
-                             "(ranks as threads), else the launch's local rank");
-    return buf;
+        add(&t, "\n%s: %s", names[i], pp_backend_row_named(names[i])->help);
+    add(&t, "\na device backend: rank g on device g mod the devices\n"
+            "(ranks as threads), else the launch's local rank");
+    return t.s;
 }
 
-/* --precision's help: the precisions, and the backends that compute in each one that not
- * every backend does (the rows'). */
+/* --precision's help: the precisions, and which backends compute in each one that not every
+ * backend does (the rows'). */
 static const char *precision_help(void)
 {
-    static char buf[256];
-    size_t n = 0;
+    static help_text t;
+    t.n = 0;
     const char *const *names = pp_backend_choices();
-    for (int p = 0; PRECISIONS[p]; p++)
-        add(buf, sizeof buf, &n, "%s%s", p ? " | " : "", PRECISIONS[p]);
+    add_names(&t, PRECISIONS, -1);
     for (int p = 0; PRECISIONS[p]; p++) {
         int all = 1;
         for (int i = 0; names[i]; i++)
             all &= pp_backend_row_has_precision(pp_backend_row_named(names[i]), p);
         if (all)
             continue;
-        add(buf, sizeof buf, &n, " (%s needs --backend", PRECISIONS[p]);
-        for (int i = 0, k = 0; names[i]; i++)
-            if (pp_backend_row_has_precision(pp_backend_row_named(names[i]), p))
-                add(buf, sizeof buf, &n, "%s%s", k++ ? " | " : " ", names[i]);
-        add(buf, sizeof buf, &n, ")");
+        add(&t, " (%s needs --backend ", PRECISIONS[p]);
+        add_names(&t, names, p);
+        add(&t, ")");
     }
-    return buf;
+    return t.s;
 }
 
 /* pprun's rows: its own, and the configuration's flags in their order on pprun's line. */
