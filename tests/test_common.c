@@ -442,8 +442,10 @@ Test(common, grow_doubles_and_the_bounded_form_stops_at_its_bound)
     size_t bc = 0;
     bc = pp_grow_max(&b, 10, bc, 1, 16, 40);
     cr_assert_eq(bc, 16);
-    bc = pp_grow_max(&b, 30, bc, 1, 16, 40);
-    cr_assert_eq(bc, 40, "doubling to 32 is short of 31 bytes; more than 40 is past the bound");
+    bc = pp_grow_max(&b, 20, bc, 1, 16, 40);
+    cr_assert_eq(bc, 32);
+    bc = pp_grow_max(&b, 33, bc, 1, 16, 40);
+    cr_assert_eq(bc, 40, "doubling to 64 goes past the bound 40: got %zu", bc);
     memset(b, 'x', bc);
     cr_assert_eq(pp_grow_max(&b, 40, bc, 1, 16, 40), 0, "element 40 of at most 40");
     cr_assert(strstr(pp_err_msg(), "element 40 of a buffer of at most 40"), "%s", pp_err_msg());
