@@ -19,7 +19,8 @@ static const pp_backend_row rows[PP_RT_BACKEND__COUNT] = {
      .choice = 1,
      .pprun_default = 1,
      .precisions = PREC(PP_PREC_FP32),
-     .host_threads = 1},
+     .host_threads = 1,
+     .context_parallel = 1},
     {.kind = PP_RT_BACKEND_CUDA,
      .name = CUDA,
      .device_kind = "gpu",
@@ -36,7 +37,8 @@ static const pp_backend_row rows[PP_RT_BACKEND__COUNT] = {
      .help = "the CPU backend with a device backend's staging copies (tests)",
      .staged = 1,
      .precisions = PREC(PP_PREC_FP32),
-     .host_threads = 1},
+     .host_threads = 1,
+     .context_parallel = 1},
 };
 
 const pp_backend_row *pp_backend_row_of(int kind)

@@ -46,6 +46,8 @@ typedef struct {
     int host_threads;        /* runs its kernels on host threads: pprun --threads applies */
     int device_collectives;  /* tensor-parallel collectives in device memory, one process per
                               * device (NCCL) */
+    int context_parallel;    /* has the context-parallel attention kernels (attention_cp_fwd /
+                              * _bwd in runtime/backend.h): pprun --cp > 1 runs on it */
 } pp_backend_row;
 
 /* The row of kind, NULL for a kind with no row. */

@@ -143,6 +143,25 @@ typedef struct {
      * a kernel needing more afterwards fails with PP_ERR_CHECK naming both, instead of
      * growing it. NULL: the backend's kernels need no scratch of their own (the CPU's). */
     pp_status (*scratch_reserve)(void *ctx, size_t bytes);
+
+    /* ---- optional: context parallelism (NULL on a backend whose row in common/backends.c
+     * has no context_parallel; runtime/stage_cp.c calls them) ----
+     * Causal attention of this cp rank's queries over the whole sequence's keys. all(cp, B,
+     * T, W) holds the cp group's qkv rows in cp-rank order, each rank's (B, T, W) laid out as
+     * attention_fwd's qkv, T = 2L local rows per sequence: global chunk cpr then chunk
+     * 2 cp - 1 - cpr, L rows each (rope_freq.h: pp_rope_pos). The queries are block cpr of
+     * all; query chunk c attends keys of chunks 0..c (the diagonal one causally), the blocks
+     * right of it are skipped. y(B, T, NH hd) as attention_fwd's; att(B, NH, T, cp T) the
+     * probabilities, keys by global position (those right of a chunk's keys left unwritten). */
+    pp_status (*attention_cp_fwd)(void *ctx, float *y, float *att, const float *all, int B, int T,
+                                  int NH, int NKV, int hd, int cp, int cpr);
+    /* dall(cp, B, T, W) = this rank's share of the gradient w.r.t. all (overwritten): the q
+     * columns of block cpr, the k and v columns of every block (every key's gradient from this
+     * rank's queries; the cp group's sum of them is the whole gradient). scratch:
+     * pp_rt_size_attn_scratch_cp(T, cp) bytes. */
+    pp_status (*attention_cp_bwd)(void *ctx, float *dall, float *scratch, const float *dy,
+                                  const float *att, const float *all, int B, int T, int NH,
+                                  int NKV, int hd, int cp, int cpr);
 } pp_backend_ops;
 
 struct pp_backend {

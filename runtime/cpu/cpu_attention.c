@@ -145,3 +145,98 @@ pp_status pp_cpu_attention_bwd(void *ctx, float *dqkv, float *scratch, const flo
         }
     return PP_OK;
 }
+
+/* ---- context parallelism: the rank's two query chunks over the cp group's keys ----
+ * Megatron-Core's load-balanced split (TransformerEngine's attention with context parallelism:
+ * transformer_engine/pytorch/attention.py, AttnFuncWithCPAndKVP2P at v1.x): 2 cp chunks of L
+ * tokens, cp rank i holding chunks i and 2 cp - 1 - i, so that every rank has the same
+ * (2 cp + 1) L^2 causal work. The work goes chunk by chunk of keys, as the ring's steps do:
+ * key chunks left of a query chunk are whole blocks, its own chunk the causal diagonal block,
+ * those right of it are skipped. Unlike the ring (which merges each step's partial softmax with
+ * its log-sum-exp), the probabilities of a query row are normalised once over every key chunk,
+ * because all the group's K/V are here at once (stage_cp.c: all-gathered). */
+
+/* Where key chunk k (global, 0 .. 2 cp - 1) of batch row b lies in all: block of its owner,
+ * first or second half of that block's sequence. */
+static size_t cp_chunk_row(int k, int b, int B, int T, int cp)
+{
+    int owner = k < cp ? k : 2 * cp - 1 - k, half = k < cp ? 0 : 1;
+    return ((size_t)owner * B + b) * T + (size_t)half * (T / 2);
+}
+
+/* Global chunk of this rank's local chunk j (0, 1). */
+static int cp_query_chunk(int j, int cp, int cpr)
+{
+    return j ? 2 * cp - 1 - cpr : cpr;
+}
+
+pp_status pp_cpu_attention_cp_fwd(void *ctx, float *y, float *att, const float *all, int B, int T,
+                                  int NH, int NKV, int hd, int cp, int cpr)
+{
+    const qkv_layout Lq = layout_of(NH, NKV, hd);
+    const int W = Lq.W, C = NH * hd, L = T / 2, TT = cp * T;
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int j = 0; j < 2; j++) {
+                int qc = cp_query_chunk(j, cp, cpr);
+                const float *q = all + cp_chunk_row(qc, b, B, T, cp) * W + q_col(&Lq, h);
+                float *A = att + (((size_t)b * NH + h) * T + (size_t)j * L) * TT;
+                float *out = y + ((size_t)b * T + (size_t)j * L) * C + (size_t)h * hd;
+                for (int kc = 0; kc <= qc; kc++) {
+                    const float *k = all + cp_chunk_row(kc, b, B, T, cp) * W + k_col(&Lq, h);
+                    pp_cpu_gemm(ctx, 0, 1, L, L, hd, scale, q, W, k, W, 0.0f,
+                                A + (size_t)kc * L, TT);
+                }
+                for (int t = 0; t < L; t++)
+                    softmax_causal_row(A + (size_t)t * TT, qc * L + t, (qc + 1) * L);
+                for (int kc = 0; kc <= qc; kc++) {
+                    const float *v = all + cp_chunk_row(kc, b, B, T, cp) * W + v_col(&Lq, h);
+                    pp_cpu_gemm(ctx, 0, 0, L, hd, L, 1.0f, A + (size_t)kc * L, TT, v, W,
+                                kc ? 1.0f : 0.0f, out, C);
+                }
+            }
+    return PP_OK;
+}
+
+pp_status pp_cpu_attention_cp_bwd(void *ctx, float *dall, float *scratch, const float *dy,
+                                  const float *att, const float *all, int B, int T, int NH,
+                                  int NKV, int hd, int cp, int cpr)
+{
+    const qkv_layout Lq = layout_of(NH, NKV, hd);
+    const int W = Lq.W, C = NH * hd, L = T / 2, TT = cp * T;
+    const float scale = 1.0f / sqrtf((float)hd);
+    memset(dall, 0, (size_t)cp * B * T * W * sizeof(float));
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int j = 0; j < 2; j++) {
+                int qc = cp_query_chunk(j, cp, cpr);
+                size_t qrow = cp_chunk_row(qc, b, B, T, cp) * W;
+                const float *q = all + qrow + q_col(&Lq, h);
+                float *dq = dall + qrow + q_col(&Lq, h);
+                const float *A = att + (((size_t)b * NH + h) * T + (size_t)j * L) * TT;
+                const float *dyj = dy + ((size_t)b * T + (size_t)j * L) * C + (size_t)h * hd;
+                float *S = scratch + (size_t)j * L * TT;
+                /* dA = dy v^T block by block, then dS in place (scaled) */
+                for (int kc = 0; kc <= qc; kc++) {
+                    const float *v = all + cp_chunk_row(kc, b, B, T, cp) * W + v_col(&Lq, h);
+                    pp_cpu_gemm(ctx, 0, 1, L, L, hd, 1.0f, dyj, C, v, W, 0.0f, S + (size_t)kc * L,
+                                TT);
+                }
+                for (int t = 0; t < L; t++)
+                    softmax_causal_row_bwd(S + (size_t)t * TT, A + (size_t)t * TT, qc * L + t,
+                                           (qc + 1) * L, scale);
+                /* dq += dS k; dk += dS^T q and dv += A^T dy into the key chunk's owner block */
+                for (int kc = 0; kc <= qc; kc++) {
+                    size_t krow = cp_chunk_row(kc, b, B, T, cp) * W;
+                    const float *Sk = S + (size_t)kc * L, *Ak = A + (size_t)kc * L;
+                    pp_cpu_gemm(ctx, 0, 0, L, hd, L, 1.0f, Sk, TT, all + krow + k_col(&Lq, h), W,
+                                1.0f, dq, W);
+                    pp_cpu_gemm(ctx, 1, 0, L, hd, L, 1.0f, Sk, TT, q, W, 1.0f,
+                                dall + krow + k_col(&Lq, h), W);
+                    pp_cpu_gemm(ctx, 1, 0, L, hd, L, 1.0f, Ak, TT, dyj, C, 1.0f,
+                                dall + krow + v_col(&Lq, h), W);
+                }
+            }
+    return PP_OK;
+}

@@ -84,6 +84,9 @@ typedef struct {
     int tp; /* tensor-parallel ranks per pipeline rank (0 or 1: none); each plans the same */
     int sequence_parallel; /* with tp > 1: activations of the rank's seq/tp tokens, the
                               stages' sequence-parallel workspaces (pp_rt_sizes.h) */
+    int cp; /* context-parallel ranks (0 or 1: none): activations of seq/cp tokens, the
+               attention's K/V gathers (pp_rt_sizes.h); dp then counts dp x cp replicas,
+               the group the gradients are all-reduced over */
 } pp_rt_plan_params;
 
 /* One pipeline rank's plan (every dp replica and tensor-parallel rank of it plans the same:
