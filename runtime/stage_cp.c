@@ -27,36 +27,38 @@ static int chunk_of(const pp_rt_stage *st, int j)
     return j ? 2 * st->cp - 1 - st->cpr : st->cpr;
 }
 
-pp_status pp_stage_cp_embed_fwd(pp_rt_stage *st, float *out, const int32_t *tok)
+/* The embedding of each (sequence, local chunk) at the chunk's true positions: the position
+ * table (learned positions; none for rotary models) read or accumulated from the chunk's start.
+ * Forward (dout NULL): the embedding into out; backward (out NULL): its gradient dout
+ * accumulated into the tables'. */
+static pp_status embed_chunks(pp_rt_stage *st, float *out, const float *dout, const int32_t *tok)
 {
     pp_backend *be = st->be;
     const pp_rt_tensor *t = st->tensors;
     int L = st->T / 2, C = st->cfg.hidden;
     for (int b = 0; b < st->B; b++)
         for (int j = 0; j < 2; j++) {
-            size_t row = (size_t)b * st->T + (size_t)j * L;
-            const float *wpe = st->i_wpe >= 0 ? t[st->i_wpe].data + (size_t)chunk_of(st, j) * L * C
-                                              : NULL;
-            PP_TRY(be->ops->encoder_fwd(be->ctx, out + row * C, tok + row, t[st->i_wte].data, wpe,
-                                        1, L, C));
+            size_t row = (size_t)b * st->T + (size_t)j * L, at = (size_t)chunk_of(st, j) * L * C;
+            const pp_rt_tensor *wpe = st->i_wpe >= 0 ? &t[st->i_wpe] : NULL;
+            if (dout)
+                PP_TRY(be->ops->encoder_bwd(be->ctx, t[st->i_wte].grad,
+                                            wpe ? wpe->grad + at : NULL, dout + row * C,
+                                            tok + row, 1, L, C));
+            else
+                PP_TRY(be->ops->encoder_fwd(be->ctx, out + row * C, tok + row, t[st->i_wte].data,
+                                            wpe ? wpe->data + at : NULL, 1, L, C));
         }
     return PP_OK;
 }
 
+pp_status pp_stage_cp_embed_fwd(pp_rt_stage *st, float *out, const int32_t *tok)
+{
+    return embed_chunks(st, out, NULL, tok);
+}
+
 pp_status pp_stage_cp_embed_bwd(pp_rt_stage *st, const float *dout, const int32_t *tok)
 {
-    pp_backend *be = st->be;
-    const pp_rt_tensor *t = st->tensors;
-    int L = st->T / 2, C = st->cfg.hidden;
-    for (int b = 0; b < st->B; b++)
-        for (int j = 0; j < 2; j++) {
-            size_t row = (size_t)b * st->T + (size_t)j * L;
-            float *dwpe = st->i_wpe >= 0 ? t[st->i_wpe].grad + (size_t)chunk_of(st, j) * L * C
-                                         : NULL;
-            PP_TRY(be->ops->encoder_bwd(be->ctx, t[st->i_wte].grad, dwpe, dout + row * C,
-                                        tok + row, 1, L, C));
-        }
-    return PP_OK;
+    return embed_chunks(st, NULL, dout, tok);
 }
 
 /* The group's qkv rows into st->cp_all, in cp-rank order. */
