@@ -124,7 +124,7 @@ static const pp_config_axis axes[] = {
      .optional_minor = 3, .shown = 2, .flag = "--cp", .arg = "c",
      .help = "context-parallel ranks sharing each sequence (Megatron's\n"
              "--context-parallel-size: rank i holds chunks i and 2c-1-i\n"
-             "of 2c; attention over the group's all-gathered K/V;\n"
+             "of 2c; ring attention: K/V passed around the group;\n"
              "2c must divide --seq; cpu backend)",
      .flag_min = 1, .profile_role = PP_CONFIG_PROFILE_LAYOUT, .on_line = context_parallel,
      .line = 85},

@@ -139,21 +139,27 @@ static pp_status tp_reduce_scatter(void *ctx, const float *full, float *part, si
     return tp_coll(ctx, TPC_REDUCE_SCATTER, full, part, n);
 }
 
-/* The stages' context-parallel collectives over the rank's cp group: the tensor-parallel
- * collectives' tag kind with replica field 1 (a pair of ranks is never in both groups), each
- * tagged with its order in the step, which every member shares. */
-static pp_status cp_allgather(void *ctx, const float *part, float *full, size_t n)
+/* The stages' context-parallel ring (pp_rt_stage_params.cp_send / cp_recv): to the next rank
+ * of the cp group and from the previous one, point to point with the tensor-parallel
+ * collectives' tag kind and replica field 1 (a pair of ranks is never in both groups), each
+ * tagged with its order in the step: the k-th send of a rank pairs with the next rank's k-th
+ * receive. */
+static pp_status cp_send(void *ctx, const float *buf, size_t n)
 {
     rank_state *rs = ctx;
-    uint64_t tag = pp_ex_coll_tag(TAG_TPAR, 1, rs->cp_seq++ & 0xfffff);
-    return pp_ex_allgather(rs->ex, rs, rs->cp_group, rs->ex->CP, tag, part, full, n);
+    pp_rt_executor *ex = rs->ex;
+    int c = rs->replica % ex->CP, to = rs->cp_group[(c + 1) % ex->CP];
+    uint64_t tag = pp_ex_coll_tag(TAG_TPAR, 1, rs->cp_sent++ & 0xfffff);
+    return pp_ex_send(ex, rs, to, tag, buf, n * sizeof *buf);
 }
 
-static pp_status cp_reduce_scatter(void *ctx, const float *full, float *part, size_t n)
+static pp_status cp_recv(void *ctx, float *buf, size_t n)
 {
     rank_state *rs = ctx;
-    uint64_t tag = pp_ex_coll_tag(TAG_TPAR, 1, rs->cp_seq++ & 0xfffff);
-    return pp_ex_reduce_scatter(rs->ex, rs, rs->cp_group, rs->ex->CP, tag, full, part, n);
+    pp_rt_executor *ex = rs->ex;
+    int c = rs->replica % ex->CP, from = rs->cp_group[(c + ex->CP - 1) % ex->CP];
+    uint64_t tag = pp_ex_coll_tag(TAG_TPAR, 1, rs->cp_received++ & 0xfffff);
+    return pp_ex_recv(ex, rs, from, tag, buf, n * sizeof *buf);
 }
 
 /* The stages global rank g holds (its replica's copies of the stages placed on its rank, its
@@ -187,8 +193,8 @@ static pp_status create_stages(pp_rt_executor *ex, int g)
                 .tp_reduce_scatter = tp_reduce_scatter,
                 .cp = ex->CP,
                 .cp_rank = k % ex->CP,
-                .cp_allgather = cp_allgather,
-                .cp_reduce_scatter = cp_reduce_scatter,
+                .cp_send = cp_send,
+                .cp_recv = cp_recv,
                 .cp_ctx = &ex->rk[g],
             };
             PP_TRY(pp_rt_stage_create(

@@ -43,7 +43,7 @@ typedef struct {
     int tp_seq;        /* tensor-parallel all-reduces so far this step (their tags) */
     int *cp_group;     /* [CP] the global ranks sharing this rank's sequences (context
                           parallelism), in cp-rank order */
-    int cp_seq;        /* their collectives so far this step (their tags) */
+    int cp_sent, cp_received; /* the ring's sends and receives so far this step (tags) */
     double tp_seconds; /* this step: time in tensor-parallel all-reduces */
     double tp_bytes;   /* this step: bytes this rank contributed to them */
     void **slot;         /* [n_pipes * S * N * SLOT__COUNT] buffers of io_bytes (PP_MEM_COMM) */

@@ -242,7 +242,7 @@ static pp_status run_rank(pp_rt_executor *ex, rank_state *rs)
                 pp_rt_stage_zero_grad(ex_stage(ex, rs->replica, rs->tpr, p, s));
     PP_TRY(load_tokens(ex, rs));
     rs->tp_seq = 0;
-    rs->cp_seq = 0;
+    rs->cp_sent = rs->cp_received = 0;
     rs->tp_seconds = rs->tp_bytes = 0;
     const pp_sched *sc = ex->sched;
     pp_rt_span *span = ex->spans[rs->g];

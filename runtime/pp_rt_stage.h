@@ -67,12 +67,15 @@ typedef struct {
      * order, at their true positions (tokens and activations passed in and out are the rank's
      * (B, seq / cp) of them). Attention reads the group's K/V; the loss is the mean over the
      * rank's tokens (the caller averages the ranks' losses and sums their gradients, as over
-     * data-parallel replicas). 2 cp must divide seq. cp_allgather / cp_reduce_scatter: as
-     * tp_allgather / tp_reduce_scatter, over the cp group in cp-rank order; required with it.
-     * The backend must have the context-parallel attention kernels (PP_ERR_UNSUPPORTED). */
+     * data-parallel replicas). 2 cp must divide seq. Attention is ring attention: cp_send
+     * sends n floats to the next cp rank (cp_rank + 1 mod cp) without waiting for it to
+     * receive them (the buffer may be reused when it returns), cp_recv receives n floats
+     * from the previous one; every rank of the group calls them the same times in the same
+     * order, and the k-th receive takes the previous rank's k-th send. Required with it. The
+     * backend must have the context-parallel attention kernels (PP_ERR_UNSUPPORTED). */
     int cp, cp_rank;
-    pp_status (*cp_allgather)(void *ctx, const float *part, float *full, size_t n);
-    pp_status (*cp_reduce_scatter)(void *ctx, const float *full, float *part, size_t n);
+    pp_status (*cp_send)(void *ctx, const float *buf, size_t n);
+    pp_status (*cp_recv)(void *ctx, float *buf, size_t n);
     void *cp_ctx;
 } pp_rt_stage_params;
 

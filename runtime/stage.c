@@ -334,12 +334,13 @@ static pp_status check_params(const pp_backend *be, const pp_rt_stage_params *p)
     }
     if (p->cp > 1) {
         PP_TRY(pp_model_check_cp(p->seq, p->cp, p->tp > 1 && p->sequence_parallel ? p->tp : 1));
-        if (p->cp_rank < 0 || p->cp_rank >= p->cp || !p->cp_allgather || !p->cp_reduce_scatter)
+        if (p->cp_rank < 0 || p->cp_rank >= p->cp || !p->cp_send || !p->cp_recv)
             return PP_ERR(PP_ERR_INVALID,
-                          "stage: context-parallel rank %d of %d needs a rank in 0..%d, an "
-                          "all-gather and a reduce-scatter",
+                          "stage: context-parallel rank %d of %d needs a rank in 0..%d, a send "
+                          "and a receive",
                           p->cp_rank, p->cp, p->cp - 1);
-        if (!be->ops->attention_cp_fwd || !be->ops->attention_cp_bwd)
+        if (!be->ops->attention_cp_fwd || !be->ops->attention_cp_fwd_end ||
+            !be->ops->attention_cp_bwd)
             return PP_ERR(PP_ERR_UNSUPPORTED,
                           "stage: context parallelism (cp %d): the %s backend has no "
                           "context-parallel attention kernel",
@@ -422,8 +423,8 @@ pp_status pp_rt_stage_create(pp_backend *be, const pp_rt_stage_params *p, pp_rt_
     st->cp = p->cp > 1 ? p->cp : 1;
     st->cpr = st->cp > 1 ? p->cp_rank : 0;
     st->T = p->seq / st->cp;
-    st->cp_allgather = p->cp_allgather;
-    st->cp_reduce_scatter = p->cp_reduce_scatter;
+    st->cp_send = p->cp_send;
+    st->cp_recv = p->cp_recv;
     st->cp_ctx = p->cp_ctx;
     st->seed = p->seed;
     st->tp = p->tp > 1 ? p->tp : 1;

@@ -8,14 +8,15 @@
  *     pp_rope_pos; learned positions here, per chunk);
  *   - attention: the rank's queries over every key of the sequence, causal by global position.
  *
- * Communication: the group's qkv rows are all-gathered before attention and the gradient of
- * them (this rank's queries' share of every key's) reduce-scattered back after it, over the
- * transport's collectives: an all-gather of K/V, not TransformerEngine's ring (which passes
- * K/V to the next rank while a step's partial attention runs, and merges the partial softmaxes
- * by their log-sum-exp); the result is the same attention, without the overlap. Whole qkv rows
- * travel (the q columns too), so the transport's contiguous collectives can move them: 1 +
- * NH/(2 NKV) times the K/V bytes. The backward gathers again rather than keeping the group's
- * K/V in the slot, as the ring passes them again in its backward.
+ * Communication: ring attention (TransformerEngine's AttnFuncWithCPAndKVP2P,
+ * transformer_engine/pytorch/attention.py): the K/V blocks go around the cp ring, cp rank r
+ * holding at step i the block of rank r - i; each step sends the block on to the next rank
+ * before computing on it (the transports' sends copy and return, so the transfer runs while
+ * the step computes; under MPI an MPI_Isend), and the backend merges each step's partial
+ * attention with the online softmax (runtime/backend.h: attention_cp_fwd). The backward passes
+ * the blocks around again, each with the gradient of its K/V accumulating as it goes; after
+ * the last step that gradient reaches its owner. Whole qkv rows travel (the q columns too), as
+ * the transports move contiguous buffers: 1 + NH / (2 NKV) times the K/V bytes.
  * Not here: the loss and the gradient reduction over the group, which the executor treats as
  * data-parallel replicas (Megatron reduces gradients over the combined dp x cp group).
  */
@@ -61,28 +62,68 @@ pp_status pp_stage_cp_embed_bwd(pp_rt_stage *st, const float *dout, const int32_
     return embed_chunks(st, NULL, dout, tok);
 }
 
-/* The group's qkv rows into st->cp_all, in cp-rank order. */
-static pp_status gather(pp_rt_stage *st, const float *qkv)
+/* The ring's previous rank's block (K/V rows, or their gradient) into buf. */
+static pp_status ring_recv(pp_rt_stage *st, float *buf)
 {
-    size_t n = (size_t)st->B * st->T * st->qkv;
-    return st->cp_allgather(st->cp_ctx, qkv, st->cp_all, n);
+    return st->cp_recv(st->cp_ctx, buf, (size_t)st->B * st->T * st->qkv);
+}
+
+static pp_status ring_send(pp_rt_stage *st, const float *buf)
+{
+    return st->cp_send(st->cp_ctx, buf, (size_t)st->B * st->T * st->qkv);
+}
+
+/* Step i of the ring holds the block of cp rank cpr - i (mod cp): the rank's own first. */
+static int owner_at(const pp_rt_stage *st, int i)
+{
+    return (st->cpr - i + st->cp) % st->cp;
 }
 
 pp_status pp_stage_cp_attention_fwd(pp_rt_stage *st, const float *qkv, float *atty, float *att)
 {
     pp_backend *be = st->be;
-    PP_TRY(gather(st, qkv));
-    return be->ops->attention_cp_fwd(be->ctx, atty, att, st->cp_all, st->B, st->T, st->Hl,
-                                     st->KVl, st->hd, st->cp, st->cpr);
+    size_t N = (size_t)st->B * st->T;
+    float *kv = st->cp_kv, *ml = kv + pp_rt_size_cp_kv_floats(&st->d, N);
+    float *scratch = ml + 2 * pp_rt_size_cp_stats_floats(&st->d, N);
+    const float *cur = qkv;
+    for (int i = 0; i < st->cp; i++) {
+        int more = i + 1 < st->cp;
+        if (more) /* on its way while this step computes */
+            PP_TRY(ring_send(st, cur));
+        PP_TRY(be->ops->attention_cp_fwd(be->ctx, atty, att, ml, scratch, qkv, cur, st->B, st->T,
+                                         st->Hl, st->KVl, st->hd, st->cp, st->cpr,
+                                         owner_at(st, i)));
+        if (more) { /* the send copied cur: the buffer takes the next block */
+            PP_TRY(ring_recv(st, kv));
+            cur = kv;
+        }
+    }
+    return be->ops->attention_cp_fwd_end(be->ctx, atty, att, ml, st->B, st->T, st->Hl, st->hd,
+                                         st->cp, st->cpr);
 }
 
 pp_status pp_stage_cp_attention_bwd(pp_rt_stage *st, const float *qkv, const float *att,
-                                    const float *datty, float *dqkv, float *dall, float *scratch)
+                                    const float *atty, const float *datty, float *dqkv,
+                                    float *dkv, float *dsum, float *scratch)
 {
     pp_backend *be = st->be;
-    PP_TRY(gather(st, qkv));
-    PP_TRY(be->ops->attention_cp_bwd(be->ctx, dall, scratch, datty, att, st->cp_all, st->B,
-                                     st->T, st->Hl, st->KVl, st->hd, st->cp, st->cpr));
-    /* every rank's share summed: this rank's rows of the whole gradient */
-    return st->cp_reduce_scatter(st->cp_ctx, dall, dqkv, (size_t)st->B * st->T * st->qkv);
+    const float *cur = qkv;
+    for (int i = 0; i < st->cp; i++) {
+        int more = i + 1 < st->cp;
+        if (more)
+            PP_TRY(ring_send(st, cur));
+        PP_TRY(be->ops->attention_cp_bwd(be->ctx, dqkv, dkv, dsum, scratch, datty, atty, att, qkv,
+                                         cur, st->B, st->T, st->Hl, st->KVl, st->hd, st->cp,
+                                         st->cpr, owner_at(st, i)));
+        /* the block's gradient goes on with it; after the last step it reaches its owner */
+        PP_TRY(ring_send(st, dkv));
+        if (more) {
+            PP_TRY(ring_recv(st, st->cp_kv));
+            cur = st->cp_kv;
+        }
+        PP_TRY(ring_recv(st, dkv));
+    }
+    /* dkv: every rank's queries' share of this rank's keys' and values' gradient; dqkv's k
+     * and v columns are zero (the first step zeroed them, the steps wrote only q columns) */
+    return be->ops->add(be->ctx, dqkv, dkv, (size_t)st->B * st->T * st->qkv);
 }

@@ -292,14 +292,14 @@ pp_status pp_rt_stage_forward(pp_rt_stage *st, int slot, const int32_t *tokens, 
     void *mem;
     PP_TRY(add_slot(st, slot, &mem));
     size_t N = (size_t)st->B * st->T;
-    size_t ws_bytes = pp_rt_size_fwd_ws(&st->d, N, (size_t)st->nl);
+    size_t ws_bytes = pp_rt_size_fwd_ws(&st->d, (size_t)st->B, (size_t)st->T, (size_t)st->nl);
     void *fws = NULL;
     pp_status rc = ws_bytes ? pp_stage_mem_alloc(st, ws_bytes, PP_MEM_WORKSPACE, &fws) : PP_OK;
-    /* the layout of pp_rt_size_fwd_ws: the sequence-parallel (N, C), then the cp group's qkv */
-    st->cp_all = st->cp > 1 && fws ? (float *)fws + (st->sp > 1 ? N * st->cfg.hidden : 0) : NULL;
+    /* the layout of pp_rt_size_fwd_ws: the sequence-parallel (N, C), then the ring's */
+    st->cp_kv = st->cp > 1 && fws ? (float *)fws + (st->sp > 1 ? N * st->cfg.hidden : 0) : NULL;
     if (rc == PP_OK)
         rc = forward_in_slot(st, mem, tokens, x_in, targets, x_out, loss, fws);
-    st->cp_all = NULL;
+    st->cp_kv = NULL;
     if (fws)
         pp_stage_mem_free(st, fws, ws_bytes, PP_MEM_WORKSPACE);
     if (rc != PP_OK) { /* give the slot back: a failed forward leaves nothing saved */

@@ -1,5 +1,5 @@
 /* test_runtime_cp.c — context parallelism in the runtime (pp_rt_exec_params.cp; runtime/
- * stage_cp.c, the CPU's attention_cp_fwd / _bwd): with cp = 2 and 4 ranks sharing each
+ * stage_cp.c's ring attention, the CPU's attention_cp_fwd / _bwd): with cp = 2 and 4 ranks sharing each
  * sequence of 16 tokens, the first step's loss, gradient norm and every gradient, and the losses
  * and parameters after two AdamW steps, equal those of the cp = 1 run of the same schedule and
  * layout (gpipe, 1f1b, interleaved, zbv; GPT and the Llama block with rotary positions and 2 KV
@@ -8,19 +8,19 @@
  *
  * Tolerance (fp32): loss and gradient norm 1e-5 relative, gradients 1e-5 relative per tensor,
  * parameters 1e-5 relative overall and 1e-3 per tensor (as test_runtime_tp.c: AdamW magnifies
- * the rounding of a nearly cancelling gradient element). Context parallelism changes the
- * summation order of attention (chunk blocks of keys) and of the K/V gradients (summed over the
- * cp ranks), and the gradients are summed over the cp ranks' tokens. Measured over this grid
- * (2-core sandbox, OpenBLAS): loss within 2.9e-8, gradient norm within 8.2e-8, gradients within
- * 5.1e-7 per tensor, parameters after two steps within 2.0e-5 per tensor (a qkv bias) and
- * 2.3e-8 overall.
+ * the rounding of a nearly cancelling gradient element). Ring attention changes the
+ * summation order of attention (one key block per ring step, merged by the online softmax) and
+ * of the K/V gradients (accumulated around the ring), and the gradients are summed over the cp
+ * ranks' tokens. Measured over this grid (2-core sandbox, OpenBLAS): loss within 2.9e-8,
+ * gradient norm within 5.9e-8, gradients within 5.4e-7 per tensor, parameters after two steps
+ * within 2.5e-5 per tensor (a qkv bias) and 2.7e-8 overall.
  *
  * The test can fail, planted once by hand (and reverted): rotary/learned positions of the
  * second chunk taken as chunk cp_rank + 1 instead of 2 cp - 1 - cp_rank (rope_freq.h's
  * pp_rope_pos, stage_cp.c's chunk_of) fails every case (llama 1f1b cp 2: gradients off by
  * 1.6e-3 relative; gpt 1f1b cp 2, learned positions: loss off by 6.9e-4); each query chunk attending one key chunk past its own (the causal
- * mask across chunks: the kernel's kc <= qc) fails every case (gpt 1f1b cp 2: loss off by
- * 1.3e-4 relative; llama: by 4.1e-5).
+ * mask across chunks: cpu_attention.c's cp_blocks, kc <= qc) fails them (gpt 1f1b cp 2: loss
+ * off by 3.6e-5 relative; llama: by 3.3e-5).
  * The memory plan against the measured peaks under cp: test_runtime_exec_mem.c. MPI against
  * threads: test_runtime_mpi.c. pprun --cp: test_runtime_tp_pprun.c. */
 #include <criterion/criterion.h>

@@ -99,6 +99,7 @@ static const pp_backend_ops cpu_ops = {
     .adamw = pp_cpu_adamw,
     .destroy = cpu_destroy,
     .attention_cp_fwd = pp_cpu_attention_cp_fwd,
+    .attention_cp_fwd_end = pp_cpu_attention_cp_fwd_end,
     .attention_cp_bwd = pp_cpu_attention_cp_bwd,
 };
 

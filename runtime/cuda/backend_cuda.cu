@@ -363,6 +363,7 @@ static const pp_backend_ops cuda_ops = {
     /* no context-parallel attention kernel (common/backends.c: the row has no
      * context_parallel, so the executor refuses cp > 1 before creating this backend) */
     /* .attention_cp_fwd = */ NULL,
+    /* .attention_cp_fwd_end = */ NULL,
     /* .attention_cp_bwd = */ NULL,
 };
 

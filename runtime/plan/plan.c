@@ -52,7 +52,7 @@ static size_t slot_bytes(const plan_ctx *x, int pipe, int stage)
 static size_t bwd_ws_bytes(const plan_ctx *x, int pipe, int stage)
 {
     size_t scratch = x->scratch  ? pp_rt_size_attn_scratch_cuda(x->d.Hl, x->T)
-                     : x->d.cp > 1 ? pp_rt_size_attn_scratch_cp(x->T, x->d.cp)
+                     : x->d.cp > 1 ? pp_rt_size_attn_scratch_cp(x->T)
                                    : pp_rt_size_attn_scratch_cpu(x->T);
     return pp_rt_size_bwd_ws(&x->d, x->N, (size_t)layers_of(x, pipe, stage),
                              stage == x->s->stages_per_pipe - 1, scratch);
@@ -264,7 +264,7 @@ static void walk(const plan_ctx *x, int r, tracker *t, int *reds, int *n_red)
         }
         case PP_OP_F: {
             /* sequence parallel, context parallel */
-            size_t fws = pp_rt_size_fwd_ws(&x->d, x->N, (size_t)layers_of(x, p, st));
+            size_t fws = pp_rt_size_fwd_ws(&x->d, x->B, x->T, (size_t)layers_of(x, p, st));
             if (!last) /* output */
                 key_alloc(t, key_boundary(x, p, st, m, 0), PP_MEM_COMM, x->io);
             key_alloc(t, key_acts(x, p, st, m), PP_MEM_ACTS, slot_bytes(x, p, st)); /* saved */

@@ -42,7 +42,9 @@
  * the in-process transport's copies count, when a receive completes depends on timing: the
  * plan simulates the schedule with unit costs (F = 1, B = 2, free links: pp_cost_init_unit)
  * and reclaims a copy at the sender's first SEND that starts after the matching RECV ended.
- * Not planned: the NCCL and MPI transports' own message buffers, and what lives outside the
+ * Not planned: the NCCL and MPI transports' own message buffers, the in-process transport's
+ * copies of the context-parallel ring's messages (runtime/stage_cp.c; the staged plans, which
+ * count no transport copies, stay exact), and what lives outside the
  * backends (thread stacks, the transports' queues, a device's context).
  */
 #ifndef PP_RT_PLAN_H

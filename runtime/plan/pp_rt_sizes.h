@@ -78,13 +78,19 @@ static inline pp_rt_dims pp_rt_dims_with_cp(pp_rt_dims d, size_t cp)
     return d;
 }
 
-/* Floats of the cp group's qkv rows of a micro-batch (N local rows per rank, the rank's qkv
- * width each; 0 without context parallelism): what the all-gather of the K/V gives a rank,
- * and the shape of the K/V gradients it reduce-scatters back (stage_cp.c says why whole
- * rows). */
+/* Floats of one block of the ring (runtime/stage_cp.c): a cp rank's qkv rows of a
+ * micro-batch (its N local rows, the qkv width each), as K/V or as their gradient; 0 without
+ * context parallelism. */
 static inline size_t pp_rt_size_cp_kv_floats(const pp_rt_dims *d, size_t N)
 {
-    return d->cp > 1 ? d->cp * N * d->qkv : 0;
+    return d->cp > 1 ? N * d->qkv : 0;
+}
+
+/* Floats of the ring attention's statistics, one per (row, head) of the rank's N rows: the
+ * forward's running max and sum take two, the backward's rowsum(dy y) one. */
+static inline size_t pp_rt_size_cp_stats_floats(const pp_rt_dims *d, size_t N)
+{
+    return d->cp > 1 ? N * d->Hl : 0;
 }
 
 /* ---- parameters (runtime/stage.c) ---- */
@@ -190,11 +196,11 @@ static inline size_t pp_rt_size_attn_scratch_cpu(size_t T)
 {
     return T * T * 4;
 }
-/* The CPU's context-parallel attention backward (attention_cp_bwd): dS of one (batch row,
- * head), the rank's T queries over the cp T keys of the sequence. */
-static inline size_t pp_rt_size_attn_scratch_cp(size_t T, size_t cp)
+/* The ring attention's block scratch (attention_cp_fwd / _bwd): one L x L block, L = T/2
+ * (the forward's exponentiated scores, the backward's dS). */
+static inline size_t pp_rt_size_attn_scratch_cp(size_t T)
 {
-    return T * T * cp * 4;
+    return (T / 2) * (T / 2) * 4;
 }
 static inline size_t pp_rt_size_attn_scratch_cuda(size_t NH, size_t T)
 {
@@ -208,9 +214,9 @@ static inline size_t pp_rt_size_attn_scratch_cuda(size_t NH, size_t T)
  * (sp > 1) also a whole (N, C) gradient (the all-gather of dres, or the sum a reduce-scatter
  * takes), with blocks a second (N, C) for the all-gathered norm outputs, and the
  * micro-batch's partial norm gradients (2 norm floats per block, norm for the final one) that
- * are all-reduced at its end. Under context parallelism (cp > 1), with blocks, the cp group's
- * qkv all-gathered again and the gradient of it that is reduce-scattered back (two of
- * pp_rt_size_cp_kv_floats). */
+ * are all-reduced at its end. Under context parallelism (cp > 1), with blocks, the ring's
+ * block of K/V and of their gradient (two of pp_rt_size_cp_kv_floats) and rowsum(dy y)
+ * (pp_rt_size_cp_stats_floats); attn_scratch is then pp_rt_size_attn_scratch_cp. */
 static inline size_t pp_rt_size_bwd_ws(const pp_rt_dims *d, size_t N, size_t layers, int has_head,
                                        size_t attn_scratch)
 {
@@ -220,18 +226,24 @@ static inline size_t pp_rt_size_bwd_ws(const pp_rt_dims *d, size_t N, size_t lay
     if (sp > 1)
         n += N * C + (layers > 0 ? N * C : 0) + layers * 2 * d->norm + (has_head ? d->norm : 0);
     if (layers > 0)
-        n += 2 * pp_rt_size_cp_kv_floats(d, N);
+        n += 2 * pp_rt_size_cp_kv_floats(d, N) + pp_rt_size_cp_stats_floats(d, N);
     return n * 4 + (layers > 0 ? attn_scratch : 0);
 }
 
 /* Bytes of a forward's workspace (runtime/stage_fwd.c, PP_MEM_WORKSPACE, freed at its end):
  * under sequence parallelism one (N, C) buffer that holds in turn the embedding's whole
  * output, each all-gathered LayerNorm output and each row-parallel linear's partial product
- * before its reduce-scatter; under context parallelism, with blocks, the cp group's qkv
- * all-gathered (pp_rt_size_cp_kv_floats); neither: none. */
-static inline size_t pp_rt_size_fwd_ws(const pp_rt_dims *d, size_t N, size_t layers)
+ * before its reduce-scatter; under context parallelism, with blocks, the ring's block of K/V
+ * (pp_rt_size_cp_kv_floats), the online softmax's running max and sum (two of
+ * pp_rt_size_cp_stats_floats) and the block scratch (pp_rt_size_attn_scratch_cp, of T = N/B
+ * tokens); neither: none. */
+static inline size_t pp_rt_size_fwd_ws(const pp_rt_dims *d, size_t B, size_t T, size_t layers)
 {
-    return ((d->sp > 1 ? N * d->C : 0) + (layers > 0 ? pp_rt_size_cp_kv_floats(d, N) : 0)) * 4;
+    size_t N = B * T, n = d->sp > 1 ? N * d->C : 0;
+    if (layers > 0 && d->cp > 1)
+        n += pp_rt_size_cp_kv_floats(d, N) + 2 * pp_rt_size_cp_stats_floats(d, N) +
+             pp_rt_size_attn_scratch_cp(T) / 4;
+    return n * 4;
 }
 
 /* ---- the CUDA backend's kernel scratch (pp_cuda_ws_reserve: one buffer that only grows) ---- */
