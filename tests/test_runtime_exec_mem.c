@@ -387,9 +387,9 @@ Test(runtime_exec_mem, plan_equals_measured_with_sequence_parallelism)
 
 /* Context parallelism (cp = 2, and cp = 4 where 2 cp divides the 16 tokens; GPT and the Llama
  * block; with t = 2 and sequence parallelism once): the plan sizes the slots of the rank's
- * T / cp tokens (their attention probabilities over the whole sequence's keys), the forward's
- * all-gathered qkv of the cp group and the backward's second gather with its gradient
- * (pp_rt_size_cp_kv_floats), the cp attention's scratch and the messages of T / cp tokens,
+ * T / cp tokens (their attention probabilities over the whole sequence's keys), the ring's
+ * K/V block, online-softmax statistics and block scratch in the forward, its K/V and dK/dV
+ * blocks and rowsum(dy y) in the backward (pp_rt_sizes.h), and the messages of T / cp tokens,
  * and equals every rank's measured peaks to the byte; a rank saves fewer activation bytes than
  * without context parallelism. */
 static void check_cp_plan(const char *kind, int D, int N, int v, int dp, int tp, int cp)

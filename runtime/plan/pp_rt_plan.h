@@ -87,7 +87,7 @@ typedef struct {
     int sequence_parallel; /* with tp > 1: activations of the rank's seq/tp tokens, the
                               stages' sequence-parallel workspaces (pp_rt_sizes.h) */
     int cp; /* context-parallel ranks (0 or 1: none): activations of seq/cp tokens, the
-               attention's K/V gathers (pp_rt_sizes.h); dp then counts dp x cp replicas,
+               ring attention's blocks (pp_rt_sizes.h); dp then counts dp x cp replicas,
                the group the gradients are all-reduced over */
 } pp_rt_plan_params;
 
