@@ -112,6 +112,21 @@ static const pp_opt tail[] = {
      .help = "continue from the checkpoint when there is one; the run\n"
              "ends with the same parameters, bit for bit, as one that\n"
              "never stopped (thread transport only)"},
+    {.name = "load-weights", .kind = PP_OPT_STRING, .offset = OFF(load_weights),
+     .arg = "PATH",
+     .help = "start from a HuggingFace checkpoint: a .safetensors file,\n"
+             "or a folder with model.safetensors or a sharded one\n"
+             "(model.safetensors.index.json); transformers' names:\n"
+             "LlamaForCausalLM (Mistral, Qwen2) for the Llama block,\n"
+             "GPT2LMHeadModel for GPT's; F32/BF16/F16; a missing,\n"
+             "unexpected or misshapen tensor is refused; with --layers\n"
+             "a checkpoint's blocks past the first L are skipped"},
+    {.name = "save-weights", .kind = PP_OPT_STRING, .offset = OFF(save_weights),
+     .arg = "FILE",
+     .help = "after the last step, write the parameters as one\n"
+             "safetensors file with transformers' names (fp32,\n"
+             "atomically), loadable by from_pretrained with the\n"
+             "model's config.json (under MPI rank 0 writes it)"},
     {.name = "help", .kind = PP_OPT_CODE, .code = O_HELP, .help = "this text"},
     {.name = "version", .kind = PP_OPT_CODE, .code = O_VERSION,
      .help = "pprun's version and git revision"},

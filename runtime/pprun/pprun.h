@@ -40,6 +40,8 @@ typedef struct {
     int save_every;         /* steps between checkpoints, 0: none */
     const char *checkpoint; /* NULL: "pprun.ckpt" */
     int resume;
+    const char *load_weights; /* --load-weights: a HuggingFace safetensors checkpoint, NULL */
+    const char *save_weights; /* --save-weights: written after the last step, NULL: none */
     int backend;   /* pp_rt_backend_kind: --backend cpu (default) | cuda */
     pp_precision precision; /* --precision fp32 (default) | bf16 */
 } pprun_opts;
