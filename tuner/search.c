@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "axes.h"
+#include "mem_shape.h"
 #include "pp_tune.h"
 #include "search_impl.h"
 
@@ -79,6 +80,7 @@ typedef struct {
     int cap_pareto;
     ot_memo memo[OT_MEMO];
     int memo_next;
+    pp_tune_shape_cache *shapes; /* every schedule's shape met so far (mem_shape.h) */
 } search;
 
 /* ---- bookkeeping ------------------------------------------------------------------------ */
@@ -667,6 +669,33 @@ static pp_status evaluate_steady(search *x, const pp_config *c, pp_tune_rank_mem
     return st == PP_OK ? rs : st;
 }
 
+/* The shape of c's schedule (*sh), from the cache, else from the schedule, generated (*s) and
+ * added to both caches. A generator's refusal returns its status. */
+static pp_status shape_of(search *x, const pp_config *c, cache_slot *cache, long *next,
+                          const pp_tune_shape **sh, pp_sched **s)
+{
+    pp_sched_params sp;
+    pp_tune_sched_params(x->m, c, &sp);
+    *sh = pp_tune_shape_cache_get(x->shapes, c->schedule, &sp);
+    if (*sh) {
+        x->res->sim_cache_hits++;
+        return PP_OK;
+    }
+    PP_TRY(cached_schedule(x, c, cache, next, s));
+    pp_tune_shape *made = NULL;
+    PP_TRY(pp_tune_shape_create(*s, &made));
+    PP_TRY(pp_tune_shape_cache_put(x->shapes, c->schedule, &sp, made));
+    *sh = made;
+    return PP_OK;
+}
+
+/* A candidate whose schedule or memory model refuses it: the refusal is its reason. */
+static pp_status refused(search *x, const pp_config *c)
+{
+    x->res->pruned_rule++;
+    return add_reject(x, c, 0, pp_err_text());
+}
+
 static pp_status evaluate_one(search *x, const cand *cd, cache_slot *cache, long *next,
                               pp_tune_rank_mem *mem)
 {
@@ -674,21 +703,28 @@ static pp_status evaluate_one(search *x, const cand *cd, cache_slot *cache, long
     if (c->N > pp_tune_steady_budget())
         return evaluate_steady(x, c, mem);
     pp_sched *s = NULL;
-    pp_status st = cached_schedule(x, c, cache, next, &s);
+    const pp_tune_shape *sh = NULL;
+    pp_status st = shape_of(x, c, cache, next, &sh, &s);
     if (st == PP_ERR_NOMEM)
         return st;
-    if (st != PP_OK) {
-        x->res->pruned_rule++;
-        return add_reject(x, c, 0, pp_err_text());
+    if (st != PP_OK)
+        return refused(x, c);
+    /* the memory from the shape, or walking the schedule where the shape cannot give the same
+     * bytes (generated again where the schedule cache let it go) */
+    int exact = 0;
+    st = pp_tune_memory_shape(x->m, c, sh, x->o, mem, &exact);
+    if (st == PP_OK && !exact) {
+        if (!s && (st = cached_schedule(x, c, cache, next, &s)) != PP_OK)
+            return st == PP_ERR_NOMEM ? st : refused(x, c);
+        st = pp_tune_memory(x->m, c, s, x->o, mem);
     }
-    st = pp_tune_memory(x->m, c, s, x->o, mem);
-    if (st == PP_ERR_UNSUPPORTED) { /* e.g. t > 1 with the runtime's memory model */
-        x->res->pruned_rule++;
-        return add_reject(x, c, 0, pp_err_text());
-    }
+    if (st == PP_ERR_UNSUPPORTED) /* e.g. t > 1 with the runtime's memory model */
+        return refused(x, c);
     PP_TRY(st);
     if (over_capacity(x, c, mem, &st))
         return st;
+    if (!s && (st = cached_schedule(x, c, cache, next, &s)) != PP_OK)
+        return st == PP_ERR_NOMEM ? st : refused(x, c);
     pp_tune_prediction pred;
     PP_TRY(pp_tune_evaluate_mem(x->m, x->hw, c, x->o, s, mem, &pred));
     return admit(x, &pred, s, mem);
@@ -824,10 +860,12 @@ static pp_status search_pass(const pp_tune_search_params *sp, const pp_tune_opts
     x.res->opts = *o;
     x.res->force = sp->force;
     x.res->allow_tp = allow_tp;
-    pp_status st = enumerate(&x);
+    x.shapes = pp_tune_shape_cache_create();
+    pp_status st = x.shapes ? enumerate(&x) : PP_ERR_NOMEM;
     if (st == PP_OK)
         st = run_ranked(&x);
     free(x.cands);
+    pp_tune_shape_cache_destroy(x.shapes);
     if (st != PP_OK) {
         pp_tune_result_destroy(x.res);
         return st;
