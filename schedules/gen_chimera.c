@@ -47,6 +47,11 @@ typedef struct {
     long *t;              /* [D] when each rank is free */
     heap *now, *later;    /* [D] each (room for the rank's 2D actions) */
     int *pending;         /* [D] actions of each rank not yet placed */
+    /* each rank's best ready action as rank_best last found it, and the ranks by it */
+    int *has;             /* [D] 1: it has one */
+    long *best_st;        /* [D] its start */
+    pp_action *best;      /* [D] */
+    pp_gen_heap ranks;
 } unit_state;
 
 static size_t unit_index(int D, int pipe, int stage, int mb)
@@ -106,43 +111,55 @@ static ready_action heap_pop(heap *q, int (*less)(const ready_action *, const re
 }
 
 /* a is ready at `at`: into its rank's later heap. */
-static void make_ready(unit_state *u, int pipe, int stage, int mb, int op, long at)
+static int make_ready(unit_state *u, int pipe, int stage, int mb, int op, long at)
 {
     pp_action a = {.op = (uint8_t)op, .pipe = (uint8_t)pipe, .stage = stage, .mb = mb};
     int r = pp_sched_rank_of(u->unit, pipe, stage);
     heap_push(&u->later[r], (ready_action){at, a}, later_less);
+    return r;
 }
 
-/* Rank r's best ready action and its start (0 when none is ready). */
-static int rank_best(unit_state *u, int r, const ready_action **best, long *start)
+/* Rank r's best ready action and its start into has/best/best_st (has 0: none is ready). */
+static void rank_best(unit_state *u, int r)
 {
     heap *now = &u->now[r], *later = &u->later[r];
     while (later->n > 0 && later->h[0].at <= u->t[r])
         heap_push(now, heap_pop(later, later_less), now_less);
-    if (now->n > 0) {
-        *best = &now->h[0], *start = u->t[r];
-        return 1;
-    }
-    if (later->n > 0) {
-        *best = &later->h[0], *start = later->h[0].at;
-        return 1;
-    }
-    return 0;
+    u->has[r] = now->n > 0 || later->n > 0;
+    if (now->n > 0)
+        u->best[r] = now->h[0].a, u->best_st[r] = u->t[r];
+    else if (later->n > 0)
+        u->best[r] = later->h[0].a, u->best_st[r] = later->h[0].at;
 }
 
-/* Priority key over ranks' bests: earlier start, then the tie-break, then the lower rank. */
-static int key_less(long s1, const pp_action *a, int r1, long s2, const pp_action *b, int r2)
+/* Priority key over ranks' bests: earlier start, then the tie-break, then the lower rank; a rank
+ * without one last. */
+static int rank_less(const void *ctx, int r, int s)
 {
-    if (s1 != s2)
-        return s1 < s2;
+    const unit_state *u = ctx;
+    if (u->has[r] != u->has[s])
+        return u->has[r];
+    if (!u->has[r])
+        return r < s;
+    if (u->best_st[r] != u->best_st[s])
+        return u->best_st[r] < u->best_st[s];
+    const pp_action *a = &u->best[r], *b = &u->best[s];
     if (a->op != b->op || a->stage != b->stage || a->mb != b->mb)
         return tie_less(a, b);
-    return r1 < r2;
+    return r < s;
+}
+
+/* Rank r's state changed: its best again, and its place among the ranks. */
+static void rank_changed(unit_state *u, int r)
+{
+    rank_best(u, r);
+    pp_gen_heap_fix(&u->ranks, r);
 }
 
 /* Runs a (started at st on rank r) and readies what only waited for it: after F the next
- * stage's F (the last stage: its own B); after B the previous stage's B, whose F ran before. */
-static void run_action(unit_state *u, int r, pp_action a, long st)
+ * stage's F (the last stage: its own B); after B the previous stage's B, whose F ran before.
+ * Returns the rank of the action readied, -1 none. */
+static int run_action(unit_state *u, int r, pp_action a, long st)
 {
     int D = u->D;
     long end = st + 1;
@@ -151,37 +168,31 @@ static void run_action(unit_state *u, int r, pp_action a, long st)
     if (a.op == PP_OP_F) {
         u->f_end[unit_index(D, a.pipe, a.stage, a.mb)] = end;
         if (a.stage + 1 < D)
-            make_ready(u, a.pipe, a.stage + 1, a.mb, PP_OP_F, end);
-        else
-            make_ready(u, a.pipe, a.stage, a.mb, PP_OP_B, end);
-        return;
+            return make_ready(u, a.pipe, a.stage + 1, a.mb, PP_OP_F, end);
+        return make_ready(u, a.pipe, a.stage, a.mb, PP_OP_B, end);
     }
     u->b_end[unit_index(D, a.pipe, a.stage, a.mb)] = end;
-    if (a.stage > 0) {
-        long f = u->f_end[unit_index(D, a.pipe, a.stage - 1, a.mb)];
-        make_ready(u, a.pipe, a.stage - 1, a.mb, PP_OP_B, f > end ? f : end);
-    }
+    if (a.stage == 0)
+        return -1;
+    long f = u->f_end[unit_index(D, a.pipe, a.stage - 1, a.mb)];
+    return make_ready(u, a.pipe, a.stage - 1, a.mb, PP_OP_B, f > end ? f : end);
 }
 
 /* Picks the next action of the unit by the priority above, runs it and stores it in *a /
  * *rank; returns 0 when nothing is ready (cannot happen for a complete unit). The key is a
- * total order, so the best over all ranks is the best of the ranks' bests. */
+ * total order, so the best over all ranks is the best of the ranks' bests: the heap's top.
+ * Running an action changes its own rank and the one of the action it readies, only. */
 static int unit_step(unit_state *u, pp_action *a, int *rank)
 {
-    int D = u->D, br = -1;
-    const ready_action *bx = NULL;
-    long bs = 0;
-    for (int r = 0; r < D; r++) {
-        const ready_action *x;
-        long st;
-        if (rank_best(u, r, &x, &st) && (br < 0 || key_less(st, &x->a, r, bs, &bx->a, br)))
-            br = r, bx = x, bs = st;
-    }
-    if (br < 0)
+    int br = u->ranks.h[0];
+    if (!u->has[br])
         return 0;
     heap *q = u->now[br].n > 0 ? &u->now[br] : &u->later[br];
     ready_action x = heap_pop(q, q == &u->now[br] ? now_less : later_less);
-    run_action(u, br, x.a, bs);
+    int dr = run_action(u, br, x.a, u->best_st[br]);
+    rank_changed(u, br);
+    if (dr >= 0 && dr != br)
+        rank_changed(u, dr);
     *a = x.a;
     *rank = br;
     return 1;
@@ -195,6 +206,10 @@ static pp_status run_unit(unit_state *u, pp_sched *unit)
         for (int k = 0; k < D; k++)
             u->pending[pp_sched_stage(unit, p, k)->rank] += 2; /* its F and B */
         make_ready(u, p, 0, m, PP_OP_F, 0);
+    }
+    for (int r = 0; r < D; r++) {
+        rank_best(u, r);
+        pp_gen_heap_add(&u->ranks, r);
     }
     pp_action a;
     int r, placed = 0;
@@ -219,10 +234,17 @@ static pp_status build_unit(pp_sched *unit)
                     pp_calloc((size_t)D, sizeof(long)),
                     pp_calloc((size_t)D, sizeof(heap)),
                     pp_calloc((size_t)D, sizeof(heap)),
-                    pp_calloc((size_t)D, sizeof(int))};
+                    pp_calloc((size_t)D, sizeof(int)),
+                    pp_calloc((size_t)D, sizeof(int)),
+                    pp_calloc((size_t)D, sizeof(long)),
+                    pp_calloc((size_t)D, sizeof(pp_action)),
+                    {rank_less, NULL, pp_calloc(2 * (size_t)D, sizeof(int)), NULL, 0}};
+    u.ranks.ctx = &u;
     ready_action *room = pp_calloc(2 * n, sizeof *room); /* each rank: 2D now, 2D later */
     pp_status st = PP_ERR_NOMEM;
-    if (u.f_end && u.b_end && u.t && u.now && u.later && u.pending && room) {
+    if (u.f_end && u.b_end && u.t && u.now && u.later && u.pending && u.has && u.best_st &&
+        u.best && u.ranks.h && room) {
+        u.ranks.pos = u.ranks.h + D;
         for (size_t i = 0; i < n; i++)
             u.f_end[i] = u.b_end[i] = -1;
         for (int r = 0; r < D; r++) {
@@ -238,6 +260,10 @@ static pp_status build_unit(pp_sched *unit)
     free(u.now);
     free(u.later);
     free(u.pending);
+    free(u.has);
+    free(u.best_st);
+    free(u.best);
+    free(u.ranks.h);
     return st;
 }
 

@@ -399,13 +399,27 @@ static int by_bound(const void *a, const void *b)
 
 /* ---- schedule cache --------------------------------------------------------------------- */
 /* A schedule leaving the cache while a leaderboard entry points to it moves to the result's
- * held list (freed with the result); unreferenced ones are destroyed. */
-#define CACHE_SLOTS 16
+ * held list (freed with the result); unreferenced ones are destroyed. The cache keeps the most
+ * recent CACHE_SLOTS schedules within CACHE_BYTES (the candidates that fit come back to a
+ * schedule after its shape was taken, often after many others: 1T on 3,072 GPUs generated 625
+ * schedules with 16 slots for 402 distinct ones). */
+#define CACHE_SLOTS 64
+#define CACHE_BYTES (256.0 * 1024 * 1024)
 typedef struct {
     pp_sched_params key;
     char kind[16];
     pp_sched *s;
+    double bytes; /* its action lists */
+    long used;    /* when it was last asked for (the cache's clock) */
 } cache_slot;
+
+static double sched_bytes(const pp_sched *s)
+{
+    double n = 0;
+    for (int r = 0; r < s->ranks; r++)
+        n += (double)s->cap_ops[r] * sizeof(pp_action);
+    return n;
+}
 
 static int referenced(const pp_tune_result *r, const pp_sched *s)
 {
@@ -446,27 +460,57 @@ static pp_status release(search *x, pp_sched *s)
     return PP_OK;
 }
 
+/* The least recently used schedule's slot (empty: NULL none), or an empty slot first. */
+static cache_slot *oldest(cache_slot *cache, int or_empty)
+{
+    cache_slot *v = NULL;
+    for (int i = 0; i < CACHE_SLOTS; i++) {
+        if (!cache[i].s && or_empty)
+            return &cache[i];
+        if (cache[i].s && (!v || cache[i].used < v->used))
+            v = &cache[i];
+    }
+    return v;
+}
+
+/* Lets slot's schedule go (to the held list where the leaderboard points to it). */
+static pp_status evict(search *x, cache_slot *slot, double *held)
+{
+    if (!slot->s)
+        return PP_OK;
+    *held -= slot->bytes;
+    pp_sched *s = slot->s;
+    slot->s = NULL;
+    return release(x, s);
+}
+
 static pp_status cached_schedule(search *x, const pp_config *c, cache_slot *cache,
-                                 long *next, pp_sched **out)
+                                 long *clock, pp_sched **out)
 {
     pp_sched_params sp;
     pp_tune_sched_params(x->m, c, &sp);
+    ++*clock;
     for (int i = 0; i < CACHE_SLOTS; i++)
         if (cache[i].s && !strcmp(cache[i].kind, c->schedule) &&
             !memcmp(&cache[i].key, &sp, sizeof sp)) {
             x->res->sim_cache_hits++;
+            cache[i].used = *clock;
             *out = cache[i].s;
             return PP_OK;
         }
     pp_sched *s = NULL;
     PP_TRY(pp_sched_generate(c->schedule, &sp, &s));
-    cache_slot *slot = &cache[(*next)++ % CACHE_SLOTS];
-    pp_sched *old = slot->s;
-    slot->key = sp;
+    double held = 0, need = sched_bytes(s);
+    for (int i = 0; i < CACHE_SLOTS; i++)
+        held += cache[i].s ? cache[i].bytes : 0;
+    cache_slot *slot = oldest(cache, 1), *o;
+    pp_status st = evict(x, slot, &held);
+    while (st == PP_OK && held + need > CACHE_BYTES && (o = oldest(cache, 0)))
+        st = evict(x, o, &held); /* the least recent go until it fits the budget */
+    *slot = (cache_slot){.key = sp, .s = s, .bytes = sched_bytes(s), .used = *clock};
     snprintf(slot->kind, sizeof slot->kind, "%s", c->schedule);
-    slot->s = s;
     *out = s;
-    return release(x, old);
+    return st;
 }
 
 /* ---- leaderboard --------------------------------------------------------------------------- */
@@ -671,7 +715,7 @@ static pp_status evaluate_steady(search *x, const pp_config *c, pp_tune_rank_mem
 
 /* The shape of c's schedule (*sh), from the cache, else from the schedule, generated (*s) and
  * added to both caches. A generator's refusal returns its status. */
-static pp_status shape_of(search *x, const pp_config *c, cache_slot *cache, long *next,
+static pp_status shape_of(search *x, const pp_config *c, cache_slot *cache, long *clock,
                           const pp_tune_shape **sh, pp_sched **s)
 {
     pp_sched_params sp;
@@ -681,7 +725,7 @@ static pp_status shape_of(search *x, const pp_config *c, cache_slot *cache, long
         x->res->sim_cache_hits++;
         return PP_OK;
     }
-    PP_TRY(cached_schedule(x, c, cache, next, s));
+    PP_TRY(cached_schedule(x, c, cache, clock, s));
     pp_tune_shape *made = NULL;
     PP_TRY(pp_tune_shape_create(*s, &made));
     PP_TRY(pp_tune_shape_cache_put(x->shapes, c->schedule, &sp, made));
@@ -696,7 +740,7 @@ static pp_status refused(search *x, const pp_config *c)
     return add_reject(x, c, 0, pp_err_text());
 }
 
-static pp_status evaluate_one(search *x, const cand *cd, cache_slot *cache, long *next,
+static pp_status evaluate_one(search *x, const cand *cd, cache_slot *cache, long *clock,
                               pp_tune_rank_mem *mem)
 {
     const pp_config *c = &cd->cfg;
@@ -704,7 +748,7 @@ static pp_status evaluate_one(search *x, const cand *cd, cache_slot *cache, long
         return evaluate_steady(x, c, mem);
     pp_sched *s = NULL;
     const pp_tune_shape *sh = NULL;
-    pp_status st = shape_of(x, c, cache, next, &sh, &s);
+    pp_status st = shape_of(x, c, cache, clock, &sh, &s);
     if (st == PP_ERR_NOMEM)
         return st;
     if (st != PP_OK)
@@ -714,7 +758,7 @@ static pp_status evaluate_one(search *x, const cand *cd, cache_slot *cache, long
     int exact = 0;
     st = pp_tune_memory_shape(x->m, c, sh, x->o, mem, &exact);
     if (st == PP_OK && !exact) {
-        if (!s && (st = cached_schedule(x, c, cache, next, &s)) != PP_OK)
+        if (!s && (st = cached_schedule(x, c, cache, clock, &s)) != PP_OK)
             return st == PP_ERR_NOMEM ? st : refused(x, c);
         st = pp_tune_memory(x->m, c, s, x->o, mem);
     }
@@ -723,7 +767,7 @@ static pp_status evaluate_one(search *x, const cand *cd, cache_slot *cache, long
     PP_TRY(st);
     if (over_capacity(x, c, mem, &st))
         return st;
-    if (!s && (st = cached_schedule(x, c, cache, next, &s)) != PP_OK)
+    if (!s && (st = cached_schedule(x, c, cache, clock, &s)) != PP_OK)
         return st == PP_ERR_NOMEM ? st : refused(x, c);
     pp_tune_prediction pred;
     PP_TRY(pp_tune_evaluate_mem(x->m, x->hw, c, x->o, s, mem, &pred));
@@ -779,11 +823,14 @@ static pp_status run_ranked(search *x)
         x->kind_best[k] = INFINITY, x->kind_slot[k] = -1;
     cache_slot cache[CACHE_SLOTS];
     memset(cache, 0, sizeof cache);
-    long next = 0;
+    long clock = 0; /* the schedule cache's */
     pp_status st = x->res->best && mem && x->kind_best && x->kind_slot && x->res->sched_best
                        ? PP_OK
                        : PP_ERR_NOMEM;
-    char why[200];
+    char why[200], usable[16]; /* the reason of every static-memory reject, formatted once */
+    snprintf(why, sizeof why, "does not fit: weights, gradients and optimizer state alone "
+                              "average more than %s usable per rank",
+             pp_fmt_bytes(cap, usable, sizeof usable));
     /* done[k]: candidate k was evaluated with a sibling (below) */
     unsigned char *done = pp_calloc((size_t)x->n_cands + 1, 1);
     if (!done)
@@ -794,10 +841,6 @@ static pp_status run_ranked(search *x)
             continue;
         if (isinf(cd->bound)) {
             x->res->pruned_memory++;
-            char usable[16];
-            snprintf(why, sizeof why, "does not fit: weights, gradients and optimizer state "
-                                      "alone average more than %s usable per rank",
-                     pp_fmt_bytes(cap, usable, sizeof usable));
             st = add_reject(x, &cd->cfg, 1, why);
         } else if (bounded_out(x, cd)) {
             x->res->bounded++;
@@ -808,7 +851,7 @@ static pp_status run_ranked(search *x)
                 j->kind_best = kind_best_of(x, &cd->cfg);
             }
         } else {
-            st = evaluate_one(x, cd, cache, &next, mem);
+            st = evaluate_one(x, cd, cache, &clock, mem);
             /* its layout's other settings while the schedule is in the cache: any order of
              * evaluation is exact, since the bound is held against a threshold that only
              * falls (a candidate skipped now would be skipped at the end); the order by bound
@@ -818,7 +861,7 @@ static pp_status run_ranked(search *x)
                 if (done[j] || sib == cd || isinf(sib->bound) || bounded_out(x, sib))
                     continue;
                 done[j] = 1;
-                st = evaluate_one(x, sib, cache, &next, mem);
+                st = evaluate_one(x, sib, cache, &clock, mem);
             }
         }
         if (sp->progress && (i % 16 == 15 || i + 1 == x->n_cands))
