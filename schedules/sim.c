@@ -19,6 +19,9 @@
  * so link FIFO resolves in program order even though ranks are not simulated in global time
  * order. A worklist runs each rank as far as it can; a RECV whose SEND has not run parks the rank
  * until that SEND wakes it. Cost O(actions + ranks), lookups by (pipe, stage, mb) are O(1).
+ * Each rank's in-flight peaks (inflight.c's walks, with their step functions) and its last
+ * compute or REDUCE end are taken as its actions run, so they need no pass of their own and
+ * no spans.
  * Not modelled: contention between different links sharing a NIC or switch, compute slowed by
  * concurrent communication, memory limits. Validation here is only what keeps the simulator
  * safe; pp_sched_check gives the full diagnosis. */

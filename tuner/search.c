@@ -12,18 +12,20 @@
  *    step of a rank holding the average parameter count. Static memory (weights, gradients,
  *    optimizer state) averaged over ranks is a lower bound on the fullest rank: above capacity,
  *    the candidate is pruned without generating its schedule.
- * 3. In increasing bound order: generate the schedule (cached by kind/D/N/v/G/split: the
- *    schedule does not depend on b or t), apply the memory model with the rank's own peak from
- *    the schedule, simulate the survivors with the time model's costs. Once `keep` candidates
+ * 3. In increasing bound order: the memory model with each rank's own peak from the schedule
+ *    (which does not depend on b, t or the settings): from its shape (mem_shape.h: placement and
+ *    the in-flight count vectors where a rank can peak, kept for every schedule key met, to the
+ *    bit what walking the schedule gives), the schedule generated once per key to make the
+ *    shape and again only for simulation (schedules cached by kind/D/N/v/G/split, by recency
+ *    within a byte budget); simulate the survivors with the time model's costs. Once `keep` candidates
  *    fit, a candidate whose bound is not below the keep-th best step time cannot enter the
  *    leaderboard; it and every later one are recorded as "bound" without simulation. This is
  *    exact: the kept leaderboard equals the one a full simulation of every candidate would give.
  * 4. One pass: the settings are searched like the layout, so there is no fallback that
  *    switches one on when nothing fits; every candidate that did not fit keeps its reason.
  *    Trials, recalibration and choice follow on the leaderboard (search_trials.c).
- * Each candidate's schedule is generated once (the cache) and its memory computed once; the
- * leaderboard's entries keep both (pp_tune_prediction.sched, .mem), so printing, the profile
- * and the trials reuse them.
+ * The leaderboard's entries keep their schedule and memory (pp_tune_prediction.sched, .mem), so
+ * printing, the profile and the trials reuse them.
  * What is not cached, and why: simulated makespans. Costs of different (b, t) do not scale
  * uniformly (latencies, all-reduce alpha terms, memory-bound kernels), so reusing a makespan
  * across them would not be exact.
