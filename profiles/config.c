@@ -23,6 +23,17 @@ const char *pp_shard_name(pp_shard s)
     return s >= PP_SHARD_NONE && s <= PP_SHARD_GRADIENTS ? pp_shard_names[s] : "none";
 }
 
+/* pprun's line carries the recomputation only where there is one. */
+static int recompute_set(const pp_config *c)
+{
+    return c->recompute != PP_RECOMPUTE_NONE;
+}
+
+static int recompute_layers_set(const pp_config *c)
+{
+    return c->recompute_layers > 0;
+}
+
 static const char *recompute_layers_rule(const pp_config *c)
 {
     return c->recompute_layers > 0 && c->recompute != PP_RECOMPUTE_FULL
@@ -109,9 +120,17 @@ static const pp_config_axis axes[] = {
              "per tensor rank (Megatron; t must divide --seq)",
      .profile_role = PP_CONFIG_PROFILE_FOLLOWS, .on_line = tensor_parallel, .line = 90},
     {.key = "recompute", .kind = PP_CONFIG_ENUM, .offset = OFF(recompute),
-     .names = pp_recompute_names, .optional_minor = 2},
+     .names = pp_recompute_names, .optional_minor = 2, .flag = "--recompute", .arg = "MODE",
+     .help = "activation recomputation: selective (each block's\n"
+             "attention probabilities), full (each block keeps its\n"
+             "input, its forward rerun in the backward)",
+     .profile_role = PP_CONFIG_PROFILE_FOLLOWS, .on_line = recompute_set, .line = 130},
     {.key = "recompute_layers", .kind = PP_CONFIG_INT, .offset = OFF(recompute_layers),
-     .min = 0, .optional_minor = 3, .rule = recompute_layers_rule},
+     .min = 0, .optional_minor = 3, .rule = recompute_layers_rule, .flag = "--recompute-layers",
+     .arg = "k", .help = "with --recompute full: only the first k blocks of each\n"
+                         "stage (Megatron's block method; default all)",
+     .flag_min = 1, .profile_role = PP_CONFIG_PROFILE_FOLLOWS, .on_line = recompute_layers_set,
+     .line = 140},
     /* 1.2 wrote "distributed_optimizer" (true: "optimizer"); config_json.c still reads it */
     {.key = "shard", .kind = PP_CONFIG_ENUM, .offset = OFF(shard), .names = pp_shard_names,
      .optional_minor = 3},

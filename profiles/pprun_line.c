@@ -43,6 +43,8 @@ int pp_profile_pprun_argv(const pp_profile_pprun_line *l,
         ARG("%s", a->flag);
         if (a->kind == PP_CONFIG_SCHEDULE)
             ARG("%s", c->schedule);
+        else if (a->kind == PP_CONFIG_ENUM)
+            ARG("%s", pp_config_enum_name(a, pp_config_get(c, a)));
         else if (a->arg)
             ARG("%d", pp_config_get(c, a));
     }

@@ -38,6 +38,7 @@ static pp_status check_params(const pp_rt_exec_params *p)
     PP_TRY(pp_model_check_tp(p->model, t));
     if (p->sequence_parallel)
         PP_TRY(pp_model_check_sp(p->seq, t));
+    PP_TRY(pp_rt_check_recompute(p->recompute, p->recompute_layers));
     if ((long)p->dp * s->ranks * t > 1024)
         return PP_ERR(PP_ERR_INVALID, "%d replicas x %d ranks x %d tensor ranks = %ld threads; at "
                       "most 1024",
@@ -154,6 +155,8 @@ static pp_status create_stages(pp_rt_executor *ex, int g)
                 .sequence_parallel = ex->SP,
                 .tp_allgather = tp_allgather,
                 .tp_reduce_scatter = tp_reduce_scatter,
+                .recompute = ex->recompute,
+                .recompute_layers = ex->recompute_layers,
             };
             PP_TRY(pp_rt_stage_create(
                 ex->be[g], &sp,
@@ -355,6 +358,7 @@ pp_status pp_rt_executor_create(const pp_rt_exec_params *p, pp_rt_executor **out
     ex->N = p->sched->microbatches;
     ex->TP = p->tp > 1 ? p->tp : 1;
     ex->SP = ex->TP > 1 && p->sequence_parallel;
+    ex->recompute = p->recompute, ex->recompute_layers = p->recompute_layers;
     ex->place = (pp_rt_place){.t = ex->TP, .p = ex->D, .dp = ex->dp};
     ex->G = pp_rt_place_ranks(&ex->place);
     ex->seed = p->seed;

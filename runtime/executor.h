@@ -68,6 +68,7 @@ struct pp_rt_executor {
     int B, T, dp, D, S, P, N, G; /* G = dp * D * TP ranks */
     int TP;                       /* tensor-parallel ranks per pipeline rank (1: none) */
     int SP;                       /* sequence parallelism (with TP > 1) */
+    int recompute, recompute_layers; /* pp_rt_exec_params's (PP_RT_RC_*) */
     pp_rt_place place;            /* {TP, D, dp}: pp_rt_place.h's global rank layout */
     uint64_t seed;
     pp_adamw adamw;

@@ -75,6 +75,9 @@ typedef struct {
      * tp <= 1): PP_ERR_INVALID unless tp divides seq. Its all-gathers and reduce-scatters
      * count in the step's tp_seconds / tp_bytes. */
     int sequence_parallel;
+    /* Activation recomputation on every stage (pp_rt_stage_params.recompute, .recompute_layers;
+     * planned: pp_rt_plan_params): PP_ERR_INVALID for a mode or k the runtime does not run. */
+    int recompute, recompute_layers;
 } pp_rt_exec_params;
 
 typedef struct {

@@ -61,6 +61,12 @@ typedef struct {
     int sequence_parallel;
     pp_status (*tp_allgather)(void *ctx, const float *part, float *full, size_t n);
     pp_status (*tp_reduce_scatter)(void *ctx, const float *full, float *part, size_t n);
+    /* Activation recomputation (pp_rt_sizes.h's PP_RT_RC_*: 0 none, 1 selective, 2 full) and,
+     * with full, the first recompute_layers blocks of the stage (0: all). A recomputed block
+     * reruns its forward (full) or its attention core (selective) on the same inputs at the
+     * start of its backward, so the gradients are the same floats as without it; the slot is
+     * smaller (pp_rt_stage_act_bytes), forward and backward take the recompute workspace. */
+    int recompute, recompute_layers;
 } pp_rt_stage_params;
 
 /* A named parameter tensor with its gradient (both in backend memory, fp32, n elements).

@@ -53,7 +53,7 @@ static size_t bwd_ws_bytes(const plan_ctx *x, int pipe, int stage)
 {
     size_t scratch = x->scratch ? pp_rt_size_attn_scratch_cuda(x->d.Hl, x->T)
                              : pp_rt_size_attn_scratch_cpu(x->T);
-    return pp_rt_size_bwd_ws(&x->d, x->N, (size_t)layers_of(x, pipe, stage),
+    return pp_rt_size_bwd_ws(&x->d, x->B, x->T, (size_t)layers_of(x, pipe, stage),
                              stage == x->s->stages_per_pipe - 1, scratch);
 }
 
@@ -262,7 +262,8 @@ static void walk(const plan_ctx *x, int r, tracker *t, int *reds, int *n_red)
             break;
         }
         case PP_OP_F: {
-            size_t fws = pp_rt_size_fwd_ws(x->N, x->d.C, x->d.sp); /* sequence parallel */
+            /* sequence parallelism, recomputation */
+            size_t fws = pp_rt_size_fwd_ws(&x->d, x->B, x->T, (size_t)layers_of(x, p, st));
             if (!last) /* output */
                 key_alloc(t, key_boundary(x, p, st, m, 0), PP_MEM_COMM, x->io);
             key_alloc(t, key_acts(x, p, st, m), PP_MEM_ACTS, slot_bytes(x, p, st)); /* saved */
@@ -372,6 +373,7 @@ static pp_status check(const pp_rt_plan_params *p)
         PP_TRY(pp_model_check_tp(p->model, p->tp));
     if (p->sequence_parallel)
         PP_TRY(pp_model_check_sp(p->seq, p->tp));
+    PP_TRY(pp_rt_check_recompute(p->recompute, p->recompute_layers));
     if (p->sched->layers != p->model->layers)
         return PP_ERR(PP_ERR_INVALID, "memory plan: the schedule splits %d layers, the model has %d",
                       p->sched->layers, p->model->layers);
@@ -400,6 +402,7 @@ static pp_status ctx_init(const pp_rt_plan_params *p, plan_ctx *x)
     x->B = (size_t)p->micro_batch, x->T = (size_t)p->seq, x->N = x->B * x->T;
     size_t t = p->tp > 1 ? (size_t)p->tp : 1;
     x->d = pp_rt_dims_of(m, t, t > 1 && p->sequence_parallel ? t : 1);
+    x->d.rc = p->recompute, x->d.rc_k = (size_t)p->recompute_layers;
     x->be = pp_backend_row_of(p->backend); /* check() has refused a kind without a row */
     x->scratch = x->be->kernel_scratch;
     x->bf16 = p->precision == PP_PREC_BF16 && pp_backend_row_has_precision(x->be, PP_PREC_BF16);
@@ -522,4 +525,15 @@ const char *pp_mem_category_name(pp_mem_category c)
     if ((int)c < 0 || c >= PP_MEM__COUNT)
         return "unknown";
     return names[c];
+}
+
+pp_status pp_rt_check_recompute(int mode, int k)
+{
+    if (mode < PP_RT_RC_NONE || mode > PP_RT_RC_FULL)
+        return PP_ERR(PP_ERR_INVALID, "recompute: mode %d is none of 0 (none), 1 (selective), "
+                                      "2 (full)", mode);
+    if (k < 0 || (k > 0 && mode != PP_RT_RC_FULL))
+        return PP_ERR(PP_ERR_INVALID, "recompute layers: %d; expected 0, or k >= 1 with full "
+                                      "recomputation (the first k blocks of each stage)", k);
+    return PP_OK;
 }

@@ -84,7 +84,14 @@ typedef struct {
     int tp; /* tensor-parallel ranks per pipeline rank (0 or 1: none); each plans the same */
     int sequence_parallel; /* with tp > 1: activations of the rank's seq/tp tokens, the
                               stages' sequence-parallel workspaces (pp_rt_sizes.h) */
+    int recompute;         /* PP_RT_RC_* (pp_rt_sizes.h): the smaller slots and the
+                              recompute workspace of forward and backward */
+    int recompute_layers;  /* with PP_RT_RC_FULL: the first k blocks of each stage; 0 all */
 } pp_rt_plan_params;
+
+/* PP_OK for a recomputation the runtime runs (mode a PP_RT_RC_*, k >= 0 and only with full),
+ * else PP_ERR_INVALID naming the value (runtime/plan/plan.c). */
+pp_status pp_rt_check_recompute(int mode, int k);
 
 /* One pipeline rank's plan (every dp replica and tensor-parallel rank of it plans the same:
  * the in-place tensor-parallel all-reduces allocate nothing through the backends). */

@@ -83,7 +83,9 @@ static int fits_this_machine(const pp_rt_exec_params *ep)
         return -1; /* a process per rank, or device memory: the backend finds out */
     pp_rt_plan_params pp = {.model = ep->model, .sched = ep->sched, .micro_batch = ep->micro_batch,
                             .seq = ep->seq, .dp = ep->dp, .backend = ep->backend,
-                            .tp = ep->tp, .sequence_parallel = ep->sequence_parallel};
+                            .tp = ep->tp, .sequence_parallel = ep->sequence_parallel,
+                            .recompute = ep->recompute,
+                            .recompute_layers = ep->recompute_layers};
     int D = ep->sched->ranks;
     pp_rt_plan_rank *plan = calloc((size_t)D, sizeof *plan);
     if (!plan)
@@ -195,6 +197,8 @@ static int setup(const pprun_opts *o, run_state *s)
         .dp = o->cfg.d,
         .tp = o->cfg.t,
         .sequence_parallel = o->cfg.sequence_parallel,
+        .recompute = (int)o->cfg.recompute, /* pp_recompute's values are PP_RT_RC_*'s */
+        .recompute_layers = o->cfg.recompute_layers,
         .seed = o->seed,
         .clip = (float)o->clip,
         .transport = s->nccl ? s->nccl : s->tp,

@@ -220,6 +220,13 @@ static int check(const pprun_opts *o)
         fprintf(stderr, "pprun: --ranks, --chunks, --microbatches: %s\n", pp_err_text());
         return 2;
     }
+    const pp_config_axis *rl = pp_config_axis_find("recompute_layers");
+    const char *want = rl->rule(&o->cfg);
+    if (want) { /* the axis's rule, as a profile's reader applies it */
+        fprintf(stderr, "pprun: --recompute-layers %d: expected %s\n", o->cfg.recompute_layers,
+                want);
+        return 2;
+    }
     const pp_backend_row *be = pp_backend_row_of(o->backend);
     if (!pp_backend_row_has_precision(be, o->precision)) {
         const pp_backend_row *with = NULL; /* the first --backend that computes in it */
