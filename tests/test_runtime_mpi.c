@@ -184,6 +184,22 @@ Test(runtime_mpi, llama_tp2_sp_d2_dp2_equals_threads, .timeout = 300)
                     8, 8);
 }
 
+/* Full recomputation under sequence parallelism (the recomputed forward reruns its all-gathers
+ * and reduce-scatters) and selective recomputation with split backward: MPI trains bit for bit
+ * like the threads. */
+Test(runtime_mpi, recompute_tp2_sp_d2_dp2_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads(COMMON " --schedule interleaved --ranks 2 --dp 2 --tp 2 --sequence-parallel "
+                    "--recompute full --recompute-layers 1",
+                    8, 8);
+}
+Test(runtime_mpi, recompute_selective_zb_h1_d4_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads(COMMON " --schedule zb-h1 --ranks 4 --recompute selective", 4, 4);
+}
+
 /* Rank 0's trace holds every action of every process's rank. */
 /* All-gather and reduce-scatter (tensor parallelism) over MPI processes: the same bits as over
  * threads (tests/tp_coll_check.h; both sum in group order at the group's first rank). */
