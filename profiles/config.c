@@ -23,6 +23,18 @@ const char *pp_shard_name(pp_shard s)
     return s >= PP_SHARD_NONE && s <= PP_SHARD_GRADIENTS ? pp_shard_names[s] : "none";
 }
 
+/* pprun's line carries sharding only where there is some. */
+static int shard_set(const pp_config *c)
+{
+    return c->shard != PP_SHARD_NONE;
+}
+
+/* pprun runs ZeRO-1, not ZeRO-2 (runtime/pp_rt_executor.h says why). */
+static int shard_pprun_cannot(const pp_config *c)
+{
+    return c->shard == PP_SHARD_GRADIENTS;
+}
+
 /* pprun's line carries the recomputation only where there is one. */
 static int recompute_set(const pp_config *c)
 {
@@ -133,7 +145,12 @@ static const pp_config_axis axes[] = {
      .line = 140},
     /* 1.2 wrote "distributed_optimizer" (true: "optimizer"); config_json.c still reads it */
     {.key = "shard", .kind = PP_CONFIG_ENUM, .offset = OFF(shard), .names = pp_shard_names,
-     .optional_minor = 3},
+     .optional_minor = 3, .flag = "--shard", .arg = "WHAT",
+     .help = "over the --dp replicas: optimizer (ZeRO-1: gradients\n"
+             "reduce-scattered, AdamW on 1/dp each, parameters\n"
+             "all-gathered); gradients (ZeRO-2) is not run yet",
+     .profile_role = PP_CONFIG_PROFILE_FOLLOWS, .on_line = shard_set,
+     .pprun_cannot = shard_pprun_cannot, .line = 75},
     {.key = "cp", .kind = PP_CONFIG_INT, .offset = OFF(cp), .min = 1, .dflt = 1,
      .optional_minor = 3, .shown = 2},
 };

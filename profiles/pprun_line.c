@@ -87,7 +87,7 @@ const char *pp_profile_pprun_unrun(const pp_config *c, char *buf, size_t n)
     size_t len = 0;
     buf[0] = '\0';
     for (int i = 0; i < na; i++) {
-        if (a[i].flag)
+        if (a[i].flag && !(a[i].pprun_cannot && a[i].pprun_cannot(c)))
             continue; /* pprun takes it */
         int v = pp_config_get(c, &a[i]);
         if (v == a[i].dflt || len >= n)

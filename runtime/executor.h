@@ -49,6 +49,9 @@ typedef struct {
     pending_reduce *red; /* [n_red_cap] */
     int n_red, n_red_cap;
     double grad_sq; /* this rank's share of the squared gradient norm */
+    float *zero_opt; /* sharded optimizer (executor_zero.c): AdamW m | v of this replica's
+                        shard, PP_MEM_OPTIM, NULL until the first step */
+    size_t zero_n;   /* floats of the rank's packed gradients it was sized for */
     double norm;    /* the global norm, once synchronised */
     pp_status st;
     char err[1024];
@@ -69,6 +72,7 @@ struct pp_rt_executor {
     int TP;                       /* tensor-parallel ranks per pipeline rank (1: none) */
     int SP;                       /* sequence parallelism (with TP > 1) */
     int recompute, recompute_layers; /* pp_rt_exec_params's (PP_RT_RC_*) */
+    int shard;                    /* PP_RT_SHARD_* in effect (none at dp = 1) */
     pp_rt_place place;            /* {TP, D, dp}: pp_rt_place.h's global rank layout */
     uint64_t seed;
     pp_adamw adamw;
@@ -136,6 +140,10 @@ typedef struct {
 
 /* executor_sync.c */
 pp_status pp_ex_post_reduce(pp_rt_executor *ex, rank_state *rs, int id);
+/* executor_zero.c: the dp reduce-scatter, the norm, AdamW on the replica's shard and the
+ * parameters' all-gather (ex->shard == PP_RT_SHARD_OPTIMIZER, dp > 1); and freeing its state. */
+pp_status pp_ex_sync_sharded(pp_rt_executor *ex, rank_state *rs);
+void pp_ex_zero_free(rank_state *rs, int dp);
 pp_status pp_ex_sync_and_update(pp_rt_executor *ex, rank_state *rs);
 /* Checks that the participants of every REDUCE hold the same tensor names (else the packed
  * all-reduce would sum unrelated tensors). Run once at creation. */

@@ -26,7 +26,8 @@ static void plan_params(const pp_rt_executor *ex, pp_rt_plan_params *pp)
                               .tp = ex->TP,
                               .sequence_parallel = ex->SP,
                               .recompute = ex->recompute,
-                              .recompute_layers = ex->recompute_layers};
+                              .recompute_layers = ex->recompute_layers,
+                              .shard = ex->shard};
 }
 
 pp_status pp_ex_plan_create(pp_rt_executor *ex)

@@ -11,7 +11,8 @@
  *                PyTorch's clip_grad_norm_. Replicas stay identical: they see identical sums.
  * Every sum runs in a fixed order, so replicas get bit-identical gradients.
  *
- * Not here: bucketing or overlapping the dp all-reduce with backward, ZeRO sharding.
+ * With the optimizer sharded over dp (ZeRO-1) the dp all-reduce, the norm and AdamW are
+ * executor_zero.c's. Not here: bucketing or overlapping the dp all-reduce with backward.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -330,6 +331,13 @@ pp_status pp_ex_sync_and_update(pp_rt_executor *ex, rank_state *rs)
     PP_TRY(pp_ex_mark(rs, ex_mark_after(n_ops, EX_MARK_SYNC_START)));
     PP_TRY(finish_reduces(ex, rs));
     PP_TRY(sync_tied(ex, rs));
+    if (ex->shard == PP_RT_SHARD_OPTIMIZER) { /* reduce-scatter, norm, AdamW, all-gather */
+        PP_TRY(pp_ex_sync_sharded(ex, rs));
+        PP_TRY(pp_ex_mark(rs, ex_mark_after(n_ops, EX_MARK_SYNC_END)));
+        PP_TRY(pp_ex_mark(rs, ex_mark_after(n_ops, EX_MARK_OPTIM_END)));
+        sy->end = op->start = op->end = pp_now() - ex->t0;
+        return PP_OK;
+    }
     PP_TRY(sync_dp(ex, rs));
     PP_TRY(global_norm(ex, rs));
     PP_TRY(pp_ex_mark(rs, ex_mark_after(n_ops, EX_MARK_SYNC_END)));

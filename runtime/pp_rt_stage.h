@@ -151,6 +151,14 @@ typedef struct {
 /* Returns PP_OK; PP_ERR_INVALID for step < 1; PP_ERR_OOM when the optimizer state cannot be
  * allocated. */
 pp_status pp_rt_stage_adamw(pp_rt_stage *st, const pp_adamw *hp, int step, float grad_scale);
+/* AdamW on elements [off, off + len) of the stage's tensor `tensor` (an index into
+ * pp_rt_stage_tensors) with the caller's gradient and state (m, v: len floats each, backend
+ * memory) for them: a sharded optimizer's slice (ZeRO-1, runtime/executor_zero.c). Each element
+ * steps exactly as pp_rt_stage_adamw steps it, weight decay as the tensor's. Returns PP_OK;
+ * PP_ERR_INVALID for a step < 1 or a range outside the tensor. */
+pp_status pp_rt_stage_adamw_slice(pp_rt_stage *st, int tensor, size_t off, size_t len,
+                                  const float *grad, float *m, float *v, const pp_adamw *hp,
+                                  int step, float grad_scale);
 
 #ifdef __cplusplus
 }

@@ -58,7 +58,8 @@ static pp_status runtime_plan(const pp_tune_model *m, const pp_config *c, const 
         .tp = c->t,
         .sequence_parallel = sequence_parallel,
         .recompute = (int)c->recompute, /* pp_recompute's values are PP_RT_RC_*'s */
-        .recompute_layers = c->recompute_layers};
+        .recompute_layers = c->recompute_layers,
+        .shard = (int)c->shard}; /* pp_shard's values are PP_RT_SHARD_*'s */
     pp_rt_plan_rank *plan = pp_calloc((size_t)s->ranks, sizeof *plan);
     if (!plan)
         return PP_ERR_NOMEM;

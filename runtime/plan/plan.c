@@ -328,7 +328,9 @@ static void plan_rank(const plan_ctx *x, int r, tracker *t)
     o->kernel_scratch = scratch;
     bump(t, PP_MEM_WEIGHTS, (int64_t)((4 + (x->bf16 ? PP_RT_BF16_BYTES : 0)) * o->params));
     bump(t, PP_MEM_GRADS, (int64_t)grads);
-    bump(t, PP_MEM_OPTIM, (int64_t)(8 * o->params));
+    size_t dp = (size_t)x->p->dp, shard = (o->params + dp - 1) / dp; /* executor_zero.c */
+    int zero = x->p->shard == PP_RT_SHARD_OPTIMIZER && dp > 1;
+    bump(t, PP_MEM_OPTIM, (int64_t)(8 * (zero ? shard : o->params)));
     if (x->tokens)
         bump(t, PP_MEM_ACTS, (int64_t)(4 * (size_t)s->microbatches * x->N * (first + last)));
     if (x->scratch)
@@ -344,8 +346,8 @@ static void plan_rank(const plan_ctx *x, int r, tracker *t)
      * allocated and freed. */
     for (int i = 0; i < n_red; i++)
         buf_free(t, t->reds[i]);
-    if (x->p->dp > 1)
-        buf_free(t, buf_alloc(t, PP_MEM_COMM, grads));
+    if (x->p->dp > 1) /* sharded: the pack padded to dp equal shards */
+        buf_free(t, buf_alloc(t, PP_MEM_COMM, zero ? 4 * dp * shard : grads));
     t->bad |= t->arena.n_live != 0; /* every buffer of the step is freed within it */
     o->peak_units = x->sim.peak_activations[r];
     o->n_bufs = t->arena.n_recs;

@@ -227,6 +227,20 @@ static int check(const pprun_opts *o)
                 want);
         return 2;
     }
+    int na;
+    const pp_config_axis *ax = pp_config_axes(&na);
+    for (int i = 0; i < na; i++)
+        if (ax[i].flag && ax[i].pprun_cannot && ax[i].pprun_cannot(&o->cfg)) {
+            fprintf(stderr, "pprun: %s %s: not run by pprun yet (see pprun --help)\n",
+                    ax[i].flag, pp_config_enum_name(&ax[i], pp_config_get(&o->cfg, &ax[i])));
+            return 2;
+        }
+    if (o->cfg.shard != PP_SHARD_NONE && o->cfg.d > 1 && (o->save_every || o->resume)) {
+        fprintf(stderr, "pprun: --shard %s with --save-every / --resume: checkpoints of a sharded "
+                        "optimizer are not written yet\n",
+                pp_shard_name(o->cfg.shard));
+        return 2;
+    }
     const pp_backend_row *be = pp_backend_row_of(o->backend);
     if (!pp_backend_row_has_precision(be, o->precision)) {
         const pp_backend_row *with = NULL; /* the first --backend that computes in it */
