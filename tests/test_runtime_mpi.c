@@ -200,6 +200,14 @@ Test(runtime_mpi, recompute_selective_zb_h1_d4_equals_threads, .timeout = 300)
     same_as_threads(COMMON " --schedule zb-h1 --ranks 4 --recompute selective", 4, 4);
 }
 
+/* The optimizer sharded over dp 2 (reduce-scatter, AdamW on each replica's half, all-gather):
+ * MPI trains bit for bit like the threads. */
+Test(runtime_mpi, shard_optimizer_d2_dp2_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads(COMMON " --schedule 1f1b --ranks 2 --dp 2 --shard optimizer", 4, 4);
+}
+
 /* Rank 0's trace holds every action of every process's rank. */
 /* All-gather and reduce-scatter (tensor parallelism) over MPI processes: the same bits as over
  * threads (tests/tp_coll_check.h; both sum in group order at the group's first rank). */
