@@ -23,16 +23,20 @@ const char *pp_shard_name(pp_shard s)
     return s >= PP_SHARD_NONE && s <= PP_SHARD_GRADIENTS ? pp_shard_names[s] : "none";
 }
 
-/* pprun's line carries sharding only where there is some. */
+/* pprun's line carries sharding only where there is some (a no-op at d = 1). */
 static int shard_set(const pp_config *c)
 {
-    return c->shard != PP_SHARD_NONE;
+    return c->shard != PP_SHARD_NONE && c->d > 1;
 }
 
-/* pprun runs ZeRO-1, not ZeRO-2 (runtime/pp_rt_executor.h says why). */
-static int shard_pprun_cannot(const pp_config *c)
+/* pprun runs ZeRO-1, not ZeRO-2, and ZeRO-1 not in bf16 on a device (runtime/pp_rt_executor.h
+ * says why; the CPU computes in fp32 whatever is asked). */
+static const char *shard_pprun_cannot(const pp_config *c, int precision)
 {
-    return c->shard == PP_SHARD_GRADIENTS;
+    if (c->shard == PP_SHARD_GRADIENTS)
+        return "";
+    return c->shard == PP_SHARD_OPTIMIZER && c->d > 1 && precision == PP_PREC_BF16 ? " in bf16"
+                                                                                    : NULL;
 }
 
 /* pprun's line carries the recomputation only where there is one. */

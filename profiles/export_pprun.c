@@ -7,24 +7,24 @@
 pp_status pp_export_pprun(const pp_profile *p, FILE *fp)
 {
     const pp_config *c = &p->chosen.config;
-    char unrun[128];
-    if (pp_profile_pprun_unrun(c, unrun, sizeof unrun))
-        return PP_ERR(PP_ERR_UNSUPPORTED,
-                      "%s: pprun has no option for %s yet: its line would train another "
-                      "configuration; the Megatron-LM, NeMo and torchtitan exports carry it "
-                      "where they run the schedule, or search with those settings forced off "
-                      "(--shard none --cp 1 --recompute none)",
-                      p->name, unrun);
     /* backend and precision as the profile planned: the backend row for its device kind (a GPU
      * cluster: CUDA), bf16 when tuned so and the backend computes in it */
     const pp_backend_row *be = pp_backend_row_for_device(p->cluster.gpu ? "gpu" : "cpu");
-    pp_profile_pprun_line line = {
-        .model = p->model.name, .config = c, .seq = p->model.seq,
-        .backend = pp_backend_row_flag(be),
-        .precision = p->options.bf16 && pp_backend_row_has_precision(be, PP_PREC_BF16)
-                         ? PP_PREC_BF16
-                         : PP_PREC_FP32};
-    char args[512];
+    int bf16 = p->options.bf16 && pp_backend_row_has_precision(be, PP_PREC_BF16);
+    char unrun[128];
+    if (pp_profile_pprun_unrun(c, bf16 ? PP_PREC_BF16 : PP_PREC_FP32, unrun, sizeof unrun))
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "%s: pprun has no option for %s yet: its line would train another "
+                      "configuration; the Megatron-LM, NeMo and torchtitan exports carry it "
+                      "where they run the schedule, or search with them forced to what pprun "
+                      "runs (pprun --help)",
+                      p->name, unrun);
+    pp_profile_pprun_line line = {.model = p->model.name,
+                                  .config = c,
+                                  .seq = p->model.seq,
+                                  .backend = pp_backend_row_flag(be),
+                                  .precision = bf16 ? PP_PREC_BF16 : PP_PREC_FP32};
+    char args[1024];
     fprintf(fp, "%s\n", pp_profile_pprun_args(&line, args, sizeof args));
     return PP_OK;
 }

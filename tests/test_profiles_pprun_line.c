@@ -73,7 +73,13 @@ Test(profiles_pprun_line, the_longest_line_fits_the_store)
                    .d = 64,
                    .t = 2,
                    .N = 16,
-                   .uneven = 1};
+                   .uneven = 1,
+                   .first_layers = 3,
+                   .last_layers = 3,
+                   .sequence_parallel = 1,
+                   .recompute = PP_RECOMPUTE_FULL,
+                   .recompute_layers = 2,
+                   .shard = PP_SHARD_OPTIMIZER};
     pp_profile_pprun_line l = {
         .model = "gpt-13b", .config = &c, .seq = 2048, .backend = "cuda", .precision = PP_PREC_BF16};
     char store[PP_PROFILE_PPRUN_MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN],
@@ -90,9 +96,10 @@ Test(profiles_pprun_line, the_longest_line_fits_the_store)
  * every flag on the line, and `pprun --help` (generated from the same rows) lists each. */
 Test(profiles_pprun_line, every_axis_flag_is_on_the_line_and_in_pprun_help)
 {
-    pp_config c = {.schedule = "interleaved", .p = 2, .v = 2, .G = 2, .b = 1, .d = 1, .t = 2,
+    pp_config c = {.schedule = "interleaved", .p = 2, .v = 2, .G = 2, .b = 1, .d = 2, .t = 2,
                    .N = 4, .uneven = 1, .first_layers = 1, .last_layers = 1,
-                   .sequence_parallel = 1};
+                   .sequence_parallel = 1, .recompute = PP_RECOMPUTE_FULL,
+                   .recompute_layers = 1, .shard = PP_SHARD_OPTIMIZER};
     pp_profile_pprun_line l = {.model = "tiny", .config = &c, .seq = 64};
     char line[512];
     pp_profile_pprun_args(&l, line, sizeof line);
@@ -116,26 +123,37 @@ Test(profiles_pprun_line, every_axis_flag_is_on_the_line_and_in_pprun_help)
         cr_assert(strstr(help, word), "pprun --help lacks %s", axes[i].flag);
         flags++;
     }
-    cr_assert_geq(flags, 12);
+    cr_assert_geq(flags, 15);
 }
 
-/* pprun has no option for recomputation, sharding or context parallelism: a configuration with
- * any of them off its default is named (the builder leaves them out, so its line would train
- * another configuration); the default one is not. */
+/* pprun runs recomputation and the sharded optimizer, not sharded gradients (ZeRO-2) or
+ * context parallelism: a configuration with those off their defaults is named (the builder
+ * leaves cp out, so its line would train another configuration); the others are not. */
 Test(profiles_pprun_line, settings_pprun_cannot_run_are_named)
 {
     pp_config c;
     pp_config_defaults(&c);
     c.schedule = "1f1b", c.p = 2, c.v = 1, c.b = 1, c.d = 2, c.t = 2, c.N = 4;
     c.sequence_parallel = 1; /* pprun runs it */
+    c.recompute = PP_RECOMPUTE_FULL, c.recompute_layers = 3, c.shard = PP_SHARD_OPTIMIZER;
     char buf[128];
-    cr_assert_null(pp_profile_pprun_unrun(&c, buf, sizeof buf), "%s", buf);
-    c.shard = PP_SHARD_OPTIMIZER;
+    cr_assert_null(pp_profile_pprun_unrun(&c, PP_PREC_FP32, buf, sizeof buf), "%s", buf);
+    char line[512];
+    pp_profile_pprun_line l = {.model = "tiny", .config = &c, .seq = 64};
+    pp_profile_pprun_args(&l, line, sizeof line);
+    cr_assert(strstr(line, " --shard optimizer ") && strstr(line, " --recompute full ") &&
+                  strstr(line, " --recompute-layers 3"),
+              "%s", line);
+    c.shard = PP_SHARD_GRADIENTS;
     c.cp = 2;
-    cr_assert_str_eq(pp_profile_pprun_unrun(&c, buf, sizeof buf), "shard optimizer, cp 2");
-    pp_config_defaults(&c);
-    c.recompute = PP_RECOMPUTE_FULL;
-    c.recompute_layers = 3;
-    cr_assert_str_eq(pp_profile_pprun_unrun(&c, buf, sizeof buf),
-                     "recompute full, recompute_layers 3");
+    cr_assert_str_eq(pp_profile_pprun_unrun(&c, PP_PREC_FP32, buf, sizeof buf),
+                     "shard gradients, cp 2");
+    c.shard = PP_SHARD_OPTIMIZER, c.cp = 1; /* in fp32 only (CUDA's bf16 weight copies) */
+    cr_assert_null(pp_profile_pprun_unrun(&c, PP_PREC_FP32, buf, sizeof buf), "%s", buf);
+    cr_assert_str_eq(pp_profile_pprun_unrun(&c, PP_PREC_BF16, buf, sizeof buf),
+                     "shard optimizer in bf16");
+    pp_config_defaults(&c); /* the defaults: none on the line */
+    c.schedule = "1f1b", c.p = 2, c.v = 1, c.b = 1, c.d = 2, c.t = 1, c.N = 4;
+    pp_profile_pprun_args(&l, line, sizeof line);
+    cr_assert(!strstr(line, "--recompute") && !strstr(line, "--shard"), "%s", line);
 }

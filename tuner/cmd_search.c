@@ -366,7 +366,8 @@ static int report(const opts *o, const pp_tune_model *m, const pp_tune_hw *hw, p
     char cmd[512];
     printf("\nlaunch: %s\n", pp_tune_launch_command(m, hw, &r->best[0].cfg, &r->opts, cmd, sizeof cmd));
     char unrun[128];
-    if (pp_profile_pprun_unrun(&r->best[0].cfg, unrun, sizeof unrun))
+    if (pp_profile_pprun_unrun(&r->best[0].cfg, pp_tune_launch_precision(hw, &r->opts), unrun,
+                               sizeof unrun))
         pp_cli_wrapped(stdout, 8,
                        "        (pprun has no option for %s yet: this line trains #1 without "
                        "it, in more memory than predicted; the Megatron-LM, NeMo and "

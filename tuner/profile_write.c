@@ -15,6 +15,12 @@
 #include "pp_profile.h"
 #include "pp_tune.h"
 
+int pp_tune_launch_precision(const pp_tune_hw *hw, const pp_tune_opts *o)
+{
+    const pp_backend_row *be = pp_tune_hw_backend(hw);
+    return pp_backend_row_has_precision(be, o->precision) ? o->precision : PP_PREC_FP32;
+}
+
 char *pp_tune_launch_command(const pp_tune_model *m, const pp_tune_hw *hw, const pp_config *c,
                              const pp_tune_opts *o, char *buf, size_t n)
 {
@@ -27,8 +33,8 @@ char *pp_tune_launch_command(const pp_tune_model *m, const pp_tune_hw *hw, const
     pp_profile_pprun_line line = {
         .model = m->runtime_model[0] ? m->runtime_model : m->name, .config = c, .seq = m->seq,
         .backend = pp_backend_row_flag(be),
-        .precision = pp_backend_row_has_precision(be, o->precision) ? o->precision : PP_PREC_FP32};
-    char args[512];
+        .precision = pp_tune_launch_precision(hw, o)};
+    char args[1024];
     snprintf(buf, n, "pprun %s", pp_profile_pprun_args(&line, args, sizeof args));
     return buf;
 }

@@ -172,7 +172,9 @@ pp_status pp_tune_search_trials(const pp_tune_search_params *sp, pp_tune_result 
     for (int i = 0; i < r->n_best && n < k; i++) {
         pp_tune_prediction *p = &r->best[trial_order(r, k, i)];
         char unrun[128], why[256];
-        if (pp_profile_pprun_unrun(&p->cfg, unrun, sizeof unrun)) {
+        /* the trial's precision (trials.c): bf16 where its backend computes in it */
+        int prec = pp_backend_row_has_precision(be, PP_PREC_BF16) ? PP_PREC_BF16 : PP_PREC_FP32;
+        if (pp_profile_pprun_unrun(&p->cfg, prec, unrun, sizeof unrun)) {
             /* its trial would measure another configuration: not run, and said */
             snprintf(why, sizeof why, "pprun has no option for %s: not trialled", unrun);
             pp_tune_trial_event ev = {.kind = PP_TUNE_TRIAL_NOT_STARTED,
