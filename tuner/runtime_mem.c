@@ -14,11 +14,13 @@
 #include "pp_tune.h"
 
 /* The configuration's settings pass to the plan as they are: the same values. */
-_Static_assert(PP_RECOMPUTE_NONE == PP_RT_RC_NONE && PP_RECOMPUTE_SELECTIVE == PP_RT_RC_SELECTIVE &&
-                   PP_RECOMPUTE_FULL == PP_RT_RC_FULL,
+_Static_assert((int)PP_RECOMPUTE_NONE == (int)PP_RT_RC_NONE &&
+                   (int)PP_RECOMPUTE_SELECTIVE == (int)PP_RT_RC_SELECTIVE &&
+                   (int)PP_RECOMPUTE_FULL == (int)PP_RT_RC_FULL,
                "pp_recompute and PP_RT_RC_* agree");
-_Static_assert(PP_SHARD_NONE == PP_RT_SHARD_NONE && PP_SHARD_OPTIMIZER == PP_RT_SHARD_OPTIMIZER &&
-                   PP_SHARD_GRADIENTS == PP_RT_SHARD_GRADIENTS,
+_Static_assert((int)PP_SHARD_NONE == (int)PP_RT_SHARD_NONE &&
+                   (int)PP_SHARD_OPTIMIZER == (int)PP_RT_SHARD_OPTIMIZER &&
+                   (int)PP_SHARD_GRADIENTS == (int)PP_RT_SHARD_GRADIENTS,
                "pp_shard and PP_RT_SHARD_* agree");
 
 static pp_status runtime_plan(const pp_tune_model *m, const pp_config *c, const pp_sched *s,
