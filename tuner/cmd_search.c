@@ -123,7 +123,8 @@ static void help(void)
     snprintf(for_help, sizeof for_help,
              "only the schedules that export target runs (the\n"
              "schedules pptune export --format TARGET accepts;\n"
-             "pprun: no recomputation, sharding or CP either):\n%s",
+             "pprun: no gradient sharding or CP either, and the\n"
+             "optimizer sharded only where --shard optimizer says):\n%s",
              pp_profile_export_names(", ", formats, sizeof formats));
     opts dflt;
     defaults(&dflt);
@@ -137,16 +138,17 @@ static int for_target(opts *o)
     const pp_export_target *t = pp_profile_export_find(o->for_target, NULL);
     if (!t)
         return pp_cmd_usage_error(CMD, "--for: %s", pp_err_text());
-    if (t->line_settings_only) { /* pprun: no recomputation, sharding or CP to search */
+    if (t->line_settings_only) { /* pprun: recomputation searched; no ZeRO-2 or CP */
         pp_tune_force *f = &o->tune.force;
-        if ((f->recompute != PP_TUNE_SEARCHED && f->recompute != PP_RECOMPUTE_NONE) ||
-            (f->shard != PP_TUNE_SEARCHED && f->shard != PP_SHARD_NONE) ||
-            (f->cp != PP_TUNE_SEARCHED && f->cp != 1))
-            return pp_cmd_usage_error(CMD, "--for %s: %s has no option for recomputation, "
-                                           "sharding or context parallelism",
+        if (f->shard == PP_SHARD_GRADIENTS || (f->cp != PP_TUNE_SEARCHED && f->cp != 1))
+            return pp_cmd_usage_error(CMD, "--for %s: %s does not run gradient sharding or "
+                                           "context parallelism",
                                       o->for_target, t->title);
-        f->recompute = PP_RECOMPUTE_NONE, f->recompute_layers = 0;
-        f->shard = PP_SHARD_NONE, f->cp = 1;
+        /* the sharded optimizer only when asked for: pprun runs it in fp32, not in the bf16 of
+         * a GPU cluster's line (pp_config.h's pprun_cannot) */
+        if (f->shard == PP_TUNE_SEARCHED)
+            f->shard = PP_SHARD_NONE;
+        f->cp = 1;
     }
     char list[256];
     pp_profile_export_schedules(t, ",", list, sizeof list);
