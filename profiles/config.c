@@ -137,9 +137,9 @@ static const pp_config_axis axes[] = {
      .profile_role = PP_CONFIG_PROFILE_FOLLOWS, .on_line = tensor_parallel, .line = 90},
     {.key = "recompute", .kind = PP_CONFIG_ENUM, .offset = OFF(recompute),
      .names = pp_recompute_names, .optional_minor = 2, .flag = "--recompute", .arg = "MODE",
-     .help = "activation recomputation: selective (each block's\n"
-             "attention probabilities), full (each block keeps its\n"
-             "input, its forward rerun in the backward)",
+     .help = "activation recomputation: none (default) | selective\n"
+             "(each block's attention probabilities) | full (each\n"
+             "block keeps its input, its forward rerun in backward)",
      .profile_role = PP_CONFIG_PROFILE_FOLLOWS, .on_line = recompute_set, .line = 130},
     {.key = "recompute_layers", .kind = PP_CONFIG_INT, .offset = OFF(recompute_layers),
      .min = 0, .optional_minor = 3, .rule = recompute_layers_rule, .flag = "--recompute-layers",
@@ -150,9 +150,10 @@ static const pp_config_axis axes[] = {
     /* 1.2 wrote "distributed_optimizer" (true: "optimizer"); config_json.c still reads it */
     {.key = "shard", .kind = PP_CONFIG_ENUM, .offset = OFF(shard), .names = pp_shard_names,
      .optional_minor = 3, .flag = "--shard", .arg = "WHAT",
-     .help = "over the --dp replicas: optimizer (ZeRO-1: gradients\n"
-             "reduce-scattered, AdamW on 1/dp each, parameters\n"
-             "all-gathered); gradients (ZeRO-2) is not run yet",
+     .help = "over the --dp replicas: none (default) | optimizer\n"
+             "(ZeRO-1: gradients reduce-scattered, AdamW on 1/dp\n"
+             "each, parameters all-gathered; fp32 only, no\n"
+             "checkpoints); gradients (ZeRO-2) is not run yet",
      .profile_role = PP_CONFIG_PROFILE_FOLLOWS, .on_line = shard_set,
      .pprun_cannot = shard_pprun_cannot, .line = 75},
     {.key = "cp", .kind = PP_CONFIG_INT, .offset = OFF(cp), .min = 1, .dflt = 1,

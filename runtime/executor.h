@@ -143,6 +143,10 @@ pp_status pp_ex_post_reduce(pp_rt_executor *ex, rank_state *rs, int id);
 /* executor_zero.c: the dp reduce-scatter, the norm, AdamW on the replica's shard and the
  * parameters' all-gather (ex->shard == PP_RT_SHARD_OPTIMIZER, dp > 1); and freeing its state. */
 pp_status pp_ex_sync_sharded(pp_rt_executor *ex, rank_state *rs);
+/* executor_sync.c: the global norm from every rank's rs->grad_sq (all-reduced over every rank,
+ * into rs->norm), and the clipping factor of it (PyTorch's clip_grad_norm_). */
+pp_status pp_ex_norm_allreduce(pp_rt_executor *ex, rank_state *rs);
+float pp_ex_clip_scale(const pp_rt_executor *ex, const rank_state *rs);
 void pp_ex_zero_free(rank_state *rs, int dp);
 pp_status pp_ex_sync_and_update(pp_rt_executor *ex, rank_state *rs);
 /* Checks that the participants of every REDUCE hold the same tensor names (else the packed

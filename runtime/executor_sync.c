@@ -294,9 +294,8 @@ static pp_status owned_grad_sq(pp_rt_executor *ex, rank_state *rs, double *out)
     return PP_OK;
 }
 
-static pp_status global_norm(pp_rt_executor *ex, rank_state *rs)
+pp_status pp_ex_norm_allreduce(pp_rt_executor *ex, rank_state *rs)
 {
-    PP_TRY(owned_grad_sq(ex, rs, &rs->grad_sq));
     int *group = malloc((size_t)ex->G * sizeof *group);
     if (!group)
         return PP_ERR(PP_ERR_NOMEM, "cannot allocate a group of %d ranks", ex->G);
@@ -310,11 +309,20 @@ static pp_status global_norm(pp_rt_executor *ex, rank_state *rs)
     return st;
 }
 
+static pp_status global_norm(pp_rt_executor *ex, rank_state *rs)
+{
+    PP_TRY(owned_grad_sq(ex, rs, &rs->grad_sq));
+    return pp_ex_norm_allreduce(ex, rs);
+}
+
+float pp_ex_clip_scale(const pp_rt_executor *ex, const rank_state *rs)
+{
+    return ex->clip > 0 && rs->norm > ex->clip ? (float)(ex->clip / (rs->norm + 1e-6)) : 1.0f;
+}
+
 static pp_status update(pp_rt_executor *ex, rank_state *rs)
 {
-    float scale = 1.0f;
-    if (ex->clip > 0 && rs->norm > ex->clip)
-        scale = (float)(ex->clip / (rs->norm + 1e-6));
+    float scale = pp_ex_clip_scale(ex, rs);
     int step = ex->steps_done + 1;
     for (int p = 0; p < ex->P; p++)
         for (int s = 0; s < ex->S; s++)

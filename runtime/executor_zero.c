@@ -135,17 +135,7 @@ static pp_status shard_norm(pp_rt_executor *ex, rank_state *rs, zctx *z, const z
 {
     PP_TRY(for_pieces(v, n, lo, hi, piece_sq, z));
     rs->grad_sq = z->sq;
-    int *group = malloc((size_t)ex->G * sizeof *group);
-    if (!group)
-        return PP_ERR(PP_ERR_NOMEM, "cannot allocate a group of %d ranks", ex->G);
-    for (int g = 0; g < ex->G; g++)
-        group[g] = g;
-    float sq = (float)z->sq;
-    pp_status st =
-        pp_ex_allreduce_host(ex, rs->g, group, ex->G, pp_ex_coll_tag(TAG_NORM, 0, 0), &sq, 1);
-    free(group);
-    rs->norm = sqrt((double)sq);
-    return st;
+    return pp_ex_norm_allreduce(ex, rs);
 }
 
 /* The step's AdamW on the shard, with the state made on the first step (zeroed). */
@@ -159,9 +149,7 @@ static pp_status shard_step(pp_rt_executor *ex, rank_state *rs, zctx *z, const z
             return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
         PP_TRY(rs->be->ops->zero(rs->be->ctx, rs->zero_opt, 2 * cl * sizeof(float)));
     }
-    z->scale = 1.0f;
-    if (ex->clip > 0 && rs->norm > ex->clip)
-        z->scale = (float)(ex->clip / (rs->norm + 1e-6));
+    z->scale = pp_ex_clip_scale(ex, rs);
     z->step = ex->steps_done + 1;
     return for_pieces(v, n, lo, hi, piece_adamw, z);
 }

@@ -16,8 +16,7 @@
 
 #include "pp_rt.h"
 #include "pp_rt_sizes.h"
-
-#include "pp_test_ok.h"
+#include "rt_train.h"
 
 enum { B = 2, T = 16, STEPS = 2 };
 
@@ -36,20 +35,12 @@ typedef struct {
     int D, N, v, dp, tp, sp, llama, backend;
 } run_cfg;
 
-typedef struct {
-    pp_sched *s;
-    pp_rt_executor *ex;
-    double loss[STEPS], norm[STEPS];
-} run;
+typedef rt_train run;
 
 static void start(run *u, const run_cfg *c, int rc, int k)
 {
     pp_model_cfg m = model(c->llama);
-    pp_sched_params sp = {.ranks = c->D, .microbatches = c->N, .chunks = c->v,
-                          .layers = m.layers};
-    OK(pp_sched_generate(c->kind, &sp, &u->s));
     pp_rt_exec_params ep = {.model = &m,
-                            .sched = u->s,
                             .micro_batch = B,
                             .seq = T,
                             .dp = c->dp,
@@ -61,25 +52,12 @@ static void start(run *u, const run_cfg *c, int rc, int k)
                             .sequence_parallel = c->sp,
                             .recompute = rc,
                             .recompute_layers = k};
-    OK(pp_rt_executor_create(&ep, &u->ex));
-    int rows = pp_rt_executor_batch_rows(u->ex);
-    pp_rt_data *d;
-    OK(pp_rt_data_synthetic(m.vocab, 3, &d));
-    int32_t *batch = calloc((size_t)rows * (T + 1), sizeof *batch);
-    for (int i = 0; i < STEPS; i++) {
-        OK(pp_rt_data_next(d, rows, T, batch));
-        pp_rt_step_result r;
-        OK(pp_rt_executor_step(u->ex, batch, 1, &r));
-        u->loss[i] = r.loss, u->norm[i] = r.grad_norm;
-    }
-    free(batch);
-    pp_rt_data_destroy(d);
+    rt_train_run(u, c->kind, c->D, c->N, c->v, ep, STEPS, 1, 3);
 }
 
 static void stop(run *u)
 {
-    pp_rt_executor_destroy(u->ex);
-    pp_sched_destroy(u->s);
+    rt_train_stop(u);
 }
 
 /* Every parameter of every stage of every rank of a and b: the same bits (CPU backends). */
@@ -173,18 +151,10 @@ static void check_plan(const run_cfg *c, int rc, int k)
 {
     run u;
     start(&u, c, rc, k);
-    cr_assert(pp_rt_executor_plan_is_exact(u.ex));
-    for (int g = 0; g < pp_rt_executor_ranks(u.ex); g++) {
-        pp_mem_stats got;
-        pp_backend_mem_stats(pp_rt_executor_backend(u.ex, g), &got);
-        const pp_rt_plan_rank *pl = pp_rt_executor_plan(u.ex, g);
-        for (int m = 0; m < PP_MEM__COUNT; m++)
-            cr_assert_eq(got.peak[m], pl->peak[m],
-                         "%s t=%d%s recompute %s k=%d rank %d: %s peak %zu, plan %zu", c->kind,
-                         c->tp, c->sp ? " SP" : "", modes[rc], k, g,
-                         pp_mem_category_name((pp_mem_category)m), got.peak[m], pl->peak[m]);
-        cr_assert_eq(got.peak_total, pl->peak_total, "%s rank %d", c->kind, g);
-    }
+    char what[96];
+    snprintf(what, sizeof what, "%s t=%d%s recompute %s k=%d", c->kind, c->tp, c->sp ? " SP" : "",
+             modes[rc], k);
+    rt_train_expect_plan(&u, what);
     stop(&u);
 }
 

@@ -18,8 +18,7 @@
 
 #include "pp_rt.h"
 #include "pp_test_run.h"
-
-#include "pp_test_ok.h"
+#include "rt_train.h"
 
 #define PPRUN PP_BINARY_DIR "/runtime/pprun"
 
@@ -30,11 +29,7 @@ typedef struct {
     int D, N, v, dp, tp, backend;
 } run_cfg;
 
-typedef struct {
-    pp_sched *s;
-    pp_rt_executor *ex;
-    double loss[STEPS], norm[STEPS];
-} run;
+typedef rt_train run;
 
 static pp_model_cfg model(void)
 {
@@ -45,11 +40,7 @@ static pp_model_cfg model(void)
 static void start(run *u, const run_cfg *c, int shard, int update)
 {
     pp_model_cfg m = model();
-    pp_sched_params sp = {.ranks = c->D, .microbatches = c->N, .chunks = c->v,
-                          .layers = m.layers};
-    OK(pp_sched_generate(c->kind, &sp, &u->s));
     pp_rt_exec_params ep = {.model = &m,
-                            .sched = u->s,
                             .micro_batch = B,
                             .seq = T,
                             .dp = c->dp,
@@ -60,25 +51,12 @@ static void start(run *u, const run_cfg *c, int shard, int update)
                             .backend = c->backend,
                             .tp = c->tp,
                             .shard = shard};
-    OK(pp_rt_executor_create(&ep, &u->ex));
-    int rows = pp_rt_executor_batch_rows(u->ex);
-    pp_rt_data *d;
-    OK(pp_rt_data_synthetic(m.vocab, 5, &d));
-    int32_t *batch = calloc((size_t)rows * (T + 1), sizeof *batch);
-    for (int i = 0; i < (update ? STEPS : 1); i++) {
-        OK(pp_rt_data_next(d, rows, T, batch));
-        pp_rt_step_result r;
-        OK(pp_rt_executor_step(u->ex, batch, update, &r));
-        u->loss[i] = r.loss, u->norm[i] = r.grad_norm;
-    }
-    free(batch);
-    pp_rt_data_destroy(d);
+    rt_train_run(u, c->kind, c->D, c->N, c->v, ep, update ? STEPS : 1, update, 5);
 }
 
 static void stop(run *u)
 {
-    pp_rt_executor_destroy(u->ex);
-    pp_sched_destroy(u->s);
+    rt_train_stop(u);
 }
 
 static int close_to(double a, double b)
@@ -188,16 +166,10 @@ Test(runtime_shard, plan_equals_measured)
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         run u;
         start(&u, &cs[i], PP_RT_SHARD_OPTIMIZER, 1);
-        for (int g = 0; g < pp_rt_executor_ranks(u.ex); g++) {
-            pp_mem_stats got;
-            pp_backend_mem_stats(pp_rt_executor_backend(u.ex, g), &got);
-            const pp_rt_plan_rank *pl = pp_rt_executor_plan(u.ex, g);
-            for (int m = 0; m < PP_MEM__COUNT; m++)
-                cr_assert_eq(got.peak[m], pl->peak[m], "%s dp=%d rank %d: %s peak %zu, plan %zu",
-                             cs[i].kind, cs[i].dp, g, pp_mem_category_name((pp_mem_category)m),
-                             got.peak[m], pl->peak[m]);
-            cr_assert_eq(got.peak_total, pl->peak_total, "%s rank %d", cs[i].kind, g);
-        }
+        char what[64];
+        snprintf(what, sizeof what, "%s dp=%d t=%d shard optimizer", cs[i].kind, cs[i].dp,
+                 cs[i].tp);
+        rt_train_expect_plan(&u, what);
         stop(&u);
     }
 }
