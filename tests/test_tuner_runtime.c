@@ -167,18 +167,25 @@ Test(tuner_runtime, predicted_peak_within_3_percent_bidirectional)
     check("tiny", "bitpipe", 2, 4, 0, 2);
 }
 
+/* The tiny model into *m and the schedule of configuration c (the caller destroys it). */
+static pp_sched *tiny_sched(pp_tune_model *m, const pp_config *c)
+{
+    cr_assert_eq(pp_tune_model_preset("tiny", m), PP_OK);
+    pp_sched_params sp;
+    pp_tune_sched_params(m, c, &sp);
+    pp_sched *s;
+    cr_assert_eq(pp_sched_generate(c->schedule, &sp, &s), PP_OK, "%s", pp_err_msg());
+    return s;
+}
+
 /* The GPU trials' fit check plans sequence parallelism as the trial runs it: with the option
  * the tuner's CUDA model of the runtime is the runtime's own plan of an SP run, byte for byte,
  * and holds fewer activation bytes than the same configuration without it. */
 Test(tuner_runtime, the_cuda_model_plans_sequence_parallelism_from_the_configuration)
 {
     pp_tune_model m;
-    cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
     pp_config c = {.schedule = "1f1b", .p = 2, .v = 1, .b = 2, .d = 1, .t = 2, .N = 4};
-    pp_sched_params sp;
-    pp_tune_sched_params(&m, &c, &sp);
-    pp_sched *s;
-    cr_assert_eq(pp_sched_generate(c.schedule, &sp, &s), PP_OK, "%s", pp_err_msg());
+    pp_sched *s = tiny_sched(&m, &c);
     pp_tune_opts o = {0};
     pp_config with = c;
     with.sequence_parallel = 1;
@@ -209,12 +216,8 @@ Test(tuner_runtime, the_cuda_model_plans_sequence_parallelism_from_the_configura
 Test(tuner_runtime, the_runtime_model_plans_recomputation_and_sharding_from_the_configuration)
 {
     pp_tune_model m;
-    cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
     pp_config c = {.schedule = "1f1b", .p = 2, .v = 1, .b = 2, .d = 2, .t = 1, .N = 4};
-    pp_sched_params sp;
-    pp_tune_sched_params(&m, &c, &sp);
-    pp_sched *s;
-    cr_assert_eq(pp_sched_generate(c.schedule, &sp, &s), PP_OK, "%s", pp_err_msg());
+    pp_sched *s = tiny_sched(&m, &c);
     pp_tune_opts o = {0};
     pp_config with = c;
     with.recompute = PP_RECOMPUTE_FULL, with.shard = PP_SHARD_OPTIMIZER;
