@@ -42,7 +42,8 @@ typedef struct {
     int resume;
     const char *load_weights; /* --load-weights: a HuggingFace safetensors checkpoint, NULL */
     const char *save_weights; /* --save-weights: written after the last step, NULL: none */
-    int backend;   /* pp_rt_backend_kind: --backend cpu (default) | cuda */
+    const char *backend_name; /* --backend NAME: a row's (common/pp_backends.h) */
+    int backend;              /* pp_rt_backend_kind: the kind of the row named backend_name */
     pp_precision precision; /* --precision fp32 (default) | bf16 */
 } pprun_opts;
 
