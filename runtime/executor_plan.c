@@ -27,7 +27,9 @@ static void plan_params(const pp_rt_executor *ex, pp_rt_plan_params *pp)
                               .sequence_parallel = ex->SP,
                               .recompute = ex->recompute,
                               .recompute_layers = ex->recompute_layers,
-                              .shard = ex->shard};
+                              .shard = ex->shard,
+
+                              .cp = ex->CP};
 }
 
 pp_status pp_ex_plan_create(pp_rt_executor *ex)

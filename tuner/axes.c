@@ -15,9 +15,9 @@
  *   all-reduce may take the tree's logarithmic latency where the sharded pair pays two rings).
  *   cp (search.c's enumeration): 1, 2, 4, ... up to max_cp, where 2 cp divides the sequence
  *   (Megatron's causal load balancing splits it into 2 cp chunks).
- * Where the devices are CPUs the trials run the bundled runtime, which runs recomputation and
- * the sharded optimizer but not gradient sharding or context parallelism yet: the search keeps
- * shard at none / optimizer and cp at 1 there (the header says so).
+ * Where the devices are CPUs the trials run the bundled runtime, which runs recomputation, the
+ * sharded optimizer and context parallelism (not gradient sharding, nor recomputation or
+ * sharding together with cp): the search keeps shard at none / optimizer there.
  * Not here: the models' effects (memory.c, timemodel.c), the enumeration of layouts (search.c).
  */
 #include <stdio.h>
@@ -171,8 +171,6 @@ int pp_tune_axes_cp_max(const pp_tune_axes_ctx *a, int max_cp)
 {
     if (a->force->cp >= 1)
         return a->force->cp;
-    if (a->runtime_only)
-        return 1;
     return max_cp > 0 ? max_cp : 16;
 }
 

@@ -138,17 +138,15 @@ static int for_target(opts *o)
     const pp_export_target *t = pp_profile_export_find(o->for_target, NULL);
     if (!t)
         return pp_cmd_usage_error(CMD, "--for: %s", pp_err_text());
-    if (t->line_settings_only) { /* pprun: recomputation searched; no ZeRO-2 or CP */
+    if (t->line_settings_only) { /* pprun: recomputation and cp searched; no ZeRO-2 */
         pp_tune_force *f = &o->tune.force;
-        if (f->shard == PP_SHARD_GRADIENTS || (f->cp != PP_TUNE_SEARCHED && f->cp != 1))
-            return pp_cmd_usage_error(CMD, "--for %s: %s does not run gradient sharding or "
-                                           "context parallelism",
+        if (f->shard == PP_SHARD_GRADIENTS)
+            return pp_cmd_usage_error(CMD, "--for %s: %s does not run gradient sharding",
                                       o->for_target, t->title);
         /* the sharded optimizer only when asked for: pprun runs it in fp32, not in the bf16 of
          * a GPU cluster's line (pp_config.h's pprun_cannot) */
         if (f->shard == PP_TUNE_SEARCHED)
             f->shard = PP_SHARD_NONE;
-        f->cp = 1;
     }
     char list[256];
     pp_profile_export_schedules(t, ",", list, sizeof list);

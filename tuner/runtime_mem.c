@@ -62,7 +62,7 @@ static pp_status runtime_plan(const pp_tune_model *m, const pp_config *c, const 
         .sched = s,
         .micro_batch = c->b,
         .seq = m->seq, /* trials run the model's full length */
-        .dp = c->d,
+        .dp = c->d * (c->cp > 1 ? c->cp : 1), /* the runtime's replicas: dp x cp */
         .backend = backend,
         .precision = precision,
         .transport_caps = 0, /* the in-process transport */
@@ -70,7 +70,9 @@ static pp_status runtime_plan(const pp_tune_model *m, const pp_config *c, const 
         .sequence_parallel = sequence_parallel,
         .recompute = (int)c->recompute, /* pp_recompute's values are PP_RT_RC_*'s */
         .recompute_layers = c->recompute_layers,
-        .shard = (int)c->shard}; /* pp_shard's values are PP_RT_SHARD_*'s */
+        .shard = (int)c->shard, /* pp_shard's values are PP_RT_SHARD_*'s */
+
+        .cp = c->cp};
     pp_rt_plan_rank *plan = pp_calloc((size_t)s->ranks, sizeof *plan);
     if (!plan)
         return PP_ERR_NOMEM;

@@ -175,9 +175,16 @@ pp_status pp_tune_search_trials(const pp_tune_search_params *sp, pp_tune_result 
         char unrun[128], why[256];
         /* the trial's precision (trials.c): bf16 where its backend computes in it */
         int prec = pp_backend_row_has_precision(be, PP_PREC_BF16) ? PP_PREC_BF16 : PP_PREC_FP32;
-        if (pp_profile_pprun_unrun(&p->cfg, prec, unrun, sizeof unrun)) {
-            /* its trial would measure another configuration: not run, and said */
-            snprintf(why, sizeof why, "pprun has no option for %s: not trialled", unrun);
+        int no_cp = p->cfg.cp > 1 && !be->context_parallel;
+        if (no_cp || pp_profile_pprun_unrun(&p->cfg, prec, unrun, sizeof unrun)) {
+            /* its trial would measure another configuration, or be refused: not run, and said */
+            if (no_cp)
+                snprintf(why, sizeof why,
+                         "pprun's %s backend has no context-parallel attention (cp %d): not "
+                         "trialled",
+                         be->name, p->cfg.cp);
+            else
+                snprintf(why, sizeof why, "pprun has no option for %s: not trialled", unrun);
             pp_tune_trial_event ev = {.kind = PP_TUNE_TRIAL_NOT_STARTED,
                                       .cfg = &p->cfg,
                                       .done = n,
