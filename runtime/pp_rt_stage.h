@@ -77,6 +77,12 @@ typedef struct {
     pp_status (*cp_send)(void *ctx, const float *buf, size_t n);
     pp_status (*cp_recv)(void *ctx, float *buf, size_t n);
     void *cp_ctx;
+    /* Activation recomputation (pp_rt_sizes.h's PP_RT_RC_*: 0 none, 1 selective, 2 full) and,
+     * with full, the first recompute_layers blocks of the stage (0: all). A recomputed block
+     * reruns its forward (full) or its attention core (selective) on the same inputs at the
+     * start of its backward, so the gradients are the same floats as without it; the slot is
+     * smaller (pp_rt_stage_act_bytes), forward and backward take the recompute workspace. */
+    int recompute, recompute_layers;
 } pp_rt_stage_params;
 
 /* A named parameter tensor with its gradient (both in backend memory, fp32, n elements).
@@ -169,6 +175,14 @@ typedef struct {
 /* Returns PP_OK; PP_ERR_INVALID for step < 1; PP_ERR_OOM when the optimizer state cannot be
  * allocated. */
 pp_status pp_rt_stage_adamw(pp_rt_stage *st, const pp_adamw *hp, int step, float grad_scale);
+/* AdamW on elements [off, off + len) of the stage's tensor `tensor` (an index into
+ * pp_rt_stage_tensors) with the caller's gradient and state (m, v: len floats each, backend
+ * memory) for them: a sharded optimizer's slice (ZeRO-1, runtime/executor_zero.c). Each element
+ * steps exactly as pp_rt_stage_adamw steps it, weight decay as the tensor's. Returns PP_OK;
+ * PP_ERR_INVALID for a step < 1 or a range outside the tensor. */
+pp_status pp_rt_stage_adamw_slice(pp_rt_stage *st, int tensor, size_t off, size_t len,
+                                  const float *grad, float *m, float *v, const pp_adamw *hp,
+                                  int step, float grad_scale);
 
 #ifdef __cplusplus
 }

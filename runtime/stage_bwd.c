@@ -118,6 +118,7 @@ typedef struct {
      * (pp_rt_size_cp_kv_floats; its block of K/V is st->cp_kv, right before it) and
      * rowsum(dy y) (pp_rt_size_cp_stats_floats) */
     float *dkv, *dsum;
+    float *rc;    /* the recompute workspace (pp_rt_size_rc_ws_floats), NULL without */
     size_t bytes;
     void *mem;
 } workspace;
@@ -268,6 +269,32 @@ static pp_status head_bwd(pp_rt_stage *st, const pp_head_acts *h, const int32_t 
     return PP_OK;
 }
 
+/* Recomputation (pp_rt_sizes.h) of block l at the start of its backward, into the recompute
+ * workspace, from what the slot kept, with the same kernels, weights and order as the forward
+ * (and, with tensor parallelism, the same collectives on every rank), so the recomputed floats
+ * are the forward's bit for bit. Full: the block's forward from its kept input; its output,
+ * which the next block's kept input already holds, lands in the workspace's unused input place
+ * (a->x is the slot's); under sequence parallelism the forward's (N, C) workspace is dfull,
+ * free between blocks. Selective: the probabilities from the kept (rotated) q, k, v; the
+ * attention output it writes beside them is the slot's atty again, not needed. With split
+ * backward, what W takes of a full recomputation is copied by I into what it holds for W
+ * (pp_rt_size_wheld_bytes); the workspace ends with I. */
+static pp_status recompute(pp_rt_stage *st, int l, const pp_layer_acts *a, workspace *ws)
+{
+    pp_backend *be = st->be;
+    switch (pp_stage_rc_of(st, l)) {
+    case PP_RT_RC_FULL:
+        return pp_stage_block_fwd(st, l, a, ws->rc, st->sp > 1 ? ws->dfull : NULL);
+    case PP_RT_RC_SELECTIVE: {
+        float *atty = ws->rc + pp_rt_size_att_floats(&st->d, (size_t)st->B, (size_t)st->T);
+        return be->ops->attention_fwd(be->ctx, atty, a->att, a->qkv, st->B, st->T, st->Hl, st->KVl,
+                                      st->hd);
+    }
+    default:
+        return PP_OK;
+    }
+}
+
 static pp_status workspace_alloc(pp_rt_stage *st, workspace *ws)
 {
     size_t N = (size_t)st->B * st->T, C = (size_t)st->cfg.hidden;
@@ -277,7 +304,8 @@ static pp_status workspace_alloc(pp_rt_stage *st, workspace *ws)
                      : st->cp > 1 ? pp_rt_size_attn_scratch_cp((size_t)st->T)
                                   : st->be->ops->attention_scratch_bytes(st->be->ctx, st->B, st->T,
                                                                          st->qd, st->Hl);
-    ws->bytes = pp_rt_size_bwd_ws(&st->d, N, nl, st->has_head, scratch); /* pp_rt_sizes.h */
+    ws->bytes = pp_rt_size_bwd_ws(&st->d, (size_t)st->B, (size_t)st->T, nl, st->has_head,
+                                  scratch); /* pp_rt_sizes.h */
     PP_TRY(pp_stage_mem_alloc(st, ws->bytes, PP_MEM_WORKSPACE, &ws->mem));
     ws->dres = ws->mem;
     ws->dln = ws->dres + Nl * C;
@@ -294,6 +322,8 @@ static pp_status workspace_alloc(pp_rt_stage *st, workspace *ws)
         ws->dkv = p, p += kv;
         ws->dsum = p, p += pp_rt_size_cp_stats_floats(&st->d, N);
     }
+    size_t rc = pp_rt_size_rc_ws_floats(&st->d, (size_t)st->B, (size_t)st->T, nl);
+    ws->rc = rc ? p : NULL, p += rc;
     ws->scratch = p;
     return PP_OK;
 }
@@ -341,7 +371,8 @@ static pp_status backward_slot(pp_rt_stage *st, void *mem, const float *dx_out, 
     }
     for (int l = st->nl - 1; l >= 0; l--) {
         pp_layer_acts a;
-        pp_stage_layer_acts(st, mem, l, &a);
+        pp_stage_layer_acts(st, mem, l, ws->rc, &a);
+        PP_TRY(recompute(st, l, &a, ws));
         PP_TRY(block_bwd(st, l, &a, ws));
     }
     if (ws->lng)

@@ -239,9 +239,26 @@ pp_status pp_stage_cp_attention_bwd(pp_rt_stage *st, const float *qkv, const flo
                                     const float *atty, const float *datty, float *dqkv,
                                     float *dkv, float *dsum, float *scratch);
 
-/* Views of a slot's memory (stage.c). tokens/targets are NULL when absent. */
+/* Views of a slot's memory (stage.c). tokens/targets are NULL when absent. A block's
+ * activations lie in the slot, except with recomputation (pp_stage_rc_of) in the recompute
+ * workspace rws (pp_rt_size_rc_ws_floats; NULL where the block has none): a fully recomputed
+ * block's all but its input x (the slot's), a selectively recomputed one's probabilities. */
 void pp_stage_slot_views(const pp_rt_stage *st, void *mem, int32_t **tokens, int32_t **targets);
-void pp_stage_layer_acts(const pp_rt_stage *st, void *mem, int layer, pp_layer_acts *a);
+void pp_stage_layer_acts(const pp_rt_stage *st, void *mem, int layer, float *rws,
+                         pp_layer_acts *a);
+/* The recomputation of the stage's block `layer` (0 .. nl-1): a PP_RT_RC_*. */
+static inline int pp_stage_rc_of(const struct pp_rt_stage *st, int layer)
+{
+    if (st->d.rc == PP_RT_RC_FULL)
+        return (size_t)layer < pp_rt_size_rc_full_layers(&st->d, (size_t)st->nl) ? PP_RT_RC_FULL
+                                                                                  : PP_RT_RC_NONE;
+    return st->d.rc;
+}
+/* One block's forward (stage_fwd.c): its activations into a (a->x its input), its output into
+ * out; fws the sequence-parallel forward workspace (N, C) or NULL. The backward reruns it for
+ * a fully recomputed block. */
+pp_status pp_stage_block_fwd(pp_rt_stage *st, int l, const pp_layer_acts *a, float *out,
+                             float *fws);
 void pp_stage_head_acts(const pp_rt_stage *st, void *mem, pp_head_acts *h);
 /* Index of slot id in st->slots, or -1. */
 int pp_stage_find_slot(const pp_rt_stage *st, int id);

@@ -201,6 +201,30 @@ Test(runtime_mpi, llama_tp2_sp_d2_dp2_equals_threads, .timeout = 300)
                     8, 8);
 }
 
+/* Full recomputation under sequence parallelism (the recomputed forward reruns its all-gathers
+ * and reduce-scatters) and selective recomputation with split backward: MPI trains bit for bit
+ * like the threads. */
+Test(runtime_mpi, recompute_tp2_sp_d2_dp2_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads(COMMON " --schedule interleaved --ranks 2 --dp 2 --tp 2 --sequence-parallel "
+                    "--recompute full --recompute-layers 1",
+                    8, 8);
+}
+Test(runtime_mpi, recompute_selective_zb_h1_d4_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads(COMMON " --schedule zb-h1 --ranks 4 --recompute selective", 4, 4);
+}
+
+/* The optimizer sharded over dp 2 (reduce-scatter, AdamW on each replica's half, all-gather):
+ * MPI trains bit for bit like the threads. */
+Test(runtime_mpi, shard_optimizer_d2_dp2_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads(COMMON " --schedule 1f1b --ranks 2 --dp 2 --shard optimizer", 4, 4);
+}
+
 /* --save-weights and --load-weights under MPI (runtime/weights_hf.c): the file rank 0 writes
  * from 2 pipeline x 2 tensor ranks in 4 processes is byte for byte the threads' file; loaded
  * into 2 pipeline ranks x dp 2 processes, one step at --lr 0 trains as the threads do and

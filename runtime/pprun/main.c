@@ -100,6 +100,10 @@ static int fits_this_machine(const pp_rt_exec_params *ep)
     pp_rt_plan_params pp = {.model = ep->model, .sched = ep->sched, .micro_batch = ep->micro_batch,
                             .seq = ep->seq, .dp = ep->dp, .backend = ep->backend,
                             .tp = ep->tp, .sequence_parallel = ep->sequence_parallel,
+                            .recompute = ep->recompute,
+                            .recompute_layers = ep->recompute_layers,
+                            .shard = ep->shard,
+
                             .cp = ep->cp};
     int D = ep->sched->ranks;
     pp_rt_plan_rank *plan = calloc((size_t)D, sizeof *plan);
@@ -215,6 +219,9 @@ static int setup(const pprun_opts *o, run_state *s)
         .tp = o->cfg.t,
         .cp = o->cfg.cp,
         .sequence_parallel = o->cfg.sequence_parallel,
+        .recompute = (int)o->cfg.recompute, /* pp_recompute's values are PP_RT_RC_*'s */
+        .recompute_layers = o->cfg.recompute_layers,
+        .shard = (int)o->cfg.shard, /* pp_shard's values are PP_RT_SHARD_*'s */
         .seed = o->seed,
         .clip = (float)o->clip,
         .transport = s->nccl ? s->nccl : s->tp,

@@ -288,6 +288,33 @@ static int bad(const char *opt, const char *val, const char *want)
     return 2;
 }
 
+int pprun_check_settings(const pprun_opts *o)
+{
+    const pp_config_axis *rl = pp_config_axis_find("recompute_layers");
+    const char *want = rl->rule(&o->cfg);
+    if (want) { /* the axis's rule, as a profile's reader applies it */
+        fprintf(stderr, "pprun: --recompute-layers %d: expected %s\n", o->cfg.recompute_layers,
+                want);
+        return 2;
+    }
+    int na;
+    const pp_config_axis *ax = pp_config_axes(&na);
+    for (int i = 0; i < na; i++)
+        if (ax[i].flag && ax[i].pprun_cannot && ax[i].pprun_cannot(&o->cfg, o->precision)) {
+            fprintf(stderr, "pprun: %s %s%s: not run by pprun yet (see pprun --help)\n",
+                    ax[i].flag, pp_config_enum_name(&ax[i], pp_config_get(&o->cfg, &ax[i])),
+                    ax[i].pprun_cannot(&o->cfg, o->precision));
+            return 2;
+        }
+    if (o->cfg.shard != PP_SHARD_NONE && o->cfg.d > 1 && (o->save_every || o->resume)) {
+        fprintf(stderr, "pprun: --shard %s with --save-every / --resume: checkpoints of a sharded "
+                        "optimizer are not written yet\n",
+                pp_shard_name(o->cfg.shard));
+        return 2;
+    }
+    return -1;
+}
+
 /* What the table cannot say: ranges between options and the limits of the rest. */
 static int check(const pprun_opts *o)
 {
@@ -310,6 +337,9 @@ static int check(const pprun_opts *o)
         fprintf(stderr, "pprun: --ranks, --chunks, --microbatches: %s\n", pp_err_text());
         return 2;
     }
+    int rc = pprun_check_settings(o);
+    if (rc >= 0)
+        return rc;
     const pp_backend_row *be = pp_backend_row_of(o->backend);
     if (!pp_backend_row_has_precision(be, o->precision)) {
         const pp_backend_row *with = NULL; /* the first --backend that computes in it */
