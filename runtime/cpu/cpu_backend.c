@@ -98,6 +98,12 @@ static const pp_backend_ops cpu_ops = {
     .xent_bwd = pp_cpu_xent_bwd,
     .adamw = pp_cpu_adamw,
     .destroy = cpu_destroy,
+    .vocab_embed_fwd = pp_cpu_vocab_embed_fwd,
+    .vocab_embed_bwd = pp_cpu_vocab_embed_bwd,
+    .vocab_xent_max = pp_cpu_vocab_xent_max,
+    .vocab_xent_exp = pp_cpu_vocab_xent_exp,
+    .vocab_xent_norm = pp_cpu_vocab_xent_norm,
+    .vocab_xent_bwd = pp_cpu_vocab_xent_bwd,
 };
 
 static int g_blas_threads = 1; /* what every CPU backend applies */

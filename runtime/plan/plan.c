@@ -77,11 +77,14 @@ static size_t max_z(size_t a, size_t b)
 static size_t cuda_scratch_bytes(const plan_ctx *x, int pipe, int stage)
 {
     int last = stage == x->s->stages_per_pipe - 1;
-    size_t need = max_z(pp_rt_size_cuda_sumsq_ws(), last ? pp_rt_size_cuda_xent_ws(x->N) : 0);
+    /* the loss kernel's row losses: the whole-vocabulary loss (t = 1) only; the
+     * vocabulary-parallel one keeps its statistics in the forward workspace */
+    size_t need = max_z(pp_rt_size_cuda_sumsq_ws(),
+                        last && x->d.t == 1 ? pp_rt_size_cuda_xent_ws(x->N) : 0);
     if (!x->bf16)
         return need;
     const pp_rt_dims *d = &x->d;
-    size_t e = 0, N = x->N, C = d->C, V = d->V;
+    size_t e = 0, N = x->N, C = d->C, V = d->Vl; /* the head's vocabulary rows on this rank */
     if (layers_of(x, pipe, stage) > 0) {
         /* in, out of this tensor-parallel rank's shards (the whole layers when t = 1) */
         const size_t lin[4][2] = {{C, d->qkv}, {d->qd, C}, {C, d->fc}, {d->Fl, C}};
@@ -262,7 +265,7 @@ static void walk(const plan_ctx *x, int r, tracker *t, int *reds, int *n_red)
             break;
         }
         case PP_OP_F: {
-            size_t fws = pp_rt_size_fwd_ws(x->N, x->d.C, x->d.sp); /* sequence parallel */
+            size_t fws = pp_rt_size_fwd_ws(&x->d, x->N, last); /* sequence / vocab parallel */
             if (!last) /* output */
                 key_alloc(t, key_boundary(x, p, st, m, 0), PP_MEM_COMM, x->io);
             key_alloc(t, key_acts(x, p, st, m), PP_MEM_ACTS, slot_bytes(x, p, st)); /* saved */
