@@ -399,6 +399,32 @@ Test(ckpt, a_llama_run_resumes_to_the_same_bits)
     cr_assert_eq(pt_run(cmd, out, sizeof out), 2, "%s", out);
 }
 
+/* With --tp 2 (the embedding and the untied head split over the vocabulary, each tensor rank's
+ * rows and AdamW state in the checkpoint): stopped after 2 steps and resumed to 4, the run
+ * ends with the uninterrupted run's bits. */
+Test(ckpt, a_tensor_parallel_llama_run_resumes_to_the_same_bits)
+{
+    char dir[64], cmd[1024], out[65536];
+    pt_tmpdir(dir, sizeof dir);
+    snprintf(cmd, sizeof cmd,
+             PPRUN " " LLAMA_ARGS " --tp 2 --steps 4 --json --checkpoint %s/ref.ckpt", dir);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    json_t *ref = json_of(out);
+    snprintf(cmd, sizeof cmd,
+             PPRUN " " LLAMA_ARGS " --tp 2 --steps 2 --save-every 2 --checkpoint %s/half.ckpt",
+             dir);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    snprintf(cmd, sizeof cmd,
+             PPRUN " " LLAMA_ARGS " --tp 2 --steps 4 --resume --json --checkpoint %s/half.ckpt",
+             dir);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    json_t *j = json_of(out);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "param_checksum")),
+                     json_string_value(json_object_get(ref, "param_checksum")));
+    json_decref(j);
+    json_decref(ref);
+}
+
 /* A profile records the model's shape (1.1): pprun trains that shape, not the preset of its
  * name: the tiny-local profile turned into tiny-llama's block trains as --model tiny-llama
  * does (the same losses, bit for bit), and with its layers changed trains those layers. */
