@@ -18,7 +18,7 @@
 #define PPRUN_MAX_THREADS 1024
 
 #define OFF(f) offsetof(pprun_opts, f)
-enum { O_HELP = 1, O_DP, O_VERSION };
+enum { O_HELP = 1, O_DP, O_VERSION, O_MODEL };
 
 static const char *const TRANSPORTS[] = {"auto", "thread", "mpi", NULL};
 static const char *const PRECISIONS[] = {"fp32", "bf16", NULL}; /* pp_precision order */
@@ -27,12 +27,13 @@ static const char *const PRECISIONS[] = {"fp32", "bf16", NULL}; /* pp_precision 
 static const pp_opt head[] = {
     {.kind = PP_OPT_SECTION, .help = "the model:", .width = 28},
     {.name = "model", .kind = PP_OPT_STRING, .offset = OFF(model_name), .arg = "NAME",
+     .code = O_MODEL,
      .help = "a preset of the model table: tiny | small | tiny-llama |\n"
              "gpt-125m ... gpt-175b | llama3-8b | llama3-70b | llama3-405b", .show_default = 1},
     {.name = "model-config", .kind = PP_OPT_STRING, .offset = OFF(model_config),
      .arg = "config.json",
      .help = "the model of a HuggingFace config.json (Llama, Mistral,\n"
-             "Qwen2, GPT-2 blocks) instead of a preset"},
+             "Qwen2, GPT-2 blocks) instead of a preset; not with --model"},
     {.name = "layers", .kind = PP_OPT_INT, .offset = OFF(layers), .min = 1,
      .max = PPRUN_MAX_LAYERS, .arg = "L",
      .help = "override the model's number of transformer blocks"},
@@ -207,6 +208,12 @@ static int bad(const char *opt, const char *val, const char *want)
 /* What the table cannot say: ranges between options and the limits of the rest. */
 static int check(const pprun_opts *o)
 {
+    if (o->model_set && o->model_config) { /* two models: neither is silently the one trained */
+        fprintf(stderr, "pprun: --model %s and --model-config %s: give one model (a preset, or "
+                        "a HuggingFace config.json)\n",
+                o->model_name, o->model_config);
+        return 2;
+    }
     if (o->lr > 10 || o->weight_decay > 10) { /* finite (the table), and sane */
         fprintf(stderr, "pprun: %s: expected at most 10, got %g\n",
                 o->lr > 10 ? "--lr" : "--weight-decay", o->lr > 10 ? o->lr : o->weight_decay);
@@ -274,6 +281,8 @@ int pprun_parse(int argc, char **argv, pprun_opts *o)
         }
         if (c == O_DP)
             o->dp_set = 1;
+        if (c == O_MODEL)
+            o->model_set = 1;
     }
     if (optind < argc) {
         fputs("pprun: unexpected argument \"", stderr);

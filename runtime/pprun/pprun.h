@@ -11,6 +11,7 @@
 typedef struct {
     const char *model_name;
     const char *model_config; /* --model-config: a HuggingFace config.json, NULL: none */
+    int model_set;            /* --model was given (refused with --model-config) */
     /* the profile's model shape (profile.c; has_profile_model 0: none), trained instead of
      * the preset named model_name */
     pp_model_cfg profile_model;
