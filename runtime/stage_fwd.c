@@ -57,6 +57,8 @@ static pp_status attention_fwd(pp_rt_stage *st, const pp_layer_acts *a)
     if (st->d.rope)
         PP_TRY(be->ops->rope(be->ctx, a->qkv, N, st->T, st->Hl + st->KVl, st->hd, st->qkv,
                              &st->rope, 1));
+    if (st->cp > 1) /* over the context-parallel group's keys (stage_cp.c) */
+        return pp_stage_cp_attention_fwd(st, a->qkv, a->atty, a->att);
     return be->ops->attention_fwd(be->ctx, a->atty, a->att, a->qkv, st->B, st->T, st->Hl, st->KVl,
                                   st->hd);
 }
@@ -195,7 +197,9 @@ static pp_status head_fwd_vocab(pp_rt_stage *st, const pp_head_acts *h, const in
     pp_backend *be = st->be;
     const pp_backend_ops *o = be->ops;
     int N = st->B * st->T, C = st->cfg.hidden, Vl = st->Vl, t = st->tp;
-    float *mx = fws + pp_rt_size_fwd_ws_xent_at(&st->d, (size_t)N), *stats = mx + (size_t)t * N;
+    float *mx = fws + pp_rt_size_fwd_ws_xent_at(&st->d, (size_t)st->B, (size_t)st->T,
+                                                  (size_t)st->nl);
+    float *stats = mx + (size_t)t * N;
     PP_TRY(o->gemm(be->ctx, 0, 1, N, Vl, C, 1.0f, h->lnf, C, st->tensors[st->i_headwte].data, C,
                    0.0f, h->probs, Vl));
     PP_TRY(o->zero(be->ctx, mx, (size_t)t * N * sizeof(float)));
@@ -262,17 +266,15 @@ static pp_status check_io(const pp_rt_stage *st, int slot, const int32_t *tokens
     return PP_OK;
 }
 
-/* x(rows, C) += wpe at the positions of the micro-batch's rows [r0, r0 + rows) (row n is
- * position n % T): one add per run of consecutive positions. */
+/* x(rows, C) += wpe at the positions of the micro-batch's rows [r0, r0 + rows): row n's true
+ * position (pp_rope_pos: n % T, or its place in the whole sequence under context parallelism). */
 static pp_status add_positions(pp_rt_stage *st, float *x, const float *wpe, int r0, int rows)
 {
-    int C = st->cfg.hidden, T = st->T;
-    for (int r = r0; r < r0 + rows;) {
-        int pos = r % T, len = T - pos < r0 + rows - r ? T - pos : r0 + rows - r;
-        PP_TRY(st->be->ops->add(st->be->ctx, x + (size_t)(r - r0) * C, wpe + (size_t)pos * C,
-                                (size_t)len * C));
-        r += len;
-    }
+    int C = st->cfg.hidden;
+    for (int r = r0; r < r0 + rows; r++)
+        PP_TRY(st->be->ops->add(st->be->ctx, x + (size_t)(r - r0) * C,
+                                wpe + (size_t)pp_rope_pos(&st->rope, (size_t)r, st->T) * C,
+                                (size_t)C));
     return PP_OK;
 }
 
@@ -336,6 +338,8 @@ static pp_status forward_in_slot(pp_rt_stage *st, void *mem, const int32_t *toke
         const pp_rt_tensor *t = st->tensors;
         if (st->tp > 1)
             PP_TRY(embed_fwd_vocab(st, tok_s, in, fws));
+        else if (st->cp > 1) /* the tokens' true positions */
+            PP_TRY(pp_stage_cp_embed_fwd(st, in, tok_s));
         else
             PP_TRY(o->encoder_fwd(be->ctx, in, tok_s, t[st->i_wte].data,
                                   st->i_wpe >= 0 ? t[st->i_wpe].data : NULL, st->B, st->T,
@@ -368,11 +372,16 @@ pp_status pp_rt_stage_forward(pp_rt_stage *st, int slot, const int32_t *tokens, 
     PP_TRY(check_io(st, slot, tokens, x_in, targets, x_out, loss));
     void *mem;
     PP_TRY(add_slot(st, slot, &mem));
-    size_t ws_bytes = pp_rt_size_fwd_ws(&st->d, (size_t)st->B * st->T, st->has_head);
+    size_t N = (size_t)st->B * st->T;
+    size_t ws_bytes = pp_rt_size_fwd_ws(&st->d, (size_t)st->B, (size_t)st->T, (size_t)st->nl,
+                                        st->has_head);
     void *fws = NULL;
     pp_status rc = ws_bytes ? pp_stage_mem_alloc(st, ws_bytes, PP_MEM_WORKSPACE, &fws) : PP_OK;
+    /* the layout of pp_rt_size_fwd_ws: the sequence-parallel (N, C), then the ring's */
+    st->cp_kv = st->cp > 1 && fws ? (float *)fws + (st->sp > 1 ? N * st->cfg.hidden : 0) : NULL;
     if (rc == PP_OK)
         rc = forward_in_slot(st, mem, tokens, x_in, targets, x_out, loss, fws);
+    st->cp_kv = NULL;
     if (fws)
         pp_stage_mem_free(st, fws, ws_bytes, PP_MEM_WORKSPACE);
     if (rc != PP_OK) { /* give the slot back: a failed forward leaves nothing saved */

@@ -104,6 +104,9 @@ static const pp_backend_ops cpu_ops = {
     .vocab_xent_exp = pp_cpu_vocab_xent_exp,
     .vocab_xent_norm = pp_cpu_vocab_xent_norm,
     .vocab_xent_bwd = pp_cpu_vocab_xent_bwd,
+    .attention_cp_fwd = pp_cpu_attention_cp_fwd,
+    .attention_cp_fwd_end = pp_cpu_attention_cp_fwd_end,
+    .attention_cp_bwd = pp_cpu_attention_cp_bwd,
 };
 
 static int g_blas_threads = 1; /* what every CPU backend applies */

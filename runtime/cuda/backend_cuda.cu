@@ -366,6 +366,11 @@ static const pp_backend_ops cuda_ops = {
     /* .vocab_xent_exp = */ pp_cuda_vocab_xent_exp,
     /* .vocab_xent_norm = */ pp_cuda_vocab_xent_norm,
     /* .vocab_xent_bwd = */ pp_cuda_vocab_xent_bwd,
+    /* no context-parallel attention kernel (common/backends.c: the row has no
+     * context_parallel, so the executor refuses cp > 1 before creating this backend) */
+    /* .attention_cp_fwd = */ NULL,
+    /* .attention_cp_fwd_end = */ NULL,
+    /* .attention_cp_bwd = */ NULL,
 };
 
 /* Streams, events and the cuBLAS handle of a fresh context (on failure the caller destroys it). */
