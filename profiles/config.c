@@ -125,7 +125,8 @@ static const pp_config_axis axes[] = {
     {.key = "t", .kind = PP_CONFIG_INT, .offset = OFF(t), .min = 1, .shown = 1,
      .flag = "--tp", .arg = "t",
      .help = "tensor-parallel ranks per pipeline rank, Megatron-style\n"
-             "(t must divide the heads and the MLP width)",
+             "(t must divide the heads, KV heads and the MLP width;\n"
+             "the embedding and LM head split over the vocabulary)",
      .flag_min = 1, .profile_role = PP_CONFIG_PROFILE_LAYOUT, .on_line = tensor_parallel,
      .line = 80},
     {.key = "N", .kind = PP_CONFIG_INT, .offset = OFF(N), .min = 1, .shown = 1,

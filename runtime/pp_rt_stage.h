@@ -33,8 +33,10 @@ typedef struct {
     /* Tensor parallelism (Megatron-LM, Shoeybi et al. 2019): the stage's blocks are split over
      * tp ranks (0 or 1: no split), of which this one is tp_rank. qkv (by heads) and the MLP's
      * first linear are column-parallel, the attention output and the MLP's second linear
-     * row-parallel, LayerNorms, the row-parallel biases, the embedding and the head whole on
-     * every rank. tp_allreduce sums data(n) in place over the stage's tp ranks (every rank
+     * row-parallel, the token embedding and the head split over the vocabulary (ceil(V/t)
+     * rows each, Megatron-LM's VocabParallelEmbedding and column-parallel output layer, the
+     * loss computed across them), LayerNorms, the row-parallel biases and the position
+     * embedding whole on every rank. tp_allreduce sums data(n) in place over the stage's tp ranks (every rank
      * gets the same floats; each rank of the group calls it the same times, in the same
      * order); required when tp > 1. */
     int tp, tp_rank;
@@ -94,7 +96,8 @@ typedef struct {
     float *data;
     float *grad;
     size_t n;
-    int sharded; /* 1: this rank holds 1/t of the tensor (pp_rt_stage_global_index maps it);
+    int sharded; /* 1: this rank holds 1/t of the tensor (pp_rt_stage_global_index maps it;
+                    the vocabulary-split ones ceil(V/t) rows, with padding past V);
                     0: the whole tensor, identical on every tensor-parallel rank */
 } pp_rt_tensor;
 
@@ -153,7 +156,10 @@ pp_rt_tensor *pp_rt_stage_tensors(pp_rt_stage *st, int *n);
  * stage, or NULL if it holds none. */
 pp_rt_tensor *pp_rt_stage_tensor(pp_rt_stage *st, const char *name);
 /* Returns the index in the whole (unsplit) tensor of element i of the stage's tensor
- * `tensor` (an index into pp_rt_stage_tensors): i itself for a tensor that is not sharded. */
+ * `tensor` (an index into pp_rt_stage_tensors): i itself for a tensor that is not sharded;
+ * PP_RT_STAGE_PAD for an element of the vocabulary padding (a rank's rows past the
+ * vocabulary when t does not divide it: zero, part of no whole tensor). */
+#define PP_RT_STAGE_PAD ((size_t)-1)
 size_t pp_rt_stage_global_index(const pp_rt_stage *st, int tensor, size_t i);
 /* The names within a block ("ln1.g", "attn.qkv.w", ...) of the tensors the model's blocks
  * hold, in allocation order, into names (static strings); returns how many. */

@@ -14,12 +14,11 @@
  * holds its shard of qkv (by heads) and fc (column-parallel) and of the two projections'
  * weights (row-parallel), and each element of a shard is initialised from its index in the
  * whole tensor, so the t shards put together are bit for bit the unsplit tensor.
- * The token / position embedding and the tied LM head (with the loss) are replicated on every
- * tensor-parallel rank rather than split over the vocabulary as Megatron does: the runtime's
- * sizes are CPU trial sizes (tiny: V = 256, C = 64), where the replicated head is a few
- * percent of a stage's FLOPs and its weights 16 KB; splitting it would add two more
- * collectives per micro-batch (max and sum of the softmax) for no measurable gain there.
- * Planned per rank (pp_rt_sizes.h), so the tuner's trials see the replicated bytes.
+ * The token embedding and the LM head (tied or not) are split over the vocabulary
+ * (Megatron-LM's VocabParallelEmbedding and column-parallel output layer): a rank holds
+ * ceil(V/t) rows of each, the last ranks' rows past V zero padding (pp_rt_sizes.h's
+ * pp_rt_vocab_rows says why), a tied head's copy the same rows as the embedding; the position
+ * embedding stays whole on every rank (Planned per rank in pp_rt_sizes.h).
  * Sequence parallelism (Korthikanti et al. 2022) changes no parameter: a rank's slot holds the
  * LayerNorm / residual tensors of its N/t tokens only (stage_fwd.c, stage_bwd.c).
  */
@@ -139,6 +138,10 @@ size_t pp_stage_shard_index(const pp_stage_shard *sh, int t, int tpr, size_t i)
         }
         return i; /* not reached: the local rows sum to R/t */
     }
+    case SHARD_VOCAB: { /* local (Vl, K): rows r Vl .. of the whole (R, K), past R padding */
+        size_t row = r * pp_rt_vocab_rows(R, tt) + i / K;
+        return row < R ? row * K + i % K : PP_RT_STAGE_PAD;
+    }
     case SHARD_COLS: { /* local (R, K/t) */
         size_t kl = K / tt, row = i / kl, c = i % kl;
         return row * K + r * kl + c;
@@ -167,9 +170,9 @@ static pp_status init_shard(pp_backend *be, float *dst, size_t n, init_kind kind
         for (size_t i = 0; i < m; i++) {
             size_t gi = pp_stage_shard_index(sh, t, tpr, done + i);
             float pair[2] = {kind == INIT_ONE ? 1.0f : 0.0f, kind == INIT_ONE ? 1.0f : 0.0f};
-            if (kind == INIT_NORMAL)
+            if (kind == INIT_NORMAL && gi != PP_RT_STAGE_PAD)
                 pp_normal_pair(key, gi / 2, std, pair);
-            buf[i] = pair[gi & 1];
+            buf[i] = gi == PP_RT_STAGE_PAD ? 0.0f : pair[gi & 1]; /* padding rows: zero */
         }
         PP_TRY(be->ops->upload(be->ctx, dst + done, buf, m * sizeof(float)));
         done += m;
@@ -237,8 +240,16 @@ static int plan_tensors(const pp_rt_stage *st, tensor_plan *plan)
         }                                                                                          \
         k++;                                                                                       \
     } while (0)
+    /* the embedding's and the head's vocabulary rows on this rank (all of them at t = 1) */
+    size_t V = (size_t)m->vocab, Vl = pp_rt_vocab_rows(V, (size_t)st->tp);
+#define VOCAB_SHARD()                                                                              \
+    do {                                                                                           \
+        if (plan && st->tp > 1)                                                                    \
+            plan[k - 1].shard = (pp_stage_shard){SHARD_VOCAB, V, C, 0, {0}};                       \
+    } while (0)
     if (st->has_embed) {
-        PLAN("wte", -1, "wte", (size_t)m->vocab * C, INIT_NORMAL, std, 1);
+        PLAN("wte", -1, "wte", Vl * C, INIT_NORMAL, std, 1);
+        VOCAB_SHARD();
         if (m->pos == PP_POS_LEARNED)
             PLAN("wpe", -1, "wpe", (size_t)m->seq * C, INIT_NORMAL, std, 1);
     }
@@ -270,11 +281,15 @@ static int plan_tensors(const pp_rt_stage *st, tensor_plan *plan)
         /* An untied head is its own matrix. The tied LM head: its own copy only when the
          * embedding lives on another stage, initialised from the same key as "wte" so both
          * copies start equal. */
-        if (m->untied)
-            PLAN("head.w", -1, "head.w", (size_t)m->vocab * C, INIT_NORMAL, std, 1);
-        else if (!st->has_embed)
-            PLAN("wte.head", -1, "wte", (size_t)m->vocab * C, INIT_NORMAL, std, 1);
+        if (m->untied) {
+            PLAN("head.w", -1, "head.w", Vl * C, INIT_NORMAL, std, 1);
+            VOCAB_SHARD();
+        } else if (!st->has_embed) {
+            PLAN("wte.head", -1, "wte", Vl * C, INIT_NORMAL, std, 1);
+            VOCAB_SHARD();
+        }
     }
+#undef VOCAB_SHARD
 #undef PLAN
     return k;
 }
@@ -516,6 +531,11 @@ pp_status pp_rt_stage_create(pp_backend *be, const pp_rt_stage_params *p, pp_rt_
     }
     st->tp_allreduce = p->tp_allreduce;
     st->tp_ctx = p->tp_ctx;
+    {
+        size_t v0, nv;
+        pp_rt_vocab_range(st->d.V, (size_t)st->tp, (size_t)st->tpr, &v0, &nv);
+        st->v0 = (int)v0, st->nv = (int)nv, st->Vl = (int)st->d.Vl;
+    }
     st->mem_alloc = p->mem_alloc;
     st->mem_free = p->mem_free;
     st->mem_ctx = p->mem_ctx;

@@ -55,7 +55,8 @@ typedef struct {
     float *lnf;   /* (N, C) whole (all-gathered under sequence parallelism) */
     float *meanf; /* (Nl) */
     float *rstdf; /* (Nl) */
-    float *probs; /* (N, V) softmax; turned into dlogits in place by backward */
+    float *probs; /* (N, Vl) softmax over the rank's vocabulary rows (V without tensor
+                     parallelism); turned into dlogits in place by backward */
 } pp_head_acts;
 
 /* How a tensor-parallel rank's piece of a tensor maps into the whole (rows, cols) tensor
@@ -64,7 +65,9 @@ typedef struct {
  * rows each (column-parallel by heads: qkv's [q | k | v], with KV heads for k and v; SwiGLU's
  * [gate | up]); SHARD_COLS columns [tpr K/t, ..) of every row (row-parallel: the
  * projections' weights). */
-typedef enum { SHARD_NONE, SHARD_ROWS, SHARD_BLOCKS, SHARD_COLS } pp_shard_kind;
+/* SHARD_VOCAB: vocabulary rows [tpr Vl, (tpr+1) Vl) of the (V, C) embedding or head, Vl =
+ * ceil(V/t), those past V being padding (no place in the whole tensor: PP_SHARD_PAD). */
+typedef enum { SHARD_NONE, SHARD_ROWS, SHARD_BLOCKS, SHARD_COLS, SHARD_VOCAB } pp_shard_kind;
 typedef struct {
     pp_shard_kind kind;
     size_t rows, cols; /* of the whole tensor */
@@ -113,6 +116,9 @@ struct pp_rt_stage {
     pp_rope rope;         /* rotary frequencies' parameters (rotary models) */
     pp_status (*tp_allreduce)(void *ctx, float *data, size_t n);
     void *tp_ctx;
+    /* vocabulary parallelism (tp > 1): the rank's vocabulary rows [v0, v0 + Vl) of the
+     * embedding and head, the first nv of them real, the rest padding (pp_rt_vocab_range) */
+    int v0, nv, Vl;
     /* per-micro-batch memory (pp_rt_stage_params.mem_*; NULL: the backend's) */
     pp_status (*mem_alloc)(void *ctx, size_t bytes, pp_mem_category cat, void **out);
     void (*mem_free)(void *ctx, void *p, size_t bytes, pp_mem_category cat);
@@ -170,9 +176,10 @@ static inline float *pp_st_g(const struct pp_rt_stage *st, int layer, int k)
  * column-parallel linears; under sequence parallelism the backward reduce-scatter there),
  * PP_TP_DROP_G g's forward all-reduce (after the row-parallel ones; under sequence
  * parallelism the forward reduce-scatter there), PP_TP_DROP_LN the all-reduce of the
- * sequence-parallel LayerNorm gradients. A dropped reduce-scatter keeps the rank's own slice
+ * sequence-parallel LayerNorm gradients, PP_TP_DROP_VOCAB the vocabulary-parallel loss's
+ * all-reduce of the sums of exp and target logits. A dropped reduce-scatter keeps the rank's own slice
  * of its partial sum. 0 in every other use. Read at each forward / backward. */
-enum { PP_TP_DROP_NONE, PP_TP_DROP_F, PP_TP_DROP_G, PP_TP_DROP_LN };
+enum { PP_TP_DROP_NONE, PP_TP_DROP_F, PP_TP_DROP_G, PP_TP_DROP_LN, PP_TP_DROP_VOCAB };
 extern int pp_stage_tp_fault;
 
 /* All-reduce over the stage's tensor-parallel ranks (nothing when tp == 1). */

@@ -373,30 +373,47 @@ Test(ckpt, a_checkpoint_path_is_a_name_not_a_pattern)
 
 /* Stopped after 2 steps and resumed to 4, the run ends with the uninterrupted run's bits; a
  * GPT run refuses its checkpoint (the block is part of the run's identity). */
+/* pprun ARGS for 4 steps, and for 2 steps then resumed to 4 from its checkpoint in dir: the same
+ * parameters, bit for bit. */
+static void resumes_to_the_same_bits(const char *args, const char *dir)
+{
+    char cmd[1024], out[65536];
+    snprintf(cmd, sizeof cmd, PPRUN " %s --steps 4 --json --checkpoint %s/ref.ckpt", args, dir);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    json_t *ref = json_of(out);
+    snprintf(cmd, sizeof cmd, PPRUN " %s --steps 2 --save-every 2 --checkpoint %s/half.ckpt", args,
+             dir);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    snprintf(cmd, sizeof cmd, PPRUN " %s --steps 4 --resume --json --checkpoint %s/half.ckpt",
+             args, dir);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    json_t *j = json_of(out);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "param_checksum")),
+                     json_string_value(json_object_get(ref, "param_checksum")), "%s", args);
+    json_decref(j);
+    json_decref(ref);
+}
+
 Test(ckpt, a_llama_run_resumes_to_the_same_bits)
 {
     char dir[64], cmd[1024], out[65536];
     pt_tmpdir(dir, sizeof dir);
-    snprintf(cmd, sizeof cmd, PPRUN " " LLAMA_ARGS " --steps 4 --json --checkpoint %s/ref.ckpt",
-             dir);
-    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
-    json_t *ref = json_of(out);
-    snprintf(cmd, sizeof cmd,
-             PPRUN " " LLAMA_ARGS " --steps 2 --save-every 2 --checkpoint %s/half.ckpt", dir);
-    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
-    snprintf(cmd, sizeof cmd,
-             PPRUN " " LLAMA_ARGS " --steps 4 --resume --json --checkpoint %s/half.ckpt", dir);
-    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
-    json_t *j = json_of(out);
-    cr_assert_str_eq(json_string_value(json_object_get(j, "param_checksum")),
-                     json_string_value(json_object_get(ref, "param_checksum")));
-    json_decref(j);
-    json_decref(ref);
+    resumes_to_the_same_bits(LLAMA_ARGS, dir);
     snprintf(cmd, sizeof cmd,
              PPRUN " --model tiny --schedule zb-h1 --ranks 2 --microbatches 4 --dp 2 --quiet "
                    "--steps 4 --resume --checkpoint %s/half.ckpt",
              dir);
     cr_assert_eq(pt_run(cmd, out, sizeof out), 2, "%s", out);
+}
+
+/* With --tp 2 (the embedding and the untied head split over the vocabulary, each tensor rank's
+ * rows and AdamW state in the checkpoint): stopped after 2 steps and resumed to 4, the run
+ * ends with the uninterrupted run's bits. */
+Test(ckpt, a_tensor_parallel_llama_run_resumes_to_the_same_bits)
+{
+    char dir[64];
+    pt_tmpdir(dir, sizeof dir);
+    resumes_to_the_same_bits(LLAMA_ARGS " --tp 2", dir);
 }
 
 /* A profile records the model's shape (1.1): pprun trains that shape, not the preset of its

@@ -22,6 +22,28 @@ static inline size_t pp_rt_size_align64(size_t n)
     return (n + 63) / 64 * 64;
 }
 
+/* ---- the vocabulary split (the embedding, the LM head and the loss) ---- */
+
+/* Vocabulary parallelism (Megatron-LM's VocabParallelEmbedding, the output layer as a
+ * ColumnParallelLinear and vocab_parallel_cross_entropy: megatron/core/tensor_parallel/
+ * layers.py, cross_entropy.py): with t > 1 tensor-parallel rank r holds rows [r Vl, r Vl + Vl)
+ * of the (V, C) token embedding and of the head, Vl = ceil(V / t). Where t does not divide V
+ * the last ranks' rows past V are padding: zero, never looked up, masked out of the softmax
+ * (so losses and gradients equal the unsplit model's, unlike Megatron's padded vocabulary,
+ * whose padding logits join the softmax), and every tensor rank holds the same bytes (so one
+ * memory plan serves them all). t = 1: the whole vocabulary. */
+static inline size_t pp_rt_vocab_rows(size_t V, size_t t)
+{
+    return t > 1 ? (V + t - 1) / t : V;
+}
+/* Rank r's first vocabulary id and its real (not padding) rows, of Vl = pp_rt_vocab_rows. */
+static inline void pp_rt_vocab_range(size_t V, size_t t, size_t r, size_t *v0, size_t *nv)
+{
+    size_t Vl = pp_rt_vocab_rows(V, t);
+    *v0 = r * Vl;
+    *nv = *v0 >= V ? 0 : V - *v0 < Vl ? V - *v0 : Vl;
+}
+
 /* ---- the block's widths on one tensor-parallel rank ---- */
 
 /* Tensor parallelism (runtime/stage*.c, Megatron-LM's split): a block's qkv and fc are
@@ -37,6 +59,7 @@ typedef struct pp_rt_dims { /* its tag: pp_backends.h names it */
     size_t Hl, KVl, Fl;  /* this rank's query heads, KV heads, MLP width */
     size_t qd, kvd;      /* this rank's widths of q (Hl hd) and of each of k, v (KVl hd) */
     size_t qkv, fc;      /* this rank's qkv width (qd + 2 kvd) and fc width (Fl, SwiGLU 2 Fl) */
+    size_t Vl;           /* this rank's vocabulary rows of the embedding / head: ceil(V/t) */
     size_t norm;         /* floats of one norm: C (RMSNorm, LayerNorm without bias) or 2C */
     int b_qkv, b_out, b_mlp; /* biases present */
     int rope, untied;
@@ -71,6 +94,7 @@ static inline pp_rt_dims pp_rt_dims_of(const pp_model_cfg *m, size_t t, size_t s
     d.b_mlp = pp_model_bias(m, PP_NOBIAS_MLP);
     d.rope = m->pos == PP_POS_ROPE, d.untied = m->untied != 0;
     d.rc = PP_RT_RC_NONE, d.rc_k = 0;
+    d.Vl = pp_rt_vocab_rows(d.V, t);
     return d;
 }
 
@@ -111,19 +135,18 @@ static inline size_t pp_rt_size_block_params(const pp_rt_dims *d)
            (d->b_out ? d->C : 0) + d->fc * d->C + d->C * d->Fl + (d->b_mlp ? d->fc + d->C : 0);
 }
 
-/* Floats of a stage on one tensor-parallel rank: its blocks, the token (V*C) and, with learned
- * positions, position (seq*C) embedding on a pipe's first stage, the final norm and the head's
- * matrix (V*C: an untied head's own, or a tied head's copy on a last stage without the
- * embedding) on its last. The embedding and head are replicated on every tensor-parallel
- * rank (stage.c says why). */
+/* Floats of a stage on one tensor-parallel rank: its blocks, the token (Vl*C: the rank's
+ * vocabulary rows) and, with learned positions, position (seq*C, whole on every rank)
+ * embedding on a pipe's first stage, the final norm and the head's matrix (Vl*C: an untied
+ * head's own, or a tied head's copy on a last stage without the embedding) on its last. */
 static inline size_t pp_rt_size_stage_params(const pp_rt_dims *d, size_t layers, int has_embed,
                                              int has_head)
 {
     size_t n = layers * pp_rt_size_block_params(d);
     if (has_embed)
-        n += d->V * d->C + (d->rope ? 0 : d->seq * d->C);
+        n += d->Vl * d->C + (d->rope ? 0 : d->seq * d->C);
     if (has_head)
-        n += d->norm + (d->untied || !has_embed ? d->V * d->C : 0);
+        n += d->norm + (d->untied || !has_embed ? d->Vl * d->C : 0);
     return n;
 }
 
@@ -196,8 +219,8 @@ static inline size_t pp_rt_size_rc_ws_floats(const pp_rt_dims *d, size_t B, size
 }
 
 /* Floats the head saves: final norm input (N C / sp) and output (N C: all-gathered under
- * sequence parallelism, for the replicated head), its mean and rstd (2 N / sp), the
- * probabilities (N V). */
+ * sequence parallelism, for the column-parallel head), its mean and rstd (2 N / sp), the
+ * probabilities of the rank's vocabulary rows (N Vl, V = Vl without tensor parallelism). */
 static inline size_t pp_rt_size_act_head_floats(size_t N, size_t C, size_t V, size_t sp)
 {
     return N / sp * (C + 2) + N * (C + V);
@@ -218,7 +241,7 @@ static inline size_t pp_rt_size_act_slot_bytes(const pp_rt_dims *d, size_t B, si
     size_t N = B * T;
     return (pp_rt_size_act_prefix_words(N, has_embed, has_head) +
             pp_rt_size_act_kept_floats(d, B, T, layers) +
-            (has_head ? pp_rt_size_act_head_floats(N, d->C, d->V, d->sp) : 0)) *
+            (has_head ? pp_rt_size_act_head_floats(N, d->C, d->Vl, d->sp) : 0)) *
            4;
 }
 
@@ -299,18 +322,30 @@ static inline size_t pp_rt_size_bwd_ws(const pp_rt_dims *d, size_t B, size_t T, 
 /* Bytes of a forward's workspace (runtime/stage_fwd.c, PP_MEM_WORKSPACE, freed at its end):
  * under sequence parallelism one (N, C) buffer that holds in turn the embedding's whole
  * output, each all-gathered LayerNorm output and each row-parallel linear's partial product
- * before its reduce-scatter; under context parallelism, with blocks, the ring's block of K/V
- * (pp_rt_size_cp_kv_floats), the online softmax's running max and sum (two of
- * pp_rt_size_cp_stats_floats) and the block scratch (pp_rt_size_attn_scratch_cp, of T = N/B
- * tokens); then, with recomputation, its workspace (pp_rt_size_rc_ws_floats); none: none. */
-static inline size_t pp_rt_size_fwd_ws(const pp_rt_dims *d, size_t B, size_t T, size_t layers)
+ * before its reduce-scatter (the embedding's partial output, vocabulary-parallel); under
+ * context parallelism, with blocks, the ring's block of K/V (pp_rt_size_cp_kv_floats), the
+ * online softmax's running max and sum (two of pp_rt_size_cp_stats_floats) and the block
+ * scratch (pp_rt_size_attn_scratch_cp, of T = N/B tokens); then, with recomputation, its workspace (pp_rt_size_rc_ws_floats); with a
+ * vocabulary-parallel loss (t > 1, a last stage) after those the t ranks' row maxima (t N,
+ * all-reduced) and the row sums of exp and target logits (2 N, all-reduced); none of these:
+ * none. pp_rt_size_fwd_ws_xent_at: floats before the loss's statistics. */
+static inline size_t pp_rt_size_fwd_ws_xent_at(const pp_rt_dims *d, size_t B, size_t T,
+                                               size_t layers)
 {
     size_t N = B * T, n = d->sp > 1 ? N * d->C : 0;
     if (layers > 0 && d->cp > 1)
         n += pp_rt_size_cp_kv_floats(d, N) + 2 * pp_rt_size_cp_stats_floats(d, N) +
              pp_rt_size_attn_scratch_cp(T) / 4;
     n += pp_rt_size_rc_ws_floats(d, B, T, layers);
-    return n * 4;
+    return n;
+}
+static inline size_t pp_rt_size_fwd_ws(const pp_rt_dims *d, size_t B, size_t T, size_t layers,
+                                       int has_head)
+{
+    size_t N = B * T;
+    return (pp_rt_size_fwd_ws_xent_at(d, B, T, layers) +
+            (d->t > 1 && has_head ? (d->t + 2) * N : 0)) *
+           4;
 }
 
 #endif
