@@ -267,8 +267,9 @@ static int train(const pprun_opts *o, run_state *s, int seq)
             return rc;
     }
     if (!o->quiet && g_rank == 0 && s->rec.threads)
-        fprintf(stderr, "pprun: %d BLAS thread%s per rank (%s)\n", s->rec.threads,
-                s->rec.threads == 1 ? "" : "s", s->rec.threads_from);
+        fprintf(stderr, "pprun: %d BLAS thread%s per rank (%s), %d kernel thread%s\n",
+                s->rec.threads, s->rec.threads == 1 ? "" : "s", s->rec.threads_from,
+                s->rec.kernel_threads, s->rec.kernel_threads == 1 ? "" : "s");
     /* both gather on rank 0 under MPI: every process takes part */
     pp_status st = pp_rt_executor_mem_stats(s->ex, s->rec.mem);
     if (st == PP_OK)
