@@ -21,9 +21,9 @@
 #define PPRUN PP_BINARY_DIR "/runtime/pprun"
 
 /* Sizes: 397 rows of 72 (split 2 and 3 ways at the kernels' minimum part: rows, and columns in
- * 16-float grains 16 | 32 | 24), 24613 elements, vocabulary 333, attention 2 x 300 x 6 heads
- * over 2 KV heads of width 8 (forward 12 units, backward 4). */
-enum { N = 397, C = 72, V = 333, B = 2, T = 300, NH = 6, NKV = 2, HD = 8, F = 36 };
+ * 16-float grains 16 | 32 | 24), 24613 elements, vocabulary 333; attention 2 x 300 (across the
+ * 256-row block) x 6 heads over 2 KV heads, and 3 x 40 x 4 heads over 1 (backward: 3 units). */
+enum { N = 397, C = 72, V = 333, F = 36 };
 #define NEL ((size_t)3 * 8192 + 37)
 
 static float *filled(size_t n, unsigned seed, float scale)
@@ -47,24 +47,40 @@ static float *copy_of(const float *x, size_t n)
 
 /* Every output of every kernel, one after the other, computed by backend `be`. */
 typedef struct {
-    float *buf[24];
-    size_t n[24];
-    const char *what[24];
+    float *buf[32];
+    size_t n[32];
+    const char *what[32];
     int count;
     float loss;
 } outputs;
 
 static void keep(outputs *o, const char *what, float *x, size_t n)
 {
-    cr_assert_lt(o->count, 24);
+    cr_assert_lt(o->count, 32);
     o->what[o->count] = what, o->buf[o->count] = x, o->n[o->count++] = n;
+}
+
+static void attention(const pp_backend_ops *k, void *c, outputs *o, int B, int T, int NH,
+                      int NKV, int HD)
+{
+    size_t W = (size_t)(NH + 2 * NKV) * HD, nq = (size_t)B * T * W;
+    size_t na = (size_t)B * NH * T * T, ny = (size_t)B * T * NH * HD;
+    float *qkv = filled(nq, 23, 2.0f), *att = calloc(na, sizeof *att);
+    float *ya = malloc(ny * sizeof *ya), *dya = filled(ny, 24, 1.0f);
+    float *dqkv = malloc(nq * sizeof *dqkv);
+    float *scratch = malloc(k->attention_scratch_bytes(c, B, T, NH * HD, NH));
+    cr_assert(att && ya && dqkv && scratch);
+    OK(k->attention_fwd(c, ya, att, qkv, B, T, NH, NKV, HD));
+    OK(k->attention_bwd(c, dqkv, scratch, dya, att, qkv, B, T, NH, NKV, HD));
+    keep(o, "attention_fwd", ya, ny), keep(o, "attention_bwd", dqkv, nq);
+    free(qkv), free(att), free(dya), free(scratch);
 }
 
 static void run_kernels(pp_backend *be, outputs *o)
 {
     const pp_backend_ops *k = be->ops;
     void *c = be->ctx;
-    const size_t NC = (size_t)N * C, W = (size_t)(NH + 2 * NKV) * HD;
+    const size_t NC = (size_t)N * C;
     memset(o, 0, sizeof *o);
     float *x = filled(NC, 1, 4.0f), *g = filled(C, 2, 2.0f), *b = filled(C, 3, 1.0f);
     float *dy = filled(NC, 4, 1.0f);
@@ -135,17 +151,10 @@ static void run_kernels(pp_backend *be, outputs *o)
     OK(k->adamw(c, w, e2, m, v, NEL, &s));
     keep(o, "adamw w", w, NEL), keep(o, "adamw m", m, NEL);
     free(v);
-    /* attention, forward and backward */
-    size_t nq = (size_t)B * T * W, na = (size_t)B * NH * T * T;
-    float *qkv = filled(nq, 23, 2.0f), *att = calloc(na, sizeof *att);
-    float *ya = malloc((size_t)B * T * NH * HD * sizeof *ya);
-    float *dya = filled((size_t)B * T * NH * HD, 24, 1.0f), *dqkv = malloc(nq * sizeof *dqkv);
-    float *scratch = malloc(k->attention_scratch_bytes(c, B, T, NH * HD, NH));
-    cr_assert(att && ya && dqkv && scratch);
-    OK(k->attention_fwd(c, ya, att, qkv, B, T, NH, NKV, HD));
-    OK(k->attention_bwd(c, dqkv, scratch, dya, att, qkv, B, T, NH, NKV, HD));
-    keep(o, "attention_fwd", ya, (size_t)B * T * NH * HD), keep(o, "attention_bwd", dqkv, nq);
-    free(qkv), free(att), free(dya), free(scratch);
+    /* attention: units in parallel (T = 40) and, T = 300 with 2 BLAS threads, units in turn
+     * with their softmax rows split */
+    attention(k, c, o, 2, 300, 6, 2, 8);
+    attention(k, c, o, 3, 40, 4, 1, 8);
     free(x), free(g), free(b), free(dy), free(e2), free(wte), free(wpe), free(gx);
 }
 
@@ -158,6 +167,7 @@ static void free_outputs(outputs *o)
 Test(runtime_threads, every_kernel_is_bit_identical_on_2_and_3_threads)
 {
     pp_backend *one;
+    pp_backend_cpu_set_threads(2); /* OpenBLAS's, the same for every kernel count below */
     OK(pp_backend_cpu_create_threads(1, &one));
     outputs ref;
     run_kernels(one, &ref);

@@ -134,6 +134,7 @@ pp_status pp_backend_cpu_create_threads(int threads, pp_backend **out)
     if (threads < 1 || threads > PP_CPU_MAX_THREADS)
         return PP_ERR(PP_ERR_INVALID, "cpu backend: %d kernel threads; expected 1 to %d", threads,
                       PP_CPU_MAX_THREADS);
+    openblas_set_num_threads(g_blas_threads);
     pp_cpu_pool *pool = NULL;
     if (threads > 1) /* one thread: no pool, every kernel runs on the caller */
         PP_TRY(pp_cpu_pool_create(threads, &pool));
@@ -142,6 +143,5 @@ pp_status pp_backend_cpu_create_threads(int threads, pp_backend **out)
 
 pp_status pp_backend_cpu_create(pp_backend **out)
 {
-    openblas_set_num_threads(g_blas_threads);
     return pp_backend_cpu_create_threads(g_kernel_threads, out);
 }
