@@ -413,16 +413,29 @@ static void adamw_part(void *arg, size_t lo, size_t hi, int part)
 {
     const adamw_arg *a = arg;
     const pp_adamw_scalars *s = a->s;
+    const float b1 = s->beta1, b2 = s->beta2, c1 = 1.0f - b1, c2 = 1.0f - b2, gs = s->grad_scale;
+    const float bc1 = s->bc1, bc2 = s->bc2, lr = s->lr, eps = s->eps, wd = s->weight_decay;
     float *w = a->w, *m = a->m, *v = a->v;
     const float *g = a->g;
+    size_t i = lo;
     (void)part;
-    for (size_t i = lo; i < hi; i++) {
-        float gi = g[i] * s->grad_scale;
-        m[i] = s->beta1 * m[i] + (1.0f - s->beta1) * gi;
-        v[i] = s->beta2 * v[i] + (1.0f - s->beta2) * gi * gi;
-        float mhat = m[i] / s->bc1;
-        float vhat = v[i] / s->bc2;
-        w[i] -= s->lr * (mhat / (sqrtf(vhat) + s->eps) + s->weight_decay * w[i]);
+    for (; i + PP_VW <= hi; i += PP_VW) {
+        float vw[PP_VW], vm[PP_VW], vv[PP_VW]; /* loads, then stores: vectorises */
+        for (int k = 0; k < PP_VW; k++) {
+            float gi = g[i + k] * gs;
+            vm[k] = b1 * m[i + k] + c1 * gi;
+            vv[k] = b2 * v[i + k] + c2 * gi * gi;
+            vw[k] = w[i + k] - lr * ((vm[k] / bc1) / (sqrtf(vv[k] / bc2) + eps) + wd * w[i + k]);
+        }
+        memcpy(m + i, vm, sizeof vm);
+        memcpy(v + i, vv, sizeof vv);
+        memcpy(w + i, vw, sizeof vw);
+    }
+    for (; i < hi; i++) {
+        float gi = g[i] * gs;
+        m[i] = b1 * m[i] + c1 * gi;
+        v[i] = b2 * v[i] + c2 * gi * gi;
+        w[i] -= lr * ((m[i] / bc1) / (sqrtf(v[i] / bc2) + eps) + wd * w[i]);
     }
 }
 
