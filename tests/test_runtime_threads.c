@@ -18,7 +18,6 @@
 #include "pp_test_run.h"
 #include "pprun_json.h"
 
-#define PPRUN PP_BINARY_DIR "/runtime/pprun"
 
 /* Sizes: 397 rows of 72 (split 2 and 3 ways at the kernels' minimum part: rows, and columns in
  * 16-float grains 16 | 32 | 24), 24613 elements, vocabulary 333; attention 2 x 300 (across the
@@ -199,15 +198,6 @@ Test(runtime_threads, a_thread_count_out_of_range_is_refused)
     cr_assert(strstr(pp_err_msg(), "0 kernel threads; expected 1 to"), "%s", pp_err_msg());
 }
 
-static json_t *pprun_json(const char *args)
-{
-    pp_test_run_result r = pp_test_run(PPRUN " %s --json --quiet", args);
-    cr_assert_eq(r.code, 0, "pprun %s: exit %d: %s", args, r.code, r.err);
-    json_t *j = pp_test_parse_json(r.out, args);
-    pp_test_run_done(&r);
-    return j;
-}
-
 /* 12 sequences of 64 tokens per micro-batch: 768 rows, enough for the norms (width 32) to
  * split 3 ways; two pipeline ranks so that both the embedding's and the head's stage run.
  * Four steps: AdamW's first update is about lr sign(g), blind to the last bits of g (a norm
@@ -221,7 +211,7 @@ static void same_training_on_1_2_3_kernel_threads(const char *model)
                  "--model %s --ranks 2 --microbatches 2 --micro-batch-size 12 --seq 64 "
                  "--steps 4 --threads 1 --kernel-threads %d",
                  model, k);
-        json_t *j = pprun_json(args);
+        json_t *j = pp_test_pprun_json(args);
         cr_assert_eq(json_integer_value(json_object_get(j, "kernel_threads_per_rank")), k, "%s",
                      args);
         if (!ref) {
