@@ -275,18 +275,99 @@ Test(tuner_models, hf_norm_epsilon_is_the_configs_own)
     cr_assert(m.norm_eps == 1e-5, "Llama 3's released rms_norm_eps");
 }
 
-Test(tuner_models, mixture_of_experts_configs_are_refused_naming_the_field)
+/* Mixtral and Qwen3-MoE read with their experts: the parameter counts equal the published
+ * safetensors totals exactly (Mixtral-8x7B-v0.1 46,702,792,704; Qwen3-30B-A3B 30,532,122,624,
+ * with Qwen3's per-head q/k norms and head_dim 128 != 2048 / 32), and the active counts the
+ * releases state as 12.9 B and 3.3 B. */
+Test(tuner_models, mixture_of_experts_configs_count_every_parameter)
+{
+    static const struct {
+        const char *file;
+        int experts, top_k, ffn, moe_layers;
+        double total, active;
+    } cases[] = {
+        {"mixtral-8x7b-v0.1.json", 8, 2, 14336, 32, 46702792704.0, 12879925248.0},
+        {"qwen3-30b-a3b.json", 128, 8, 768, 48, 30532122624.0, 3353032704.0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[512];
+        snprintf(path, sizeof path, HF "%s", cases[i].file);
+        pp_tune_model m;
+        cr_assert_eq(pp_tune_model_load_hf(path, &m), PP_OK, "%s: %s", path, pp_err_msg());
+        const pp_moe_cfg *e = &m.block.moe;
+        cr_expect_eq(e->experts, cases[i].experts, "%s", path);
+        cr_expect_eq(e->top_k, cases[i].top_k, "%s", path);
+        cr_expect_eq(e->ffn, cases[i].ffn, "%s", path);
+        cr_expect_eq(e->norm_topk, 1, "%s: both renormalise the top-k weights", path);
+        pp_tune_params pc;
+        pp_tune_model_params(&m, &pc);
+        cr_expect_eq(pc.moe_layers, cases[i].moe_layers, "%s", path);
+        cr_expect(pc.total == cases[i].total, "%s: %.0f parameters, published %.0f", path,
+                  pc.total, cases[i].total);
+        cr_expect(pc.active == cases[i].active, "%s: %.0f active, want %.0f", path, pc.active,
+                  cases[i].active);
+    }
+}
+
+/* The layer rule: Qwen's decoder_sparse_step k makes layers k-1, 2k-1, ... sparse
+ * (modeling_qwen3_moe.py: (layer_idx + 1) % decoder_sparse_step == 0); a non-empty
+ * mlp_only_layers, which the rule cannot say, is refused naming the field. */
+Test(tuner_models, qwen_moe_layer_rule_follows_decoder_sparse_step)
 {
     pp_tune_model m;
-    cr_assert_eq(pp_tune_model_load_hf(HF "mixtral-8x7b-v0.1.json", &m), PP_ERR_PARSE);
-    cr_assert(strstr(pp_err_text(), "field \"num_local_experts\": 8: a mixture-of-experts"),
+    char *p = write_tmp("{\"model_type\": \"qwen3_moe\", \"num_hidden_layers\": 6, "
+                        "\"hidden_size\": 64, \"num_attention_heads\": 4, "
+                        "\"intermediate_size\": 256, \"moe_intermediate_size\": 32, "
+                        "\"vocab_size\": 100, \"num_experts\": 4, \"num_experts_per_tok\": 2, "
+                        "\"decoder_sparse_step\": 2}");
+    cr_assert_eq(pp_tune_model_load_hf(p, &m), PP_OK, "%s", pp_err_msg());
+    pp_model_cfg c;
+    pp_tune_model_cfg(&m, &c);
+    int want[] = {0, 1, 0, 1, 0, 1};
+    for (int l = 0; l < 6; l++)
+        cr_expect_eq(pp_model_layer_moe(&c, l), want[l], "layer %d", l);
+    pp_tune_params pc;
+    pp_tune_model_params(&m, &pc);
+    cr_expect_eq(pc.moe_layers, 3);
+    cr_expect_eq(m.block.moe.norm_topk, 0, "Qwen3MoeConfig's norm_topk_prob default: false");
+    unlink(p);
+    free(p);
+    p = write_tmp("{\"model_type\": \"qwen3_moe\", \"num_hidden_layers\": 6, "
+                  "\"hidden_size\": 64, \"num_attention_heads\": 4, "
+                  "\"intermediate_size\": 256, \"moe_intermediate_size\": 32, "
+                  "\"vocab_size\": 100, \"num_experts\": 4, \"num_experts_per_tok\": 2, "
+                  "\"mlp_only_layers\": [0, 5]}");
+    cr_assert_eq(pp_tune_model_load_hf(p, &m), PP_ERR_PARSE);
+    cr_assert(strstr(pp_err_text(), "\"mlp_only_layers\""), "%s", pp_err_text());
+    unlink(p);
+    free(p);
+}
+
+/* What pptune's model does not describe is refused naming the field: DeepSeek-V3's latent
+ * attention (kv_lora_rank), and a MoE type it does not read (here one with n_routed_experts). */
+Test(tuner_models, mixture_of_experts_it_cannot_describe_are_refused_naming_the_field)
+{
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_load_hf(HF "deepseek-v3.json", &m), PP_ERR_PARSE);
+    cr_assert(strstr(pp_err_text(), "field \"n_routed_experts\": 256") &&
+                  strstr(pp_err_text(), "\"kv_lora_rank\""),
               "%s", pp_err_text());
-    char *p = write_tmp("{\"model_type\": \"deepseek_v3\", \"num_hidden_layers\": 4, "
+    char *p = write_tmp("{\"model_type\": \"olmoe\", \"num_hidden_layers\": 4, "
                         "\"hidden_size\": 64, \"num_attention_heads\": 4, "
                         "\"intermediate_size\": 256, \"vocab_size\": 100, "
-                        "\"n_routed_experts\": 256}");
+                        "\"num_experts\": 64}");
     cr_assert_eq(pp_tune_model_load_hf(p, &m), PP_ERR_PARSE);
-    cr_assert(strstr(pp_err_text(), "field \"n_routed_experts\""), "%s", pp_err_text());
+    cr_assert(strstr(pp_err_text(), "field \"num_experts\": 64") &&
+                  strstr(pp_err_text(), "\"olmoe\""),
+              "%s", pp_err_text());
+    unlink(p);
+    free(p);
+    p = write_tmp("{\"model_type\": \"mixtral\", \"num_hidden_layers\": 4, "
+                  "\"hidden_size\": 64, \"num_attention_heads\": 4, "
+                  "\"intermediate_size\": 256, \"vocab_size\": 100, "
+                  "\"num_local_experts\": 4, \"num_experts_per_tok\": 5}");
+    cr_assert_eq(pp_tune_model_load_hf(p, &m), PP_ERR_PARSE);
+    cr_assert(strstr(pp_err_text(), "\"num_experts_per_tok\""), "%s", pp_err_text());
     unlink(p);
     free(p);
 }

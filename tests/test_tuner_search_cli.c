@@ -105,6 +105,37 @@ Test(tuner_search_cli, models_lists_presets_with_sizes)
     free(out);
 }
 
+/* A mixture-of-experts config: `pptune models` states its exact total and active counts;
+ * the search, which does not model experts yet, and pprun, which does not run them, refuse it
+ * saying so rather than plan or train a dense model several times too small. */
+Test(tuner_search_cli, mixture_of_experts_are_counted_and_not_planned_as_dense)
+{
+    char *out;
+    cr_assert_eq(pp_test_run_merged(PPTUNE " models --model-config "
+                                           PP_FIXTURES_DIR "/hf/mixtral-8x7b-v0.1.json",
+                                    &out),
+                 0, "%s", out);
+    cr_assert(strstr(out, "46,702,792,704 parameters in all, 12,879,925,248 active per token"),
+              "%s", out);
+    cr_assert(strstr(out, "experts: 8 of width 14336, top-2"), "%s", out);
+    free(out);
+    cr_assert_eq(pp_test_run_merged(PPTUNE " --model-config "
+                                           PP_FIXTURES_DIR "/hf/mixtral-8x7b-v0.1.json "
+                                           "--nodes 16 --no-save",
+                                    &out),
+                 1, "%s", out);
+    cr_assert(strstr(out, "mixture-of-experts model (8 experts, top-2)") &&
+                  !strstr(out, "  1  "),
+              "%s", out);
+    free(out);
+    cr_assert_eq(pp_test_run_merged(PPRUN " --model-config "
+                                          PP_FIXTURES_DIR "/hf/qwen3-30b-a3b.json --layers 1",
+                                    &out),
+                 2, "%s", out);
+    cr_assert(strstr(out, "mixture-of-experts layers (128 experts, top-8)"), "%s", out);
+    free(out);
+}
+
 Test(tuner_search_cli, bad_model_file_is_one_line_and_exit_2)
 {
     char path[] = "/tmp/pptune_badmodel_XXXXXX";

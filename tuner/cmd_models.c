@@ -13,12 +13,17 @@ static void row(const pp_tune_model *m)
 {
     pp_tune_params pc;
     pp_tune_model_params(m, &pc);
-    char block[160], params[16];
+    char block[384], params[16], total[32], active[32];
     printf("%-12s %10s %4d %6d %4d %3d %6d %7d %5d %6d  %s%s\n", m->name,
            pp_fmt_params(pc.total, params, sizeof params),
            m->layers, m->hidden, m->heads, m->kv_heads, m->ffn, m->vocab, m->seq,
            m->global_batch, pp_tune_model_block(m, block, sizeof block),
            m->runtime_model[0] ? " [runs on pprun]" : "");
+    if (pc.moe_layers) /* exact counts: the published totals are stated to the parameter */
+        printf("  experts  %s parameters in all, %s active per token (%d of the %d layers have "
+               "experts)\n",
+               pp_fmt_grouped(pc.total, total, sizeof total),
+               pp_fmt_grouped(pc.active, active, sizeof active), pc.moe_layers, m->layers);
     if (m->seq_note[0])
         printf("  sequence %s\n", m->seq_note);
 }

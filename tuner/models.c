@@ -141,21 +141,41 @@ pp_status pp_tune_model_validate(const pp_tune_model *m, const char *src)
     return PP_OK;
 }
 
+/* One MLP of width f: two h x f matrices, or three when gated (SwiGLU), and their biases. */
+static double mlp_params(const pp_tune_model *m, double f)
+{
+    double h = m->hidden;
+    return (m->gated_mlp ? 3 : 2) * h * f +
+           (m->linear_bias ? (m->gated_mlp ? 2 * f : f) + h : 0);
+}
+
 void pp_tune_model_params(const pp_tune_model *m, pp_tune_params *out)
 {
     double h = m->hidden, f = m->ffn, V = m->vocab;
+    memset(out, 0, sizeof *out);
     double hd = m->head_dim ? m->head_dim : h / m->heads;
     double qd = m->heads * hd;        /* width of Q (and of the output projection's input) */
     double kvd = m->kv_heads * hd;    /* width of K and of V */
     double norm = m->norm_bias ? 2 * h : h;
     double bias = m->linear_bias ? qd + 2 * kvd + h : m->qkv_bias ? qd + 2 * kvd : 0;
-    double attn = h * qd + 2 * h * kvd + qd * h + bias;
-    double mlp = (m->gated_mlp ? 3 : 2) * h * f +
-                 (m->linear_bias ? (m->gated_mlp ? 2 * f : f) + h : 0);
-    out->per_layer = attn + mlp + 2 * norm;
+    double attn = h * qd + 2 * h * kvd + qd * h + bias + (m->block.qk_norm ? 2 * hd : 0);
+    const pp_moe_cfg *e = &m->block.moe;
+    out->per_layer = attn + mlp_params(m, f) + 2 * norm;
+    out->expert = e->experts > 0 ? mlp_params(m, e->ffn) : 0;
+    out->moe_layer = e->experts > 0 ? attn + 2 * norm + h * e->experts /* the router */ +
+                                          e->experts * out->expert +
+                                          (e->shared ? mlp_params(m, e->shared_ffn) : 0)
+                                    : 0;
+    if (e->experts > 0) { /* the block's layer rule over this record's layer count */
+        pp_model_cfg c = m->block;
+        c.layers = m->layers;
+        out->moe_layers = pp_model_moe_layers(&c);
+    }
     out->embed = V * h + (m->learned_pos ? (double)m->seq * h : 0);
     out->head = norm + (m->tied_embed ? 0 : V * h);
-    out->total = m->layers * out->per_layer + out->embed + out->head;
+    out->total = (m->layers - out->moe_layers) * out->per_layer +
+                 out->moe_layers * out->moe_layer + out->embed + out->head;
+    out->active = out->total - out->moe_layers * (double)(e->experts - e->top_k) * out->expert;
 }
 
 char *pp_tune_model_block(const pp_tune_model *m, char *buf, size_t n)
@@ -176,6 +196,13 @@ char *pp_tune_model_block(const pp_tune_model *m, char *buf, size_t n)
         MORE(", head_dim %d", m->head_dim);
     if (m->rope_scaling[0])
         MORE(", %s rope scaling", m->rope_scaling);
+    if (m->block.qk_norm)
+        MORE(", q/k RMSNorm");
+    if (m->block.moe.experts > 0) {
+        pp_model_cfg c = m->block;
+        c.layers = m->layers;
+        pp_model_describe_moe(&c, buf + len, (size_t)len < n ? n - (size_t)len : 0);
+    }
 #undef MORE
     return buf;
 }

@@ -66,10 +66,16 @@ typedef struct {
 
 /* Parameter counts (elements), whole model, no parallelism. */
 typedef struct {
-    double per_layer;  /* one transformer block */
+    double per_layer;  /* one transformer block with a dense MLP */
+    double moe_layer;  /* one block whose MLP is the experts' (router, routed and shared
+                          experts); 0 for a dense model */
+    double expert;     /* one routed expert's MLP */
+    int moe_layers;    /* blocks with experts (the other layers - moe_layers are dense) */
     double embed;      /* token embedding (+ learned positions) */
     double head;       /* final norm + LM head weights when untied (final norm only if tied) */
-    double total;      /* layers * per_layer + embed + head */
+    double total;      /* dense blocks + MoE blocks + embed + head */
+    double active;     /* what one token computes with: total less the routed experts it
+                          does not take ((experts - top_k) per MoE block); = total if dense */
 } pp_tune_params;
 
 /* Preset names, in display order; *n receives the count. */

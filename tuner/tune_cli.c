@@ -126,6 +126,14 @@ static int load_model(const char *cmd, const pp_cli_tune *c, pp_tune_model *m)
                                      : pp_tune_model_load_json(c->model_file, m);
     if (st != PP_OK)
         return pp_cmd_fail(cmd, st);
+    if (m->block.moe.experts > 0) /* planned as dense it would be wrong by the experts */
+        return pp_cmd_fail(
+            cmd, PP_ERR(PP_ERR_UNSUPPORTED,
+                        "%s: a mixture-of-experts model (%d experts, top-%d): the search and "
+                        "simulate do not model expert parallelism, the all-to-all or the "
+                        "experts' memory yet, so they plan no configuration for it; `pptune "
+                        "models --model-config FILE` shows its parameters",
+                        m->source, m->block.moe.experts, m->block.moe.top_k));
     if (c->seq > PP_TUNE_MAX_SEQ)
         return pp_cmd_usage_error(cmd, "--seq: expected at most %d, got %d", PP_TUNE_MAX_SEQ,
                                   c->seq);

@@ -126,12 +126,43 @@ pp_status pp_model_validate(const pp_model_cfg *cfg)
                       "model: \"kv_heads\" (%d) must divide \"heads\" (%d): each KV head serves "
                       "the same number of query heads",
                       pp_model_kv(cfg), cfg->heads);
+    return pp_model_validate_moe(&cfg->moe);
+}
+
+pp_status pp_model_validate_moe(const pp_moe_cfg *e)
+{
+    if (e->experts == 0)
+        return PP_OK;
+    if (e->experts < 0 || e->top_k < 1 || e->top_k > e->experts)
+        return PP_ERR(PP_ERR_INVALID,
+                      "model: mixture of experts: top_k must be 1..experts (%d), got %d",
+                      e->experts, e->top_k);
+    if (e->ffn < 1 || e->shared < 0 || (e->shared > 0) != (e->shared_ffn > 0))
+        return PP_ERR(PP_ERR_INVALID,
+                      "model: mixture of experts: the expert width must be positive (got %d) "
+                      "and shared experts need their width (got %d shared, width %d)",
+                      e->ffn, e->shared, e->shared_ffn);
+    if (e->every < 0 || e->phase < 0 || (e->every > 1 && e->phase >= e->every) ||
+        e->first_dense < 0)
+        return PP_ERR(PP_ERR_INVALID,
+                      "model: mixture of experts: a MoE layer every %d layers at phase %d after "
+                      "%d dense ones is not a layer rule",
+                      e->every, e->phase, e->first_dense);
     return PP_OK;
 }
 
 pp_status pp_model_check_runnable(const pp_model_cfg *cfg)
 {
     PP_TRY(pp_model_validate(cfg));
+    if (cfg->moe.experts > 0)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "model: mixture-of-experts layers (%d experts, top-%d) are planned by "
+                      "pptune's model but not run by the runtime yet",
+                      cfg->moe.experts, cfg->moe.top_k);
+    if (cfg->qk_norm)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "model: the per-head q/k RMSNorm (Qwen3's q_norm, k_norm) is not "
+                      "implemented by the runtime");
     if (cfg->pos != PP_POS_ROPE)
         return PP_OK;
     if (cfg->rope_scaling == PP_ROPE_OTHER)
@@ -184,7 +215,35 @@ char *pp_model_describe(const pp_model_cfg *m, char *buf, size_t n)
     else if (lin)
         MORE(", biases off: %s%s%s", lin & PP_NOBIAS_QKV ? "qkv " : "",
              lin & PP_NOBIAS_OUT ? "out " : "", lin & PP_NOBIAS_MLP ? "mlp" : "");
+    if (m->qk_norm)
+        MORE(", q/k RMSNorm");
     MORE(", %s head", m->untied ? "untied" : "tied");
+    if (m->moe.experts > 0)
+        pp_model_describe_moe(m, buf + len, (size_t)len < n ? n - (size_t)len : 0);
+#undef MORE
+    return buf;
+}
+
+char *pp_model_describe_moe(const pp_model_cfg *m, char *buf, size_t n)
+{
+    const pp_moe_cfg *e = &m->moe;
+    int len = 0, moe = pp_model_moe_layers(m);
+#define MORE(...) (len += snprintf(buf + len, (size_t)len < n ? n - (size_t)len : 0, __VA_ARGS__))
+    if (n)
+        buf[0] = 0;
+    if (e->experts <= 0)
+        return buf;
+    MORE("; experts: %d of width %d, top-%d (%s%s)", e->experts, e->ffn, e->top_k,
+         e->router == PP_ROUTER_SIGMOID ? "sigmoid" : "softmax",
+         e->norm_topk ? ", renormalised" : "");
+    if (e->shared)
+        MORE(", %d shared of width %d", e->shared, e->shared_ffn);
+    if (moe == m->layers)
+        MORE(", every layer");
+    else
+        MORE(", %d of %d layers", moe, m->layers);
+    if (e->aux_coef > 0)
+        MORE(", aux loss %g", e->aux_coef);
 #undef MORE
     return buf;
 }

@@ -8,8 +8,10 @@
  * (modeling_qwen2.py); everything else is read as a GPT-2 block. rope_scaling's "linear" and
  * "llama3" are described in full (transformers' modeling_rope_utils.py); any other type is
  * kept by name (the tuner plans it; the runtime refuses it: pp_model_check_runnable).
- * What it does not do: mixture-of-experts (refused naming the field) or validation of the sizes
- * against each other (the callers' validate, whose messages they own).
+ * Mixtral and Qwen3-MoE are read with their experts (pp_moe_cfg; Qwen3's per-head q/k RMSNorm
+ * too); DeepSeek's multi-head latent attention and any other mixture-of-experts type are
+ * refused naming the field. What it does not do: validation of the sizes against each other
+ * (the callers' validate, whose messages they own).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,24 +46,91 @@ static const char *hf_field(json_t *o, const char *const *names)
     return names[0];
 }
 
-/* Mixture-of-experts keys of the HuggingFace configs (Mixtral, DeepSeek, Qwen-MoE, ...). A
- * dense read of such a config would describe a model several times too small. */
-static pp_status refuse_moe(json_t *o, const char *path)
+/* Mixture-of-experts keys of the HuggingFace configs (Mixtral, DeepSeek, Qwen-MoE, ...): a
+ * config that has one and is not of a type read_moe describes is refused, since a dense read
+ * would describe a model several times too small. */
+static const char *const MOE_KEYS[] = {"num_local_experts", "n_routed_experts", "num_experts",
+                                       "moe_num_experts", "num_experts_per_tok", NULL};
+
+/* The first MOE_KEYS entry the config sets to more than one expert, or NULL. */
+static const char *moe_key(json_t *o)
 {
-    static const char *const MOE[] = {"num_local_experts", "n_routed_experts", "num_experts",
-                                      "moe_num_experts", "num_experts_per_tok", NULL};
-    for (int i = 0; MOE[i]; i++) {
-        json_t *v = json_object_get(o, MOE[i]);
-        if (!v || json_is_null(v) || (json_is_integer(v) && json_integer_value(v) <= 1))
-            continue;
-        char *got = json_dumps(v, JSON_ENCODE_ANY);
-        pp_status st = PP_ERR(PP_ERR_PARSE,
-                              "%s: field \"%s\": %s: a mixture-of-experts model, which pptune's "
-                              "model (dense blocks) does not describe; refused rather than "
-                              "read as a dense model several times too small",
-                              path, MOE[i], got ? got : "?");
-        free(got);
-        return st;
+    for (int i = 0; MOE_KEYS[i]; i++) {
+        json_t *v = json_object_get(o, MOE_KEYS[i]);
+        if (v && !json_is_null(v) && !(json_is_integer(v) && json_integer_value(v) <= 1))
+            return MOE_KEYS[i];
+    }
+    return NULL;
+}
+
+static pp_status refuse_moe(json_t *o, const char *path, const char *type, const char *why)
+{
+    const char *key = moe_key(o);
+    char *got = json_dumps(json_object_get(o, key), JSON_ENCODE_ANY);
+    pp_status st = PP_ERR(PP_ERR_PARSE,
+                          "%s: field \"%s\": %s: a mixture-of-experts model of type \"%s\", "
+                          "%s; refused rather than read as a dense model several times too small",
+                          path, key, got ? got : "?", type ? type : "(none)", why);
+    free(got);
+    return st;
+}
+
+/* mlp_only_layers (Qwen-MoE): only [] is described (the layer rule is every k-th). */
+static pp_status read_mlp_only(json_t *o, const char *path)
+{
+    json_t *v = json_object_get(o, "mlp_only_layers");
+    if (!v || json_is_null(v) || (json_is_array(v) && json_array_size(v) == 0))
+        return PP_OK;
+    const pp_json_src s = {.file = path};
+    return pp_json_bad(&s, "mlp_only_layers",
+                       "[] (dense layers among the experts' are described only as every "
+                       "decoder_sparse_step-th layer)", v);
+}
+
+/* Mixtral (configuration_mixtral.py, modeling_mixtral.py: MixtralSparseMoeBlock, softmax over
+ * the experts, top-k, renormalised) and Qwen3-MoE (configuration_qwen3_moe.py,
+ * modeling_qwen3_moe.py: Qwen3MoeSparseMoeBlock, renormalised where norm_topk_prob says; layer
+ * l is sparse where (l + 1) % decoder_sparse_step == 0). The expert width is Mixtral's
+ * intermediate_size and Qwen's moe_intermediate_size. Transformers' defaults where a key is
+ * absent. */
+static pp_status read_moe(json_t *o, const char *path, const char *type, pp_model_cfg *m)
+{
+    pp_moe_cfg *e = &m->moe;
+    int mixtral = type && strcmp(type, "mixtral") == 0;
+    int qwen3 = type && strcmp(type, "qwen3_moe") == 0;
+    if (type && (strncmp(type, "deepseek", 8) == 0) && json_object_get(o, "kv_lora_rank"))
+        return refuse_moe(o, path, type,
+                          "whose attention is multi-head latent attention (field "
+                          "\"kv_lora_rank\"), which pptune's model does not describe");
+    if (!mixtral && !qwen3)
+        return refuse_moe(o, path, type,
+                          "which pptune describes for model_type \"mixtral\" and "
+                          "\"qwen3_moe\" only");
+    e->router = PP_ROUTER_SOFTMAX;
+    e->every = 1;
+    e->aux_coef = 0.001; /* MixtralConfig's and Qwen3MoeConfig's router_aux_loss_coef */
+    PP_TRY(get_double(o, path, "router_aux_loss_coef", &e->aux_coef));
+    PP_TRY(pp_json_file_int(o, path, "num_experts_per_tok", 1, &e->top_k));
+    if (mixtral) {
+        PP_TRY(pp_json_file_int(o, path, "num_local_experts", 1, &e->experts));
+        e->ffn = m->ffn;
+        e->norm_topk = 1;
+    } else {
+        PP_TRY(pp_json_file_int(o, path, "num_experts", 1, &e->experts));
+        PP_TRY(pp_json_file_int(o, path, "moe_intermediate_size", 1, &e->ffn));
+        PP_TRY(pp_json_file_bool(o, path, "norm_topk_prob", &e->norm_topk));
+        PP_TRY(pp_json_file_int(o, path, "decoder_sparse_step", 0, &e->every));
+        if (e->every < 1)
+            e->every = 1;
+        e->phase = e->every - 1;
+        PP_TRY(read_mlp_only(o, path));
+        m->qk_norm = 1;
+    }
+    if (e->top_k > e->experts) {
+        const pp_json_src s = {.file = path};
+        return pp_json_fail(&s, "num_experts_per_tok",
+                            "expected at most the number of experts (%d), got %d", e->experts,
+                            e->top_k);
     }
     return PP_OK;
 }
@@ -160,14 +229,18 @@ static pp_status read_sizes(json_t *o, const char *path, pp_model_cfg *m, pp_mod
 
 static pp_status read_hf(json_t *o, const char *path, pp_model_cfg *m, pp_model_hf_pos *pos)
 {
-    PP_TRY(refuse_moe(o, path));
     PP_TRY(read_sizes(o, path, m, pos));
     m->seq = pos->max ? pos->max : 2048;
     const char *type = json_string_value(json_object_get(o, "model_type"));
     const char *act = json_string_value(json_object_get(o, "hidden_act"));
-    int llama_like = (type && (strcmp(type, "llama") == 0 || strcmp(type, "mistral") == 0 ||
-                               strcmp(type, "qwen2") == 0)) ||
-                     (act && strcmp(act, "silu") == 0);
+    static const char *const LLAMA_LIKE[] = {"llama", "mistral", "qwen2", "qwen3",
+                                             "mixtral", "qwen3_moe", NULL};
+    int llama_like = act && strcmp(act, "silu") == 0;
+    for (int i = 0; type && LLAMA_LIKE[i]; i++)
+        llama_like |= strcmp(type, LLAMA_LIKE[i]) == 0;
+    if (moe_key(o))
+        PP_TRY(read_moe(o, path, type, m));
+    m->qk_norm |= type && strcmp(type, "qwen3") == 0;
     int tied = !llama_like;
     PP_TRY(pp_json_file_bool(o, path, "tie_word_embeddings", &tied));
     m->untied = !tied;

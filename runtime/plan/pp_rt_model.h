@@ -33,6 +33,32 @@ typedef enum {
     PP_ROPE_OTHER
 } pp_rope_scaling;
 
+/* How a mixture-of-experts router scores the experts: softmax over the router's logits
+ * (Mixtral, Qwen3-MoE) or a sigmoid of each (DeepSeek-V3). */
+typedef enum { PP_ROUTER_SOFTMAX = 0, PP_ROUTER_SIGMOID } pp_router_kind;
+
+/* Mixture-of-experts layers (Shazeer et al. 2017; Mixtral, arXiv:2401.04088; Qwen3-MoE;
+ * DeepSeekMoE, arXiv:2401.06066). experts == 0: every layer's MLP is dense. In a MoE layer
+ * the MLP is a router (hidden -> experts logits, no bias), `experts` routed experts of width
+ * `ffn` (each an MLP of the block's kind: SwiGLU's gate, up and down) of which each token
+ * takes `top_k`, plus `shared` experts every token takes, of width `shared_ffn` together.
+ * Layer l is a MoE layer when l >= first_dense and l % every == phase (pp_model_layer_moe):
+ * Mixtral and Qwen3-MoE with decoder_sparse_step 1 are every layer; DeepSeek's first
+ * first_k_dense_replace layers are dense. */
+typedef struct {
+    int experts;    /* E routed experts; 0: dense */
+    int top_k;      /* experts per token */
+    int ffn;        /* one routed expert's width */
+    int shared;     /* shared experts (always taken) */
+    int shared_ffn; /* the shared experts' width, all of them together */
+    int every;      /* a MoE layer every `every` layers (0 or 1: every layer) */
+    int phase;      /* ... at l % every == phase */
+    int first_dense; /* the first layers that stay dense */
+    pp_router_kind router;
+    int norm_topk;   /* 1: the top-k weights renormalised to sum to 1 */
+    double aux_coef; /* the load-balancing loss's coefficient (0: none) */
+} pp_moe_cfg;
+
 /* Biases a block leaves out (bit set: absent); 0 is GPT's "every one present". */
 enum {
     PP_NOBIAS_QKV = 1,  /* the q, k, v projections */
@@ -63,6 +89,9 @@ typedef struct {
     int rope_orig_max;          /* llama3: original_max_position_embeddings */
     int nobias;                 /* PP_NOBIAS_* bits */
     int untied;                 /* 1: the LM head is its own (V, C) matrix */
+    int qk_norm;                /* 1: RMSNorm over each head of q and k before the rotation
+                                   (Qwen3: q_norm, k_norm, head_dim weights each) */
+    pp_moe_cfg moe;             /* mixture-of-experts layers; moe.experts 0: none */
 } pp_model_cfg;
 
 /* Derived sizes (kv_heads and head_dim with their defaults filled in). */
@@ -78,6 +107,23 @@ static inline float pp_model_eps(const pp_model_cfg *m)
 {
     return m->norm_eps > 0 ? (float)m->norm_eps : 1e-5f;
 }
+/* 1 when layer l (0-based) is a mixture-of-experts layer. */
+static inline int pp_model_layer_moe(const pp_model_cfg *m, int l)
+{
+    const pp_moe_cfg *e = &m->moe;
+    if (e->experts <= 0 || l < e->first_dense)
+        return 0;
+    return e->every <= 1 || l % e->every == e->phase;
+}
+/* How many of the model's layers are mixture-of-experts layers. */
+static inline int pp_model_moe_layers(const pp_model_cfg *m)
+{
+    int n = 0;
+    for (int l = 0; l < m->layers; l++)
+        n += pp_model_layer_moe(m, l);
+    return n;
+}
+
 /* 1 when the bias named by bit (PP_NOBIAS_*) is there. */
 static inline int pp_model_bias(const pp_model_cfg *m, int bit)
 {
@@ -112,8 +158,9 @@ const pp_model_row *pp_model_row_find(const char *name);
  * QKV biases), tie_word_embeddings, layer_norm_epsilon. seq is max_position_embeddings (2048
  * when absent). *pos receives the position limit as the file states it (max 0 when absent) and
  * the key it was read from ("max_position_embeddings" or GPT-2's "n_positions"; static).
- * A mixture-of-experts config is refused naming the field. Returns PP_OK; PP_ERR_NOTFOUND /
- * PP_ERR_IO / PP_ERR_PARSE naming file, field and expectation. */
+ * Mixtral and Qwen3-MoE configs fill moe (and Qwen3's qk_norm); DeepSeek's latent attention
+ * and other mixture-of-experts types are refused naming the field. Returns PP_OK;
+ * PP_ERR_NOTFOUND / PP_ERR_IO / PP_ERR_PARSE naming file, field and expectation. */
 typedef struct {
     int max;
     const char *key;
@@ -123,8 +170,15 @@ pp_status pp_model_load_hf(const char *path, pp_model_cfg *out, pp_model_hf_pos 
 /* Returns PP_OK when every size is positive, kv_heads divides heads, and heads divide hidden
  * (unless head_dim says the width), else PP_ERR_INVALID naming the field and its value. */
 pp_status pp_model_validate(const pp_model_cfg *cfg);
+/* Returns PP_OK for experts == 0 or a rule the layers can follow (1 <= top_k <= experts, a
+ * positive width, shared experts with theirs), else PP_ERR_INVALID naming what. */
+pp_status pp_model_validate_moe(const pp_moe_cfg *e);
+/* "; experts: 8 of width 14336, top-2 (softmax, renormalised), every layer" into buf (n
+ * bytes), "" for a dense model; returns buf. */
+char *pp_model_describe_moe(const pp_model_cfg *cfg, char *buf, size_t n);
 /* Returns PP_OK when the runtime can compute this block (validate, plus a rotary scaling it
- * implements and an even head width for rotary), else PP_ERR_UNSUPPORTED naming what. */
+ * implements and an even head width for rotary; no experts and no q/k norm yet), else
+ * PP_ERR_UNSUPPORTED naming what. */
 pp_status pp_model_check_runnable(const pp_model_cfg *cfg);
 /* The block in words ("RMSNorm (eps 1e-05), SwiGLU MLP, rotary (base 500000, llama3 scaling),
  * 8 KV heads, no biases, untied head") into buf (n bytes); returns buf. */
