@@ -72,7 +72,7 @@ static int bench_1t(const char *forced)
         return fprintf(stderr, "bench_search: %s\n", pp_err_msg()), 1;
     snprintf(m.name, sizeof m.name, "gpt-1t");
     m.layers = 128, m.hidden = 25600, m.heads = m.kv_heads = 160, m.ffn = 102400;
-    m.vocab = 51200, m.seq = 2048, m.global_batch = 3072, m.runtime_model[0] = '\0';
+    m.vocab = 51200, m.seq = 2048, m.global_batch = 3072, m.pprun = 0;
     return bench_on(&m, "dgx-a100-80g", 384, 10, forced);
 }
 

@@ -105,8 +105,10 @@ static const pp_export_target targets[] = {
      .suggest = 1, .runs = one_pipeline, .why_not = bidirectional_why_not,
      .write = pp_export_torchtitan},
     {.format = "pprun", .title = "pprun", .output = "pprun flags",
-     .help = "pprun's flags on one line (backend, precision, --tp, --sequence-parallel)",
-     .line_settings_only = 1, .write = pp_export_pprun},
+     .help = "pprun's flags on one line (the model as --model NAME or --model-config\n"
+             "PATH: refused with the reason where pprun does not train it or the\n"
+             "config.json changed; backend, precision, --tp, --sequence-parallel)",
+     .line_settings_only = 1, .pprun_model = 1, .write = pp_export_pprun},
 };
 /* clang-format on */
 #define N_TARGETS ((int)(sizeof targets / sizeof targets[0]))

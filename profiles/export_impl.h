@@ -7,6 +7,7 @@
 #define PP_EXPORT_IMPL_H
 
 #include <stdio.h>
+#include <string.h>
 
 #include "pp_profile.h"
 #include "pp_sched.h"

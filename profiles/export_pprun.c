@@ -1,7 +1,9 @@
 /* export_pprun.c — the chosen configuration as pprun's own flags (`pptune export --format
- * pprun`): the one pprun line builder (pprun_line.c) with the backend and precision the profile
- * planned for. pprun runs every schedule and split of the registry; a setting it has no option
- * for (pp_profile_pprun_unrun) is refused with the targets that run it. */
+ * pprun`): the one pprun line builder (pprun_line.c) with the model the profile's origin names
+ * (--model-config PATH for a config.json; whether pprun trains it pptune asks first: the
+ * row's pprun_model) and the backend and precision the profile planned for. pprun runs every
+ * schedule and split of the registry; a setting it has no option for (pp_profile_pprun_unrun)
+ * is refused with the targets that run it. */
 #include "export_impl.h"
 
 pp_status pp_export_pprun(const pp_profile *p, FILE *fp)
@@ -18,13 +20,17 @@ pp_status pp_export_pprun(const pp_profile *p, FILE *fp)
     /* backend and precision as the profile planned: the backend row for its device kind (a GPU
      * cluster: CUDA), bf16 when tuned so and the backend computes in it */
     const pp_backend_row *be = pp_backend_row_for_device(p->cluster.gpu ? "gpu" : "cpu");
+    /* the model as the profile's origin says (1.4): the config.json the search read, else the
+     * preset by name (what a profile before 1.4 names) */
+    int config = p->model.origin_kind && !strcmp(p->model.origin_kind, "config.json");
     pp_profile_pprun_line line = {
-        .model = p->model.name, .config = c, .seq = p->model.seq,
+        .model = p->model.name, .model_config = config ? p->model.origin_path : NULL,
+        .config = c, .seq = p->model.seq,
         .backend = pp_backend_row_flag(be),
         .precision = p->options.bf16 && pp_backend_row_has_precision(be, PP_PREC_BF16)
                          ? PP_PREC_BF16
                          : PP_PREC_FP32};
-    char args[512];
+    char args[PP_PROFILE_PPRUN_LINE_LEN];
     fprintf(fp, "%s\n", pp_profile_pprun_args(&line, args, sizeof args));
     return PP_OK;
 }

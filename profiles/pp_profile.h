@@ -35,7 +35,7 @@ extern "C" {
 /* The version this code reads and writes. A file with a larger MAJOR is refused; a file with
  * the same MAJOR and a larger MINOR is read (its unknown fields kept). */
 #define PP_PROFILE_VERSION_MAJOR 1
-#define PP_PROFILE_VERSION_MINOR 3
+#define PP_PROFILE_VERSION_MINOR 4
 /* 1.1 added the model's shape beyond its sizes (model.head_dim, norm, linear_bias, qkv_bias,
  * position, rope_theta, rope_scaling), which exporters need; 1.0 profiles still read, and an
  * export that needs those fields says so (pp_profile.model.has_shape = 0). 1.2 added each
@@ -44,7 +44,9 @@ extern "C" {
  * norms' epsilon; without it an exporter leaves the target's default), and recompute_layers,
  * shard (in place of distributed_optimizer, which a 1.2 config still gives) and cp to each
  * config; a 1.2 candidate has none of them: every layer recomputed as its recompute says, its
- * shard from distributed_optimizer, cp 1. */
+ * shard from distributed_optimizer, cp 1. 1.4 added model.origin (the preset, or the config.json
+ * by absolute path and SHA-256, that pprun is given) and measured.model (what the trial's pprun
+ * said it trained); a 1.3 profile names its model by name only. */
 
 /* ---- the document --------------------------------------------------------------------------- */
 
@@ -101,6 +103,11 @@ typedef struct {
         double rope_theta;        /* rotary base; 0 with learned positions */
         const char *rope_scaling; /* rotary scaling type, NULL for none */
         double norm_eps; /* the norms' epsilon; 0: not recorded (an older writer) */
+        /* "origin" (1.4; before: all NULL): where pptune read the model. kind "preset" (a name
+         * of the model table, = name), "config.json" (path: the HuggingFace config.json as an
+         * absolute path, sha256: its bytes' SHA-256 in hex when read) or "model-file"
+         * (pptune's model JSON, path) */
+        const char *origin_kind, *origin_path, *origin_sha256;
     } model;
     struct {
         int distributed_optimizer, sequence_parallel;
@@ -173,6 +180,10 @@ typedef struct pp_export_target {
     int line_settings_only; /* 1: it runs only the settings pprun's line carries (the axes with a
                                pprun flag, pp_config_axis.flag): `pptune --for` holds the others
                                at their defaults (pp_profile_pprun_unrun) */
+    int pprun_model;        /* 1: its line gives pprun the profile's model (model.origin: the
+                               preset, or --model-config PATH): pptune first asks whether pprun
+                               trains it (tuner/pprun_model.c, which reads the model table that
+                               profiles/ does not link) and refuses what pprun would reject */
     /* The schedules it runs (a registry row); NULL: every one. */
     int (*runs)(const pp_sched_desc *d);
     /* Why it cannot run d, for the refusal ("Megatron-LM has no Chimera schedule (no upstream
@@ -207,9 +218,11 @@ pp_status pp_profile_export(const pp_profile *p, const pp_export_target *t, FILE
 
 /* ---- pprun's command line (the one builder: trials, the profile's launch line, export) ------ */
 
-/* What a pprun command line says. */
+/* What a pprun command line says. The model is one of two: the caller decides which pprun
+ * trains (the tuner's pp_tune_pprun_model asks the model table). */
 typedef struct {
-    const char *model;       /* --model: a pprun preset name */
+    const char *model;        /* --model: a pprun preset name (when model_config is NULL) */
+    const char *model_config; /* --model-config: the HuggingFace config.json; NULL: none */
     const pp_config *config; /* its axes' flags (pp_config_axis.flag, on_line) */
     int seq;                 /* --seq */
     const char *backend;     /* --backend NAME (pp_backend_row_flag); NULL: pprun's default */
@@ -218,8 +231,13 @@ typedef struct {
 
 #define PP_PROFILE_PPRUN_MAX_ARGS 32
 #define PP_PROFILE_PPRUN_ARG_LEN 72
+/* The longest config.json path a line carries (the argv points at the caller's string, not
+ * the store), and room for a whole line with it (the string form, shell-quoted). */
+#define PP_PROFILE_PPRUN_PATH_MAX 1024
+#define PP_PROFILE_PPRUN_LINE_LEN (3 * PP_PROFILE_PPRUN_PATH_MAX)
 
-/* pprun's options for the line, in the axes' line order: --model M --schedule K --ranks p
+/* pprun's options for the line, in the axes' line order: --model M (or --model-config PATH,
+ * argv pointing at l->model_config) --schedule K --ranks p
  * --microbatches N --micro-batch-size b [--chunks v --group G (schedules with tunable chunks,
  * the registry's)] --dp d [--tp t [--sequence-parallel]] --seq s [--uneven]
  * [--first-stage-layers A] [--last-stage-layers Z] [--backend NAME] [--precision bf16].
@@ -236,6 +254,17 @@ char *pp_profile_pprun_args(const pp_profile_pprun_line *l, char *buf, size_t n)
  * configuration than c (the builder leaves them out), so trials skip it, the pprun export
  * refuses it and the search's launch line says so. */
 const char *pp_profile_pprun_unrun(const pp_config *c, char *buf, size_t n);
+
+/* ---- the model's file (model_source.c) ------------------------------------------------------ */
+
+/* The SHA-256 of the file's bytes as 64 lowercase hex digits (hex: 65 bytes). PP_ERR_NOTFOUND
+ * or PP_ERR_IO (naming the file) when it cannot be read. */
+pp_status pp_profile_file_sha256(const char *path, char hex[65]);
+/* PP_OK when the file at path reads and its SHA-256 is sha256 (NULL: only that it reads);
+ * else PP_ERR_IO / PP_ERR_INVALID with a message that names `who` (the profile, the
+ * search), the path, both digests and the way out: pprun would train another model than
+ * the one tuned. */
+pp_status pp_profile_model_config_check(const char *who, const char *path, const char *sha256);
 
 /* ---- local store ---------------------------------------------------------------------------- */
 

@@ -2,9 +2,10 @@
  * tuner's trials (an argv for execv), the profile's launch line and `pptune export --format
  * pprun` (strings). The configuration's words are its axes' flags (pp_config.h), in their line
  * order, each where its row says the line carries it; around them the words that are not the
- * configuration's: --model first, --seq among them (PP_CONFIG_LINE_SEQ), backend and precision
- * last. Not here: which model name a caller passes, and what a caller adds around the options
- * (the program, --steps, --json, ...). */
+ * configuration's: --model (or --model-config) first, --seq among them (PP_CONFIG_LINE_SEQ),
+ * backend and precision last. Not here: which model a caller passes (the tuner's
+ * pp_tune_pprun_model decides), and what a caller adds around the options (the program,
+ * --steps, --json, ...). */
 #include <stdio.h>
 #include <string.h>
 
@@ -31,7 +32,12 @@ int pp_profile_pprun_argv(const pp_profile_pprun_line *l,
     (n < PP_PROFILE_PPRUN_MAX_ARGS                                                                 \
          ? (snprintf(store[n], PP_PROFILE_PPRUN_ARG_LEN, __VA_ARGS__), argv[n] = store[n], n++)    \
          : n)
-    ARG("--model"), ARG("%s", l->model);
+    if (l->model_config) {
+        ARG("--model-config");
+        argv[n++] = (char *)l->model_config; /* a path of any length: the caller's, no copy */
+    } else {
+        ARG("--model"), ARG("%s", l->model);
+    }
     for (int i = 0; i <= n_axes; i++) {
         if (!seq_done && (i == n_axes || order[i]->line > PP_CONFIG_LINE_SEQ)) {
             ARG("--seq"), ARG("%d", l->seq);

@@ -176,6 +176,32 @@ static pp_status read_shape(const rd *r, json_t *o, pp_profile *p)
     return PP_OK;
 }
 
+/* model.origin (1.4): a kind and what it needs; absent in older profiles (NULLs). ("source",
+ * a string since 1.0, is informative: "preset" or the file as the command line named it.) */
+static pp_status read_origin(const rd *r, json_t *model, pp_profile *p)
+{
+    static const char *const KINDS[] = {"preset", "config.json", "model-file", NULL};
+    json_t *o = json_object_get(model, "origin");
+    if (!o || json_is_null(o))
+        return PP_OK;
+    PP_TRY(pp_json_obj(r, model, "model", "origin", 0, &o));
+    PP_TRY(pp_json_enum(r, o, "model.origin", "kind", KINDS,
+                        "\"preset\", \"config.json\" or \"model-file\"", &p->model.origin_kind));
+    if (!strcmp(p->model.origin_kind, "preset"))
+        return PP_OK;
+    PP_TRY(pp_json_str(r, o, "model.origin", "path", &p->model.origin_path));
+    if (!p->model.origin_path[0])
+        return bad(r, "model.origin", "path", "the file's path", json_object_get(o, "path"));
+    if (strcmp(p->model.origin_kind, "config.json") != 0)
+        return PP_OK;
+    PP_TRY(pp_json_str(r, o, "model.origin", "sha256", &p->model.origin_sha256));
+    const char *h = p->model.origin_sha256;
+    if (strlen(h) != 64 || strspn(h, "0123456789abcdef") != 64)
+        return bad(r, "model.origin", "sha256", "64 lowercase hex digits (the file's SHA-256)",
+                   json_object_get(o, "sha256"));
+    return PP_OK;
+}
+
 /* schema, version, version_minor: checked before anything else, so a newer major version is
  * refused with the version message rather than a field error. */
 static pp_status read_version(const rd *r, json_t *doc, pp_profile *p)
@@ -224,6 +250,7 @@ static pp_status read_head(const rd *r, json_t *doc, pp_profile *p)
         return bad(r, "model", "name", "letters, digits and . _ - only",
                    json_object_get(o, "name"));
     PP_TRY(read_shape(r, o, p));
+    PP_TRY(read_origin(r, o, p));
     PP_TRY(pp_json_obj(r, doc, "", "options", 0, &o));
     PP_TRY(
         pp_json_bool(r, o, "options", "distributed_optimizer", &p->options.distributed_optimizer));

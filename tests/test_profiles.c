@@ -541,3 +541,42 @@ Test(profiles_read, products_that_wrap_cannot_pass_the_checks)
                           "cp=1 d=1024");
     json_decref(j);
 }
+
+/* Profile 1.4's model.origin: a config.json by path and SHA-256 reads, and the pprun export
+ * gives pprun that file (--model-config); a bad digest or kind is refused naming the field; a
+ * profile without it (1.3 and before) names a preset, as --model. */
+Test(profiles_read, model_origin_reads_and_the_pprun_export_gives_its_file)
+{
+    const char *sha = "4e61d5f850d2ff4ae3b57bcd88686caa22d6030476f30f75f2beb28d60d80b8b";
+    json_t *j = load_fixture("gpt-13b-dgx-h100-x32.json");
+    pp_profile *p = NULL;
+    cr_assert_eq(parse_json(j, &p), PP_OK, "%s", pp_err_msg());
+    cr_assert_null(p->model.origin_kind, "no origin before 1.4");
+    pp_status st;
+    char *text = export_text(p, pp_profile_export_find("pprun", NULL), &st);
+    cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
+    cr_assert(!strncmp(text, "--model gpt-13b ", 16), "%s", text);
+    free(text);
+    pp_profile_destroy(p);
+
+    json_t *o = json_pack("{s:s, s:s, s:s}", "kind", "config.json", "path",
+                          "/shared/llama/config.json", "sha256", sha);
+    json_object_set_new(json_object_get(j, "model"), "origin", o);
+    cr_assert_eq(parse_json(j, &p), PP_OK, "%s", pp_err_msg());
+    cr_assert_str_eq(p->model.origin_kind, "config.json");
+    cr_assert_str_eq(p->model.origin_path, "/shared/llama/config.json");
+    cr_assert_str_eq(p->model.origin_sha256, sha);
+    text = export_text(p, pp_profile_export_find("pprun", NULL), &st);
+    cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
+    cr_assert(!strncmp(text, "--model-config /shared/llama/config.json --schedule ", 52), "%s",
+              text);
+    free(text);
+    pp_profile_destroy(p);
+
+    json_object_set_new(o, "sha256", json_string("4E61"));
+    expect_field_error(j, "field \"model.origin.sha256\": expected 64 lowercase hex digits");
+    json_object_set_new(o, "sha256", json_string(sha));
+    json_object_set_new(o, "kind", json_string("safetensors"));
+    expect_field_error(j, "field \"model.origin.kind\": expected \"preset\", \"config.json\"");
+    json_decref(j);
+}

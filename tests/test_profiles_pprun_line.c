@@ -1,8 +1,11 @@
 /* test_profiles_pprun_line.c — the one builder of pprun's command line (trials, the profile's
  * launch line, export): its order, the registry deciding --chunks/--group, backend and
- * precision flags, and the argv and string forms agreeing. */
+ * precision flags, the model as --model or --model-config, and the argv and string forms
+ * agreeing. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "pp_profile.h"
 
@@ -138,4 +141,38 @@ Test(profiles_pprun_line, settings_pprun_cannot_run_are_named)
     c.recompute_layers = 3;
     cr_assert_str_eq(pp_profile_pprun_unrun(&c, buf, sizeof buf),
                      "recompute full, recompute_layers 3");
+}
+
+/* A config.json model is --model-config with its path whole (longer than one stored word) in
+ * both forms, quoted as one shell word; pprun takes one model: --model with --model-config is
+ * refused (exit 2, both named), not one of them silently trained. */
+Test(profiles_pprun_line, a_config_json_model_is_model_config_with_its_whole_path)
+{
+    pp_config c = {.schedule = "1f1b", .p = 2, .v = 1, .b = 1, .d = 1, .t = 1, .N = 4};
+    char path[PP_PROFILE_PPRUN_PATH_MAX];
+    snprintf(path, sizeof path, "/shared/models/%0*d/My Llama/config.json", 100, 7);
+    pp_profile_pprun_line l = {.model = "config", .model_config = path, .config = &c, .seq = 64};
+    char store[PP_PROFILE_PPRUN_MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN];
+    char *argv[PP_PROFILE_PPRUN_MAX_ARGS];
+    int n = pp_profile_pprun_argv(&l, store, argv);
+    cr_assert(n > 2);
+    cr_assert_str_eq(argv[0], "--model-config");
+    cr_assert_str_eq(argv[1], path);
+    char line[PP_PROFILE_PPRUN_LINE_LEN], want[PP_PROFILE_PPRUN_LINE_LEN];
+    snprintf(want, sizeof want, "--model-config '%s' --schedule 1f1b", path);
+    cr_assert(!strncmp(pp_profile_pprun_args(&l, line, sizeof line), want, strlen(want)),
+              "%s", line);
+    cr_assert_null(strstr(line, "--model "), "%s", line);
+
+    FILE *fp = popen(PP_BINARY_DIR "/runtime/pprun --model tiny --model-config /nonexistent.json "
+                                   "--steps 1 2>&1",
+                     "r");
+    cr_assert_not_null(fp);
+    char err[1024];
+    size_t len = fread(err, 1, sizeof err - 1, fp);
+    err[len] = '\0';
+    int st = pclose(fp);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "exit %d: %s", st, err);
+    cr_assert(strstr(err, "--model tiny and --model-config /nonexistent.json: give one model"),
+              "%s", err);
 }

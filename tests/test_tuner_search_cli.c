@@ -236,7 +236,7 @@ Test(tuner_search_cli, llama3_405b_on_2048_nodes_searches_the_settings_and_state
                  strcmp(shard, "none") != 0, "the options say the chosen one's sharding");
     cr_assert(json_is_integer(json_object_get(c, "cp")));
     cr_assert(json_is_true(json_object_get(json_object_get(chosen, "predicted"), "fits")));
-    cr_assert_eq(json_integer_value(json_object_get(p, "version_minor")), 3);
+    cr_assert_eq(json_integer_value(json_object_get(p, "version_minor")), PP_PROFILE_VERSION_MINOR);
     json_decref(p);
     free(out);
     unlink(path);
@@ -426,4 +426,153 @@ Test(tuner_search_cli, settings_pprun_cannot_run_are_not_trialled, .timeout = 30
               "%.4000s", r.err);
     cr_expect(strstr(r.out, "no trials: none could run"), "%.4000s", r.out);
     pp_test_run_done(&r);
+}
+
+/* Issue 26: a search of a HuggingFace config.json on this machine trials the model the file
+ * describes (pprun --model-config, the file the search read: Llama's block, measured.model says
+ * what pprun trained), records the file by absolute path and SHA-256, and prints a launch line
+ * that runs as printed from another directory (before: no trials, and `pprun --model
+ * tiny-llama3`, which pprun refuses as unknown). */
+#define TINY_LLAMA3 PP_FIXTURES_DIR "/hf/tiny-llama3.json"
+
+/* `sha256sum FILE`'s digest (coreutils: a digest that is not pptune's own code). */
+static void sha256sum(const char *path, char hex[65])
+{
+    pp_test_run_result r = pp_test_run("sha256sum '%s'", path);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    snprintf(hex, 65, "%.64s", r.out);
+    pp_test_run_done(&r);
+}
+
+/* Makes the folder dir (a mkdtemp template) and searches config (a path relative to folder
+ * `cd`; NULL: dir, into which the fixture is copied as config.json first) on this machine with
+ * `trials` trials of a global batch of 8 (seconds each), writing dir/p.json; asserts exit 0. */
+static pp_test_run_result hf_search(char *dir, const char *cd, const char *config, int trials)
+{
+    cr_assert(mkdtemp(dir));
+    pp_test_run_result r = pp_test_run(
+        "cd %s && %s" PPTUNE " --model-config %s --cluster local --trials %d --trial-steps 2 "
+        "--global-batch 8 -o %s/p.json",
+        cd ? cd : dir, cd ? "" : "cp " TINY_LLAMA3 " config.json && ", config, trials, dir);
+    cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+    return r;
+}
+
+Test(tuner_search_cli, a_config_json_search_trials_its_llama_block_and_its_launch_line_runs)
+{
+    char dir[] = "/tmp/pptune_hfsearch_XXXXXX";
+    /* the file named relatively (from its own folder), as a user would */
+    pp_test_run_result r = hf_search(dir, PP_FIXTURES_DIR, "hf/tiny-llama3.json", 1);
+    char abs[4096], hex[65];
+    cr_assert(realpath(TINY_LLAMA3, abs));
+    sha256sum(abs, hex);
+
+    /* the trial ran the config's model: pprun's own summary, as the profile records it */
+    char path[600];
+    snprintf(path, sizeof path, "%s/p.json", dir);
+    json_error_t e;
+    json_t *p = json_load_file(path, 0, &e);
+    cr_assert(p, "%s", e.text);
+    json_t *measured = json_object_get(json_object_get(p, "chosen"), "measured");
+    cr_assert_str_eq(json_string_value(json_object_get(measured, "status")), "ok", "%s", r.out);
+    const char *ran = json_string_value(json_object_get(measured, "model"));
+    cr_assert(ran && !strncmp(ran, abs, strlen(abs)) && strstr(ran, "RMSNorm") &&
+                  strstr(ran, "SwiGLU") && strstr(ran, "llama3 scaling") &&
+                  strstr(ran, "2 KV heads") && strstr(ran, "untied head"),
+              "the trial trained %s", ran ? ran : "(nothing recorded)");
+    json_t *origin = json_object_get(json_object_get(p, "model"), "origin");
+    cr_assert_str_eq(json_string_value(json_object_get(origin, "kind")), "config.json");
+    cr_assert_str_eq(json_string_value(json_object_get(origin, "path")), abs);
+    cr_assert_str_eq(json_string_value(json_object_get(origin, "sha256")), hex);
+
+    /* the launch line as printed, run from elsewhere with pprun on the PATH */
+    const char *at = strstr(r.out, "\nlaunch: ");
+    cr_assert(at, "%s", r.out);
+    char line[2048];
+    snprintf(line, sizeof line, "%s", at + strlen("\nlaunch: "));
+    line[strcspn(line, "\n")] = '\0';
+    char want[4200];
+    snprintf(want, sizeof want, "pprun --model-config %s ", abs);
+    cr_assert(!strncmp(line, want, strlen(want)), "%s", line);
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(p, "chosen"), "launch")),
+                     line);
+    pp_test_run_result run = pp_test_run("cd %s && PATH=" PP_BINARY_DIR "/runtime:$PATH %s "
+                                         "--steps 2 --json --quiet",
+                                         dir, line);
+    cr_assert_eq(run.code, 0, "%s: %s", line, run.err);
+    json_t *sum = json_loads(run.out, 0, &e);
+    cr_assert(sum, "%s", run.out);
+    json_t *m = json_object_get(sum, "model");
+    cr_assert_str_eq(json_string_value(json_object_get(m, "name")), abs);
+    cr_assert(strstr(ran, json_string_value(json_object_get(m, "block"))), "%s vs %s", ran,
+              json_string_value(json_object_get(m, "block")));
+    json_decref(sum);
+    pp_test_run_done(&run);
+    json_decref(p);
+    pp_test_run_done(&r);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* The profile's config.json is checked where pprun reads it again: pprun --profile trains the
+ * file while it is the one the search read, and both pprun --profile and the pprun export refuse
+ * it once changed (exit 2, the file and both digests named); the export names it by path. */
+Test(tuner_search_cli, a_changed_config_json_is_refused_by_pprun_profile_and_the_export)
+{
+    char dir[] = "/tmp/pptune_hfchanged_XXXXXX";
+    pp_test_run_result r = hf_search(dir, NULL, "config.json", 0);
+    pp_test_run_done(&r);
+    r = pp_test_run("cd / && " PPTUNE " export --format pprun %s/p.json", dir);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    char want[256];
+    snprintf(want, sizeof want, "--model-config %s/config.json --schedule ", dir);
+    cr_assert(!strncmp(r.out, want, strlen(want)), "%s", r.out);
+    pp_test_run_done(&r);
+    r = pp_test_run("cd / && " PPRUN " --profile %s/p.json --steps 1 --json --quiet", dir);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "llama3 scaling"), "%s", r.out);
+    pp_test_run_done(&r);
+
+    r = pp_test_run("cd %s && sed -i 's/\"num_hidden_layers\": 4/\"num_hidden_layers\": 2/' "
+                    "config.json && " PPRUN " --profile p.json --steps 1",
+                    dir);
+    cr_assert_eq(r.code, 2, "a changed file trained: %s%s", r.out, r.err);
+    char file[300];
+    snprintf(file, sizeof file, "config.json %s/config.json changed since pptune read it", dir);
+    cr_assert(strstr(r.err, file) && strstr(r.err, "SHA-256 now"), "%s", r.err);
+    pp_test_run_done(&r);
+    r = pp_test_run("cd %s && " PPTUNE " export --format pprun p.json", dir);
+    cr_assert_eq(r.code, 2, "%s", r.out);
+    cr_assert(strstr(r.err, file), "%s", r.err);
+    pp_test_run_done(&r);
+    r = pp_test_run("rm -r %s", dir);
+    pp_test_run_done(&r);
+}
+
+/* A model pprun does not train gets no pprun line: the search says why instead of a launch
+ * line, and the pprun export of its profile is refused (before: `pprun --model bert-large`,
+ * and the export exited 0 with it). */
+Test(tuner_search_cli, no_pprun_line_for_a_model_pprun_does_not_train)
+{
+    char path[] = "/tmp/pptune_bert_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    pp_test_run_result r =
+        pp_test_run(PPTUNE " --model bert-large --nodes 2 --no-tp -o %s", path);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_assert_null(strstr(r.out, "launch: pprun"), "%s", r.out);
+    cr_assert(strstr(r.out, "launch: none with pprun: pprun cannot train model bert-large"),
+              "%s", r.out);
+    pp_test_run_done(&r);
+    r = pp_test_run(PPTUNE " export --format pprun %s", path);
+    cr_assert_eq(r.code, 2, "%s", r.out);
+    cr_assert_str_eq(r.out, "");
+    cr_assert(strstr(r.err, "planned by pptune but not run by pprun"), "%s", r.err);
+    pp_test_run_done(&r);
+    r = pp_test_run(PPTUNE " --model bert-large --nodes 2 --for pprun --no-save");
+    cr_assert_eq(r.code, 2, "%s", r.out);
+    cr_assert(strstr(r.err, "--for pprun: pprun cannot train model bert-large"), "%s", r.err);
+    pp_test_run_done(&r);
+    unlink(path);
 }

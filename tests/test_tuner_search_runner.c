@@ -382,15 +382,19 @@ Test(tuner_search_runner, config_round_trips_through_the_profile_and_launch_uses
 
 Test(tuner_search_runner, a_runnable_presets_pprun_name_is_its_profile_name)
 {
-    /* Trials pass runtime_model to pprun; the profile's launch line and its export (and pprun
-     * --profile) use the profile's model name: they agree because every runnable preset is
-     * named as pprun names it. */
+    /* Trials, the profile's launch line and its export (and pprun --profile) give pprun the
+     * profile's model name for a preset: every runnable preset is named as pprun names it. */
     int n;
     const char *const *names = pp_tune_model_names(&n);
     for (int i = 0; i < n; i++) {
         pp_tune_model m;
         cr_assert_eq(pp_tune_model_preset(names[i], &m), PP_OK);
-        cr_assert(!m.runtime_model[0] || !strcmp(m.runtime_model, m.name), "%s runs as %s",
-                  m.name, m.runtime_model);
+        pp_profile_pprun_line l = {0};
+        if (pp_tune_pprun_model(&m, &l) != PP_OK) {
+            cr_assert(!m.pprun, "%s: %s", m.name, pp_err_msg());
+            continue;
+        }
+        cr_assert(m.pprun && l.model && !strcmp(l.model, m.name) && !l.model_config,
+                  "%s runs as %s", m.name, l.model);
     }
 }

@@ -45,6 +45,7 @@ Test(tuner_trials, real_pprun_is_measured_and_matches_the_memory_model)
     pp_tune_trial_result r = trial(PPRUN, 60);
     cr_assert_str_eq(r.status, "ok", "%s: %s", r.status, r.detail);
     cr_assert(r.step_time > 0);
+    cr_assert(!strncmp(r.model, "tiny: LayerNorm", 15), "pprun trained %s", r.model);
     pp_tune_model m;
     cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
     pp_config c = {.schedule = "1f1b", .p = 2, .v = 1, .b = 1, .d = 1, .t = 1, .N = 4};
@@ -379,10 +380,17 @@ Test(tuner_trials, a_summary_that_is_no_measurement_is_a_crash)
         "\"replica\": -1, \"peak_bytes\": {\"total\": 100}}]}'",
         "echo '{\"median_step_seconds\": 1e-5, \"ranks\": [{\"pipeline_rank\": 0, "
         "\"replica\": 0, \"peak_bytes\": {\"total\": -5}}]}'",
+        /* issue 26: a run of another model (2 layers of tiny's 4) measures nothing of tiny */
+        "echo '{\"median_step_seconds\": 1e-5, \"ranks\": [{\"pipeline_rank\": 0, "
+        "\"replica\": 0, \"peak_bytes\": {\"total\": 100}}], \"model\": {\"name\": "
+        "\"tiny\", \"layers\": 2, \"hidden\": 32, \"heads\": 4, \"kv_heads\": 4, "
+        "\"ffn\": 128, \"vocab\": 256}}'",
     };
     static const char *const details[] = {"median step time", "outside the configuration",
                                           "outside the configuration",
-                                          "outside the configuration"};
+                                          "outside the configuration",
+                                          "another model than tiny (model.layers: expected 4, "
+                                          "got 2)"};
     for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++)
         scripted(bodies[i], 20, "crash", details[i]);
 }

@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "cmd.h"
 #include "pp_profile.h"
+#include "pp_tune.h"
 
 static void usage(void)
 {
@@ -99,6 +100,13 @@ int pp_cmd_export(int argc, char **argv)
                 pp_fmt_seconds(r->step_time_s, s1, sizeof s1),
                 pp_fmt_seconds(p->chosen.step_time_s, s2, sizeof s2));
         p->chosen = *r; /* its strings live in the profile's document, as the chosen one's */
+    }
+    if (st == PP_OK && fmt->pprun_model && p->has_chosen &&
+        pp_tune_pprun_profile_model(p, NULL) != PP_OK) {
+        /* never a line pprun rejects (the search's launch line asks the same) */
+        fprintf(stderr, "pptune export: %s: %s\n", file, pp_err_text());
+        pp_profile_destroy(p);
+        return 2;
     }
     if (st == PP_OK)
         st = pp_profile_export(p, fmt, stdout);

@@ -18,7 +18,7 @@ static void row(const pp_tune_model *m)
            pp_fmt_params(pc.total, params, sizeof params),
            m->layers, m->hidden, m->heads, m->kv_heads, m->ffn, m->vocab, m->seq,
            m->global_batch, pp_tune_model_block(m, block, sizeof block),
-           m->runtime_model[0] ? " [runs on pprun]" : "");
+           m->pprun ? " [runs on pprun]" : "");
     if (pc.moe_layers) /* exact counts: the published totals are stated to the parameter */
         printf("  experts  %s parameters in all, %s active per token (%d of the %d layers have "
                "experts)\n",

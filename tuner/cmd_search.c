@@ -350,7 +350,7 @@ static int trials_note(const opts *o, const pp_tune_model *m, const pp_tune_hw *
     } else
         printf("figures are predicted from %s (no trials: %s)\n", hw->source,
                !hw->is_local          ? "the target is not this machine"
-               : !m->runtime_model[0] ? "the runtime does not run this model"
+               : !m->pprun            ? m->pprun_why
                : o->trials == 0       ? "--trials 0"
                                       : "none could run: see the lines above");
     return n;
@@ -363,8 +363,15 @@ static int report(const opts *o, const pp_tune_model *m, const pp_tune_hw *hw, p
     pp_cli_board_print(stdout, r, o->show);
     pp_cli_winner_print(stdout, &r->best[0]);
     pp_cli_rank_memory_print(stdout, &r->best[0], o->explain > 1);
-    char cmd[512];
-    printf("\nlaunch: %s\n", pp_tune_launch_command(m, hw, &r->best[0].cfg, &r->opts, cmd, sizeof cmd));
+    char cmd[PP_PROFILE_PPRUN_LINE_LEN];
+    if (pp_tune_launch_command(m, hw, &r->best[0].cfg, &r->opts, cmd, sizeof cmd))
+        printf("\nlaunch: %s\n", cmd);
+    else /* never a line pprun rejects (pp_tune_pprun_model) */
+        printf("\n"), pp_cli_wrapped(stdout, 8,
+                       "launch: none with pprun: %s; the Megatron-LM, NeMo and torchtitan "
+                       "exports (pptune export) build the model themselves",
+                       pp_err_text());
+    pp_err_clear();
     char unrun[128];
     if (pp_profile_pprun_unrun(&r->best[0].cfg, unrun, sizeof unrun))
         pp_cli_wrapped(stdout, 8,
@@ -500,6 +507,12 @@ int pp_cmd_search(int argc, char **argv)
         return rc;
     if ((rc = pp_cli_tune_load(CMD, &o.tune, &m, &hw, &cluster_json)) != 0)
         return rc;
+    const pp_export_target *for_t =
+        o.for_target ? pp_profile_export_find(o.for_target, NULL) : NULL;
+    if (for_t && for_t->pprun_model && !m.pprun) { /* a search for a line pprun rejects */
+        free(cluster_json);
+        return pp_cmd_usage_error(CMD, "--for %s: %s", o.for_target, m.pprun_why);
+    }
     if ((rc = use_allocation(&o, &hw)) != 0) {
         free(cluster_json);
         return rc;

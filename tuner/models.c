@@ -16,6 +16,7 @@
  *    "norm_bias" (true), "linear_bias" (true), "learned_positions" (true),
  *    "tied_embeddings" (true), "norm_eps" (1e-5), "global_batch" (512)}
  */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,8 +86,7 @@ pp_status pp_tune_model_preset(const char *name, pp_tune_model *out)
         snprintf(out->source, sizeof out->source, "preset");
         from_cfg(&r->cfg, out);
         out->global_batch = r->global_batch;
-        if (r->runnable)
-            snprintf(out->runtime_model, sizeof out->runtime_model, "%s", r->name);
+        pp_tune_model_pprun_note(out);
         return PP_OK;
     }
     if (!strncmp(name, "megatron-", 9) && pp_tune_published_model(name, out) == PP_OK)
@@ -288,7 +288,28 @@ static pp_status load_with(const char *path, pp_status (*reader)(json_t *, const
         basename_of(path, out->name, sizeof out->name);
     snprintf(out->source, sizeof out->source, "%s", path);
     PP_TRY(pp_tune_model_validate(out, path));
+    pp_tune_model_pprun_note(out);
     return PP_OK;
+}
+
+/* The config.json as pprun is given it: its absolute path (a trial or launch may start in
+ * another directory) and the SHA-256 of the bytes read, which the profile records and pprun
+ * --profile checks. */
+static pp_status config_file(const char *path, pp_tune_model *m)
+{
+    char *abs = realpath(path, NULL);
+    if (!abs)
+        return PP_ERR(PP_ERR_IO, "%s: cannot resolve the path: %s", path, strerror(errno));
+    size_t len = strlen(abs);
+    if (len < sizeof m->config_path)
+        memcpy(m->config_path, abs, len + 1);
+    free(abs);
+    if (len >= sizeof m->config_path)
+        return PP_ERR(PP_ERR_INVALID,
+                      "%s: the path resolves to %zu bytes; pptune records at most %zu (move the "
+                      "config.json to a shorter path)",
+                      path, len, sizeof m->config_path - 1);
+    return pp_profile_file_sha256(m->config_path, m->config_sha256);
 }
 
 /* The model table's importer (runtime/plan/model_hf.c), then the tuner's training length:
@@ -314,7 +335,10 @@ pp_status pp_tune_model_load_hf(const char *path, pp_tune_model *out)
                  "s=%d: pptune's default for imported models; --seq sets it", out->seq);
     basename_of(path, out->name, sizeof out->name);
     snprintf(out->source, sizeof out->source, "%s", path);
-    return pp_tune_model_validate(out, path);
+    PP_TRY(pp_tune_model_validate(out, path));
+    PP_TRY(config_file(path, out));
+    pp_tune_model_pprun_note(out);
+    return PP_OK;
 }
 
 pp_status pp_tune_model_load_json(const char *path, pp_tune_model *out)

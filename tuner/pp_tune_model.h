@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "pp_common.h"
+#include "pp_profile.h"
 #include "pp_rt_model.h"
 
 #ifdef __cplusplus
@@ -15,7 +16,7 @@ extern "C" {
 #endif
 
 /* ---- Models (models.c) ------------------------------------------------------------------- */
-typedef struct {
+typedef struct pp_tune_model {
     char name[64];
     char source[256]; /* "preset", or the file it was read from */
     int layers;       /* L transformer blocks */
@@ -36,7 +37,14 @@ typedef struct {
     double norm_eps;       /* the norms' epsilon (LayerNorm's or RMSNorm's), > 0 */
     int tied_embed;   /* 1: the LM head shares the token embedding */
     int global_batch; /* default global batch, sequences per optimizer step */
-    char runtime_model[32]; /* pprun --model name when the bundled runtime runs this model */
+    int pprun;              /* 1: pprun trains this model (pp_tune_model_pprun_note, from the
+                               one check, pp_tune_pprun_model); 0: pprun_why says why not */
+    char pprun_why[320];
+    /* --model-config: the config.json read, as an absolute path (what pprun --model-config is
+     * given, so that a trial started in another directory or on another node reads the same
+     * file), and its bytes' SHA-256 in hex; "" for every other source */
+    char config_path[PP_PROFILE_PPRUN_PATH_MAX];
+    char config_sha256[65];
     char seq_note[160];     /* where seq came from when it is not the preset's ("" for presets) */
     pp_model_cfg block; /* the runtime's description it was read as (model table row or
                            config.json): the details the fields above do not keep (norm eps,
@@ -77,6 +85,24 @@ typedef struct {
     double active;     /* what one token computes with: total less the routed experts it
                           does not take ((experts - top_k) per MoE block); = total if dense */
 } pp_tune_params;
+
+/* ---- pprun and the model (pprun_model.c) --------------------------------------------------- */
+/* The one answer to "does pprun train m, and what is it given": m's preset (line->model = its
+ * name, a runnable row of the model table) or the config.json the search read
+ * (line->model_config = m->config_path, whose SHA-256 must still be m->config_sha256), its
+ * block one the runtime runs (pp_model_check_runnable) and m->seq within its positions. Else
+ * PP_ERR_UNSUPPORTED (or the file's error) saying why: a preset the table plans only
+ * (bert-large) or does not have (pptune validate's megatron-* rows), pptune's model JSON, a
+ * rope scaling the runtime refuses, a changed file. The search's launch line, its trials and
+ * `pptune export --format pprun` ask it, so pptune prints no line pprun rejects. line may be
+ * NULL; otherwise only its model fields are set (pointing into m). */
+pp_status pp_tune_pprun_model(const pp_tune_model *m, pp_profile_pprun_line *line);
+/* The same check for a profile's model (model.source; a profile before 1.4, which names its
+ * model only, as a preset of that name). */
+pp_status pp_tune_pprun_profile_model(const pp_profile *p, pp_profile_pprun_line *line);
+/* Sets m->pprun and m->pprun_why from pp_tune_pprun_model (the loaders call it; a caller
+ * that changes m's seq or sizes calls it again). Clears the error it recorded. */
+void pp_tune_model_pprun_note(pp_tune_model *m);
 
 /* Preset names, in display order; *n receives the count. */
 const char *const *pp_tune_model_names(int *n);

@@ -31,6 +31,7 @@ typedef struct {
     char trial_status[16];  /* "", "ok", "crash", "oom", "timeout" */
     char trial_detail[200]; /* the failed trial's error line, signal or time limit */
     char trial_where[512];  /* the trial's launcher and nodes (pp_tune_trial_result.where) */
+    char trial_model[400];  /* what pprun said it trained (pp_tune_trial_result.model) */
     double measured_rank_peak[PP_TUNE_RANK_PEAKS]; /* bytes per pipeline rank (first
                                                        PP_TUNE_RANK_PEAKS), trials only */
     int predicted_only;     /* not runnable by the runtime (its model) or not on this machine */

@@ -35,7 +35,9 @@ pp_status pp_tune_profile_write(const pp_tune_profile_input *in, const char *pat
 pp_status pp_tune_profile_default_path(const pp_tune_hw *hw, const pp_tune_model *m, char **out);
 /* The pprun command line that launches configuration c (buf, n) as the search planned it under
  * options o (the result's precision; NULL: the defaults): on GPUs (hw not CPU cores) with the
- * CUDA backend in o's precision. hw may be NULL (then the CPU's line). */
+ * CUDA backend in o's precision; the model as pp_tune_pprun_model gives it (--model NAME or
+ * --model-config PATH). hw may be NULL (then the CPU's line). NULL, with the error saying
+ * why, when pprun cannot train m (no line pprun would reject). */
 char *pp_tune_launch_command(const pp_tune_model *m, const pp_tune_hw *hw, const pp_config *c,
                              const pp_tune_opts *o, char *buf, size_t n);
 

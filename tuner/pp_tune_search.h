@@ -37,7 +37,7 @@ typedef struct {
     int keep;            /* leaderboard size kept (ranked), default 10, at most PP_TUNE_MAX_KEEP */
     /* Trials of the best `trials` candidates (any t: the runtime splits stages), only where the
      * cluster is this machine (hw->is_local) and the runtime runs the model
-     * (model->runtime_model): then recalibration and choice (pp_tune_result). 0: none. */
+     * (model->pprun): then recalibration and choice (pp_tune_result). 0: none. */
     int trials;
     int trial_steps;        /* per trial, the first is warm-up; 0 = 5 */
     double trial_timeout_s; /* a trial running longer is killed; 0 = 60 */

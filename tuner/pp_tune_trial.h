@@ -18,7 +18,7 @@ extern "C" {
 #define PP_TUNE_TRIAL_MAX_RANKS PP_TUNE_RANK_PEAKS
 
 typedef struct {
-    const pp_tune_model *model; /* model->runtime_model names pprun's preset */
+    const pp_tune_model *model; /* what pprun trains: pp_tune_pprun_model */
     const pp_config *cfg;       /* t >= 1 (t > 1: pprun --tp t, with sequence_parallel
                                    --sequence-parallel) */
     const char *pprun;          /* path of the pprun program; the search passes NULL to a
@@ -43,6 +43,9 @@ typedef struct {
     int d_run;         /* data-parallel replicas it ran: cfg->d, or fewer where the allocation
                           holds fewer ranks (a reduced trial, said in where) */
     char lost_node[64]; /* "node-lost": the node the launcher named ("" when it named none) */
+    char model[400];    /* "ok": the model pprun's summary says it trained, "NAME: BLOCK"
+                           (runtime/plan/model.c's pp_model_describe); its sizes are the
+                           trial's model's, or the trial is a "crash" saying so */
 } pp_tune_trial_result;
 
 /* Runs pprun --json for the configuration in a child process. A crash, OOM or timeout of the

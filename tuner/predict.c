@@ -131,7 +131,7 @@ static pp_status finish(const pp_tune_model *m, const pp_tune_hw *hw, const pp_c
         }
     out->capacity = pp_tune_mem_capacity(hw, o);
     out->fits = out->peak_mem <= out->capacity;
-    out->predicted_only = !m->runtime_model[0] || !hw->is_local;
+    out->predicted_only = !m->pprun || !hw->is_local;
     fill_figures(m, hw, c, out);
     PP_TRY(sanity(c, out));
     return PP_OK;

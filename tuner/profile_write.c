@@ -25,10 +25,11 @@ char *pp_tune_launch_command(const pp_tune_model *m, const pp_tune_hw *hw, const
     }
     const pp_backend_row *be = pp_tune_hw_backend(hw);
     pp_profile_pprun_line line = {
-        .model = m->runtime_model[0] ? m->runtime_model : m->name, .config = c, .seq = m->seq,
-        .backend = pp_backend_row_flag(be),
+        .config = c, .seq = m->seq, .backend = pp_backend_row_flag(be),
         .precision = pp_backend_row_has_precision(be, o->precision) ? o->precision : PP_PREC_FP32};
-    char args[512];
+    if (pp_tune_pprun_model(m, &line) != PP_OK)
+        return NULL; /* no line pprun would reject: the error says why */
+    char args[PP_PROFILE_PPRUN_LINE_LEN];
     snprintf(buf, n, "pprun %s", pp_profile_pprun_args(&line, args, sizeof args));
     return buf;
 }
@@ -36,7 +37,10 @@ char *pp_tune_launch_command(const pp_tune_model *m, const pp_tune_hw *hw, const
 static json_t *prediction_json(const pp_tune_model *m, const pp_tune_hw *hw,
                                const pp_tune_opts *opts, const pp_tune_prediction *p)
 {
-    char cmd[512];
+    char cmd[PP_PROFILE_PPRUN_LINE_LEN];
+    /* "" when pprun cannot train the model (the search said why; the reader needs a string) */
+    const char *launch = pp_tune_launch_command(m, hw, &p->cfg, opts, cmd, sizeof cmd);
+    pp_err_clear();
     json_t *o = json_pack(
         "{s:o, s:{s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:f, s:b}, s:s}", "config",
         pp_config_to_json(&p->cfg), "predicted", "provenance", "time and memory models + simulation",
@@ -44,7 +48,7 @@ static json_t *prediction_json(const pp_tune_model *m, const pp_tune_hw *hw,
         p->tokens_per_s, "tflops_per_gpu", p->tflops_per_gpu, "mfu", p->mfu,
         "bubble_over_ideal", p->bubble_ideal, "bubble_over_total", p->bubble_total,
         "peak_bytes_per_rank_max", p->peak_mem, "peak_rank", p->peak_rank, "capacity_bytes",
-        p->capacity, "fits", p->fits, "launch", pp_tune_launch_command(m, hw, &p->cfg, opts, cmd, sizeof cmd));
+        p->capacity, "fits", p->fits, "launch", launch ? launch : "");
     if (p->trial_status[0]) {
         json_t *ranks = json_array();
         for (int r = 0; r < p->cfg.p && r < PP_TUNE_RANK_PEAKS; r++)
@@ -55,6 +59,9 @@ static json_t *prediction_json(const pp_tune_model *m, const pp_tune_hw *hw,
                                       p->trial_status, "detail", p->trial_detail,
                                       "step_time_s", p->measured_step, "peak_bytes",
                                       p->measured_peak, "peak_bytes_per_rank", ranks));
+        if (p->trial_model[0]) /* what pprun said it trained (1.4) */
+            json_object_set_new(json_object_get(o, "measured"), "model",
+                                json_string(p->trial_model));
     }
     json_object_set_new(o, "predicted_only", json_boolean(p->predicted_only));
     return o;
@@ -111,6 +118,14 @@ static json_t *model_json(const pp_tune_model *m)
                         m->rope_scaling[0] ? json_string(m->rope_scaling) : json_null());
     if (m->norm_eps > 0)
         json_object_set_new(o, "norm_eps", json_real(m->norm_eps));
+    /* 1.4: what pprun is given (pprun --profile reads the config.json and checks its SHA-256) */
+    json_object_set_new(o, "origin",
+                        m->config_path[0]
+                            ? json_pack("{s:s, s:s, s:s}", "kind", "config.json", "path",
+                                        m->config_path, "sha256", m->config_sha256)
+                        : !strcmp(m->source, "preset")
+                            ? json_pack("{s:s, s:s}", "kind", "preset", "name", m->name)
+                            : json_pack("{s:s, s:s}", "kind", "model-file", "path", m->source));
     return o;
 }
 

@@ -812,7 +812,7 @@ static pp_status search_pass(const pp_tune_search_params *sp, const pp_tune_opts
     x.sp = sp;
     x.o = o;
     x.allow_tp = allow_tp;
-    x.keep_tp = allow_tp && sp->trials > 0 && sp->hw->is_local && sp->model->runtime_model[0];
+    x.keep_tp = allow_tp && sp->trials > 0 && sp->hw->is_local && sp->model->pprun;
     x.m = sp->model;
     x.hw = sp->hw;
     x.gb = sp->global_batch > 0 ? sp->global_batch : sp->model->global_batch;

@@ -39,7 +39,7 @@ static double runtime_peak_on_device(const pp_tune_model *m, const pp_tune_opts 
     double peak = 0;
     pp_tune_rank_mem *mem = pp_calloc((size_t)s->ranks, sizeof *mem);
     pp_precision prec = pp_backend_row_has_precision(be, PP_PREC_BF16) ? PP_PREC_BF16 : PP_PREC_FP32;
-    if (mem && pp_tune_memory_runtime_on(m, &p->cfg, s, o, be->kind, prec, mem) == PP_OK)
+    if (mem && pp_tune_memory_runtime_on(m, &p->cfg, s, o, pp_backend_kind(be), prec, mem) == PP_OK)
         for (int r = 0; r < s->ranks; r++)
             peak = mem[r].total > peak ? mem[r].total : peak;
     pp_err_clear();
@@ -122,6 +122,7 @@ static void record(pp_tune_prediction *p, const pp_tune_trial_result *tr)
     p->measured_peak = tr->peak;
     snprintf(p->trial_detail, sizeof p->trial_detail, "%s", tr->detail);
     snprintf(p->trial_where, sizeof p->trial_where, "%s", tr->where);
+    snprintf(p->trial_model, sizeof p->trial_model, "%s", tr->model);
     memcpy(p->measured_rank_peak, tr->peak_per_rank, sizeof p->measured_rank_peak);
 }
 
@@ -146,7 +147,7 @@ pp_status pp_tune_search_trials(const pp_tune_search_params *sp, pp_tune_result 
     const pp_tune_model *m = sp->model;
     const pp_tune_hw *hw = sp->hw;
     int k = sp->trials;
-    if (!hw->is_local || !m->runtime_model[0] || k <= 0)
+    if (!hw->is_local || !m->pprun || k <= 0)
         return PP_OK;
     pp_tune_runner runner = sp->runner;
     char pprun[PATH_MAX];

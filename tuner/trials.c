@@ -52,18 +52,20 @@ static int reduced_d(const pp_tune_trial_params *tp, int replica)
     return 0;
 }
 
-/* pprun's options for the configuration (pp_profile_pprun_argv, the one builder) and the
- * trial's own: steps, every rank a thread, the JSON summary. */
-static int build_argv(const pp_tune_trial_params *tp,
+/* pprun's options for the configuration (pp_profile_pprun_argv, the one builder) with the
+ * model as pp_tune_pprun_model gives it, and the trial's own: steps, every rank a thread, the
+ * JSON summary. */
+static int build_argv(const pp_tune_trial_params *tp, const pp_profile_pprun_line *model,
                       char store[MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN], char **argv, char *where,
                       size_t where_n, int *d_run)
 {
     pp_config pc = *tp->cfg; /* with the replicas the allocation holds */
     /* on GPUs: their backend in the precision users train with (bf16); rank g on GPU g */
     int bf16 = pp_backend_row_has_precision(tp->backend, PP_PREC_BF16);
-    pp_profile_pprun_line line = {.model = tp->model->runtime_model, .config = &pc,
-                                  .seq = tp->model->seq, .backend = pp_backend_row_flag(tp->backend),
+    pp_profile_pprun_line line = {.config = &pc, .seq = tp->model->seq,
+                                  .backend = pp_backend_row_flag(tp->backend),
                                   .precision = bf16 ? PP_PREC_BF16 : PP_PREC_FP32};
+    line.model = model->model, line.model_config = model->model_config;
     int replica = tp->cfg->p * (tp->cfg->t > 1 ? tp->cfg->t : 1), nodes = 1;
     int full_d = tp->cfg->d;
     pc.d = reduced_d(tp, replica);
@@ -106,8 +108,36 @@ static int build_argv(const pp_tune_trial_params *tp,
 /* No step of any model runs in under a microsecond: a smaller median is not a measurement. */
 #define MIN_STEP_S 1e-6
 
-static void parse_summary(const char *json, const pp_config *c, double wall_s,
-                          pp_tune_trial_result *r)
+/* The model pprun's summary says it trained ("model": its sizes and block) is the trial's: a
+ * measurement of another model is none. Fills r->model ("NAME: BLOCK"); 0 with r->detail when
+ * it is not the trial's model. */
+static int same_model(json_t *root, const pp_tune_model *m, pp_tune_trial_result *r)
+{
+    json_t *jm = json_object_get(root, "model");
+    const struct {
+        const char *key;
+        int want;
+    } sizes[] = {{"layers", m->layers}, {"hidden", m->hidden}, {"heads", m->heads},
+                 {"kv_heads", m->kv_heads}, {"ffn", m->ffn},     {"vocab", m->vocab}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        json_t *v = json_object_get(jm, sizes[i].key);
+        if (!json_is_integer(v) || json_integer_value(v) != sizes[i].want) {
+            snprintf(r->detail, sizeof r->detail,
+                     "pprun's JSON summary names another model than %s (model.%s: expected "
+                     "%d, got %lld)",
+                     m->name, sizes[i].key, sizes[i].want,
+                     json_is_integer(v) ? (long long)json_integer_value(v) : -1LL);
+            return 0;
+        }
+    }
+    const char *name = json_string_value(json_object_get(jm, "name"));
+    const char *block = json_string_value(json_object_get(jm, "block"));
+    snprintf(r->model, sizeof r->model, "%s: %s", name ? name : "?", block ? block : "?");
+    return 1;
+}
+
+static void parse_summary(const char *json, const pp_tune_model *m, const pp_config *c,
+                          double wall_s, pp_tune_trial_result *r)
 {
     json_error_t e;
     json_t *root = json_loads(json, 0, &e);
@@ -162,6 +192,13 @@ static void parse_summary(const char *json, const pp_config *c, double wall_s,
             r->peak_per_rank[pr] = total;
         if (total > r->peak)
             r->peak = total;
+    }
+    if (!same_model(root, m, r)) {
+        snprintf(r->status, sizeof r->status, "crash");
+        r->step_time = r->peak = 0;
+        memset(r->peak_per_rank, 0, sizeof r->peak_per_rank);
+        json_decref(root);
+        return;
     }
     snprintf(r->status, sizeof r->status, "ok");
     json_decref(root);
@@ -221,7 +258,7 @@ static void classify(const pp_tune_child *ch, const pp_tune_trial_params *tp,
                  launched ? " on every node" : "", launched && line[0] ? ": " : "",
                  launched ? line : "");
     } else if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) {
-        parse_summary(ch->out ? ch->out : "", tp->cfg, r->wall_s, r);
+        parse_summary(ch->out ? ch->out : "", tp->model, tp->cfg, r->wall_s, r);
     } else if (!launched && WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL) {
         /* one process on this machine killed without our kill: the kernel's OOM killer */
         snprintf(r->status, sizeof r->status, "oom");
@@ -249,10 +286,10 @@ static void classify(const pp_tune_child *ch, const pp_tune_trial_params *tp,
 pp_status pp_tune_trial(const pp_tune_trial_params *tp, pp_tune_trial_result *r)
 {
     memset(r, 0, sizeof *r);
-    if (!tp->model->runtime_model[0])
-        return PP_ERR(PP_ERR_UNSUPPORTED, "the runtime cannot run %s", tp->model->name);
     char store[MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN], *argv[MAX_ARGS + 1];
-    if (build_argv(tp, store, argv, r->where, sizeof r->where, &r->d_run) < 0)
+    pp_profile_pprun_line model = {0};
+    PP_TRY(pp_tune_pprun_model(tp->model, &model)); /* what the search read, or no trial */
+    if (build_argv(tp, &model, store, argv, r->where, sizeof r->where, &r->d_run) < 0)
         return PP_ERR(PP_ERR_UNSUPPORTED,
                       "one pipeline replica needs %d ranks; the allocation (%s) holds %d",
                       tp->cfg->p * (tp->cfg->t > 1 ? tp->cfg->t : 1), tp->alloc->nodes,

@@ -25,9 +25,11 @@ static const pp_opt rows[] = {
     {.name = "model", .kind = PP_OPT_STRING, .offset = OFF(model), .arg = "NAME",
      .help = "a preset (see 'pptune models')"},
     {.name = "model-config", .kind = PP_OPT_STRING, .offset = OFF(model_config), .arg = "FILE",
-     .help = "a HuggingFace config.json"},
+     .help = "a HuggingFace config.json: trials and the launch\n"
+             "line give pprun --model-config with its absolute\n"
+             "path; the profile records that and its SHA-256"},
     {.name = "model-file", .kind = PP_OPT_STRING, .offset = OFF(model_file), .arg = "FILE",
-     .help = "pptune's model JSON"},
+     .help = "pptune's model JSON (planned only: pprun does not\nread it)"},
     {.name = "seq", .kind = PP_OPT_INT, .offset = OFF(seq), .min = 1, .arg = "S",
      .help = "sequence length (default: the model's)"},
     {.name = "global-batch", .kind = PP_OPT_INT, .offset = OFF(global_batch), .min = 1,
@@ -143,7 +145,7 @@ static int load_model(const char *cmd, const pp_cli_tune *c, pp_tune_model *m)
     if (c->seq && m->seq_note[0])
         snprintf(m->seq_note, sizeof m->seq_note, "s=%d from --seq", c->seq);
     if (c->seq)
-        m->seq = c->seq;
+        m->seq = c->seq, pp_tune_model_pprun_note(m); /* pprun's positions may be fewer */
     if (c->global_batch)
         m->global_batch = c->global_batch;
     return 0;

@@ -68,7 +68,11 @@ static pp_status row_model(const pp_tune_published *r, pp_tune_model *m)
     snprintf(m->source, sizeof m->source, "%s", r->source);
     m->layers = r->layers, m->hidden = r->hidden, m->heads = m->kv_heads = r->heads;
     m->ffn = 4 * r->hidden, m->vocab = r->vocab, m->seq = r->seq;
-    m->global_batch = r->global_batch, m->runtime_model[0] = '\0';
+    m->global_batch = r->global_batch, m->pprun = 0;
+    snprintf(m->pprun_why, sizeof m->pprun_why,
+             "pprun has no preset of Megatron-LM's published row %s (its shape is gpt-175b's "
+             "block at other sizes)",
+             r->name);
     return PP_OK;
 }
 

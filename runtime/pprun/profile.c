@@ -9,7 +9,10 @@
  * node), how many it put on a node where it says, and the backend. A mismatch is refused in
  * one line saying what the profile needs and what was found (the README's main job, 256 GPUs, must not start 256 CPU rank threads). Giving
  * a layout flag (--ranks, --dp, --tp) overrides the profile's layout explicitly and skips the
- * check. Training options (--steps, --lr, --data, ...) stay pprun's. */
+ * check. Training options (--steps, --lr, --data, ...) stay pprun's. A profile of a config.json
+ * model (model.origin, profile 1.4) trains that file, refused when its SHA-256 is not the one
+ * the search recorded. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,7 +97,7 @@ static int check_launch(const pprun_opts *o, const pp_profile *p)
          * here, not as a CUDA failure later */
         int here = threads ? (int)devices : (per_node ? per_node : want_per_node);
         const pp_backend_row *be = pp_backend_row_for_device(p->cluster.gpu ? "gpu" : "cpu");
-        int seen = be && be->device_memory ? pp_backend_device_count(be->kind) : here;
+        int seen = be && be->device_memory ? pp_backend_device_count(pp_backend_kind(be)) : here;
         if (seen < here) {
             fprintf(stderr,
                     "pprun: --profile %s needs %d GPUs on this node, one per rank (%s %s); "
@@ -123,12 +126,32 @@ static int check_launch(const pprun_opts *o, const pp_profile *p)
     return 2;
 }
 
-/* The model the profile was planned for: its shape (profiles since 1.1) over the model
- * table's row of the same name, which gives what a profile does not record (norm epsilon,
- * the rotary scaling's factors); a 1.0 profile names a preset only. -1 done, 2 refused. */
+/* The model the profile was planned for. A config.json (model.origin, 1.4) is read again, as
+ * the search read it: the same bytes (its SHA-256 checked) or refused. Else its shape (profiles
+ * since 1.1) over the model table's row of the same name, which gives what a profile does not
+ * record (norm epsilon, the rotary scaling's factors); a 1.0 profile names a preset only.
+ * -1 done, 2 refused. */
 static int profile_model(pprun_opts *o, const struct pp_profile_model *pm)
 {
     o->model_name = pm->name;
+    const char *kind = pm->origin_kind ? pm->origin_kind : "preset";
+    if (!strcmp(kind, "config.json")) {
+        char who[PATH_MAX + 16];
+        snprintf(who, sizeof who, "--profile %s", o->profile);
+        if (pp_profile_model_config_check(who, pm->origin_path, pm->origin_sha256) != PP_OK) {
+            fprintf(stderr, "pprun: %s\n", pp_err_text());
+            return 2;
+        }
+        o->model_config = pm->origin_path; /* main.c reads it (model_hf.c, as the search did) */
+        return -1;
+    }
+    if (strcmp(kind, "preset") != 0) {
+        fprintf(stderr,
+                "pprun: --profile %s: model %s was read from pptune's model JSON %s, which pprun "
+                "does not read: train a preset or a HuggingFace config.json\n",
+                o->profile, pm->name, pm->origin_path);
+        return 2;
+    }
     if (!pm->has_shape)
         return -1; /* the preset by name, as before */
     const pp_model_row *row = pp_model_row_find(pm->name);
@@ -210,7 +233,7 @@ int pprun_apply_profile(pprun_opts *o, int argc, char **argv)
         /* the backend and precision the profile planned for (the export's --backend cuda
          * --precision bf16) */
         const pp_backend_row *be = pp_backend_row_for_device(p->cluster.gpu ? "gpu" : "cpu");
-        o->backend = be ? be->kind : PP_RT_BACKEND_CPU;
+        o->backend = be ? pp_backend_kind(be) : PP_RT_BACKEND_CPU;
         o->precision = p->options.bf16 && pp_backend_row_has_precision(be, PP_PREC_BF16)
                            ? PP_PREC_BF16
                            : PP_PREC_FP32;
