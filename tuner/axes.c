@@ -16,8 +16,9 @@
  *   cp (search.c's enumeration): 1, 2, 4, ... up to max_cp, where 2 cp divides the sequence
  *   (Megatron's causal load balancing splits it into 2 cp chunks).
  * Where the devices are CPUs the trials run the bundled runtime, which does not run
- * recomputation, sharding or context parallelism yet: the search keeps them at none / 1 there
- * (pp_tune_axes_runtime_note says so in the header).
+ * recomputation or sharding yet: the search keeps them at none there
+ * (pp_tune_axes_runtime_note says so in the header); it runs context parallelism (pprun --cp),
+ * which is searched there as everywhere.
  * Not here: the models' effects (memory.c, timemodel.c), the enumeration of layouts (search.c).
  */
 #include <stdio.h>
@@ -172,8 +173,6 @@ int pp_tune_axes_cp_max(const pp_tune_axes_ctx *a, int max_cp)
 {
     if (a->force->cp >= 1)
         return a->force->cp;
-    if (a->runtime_only)
-        return 1;
     return max_cp > 0 ? max_cp : 16;
 }
 

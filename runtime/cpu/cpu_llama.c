@@ -148,6 +148,7 @@ pp_status pp_cpu_swiglu_bwd(void *ctx, float *dx, const float *x, const float *d
 
 typedef struct {
     float *x, *cs; /* cs: the inverse frequencies, then cos and sin for each part */
+    const pp_rope *r;
     int T, nh, hd, ld, dir;
 } rope_arg;
 
@@ -158,7 +159,7 @@ static void rope_part(void *v, size_t lo, size_t hi, int part)
     const float *inv = a->cs;
     float *co = a->cs + (size_t)half * (1 + 2 * part), *si = co + half;
     for (size_t n = lo; n < hi; n++) {
-        float pos = (float)(n % (size_t)a->T);
+        float pos = (float)pp_rope_pos(a->r, n, a->T);
         for (int j = 0; j < half; j++) {
             float ang = pos * inv[j]; /* float32, as transformers computes it */
             co[j] = cosf(ang);
@@ -186,7 +187,7 @@ pp_status pp_cpu_rope(void *ctx, float *x, int N, int T, int nh, int hd, int ld,
         return PP_ERR(PP_ERR_NOMEM, "rope: cannot allocate %d frequencies", half);
     for (int j = 0; j < half; j++)
         cs[j] = pp_rope_inv_freq(r, j, hd);
-    rope_arg a = {x, cs, T, nh, hd, ld, dir};
+    rope_arg a = {x, cs, r, T, nh, hd, ld, dir};
     pp_cpu_par_for(ctx, (size_t)N, 1, pp_cpu_min_rows(row) / 4 + 1, rope_part, &a);
     free(cs);
     return PP_OK;
