@@ -1,5 +1,6 @@
 /* cpu_kernels.h — private to runtime/cpu/: the CPU backend's kernels, one declaration per entry
- * of pp_backend_ops (runtime/backend.h documents what each computes). Plain C, fp32, one thread.
+ * of pp_backend_ops (runtime/backend.h documents what each computes). Plain C, fp32, on the
+ * threads of the backend's pool (ctx, cpu_pool.h; NULL runs them on the caller alone).
  */
 #ifndef PP_RT_CPU_KERNELS_H
 #define PP_RT_CPU_KERNELS_H

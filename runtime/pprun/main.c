@@ -296,8 +296,9 @@ static int train(const pprun_opts *o, run_state *s, int seq)
             return rc;
     }
     if (!o->quiet && g_rank == 0 && s->rec.threads)
-        fprintf(stderr, "pprun: %d BLAS thread%s per rank (%s)\n", s->rec.threads,
-                s->rec.threads == 1 ? "" : "s", s->rec.threads_from);
+        fprintf(stderr, "pprun: %d BLAS thread%s per rank (%s), %d kernel thread%s\n",
+                s->rec.threads, s->rec.threads == 1 ? "" : "s", s->rec.threads_from,
+                s->rec.kernel_threads, s->rec.kernel_threads == 1 ? "" : "s");
     pp_status st; /* --save-weights: every process takes part, rank 0 writes */
     if (o->save_weights && (st = pp_rt_weights_save(s->ex, o->save_weights, PP_ST_F32)) != PP_OK)
         return fail_write(st, "--save-weights: ");

@@ -71,6 +71,11 @@ static const pp_opt tail[] = {
      .max = PPRUN_MAX_THREADS, .arg = "T",
      .help = "BLAS threads per rank (default: OPENBLAS_NUM_THREADS if\n"
              "set, else this machine's cores / the ranks on it)"},
+    {.name = "kernel-threads", .kind = PP_OPT_INT, .offset = OFF(kernel_threads), .min = 1,
+     .max = PPRUN_MAX_THREADS, .arg = "K",
+     .help = "threads per rank of the runtime's own CPU kernels (norms,\n"
+             "attention, activations, cross-entropy, AdamW; default:\n"
+             "the BLAS threads'); results are bit-identical for any K"},
     {.kind = PP_OPT_SECTION, .help = "output:"},
     {.name = "json", .kind = PP_OPT_FLAG, .offset = OFF(json),
      .help = "print a JSON summary on stdout"},

@@ -25,6 +25,7 @@ typedef struct {
     int layers; /* 0: the preset's */
     int threads; /* --threads: BLAS threads per rank; 0: OPENBLAS_NUM_THREADS, else cores / ranks
                     of this process */
+    int kernel_threads; /* --kernel-threads: the CPU kernels' threads per rank; 0: as BLAS's */
     double lr, clip, weight_decay;
     double watchdog_s; /* --watchdog: an MPI wait without progress this long ends the job */
     const char *data; /* NULL: synthetic */
@@ -66,6 +67,7 @@ typedef struct {
     int processes;           /* 1, or the MPI world size */
     int threads;              /* BLAS threads per rank, as OpenBLAS reports them (0: not CPU) */
     const char *threads_from; /* "--threads", "OPENBLAS_NUM_THREADS", "cores / ranks", ... */
+    int kernel_threads;       /* the CPU kernels' threads per rank (0: not CPU) */
 } pprun_record;
 
 /* Returns -1 to go on, or the exit code (0 after --help, 2 for a bad option). */

@@ -114,9 +114,10 @@ int pprun_write_json(const pprun_opts *o, const pprun_record *rec)
     char sum[24];
     snprintf(sum, sizeof sum, "%016llx", (unsigned long long)rec->param_checksum);
     if (root && (json_object_update_new(
-                    root, json_pack("{s:s, s:i, s:i, s:s, s:s, s:i, s:b, s:s, s:i, s:s}",
+                    root, json_pack("{s:s, s:i, s:i, s:i, s:s, s:s, s:i, s:b, s:s, s:i, s:s}",
                                     "transport", rec->transport ? rec->transport : "thread",
                                     "processes", rec->processes, "threads_per_rank", rec->threads,
+                                    "kernel_threads_per_rank", rec->kernel_threads,
                                     "threads_from", rec->threads_from ? rec->threads_from : "",
                                     "param_checksum", sum, "tp", rec->tp, "sequence_parallel",
                                     o->cfg.sequence_parallel && rec->tp > 1, "recompute",
