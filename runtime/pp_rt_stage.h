@@ -61,6 +61,28 @@ typedef struct {
     int sequence_parallel;
     pp_status (*tp_allgather)(void *ctx, const float *part, float *full, size_t n);
     pp_status (*tp_reduce_scatter)(void *ctx, const float *full, float *part, size_t n);
+    /* Context parallelism (Megatron-Core's context_parallel_size; runtime/stage_cp.c): cp
+     * ranks (0 or 1: none) share each sequence of seq tokens, this one (cp_rank) holding
+     * seq / cp of them: chunks cp_rank and 2 cp - 1 - cp_rank of the 2 cp chunks, in that
+     * order, at their true positions (tokens and activations passed in and out are the rank's
+     * (B, seq / cp) of them). Attention reads the group's K/V; the loss is the mean over the
+     * rank's tokens (the caller averages the ranks' losses and sums their gradients, as over
+     * data-parallel replicas). 2 cp must divide seq. Attention is ring attention: cp_send
+     * sends n floats to the next cp rank (cp_rank + 1 mod cp) without waiting for it to
+     * receive them (the buffer may be reused when it returns), cp_recv receives n floats
+     * from the previous one; every rank of the group calls them the same times in the same
+     * order, and the k-th receive takes the previous rank's k-th send. Required with it. The
+     * backend must have the context-parallel attention kernels (PP_ERR_UNSUPPORTED). */
+    int cp, cp_rank;
+    pp_status (*cp_send)(void *ctx, const float *buf, size_t n);
+    pp_status (*cp_recv)(void *ctx, float *buf, size_t n);
+    void *cp_ctx;
+    /* Activation recomputation (pp_rt_sizes.h's PP_RT_RC_*: 0 none, 1 selective, 2 full) and,
+     * with full, the first recompute_layers blocks of the stage (0: all). A recomputed block
+     * reruns its forward (full) or its attention core (selective) on the same inputs at the
+     * start of its backward, so the gradients are the same floats as without it; the slot is
+     * smaller (pp_rt_stage_act_bytes), forward and backward take the recompute workspace. */
+    int recompute, recompute_layers;
 } pp_rt_stage_params;
 
 /* A named parameter tensor with its gradient (both in backend memory, fp32, n elements).
@@ -153,6 +175,14 @@ typedef struct {
 /* Returns PP_OK; PP_ERR_INVALID for step < 1; PP_ERR_OOM when the optimizer state cannot be
  * allocated. */
 pp_status pp_rt_stage_adamw(pp_rt_stage *st, const pp_adamw *hp, int step, float grad_scale);
+/* AdamW on elements [off, off + len) of the stage's tensor `tensor` (an index into
+ * pp_rt_stage_tensors) with the caller's gradient and state (m, v: len floats each, backend
+ * memory) for them: a sharded optimizer's slice (ZeRO-1, runtime/executor_zero.c). Each element
+ * steps exactly as pp_rt_stage_adamw steps it, weight decay as the tensor's. Returns PP_OK;
+ * PP_ERR_INVALID for a step < 1 or a range outside the tensor. */
+pp_status pp_rt_stage_adamw_slice(pp_rt_stage *st, int tensor, size_t off, size_t len,
+                                  const float *grad, float *m, float *v, const pp_adamw *hp,
+                                  int step, float grad_scale);
 
 #ifdef __cplusplus
 }

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "init_normal.h"
+#include "pp_rt_plan.h"
 #include "stage_impl.h"
 
 typedef enum { INIT_ZERO, INIT_ONE, INIT_NORMAL } init_kind;
@@ -280,17 +281,20 @@ static int plan_tensors(const pp_rt_stage *st, tensor_plan *plan)
 
 /* ---- slot layout ----
  * [tokens (N) int32][targets (N) int32][block 0 .. block nl-1][head]; no padding, so the
- * bytes are exactly the sum of the saved tensors (what the accounting test checks). */
-
-/* The slot's sizes are pp_rt_sizes.h's, which the memory plan adds up. */
-static size_t layer_floats(const pp_rt_stage *st)
-{
-    return pp_rt_size_act_layer_floats(&st->d, (size_t)st->B, (size_t)st->T);
-}
+ * bytes are exactly the sum of the saved tensors (what the accounting test checks). A block
+ * keeps what its recomputation leaves (pp_rt_size_act_kept_floats). */
 
 static size_t prefix_words(const pp_rt_stage *st)
 {
     return pp_rt_size_act_prefix_words((size_t)st->B * st->T, st->has_embed, st->has_head);
+}
+
+/* Offset (floats) of block `layer`'s kept activations in the slot: pp_rt_sizes.h's, which the
+ * memory plan adds up. */
+static size_t layer_offset(const pp_rt_stage *st, int layer)
+{
+    return prefix_words(st) +
+           pp_rt_size_act_kept_floats(&st->d, (size_t)st->B, (size_t)st->T, (size_t)layer);
 }
 
 void pp_stage_slot_views(const pp_rt_stage *st, void *mem, int32_t **tokens, int32_t **targets)
@@ -301,17 +305,18 @@ void pp_stage_slot_views(const pp_rt_stage *st, void *mem, int32_t **tokens, int
     *targets = st->has_head ? p + (st->has_embed ? N : 0) : NULL;
 }
 
-void pp_stage_layer_acts(const pp_rt_stage *st, void *mem, int layer, pp_layer_acts *a)
+/* A block's activations laid out from p in order, the probabilities skipped when !with_att. */
+static void carve_layer(const pp_rt_stage *st, float *p, int with_att, pp_layer_acts *a)
 {
     size_t N = (size_t)st->B * st->T, C = (size_t)st->cfg.hidden, Nl = (size_t)st->Nl;
-    float *p = (float *)mem + prefix_words(st) + (size_t)layer * layer_floats(st);
     a->x = p, p += Nl * C;
     a->ln1 = p, p += Nl * C;
     a->mean1 = p, p += Nl;
     a->rstd1 = p, p += Nl;
     a->qkv = p, p += N * st->d.qkv;
     a->atty = p, p += N * st->d.qd;
-    a->att = p, p += (size_t)st->B * st->Hl * st->T * st->T;
+    a->att = with_att ? p : NULL;
+    p += with_att ? pp_rt_size_att_floats(&st->d, (size_t)st->B, (size_t)st->T) : 0;
     a->res2 = p, p += Nl * C;
     a->ln2 = p, p += Nl * C;
     a->mean2 = p, p += Nl;
@@ -320,10 +325,28 @@ void pp_stage_layer_acts(const pp_rt_stage *st, void *mem, int layer, pp_layer_a
     a->act = p;
 }
 
+void pp_stage_layer_acts(const pp_rt_stage *st, void *mem, int layer, float *rws,
+                         pp_layer_acts *a)
+{
+    float *kept = (float *)mem + layer_offset(st, layer);
+    switch (pp_stage_rc_of(st, layer)) {
+    case PP_RT_RC_FULL: /* all in the workspace but the input */
+        carve_layer(st, rws, 1, a);
+        a->x = kept;
+        break;
+    case PP_RT_RC_SELECTIVE: /* all in the slot but the probabilities */
+        carve_layer(st, kept, 0, a);
+        a->att = rws;
+        break;
+    default:
+        carve_layer(st, kept, 1, a);
+    }
+}
+
 void pp_stage_head_acts(const pp_rt_stage *st, void *mem, pp_head_acts *h)
 {
     size_t N = (size_t)st->B * st->T, C = (size_t)st->cfg.hidden, Nl = (size_t)st->Nl;
-    float *p = (float *)mem + prefix_words(st) + (size_t)st->nl * layer_floats(st);
+    float *p = (float *)mem + layer_offset(st, st->nl);
     h->xf = p, p += Nl * C;
     h->lnf = p, p += N * C;
     h->meanf = p, p += Nl;
@@ -341,7 +364,7 @@ int pp_stage_find_slot(const pp_rt_stage *st, int id)
 
 /* ---- create / destroy ---- */
 
-static pp_status check_params(const pp_rt_stage_params *p)
+static pp_status check_params(const pp_backend *be, const pp_rt_stage_params *p)
 {
     if (!p->model)
         return PP_ERR(PP_ERR_INVALID, "stage: no model configuration given");
@@ -359,6 +382,7 @@ static pp_status check_params(const pp_rt_stage_params *p)
                       "stage: sequence length must be in 1..%d (the model's positions), got %d",
                       m->seq, p->seq);
     PP_TRY(pp_model_check_tp(m, p->tp < 1 ? 1 : p->tp));
+    PP_TRY(pp_rt_check_recompute(p->recompute, p->recompute_layers));
     if (p->tp > 1 && (!p->tp_allreduce || p->tp_rank < 0 || p->tp_rank >= p->tp))
         return PP_ERR(PP_ERR_INVALID,
                       "stage: tensor-parallel rank %d of %d needs a rank in 0..%d and an "
@@ -369,6 +393,20 @@ static pp_status check_params(const pp_rt_stage_params *p)
         if (!p->tp_allgather || !p->tp_reduce_scatter)
             return PP_ERR(PP_ERR_INVALID,
                           "stage: sequence parallelism needs an all-gather and a reduce-scatter");
+    }
+    if (p->cp > 1) {
+        PP_TRY(pp_model_check_cp(p->seq, p->cp, p->tp > 1 && p->sequence_parallel ? p->tp : 1));
+        if (p->cp_rank < 0 || p->cp_rank >= p->cp || !p->cp_send || !p->cp_recv)
+            return PP_ERR(PP_ERR_INVALID,
+                          "stage: context-parallel rank %d of %d needs a rank in 0..%d, a send "
+                          "and a receive",
+                          p->cp_rank, p->cp, p->cp - 1);
+        if (!be->ops->attention_cp_fwd || !be->ops->attention_cp_fwd_end ||
+            !be->ops->attention_cp_bwd)
+            return PP_ERR(PP_ERR_UNSUPPORTED,
+                          "stage: context parallelism (cp %d): the %s backend has no "
+                          "context-parallel attention kernel",
+                          p->cp, be->name);
     }
     return PP_OK;
 }
@@ -430,7 +468,7 @@ static pp_status build_tensors(pp_rt_stage *st)
 pp_status pp_rt_stage_create(pp_backend *be, const pp_rt_stage_params *p, pp_rt_stage **out)
 {
     *out = NULL;
-    PP_TRY(check_params(p));
+    PP_TRY(check_params(be, p));
     if (!p->mem_alloc != !p->mem_free)
         return PP_ERR(PP_ERR_INVALID, "stage: mem_alloc and mem_free go together (both or none)");
     pp_rt_stage *st = pp_calloc(1, sizeof *st);
@@ -443,12 +481,20 @@ pp_status pp_rt_stage_create(pp_backend *be, const pp_rt_stage_params *p, pp_rt_
     st->has_embed = p->has_embed != 0;
     st->has_head = p->has_head != 0;
     st->B = p->micro_batch;
-    st->T = p->seq;
+    /* context parallelism: the stage holds seq / cp tokens of each sequence (stage_cp.c) */
+    st->cp = p->cp > 1 ? p->cp : 1;
+    st->cpr = st->cp > 1 ? p->cp_rank : 0;
+    st->T = p->seq / st->cp;
+    st->cp_send = p->cp_send;
+    st->cp_recv = p->cp_recv;
+    st->cp_ctx = p->cp_ctx;
     st->seed = p->seed;
     st->tp = p->tp > 1 ? p->tp : 1;
     st->tpr = st->tp > 1 ? p->tp_rank : 0;
     st->sp = st->tp > 1 && p->sequence_parallel ? st->tp : 1;
-    st->d = pp_rt_dims_of(&st->cfg, (size_t)st->tp, (size_t)st->sp);
+    st->d = pp_rt_dims_with_cp(pp_rt_dims_of(&st->cfg, (size_t)st->tp, (size_t)st->sp),
+                               (size_t)st->cp);
+    st->d.rc = p->recompute, st->d.rc_k = (size_t)p->recompute_layers;
     st->Hl = (int)st->d.Hl, st->KVl = (int)st->d.KVl, st->Fl = (int)st->d.Fl;
     st->hd = (int)st->d.hd, st->qd = (int)st->d.qd, st->qkv = (int)st->d.qkv;
     st->fc = (int)st->d.fc;
@@ -457,7 +503,9 @@ pp_status pp_rt_stage_create(pp_backend *be, const pp_rt_stage_params *p, pp_rt_
                          .factor = st->cfg.rope_factor,
                          .low_freq = st->cfg.rope_low_freq,
                          .high_freq = st->cfg.rope_high_freq,
-                         .orig_max = st->cfg.rope_orig_max};
+                         .orig_max = st->cfg.rope_orig_max,
+                         .cp = st->cp,
+                         .cp_rank = st->cpr};
     {
         tensor_spec spec[PP_LT__COUNT];
         int present[PP_LT__COUNT];

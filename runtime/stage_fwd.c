@@ -2,7 +2,10 @@
  * pre-LayerNorm blocks, final LayerNorm + tied LM head + mean cross-entropy (last stage).
  *
  * Everything backward needs is written straight into the slot's saved activations (allocated
- * here, freed by backward), so the forward needs no other scratch; the residual adds are fused
+ * here, freed by backward), so the forward needs no other scratch, except with recomputation:
+ * a recomputed block's activations that the slot does not keep (all but its input under full
+ * recomputation, the probabilities under selective) go to the recompute workspace, reused by
+ * the next block (pp_rt_sizes.h, stage_bwd.c recomputes them); the residual adds are fused
  * into the projections (the GEMM accumulates onto a copy of the residual, beta = 1).
  * Block (GPT-2, Radford et al. 2019):  x + attn(ln1(x)) = r;  r + mlp(ln2(r)) = out.
  * With tensor parallelism the block is Megatron-LM's (Shoeybi et al. 2019, fig. 3): see
@@ -54,6 +57,8 @@ static pp_status attention_fwd(pp_rt_stage *st, const pp_layer_acts *a)
     if (st->d.rope)
         PP_TRY(be->ops->rope(be->ctx, a->qkv, N, st->T, st->Hl + st->KVl, st->hd, st->qkv,
                              &st->rope, 1));
+    if (st->cp > 1) /* over the context-parallel group's keys (stage_cp.c) */
+        return pp_stage_cp_attention_fwd(st, a->qkv, a->atty, a->att);
     return be->ops->attention_fwd(be->ctx, a->atty, a->att, a->qkv, st->B, st->T, st->Hl, st->KVl,
                                   st->hd);
 }
@@ -135,8 +140,8 @@ static pp_status block_fwd_tp(pp_rt_stage *st, int l, const pp_layer_acts *a, fl
     return PP_OK;
 }
 
-static pp_status block_fwd(pp_rt_stage *st, int l, const pp_layer_acts *a, float *out,
-                           float *fws)
+pp_status pp_stage_block_fwd(pp_rt_stage *st, int l, const pp_layer_acts *a, float *out,
+                             float *fws)
 {
     if (st->tp > 1)
         return block_fwd_tp(st, l, a, out, fws);
@@ -227,7 +232,7 @@ static pp_status add_slot(pp_rt_stage *st, int id, void **mem)
 
 static pp_status forward_in_slot(pp_rt_stage *st, void *mem, const int32_t *tokens,
                                  const float *x_in, const int32_t *targets, float *x_out,
-                                 float *loss, float *fws)
+                                 float *loss, float *fws, float *rws)
 {
     pp_backend *be = st->be;
     const pp_backend_ops *o = be->ops;
@@ -242,7 +247,7 @@ static pp_status forward_in_slot(pp_rt_stage *st, void *mem, const int32_t *toke
      * straight into the output (a stage without blocks or head). */
     float *in;
     if (st->nl > 0) {
-        pp_stage_layer_acts(st, mem, 0, &a);
+        pp_stage_layer_acts(st, mem, 0, rws, &a);
         in = a.x;
     } else {
         in = st->has_head ? h.xf : x_out;
@@ -253,9 +258,12 @@ static pp_status forward_in_slot(pp_rt_stage *st, void *mem, const int32_t *toke
         /* under sequence parallelism the whole embedding lands in fws, the rank keeps its rows
          * (Megatron's scatter to the sequence-parallel region: every rank holds the same) */
         float *emb = st->sp > 1 ? fws : in;
-        PP_TRY(o->encoder_fwd(be->ctx, emb, tok_s, t[st->i_wte].data,
-                              st->i_wpe >= 0 ? t[st->i_wpe].data : NULL, st->B, st->T,
-                              st->cfg.hidden));
+        if (st->cp > 1) /* the tokens' true positions */
+            PP_TRY(pp_stage_cp_embed_fwd(st, emb, tok_s));
+        else
+            PP_TRY(o->encoder_fwd(be->ctx, emb, tok_s, t[st->i_wte].data,
+                                  st->i_wpe >= 0 ? t[st->i_wpe].data : NULL, st->B, st->T,
+                                  st->cfg.hidden));
         if (st->sp > 1)
             PP_TRY(o->copy(be->ctx, in, emb + (size_t)st->tpr * st->Nl * st->cfg.hidden, nc));
     } else {
@@ -265,13 +273,13 @@ static pp_status forward_in_slot(pp_rt_stage *st, void *mem, const int32_t *toke
         pp_layer_acts next;
         float *out;
         if (l + 1 < st->nl) {
-            pp_stage_layer_acts(st, mem, l + 1, &next);
-            out = next.x;
+            pp_stage_layer_acts(st, mem, l + 1, rws, &next);
+            out = next.x; /* kept in the slot whatever the recomputation */
         } else {
             out = st->has_head ? h.xf : x_out;
         }
-        pp_stage_layer_acts(st, mem, l, &a);
-        PP_TRY(block_fwd(st, l, &a, out, fws));
+        pp_stage_layer_acts(st, mem, l, rws, &a);
+        PP_TRY(pp_stage_block_fwd(st, l, &a, out, fws));
     }
     if (st->has_head) {
         PP_TRY(o->upload(be->ctx, tgt_s, targets, N * sizeof(int32_t)));
@@ -286,12 +294,18 @@ pp_status pp_rt_stage_forward(pp_rt_stage *st, int slot, const int32_t *tokens, 
     PP_TRY(check_io(st, slot, tokens, x_in, targets, x_out, loss));
     void *mem;
     PP_TRY(add_slot(st, slot, &mem));
-    size_t ws_bytes = pp_rt_size_fwd_ws((size_t)st->B * st->T, (size_t)st->cfg.hidden,
-                                        (size_t)st->sp);
+    size_t N = (size_t)st->B * st->T;
+    size_t ws_bytes = pp_rt_size_fwd_ws(&st->d, (size_t)st->B, (size_t)st->T, (size_t)st->nl);
     void *fws = NULL;
     pp_status rc = ws_bytes ? pp_stage_mem_alloc(st, ws_bytes, PP_MEM_WORKSPACE, &fws) : PP_OK;
+    /* the layout of pp_rt_size_fwd_ws: the sequence-parallel (N, C), then the ring's, then the
+     * recompute workspace (its tail) */
+    st->cp_kv = st->cp > 1 && fws ? (float *)fws + (st->sp > 1 ? N * st->cfg.hidden : 0) : NULL;
+    size_t rcf = pp_rt_size_rc_ws_floats(&st->d, (size_t)st->B, (size_t)st->T, (size_t)st->nl);
+    float *rws = rcf ? (float *)fws + ws_bytes / sizeof(float) - rcf : NULL;
     if (rc == PP_OK)
-        rc = forward_in_slot(st, mem, tokens, x_in, targets, x_out, loss, fws);
+        rc = forward_in_slot(st, mem, tokens, x_in, targets, x_out, loss, fws, rws);
+    st->cp_kv = NULL;
     if (fws)
         pp_stage_mem_free(st, fws, ws_bytes, PP_MEM_WORKSPACE);
     if (rc != PP_OK) { /* give the slot back: a failed forward leaves nothing saved */

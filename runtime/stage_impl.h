@@ -122,6 +122,16 @@ struct pp_rt_stage {
     int sp, Nl;
     pp_status (*tp_allgather)(void *ctx, const float *part, float *full, size_t n);
     pp_status (*tp_reduce_scatter)(void *ctx, const float *full, float *part, size_t n);
+    /* context parallelism (stage_cp.c): cp ranks (1: none), this one's index; T above is then
+     * the rank's seq / cp tokens of a sequence (two chunks, rope_freq.h's pp_rope_pos); the
+     * ring's send to the next cp rank and receive from the previous one; cp_kv: the call's
+     * buffer of one ring block (pp_rt_size_cp_kv_floats; set by the forward / backward for
+     * its duration, the forward's statistics and scratch after it) */
+    int cp, cpr;
+    pp_status (*cp_send)(void *ctx, const float *buf, size_t n);
+    pp_status (*cp_recv)(void *ctx, float *buf, size_t n);
+    void *cp_ctx;
+    float *cp_kv;
 
     float *params, *grads; /* one allocation each: nparams floats */
     size_t nparams;
@@ -215,9 +225,40 @@ pp_status pp_stage_norm_bwd(pp_rt_stage *st, float *dx, float *dg, float *db, co
                             const float *x, const float *g, const float *mean, const float *rstd,
                             int rows);
 
-/* Views of a slot's memory (stage.c). tokens/targets are NULL when absent. */
+/* Context parallelism (stage_cp.c). The embedding of the slot's local tokens tok (B, T) at
+ * their true positions into out (B, T, C); its backward into the embeddings' gradients. */
+pp_status pp_stage_cp_embed_fwd(pp_rt_stage *st, float *out, const int32_t *tok);
+pp_status pp_stage_cp_embed_bwd(pp_rt_stage *st, const float *dout, const int32_t *tok);
+/* Ring attention of the rank's (rotated) qkv (N, qkv) over the cp group's keys into atty
+ * (N, qd), saving att; st->cp_kv must hold pp_rt_size_fwd_ws's context-parallel part. */
+pp_status pp_stage_cp_attention_fwd(pp_rt_stage *st, const float *qkv, float *atty, float *att);
+/* Its backward: dqkv (N, qkv) of the rank's rows from datty (N, qd) and the saved output atty;
+ * st->cp_kv and dkv: a block each (pp_rt_size_cp_kv_floats), dsum pp_rt_size_cp_stats_floats,
+ * scratch pp_rt_size_attn_scratch_cp bytes. */
+pp_status pp_stage_cp_attention_bwd(pp_rt_stage *st, const float *qkv, const float *att,
+                                    const float *atty, const float *datty, float *dqkv,
+                                    float *dkv, float *dsum, float *scratch);
+
+/* Views of a slot's memory (stage.c). tokens/targets are NULL when absent. A block's
+ * activations lie in the slot, except with recomputation (pp_stage_rc_of) in the recompute
+ * workspace rws (pp_rt_size_rc_ws_floats; NULL where the block has none): a fully recomputed
+ * block's all but its input x (the slot's), a selectively recomputed one's probabilities. */
 void pp_stage_slot_views(const pp_rt_stage *st, void *mem, int32_t **tokens, int32_t **targets);
-void pp_stage_layer_acts(const pp_rt_stage *st, void *mem, int layer, pp_layer_acts *a);
+void pp_stage_layer_acts(const pp_rt_stage *st, void *mem, int layer, float *rws,
+                         pp_layer_acts *a);
+/* The recomputation of the stage's block `layer` (0 .. nl-1): a PP_RT_RC_*. */
+static inline int pp_stage_rc_of(const struct pp_rt_stage *st, int layer)
+{
+    if (st->d.rc == PP_RT_RC_FULL)
+        return (size_t)layer < pp_rt_size_rc_full_layers(&st->d, (size_t)st->nl) ? PP_RT_RC_FULL
+                                                                                  : PP_RT_RC_NONE;
+    return st->d.rc;
+}
+/* One block's forward (stage_fwd.c): its activations into a (a->x its input), its output into
+ * out; fws the sequence-parallel forward workspace (N, C) or NULL. The backward reruns it for
+ * a fully recomputed block. */
+pp_status pp_stage_block_fwd(pp_rt_stage *st, int l, const pp_layer_acts *a, float *out,
+                             float *fws);
 void pp_stage_head_acts(const pp_rt_stage *st, void *mem, pp_head_acts *h);
 /* Index of slot id in st->slots, or -1. */
 int pp_stage_find_slot(const pp_rt_stage *st, int id);

@@ -15,9 +15,9 @@
  *   all-reduce may take the tree's logarithmic latency where the sharded pair pays two rings).
  *   cp (search.c's enumeration): 1, 2, 4, ... up to max_cp, where 2 cp divides the sequence
  *   (Megatron's causal load balancing splits it into 2 cp chunks).
- * Where the devices are CPUs the trials run the bundled runtime, which does not run
- * recomputation, sharding or context parallelism yet: the search keeps them at none / 1 there
- * (pp_tune_axes_runtime_note says so in the header).
+ * Where the devices are CPUs the trials run the bundled runtime, which runs recomputation, the
+ * sharded optimizer and context parallelism (not gradient sharding, nor recomputation or
+ * sharding together with cp): the search keeps shard at none / optimizer there.
  * Not here: the models' effects (memory.c, timemodel.c), the enumeration of layouts (search.c).
  */
 #include <stdio.h>
@@ -133,8 +133,6 @@ static int recompute_values(const pp_tune_axes_ctx *a, const pp_config *c, int *
         return n;
     }
     rc[n] = PP_RECOMPUTE_NONE, ks[n++] = 0;
-    if (a->runtime_only)
-        return n;
     if (!a->o->flash_attention)
         rc[n] = PP_RECOMPUTE_SELECTIVE, ks[n++] = 0;
     rc[n] = PP_RECOMPUTE_FULL, ks[n++] = 0;
@@ -153,9 +151,10 @@ pp_status pp_tune_axes_each(const pp_tune_axes_ctx *a, pp_config c)
     int sp_hi = f->sequence_parallel >= 0 ? f->sequence_parallel : c.t > 1;
     int replicated = pp_tune_shard_ranks(&c) <= 1;
     int sh_lo = f->shard >= 0 ? f->shard : PP_SHARD_NONE;
-    int sh_hi = f->shard >= 0                     ? f->shard
-                : replicated || a->runtime_only ? PP_SHARD_NONE
-                                                  : PP_SHARD_GRADIENTS;
+    int sh_hi = f->shard >= 0       ? f->shard
+                : replicated        ? PP_SHARD_NONE
+                : a->runtime_only   ? PP_SHARD_OPTIMIZER /* the runtime runs ZeRO-1, not 2 */
+                                    : PP_SHARD_GRADIENTS;
     for (int sp = sp_lo; sp <= sp_hi; sp++)
         for (int sh = sh_lo; sh <= sh_hi; sh++)
             for (int i = 0; i < n_rc; i++) {
@@ -172,8 +171,6 @@ int pp_tune_axes_cp_max(const pp_tune_axes_ctx *a, int max_cp)
 {
     if (a->force->cp >= 1)
         return a->force->cp;
-    if (a->runtime_only)
-        return 1;
     return max_cp > 0 ? max_cp : 16;
 }
 

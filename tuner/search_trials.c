@@ -39,7 +39,7 @@ static double runtime_peak_on_device(const pp_tune_model *m, const pp_tune_opts 
     double peak = 0;
     pp_tune_rank_mem *mem = pp_calloc((size_t)s->ranks, sizeof *mem);
     pp_precision prec = pp_backend_row_has_precision(be, PP_PREC_BF16) ? PP_PREC_BF16 : PP_PREC_FP32;
-    if (mem && pp_tune_memory_runtime_on(m, &p->cfg, s, o, be->kind, prec, mem) == PP_OK)
+    if (mem && pp_tune_memory_runtime_on(m, &p->cfg, s, o, pp_backend_kind(be), prec, mem) == PP_OK)
         for (int r = 0; r < s->ranks; r++)
             peak = mem[r].total > peak ? mem[r].total : peak;
     pp_err_clear();
@@ -173,9 +173,18 @@ pp_status pp_tune_search_trials(const pp_tune_search_params *sp, pp_tune_result 
     for (int i = 0; i < r->n_best && n < k; i++) {
         pp_tune_prediction *p = &r->best[trial_order(r, k, i)];
         char unrun[128], why[256];
-        if (pp_profile_pprun_unrun(&p->cfg, unrun, sizeof unrun)) {
-            /* its trial would measure another configuration: not run, and said */
-            snprintf(why, sizeof why, "pprun has no option for %s: not trialled", unrun);
+        /* the trial's precision (trials.c): bf16 where its backend computes in it */
+        int prec = pp_backend_row_has_precision(be, PP_PREC_BF16) ? PP_PREC_BF16 : PP_PREC_FP32;
+        int no_cp = p->cfg.cp > 1 && !be->context_parallel;
+        if (no_cp || pp_profile_pprun_unrun(&p->cfg, prec, unrun, sizeof unrun)) {
+            /* its trial would measure another configuration, or be refused: not run, and said */
+            if (no_cp)
+                snprintf(why, sizeof why,
+                         "pprun's %s backend has no context-parallel attention (cp %d): not "
+                         "trialled",
+                         be->name, p->cfg.cp);
+            else
+                snprintf(why, sizeof why, "pprun has no option for %s: not trialled", unrun);
             pp_tune_trial_event ev = {.kind = PP_TUNE_TRIAL_NOT_STARTED,
                                       .cfg = &p->cfg,
                                       .done = n,

@@ -98,6 +98,9 @@ static const pp_backend_ops cpu_ops = {
     .xent_bwd = pp_cpu_xent_bwd,
     .adamw = pp_cpu_adamw,
     .destroy = cpu_destroy,
+    .attention_cp_fwd = pp_cpu_attention_cp_fwd,
+    .attention_cp_fwd_end = pp_cpu_attention_cp_fwd_end,
+    .attention_cp_bwd = pp_cpu_attention_cp_bwd,
 };
 
 static int g_blas_threads = 1; /* what every CPU backend applies */
@@ -122,3 +125,15 @@ pp_status pp_backend_cpu_create(pp_backend **out)
     PP_TRY(pp_backend_wrap("cpu", &cpu_ops, NULL, out));
     return PP_OK;
 }
+
+/* The makers of the CPU rows (row_cpu.c, row_cpu_staged.c: the same backend, staged or not by
+ * the executor): host backends, fp32 whatever is asked (the plan and pprun check precisions
+ * against the row). */
+static pp_status make(int device, int precision, pp_backend **out)
+{
+    (void)device, (void)precision;
+    return pp_backend_cpu_create(out);
+}
+
+const pp_backend_maker pp_backend_maker_cpu = {make, NULL};
+const pp_backend_maker pp_backend_maker_cpu_staged = {make, NULL};

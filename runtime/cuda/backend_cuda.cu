@@ -19,7 +19,7 @@
 
 #include "cuda_impl.h"
 
-/* The cuBLAS workspace's size is PP_RT_CUBLAS_WS_BYTES (pp_rt_sizes.h, with the plan's). */
+/* The cuBLAS workspace's size is PP_RT_CUBLAS_WS_BYTES (cuda_sizes.h, with the plan's). */
 
 /* ---- memory and transfers ---- */
 
@@ -360,6 +360,11 @@ static const pp_backend_ops cuda_ops = {
     /* .marks_read = */ cuda_marks_read,
     /* .marks_destroy = */ cuda_marks_destroy,
     /* .scratch_reserve = */ cuda_scratch_reserve,
+    /* no context-parallel attention kernel (common/backends.c: the row has no
+     * context_parallel, so the executor refuses cp > 1 before creating this backend) */
+    /* .attention_cp_fwd = */ NULL,
+    /* .attention_cp_fwd_end = */ NULL,
+    /* .attention_cp_bwd = */ NULL,
 };
 
 /* Streams, events and the cuBLAS handle of a fresh context (on failure the caller destroys it). */
@@ -508,3 +513,7 @@ extern "C" int pp_cuda_device_count(void)
     }
     return count;
 }
+
+/* The row's maker (row_cuda.c, runtime/backend.h); cuda_none.c's stands in without CUDA. */
+extern "C" const pp_backend_maker pp_backend_maker_cuda = {pp_backend_cuda_create,
+                                                           pp_cuda_device_count};

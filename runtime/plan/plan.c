@@ -4,8 +4,9 @@
  * executor carves from its arena is a buf_alloc here (in the executor's order), counted as it
  * is allocated and placed in the arena once the walk is done (plan_arena.c). The in-flight
  * counts come from the simulator (pp_sim_run), which also gives the timeline that decides
- * when the in-process transport's copies are reclaimed. What this does not do: allocate through a backend, or know anything
- * of CUDA beyond the sizes its backend asks for.
+ * when the in-process transport's copies are reclaimed. What this does not do: allocate through
+ * a backend, or know any backend beyond its row (pp_backends.h: what it can do, what its
+ * kernels' scratch takes).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -22,7 +23,7 @@ typedef struct {
     size_t B, T, N;
     pp_rt_dims d; /* the block's widths on one tensor-parallel rank (t, sp among them) */
     const pp_backend_row *be; /* the ranks' backend: what it can do (pp_backends.h) */
-    int scratch, bf16;        /* it holds kernel scratch; bf16 weights beside fp32 */
+    int bf16;                 /* bf16 weights beside fp32 */
     int copies;   /* the in-process transport's copies count on the sender (host memory) */
     int tokens;   /* the step's tokens and targets are in the backend's memory */
     size_t io;    /* bytes of one activation between stages: B T C floats */
@@ -49,12 +50,18 @@ static size_t slot_bytes(const plan_ctx *x, int pipe, int stage)
                                      stage == 0, stage == S - 1);
 }
 
+/* A stage on this plan's ranks as the backend's row sizes it (pp_backends.h). */
+static pp_backend_stage stage_shape(const plan_ctx *x, int pipe, int stage)
+{
+    return (pp_backend_stage){.d = &x->d, .B = x->B, .T = x->T, .N = x->N,
+                              .layers = (size_t)layers_of(x, pipe, stage),
+                              .last = stage == x->s->stages_per_pipe - 1, .bf16 = x->bf16};
+}
+
 static size_t bwd_ws_bytes(const plan_ctx *x, int pipe, int stage)
 {
-    size_t scratch = x->scratch ? pp_rt_size_attn_scratch_cuda(x->d.Hl, x->T)
-                             : pp_rt_size_attn_scratch_cpu(x->T);
-    return pp_rt_size_bwd_ws(&x->d, x->N, (size_t)layers_of(x, pipe, stage),
-                             stage == x->s->stages_per_pipe - 1, scratch);
+    pp_backend_stage sh = stage_shape(x, pipe, stage);
+    return pp_rt_size_bwd_ws(&x->d, x->B, x->T, sh.layers, sh.last, x->be->attn_scratch(&sh));
 }
 
 /* Held for W (split backward): what a stage's I keeps beside the slot until the W of the same
@@ -67,39 +74,6 @@ static size_t wheld_bytes(const plan_ctx *x, int pipe, int stage)
 static size_t max_z(size_t a, size_t b)
 {
     return a > b ? a : b;
-}
-
-/* The CUDA backend's kernel scratch (pp_cuda_ws_reserve) for a stage: one buffer per rank that
- * only grows, so its size is the largest single need over the step, reached in the first step
- * (no bf16 weight copies exist before the first AdamW, so every GEMM converts both operands).
- * fp32: the loss kernel's per-row losses and the gradient norm's partial sums. bf16: also the
- * operand copies of each GEMM and of the attention's products. */
-static size_t cuda_scratch_bytes(const plan_ctx *x, int pipe, int stage)
-{
-    int last = stage == x->s->stages_per_pipe - 1;
-    size_t need = max_z(pp_rt_size_cuda_sumsq_ws(), last ? pp_rt_size_cuda_xent_ws(x->N) : 0);
-    if (!x->bf16)
-        return need;
-    const pp_rt_dims *d = &x->d;
-    size_t e = 0, N = x->N, C = d->C, V = d->V;
-    if (layers_of(x, pipe, stage) > 0) {
-        /* in, out of this tensor-parallel rank's shards (the whole layers when t = 1) */
-        const size_t lin[4][2] = {{C, d->qkv}, {d->qd, C}, {C, d->fc}, {d->Fl, C}};
-        for (int i = 0; i < 4; i++) {
-            size_t in = lin[i][0], out = lin[i][1];
-            e = max_z(e, pp_rt_size_cuda_gemm_ws(N * in, out * in));  /* forward: x w^T */
-            e = max_z(e, pp_rt_size_cuda_gemm_ws(N * out, out * in)); /* dx = dy w */
-            e = max_z(e, pp_rt_size_cuda_gemm_ws(N * out, N * in));   /* dw = dy^T x */
-        }
-        e = max_z(e, pp_rt_size_cuda_attn_fwd_ws(x->B, x->T, d->qkv, d->Hl));
-        e = max_z(e, pp_rt_size_cuda_attn_bwd_ws(x->T, d->qkv, d->qd, d->Hl));
-    }
-    if (last) {
-        e = max_z(e, pp_rt_size_cuda_gemm_ws(N * C, V * C)); /* logits = x head^T */
-        e = max_z(e, pp_rt_size_cuda_gemm_ws(N * V, V * C)); /* dx = dlogits wte */
-        e = max_z(e, pp_rt_size_cuda_gemm_ws(N * V, N * C)); /* dwte += dlogits^T x */
-    }
-    return max_z(need, e);
 }
 
 /* Gradient bytes of the stages of REDUCE `id` that rank r holds (the packed buffer). */
@@ -262,7 +236,8 @@ static void walk(const plan_ctx *x, int r, tracker *t, int *reds, int *n_red)
             break;
         }
         case PP_OP_F: {
-            size_t fws = pp_rt_size_fwd_ws(x->N, x->d.C, x->d.sp); /* sequence parallel */
+            /* sequence parallel, context parallel, recomputation */
+            size_t fws = pp_rt_size_fwd_ws(&x->d, x->B, x->T, (size_t)layers_of(x, p, st));
             if (!last) /* output */
                 key_alloc(t, key_boundary(x, p, st, m, 0), PP_MEM_COMM, x->io);
             key_alloc(t, key_acts(x, p, st, m), PP_MEM_ACTS, slot_bytes(x, p, st)); /* saved */
@@ -313,26 +288,28 @@ static void plan_rank(const plan_ctx *x, int r, tracker *t)
     memset(t->cur, 0, sizeof t->cur);
     t->total = 0;
     t->n_taken = 0;
-    size_t scratch = 0; /* CUDA: the kernel scratch, held throughout */
+    size_t scratch = 0; /* the backend's kernel scratch, held throughout */
     for (int pipe = 0; pipe < s->n_pipes; pipe++)
         for (int st = 0; st < S; st++)
             if (pp_sched_stage(s, pipe, st)->rank == r) {
                 o->params += stage_params(x, pipe, st);
                 first |= st == 0;
                 last |= st == S - 1;
-                if (x->scratch)
-                    scratch = max_z(scratch, cuda_scratch_bytes(x, pipe, st));
+                if (x->be->kernel_scratch) {
+                    pp_backend_stage sh = stage_shape(x, pipe, st);
+                    scratch = max_z(scratch, x->be->kernel_scratch(&sh));
+                }
             }
     size_t grads = 4 * o->params;
     o->kernel_scratch = scratch;
     bump(t, PP_MEM_WEIGHTS, (int64_t)((4 + (x->bf16 ? PP_RT_BF16_BYTES : 0)) * o->params));
     bump(t, PP_MEM_GRADS, (int64_t)grads);
-    bump(t, PP_MEM_OPTIM, (int64_t)(8 * o->params));
+    size_t dp = (size_t)x->p->dp, shard = (o->params + dp - 1) / dp; /* executor_zero.c */
+    int zero = x->p->shard == PP_RT_SHARD_OPTIMIZER && dp > 1;
+    bump(t, PP_MEM_OPTIM, (int64_t)(8 * (zero ? shard : o->params)));
     if (x->tokens)
         bump(t, PP_MEM_ACTS, (int64_t)(4 * (size_t)s->microbatches * x->N * (first + last)));
-    if (x->scratch)
-        bump(t, PP_MEM_WORKSPACE,
-             (int64_t)(scratch + PP_RT_CUBLAS_WS_BYTES + PP_RT_CUBLAS_WS_ALIGN));
+    bump(t, PP_MEM_WORKSPACE, (int64_t)(scratch + x->be->library_workspace));
     pp_plan_arena_reset(&t->arena);
     for (size_t k = 0; k < t->n_keys; k++)
         t->key_rec[k] = -1;
@@ -343,8 +320,8 @@ static void plan_rank(const plan_ctx *x, int r, tracker *t)
      * allocated and freed. */
     for (int i = 0; i < n_red; i++)
         buf_free(t, t->reds[i]);
-    if (x->p->dp > 1)
-        buf_free(t, buf_alloc(t, PP_MEM_COMM, grads));
+    if (x->p->dp > 1) /* sharded: the pack padded to dp equal shards */
+        buf_free(t, buf_alloc(t, PP_MEM_COMM, zero ? 4 * dp * shard : grads));
     t->bad |= t->arena.n_live != 0; /* every buffer of the step is freed within it */
     o->peak_units = x->sim.peak_activations[r];
     o->n_bufs = t->arena.n_recs;
@@ -357,8 +334,8 @@ static pp_status check(const pp_rt_plan_params *p)
     PP_TRY(pp_model_check_runnable(p->model));
     const pp_backend_row *be = pp_backend_row_of(p->backend);
     if (!be)
-        return PP_ERR(PP_ERR_INVALID, "memory plan: backend kind %d has no row in "
-                                      "common/backends.c", p->backend);
+        return PP_ERR(PP_ERR_INVALID, "memory plan: backend kind %d: expected 0..%d (a row of "
+                                      "pp_backend_list.h)", p->backend, PP_RT_BACKEND__COUNT - 1);
     /* a backend of one precision computes in it whatever is asked (the CPU's fp32) */
     if (be->precisions != (1u << PP_PREC_FP32) && !pp_backend_row_has_precision(be, p->precision))
         return PP_ERR(PP_ERR_INVALID, "memory plan: backend %s does not compute in precision %d",
@@ -372,6 +349,13 @@ static pp_status check(const pp_rt_plan_params *p)
         PP_TRY(pp_model_check_tp(p->model, p->tp));
     if (p->sequence_parallel)
         PP_TRY(pp_model_check_sp(p->seq, p->tp));
+    PP_TRY(pp_rt_check_recompute(p->recompute, p->recompute_layers));
+    PP_TRY(pp_model_check_cp(p->seq, p->cp, p->sequence_parallel ? p->tp : 1));
+    if (p->cp > 1 && !be->context_parallel)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "context parallelism (--cp %d): the %s backend has no context-parallel "
+                      "attention kernel (attention_cp_fwd / _bwd); run it on --backend cpu",
+                      p->cp, be->name);
     if (p->sched->layers != p->model->layers)
         return PP_ERR(PP_ERR_INVALID, "memory plan: the schedule splits %d layers, the model has %d",
                       p->sched->layers, p->model->layers);
@@ -397,11 +381,12 @@ static pp_status ctx_init(const pp_rt_plan_params *p, plan_ctx *x)
     memset(x, 0, sizeof *x);
     x->p = p;
     x->s = s;
-    x->B = (size_t)p->micro_batch, x->T = (size_t)p->seq, x->N = x->B * x->T;
-    size_t t = p->tp > 1 ? (size_t)p->tp : 1;
-    x->d = pp_rt_dims_of(m, t, t > 1 && p->sequence_parallel ? t : 1);
+    size_t t = p->tp > 1 ? (size_t)p->tp : 1, cp = p->cp > 1 ? (size_t)p->cp : 1;
+    /* under context parallelism a rank holds seq / cp tokens of each sequence */
+    x->B = (size_t)p->micro_batch, x->T = (size_t)p->seq / cp, x->N = x->B * x->T;
+    x->d = pp_rt_dims_with_cp(pp_rt_dims_of(m, t, t > 1 && p->sequence_parallel ? t : 1), cp);
+    x->d.rc = p->recompute, x->d.rc_k = (size_t)p->recompute_layers;
     x->be = pp_backend_row_of(p->backend); /* check() has refused a kind without a row */
-    x->scratch = x->be->kernel_scratch;
     x->bf16 = p->precision == PP_PREC_BF16 && pp_backend_row_has_precision(x->be, PP_PREC_BF16);
     x->tokens = !x->be->device_memory; /* beside a device: plain host memory */
     x->copies = !x->be->staged && !(p->transport_caps & PP_TRANSPORT_CAP_DEVICE_MEM);
@@ -522,4 +507,15 @@ const char *pp_mem_category_name(pp_mem_category c)
     if ((int)c < 0 || c >= PP_MEM__COUNT)
         return "unknown";
     return names[c];
+}
+
+pp_status pp_rt_check_recompute(int mode, int k)
+{
+    if (mode < PP_RT_RC_NONE || mode > PP_RT_RC_FULL)
+        return PP_ERR(PP_ERR_INVALID, "recompute: mode %d is none of 0 (none), 1 (selective), "
+                                      "2 (full)", mode);
+    if (k < 0 || (k > 0 && mode != PP_RT_RC_FULL))
+        return PP_ERR(PP_ERR_INVALID, "recompute layers: %d; expected 0, or k >= 1 with full "
+                                      "recomputation (the first k blocks of each stage)", k);
+    return PP_OK;
 }

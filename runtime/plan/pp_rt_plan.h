@@ -13,7 +13,7 @@
  * stage_bwd.c, executor_sync.c), with the sizes of pp_rt_sizes.h:
  *   weights, grads: the parameters of the rank's stages (pp_rt_size_stage_params), fp32; on CUDA in
  *     bf16 also a 2-byte copy of every weight (made by the first AdamW step);
- *   optimizer: AdamW m and v, held from the first step on;
+ *   optimizer: AdamW m and v, held from the first step on (sharded: of the replica's 1/dp);
  *   activations: the step's tokens and targets (ranks with a first / last stage; host memory
  *     beside a CUDA backend, so not counted there) and one slot per in-flight micro-batch;
  *     with split backward, a slot stays from F to W and its I adds the output gradients its
@@ -33,16 +33,19 @@
  * rank's arena (PP_RT_ARENA_ALIGN-aligned, placed greedily by size among the buffers alive at
  * the same time: runtime/plan/plan_arena.c; the arena is at least the buffers' peak sum). Outside the arena, with their sizes from
  * the same plan: the persistent state (weights, grads, optimizer state, bf16 copies, tokens;
- * the weights and grads are checked against it at creation), the CUDA backend's kernel scratch
- * (reserved at kernel_scratch when the executor creates the backend, which then refuses a
- * kernel needing more) and cuBLAS workspace, and the transports' own message copies (the
+ * the weights and grads are checked against it at creation), the backend's kernel scratch
+ * (its row's figure: reserved at kernel_scratch when the executor creates the backend, which
+ * then refuses a kernel needing more) and its GEMM library's workspace (CUDA's: cuBLAS), and
+ * the transports' own message copies (the
  * in-process transport's, timing dependent: below).
  *
  * Exact when every byte is placed by the rank's program order (pp_rt_plan_is_exact). When
  * the in-process transport's copies count, when a receive completes depends on timing: the
  * plan simulates the schedule with unit costs (F = 1, B = 2, free links: pp_cost_init_unit)
  * and reclaims a copy at the sender's first SEND that starts after the matching RECV ended.
- * Not planned: the NCCL and MPI transports' own message buffers, and what lives outside the
+ * Not planned: the NCCL and MPI transports' own message buffers, the in-process transport's
+ * copies of the context-parallel ring's messages (runtime/stage_cp.c; the staged plans, which
+ * count no transport copies, stay exact), and what lives outside the
  * backends (thread stacks, the transports' queues, a device's context).
  */
 #ifndef PP_RT_PLAN_H
@@ -84,7 +87,23 @@ typedef struct {
     int tp; /* tensor-parallel ranks per pipeline rank (0 or 1: none); each plans the same */
     int sequence_parallel; /* with tp > 1: activations of the rank's seq/tp tokens, the
                               stages' sequence-parallel workspaces (pp_rt_sizes.h) */
+    int cp; /* context-parallel ranks (0 or 1: none): activations of seq/cp tokens, the
+               ring attention's blocks (pp_rt_sizes.h); dp then counts dp x cp replicas,
+               the group the gradients are all-reduced over */
+    int recompute;         /* PP_RT_RC_* (pp_rt_sizes.h): the smaller slots and the
+                              recompute workspace of forward and backward */
+    int recompute_layers;  /* with PP_RT_RC_FULL: the first k blocks of each stage; 0 all */
+    int shard;             /* PP_RT_SHARD_* over dp > 1: OPTIMIZER holds AdamW's m and v of
+                              1/dp of the rank's parameters (ceil(params / dp) each) and
+                              reduce-scatters a dp x that pack instead of the all-reduce */
 } pp_rt_plan_params;
+
+/* Sharding over the data-parallel replicas, the values of pp_shard (profiles/pp_config.h). */
+enum { PP_RT_SHARD_NONE = 0, PP_RT_SHARD_OPTIMIZER = 1, PP_RT_SHARD_GRADIENTS = 2 };
+
+/* PP_OK for a recomputation the runtime runs (mode a PP_RT_RC_*, k >= 0 and only with full),
+ * else PP_ERR_INVALID naming the value (runtime/plan/plan.c). */
+pp_status pp_rt_check_recompute(int mode, int k);
 
 /* One pipeline rank's plan (every dp replica and tensor-parallel rank of it plans the same:
  * the in-place tensor-parallel all-reduces allocate nothing through the backends). */
@@ -95,8 +114,9 @@ typedef struct {
     size_t peak_total;             /* high-water mark of the sum = sum of at_peak */
     double peak_units; /* the simulator's peak in-flight activations on the rank, in
                         * micro-batch x (L/D layers) (pp_sim_result.peak_activations) */
-    size_t kernel_scratch; /* CUDA: the kernels' scratch the backend holds (PP_MEM_WORKSPACE,
-                            * reserved at creation: pp_backend_scratch_reserve); 0 elsewhere */
+    size_t kernel_scratch; /* the kernels' scratch the backend holds (PP_MEM_WORKSPACE,
+                            * reserved at creation: pp_backend_scratch_reserve; its row's
+                            * kernel_scratch); 0 for a backend without (the CPU) */
     int n_bufs;         /* the step's buffers carved from the arena (pp_rt_plan_assign) */
     size_t arena_bytes; /* the arena they are carved from (its placement's high-water mark);
                          * 0 from pp_rt_plan_compute, which does not place them */

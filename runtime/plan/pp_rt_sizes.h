@@ -12,14 +12,7 @@
 
 #include "pp_rt_model.h"
 
-/* cuBLAS workspace of a CUDA backend: 32 MiB, NVIDIA's recommendation for Hopper (cuBLAS docs,
- * cublasSetWorkspace), over-allocated by its alignment (256 B) so the pointer can be rounded up. */
-#define PP_RT_CUBLAS_WS_BYTES ((size_t)32 << 20)
-#define PP_RT_CUBLAS_WS_ALIGN ((size_t)256)
-/* The CUDA gradient norm's grid (runtime/cuda/params_cuda.cu): at most this many blocks, whose
- * partial sums (one double each) go through the kernel scratch. */
-#define PP_RT_SUMSQ_BLOCKS 256
-/* Bytes of a bf16 element (the CUDA backend's GEMM operands and weight copies). */
+/* Bytes of a bf16 element (GEMM operands and the weight copies of a backend computing in bf16). */
 #define PP_RT_BF16_BYTES ((size_t)2)
 
 /* Elements to the next multiple of 64: bf16 operands carved from one workspace start on
@@ -36,17 +29,31 @@ static inline size_t pp_rt_size_align64(size_t n)
  * gate and up each by its width), its two projections row-parallel (t shards of their input
  * columns, the bias whole on every rank), the norms whole; t = 1 is no split. Shapes: hd head
  * width, H query heads, KV key/value heads; the whole model's qkv has (H + 2 KV) hd rows. */
-typedef struct {
+typedef struct pp_rt_dims { /* its tag: pp_backends.h names it */
     size_t C, F, V, seq; /* hidden, MLP width, vocabulary, maximum positions */
     size_t hd, H, KV;    /* head width, query heads, KV heads (whole model) */
     size_t t, sp;        /* tensor-parallel ranks, sequence shards (t or 1) */
+    size_t cp;           /* context-parallel ranks (1: none; pp_rt_dims_with_cp) */
     size_t Hl, KVl, Fl;  /* this rank's query heads, KV heads, MLP width */
     size_t qd, kvd;      /* this rank's widths of q (Hl hd) and of each of k, v (KVl hd) */
     size_t qkv, fc;      /* this rank's qkv width (qd + 2 kvd) and fc width (Fl, SwiGLU 2 Fl) */
     size_t norm;         /* floats of one norm: C (RMSNorm, LayerNorm without bias) or 2C */
     int b_qkv, b_out, b_mlp; /* biases present */
     int rope, untied;
+    int rc;      /* activation recomputation: PP_RT_RC_* (pp_rt_dims_of: none) */
+    size_t rc_k; /* with PP_RT_RC_FULL: the first rc_k blocks of a stage; 0: all of them */
 } pp_rt_dims;
+
+/* Activation recomputation (Korthikanti et al. 2022, "Reducing Activation Recomputation in
+ * Large Transformer Models", arXiv:2205.05198; runtime/stage*.c), the values of pp_recompute
+ * (profiles/pp_config.h): none; selective, the attention core: a block's probabilities
+ * (B, Hl, T, T) are not kept but recomputed from its kept q, k, v at the start of its backward
+ * (Megatron-LM's checkpointed core attention, megatron/core/transformer/attention.py
+ * _checkpointed_attention_forward); full, a recomputed block keeps only its input (the rank's
+ * N/sp rows: under sequence parallelism the 1/t shard, as Megatron keeps it) and reruns its
+ * forward at the start of its backward, on the first rc_k blocks of each stage (Megatron's
+ * --recompute-method block --recompute-num-layers k) or on all of them (rc_k = 0). */
+enum { PP_RT_RC_NONE = 0, PP_RT_RC_SELECTIVE = 1, PP_RT_RC_FULL = 2 };
 
 static inline pp_rt_dims pp_rt_dims_of(const pp_model_cfg *m, size_t t, size_t sp)
 {
@@ -54,7 +61,7 @@ static inline pp_rt_dims pp_rt_dims_of(const pp_model_cfg *m, size_t t, size_t s
     t = t ? t : 1;
     d.C = (size_t)m->hidden, d.F = (size_t)m->ffn, d.V = (size_t)m->vocab, d.seq = (size_t)m->seq;
     d.hd = (size_t)pp_model_hd(m), d.H = (size_t)m->heads, d.KV = (size_t)pp_model_kv(m);
-    d.t = t, d.sp = sp ? sp : 1;
+    d.t = t, d.sp = sp ? sp : 1, d.cp = 1;
     d.Hl = d.H / t, d.KVl = d.KV / t, d.Fl = d.F / t;
     d.qd = d.Hl * d.hd, d.kvd = d.KVl * d.hd;
     d.qkv = d.qd + 2 * d.kvd;
@@ -63,7 +70,34 @@ static inline pp_rt_dims pp_rt_dims_of(const pp_model_cfg *m, size_t t, size_t s
     d.b_qkv = pp_model_bias(m, PP_NOBIAS_QKV), d.b_out = pp_model_bias(m, PP_NOBIAS_OUT);
     d.b_mlp = pp_model_bias(m, PP_NOBIAS_MLP);
     d.rope = m->pos == PP_POS_ROPE, d.untied = m->untied != 0;
+    d.rc = PP_RT_RC_NONE, d.rc_k = 0;
     return d;
+}
+
+/* Context parallelism (Megatron-Core's --context-parallel-size; runtime/stage_cp.c): cp ranks
+ * share each sequence, every one holding T = seq / cp of its tokens (two chunks of T/2, at the
+ * true positions pp_rope_pos gives), so every size below with a T or N = B T is the rank's
+ * local tokens; only attention sees the whole sequence: its probabilities span cp T keys and
+ * its K/V come from the whole cp group. cp 0 or 1: none. */
+static inline pp_rt_dims pp_rt_dims_with_cp(pp_rt_dims d, size_t cp)
+{
+    d.cp = cp > 1 ? cp : 1;
+    return d;
+}
+
+/* Floats of one block of the ring (runtime/stage_cp.c): a cp rank's qkv rows of a
+ * micro-batch (its N local rows, the qkv width each), as K/V or as their gradient; 0 without
+ * context parallelism. */
+static inline size_t pp_rt_size_cp_kv_floats(const pp_rt_dims *d, size_t N)
+{
+    return d->cp > 1 ? N * d->qkv : 0;
+}
+
+/* Floats of the ring attention's statistics, one per (row, head) of the rank's N rows: the
+ * forward's running max and sum take two, the backward's rowsum(dy y) one. */
+static inline size_t pp_rt_size_cp_stats_floats(const pp_rt_dims *d, size_t N)
+{
+    return d->cp > 1 ? N * d->Hl : 0;
 }
 
 /* ---- parameters (runtime/stage.c) ---- */
@@ -105,11 +139,60 @@ static inline size_t pp_rt_size_stage_params(const pp_rt_dims *d, size_t layers,
  * after the rotation where the model is rotary) and atty (N qd) of the rank's heads, the
  * MLP's fc output (N fc) and its activation (N Fl), the two norms' mean and rstd (4 N / sp;
  * RMSNorm leaves its means unused), and the attention probabilities of the rank's heads
- * (B, Hl, T, T). */
+ * (B, Hl, T, T); under context parallelism (B, Hl, T, cp T): the rank's T queries over the
+ * whole sequence's keys. */
 static inline size_t pp_rt_size_act_layer_floats(const pp_rt_dims *d, size_t B, size_t T)
 {
     size_t N = B * T, Nl = N / d->sp;
-    return Nl * (4 * d->C + 4) + N * (d->qkv + d->qd + d->fc + d->Fl) + B * d->Hl * T * T;
+    return Nl * (4 * d->C + 4) + N * (d->qkv + d->qd + d->fc + d->Fl) +
+           B * d->Hl * T * T * d->cp;
+}
+
+/* Floats of one block's attention probabilities on one tensor-parallel rank (B, Hl, T, T). */
+static inline size_t pp_rt_size_att_floats(const pp_rt_dims *d, size_t B, size_t T)
+{
+    return B * d->Hl * T * T * d->cp; /* under context parallelism over cp T keys */
+}
+
+/* Blocks of a stage of `layers` that full recomputation reruns: its first rc_k, or all. */
+static inline size_t pp_rt_size_rc_full_layers(const pp_rt_dims *d, size_t layers)
+{
+    if (d->rc != PP_RT_RC_FULL)
+        return 0;
+    return d->rc_k && d->rc_k < layers ? d->rc_k : layers;
+}
+
+/* Floats a stage's slot keeps of its first `layers` blocks (layers 0 .. layers-1 of the stage;
+ * the offset of block `layers` in the slot): full pp_rt_size_act_layer_floats for a block
+ * without recomputation, less the probabilities under selective recomputation, only the input
+ * (N/sp rows of C) for a fully recomputed block. */
+static inline size_t pp_rt_size_act_kept_floats(const pp_rt_dims *d, size_t B, size_t T,
+                                                size_t layers)
+{
+    size_t lf = pp_rt_size_act_layer_floats(d, B, T), x = B * T / d->sp * d->C;
+    size_t nfull = pp_rt_size_rc_full_layers(d, layers);
+    size_t n = layers * lf - nfull * (lf - x);
+    if (d->rc == PP_RT_RC_SELECTIVE)
+        n -= layers * pp_rt_size_att_floats(d, B, T);
+    return n;
+}
+
+/* Floats of the recompute workspace a stage of `layers` blocks uses in its forward (where a
+ * block's activations are computed before only its input is kept, or its probabilities before
+ * they are dropped) and in its backward (where they are recomputed), freed with the call:
+ * full, one block's activations (pp_rt_size_act_layer_floats; the recomputed output lands in
+ * its input's place, which the slot holds); selective, the probabilities and the attention
+ * output the recomputation writes beside the kept one (N qd); 0 without recomputation. */
+static inline size_t pp_rt_size_rc_ws_floats(const pp_rt_dims *d, size_t B, size_t T,
+                                             size_t layers)
+{
+    if (layers == 0)
+        return 0;
+    if (pp_rt_size_rc_full_layers(d, layers))
+        return pp_rt_size_act_layer_floats(d, B, T);
+    if (d->rc == PP_RT_RC_SELECTIVE)
+        return pp_rt_size_att_floats(d, B, T) + B * T * d->qd;
+    return 0;
 }
 
 /* Floats the head saves: final norm input (N C / sp) and output (N C: all-gathered under
@@ -127,13 +210,14 @@ static inline size_t pp_rt_size_act_prefix_words(size_t N, int has_embed, int ha
     return (has_embed ? N : 0) + (has_head ? N : 0);
 }
 
-/* Bytes of one slot of a stage on one tensor-parallel rank (PP_MEM_ACTS). */
+/* Bytes of one slot of a stage on one tensor-parallel rank (PP_MEM_ACTS), with the
+ * recomputation d->rc says. */
 static inline size_t pp_rt_size_act_slot_bytes(const pp_rt_dims *d, size_t B, size_t T,
                                                size_t layers, int has_embed, int has_head)
 {
     size_t N = B * T;
     return (pp_rt_size_act_prefix_words(N, has_embed, has_head) +
-            layers * pp_rt_size_act_layer_floats(d, B, T) +
+            pp_rt_size_act_kept_floats(d, B, T, layers) +
             (has_head ? pp_rt_size_act_head_floats(N, d->C, d->V, d->sp) : 0)) *
            4;
 }
@@ -153,83 +237,80 @@ static inline size_t pp_rt_size_io_bytes(size_t N, size_t C, size_t sp)
  * are saved activations of the slot, which W frees, except under sequence parallelism
  * (sp > 1) the norm outputs fc and qkv take, which the backward all-gathers into its
  * workspace: I keeps those two (N C each) too. The head's dlogits are the slot's
- * probabilities, turned into them in place, so the head adds nothing. */
+ * probabilities, turned into them in place, so the head adds nothing.
+ * A fully recomputed block's recomputed activations live in the backward's workspace, which
+ * ends with I: I keeps those W's GEMMs take, the attention output (N qd), the MLP's activation
+ * (N Fl) and, without sequence parallelism, the two norm outputs (N C each; with it they are
+ * the all-gathered copies above), until W; the rest of the recomputation dies with I.
+ * Selective recomputation drops only the probabilities, which W does not take: nothing more. */
 static inline size_t pp_rt_size_wheld_bytes(const pp_rt_dims *d, size_t N, size_t layers)
 {
-    return layers * N * (2 * d->C + d->fc + d->qkv + (d->sp > 1 ? 2 * d->C : 0)) * 4;
+    size_t rc = pp_rt_size_rc_full_layers(d, layers) * N *
+                (d->qd + d->Fl + (d->sp > 1 ? 0 : 2 * d->C));
+    return (layers * N * (2 * d->C + d->fc + d->qkv + (d->sp > 1 ? 2 * d->C : 0)) + rc) * 4;
 }
 
 /* ---- scratch ---- */
 
 /* The attention backward's scratch (attention_scratch_bytes): the CPU backend's dS of one
- * (batch row, head) at a time; the CUDA backend's dA, then dS, of every head of one batch row. */
+ * (batch row, head) at a time (each backend's own: its row, pp_backends.h). */
 static inline size_t pp_rt_size_attn_scratch_cpu(size_t T)
 {
     return T * T * 4;
 }
-static inline size_t pp_rt_size_attn_scratch_cuda(size_t NH, size_t T)
+/* The ring attention's block scratch (attention_cp_fwd / _bwd): one L x L block, L = T/2
+ * (the forward's exponentiated scores, the backward's dS). */
+static inline size_t pp_rt_size_attn_scratch_cp(size_t T)
 {
-    return NH * T * T * 4;
+    return (T / 2) * (T / 2) * 4;
+}
+/* A host backend's attention scratch for a rank holding T tokens of each sequence: the ring's
+ * block under context parallelism (d->cp > 1), else one (batch row, head)'s scores. */
+static inline size_t pp_rt_size_attn_scratch_host(const pp_rt_dims *d, size_t T)
+{
+    return d->cp > 1 ? pp_rt_size_attn_scratch_cp(T) : pp_rt_size_attn_scratch_cpu(T);
 }
 
 /* Bytes of a backward's workspace on one tensor-parallel rank (runtime/stage_bwd.c,
  * PP_MEM_WORKSPACE, freed at its end): dres and dln (N C / sp each), with blocks the widest
  * intermediate gradient (N max(fc, qkv): the MLP's hidden, or qkv) and the attention scratch
- * (attn_scratch: one of the two above, for the rank's Hl heads). Under sequence parallelism
+ * (attn_scratch: the backend's, for the rank's Hl heads). Under sequence parallelism
  * (sp > 1) also a whole (N, C) gradient (the all-gather of dres, or the sum a reduce-scatter
  * takes), with blocks a second (N, C) for the all-gathered norm outputs, and the
  * micro-batch's partial norm gradients (2 norm floats per block, norm for the final one) that
- * are all-reduced at its end. */
-static inline size_t pp_rt_size_bwd_ws(const pp_rt_dims *d, size_t N, size_t layers, int has_head,
-                                       size_t attn_scratch)
+ * are all-reduced at its end. Under context parallelism (cp > 1), with blocks, the ring's
+ * block of K/V and of their gradient (two of pp_rt_size_cp_kv_floats) and rowsum(dy y)
+ * (pp_rt_size_cp_stats_floats); attn_scratch is then pp_rt_size_attn_scratch_cp. With
+ * recomputation, its workspace (pp_rt_size_rc_ws_floats) before the attention scratch. */
+static inline size_t pp_rt_size_bwd_ws(const pp_rt_dims *d, size_t B, size_t T, size_t layers,
+                                       int has_head, size_t attn_scratch)
 {
-    size_t C = d->C, sp = d->sp;
+    size_t C = d->C, sp = d->sp, N = B * T;
     size_t big = layers > 0 ? N * (d->fc > d->qkv ? d->fc : d->qkv) : 0;
     size_t n = 2 * (N / sp) * C + big;
     if (sp > 1)
         n += N * C + (layers > 0 ? N * C : 0) + layers * 2 * d->norm + (has_head ? d->norm : 0);
+    if (layers > 0)
+        n += 2 * pp_rt_size_cp_kv_floats(d, N) + pp_rt_size_cp_stats_floats(d, N);
+    n += pp_rt_size_rc_ws_floats(d, B, T, layers);
     return n * 4 + (layers > 0 ? attn_scratch : 0);
 }
 
 /* Bytes of a forward's workspace (runtime/stage_fwd.c, PP_MEM_WORKSPACE, freed at its end):
- * none without sequence parallelism; with it one (N, C) buffer that holds in turn the
- * embedding's whole output, each all-gathered LayerNorm output and each row-parallel linear's
- * partial product before its reduce-scatter. */
-static inline size_t pp_rt_size_fwd_ws(size_t N, size_t C, size_t sp)
+ * under sequence parallelism one (N, C) buffer that holds in turn the embedding's whole
+ * output, each all-gathered LayerNorm output and each row-parallel linear's partial product
+ * before its reduce-scatter; under context parallelism, with blocks, the ring's block of K/V
+ * (pp_rt_size_cp_kv_floats), the online softmax's running max and sum (two of
+ * pp_rt_size_cp_stats_floats) and the block scratch (pp_rt_size_attn_scratch_cp, of T = N/B
+ * tokens); then, with recomputation, its workspace (pp_rt_size_rc_ws_floats); none: none. */
+static inline size_t pp_rt_size_fwd_ws(const pp_rt_dims *d, size_t B, size_t T, size_t layers)
 {
-    return sp > 1 ? N * C * 4 : 0;
-}
-
-/* ---- the CUDA backend's kernel scratch (pp_cuda_ws_reserve: one buffer that only grows) ---- */
-
-/* A bf16 GEMM's operand copies: A (a elements, padded to 64) then B (b elements); 0 for an
- * operand read from a weight's bf16 copy. */
-static inline size_t pp_rt_size_cuda_gemm_ws(size_t a, size_t b)
-{
-    return (pp_rt_size_align64(a) + b) * PP_RT_BF16_BYTES;
-}
-/* bf16 attention forward: q,k,v (qkv wide per row) of the whole micro-batch, then the
- * probabilities of its NH heads. */
-static inline size_t pp_rt_size_cuda_attn_fwd_ws(size_t B, size_t T, size_t qkv, size_t NH)
-{
-    return (pp_rt_size_align64(B * T * qkv) + B * NH * T * T) * PP_RT_BF16_BYTES;
-}
-/* bf16 attention backward, per batch row: q,k,v (qkv wide) | dy (qd wide) | A | dS. */
-static inline size_t pp_rt_size_cuda_attn_bwd_ws(size_t T, size_t qkv, size_t qd, size_t NH)
-{
-    return (pp_rt_size_align64(T * qkv) + pp_rt_size_align64(T * qd) +
-            2 * pp_rt_size_align64(NH * T * T)) *
-           PP_RT_BF16_BYTES;
-}
-/* The loss kernel's per-row losses (floats). */
-static inline size_t pp_rt_size_cuda_xent_ws(size_t N)
-{
-    return N * 4;
-}
-/* The gradient norm's block partials (doubles). */
-static inline size_t pp_rt_size_cuda_sumsq_ws(void)
-{
-    return (size_t)PP_RT_SUMSQ_BLOCKS * 8;
+    size_t N = B * T, n = d->sp > 1 ? N * d->C : 0;
+    if (layers > 0 && d->cp > 1)
+        n += pp_rt_size_cp_kv_floats(d, N) + 2 * pp_rt_size_cp_stats_floats(d, N) +
+             pp_rt_size_attn_scratch_cp(T) / 4;
+    n += pp_rt_size_rc_ws_floats(d, B, T, layers);
+    return n * 4;
 }
 
 #endif

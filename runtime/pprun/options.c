@@ -5,6 +5,7 @@
  * (ranks vs layers, seq vs the model) are left to the library, which knows the rules; main.c
  * turns its errors into exit code 2. */
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,14 +91,10 @@ static const pp_opt tail[] = {
              "without progress (a stopped or frozen process) ends the\n"
              "job with a message naming that peer; 0: never",
      .show_default = 1},
-    {.name = "backend", .kind = PP_OPT_CHOICE, .offset = OFF(backend), .choices = pp_backend_choices,
-     .arg = "K",
-     .help = "cpu | cuda: cuda gives each rank a CUDA backend (ranks\n"
-             "as threads: rank g on device g mod the devices; as\n"
-             "processes: the launch's local rank)",
-     .show_default = 1},
+    /* choices and help from the backend rows (rows() below) */
+    {.name = "backend", .kind = PP_OPT_NAME, .offset = OFF(backend_name), .arg = "K"},
     {.name = "precision", .kind = PP_OPT_CHOICE, .offset = OFF(precision), .choices = PRECISIONS,
-     .arg = "P", .help = "fp32 | bf16 (bf16 needs --backend cuda)", .show_default = 1},
+     .arg = "P", .show_default = 1},
     {.kind = PP_OPT_SECTION, .help = "profiles and checkpoints:"},
     {.name = "profile", .kind = PP_OPT_STRING, .offset = OFF(profile), .arg = "FILE",
      .help = "the configuration of a pptune profile (model, schedule,\n"
@@ -143,6 +140,7 @@ static void defaults(pprun_opts *o)
                       .clip = 1.0,
                       .seed = 1,
                       .transport = "auto",
+                      .backend_name = pp_backend_row_default()->name,
                       .watchdog_s = PP_TRANSPORT_WATCHDOG_S};
     pp_config_defaults(&o->cfg); /* every axis, then pprun's own defaults of some */
     o->cfg.schedule = PP_SCHED_DEFAULT;
@@ -176,6 +174,68 @@ static pp_opt axis_row(const pp_config_axis *a, const pprun_opts *dflt)
     return o;
 }
 
+/* A help text built from the backend rows (what does not fit is cut). */
+typedef struct {
+    char s[1024];
+    size_t n;
+} help_text;
+
+static void add(help_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add(help_text *t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (t->n < sizeof t->s)
+        t->n += (size_t)vsnprintf(t->s + t->n, sizeof t->s - t->n, fmt, ap);
+    va_end(ap);
+}
+
+/* Appends the names joined by " | "; with precision >= 0 (names: backends) only those of the
+ * backends that compute in it. */
+static void add_names(help_text *t, const char *const *names, int precision)
+{
+    for (int i = 0, k = 0; names[i]; i++)
+        if (precision < 0 || pp_backend_row_has_precision(pp_backend_row_named(names[i]), precision))
+            add(t, "%s%s", k++ ? " | " : "", names[i]);
+}
+
+/* --backend's help: the choices and a line each, from the backend rows (common/pp_backends.h),
+ * so that a new backend is listed without a line here. */
+static const char *backend_help(void)
+{
+    static help_text t;
+    t.n = 0;
+    const char *const *names = pp_backend_choices();
+    add_names(&t, names, -1);
+    add(&t, " (default %s)", pp_backend_row_default()->name);
+    for (int i = 0; names[i]; i++)
+        add(&t, "\n%s: %s", names[i], pp_backend_row_named(names[i])->help);
+    add(&t, "\na device backend: rank g on device g mod the devices\n"
+            "(ranks as threads), else the launch's local rank");
+    return t.s;
+}
+
+/* --precision's help: the precisions, and which backends compute in each one that not every
+ * backend does (the rows'). */
+static const char *precision_help(void)
+{
+    static help_text t;
+    t.n = 0;
+    const char *const *names = pp_backend_choices();
+    add_names(&t, PRECISIONS, -1);
+    for (int p = 0; PRECISIONS[p]; p++) {
+        int all = 1;
+        for (int i = 0; names[i]; i++)
+            all &= pp_backend_row_has_precision(pp_backend_row_named(names[i]), p);
+        if (all)
+            continue;
+        add(&t, " (%s needs --backend ", PRECISIONS[p]);
+        add_names(&t, names, p);
+        add(&t, ")");
+    }
+    return t.s;
+}
+
 /* pprun's rows: its own, and the configuration's flags in their order on pprun's line. */
 static int rows(pp_opt *out, int max)
 {
@@ -187,8 +247,15 @@ static int rows(pp_opt *out, int max)
         out[n++] = head[i];
     for (int i = 0; i < n_axes && n < max; i++)
         out[n++] = axis_row(axes[i], &dflt);
-    for (int i = 0; i < N_TAIL && n < max; i++)
-        out[n++] = tail[i];
+    for (int i = 0; i < N_TAIL && n < max; i++) {
+        out[n] = tail[i];
+        const char *name = out[n].name ? out[n].name : "";
+        if (!strcmp(name, "backend"))
+            out[n].choices = pp_backend_choices(), out[n].help = backend_help();
+        if (!strcmp(name, "precision"))
+            out[n].help = precision_help();
+        n++;
+    }
     return n;
 }
 
@@ -208,6 +275,7 @@ static void usage(FILE *fp, const pp_opt *opts, int n)
     pp_opt_help(fp, opts, n, &dflt);
     fputs("\n"
           "A step consumes dp * N * b sequences; its loss is their mean cross-entropy.\n"
+          "Ranks: D x tp x cp x dp (threads of this process, or MPI processes).\n"
           "Exit status: 0 done, 1 the run failed, 2 bad options or input.\n",
           fp);
 }
@@ -218,6 +286,33 @@ static int bad(const char *opt, const char *val, const char *want)
     pp_fputs_escaped(val, stderr); /* stays one line */
     fprintf(stderr, "\": expected %s\n", want);
     return 2;
+}
+
+int pprun_check_settings(const pprun_opts *o)
+{
+    const pp_config_axis *rl = pp_config_axis_find("recompute_layers");
+    const char *want = rl->rule(&o->cfg);
+    if (want) { /* the axis's rule, as a profile's reader applies it */
+        fprintf(stderr, "pprun: --recompute-layers %d: expected %s\n", o->cfg.recompute_layers,
+                want);
+        return 2;
+    }
+    int na;
+    const pp_config_axis *ax = pp_config_axes(&na);
+    for (int i = 0; i < na; i++)
+        if (ax[i].flag && ax[i].pprun_cannot && ax[i].pprun_cannot(&o->cfg, o->precision)) {
+            fprintf(stderr, "pprun: %s %s%s: not run by pprun yet (see pprun --help)\n",
+                    ax[i].flag, pp_config_enum_name(&ax[i], pp_config_get(&o->cfg, &ax[i])),
+                    ax[i].pprun_cannot(&o->cfg, o->precision));
+            return 2;
+        }
+    if (o->cfg.shard != PP_SHARD_NONE && o->cfg.d > 1 && (o->save_every || o->resume)) {
+        fprintf(stderr, "pprun: --shard %s with --save-every / --resume: checkpoints of a sharded "
+                        "optimizer are not written yet\n",
+                pp_shard_name(o->cfg.shard));
+        return 2;
+    }
+    return -1;
 }
 
 /* What the table cannot say: ranges between options and the limits of the rest. */
@@ -242,15 +337,17 @@ static int check(const pprun_opts *o)
         fprintf(stderr, "pprun: --ranks, --chunks, --microbatches: %s\n", pp_err_text());
         return 2;
     }
+    int rc = pprun_check_settings(o);
+    if (rc >= 0)
+        return rc;
     const pp_backend_row *be = pp_backend_row_of(o->backend);
     if (!pp_backend_row_has_precision(be, o->precision)) {
         const pp_backend_row *with = NULL; /* the first --backend that computes in it */
-        for (int k = 0; pp_backend_choices[k] && !with; k++)
-            if (pp_backend_row_has_precision(pp_backend_row_of(k), o->precision))
-                with = pp_backend_row_of(k);
+        for (const char *const *c = pp_backend_choices(); *c && !with; c++)
+            if (pp_backend_row_has_precision(pp_backend_row_named(*c), o->precision))
+                with = pp_backend_row_named(*c);
         fprintf(stderr, "pprun: --precision %s needs --backend %s (the %s backend is fp32)\n",
-                PRECISIONS[o->precision], with ? with->name : "?",
-                be ? be->name : "?");
+                PRECISIONS[o->precision], with ? with->name : "?", be->name);
         return 2;
     }
     return -1;
@@ -305,5 +402,6 @@ int pprun_parse(int argc, char **argv, pprun_opts *o)
         fputs("\" (see pprun --help)\n", stderr);
         return 2;
     }
+    o->backend = pp_backend_kind(pp_backend_row_named(o->backend_name)); /* one of the choices */
     return check(o);
 }

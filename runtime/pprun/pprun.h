@@ -42,7 +42,8 @@ typedef struct {
     int resume;
     const char *load_weights; /* --load-weights: a HuggingFace safetensors checkpoint, NULL */
     const char *save_weights; /* --save-weights: written after the last step, NULL: none */
-    int backend;   /* pp_rt_backend_kind: --backend cpu (default) | cuda */
+    const char *backend_name; /* --backend NAME: a row's (common/pp_backends.h) */
+    int backend;              /* pp_rt_backend_kind: the kind of the row named backend_name */
     pp_precision precision; /* --precision fp32 (default) | bf16 */
 } pprun_opts;
 
@@ -69,6 +70,10 @@ typedef struct {
 
 /* Returns -1 to go on, or the exit code (0 after --help, 2 for a bad option). */
 int pprun_parse(int argc, char **argv, pprun_opts *o);
+/* The settings' checks (recompute layers without full, a value pprun has the flag for but
+ * does not run, checkpoints of a sharded optimizer), for the flags and for a profile's: -1 to go
+ * on, else the exit status (2) after one line on stderr. */
+int pprun_check_settings(const pprun_opts *o);
 /* launch.c: the transport --transport and the launcher ask for. *tp NULL: ranks as threads.
  * Under MPI checks the world size against --ranks (and --dp, or sets o->dp to world / ranks);
  * *rank is this process's rank (0 without MPI). -1 to go on, or the exit code (2: a bad

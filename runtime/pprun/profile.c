@@ -72,7 +72,8 @@ static int launcher_per_node(void)
 static int check_launch(const pprun_opts *o, const pp_profile *p)
 {
     const pp_config *c = &p->chosen.config;
-    long devices = (long)c->p * c->t * c->d; /* the reader bounded it by the cluster's */
+    /* the reader bounded it by the cluster's */
+    long devices = (long)c->p * c->t * c->cp * c->d;
     int nodes = (int)((devices + p->cluster.gpus_per_node - 1) / p->cluster.gpus_per_node);
     pp_launch_info li;
     if (pp_launch_detect(&li) != PP_OK) {
@@ -97,7 +98,7 @@ static int check_launch(const pprun_opts *o, const pp_profile *p)
          * here, not as a CUDA failure later */
         int here = threads ? (int)devices : (per_node ? per_node : want_per_node);
         const pp_backend_row *be = pp_backend_row_for_device(p->cluster.gpu ? "gpu" : "cpu");
-        int seen = be && be->device_memory ? pp_backend_device_count(be->kind) : here;
+        int seen = be && be->device_memory ? pp_backend_device_count(pp_backend_kind(be)) : here;
         if (seen < here) {
             fprintf(stderr,
                     "pprun: --profile %s needs %d GPUs on this node, one per rank (%s %s); "
@@ -233,7 +234,7 @@ int pprun_apply_profile(pprun_opts *o, int argc, char **argv)
         /* the backend and precision the profile planned for (the export's --backend cuda
          * --precision bf16) */
         const pp_backend_row *be = pp_backend_row_for_device(p->cluster.gpu ? "gpu" : "cpu");
-        o->backend = be ? be->kind : PP_RT_BACKEND_CPU;
+        o->backend = be ? pp_backend_kind(be) : PP_RT_BACKEND_CPU;
         o->precision = p->options.bf16 && pp_backend_row_has_precision(be, PP_PREC_BF16)
                            ? PP_PREC_BF16
                            : PP_PREC_FP32;
@@ -244,6 +245,9 @@ int pprun_apply_profile(pprun_opts *o, int argc, char **argv)
                 o->profile, layout, c->p, c->t, c->d);
     }
     take_config(o, c, layout != NULL); /* the runtime splits each stage over t ranks (Megatron) */
+    int rc = pprun_check_settings(o); /* the profile's settings, as the flags' */
+    if (rc >= 0)
+        return rc;
     o->seq = p->model.seq;
     return profile_model(o, &p->model);
 }
