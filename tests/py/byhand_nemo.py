@@ -47,7 +47,8 @@ took over 8 minutes here (tests/py/nemo.txt), past what the 40-minute CI has lef
   PY=$(tests/py/venv.sh nemo)
   TORCH_CUDA_ARCH_LIST=9.0 $PY tests/py/byhand_nemo.py build/tuner/pptune
 Prints ok / FAIL per check, exit 1 on any FAIL. Run on 2026-12-07 (the main of 9b729e8):
-152 passed, 0 failed, 61 s after a 43 s import (2-core sandbox, loaded); with
+152 passed, 0 failed, 61 s after a 43 s import (2-core sandbox, loaded; again 152 passed
+after merging main at 2c7ad0f); with
 num_layers_in_first/last_pipeline_stage planted one off in export_nemo2.c, 2 failed (the two
 llama3-405b x 64 profiles: get_num_layers_to_build on NeMo's config differs from pptune's split).
 """
