@@ -70,3 +70,25 @@ def stages(pptune, profile):
             args += [flag, str(c[key])]
     sched = json.loads(run(pptune, *args).stdout)
     return [(st["rank"], st["layers"][1] - st["layers"][0]) for st in sched["stages"][0]]
+
+
+def megatron_layers(cfg, p, vp):
+    """{(pipeline rank, virtual stage): layers} as Megatron-Core's get_num_layers_to_build gives
+    them from cfg (a TransformerConfig) for p ranks and vp virtual stages (None: not
+    interleaved), with parallel_state told the sizes and each rank in turn (no process groups).
+    Megatron-Core 0.16 takes the rank as pp_rank; 0.14 (what NeMo 2.5.3 needs) reads it from
+    parallel_state only."""
+    import inspect
+    from megatron.core import parallel_state
+    from megatron.core.transformer.transformer_block import get_num_layers_to_build
+
+    by_rank = "pp_rank" in inspect.signature(get_num_layers_to_build).parameters
+    parallel_state.set_pipeline_model_parallel_world_size(p)
+    parallel_state.set_virtual_pipeline_model_parallel_world_size(vp)
+    out = {}
+    for r in range(p):
+        parallel_state.set_pipeline_model_parallel_rank(r)
+        for k in range(vp or 1):
+            kw = {"pp_rank": r} if by_rank else {}
+            out[(r, k)] = get_num_layers_to_build(cfg, vp_stage=k if vp else None, **kw)
+    return out

@@ -124,18 +124,8 @@ def pptune_stages(profile):
 
 
 def megatron_stages(arguments, args, cfg):
-    from megatron.core import parallel_state
-    from megatron.core.transformer.transformer_block import get_num_layers_to_build
-
-    vp = args.virtual_pipeline_model_parallel_size
-    parallel_state.set_pipeline_model_parallel_world_size(args.pipeline_model_parallel_size)
-    parallel_state.set_virtual_pipeline_model_parallel_world_size(vp)
-    out = {}
-    for r in range(args.pipeline_model_parallel_size):
-        parallel_state.set_pipeline_model_parallel_rank(r)
-        for k in range(vp or 1):
-            out[(r, k)] = get_num_layers_to_build(cfg, vp_stage=k if vp else None, pp_rank=r)
-    return out
+    return pptune_golden.megatron_layers(cfg, args.pipeline_model_parallel_size,
+                                         args.virtual_pipeline_model_parallel_size)
 
 
 def validate(arguments, flags, env, world):
