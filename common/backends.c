@@ -1,68 +1,73 @@
-/* backends.c — the backend rows (pp_backends.h): one per backend of the runtime. Not here: the
- * backends themselves (runtime/cpu/, runtime/cuda/) and their creation (runtime/
- * backend_device.c). */
+/* backends.c — the table of backend rows (pp_backends.h): the rows of the backends' folders
+ * (runtime/<folder>/row_<id>.c), in the order of the generated list pp_backend_list.h. Not
+ * here: the rows themselves, the backends (runtime/cpu/, runtime/cuda/) and their creation
+ * (runtime/backend_device.c). */
 #include <string.h>
 
 #include "pp_backends.h"
 
-#define PREC(p) (1u << (p))
-#define CPU "cpu"
-#define CUDA "cuda"
+#define PP_BACKEND(ID, id) extern const pp_backend_row pp_backend_row_##id;
+#include "pp_backend_list.h"
+#undef PP_BACKEND
 
-const char *const pp_backend_choices[] = {CPU, CUDA, NULL}; /* the rows with .choice, in order */
-
-static const pp_backend_row rows[PP_RT_BACKEND__COUNT] = {
-    {.kind = PP_RT_BACKEND_CPU,
-     .name = CPU,
-     .device_kind = "cpu",
-     .help = "OpenBLAS and C kernels on host threads, fp32: the numerical reference",
-     .choice = 1,
-     .pprun_default = 1,
-     .precisions = PREC(PP_PREC_FP32),
-     .host_threads = 1},
-    {.kind = PP_RT_BACKEND_CUDA,
-     .name = CUDA,
-     .device_kind = "gpu",
-     .help = "cuBLAS and CUDA kernels on a GPU, fp32 or bf16",
-     .choice = 1,
-     .device_memory = 1,
-     .staged = 1,
-     .precisions = PREC(PP_PREC_FP32) | PREC(PP_PREC_BF16),
-     .kernel_scratch = 1,
-     .device_collectives = 1},
-    {.kind = PP_RT_BACKEND_CPU_STAGED,
-     .name = "cpu-staged",
-     .device_kind = "cpu",
-     .help = "the CPU backend with a device backend's staging copies (tests)",
-     .staged = 1,
-     .precisions = PREC(PP_PREC_FP32),
-     .host_threads = 1},
+static const pp_backend_row *const rows[PP_RT_BACKEND__COUNT] = {
+#define PP_BACKEND(ID, id) [PP_RT_BACKEND_##ID] = &pp_backend_row_##id,
+#include "pp_backend_list.h"
+#undef PP_BACKEND
 };
 
 const pp_backend_row *pp_backend_row_of(int kind)
 {
-    return kind >= 0 && kind < PP_RT_BACKEND__COUNT ? &rows[kind] : NULL;
+    return kind >= 0 && kind < PP_RT_BACKEND__COUNT ? rows[kind] : NULL;
+}
+
+int pp_backend_kind(const pp_backend_row *r)
+{
+    for (int k = 0; r && k < PP_RT_BACKEND__COUNT; k++)
+        if (rows[k] == r)
+            return k;
+    return -1;
 }
 
 const pp_backend_row *pp_backend_row_named(const char *name)
 {
-    for (int i = 0; name && i < PP_RT_BACKEND__COUNT; i++)
-        if (!strcmp(rows[i].name, name))
-            return &rows[i];
+    for (int k = 0; name && k < PP_RT_BACKEND__COUNT; k++)
+        if (!strcmp(rows[k]->name, name))
+            return rows[k];
     return NULL;
 }
 
 const pp_backend_row *pp_backend_row_for_device(const char *device_kind)
 {
-    for (int i = 0; device_kind && i < PP_RT_BACKEND__COUNT; i++)
-        if (rows[i].choice && !strcmp(rows[i].device_kind, device_kind))
-            return &rows[i];
+    for (int k = 0; device_kind && k < PP_RT_BACKEND__COUNT; k++)
+        if (rows[k]->choice && !strcmp(rows[k]->device_kind, device_kind))
+            return rows[k];
     return NULL;
+}
+
+const pp_backend_row *pp_backend_row_default(void)
+{
+    for (int k = 0; k < PP_RT_BACKEND__COUNT; k++)
+        if (rows[k]->pprun_default)
+            return rows[k];
+    return rows[PP_RT_BACKEND_CPU]; /* not reached: a test holds one row to it */
+}
+
+const char *const *pp_backend_choices(void)
+{
+    static const char *names[PP_RT_BACKEND__COUNT + 1];
+    if (!names[0]) { /* the rows never change: filled once, the same every time */
+        int n = 0;
+        for (int k = 0; k < PP_RT_BACKEND__COUNT; k++)
+            if (rows[k]->choice)
+                names[n++] = rows[k]->name;
+    }
+    return names;
 }
 
 int pp_backend_row_has_precision(const pp_backend_row *r, int precision)
 {
-    return r && precision >= 0 && precision < 32 && (r->precisions & PREC(precision));
+    return r && precision >= 0 && precision < 32 && (r->precisions & (1u << precision));
 }
 
 const char *pp_backend_row_flag(const pp_backend_row *r)

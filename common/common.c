@@ -121,11 +121,22 @@ void *pp_realloc_array(void *p, size_t n, size_t size)
 
 size_t pp_grow(void *arr_ptr, size_t n, size_t cap, size_t size, size_t first)
 {
+    return pp_grow_max(arr_ptr, n, cap, size, first, SIZE_MAX);
+}
+
+size_t pp_grow_max(void *arr_ptr, size_t n, size_t cap, size_t size, size_t first, size_t max)
+{
     if (n < cap)
         return cap;
+    if (n >= max) {
+        (void)PP_ERR(PP_ERR_INVALID, "element %zu of a buffer of at most %zu", n, max);
+        return 0;
+    }
     size_t c = cap ? 2 * cap : (first ? first : 1);
     if (c <= n) /* doubling overflowed, or n was past cap */
         c = n + 1;
+    if (c > max)
+        c = max;
     void *p;
     memcpy(&p, arr_ptr, sizeof p); /* arr_ptr is a T **: same representation as void * */
     p = pp_realloc_array(p, c, size);

@@ -288,14 +288,13 @@ pp_status pp_file_read_max(const char *path, size_t max, char **data, size_t *le
                 return PP_ERR(PP_ERR_INVALID, "%s: more than the %zu MiB this reader accepts",
                               path, max >> 20);
             }
-            size_t ncap = cap * 2 > max + 1 ? max + 2 : cap * 2;
-            char *nb = realloc(buf, ncap);
-            if (!nb) {
+            size_t ncap = pp_grow_max(&buf, n + 1, cap, 1, 0, max + 2); /* past max: refused */
+            if (!ncap) {
                 free(buf);
                 buf = NULL;
                 break;
             }
-            buf = nb, cap = ncap;
+            cap = ncap;
         }
         if (pipe_in) { /* a pipe: at most PP_FILE_PIPE_WAIT_S for each next byte */
             struct pollfd pfd = {fd, POLLIN, 0};

@@ -111,6 +111,9 @@ char *pp_strdup(const char *s);
  * capacity to keep: cap itself while n < cap, else twice cap (`first` when cap is 0) with *arr
  * reallocated to it; 0 when that fails (PP_ERR_NOMEM recorded, *arr and its elements intact). */
 size_t pp_grow(void *arr_ptr, size_t n, size_t cap, size_t size, size_t first);
+/* pp_grow for a bounded buffer: never past max elements (the capacity is at most max; n must be
+ * below it, which the caller refuses beforehand: 0 with PP_ERR_INVALID otherwise). */
+size_t pp_grow_max(void *arr_ptr, size_t n, size_t cap, size_t size, size_t first, size_t max);
 /* a, b and c concatenated (a path: pp_strjoin(dir, "/", name)), or NULL with PP_ERR_NOMEM. */
 char *pp_strjoin(const char *a, const char *b, const char *c);
 

@@ -56,16 +56,10 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
         b->too_big = 1;
         return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
     }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *d = realloc(b->data, cap);
-        if (!d)
-            return 0;
-        b->data = d;
-        b->cap = cap;
-    }
+    size_t cap = pp_grow_max(&b->data, b->len + n, b->cap, 1, 4096, MAX_BODY); /* bytes, NUL */
+    if (!cap)
+        return 0;
+    b->cap = cap;
     memcpy(b->data + b->len, ptr, n);
     b->len += n;
     b->data[b->len] = '\0';

@@ -163,6 +163,21 @@ void pp_backend_unreserve(pp_backend *be, void *p, size_t bytes);
 void pp_backend_count(pp_backend *be, size_t bytes, pp_mem_category cat);
 void pp_backend_uncount(pp_backend *be, size_t bytes, pp_mem_category cat);
 
+/* How the runtime makes the backend of a row (common/pp_backends.h): each backend's code
+ * defines `const pp_backend_maker pp_backend_maker_<id>`, <id> that of its row file
+ * (runtime/<folder>/row_<id>.c), and backend_device.c finds them all through the generated list
+ * (pp_backend_list.h), so that a backend needs no line outside its folder. */
+typedef struct {
+    /* Creates one on `device` (a host backend ignores it) computing in `precision` into *out
+     * (the caller's, freed with pp_backend_destroy). */
+    pp_status (*create)(int device, int precision, pp_backend **out);
+    /* The devices it can be created on; NULL: a host backend, which needs none (0). */
+    int (*device_count)(void);
+} pp_backend_maker;
+#define PP_BACKEND(ID, id) extern const pp_backend_maker pp_backend_maker_##id;
+#include "pp_backend_list.h"
+#undef PP_BACKEND
+
 /* Wraps a filled table into a backend (takes ownership of ctx: destroy is called on failure). */
 pp_status pp_backend_wrap(const char *name, const pp_backend_ops *ops, void *ctx, pp_backend **out);
 

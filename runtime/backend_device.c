@@ -13,37 +13,27 @@ struct pp_backend_marks {
     void *impl; /* the backend's own handle */
 };
 
-/* How each backend of common/backends.c is made, by kind: the one place the runtime maps a
- * row to its code. A host backend needs no device (device_count NULL: 0). */
-static pp_status create_cpu(int device, int precision, pp_backend **out)
-{
-    (void)device;
-    (void)precision;
-    return pp_backend_cpu_create(out);
-}
-
-static const struct {
-    pp_status (*create)(int device, int precision, pp_backend **out);
-    int (*device_count)(void);
-} makers[PP_RT_BACKEND__COUNT] = {
-    [PP_RT_BACKEND_CPU] = {create_cpu, NULL},
-    [PP_RT_BACKEND_CUDA] = {pp_backend_cuda_create, pp_cuda_device_count},
-    [PP_RT_BACKEND_CPU_STAGED] = {create_cpu, NULL},
+/* The makers of the rows (backend.h), in the rows' order: the one place the runtime maps a row
+ * to its code. */
+static const pp_backend_maker *const makers[PP_RT_BACKEND__COUNT] = {
+#define PP_BACKEND(ID, id) [PP_RT_BACKEND_##ID] = &pp_backend_maker_##id,
+#include "pp_backend_list.h"
+#undef PP_BACKEND
 };
 
 pp_status pp_backend_create(int kind, int device, int precision, pp_backend **out)
 {
     *out = NULL;
-    const pp_backend_row *row = pp_backend_row_of(kind);
-    if (!row || !makers[kind].create)
-        return PP_ERR(PP_ERR_INVALID, "backend kind %d has no row in common/backends.c", kind);
-    return makers[kind].create(device, precision, out);
+    if (!pp_backend_row_of(kind))
+        return PP_ERR(PP_ERR_INVALID, "backend kind %d: expected 0..%d (a row of "
+                                      "pp_backend_list.h)", kind, PP_RT_BACKEND__COUNT - 1);
+    return makers[kind]->create(device, precision, out);
 }
 
 int pp_backend_device_count(int kind)
 {
-    const pp_backend_row *row = pp_backend_row_of(kind);
-    return row && makers[kind].device_count ? makers[kind].device_count() : 0;
+    return pp_backend_row_of(kind) && makers[kind]->device_count ? makers[kind]->device_count()
+                                                                 : 0;
 }
 
 int pp_backend_is_device(const pp_backend *be)

@@ -39,5 +39,6 @@
 #include "pp_rt_stage.h"
 #include "pp_rt_trace.h"
 #include "pp_rt_transport.h"
+#include "pp_rt_weights.h"
 
 #endif

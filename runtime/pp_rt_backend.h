@@ -52,13 +52,14 @@ int pp_backend_cpu_threads(void);
  * message says which), PP_ERR_INVALID for a bad device index or precision. */
 pp_status pp_backend_cuda_create(int device, int precision, pp_backend **out);
 
-/* Creates a backend of `kind` (pp_rt_backend_kind: CPU and staged CPU give a CPU backend; CUDA
- * one on `device` in `precision`) into *out, freed by the caller with pp_backend_destroy.
- * Returns what the kind's create returns; PP_ERR_INVALID for an unknown kind. */
+/* Creates a backend of `kind` (pp_rt_backend_kind, a row of common/pp_backends.h: CPU and
+ * staged CPU give a CPU backend; CUDA one on `device` in `precision`) into *out, freed by the
+ * caller with pp_backend_destroy. Returns what the row's maker (runtime/backend.h) returns;
+ * PP_ERR_INVALID for a kind without a row. */
 pp_status pp_backend_create(int kind, int device, int precision, pp_backend **out);
-/* Returns the devices a backend of `kind` can be created on: the CUDA devices the driver
- * reports for PP_RT_BACKEND_CUDA (0 in a build without CUDA or on a machine without one), 0
- * for the host kinds (they need no device). */
+/* Returns the devices a backend of `kind` can be created on (its maker's count): the CUDA
+ * devices the driver reports for PP_RT_BACKEND_CUDA (0 in a build without CUDA or on a
+ * machine without one), 0 for the host kinds (they need no device). */
 int pp_backend_device_count(int kind);
 
 /* Frees the backend and its context; the caller must have freed what it allocated. NULL is a

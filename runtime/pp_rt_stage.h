@@ -133,6 +133,14 @@ pp_rt_tensor *pp_rt_stage_tensor(pp_rt_stage *st, const char *name);
 /* Returns the index in the whole (unsplit) tensor of element i of the stage's tensor
  * `tensor` (an index into pp_rt_stage_tensors): i itself for a tensor that is not sharded. */
 size_t pp_rt_stage_global_index(const pp_rt_stage *st, int tensor, size_t i);
+/* The names within a block ("ln1.g", "attn.qkv.w", ...) of the tensors the model's blocks
+ * hold, in allocation order, into names (static strings); returns how many. */
+#define PP_RT_BLOCK_TENSORS_MAX 12
+int pp_rt_block_tensors(const pp_model_cfg *m, const char *names[PP_RT_BLOCK_TENSORS_MAX]);
+/* The whole (unsplit) shape of the stage tensor `name` ("wte", "h3.attn.qkv.w", "lnf.g") of
+ * model m: rows and cols (PyTorch nn.Linear's (out, in); cols 0 for a vector). Returns 1, or 0
+ * for a name the model has no tensor of. */
+int pp_rt_tensor_shape(const pp_model_cfg *m, const char *name, int64_t *rows, int64_t *cols);
 /* Sets every gradient of the stage to zero (before a step's first backward). */
 void pp_rt_stage_zero_grad(pp_rt_stage *st);
 

@@ -69,6 +69,44 @@ static void layer_specs(const pp_model_cfg *m, tensor_spec s[PP_LT__COUNT],
     present[PP_LT_FC_B] = present[PP_LT_FCP_B] = pp_model_bias(m, PP_NOBIAS_MLP);
 }
 
+int pp_rt_block_tensors(const pp_model_cfg *m, const char *names[PP_RT_BLOCK_TENSORS_MAX])
+{
+    tensor_spec spec[PP_LT__COUNT];
+    int present[PP_LT__COUNT], n = 0;
+    layer_specs(m, spec, present);
+    for (int k = 0; k < PP_LT__COUNT; k++)
+        if (present[k])
+            names[n++] = spec[k].name;
+    return n;
+}
+
+int pp_rt_tensor_shape(const pp_model_cfg *m, const char *name, int64_t *rows, int64_t *cols)
+{
+    const char *dot = name[0] == 'h' && name[1] >= '0' && name[1] <= '9' ? strchr(name, '.') : NULL;
+    if (dot) { /* "h3.attn.qkv.w": a block tensor */
+        tensor_spec spec[PP_LT__COUNT];
+        int present[PP_LT__COUNT];
+        layer_specs(m, spec, present);
+        for (int k = 0; k < PP_LT__COUNT; k++)
+            if (present[k] && !strcmp(dot + 1, spec[k].name)) {
+                *rows = spec[k].rows, *cols = spec[k].cols;
+                return 1;
+            }
+        return 0;
+    }
+    int64_t C = m->hidden;
+    *cols = C;
+    if (!strcmp(name, "wte") || !strcmp(name, "wte.head") || !strcmp(name, "head.w"))
+        *rows = m->vocab;
+    else if (!strcmp(name, "wpe"))
+        *rows = m->seq;
+    else if (!strcmp(name, "lnf.g") || !strcmp(name, "lnf.b"))
+        *rows = C, *cols = 0;
+    else
+        return 0;
+    return 1;
+}
+
 /* The row blocks of a SHARD_BLOCKS tensor k: qkv's [q | k | v] (NH hd, NKV hd, NKV hd rows),
  * SwiGLU's [gate | up] (F rows each). */
 static pp_stage_shard blocks_of(const pp_model_cfg *m, int k, size_t rows, size_t cols)
@@ -83,7 +121,7 @@ static pp_stage_shard blocks_of(const pp_model_cfg *m, int k, size_t rows, size_
 }
 
 /* Index in the whole tensor of element i of tensor-parallel rank tpr's shard (of t). */
-static size_t shard_index(const pp_stage_shard *sh, int t, int tpr, size_t i)
+size_t pp_stage_shard_index(const pp_stage_shard *sh, int t, int tpr, size_t i)
 {
     size_t R = sh->rows, K = sh->cols, tt = (size_t)t, r = (size_t)tpr;
     switch (sh->kind) {
@@ -126,7 +164,7 @@ static pp_status init_shard(pp_backend *be, float *dst, size_t n, init_kind kind
     for (size_t done = 0; done < n;) {
         size_t m = n - done < 4096 ? n - done : 4096;
         for (size_t i = 0; i < m; i++) {
-            size_t gi = shard_index(sh, t, tpr, done + i);
+            size_t gi = pp_stage_shard_index(sh, t, tpr, done + i);
             float pair[2] = {kind == INIT_ONE ? 1.0f : 0.0f, kind == INIT_ONE ? 1.0f : 0.0f};
             if (kind == INIT_NORMAL)
                 pp_normal_pair(key, gi / 2, std, pair);
@@ -497,7 +535,7 @@ pp_rt_tensor *pp_rt_stage_tensor(pp_rt_stage *st, const char *name)
 
 size_t pp_rt_stage_global_index(const pp_rt_stage *st, int tensor, size_t i)
 {
-    return shard_index(&st->shard[tensor], st->tp, st->tpr, i);
+    return pp_stage_shard_index(&st->shard[tensor], st->tp, st->tpr, i);
 }
 
 void pp_rt_stage_zero_grad(pp_rt_stage *st)

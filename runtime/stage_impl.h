@@ -71,6 +71,8 @@ typedef struct {
     int nblk;          /* SHARD_BLOCKS: blocks, rows of each (summing to rows) */
     size_t blk[3];
 } pp_stage_shard;
+/* Index in the whole tensor of element i of tensor-parallel rank tpr's shard (of t). */
+size_t pp_stage_shard_index(const pp_stage_shard *sh, int t, int tpr, size_t i);
 
 /* One weight-gradient GEMM that a split backward's I recorded for its W (stage_bwd.c):
  * dw(out, in) += dy^T x, db(out) += colsum(dy) (db NULL: no bias). dy and x point into the

@@ -24,4 +24,14 @@
         cr_assert_eq(system(cmd_), 0);                                                             \
     }
 
+/* dir/name in one of 8 static buffers used in turn (a test may hold up to 8 paths at once). */
+static inline char *pp_test_path_in(const char *dir, const char *name)
+{
+    static char p[8][512];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
+    return p[k];
+}
+
 #endif

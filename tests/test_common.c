@@ -368,25 +368,39 @@ Test(common, text_wraps_to_the_width)
     free(out);
 }
 
-/* The backend rows (common/backends.c): what the plan, the executor, pprun and the tuner ask
- * instead of a backend's name. */
-Test(common, backend_rows_are_indexed_by_kind_and_choices_come_first)
+/* The backend rows (common/backends.c, one file per row in the backends' folders, listed by
+ * CMake in pp_backend_list.h): what the plan, the executor, pprun and the tuner ask instead of a
+ * backend's name. A row file whose list entry, kind or name disagrees with the others fails
+ * here (a missing row or maker fails the link). */
+Test(common, backend_rows_are_the_generated_list)
 {
-    int choices = 0;
-    while (pp_backend_choices[choices])
-        choices++;
-    cr_assert_geq(choices, 2, "pprun offers cpu and cuda at least");
+    cr_assert_eq(PP_RT_BACKEND_CPU, 0, "zeroed parameters run the reference backend");
+    cr_assert_str_eq(pp_backend_row_of(PP_RT_BACKEND_CPU)->name, "cpu");
+    cr_assert_str_eq(pp_backend_row_of(PP_RT_BACKEND_CUDA)->name, "cuda");
+    cr_assert_str_eq(pp_backend_row_of(PP_RT_BACKEND_CPU_STAGED)->name, "cpu-staged");
+    const char *const *choices = pp_backend_choices();
+    int n_choices = 0, n_default = 0;
     for (int k = 0; k < PP_RT_BACKEND__COUNT; k++) {
         const pp_backend_row *r = pp_backend_row_of(k);
-        cr_assert(r, "kind %d has no row", k);
-        cr_assert_eq(r->kind, k, "row %d says kind %d", k, r->kind);
-        cr_assert_eq(pp_backend_row_named(r->name), r, "%s is not found by its name", r->name);
-        cr_assert_eq(r->choice, k < choices, "%s: the --backend choices are the first rows", r->name);
-        if (k < choices)
-            cr_assert_str_eq(pp_backend_choices[k], r->name);
+        cr_assert(r && r->name && r->device_kind && r->help, "kind %d: a row with a name, a "
+                  "device kind and a help line", k);
+        cr_assert_eq(pp_backend_kind(r), k, "%s: kind %d", r->name, pp_backend_kind(r));
+        cr_assert_eq(pp_backend_row_named(r->name), r, "%s: a second row has its name", r->name);
         cr_assert(pp_backend_row_has_precision(r, PP_PREC_FP32), "%s computes in fp32", r->name);
+        cr_assert(r->attn_scratch, "%s: the plan needs its attention scratch", r->name);
+        cr_assert(!r->choice || strlen(r->name) + 2 + strlen(r->help) <= 52,
+                  "%s: its pprun --help line is longer than 80 columns", r->name);
+        n_default += r->pprun_default;
+        if (r->choice) /* the choices: the rows with `choice`, in kind order */
+            cr_assert_str_eq(choices[n_choices++], r->name);
     }
+    cr_assert_null(choices[n_choices]);
+    cr_assert_geq(n_choices, 2, "pprun offers cpu and cuda at least");
+    cr_assert_eq(n_default, 1, "one backend is pprun's default");
+    cr_assert(pp_backend_row_default()->pprun_default && pp_backend_row_default()->choice);
     cr_assert_null(pp_backend_row_of(PP_RT_BACKEND__COUNT));
+    cr_assert_null(pp_backend_row_of(-1));
+    cr_assert_eq(pp_backend_kind(NULL), -1);
     cr_assert_null(pp_backend_row_named("rocm"));
 }
 
@@ -404,4 +418,37 @@ Test(common, backend_rows_answer_what_the_callers_ask)
     cr_assert(!pp_backend_row_has_precision(cpu, PP_PREC_BF16), "the CPU backend is fp32 only");
     const pp_backend_row *staged = pp_backend_row_of(PP_RT_BACKEND_CPU_STAGED);
     cr_assert(staged->staged && !staged->device_memory && !staged->choice);
+    /* kernel scratch and a library workspace: the CUDA backend's, none on the CPU */
+    cr_assert(gpu->kernel_scratch && gpu->library_workspace > 0);
+    cr_assert(!cpu->kernel_scratch && cpu->library_workspace == 0);
+}
+
+/* The one grow-by-doubling (pp_grow) and its bounded form (pp_grow_max: the capped byte
+ * buffers of a child's output, an HTTP body, a file read whole). */
+Test(common, grow_doubles_and_the_bounded_form_stops_at_its_bound)
+{
+    int *a = NULL;
+    size_t cap = 0;
+    for (size_t i = 0; i < 100; i++) {
+        cap = pp_grow(&a, i, cap, sizeof *a, 8);
+        cr_assert_gt(cap, i);
+        a[i] = (int)i;
+    }
+    cr_assert_eq(cap, 128, "8, 16, ... 128: got %zu", cap);
+    for (size_t i = 0; i < 100; i++)
+        cr_assert_eq(a[i], (int)i, "element %zu moved", i);
+    free(a);
+    char *b = NULL;
+    size_t bc = 0;
+    bc = pp_grow_max(&b, 10, bc, 1, 16, 40);
+    cr_assert_eq(bc, 16);
+    bc = pp_grow_max(&b, 20, bc, 1, 16, 40);
+    cr_assert_eq(bc, 32);
+    bc = pp_grow_max(&b, 33, bc, 1, 16, 40);
+    cr_assert_eq(bc, 40, "doubling to 64 goes past the bound 40: got %zu", bc);
+    memset(b, 'x', bc);
+    cr_assert_eq(pp_grow_max(&b, 40, bc, 1, 16, 40), 0, "element 40 of at most 40");
+    cr_assert(strstr(pp_err_msg(), "element 40 of a buffer of at most 40"), "%s", pp_err_msg());
+    cr_assert_eq(b[39], 'x', "the buffer is intact after a refusal");
+    free(b);
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "cuda/cuda_sizes.h"
 #include "pp_rt.h"
 #include "pp_rt_sizes.h"
 #include "pp_tune.h"

@@ -108,7 +108,7 @@ Test(runtime_backend, pprun_refuses_bad_backend_and_precision_values)
     struct {
         const char *args, *says;
     } cases[] = {
-        {"--backend gpu", "--backend: invalid value \"gpu\": expected cpu or cuda"},
+        {"--backend gpu", "--backend: invalid value \"gpu\": expected cpu"}, /* the rest: every_row_is_in_pprun_help_and_has_a_maker */
         {"--precision fp16", "--precision: invalid value \"fp16\": expected fp32 or bf16"},
         {"--precision bf16", "--precision bf16 needs --backend cuda"},
     };
@@ -162,4 +162,40 @@ Test(runtime_backend, a_host_backend_answers_the_device_ops_as_the_host)
     cr_expect_eq(pp_backend_create(9, 0, PP_PREC_FP32, &be), PP_ERR_INVALID);
     cr_expect_null(be);
     cr_expect(strstr(pp_err_msg(), "backend kind 9"), "%s", pp_err_msg());
+}
+
+/* Every backend row (one file per row, listed by CMake) reaches pprun and the runtime: each
+ * --backend choice is in pprun --help with its row's line and in the refusal of a bad value,
+ * the other rows (tests' backends) in neither; every kind has a maker that answers with a
+ * backend whose memory is what its row says, or with PP_ERR_UNSUPPORTED where a device
+ * backend has no device here, never "no such kind". */
+Test(runtime_backend, every_row_is_in_pprun_help_and_has_a_maker)
+{
+    pp_test_run_result h = pp_test_run(PPRUN " --help");
+    pp_test_run_result bad = pp_test_run(PPRUN " --backend none-such --steps 1");
+    cr_assert_eq(h.code, 0, "%s", h.err);
+    cr_assert_eq(bad.code, 2, "%s", bad.err);
+    const char *help = strstr(h.out, "--backend K");
+    cr_assert(help, "no --backend in pprun --help:\n%s", h.out);
+    for (int k = 0; k < PP_RT_BACKEND__COUNT; k++) {
+        const pp_backend_row *row = pp_backend_row_of(k);
+        char line[160], word[64];
+        snprintf(line, sizeof line, "%s: %s\n", row->name, row->help);
+        snprintf(word, sizeof word, " %s", row->name); /* "expected cpu or cuda" */
+        cr_assert_eq(strstr(help, line) != NULL, row->choice,
+                     "%s: expected %s pprun --help's --backend lines", row->name,
+                     row->choice ? "in" : "not in");
+        cr_assert_eq(strstr(bad.err, word) != NULL, row->choice, "%s: expected %s \"%s\"",
+                     row->name, row->choice ? "in" : "not in", bad.err);
+        pp_backend *be = NULL;
+        pp_status st = pp_backend_create(k, 0, PP_PREC_FP32, &be);
+        cr_assert(st == PP_OK || (st == PP_ERR_UNSUPPORTED && row->device_memory &&
+                                  pp_backend_device_count(k) == 0),
+                  "%s: %s", row->name, pp_err_msg());
+        if (be)
+            cr_assert_eq(pp_backend_is_device(be), row->device_memory, "%s", row->name);
+        pp_backend_destroy(be);
+    }
+    pp_test_run_done(&h);
+    pp_test_run_done(&bad);
 }

@@ -303,6 +303,33 @@ Test(runtime_llama, config_json_gives_the_llama_block_and_yarn_is_refused_by_nam
     free(p);
 }
 
+/* transformers 5 writes rope_theta and the scaling as one "rope_parameters" object (its
+ * save_pretrained of LlamaConfig); read as rope_theta + rope_scaling, "default" = none. */
+Test(runtime_llama, config_json_rope_parameters_of_transformers_5_are_read)
+{
+    pp_model_cfg m;
+    pp_model_hf_pos pos;
+    char *p = write_tmp("{\"model_type\": \"llama\", \"num_hidden_layers\": 2, "
+                        "\"hidden_size\": 64, \"num_attention_heads\": 4, "
+                        "\"intermediate_size\": 128, \"vocab_size\": 100, "
+                        "\"rope_parameters\": {\"rope_type\": \"llama3\", \"rope_theta\": "
+                        "500000.0, \"factor\": 8.0, \"low_freq_factor\": 1.0, "
+                        "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 16}}");
+    OK(pp_model_load_hf(p, &m, &pos));
+    cr_assert(m.rope_scaling == PP_ROPE_LLAMA3 && m.rope_factor == 8 && m.rope_orig_max == 16 &&
+              m.rope_high_freq == 4 && m.rope_theta == 500000);
+    unlink(p);
+    free(p);
+    p = write_tmp("{\"model_type\": \"llama\", \"num_hidden_layers\": 2, "
+                  "\"hidden_size\": 64, \"num_attention_heads\": 4, "
+                  "\"intermediate_size\": 128, \"vocab_size\": 100, "
+                  "\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 1e6}}");
+    OK(pp_model_load_hf(p, &m, &pos));
+    cr_assert(m.rope_scaling == PP_ROPE_NONE && m.rope_theta == 1e6);
+    unlink(p);
+    free(p);
+}
+
 /* ---- pprun --model-config ---- */
 
 #define PPRUN PP_BINARY_DIR "/runtime/pprun"

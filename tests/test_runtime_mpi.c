@@ -184,6 +184,38 @@ Test(runtime_mpi, llama_tp2_sp_d2_dp2_equals_threads, .timeout = 300)
                     8, 8);
 }
 
+/* --save-weights and --load-weights under MPI (runtime/weights_hf.c): the file rank 0 writes
+ * from 2 pipeline x 2 tensor ranks in 4 processes is byte for byte the threads' file; loaded
+ * into 2 pipeline ranks x dp 2 processes, one step at --lr 0 trains as the threads do and
+ * saves the same file again. */
+Test(runtime_mpi, hf_weights_save_and_load_equal_threads, .timeout = 300)
+{
+    need_mpi();
+    char dir[] = "/tmp/pp_mpi_hfw_XXXXXX";
+    cr_assert(mkdtemp(dir));
+    const char *train = "--model tiny-llama --ranks 2 --tp 2 --microbatches 4 --steps 2";
+    pp_test_run_result t = pp_test_run(PPRUN " %s --quiet --save-weights %s/t.safetensors", train,
+                                       dir);
+    cr_assert_eq(t.code, 0, "%s", t.err);
+    pp_test_run_result m = pp_test_run(MPIRUN " -np 4 " PPRUN " %s --quiet --save-weights "
+                                              "%s/m.safetensors",
+                                       train, dir);
+    cr_assert_eq(m.code, 0, "%s", m.err);
+    pp_test_run_result c = pp_test_run("cmp %s/t.safetensors %s/m.safetensors", dir, dir);
+    cr_assert_eq(c.code, 0, "the file written under MPI differs from the threads': %s", c.out);
+    char args[512];
+    snprintf(args, sizeof args,
+             "--model tiny-llama --ranks 2 --dp 2 --microbatches 2 --steps 1 --lr 0 "
+             "--load-weights %s/t.safetensors --save-weights %s/back.safetensors",
+             dir, dir);
+    same_as_threads(args, 4, 4);
+    pp_test_run_result b = pp_test_run("cmp %s/t.safetensors %s/back.safetensors", dir, dir);
+    cr_assert_eq(b.code, 0, "loaded and saved under MPI, the parameters changed: %s", b.out);
+    pp_test_run_done(&t), pp_test_run_done(&m), pp_test_run_done(&c), pp_test_run_done(&b);
+    pp_test_run_result rm = pp_test_run("rm -rf %s", dir);
+    pp_test_run_done(&rm);
+}
+
 /* Rank 0's trace holds every action of every process's rank. */
 /* All-gather and reduce-scatter (tensor parallelism) over MPI processes: the same bits as over
  * threads (tests/tp_coll_check.h; both sum in group order at the group's first rank). */

@@ -47,11 +47,7 @@ static uint32_t rnd(void)
 
 static char *path_in(const char *name)
 {
-    static char p[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(p[k], sizeof p[k], "%s/%s", g_dir, name);
-    return p[k];
+    return pp_test_path_in(g_dir, name);
 }
 
 /* F32 values of every kind (NaNs, infinities, subnormals, signed zeros) and BF16 / F16

@@ -46,15 +46,10 @@ static int buf_read(int fd, buf *b)
     size_t n = (size_t)r, k = 0;
     if (b->len < BUF_HEAD) { /* the head grows to BUF_HEAD */
         size_t want = b->len + n < BUF_HEAD ? b->len + n : BUF_HEAD;
-        if (want + 1 > b->cap) {
-            size_t cap = b->cap ? 2 * b->cap : 65536;
-            cap = cap < want + 1 ? want + 1 : cap;
-            cap = cap > BUF_HEAD + 1 ? BUF_HEAD + 1 : cap;
-            char *d = realloc(b->data, cap);
-            if (!d)
-                return -1;
-            b->data = d, b->cap = cap;
-        }
+        size_t cap = pp_grow_max(&b->data, want, b->cap, 1, 65536, BUF_HEAD + 1); /* and NUL */
+        if (!cap)
+            return -1;
+        b->cap = cap;
         k = want - b->len;
         memcpy(b->data + b->len, chunk, k);
         b->len = want;

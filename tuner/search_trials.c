@@ -39,7 +39,7 @@ static double runtime_peak_on_device(const pp_tune_model *m, const pp_tune_opts 
     double peak = 0;
     pp_tune_rank_mem *mem = pp_calloc((size_t)s->ranks, sizeof *mem);
     pp_precision prec = pp_backend_row_has_precision(be, PP_PREC_BF16) ? PP_PREC_BF16 : PP_PREC_FP32;
-    if (mem && pp_tune_memory_runtime_on(m, &p->cfg, s, o, be->kind, prec, mem) == PP_OK)
+    if (mem && pp_tune_memory_runtime_on(m, &p->cfg, s, o, pp_backend_kind(be), prec, mem) == PP_OK)
         for (int r = 0; r < s->ranks; r++)
             peak = mem[r].total > peak ? mem[r].total : peak;
     pp_err_clear();

@@ -122,3 +122,15 @@ pp_status pp_backend_cpu_create(pp_backend **out)
     PP_TRY(pp_backend_wrap("cpu", &cpu_ops, NULL, out));
     return PP_OK;
 }
+
+/* The makers of the CPU rows (row_cpu.c, row_cpu_staged.c: the same backend, staged or not by
+ * the executor): host backends, fp32 whatever is asked (the plan and pprun check precisions
+ * against the row). */
+static pp_status make(int device, int precision, pp_backend **out)
+{
+    (void)device, (void)precision;
+    return pp_backend_cpu_create(out);
+}
+
+const pp_backend_maker pp_backend_maker_cpu = {make, NULL};
+const pp_backend_maker pp_backend_maker_cpu_staged = {make, NULL};

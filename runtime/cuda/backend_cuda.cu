@@ -19,7 +19,7 @@
 
 #include "cuda_impl.h"
 
-/* The cuBLAS workspace's size is PP_RT_CUBLAS_WS_BYTES (pp_rt_sizes.h, with the plan's). */
+/* The cuBLAS workspace's size is PP_RT_CUBLAS_WS_BYTES (cuda_sizes.h, with the plan's). */
 
 /* ---- memory and transfers ---- */
 
@@ -508,3 +508,7 @@ extern "C" int pp_cuda_device_count(void)
     }
     return count;
 }
+
+/* The row's maker (row_cuda.c, runtime/backend.h); cuda_none.c's stands in without CUDA. */
+extern "C" const pp_backend_maker pp_backend_maker_cuda = {pp_backend_cuda_create,
+                                                           pp_cuda_device_count};

@@ -17,10 +17,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cuda_sizes.h"
 #include "cuda_status.h"
 #include "pp_common.h"
 #include "pp_rt.h"
-#include "pp_rt_sizes.h"
 extern "C" {
 #include "../backend.h" /* no C++ guards of its own; its includes above are already in */
 }
@@ -92,7 +92,8 @@ static inline unsigned pp_cuda_blocks(size_t n, unsigned threads)
 }
 
 /* The sizes of every buffer the backend asks for (workspaces, scratch, bf16 copies) are
- * pp_rt_sizes.h's, shared with the memory plan; bf16 elements there are this type's size. */
+ * cuda_sizes.h's and pp_rt_sizes.h's, shared with the memory plan (through row_cuda.c); bf16
+ * elements there are this type's size. */
 static_assert(sizeof(__nv_bfloat16) == PP_RT_BF16_BYTES, "bf16 is 2 bytes");
 
 /* Sum and maximum over the 32 lanes of a warp (butterfly shuffles: every lane gets the result). */

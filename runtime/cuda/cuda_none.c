@@ -2,6 +2,7 @@
  * PP_HAVE_CUDA is off): each says so and returns PP_ERR_UNSUPPORTED, so code above the backend
  * needs no #ifdef. It deliberately does nothing else.
  */
+#include "backend.h"
 #include "pp_rt.h"
 
 #define PP_NO_CUDA_MSG                                                                             \
@@ -76,3 +77,6 @@ int pp_cuda_device_count(void)
 {
     return 0;
 }
+
+/* The row's maker (row_cuda.c, runtime/backend.h): creation refused as above, no device. */
+const pp_backend_maker pp_backend_maker_cuda = {pp_backend_cuda_create, pp_cuda_device_count};

@@ -20,7 +20,7 @@
 #include "cuda_impl.h"
 
 #define CX(ctx) ((pp_cuda_ctx *)(ctx))
-#define SUMSQ_BLOCKS PP_RT_SUMSQ_BLOCKS /* pp_rt_sizes.h: the plan counts its partials */
+#define SUMSQ_BLOCKS PP_RT_SUMSQ_BLOCKS /* cuda_sizes.h: the plan counts its partials */
 #define SUMSQ_THREADS 256
 
 static __global__ void init_normal_kernel(float *dst, size_t n, uint64_t key, double std)

@@ -190,7 +190,7 @@ static pp_status read_scaling(json_t *sc, const char *path, pp_model_cfg *m)
     return pp_json_file_int(sc, path, "original_max_position_embeddings", 1, &m->rope_orig_max);
 }
 
-/* rope_theta (default 10000, HuggingFace's) and rope_scaling. */
+/* rope_theta (default 10000, HuggingFace's) and rope_scaling, or rope_parameters. */
 static pp_status read_rope(json_t *o, const char *path, pp_model_cfg *m)
 {
     const pp_json_src s = {.file = path};
@@ -198,6 +198,15 @@ static pp_status read_rope(json_t *o, const char *path, pp_model_cfg *m)
     m->rope_theta = 10000;
     if (json_object_get(o, "rope_theta"))
         PP_TRY(pp_json_num(&s, o, "", "rope_theta", 1, &m->rope_theta));
+    /* transformers 5 writes both as one object, "rope_parameters": {"rope_type": "llama3",
+     * "rope_theta": 500000.0, "factor": 8.0, ...} (modeling_rope_utils.RopeParameters); its
+     * rope_type "default" is no scaling */
+    json_t *rp = json_object_get(o, "rope_parameters");
+    if (json_is_object(rp)) {
+        if (json_object_get(rp, "rope_theta"))
+            PP_TRY(pp_json_num(&s, rp, "rope_parameters.", "rope_theta", 1, &m->rope_theta));
+        return read_scaling(rp, path, m);
+    }
     json_t *sc = json_object_get(o, "rope_scaling");
     return sc && !json_is_null(sc) ? read_scaling(sc, path, m) : PP_OK;
 }

@@ -4,8 +4,9 @@
  * executor carves from its arena is a buf_alloc here (in the executor's order), counted as it
  * is allocated and placed in the arena once the walk is done (plan_arena.c). The in-flight
  * counts come from the simulator (pp_sim_run), which also gives the timeline that decides
- * when the in-process transport's copies are reclaimed. What this does not do: allocate through a backend, or know anything
- * of CUDA beyond the sizes its backend asks for.
+ * when the in-process transport's copies are reclaimed. What this does not do: allocate through
+ * a backend, or know any backend beyond its row (pp_backends.h: what it can do, what its
+ * kernels' scratch takes).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -22,7 +23,7 @@ typedef struct {
     size_t B, T, N;
     pp_rt_dims d; /* the block's widths on one tensor-parallel rank (t, sp among them) */
     const pp_backend_row *be; /* the ranks' backend: what it can do (pp_backends.h) */
-    int scratch, bf16;        /* it holds kernel scratch; bf16 weights beside fp32 */
+    int bf16;                 /* bf16 weights beside fp32 */
     int copies;   /* the in-process transport's copies count on the sender (host memory) */
     int tokens;   /* the step's tokens and targets are in the backend's memory */
     size_t io;    /* bytes of one activation between stages: B T C floats */
@@ -49,12 +50,18 @@ static size_t slot_bytes(const plan_ctx *x, int pipe, int stage)
                                      stage == 0, stage == S - 1);
 }
 
+/* A stage on this plan's ranks as the backend's row sizes it (pp_backends.h). */
+static pp_backend_stage stage_shape(const plan_ctx *x, int pipe, int stage)
+{
+    return (pp_backend_stage){.d = &x->d, .B = x->B, .T = x->T, .N = x->N,
+                              .layers = (size_t)layers_of(x, pipe, stage),
+                              .last = stage == x->s->stages_per_pipe - 1, .bf16 = x->bf16};
+}
+
 static size_t bwd_ws_bytes(const plan_ctx *x, int pipe, int stage)
 {
-    size_t scratch = x->scratch ? pp_rt_size_attn_scratch_cuda(x->d.Hl, x->T)
-                             : pp_rt_size_attn_scratch_cpu(x->T);
-    return pp_rt_size_bwd_ws(&x->d, x->N, (size_t)layers_of(x, pipe, stage),
-                             stage == x->s->stages_per_pipe - 1, scratch);
+    pp_backend_stage sh = stage_shape(x, pipe, stage);
+    return pp_rt_size_bwd_ws(&x->d, x->N, sh.layers, sh.last, x->be->attn_scratch(&sh));
 }
 
 /* Held for W (split backward): what a stage's I keeps beside the slot until the W of the same
@@ -67,39 +74,6 @@ static size_t wheld_bytes(const plan_ctx *x, int pipe, int stage)
 static size_t max_z(size_t a, size_t b)
 {
     return a > b ? a : b;
-}
-
-/* The CUDA backend's kernel scratch (pp_cuda_ws_reserve) for a stage: one buffer per rank that
- * only grows, so its size is the largest single need over the step, reached in the first step
- * (no bf16 weight copies exist before the first AdamW, so every GEMM converts both operands).
- * fp32: the loss kernel's per-row losses and the gradient norm's partial sums. bf16: also the
- * operand copies of each GEMM and of the attention's products. */
-static size_t cuda_scratch_bytes(const plan_ctx *x, int pipe, int stage)
-{
-    int last = stage == x->s->stages_per_pipe - 1;
-    size_t need = max_z(pp_rt_size_cuda_sumsq_ws(), last ? pp_rt_size_cuda_xent_ws(x->N) : 0);
-    if (!x->bf16)
-        return need;
-    const pp_rt_dims *d = &x->d;
-    size_t e = 0, N = x->N, C = d->C, V = d->V;
-    if (layers_of(x, pipe, stage) > 0) {
-        /* in, out of this tensor-parallel rank's shards (the whole layers when t = 1) */
-        const size_t lin[4][2] = {{C, d->qkv}, {d->qd, C}, {C, d->fc}, {d->Fl, C}};
-        for (int i = 0; i < 4; i++) {
-            size_t in = lin[i][0], out = lin[i][1];
-            e = max_z(e, pp_rt_size_cuda_gemm_ws(N * in, out * in));  /* forward: x w^T */
-            e = max_z(e, pp_rt_size_cuda_gemm_ws(N * out, out * in)); /* dx = dy w */
-            e = max_z(e, pp_rt_size_cuda_gemm_ws(N * out, N * in));   /* dw = dy^T x */
-        }
-        e = max_z(e, pp_rt_size_cuda_attn_fwd_ws(x->B, x->T, d->qkv, d->Hl));
-        e = max_z(e, pp_rt_size_cuda_attn_bwd_ws(x->T, d->qkv, d->qd, d->Hl));
-    }
-    if (last) {
-        e = max_z(e, pp_rt_size_cuda_gemm_ws(N * C, V * C)); /* logits = x head^T */
-        e = max_z(e, pp_rt_size_cuda_gemm_ws(N * V, V * C)); /* dx = dlogits wte */
-        e = max_z(e, pp_rt_size_cuda_gemm_ws(N * V, N * C)); /* dwte += dlogits^T x */
-    }
-    return max_z(need, e);
 }
 
 /* Gradient bytes of the stages of REDUCE `id` that rank r holds (the packed buffer). */
@@ -313,15 +287,17 @@ static void plan_rank(const plan_ctx *x, int r, tracker *t)
     memset(t->cur, 0, sizeof t->cur);
     t->total = 0;
     t->n_taken = 0;
-    size_t scratch = 0; /* CUDA: the kernel scratch, held throughout */
+    size_t scratch = 0; /* the backend's kernel scratch, held throughout */
     for (int pipe = 0; pipe < s->n_pipes; pipe++)
         for (int st = 0; st < S; st++)
             if (pp_sched_stage(s, pipe, st)->rank == r) {
                 o->params += stage_params(x, pipe, st);
                 first |= st == 0;
                 last |= st == S - 1;
-                if (x->scratch)
-                    scratch = max_z(scratch, cuda_scratch_bytes(x, pipe, st));
+                if (x->be->kernel_scratch) {
+                    pp_backend_stage sh = stage_shape(x, pipe, st);
+                    scratch = max_z(scratch, x->be->kernel_scratch(&sh));
+                }
             }
     size_t grads = 4 * o->params;
     o->kernel_scratch = scratch;
@@ -330,9 +306,7 @@ static void plan_rank(const plan_ctx *x, int r, tracker *t)
     bump(t, PP_MEM_OPTIM, (int64_t)(8 * o->params));
     if (x->tokens)
         bump(t, PP_MEM_ACTS, (int64_t)(4 * (size_t)s->microbatches * x->N * (first + last)));
-    if (x->scratch)
-        bump(t, PP_MEM_WORKSPACE,
-             (int64_t)(scratch + PP_RT_CUBLAS_WS_BYTES + PP_RT_CUBLAS_WS_ALIGN));
+    bump(t, PP_MEM_WORKSPACE, (int64_t)(scratch + x->be->library_workspace));
     pp_plan_arena_reset(&t->arena);
     for (size_t k = 0; k < t->n_keys; k++)
         t->key_rec[k] = -1;
@@ -357,8 +331,8 @@ static pp_status check(const pp_rt_plan_params *p)
     PP_TRY(pp_model_check_runnable(p->model));
     const pp_backend_row *be = pp_backend_row_of(p->backend);
     if (!be)
-        return PP_ERR(PP_ERR_INVALID, "memory plan: backend kind %d has no row in "
-                                      "common/backends.c", p->backend);
+        return PP_ERR(PP_ERR_INVALID, "memory plan: backend kind %d: expected 0..%d (a row of "
+                                      "pp_backend_list.h)", p->backend, PP_RT_BACKEND__COUNT - 1);
     /* a backend of one precision computes in it whatever is asked (the CPU's fp32) */
     if (be->precisions != (1u << PP_PREC_FP32) && !pp_backend_row_has_precision(be, p->precision))
         return PP_ERR(PP_ERR_INVALID, "memory plan: backend %s does not compute in precision %d",
@@ -401,7 +375,6 @@ static pp_status ctx_init(const pp_rt_plan_params *p, plan_ctx *x)
     size_t t = p->tp > 1 ? (size_t)p->tp : 1;
     x->d = pp_rt_dims_of(m, t, t > 1 && p->sequence_parallel ? t : 1);
     x->be = pp_backend_row_of(p->backend); /* check() has refused a kind without a row */
-    x->scratch = x->be->kernel_scratch;
     x->bf16 = p->precision == PP_PREC_BF16 && pp_backend_row_has_precision(x->be, PP_PREC_BF16);
     x->tokens = !x->be->device_memory; /* beside a device: plain host memory */
     x->copies = !x->be->staged && !(p->transport_caps & PP_TRANSPORT_CAP_DEVICE_MEM);

@@ -24,23 +24,17 @@ void pp_plan_arena_reset(pp_plan_arena *a)
     a->high = 0;
 }
 
+/* Room for one more record in each of the three parallel tables (the same capacity: a table
+ * that grew while a later one could not is merely larger than cap_recs says). */
 static int grow(pp_plan_arena *a)
 {
-    if (a->n_recs < a->cap_recs)
-        return 1;
-    int c = a->cap_recs ? 2 * a->cap_recs : 64;
-    pp_rt_plan_buf *r = pp_realloc_array(a->recs, (size_t)c, sizeof *r);
-    if (r)
-        a->recs = r;
-    int *s = r ? pp_realloc_array(a->start, (size_t)c, sizeof *s) : NULL;
-    if (s)
-        a->start = s;
-    int *e = s ? pp_realloc_array(a->end, (size_t)c, sizeof *e) : NULL;
-    if (!e)
-        return 0;
-    a->end = e;
-    a->cap_recs = c;
-    return 1;
+    size_t n = (size_t)a->n_recs, cap = a->cap_recs;
+    size_t c = pp_grow(&a->recs, n, cap, sizeof *a->recs, 64);
+    c = c ? pp_grow(&a->start, n, cap, sizeof *a->start, 64) : 0;
+    c = c ? pp_grow(&a->end, n, cap, sizeof *a->end, 64) : 0;
+    if (c)
+        a->cap_recs = c;
+    return c != 0;
 }
 
 int pp_plan_arena_alloc(pp_plan_arena *a, size_t bytes, int cat)

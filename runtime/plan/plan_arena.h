@@ -13,7 +13,8 @@
 typedef struct {
     pp_rt_plan_buf *recs; /* [n_recs] every buffer, in allocation order */
     int *start, *end;     /* [n_recs] events (allocs and frees, counted) of its lifetime */
-    int n_recs, cap_recs;
+    int n_recs;
+    size_t cap_recs;      /* allocated records (pp_grow) */
     int n_live; /* allocated and not freed */
     int events;
     size_t high; /* after pp_plan_arena_place: the arena's size */

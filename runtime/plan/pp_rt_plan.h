@@ -33,9 +33,10 @@
  * rank's arena (PP_RT_ARENA_ALIGN-aligned, placed greedily by size among the buffers alive at
  * the same time: runtime/plan/plan_arena.c; the arena is at least the buffers' peak sum). Outside the arena, with their sizes from
  * the same plan: the persistent state (weights, grads, optimizer state, bf16 copies, tokens;
- * the weights and grads are checked against it at creation), the CUDA backend's kernel scratch
- * (reserved at kernel_scratch when the executor creates the backend, which then refuses a
- * kernel needing more) and cuBLAS workspace, and the transports' own message copies (the
+ * the weights and grads are checked against it at creation), the backend's kernel scratch
+ * (its row's figure: reserved at kernel_scratch when the executor creates the backend, which
+ * then refuses a kernel needing more) and its GEMM library's workspace (CUDA's: cuBLAS), and
+ * the transports' own message copies (the
  * in-process transport's, timing dependent: below).
  *
  * Exact when every byte is placed by the rank's program order (pp_rt_plan_is_exact). When
@@ -95,8 +96,9 @@ typedef struct {
     size_t peak_total;             /* high-water mark of the sum = sum of at_peak */
     double peak_units; /* the simulator's peak in-flight activations on the rank, in
                         * micro-batch x (L/D layers) (pp_sim_result.peak_activations) */
-    size_t kernel_scratch; /* CUDA: the kernels' scratch the backend holds (PP_MEM_WORKSPACE,
-                            * reserved at creation: pp_backend_scratch_reserve); 0 elsewhere */
+    size_t kernel_scratch; /* the kernels' scratch the backend holds (PP_MEM_WORKSPACE,
+                            * reserved at creation: pp_backend_scratch_reserve; its row's
+                            * kernel_scratch); 0 for a backend without (the CPU) */
     int n_bufs;         /* the step's buffers carved from the arena (pp_rt_plan_assign) */
     size_t arena_bytes; /* the arena they are carved from (its placement's high-water mark);
                          * 0 from pp_rt_plan_compute, which does not place them */

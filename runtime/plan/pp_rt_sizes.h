@@ -12,14 +12,7 @@
 
 #include "pp_rt_model.h"
 
-/* cuBLAS workspace of a CUDA backend: 32 MiB, NVIDIA's recommendation for Hopper (cuBLAS docs,
- * cublasSetWorkspace), over-allocated by its alignment (256 B) so the pointer can be rounded up. */
-#define PP_RT_CUBLAS_WS_BYTES ((size_t)32 << 20)
-#define PP_RT_CUBLAS_WS_ALIGN ((size_t)256)
-/* The CUDA gradient norm's grid (runtime/cuda/params_cuda.cu): at most this many blocks, whose
- * partial sums (one double each) go through the kernel scratch. */
-#define PP_RT_SUMSQ_BLOCKS 256
-/* Bytes of a bf16 element (the CUDA backend's GEMM operands and weight copies). */
+/* Bytes of a bf16 element (GEMM operands and the weight copies of a backend computing in bf16). */
 #define PP_RT_BF16_BYTES ((size_t)2)
 
 /* Elements to the next multiple of 64: bf16 operands carved from one workspace start on
@@ -36,7 +29,7 @@ static inline size_t pp_rt_size_align64(size_t n)
  * gate and up each by its width), its two projections row-parallel (t shards of their input
  * columns, the bias whole on every rank), the norms whole; t = 1 is no split. Shapes: hd head
  * width, H query heads, KV key/value heads; the whole model's qkv has (H + 2 KV) hd rows. */
-typedef struct {
+typedef struct pp_rt_dims { /* its tag: pp_backends.h names it */
     size_t C, F, V, seq; /* hidden, MLP width, vocabulary, maximum positions */
     size_t hd, H, KV;    /* head width, query heads, KV heads (whole model) */
     size_t t, sp;        /* tensor-parallel ranks, sequence shards (t or 1) */
@@ -162,20 +155,16 @@ static inline size_t pp_rt_size_wheld_bytes(const pp_rt_dims *d, size_t N, size_
 /* ---- scratch ---- */
 
 /* The attention backward's scratch (attention_scratch_bytes): the CPU backend's dS of one
- * (batch row, head) at a time; the CUDA backend's dA, then dS, of every head of one batch row. */
+ * (batch row, head) at a time (each backend's own: its row, pp_backends.h). */
 static inline size_t pp_rt_size_attn_scratch_cpu(size_t T)
 {
     return T * T * 4;
-}
-static inline size_t pp_rt_size_attn_scratch_cuda(size_t NH, size_t T)
-{
-    return NH * T * T * 4;
 }
 
 /* Bytes of a backward's workspace on one tensor-parallel rank (runtime/stage_bwd.c,
  * PP_MEM_WORKSPACE, freed at its end): dres and dln (N C / sp each), with blocks the widest
  * intermediate gradient (N max(fc, qkv): the MLP's hidden, or qkv) and the attention scratch
- * (attn_scratch: one of the two above, for the rank's Hl heads). Under sequence parallelism
+ * (attn_scratch: the backend's, for the rank's Hl heads). Under sequence parallelism
  * (sp > 1) also a whole (N, C) gradient (the all-gather of dres, or the sum a reduce-scatter
  * takes), with blocks a second (N, C) for the all-gathered norm outputs, and the
  * micro-batch's partial norm gradients (2 norm floats per block, norm for the final one) that
@@ -198,38 +187,6 @@ static inline size_t pp_rt_size_bwd_ws(const pp_rt_dims *d, size_t N, size_t lay
 static inline size_t pp_rt_size_fwd_ws(size_t N, size_t C, size_t sp)
 {
     return sp > 1 ? N * C * 4 : 0;
-}
-
-/* ---- the CUDA backend's kernel scratch (pp_cuda_ws_reserve: one buffer that only grows) ---- */
-
-/* A bf16 GEMM's operand copies: A (a elements, padded to 64) then B (b elements); 0 for an
- * operand read from a weight's bf16 copy. */
-static inline size_t pp_rt_size_cuda_gemm_ws(size_t a, size_t b)
-{
-    return (pp_rt_size_align64(a) + b) * PP_RT_BF16_BYTES;
-}
-/* bf16 attention forward: q,k,v (qkv wide per row) of the whole micro-batch, then the
- * probabilities of its NH heads. */
-static inline size_t pp_rt_size_cuda_attn_fwd_ws(size_t B, size_t T, size_t qkv, size_t NH)
-{
-    return (pp_rt_size_align64(B * T * qkv) + B * NH * T * T) * PP_RT_BF16_BYTES;
-}
-/* bf16 attention backward, per batch row: q,k,v (qkv wide) | dy (qd wide) | A | dS. */
-static inline size_t pp_rt_size_cuda_attn_bwd_ws(size_t T, size_t qkv, size_t qd, size_t NH)
-{
-    return (pp_rt_size_align64(T * qkv) + pp_rt_size_align64(T * qd) +
-            2 * pp_rt_size_align64(NH * T * T)) *
-           PP_RT_BF16_BYTES;
-}
-/* The loss kernel's per-row losses (floats). */
-static inline size_t pp_rt_size_cuda_xent_ws(size_t N)
-{
-    return N * 4;
-}
-/* The gradient norm's block partials (doubles). */
-static inline size_t pp_rt_size_cuda_sumsq_ws(void)
-{
-    return (size_t)PP_RT_SUMSQ_BLOCKS * 8;
 }
 
 #endif

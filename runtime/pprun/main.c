@@ -73,6 +73,22 @@ static void cleanup(run_state *s)
     free(s->rec.tp_bytes);
 }
 
+/* --load-weights into every stage of this process (-1: done or not asked; else the exit
+ * code). Under MPI each process reads the file for its own stages. */
+static int load_weights(const pprun_opts *o, run_state *s)
+{
+    if (!o->load_weights)
+        return -1;
+    int skipped = 0;
+    pp_status st = pp_rt_weights_load(s->ex, o->load_weights, o->layers > 0, &skipped);
+    if (st != PP_OK)
+        return fail(st, "--load-weights: ");
+    if (!o->quiet && g_rank == 0)
+        fprintf(stderr, "pprun: loaded %s%s\n", o->load_weights,
+                skipped ? " (its blocks past --layers skipped)" : "");
+    return -1;
+}
+
 /* Ranks as threads on the CPU: the memory plan of every rank (pp_rt_plan.h, what the backends
  * will count) against this machine's memory, so that a configuration sized for a GPU cluster
  * (a gpt-13b profile of 256 ranks) is refused in one line instead of swapping the machine to
@@ -209,6 +225,8 @@ static int setup(const pprun_opts *o, run_state *s)
         return rc;
     if ((st = pp_rt_executor_create(&ep, &s->ex)) != PP_OK)
         return fail(st, be->device_memory && st == PP_ERR_UNSUPPORTED ? be_prefix : "");
+    if ((rc = load_weights(o, s)) >= 0)
+        return rc;
     if (o->trace && g_rank == 0 && (st = pp_rt_trace_open(o->trace, s->ex, &s->trace)) != PP_OK)
         return fail(st, "--trace: ");
     size_t rows = (size_t)pp_rt_executor_batch_rows(s->ex);
@@ -269,8 +287,13 @@ static int train(const pprun_opts *o, run_state *s, int seq)
     if (!o->quiet && g_rank == 0 && s->rec.threads)
         fprintf(stderr, "pprun: %d BLAS thread%s per rank (%s)\n", s->rec.threads,
                 s->rec.threads == 1 ? "" : "s", s->rec.threads_from);
+    pp_status st; /* --save-weights: every process takes part, rank 0 writes */
+    if (o->save_weights && (st = pp_rt_weights_save(s->ex, o->save_weights, PP_ST_F32)) != PP_OK)
+        return fail_write(st, "--save-weights: ");
+    if (o->save_weights && !o->quiet && g_rank == 0)
+        fprintf(stderr, "pprun: wrote %s\n", o->save_weights);
     /* both gather on rank 0 under MPI: every process takes part */
-    pp_status st = pp_rt_executor_mem_stats(s->ex, s->rec.mem);
+    st = pp_rt_executor_mem_stats(s->ex, s->rec.mem);
     if (st == PP_OK)
         st = pp_rt_executor_param_checksum(s->ex, &s->rec.param_checksum);
     return st == PP_OK ? -1 : fail(st, "");

@@ -5,6 +5,7 @@
  * (ranks vs layers, seq vs the model) are left to the library, which knows the rules; main.c
  * turns its errors into exit code 2. */
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,14 +91,10 @@ static const pp_opt tail[] = {
              "without progress (a stopped or frozen process) ends the\n"
              "job with a message naming that peer; 0: never",
      .show_default = 1},
-    {.name = "backend", .kind = PP_OPT_CHOICE, .offset = OFF(backend), .choices = pp_backend_choices,
-     .arg = "K",
-     .help = "cpu | cuda: cuda gives each rank a CUDA backend (ranks\n"
-             "as threads: rank g on device g mod the devices; as\n"
-             "processes: the launch's local rank)",
-     .show_default = 1},
+    /* choices and help from the backend rows (rows() below) */
+    {.name = "backend", .kind = PP_OPT_NAME, .offset = OFF(backend_name), .arg = "K"},
     {.name = "precision", .kind = PP_OPT_CHOICE, .offset = OFF(precision), .choices = PRECISIONS,
-     .arg = "P", .help = "fp32 | bf16 (bf16 needs --backend cuda)", .show_default = 1},
+     .arg = "P", .show_default = 1},
     {.kind = PP_OPT_SECTION, .help = "profiles and checkpoints:"},
     {.name = "profile", .kind = PP_OPT_STRING, .offset = OFF(profile), .arg = "FILE",
      .help = "the configuration of a pptune profile (model, schedule,\n"
@@ -112,6 +109,21 @@ static const pp_opt tail[] = {
      .help = "continue from the checkpoint when there is one; the run\n"
              "ends with the same parameters, bit for bit, as one that\n"
              "never stopped (thread transport only)"},
+    {.name = "load-weights", .kind = PP_OPT_STRING, .offset = OFF(load_weights),
+     .arg = "PATH",
+     .help = "start from a HuggingFace checkpoint: a .safetensors file,\n"
+             "or a folder with model.safetensors or a sharded one\n"
+             "(model.safetensors.index.json); transformers' names:\n"
+             "LlamaForCausalLM (Mistral, Qwen2) for the Llama block,\n"
+             "GPT2LMHeadModel for GPT's; F32/BF16/F16; a missing,\n"
+             "unexpected or misshapen tensor is refused; with --layers\n"
+             "a checkpoint's blocks past the first L are skipped"},
+    {.name = "save-weights", .kind = PP_OPT_STRING, .offset = OFF(save_weights),
+     .arg = "FILE",
+     .help = "after the last step, write the parameters as one\n"
+             "safetensors file with transformers' names (fp32,\n"
+             "atomically), loadable by from_pretrained with the\n"
+             "model's config.json (under MPI rank 0 writes it)"},
     {.name = "help", .kind = PP_OPT_CODE, .code = O_HELP, .help = "this text"},
     {.name = "version", .kind = PP_OPT_CODE, .code = O_VERSION,
      .help = "pprun's version and git revision"},
@@ -128,6 +140,7 @@ static void defaults(pprun_opts *o)
                       .clip = 1.0,
                       .seed = 1,
                       .transport = "auto",
+                      .backend_name = pp_backend_row_default()->name,
                       .watchdog_s = PP_TRANSPORT_WATCHDOG_S};
     pp_config_defaults(&o->cfg); /* every axis, then pprun's own defaults of some */
     o->cfg.schedule = PP_SCHED_DEFAULT;
@@ -161,6 +174,68 @@ static pp_opt axis_row(const pp_config_axis *a, const pprun_opts *dflt)
     return o;
 }
 
+/* A help text built from the backend rows (what does not fit is cut). */
+typedef struct {
+    char s[1024];
+    size_t n;
+} help_text;
+
+static void add(help_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add(help_text *t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (t->n < sizeof t->s)
+        t->n += (size_t)vsnprintf(t->s + t->n, sizeof t->s - t->n, fmt, ap);
+    va_end(ap);
+}
+
+/* Appends the names joined by " | "; with precision >= 0 (names: backends) only those of the
+ * backends that compute in it. */
+static void add_names(help_text *t, const char *const *names, int precision)
+{
+    for (int i = 0, k = 0; names[i]; i++)
+        if (precision < 0 || pp_backend_row_has_precision(pp_backend_row_named(names[i]), precision))
+            add(t, "%s%s", k++ ? " | " : "", names[i]);
+}
+
+/* --backend's help: the choices and a line each, from the backend rows (common/pp_backends.h),
+ * so that a new backend is listed without a line here. */
+static const char *backend_help(void)
+{
+    static help_text t;
+    t.n = 0;
+    const char *const *names = pp_backend_choices();
+    add_names(&t, names, -1);
+    add(&t, " (default %s)", pp_backend_row_default()->name);
+    for (int i = 0; names[i]; i++)
+        add(&t, "\n%s: %s", names[i], pp_backend_row_named(names[i])->help);
+    add(&t, "\na device backend: rank g on device g mod the devices\n"
+            "(ranks as threads), else the launch's local rank");
+    return t.s;
+}
+
+/* --precision's help: the precisions, and which backends compute in each one that not every
+ * backend does (the rows'). */
+static const char *precision_help(void)
+{
+    static help_text t;
+    t.n = 0;
+    const char *const *names = pp_backend_choices();
+    add_names(&t, PRECISIONS, -1);
+    for (int p = 0; PRECISIONS[p]; p++) {
+        int all = 1;
+        for (int i = 0; names[i]; i++)
+            all &= pp_backend_row_has_precision(pp_backend_row_named(names[i]), p);
+        if (all)
+            continue;
+        add(&t, " (%s needs --backend ", PRECISIONS[p]);
+        add_names(&t, names, p);
+        add(&t, ")");
+    }
+    return t.s;
+}
+
 /* pprun's rows: its own, and the configuration's flags in their order on pprun's line. */
 static int rows(pp_opt *out, int max)
 {
@@ -172,8 +247,15 @@ static int rows(pp_opt *out, int max)
         out[n++] = head[i];
     for (int i = 0; i < n_axes && n < max; i++)
         out[n++] = axis_row(axes[i], &dflt);
-    for (int i = 0; i < N_TAIL && n < max; i++)
-        out[n++] = tail[i];
+    for (int i = 0; i < N_TAIL && n < max; i++) {
+        out[n] = tail[i];
+        const char *name = out[n].name ? out[n].name : "";
+        if (!strcmp(name, "backend"))
+            out[n].choices = pp_backend_choices(), out[n].help = backend_help();
+        if (!strcmp(name, "precision"))
+            out[n].help = precision_help();
+        n++;
+    }
     return n;
 }
 
@@ -230,12 +312,11 @@ static int check(const pprun_opts *o)
     const pp_backend_row *be = pp_backend_row_of(o->backend);
     if (!pp_backend_row_has_precision(be, o->precision)) {
         const pp_backend_row *with = NULL; /* the first --backend that computes in it */
-        for (int k = 0; pp_backend_choices[k] && !with; k++)
-            if (pp_backend_row_has_precision(pp_backend_row_of(k), o->precision))
-                with = pp_backend_row_of(k);
+        for (const char *const *c = pp_backend_choices(); *c && !with; c++)
+            if (pp_backend_row_has_precision(pp_backend_row_named(*c), o->precision))
+                with = pp_backend_row_named(*c);
         fprintf(stderr, "pprun: --precision %s needs --backend %s (the %s backend is fp32)\n",
-                PRECISIONS[o->precision], with ? with->name : "?",
-                be ? be->name : "?");
+                PRECISIONS[o->precision], with ? with->name : "?", be->name);
         return 2;
     }
     return -1;
@@ -290,5 +371,6 @@ int pprun_parse(int argc, char **argv, pprun_opts *o)
         fputs("\" (see pprun --help)\n", stderr);
         return 2;
     }
+    o->backend = pp_backend_kind(pp_backend_row_named(o->backend_name)); /* one of the choices */
     return check(o);
 }

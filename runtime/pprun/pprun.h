@@ -40,7 +40,10 @@ typedef struct {
     int save_every;         /* steps between checkpoints, 0: none */
     const char *checkpoint; /* NULL: "pprun.ckpt" */
     int resume;
-    int backend;   /* pp_rt_backend_kind: --backend cpu (default) | cuda */
+    const char *load_weights; /* --load-weights: a HuggingFace safetensors checkpoint, NULL */
+    const char *save_weights; /* --save-weights: written after the last step, NULL: none */
+    const char *backend_name; /* --backend NAME: a row's (common/pp_backends.h) */
+    int backend;              /* pp_rt_backend_kind: the kind of the row named backend_name */
     pp_precision precision; /* --precision fp32 (default) | bf16 */
 } pprun_opts;
 

@@ -97,7 +97,7 @@ static int check_launch(const pprun_opts *o, const pp_profile *p)
          * here, not as a CUDA failure later */
         int here = threads ? (int)devices : (per_node ? per_node : want_per_node);
         const pp_backend_row *be = pp_backend_row_for_device(p->cluster.gpu ? "gpu" : "cpu");
-        int seen = be && be->device_memory ? pp_backend_device_count(be->kind) : here;
+        int seen = be && be->device_memory ? pp_backend_device_count(pp_backend_kind(be)) : here;
         if (seen < here) {
             fprintf(stderr,
                     "pprun: --profile %s needs %d GPUs on this node, one per rank (%s %s); "
@@ -233,7 +233,7 @@ int pprun_apply_profile(pprun_opts *o, int argc, char **argv)
         /* the backend and precision the profile planned for (the export's --backend cuda
          * --precision bf16) */
         const pp_backend_row *be = pp_backend_row_for_device(p->cluster.gpu ? "gpu" : "cpu");
-        o->backend = be ? be->kind : PP_RT_BACKEND_CPU;
+        o->backend = be ? pp_backend_kind(be) : PP_RT_BACKEND_CPU;
         o->precision = p->options.bf16 && pp_backend_row_has_precision(be, PP_PREC_BF16)
                            ? PP_PREC_BF16
                            : PP_PREC_FP32;

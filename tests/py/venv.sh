@@ -14,7 +14,11 @@
 #
 # A test script uses it as:   py=$(tests/py/venv.sh interop) || exit $?
 # A new set is a new tests/py/NAME.txt; add to an existing set rather than make a second copy of
-# a large package (torch).
+# a large package (torch). A set whose file has the line "# venv.sh base: BASE" is layered on set
+# BASE: its venv sees BASE's packages through a .pth file (made first, by this script), pip
+# installs only what BASE lacks, constrained to BASE's pins (a "-c BASE.txt" line in the file),
+# and its stamp covers both files. BASE's venv is left as it is, so a new set never makes the
+# venvs that others use be rebuilt (hf.txt: transformers on top of interop's torch).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -27,7 +31,12 @@ python=${PP_PYTHON:-python3}
 mkdir -p "$venvs"
 exec 9>"$venvs/$set.lock"
 flock 9
-stamp=$(sha256sum "$req" | cut -d' ' -f1)
+base=$(sed -n 's/^# venv.sh base: *\([A-Za-z0-9_-]*\).*$/\1/p' "$req" | head -1)
+base_py=
+if [ -n "$base" ]; then
+  base_py=$("$here/venv.sh" "$base") || exit $?
+fi
+stamp=$(cat "$req" ${base:+"$here/$base.txt"} | sha256sum | cut -d' ' -f1)
 if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.pp-stamp" 2>/dev/null)" = "$stamp" ]; then
   echo "$venv/bin/python"
   exit 0
@@ -37,6 +46,11 @@ log=$venvs/$set.log
 if ! "$python" -m venv "$venv" >"$log" 2>&1; then
   echo "venv.sh: $python -m venv $venv failed (on Debian: apt-get install python3-venv); see $log" >&2
   exit 1
+fi
+if [ -n "$base_py" ]; then
+  base_site=$("$base_py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  own_site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  echo "$base_site" >"$own_site/pp-base-$base.pth"
 fi
 start=$(date +%s)
 if ! "$venv/bin/python" -m pip install --disable-pip-version-check --no-input -q -r "$req" \

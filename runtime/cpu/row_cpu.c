@@ -1,0 +1,20 @@
+/* row_cpu.c — the CPU backend's row (common/pp_backends.h): OpenBLAS and C kernels on host
+ * threads in fp32, the numerical reference and pprun's default. Its code: cpu_backend.c. */
+#include "pp_backends.h"
+#include "pp_rt_sizes.h"
+
+static size_t attn_scratch(const pp_backend_stage *s)
+{
+    return pp_rt_size_attn_scratch_cpu(s->T); /* one (batch row, head) at a time */
+}
+
+const pp_backend_row pp_backend_row_cpu = {
+    .name = "cpu",
+    .device_kind = "cpu",
+    .help = "OpenBLAS and C kernels, fp32: the reference",
+    .choice = 1,
+    .pprun_default = 1,
+    .precisions = 1u << PP_PREC_FP32,
+    .host_threads = 1,
+    .attn_scratch = attn_scratch,
+};

@@ -1,0 +1,21 @@
+/* row_cpu_staged.c — a test backend's row (common/pp_backends.h): the CPU backend (row_cpu.c,
+ * the same code) whose tensors the executor nevertheless moves through host staging copies
+ * exactly as it does a device backend's, so that the staging path runs, and must give the CPU
+ * run's floats bit for bit, on a machine without a GPU. Not a pprun --backend choice. */
+#include "pp_backends.h"
+#include "pp_rt_sizes.h"
+
+static size_t attn_scratch(const pp_backend_stage *s)
+{
+    return pp_rt_size_attn_scratch_cpu(s->T);
+}
+
+const pp_backend_row pp_backend_row_cpu_staged = {
+    .name = "cpu-staged",
+    .device_kind = "cpu",
+    .help = "the CPU backend with a device backend's staging copies (tests)",
+    .staged = 1,
+    .precisions = 1u << PP_PREC_FP32,
+    .host_threads = 1,
+    .attn_scratch = attn_scratch,
+};
