@@ -148,7 +148,7 @@ static int for_target(opts *o)
                                            "sharding or context parallelism",
                                       o->for_target, t->title);
         f->recompute = PP_RECOMPUTE_NONE, f->recompute_layers = 0;
-        f->shard = PP_SHARD_NONE, f->cp = 1;
+        f->shard = PP_SHARD_NONE, f->cp = 1, f->ep = 1; /* ep: pprun runs no MoE model */
     }
     char list[256];
     pp_profile_export_schedules(t, ",", list, sizeof list);
