@@ -128,7 +128,8 @@ Test(tuner_search_cli, mixture_of_experts_are_counted_planned_with_ep_and_not_ru
     char cmd[512];
     snprintf(cmd, sizeof cmd,
              PPTUNE " --model-config " PP_FIXTURES_DIR "/hf/mixtral-8x7b-v0.1.json --nodes 16 "
-                    "-o %s", prof);
+                    "--schedules zbv -o %s", prof); /* the default search's winner's schedule
+                                                      alone: a fifth of its time (ASan CI) */
     cr_assert_eq(pp_test_run_merged(cmd, &out), 0, "%s", out);
     cr_expect(strstr(out, ",ep8 ") || strstr(out, ",ep4 ") || strstr(out, " ep2 "), "%s", out);
     cr_expect(strstr(out, "; expert parallelism "), "%s", out);
