@@ -68,6 +68,8 @@ typedef struct {
     size_t (*attn_scratch)(const pp_backend_stage *s);
     size_t (*kernel_scratch)(const pp_backend_stage *s);
     size_t library_workspace;
+    int context_parallel;    /* has the context-parallel attention kernels (attention_cp_fwd /
+                              * _bwd in runtime/backend.h): pprun --cp > 1 runs on it */
 } pp_backend_row;
 
 /* The row of kind, NULL for a kind with no row. */

@@ -41,6 +41,11 @@ static int tensor_parallel(const pp_config *c)
     return c->t > 1;
 }
 
+static int context_parallel(const pp_config *c)
+{
+    return c->cp > 1;
+}
+
 static int first_set(const pp_config *c)
 {
     return c->first_layers != 0;
@@ -129,7 +134,13 @@ static const pp_config_axis axes[] = {
     {.key = "shard", .kind = PP_CONFIG_ENUM, .offset = OFF(shard), .names = pp_shard_names,
      .optional_minor = 3},
     {.key = "cp", .kind = PP_CONFIG_INT, .offset = OFF(cp), .min = 1, .dflt = 1,
-     .optional_minor = 3, .shown = 2},
+     .optional_minor = 3, .shown = 2, .flag = "--cp", .arg = "c",
+     .help = "context-parallel ranks sharing each sequence (Megatron's\n"
+             "--context-parallel-size: rank i holds chunks i and 2c-1-i\n"
+             "of 2c; ring attention: K/V passed around the group;\n"
+             "2c must divide --seq; cpu backend)",
+     .flag_min = 1, .profile_role = PP_CONFIG_PROFILE_LAYOUT, .on_line = context_parallel,
+     .line = 85},
     /* no pprun flag: pprun does not run mixture-of-experts models yet (pp_profile_pprun_unrun
      * names an ep > 1) */
     {.key = "ep", .kind = PP_CONFIG_INT, .offset = OFF(ep), .min = 1, .dflt = 1,

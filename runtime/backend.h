@@ -143,6 +143,33 @@ typedef struct {
      * a kernel needing more afterwards fails with PP_ERR_CHECK naming both, instead of
      * growing it. NULL: the backend's kernels need no scratch of their own (the CPU's). */
     pp_status (*scratch_reserve)(void *ctx, size_t bytes);
+
+    /* ---- optional: context parallelism (NULL on a backend whose row in common/backends.c
+     * has no context_parallel; runtime/stage_cp.c calls them, one ring step at a time) ----
+     * This cp rank's rows are T = 2L per sequence: global chunk cpr then chunk 2 cp - 1 - cpr,
+     * L rows each (rope_freq.h: pp_rope_pos); qkv(B, T, W) its rows laid out as
+     * attention_fwd's, kv(B, T, W) the rows of cp rank `owner` (the same layout; its k and v
+     * columns are read), which came around the ring. A query chunk c attends the key chunks
+     * 0..c (the diagonal one causally); blocks right of it are skipped.
+     * One step: the scores of the rank's queries over owner's visible key chunks into
+     * att(B, NH, T, cp T) at the keys' global columns, merged into y(B, T, NH hd) with the
+     * online softmax's running max and sum ml(2, B, NH, T). The first step is owner == cpr
+     * (it starts y and ml). scratch: pp_rt_size_attn_scratch_cp bytes. */
+    pp_status (*attention_cp_fwd)(void *ctx, float *y, float *att, float *ml, float *scratch,
+                                  const float *qkv, const float *kv, int B, int T, int NH,
+                                  int NKV, int hd, int cp, int cpr, int owner);
+    /* After the last step: y divided by the sums, att's scores turned into the probabilities
+     * (those of the masked entries 0), which the backward reads. */
+    pp_status (*attention_cp_fwd_end)(void *ctx, float *y, float *att, const float *ml, int B,
+                                      int T, int NH, int hd, int cp, int cpr);
+    /* One step of the backward: dqkv(B, T, W) += this rank's queries' gradient (q columns)
+     * from owner's keys, dkv(B, T, W) += owner's keys' and values' gradient from this rank's
+     * queries (k, v columns). The first step (owner == cpr) zeroes both and fills dsum(B, NH,
+     * T) = rowsum(dy y) from dy and the output y (N, NH hd). */
+    pp_status (*attention_cp_bwd)(void *ctx, float *dqkv, float *dkv, float *dsum,
+                                  float *scratch, const float *dy, const float *y,
+                                  const float *att, const float *qkv, const float *kv, int B,
+                                  int T, int NH, int NKV, int hd, int cp, int cpr, int owner);
 } pp_backend_ops;
 
 struct pp_backend {

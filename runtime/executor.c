@@ -32,16 +32,30 @@ static pp_status check_params(const pp_rt_exec_params *p)
                       p->model->seq);
     if (p->dp < 1 || p->dp > 64)
         return PP_ERR(PP_ERR_INVALID, "data-parallel replicas must be 1..64, got %d", p->dp);
-    int t = p->tp > 1 ? p->tp : 1;
+    int t = p->tp > 1 ? p->tp : 1, cp = p->cp > 1 ? p->cp : 1;
+    if (p->cp < 0 || (long)p->dp * cp > 64)
+        return PP_ERR(PP_ERR_INVALID,
+                      "context-parallel ranks x data-parallel replicas must be 1..64, got cp %d "
+                      "x dp %d",
+                      p->cp, p->dp);
+    PP_TRY(pp_model_check_cp(p->seq, cp, p->sequence_parallel ? t : 1));
+    const pp_backend_row *row = pp_backend_row_of(p->backend);
+    if (cp > 1 && row && !row->context_parallel)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "context parallelism (cp %d): the %s backend has no context-parallel "
+                      "attention kernel (runtime/backend.h: attention_cp_fwd); run it on the "
+                      "cpu backend",
+                      cp, row->name);
+    int dp = p->dp * cp; /* replicas, each cp rank one */
     if (p->tp < 0 || p->tp > 64)
         return PP_ERR(PP_ERR_INVALID, "tensor-parallel ranks must be 1..64, got %d", p->tp);
     PP_TRY(pp_model_check_tp(p->model, t));
     if (p->sequence_parallel)
         PP_TRY(pp_model_check_sp(p->seq, t));
-    if ((long)p->dp * s->ranks * t > 1024)
+    if ((long)dp * s->ranks * t > 1024)
         return PP_ERR(PP_ERR_INVALID, "%d replicas x %d ranks x %d tensor ranks = %ld threads; at "
                       "most 1024",
-                      p->dp, s->ranks, t, (long)p->dp * s->ranks * t);
+                      dp, s->ranks, t, (long)dp * s->ranks * t);
     if (s->layers != p->model->layers)
         return PP_ERR(PP_ERR_INVALID,
                       "the schedule splits %d layers but the model has %d (generate it with "
@@ -62,18 +76,18 @@ static pp_status check_params(const pp_rt_exec_params *p)
     /* A schedule that does not pass the checker could deadlock the rank threads. */
     PP_TRY(pp_sched_check(s));
     if (p->transport) {
-        int G = p->dp * s->ranks * t, n = pp_transport_ranks(p->transport),
+        int G = dp * s->ranks * t, n = pp_transport_ranks(p->transport),
             self = pp_transport_self(p->transport);
         if (n != G && t > 1)
             return PP_ERR(PP_ERR_INVALID,
                           "the %s transport has %d ranks, but %d pipeline ranks x %d replicas x "
                           "%d tensor ranks need %d (launch %d processes)",
-                          pp_transport_name(p->transport), n, s->ranks, p->dp, t, G, G);
+                          pp_transport_name(p->transport), n, s->ranks, dp, t, G, G);
         if (n != G)
             return PP_ERR(PP_ERR_INVALID,
                           "the %s transport has %d ranks, but %d pipeline ranks x %d replicas "
                           "need %d (launch %d processes)",
-                          pp_transport_name(p->transport), n, s->ranks, p->dp, G, G);
+                          pp_transport_name(p->transport), n, s->ranks, dp, G, G);
         if (self < 0 || self >= G)
             return PP_ERR(PP_ERR_INVALID,
                           "the %s transport runs every rank in this process; pass NULL for the "
@@ -125,6 +139,29 @@ static pp_status tp_reduce_scatter(void *ctx, const float *full, float *part, si
     return tp_coll(ctx, TPC_REDUCE_SCATTER, full, part, n);
 }
 
+/* The stages' context-parallel ring (pp_rt_stage_params.cp_send / cp_recv): to the next rank
+ * of the cp group and from the previous one, point to point with the tensor-parallel
+ * collectives' tag kind and replica field 1 (a pair of ranks is never in both groups), each
+ * tagged with its order in the step: the k-th send of a rank pairs with the next rank's k-th
+ * receive. */
+static pp_status cp_send(void *ctx, const float *buf, size_t n)
+{
+    rank_state *rs = ctx;
+    pp_rt_executor *ex = rs->ex;
+    int c = rs->replica % ex->CP, to = rs->cp_group[(c + 1) % ex->CP];
+    uint64_t tag = pp_ex_coll_tag(TAG_TPAR, 1, rs->cp_sent++ & 0xfffff);
+    return pp_ex_send(ex, rs, to, tag, buf, n * sizeof *buf);
+}
+
+static pp_status cp_recv(void *ctx, float *buf, size_t n)
+{
+    rank_state *rs = ctx;
+    pp_rt_executor *ex = rs->ex;
+    int c = rs->replica % ex->CP, from = rs->cp_group[(c + ex->CP - 1) % ex->CP];
+    uint64_t tag = pp_ex_coll_tag(TAG_TPAR, 1, rs->cp_received++ & 0xfffff);
+    return pp_ex_recv(ex, rs, from, tag, buf, n * sizeof *buf);
+}
+
 /* The stages global rank g holds (its replica's copies of the stages placed on its rank, its
  * tensor-parallel shard of them). */
 static pp_status create_stages(pp_rt_executor *ex, int g)
@@ -154,6 +191,11 @@ static pp_status create_stages(pp_rt_executor *ex, int g)
                 .sequence_parallel = ex->SP,
                 .tp_allgather = tp_allgather,
                 .tp_reduce_scatter = tp_reduce_scatter,
+                .cp = ex->CP,
+                .cp_rank = k % ex->CP,
+                .cp_send = cp_send,
+                .cp_recv = cp_recv,
+                .cp_ctx = &ex->rk[g],
             };
             PP_TRY(pp_rt_stage_create(
                 ex->be[g], &sp,
@@ -197,6 +239,10 @@ static pp_status create_rank(pp_rt_executor *ex, int g)
         return PP_ERR_NOMEM;
     for (int j = 0; j < ex->TP; j++)
         rs->tp_group[j] = ex_global(ex, rs->replica, rs->r, j);
+    if (!(rs->cp_group = pp_calloc((size_t)ex->CP, sizeof *rs->cp_group)))
+        return PP_ERR_NOMEM;
+    for (int j = 0; j < ex->CP; j++)
+        rs->cp_group[j] = ex_global(ex, rs->replica / ex->CP * ex->CP + j, rs->r, rs->tpr);
     rs->slot = pp_calloc((size_t)ex->P * ex->S * ex->N * SLOT__COUNT, sizeof *rs->slot);
     int n_ops = ex->sched->n_ops[rs->r];
     int n_red = 0;
@@ -211,7 +257,7 @@ static pp_status create_rank(pp_rt_executor *ex, int g)
         first |= ex_rank_of(ex, p, 0) == rs->r;
         last |= ex_rank_of(ex, p, ex->S - 1) == rs->r;
     }
-    size_t bytes = (size_t)ex->N * ex->B * ex->T * sizeof(int32_t);
+    size_t bytes = (size_t)ex->N * ex->B * ex->Tl * sizeof(int32_t);
     if (first && !(rs->tok = tokens_alloc(rs, bytes)))
         return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
     if (last && !(rs->tgt = tokens_alloc(rs, bytes)))
@@ -348,7 +394,9 @@ pp_status pp_rt_executor_create(const pp_rt_exec_params *p, pp_rt_executor **out
     ex->model = *p->model;
     ex->B = p->micro_batch;
     ex->T = p->seq;
-    ex->dp = p->dp;
+    ex->CP = p->cp > 1 ? p->cp : 1;
+    ex->dp = p->dp * ex->CP; /* every cp rank is a replica (pp_rt_exec_params.cp) */
+    ex->Tl = ex->T / ex->CP;
     ex->D = p->sched->ranks;
     ex->S = p->sched->stages_per_pipe;
     ex->P = p->sched->n_pipes;
@@ -398,12 +446,13 @@ static void destroy_rank(pp_rt_executor *ex, rank_state *rs)
         if (rs->red[i].host)
             pp_ex_host_free(rs->be, rs->red[i].host);
     }
-    size_t bytes = (size_t)ex->N * ex->B * ex->T * sizeof(int32_t);
+    size_t bytes = (size_t)ex->N * ex->B * ex->Tl * sizeof(int32_t);
     tokens_free(rs, rs->tok, bytes);
     tokens_free(rs, rs->tgt, bytes);
     free(rs->slot);
     free(rs->red);
     free(rs->tp_group);
+    free(rs->cp_group);
     pp_ex_marks_destroy(rs);
     pp_ex_host_free(rs->be, rs->stage_host);
 }
@@ -522,7 +571,7 @@ const pp_sched *pp_rt_executor_sched(const pp_rt_executor *ex)
 }
 int pp_rt_executor_batch_rows(const pp_rt_executor *ex)
 {
-    return ex->dp * ex->N * ex->B;
+    return ex->dp / ex->CP * ex->N * ex->B;
 }
 
 pp_rt_stage *pp_rt_executor_stage(pp_rt_executor *ex, int replica, int pipe, int stage)

@@ -41,6 +41,9 @@ typedef struct {
     pp_backend *be;
     int *tp_group;     /* [TP] the global ranks of this rank's tensor-parallel group */
     int tp_seq;        /* tensor-parallel all-reduces so far this step (their tags) */
+    int *cp_group;     /* [CP] the global ranks sharing this rank's sequences (context
+                          parallelism), in cp-rank order */
+    int cp_sent, cp_received; /* the ring's sends and receives so far this step (tags) */
     double tp_seconds; /* this step: time in tensor-parallel all-reduces */
     double tp_bytes;   /* this step: bytes this rank contributed to them */
     void **slot;         /* [n_pipes * S * N * SLOT__COUNT] buffers of io_bytes (PP_MEM_COMM) */
@@ -67,6 +70,8 @@ struct pp_rt_executor {
     pp_sched *sched;
     int B, T, dp, D, S, P, N, G; /* G = dp * D * TP ranks */
     int TP;                       /* tensor-parallel ranks per pipeline rank (1: none) */
+    int CP, Tl; /* context-parallel ranks (1: none), each of which is one of the dp replicas
+                   (dp = data replicas x CP); Tl = T / CP tokens of a sequence per rank */
     int SP;                       /* sequence parallelism (with TP > 1) */
     pp_rt_place place;            /* {TP, D, dp}: pp_rt_place.h's global rank layout */
     uint64_t seed;

@@ -24,7 +24,8 @@ static void plan_params(const pp_rt_executor *ex, pp_rt_plan_params *pp)
                               .precision = ex->precision,
                               .transport_caps = ex->tp_caps,
                               .tp = ex->TP,
-                              .sequence_parallel = ex->SP};
+                              .sequence_parallel = ex->SP,
+                              .cp = ex->CP};
 }
 
 pp_status pp_ex_plan_create(pp_rt_executor *ex)

@@ -66,19 +66,34 @@ static void comm_free(pp_rt_executor *ex, rank_state *rs, void *p)
     pp_ex_free(rs, p, ex->io_bytes, PP_MEM_COMM);
 }
 
-/* The step's rows for this rank's first / last stages: micro-batch m of replica k is rows
- * (k*N + m)*B .. +B of the batch; inputs are a row's first T tokens, targets its last T. */
+/* The tokens of a sequence this rank holds, Tl of them at `at`: the whole row, or under
+ * context parallelism its two chunks (stage_cp.c: chunks c and 2 CP - 1 - c of cp rank c). */
+static void copy_local(const pp_rt_executor *ex, int c, int32_t *at, const int32_t *row)
+{
+    size_t L = (size_t)ex->Tl / 2;
+    if (ex->CP == 1) {
+        memcpy(at, row, (size_t)ex->T * sizeof(int32_t));
+        return;
+    }
+    memcpy(at, row + (size_t)c * L, L * sizeof(int32_t));
+    memcpy(at + L, row + (size_t)(2 * ex->CP - 1 - c) * L, L * sizeof(int32_t));
+}
+
+/* The step's rows for this rank's first / last stages: micro-batch m of data replica k
+ * (replica / CP) is rows (k*N + m)*B .. +B of the batch; inputs are a row's first T tokens,
+ * targets its last T, of which the rank keeps its own (copy_local). */
 static pp_status load_tokens(pp_rt_executor *ex, rank_state *rs)
 {
-    size_t w = (size_t)ex->T + 1, row_bytes = (size_t)ex->T * sizeof(int32_t);
+    size_t w = (size_t)ex->T + 1;
+    int k = rs->replica / ex->CP, c = rs->replica % ex->CP;
     for (int m = 0; m < ex->N; m++)
         for (int b = 0; b < ex->B; b++) {
-            const int32_t *row = ex->batch + ((size_t)(rs->replica * ex->N + m) * ex->B + b) * w;
-            size_t at = ((size_t)m * ex->B + b) * ex->T;
+            const int32_t *row = ex->batch + ((size_t)(k * ex->N + m) * ex->B + b) * w;
+            size_t at = ((size_t)m * ex->B + b) * ex->Tl;
             if (rs->tok) /* host memory (executor.c: tokens_alloc) */
-                memcpy(rs->tok + at, row, row_bytes);
+                copy_local(ex, c, rs->tok + at, row);
             if (rs->tgt)
-                memcpy(rs->tgt + at, row + 1, row_bytes);
+                copy_local(ex, c, rs->tgt + at, row + 1);
         }
     return PP_OK;
 }
@@ -87,7 +102,7 @@ static pp_status do_forward(pp_rt_executor *ex, rank_state *rs, const pp_action 
 {
     int s = a->stage, m = a->mb, first = s == 0, last = s == ex->S - 1;
     pp_rt_stage *st = ex_stage(ex, rs->replica, rs->tpr, a->pipe, s);
-    size_t tok_at = (size_t)m * ex->B * ex->T;
+    size_t tok_at = (size_t)m * ex->B * ex->Tl;
     void *x_in = NULL, *x_out = NULL;
     if (!first)
         PP_TRY(slot_take(ex, rs, a, SLOT_X_IN, &x_in));
@@ -227,6 +242,7 @@ static pp_status run_rank(pp_rt_executor *ex, rank_state *rs)
                 pp_rt_stage_zero_grad(ex_stage(ex, rs->replica, rs->tpr, p, s));
     PP_TRY(load_tokens(ex, rs));
     rs->tp_seq = 0;
+    rs->cp_sent = rs->cp_received = 0;
     rs->tp_seconds = rs->tp_bytes = 0;
     const pp_sched *sc = ex->sched;
     pp_rt_span *span = ex->spans[rs->g];

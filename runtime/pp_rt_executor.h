@@ -75,6 +75,14 @@ typedef struct {
      * tp <= 1): PP_ERR_INVALID unless tp divides seq. Its all-gathers and reduce-scatters
      * count in the step's tp_seconds / tp_bytes. */
     int sequence_parallel;
+    /* Context parallelism (Megatron-Core's context_parallel_size; 0 or 1: none): each dp
+     * replica is cp replicas that share its sequences, every one holding seq / cp tokens of
+     * each (pp_rt_stage_params.cp; 2 cp must divide seq). They are replicas to everything but
+     * attention and the data: the ranks are dp * cp * D * tp, replica k = cp rank + cp * dp
+     * index, the gradients are all-reduced over all dp * cp and the loss is the mean of their
+     * losses (the mean over every token), so a step still consumes dp*N*B rows. The backend's
+     * row must have context_parallel (PP_ERR_UNSUPPORTED otherwise). */
+    int cp;
 } pp_rt_exec_params;
 
 typedef struct {

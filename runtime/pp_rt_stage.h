@@ -61,6 +61,22 @@ typedef struct {
     int sequence_parallel;
     pp_status (*tp_allgather)(void *ctx, const float *part, float *full, size_t n);
     pp_status (*tp_reduce_scatter)(void *ctx, const float *full, float *part, size_t n);
+    /* Context parallelism (Megatron-Core's context_parallel_size; runtime/stage_cp.c): cp
+     * ranks (0 or 1: none) share each sequence of seq tokens, this one (cp_rank) holding
+     * seq / cp of them: chunks cp_rank and 2 cp - 1 - cp_rank of the 2 cp chunks, in that
+     * order, at their true positions (tokens and activations passed in and out are the rank's
+     * (B, seq / cp) of them). Attention reads the group's K/V; the loss is the mean over the
+     * rank's tokens (the caller averages the ranks' losses and sums their gradients, as over
+     * data-parallel replicas). 2 cp must divide seq. Attention is ring attention: cp_send
+     * sends n floats to the next cp rank (cp_rank + 1 mod cp) without waiting for it to
+     * receive them (the buffer may be reused when it returns), cp_recv receives n floats
+     * from the previous one; every rank of the group calls them the same times in the same
+     * order, and the k-th receive takes the previous rank's k-th send. Required with it. The
+     * backend must have the context-parallel attention kernels (PP_ERR_UNSUPPORTED). */
+    int cp, cp_rank;
+    pp_status (*cp_send)(void *ctx, const float *buf, size_t n);
+    pp_status (*cp_recv)(void *ctx, float *buf, size_t n);
+    void *cp_ctx;
 } pp_rt_stage_params;
 
 /* A named parameter tensor with its gradient (both in backend memory, fp32, n elements).

@@ -26,7 +26,25 @@ typedef struct {
     int kind; /* pp_rope_scaling: PP_ROPE_NONE, PP_ROPE_LINEAR, PP_ROPE_LLAMA3 */
     float factor, low_freq, high_freq;
     int orig_max;
+    /* Context parallelism (0 or 1: none): the rotated rows are cp rank cp_rank's tokens of
+     * each sequence, two chunks of T/2 rows whose true positions pp_rope_pos gives. */
+    int cp, cp_rank;
 } pp_rope;
+
+/* The true position of row `row` of a rotated tensor whose sequences are T rows each: row % T,
+ * or under context parallelism (Megatron-Core's load-balanced split, as TransformerEngine's
+ * get_batch_on_this_cp_rank: the sequence is cut into 2 cp chunks of L = T/2 local rows, and
+ * cp rank i holds chunks i and 2 cp - 1 - i, in that order) the position in the whole
+ * sequence of 2 cp L tokens. */
+static inline PP_HD int pp_rope_pos(const pp_rope *r, size_t row, int T)
+{
+    int t = (int)(row % (size_t)T);
+    if (r->cp <= 1)
+        return t;
+    int L = T / 2, half = t / L;
+    int chunk = half ? 2 * r->cp - 1 - r->cp_rank : r->cp_rank;
+    return chunk * L + t % L;
+}
 
 static inline PP_HD float pp_rope_inv_freq(const pp_rope *r, int i, int hd)
 {

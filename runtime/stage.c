@@ -311,7 +311,7 @@ void pp_stage_layer_acts(const pp_rt_stage *st, void *mem, int layer, pp_layer_a
     a->rstd1 = p, p += Nl;
     a->qkv = p, p += N * st->d.qkv;
     a->atty = p, p += N * st->d.qd;
-    a->att = p, p += (size_t)st->B * st->Hl * st->T * st->T;
+    a->att = p, p += (size_t)st->B * st->Hl * st->T * st->T * st->cp;
     a->res2 = p, p += Nl * C;
     a->ln2 = p, p += Nl * C;
     a->mean2 = p, p += Nl;
@@ -341,7 +341,7 @@ int pp_stage_find_slot(const pp_rt_stage *st, int id)
 
 /* ---- create / destroy ---- */
 
-static pp_status check_params(const pp_rt_stage_params *p)
+static pp_status check_params(const pp_backend *be, const pp_rt_stage_params *p)
 {
     if (!p->model)
         return PP_ERR(PP_ERR_INVALID, "stage: no model configuration given");
@@ -369,6 +369,20 @@ static pp_status check_params(const pp_rt_stage_params *p)
         if (!p->tp_allgather || !p->tp_reduce_scatter)
             return PP_ERR(PP_ERR_INVALID,
                           "stage: sequence parallelism needs an all-gather and a reduce-scatter");
+    }
+    if (p->cp > 1) {
+        PP_TRY(pp_model_check_cp(p->seq, p->cp, p->tp > 1 && p->sequence_parallel ? p->tp : 1));
+        if (p->cp_rank < 0 || p->cp_rank >= p->cp || !p->cp_send || !p->cp_recv)
+            return PP_ERR(PP_ERR_INVALID,
+                          "stage: context-parallel rank %d of %d needs a rank in 0..%d, a send "
+                          "and a receive",
+                          p->cp_rank, p->cp, p->cp - 1);
+        if (!be->ops->attention_cp_fwd || !be->ops->attention_cp_fwd_end ||
+            !be->ops->attention_cp_bwd)
+            return PP_ERR(PP_ERR_UNSUPPORTED,
+                          "stage: context parallelism (cp %d): the %s backend has no "
+                          "context-parallel attention kernel",
+                          p->cp, be->name);
     }
     return PP_OK;
 }
@@ -430,7 +444,7 @@ static pp_status build_tensors(pp_rt_stage *st)
 pp_status pp_rt_stage_create(pp_backend *be, const pp_rt_stage_params *p, pp_rt_stage **out)
 {
     *out = NULL;
-    PP_TRY(check_params(p));
+    PP_TRY(check_params(be, p));
     if (!p->mem_alloc != !p->mem_free)
         return PP_ERR(PP_ERR_INVALID, "stage: mem_alloc and mem_free go together (both or none)");
     pp_rt_stage *st = pp_calloc(1, sizeof *st);
@@ -443,12 +457,19 @@ pp_status pp_rt_stage_create(pp_backend *be, const pp_rt_stage_params *p, pp_rt_
     st->has_embed = p->has_embed != 0;
     st->has_head = p->has_head != 0;
     st->B = p->micro_batch;
-    st->T = p->seq;
+    /* context parallelism: the stage holds seq / cp tokens of each sequence (stage_cp.c) */
+    st->cp = p->cp > 1 ? p->cp : 1;
+    st->cpr = st->cp > 1 ? p->cp_rank : 0;
+    st->T = p->seq / st->cp;
+    st->cp_send = p->cp_send;
+    st->cp_recv = p->cp_recv;
+    st->cp_ctx = p->cp_ctx;
     st->seed = p->seed;
     st->tp = p->tp > 1 ? p->tp : 1;
     st->tpr = st->tp > 1 ? p->tp_rank : 0;
     st->sp = st->tp > 1 && p->sequence_parallel ? st->tp : 1;
-    st->d = pp_rt_dims_of(&st->cfg, (size_t)st->tp, (size_t)st->sp);
+    st->d = pp_rt_dims_with_cp(pp_rt_dims_of(&st->cfg, (size_t)st->tp, (size_t)st->sp),
+                               (size_t)st->cp);
     st->Hl = (int)st->d.Hl, st->KVl = (int)st->d.KVl, st->Fl = (int)st->d.Fl;
     st->hd = (int)st->d.hd, st->qd = (int)st->d.qd, st->qkv = (int)st->d.qkv;
     st->fc = (int)st->d.fc;
@@ -457,7 +478,9 @@ pp_status pp_rt_stage_create(pp_backend *be, const pp_rt_stage_params *p, pp_rt_
                          .factor = st->cfg.rope_factor,
                          .low_freq = st->cfg.rope_low_freq,
                          .high_freq = st->cfg.rope_high_freq,
-                         .orig_max = st->cfg.rope_orig_max};
+                         .orig_max = st->cfg.rope_orig_max,
+                         .cp = st->cp,
+                         .cp_rank = st->cpr};
     {
         tensor_spec spec[PP_LT__COUNT];
         int present[PP_LT__COUNT];

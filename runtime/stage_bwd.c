@@ -114,6 +114,10 @@ typedef struct {
     float *dfull; /* (N, C) all-gathered dres, or a partial sum before its reduce-scatter */
     float *gath;  /* (N, C) an all-gathered LayerNorm output (or d(attention output)) */
     float *lng;   /* (nl * 4 + 2) C: this micro-batch's partial LayerNorm gradients */
+    /* context parallelism with blocks only (else NULL): the ring's block of K/V gradients
+     * (pp_rt_size_cp_kv_floats; its block of K/V is st->cp_kv, right before it) and
+     * rowsum(dy y) (pp_rt_size_cp_stats_floats) */
+    float *dkv, *dsum;
     size_t bytes;
     void *mem;
 } workspace;
@@ -159,11 +163,15 @@ static pp_status mlp_bwd(pp_rt_stage *st, int l, const pp_layer_acts *a, const f
 /* Attention backward into dbig = d(qkv) (N, qkv) of the linear's output: through attention,
  * then the rotation's inverse on the q and k parts (rotary models). */
 static pp_status attention_bwd(pp_rt_stage *st, const pp_layer_acts *a, const float *datty,
-                               float *dbig, float *scratch)
+                               float *dbig, float *scratch, const workspace *ws)
 {
     pp_backend *be = st->be;
-    PP_TRY(be->ops->attention_bwd(be->ctx, dbig, scratch, datty, a->att, a->qkv, st->B, st->T,
-                                  st->Hl, st->KVl, st->hd));
+    if (st->cp > 1) /* over the context-parallel group's keys (stage_cp.c) */
+        PP_TRY(pp_stage_cp_attention_bwd(st, a->qkv, a->att, a->atty, datty, dbig, ws->dkv,
+                                         ws->dsum, scratch));
+    else
+        PP_TRY(be->ops->attention_bwd(be->ctx, dbig, scratch, datty, a->att, a->qkv, st->B,
+                                      st->T, st->Hl, st->KVl, st->hd));
     if (st->d.rope)
         PP_TRY(be->ops->rope(be->ctx, dbig, st->B * st->T, st->T, st->Hl + st->KVl, st->hd,
                              st->qkv, &st->rope, -1));
@@ -214,7 +222,7 @@ static pp_status block_bwd(pp_rt_stage *st, int l, const pp_layer_acts *a, works
         PP_TRY(pp_stage_sp_gather(st, ws->dres, ws->dfull, C));
     PP_TRY(linear_bwd(be, datty, st->qd, G(PP_LT_PROJ_W), G(PP_LT_PROJ_B), dy_row, a->atty,
                       W(PP_LT_PROJ_W), N, st->qd, C));
-    PP_TRY(attention_bwd(st, a, datty, ws->dbig, ws->scratch));
+    PP_TRY(attention_bwd(st, a, datty, ws->dbig, ws->scratch, ws));
     if (sp) /* datty is consumed: gath takes ln1 */
         PP_TRY(pp_stage_sp_gather(st, a->ln1, ws->gath, C));
     PP_TRY(linear_bwd(be, dx_col, C, G(PP_LT_QKV_W), G(PP_LT_QKV_B), ws->dbig, ln1,
@@ -265,9 +273,10 @@ static pp_status workspace_alloc(pp_rt_stage *st, workspace *ws)
     size_t N = (size_t)st->B * st->T, C = (size_t)st->cfg.hidden;
     size_t Nl = (size_t)st->Nl, nl = (size_t)st->nl, nrm = st->d.norm;
     size_t big = st->nl > 0 ? N * (st->d.fc > st->d.qkv ? st->d.fc : st->d.qkv) : 0;
-    size_t scratch = st->nl > 0 ? st->be->ops->attention_scratch_bytes(st->be->ctx, st->B, st->T,
-                                                                       st->qd, st->Hl)
-                                : 0;
+    size_t scratch = st->nl == 0  ? 0
+                     : st->cp > 1 ? pp_rt_size_attn_scratch_cp((size_t)st->T)
+                                  : st->be->ops->attention_scratch_bytes(st->be->ctx, st->B, st->T,
+                                                                         st->qd, st->Hl);
     ws->bytes = pp_rt_size_bwd_ws(&st->d, N, nl, st->has_head, scratch); /* pp_rt_sizes.h */
     PP_TRY(pp_stage_mem_alloc(st, ws->bytes, PP_MEM_WORKSPACE, &ws->mem));
     ws->dres = ws->mem;
@@ -278,6 +287,12 @@ static pp_status workspace_alloc(pp_rt_stage *st, workspace *ws)
         ws->dfull = p, p += N * C;
         ws->gath = nl > 0 ? p : NULL, p += nl > 0 ? N * C : 0;
         ws->lng = p, p += nl * 2 * nrm + (st->has_head ? nrm : 0);
+    }
+    if (st->cp > 1 && nl > 0) { /* then the ring's blocks and statistics */
+        size_t kv = pp_rt_size_cp_kv_floats(&st->d, N);
+        st->cp_kv = p, p += kv;
+        ws->dkv = p, p += kv;
+        ws->dsum = p, p += pp_rt_size_cp_stats_floats(&st->d, N);
     }
     ws->scratch = p;
     return PP_OK;
@@ -340,9 +355,12 @@ static pp_status backward_slot(pp_rt_stage *st, void *mem, const float *dx_out, 
             PP_TRY(pp_stage_sp_gather(st, ws->dres, ws->dfull, st->cfg.hidden));
             demb = ws->dfull;
         }
-        PP_TRY(o->encoder_bwd(be->ctx, t[st->i_wte].grad,
-                              st->i_wpe >= 0 ? t[st->i_wpe].grad : NULL, demb, tok_s, st->B,
-                              st->T, st->cfg.hidden));
+        if (st->cp > 1) /* the tokens' true positions */
+            PP_TRY(pp_stage_cp_embed_bwd(st, demb, tok_s));
+        else
+            PP_TRY(o->encoder_bwd(be->ctx, t[st->i_wte].grad,
+                                  st->i_wpe >= 0 ? t[st->i_wpe].grad : NULL, demb, tok_s, st->B,
+                                  st->T, st->cfg.hidden));
     } else {
         PP_TRY(o->copy(be->ctx, dx_in, ws->dres, nc));
     }
@@ -383,6 +401,7 @@ static pp_status run_backward(pp_rt_stage *st, void *mem, const float *dx_out, f
     workspace ws = {0};
     PP_TRY(workspace_alloc(st, &ws));
     pp_status rc = backward_slot(st, mem, dx_out, dx_in, loss_scale, &ws);
+    st->cp_kv = NULL;
     pp_stage_mem_free(st, ws.mem, ws.bytes, PP_MEM_WORKSPACE);
     return rc;
 }

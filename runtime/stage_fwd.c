@@ -54,6 +54,8 @@ static pp_status attention_fwd(pp_rt_stage *st, const pp_layer_acts *a)
     if (st->d.rope)
         PP_TRY(be->ops->rope(be->ctx, a->qkv, N, st->T, st->Hl + st->KVl, st->hd, st->qkv,
                              &st->rope, 1));
+    if (st->cp > 1) /* over the context-parallel group's keys (stage_cp.c) */
+        return pp_stage_cp_attention_fwd(st, a->qkv, a->atty, a->att);
     return be->ops->attention_fwd(be->ctx, a->atty, a->att, a->qkv, st->B, st->T, st->Hl, st->KVl,
                                   st->hd);
 }
@@ -253,9 +255,12 @@ static pp_status forward_in_slot(pp_rt_stage *st, void *mem, const int32_t *toke
         /* under sequence parallelism the whole embedding lands in fws, the rank keeps its rows
          * (Megatron's scatter to the sequence-parallel region: every rank holds the same) */
         float *emb = st->sp > 1 ? fws : in;
-        PP_TRY(o->encoder_fwd(be->ctx, emb, tok_s, t[st->i_wte].data,
-                              st->i_wpe >= 0 ? t[st->i_wpe].data : NULL, st->B, st->T,
-                              st->cfg.hidden));
+        if (st->cp > 1) /* the tokens' true positions */
+            PP_TRY(pp_stage_cp_embed_fwd(st, emb, tok_s));
+        else
+            PP_TRY(o->encoder_fwd(be->ctx, emb, tok_s, t[st->i_wte].data,
+                                  st->i_wpe >= 0 ? t[st->i_wpe].data : NULL, st->B, st->T,
+                                  st->cfg.hidden));
         if (st->sp > 1)
             PP_TRY(o->copy(be->ctx, in, emb + (size_t)st->tpr * st->Nl * st->cfg.hidden, nc));
     } else {
@@ -286,12 +291,15 @@ pp_status pp_rt_stage_forward(pp_rt_stage *st, int slot, const int32_t *tokens, 
     PP_TRY(check_io(st, slot, tokens, x_in, targets, x_out, loss));
     void *mem;
     PP_TRY(add_slot(st, slot, &mem));
-    size_t ws_bytes = pp_rt_size_fwd_ws((size_t)st->B * st->T, (size_t)st->cfg.hidden,
-                                        (size_t)st->sp);
+    size_t N = (size_t)st->B * st->T;
+    size_t ws_bytes = pp_rt_size_fwd_ws(&st->d, (size_t)st->B, (size_t)st->T, (size_t)st->nl);
     void *fws = NULL;
     pp_status rc = ws_bytes ? pp_stage_mem_alloc(st, ws_bytes, PP_MEM_WORKSPACE, &fws) : PP_OK;
+    /* the layout of pp_rt_size_fwd_ws: the sequence-parallel (N, C), then the ring's */
+    st->cp_kv = st->cp > 1 && fws ? (float *)fws + (st->sp > 1 ? N * st->cfg.hidden : 0) : NULL;
     if (rc == PP_OK)
         rc = forward_in_slot(st, mem, tokens, x_in, targets, x_out, loss, fws);
+    st->cp_kv = NULL;
     if (fws)
         pp_stage_mem_free(st, fws, ws_bytes, PP_MEM_WORKSPACE);
     if (rc != PP_OK) { /* give the slot back: a failed forward leaves nothing saved */

@@ -122,6 +122,16 @@ struct pp_rt_stage {
     int sp, Nl;
     pp_status (*tp_allgather)(void *ctx, const float *part, float *full, size_t n);
     pp_status (*tp_reduce_scatter)(void *ctx, const float *full, float *part, size_t n);
+    /* context parallelism (stage_cp.c): cp ranks (1: none), this one's index; T above is then
+     * the rank's seq / cp tokens of a sequence (two chunks, rope_freq.h's pp_rope_pos); the
+     * ring's send to the next cp rank and receive from the previous one; cp_kv: the call's
+     * buffer of one ring block (pp_rt_size_cp_kv_floats; set by the forward / backward for
+     * its duration, the forward's statistics and scratch after it) */
+    int cp, cpr;
+    pp_status (*cp_send)(void *ctx, const float *buf, size_t n);
+    pp_status (*cp_recv)(void *ctx, float *buf, size_t n);
+    void *cp_ctx;
+    float *cp_kv;
 
     float *params, *grads; /* one allocation each: nparams floats */
     size_t nparams;
@@ -214,6 +224,20 @@ pp_status pp_stage_norm_fwd(pp_rt_stage *st, float *out, float *mean, float *rst
 pp_status pp_stage_norm_bwd(pp_rt_stage *st, float *dx, float *dg, float *db, const float *dout,
                             const float *x, const float *g, const float *mean, const float *rstd,
                             int rows);
+
+/* Context parallelism (stage_cp.c). The embedding of the slot's local tokens tok (B, T) at
+ * their true positions into out (B, T, C); its backward into the embeddings' gradients. */
+pp_status pp_stage_cp_embed_fwd(pp_rt_stage *st, float *out, const int32_t *tok);
+pp_status pp_stage_cp_embed_bwd(pp_rt_stage *st, const float *dout, const int32_t *tok);
+/* Ring attention of the rank's (rotated) qkv (N, qkv) over the cp group's keys into atty
+ * (N, qd), saving att; st->cp_kv must hold pp_rt_size_fwd_ws's context-parallel part. */
+pp_status pp_stage_cp_attention_fwd(pp_rt_stage *st, const float *qkv, float *atty, float *att);
+/* Its backward: dqkv (N, qkv) of the rank's rows from datty (N, qd) and the saved output atty;
+ * st->cp_kv and dkv: a block each (pp_rt_size_cp_kv_floats), dsum pp_rt_size_cp_stats_floats,
+ * scratch pp_rt_size_attn_scratch_cp bytes. */
+pp_status pp_stage_cp_attention_bwd(pp_rt_stage *st, const float *qkv, const float *att,
+                                    const float *atty, const float *datty, float *dqkv,
+                                    float *dkv, float *dsum, float *scratch);
 
 /* Views of a slot's memory (stage.c). tokens/targets are NULL when absent. */
 void pp_stage_slot_views(const pp_rt_stage *st, void *mem, int32_t **tokens, int32_t **targets);

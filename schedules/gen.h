@@ -61,4 +61,18 @@ void pp_gen_lists_add(pp_gen_lists *l, int rank, int op, int pipe, int stage, in
  * them. Deadlock-free by construction; PP_ERR_DEADLOCK if the lists themselves cannot run. */
 pp_status pp_gen_merge_lists(pp_sched *s, const pp_gen_lists *l);
 
+/* The list schedulers' choice among ranks: the ranks 0..D-1 in a binary heap by a strict total
+ * order less(ctx, r, s) on their current candidates, the best at h[0]; O(log D) per change
+ * instead of a scan of every rank. h and pos have room for D entries each; n starts at 0. */
+typedef struct {
+    int (*less)(const void *ctx, int r, int s);
+    const void *ctx;
+    int *h, *pos; /* [D] ranks in heap order; [D] each rank's index in h */
+    int n;
+} pp_gen_heap;
+/* Adds rank r (its candidate set). */
+void pp_gen_heap_add(pp_gen_heap *q, int r);
+/* Restores the order after rank r's candidate changed. */
+void pp_gen_heap_fix(pp_gen_heap *q, int r);
+
 #endif

@@ -24,15 +24,34 @@
 
 #include "gen.h"
 
+/* The basic unit's list scheduling. An action is ready once its inputs have run; from then on
+ * it can start at max(ready time, its rank's free time). Each rank keeps its ready actions in
+ * two heaps: `later` (ready after the rank is free, by ready time, then the tie-break) and `now`
+ * (ready by the time the rank is free: they all start then, so by the tie-break alone); as the
+ * rank's free time grows, actions move from later to now. A rank's best is now's top if any, else
+ * later's: exactly the minimum of the priority key over its ready actions. */
+typedef struct {
+    long at;    /* ready time */
+    pp_action a;
+} ready_action;
+
+typedef struct {
+    ready_action *h;
+    int n;
+} heap;
+
 typedef struct {
     int D;
     const pp_sched *unit; /* placement: rank of each (pipe, stage) */
-    int *pending;        /* [D][2D] packed (op, pipe, stage, mb) indices not yet placed, per rank */
-    int *n_pending;      /* [D] */
-    long *f_end, *b_end; /* [2][D][D] end time per (pipe, stage, mb) of the unit, -1 = not run */
-    long *t;             /* [D] when each rank is free */
-    int *best;           /* [D] index into the rank's pending of its best ready action, -1: none */
-    long *best_st;       /* [D] that action's start time */
+    long *f_end, *b_end;  /* [2][D][D] end time per (pipe, stage, mb) of the unit, -1 = not run */
+    long *t;              /* [D] when each rank is free */
+    heap *now, *later;    /* [D] each (room for the rank's 2D actions) */
+    int *pending;         /* [D] actions of each rank not yet placed */
+    /* each rank's best ready action as rank_best last found it, and the ranks by it */
+    int *has;             /* [D] 1: it has one */
+    long *best_st;        /* [D] its start */
+    pp_action *best;      /* [D] */
+    pp_gen_heap ranks;
 } unit_state;
 
 static size_t unit_index(int D, int pipe, int stage, int mb)
@@ -40,95 +59,141 @@ static size_t unit_index(int D, int pipe, int stage, int mb)
     return ((size_t)pipe * (size_t)D + (size_t)stage) * (size_t)D + (size_t)mb;
 }
 
-/* An action of the unit packed as an int: ((op * 2 + pipe) * D + stage) * D + mb. */
-static pp_action unpack(int D, int code)
+/* The tie-break among actions that start together: backward first, then the stage further
+ * along its pipe, then the lower micro-batch. */
+static int tie_less(const pp_action *a, const pp_action *b)
 {
-    pp_action a = {0};
-    a.mb = code % D;
-    code /= D;
-    a.stage = code % D;
-    code /= D;
-    a.pipe = (uint8_t)(code % 2);
-    a.op = (uint8_t)(code / 2);
-    return a;
-}
-
-static long unit_ready(const unit_state *u, const pp_action *a)
-{
-    int D = u->D;
-    if (a->op == PP_OP_F)
-        return a->stage == 0 ? 0 : u->f_end[unit_index(D, a->pipe, pp_action_src_stage(a), a->mb)];
-    long f = u->f_end[unit_index(D, a->pipe, a->stage, a->mb)];
-    if (f < 0 || a->stage == D - 1)
-        return f;
-    long g = u->b_end[unit_index(D, a->pipe, pp_action_src_stage(a), a->mb)];
-    return g < 0 ? -1 : (f > g ? f : g);
-}
-
-/* Priority key: smaller is better. */
-static int key_less(long s1, const pp_action *a, int r1, long s2, const pp_action *b, int r2)
-{
-    if (s1 != s2)
-        return s1 < s2;
     if (a->op != b->op)
         return a->op == PP_OP_B;
     if (a->stage != b->stage)
         return a->stage > b->stage;
-    if (a->mb != b->mb)
-        return a->mb < b->mb;
-    return r1 < r2;
+    return a->mb < b->mb;
 }
 
-/* Rank r's best ready action by the priority above, into u->best[r] / u->best_st[r]. */
+static int later_less(const ready_action *x, const ready_action *y)
+{
+    return x->at != y->at ? x->at < y->at : tie_less(&x->a, &y->a);
+}
+
+static int now_less(const ready_action *x, const ready_action *y)
+{
+    return tie_less(&x->a, &y->a);
+}
+
+static void heap_push(heap *q, ready_action x, int (*less)(const ready_action *, const ready_action *))
+{
+    int i = q->n++;
+    while (i > 0 && less(&x, &q->h[(i - 1) / 2])) {
+        q->h[i] = q->h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    q->h[i] = x;
+}
+
+static ready_action heap_pop(heap *q, int (*less)(const ready_action *, const ready_action *))
+{
+    ready_action top = q->h[0], x = q->h[--q->n];
+    int i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= q->n)
+            break;
+        if (c + 1 < q->n && less(&q->h[c + 1], &q->h[c]))
+            c++;
+        if (!less(&q->h[c], &x))
+            break;
+        q->h[i] = q->h[c];
+        i = c;
+    }
+    if (q->n > 0)
+        q->h[i] = x;
+    return top;
+}
+
+/* a is ready at `at`: into its rank's later heap. */
+static int make_ready(unit_state *u, int pipe, int stage, int mb, int op, long at)
+{
+    pp_action a = {.op = (uint8_t)op, .pipe = (uint8_t)pipe, .stage = stage, .mb = mb};
+    int r = pp_sched_rank_of(u->unit, pipe, stage);
+    heap_push(&u->later[r], (ready_action){at, a}, later_less);
+    return r;
+}
+
+/* Rank r's best ready action and its start into has/best/best_st (has 0: none is ready). */
 static void rank_best(unit_state *u, int r)
 {
-    int D = u->D, bi = -1;
-    long bs = 0;
-    pp_action ba = {0};
-    for (int i = 0; i < u->n_pending[r]; i++) {
-        pp_action c = unpack(D, u->pending[r * 2 * D + i]);
-        long at = unit_ready(u, &c);
-        if (at < 0)
-            continue;
-        long st = at > u->t[r] ? at : u->t[r];
-        if (bi < 0 || key_less(st, &c, r, bs, &ba, r)) {
-            bi = i, bs = st, ba = c;
-        }
-    }
-    u->best[r] = bi;
-    u->best_st[r] = bs;
+    heap *now = &u->now[r], *later = &u->later[r];
+    while (later->n > 0 && later->h[0].at <= u->t[r])
+        heap_push(now, heap_pop(later, later_less), now_less);
+    u->has[r] = now->n > 0 || later->n > 0;
+    if (now->n > 0)
+        u->best[r] = now->h[0].a, u->best_st[r] = u->t[r];
+    else if (later->n > 0)
+        u->best[r] = later->h[0].a, u->best_st[r] = later->h[0].at;
 }
 
-/* Picks the next action of the unit by the priority above, marks it run and stores it in
- * *a / *rank; returns 0 when nothing is ready (cannot happen for a complete unit). The key is
- * a total order, so the best over all ranks is the best of the ranks' bests; running an action
- * changes only its own rank's free time and the readiness of the actions that depend on it
- * (the next stage's F, this stage's B, the previous stage's B), so only those ranks' bests are
- * recomputed: O(D) per action instead of a scan of every rank's pending actions. */
+/* Priority key over ranks' bests: earlier start, then the tie-break, then the lower rank; a rank
+ * without one last. */
+static int rank_less(const void *ctx, int r, int s)
+{
+    const unit_state *u = ctx;
+    if (u->has[r] != u->has[s])
+        return u->has[r];
+    if (!u->has[r])
+        return r < s;
+    if (u->best_st[r] != u->best_st[s])
+        return u->best_st[r] < u->best_st[s];
+    const pp_action *a = &u->best[r], *b = &u->best[s];
+    if (a->op != b->op || a->stage != b->stage || a->mb != b->mb)
+        return tie_less(a, b);
+    return r < s;
+}
+
+/* Rank r's state changed: its best again, and its place among the ranks. */
+static void rank_changed(unit_state *u, int r)
+{
+    rank_best(u, r);
+    pp_gen_heap_fix(&u->ranks, r);
+}
+
+/* Runs a (started at st on rank r) and readies what only waited for it: after F the next
+ * stage's F (the last stage: its own B); after B the previous stage's B, whose F ran before.
+ * Returns the rank of the action readied, -1 none. */
+static int run_action(unit_state *u, int r, pp_action a, long st)
+{
+    int D = u->D;
+    long end = st + 1;
+    u->t[r] = end;
+    u->pending[r]--;
+    if (a.op == PP_OP_F) {
+        u->f_end[unit_index(D, a.pipe, a.stage, a.mb)] = end;
+        if (a.stage + 1 < D)
+            return make_ready(u, a.pipe, a.stage + 1, a.mb, PP_OP_F, end);
+        return make_ready(u, a.pipe, a.stage, a.mb, PP_OP_B, end);
+    }
+    u->b_end[unit_index(D, a.pipe, a.stage, a.mb)] = end;
+    if (a.stage == 0)
+        return -1;
+    long f = u->f_end[unit_index(D, a.pipe, a.stage - 1, a.mb)];
+    return make_ready(u, a.pipe, a.stage - 1, a.mb, PP_OP_B, f > end ? f : end);
+}
+
+/* Picks the next action of the unit by the priority above, runs it and stores it in *a /
+ * *rank; returns 0 when nothing is ready (cannot happen for a complete unit). The key is a
+ * total order, so the best over all ranks is the best of the ranks' bests: the heap's top.
+ * Running an action changes its own rank and the one of the action it readies, only. */
 static int unit_step(unit_state *u, pp_action *a, int *rank)
 {
-    int D = u->D, br = -1;
-    pp_action ba = {0};
-    for (int r = 0; r < D; r++) {
-        if (u->best[r] < 0)
-            continue;
-        pp_action c = unpack(D, u->pending[r * 2 * D + u->best[r]]);
-        if (br < 0 || key_less(u->best_st[r], &c, r, u->best_st[br], &ba, br)) {
-            br = r, ba = c;
-        }
-    }
-    if (br < 0)
+    int br = u->ranks.h[0];
+    if (!u->has[br])
         return 0;
-    long bs = u->best_st[br];
-    u->t[br] = bs + 1;
-    (ba.op == PP_OP_F ? u->f_end : u->b_end)[unit_index(D, ba.pipe, ba.stage, ba.mb)] = bs + 1;
-    u->pending[br * 2 * D + u->best[br]] = u->pending[br * 2 * D + --u->n_pending[br]];
-    rank_best(u, br);
-    int dep = pp_action_dst_stage(&ba); /* F: the next stage's F; B: the previous stage's B */
-    int dr = pp_sched_rank_of(u->unit, ba.pipe, dep);
+    heap *q = u->now[br].n > 0 ? &u->now[br] : &u->later[br];
+    ready_action x = heap_pop(q, q == &u->now[br] ? now_less : later_less);
+    int dr = run_action(u, br, x.a, u->best_st[br]);
+    rank_changed(u, br);
     if (dr >= 0 && dr != br)
-        rank_best(u, dr);
-    *a = ba;
+        rank_changed(u, dr);
+    *a = x.a;
     *rank = br;
     return 1;
 }
@@ -138,14 +203,14 @@ static pp_status run_unit(unit_state *u, pp_sched *unit)
     int D = u->D;
     for (int m = 0; m < D; m++) {
         int p = unit->mb_pipe[m];
-        for (int k = 0; k < D; k++) {
-            int r = pp_sched_stage(unit, p, k)->rank;
-            for (int op = PP_OP_F; op <= PP_OP_B; op++)
-                u->pending[r * 2 * D + u->n_pending[r]++] = ((op * 2 + p) * D + k) * D + m;
-        }
+        for (int k = 0; k < D; k++)
+            u->pending[pp_sched_stage(unit, p, k)->rank] += 2; /* its F and B */
+        make_ready(u, p, 0, m, PP_OP_F, 0);
     }
-    for (int r = 0; r < D; r++)
+    for (int r = 0; r < D; r++) {
         rank_best(u, r);
+        pp_gen_heap_add(&u->ranks, r);
+    }
     pp_action a;
     int r, placed = 0;
     for (; unit_step(u, &a, &r); placed++)
@@ -164,26 +229,41 @@ static pp_status build_unit(pp_sched *unit)
     size_t n = 2 * (size_t)D * (size_t)D;
     unit_state u = {D,
                     unit,
-                    pp_calloc(n, sizeof(int)),
-                    pp_calloc((size_t)D, sizeof(int)),
                     pp_calloc(n, sizeof(long)),
                     pp_calloc(n, sizeof(long)),
                     pp_calloc((size_t)D, sizeof(long)),
+                    pp_calloc((size_t)D, sizeof(heap)),
+                    pp_calloc((size_t)D, sizeof(heap)),
                     pp_calloc((size_t)D, sizeof(int)),
-                    pp_calloc((size_t)D, sizeof(long))};
+                    pp_calloc((size_t)D, sizeof(int)),
+                    pp_calloc((size_t)D, sizeof(long)),
+                    pp_calloc((size_t)D, sizeof(pp_action)),
+                    {rank_less, NULL, pp_calloc(2 * (size_t)D, sizeof(int)), NULL, 0}};
+    u.ranks.ctx = &u;
+    ready_action *room = pp_calloc(2 * n, sizeof *room); /* each rank: 2D now, 2D later */
     pp_status st = PP_ERR_NOMEM;
-    if (u.pending && u.n_pending && u.f_end && u.b_end && u.t && u.best && u.best_st) {
+    if (u.f_end && u.b_end && u.t && u.now && u.later && u.pending && u.has && u.best_st &&
+        u.best && u.ranks.h && room) {
+        u.ranks.pos = u.ranks.h + D;
         for (size_t i = 0; i < n; i++)
             u.f_end[i] = u.b_end[i] = -1;
+        for (int r = 0; r < D; r++) {
+            u.now[r].h = room + (size_t)r * 4 * D;
+            u.later[r].h = u.now[r].h + 2 * D;
+        }
         st = run_unit(&u, unit);
     }
-    free(u.pending);
-    free(u.n_pending);
+    free(room);
     free(u.f_end);
     free(u.b_end);
     free(u.t);
-    free(u.best);
+    free(u.now);
+    free(u.later);
+    free(u.pending);
+    free(u.has);
     free(u.best_st);
+    free(u.best);
+    free(u.ranks.h);
     return st;
 }
 

@@ -94,12 +94,56 @@ static pick rank_pick(const pp_gen_lists *l, const list_state *st, const long *t
     return best;
 }
 
-/* better() is a total order, so the global choice is the best of the ranks' candidates. Running
- * an action changes its own rank's state and the readiness of the actions that consume its
- * output (the next stage's F or the previous stage's B, on one other rank; this stage's B is on
- * the same rank), so only those two candidates are recomputed after each step. */
+/* ---- the ranks in a heap by their candidates (gen.h) ---------------------------------------- */
+static void heap_set(pp_gen_heap *q, int i, int r)
+{
+    q->h[i] = r;
+    q->pos[r] = i;
+}
+
+void pp_gen_heap_fix(pp_gen_heap *q, int r)
+{
+    int i = q->pos[r];
+    while (i > 0 && q->less(q->ctx, r, q->h[(i - 1) / 2])) {
+        heap_set(q, i, q->h[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= q->n)
+            break;
+        if (c + 1 < q->n && q->less(q->ctx, q->h[c + 1], q->h[c]))
+            c++;
+        if (!q->less(q->ctx, q->h[c], r))
+            break;
+        heap_set(q, i, q->h[c]);
+        i = c;
+    }
+    heap_set(q, i, r);
+}
+
+void pp_gen_heap_add(pp_gen_heap *q, int r)
+{
+    heap_set(q, q->n++, r); /* a leaf: the fix sifts it up */
+    pp_gen_heap_fix(q, r);
+}
+
+/* A rank with a candidate before one without; by better() among those with one. */
+static int rank_less(const void *ctx, int r, int s)
+{
+    const pick *cand = ctx;
+    pick a = cand[r], b = cand[s];
+    if ((a.rank < 0) != (b.rank < 0))
+        return a.rank >= 0;
+    return a.rank < 0 ? r < s : better(a, b);
+}
+
+/* better() is a total order, so the global choice is the best of the ranks' candidates (the
+ * heap's top). Running an action changes its own rank's state and the readiness of the actions
+ * that consume its output (the next stage's F or the previous stage's B, on one other rank; this
+ * stage's B is on the same rank), so only those two candidates are recomputed after each step. */
 static pp_status run_lists(pp_sched *s, const pp_gen_lists *l, list_state *st, long *t, int *fi,
-                           int *bi, int *inflight, pick *cand)
+                           int *bi, int *inflight, pick *cand, pp_gen_heap *q)
 {
     int D = s->ranks;
     long left = 0;
@@ -107,12 +151,10 @@ static pp_status run_lists(pp_sched *s, const pp_gen_lists *l, list_state *st, l
         PP_TRY(flush_reduces(s, l, r, bi));
         left += (l->n_bw[r] - bi[r]) + (l->n_fw[r] - fi[r]);
         cand[r] = rank_pick(l, st, t, fi, bi, inflight, r);
+        pp_gen_heap_add(q, r);
     }
     while (left > 0) {
-        pick best = {0, 0, -1};
-        for (int r = 0; r < D; r++)
-            if (cand[r].rank >= 0 && better(cand[r], best))
-                best = cand[r];
+        pick best = cand[q->h[0]];
         if (best.rank < 0)
             return PP_ERR(PP_ERR_DEADLOCK,
                           "%s: the per-rank forward/backward lists cannot be merged: every rank "
@@ -130,9 +172,12 @@ static pp_status run_lists(pp_sched *s, const pp_gen_lists *l, list_state *st, l
             PP_TRY(flush_reduces(s, l, r, bi));
         left -= best.backward ? bi[r] - before : 1;
         cand[r] = rank_pick(l, st, t, fi, bi, inflight, r);
+        pp_gen_heap_fix(q, r);
         int dr = pp_sched_rank_of(s, a->pipe, pp_action_dst_stage(a));
-        if (dr >= 0 && dr != r)
+        if (dr >= 0 && dr != r) {
             cand[dr] = rank_pick(l, st, t, fi, bi, inflight, dr);
+            pp_gen_heap_fix(q, dr);
+        }
     }
     return PP_OK;
 }
@@ -149,12 +194,15 @@ pp_status pp_gen_merge_lists(pp_sched *s, const pp_gen_lists *l)
     int *bi = pp_calloc((size_t)s->ranks, sizeof *bi);
     int *inflight = pp_calloc((size_t)s->ranks, sizeof *inflight);
     pick *cand = pp_calloc((size_t)s->ranks, sizeof *cand);
+    pp_gen_heap q = {rank_less, cand, pp_calloc(2 * (size_t)s->ranks, sizeof(int)), NULL, 0};
     pp_status rc = PP_ERR_NOMEM;
-    if (st.f_end && st.b_end && t && fi && bi && inflight && cand) {
+    if (st.f_end && st.b_end && t && fi && bi && inflight && cand && q.h) {
         for (size_t i = 0; i < n; i++)
             st.f_end[i] = st.b_end[i] = -1;
-        rc = run_lists(s, l, &st, t, fi, bi, inflight, cand);
+        q.pos = q.h + s->ranks;
+        rc = run_lists(s, l, &st, t, fi, bi, inflight, cand, &q);
     }
+    free(q.h);
     free(st.f_end);
     free(st.b_end);
     free(t);

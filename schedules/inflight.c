@@ -29,12 +29,7 @@ double pp_sched_in_flight_peak_split(const pp_sched *s, int rank, const double *
         if (!pp_op_is_compute(a->op))
             continue;
         double f = weight_of(s, full, a), h = held ? weight_of(s, held, a) : f;
-        switch (a->op) {
-        case PP_OP_F: cur += f; break;
-        case PP_OP_B: cur -= f; break;
-        case PP_OP_I: cur -= f - h; break;
-        default: cur -= h; break; /* W */
-        }
+        cur = pp_in_flight_step(a->op, cur, f, h);
         if (cur > peak)
             peak = cur;
     }
@@ -53,7 +48,7 @@ double pp_sched_held_for_w_peak(const pp_sched *s, int rank, const double *weigh
         const pp_action *a = &s->ops[rank][i];
         if (a->op != PP_OP_I && a->op != PP_OP_W)
             continue;
-        cur += a->op == PP_OP_I ? weight_of(s, weight, a) : -weight_of(s, weight, a);
+        cur = pp_held_for_w_step(a->op, cur, weight_of(s, weight, a));
         if (cur > peak)
             peak = cur;
     }

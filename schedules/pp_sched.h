@@ -485,6 +485,22 @@ double pp_sched_in_flight_peak_split(const pp_sched *s, int rank, const double *
  * and whose W it has not (the held-for-W set; 0 for schedules without split backward). weight
  * NULL: the stage's units. */
 double pp_sched_held_for_w_peak(const pp_sched *s, int rank, const double *weight);
+/* One compute action's step of these walks (the one definition; the simulator takes the steps
+ * as it runs each rank): what is in flight after op (F, B, I or W) of a stage holding f from
+ * its F and h from its I, and what is held for W after it. */
+static inline double pp_in_flight_step(int op, double cur, double f, double h)
+{
+    switch (op) {
+    case PP_OP_F: return cur + f;
+    case PP_OP_B: return cur - f;
+    case PP_OP_I: return cur - (f - h);
+    default: return cur - h; /* W */
+    }
+}
+static inline double pp_held_for_w_step(int op, double cur, double w)
+{
+    return op == PP_OP_I ? cur + w : op == PP_OP_W ? cur - w : cur;
+}
 
 /* ---- Simulation ------------------------------------------------------------------------------ */
 /* Costs. Times are in any unit (seconds for the tuner, "F of L/D layers" for textbook figures).
@@ -528,6 +544,8 @@ typedef struct {
                                  (0 without split backward): the part the tuner may weigh by
                                  the smaller bytes W needs (pp_sched_in_flight_peak_split) */
     long cross_rank_transfers; /* SEND actions that cross ranks */
+    double *last_end;         /* [D] end of each rank's last compute or REDUCE (0 if none): when
+                                 its gradients are complete, spans or not */
     pp_span **spans;          /* [D][n_ops[r]] per action, or NULL if not requested */
     long actions;             /* actions simulated */
     int n_ranks;              /* D: entries of busy, idle, peak_activations, spans */

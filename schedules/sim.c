@@ -19,6 +19,9 @@
  * so link FIFO resolves in program order even though ranks are not simulated in global time
  * order. A worklist runs each rank as far as it can; a RECV whose SEND has not run parks the rank
  * until that SEND wakes it. Cost O(actions + ranks), lookups by (pipe, stage, mb) are O(1).
+ * Each rank's in-flight peaks (inflight.c's walks, with their step functions) and its last
+ * compute or REDUCE end are taken as its actions run, so they need no pass of their own and
+ * no spans.
  * Not modelled: contention between different links sharing a NIC or switch, compute slowed by
  * concurrent communication, memory limits. Validation here is only what keeps the simulator
  * safe; pp_sched_check gives the full diagnosis. */
@@ -54,6 +57,11 @@ typedef struct {
     double *issue_time; /* when participant j issued it */
     int *last_red;      /* [D] last REDUCE issued by each rank, -1 */
     int *stack;         /* [n_reduces * MAX + 1] reduces to try to resolve */
+    /* the in-flight walks of pp_sched_in_flight_peak and pp_sched_held_for_w_peak, done as each
+     * rank runs its actions in program order (the same arithmetic in the same order) */
+    double *units;          /* [n_pipes * S] pp_sched_stage_units of each stage */
+    double *in_flight;      /* [D] */
+    double *held;           /* [D] */
 } sim;
 
 /* ---- unit costs ------------------------------------------------------------------------------ */
@@ -111,6 +119,7 @@ void pp_sim_result_fini(pp_sim_result *r)
     free(r->idle);
     free(r->peak_activations);
     free(r->peak_held_for_w);
+    free(r->last_end);
     if (r->spans)
         for (int i = 0; i < r->n_ranks; i++)
             free(r->spans[i]);
@@ -238,6 +247,15 @@ static pp_status compute(sim *x, int r, int i, const pp_action *a)
         *sp = (pp_span){x->clock[r], x->clock[r] + d};
     x->clock[r] += d;
     x->out->busy[r] += d;
+    double u = x->units[st]; /* the walks with weight NULL: held = full (I frees nothing) */
+    x->in_flight[r] = pp_in_flight_step(a->op, x->in_flight[r], u, u);
+    x->held[r] = pp_held_for_w_step(a->op, x->held[r], u);
+    if (x->in_flight[r] > x->out->peak_activations[r])
+        x->out->peak_activations[r] = x->in_flight[r];
+    if (x->held[r] > x->out->peak_held_for_w[r])
+        x->out->peak_held_for_w[r] = x->held[r];
+    if (x->clock[r] > x->out->last_end[r])
+        x->out->last_end[r] = x->clock[r];
     return PP_OK;
 }
 
@@ -314,6 +332,9 @@ static void resolve(sim *x, int id0)
         x->red_end[id] = start + (x->c->reduce ? x->c->reduce[id] : 0);
         for (int j = 0; j < red->n_ranks; j++) {
             int k = id * PP_REDUCE_MAX_RANKS + j;
+            double *last = &x->out->last_end[red->ranks[j]];
+            if (x->red_end[id] > *last)
+                *last = x->red_end[id];
             pp_span *sp = span(x, red->ranks[j], x->issue_idx[k]);
             if (sp)
                 *sp = (pp_span){x->issue_time[k], x->red_end[id]};
@@ -418,8 +439,6 @@ static pp_status finish(sim *x)
         busy += o->busy[r];
         idle += o->idle[r];
         o->actions += s->n_ops[r];
-        o->peak_activations[r] = pp_sched_in_flight_peak(s, r, NULL); /* order only, no timing */
-        o->peak_held_for_w[r] = pp_sched_held_for_w_peak(s, r, NULL);
     }
     o->makespan = makespan;
     o->bubble_over_total = makespan > 0 ? idle / (x->D * makespan) : 0;
@@ -459,7 +478,8 @@ static pp_status alloc_result(const pp_sched *s, int want_spans, pp_sim_result *
     o->idle = pp_calloc(D, sizeof *o->idle);
     o->peak_activations = pp_calloc(D, sizeof *o->peak_activations);
     o->peak_held_for_w = pp_calloc(D, sizeof *o->peak_held_for_w);
-    if (!o->busy || !o->idle || !o->peak_activations || !o->peak_held_for_w)
+    o->last_end = pp_calloc(D, sizeof *o->last_end);
+    if (!o->busy || !o->idle || !o->peak_activations || !o->peak_held_for_w || !o->last_end)
         return PP_ERR_NOMEM;
     if (!want_spans)
         return PP_OK;
@@ -478,7 +498,8 @@ static void free_sim(sim *x)
 {
     void *p[] = {x->arrival,  x->received,  x->link_free,  x->clock,    x->pc,        x->waiting,    x->queue,    x->queued,
                  x->n_issued, x->start_at,  x->red_end,    x->resolved, x->prev,
-                 x->next,     x->issue_idx, x->issue_time, x->last_red, x->stack};
+                 x->next,     x->issue_idx, x->issue_time, x->last_red, x->stack,
+                 x->units,    x->in_flight, x->held};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         free(p[i]);
 }
@@ -505,7 +526,13 @@ static int alloc_sim(sim *x)
     x->issue_time = pp_calloc(nrj, sizeof *x->issue_time);
     x->last_red = pp_calloc(D, sizeof *x->last_red);
     x->stack = pp_calloc(nrj + 1, sizeof *x->stack);
-    return x->arrival && x->received && x->link_free && x->clock && x->pc &&
+    size_t n_st = (size_t)x->s->n_pipes * x->S;
+    x->units = pp_calloc(n_st, sizeof *x->units);
+    x->in_flight = pp_calloc(D, sizeof *x->in_flight);
+    x->held = pp_calloc(D, sizeof *x->held);
+    for (size_t i = 0; x->units && i < n_st; i++)
+        x->units[i] = pp_sched_stage_units(x->s, (int)(i / x->S), (int)(i % x->S));
+    return x->units && x->in_flight && x->held && x->arrival && x->received && x->link_free && x->clock && x->pc &&
            x->waiting && x->queue && x->queued && x->n_issued && x->start_at && x->red_end &&
            x->resolved && x->prev && x->next && x->issue_idx && x->issue_time && x->last_red &&
            x->stack;

@@ -93,6 +93,31 @@ Test(profiles_cli, the_exported_pprun_flags_run)
     cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s\n%s", cmd, out);
 }
 
+/* A profile whose configuration has context parallelism (cp 2 of the 2 CPU devices): its pprun
+ * export carries --cp 2, and pprun --profile runs it (2 rank threads sharing each sequence). */
+Test(profiles_cli, a_context_parallel_profile_exports_and_runs)
+{
+    char dir[64], prof[128], cmd[1024], out[8192];
+    pt_tmpdir(dir, sizeof dir);
+    snprintf(prof, sizeof prof, "%s/cp.json", dir);
+    json_error_t e;
+    json_t *j = json_load_file(FIX "tiny-local.json", 0, &e);
+    cr_assert_not_null(j);
+    json_object_set_new(j, "version_minor", json_integer(3)); /* "cp" is a 1.3 key */
+    json_t *c = json_object_get(json_object_get(j, "chosen"), "config");
+    json_object_set_new(c, "cp", json_integer(2));
+    json_object_set_new(c, "d", json_integer(1)); /* d = devices / (p t cp) */
+    json_object_set_new(c, "N", json_integer(2)); /* the same global batch: b N d = 16 */
+    cr_assert_eq(json_dump_file(j, prof, JSON_INDENT(2)), 0);
+    json_decref(j);
+    snprintf(cmd, sizeof cmd, PPTUNE " export --format pprun %s", prof);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    cr_assert(strstr(out, " --dp 1 --cp 2 --seq 64\n"), "%s", out);
+    snprintf(cmd, sizeof cmd, PP_BINARY_DIR "/runtime/pprun --profile %s --steps 2", prof);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    cr_assert(strstr(out, "on 1 ranks x cp 2 x dp 1 (thread transport"), "%s", out);
+}
+
 Test(profiles_cli, pprun_refuses_a_launch_that_is_not_the_profiles_layout)
 {
     char out[8192];

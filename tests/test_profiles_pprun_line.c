@@ -95,7 +95,7 @@ Test(profiles_pprun_line, every_axis_flag_is_on_the_line_and_in_pprun_help)
 {
     pp_config c = {.schedule = "interleaved", .p = 2, .v = 2, .G = 2, .b = 1, .d = 1, .t = 2,
                    .N = 4, .uneven = 1, .first_layers = 1, .last_layers = 1,
-                   .sequence_parallel = 1};
+                   .sequence_parallel = 1, .cp = 2};
     pp_profile_pprun_line l = {.model = "tiny", .config = &c, .seq = 64};
     char line[512];
     pp_profile_pprun_args(&l, line, sizeof line);
@@ -122,9 +122,10 @@ Test(profiles_pprun_line, every_axis_flag_is_on_the_line_and_in_pprun_help)
     cr_assert_geq(flags, 12);
 }
 
-/* pprun has no option for recomputation, sharding or context parallelism: a configuration with
- * any of them off its default is named (the builder leaves them out, so its line would train
- * another configuration); the default one is not. */
+/* pprun has no option for recomputation or sharding: a configuration with either off its
+ * default is named (the builder leaves them out, so its line would train another
+ * configuration); the default one is not, nor context parallelism, which pprun runs (--cp) and
+ * the line carries. */
 Test(profiles_pprun_line, settings_pprun_cannot_run_are_named)
 {
     pp_config c;
@@ -133,9 +134,13 @@ Test(profiles_pprun_line, settings_pprun_cannot_run_are_named)
     c.sequence_parallel = 1; /* pprun runs it */
     char buf[128];
     cr_assert_null(pp_profile_pprun_unrun(&c, buf, sizeof buf), "%s", buf);
-    c.shard = PP_SHARD_OPTIMIZER;
     c.cp = 2;
-    cr_assert_str_eq(pp_profile_pprun_unrun(&c, buf, sizeof buf), "shard optimizer, cp 2");
+    cr_assert_null(pp_profile_pprun_unrun(&c, buf, sizeof buf), "%s", buf);
+    pp_profile_pprun_line l = {.config = &c, .model = "tiny", .seq = 16};
+    char line[512];
+    cr_assert(strstr(pp_profile_pprun_args(&l, line, sizeof line), " --cp 2 "), "%s", line);
+    c.shard = PP_SHARD_OPTIMIZER;
+    cr_assert_str_eq(pp_profile_pprun_unrun(&c, buf, sizeof buf), "shard optimizer");
     pp_config_defaults(&c);
     c.recompute = PP_RECOMPUTE_FULL;
     c.recompute_layers = 3;

@@ -26,6 +26,7 @@
 enum { B = 2, T = 16 };
 
 static int llama; /* a test sets it: the Llama block instead of GPT's (each test its process) */
+static int cp_ranks; /* a test sets it: context parallelism (0: none) */
 
 static pp_model_cfg model(void)
 {
@@ -60,7 +61,8 @@ static void make_sched(setup *u, int dp, int backend, int tp, int seqpar)
                             .adamw = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f},
                             .backend = backend,
                             .tp = tp,
-                            .sequence_parallel = seqpar};
+                            .sequence_parallel = seqpar,
+                            .cp = cp_ranks};
     OK(pp_rt_executor_create(&ep, &u->ex));
     u->dp = dp;
 }
@@ -381,6 +383,51 @@ Test(runtime_exec_mem, plan_equals_measured_with_sequence_parallelism)
         drop(&tp);
         drop(&u);
     }
+}
+
+/* Context parallelism (cp = 2, and cp = 4 where 2 cp divides the 16 tokens; GPT and the Llama
+ * block; with t = 2 and sequence parallelism once): the plan sizes the slots of the rank's
+ * T / cp tokens (their attention probabilities over the whole sequence's keys), the ring's
+ * K/V block, online-softmax statistics and block scratch in the forward, its K/V and dK/dV
+ * blocks and rowsum(dy y) in the backward (pp_rt_sizes.h), and the messages of T / cp tokens,
+ * and equals every rank's measured peaks to the byte; a rank saves fewer activation bytes than
+ * without context parallelism. */
+static void check_cp_plan(const char *kind, int D, int N, int v, int dp, int tp, int cp)
+{
+    setup u, one;
+    cp_ranks = cp;
+    make_split_sp(&u, kind, D, N, v, dp, PP_RT_BACKEND_CPU_STAGED, 0, 0, tp, tp > 1);
+    cp_ranks = 0;
+    make_split_sp(&one, kind, D, N, v, dp, PP_RT_BACKEND_CPU_STAGED, 0, 0, tp, tp > 1);
+    cr_assert_eq(pp_rt_executor_ranks(u.ex), cp * pp_rt_executor_ranks(one.ex));
+    steps(&u, 2);
+    char what[96];
+    snprintf(what, sizeof what, "%s%s t=%d cp=%d", llama ? "llama " : "", kind, tp, cp);
+    for (int g = 0; g < pp_rt_executor_ranks(u.ex); g++) {
+        expect_rank_equals_plan(&u, g, what);
+        const pp_rt_plan_rank *pl = pp_rt_executor_plan(u.ex, g);
+        cr_assert_gt(pl->peak[PP_MEM_WORKSPACE], 0, "%s rank %d", what, g);
+        const pp_rt_plan_rank *p1 = pp_rt_executor_plan(one.ex, 0);
+        cr_assert_lt(pl->peak[PP_MEM_ACTS], p1->peak[PP_MEM_ACTS], "%s rank %d", what, g);
+    }
+    drop(&one);
+    drop(&u);
+}
+
+Test(runtime_exec_mem, plan_equals_measured_with_context_parallelism)
+{
+    check_cp_plan("1f1b", 4, 8, 0, 1, 1, 2);
+    check_cp_plan("gpipe", 2, 4, 0, 2, 1, 4);
+    check_cp_plan("interleaved", 2, 4, 2, 1, 1, 2);
+    check_cp_plan("zbv", 2, 4, 0, 2, 1, 2);
+    check_cp_plan("1f1b", 2, 4, 0, 1, 2, 2); /* t = 2, sequence parallelism */
+}
+
+Test(runtime_exec_mem, llama_plan_equals_measured_with_context_parallelism)
+{
+    llama = 1;
+    check_cp_plan("1f1b", 2, 4, 0, 1, 1, 2);
+    check_cp_plan("zbv", 2, 4, 0, 1, 2, 4); /* t = 2 with SP: 16 / 4 tokens split by 2 */
 }
 
 static size_t heap_in_use(void)

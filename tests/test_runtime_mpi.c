@@ -163,6 +163,23 @@ Test(runtime_mpi, tp2_sp_d2_dp2_equals_threads, .timeout = 300)
                     8, 8);
 }
 
+/* Context parallelism: the cp group's all-gathers and reduce-scatters sum in group order at the
+ * group's first rank on both transports, and the gradients are all-reduced over dp x cp, so
+ * MPI (one process per (pipeline rank, cp rank)) trains bit for bit like the threads; GPT's
+ * learned positions with 1f1b, the Llama block's rotary ones with zbv and dp 2. */
+Test(runtime_mpi, cp2_d2_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads(COMMON " --schedule 1f1b --ranks 2 --cp 2", 4, 4);
+}
+Test(runtime_mpi, llama_zbv_cp2_dp2_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads("--model tiny-llama --layers 8 --microbatches 8 --seq 16 --steps 3 --seed 11"
+                    " --schedule zbv --ranks 2 --dp 2 --cp 2",
+                    8, 8);
+}
+
 /* The Llama block (tiny-llama: RMSNorm, SwiGLU, rotary with Llama 3 scaling, 2 KV heads for 4,
  * untied head): MPI trains bit for bit like the threads, pipelined, split backward with dp, and
  * with its KV heads split over 2 tensor ranks under sequence parallelism. */

@@ -39,25 +39,16 @@
 #include "stage_impl.h" /* pp_stage_tp_fault */
 
 #include "pp_test_ok.h"
+#include "tiny_models.h"
 
 enum { B = 2, T = 8, D = 2, N = 4, DP = 2, L = 4, STEPS = 3 };
 static const double TOL = 1e-5;
 static const double TOL_PARAM_TENSOR = 1e-3;
 
-static const pp_adamw ADAMW = {
-    .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
+#define ADAMW PP_TEST_ADAMW
+static const pp_model_cfg GPT = PP_TEST_GPT(L, T);
+static const pp_model_cfg LLAMA = PP_TEST_LLAMA(L, T);
 
-/* 4 heads and FFN 32 so that t = 4 splits them. */
-static const pp_model_cfg GPT = {
-    .layers = L, .hidden = 16, .heads = 4, .ffn = 32, .vocab = 64, .seq = T};
-/* The Llama block (RMSNorm, SwiGLU, rotary with Llama 3 scaling, untied head) with 2 KV heads
- * for its 4 query heads: t = 2 gives each rank 2 query heads and their KV head. */
-static const pp_model_cfg LLAMA = {
-    .layers = L, .hidden = 16, .heads = 4, .ffn = 24, .vocab = 64, .seq = T, .kv_heads = 2,
-    .norm = PP_NORM_RMSNORM, .norm_eps = 1e-5, .mlp = PP_MLP_SWIGLU, .pos = PP_POS_ROPE,
-    .rope_theta = 500000, .rope_scaling = PP_ROPE_LLAMA3, .rope_scaling_name = "llama3",
-    .rope_factor = 8, .rope_low_freq = 1, .rope_high_freq = 4, .rope_orig_max = 16,
-    .nobias = PP_NOBIAS_ALL, .untied = 1};
 /* The model the grid runs: GPT's, or LLAMA where a test sets it (each test is its own
  * process). */
 static pp_model_cfg MODEL = GPT;

@@ -32,6 +32,54 @@ static double step_loss(json_t *j, size_t i)
         json_object_get(json_array_get(json_object_get(j, "per_step"), i), "loss"));
 }
 
+/* pprun --cp: 2 (and 4) ranks sharing each sequence train the same model as --cp 1 (the
+ * fp32 tolerance of test_runtime_tp.c), the Llama block with tensor and sequence parallelism
+ * too; the JSON places every rank (replica, cp rank); a sequence that 2 cp does not divide is
+ * refused in one line with exit 2. */
+Test(runtime_tp_pprun, cp_trains_like_cp1)
+{
+    static const char *const runs[][2] = {
+        {"--model tiny --schedule 1f1b --ranks 2 --microbatches 4 --seq 16 --steps 3", "2"},
+        {"--model tiny --schedule gpipe --ranks 1 --microbatches 2 --dp 2 --seq 16 --steps 3",
+         "4"},
+        {"--model tiny-llama --schedule interleaved --ranks 2 --microbatches 4 --seq 16 "
+         "--steps 3 --tp 2 --sequence-parallel",
+         "2"}};
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+        char args[320];
+        json_t *one = run_json(runs[k][0]);
+        snprintf(args, sizeof args, "%s --cp %s", runs[k][0], runs[k][1]);
+        json_t *cp = run_json(args);
+        int c = atoi(runs[k][1]);
+        cr_assert_eq(json_integer_value(json_object_get(cp, "cp")), c);
+        for (size_t i = 0; i < 3; i++) {
+            double a = step_loss(cp, i), b = step_loss(one, i);
+            cr_assert(fabs(a - b) <= 1e-5 * fabs(b), "%s: step %zu: loss %.9g, %.9g without",
+                      args, i + 1, a, b);
+        }
+        json_t *ranks = json_object_get(cp, "ranks");
+        size_t n1 = json_array_size(json_object_get(one, "ranks"));
+        cr_assert_eq(json_array_size(ranks), n1 * (size_t)c, "%s", args);
+        int tp = (int)json_integer_value(json_object_get(cp, "tp")), D = k == 1 ? 1 : 2;
+        for (size_t g = 0; g < json_array_size(ranks); g++) {
+            json_t *r = json_array_get(ranks, g);
+            size_t rep = g / ((size_t)tp * D); /* dp x cp replicas, cp rank innermost */
+            cr_assert_eq(json_integer_value(json_object_get(r, "cp_rank")),
+                         (json_int_t)(rep % (size_t)c), "%s rank %zu", args, g);
+            cr_assert_eq(json_integer_value(json_object_get(r, "replica")),
+                         (json_int_t)(rep / (size_t)c), "%s rank %zu", args, g);
+        }
+        json_decref(one);
+        json_decref(cp);
+    }
+    pp_test_run_result r = pp_test_run(PPRUN " --model tiny --seq 12 --cp 4 --steps 1");
+    cr_assert_eq(r.code, 2, "%s", r.err);
+    cr_assert(strstr(r.err, "the sequence length 12 must be a multiple of 2 x --cp 4 = 8"), "%s",
+              r.err);
+    cr_assert_eq(strchr(r.err, '\n'), r.err + strlen(r.err) - 1, "one line: %s", r.err);
+    pp_test_run_done(&r);
+}
+
 Test(runtime_tp_pprun, tp2_trains_like_tp1_and_reports_its_communication)
 {
     const char *base = "--model tiny --schedule 1f1b --ranks 2 --microbatches 4 --dp 2 "

@@ -1,9 +1,11 @@
 /* test_tuner_memory.c — the per-rank memory model: a case computed by hand, the rows of
- * Korthikanti's Table 2, and the rank's in-flight peak agreeing with the simulator's. */
+ * Korthikanti's Table 2, the rank's in-flight peak agreeing with the simulator's, and the
+ * search's memory from a schedule's shape equal to the walk's. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
 
+#include "mem_shape.h"
 #include "pp_tune.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -219,5 +221,93 @@ Test(tuner_memory, in_flight_peak_equals_the_simulators_for_every_schedule)
         pp_sim_result_fini(&sim);
         pp_cost_fini(&cost);
         pp_sched_destroy(s);
+    }
+}
+
+/* One configuration's memory both ways: the walk (pp_tune_memory) and the search's shape of the
+ * same schedule (mem_shape.c). Returns 1 when the shape gave the bytes, after checking every
+ * field of every rank equals the walk's to the bit. */
+static int shape_equals_walk(const pp_tune_model *m, const pp_config *c, const pp_sched *s,
+                             const pp_tune_shape *sh)
+{
+    pp_tune_opts o;
+    pp_tune_opts_default(&o);
+    pp_tune_rank_mem walk[8], shaped[8];
+    cr_assert_eq(pp_tune_memory(m, c, s, &o, walk), PP_OK, "%s", pp_err_msg());
+    int exact = -1;
+    cr_assert_eq(pp_tune_memory_shape(m, c, sh, &o, shaped, &exact), PP_OK, "%s", pp_err_msg());
+    char cb[160];
+    for (int r = 0; exact && r < c->p; r++)
+        cr_assert(!memcmp(&walk[r], &shaped[r], sizeof walk[r]),
+                  "%s %s rec %d/%d sp %d shard %d: rank %d acts %.17g (walk) vs %.17g (shape), "
+                  "total %.17g vs %.17g",
+                  m->name, pp_config_str(c, cb, sizeof cb), (int)c->recompute,
+                  c->recompute_layers, c->sequence_parallel, (int)c->shard, r, walk[r].acts,
+                  shaped[r].acts, walk[r].total, shaped[r].total);
+    return exact;
+}
+
+/* The search computes a candidate's memory from its schedule's shape (the stage placement and
+ * each rank's undominated in-flight count vectors, mem_shape.c) instead of walking the
+ * schedule: for every schedule of the registry (4 ranks, 4 to 12 micro-batches, even and
+ * shifted splits) and every setting (recompute none, selective, full, full on the first layer;
+ * sequence parallelism; each sharding; cp; b; t) the bytes equal the walk's to the last bit.
+ * GPT-13B's and Llama 3 70B's bytes are integers, where the shape must answer every time; a
+ * model of hidden 3000, FFN 8000 and 2000 tokens has bytes of a full mantissa (64e6 / 3 x ...),
+ * where its sums could round otherwise than the walk's: there the shape must decline (the
+ * search then walks the schedule) rather than answer differently. */
+Test(tuner_memory, shape_equals_the_walk_for_every_schedule_and_setting)
+{
+    const char *models[] = {"gpt-13b", "llama3-70b"};
+    int n_kinds;
+    const pp_sched_desc *g = pp_sched_generators(&n_kinds);
+    for (int mi = 0; mi < 3; mi++) {
+        pp_tune_model m;
+        cr_assert_eq(pp_tune_model_preset(mi < 2 ? models[mi] : "llama3-8b", &m), PP_OK);
+        if (mi == 2) {
+            snprintf(m.name, sizeof m.name, "odd-shape");
+            m.layers = 24, m.hidden = 3000, m.heads = m.kv_heads = 24, m.ffn = 8000;
+            m.seq = 2000;
+        }
+        long exact = 0, tried = 0;
+        for (int k = 0; k < n_kinds; k++)
+            for (int N = 4; N <= 12; N += 4)
+                for (int shift = 0; shift <= 1; shift++) {
+                    pp_config c;
+                    pp_config_defaults(&c);
+                    c.schedule = g[k].name, c.p = 4, c.N = N, c.d = 4;
+                    c.v = g[k].chunks ? g[k].chunks : 2, c.G = g[k].chunks ? 0 : 4;
+                    if (shift) /* one layer fewer on the first stage, one more elsewhere */
+                        c.first_layers = m.layers / (c.p * c.v) - 1;
+                    pp_sched_params sp;
+                    pp_tune_sched_params(&m, &c, &sp);
+                    pp_sched *s = NULL;
+                    if (pp_sched_generate(c.schedule, &sp, &s) != PP_OK) {
+                        pp_err_clear(); /* a split this layer count does not allow */
+                        continue;
+                    }
+                    pp_tune_shape *sh;
+                    cr_assert_eq(pp_tune_shape_create(s, &sh), PP_OK);
+                    for (int set = 0; set < 4 * 2 * 3 * 2 * 2; set++) {
+                        int x = set;
+                        pp_recompute rc[] = {PP_RECOMPUTE_NONE, PP_RECOMPUTE_SELECTIVE,
+                                             PP_RECOMPUTE_FULL, PP_RECOMPUTE_FULL};
+                        c.recompute = rc[x % 4], c.recompute_layers = x % 4 == 3, x /= 4;
+                        c.t = 1 + x % 2, c.sequence_parallel = x % 2, x /= 2;
+                        pp_shard sh3[] = {PP_SHARD_NONE, PP_SHARD_OPTIMIZER, PP_SHARD_GRADIENTS};
+                        c.shard = sh3[x % 3], x /= 3;
+                        c.cp = 1 + x % 2, x /= 2;
+                        c.b = 1 + x % 2;
+                        tried++;
+                        exact += shape_equals_walk(&m, &c, s, sh);
+                    }
+                    pp_tune_shape_destroy(sh);
+                    pp_sched_destroy(s);
+                }
+        cr_assert_gt(tried, 1000, "%s: only %ld configurations", m.name, tried);
+        if (mi < 2)
+            cr_assert_eq(exact, tried, "%s: the shape answered %ld of %ld", m.name, exact, tried);
+        else
+            cr_assert_lt(exact, tried, "%s: the shape answered all %ld", m.name, tried);
     }
 }

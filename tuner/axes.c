@@ -20,8 +20,9 @@
  *   context-parallel ranks; expert tensor parallelism stays t). The bundled runtime runs no
  *   MoE model, so trials never see one.
  * Where the devices are CPUs the trials run the bundled runtime, which does not run
- * recomputation, sharding or context parallelism yet: the search keeps them at none / 1 there
- * (pp_tune_axes_runtime_note says so in the header).
+ * recomputation or sharding yet: the search keeps them at none there
+ * (pp_tune_axes_runtime_note says so in the header); it runs context parallelism (pprun --cp),
+ * which is searched there as everywhere.
  * Not here: the models' effects (memory.c, timemodel.c), the enumeration of layouts (search.c).
  */
 #include <stdio.h>
@@ -212,8 +213,6 @@ int pp_tune_axes_cp_max(const pp_tune_axes_ctx *a, int max_cp)
 {
     if (a->force->cp >= 1)
         return a->force->cp;
-    if (a->runtime_only)
-        return 1;
     return max_cp > 0 ? max_cp : 16;
 }
 

@@ -139,16 +139,16 @@ static int for_target(opts *o)
     const pp_export_target *t = pp_profile_export_find(o->for_target, NULL);
     if (!t)
         return pp_cmd_usage_error(CMD, "--for: %s", pp_err_text());
-    if (t->line_settings_only) { /* pprun: no recomputation, sharding or CP to search */
+    if (t->line_settings_only) { /* pprun: no recomputation or sharding to search (it runs
+                                    context parallelism: --cp) */
         pp_tune_force *f = &o->tune.force;
         if ((f->recompute != PP_TUNE_SEARCHED && f->recompute != PP_RECOMPUTE_NONE) ||
-            (f->shard != PP_TUNE_SEARCHED && f->shard != PP_SHARD_NONE) ||
-            (f->cp != PP_TUNE_SEARCHED && f->cp != 1))
-            return pp_cmd_usage_error(CMD, "--for %s: %s has no option for recomputation, "
-                                           "sharding or context parallelism",
+            (f->shard != PP_TUNE_SEARCHED && f->shard != PP_SHARD_NONE))
+            return pp_cmd_usage_error(CMD, "--for %s: %s has no option for recomputation or "
+                                           "sharding",
                                       o->for_target, t->title);
         f->recompute = PP_RECOMPUTE_NONE, f->recompute_layers = 0;
-        f->shard = PP_SHARD_NONE, f->cp = 1, f->ep = 1; /* ep: pprun runs no MoE model */
+        f->shard = PP_SHARD_NONE, f->ep = 1; /* ep: pprun runs no MoE model */
     }
     char list[256];
     pp_profile_export_schedules(t, ",", list, sizeof list);

@@ -17,14 +17,18 @@
  * (the 5as/(ht) score term removed); --sequence-parallel divides the remaining term by t too
  * (the table's "tensor + sequence parallel" rows). Split backward (zb-h1, zbv, dualpipev):
  * from I to W a micro-batch holds only what the weight gradients need (linear inputs and output
- * gradients, pp_tune_held_for_w_bytes_per_layer), the rest being freed by I. Not modelled:
- * context parallelism, activation offloading, CUDA-graph pools.
+ * gradients, pp_tune_held_for_w_bytes_per_layer), the rest being freed by I. Mixture-of-experts
+ * layers (the model's layer rule, pp_model_layer_moe, counted per stage from its layer range):
+ * the routed experts' weights experts/ep per rank, their gradients and Adam state sharded over
+ * the expert-data-parallel group, the routed activations and the all-to-all buffers
+ * (pp_tune_moe_acts_of). Not modelled: context parallelism, activation offloading, CUDA-graph pools.
  */
 #include <math.h>
 #include <string.h>
 
 #include <stdlib.h>
 
+#include "mem_shape.h"
 #include "pp_tune.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -305,22 +309,22 @@ pp_tune_param_bytes pp_tune_bytes_per_param(const pp_tune_opts *o, const pp_conf
 }
 
 /* Parameters one stage holds on its rank, after the tensor-parallel split (norms replicated). */
-static double stage_params(const pp_tune_model *m, const pp_sched *s, const pp_config *c,
+static double stage_params(const pp_tune_model *m, const pp_mem_place *pl, const pp_config *c,
                            int pipe, int stage, double *expert_params)
 {
     int t = c->t;
     pp_tune_params pc;
     pp_tune_model_params(m, &pc);
     double h = m->hidden, norm = m->norm_bias ? 2 * h : h;
-    const pp_stage *g = pp_sched_stage(s, pipe, stage);
-    int moe = pp_tune_moe_layers_in(m, g->layer_begin, g->layer_end);
+    const pp_stage *st = &pl->stages[pipe * pl->S + stage];
+    int moe = pp_tune_moe_layers_in(m, st->layer_begin, st->layer_end);
     double dense, md, me;
     pp_tune_layer_params_rank(m, c, 0, &dense, &me);
     pp_tune_layer_params_rank(m, c, 1, &md, &me);
-    double n = dense * (pp_sched_stage_layers(s, pipe, stage) - moe) + md * moe;
+    double n = dense * (st->layer_end - st->layer_begin - moe) + md * moe;
     *expert_params = moe ? me * moe : 0.0;
     n += *expert_params;
-    int S = s->stages_per_pipe;
+    int S = pl->S;
     if (stage == 0)
         n += pc.embed / t;
     if (stage == S - 1) {
@@ -328,59 +332,40 @@ static double stage_params(const pp_tune_model *m, const pp_sched *s, const pp_c
         /* An untied head has its own V x h matrix; a tied one needs a copy of the embedding on
          * the last stage when that stage is not on the embedding's rank (Megatron keeps one and
          * sums the gradients). */
-        int first_rank = pp_sched_stage(s, pipe, 0)->rank;
-        if (!m->tied_embed || pp_sched_stage(s, pipe, stage)->rank != first_rank)
+        int first_rank = pl->stages[pipe * S].rank;
+        if (!m->tied_embed || st->rank != first_rank)
             n += (double)m->vocab * h / t;
     }
     return n;
 }
 
-static double stage_act(const pp_tune_model *m, const pp_sched *s, const pp_config *c,
-                        const pp_tune_opts *o, int pipe, int stage)
+static int place_layers(const pp_mem_place *pl, int i)
 {
-    const pp_stage *g = pp_sched_stage(s, pipe, stage);
-    double a = stage_layers_act(m, c, o, g->layer_begin, g->layer_end);
-    if (stage == 0)
+    return pl->stages[i].layer_end - pl->stages[i].layer_begin;
+}
+
+static double stage_act(const pp_tune_model *m, const pp_mem_place *pl, const pp_config *c,
+                        const pp_tune_opts *o, int i)
+{
+    double a = stage_layers_act(m, c, o, pl->stages[i].layer_begin, pl->stages[i].layer_end);
+    if (i % pl->S == 0)
         a += embed_act(m, c, o);
-    if (stage == s->stages_per_pipe - 1)
+    if (i % pl->S == pl->S - 1)
         a += head_act(m, c, o);
     return a;
 }
 
-static double stage_held(const pp_tune_model *m, const pp_sched *s, const pp_config *c,
-                         const pp_tune_opts *o, int pipe, int stage, double per_layer)
+static double stage_held(const pp_tune_model *m, const pp_mem_place *pl, const pp_config *c,
+                         const pp_tune_opts *o, int i, double per_layer)
 {
-    const pp_stage *g = pp_sched_stage(s, pipe, stage);
-    double a = per_layer * pp_sched_stage_layers(s, pipe, stage) +
-               pp_tune_moe_layers_in(m, g->layer_begin, g->layer_end) * moe_held_extra(m, c, o);
-    if (stage == 0)
+    double a = per_layer * place_layers(pl, i) +
+               pp_tune_moe_layers_in(m, pl->stages[i].layer_begin, pl->stages[i].layer_end) *
+                   moe_held_extra(m, c, o);
+    if (i % pl->S == 0)
         a += embed_held(m, c, o);
-    if (stage == s->stages_per_pipe - 1)
+    if (i % pl->S == pl->S - 1)
         a += head_held(m, c, o);
     return a;
-}
-
-/* Rank r's peak saved activations in bytes and in micro-batch x (L/D layers) units: the
- * schedule's own in-flight walk (pp_sched_in_flight_peak_split, the one the simulator reports
- * from), weighted by each stage's bytes: a micro-batch holds its stage's activations from F
- * to B or I, and what W needs from I to W (schedules without I and W never use the second). */
-static pp_status walk_acts(const pp_tune_model *m, const pp_sched *s, const pp_config *c,
-                           const pp_tune_opts *o, int r, double *bytes, double *units)
-{
-    int n = s->n_pipes * s->stages_per_pipe;
-    double *w = pp_calloc(2 * (size_t)n, sizeof *w), *held = w + n;
-    if (!w)
-        return PP_ERR_NOMEM;
-    double per_layer_w = pp_tune_held_for_w_bytes_per_layer(m, c, o);
-    for (int i = 0; i < n; i++) {
-        int pipe = i / s->stages_per_pipe, st = i % s->stages_per_pipe;
-        w[i] = stage_act(m, s, c, o, pipe, st);
-        held[i] = stage_held(m, s, c, o, pipe, st, per_layer_w);
-    }
-    *bytes = pp_sched_in_flight_peak_split(s, r, w, held);
-    *units = pp_sched_in_flight_peak(s, r, NULL);
-    free(w);
-    return PP_OK;
 }
 
 /* Largest transient of a rank's stages: the fp32 logit gradient of the head, the MLP's
@@ -424,6 +409,79 @@ char *pp_tune_rank_mem_str(const pp_tune_rank_mem *x, char *buf, size_t n)
     return buf;
 }
 
+/* The accounting of pp_tune_memory over the placement pl, each rank's activations from the
+ * schedule's walk (s) or from its shape (sh: *exact = 0 where the shape cannot give the walk's
+ * bytes). Per stage (i = pipe * S + stage): w[i] its saved activations of one micro-batch, held[i]
+ * what W needs of them from I to W (the walk's weights), prm[i] its parameters. */
+static pp_status account(const pp_tune_model *m, const pp_config *c, const pp_tune_opts *o,
+                         const pp_mem_place *pl, const pp_sched *s, const pp_tune_shape *sh,
+                         pp_tune_rank_mem *mem, int *exact)
+{
+    if (c->t < 1 || c->b < 1 || c->d < 1)
+        return PP_ERR(PP_ERR_INVALID, "memory model needs t, b, d >= 1 (got t=%d b=%d d=%d)",
+                      c->t, c->b, c->d);
+    pp_tune_param_bytes bp = pp_tune_bytes_per_param(o, c);
+    pp_config ce = pp_tune_expert_dp_config(c);
+    pp_tune_param_bytes bpe = pp_tune_bytes_per_param(o, &ce);
+    pp_tune_moe_acts moe;
+    pp_tune_moe_acts_of(m, c, o, &moe);
+    double p2p = act_dtype(o) * local_seq(m, c) * c->b * m->hidden; /* one boundary tensor */
+    int S = pl->S, n = pl->n_pipes * S, e = 0;
+    double *w = pp_calloc(4 * (size_t)n, sizeof *w), *held = w + n, *prm = held + n;
+    double *eprm = prm + n; /* of prm: the routed experts' */
+    if (!w)
+        return PP_ERR_NOMEM;
+    double per_layer_w = pp_tune_held_for_w_bytes_per_layer(m, c, o);
+    for (int i = 0; i < n; i++) {
+        w[i] = stage_act(m, pl, c, o, i);
+        held[i] = stage_held(m, pl, c, o, i, per_layer_w);
+        prm[i] = stage_params(m, pl, c, i / S, i % S, &eprm[i]);
+        if (sh) {
+            int ew = pp_mem_frac_bits(w[i]), eh = pp_mem_frac_bits(held[i]);
+            e = ew > e ? ew : e;
+            e = eh > e ? eh : e;
+        }
+    }
+    *exact = 1;
+    for (int r = 0; r < pl->ranks && *exact; r++) {
+        pp_tune_rank_mem *x = &mem[r];
+        memset(x, 0, sizeof *x);
+        int holds_head = 0, pipes_here = 0, pipe_seen = -1, holds_moe = 0;
+        for (int k = pl->loc_off[r]; k < pl->loc_off[r + 1]; k++) {
+            int i = pl->loc[k]; /* increasing: pipe by pipe, stage by stage */
+            x->params += prm[i];
+            x->expert_params += eprm[i];
+            holds_head |= i % S == S - 1;
+            holds_moe |= pp_tune_moe_layers_in(m, pl->stages[i].layer_begin,
+                                               pl->stages[i].layer_end) > 0;
+            pipes_here += i / S != pipe_seen;
+            pipe_seen = i / S;
+        }
+        /* the routed experts' gradients and Adam state are sharded over their own
+         * expert-data-parallel group (d x cp / ep ranks), the rest over d x cp */
+        double dense = x->params - x->expert_params;
+        x->weights = x->params * bp.weights;
+        x->grads = dense * bp.grads + x->expert_params * bpe.grads;
+        x->optim = dense * bp.optim + x->expert_params * bpe.optim;
+        if (s) {
+            x->acts = pp_sched_in_flight_peak_split(s, r, w, held);
+            x->peak_units = pp_sched_in_flight_peak(s, r, NULL);
+        } else if (!pp_tune_shape_peak(sh, r, w, held, e, &x->acts, &x->peak_units)) {
+            *exact = 0;
+        }
+        /* One outgoing activation and one outgoing gradient in flight per pipe through the
+         * rank (received tensors become the next stage's saved input, counted above). */
+        x->comm = pl->ranks > 1 ? 2.0 * p2p * pipes_here : 0.0;
+        if (holds_moe) /* one MoE layer's all-to-all buffers at a time */
+            x->comm += moe.a2a;
+        x->workspace = transient(m, c, o, holds_head, holds_moe) +
+                       (pp_tune_mixed_precision(o) ? GPU_FIXED_RESERVE : 0.0);
+        x->total = x->weights + x->grads + x->optim + x->acts + x->comm + x->workspace;
+    }
+    free(w);
+    return PP_OK;
+}
+
 pp_status pp_tune_memory(const pp_tune_model *m, const pp_config *c, const pp_sched *s,
                          const pp_tune_opts *o, pp_tune_rank_mem *mem)
 {
@@ -437,47 +495,19 @@ pp_status pp_tune_memory(const pp_tune_model *m, const pp_config *c, const pp_sc
                       "it in bf16 for a GPU cluster", m->name);
     if (!pp_tune_mixed_precision(o)) /* what the bundled runtime runs: its own plan */
         return pp_tune_memory_runtime(m, c, s, o, mem);
-    pp_tune_param_bytes bp = pp_tune_bytes_per_param(o, c);
-    pp_config ce = pp_tune_expert_dp_config(c);
-    pp_tune_param_bytes bpe = pp_tune_bytes_per_param(o, &ce);
-    pp_tune_moe_acts moe;
-    pp_tune_moe_acts_of(m, c, o, &moe);
-    double p2p = act_dtype(o) * local_seq(m, c) * c->b * m->hidden; /* one boundary tensor */
-    int S = s->stages_per_pipe;
-    for (int r = 0; r < s->ranks; r++) {
-        pp_tune_rank_mem *x = &mem[r];
-        memset(x, 0, sizeof *x);
-        int holds_head = 0, pipes_here = 0, holds_moe = 0;
-        for (int pipe = 0; pipe < s->n_pipes; pipe++) {
-            int here = 0;
-            for (int st = 0; st < S; st++) {
-                const pp_stage *g = pp_sched_stage(s, pipe, st);
-                if (g->rank != r)
-                    continue;
-                double experts;
-                x->params += stage_params(m, s, c, pipe, st, &experts);
-                x->expert_params += experts;
-                holds_head |= st == S - 1;
-                holds_moe |= pp_tune_moe_layers_in(m, g->layer_begin, g->layer_end) > 0;
-                here = 1;
-            }
-            pipes_here += here;
-        }
-        /* the routed experts' gradients and Adam state are sharded over their own
-         * expert-data-parallel group (d x cp / ep ranks), the rest over d x cp */
-        double dense = x->params - x->expert_params;
-        x->weights = x->params * bp.weights;
-        x->grads = dense * bp.grads + x->expert_params * bpe.grads;
-        x->optim = dense * bp.optim + x->expert_params * bpe.optim;
-        PP_TRY(walk_acts(m, s, c, o, r, &x->acts, &x->peak_units));
-        /* One outgoing activation and one outgoing gradient in flight per pipe through the
-         * rank (received tensors become the next stage's saved input, counted above). */
-        x->comm = s->ranks > 1 ? 2.0 * p2p * pipes_here : 0.0;
-        if (holds_moe) /* one MoE layer's all-to-all buffers at a time */
-            x->comm += moe.a2a;
-        x->workspace = transient(m, c, o, holds_head, holds_moe) +
-                       (pp_tune_mixed_precision(o) ? GPU_FIXED_RESERVE : 0.0);
-        x->total = x->weights + x->grads + x->optim + x->acts + x->comm + x->workspace;
-    }
-    return PP_OK;
+    pp_mem_place pl;
+    int *owned = NULL, exact;
+    PP_TRY(pp_mem_place_of(s, &pl, &owned));
+    pp_status st = account(m, c, o, &pl, s, NULL, mem, &exact);
+    free(owned);
+    return st;
+}
+
+pp_status pp_tune_memory_shape(const pp_tune_model *m, const pp_config *c, const pp_tune_shape *sh,
+                               const pp_tune_opts *o, pp_tune_rank_mem *mem, int *exact)
+{
+    *exact = 0;
+    if (!pp_tune_mixed_precision(o)) /* the runtime's plan reads the schedule itself */
+        return PP_OK;
+    return account(m, c, o, pp_tune_shape_place(sh), NULL, sh, mem, exact);
 }

@@ -46,12 +46,12 @@ static void fill_figures(const pp_tune_model *m, const pp_tune_hw *hw, const pp_
 
 static pp_status simulate(const pp_tune_model *m, const pp_tune_hw *hw, const pp_config *c,
                           const pp_tune_opts *o, const pp_sched *s, const pp_tune_rank_mem *mem,
-                          pp_tune_step_extra *extra, pp_sim_result *sim)
+                          int want_spans, pp_tune_step_extra *extra, pp_sim_result *sim)
 {
     memset(sim, 0, sizeof *sim);
     pp_cost cost;
     PP_TRY(pp_tune_costs(m, hw, c, o, s, mem, &cost, extra));
-    pp_status st = pp_sim_run(s, &cost, 1, sim);
+    pp_status st = pp_sim_run(s, &cost, want_spans, sim);
     pp_cost_fini(&cost);
     return st;
 }
@@ -60,7 +60,7 @@ pp_status pp_tune_simulate(const pp_tune_model *m, const pp_tune_hw *hw, const p
                            const pp_tune_opts *o, const pp_sched *s, pp_tune_step_extra *extra,
                            pp_sim_result *sim)
 {
-    return simulate(m, hw, c, o, s, NULL, extra, sim);
+    return simulate(m, hw, c, o, s, NULL, 1, extra, sim);
 }
 
 /* What one simulated schedule yields, before the derived figures: the pieces the steady state
@@ -83,20 +83,14 @@ static pp_status point_figures(const pp_tune_model *m, const pp_tune_hw *hw,
     if (!extra.dp_rank)
         return PP_ERR_NOMEM;
     pp_sim_result sim;
-    pp_status st = simulate(m, hw, c, o, s, mem, &extra, &sim);
+    pp_status st = simulate(m, hw, c, o, s, mem, 0, &extra, &sim);
     if (st == PP_OK) {
         f->makespan = sim.makespan;
         f->busy = f->idle = 0;
         for (int r = 0; r < s->ranks; r++) {
-            double last = 0;
-            for (int i = 0; i < s->n_ops[r]; i++) {
-                int op = s->ops[r][i].op;
-                /* every compute (a split backward's gradients are whole after its last W)
-                 * and every replica sync */
-                if ((pp_op_is_compute(op) || op == PP_OP_REDUCE) && sim.spans[r][i].end > last)
-                    last = sim.spans[r][i].end;
-            }
-            f->end[r] = last + extra.dp_rank[r];
+            /* after its last compute (a split backward's gradients are whole after its last W)
+             * and its last replica sync */
+            f->end[r] = sim.last_end[r] + extra.dp_rank[r];
             f->busy += sim.busy[r];
             f->idle += sim.idle[r];
         }

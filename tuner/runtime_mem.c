@@ -51,12 +51,13 @@ static pp_status runtime_plan(const pp_tune_model *m, const pp_config *c, const 
         .sched = s,
         .micro_batch = c->b,
         .seq = m->seq, /* trials run the model's full length */
-        .dp = c->d,
+        .dp = c->d * (c->cp > 1 ? c->cp : 1), /* the runtime's replicas: dp x cp */
         .backend = backend,
         .precision = precision,
         .transport_caps = 0, /* the in-process transport */
         .tp = c->t,
-        .sequence_parallel = sequence_parallel};
+        .sequence_parallel = sequence_parallel,
+        .cp = c->cp};
     pp_rt_plan_rank *plan = pp_calloc((size_t)s->ranks, sizeof *plan);
     if (!plan)
         return PP_ERR_NOMEM;

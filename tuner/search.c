@@ -12,18 +12,20 @@
  *    step of a rank holding the average parameter count. Static memory (weights, gradients,
  *    optimizer state) averaged over ranks is a lower bound on the fullest rank: above capacity,
  *    the candidate is pruned without generating its schedule.
- * 3. In increasing bound order: generate the schedule (cached by kind/D/N/v/G/split: the
- *    schedule does not depend on b or t), apply the memory model with the rank's own peak from
- *    the schedule, simulate the survivors with the time model's costs. Once `keep` candidates
+ * 3. In increasing bound order: the memory model with each rank's own peak from the schedule
+ *    (which does not depend on b, t or the settings): from its shape (mem_shape.h: placement and
+ *    the in-flight count vectors where a rank can peak, kept for every schedule key met, to the
+ *    bit what walking the schedule gives), the schedule generated once per key to make the
+ *    shape and again only for simulation (schedules cached by kind/D/N/v/G/split, by recency
+ *    within a byte budget); simulate the survivors with the time model's costs. Once `keep` candidates
  *    fit, a candidate whose bound is not below the keep-th best step time cannot enter the
  *    leaderboard; it and every later one are recorded as "bound" without simulation. This is
  *    exact: the kept leaderboard equals the one a full simulation of every candidate would give.
  * 4. One pass: the settings are searched like the layout, so there is no fallback that
  *    switches one on when nothing fits; every candidate that did not fit keeps its reason.
  *    Trials, recalibration and choice follow on the leaderboard (search_trials.c).
- * Each candidate's schedule is generated once (the cache) and its memory computed once; the
- * leaderboard's entries keep both (pp_tune_prediction.sched, .mem), so printing, the profile
- * and the trials reuse them.
+ * The leaderboard's entries keep their schedule and memory (pp_tune_prediction.sched, .mem), so
+ * printing, the profile and the trials reuse them.
  * What is not cached, and why: simulated makespans. Costs of different (b, t) do not scale
  * uniformly (latencies, all-reduce alpha terms, memory-bound kernels), so reusing a makespan
  * across them would not be exact.
@@ -33,6 +35,7 @@
 #include <string.h>
 
 #include "axes.h"
+#include "mem_shape.h"
 #include "pp_tune.h"
 #include "search_impl.h"
 
@@ -80,6 +83,7 @@ typedef struct {
     int cap_pareto;
     ot_memo memo[OT_MEMO];
     int memo_next;
+    pp_tune_shape_cache *shapes; /* every schedule's shape met so far (mem_shape.h) */
 } search;
 
 /* ---- bookkeeping ------------------------------------------------------------------------ */
@@ -416,13 +420,27 @@ static int by_bound(const void *a, const void *b)
 
 /* ---- schedule cache --------------------------------------------------------------------- */
 /* A schedule leaving the cache while a leaderboard entry points to it moves to the result's
- * held list (freed with the result); unreferenced ones are destroyed. */
-#define CACHE_SLOTS 16
+ * held list (freed with the result); unreferenced ones are destroyed. The cache keeps the most
+ * recent CACHE_SLOTS schedules within CACHE_BYTES (the candidates that fit come back to a
+ * schedule after its shape was taken, often after many others: 1T on 3,072 GPUs generated 625
+ * schedules with 16 slots for 402 distinct ones). */
+#define CACHE_SLOTS 64
+#define CACHE_BYTES (256.0 * 1024 * 1024)
 typedef struct {
     pp_sched_params key;
     char kind[16];
     pp_sched *s;
+    double bytes; /* its action lists */
+    long used;    /* when it was last asked for (the cache's clock) */
 } cache_slot;
+
+static double sched_bytes(const pp_sched *s)
+{
+    double n = 0;
+    for (int r = 0; r < s->ranks; r++)
+        n += (double)s->cap_ops[r] * sizeof(pp_action);
+    return n;
+}
 
 static int referenced(const pp_tune_result *r, const pp_sched *s)
 {
@@ -463,27 +481,57 @@ static pp_status release(search *x, pp_sched *s)
     return PP_OK;
 }
 
+/* The least recently used schedule's slot (empty: NULL none), or an empty slot first. */
+static cache_slot *oldest(cache_slot *cache, int or_empty)
+{
+    cache_slot *v = NULL;
+    for (int i = 0; i < CACHE_SLOTS; i++) {
+        if (!cache[i].s && or_empty)
+            return &cache[i];
+        if (cache[i].s && (!v || cache[i].used < v->used))
+            v = &cache[i];
+    }
+    return v;
+}
+
+/* Lets slot's schedule go (to the held list where the leaderboard points to it). */
+static pp_status evict(search *x, cache_slot *slot, double *held)
+{
+    if (!slot->s)
+        return PP_OK;
+    *held -= slot->bytes;
+    pp_sched *s = slot->s;
+    slot->s = NULL;
+    return release(x, s);
+}
+
 static pp_status cached_schedule(search *x, const pp_config *c, cache_slot *cache,
-                                 long *next, pp_sched **out)
+                                 long *clock, pp_sched **out)
 {
     pp_sched_params sp;
     pp_tune_sched_params(x->m, c, &sp);
+    ++*clock;
     for (int i = 0; i < CACHE_SLOTS; i++)
         if (cache[i].s && !strcmp(cache[i].kind, c->schedule) &&
             !memcmp(&cache[i].key, &sp, sizeof sp)) {
             x->res->sim_cache_hits++;
+            cache[i].used = *clock;
             *out = cache[i].s;
             return PP_OK;
         }
     pp_sched *s = NULL;
     PP_TRY(pp_sched_generate(c->schedule, &sp, &s));
-    cache_slot *slot = &cache[(*next)++ % CACHE_SLOTS];
-    pp_sched *old = slot->s;
-    slot->key = sp;
+    double held = 0, need = sched_bytes(s);
+    for (int i = 0; i < CACHE_SLOTS; i++)
+        held += cache[i].s ? cache[i].bytes : 0;
+    cache_slot *slot = oldest(cache, 1), *o;
+    pp_status st = evict(x, slot, &held);
+    while (st == PP_OK && held + need > CACHE_BYTES && (o = oldest(cache, 0)))
+        st = evict(x, o, &held); /* the least recent go until it fits the budget */
+    *slot = (cache_slot){.key = sp, .s = s, .bytes = sched_bytes(s), .used = *clock};
     snprintf(slot->kind, sizeof slot->kind, "%s", c->schedule);
-    slot->s = s;
     *out = s;
-    return release(x, old);
+    return st;
 }
 
 /* ---- leaderboard --------------------------------------------------------------------------- */
@@ -686,28 +734,62 @@ static pp_status evaluate_steady(search *x, const pp_config *c, pp_tune_rank_mem
     return st == PP_OK ? rs : st;
 }
 
-static pp_status evaluate_one(search *x, const cand *cd, cache_slot *cache, long *next,
+/* The shape of c's schedule (*sh), from the cache, else from the schedule, generated (*s) and
+ * added to both caches. A generator's refusal returns its status. */
+static pp_status shape_of(search *x, const pp_config *c, cache_slot *cache, long *clock,
+                          const pp_tune_shape **sh, pp_sched **s)
+{
+    pp_sched_params sp;
+    pp_tune_sched_params(x->m, c, &sp);
+    *sh = pp_tune_shape_cache_get(x->shapes, c->schedule, &sp);
+    if (*sh) {
+        x->res->sim_cache_hits++;
+        return PP_OK;
+    }
+    PP_TRY(cached_schedule(x, c, cache, clock, s));
+    pp_tune_shape *made = NULL;
+    PP_TRY(pp_tune_shape_create(*s, &made));
+    PP_TRY(pp_tune_shape_cache_put(x->shapes, c->schedule, &sp, made));
+    *sh = made;
+    return PP_OK;
+}
+
+/* A candidate whose schedule or memory model refuses it: the refusal is its reason. */
+static pp_status refused(search *x, const pp_config *c)
+{
+    x->res->pruned_rule++;
+    return add_reject(x, c, 0, pp_err_text());
+}
+
+static pp_status evaluate_one(search *x, const cand *cd, cache_slot *cache, long *clock,
                               pp_tune_rank_mem *mem)
 {
     const pp_config *c = &cd->cfg;
     if (c->N > pp_tune_steady_budget())
         return evaluate_steady(x, c, mem);
     pp_sched *s = NULL;
-    pp_status st = cached_schedule(x, c, cache, next, &s);
+    const pp_tune_shape *sh = NULL;
+    pp_status st = shape_of(x, c, cache, clock, &sh, &s);
     if (st == PP_ERR_NOMEM)
         return st;
-    if (st != PP_OK) {
-        x->res->pruned_rule++;
-        return add_reject(x, c, 0, pp_err_text());
+    if (st != PP_OK)
+        return refused(x, c);
+    /* the memory from the shape, or walking the schedule where the shape cannot give the same
+     * bytes (generated again where the schedule cache let it go) */
+    int exact = 0;
+    st = pp_tune_memory_shape(x->m, c, sh, x->o, mem, &exact);
+    if (st == PP_OK && !exact) {
+        if (!s && (st = cached_schedule(x, c, cache, clock, &s)) != PP_OK)
+            return st == PP_ERR_NOMEM ? st : refused(x, c);
+        st = pp_tune_memory(x->m, c, s, x->o, mem);
     }
-    st = pp_tune_memory(x->m, c, s, x->o, mem);
-    if (st == PP_ERR_UNSUPPORTED) { /* e.g. t > 1 with the runtime's memory model */
-        x->res->pruned_rule++;
-        return add_reject(x, c, 0, pp_err_text());
-    }
+    if (st == PP_ERR_UNSUPPORTED) /* e.g. t > 1 with the runtime's memory model */
+        return refused(x, c);
     PP_TRY(st);
     if (over_capacity(x, c, mem, &st))
         return st;
+    if (!s && (st = cached_schedule(x, c, cache, clock, &s)) != PP_OK)
+        return st == PP_ERR_NOMEM ? st : refused(x, c);
     pp_tune_prediction pred;
     PP_TRY(pp_tune_evaluate_mem(x->m, x->hw, c, x->o, s, mem, &pred));
     return admit(x, &pred, s, mem);
@@ -762,11 +844,14 @@ static pp_status run_ranked(search *x)
         x->kind_best[k] = INFINITY, x->kind_slot[k] = -1;
     cache_slot cache[CACHE_SLOTS];
     memset(cache, 0, sizeof cache);
-    long next = 0;
+    long clock = 0; /* the schedule cache's */
     pp_status st = x->res->best && mem && x->kind_best && x->kind_slot && x->res->sched_best
                        ? PP_OK
                        : PP_ERR_NOMEM;
-    char why[200];
+    char why[200], usable[16]; /* the reason of every static-memory reject, formatted once */
+    snprintf(why, sizeof why, "does not fit: weights, gradients and optimizer state alone "
+                              "average more than %s usable per rank",
+             pp_fmt_bytes(cap, usable, sizeof usable));
     /* done[k]: candidate k was evaluated with a sibling (below) */
     unsigned char *done = pp_calloc((size_t)x->n_cands + 1, 1);
     if (!done)
@@ -777,10 +862,6 @@ static pp_status run_ranked(search *x)
             continue;
         if (isinf(cd->bound)) {
             x->res->pruned_memory++;
-            char usable[16];
-            snprintf(why, sizeof why, "does not fit: weights, gradients and optimizer state "
-                                      "alone average more than %s usable per rank",
-                     pp_fmt_bytes(cap, usable, sizeof usable));
             st = add_reject(x, &cd->cfg, 1, why);
         } else if (bounded_out(x, cd)) {
             x->res->bounded++;
@@ -791,7 +872,7 @@ static pp_status run_ranked(search *x)
                 j->kind_best = kind_best_of(x, &cd->cfg);
             }
         } else {
-            st = evaluate_one(x, cd, cache, &next, mem);
+            st = evaluate_one(x, cd, cache, &clock, mem);
             /* its layout's other settings while the schedule is in the cache: any order of
              * evaluation is exact, since the bound is held against a threshold that only
              * falls (a candidate skipped now would be skipped at the end); the order by bound
@@ -801,7 +882,7 @@ static pp_status run_ranked(search *x)
                 if (done[j] || sib == cd || isinf(sib->bound) || bounded_out(x, sib))
                     continue;
                 done[j] = 1;
-                st = evaluate_one(x, sib, cache, &next, mem);
+                st = evaluate_one(x, sib, cache, &clock, mem);
             }
         }
         if (sp->progress && (i % 16 == 15 || i + 1 == x->n_cands))
@@ -843,10 +924,12 @@ static pp_status search_pass(const pp_tune_search_params *sp, const pp_tune_opts
     x.res->opts = *o;
     x.res->force = sp->force;
     x.res->allow_tp = allow_tp;
-    pp_status st = enumerate(&x);
+    x.shapes = pp_tune_shape_cache_create();
+    pp_status st = x.shapes ? enumerate(&x) : PP_ERR_NOMEM;
     if (st == PP_OK)
         st = run_ranked(&x);
     free(x.cands);
+    pp_tune_shape_cache_destroy(x.shapes);
     if (st != PP_OK) {
         pp_tune_result_destroy(x.res);
         return st;

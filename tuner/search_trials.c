@@ -173,9 +173,16 @@ pp_status pp_tune_search_trials(const pp_tune_search_params *sp, pp_tune_result 
     for (int i = 0; i < r->n_best && n < k; i++) {
         pp_tune_prediction *p = &r->best[trial_order(r, k, i)];
         char unrun[128], why[256];
-        if (pp_profile_pprun_unrun(&p->cfg, unrun, sizeof unrun)) {
-            /* its trial would measure another configuration: not run, and said */
-            snprintf(why, sizeof why, "pprun has no option for %s: not trialled", unrun);
+        int no_cp = p->cfg.cp > 1 && !be->context_parallel;
+        if (no_cp || pp_profile_pprun_unrun(&p->cfg, unrun, sizeof unrun)) {
+            /* its trial would measure another configuration, or be refused: not run, and said */
+            if (no_cp)
+                snprintf(why, sizeof why,
+                         "pprun's %s backend has no context-parallel attention (cp %d): not "
+                         "trialled",
+                         be->name, p->cfg.cp);
+            else
+                snprintf(why, sizeof why, "pprun has no option for %s: not trialled", unrun);
             pp_tune_trial_event ev = {.kind = PP_TUNE_TRIAL_NOT_STARTED,
                                       .cfg = &p->cfg,
                                       .done = n,

@@ -145,3 +145,166 @@ pp_status pp_cpu_attention_bwd(void *ctx, float *dqkv, float *scratch, const flo
         }
     return PP_OK;
 }
+
+/* ---- context parallelism: ring attention, one K/V block at a time ----
+ * Megatron-Core's load-balanced split as TransformerEngine's ring attention does it
+ * (transformer_engine/pytorch/attention.py, AttnFuncWithCPAndKVP2P): 2 cp chunks of L tokens,
+ * cp rank i holding chunks i and 2 cp - 1 - i, so every rank has the same (2 cp + 1) L^2 causal
+ * work; the K/V of cp rank `owner` (its two chunks) come around the ring one step at a time, and
+ * each step's partial attention is merged into the output with the online softmax (Milakov &
+ * Gimelshein 2018; flash attention's running max and sum): for each row the running max m and
+ * sum l, y rescaled by exp(m_old - m_new). A query chunk qc attends key chunk kc when kc <= qc
+ * (the diagonal block causally); the blocks right of it are skipped. The raw scores stay in att
+ * (keys at their global columns) and become the probabilities at the end, which the backward
+ * reads as the whole-sequence attention's (dS = P (dP - rowsum(dy y)), as flash attention's
+ * backward). */
+
+/* Rows of key chunk k (global) in its owner's block (B, T, W): chunk o is the first half of
+ * each sequence, 2 cp - 1 - o the second. */
+static size_t cp_key_row(int k, int owner, int b, int T)
+{
+    return (size_t)b * T + (k == owner ? 0 : (size_t)(T / 2));
+}
+
+/* Global chunk of this rank's local chunk j (0, 1). */
+static int cp_query_chunk(int j, int cp, int cpr)
+{
+    return j ? 2 * cp - 1 - cpr : cpr;
+}
+
+/* The (query chunk, key chunk) blocks of one ring step: for local chunk j, the key chunks of
+ * `owner` at or left of it (n of them, in kc[]). */
+static int cp_blocks(int j, int cp, int cpr, int owner, int kc[2])
+{
+    int qc = cp_query_chunk(j, cp, cpr), n = 0, ks[2] = {owner, 2 * cp - 1 - owner};
+    for (int i = 0; i < 2; i++)
+        if (ks[i] <= qc)
+            kc[n++] = ks[i];
+    return n;
+}
+
+/* Online softmax of one L x L block of raw scores S (row stride ld, -inf where masked) into
+ * rows t of the running max m and sum l: E = exp(S - m_new) into e (L x L), y's L rows (stride
+ * C, hd wide) rescaled. */
+static void cp_merge_block(const float *S, int ld, float *e, float *m, float *l, float *y, int C,
+                           int L, int hd)
+{
+    for (int t = 0; t < L; t++) {
+        const float *row = S + (size_t)t * ld;
+        float mx = pp_row_max(row, L), mn = mx > m[t] ? mx : m[t];
+        float corr = expf(m[t] - mn), sum = 0.0f;
+        for (int k = 0; k < L; k++)
+            sum += e[(size_t)t * L + k] = expf(row[k] - mn);
+        l[t] = l[t] * corr + sum;
+        m[t] = mn;
+        for (int d = 0; d < hd; d++)
+            y[(size_t)t * C + d] *= corr;
+    }
+}
+
+pp_status pp_cpu_attention_cp_fwd(void *ctx, float *y, float *att, float *ml, float *scratch,
+                                  const float *qkv, const float *kv, int B, int T, int NH, int NKV,
+                                  int hd, int cp, int cpr, int owner)
+{
+    const qkv_layout Lq = layout_of(NH, NKV, hd);
+    const int W = Lq.W, C = NH * hd, L = T / 2, TT = cp * T;
+    const float scale = 1.0f / sqrtf((float)hd);
+    size_t nrow = (size_t)B * NH * T;
+    float *m = ml, *l = ml + nrow;
+    if (owner == cpr) { /* the first step: the rank's own block */
+        for (size_t i = 0; i < nrow; i++)
+            m[i] = -INFINITY, l[i] = 0.0f;
+        memset(y, 0, (size_t)B * T * C * sizeof(float));
+    }
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int j = 0; j < 2; j++) {
+                int kc[2], n = cp_blocks(j, cp, cpr, owner, kc), qc = cp_query_chunk(j, cp, cpr);
+                const float *q = qkv + ((size_t)b * T + (size_t)j * L) * W + q_col(&Lq, h);
+                size_t r0 = ((size_t)b * NH + h) * T + (size_t)j * L;
+                float *A = att + r0 * TT, *out = y + ((size_t)b * T + (size_t)j * L) * C + h * hd;
+                for (int i = 0; i < n; i++) {
+                    size_t kr = cp_key_row(kc[i], owner, b, T) * W;
+                    float *S = A + (size_t)kc[i] * L;
+                    pp_cpu_gemm(ctx, 0, 1, L, L, hd, scale, q, W, kv + kr + k_col(&Lq, h), W, 0.0f,
+                                S, TT);
+                    if (kc[i] == qc) /* the diagonal block: causal */
+                        for (int t = 0; t < L; t++)
+                            for (int k = t + 1; k < L; k++)
+                                S[(size_t)t * TT + k] = -INFINITY;
+                    cp_merge_block(S, TT, scratch, m + r0, l + r0, out, C, L, hd);
+                    pp_cpu_gemm(ctx, 0, 0, L, hd, L, 1.0f, scratch, L, kv + kr + v_col(&Lq, h), W,
+                                1.0f, out, C);
+                }
+            }
+    return PP_OK;
+}
+
+pp_status pp_cpu_attention_cp_fwd_end(void *ctx, float *y, float *att, const float *ml, int B,
+                                      int T, int NH, int hd, int cp, int cpr)
+{
+    (void)ctx;
+    const int C = NH * hd, L = T / 2, TT = cp * T;
+    size_t nrow = (size_t)B * NH * T;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                size_t r = ((size_t)b * NH + h) * T + (size_t)t;
+                int keys = (cp_query_chunk(t / L, cp, cpr) + 1) * L;
+                float m = ml[r], inv = 1.0f / ml[nrow + r], *row = att + r * TT;
+                for (int k = 0; k < keys; k++)
+                    row[k] = expf(row[k] - m) * inv;
+                float *out = y + ((size_t)b * T + (size_t)t) * C + (size_t)h * hd;
+                for (int d = 0; d < hd; d++)
+                    out[d] *= inv;
+            }
+    return PP_OK;
+}
+
+pp_status pp_cpu_attention_cp_bwd(void *ctx, float *dqkv, float *dkv, float *dsum, float *scratch,
+                                  const float *dy, const float *y, const float *att,
+                                  const float *qkv, const float *kv, int B, int T, int NH, int NKV,
+                                  int hd, int cp, int cpr, int owner)
+{
+    const qkv_layout Lq = layout_of(NH, NKV, hd);
+    const int W = Lq.W, C = NH * hd, L = T / 2, TT = cp * T;
+    const float scale = 1.0f / sqrtf((float)hd);
+    if (owner == cpr) { /* the first step: rowsum(dy y) of every row, the gradients zeroed */
+        memset(dqkv, 0, (size_t)B * T * W * sizeof(float));
+        memset(dkv, 0, (size_t)B * T * W * sizeof(float));
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++)
+                for (int t = 0; t < T; t++) {
+                    size_t at = ((size_t)b * T + (size_t)t) * C + (size_t)h * hd;
+                    dsum[((size_t)b * NH + h) * T + (size_t)t] = pp_row_dot(dy + at, y + at, hd);
+                }
+    }
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int j = 0; j < 2; j++) {
+                int kc[2], n = cp_blocks(j, cp, cpr, owner, kc);
+                size_t qr = ((size_t)b * T + (size_t)j * L) * W;
+                size_t r0 = ((size_t)b * NH + h) * T + (size_t)j * L;
+                const float *q = qkv + qr + q_col(&Lq, h), *A = att + r0 * TT;
+                const float *dyj = dy + ((size_t)b * T + (size_t)j * L) * C + h * hd;
+                for (int i = 0; i < n; i++) {
+                    size_t kr = cp_key_row(kc[i], owner, b, T) * W;
+                    const float *P = A + (size_t)kc[i] * L;
+                    /* dP = dy v^T, then dS = P (dP - rowsum(dy y)) scaled, in scratch (L x L) */
+                    pp_cpu_gemm(ctx, 0, 1, L, L, hd, 1.0f, dyj, C, kv + kr + v_col(&Lq, h), W,
+                                0.0f, scratch, L);
+                    for (int t = 0; t < L; t++)
+                        for (int k = 0; k < L; k++) {
+                            float *ds = &scratch[(size_t)t * L + k];
+                            *ds = P[(size_t)t * TT + k] * (*ds - dsum[r0 + t]) * scale;
+                        }
+                    pp_cpu_gemm(ctx, 0, 0, L, hd, L, 1.0f, scratch, L, kv + kr + k_col(&Lq, h), W,
+                                1.0f, dqkv + qr + q_col(&Lq, h), W);
+                    pp_cpu_gemm(ctx, 1, 0, L, hd, L, 1.0f, scratch, L, q, W, 1.0f,
+                                dkv + kr + k_col(&Lq, h), W);
+                    pp_cpu_gemm(ctx, 1, 0, L, hd, L, 1.0f, P, TT, dyj, C, 1.0f,
+                                dkv + kr + v_col(&Lq, h), W);
+                }
+            }
+    return PP_OK;
+}

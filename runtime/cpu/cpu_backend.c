@@ -98,6 +98,9 @@ static const pp_backend_ops cpu_ops = {
     .xent_bwd = pp_cpu_xent_bwd,
     .adamw = pp_cpu_adamw,
     .destroy = cpu_destroy,
+    .attention_cp_fwd = pp_cpu_attention_cp_fwd,
+    .attention_cp_fwd_end = pp_cpu_attention_cp_fwd_end,
+    .attention_cp_bwd = pp_cpu_attention_cp_bwd,
 };
 
 static int g_blas_threads = 1; /* what every CPU backend applies */

@@ -33,6 +33,15 @@ pp_status pp_cpu_attention_fwd(void *ctx, float *y, float *att, const float *qkv
 pp_status pp_cpu_attention_bwd(void *ctx, float *dqkv, float *scratch, const float *dy,
                                const float *att, const float *qkv, int B, int T, int NH, int NKV,
                                int hd);
+pp_status pp_cpu_attention_cp_fwd(void *ctx, float *y, float *att, float *ml, float *scratch,
+                                  const float *qkv, const float *kv, int B, int T, int NH, int NKV,
+                                  int hd, int cp, int cpr, int owner);
+pp_status pp_cpu_attention_cp_fwd_end(void *ctx, float *y, float *att, const float *ml, int B,
+                                      int T, int NH, int hd, int cp, int cpr);
+pp_status pp_cpu_attention_cp_bwd(void *ctx, float *dqkv, float *dkv, float *dsum, float *scratch,
+                                  const float *dy, const float *y, const float *att,
+                                  const float *qkv, const float *kv, int B, int T, int NH, int NKV,
+                                  int hd, int cp, int cpr, int owner);
 /* cpu_llama.c */
 pp_status pp_cpu_rmsnorm_fwd(void *ctx, float *out, float *rstd, const float *x, const float *g,
                              int N, int C, float eps);

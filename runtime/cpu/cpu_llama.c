@@ -94,7 +94,7 @@ pp_status pp_cpu_rope(void *ctx, float *x, int N, int T, int nh, int hd, int ld,
     for (int j = 0; j < half; j++)
         inv[j] = pp_rope_inv_freq(r, j, hd);
     for (int n = 0; n < N; n++) {
-        float pos = (float)(n % T);
+        float pos = (float)pp_rope_pos(r, (size_t)n, T);
         for (int j = 0; j < half; j++) {
             float ang = pos * inv[j]; /* float32, as transformers computes it */
             co[j] = cosf(ang);

@@ -5,7 +5,7 @@
 
 static size_t attn_scratch(const pp_backend_stage *s)
 {
-    return pp_rt_size_attn_scratch_cpu(s->T); /* one (batch row, head) at a time */
+    return pp_rt_size_attn_scratch_host(s->d, s->T); /* a (batch row, head), or a ring block */
 }
 
 const pp_backend_row pp_backend_row_cpu = {
@@ -16,5 +16,6 @@ const pp_backend_row pp_backend_row_cpu = {
     .pprun_default = 1,
     .precisions = 1u << PP_PREC_FP32,
     .host_threads = 1,
+    .context_parallel = 1,
     .attn_scratch = attn_scratch,
 };

@@ -7,7 +7,7 @@
 
 static size_t attn_scratch(const pp_backend_stage *s)
 {
-    return pp_rt_size_attn_scratch_cpu(s->T);
+    return pp_rt_size_attn_scratch_host(s->d, s->T); /* a (batch row, head), or a ring block */
 }
 
 const pp_backend_row pp_backend_row_cpu_staged = {
@@ -17,5 +17,6 @@ const pp_backend_row pp_backend_row_cpu_staged = {
     .staged = 1,
     .precisions = 1u << PP_PREC_FP32,
     .host_threads = 1,
+    .context_parallel = 1,
     .attn_scratch = attn_scratch,
 };

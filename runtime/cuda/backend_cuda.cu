@@ -360,6 +360,11 @@ static const pp_backend_ops cuda_ops = {
     /* .marks_read = */ cuda_marks_read,
     /* .marks_destroy = */ cuda_marks_destroy,
     /* .scratch_reserve = */ cuda_scratch_reserve,
+    /* no context-parallel attention kernel (common/backends.c: the row has no
+     * context_parallel, so the executor refuses cp > 1 before creating this backend) */
+    /* .attention_cp_fwd = */ NULL,
+    /* .attention_cp_fwd_end = */ NULL,
+    /* .attention_cp_bwd = */ NULL,
 };
 
 /* Streams, events and the cuBLAS handle of a fresh context (on failure the caller destroys it). */

@@ -169,7 +169,7 @@ static __global__ void rope_kernel(float *x, int T, int nh, int hd, int ld, pp_r
     {
         size_t row = i / ((size_t)nh * half);
         int rest = (int)(i % ((size_t)nh * half)), h = rest / half, j = rest % half;
-        float ang = (float)(row % (size_t)T) * pp_rope_inv_freq(&r, j, hd);
+        float ang = (float)pp_rope_pos(&r, row, T) * pp_rope_inv_freq(&r, j, hd);
         float co = cosf(ang), si = dir * sinf(ang);
         float *v = x + row * ld + (size_t)h * hd;
         float x1 = v[j], x2 = v[j + half];

@@ -270,6 +270,22 @@ pp_status pp_model_check_tp(const pp_model_cfg *cfg, int t)
     return PP_OK;
 }
 
+pp_status pp_model_check_cp(int seq, int cp, int sp)
+{
+    if (cp > 1 && seq % (2 * cp) != 0)
+        return PP_ERR(PP_ERR_INVALID,
+                      "context parallelism: the sequence length %d must be a multiple of 2 x --cp "
+                      "%d = %d (the sequence is cut into 2 cp chunks, cp rank i holding chunks i "
+                      "and 2 cp - 1 - i)",
+                      seq, cp, 2 * cp);
+    if (cp > 1 && sp > 1 && seq / cp % sp != 0)
+        return PP_ERR(PP_ERR_INVALID,
+                      "sequence parallelism with context parallelism: the %d tokens of a cp rank "
+                      "(--seq %d / --cp %d) must be a multiple of --tp %d",
+                      seq / cp, seq, cp, sp);
+    return PP_OK;
+}
+
 pp_status pp_model_check_sp(int seq, int t)
 {
     if (t > 1 && seq % t != 0)

@@ -236,7 +236,8 @@ static void walk(const plan_ctx *x, int r, tracker *t, int *reds, int *n_red)
             break;
         }
         case PP_OP_F: {
-            size_t fws = pp_rt_size_fwd_ws(x->N, x->d.C, x->d.sp); /* sequence parallel */
+            /* sequence parallel, context parallel */
+            size_t fws = pp_rt_size_fwd_ws(&x->d, x->B, x->T, (size_t)layers_of(x, p, st));
             if (!last) /* output */
                 key_alloc(t, key_boundary(x, p, st, m, 0), PP_MEM_COMM, x->io);
             key_alloc(t, key_acts(x, p, st, m), PP_MEM_ACTS, slot_bytes(x, p, st)); /* saved */
@@ -346,6 +347,12 @@ static pp_status check(const pp_rt_plan_params *p)
         PP_TRY(pp_model_check_tp(p->model, p->tp));
     if (p->sequence_parallel)
         PP_TRY(pp_model_check_sp(p->seq, p->tp));
+    PP_TRY(pp_model_check_cp(p->seq, p->cp, p->sequence_parallel ? p->tp : 1));
+    if (p->cp > 1 && !be->context_parallel)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "context parallelism (--cp %d): the %s backend has no context-parallel "
+                      "attention kernel (attention_cp_fwd / _bwd); run it on --backend cpu",
+                      p->cp, be->name);
     if (p->sched->layers != p->model->layers)
         return PP_ERR(PP_ERR_INVALID, "memory plan: the schedule splits %d layers, the model has %d",
                       p->sched->layers, p->model->layers);
@@ -371,9 +378,10 @@ static pp_status ctx_init(const pp_rt_plan_params *p, plan_ctx *x)
     memset(x, 0, sizeof *x);
     x->p = p;
     x->s = s;
-    x->B = (size_t)p->micro_batch, x->T = (size_t)p->seq, x->N = x->B * x->T;
-    size_t t = p->tp > 1 ? (size_t)p->tp : 1;
-    x->d = pp_rt_dims_of(m, t, t > 1 && p->sequence_parallel ? t : 1);
+    size_t t = p->tp > 1 ? (size_t)p->tp : 1, cp = p->cp > 1 ? (size_t)p->cp : 1;
+    /* under context parallelism a rank holds seq / cp tokens of each sequence */
+    x->B = (size_t)p->micro_batch, x->T = (size_t)p->seq / cp, x->N = x->B * x->T;
+    x->d = pp_rt_dims_with_cp(pp_rt_dims_of(m, t, t > 1 && p->sequence_parallel ? t : 1), cp);
     x->be = pp_backend_row_of(p->backend); /* check() has refused a kind without a row */
     x->bf16 = p->precision == PP_PREC_BF16 && pp_backend_row_has_precision(x->be, PP_PREC_BF16);
     x->tokens = !x->be->device_memory; /* beside a device: plain host memory */

@@ -193,6 +193,10 @@ pp_status pp_model_check_tp(const pp_model_cfg *cfg, int t);
  * sequence of seq tokens (Megatron's check: t divides seq), or t <= 1; else PP_ERR_INVALID
  * naming both. */
 pp_status pp_model_check_sp(int seq, int t);
+/* Context parallelism over cp ranks (0 or 1: none): PP_ERR_INVALID unless 2 cp divides seq
+ * (two chunks per rank), and, with sequence parallelism over sp > 1 tensor ranks, sp divides
+ * the seq / cp tokens of a rank. */
+pp_status pp_model_check_cp(int seq, int cp, int sp);
 
 #ifdef __cplusplus
 }

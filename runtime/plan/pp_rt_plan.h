@@ -43,7 +43,9 @@
  * the in-process transport's copies count, when a receive completes depends on timing: the
  * plan simulates the schedule with unit costs (F = 1, B = 2, free links: pp_cost_init_unit)
  * and reclaims a copy at the sender's first SEND that starts after the matching RECV ended.
- * Not planned: the NCCL and MPI transports' own message buffers, and what lives outside the
+ * Not planned: the NCCL and MPI transports' own message buffers, the in-process transport's
+ * copies of the context-parallel ring's messages (runtime/stage_cp.c; the staged plans, which
+ * count no transport copies, stay exact), and what lives outside the
  * backends (thread stacks, the transports' queues, a device's context).
  */
 #ifndef PP_RT_PLAN_H
@@ -85,6 +87,9 @@ typedef struct {
     int tp; /* tensor-parallel ranks per pipeline rank (0 or 1: none); each plans the same */
     int sequence_parallel; /* with tp > 1: activations of the rank's seq/tp tokens, the
                               stages' sequence-parallel workspaces (pp_rt_sizes.h) */
+    int cp; /* context-parallel ranks (0 or 1: none): activations of seq/cp tokens, the
+               ring attention's blocks (pp_rt_sizes.h); dp then counts dp x cp replicas,
+               the group the gradients are all-reduced over */
 } pp_rt_plan_params;
 
 /* One pipeline rank's plan (every dp replica and tensor-parallel rank of it plans the same:

@@ -33,6 +33,7 @@ typedef struct pp_rt_dims { /* its tag: pp_backends.h names it */
     size_t C, F, V, seq; /* hidden, MLP width, vocabulary, maximum positions */
     size_t hd, H, KV;    /* head width, query heads, KV heads (whole model) */
     size_t t, sp;        /* tensor-parallel ranks, sequence shards (t or 1) */
+    size_t cp;           /* context-parallel ranks (1: none; pp_rt_dims_with_cp) */
     size_t Hl, KVl, Fl;  /* this rank's query heads, KV heads, MLP width */
     size_t qd, kvd;      /* this rank's widths of q (Hl hd) and of each of k, v (KVl hd) */
     size_t qkv, fc;      /* this rank's qkv width (qd + 2 kvd) and fc width (Fl, SwiGLU 2 Fl) */
@@ -47,7 +48,7 @@ static inline pp_rt_dims pp_rt_dims_of(const pp_model_cfg *m, size_t t, size_t s
     t = t ? t : 1;
     d.C = (size_t)m->hidden, d.F = (size_t)m->ffn, d.V = (size_t)m->vocab, d.seq = (size_t)m->seq;
     d.hd = (size_t)pp_model_hd(m), d.H = (size_t)m->heads, d.KV = (size_t)pp_model_kv(m);
-    d.t = t, d.sp = sp ? sp : 1;
+    d.t = t, d.sp = sp ? sp : 1, d.cp = 1;
     d.Hl = d.H / t, d.KVl = d.KV / t, d.Fl = d.F / t;
     d.qd = d.Hl * d.hd, d.kvd = d.KVl * d.hd;
     d.qkv = d.qd + 2 * d.kvd;
@@ -57,6 +58,32 @@ static inline pp_rt_dims pp_rt_dims_of(const pp_model_cfg *m, size_t t, size_t s
     d.b_mlp = pp_model_bias(m, PP_NOBIAS_MLP);
     d.rope = m->pos == PP_POS_ROPE, d.untied = m->untied != 0;
     return d;
+}
+
+/* Context parallelism (Megatron-Core's --context-parallel-size; runtime/stage_cp.c): cp ranks
+ * share each sequence, every one holding T = seq / cp of its tokens (two chunks of T/2, at the
+ * true positions pp_rope_pos gives), so every size below with a T or N = B T is the rank's
+ * local tokens; only attention sees the whole sequence: its probabilities span cp T keys and
+ * its K/V come from the whole cp group. cp 0 or 1: none. */
+static inline pp_rt_dims pp_rt_dims_with_cp(pp_rt_dims d, size_t cp)
+{
+    d.cp = cp > 1 ? cp : 1;
+    return d;
+}
+
+/* Floats of one block of the ring (runtime/stage_cp.c): a cp rank's qkv rows of a
+ * micro-batch (its N local rows, the qkv width each), as K/V or as their gradient; 0 without
+ * context parallelism. */
+static inline size_t pp_rt_size_cp_kv_floats(const pp_rt_dims *d, size_t N)
+{
+    return d->cp > 1 ? N * d->qkv : 0;
+}
+
+/* Floats of the ring attention's statistics, one per (row, head) of the rank's N rows: the
+ * forward's running max and sum take two, the backward's rowsum(dy y) one. */
+static inline size_t pp_rt_size_cp_stats_floats(const pp_rt_dims *d, size_t N)
+{
+    return d->cp > 1 ? N * d->Hl : 0;
 }
 
 /* ---- parameters (runtime/stage.c) ---- */
@@ -98,11 +125,13 @@ static inline size_t pp_rt_size_stage_params(const pp_rt_dims *d, size_t layers,
  * after the rotation where the model is rotary) and atty (N qd) of the rank's heads, the
  * MLP's fc output (N fc) and its activation (N Fl), the two norms' mean and rstd (4 N / sp;
  * RMSNorm leaves its means unused), and the attention probabilities of the rank's heads
- * (B, Hl, T, T). */
+ * (B, Hl, T, T); under context parallelism (B, Hl, T, cp T): the rank's T queries over the
+ * whole sequence's keys. */
 static inline size_t pp_rt_size_act_layer_floats(const pp_rt_dims *d, size_t B, size_t T)
 {
     size_t N = B * T, Nl = N / d->sp;
-    return Nl * (4 * d->C + 4) + N * (d->qkv + d->qd + d->fc + d->Fl) + B * d->Hl * T * T;
+    return Nl * (4 * d->C + 4) + N * (d->qkv + d->qd + d->fc + d->Fl) +
+           B * d->Hl * T * T * d->cp;
 }
 
 /* Floats the head saves: final norm input (N C / sp) and output (N C: all-gathered under
@@ -160,6 +189,18 @@ static inline size_t pp_rt_size_attn_scratch_cpu(size_t T)
 {
     return T * T * 4;
 }
+/* The ring attention's block scratch (attention_cp_fwd / _bwd): one L x L block, L = T/2
+ * (the forward's exponentiated scores, the backward's dS). */
+static inline size_t pp_rt_size_attn_scratch_cp(size_t T)
+{
+    return (T / 2) * (T / 2) * 4;
+}
+/* A host backend's attention scratch for a rank holding T tokens of each sequence: the ring's
+ * block under context parallelism (d->cp > 1), else one (batch row, head)'s scores. */
+static inline size_t pp_rt_size_attn_scratch_host(const pp_rt_dims *d, size_t T)
+{
+    return d->cp > 1 ? pp_rt_size_attn_scratch_cp(T) : pp_rt_size_attn_scratch_cpu(T);
+}
 
 /* Bytes of a backward's workspace on one tensor-parallel rank (runtime/stage_bwd.c,
  * PP_MEM_WORKSPACE, freed at its end): dres and dln (N C / sp each), with blocks the widest
@@ -168,7 +209,9 @@ static inline size_t pp_rt_size_attn_scratch_cpu(size_t T)
  * (sp > 1) also a whole (N, C) gradient (the all-gather of dres, or the sum a reduce-scatter
  * takes), with blocks a second (N, C) for the all-gathered norm outputs, and the
  * micro-batch's partial norm gradients (2 norm floats per block, norm for the final one) that
- * are all-reduced at its end. */
+ * are all-reduced at its end. Under context parallelism (cp > 1), with blocks, the ring's
+ * block of K/V and of their gradient (two of pp_rt_size_cp_kv_floats) and rowsum(dy y)
+ * (pp_rt_size_cp_stats_floats); attn_scratch is then pp_rt_size_attn_scratch_cp. */
 static inline size_t pp_rt_size_bwd_ws(const pp_rt_dims *d, size_t N, size_t layers, int has_head,
                                        size_t attn_scratch)
 {
@@ -177,16 +220,25 @@ static inline size_t pp_rt_size_bwd_ws(const pp_rt_dims *d, size_t N, size_t lay
     size_t n = 2 * (N / sp) * C + big;
     if (sp > 1)
         n += N * C + (layers > 0 ? N * C : 0) + layers * 2 * d->norm + (has_head ? d->norm : 0);
+    if (layers > 0)
+        n += 2 * pp_rt_size_cp_kv_floats(d, N) + pp_rt_size_cp_stats_floats(d, N);
     return n * 4 + (layers > 0 ? attn_scratch : 0);
 }
 
 /* Bytes of a forward's workspace (runtime/stage_fwd.c, PP_MEM_WORKSPACE, freed at its end):
- * none without sequence parallelism; with it one (N, C) buffer that holds in turn the
- * embedding's whole output, each all-gathered LayerNorm output and each row-parallel linear's
- * partial product before its reduce-scatter. */
-static inline size_t pp_rt_size_fwd_ws(size_t N, size_t C, size_t sp)
+ * under sequence parallelism one (N, C) buffer that holds in turn the embedding's whole
+ * output, each all-gathered LayerNorm output and each row-parallel linear's partial product
+ * before its reduce-scatter; under context parallelism, with blocks, the ring's block of K/V
+ * (pp_rt_size_cp_kv_floats), the online softmax's running max and sum (two of
+ * pp_rt_size_cp_stats_floats) and the block scratch (pp_rt_size_attn_scratch_cp, of T = N/B
+ * tokens); neither: none. */
+static inline size_t pp_rt_size_fwd_ws(const pp_rt_dims *d, size_t B, size_t T, size_t layers)
 {
-    return sp > 1 ? N * C * 4 : 0;
+    size_t N = B * T, n = d->sp > 1 ? N * d->C : 0;
+    if (layers > 0 && d->cp > 1)
+        n += pp_rt_size_cp_kv_floats(d, N) + 2 * pp_rt_size_cp_stats_floats(d, N) +
+             pp_rt_size_attn_scratch_cp(T) / 4;
+    return n * 4;
 }
 
 #endif

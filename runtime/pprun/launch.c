@@ -9,18 +9,19 @@
 
 #include "pprun.h"
 
-/* World size against --ranks / --dp (/ --tp). Every process computes the same answer; rank 0
- * says it. */
+/* World size against --ranks / --dp (/ --tp, --cp). Every process computes the same answer;
+ * rank 0 says it. */
 static int check_world(pprun_opts *o, int world, int rank)
 {
-    if (o->cfg.t > 1) { /* one process per (tensor rank, pipeline rank, replica) */
-        int per = o->cfg.p * o->cfg.t;
+    if (o->cfg.t > 1 || o->cfg.cp > 1) {
+        /* one process per (tensor rank, pipeline rank, cp rank, replica) */
+        int per = o->cfg.p * o->cfg.t * o->cfg.cp;
         if (world % per != 0 || (o->dp_set && o->cfg.d * per != world)) {
             if (rank == 0)
                 fprintf(stderr,
-                        "pprun: --ranks %d x --tp %d%s needs %d processes%s, but %d were "
-                        "launched\n",
-                        o->cfg.p, o->cfg.t, o->dp_set ? " x --dp" : "",
+                        "pprun: --ranks %d x --tp %d x --cp %d%s needs %d processes%s, but %d "
+                        "were launched\n",
+                        o->cfg.p, o->cfg.t, o->cfg.cp, o->dp_set ? " x --dp" : "",
                         o->dp_set ? per * o->cfg.d : per, o->dp_set ? "" : " (or a multiple)",
                         world);
             return 2;

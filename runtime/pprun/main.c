@@ -99,11 +99,14 @@ static int fits_this_machine(const pp_rt_exec_params *ep)
         return -1; /* a process per rank, or device memory: the backend finds out */
     pp_rt_plan_params pp = {.model = ep->model, .sched = ep->sched, .micro_batch = ep->micro_batch,
                             .seq = ep->seq, .dp = ep->dp, .backend = ep->backend,
-                            .tp = ep->tp, .sequence_parallel = ep->sequence_parallel};
+                            .tp = ep->tp, .sequence_parallel = ep->sequence_parallel,
+                            .cp = ep->cp};
     int D = ep->sched->ranks;
     pp_rt_plan_rank *plan = calloc((size_t)D, sizeof *plan);
     if (!plan)
         return 1;
+    int cp = ep->cp > 1 ? ep->cp : 1, ranks = D * ep->dp * cp * (ep->tp > 1 ? ep->tp : 1);
+    pp.dp *= cp; /* the plan counts every cp rank as a replica (pp_rt_plan_params.cp) */
     pp_status st = pp_rt_plan_compute(&pp, plan);
     double need = 0;
     for (int r = 0; st == PP_OK && r < D; r++)
@@ -111,13 +114,13 @@ static int fits_this_machine(const pp_rt_exec_params *ep)
     free(plan);
     if (st != PP_OK)
         return fail(st, "");
-    need *= (double)ep->dp * (ep->tp > 1 ? ep->tp : 1);
+    need *= (double)ranks / D;
     double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     if (have > 0 && need > have) {
         fprintf(stderr,
                 "pprun: this configuration needs %.1f GiB for its %d ranks (the runtime's memory "
                 "plan), this machine has %.1f GiB\n",
-                need / (1 << 30), D * ep->dp * (ep->tp > 1 ? ep->tp : 1), have / (1 << 30));
+                need / (1 << 30), ranks, have / (1 << 30));
         return 2;
     }
     return -1;
@@ -210,6 +213,7 @@ static int setup(const pprun_opts *o, run_state *s)
         .seq = seq,
         .dp = o->cfg.d,
         .tp = o->cfg.t,
+        .cp = o->cfg.cp,
         .sequence_parallel = o->cfg.sequence_parallel,
         .seed = o->seed,
         .clip = (float)o->clip,

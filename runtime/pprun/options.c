@@ -275,6 +275,7 @@ static void usage(FILE *fp, const pp_opt *opts, int n)
     pp_opt_help(fp, opts, n, &dflt);
     fputs("\n"
           "A step consumes dp * N * b sequences; its loss is their mean cross-entropy.\n"
+          "Ranks: D x tp x cp x dp (threads of this process, or MPI processes).\n"
           "Exit status: 0 done, 1 the run failed, 2 bad options or input.\n",
           fp);
 }

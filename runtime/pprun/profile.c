@@ -72,7 +72,8 @@ static int launcher_per_node(void)
 static int check_launch(const pprun_opts *o, const pp_profile *p)
 {
     const pp_config *c = &p->chosen.config;
-    long devices = (long)c->p * c->t * c->d; /* the reader bounded it by the cluster's */
+    /* the reader bounded it by the cluster's */
+    long devices = (long)c->p * c->t * c->cp * c->d;
     int nodes = (int)((devices + p->cluster.gpus_per_node - 1) / p->cluster.gpus_per_node);
     pp_launch_info li;
     if (pp_launch_detect(&li) != PP_OK) {

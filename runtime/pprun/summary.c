@@ -65,8 +65,9 @@ static json_t *tp_comm_json(const pprun_record *rec, int g)
     return json_pack("{s:f, s:f}", "seconds", rec->tp_seconds[g], "bytes", rec->tp_bytes[g]);
 }
 
-static json_t *ranks_json(const pprun_record *rec)
+static json_t *ranks_json(const pprun_record *rec, int cp)
 {
+    cp = cp > 1 ? cp : 1;
     json_t *a = json_array();
     pp_rt_place pl = {.t = rec->tp, .p = rec->sched->ranks, .dp = 1};
     for (int g = 0; g < rec->n_ranks; g++) {
@@ -79,8 +80,10 @@ static json_t *ranks_json(const pprun_record *rec)
          * held from the executor's creation; peak_bytes counts those buffers by category, so
          * the rank holds peak_bytes plus what the arena's placement leaves unused */
         json_array_append_new(
-            a, json_pack("{s:i, s:i, s:i, s:i, s:o, s:I, s:o}", "rank", g, "replica",
-                         pp_rt_place_dp(&pl, g), "pipeline_rank", pp_rt_place_pp(&pl, g),
+            /* the executor's replicas are dp x cp, cp rank innermost (pp_rt_exec_params.cp) */
+            a, json_pack("{s:i, s:i, s:i, s:i, s:i, s:o, s:I, s:o}", "rank", g, "replica",
+                         pp_rt_place_dp(&pl, g) / cp, "cp_rank", pp_rt_place_dp(&pl, g) % cp,
+                         "pipeline_rank", pp_rt_place_pp(&pl, g),
                          "tensor_rank", pp_rt_place_tp(&pl, g), "peak_bytes", peak,
                          "arena_bytes", (json_int_t)rec->mem[g].reserved, "tp_comm",
                          tp_comm_json(rec, g)));
@@ -106,16 +109,19 @@ int pprun_write_json(const pprun_opts *o, const pprun_record *rec)
         o->cfg.b, "seq", seq, "steps", rec->n_steps, "seed", (json_int_t)o->seed, "lr", o->lr,
         "clip", o->clip, "weight_decay", o->weight_decay, "data", o->data ? o->data : "synthetic",
         "per_step", steps, "warmup_steps", warmup, "median_step_seconds", med, "tokens_per_step",
-        tokens, "tokens_per_second", med > 0 ? tokens / med : 0.0, "ranks", ranks_json(rec));
+        tokens, "tokens_per_second", med > 0 ? tokens / med : 0.0, "ranks",
+        ranks_json(rec, o->cfg.cp));
     char sum[24];
     snprintf(sum, sizeof sum, "%016llx", (unsigned long long)rec->param_checksum);
-    if (root && json_object_update_new(
+    if (root && (json_object_update_new(
                     root, json_pack("{s:s, s:i, s:i, s:s, s:s, s:i, s:b}", "transport",
                                     rec->transport ? rec->transport : "thread", "processes",
                                     rec->processes, "threads_per_rank", rec->threads,
                                     "threads_from", rec->threads_from ? rec->threads_from : "",
                                     "param_checksum", sum, "tp", rec->tp, "sequence_parallel",
-                                    o->cfg.sequence_parallel && rec->tp > 1)) != 0) {
+                                    o->cfg.sequence_parallel && rec->tp > 1)) != 0 ||
+                 json_object_set_new(root, "cp", json_integer(o->cfg.cp > 1 ? o->cfg.cp : 1)) !=
+                     0)) {
         json_decref(root);
         root = NULL;
     }
@@ -147,9 +153,12 @@ int pprun_write_summary(const pprun_opts *o, const pprun_record *rec, FILE *fp)
     double flops = step_flops(&rec->model, seq, tokens);
     int devices = rec->n_ranks > 0 ? rec->n_ranks : 1;
     char tok[32], sec[16];
-    fprintf(fp, "pprun: %d steps of %s on %d ranks x dp %d (%s transport, %s backend, %s): final "
-                "loss %.4f\n",
-            rec->n_steps, rec->sched->kind, rec->sched->ranks, o->cfg.d,
+    char cp[24] = "";
+    if (o->cfg.cp > 1)
+        snprintf(cp, sizeof cp, " x cp %d", o->cfg.cp);
+    fprintf(fp, "pprun: %d steps of %s on %d ranks%s x dp %d (%s transport, %s backend, %s): "
+                "final loss %.4f\n",
+            rec->n_steps, rec->sched->kind, rec->sched->ranks, cp, o->cfg.d,
             rec->transport ? rec->transport : "thread", pp_backend_row_of(o->backend)->name,
             o->precision == PP_PREC_BF16 ? "bf16" : "fp32",
             rec->n_steps ? rec->steps[rec->n_steps - 1].loss : 0.0);

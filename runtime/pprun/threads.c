@@ -42,7 +42,8 @@ int pprun_choose_threads(const pprun_opts *o, pp_transport *tp, pprun_record *re
     if (!n && from_env)
         n = from_env, from = "OPENBLAS_NUM_THREADS";
     if (!n) {
-        int here = o->cfg.p * o->cfg.t * o->cfg.d; /* ranks as threads: D x tp x dp */
+        /* ranks as threads: D x tp x cp x dp */
+        int here = o->cfg.p * o->cfg.t * o->cfg.cp * o->cfg.d;
         if (tp) {
             /* one rank per process; the node's CPUs are shared by its local processes unless
              * the launcher bound each to its own (then the mask is already this one's share) */
