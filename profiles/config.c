@@ -23,6 +23,43 @@ const char *pp_shard_name(pp_shard s)
     return s >= PP_SHARD_NONE && s <= PP_SHARD_GRADIENTS ? pp_shard_names[s] : "none";
 }
 
+/* pprun's line carries sharding only where there is some (a no-op at d = 1). */
+static int shard_set(const pp_config *c)
+{
+    return c->shard != PP_SHARD_NONE && c->d > 1;
+}
+
+/* pprun runs ZeRO-1, not ZeRO-2, and ZeRO-1 not in bf16 on a device (runtime/pp_rt_executor.h
+ * says why; the CPU computes in fp32 whatever is asked). */
+static const char *shard_pprun_cannot(const pp_config *c, int precision)
+{
+    if (c->shard == PP_SHARD_GRADIENTS)
+        return "";
+    if (c->shard == PP_SHARD_OPTIMIZER && c->d > 1 && c->cp > 1)
+        return " with cp"; /* not together yet (runtime/executor.c) */
+    return c->shard == PP_SHARD_OPTIMIZER && c->d > 1 && precision == PP_PREC_BF16 ? " in bf16"
+                                                                                    : NULL;
+}
+
+/* pprun does not run recomputation together with context parallelism yet. */
+static const char *recompute_pprun_cannot(const pp_config *c, int precision)
+{
+    (void)precision;
+    return c->cp > 1 && (c->recompute != PP_RECOMPUTE_NONE || c->recompute_layers > 0) ? " with cp"
+                                                                                       : NULL;
+}
+
+/* pprun's line carries the recomputation only where there is one. */
+static int recompute_set(const pp_config *c)
+{
+    return c->recompute != PP_RECOMPUTE_NONE;
+}
+
+static int recompute_layers_set(const pp_config *c)
+{
+    return c->recompute_layers > 0;
+}
+
 static const char *recompute_layers_rule(const pp_config *c)
 {
     return c->recompute_layers > 0 && c->recompute != PP_RECOMPUTE_FULL
@@ -101,7 +138,8 @@ static const pp_config_axis axes[] = {
     {.key = "t", .kind = PP_CONFIG_INT, .offset = OFF(t), .min = 1, .shown = 1,
      .flag = "--tp", .arg = "t",
      .help = "tensor-parallel ranks per pipeline rank, Megatron-style\n"
-             "(t must divide the heads and the MLP width)",
+             "(t must divide the heads, KV heads and the MLP width;\n"
+             "the embedding and LM head split over the vocabulary)",
      .flag_min = 1, .profile_role = PP_CONFIG_PROFILE_LAYOUT, .on_line = tensor_parallel,
      .line = 80},
     {.key = "N", .kind = PP_CONFIG_INT, .offset = OFF(N), .min = 1, .shown = 1,
@@ -127,12 +165,27 @@ static const pp_config_axis axes[] = {
              "per tensor rank (Megatron; t must divide --seq)",
      .profile_role = PP_CONFIG_PROFILE_FOLLOWS, .on_line = tensor_parallel, .line = 90},
     {.key = "recompute", .kind = PP_CONFIG_ENUM, .offset = OFF(recompute),
-     .names = pp_recompute_names, .optional_minor = 2},
+     .names = pp_recompute_names, .optional_minor = 2, .flag = "--recompute", .arg = "MODE",
+     .help = "activation recomputation: none (default) | selective\n"
+             "(each block's attention probabilities) | full (each\n"
+             "block keeps its input, its forward rerun in backward)",
+     .profile_role = PP_CONFIG_PROFILE_FOLLOWS, .on_line = recompute_set,
+     .pprun_cannot = recompute_pprun_cannot, .line = 130},
     {.key = "recompute_layers", .kind = PP_CONFIG_INT, .offset = OFF(recompute_layers),
-     .min = 0, .optional_minor = 3, .rule = recompute_layers_rule},
+     .min = 0, .optional_minor = 3, .rule = recompute_layers_rule, .flag = "--recompute-layers",
+     .arg = "k", .help = "with --recompute full: only the first k blocks of each\n"
+                         "stage (Megatron's block method; default all)",
+     .flag_min = 1, .profile_role = PP_CONFIG_PROFILE_FOLLOWS, .on_line = recompute_layers_set,
+     .pprun_cannot = recompute_pprun_cannot, .line = 140},
     /* 1.2 wrote "distributed_optimizer" (true: "optimizer"); config_json.c still reads it */
     {.key = "shard", .kind = PP_CONFIG_ENUM, .offset = OFF(shard), .names = pp_shard_names,
-     .optional_minor = 3},
+     .optional_minor = 3, .flag = "--shard", .arg = "WHAT",
+     .help = "over the --dp replicas: none (default) | optimizer\n"
+             "(ZeRO-1: gradients reduce-scattered, AdamW on 1/dp\n"
+             "each, parameters all-gathered; fp32 only, no\n"
+             "checkpoints); gradients (ZeRO-2) is not run yet",
+     .profile_role = PP_CONFIG_PROFILE_FOLLOWS, .on_line = shard_set,
+     .pprun_cannot = shard_pprun_cannot, .line = 75},
     {.key = "cp", .kind = PP_CONFIG_INT, .offset = OFF(cp), .min = 1, .dflt = 1,
      .optional_minor = 3, .shown = 2, .flag = "--cp", .arg = "c",
      .help = "context-parallel ranks sharing each sequence (Megatron's\n"

@@ -134,6 +134,10 @@ typedef struct pp_config_axis {
     int flag_min;
     pp_config_profile_role profile_role;
     int (*on_line)(const pp_config *c);
+    /* NULL where pprun runs c's value of the axis (the field NULL: every value), else what
+     * qualifies the refusal ("" or " in bf16": precision is the run's pp_precision):
+     * pp_profile_pprun_unrun names it, pprun refuses it */
+    const char *(*pprun_cannot)(const pp_config *c, int precision);
     int line; /* its place on pprun's line, ascending (the words outside the configuration:
                  PP_CONFIG_LINE_*) */
 } pp_config_axis;

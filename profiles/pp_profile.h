@@ -244,7 +244,7 @@ typedef struct {
     pp_precision precision;  /* PP_PREC_BF16: --precision bf16; FP32: pprun's default */
 } pp_profile_pprun_line;
 
-#define PP_PROFILE_PPRUN_MAX_ARGS 32
+#define PP_PROFILE_PPRUN_MAX_ARGS 48
 #define PP_PROFILE_PPRUN_ARG_LEN 72
 /* The longest config.json path a line carries (the argv points at the caller's string, not
  * the store), and room for a whole line with it (the string form, shell-quoted). */
@@ -267,8 +267,9 @@ char *pp_profile_pprun_args(const pp_profile_pprun_line *l, char *buf, size_t n)
 /* NULL when pprun runs every setting of c; else the settings it has no option for, at values
  * other than their defaults ("shard optimizer, cp 2"), into buf: a line for c would run another
  * configuration than c (the builder leaves them out), so trials skip it, the pprun export
- * refuses it and the search's launch line says so. */
-const char *pp_profile_pprun_unrun(const pp_config *c, char *buf, size_t n);
+ * refuses it and the search's launch line says so. precision: the line's (pp_precision; some
+ * settings pprun runs in fp32 only: "shard optimizer in bf16"). */
+const char *pp_profile_pprun_unrun(const pp_config *c, int precision, char *buf, size_t n);
 
 /* ---- the model's file (model_source.c) ------------------------------------------------------ */
 

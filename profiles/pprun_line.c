@@ -11,10 +11,13 @@
 
 #include "pp_profile.h"
 
-/* Whether the line carries axis a: its predicate, and a flag without a value only when set. */
-static int on_line(const pp_config *c, const pp_config_axis *a)
+/* Whether the line carries axis a: its predicate, not a value pprun does not run at the line's
+ * precision (pp_profile_pprun_unrun names it), and a flag without a value only when set. */
+static int on_line(const pp_config *c, int precision, const pp_config_axis *a)
 {
     if (a->on_line && !a->on_line(c))
+        return 0;
+    if (a->pprun_cannot && a->pprun_cannot(c, precision))
         return 0;
     return a->arg || a->kind == PP_CONFIG_SCHEDULE || pp_config_get(c, a);
 }
@@ -43,12 +46,14 @@ int pp_profile_pprun_argv(const pp_profile_pprun_line *l,
             ARG("--seq"), ARG("%d", l->seq);
             seq_done = 1;
         }
-        if (i == n_axes || !on_line(c, order[i]))
+        if (i == n_axes || !on_line(c, l->precision, order[i]))
             continue;
         const pp_config_axis *a = order[i];
         ARG("%s", a->flag);
         if (a->kind == PP_CONFIG_SCHEDULE)
             ARG("%s", c->schedule);
+        else if (a->kind == PP_CONFIG_ENUM)
+            ARG("%s", pp_config_enum_name(a, pp_config_get(c, a)));
         else if (a->arg)
             ARG("%d", pp_config_get(c, a));
     }
@@ -84,21 +89,22 @@ char *pp_profile_pprun_args(const pp_profile_pprun_line *l, char *buf, size_t n)
     return buf;
 }
 
-const char *pp_profile_pprun_unrun(const pp_config *c, char *buf, size_t n)
+const char *pp_profile_pprun_unrun(const pp_config *c, int precision, char *buf, size_t n)
 {
     int na;
     const pp_config_axis *a = pp_config_axes(&na);
     size_t len = 0;
     buf[0] = '\0';
     for (int i = 0; i < na; i++) {
-        if (a[i].flag)
+        const char *cannot = a[i].pprun_cannot ? a[i].pprun_cannot(c, precision) : NULL;
+        if (a[i].flag && !cannot)
             continue; /* pprun takes it */
         int v = pp_config_get(c, &a[i]);
         if (v == a[i].dflt || len >= n)
             continue;
         if (a[i].kind == PP_CONFIG_ENUM)
-            len += (size_t)snprintf(buf + len, n - len, "%s%s %s", len ? ", " : "", a[i].key,
-                                    a[i].names[v]);
+            len += (size_t)snprintf(buf + len, n - len, "%s%s %s%s", len ? ", " : "", a[i].key,
+                                    a[i].names[v], cannot ? cannot : "");
         else
             len += (size_t)snprintf(buf + len, n - len, "%s%s %d", len ? ", " : "", a[i].key, v);
     }

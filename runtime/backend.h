@@ -144,6 +144,31 @@ typedef struct {
      * growing it. NULL: the backend's kernels need no scratch of their own (the CPU's). */
     pp_status (*scratch_reserve)(void *ctx, size_t bytes);
 
+    /* ---- vocabulary parallelism (required; runtime/stage_fwd.c with t > 1) ----
+     * A tensor-parallel rank holds vocabulary rows [v0, v0 + Vl) of the token embedding and
+     * of the head, of which the first nv are real and the rest padding (pp_rt_vocab_range in
+     * pp_rt_sizes.h); its logits are (N, Vl). The stage all-reduces between the calls (Megatron-
+     * LM's vocab_parallel_cross_entropy: max, then sum of exp and the target's logit). */
+    /* out(N,C) = wte[tok - v0] for a token in [v0, v0 + nv), zero elsewhere. */
+    pp_status (*vocab_embed_fwd)(void *ctx, float *out, const int32_t *tok, const float *wte,
+                                 int N, int C, int v0, int nv);
+    /* dwte[tok - v0] += dout[i] for each row i (in row order) whose token is in range. */
+    pp_status (*vocab_embed_bwd)(void *ctx, float *dwte, const float *dout, const int32_t *tok,
+                                 int N, int C, int v0, int nv);
+    /* mx(N) = maximum of each row's first nv logits (-inf when nv = 0). */
+    pp_status (*vocab_xent_max)(void *ctx, float *mx, const float *logits, int N, int Vl, int nv);
+    /* In place, with M(i) the maximum over r < t of mx(t, N)[r][i] (every rank's maxima):
+     * probs(N,Vl) = exp(logits - M) on the first nv columns, 0 on the padding; stats(2, N):
+     * stats[i] = the row's sum, stats[N + i] = logits[i][target - v0] - M(i) for a target in
+     * [v0, v0 + nv), else 0. */
+    pp_status (*vocab_xent_exp)(void *ctx, float *probs, float *stats, const float *mx, int t,
+                                const int32_t *targets, int N, int Vl, int v0, int nv);
+    /* In place: probs(N,Vl) *= 1 / sums[i] per row (sums: the all-reduced sums of exp). */
+    pp_status (*vocab_xent_norm)(void *ctx, float *probs, const float *sums, int N, int Vl);
+    /* In place: probs(N,Vl) -> (probs - onehot(target - v0)) * scale, the one-hot only for a
+     * target in [v0, v0 + Vl). */
+    pp_status (*vocab_xent_bwd)(void *ctx, float *probs, const int32_t *targets, int N, int Vl,
+                                int v0, float scale);
     /* ---- optional: context parallelism (NULL on a backend whose row in common/backends.c
      * has no context_parallel; runtime/stage_cp.c calls them, one ring step at a time) ----
      * This cp rank's rows are T = 2L per sequence: global chunk cpr then chunk 2 cp - 1 - cpr,

@@ -66,6 +66,11 @@ static pp_status supported(const pp_rt_executor *ex)
     if (ex->self >= 0)
         return PP_ERR(PP_ERR_UNSUPPORTED, "checkpoints need every rank in this process (the "
                                           "thread transport); not yet under MPI");
+    if (ex->shard != PP_RT_SHARD_NONE)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "checkpoints of a sharded optimizer (--shard optimizer with dp > 1): not "
+                      "written yet (a checkpoint holds each stage's whole AdamW state, which the "
+                      "replicas hold in shards)");
     return PP_OK;
 }
 

@@ -52,6 +52,22 @@ static pp_status check_params(const pp_rt_exec_params *p)
     PP_TRY(pp_model_check_tp(p->model, t));
     if (p->sequence_parallel)
         PP_TRY(pp_model_check_sp(p->seq, t));
+    PP_TRY(pp_rt_check_recompute(p->recompute, p->recompute_layers));
+    if (p->shard < PP_RT_SHARD_NONE || p->shard > PP_RT_SHARD_GRADIENTS)
+        return PP_ERR(PP_ERR_INVALID, "shard: %d is none of 0 (none), 1 (optimizer), 2 (gradients)",
+                      p->shard);
+    if (p->shard == PP_RT_SHARD_GRADIENTS && p->dp > 1)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "shard gradients (ZeRO-2): not run by this runtime yet (its stages accumulate "
+                      "every micro-batch into one whole gradient buffer); shard optimizer is");
+    if (p->shard == PP_RT_SHARD_OPTIMIZER && p->dp > 1 && p->precision == PP_PREC_BF16 &&
+        pp_backend_row_of(p->backend) && pp_backend_row_of(p->backend)->device_memory)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "shard optimizer with bf16: not run yet (the bf16 weight copies are written "
+                      "per whole tensor by AdamW, a shard steps slices of them); use fp32");
+    if (p->cp > 1 && (p->recompute || p->shard))
+        return PP_ERR(PP_ERR_UNSUPPORTED, "recomputation or sharding with context parallelism "
+                                          "(--cp %d): not run together yet", p->cp);
     if ((long)dp * s->ranks * t > 1024)
         return PP_ERR(PP_ERR_INVALID, "%d replicas x %d ranks x %d tensor ranks = %ld threads; at "
                       "most 1024",
@@ -191,6 +207,8 @@ static pp_status create_stages(pp_rt_executor *ex, int g)
                 .sequence_parallel = ex->SP,
                 .tp_allgather = tp_allgather,
                 .tp_reduce_scatter = tp_reduce_scatter,
+                .recompute = ex->recompute,
+                .recompute_layers = ex->recompute_layers,
                 .cp = ex->CP,
                 .cp_rank = k % ex->CP,
                 .cp_send = cp_send,
@@ -403,6 +421,8 @@ pp_status pp_rt_executor_create(const pp_rt_exec_params *p, pp_rt_executor **out
     ex->N = p->sched->microbatches;
     ex->TP = p->tp > 1 ? p->tp : 1;
     ex->SP = ex->TP > 1 && p->sequence_parallel;
+    ex->recompute = p->recompute, ex->recompute_layers = p->recompute_layers;
+    ex->shard = p->dp > 1 ? p->shard : PP_RT_SHARD_NONE;
     ex->place = (pp_rt_place){.t = ex->TP, .p = ex->D, .dp = ex->dp};
     ex->G = pp_rt_place_ranks(&ex->place);
     ex->seed = p->seed;
@@ -449,6 +469,7 @@ static void destroy_rank(pp_rt_executor *ex, rank_state *rs)
     size_t bytes = (size_t)ex->N * ex->B * ex->Tl * sizeof(int32_t);
     tokens_free(rs, rs->tok, bytes);
     tokens_free(rs, rs->tgt, bytes);
+    pp_ex_zero_free(rs, ex->dp);
     free(rs->slot);
     free(rs->red);
     free(rs->tp_group);

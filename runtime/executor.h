@@ -52,6 +52,9 @@ typedef struct {
     pending_reduce *red; /* [n_red_cap] */
     int n_red, n_red_cap;
     double grad_sq; /* this rank's share of the squared gradient norm */
+    float *zero_opt; /* sharded optimizer (executor_zero.c): AdamW m | v of this replica's
+                        shard, PP_MEM_OPTIM, NULL until the first step */
+    size_t zero_n;   /* floats of the rank's packed gradients it was sized for */
     double norm;    /* the global norm, once synchronised */
     pp_status st;
     char err[1024];
@@ -73,6 +76,8 @@ struct pp_rt_executor {
     int CP, Tl; /* context-parallel ranks (1: none), each of which is one of the dp replicas
                    (dp = data replicas x CP); Tl = T / CP tokens of a sequence per rank */
     int SP;                       /* sequence parallelism (with TP > 1) */
+    int recompute, recompute_layers; /* pp_rt_exec_params's (PP_RT_RC_*) */
+    int shard;                    /* PP_RT_SHARD_* in effect (none at dp = 1) */
     pp_rt_place place;            /* {TP, D, dp}: pp_rt_place.h's global rank layout */
     uint64_t seed;
     pp_adamw adamw;
@@ -140,6 +145,14 @@ typedef struct {
 
 /* executor_sync.c */
 pp_status pp_ex_post_reduce(pp_rt_executor *ex, rank_state *rs, int id);
+/* executor_zero.c: the dp reduce-scatter, the norm, AdamW on the replica's shard and the
+ * parameters' all-gather (ex->shard == PP_RT_SHARD_OPTIMIZER, dp > 1); and freeing its state. */
+pp_status pp_ex_sync_sharded(pp_rt_executor *ex, rank_state *rs);
+/* executor_sync.c: the global norm from every rank's rs->grad_sq (all-reduced over every rank,
+ * into rs->norm), and the clipping factor of it (PyTorch's clip_grad_norm_). */
+pp_status pp_ex_norm_allreduce(pp_rt_executor *ex, rank_state *rs);
+float pp_ex_clip_scale(const pp_rt_executor *ex, const rank_state *rs);
+void pp_ex_zero_free(rank_state *rs, int dp);
 pp_status pp_ex_sync_and_update(pp_rt_executor *ex, rank_state *rs);
 /* Checks that the participants of every REDUCE hold the same tensor names (else the packed
  * all-reduce would sum unrelated tensors). Run once at creation. */

@@ -25,6 +25,10 @@ static void plan_params(const pp_rt_executor *ex, pp_rt_plan_params *pp)
                               .transport_caps = ex->tp_caps,
                               .tp = ex->TP,
                               .sequence_parallel = ex->SP,
+                              .recompute = ex->recompute,
+                              .recompute_layers = ex->recompute_layers,
+                              .shard = ex->shard,
+
                               .cp = ex->CP};
 }
 

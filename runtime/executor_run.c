@@ -120,7 +120,7 @@ static pp_status do_forward(pp_rt_executor *ex, rank_state *rs, const pp_action 
         return pp_err_trace(e, __FILE__, __LINE__);
     }
     if (last) {
-        if (rs->tpr == 0) /* the head is replicated: every tensor rank has the same loss */
+        if (rs->tpr == 0) /* every tensor rank has the same loss (all-reduced) */
             ex->losses[(size_t)rs->replica * ex->N + m] = loss;
         return PP_OK;
     }

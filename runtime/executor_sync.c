@@ -11,7 +11,8 @@
  *                PyTorch's clip_grad_norm_. Replicas stay identical: they see identical sums.
  * Every sum runs in a fixed order, so replicas get bit-identical gradients.
  *
- * Not here: bucketing or overlapping the dp all-reduce with backward, ZeRO sharding.
+ * With the optimizer sharded over dp (ZeRO-1) the dp all-reduce, the norm and AdamW are
+ * executor_zero.c's. Not here: bucketing or overlapping the dp all-reduce with backward.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -293,9 +294,8 @@ static pp_status owned_grad_sq(pp_rt_executor *ex, rank_state *rs, double *out)
     return PP_OK;
 }
 
-static pp_status global_norm(pp_rt_executor *ex, rank_state *rs)
+pp_status pp_ex_norm_allreduce(pp_rt_executor *ex, rank_state *rs)
 {
-    PP_TRY(owned_grad_sq(ex, rs, &rs->grad_sq));
     int *group = malloc((size_t)ex->G * sizeof *group);
     if (!group)
         return PP_ERR(PP_ERR_NOMEM, "cannot allocate a group of %d ranks", ex->G);
@@ -309,11 +309,20 @@ static pp_status global_norm(pp_rt_executor *ex, rank_state *rs)
     return st;
 }
 
+static pp_status global_norm(pp_rt_executor *ex, rank_state *rs)
+{
+    PP_TRY(owned_grad_sq(ex, rs, &rs->grad_sq));
+    return pp_ex_norm_allreduce(ex, rs);
+}
+
+float pp_ex_clip_scale(const pp_rt_executor *ex, const rank_state *rs)
+{
+    return ex->clip > 0 && rs->norm > ex->clip ? (float)(ex->clip / (rs->norm + 1e-6)) : 1.0f;
+}
+
 static pp_status update(pp_rt_executor *ex, rank_state *rs)
 {
-    float scale = 1.0f;
-    if (ex->clip > 0 && rs->norm > ex->clip)
-        scale = (float)(ex->clip / (rs->norm + 1e-6));
+    float scale = pp_ex_clip_scale(ex, rs);
     int step = ex->steps_done + 1;
     for (int p = 0; p < ex->P; p++)
         for (int s = 0; s < ex->S; s++)
@@ -330,6 +339,13 @@ pp_status pp_ex_sync_and_update(pp_rt_executor *ex, rank_state *rs)
     PP_TRY(pp_ex_mark(rs, ex_mark_after(n_ops, EX_MARK_SYNC_START)));
     PP_TRY(finish_reduces(ex, rs));
     PP_TRY(sync_tied(ex, rs));
+    if (ex->shard == PP_RT_SHARD_OPTIMIZER) { /* reduce-scatter, norm, AdamW, all-gather */
+        PP_TRY(pp_ex_sync_sharded(ex, rs));
+        PP_TRY(pp_ex_mark(rs, ex_mark_after(n_ops, EX_MARK_SYNC_END)));
+        PP_TRY(pp_ex_mark(rs, ex_mark_after(n_ops, EX_MARK_OPTIM_END)));
+        sy->end = op->start = op->end = pp_now() - ex->t0;
+        return PP_OK;
+    }
     PP_TRY(sync_dp(ex, rs));
     PP_TRY(global_norm(ex, rs));
     PP_TRY(pp_ex_mark(rs, ex_mark_after(n_ops, EX_MARK_SYNC_END)));

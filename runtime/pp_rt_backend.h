@@ -27,13 +27,27 @@ typedef struct pp_backend pp_backend;
 /* ---- creation ---- */
 
 /* Creates a CPU backend (host memory, OpenBLAS + C kernels) into *out, which the caller frees
- * with pp_backend_destroy. Returns PP_OK or PP_ERR_NOMEM. */
+ * with pp_backend_destroy; its kernels run on the threads pp_backend_cpu_set_threads (or
+ * pp_backend_cpu_set_kernel_threads) last set, 1 by default. Returns PP_OK, PP_ERR_NOMEM, or
+ * PP_ERR_INVALID when a thread cannot start. */
 pp_status pp_backend_cpu_create(pp_backend **out);
-/* BLAS threads of the CPU backends (OpenBLAS's count is process-wide): n >= 1 applies now and to
- * every CPU backend created later; the default is 1, one thread per rank. Returns the count
- * OpenBLAS reports it uses (openblas_get_num_threads), which may be less than asked where
- * OpenBLAS was built for fewer threads. */
+/* A CPU backend whose own kernels (norms, attention, activations, cross-entropy, AdamW, ...) run
+ * on `threads` threads (1 to PP_CPU_MAX_THREADS; its pool, started here, sleeps between kernels),
+ * with results bit-identical for any count. Its GEMMs use OpenBLAS's process-wide count
+ * (pp_backend_cpu_set_threads). Returns PP_OK, PP_ERR_INVALID (a count out of range, a thread
+ * that cannot start), PP_ERR_NOMEM. */
+#define PP_CPU_MAX_THREADS 1024
+pp_status pp_backend_cpu_create_threads(int threads, pp_backend **out);
+/* Threads of the CPU backends (OpenBLAS's count is process-wide): n >= 1 applies now to
+ * OpenBLAS and to every CPU backend created later by pp_backend_cpu_create (its BLAS and its
+ * kernel threads); the default is 1, one thread per rank. Returns the count OpenBLAS reports it
+ * uses (openblas_get_num_threads), which may be less than asked where OpenBLAS was built for
+ * fewer threads. */
 int pp_backend_cpu_set_threads(int n);
+/* Kernel threads of the CPU backends created later by pp_backend_cpu_create (n >= 1; after
+ * pp_backend_cpu_set_threads, which sets both): their own kernels only, not OpenBLAS's. Returns
+ * the count now in force. */
+int pp_backend_cpu_set_kernel_threads(int n);
 /* The count OpenBLAS uses now (openblas_get_num_threads). */
 int pp_backend_cpu_threads(void);
 

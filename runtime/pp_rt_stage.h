@@ -33,8 +33,10 @@ typedef struct {
     /* Tensor parallelism (Megatron-LM, Shoeybi et al. 2019): the stage's blocks are split over
      * tp ranks (0 or 1: no split), of which this one is tp_rank. qkv (by heads) and the MLP's
      * first linear are column-parallel, the attention output and the MLP's second linear
-     * row-parallel, LayerNorms, the row-parallel biases, the embedding and the head whole on
-     * every rank. tp_allreduce sums data(n) in place over the stage's tp ranks (every rank
+     * row-parallel, the token embedding and the head split over the vocabulary (ceil(V/t)
+     * rows each, Megatron-LM's VocabParallelEmbedding and column-parallel output layer, the
+     * loss computed across them), LayerNorms, the row-parallel biases and the position
+     * embedding whole on every rank. tp_allreduce sums data(n) in place over the stage's tp ranks (every rank
      * gets the same floats; each rank of the group calls it the same times, in the same
      * order); required when tp > 1. */
     int tp, tp_rank;
@@ -77,6 +79,12 @@ typedef struct {
     pp_status (*cp_send)(void *ctx, const float *buf, size_t n);
     pp_status (*cp_recv)(void *ctx, float *buf, size_t n);
     void *cp_ctx;
+    /* Activation recomputation (pp_rt_sizes.h's PP_RT_RC_*: 0 none, 1 selective, 2 full) and,
+     * with full, the first recompute_layers blocks of the stage (0: all). A recomputed block
+     * reruns its forward (full) or its attention core (selective) on the same inputs at the
+     * start of its backward, so the gradients are the same floats as without it; the slot is
+     * smaller (pp_rt_stage_act_bytes), forward and backward take the recompute workspace. */
+    int recompute, recompute_layers;
 } pp_rt_stage_params;
 
 /* A named parameter tensor with its gradient (both in backend memory, fp32, n elements).
@@ -88,7 +96,8 @@ typedef struct {
     float *data;
     float *grad;
     size_t n;
-    int sharded; /* 1: this rank holds 1/t of the tensor (pp_rt_stage_global_index maps it);
+    int sharded; /* 1: this rank holds 1/t of the tensor (pp_rt_stage_global_index maps it;
+                    the vocabulary-split ones ceil(V/t) rows, with padding past V);
                     0: the whole tensor, identical on every tensor-parallel rank */
 } pp_rt_tensor;
 
@@ -147,7 +156,10 @@ pp_rt_tensor *pp_rt_stage_tensors(pp_rt_stage *st, int *n);
  * stage, or NULL if it holds none. */
 pp_rt_tensor *pp_rt_stage_tensor(pp_rt_stage *st, const char *name);
 /* Returns the index in the whole (unsplit) tensor of element i of the stage's tensor
- * `tensor` (an index into pp_rt_stage_tensors): i itself for a tensor that is not sharded. */
+ * `tensor` (an index into pp_rt_stage_tensors): i itself for a tensor that is not sharded;
+ * PP_RT_STAGE_PAD for an element of the vocabulary padding (a rank's rows past the
+ * vocabulary when t does not divide it: zero, part of no whole tensor). */
+#define PP_RT_STAGE_PAD ((size_t)-1)
 size_t pp_rt_stage_global_index(const pp_rt_stage *st, int tensor, size_t i);
 /* The names within a block ("ln1.g", "attn.qkv.w", ...) of the tensors the model's blocks
  * hold, in allocation order, into names (static strings); returns how many. */
@@ -169,6 +181,14 @@ typedef struct {
 /* Returns PP_OK; PP_ERR_INVALID for step < 1; PP_ERR_OOM when the optimizer state cannot be
  * allocated. */
 pp_status pp_rt_stage_adamw(pp_rt_stage *st, const pp_adamw *hp, int step, float grad_scale);
+/* AdamW on elements [off, off + len) of the stage's tensor `tensor` (an index into
+ * pp_rt_stage_tensors) with the caller's gradient and state (m, v: len floats each, backend
+ * memory) for them: a sharded optimizer's slice (ZeRO-1, runtime/executor_zero.c). Each element
+ * steps exactly as pp_rt_stage_adamw steps it, weight decay as the tensor's. Returns PP_OK;
+ * PP_ERR_INVALID for a step < 1 or a range outside the tensor. */
+pp_status pp_rt_stage_adamw_slice(pp_rt_stage *st, int tensor, size_t off, size_t len,
+                                  const float *grad, float *m, float *v, const pp_adamw *hp,
+                                  int step, float grad_scale);
 
 #ifdef __cplusplus
 }

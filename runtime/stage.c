@@ -14,12 +14,11 @@
  * holds its shard of qkv (by heads) and fc (column-parallel) and of the two projections'
  * weights (row-parallel), and each element of a shard is initialised from its index in the
  * whole tensor, so the t shards put together are bit for bit the unsplit tensor.
- * The token / position embedding and the tied LM head (with the loss) are replicated on every
- * tensor-parallel rank rather than split over the vocabulary as Megatron does: the runtime's
- * sizes are CPU trial sizes (tiny: V = 256, C = 64), where the replicated head is a few
- * percent of a stage's FLOPs and its weights 16 KB; splitting it would add two more
- * collectives per micro-batch (max and sum of the softmax) for no measurable gain there.
- * Planned per rank (pp_rt_sizes.h), so the tuner's trials see the replicated bytes.
+ * The token embedding and the LM head (tied or not) are split over the vocabulary
+ * (Megatron-LM's VocabParallelEmbedding and column-parallel output layer): a rank holds
+ * ceil(V/t) rows of each, the last ranks' rows past V zero padding (pp_rt_sizes.h's
+ * pp_rt_vocab_rows says why), a tied head's copy the same rows as the embedding; the position
+ * embedding stays whole on every rank (Planned per rank in pp_rt_sizes.h).
  * Sequence parallelism (Korthikanti et al. 2022) changes no parameter: a rank's slot holds the
  * LayerNorm / residual tensors of its N/t tokens only (stage_fwd.c, stage_bwd.c).
  */
@@ -29,6 +28,7 @@
 #include <string.h>
 
 #include "init_normal.h"
+#include "pp_rt_plan.h"
 #include "stage_impl.h"
 
 typedef enum { INIT_ZERO, INIT_ONE, INIT_NORMAL } init_kind;
@@ -138,6 +138,10 @@ size_t pp_stage_shard_index(const pp_stage_shard *sh, int t, int tpr, size_t i)
         }
         return i; /* not reached: the local rows sum to R/t */
     }
+    case SHARD_VOCAB: { /* local (Vl, K): rows r Vl .. of the whole (R, K), past R padding */
+        size_t row = r * pp_rt_vocab_rows(R, tt) + i / K;
+        return row < R ? row * K + i % K : PP_RT_STAGE_PAD;
+    }
     case SHARD_COLS: { /* local (R, K/t) */
         size_t kl = K / tt, row = i / kl, c = i % kl;
         return row * K + r * kl + c;
@@ -166,9 +170,9 @@ static pp_status init_shard(pp_backend *be, float *dst, size_t n, init_kind kind
         for (size_t i = 0; i < m; i++) {
             size_t gi = pp_stage_shard_index(sh, t, tpr, done + i);
             float pair[2] = {kind == INIT_ONE ? 1.0f : 0.0f, kind == INIT_ONE ? 1.0f : 0.0f};
-            if (kind == INIT_NORMAL)
+            if (kind == INIT_NORMAL && gi != PP_RT_STAGE_PAD)
                 pp_normal_pair(key, gi / 2, std, pair);
-            buf[i] = pair[gi & 1];
+            buf[i] = gi == PP_RT_STAGE_PAD ? 0.0f : pair[gi & 1]; /* padding rows: zero */
         }
         PP_TRY(be->ops->upload(be->ctx, dst + done, buf, m * sizeof(float)));
         done += m;
@@ -236,8 +240,16 @@ static int plan_tensors(const pp_rt_stage *st, tensor_plan *plan)
         }                                                                                          \
         k++;                                                                                       \
     } while (0)
+    /* the embedding's and the head's vocabulary rows on this rank (all of them at t = 1) */
+    size_t V = (size_t)m->vocab, Vl = pp_rt_vocab_rows(V, (size_t)st->tp);
+#define VOCAB_SHARD()                                                                              \
+    do {                                                                                           \
+        if (plan && st->tp > 1)                                                                    \
+            plan[k - 1].shard = (pp_stage_shard){SHARD_VOCAB, V, C, 0, {0}};                       \
+    } while (0)
     if (st->has_embed) {
-        PLAN("wte", -1, "wte", (size_t)m->vocab * C, INIT_NORMAL, std, 1);
+        PLAN("wte", -1, "wte", Vl * C, INIT_NORMAL, std, 1);
+        VOCAB_SHARD();
         if (m->pos == PP_POS_LEARNED)
             PLAN("wpe", -1, "wpe", (size_t)m->seq * C, INIT_NORMAL, std, 1);
     }
@@ -269,28 +281,35 @@ static int plan_tensors(const pp_rt_stage *st, tensor_plan *plan)
         /* An untied head is its own matrix. The tied LM head: its own copy only when the
          * embedding lives on another stage, initialised from the same key as "wte" so both
          * copies start equal. */
-        if (m->untied)
-            PLAN("head.w", -1, "head.w", (size_t)m->vocab * C, INIT_NORMAL, std, 1);
-        else if (!st->has_embed)
-            PLAN("wte.head", -1, "wte", (size_t)m->vocab * C, INIT_NORMAL, std, 1);
+        if (m->untied) {
+            PLAN("head.w", -1, "head.w", Vl * C, INIT_NORMAL, std, 1);
+            VOCAB_SHARD();
+        } else if (!st->has_embed) {
+            PLAN("wte.head", -1, "wte", Vl * C, INIT_NORMAL, std, 1);
+            VOCAB_SHARD();
+        }
     }
+#undef VOCAB_SHARD
 #undef PLAN
     return k;
 }
 
 /* ---- slot layout ----
  * [tokens (N) int32][targets (N) int32][block 0 .. block nl-1][head]; no padding, so the
- * bytes are exactly the sum of the saved tensors (what the accounting test checks). */
-
-/* The slot's sizes are pp_rt_sizes.h's, which the memory plan adds up. */
-static size_t layer_floats(const pp_rt_stage *st)
-{
-    return pp_rt_size_act_layer_floats(&st->d, (size_t)st->B, (size_t)st->T);
-}
+ * bytes are exactly the sum of the saved tensors (what the accounting test checks). A block
+ * keeps what its recomputation leaves (pp_rt_size_act_kept_floats). */
 
 static size_t prefix_words(const pp_rt_stage *st)
 {
     return pp_rt_size_act_prefix_words((size_t)st->B * st->T, st->has_embed, st->has_head);
+}
+
+/* Offset (floats) of block `layer`'s kept activations in the slot: pp_rt_sizes.h's, which the
+ * memory plan adds up. */
+static size_t layer_offset(const pp_rt_stage *st, int layer)
+{
+    return prefix_words(st) +
+           pp_rt_size_act_kept_floats(&st->d, (size_t)st->B, (size_t)st->T, (size_t)layer);
 }
 
 void pp_stage_slot_views(const pp_rt_stage *st, void *mem, int32_t **tokens, int32_t **targets)
@@ -301,17 +320,18 @@ void pp_stage_slot_views(const pp_rt_stage *st, void *mem, int32_t **tokens, int
     *targets = st->has_head ? p + (st->has_embed ? N : 0) : NULL;
 }
 
-void pp_stage_layer_acts(const pp_rt_stage *st, void *mem, int layer, pp_layer_acts *a)
+/* A block's activations laid out from p in order, the probabilities skipped when !with_att. */
+static void carve_layer(const pp_rt_stage *st, float *p, int with_att, pp_layer_acts *a)
 {
     size_t N = (size_t)st->B * st->T, C = (size_t)st->cfg.hidden, Nl = (size_t)st->Nl;
-    float *p = (float *)mem + prefix_words(st) + (size_t)layer * layer_floats(st);
     a->x = p, p += Nl * C;
     a->ln1 = p, p += Nl * C;
     a->mean1 = p, p += Nl;
     a->rstd1 = p, p += Nl;
     a->qkv = p, p += N * st->d.qkv;
     a->atty = p, p += N * st->d.qd;
-    a->att = p, p += (size_t)st->B * st->Hl * st->T * st->T * st->cp;
+    a->att = with_att ? p : NULL;
+    p += with_att ? pp_rt_size_att_floats(&st->d, (size_t)st->B, (size_t)st->T) : 0;
     a->res2 = p, p += Nl * C;
     a->ln2 = p, p += Nl * C;
     a->mean2 = p, p += Nl;
@@ -320,10 +340,28 @@ void pp_stage_layer_acts(const pp_rt_stage *st, void *mem, int layer, pp_layer_a
     a->act = p;
 }
 
+void pp_stage_layer_acts(const pp_rt_stage *st, void *mem, int layer, float *rws,
+                         pp_layer_acts *a)
+{
+    float *kept = (float *)mem + layer_offset(st, layer);
+    switch (pp_stage_rc_of(st, layer)) {
+    case PP_RT_RC_FULL: /* all in the workspace but the input */
+        carve_layer(st, rws, 1, a);
+        a->x = kept;
+        break;
+    case PP_RT_RC_SELECTIVE: /* all in the slot but the probabilities */
+        carve_layer(st, kept, 0, a);
+        a->att = rws;
+        break;
+    default:
+        carve_layer(st, kept, 1, a);
+    }
+}
+
 void pp_stage_head_acts(const pp_rt_stage *st, void *mem, pp_head_acts *h)
 {
     size_t N = (size_t)st->B * st->T, C = (size_t)st->cfg.hidden, Nl = (size_t)st->Nl;
-    float *p = (float *)mem + prefix_words(st) + (size_t)st->nl * layer_floats(st);
+    float *p = (float *)mem + layer_offset(st, st->nl);
     h->xf = p, p += Nl * C;
     h->lnf = p, p += N * C;
     h->meanf = p, p += Nl;
@@ -359,6 +397,7 @@ static pp_status check_params(const pp_backend *be, const pp_rt_stage_params *p)
                       "stage: sequence length must be in 1..%d (the model's positions), got %d",
                       m->seq, p->seq);
     PP_TRY(pp_model_check_tp(m, p->tp < 1 ? 1 : p->tp));
+    PP_TRY(pp_rt_check_recompute(p->recompute, p->recompute_layers));
     if (p->tp > 1 && (!p->tp_allreduce || p->tp_rank < 0 || p->tp_rank >= p->tp))
         return PP_ERR(PP_ERR_INVALID,
                       "stage: tensor-parallel rank %d of %d needs a rank in 0..%d and an "
@@ -470,6 +509,7 @@ pp_status pp_rt_stage_create(pp_backend *be, const pp_rt_stage_params *p, pp_rt_
     st->sp = st->tp > 1 && p->sequence_parallel ? st->tp : 1;
     st->d = pp_rt_dims_with_cp(pp_rt_dims_of(&st->cfg, (size_t)st->tp, (size_t)st->sp),
                                (size_t)st->cp);
+    st->d.rc = p->recompute, st->d.rc_k = (size_t)p->recompute_layers;
     st->Hl = (int)st->d.Hl, st->KVl = (int)st->d.KVl, st->Fl = (int)st->d.Fl;
     st->hd = (int)st->d.hd, st->qd = (int)st->d.qd, st->qkv = (int)st->d.qkv;
     st->fc = (int)st->d.fc;
@@ -491,6 +531,11 @@ pp_status pp_rt_stage_create(pp_backend *be, const pp_rt_stage_params *p, pp_rt_
     }
     st->tp_allreduce = p->tp_allreduce;
     st->tp_ctx = p->tp_ctx;
+    {
+        size_t v0, nv;
+        pp_rt_vocab_range(st->d.V, (size_t)st->tp, (size_t)st->tpr, &v0, &nv);
+        st->v0 = (int)v0, st->nv = (int)nv, st->Vl = (int)st->d.Vl;
+    }
     st->mem_alloc = p->mem_alloc;
     st->mem_free = p->mem_free;
     st->mem_ctx = p->mem_ctx;

@@ -118,6 +118,7 @@ typedef struct {
      * (pp_rt_size_cp_kv_floats; its block of K/V is st->cp_kv, right before it) and
      * rowsum(dy y) (pp_rt_size_cp_stats_floats) */
     float *dkv, *dsum;
+    float *rc;    /* the recompute workspace (pp_rt_size_rc_ws_floats), NULL without */
     size_t bytes;
     void *mem;
 } workspace;
@@ -240,32 +241,67 @@ static pp_status block_bwd(pp_rt_stage *st, int l, const pp_layer_acts *a, works
     return PP_OK;
 }
 
-/* d(mean loss)/d(logits) = (p - onehot) / N, times loss_scale; then through the tied head
- * and the final LayerNorm into dres (which it initialises). */
+/* d(mean loss)/d(logits) = (p - onehot) / N, times loss_scale; then through the head (the
+ * rank's vocabulary rows with t > 1) and the final LayerNorm into dres (which it
+ * initialises). With t > 1 the head is column-parallel (Megatron-LM's output layer): each
+ * rank's dlogits slice gives a partial d(lnf), summed over the ranks (f's backward
+ * all-reduce; under sequence parallelism the reduce-scatter that is the backward of the
+ * all-gather before the head, leaving the rank's rows). */
 static pp_status head_bwd(pp_rt_stage *st, const pp_head_acts *h, const int32_t *targets,
                           float loss_scale, workspace *ws)
 {
     pp_backend *be = st->be;
     const pp_backend_ops *o = be->ops;
-    int N = st->B * st->T, C = st->cfg.hidden, V = st->cfg.vocab;
+    int N = st->B * st->T, C = st->cfg.hidden, V = st->tp > 1 ? st->Vl : st->cfg.vocab;
     const pp_rt_tensor *t = st->tensors;
-    PP_TRY(o->xent_bwd(be->ctx, h->probs, targets, N, V, loss_scale / (float)N));
+    if (st->tp > 1)
+        PP_TRY(o->vocab_xent_bwd(be->ctx, h->probs, targets, N, V, st->v0, loss_scale / (float)N));
+    else
+        PP_TRY(o->xent_bwd(be->ctx, h->probs, targets, N, V, loss_scale / (float)N));
     const float *dlogits = h->probs;
-    /* Under sequence parallelism the replicated head's d(lnf) is whole and the same on every
-     * rank, so the all-gather's backward is taking the rank's rows (no communication). */
     int sp = st->sp > 1;
     float *dlnf = sp ? ws->dfull : ws->dln;
     PP_TRY(o->gemm(be->ctx, 0, 0, N, C, V, 1.0f, dlogits, V, t[st->i_headwte].data, C, 0.0f,
                    dlnf, C));
     PP_TRY(wgrad(be, t[st->i_headwte].grad, NULL, dlogits, h->lnf, N, C, V));
+    if (sp)
+        PP_TRY(pp_stage_sp_scatter(st, ws->dfull, ws->dln, C, 0));
+    else
+        PP_TRY(pp_stage_tp_sum(st, ws->dln, (size_t)N * C));
     PP_TRY(o->zero(be->ctx, ws->dres, (size_t)st->Nl * C * sizeof(float)));
     float *lng = sp ? ws->lng + (size_t)st->nl * 2 * st->d.norm : NULL;
     int nb = pp_model_bias(&st->cfg, PP_NOBIAS_NORM);
     PP_TRY(pp_stage_norm_bwd(st, ws->dres, sp ? lng : t[st->i_lnf].grad,
                              !nb ? NULL : sp ? lng + C : t[st->i_lnf + 1].grad,
-                             dlnf + (sp ? (size_t)st->tpr * st->Nl * C : 0), h->xf,
+                             ws->dln, h->xf,
                              t[st->i_lnf].data, h->meanf, h->rstdf, st->Nl));
     return PP_OK;
+}
+
+/* Recomputation (pp_rt_sizes.h) of block l at the start of its backward, into the recompute
+ * workspace, from what the slot kept, with the same kernels, weights and order as the forward
+ * (and, with tensor parallelism, the same collectives on every rank), so the recomputed floats
+ * are the forward's bit for bit. Full: the block's forward from its kept input; its output,
+ * which the next block's kept input already holds, lands in the workspace's unused input place
+ * (a->x is the slot's); under sequence parallelism the forward's (N, C) workspace is dfull,
+ * free between blocks. Selective: the probabilities from the kept (rotated) q, k, v; the
+ * attention output it writes beside them is the slot's atty again, not needed. With split
+ * backward, what W takes of a full recomputation is copied by I into what it holds for W
+ * (pp_rt_size_wheld_bytes); the workspace ends with I. */
+static pp_status recompute(pp_rt_stage *st, int l, const pp_layer_acts *a, workspace *ws)
+{
+    pp_backend *be = st->be;
+    switch (pp_stage_rc_of(st, l)) {
+    case PP_RT_RC_FULL:
+        return pp_stage_block_fwd(st, l, a, ws->rc, st->sp > 1 ? ws->dfull : NULL);
+    case PP_RT_RC_SELECTIVE: {
+        float *atty = ws->rc + pp_rt_size_att_floats(&st->d, (size_t)st->B, (size_t)st->T);
+        return be->ops->attention_fwd(be->ctx, atty, a->att, a->qkv, st->B, st->T, st->Hl, st->KVl,
+                                      st->hd);
+    }
+    default:
+        return PP_OK;
+    }
 }
 
 static pp_status workspace_alloc(pp_rt_stage *st, workspace *ws)
@@ -277,7 +313,8 @@ static pp_status workspace_alloc(pp_rt_stage *st, workspace *ws)
                      : st->cp > 1 ? pp_rt_size_attn_scratch_cp((size_t)st->T)
                                   : st->be->ops->attention_scratch_bytes(st->be->ctx, st->B, st->T,
                                                                          st->qd, st->Hl);
-    ws->bytes = pp_rt_size_bwd_ws(&st->d, N, nl, st->has_head, scratch); /* pp_rt_sizes.h */
+    ws->bytes = pp_rt_size_bwd_ws(&st->d, (size_t)st->B, (size_t)st->T, nl, st->has_head,
+                                  scratch); /* pp_rt_sizes.h */
     PP_TRY(pp_stage_mem_alloc(st, ws->bytes, PP_MEM_WORKSPACE, &ws->mem));
     ws->dres = ws->mem;
     ws->dln = ws->dres + Nl * C;
@@ -294,6 +331,8 @@ static pp_status workspace_alloc(pp_rt_stage *st, workspace *ws)
         ws->dkv = p, p += kv;
         ws->dsum = p, p += pp_rt_size_cp_stats_floats(&st->d, N);
     }
+    size_t rc = pp_rt_size_rc_ws_floats(&st->d, (size_t)st->B, (size_t)st->T, nl);
+    ws->rc = rc ? p : NULL, p += rc;
     ws->scratch = p;
     return PP_OK;
 }
@@ -320,6 +359,24 @@ static pp_status ln_grads_reduce(pp_rt_stage *st, workspace *ws)
     return PP_OK;
 }
 
+/* The vocabulary-parallel embedding's backward (t > 1): the forward's all-reduce has the
+ * identity as its backward, so demb (N, C), whole and the same on every rank, goes to the rows
+ * of the rank's tokens; the position embedding, whole on every rank, takes the sum over the
+ * batch rows (in row order, as encoder_bwd). */
+static pp_status embed_bwd_vocab(pp_rt_stage *st, const float *demb, const int32_t *tok)
+{
+    pp_backend *be = st->be;
+    int T = st->T, C = st->cfg.hidden;
+    PP_TRY(be->ops->vocab_embed_bwd(be->ctx, st->tensors[st->i_wte].grad, demb, tok, st->B * T, C,
+                                    st->v0, st->nv));
+    for (int r = 0; st->i_wpe >= 0 && r < st->B * T; r++) /* at each row's true position */
+        PP_TRY(be->ops->add(be->ctx,
+                            st->tensors[st->i_wpe].grad +
+                                (size_t)pp_rope_pos(&st->rope, (size_t)r, T) * C,
+                            demb + (size_t)r * C, (size_t)C));
+    return PP_OK;
+}
+
 static pp_status backward_slot(pp_rt_stage *st, void *mem, const float *dx_out, float *dx_in,
                                float loss_scale, workspace *ws)
 {
@@ -341,21 +398,24 @@ static pp_status backward_slot(pp_rt_stage *st, void *mem, const float *dx_out, 
     }
     for (int l = st->nl - 1; l >= 0; l--) {
         pp_layer_acts a;
-        pp_stage_layer_acts(st, mem, l, &a);
+        pp_stage_layer_acts(st, mem, l, ws->rc, &a);
+        PP_TRY(recompute(st, l, &a, ws));
         PP_TRY(block_bwd(st, l, &a, ws));
     }
     if (ws->lng)
         PP_TRY(ln_grads_reduce(st, ws));
     if (st->has_embed) {
         const pp_rt_tensor *t = st->tensors;
-        /* under sequence parallelism the replicated embedding takes the whole gradient: the
-         * backward of Megatron's scatter to the sequence-parallel region is an all-gather */
+        /* under sequence parallelism the embedding takes the whole gradient: the backward of
+         * Megatron's reduce-scatter to the sequence-parallel region is an all-gather */
         float *demb = ws->dres;
         if (st->sp > 1) {
             PP_TRY(pp_stage_sp_gather(st, ws->dres, ws->dfull, st->cfg.hidden));
             demb = ws->dfull;
         }
-        if (st->cp > 1) /* the tokens' true positions */
+        if (st->tp > 1) /* the rank's vocabulary rows */
+            PP_TRY(embed_bwd_vocab(st, demb, tok_s));
+        else if (st->cp > 1) /* the tokens' true positions */
             PP_TRY(pp_stage_cp_embed_bwd(st, demb, tok_s));
         else
             PP_TRY(o->encoder_bwd(be->ctx, t[st->i_wte].grad,

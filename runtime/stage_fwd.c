@@ -2,19 +2,25 @@
  * pre-LayerNorm blocks, final LayerNorm + tied LM head + mean cross-entropy (last stage).
  *
  * Everything backward needs is written straight into the slot's saved activations (allocated
- * here, freed by backward), so the forward needs no other scratch; the residual adds are fused
+ * here, freed by backward), so the forward needs no other scratch, except with recomputation:
+ * a recomputed block's activations that the slot does not keep (all but its input under full
+ * recomputation, the probabilities under selective) go to the recompute workspace, reused by
+ * the next block (pp_rt_sizes.h, stage_bwd.c recomputes them); the residual adds are fused
  * into the projections (the GEMM accumulates onto a copy of the residual, beta = 1).
  * Block (GPT-2, Radford et al. 2019):  x + attn(ln1(x)) = r;  r + mlp(ln2(r)) = out.
  * With tensor parallelism the block is Megatron-LM's (Shoeybi et al. 2019, fig. 3): see
- * block_fwd_tp; the embedding and the head run whole on every tensor-parallel rank.
+ * block_fwd_tp; the embedding, the head and the loss are split over the vocabulary (see
+ * embed_fwd_vocab, head_fwd_vocab).
  * With sequence parallelism (Korthikanti et al. 2022, sec. 4.2.2) the LayerNorms and residual
  * adds run on the rank's Nl = N/t tokens: g becomes an all-gather of the LayerNorm output
  * before each column-parallel linear, g-bar a reduce-scatter of the row-parallel partial sums
  * after each row-parallel one (the reduce-scatter equals the rank's rows of the all-reduce bit
- * for bit: pp_rt_transport.h); the embedding's whole output is split to the rank's rows and
- * the final LayerNorm's output all-gathered for the replicated head. Those steps need one
- * (N, C) forward workspace (PP_MEM_WORKSPACE, for the call).
+ * for bit: pp_rt_transport.h); the embedding's partial outputs are reduce-scattered to the
+ * rank's rows and the final LayerNorm's output all-gathered for the column-parallel head.
+ * Those steps need one (N, C) forward workspace (PP_MEM_WORKSPACE, for the call), which on a
+ * last stage with t > 1 also holds the loss's row statistics (pp_rt_size_fwd_ws).
  */
+#include <math.h>
 #include <stdlib.h>
 
 #include "stage_impl.h"
@@ -137,8 +143,8 @@ static pp_status block_fwd_tp(pp_rt_stage *st, int l, const pp_layer_acts *a, fl
     return PP_OK;
 }
 
-static pp_status block_fwd(pp_rt_stage *st, int l, const pp_layer_acts *a, float *out,
-                           float *fws)
+pp_status pp_stage_block_fwd(pp_rt_stage *st, int l, const pp_layer_acts *a, float *out,
+                             float *fws)
 {
     if (st->tp > 1)
         return block_fwd_tp(st, l, a, out, fws);
@@ -164,8 +170,53 @@ static pp_status block_fwd(pp_rt_stage *st, int l, const pp_layer_acts *a, float
     return PP_OK;
 }
 
+/* The loss from the per-row sums of exp S and shifted target logits TL, stats (2, N) in the
+ * backend's memory: the mean over rows of log S - TL, in double and row order as the CPU's
+ * whole-vocabulary xent_fwd. */
+static pp_status vocab_loss(pp_rt_stage *st, const float *stats, int N, float *loss)
+{
+    float *h = malloc((size_t)2 * N * sizeof *h);
+    if (!h)
+        return PP_ERR(PP_ERR_NOMEM, "stage: cannot hold the loss's %d row statistics", 2 * N);
+    pp_status rc = st->be->ops->download(st->be->ctx, h, stats, (size_t)2 * N * sizeof *h);
+    double total = 0.0;
+    for (int i = 0; rc == PP_OK && i < N; i++)
+        total += (double)logf(h[i]) - (double)h[N + i];
+    free(h);
+    *loss = N > 0 ? (float)(total / N) : 0.0f;
+    return rc;
+}
+
+/* The vocabulary-parallel head and loss (t > 1; Megatron-LM's column-parallel output layer and
+ * vocab_parallel_cross_entropy, megatron/core/tensor_parallel/cross_entropy.py): logits
+ * (N, Vl) of the rank's vocabulary rows; each row's maximum over the t ranks (every rank's
+ * maxima put in its row of a zeroed (t, N) buffer and all-reduced: a sum that adds zeros, so
+ * exact, over the transports' one collective); exp and its sum, and the target's logit on the
+ * rank that holds it, all-reduced together (2 N floats); the probabilities normalised in
+ * place, which backward turns into the rank's slice of dlogits. */
+static pp_status head_fwd_vocab(pp_rt_stage *st, const pp_head_acts *h, const int32_t *targets,
+                                float *loss, float *fws)
+{
+    pp_backend *be = st->be;
+    const pp_backend_ops *o = be->ops;
+    int N = st->B * st->T, C = st->cfg.hidden, Vl = st->Vl, t = st->tp;
+    float *mx = fws + pp_rt_size_fwd_ws_xent_at(&st->d, (size_t)st->B, (size_t)st->T,
+                                                  (size_t)st->nl);
+    float *stats = mx + (size_t)t * N;
+    PP_TRY(o->gemm(be->ctx, 0, 1, N, Vl, C, 1.0f, h->lnf, C, st->tensors[st->i_headwte].data, C,
+                   0.0f, h->probs, Vl));
+    PP_TRY(o->zero(be->ctx, mx, (size_t)t * N * sizeof(float)));
+    PP_TRY(o->vocab_xent_max(be->ctx, mx + (size_t)st->tpr * N, h->probs, N, Vl, st->nv));
+    PP_TRY(pp_stage_tp_sum(st, mx, (size_t)t * N));
+    PP_TRY(o->vocab_xent_exp(be->ctx, h->probs, stats, mx, t, targets, N, Vl, st->v0, st->nv));
+    if (pp_stage_tp_fault != PP_TP_DROP_VOCAB)
+        PP_TRY(pp_stage_tp_sum(st, stats, (size_t)2 * N));
+    PP_TRY(o->vocab_xent_norm(be->ctx, h->probs, stats, N, Vl));
+    return vocab_loss(st, stats, N, loss);
+}
+
 static pp_status head_fwd(pp_rt_stage *st, const pp_head_acts *h, const int32_t *targets,
-                          float *loss)
+                          float *loss, float *fws)
 {
     pp_backend *be = st->be;
     const pp_backend_ops *o = be->ops;
@@ -179,6 +230,8 @@ static pp_status head_fwd(pp_rt_stage *st, const pp_head_acts *h, const int32_t 
                              st->Nl));
     if (st->sp > 1)
         PP_TRY(pp_stage_sp_gather(st, mine, h->lnf, C));
+    if (st->tp > 1) /* the rank's vocabulary rows of the head */
+        return head_fwd_vocab(st, h, targets, loss, fws);
     /* logits(N, V) = lnf(N, C) @ head(V, C)^T: the token embedding (tied) or its own */
     PP_TRY(o->gemm(be->ctx, 0, 1, N, V, C, 1.0f, h->lnf, C, t[st->i_headwte].data, C, 0.0f,
                    h->probs, V));
@@ -216,6 +269,40 @@ static pp_status check_io(const pp_rt_stage *st, int slot, const int32_t *tokens
     return PP_OK;
 }
 
+/* x(rows, C) += wpe at the positions of the micro-batch's rows [r0, r0 + rows): row n's true
+ * position (pp_rope_pos: n % T, or its place in the whole sequence under context parallelism). */
+static pp_status add_positions(pp_rt_stage *st, float *x, const float *wpe, int r0, int rows)
+{
+    int C = st->cfg.hidden;
+    for (int r = r0; r < r0 + rows; r++)
+        PP_TRY(st->be->ops->add(st->be->ctx, x + (size_t)(r - r0) * C,
+                                wpe + (size_t)pp_rope_pos(&st->rope, (size_t)r, st->T) * C,
+                                (size_t)C));
+    return PP_OK;
+}
+
+/* The vocabulary-parallel embedding (t > 1; Megatron-LM's VocabParallelEmbedding): the rows of
+ * the rank's tokens, zero for the others, summed over the tensor-parallel ranks (an
+ * all-reduce into in, or under sequence parallelism a reduce-scatter from fws of this rank's
+ * rows: Megatron's reduce_scatter_to_sequence_parallel_region); each token's row comes from
+ * one rank and zeros from the rest, so the sum is the row exactly. Then the position
+ * embedding, whole on every rank, onto the rank's rows: bit for bit t = 1's wte + wpe. */
+static pp_status embed_fwd_vocab(pp_rt_stage *st, const int32_t *tok_s, float *in, float *fws)
+{
+    int N = st->B * st->T, C = st->cfg.hidden;
+    float *emb = st->sp > 1 ? fws : in;
+    PP_TRY(st->be->ops->vocab_embed_fwd(st->be->ctx, emb, tok_s, st->tensors[st->i_wte].data, N,
+                                        C, st->v0, st->nv));
+    if (st->sp > 1)
+        PP_TRY(pp_stage_sp_scatter(st, emb, in, C, 0));
+    else
+        PP_TRY(pp_stage_tp_sum(st, in, (size_t)N * C));
+    if (st->i_wpe < 0) /* rotary models: positions enter in attention */
+        return PP_OK;
+    return add_positions(st, in, st->tensors[st->i_wpe].data, st->sp > 1 ? st->tpr * st->Nl : 0,
+                         st->Nl);
+}
+
 static pp_status add_slot(pp_rt_stage *st, int id, void **mem)
 {
     size_t cap = pp_grow(&st->slots, (size_t)st->nslots, (size_t)st->cap_slots, sizeof *st->slots, 8);
@@ -229,7 +316,7 @@ static pp_status add_slot(pp_rt_stage *st, int id, void **mem)
 
 static pp_status forward_in_slot(pp_rt_stage *st, void *mem, const int32_t *tokens,
                                  const float *x_in, const int32_t *targets, float *x_out,
-                                 float *loss, float *fws)
+                                 float *loss, float *fws, float *rws)
 {
     pp_backend *be = st->be;
     const pp_backend_ops *o = be->ops;
@@ -244,7 +331,7 @@ static pp_status forward_in_slot(pp_rt_stage *st, void *mem, const int32_t *toke
      * straight into the output (a stage without blocks or head). */
     float *in;
     if (st->nl > 0) {
-        pp_stage_layer_acts(st, mem, 0, &a);
+        pp_stage_layer_acts(st, mem, 0, rws, &a);
         in = a.x;
     } else {
         in = st->has_head ? h.xf : x_out;
@@ -252,17 +339,14 @@ static pp_status forward_in_slot(pp_rt_stage *st, void *mem, const int32_t *toke
     if (st->has_embed) {
         PP_TRY(o->upload(be->ctx, tok_s, tokens, N * sizeof(int32_t)));
         const pp_rt_tensor *t = st->tensors;
-        /* under sequence parallelism the whole embedding lands in fws, the rank keeps its rows
-         * (Megatron's scatter to the sequence-parallel region: every rank holds the same) */
-        float *emb = st->sp > 1 ? fws : in;
-        if (st->cp > 1) /* the tokens' true positions */
-            PP_TRY(pp_stage_cp_embed_fwd(st, emb, tok_s));
+        if (st->tp > 1)
+            PP_TRY(embed_fwd_vocab(st, tok_s, in, fws));
+        else if (st->cp > 1) /* the tokens' true positions */
+            PP_TRY(pp_stage_cp_embed_fwd(st, in, tok_s));
         else
-            PP_TRY(o->encoder_fwd(be->ctx, emb, tok_s, t[st->i_wte].data,
+            PP_TRY(o->encoder_fwd(be->ctx, in, tok_s, t[st->i_wte].data,
                                   st->i_wpe >= 0 ? t[st->i_wpe].data : NULL, st->B, st->T,
                                   st->cfg.hidden));
-        if (st->sp > 1)
-            PP_TRY(o->copy(be->ctx, in, emb + (size_t)st->tpr * st->Nl * st->cfg.hidden, nc));
     } else {
         PP_TRY(o->copy(be->ctx, in, x_in, nc));
     }
@@ -270,17 +354,17 @@ static pp_status forward_in_slot(pp_rt_stage *st, void *mem, const int32_t *toke
         pp_layer_acts next;
         float *out;
         if (l + 1 < st->nl) {
-            pp_stage_layer_acts(st, mem, l + 1, &next);
-            out = next.x;
+            pp_stage_layer_acts(st, mem, l + 1, rws, &next);
+            out = next.x; /* kept in the slot whatever the recomputation */
         } else {
             out = st->has_head ? h.xf : x_out;
         }
-        pp_stage_layer_acts(st, mem, l, &a);
-        PP_TRY(block_fwd(st, l, &a, out, fws));
+        pp_stage_layer_acts(st, mem, l, rws, &a);
+        PP_TRY(pp_stage_block_fwd(st, l, &a, out, fws));
     }
     if (st->has_head) {
         PP_TRY(o->upload(be->ctx, tgt_s, targets, N * sizeof(int32_t)));
-        PP_TRY(head_fwd(st, &h, tgt_s, loss));
+        PP_TRY(head_fwd(st, &h, tgt_s, loss, fws));
     }
     return PP_OK;
 }
@@ -292,13 +376,21 @@ pp_status pp_rt_stage_forward(pp_rt_stage *st, int slot, const int32_t *tokens, 
     void *mem;
     PP_TRY(add_slot(st, slot, &mem));
     size_t N = (size_t)st->B * st->T;
-    size_t ws_bytes = pp_rt_size_fwd_ws(&st->d, (size_t)st->B, (size_t)st->T, (size_t)st->nl);
+    size_t ws_bytes = pp_rt_size_fwd_ws(&st->d, (size_t)st->B, (size_t)st->T, (size_t)st->nl,
+                                        st->has_head);
     void *fws = NULL;
     pp_status rc = ws_bytes ? pp_stage_mem_alloc(st, ws_bytes, PP_MEM_WORKSPACE, &fws) : PP_OK;
-    /* the layout of pp_rt_size_fwd_ws: the sequence-parallel (N, C), then the ring's */
+    /* the layout of pp_rt_size_fwd_ws: the sequence-parallel (N, C), then the ring's, then the
+     * recompute workspace, then (head_fwd_vocab) the vocabulary-parallel loss's statistics */
     st->cp_kv = st->cp > 1 && fws ? (float *)fws + (st->sp > 1 ? N * st->cfg.hidden : 0) : NULL;
+    size_t rcf = pp_rt_size_rc_ws_floats(&st->d, (size_t)st->B, (size_t)st->T, (size_t)st->nl);
+    float *rws = rcf ? (float *)fws +
+                           pp_rt_size_fwd_ws_xent_at(&st->d, (size_t)st->B, (size_t)st->T,
+                                                     (size_t)st->nl) -
+                           rcf
+                     : NULL;
     if (rc == PP_OK)
-        rc = forward_in_slot(st, mem, tokens, x_in, targets, x_out, loss, fws);
+        rc = forward_in_slot(st, mem, tokens, x_in, targets, x_out, loss, fws, rws);
     st->cp_kv = NULL;
     if (fws)
         pp_stage_mem_free(st, fws, ws_bytes, PP_MEM_WORKSPACE);

@@ -55,7 +55,8 @@ typedef struct {
     float *lnf;   /* (N, C) whole (all-gathered under sequence parallelism) */
     float *meanf; /* (Nl) */
     float *rstdf; /* (Nl) */
-    float *probs; /* (N, V) softmax; turned into dlogits in place by backward */
+    float *probs; /* (N, Vl) softmax over the rank's vocabulary rows (V without tensor
+                     parallelism); turned into dlogits in place by backward */
 } pp_head_acts;
 
 /* How a tensor-parallel rank's piece of a tensor maps into the whole (rows, cols) tensor
@@ -64,7 +65,9 @@ typedef struct {
  * rows each (column-parallel by heads: qkv's [q | k | v], with KV heads for k and v; SwiGLU's
  * [gate | up]); SHARD_COLS columns [tpr K/t, ..) of every row (row-parallel: the
  * projections' weights). */
-typedef enum { SHARD_NONE, SHARD_ROWS, SHARD_BLOCKS, SHARD_COLS } pp_shard_kind;
+/* SHARD_VOCAB: vocabulary rows [tpr Vl, (tpr+1) Vl) of the (V, C) embedding or head, Vl =
+ * ceil(V/t), those past V being padding (no place in the whole tensor: PP_SHARD_PAD). */
+typedef enum { SHARD_NONE, SHARD_ROWS, SHARD_BLOCKS, SHARD_COLS, SHARD_VOCAB } pp_shard_kind;
 typedef struct {
     pp_shard_kind kind;
     size_t rows, cols; /* of the whole tensor */
@@ -113,6 +116,9 @@ struct pp_rt_stage {
     pp_rope rope;         /* rotary frequencies' parameters (rotary models) */
     pp_status (*tp_allreduce)(void *ctx, float *data, size_t n);
     void *tp_ctx;
+    /* vocabulary parallelism (tp > 1): the rank's vocabulary rows [v0, v0 + Vl) of the
+     * embedding and head, the first nv of them real, the rest padding (pp_rt_vocab_range) */
+    int v0, nv, Vl;
     /* per-micro-batch memory (pp_rt_stage_params.mem_*; NULL: the backend's) */
     pp_status (*mem_alloc)(void *ctx, size_t bytes, pp_mem_category cat, void **out);
     void (*mem_free)(void *ctx, void *p, size_t bytes, pp_mem_category cat);
@@ -170,9 +176,10 @@ static inline float *pp_st_g(const struct pp_rt_stage *st, int layer, int k)
  * column-parallel linears; under sequence parallelism the backward reduce-scatter there),
  * PP_TP_DROP_G g's forward all-reduce (after the row-parallel ones; under sequence
  * parallelism the forward reduce-scatter there), PP_TP_DROP_LN the all-reduce of the
- * sequence-parallel LayerNorm gradients. A dropped reduce-scatter keeps the rank's own slice
+ * sequence-parallel LayerNorm gradients, PP_TP_DROP_VOCAB the vocabulary-parallel loss's
+ * all-reduce of the sums of exp and target logits. A dropped reduce-scatter keeps the rank's own slice
  * of its partial sum. 0 in every other use. Read at each forward / backward. */
-enum { PP_TP_DROP_NONE, PP_TP_DROP_F, PP_TP_DROP_G, PP_TP_DROP_LN };
+enum { PP_TP_DROP_NONE, PP_TP_DROP_F, PP_TP_DROP_G, PP_TP_DROP_LN, PP_TP_DROP_VOCAB };
 extern int pp_stage_tp_fault;
 
 /* All-reduce over the stage's tensor-parallel ranks (nothing when tp == 1). */
@@ -239,9 +246,26 @@ pp_status pp_stage_cp_attention_bwd(pp_rt_stage *st, const float *qkv, const flo
                                     const float *atty, const float *datty, float *dqkv,
                                     float *dkv, float *dsum, float *scratch);
 
-/* Views of a slot's memory (stage.c). tokens/targets are NULL when absent. */
+/* Views of a slot's memory (stage.c). tokens/targets are NULL when absent. A block's
+ * activations lie in the slot, except with recomputation (pp_stage_rc_of) in the recompute
+ * workspace rws (pp_rt_size_rc_ws_floats; NULL where the block has none): a fully recomputed
+ * block's all but its input x (the slot's), a selectively recomputed one's probabilities. */
 void pp_stage_slot_views(const pp_rt_stage *st, void *mem, int32_t **tokens, int32_t **targets);
-void pp_stage_layer_acts(const pp_rt_stage *st, void *mem, int layer, pp_layer_acts *a);
+void pp_stage_layer_acts(const pp_rt_stage *st, void *mem, int layer, float *rws,
+                         pp_layer_acts *a);
+/* The recomputation of the stage's block `layer` (0 .. nl-1): a PP_RT_RC_*. */
+static inline int pp_stage_rc_of(const struct pp_rt_stage *st, int layer)
+{
+    if (st->d.rc == PP_RT_RC_FULL)
+        return (size_t)layer < pp_rt_size_rc_full_layers(&st->d, (size_t)st->nl) ? PP_RT_RC_FULL
+                                                                                  : PP_RT_RC_NONE;
+    return st->d.rc;
+}
+/* One block's forward (stage_fwd.c): its activations into a (a->x its input), its output into
+ * out; fws the sequence-parallel forward workspace (N, C) or NULL. The backward reruns it for
+ * a fully recomputed block. */
+pp_status pp_stage_block_fwd(pp_rt_stage *st, int l, const pp_layer_acts *a, float *out,
+                             float *fws);
 void pp_stage_head_acts(const pp_rt_stage *st, void *mem, pp_head_acts *h);
 /* Index of slot id in st->slots, or -1. */
 int pp_stage_find_slot(const pp_rt_stage *st, int id);

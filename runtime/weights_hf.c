@@ -401,9 +401,11 @@ static pp_status load_stage(const pp_st *st, const hf_family *f, const char *str
         PP_TRY(scratch_fit(sc, (size_t)(t.R * t.K)));
         PP_TRY(read_whole(st, &t, sc->whole, sc->part));
         const float *src = sc->whole;
-        if (pt->sharded) {
-            for (size_t j = 0; j < pt->n; j++)
-                sc->mine[j] = sc->whole[pp_rt_stage_global_index(s, i, j)];
+        if (pt->sharded) { /* the vocabulary padding (no place in the whole) stays zero */
+            for (size_t j = 0; j < pt->n; j++) {
+                size_t g = pp_rt_stage_global_index(s, i, j);
+                sc->mine[j] = g == PP_RT_STAGE_PAD ? 0.0f : sc->whole[g];
+            }
             src = sc->mine;
         }
         PP_TRY(s->be->ops->upload(s->be->ctx, pt->data, src, pt->n * sizeof(float)));
@@ -499,11 +501,19 @@ static pp_status place(void *ctx, const piece_head *h, const float *data)
     if (!mb->whole[k] && !(mb->whole[k] = malloc(n * sizeof(float))))
         return PP_ERR(PP_ERR_NOMEM, "HuggingFace weights: no host memory for %s", h->name);
     int split = h->t > 1 && h->shard.kind != SHARD_NONE;
-    if ((split ? h->n * (uint64_t)h->t : h->n) != n)
+    /* a piece: the whole, 1/t, or ceil(V/t) vocabulary rows (padding past V) */
+    size_t want = !split                          ? n
+                  : h->shard.kind == SHARD_VOCAB ? pp_rt_vocab_rows((size_t)R, (size_t)h->t) *
+                                                       (size_t)(K ? K : 1)
+                                                 : n / (size_t)h->t;
+    if (h->n != want || (split && h->shard.kind != SHARD_VOCAB && want * (size_t)h->t != n))
         return PP_ERR(PP_ERR_INVALID, "HuggingFace weights: a piece of %.48s of %llu floats",
                       h->name, (unsigned long long)h->n);
-    for (size_t j = 0; j < h->n; j++)
-        mb->whole[k][split ? pp_stage_shard_index(&h->shard, h->t, h->tpr, j) : j] = data[j];
+    for (size_t j = 0; j < h->n; j++) {
+        size_t g = split ? pp_stage_shard_index(&h->shard, h->t, h->tpr, j) : j;
+        if (g != PP_RT_STAGE_PAD) /* the vocabulary padding is no part of the model */
+            mb->whole[k][g] = data[j];
+    }
     return PP_OK;
 }
 

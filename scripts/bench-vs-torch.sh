@@ -12,18 +12,19 @@
 #      same layers, width and heads, SwiGLU's width F with 3CF = 8C^2 (the GPT MLP's 8C^2
 #      weights; 344 for small's C = 128, 2048 for gpt-125m's 768), KV_HEADS key/value heads
 #      (default: as many as query heads, so that attention costs the same), one rank, tokens/s.
-# BLOCKS_ONLY=1 runs part 3 alone (no PyTorch needed).
+# BLOCKS_ONLY=1 runs part 3 alone (no PyTorch needed); PARTS ("1 2 3") picks the parts.
 # Every figure is the minimum over REPEATS runs of each run's median step (steps after the
 # first). torch is the tests': tests/py/venv.sh interop installs it (pinned) into
 # build/py-venv/interop the first time, or finds it there.
-# Environment: REPEATS (3), STEPS (5), MB micro-batches (4), SEQ tokens (64), THREADS (the
-# usable cores), MODELS ("small gpt-125m").
+# Environment: REPEATS (3), STEPS (5), MB micro-batches (4), SEQ tokens (64), THREADS (pprun
+# --threads: BLAS and kernel threads; default the usable cores), MODELS ("small gpt-125m").
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
 pprun=$build/runtime/pprun
 REPEATS=${REPEATS:-3} STEPS=${STEPS:-5} MB=${MB:-4} SEQ=${SEQ:-64}
-THREADS=${THREADS:-$(nproc)} MODELS=${MODELS:-"small gpt-125m"}
+THREADS=${THREADS:-$(nproc)} MODELS=${MODELS:-"small gpt-125m"} PARTS=${PARTS:-"1 2 3"}
+want() { case " $PARTS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 [ -x "$pprun" ] || { echo "bench-vs-torch.sh: build pprun first ($pprun)" >&2; exit 2; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -66,9 +67,10 @@ JSON
            "$(python3 -c "print(${best[gpt]} / ${best[llama]})")"
   done
 }
-if [ "${BLOCKS_ONLY:-0}" = 1 ]; then
+[ "${BLOCKS_ONLY:-0}" = 1 ] && PARTS=3
+if ! want 1 && ! want 2; then
   echo "machine: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); minimum of $REPEATS runs," \
-       "steps $STEPS, micro-batches $MB x 1 sequence of $SEQ tokens, fp32, $THREADS BLAS threads"
+       "steps $STEPS, micro-batches $MB x 1 sequence of $SEQ tokens, fp32, $THREADS BLAS and kernel threads"
   blocks
   exit 0
 fi
@@ -78,8 +80,8 @@ echo "machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f
      "$(cut -d' ' -f1-3 /proc/loadavg) (shared: figures are noisy; minimum of $REPEATS runs)"
 echo "torch $("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null)," \
      "steps $STEPS, micro-batches $MB x 1 sequence of $SEQ tokens, fp32"
-printf '\n%-9s %8s %12s %12s %9s\n' model threads pprun_s torch_s torch/pprun
-for m in $MODELS; do
+want 1 && printf '\n%-9s %8s %12s %12s %9s\n' model threads pprun_s torch_s torch/pprun
+want 1 && for m in $MODELS; do
   p=() t=()
   for _ in $(seq "$REPEATS"); do
     p+=("$(env -u OPENBLAS_NUM_THREADS "$pprun" --model "$m" --ranks 1 --microbatches "$MB" \
@@ -93,9 +95,9 @@ for m in $MODELS; do
          "$(python3 -c "print($tm / $pm)")"
 done
 
-printf '\n%-9s %-7s %12s %12s %12s %11s\n' model split two_ranks_s bound_s measured/bnd \
+want 2 && printf '\n%-9s %-7s %12s %12s %12s %11s\n' model split two_ranks_s bound_s measured/bnd \
        vs_one_rank
-for m in $MODELS; do
+want 2 && for m in $MODELS; do
   L=$("$pprun" --model "$m" --ranks 1 --steps 1 --quiet --json --seq 8 | \
       python3 -c "import json,sys; print(json.load(sys.stdin)['model']['layers'])")
   one=$(env -u OPENBLAS_NUM_THREADS "$pprun" --model "$m" --ranks 1 --microbatches "$MB" \
@@ -124,4 +126,5 @@ print(b['fastest_measured_s'], b['its_bound_s'], b['ratio'])")
   echo "$m: fastest two-rank split $best ($best_s s; one rank $one s)"
 done
 
-blocks
+want 3 && blocks
+true

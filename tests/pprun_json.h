@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pp_test_run.h"
+
 /* Appends opt to the colon-separated options in variable var (keeping what CI set there). */
 static inline void pp_test_add_option(const char *var, const char *opt)
 {
@@ -50,6 +52,16 @@ static inline void pp_test_expect_same_training(json_t *a, json_t *b, const char
     cr_assert(ca && cb && strlen(ca) == 16, "pprun %s: no param_checksum", args);
     cr_assert_str_eq(cb, ca, "pprun %s: parameters after the last step differ (threads %s, %s %s)",
                      args, ca, b_name, cb);
+}
+
+/* The built pprun's --json summary for `args` (with --quiet), parsed; the run must exit 0. */
+static inline json_t *pp_test_pprun_json(const char *args)
+{
+    pp_test_run_result r = pp_test_run(PP_BINARY_DIR "/runtime/pprun %s --json --quiet", args);
+    cr_assert_eq(r.code, 0, "pprun %s: exit %d: %s", args, r.code, r.err);
+    json_t *j = pp_test_parse_json(r.out, args);
+    pp_test_run_done(&r);
+    return j;
 }
 
 #endif

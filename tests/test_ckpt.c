@@ -373,30 +373,47 @@ Test(ckpt, a_checkpoint_path_is_a_name_not_a_pattern)
 
 /* Stopped after 2 steps and resumed to 4, the run ends with the uninterrupted run's bits; a
  * GPT run refuses its checkpoint (the block is part of the run's identity). */
+/* pprun ARGS for 4 steps, and for 2 steps then resumed to 4 from its checkpoint in dir: the same
+ * parameters, bit for bit. */
+static void resumes_to_the_same_bits(const char *args, const char *dir)
+{
+    char cmd[1024], out[65536];
+    snprintf(cmd, sizeof cmd, PPRUN " %s --steps 4 --json --checkpoint %s/ref.ckpt", args, dir);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    json_t *ref = json_of(out);
+    snprintf(cmd, sizeof cmd, PPRUN " %s --steps 2 --save-every 2 --checkpoint %s/half.ckpt", args,
+             dir);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    snprintf(cmd, sizeof cmd, PPRUN " %s --steps 4 --resume --json --checkpoint %s/half.ckpt",
+             args, dir);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    json_t *j = json_of(out);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "param_checksum")),
+                     json_string_value(json_object_get(ref, "param_checksum")), "%s", args);
+    json_decref(j);
+    json_decref(ref);
+}
+
 Test(ckpt, a_llama_run_resumes_to_the_same_bits)
 {
     char dir[64], cmd[1024], out[65536];
     pt_tmpdir(dir, sizeof dir);
-    snprintf(cmd, sizeof cmd, PPRUN " " LLAMA_ARGS " --steps 4 --json --checkpoint %s/ref.ckpt",
-             dir);
-    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
-    json_t *ref = json_of(out);
-    snprintf(cmd, sizeof cmd,
-             PPRUN " " LLAMA_ARGS " --steps 2 --save-every 2 --checkpoint %s/half.ckpt", dir);
-    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
-    snprintf(cmd, sizeof cmd,
-             PPRUN " " LLAMA_ARGS " --steps 4 --resume --json --checkpoint %s/half.ckpt", dir);
-    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
-    json_t *j = json_of(out);
-    cr_assert_str_eq(json_string_value(json_object_get(j, "param_checksum")),
-                     json_string_value(json_object_get(ref, "param_checksum")));
-    json_decref(j);
-    json_decref(ref);
+    resumes_to_the_same_bits(LLAMA_ARGS, dir);
     snprintf(cmd, sizeof cmd,
              PPRUN " --model tiny --schedule zb-h1 --ranks 2 --microbatches 4 --dp 2 --quiet "
                    "--steps 4 --resume --checkpoint %s/half.ckpt",
              dir);
     cr_assert_eq(pt_run(cmd, out, sizeof out), 2, "%s", out);
+}
+
+/* With --tp 2 (the embedding and the untied head split over the vocabulary, each tensor rank's
+ * rows and AdamW state in the checkpoint): stopped after 2 steps and resumed to 4, the run
+ * ends with the uninterrupted run's bits. */
+Test(ckpt, a_tensor_parallel_llama_run_resumes_to_the_same_bits)
+{
+    char dir[64];
+    pt_tmpdir(dir, sizeof dir);
+    resumes_to_the_same_bits(LLAMA_ARGS " --tp 2", dir);
 }
 
 /* A profile records the model's shape (1.1): pprun trains that shape, not the preset of its
@@ -449,4 +466,44 @@ Test(ckpt, a_profile_trains_its_model_shape)
     a = json_of(out);
     cr_assert_eq(json_integer_value(json_object_get(json_object_get(a, "model"), "layers")), 2);
     json_decref(a);
+}
+
+/* A profile that chose recomputation and the sharded optimizer (the tiny-local profile, d = 2,
+ * with them set) trains with them under pprun --profile: the summary says so, and the losses
+ * equal the same profile's without them (recomputation: bit for bit; the shard: fp32 rounding
+ * of the norm, test_runtime_shard.c). */
+Test(ckpt, a_profile_with_recomputation_and_sharding_trains_with_them)
+{
+    char dir[64], path[128], out[65536];
+    pt_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/tiny-rc.json", dir);
+    json_error_t e;
+    json_t *prof = json_load_file(FIX "tiny-local.json", 0, &e);
+    cr_assert(prof, "%s", e.text);
+    json_t *cfg = json_object_get(json_object_get(prof, "chosen"), "config");
+    json_object_set_new(cfg, "recompute", json_string("full"));
+    json_object_set_new(cfg, "shard", json_string("optimizer"));
+    cr_assert_eq(json_dump_file(prof, path, 0), 0);
+    json_decref(prof);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, PPRUN " --profile %s --steps 2 --quiet --json", path);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    json_t *j = json_of(out);
+    cr_assert_eq(pt_run(PPRUN " --profile " FIX "tiny-local.json --steps 2 --quiet --json", out,
+                        sizeof out),
+                 0, "%s", out);
+    json_t *j0 = json_of(out);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "recompute")), "full");
+    cr_assert_str_eq(json_string_value(json_object_get(j, "shard")), "optimizer");
+    cr_assert_str_eq(json_string_value(json_object_get(j0, "recompute")), "none");
+    for (size_t i = 0; i < 2; i++) {
+        double a = json_real_value(
+                   json_object_get(json_array_get(json_object_get(j, "per_step"), i), "loss")),
+               b = json_real_value(
+                   json_object_get(json_array_get(json_object_get(j0, "per_step"), i), "loss"));
+        cr_assert(fabs(a - b) <= 1e-5 * fabs(b), "step %zu: loss %.17g, without %.17g", i + 1, a,
+                  b);
+    }
+    json_decref(j0);
+    json_decref(j);
 }

@@ -422,6 +422,89 @@ Test(cuda, cross_entropy_matches_cpu)
     pair_done(&p);
 }
 
+/* Vocabulary parallelism's kernels (backend.h's vocab_*): V = 301 split over t = 2 ranks of
+ * Vl = 151 rows, the second with one padding row. For each rank the CUDA kernels match the
+ * CPU's: the embedding's rows of the rank's tokens (zeros elsewhere) and its gradient, the row
+ * maxima, exp with the statistics (sum, shifted target logit), the normalisation and the
+ * backward; and the ranks' statistics put together give the whole-vocabulary loss. */
+Test(cuda, vocabulary_parallel_kernels_match_cpu)
+{
+    pair p = pair_or_skip();
+    enum { N = 13, V = 301, TT = 2, VL = 151, C = 24 };
+    int32_t tok[N];
+    for (int i = 0; i < N; i++)
+        tok[i] = (int32_t)(frand(0, 1) * V) % V;
+    tok[0] = V - 1, tok[1] = 0, tok[2] = VL - 1, tok[3] = VL; /* both edges of the split */
+    int32_t *dtok = dev_of(p.gpu, tok, sizeof tok);
+    float *whole = hrand((size_t)N * V, -6, 6);
+    float mx[TT * N], stats[TT][2 * N], sums[N], tl[N];
+    float *probs[TT], *dprobs[TT], *dmx = dev_alloc(p.gpu, sizeof mx, PP_MEM_WORKSPACE);
+    for (int r = 0; r < TT; r++) { /* the rank's logits: its columns, padding zero */
+        int v0 = r * VL, nv = V - v0 < VL ? V - v0 : VL;
+        probs[r] = calloc((size_t)N * VL, sizeof(float));
+        for (int i = 0; i < N; i++)
+            memcpy(probs[r] + (size_t)i * VL, whole + (size_t)i * V + v0, (size_t)nv * 4);
+        dprobs[r] = dev_of(p.gpu, probs[r], (size_t)N * VL * 4);
+        CHECK(p.cpu->ops->vocab_xent_max(NULL, mx + r * N, probs[r], N, VL, nv));
+        float *dm = dev_alloc(p.gpu, N * 4, PP_MEM_WORKSPACE);
+        CHECK(p.gpu->ops->vocab_xent_max(p.gpu->ctx, dm, dprobs[r], N, VL, nv));
+        expect_close(p.gpu, dm, mx + r * N, N, 0.0, "vocab_xent_max");
+        dev_free(p.gpu, dm);
+        /* the embedding: rows of the rank's tokens, its gradient (+=) */
+        float *wte = hrand((size_t)VL * C, -1, 1), *out = hrand((size_t)N * C, 0, 1);
+        float *dwte = dev_of(p.gpu, wte, (size_t)VL * C * 4), *dout = dev_of(p.gpu, out, N * C * 4);
+        CHECK(p.cpu->ops->vocab_embed_fwd(NULL, out, tok, wte, N, C, v0, nv));
+        CHECK(p.gpu->ops->vocab_embed_fwd(p.gpu->ctx, dout, dtok, dwte, N, C, v0, nv));
+        expect_close(p.gpu, dout, out, (size_t)N * C, 0.0, "vocab_embed_fwd");
+        for (int i = 0; i < 4; i++) /* an edge token: its row on its own rank only */
+            cr_expect_eq(out[(size_t)i * C] != 0.0f, tok[i] >= v0 && tok[i] < v0 + nv);
+        CHECK(p.cpu->ops->vocab_embed_bwd(NULL, wte, out, tok, N, C, v0, nv));
+        CHECK(p.gpu->ops->vocab_embed_bwd(p.gpu->ctx, dwte, dout, dtok, N, C, v0, nv));
+        expect_close(p.gpu, dwte, wte, (size_t)VL * C, 0.0, "vocab_embed_bwd");
+        free(wte), free(out);
+    }
+    CHECK(p.gpu->ops->upload(p.gpu->ctx, dmx, mx, sizeof mx)); /* the all-reduced maxima */
+    float *dstats = dev_alloc(p.gpu, sizeof stats[0], PP_MEM_WORKSPACE);
+    for (int r = 0; r < TT; r++) {
+        int v0 = r * VL, nv = V - v0 < VL ? V - v0 : VL;
+        CHECK(p.cpu->ops->vocab_xent_exp(NULL, probs[r], stats[r], mx, TT, tok, N, VL, v0, nv));
+        CHECK(p.gpu->ops->vocab_xent_exp(p.gpu->ctx, dprobs[r], dstats, dmx, TT, dtok, N, VL, v0,
+                                         nv));
+        expect_close(p.gpu, dprobs[r], probs[r], (size_t)N * VL, TOL, "vocab_xent_exp");
+        expect_close(p.gpu, dstats, stats[r], 2 * N, TOL, "vocab_xent_exp statistics");
+    }
+    for (int i = 0; i < N; i++)
+        sums[i] = stats[0][i] + stats[1][i], tl[i] = stats[0][N + i] + stats[1][N + i];
+    float *dsums = dev_of(p.gpu, sums, sizeof sums);
+    double loss = 0;
+    for (int i = 0; i < N; i++)
+        loss += (double)logf(sums[i]) - tl[i];
+    float whole_loss;
+    CHECK(p.cpu->ops->xent_fwd(NULL, whole, tok, N, V, &whole_loss));
+    cr_expect(fabs(loss / N - whole_loss) <= TOL * fabs((double)whole_loss),
+              "split loss %.9g, whole %.9g", loss / N, (double)whole_loss);
+    for (int r = 0; r < TT; r++) {
+        int v0 = r * VL;
+        CHECK(p.cpu->ops->vocab_xent_norm(NULL, probs[r], sums, N, VL));
+        CHECK(p.gpu->ops->vocab_xent_norm(p.gpu->ctx, dprobs[r], dsums, N, VL));
+        expect_close(p.gpu, dprobs[r], probs[r], (size_t)N * VL, TOL, "vocab_xent_norm");
+        CHECK(p.cpu->ops->vocab_xent_bwd(NULL, probs[r], tok, N, VL, v0, 0.25f));
+        CHECK(p.gpu->ops->vocab_xent_bwd(p.gpu->ctx, dprobs[r], dtok, N, VL, v0, 0.25f));
+        expect_close(p.gpu, dprobs[r], probs[r], (size_t)N * VL, TOL, "vocab_xent_bwd");
+        for (int i = 0; i < N; i++) /* the whole softmax's columns, padding 0 */
+            for (int j = 0; j < VL; j++)
+                if (v0 + j < V)
+                    cr_expect(fabsf(probs[r][(size_t)i * VL + j] / 0.25f -
+                                    (whole[(size_t)i * V + v0 + j] - (tok[i] == v0 + j))) <= 1e-5f,
+                              "rank %d row %d column %d", r, i, j);
+                else
+                    cr_expect_eq(probs[r][(size_t)i * VL + j], 0.0f);
+        free(probs[r]);
+    }
+    free(whole);
+    pair_done(&p);
+}
+
 Test(cuda, out_of_memory_is_reported_as_such)
 {
     pp_backend *g = cuda_or_skip(PP_PREC_FP32);

@@ -26,6 +26,10 @@
  * equal for every schedule here under the CUDA emulation. */
 #define MEM_TOL 0.0
 
+/* The recomputation the executors below run (a test sets it: each test its own process). */
+static int g_recompute;
+static int g_dp = 1, g_shard; /* the replicas and their sharding */
+
 static pp_rt_executor *cuda_executor_or_skip(const pp_model_cfg *m, const pp_sched *s, int prec,
                                              int micro_batch)
 {
@@ -34,12 +38,14 @@ static pp_rt_executor *cuda_executor_or_skip(const pp_model_cfg *m, const pp_sch
         .sched = s,
         .micro_batch = micro_batch,
         .seq = m->seq,
-        .dp = 1,
+        .dp = g_dp,
         .seed = 99,
         .adamw = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f},
         .clip = 1.0f,
         .backend = PP_RT_BACKEND_CUDA,
-        .precision = prec};
+        .precision = prec,
+        .recompute = g_recompute,
+        .shard = g_shard};
     pp_rt_executor *ex = NULL;
     pp_status st = pp_rt_executor_create(&ep, &ex);
     if (st == PP_ERR_UNSUPPORTED)
@@ -73,8 +79,9 @@ static void memory_model_matches_at(const char *kind, int prec, int p, int b, in
     pp_model_cfg rm;
     OK(pp_tune_model_preset("tiny", &tm));
     OK(pp_model_preset("tiny", &rm));
-    pp_config c = {.p = p, .v = 1, .b = b, .d = 1, .t = 1, .N = N};
+    pp_config c = {.p = p, .v = 1, .b = b, .d = g_dp, .t = 1, .N = N};
     c.schedule = kind;
+    c.recompute = (pp_recompute)g_recompute, c.shard = (pp_shard)g_shard; /* the same values */
     const pp_sched_desc *desc = pp_sched_lookup(kind);
     c.v = desc->chunks ? desc->chunks : 2; /* fixed chunks (bitpipe, zbv...), else interleaved's */
     if (!desc->chunks)
@@ -156,6 +163,27 @@ Test(cuda_rt, memory_model_matches_the_backend_split_backward)
     memory_model_matches_at("zbv", PP_PREC_BF16, 1, 16, 2);
     memory_model_matches_at("zbv", PP_PREC_FP32, 1, 16, 2);
     memory_model_matches_at("zbv", PP_PREC_BF16, 2, 4, 4);
+}
+
+/* Recomputation on the CUDA backend (the same stage code on its kernels): the smaller slots and
+ * the recompute workspace planned to the byte in fp32 and bf16, fused and split backward. */
+Test(cuda_rt, memory_model_matches_the_backend_with_recomputation)
+{
+    g_recompute = PP_RECOMPUTE_FULL;
+    memory_model_matches("1f1b", PP_PREC_BF16);
+    memory_model_matches("zb-h1", PP_PREC_FP32);
+    g_recompute = PP_RECOMPUTE_SELECTIVE;
+    memory_model_matches("interleaved", PP_PREC_BF16);
+    memory_model_matches("zb-h1", PP_PREC_BF16);
+}
+
+/* The optimizer sharded over dp 2 on the CUDA backend (fp32; bf16 is refused): 1/2 of AdamW's
+ * state and the reduce-scatter pack planned to the byte. */
+Test(cuda_rt, memory_model_matches_the_backend_with_a_sharded_optimizer)
+{
+    g_dp = 2, g_shard = PP_SHARD_OPTIMIZER;
+    memory_model_matches("1f1b", PP_PREC_FP32);
+    memory_model_matches("zb-h1", PP_PREC_FP32);
 }
 
 /* Once the plan's scratch is reserved, a kernel needing more is an error naming both sizes,

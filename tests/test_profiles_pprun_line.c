@@ -76,7 +76,13 @@ Test(profiles_pprun_line, the_longest_line_fits_the_store)
                    .d = 64,
                    .t = 2,
                    .N = 16,
-                   .uneven = 1};
+                   .uneven = 1,
+                   .first_layers = 3,
+                   .last_layers = 3,
+                   .sequence_parallel = 1,
+                   .recompute = PP_RECOMPUTE_FULL,
+                   .recompute_layers = 2,
+                   .shard = PP_SHARD_OPTIMIZER};
     pp_profile_pprun_line l = {
         .model = "gpt-13b", .config = &c, .seq = 2048, .backend = "cuda", .precision = PP_PREC_BF16};
     char store[PP_PROFILE_PPRUN_MAX_ARGS][PP_PROFILE_PPRUN_ARG_LEN],
@@ -93,12 +99,18 @@ Test(profiles_pprun_line, the_longest_line_fits_the_store)
  * every flag on the line, and `pprun --help` (generated from the same rows) lists each. */
 Test(profiles_pprun_line, every_axis_flag_is_on_the_line_and_in_pprun_help)
 {
-    pp_config c = {.schedule = "interleaved", .p = 2, .v = 2, .G = 2, .b = 1, .d = 1, .t = 2,
+    pp_config c = {.schedule = "interleaved", .p = 2, .v = 2, .G = 2, .b = 1, .d = 2, .t = 2,
                    .N = 4, .uneven = 1, .first_layers = 1, .last_layers = 1,
-                   .sequence_parallel = 1, .cp = 2};
+                   .sequence_parallel = 1, .recompute = PP_RECOMPUTE_FULL,
+                   .recompute_layers = 1, .shard = PP_SHARD_OPTIMIZER};
+    pp_config c2 = c; /* cp runs without recomputation and sharding: a second line */
+    c2.recompute = PP_RECOMPUTE_NONE, c2.recompute_layers = 0, c2.shard = PP_SHARD_NONE, c2.cp = 2;
     pp_profile_pprun_line l = {.model = "tiny", .config = &c, .seq = 64};
-    char line[512];
-    pp_profile_pprun_args(&l, line, sizeof line);
+    pp_profile_pprun_line l2 = {.model = "tiny", .config = &c2, .seq = 64};
+    char line1[512], line2[512], line[1100];
+    pp_profile_pprun_args(&l, line1, sizeof line1);
+    pp_profile_pprun_args(&l2, line2, sizeof line2);
+    snprintf(line, sizeof line, "%s %s", line1, line2);
     FILE *fp = popen(PP_BINARY_DIR "/runtime/pprun --help", "r");
     cr_assert_not_null(fp);
     char help[16384];
@@ -119,33 +131,42 @@ Test(profiles_pprun_line, every_axis_flag_is_on_the_line_and_in_pprun_help)
         cr_assert(strstr(help, word), "pprun --help lacks %s", axes[i].flag);
         flags++;
     }
-    cr_assert_geq(flags, 12);
+    cr_assert_geq(flags, 15);
 }
 
-/* pprun has no option for recomputation or sharding: a configuration with either off its
- * default is named (the builder leaves them out, so its line would train another
- * configuration); the default one is not, nor context parallelism, which pprun runs (--cp) and
- * the line carries. */
+/* pprun runs recomputation, the sharded optimizer and context parallelism, not sharded
+ * gradients (ZeRO-2), the sharded optimizer in bf16, or recomputation or sharding together with
+ * context parallelism: a configuration with those is named (the builder leaves them out, so its
+ * line would train another configuration); the others are not. */
 Test(profiles_pprun_line, settings_pprun_cannot_run_are_named)
 {
     pp_config c;
     pp_config_defaults(&c);
     c.schedule = "1f1b", c.p = 2, c.v = 1, c.b = 1, c.d = 2, c.t = 2, c.N = 4;
     c.sequence_parallel = 1; /* pprun runs it */
+    c.recompute = PP_RECOMPUTE_FULL, c.recompute_layers = 3, c.shard = PP_SHARD_OPTIMIZER;
     char buf[128];
-    cr_assert_null(pp_profile_pprun_unrun(&c, buf, sizeof buf), "%s", buf);
-    c.cp = 2;
-    cr_assert_null(pp_profile_pprun_unrun(&c, buf, sizeof buf), "%s", buf);
-    pp_profile_pprun_line l = {.config = &c, .model = "tiny", .seq = 16};
+    cr_assert_null(pp_profile_pprun_unrun(&c, PP_PREC_FP32, buf, sizeof buf), "%s", buf);
     char line[512];
-    cr_assert(strstr(pp_profile_pprun_args(&l, line, sizeof line), " --cp 2 "), "%s", line);
-    c.shard = PP_SHARD_OPTIMIZER;
-    cr_assert_str_eq(pp_profile_pprun_unrun(&c, buf, sizeof buf), "shard optimizer");
-    pp_config_defaults(&c);
-    c.recompute = PP_RECOMPUTE_FULL;
-    c.recompute_layers = 3;
-    cr_assert_str_eq(pp_profile_pprun_unrun(&c, buf, sizeof buf),
-                     "recompute full, recompute_layers 3");
+    pp_profile_pprun_line l = {.model = "tiny", .config = &c, .seq = 64};
+    pp_profile_pprun_args(&l, line, sizeof line);
+    cr_assert(strstr(line, " --shard optimizer ") && strstr(line, " --recompute full ") &&
+                  strstr(line, " --recompute-layers 3"),
+              "%s", line);
+    c.shard = PP_SHARD_GRADIENTS;
+    cr_assert_str_eq(pp_profile_pprun_unrun(&c, PP_PREC_FP32, buf, sizeof buf), "shard gradients");
+    c.shard = PP_SHARD_OPTIMIZER; /* in fp32 only (CUDA's bf16 weight copies) */
+    cr_assert_str_eq(pp_profile_pprun_unrun(&c, PP_PREC_BF16, buf, sizeof buf),
+                     "shard optimizer in bf16");
+    c.cp = 2; /* pprun runs it, but not with recomputation or sharding */
+    cr_assert_str_eq(pp_profile_pprun_unrun(&c, PP_PREC_FP32, buf, sizeof buf),
+                     "recompute full with cp, recompute_layers 3, shard optimizer with cp");
+    pp_config_defaults(&c); /* the defaults: none on the line; cp alone runs */
+    c.schedule = "1f1b", c.p = 2, c.v = 1, c.b = 1, c.d = 2, c.t = 1, c.N = 4, c.cp = 2;
+    cr_assert_null(pp_profile_pprun_unrun(&c, PP_PREC_FP32, buf, sizeof buf), "%s", buf);
+    pp_profile_pprun_args(&l, line, sizeof line);
+    cr_assert(!strstr(line, "--recompute") && !strstr(line, "--shard") && strstr(line, " --cp 2 "),
+              "%s", line);
 }
 
 /* A config.json model is --model-config with its path whole (longer than one stored word) in

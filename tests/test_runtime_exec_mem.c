@@ -26,9 +26,19 @@
 enum { B = 2, T = 16 };
 
 static int llama; /* a test sets it: the Llama block instead of GPT's (each test its process) */
+static int vocab; /* a test sets it: this vocabulary instead of 128 (0: 128) */
 static int cp_ranks; /* a test sets it: context parallelism (0: none) */
 
+static pp_model_cfg model_of(void);
 static pp_model_cfg model(void)
+{
+    pp_model_cfg m = model_of();
+    if (vocab)
+        m.vocab = vocab;
+    return m;
+}
+
+static pp_model_cfg model_of(void)
 {
     if (llama) /* RMSNorm, SwiGLU, rotary (Llama 3 scaling), 2 KV heads for 4, untied head */
         return (pp_model_cfg){.layers = 8, .hidden = 32, .heads = 4, .ffn = 48, .vocab = 128,
@@ -493,4 +503,44 @@ Test(runtime_exec_mem, llama_plan_equals_measured)
     }
     check_split_plan("1f1b", 4, 8, 0, 1, SPLIT_W_AT_END, 1, 0);
     check_split_plan("1f1b", 2, 4, 0, 1, SPLIT_W_AT_END, 2, 1);
+}
+
+/* The vocabulary split with a vocabulary t does not divide (127 at t = 2: 64 rows per rank, the
+ * second's last one padding): every tensor rank holds the same bytes (its 64 rows of wte and
+ * of the head, its slice of the probabilities, the loss's statistics in the forward
+ * workspace), which the plan counts: it equals every rank's measured peaks to the byte, with
+ * and without sequence parallelism, for the GPT block (tied head) and the Llama block
+ * (untied). */
+static void check_vocab_split(int seqpar)
+{
+    vocab = 127;
+    for (size_t i = 0; i < 3; i++) {
+        setup u;
+        make_split_sp(&u, cases[i].kind, cases[i].D, cases[i].N, cases[i].v, cases[i].dp,
+                      PP_RT_BACKEND_CPU_STAGED, 0, 0, 2, seqpar);
+        steps(&u, 2);
+        char what[64];
+        snprintf(what, sizeof what, "%s t=2 V=127%s", cases[i].kind, seqpar ? " SP" : "");
+        for (int g = 0; g < pp_rt_executor_ranks(u.ex); g++)
+            expect_rank_equals_plan(&u, g, what);
+        for (int q = 0; q < 2; q++) {
+            pp_rt_tensor *wte =
+                pp_rt_stage_tensor(pp_rt_executor_stage_tp(u.ex, 0, q, 0, 0), "wte");
+            cr_assert(wte && wte->n == (size_t)64 * model().hidden, "%s: wte of rank %d", what, q);
+        }
+        drop(&u);
+    }
+}
+
+Test(runtime_exec_mem, plan_equals_measured_with_uneven_vocabulary_split)
+{
+    check_vocab_split(0);
+    check_vocab_split(1);
+}
+
+Test(runtime_exec_mem, plan_equals_measured_with_uneven_vocabulary_split_llama)
+{
+    llama = 1;
+    check_vocab_split(0);
+    check_vocab_split(1);
 }

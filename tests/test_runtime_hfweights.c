@@ -94,6 +94,27 @@ Test(runtime_hfweights, gpt_saved_on_pipeline_ranks_loads_on_tensor_and_dp_ranks
                "--ranks 1 --schedule gpipe --tp 2 --dp 2 --microbatches 2");
 }
 
+/* A vocabulary that t does not divide (61 over 4 tensor ranks: 16 + 16 + 16 + 13 rows of the
+ * embedding and of the untied head, the rest padding): the pieces put together are the whole
+ * tensors, the padding no part of the file, and loaded back they train as before. */
+Test(runtime_hfweights, uneven_vocabulary_split_over_tensor_ranks_round_trips)
+{
+    const char *cfg = path_in("vocab61.json");
+    FILE *f = fopen(cfg, "w");
+    cr_assert(f);
+    fputs("{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", "
+          "\"hidden_size\": 32, \"intermediate_size\": 48, \"num_attention_heads\": 4, "
+          "\"num_key_value_heads\": 4, \"num_hidden_layers\": 2, \"vocab_size\": 61, "
+          "\"max_position_embeddings\": 64, \"rms_norm_eps\": 1e-05, \"rope_theta\": 10000.0, "
+          "\"hidden_act\": \"silu\", \"tie_word_embeddings\": false}\n",
+          f);
+    fclose(f);
+    char model[512];
+    snprintf(model, sizeof model, "--model-config %s --seq 16", cfg);
+    round_trip(model, "--ranks 2 --microbatches 4",
+               "--ranks 1 --schedule gpipe --tp 4 --microbatches 4");
+}
+
 Test(runtime_hfweights, llama_saved_on_tensor_ranks_loads_on_pipeline_ranks)
 {
     round_trip("--model tiny-llama", "--ranks 1 --schedule gpipe --tp 2 --microbatches 4",

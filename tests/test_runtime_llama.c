@@ -345,15 +345,6 @@ static const char *const TINY_LLAMA_JSON =
     "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
     "\"original_max_position_embeddings\": 16, \"rope_type\": \"llama3\"}}";
 
-static json_t *pprun_json(const char *args)
-{
-    pp_test_run_result r = pp_test_run(PPRUN " %s --json --quiet", args);
-    cr_assert_eq(r.code, 0, "pprun %s: exit %d: %s", args, r.code, r.err);
-    json_t *j = pp_test_parse_json(r.out, args);
-    pp_test_run_done(&r);
-    return j;
-}
-
 /* The config.json of tiny-llama trains as --model tiny-llama does (bit for bit), over 2
  * pipeline ranks x 2 tensor ranks; --layers still cuts it to a few layers. */
 Test(runtime_llama, pprun_model_config_trains_the_config_s_model)
@@ -361,9 +352,9 @@ Test(runtime_llama, pprun_model_config_trains_the_config_s_model)
     char *cfg = write_tmp(TINY_LLAMA_JSON), args[512];
     const char *layout = "--ranks 2 --tp 2 --microbatches 4 --steps 2 --seq 32";
     snprintf(args, sizeof args, "--model-config %s %s", cfg, layout);
-    json_t *a = pprun_json(args);
+    json_t *a = pp_test_pprun_json(args);
     snprintf(args, sizeof args, "--model tiny-llama %s", layout);
-    json_t *b = pprun_json(args);
+    json_t *b = pp_test_pprun_json(args);
     pp_test_expect_same_training(b, a, args, "--model-config");
     json_t *m = json_object_get(a, "model");
     cr_assert_eq(json_integer_value(json_object_get(m, "kv_heads")), 2);
@@ -372,7 +363,7 @@ Test(runtime_llama, pprun_model_config_trains_the_config_s_model)
     json_decref(a);
     json_decref(b);
     snprintf(args, sizeof args, "--model-config %s --layers 2 --ranks 2 --steps 1", cfg);
-    a = pprun_json(args);
+    a = pp_test_pprun_json(args);
     cr_assert_eq(json_integer_value(json_object_get(json_object_get(a, "model"), "layers")), 2);
     json_decref(a);
     unlink(cfg);

@@ -201,6 +201,56 @@ Test(runtime_mpi, llama_tp2_sp_d2_dp2_equals_threads, .timeout = 300)
                     8, 8);
 }
 
+/* Full recomputation under sequence parallelism (the recomputed forward reruns its all-gathers
+ * and reduce-scatters) and selective recomputation with split backward: MPI trains bit for bit
+ * like the threads. */
+Test(runtime_mpi, recompute_tp2_sp_d2_dp2_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads(COMMON " --schedule interleaved --ranks 2 --dp 2 --tp 2 --sequence-parallel "
+                    "--recompute full --recompute-layers 1",
+                    8, 8);
+}
+Test(runtime_mpi, recompute_selective_zb_h1_d4_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads(COMMON " --schedule zb-h1 --ranks 4 --recompute selective", 4, 4);
+}
+
+/* The optimizer sharded over dp 2 (reduce-scatter, AdamW on each replica's half, all-gather):
+ * MPI trains bit for bit like the threads. */
+Test(runtime_mpi, shard_optimizer_d2_dp2_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads(COMMON " --schedule 1f1b --ranks 2 --dp 2 --shard optimizer", 4, 4);
+}
+
+/* A vocabulary that t does not divide (61 over 2 tensor ranks: 31 rows each, the second's last
+ * one padding) with a tied head (the last stage's copy of the embedding holds the same rows):
+ * the vocabulary-parallel embedding and loss over MPI processes train bit for bit like the
+ * threads, with sequence parallelism. */
+Test(runtime_mpi, tp2_sp_uneven_vocabulary_tied_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    char path[64], args[256];
+    snprintf(path, sizeof path, "/tmp/pprun_mpi_vocab_%ld.json", (long)getpid());
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", "
+          "\"hidden_size\": 32, \"intermediate_size\": 48, \"num_attention_heads\": 4, "
+          "\"num_key_value_heads\": 2, \"num_hidden_layers\": 4, \"vocab_size\": 61, "
+          "\"max_position_embeddings\": 64, \"rms_norm_eps\": 1e-05, \"rope_theta\": 10000.0, "
+          "\"hidden_act\": \"silu\", \"tie_word_embeddings\": true}\n",
+          f);
+    fclose(f);
+    snprintf(args, sizeof args,
+             "--model-config %s --schedule 1f1b --ranks 2 --microbatches 4 --seq 16 --steps 3 "
+             "--seed 11 --tp 2 --sequence-parallel",
+             path);
+    same_as_threads(args, 4, 4);
+    remove(path);
+}
+
 /* --save-weights and --load-weights under MPI (runtime/weights_hf.c): the file rank 0 writes
  * from 2 pipeline x 2 tensor ranks in 4 processes is byte for byte the threads' file; loaded
  * into 2 pipeline ranks x dp 2 processes, one step at --lr 0 trains as the threads do and

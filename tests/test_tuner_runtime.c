@@ -168,18 +168,25 @@ Test(tuner_runtime, predicted_peak_within_3_percent_bidirectional)
     check("tiny", "bitpipe", 2, 4, 0, 2);
 }
 
+/* The tiny model into *m and the schedule of configuration c (the caller destroys it). */
+static pp_sched *tiny_sched(pp_tune_model *m, const pp_config *c)
+{
+    cr_assert_eq(pp_tune_model_preset("tiny", m), PP_OK);
+    pp_sched_params sp;
+    pp_tune_sched_params(m, c, &sp);
+    pp_sched *s;
+    cr_assert_eq(pp_sched_generate(c->schedule, &sp, &s), PP_OK, "%s", pp_err_msg());
+    return s;
+}
+
 /* The GPU trials' fit check plans sequence parallelism as the trial runs it: with the option
  * the tuner's CUDA model of the runtime is the runtime's own plan of an SP run, byte for byte,
  * and holds fewer activation bytes than the same configuration without it. */
 Test(tuner_runtime, the_cuda_model_plans_sequence_parallelism_from_the_configuration)
 {
     pp_tune_model m;
-    cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
     pp_config c = {.schedule = "1f1b", .p = 2, .v = 1, .b = 2, .d = 1, .t = 2, .N = 4};
-    pp_sched_params sp;
-    pp_tune_sched_params(&m, &c, &sp);
-    pp_sched *s;
-    cr_assert_eq(pp_sched_generate(c.schedule, &sp, &s), PP_OK, "%s", pp_err_msg());
+    pp_sched *s = tiny_sched(&m, &c);
     pp_tune_opts o = {0};
     pp_config with = c;
     with.sequence_parallel = 1;
@@ -200,6 +207,38 @@ Test(tuner_runtime, the_cuda_model_plans_sequence_parallelism_from_the_configura
                      a[r].total, plan[r].peak_total);
         cr_expect_lt(a[r].acts, b[r].acts, "rank %d: SP holds %.0f activation bytes, without %.0f",
                      r, a[r].acts, b[r].acts);
+    }
+    pp_sched_destroy(s);
+}
+
+/* The runtime's trials plan recomputation and the sharded optimizer from the configuration:
+ * the tuner's model of a pprun trial is the runtime's own plan of that run, byte for byte,
+ * with fewer activation bytes under recomputation and 1/d of AdamW's state under sharding. */
+Test(tuner_runtime, the_runtime_model_plans_recomputation_and_sharding_from_the_configuration)
+{
+    pp_tune_model m;
+    pp_config c = {.schedule = "1f1b", .p = 2, .v = 1, .b = 2, .d = 2, .t = 1, .N = 4};
+    pp_sched *s = tiny_sched(&m, &c);
+    pp_tune_opts o = {0};
+    pp_config with = c;
+    with.recompute = PP_RECOMPUTE_FULL, with.shard = PP_SHARD_OPTIMIZER;
+    pp_tune_rank_mem a[2], b[2];
+    cr_assert_eq(pp_tune_memory_runtime(&m, &with, s, &o, a), PP_OK, "%s", pp_err_msg());
+    cr_assert_eq(pp_tune_memory_runtime(&m, &c, s, &o, b), PP_OK, "%s", pp_err_msg());
+    pp_model_cfg rm = {.layers = m.layers, .hidden = m.hidden, .heads = m.heads, .ffn = m.ffn,
+                       .vocab = m.vocab, .seq = m.seq};
+    pp_rt_plan_params pp = {.model = &rm, .sched = s, .micro_batch = c.b, .seq = m.seq, .dp = 2,
+                            .backend = PP_RT_BACKEND_CPU,
+                            .recompute = PP_RECOMPUTE_FULL, /* the same values */
+                            .shard = PP_RT_SHARD_OPTIMIZER};
+    pp_rt_plan_rank plan[2];
+    cr_assert_eq(pp_rt_plan_compute(&pp, plan), PP_OK, "%s", pp_err_msg());
+    for (int r = 0; r < 2; r++) {
+        cr_expect_eq(a[r].total, (double)plan[r].peak_total, "rank %d: %.0f vs the plan's %zu", r,
+                     a[r].total, plan[r].peak_total);
+        cr_expect_lt(a[r].acts, b[r].acts, "rank %d: recomputation holds %.0f activation bytes, "
+                     "without %.0f", r, a[r].acts, b[r].acts);
+        cr_expect_eq(a[r].optim, 8.0 * ceil(a[r].params / 2), "rank %d: optim %.0f", r, a[r].optim);
     }
     pp_sched_destroy(s);
 }

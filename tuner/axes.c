@@ -19,10 +19,9 @@
  *   d x cp, up to max_ep (Megatron-Core carves the expert-parallel group out of the data- and
  *   context-parallel ranks; expert tensor parallelism stays t). The bundled runtime runs no
  *   MoE model, so trials never see one.
- * Where the devices are CPUs the trials run the bundled runtime, which does not run
- * recomputation or sharding yet: the search keeps them at none there
- * (pp_tune_axes_runtime_note says so in the header); it runs context parallelism (pprun --cp),
- * which is searched there as everywhere.
+ * Where the devices are CPUs the trials run the bundled runtime, which runs recomputation, the
+ * sharded optimizer and context parallelism (not gradient sharding, nor recomputation or
+ * sharding together with cp): the search keeps shard at none / optimizer there.
  * Not here: the models' effects (memory.c, timemodel.c), the enumeration of layouts (search.c).
  */
 #include <stdio.h>
@@ -156,8 +155,6 @@ static int recompute_values(const pp_tune_axes_ctx *a, const pp_config *c, int *
         return n;
     }
     rc[n] = PP_RECOMPUTE_NONE, ks[n++] = 0;
-    if (a->runtime_only)
-        return n;
     if (!a->o->flash_attention)
         rc[n] = PP_RECOMPUTE_SELECTIVE, ks[n++] = 0;
     rc[n] = PP_RECOMPUTE_FULL, ks[n++] = 0;
@@ -191,9 +188,10 @@ pp_status pp_tune_axes_each(const pp_tune_axes_ctx *a, pp_config c)
     int sp_hi = f->sequence_parallel >= 0 ? f->sequence_parallel : c.t > 1;
     int replicated = pp_tune_shard_ranks(&c) <= 1;
     int sh_lo = f->shard >= 0 ? f->shard : PP_SHARD_NONE;
-    int sh_hi = f->shard >= 0                     ? f->shard
-                : replicated || a->runtime_only ? PP_SHARD_NONE
-                                                  : PP_SHARD_GRADIENTS;
+    int sh_hi = f->shard >= 0       ? f->shard
+                : replicated        ? PP_SHARD_NONE
+                : a->runtime_only   ? PP_SHARD_OPTIMIZER /* the runtime runs ZeRO-1, not 2 */
+                                    : PP_SHARD_GRADIENTS;
     int eps[32], n_ep = ep_values(a, &c, eps, 32);
     for (int sp = sp_lo; sp <= sp_hi; sp++)
         for (int sh = sh_lo; sh <= sh_hi; sh++)

@@ -125,7 +125,8 @@ static void help(void)
     snprintf(for_help, sizeof for_help,
              "only the schedules that export target runs (the\n"
              "schedules pptune export --format TARGET accepts;\n"
-             "pprun: no recomputation, sharding or CP either):\n%s",
+             "pprun: no gradient sharding or CP either, and the\n"
+             "optimizer sharded only where --shard optimizer says):\n%s",
              pp_profile_export_names(", ", formats, sizeof formats));
     opts dflt;
     defaults(&dflt);
@@ -139,16 +140,16 @@ static int for_target(opts *o)
     const pp_export_target *t = pp_profile_export_find(o->for_target, NULL);
     if (!t)
         return pp_cmd_usage_error(CMD, "--for: %s", pp_err_text());
-    if (t->line_settings_only) { /* pprun: no recomputation or sharding to search (it runs
-                                    context parallelism: --cp) */
+    if (t->line_settings_only) { /* pprun: recomputation and cp searched; no ZeRO-2 */
         pp_tune_force *f = &o->tune.force;
-        if ((f->recompute != PP_TUNE_SEARCHED && f->recompute != PP_RECOMPUTE_NONE) ||
-            (f->shard != PP_TUNE_SEARCHED && f->shard != PP_SHARD_NONE))
-            return pp_cmd_usage_error(CMD, "--for %s: %s has no option for recomputation or "
-                                           "sharding",
+        if (f->shard == PP_SHARD_GRADIENTS)
+            return pp_cmd_usage_error(CMD, "--for %s: %s does not run gradient sharding",
                                       o->for_target, t->title);
-        f->recompute = PP_RECOMPUTE_NONE, f->recompute_layers = 0;
-        f->shard = PP_SHARD_NONE, f->ep = 1; /* ep: pprun runs no MoE model */
+        /* the sharded optimizer only when asked for: pprun runs it in fp32, not in the bf16 of
+         * a GPU cluster's line (pp_config.h's pprun_cannot) */
+        if (f->shard == PP_TUNE_SEARCHED)
+            f->shard = PP_SHARD_NONE;
+        f->ep = 1; /* pprun runs no mixture-of-experts model */
     }
     char list[256];
     pp_profile_export_schedules(t, ",", list, sizeof list);
@@ -375,7 +376,8 @@ static int report(const opts *o, const pp_tune_model *m, const pp_tune_hw *hw, p
                        pp_err_text());
     pp_err_clear();
     char unrun[128];
-    if (pp_profile_pprun_unrun(&r->best[0].cfg, unrun, sizeof unrun))
+    if (pp_profile_pprun_unrun(&r->best[0].cfg, pp_tune_launch_precision(hw, &r->opts), unrun,
+                               sizeof unrun))
         pp_cli_wrapped(stdout, 8,
                        "        (pprun has no option for %s yet: this line trains #1 without "
                        "it, in more memory than predicted; the Megatron-LM, NeMo and "

@@ -308,7 +308,12 @@ pp_tune_param_bytes pp_tune_bytes_per_param(const pp_tune_opts *o, const pp_conf
     return r;
 }
 
-/* Parameters one stage holds on its rank, after the tensor-parallel split (norms replicated). */
+/* Parameters one stage holds on its rank, after the tensor-parallel split (norms replicated).
+ * The token embedding and the head are split over the vocabulary, ceil(V/t) rows per rank
+ * (Megatron-LM's VocabParallelEmbedding and column-parallel output layer; the bundled
+ * runtime's split, runtime/plan/pp_rt_sizes.h's pp_rt_vocab_rows, which pads the last ranks
+ * to ceil(V/t) where Megatron pads V to a multiple of 128 t); learned positions are whole on
+ * every rank. */
 static double stage_params(const pp_tune_model *m, const pp_mem_place *pl, const pp_config *c,
                            int pipe, int stage, double *expert_params)
 {
@@ -324,9 +329,10 @@ static double stage_params(const pp_tune_model *m, const pp_mem_place *pl, const
     double n = dense * (st->layer_end - st->layer_begin - moe) + md * moe;
     *expert_params = moe ? me * moe : 0.0;
     n += *expert_params;
+    double Vl = (double)(((long long)m->vocab + t - 1) / t);
     int S = pl->S;
-    if (stage == 0)
-        n += pc.embed / t;
+    if (stage == 0) /* pc.embed: V h and the position table */
+        n += pc.embed - (double)m->vocab * h + Vl * h;
     if (stage == S - 1) {
         n += norm;
         /* An untied head has its own V x h matrix; a tied one needs a copy of the embedding on
@@ -334,7 +340,7 @@ static double stage_params(const pp_tune_model *m, const pp_mem_place *pl, const
          * sums the gradients). */
         int first_rank = pl->stages[pipe * S].rank;
         if (!m->tied_embed || st->rank != first_rank)
-            n += (double)m->vocab * h / t;
+            n += Vl * h;
     }
     return n;
 }

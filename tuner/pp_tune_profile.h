@@ -40,6 +40,8 @@ pp_status pp_tune_profile_default_path(const pp_tune_hw *hw, const pp_tune_model
  * why, when pprun cannot train m (no line pprun would reject). */
 char *pp_tune_launch_command(const pp_tune_model *m, const pp_tune_hw *hw, const pp_config *c,
                              const pp_tune_opts *o, char *buf, size_t n);
+/* The precision (pp_precision) of that line: o's where hw's backend computes in it, else fp32. */
+int pp_tune_launch_precision(const pp_tune_hw *hw, const pp_tune_opts *o);
 
 #ifdef __cplusplus
 }

@@ -15,6 +15,12 @@
 #include "pp_profile.h"
 #include "pp_tune.h"
 
+int pp_tune_launch_precision(const pp_tune_hw *hw, const pp_tune_opts *o)
+{
+    const pp_backend_row *be = pp_tune_hw_backend(hw);
+    return pp_backend_row_has_precision(be, o->precision) ? o->precision : PP_PREC_FP32;
+}
+
 char *pp_tune_launch_command(const pp_tune_model *m, const pp_tune_hw *hw, const pp_config *c,
                              const pp_tune_opts *o, char *buf, size_t n)
 {
@@ -26,7 +32,7 @@ char *pp_tune_launch_command(const pp_tune_model *m, const pp_tune_hw *hw, const
     const pp_backend_row *be = pp_tune_hw_backend(hw);
     pp_profile_pprun_line line = {
         .config = c, .seq = m->seq, .backend = pp_backend_row_flag(be),
-        .precision = pp_backend_row_has_precision(be, o->precision) ? o->precision : PP_PREC_FP32};
+        .precision = pp_tune_launch_precision(hw, o)};
     if (pp_tune_pprun_model(m, &line) != PP_OK)
         return NULL; /* no line pprun would reject: the error says why */
     char args[PP_PROFILE_PPRUN_LINE_LEN];

@@ -10,7 +10,18 @@
 #include <string.h>
 
 #include "pp_rt_plan.h"
+#include "pp_rt_sizes.h"
 #include "pp_tune.h"
+
+/* The configuration's settings pass to the plan as they are: the same values. */
+_Static_assert((int)PP_RECOMPUTE_NONE == (int)PP_RT_RC_NONE &&
+                   (int)PP_RECOMPUTE_SELECTIVE == (int)PP_RT_RC_SELECTIVE &&
+                   (int)PP_RECOMPUTE_FULL == (int)PP_RT_RC_FULL,
+               "pp_recompute and PP_RT_RC_* agree");
+_Static_assert((int)PP_SHARD_NONE == (int)PP_RT_SHARD_NONE &&
+                   (int)PP_SHARD_OPTIMIZER == (int)PP_RT_SHARD_OPTIMIZER &&
+                   (int)PP_SHARD_GRADIENTS == (int)PP_RT_SHARD_GRADIENTS,
+               "pp_shard and PP_RT_SHARD_* agree");
 
 static pp_status runtime_plan(const pp_tune_model *m, const pp_config *c, const pp_sched *s,
                               pp_rt_backend_kind backend, pp_precision precision,
@@ -57,6 +68,10 @@ static pp_status runtime_plan(const pp_tune_model *m, const pp_config *c, const 
         .transport_caps = 0, /* the in-process transport */
         .tp = c->t,
         .sequence_parallel = sequence_parallel,
+        .recompute = (int)c->recompute, /* pp_recompute's values are PP_RT_RC_*'s */
+        .recompute_layers = c->recompute_layers,
+        .shard = (int)c->shard, /* pp_shard's values are PP_RT_SHARD_*'s */
+
         .cp = c->cp};
     pp_rt_plan_rank *plan = pp_calloc((size_t)s->ranks, sizeof *plan);
     if (!plan)

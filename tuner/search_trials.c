@@ -173,8 +173,10 @@ pp_status pp_tune_search_trials(const pp_tune_search_params *sp, pp_tune_result 
     for (int i = 0; i < r->n_best && n < k; i++) {
         pp_tune_prediction *p = &r->best[trial_order(r, k, i)];
         char unrun[128], why[256];
+        /* the trial's precision (trials.c): bf16 where its backend computes in it */
+        int prec = pp_backend_row_has_precision(be, PP_PREC_BF16) ? PP_PREC_BF16 : PP_PREC_FP32;
         int no_cp = p->cfg.cp > 1 && !be->context_parallel;
-        if (no_cp || pp_profile_pprun_unrun(&p->cfg, unrun, sizeof unrun)) {
+        if (no_cp || pp_profile_pprun_unrun(&p->cfg, prec, unrun, sizeof unrun)) {
             /* its trial would measure another configuration, or be refused: not run, and said */
             if (no_cp)
                 snprintf(why, sizeof why,

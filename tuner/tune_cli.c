@@ -255,7 +255,7 @@ void pp_cli_tune_describe(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw
                    m->block.moe.experts > 0 ? ", expert parallelism" : "",
                    forced[0] ? "searched except " : "searched", forced,
                    o->precision == PP_PREC_FP32
-                       ? " (CPU devices: the bundled runtime runs no recomputation, sharding or "
-                         "context parallelism yet, so they stay none / 1 unless forced)"
+                       ? " (CPU devices: the bundled runtime runs no gradient sharding yet, so "
+                         "shard stays none / optimizer unless forced)"
                        : "");
 }

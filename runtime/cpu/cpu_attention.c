@@ -21,6 +21,7 @@
 
 #include "cpu_kernels.h"
 #include "cpu_math.h"
+#include "cpu_pool.h"
 #include "pp_rt_sizes.h"
 
 /* Row t of the scores: softmax over keys [0, t], zero for keys (t, r1) up to the end of its
@@ -73,29 +74,97 @@ static size_t v_col(const qkv_layout *l, int h)
     return (size_t)(l->NH + l->NKV + h / l->g) * l->hd;
 }
 
+/* Whether the (batch, head) units run in parallel, each with its GEMMs on its own thread: when
+ * OpenBLAS runs those GEMMs on the calling thread anyway (one BLAS thread, or M N K at most
+ * 65536 x 4, SMP_THRESHOLD_MIN x GEMM_MULTITHREAD_THRESHOLD, below which OpenBLAS 0.3's
+ * interface/gemm.c does not thread). Otherwise the units run one after the other with OpenBLAS
+ * threading their GEMMs and only the softmax rows split: parallel callers of a threaded
+ * OpenBLAS wait for each other's BLAS threads. Either way every GEMM is the same call and every
+ * row the same code, so the choice, which the kernel thread count does not enter, changes no
+ * result. */
+static int units_in_parallel(int T, int hs)
+{
+    double rb = T < PP_ATT_BLOCK ? T : PP_ATT_BLOCK;
+    return pp_backend_cpu_threads() == 1 || rb * T * hs <= 65536.0 * 4;
+}
+
+typedef struct {
+    float *S;       /* the scores (T x T), rows from 0 */
+    const float *A; /* backward: the saved probabilities */
+    int T, r0, r1;
+    float scale;
+} softmax_arg;
+
+static void softmax_fwd_part(void *v, size_t lo, size_t hi, int part)
+{
+    const softmax_arg *s = v;
+    (void)part;
+    for (int t = s->r0 + (int)lo; t < s->r0 + (int)hi; t++)
+        softmax_causal_row(s->S + (size_t)t * s->T, t, s->r1);
+}
+
+static void softmax_bwd_part(void *v, size_t lo, size_t hi, int part)
+{
+    const softmax_arg *s = v;
+    (void)part;
+    for (int t = s->r0 + (int)lo; t < s->r0 + (int)hi; t++)
+        softmax_causal_row_bwd(s->S + (size_t)t * s->T, s->A + (size_t)t * s->T, t, s->r1,
+                               s->scale);
+}
+
+/* Rows [r0, r1) of the scores on `rows`' threads (NULL: this one); an exp per element. */
+static void softmax_rows(pp_cpu_pool *rows, pp_cpu_range_fn fn, float *S, const float *A, int T,
+                         int r0, int r1, float scale)
+{
+    softmax_arg s = {S, A, T, r0, r1, scale};
+    pp_cpu_par_for(rows, (size_t)(r1 - r0), 1, pp_cpu_min_rows((size_t)r1) / 4 + 1, fn, &s);
+}
+
+typedef struct {
+    void *ctx;
+    float *y, *att, *dqkv, *scratch;
+    const float *qkv, *dy, *catt;
+    int B, T, NH, NKV, hd;
+} att_arg;
+
+/* Unit u = (batch, head) of the forward: its own probabilities and output columns. */
+static void attention_fwd_unit(const att_arg *a, size_t u, pp_cpu_pool *rows)
+{
+    const qkv_layout L = layout_of(a->NH, a->NKV, a->hd);
+    const int hs = a->hd, C3 = L.W, C = a->NH * a->hd, T = a->T, NH = a->NH;
+    const float scale = 1.0f / sqrtf((float)hs);
+    int b = (int)(u / (size_t)NH), h = (int)(u % (size_t)NH);
+    const float *row = a->qkv + (size_t)b * T * C3;
+    const float *q = row + q_col(&L, h), *k = row + k_col(&L, h), *v = row + v_col(&L, h);
+    float *A = a->att + ((size_t)b * NH + h) * T * T;
+    float *out = a->y + (size_t)b * T * C + (size_t)h * hs;
+    for (int r0 = 0; r0 < T; r0 += PP_ATT_BLOCK) {
+        int r1 = r0 + PP_ATT_BLOCK < T ? r0 + PP_ATT_BLOCK : T, rb = r1 - r0;
+        float *Ab = A + (size_t)r0 * T;
+        pp_cpu_gemm(a->ctx, 0, 1, rb, r1, hs, scale, q + (size_t)r0 * C3, C3, k, C3, 0.0f, Ab, T);
+        softmax_rows(rows, softmax_fwd_part, A, NULL, T, r0, r1, 0.0f);
+        pp_cpu_gemm(a->ctx, 0, 0, rb, hs, r1, 1.0f, Ab, T, v, C3, 0.0f, out + (size_t)r0 * C, C);
+    }
+}
+
+static void attention_fwd_part(void *v, size_t lo, size_t hi, int part)
+{
+    (void)part;
+    for (size_t u = lo; u < hi; u++)
+        attention_fwd_unit(v, u, NULL);
+}
+
 pp_status pp_cpu_attention_fwd(void *ctx, float *y, float *att, const float *qkv, int B, int T,
                                int NH, int NKV, int hd)
 {
-    const qkv_layout L = layout_of(NH, NKV, hd);
-    const int hs = hd, C3 = L.W, C = NH * hd;
-    const float scale = 1.0f / sqrtf((float)hs);
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
-            const float *row = qkv + (size_t)b * T * C3;
-            const float *q = row + q_col(&L, h), *k = row + k_col(&L, h), *v = row + v_col(&L, h);
-            float *A = att + ((size_t)b * NH + h) * T * T;
-            float *out = y + (size_t)b * T * C + (size_t)h * hs;
-            for (int r0 = 0; r0 < T; r0 += PP_ATT_BLOCK) {
-                int r1 = r0 + PP_ATT_BLOCK < T ? r0 + PP_ATT_BLOCK : T, rb = r1 - r0;
-                float *Ab = A + (size_t)r0 * T;
-                pp_cpu_gemm(ctx, 0, 1, rb, r1, hs, scale, q + (size_t)r0 * C3, C3, k, C3, 0.0f, Ab,
-                            T);
-                for (int t = r0; t < r1; t++)
-                    softmax_causal_row(A + (size_t)t * T, t, r1);
-                pp_cpu_gemm(ctx, 0, 0, rb, hs, r1, 1.0f, Ab, T, v, C3, 0.0f, out + (size_t)r0 * C,
-                            C);
-            }
-        }
+    att_arg a = {.ctx = ctx, .y = y, .att = att, .qkv = qkv, .B = B, .T = T, .NH = NH,
+                 .NKV = NKV, .hd = hd};
+    size_t units = (size_t)B * NH;
+    if (units_in_parallel(T, hd))
+        pp_cpu_par_for(ctx, units, 1, 1, attention_fwd_part, &a);
+    else
+        for (size_t u = 0; u < units; u++)
+            attention_fwd_unit(&a, u, ctx);
     return PP_OK;
 }
 
@@ -105,44 +174,75 @@ size_t pp_cpu_attention_scratch_bytes(void *ctx, int B, int T, int C, int NH)
     return pp_rt_size_attn_scratch_cpu((size_t)T); /* dS of one (batch, head) at a time */
 }
 
+/* One (batch, query head) of the backward, dS in S (T x T), softmax rows on `rows`' threads. */
+static void attention_bwd_head(const att_arg *a, float *S, int b, int h, pp_cpu_pool *rows)
+{
+    const qkv_layout L = layout_of(a->NH, a->NKV, a->hd);
+    const int hs = a->hd, C3 = L.W, C = a->NH * a->hd, T = a->T, NH = a->NH;
+    const float scale = 1.0f / sqrtf((float)hs);
+    void *ctx = a->ctx;
+    size_t off = (size_t)b * T * C3;
+    const float *q = a->qkv + off + q_col(&L, h), *k = a->qkv + off + k_col(&L, h);
+    const float *v = a->qkv + off + v_col(&L, h);
+    float *dq = a->dqkv + off + q_col(&L, h), *dk = a->dqkv + off + k_col(&L, h);
+    float *dv = a->dqkv + off + v_col(&L, h);
+    float beta = h % L.g ? 1.0f : 0.0f; /* the group's later heads add to dk, dv */
+    const float *A = a->catt + ((size_t)b * NH + h) * T * T;
+    const float *dyh = a->dy + (size_t)b * T * C + (size_t)h * hs;
+    for (int r0 = 0; r0 < T; r0 += PP_ATT_BLOCK) {
+        int r1 = r0 + PP_ATT_BLOCK < T ? r0 + PP_ATT_BLOCK : T, rb = r1 - r0;
+        /* dA(rb, r1) = dy_block v^T, then dS in place */
+        pp_cpu_gemm(ctx, 0, 1, rb, r1, hs, 1.0f, dyh + (size_t)r0 * C, C, v, C3, 0.0f,
+                    S + (size_t)r0 * T, T);
+        softmax_rows(rows, softmax_bwd_part, S, A, T, r0, r1, scale);
+        pp_cpu_gemm(ctx, 0, 0, rb, hs, r1, 1.0f, S + (size_t)r0 * T, T, k, C3, 0.0f,
+                    dq + (size_t)r0 * C3, C3);
+    }
+    /* Column block [c0, c1) of keys gets contributions from queries t >= c0 only. */
+    for (int c0 = 0; c0 < T; c0 += PP_ATT_BLOCK) {
+        int c1 = c0 + PP_ATT_BLOCK < T ? c0 + PP_ATT_BLOCK : T, cb = c1 - c0;
+        size_t blk = (size_t)c0 * T + c0;
+        pp_cpu_gemm(ctx, 1, 0, cb, hs, T - c0, 1.0f, S + blk, T, q + (size_t)c0 * C3, C3, beta,
+                    dk + (size_t)c0 * C3, C3);
+        pp_cpu_gemm(ctx, 1, 0, cb, hs, T - c0, 1.0f, A + blk, T, dyh + (size_t)c0 * C, C, beta,
+                    dv + (size_t)c0 * C3, C3);
+    }
+}
+
+/* Unit u = (batch, KV head) of the backward, its query heads in order: the group's dk and dv
+ * are written by its first head and added to by the others in the same order on any split. */
+static void attention_bwd_unit(const att_arg *a, float *S, size_t u, pp_cpu_pool *rows)
+{
+    const int g = a->NH / a->NKV;
+    int b = (int)(u / (size_t)a->NKV), kv = (int)(u % (size_t)a->NKV);
+    for (int h = kv * g; h < (kv + 1) * g; h++)
+        attention_bwd_head(a, S, b, h, rows);
+}
+
+/* Part 0 uses the caller's scratch, the others the pool's (pp_cpu_pool_reserve: T x T floats
+ * for each thread beyond the first, outside the backend's memory accounting). */
+static void attention_bwd_part(void *v, size_t lo, size_t hi, int part)
+{
+    const att_arg *a = v;
+    float *S = part ? pp_cpu_pool_scratch(a->ctx, part) : a->scratch;
+    for (size_t u = lo; u < hi; u++)
+        attention_bwd_unit(a, S, u, NULL);
+}
+
 pp_status pp_cpu_attention_bwd(void *ctx, float *dqkv, float *scratch, const float *dy,
                                const float *att, const float *qkv, int B, int T, int NH, int NKV,
                                int hd)
 {
-    const qkv_layout L = layout_of(NH, NKV, hd);
-    const int hs = hd, C3 = L.W, C = NH * hd;
-    const float scale = 1.0f / sqrtf((float)hs);
-    float *S = scratch;
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
-            size_t off = (size_t)b * T * C3;
-            const float *q = qkv + off + q_col(&L, h), *k = qkv + off + k_col(&L, h);
-            const float *v = qkv + off + v_col(&L, h);
-            float *dq = dqkv + off + q_col(&L, h), *dk = dqkv + off + k_col(&L, h);
-            float *dv = dqkv + off + v_col(&L, h);
-            float beta = h % L.g ? 1.0f : 0.0f; /* the group's later heads add to dk, dv */
-            const float *A = att + ((size_t)b * NH + h) * T * T;
-            const float *dyh = dy + (size_t)b * T * C + (size_t)h * hs;
-            for (int r0 = 0; r0 < T; r0 += PP_ATT_BLOCK) {
-                int r1 = r0 + PP_ATT_BLOCK < T ? r0 + PP_ATT_BLOCK : T, rb = r1 - r0;
-                /* dA(rb, r1) = dy_block v^T, then dS in place */
-                pp_cpu_gemm(ctx, 0, 1, rb, r1, hs, 1.0f, dyh + (size_t)r0 * C, C, v, C3, 0.0f,
-                            S + (size_t)r0 * T, T);
-                for (int t = r0; t < r1; t++)
-                    softmax_causal_row_bwd(S + (size_t)t * T, A + (size_t)t * T, t, r1, scale);
-                pp_cpu_gemm(ctx, 0, 0, rb, hs, r1, 1.0f, S + (size_t)r0 * T, T, k, C3, 0.0f,
-                            dq + (size_t)r0 * C3, C3);
-            }
-            /* Column block [c0, c1) of keys gets contributions from queries t >= c0 only. */
-            for (int c0 = 0; c0 < T; c0 += PP_ATT_BLOCK) {
-                int c1 = c0 + PP_ATT_BLOCK < T ? c0 + PP_ATT_BLOCK : T, cb = c1 - c0;
-                size_t blk = (size_t)c0 * T + c0;
-                pp_cpu_gemm(ctx, 1, 0, cb, hs, T - c0, 1.0f, S + blk, T, q + (size_t)c0 * C3, C3,
-                            beta, dk + (size_t)c0 * C3, C3);
-                pp_cpu_gemm(ctx, 1, 0, cb, hs, T - c0, 1.0f, A + blk, T, dyh + (size_t)c0 * C, C,
-                            beta, dv + (size_t)c0 * C3, C3);
-            }
-        }
+    att_arg a = {.ctx = ctx, .dqkv = dqkv, .scratch = scratch, .qkv = qkv, .dy = dy,
+                 .catt = att, .B = B, .T = T, .NH = NH, .NKV = NKV, .hd = hd};
+    size_t units = (size_t)B * NKV;
+    if (!units_in_parallel(T, hd) || pp_cpu_pool_parts(ctx, units, 1, 1) == 1) {
+        for (size_t u = 0; u < units; u++)
+            attention_bwd_unit(&a, scratch, u, ctx);
+        return PP_OK;
+    }
+    PP_TRY(pp_cpu_pool_reserve(ctx, pp_rt_size_attn_scratch_cpu((size_t)T)));
+    pp_cpu_par_for(ctx, units, 1, 1, attention_bwd_part, &a);
     return PP_OK;
 }
 

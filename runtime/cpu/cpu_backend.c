@@ -6,13 +6,15 @@
  * each with its own backend, and ranks that spawned more BLAS threads than the cores hold would
  * oversubscribe them and blur the per-rank timings; pprun sets cores / ranks on the node). The
  * setting is process-wide in OpenBLAS; every CPU backend applies the same value, so creating
- * several is harmless.
+ * several is harmless. The backend's own kernels run on as many threads (its pool, cpu_pool.c,
+ * the backend's context): the count it was created with, by default the same setting.
  */
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "cpu_pool.h"
 
 /* 64-byte alignment: a cache line and a full AVX-512 vector. */
 #define PP_CPU_ALIGN 64
@@ -66,7 +68,7 @@ pp_status pp_cpu_gemm(void *ctx, int trans_a, int trans_b, int m, int n, int k, 
 
 static void cpu_destroy(void *ctx)
 {
-    (void)ctx;
+    pp_cpu_pool_destroy(ctx);
 }
 
 static const pp_backend_ops cpu_ops = {
@@ -98,20 +100,36 @@ static const pp_backend_ops cpu_ops = {
     .xent_bwd = pp_cpu_xent_bwd,
     .adamw = pp_cpu_adamw,
     .destroy = cpu_destroy,
+    .vocab_embed_fwd = pp_cpu_vocab_embed_fwd,
+    .vocab_embed_bwd = pp_cpu_vocab_embed_bwd,
+    .vocab_xent_max = pp_cpu_vocab_xent_max,
+    .vocab_xent_exp = pp_cpu_vocab_xent_exp,
+    .vocab_xent_norm = pp_cpu_vocab_xent_norm,
+    .vocab_xent_bwd = pp_cpu_vocab_xent_bwd,
     .attention_cp_fwd = pp_cpu_attention_cp_fwd,
     .attention_cp_fwd_end = pp_cpu_attention_cp_fwd_end,
     .attention_cp_bwd = pp_cpu_attention_cp_bwd,
 };
 
-static int g_blas_threads = 1; /* what every CPU backend applies */
+/* What every CPU backend created later applies (OpenBLAS's count is process-wide anyway), and
+ * the threads of its own kernels. */
+static int g_blas_threads = 1, g_kernel_threads = 1;
 
 int pp_backend_cpu_set_threads(int n)
 {
     if (n >= 1) {
         g_blas_threads = n;
+        g_kernel_threads = n < PP_CPU_MAX_THREADS ? n : PP_CPU_MAX_THREADS;
         openblas_set_num_threads(n);
     }
     return openblas_get_num_threads();
+}
+
+int pp_backend_cpu_set_kernel_threads(int n)
+{
+    if (n >= 1)
+        g_kernel_threads = n < PP_CPU_MAX_THREADS ? n : PP_CPU_MAX_THREADS;
+    return g_kernel_threads;
 }
 
 int pp_backend_cpu_threads(void)
@@ -119,11 +137,22 @@ int pp_backend_cpu_threads(void)
     return openblas_get_num_threads();
 }
 
+pp_status pp_backend_cpu_create_threads(int threads, pp_backend **out)
+{
+    *out = NULL;
+    if (threads < 1 || threads > PP_CPU_MAX_THREADS)
+        return PP_ERR(PP_ERR_INVALID, "cpu backend: %d kernel threads; expected 1 to %d", threads,
+                      PP_CPU_MAX_THREADS);
+    openblas_set_num_threads(g_blas_threads);
+    pp_cpu_pool *pool = NULL;
+    if (threads > 1) /* one thread: no pool, every kernel runs on the caller */
+        PP_TRY(pp_cpu_pool_create(threads, &pool));
+    return pp_backend_wrap("cpu", &cpu_ops, pool, out);
+}
+
 pp_status pp_backend_cpu_create(pp_backend **out)
 {
-    openblas_set_num_threads(g_blas_threads);
-    PP_TRY(pp_backend_wrap("cpu", &cpu_ops, NULL, out));
-    return PP_OK;
+    return pp_backend_cpu_create_threads(g_kernel_threads, out);
 }
 
 /* The makers of the CPU rows (row_cpu.c, row_cpu_staged.c: the same backend, staged or not by

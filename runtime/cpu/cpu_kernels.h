@@ -1,5 +1,6 @@
 /* cpu_kernels.h — private to runtime/cpu/: the CPU backend's kernels, one declaration per entry
- * of pp_backend_ops (runtime/backend.h documents what each computes). Plain C, fp32, one thread.
+ * of pp_backend_ops (runtime/backend.h documents what each computes). Plain C, fp32, on the
+ * threads of the backend's pool (ctx, cpu_pool.h; NULL runs them on the caller alone).
  */
 #ifndef PP_RT_CPU_KERNELS_H
 #define PP_RT_CPU_KERNELS_H
@@ -59,6 +60,17 @@ pp_status pp_cpu_xent_fwd(void *ctx, float *probs, const int32_t *targets, int N
                           float *mean_loss_host);
 pp_status pp_cpu_xent_bwd(void *ctx, float *probs, const int32_t *targets, int N, int V,
                           float scale);
+/* cpu_vocab.c */
+pp_status pp_cpu_vocab_embed_fwd(void *ctx, float *out, const int32_t *tok, const float *wte,
+                                 int N, int C, int v0, int nv);
+pp_status pp_cpu_vocab_embed_bwd(void *ctx, float *dwte, const float *dout, const int32_t *tok,
+                                 int N, int C, int v0, int nv);
+pp_status pp_cpu_vocab_xent_max(void *ctx, float *mx, const float *logits, int N, int Vl, int nv);
+pp_status pp_cpu_vocab_xent_exp(void *ctx, float *probs, float *stats, const float *mx, int t,
+                                const int32_t *targets, int N, int Vl, int v0, int nv);
+pp_status pp_cpu_vocab_xent_norm(void *ctx, float *probs, const float *sums, int N, int Vl);
+pp_status pp_cpu_vocab_xent_bwd(void *ctx, float *probs, const int32_t *targets, int N, int Vl,
+                                int v0, float scale);
 pp_status pp_cpu_adamw(void *ctx, float *w, const float *g, float *m, float *v, size_t n,
                        const pp_adamw_scalars *s);
 

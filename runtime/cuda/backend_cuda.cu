@@ -360,6 +360,12 @@ static const pp_backend_ops cuda_ops = {
     /* .marks_read = */ cuda_marks_read,
     /* .marks_destroy = */ cuda_marks_destroy,
     /* .scratch_reserve = */ cuda_scratch_reserve,
+    /* .vocab_embed_fwd = */ pp_cuda_vocab_embed_fwd,
+    /* .vocab_embed_bwd = */ pp_cuda_vocab_embed_bwd,
+    /* .vocab_xent_max = */ pp_cuda_vocab_xent_max,
+    /* .vocab_xent_exp = */ pp_cuda_vocab_xent_exp,
+    /* .vocab_xent_norm = */ pp_cuda_vocab_xent_norm,
+    /* .vocab_xent_bwd = */ pp_cuda_vocab_xent_bwd,
     /* no context-parallel attention kernel (common/backends.c: the row has no
      * context_parallel, so the executor refuses cp > 1 before creating this backend) */
     /* .attention_cp_fwd = */ NULL,

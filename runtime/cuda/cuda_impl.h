@@ -111,6 +111,26 @@ static __device__ __forceinline__ float pp_warp_max(float v)
     return v;
 }
 
+/* Block-wide reduction through shared memory (32 warps at most). */
+static __device__ __forceinline__ float pp_block_reduce(float v, int is_max)
+{
+    __shared__ float part[32];
+    __shared__ float result;
+    int lane = threadIdx.x % 32, w = threadIdx.x / 32, nw = blockDim.x / 32;
+    v = is_max ? pp_warp_max(v) : pp_warp_sum(v);
+    if (lane == 0)
+        part[w] = v;
+    __syncthreads();
+    if (w == 0) {
+        float u = lane < nw ? part[lane] : (is_max ? -INFINITY : 0.0f);
+        u = is_max ? pp_warp_max(u) : pp_warp_sum(u);
+        if (lane == 0)
+            result = u;
+    }
+    __syncthreads();
+    return result;
+}
+
 /* ---- bf16 copies of the weights (weights_bf16.cu) ----
  * In bf16 mode every GEMM needs its operands in bf16. Activations change at every call, but a
  * weight changes only when the optimizer steps, so AdamW writes a bf16 copy of each tensor it
@@ -163,6 +183,17 @@ pp_status pp_cuda_xent_bwd(void *ctx, float *probs, const int32_t *targets, int 
                            float scale);
 pp_status pp_cuda_adamw(void *ctx, float *w, const float *g, float *m, float *v, size_t n,
                         const pp_adamw_scalars *s);
+/* vocab_cuda.cu: vocabulary parallelism's embedding and cross-entropy pieces */
+pp_status pp_cuda_vocab_embed_fwd(void *ctx, float *out, const int32_t *tok, const float *wte,
+                                  int N, int C, int v0, int nv);
+pp_status pp_cuda_vocab_embed_bwd(void *ctx, float *dwte, const float *dout, const int32_t *tok,
+                                  int N, int C, int v0, int nv);
+pp_status pp_cuda_vocab_xent_max(void *ctx, float *mx, const float *logits, int N, int Vl, int nv);
+pp_status pp_cuda_vocab_xent_exp(void *ctx, float *probs, float *stats, const float *mx, int t,
+                                 const int32_t *targets, int N, int Vl, int v0, int nv);
+pp_status pp_cuda_vocab_xent_norm(void *ctx, float *probs, const float *sums, int N, int Vl);
+pp_status pp_cuda_vocab_xent_bwd(void *ctx, float *probs, const int32_t *targets, int N, int Vl,
+                                 int v0, float scale);
 /* c(m, n) = beta * c (0 when beta = 0, whatever c held): an empty product (k = 0). */
 pp_status pp_cuda_scale_matrix(pp_cuda_ctx *cx, float *c, int m, int n, int ldc, float beta);
 

@@ -333,26 +333,6 @@ pp_status pp_cuda_gelu_bwd(void *ctx, float *dx, const float *x, const float *dy
 
 #define XENT_THREADS 512
 
-/* Block-wide reduction through shared memory (32 warps at most). */
-static __device__ float block_reduce(float v, int is_max)
-{
-    __shared__ float part[32];
-    __shared__ float result;
-    int lane = threadIdx.x % 32, w = threadIdx.x / 32, nw = blockDim.x / 32;
-    v = is_max ? pp_warp_max(v) : pp_warp_sum(v);
-    if (lane == 0)
-        part[w] = v;
-    __syncthreads();
-    if (w == 0) {
-        float u = lane < nw ? part[lane] : (is_max ? -INFINITY : 0.0f);
-        u = is_max ? pp_warp_max(u) : pp_warp_sum(u);
-        if (lane == 0)
-            result = u;
-    }
-    __syncthreads();
-    return result;
-}
-
 /* Softmax in place; row_loss[i] = log(sum) - (l[target] - max), as the CPU (precise when
  * p[target] is tiny). */
 static __global__ void xent_fwd_kernel(float *probs, float *row_loss, const int32_t *targets, int V)
@@ -362,14 +342,14 @@ static __global__ void xent_fwd_kernel(float *probs, float *row_loss, const int3
     float mx = -INFINITY;
     for (int j = threadIdx.x; j < V; j += blockDim.x)
         mx = fmaxf(mx, row[j]);
-    mx = block_reduce(mx, 1);
+    mx = pp_block_reduce(mx, 1);
     float s = 0.0f;
     for (int j = threadIdx.x; j < V; j += blockDim.x) {
         float e = expf(row[j] - mx);
         row[j] = e;
         s += e;
     }
-    s = block_reduce(s, 0);
+    s = pp_block_reduce(s, 0);
     float inv = 1.0f / s;
     for (int j = threadIdx.x; j < V; j += blockDim.x)
         row[j] *= inv;

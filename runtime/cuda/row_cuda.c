@@ -23,11 +23,14 @@ static size_t attn_scratch(const pp_backend_stage *s)
  * of each GEMM and of the attention's products. */
 static size_t kernel_scratch(const pp_backend_stage *s)
 {
-    size_t need = max_z(pp_rt_size_cuda_sumsq_ws(), s->last ? pp_rt_size_cuda_xent_ws(s->N) : 0);
+    /* the loss kernel's row losses: the whole-vocabulary loss (t = 1) only; the
+     * vocabulary-parallel one keeps its statistics in the forward workspace */
+    size_t need = max_z(pp_rt_size_cuda_sumsq_ws(),
+                        s->last && s->d->t == 1 ? pp_rt_size_cuda_xent_ws(s->N) : 0);
     if (!s->bf16)
         return need;
     const pp_rt_dims *d = s->d;
-    size_t e = 0, N = s->N, C = d->C, V = d->V;
+    size_t e = 0, N = s->N, C = d->C, V = d->Vl; /* the head's vocabulary rows on this rank */
     if (s->layers > 0) {
         /* in, out of this tensor-parallel rank's shards (the whole layers when t = 1) */
         const size_t lin[4][2] = {{C, d->qkv}, {d->qd, C}, {C, d->fc}, {d->Fl, C}};

@@ -61,7 +61,7 @@ static pp_backend_stage stage_shape(const plan_ctx *x, int pipe, int stage)
 static size_t bwd_ws_bytes(const plan_ctx *x, int pipe, int stage)
 {
     pp_backend_stage sh = stage_shape(x, pipe, stage);
-    return pp_rt_size_bwd_ws(&x->d, x->N, sh.layers, sh.last, x->be->attn_scratch(&sh));
+    return pp_rt_size_bwd_ws(&x->d, x->B, x->T, sh.layers, sh.last, x->be->attn_scratch(&sh));
 }
 
 /* Held for W (split backward): what a stage's I keeps beside the slot until the W of the same
@@ -236,8 +236,9 @@ static void walk(const plan_ctx *x, int r, tracker *t, int *reds, int *n_red)
             break;
         }
         case PP_OP_F: {
-            /* sequence parallel, context parallel */
-            size_t fws = pp_rt_size_fwd_ws(&x->d, x->B, x->T, (size_t)layers_of(x, p, st));
+            /* sequence, context and vocabulary parallel, recomputation */
+            size_t fws = pp_rt_size_fwd_ws(&x->d, x->B, x->T, (size_t)layers_of(x, p, st),
+                                           last);
             if (!last) /* output */
                 key_alloc(t, key_boundary(x, p, st, m, 0), PP_MEM_COMM, x->io);
             key_alloc(t, key_acts(x, p, st, m), PP_MEM_ACTS, slot_bytes(x, p, st)); /* saved */
@@ -304,7 +305,9 @@ static void plan_rank(const plan_ctx *x, int r, tracker *t)
     o->kernel_scratch = scratch;
     bump(t, PP_MEM_WEIGHTS, (int64_t)((4 + (x->bf16 ? PP_RT_BF16_BYTES : 0)) * o->params));
     bump(t, PP_MEM_GRADS, (int64_t)grads);
-    bump(t, PP_MEM_OPTIM, (int64_t)(8 * o->params));
+    size_t dp = (size_t)x->p->dp, shard = (o->params + dp - 1) / dp; /* executor_zero.c */
+    int zero = x->p->shard == PP_RT_SHARD_OPTIMIZER && dp > 1;
+    bump(t, PP_MEM_OPTIM, (int64_t)(8 * (zero ? shard : o->params)));
     if (x->tokens)
         bump(t, PP_MEM_ACTS, (int64_t)(4 * (size_t)s->microbatches * x->N * (first + last)));
     bump(t, PP_MEM_WORKSPACE, (int64_t)(scratch + x->be->library_workspace));
@@ -318,8 +321,8 @@ static void plan_rank(const plan_ctx *x, int r, tracker *t)
      * allocated and freed. */
     for (int i = 0; i < n_red; i++)
         buf_free(t, t->reds[i]);
-    if (x->p->dp > 1)
-        buf_free(t, buf_alloc(t, PP_MEM_COMM, grads));
+    if (x->p->dp > 1) /* sharded: the pack padded to dp equal shards */
+        buf_free(t, buf_alloc(t, PP_MEM_COMM, zero ? 4 * dp * shard : grads));
     t->bad |= t->arena.n_live != 0; /* every buffer of the step is freed within it */
     o->peak_units = x->sim.peak_activations[r];
     o->n_bufs = t->arena.n_recs;
@@ -347,6 +350,7 @@ static pp_status check(const pp_rt_plan_params *p)
         PP_TRY(pp_model_check_tp(p->model, p->tp));
     if (p->sequence_parallel)
         PP_TRY(pp_model_check_sp(p->seq, p->tp));
+    PP_TRY(pp_rt_check_recompute(p->recompute, p->recompute_layers));
     PP_TRY(pp_model_check_cp(p->seq, p->cp, p->sequence_parallel ? p->tp : 1));
     if (p->cp > 1 && !be->context_parallel)
         return PP_ERR(PP_ERR_UNSUPPORTED,
@@ -382,6 +386,7 @@ static pp_status ctx_init(const pp_rt_plan_params *p, plan_ctx *x)
     /* under context parallelism a rank holds seq / cp tokens of each sequence */
     x->B = (size_t)p->micro_batch, x->T = (size_t)p->seq / cp, x->N = x->B * x->T;
     x->d = pp_rt_dims_with_cp(pp_rt_dims_of(m, t, t > 1 && p->sequence_parallel ? t : 1), cp);
+    x->d.rc = p->recompute, x->d.rc_k = (size_t)p->recompute_layers;
     x->be = pp_backend_row_of(p->backend); /* check() has refused a kind without a row */
     x->bf16 = p->precision == PP_PREC_BF16 && pp_backend_row_has_precision(x->be, PP_PREC_BF16);
     x->tokens = !x->be->device_memory; /* beside a device: plain host memory */
@@ -503,4 +508,15 @@ const char *pp_mem_category_name(pp_mem_category c)
     if ((int)c < 0 || c >= PP_MEM__COUNT)
         return "unknown";
     return names[c];
+}
+
+pp_status pp_rt_check_recompute(int mode, int k)
+{
+    if (mode < PP_RT_RC_NONE || mode > PP_RT_RC_FULL)
+        return PP_ERR(PP_ERR_INVALID, "recompute: mode %d is none of 0 (none), 1 (selective), "
+                                      "2 (full)", mode);
+    if (k < 0 || (k > 0 && mode != PP_RT_RC_FULL))
+        return PP_ERR(PP_ERR_INVALID, "recompute layers: %d; expected 0, or k >= 1 with full "
+                                      "recomputation (the first k blocks of each stage)", k);
+    return PP_OK;
 }

@@ -186,8 +186,8 @@ char *pp_model_describe(const pp_model_cfg *cfg, char *buf, size_t n);
 
 /* Returns PP_OK when the model splits over t tensor-parallel ranks as the runtime splits it
  * (Megatron-LM: q by heads, k and v by KV heads, the MLP by its width): t >= 1 divides heads,
- * kv_heads and ffn; else PP_ERR_INVALID naming the size that t does not divide. The vocabulary
- * is not split (the embedding and head are replicated: runtime/stage.c says why). */
+ * kv_heads and ffn; else PP_ERR_INVALID naming the size that t does not divide. Any
+ * vocabulary splits (ceil(V/t) rows per rank, padded: pp_rt_sizes.h's pp_rt_vocab_rows). */
 pp_status pp_model_check_tp(const pp_model_cfg *cfg, int t);
 /* Returns PP_OK when sequence parallelism over t > 1 tensor-parallel ranks can split a
  * sequence of seq tokens (Megatron's check: t divides seq), or t <= 1; else PP_ERR_INVALID

@@ -13,7 +13,7 @@
  * stage_bwd.c, executor_sync.c), with the sizes of pp_rt_sizes.h:
  *   weights, grads: the parameters of the rank's stages (pp_rt_size_stage_params), fp32; on CUDA in
  *     bf16 also a 2-byte copy of every weight (made by the first AdamW step);
- *   optimizer: AdamW m and v, held from the first step on;
+ *   optimizer: AdamW m and v, held from the first step on (sharded: of the replica's 1/dp);
  *   activations: the step's tokens and targets (ranks with a first / last stage; host memory
  *     beside a CUDA backend, so not counted there) and one slot per in-flight micro-batch;
  *     with split backward, a slot stays from F to W and its I adds the output gradients its
@@ -90,7 +90,20 @@ typedef struct {
     int cp; /* context-parallel ranks (0 or 1: none): activations of seq/cp tokens, the
                ring attention's blocks (pp_rt_sizes.h); dp then counts dp x cp replicas,
                the group the gradients are all-reduced over */
+    int recompute;         /* PP_RT_RC_* (pp_rt_sizes.h): the smaller slots and the
+                              recompute workspace of forward and backward */
+    int recompute_layers;  /* with PP_RT_RC_FULL: the first k blocks of each stage; 0 all */
+    int shard;             /* PP_RT_SHARD_* over dp > 1: OPTIMIZER holds AdamW's m and v of
+                              1/dp of the rank's parameters (ceil(params / dp) each) and
+                              reduce-scatters a dp x that pack instead of the all-reduce */
 } pp_rt_plan_params;
+
+/* Sharding over the data-parallel replicas, the values of pp_shard (profiles/pp_config.h). */
+enum { PP_RT_SHARD_NONE = 0, PP_RT_SHARD_OPTIMIZER = 1, PP_RT_SHARD_GRADIENTS = 2 };
+
+/* PP_OK for a recomputation the runtime runs (mode a PP_RT_RC_*, k >= 0 and only with full),
+ * else PP_ERR_INVALID naming the value (runtime/plan/plan.c). */
+pp_status pp_rt_check_recompute(int mode, int k);
 
 /* One pipeline rank's plan (every dp replica and tensor-parallel rank of it plans the same:
  * the in-place tensor-parallel all-reduces allocate nothing through the backends). */

@@ -22,6 +22,28 @@ static inline size_t pp_rt_size_align64(size_t n)
     return (n + 63) / 64 * 64;
 }
 
+/* ---- the vocabulary split (the embedding, the LM head and the loss) ---- */
+
+/* Vocabulary parallelism (Megatron-LM's VocabParallelEmbedding, the output layer as a
+ * ColumnParallelLinear and vocab_parallel_cross_entropy: megatron/core/tensor_parallel/
+ * layers.py, cross_entropy.py): with t > 1 tensor-parallel rank r holds rows [r Vl, r Vl + Vl)
+ * of the (V, C) token embedding and of the head, Vl = ceil(V / t). Where t does not divide V
+ * the last ranks' rows past V are padding: zero, never looked up, masked out of the softmax
+ * (so losses and gradients equal the unsplit model's, unlike Megatron's padded vocabulary,
+ * whose padding logits join the softmax), and every tensor rank holds the same bytes (so one
+ * memory plan serves them all). t = 1: the whole vocabulary. */
+static inline size_t pp_rt_vocab_rows(size_t V, size_t t)
+{
+    return t > 1 ? (V + t - 1) / t : V;
+}
+/* Rank r's first vocabulary id and its real (not padding) rows, of Vl = pp_rt_vocab_rows. */
+static inline void pp_rt_vocab_range(size_t V, size_t t, size_t r, size_t *v0, size_t *nv)
+{
+    size_t Vl = pp_rt_vocab_rows(V, t);
+    *v0 = r * Vl;
+    *nv = *v0 >= V ? 0 : V - *v0 < Vl ? V - *v0 : Vl;
+}
+
 /* ---- the block's widths on one tensor-parallel rank ---- */
 
 /* Tensor parallelism (runtime/stage*.c, Megatron-LM's split): a block's qkv and fc are
@@ -37,10 +59,24 @@ typedef struct pp_rt_dims { /* its tag: pp_backends.h names it */
     size_t Hl, KVl, Fl;  /* this rank's query heads, KV heads, MLP width */
     size_t qd, kvd;      /* this rank's widths of q (Hl hd) and of each of k, v (KVl hd) */
     size_t qkv, fc;      /* this rank's qkv width (qd + 2 kvd) and fc width (Fl, SwiGLU 2 Fl) */
+    size_t Vl;           /* this rank's vocabulary rows of the embedding / head: ceil(V/t) */
     size_t norm;         /* floats of one norm: C (RMSNorm, LayerNorm without bias) or 2C */
     int b_qkv, b_out, b_mlp; /* biases present */
     int rope, untied;
+    int rc;      /* activation recomputation: PP_RT_RC_* (pp_rt_dims_of: none) */
+    size_t rc_k; /* with PP_RT_RC_FULL: the first rc_k blocks of a stage; 0: all of them */
 } pp_rt_dims;
+
+/* Activation recomputation (Korthikanti et al. 2022, "Reducing Activation Recomputation in
+ * Large Transformer Models", arXiv:2205.05198; runtime/stage*.c), the values of pp_recompute
+ * (profiles/pp_config.h): none; selective, the attention core: a block's probabilities
+ * (B, Hl, T, T) are not kept but recomputed from its kept q, k, v at the start of its backward
+ * (Megatron-LM's checkpointed core attention, megatron/core/transformer/attention.py
+ * _checkpointed_attention_forward); full, a recomputed block keeps only its input (the rank's
+ * N/sp rows: under sequence parallelism the 1/t shard, as Megatron keeps it) and reruns its
+ * forward at the start of its backward, on the first rc_k blocks of each stage (Megatron's
+ * --recompute-method block --recompute-num-layers k) or on all of them (rc_k = 0). */
+enum { PP_RT_RC_NONE = 0, PP_RT_RC_SELECTIVE = 1, PP_RT_RC_FULL = 2 };
 
 static inline pp_rt_dims pp_rt_dims_of(const pp_model_cfg *m, size_t t, size_t sp)
 {
@@ -57,6 +93,8 @@ static inline pp_rt_dims pp_rt_dims_of(const pp_model_cfg *m, size_t t, size_t s
     d.b_qkv = pp_model_bias(m, PP_NOBIAS_QKV), d.b_out = pp_model_bias(m, PP_NOBIAS_OUT);
     d.b_mlp = pp_model_bias(m, PP_NOBIAS_MLP);
     d.rope = m->pos == PP_POS_ROPE, d.untied = m->untied != 0;
+    d.rc = PP_RT_RC_NONE, d.rc_k = 0;
+    d.Vl = pp_rt_vocab_rows(d.V, t);
     return d;
 }
 
@@ -97,19 +135,18 @@ static inline size_t pp_rt_size_block_params(const pp_rt_dims *d)
            (d->b_out ? d->C : 0) + d->fc * d->C + d->C * d->Fl + (d->b_mlp ? d->fc + d->C : 0);
 }
 
-/* Floats of a stage on one tensor-parallel rank: its blocks, the token (V*C) and, with learned
- * positions, position (seq*C) embedding on a pipe's first stage, the final norm and the head's
- * matrix (V*C: an untied head's own, or a tied head's copy on a last stage without the
- * embedding) on its last. The embedding and head are replicated on every tensor-parallel
- * rank (stage.c says why). */
+/* Floats of a stage on one tensor-parallel rank: its blocks, the token (Vl*C: the rank's
+ * vocabulary rows) and, with learned positions, position (seq*C, whole on every rank)
+ * embedding on a pipe's first stage, the final norm and the head's matrix (Vl*C: an untied
+ * head's own, or a tied head's copy on a last stage without the embedding) on its last. */
 static inline size_t pp_rt_size_stage_params(const pp_rt_dims *d, size_t layers, int has_embed,
                                              int has_head)
 {
     size_t n = layers * pp_rt_size_block_params(d);
     if (has_embed)
-        n += d->V * d->C + (d->rope ? 0 : d->seq * d->C);
+        n += d->Vl * d->C + (d->rope ? 0 : d->seq * d->C);
     if (has_head)
-        n += d->norm + (d->untied || !has_embed ? d->V * d->C : 0);
+        n += d->norm + (d->untied || !has_embed ? d->Vl * d->C : 0);
     return n;
 }
 
@@ -134,9 +171,56 @@ static inline size_t pp_rt_size_act_layer_floats(const pp_rt_dims *d, size_t B, 
            B * d->Hl * T * T * d->cp;
 }
 
+/* Floats of one block's attention probabilities on one tensor-parallel rank (B, Hl, T, T). */
+static inline size_t pp_rt_size_att_floats(const pp_rt_dims *d, size_t B, size_t T)
+{
+    return B * d->Hl * T * T * d->cp; /* under context parallelism over cp T keys */
+}
+
+/* Blocks of a stage of `layers` that full recomputation reruns: its first rc_k, or all. */
+static inline size_t pp_rt_size_rc_full_layers(const pp_rt_dims *d, size_t layers)
+{
+    if (d->rc != PP_RT_RC_FULL)
+        return 0;
+    return d->rc_k && d->rc_k < layers ? d->rc_k : layers;
+}
+
+/* Floats a stage's slot keeps of its first `layers` blocks (layers 0 .. layers-1 of the stage;
+ * the offset of block `layers` in the slot): full pp_rt_size_act_layer_floats for a block
+ * without recomputation, less the probabilities under selective recomputation, only the input
+ * (N/sp rows of C) for a fully recomputed block. */
+static inline size_t pp_rt_size_act_kept_floats(const pp_rt_dims *d, size_t B, size_t T,
+                                                size_t layers)
+{
+    size_t lf = pp_rt_size_act_layer_floats(d, B, T), x = B * T / d->sp * d->C;
+    size_t nfull = pp_rt_size_rc_full_layers(d, layers);
+    size_t n = layers * lf - nfull * (lf - x);
+    if (d->rc == PP_RT_RC_SELECTIVE)
+        n -= layers * pp_rt_size_att_floats(d, B, T);
+    return n;
+}
+
+/* Floats of the recompute workspace a stage of `layers` blocks uses in its forward (where a
+ * block's activations are computed before only its input is kept, or its probabilities before
+ * they are dropped) and in its backward (where they are recomputed), freed with the call:
+ * full, one block's activations (pp_rt_size_act_layer_floats; the recomputed output lands in
+ * its input's place, which the slot holds); selective, the probabilities and the attention
+ * output the recomputation writes beside the kept one (N qd); 0 without recomputation. */
+static inline size_t pp_rt_size_rc_ws_floats(const pp_rt_dims *d, size_t B, size_t T,
+                                             size_t layers)
+{
+    if (layers == 0)
+        return 0;
+    if (pp_rt_size_rc_full_layers(d, layers))
+        return pp_rt_size_act_layer_floats(d, B, T);
+    if (d->rc == PP_RT_RC_SELECTIVE)
+        return pp_rt_size_att_floats(d, B, T) + B * T * d->qd;
+    return 0;
+}
+
 /* Floats the head saves: final norm input (N C / sp) and output (N C: all-gathered under
- * sequence parallelism, for the replicated head), its mean and rstd (2 N / sp), the
- * probabilities (N V). */
+ * sequence parallelism, for the column-parallel head), its mean and rstd (2 N / sp), the
+ * probabilities of the rank's vocabulary rows (N Vl, V = Vl without tensor parallelism). */
 static inline size_t pp_rt_size_act_head_floats(size_t N, size_t C, size_t V, size_t sp)
 {
     return N / sp * (C + 2) + N * (C + V);
@@ -149,14 +233,15 @@ static inline size_t pp_rt_size_act_prefix_words(size_t N, int has_embed, int ha
     return (has_embed ? N : 0) + (has_head ? N : 0);
 }
 
-/* Bytes of one slot of a stage on one tensor-parallel rank (PP_MEM_ACTS). */
+/* Bytes of one slot of a stage on one tensor-parallel rank (PP_MEM_ACTS), with the
+ * recomputation d->rc says. */
 static inline size_t pp_rt_size_act_slot_bytes(const pp_rt_dims *d, size_t B, size_t T,
                                                size_t layers, int has_embed, int has_head)
 {
     size_t N = B * T;
     return (pp_rt_size_act_prefix_words(N, has_embed, has_head) +
-            layers * pp_rt_size_act_layer_floats(d, B, T) +
-            (has_head ? pp_rt_size_act_head_floats(N, d->C, d->V, d->sp) : 0)) *
+            pp_rt_size_act_kept_floats(d, B, T, layers) +
+            (has_head ? pp_rt_size_act_head_floats(N, d->C, d->Vl, d->sp) : 0)) *
            4;
 }
 
@@ -175,10 +260,17 @@ static inline size_t pp_rt_size_io_bytes(size_t N, size_t C, size_t sp)
  * are saved activations of the slot, which W frees, except under sequence parallelism
  * (sp > 1) the norm outputs fc and qkv take, which the backward all-gathers into its
  * workspace: I keeps those two (N C each) too. The head's dlogits are the slot's
- * probabilities, turned into them in place, so the head adds nothing. */
+ * probabilities, turned into them in place, so the head adds nothing.
+ * A fully recomputed block's recomputed activations live in the backward's workspace, which
+ * ends with I: I keeps those W's GEMMs take, the attention output (N qd), the MLP's activation
+ * (N Fl) and, without sequence parallelism, the two norm outputs (N C each; with it they are
+ * the all-gathered copies above), until W; the rest of the recomputation dies with I.
+ * Selective recomputation drops only the probabilities, which W does not take: nothing more. */
 static inline size_t pp_rt_size_wheld_bytes(const pp_rt_dims *d, size_t N, size_t layers)
 {
-    return layers * N * (2 * d->C + d->fc + d->qkv + (d->sp > 1 ? 2 * d->C : 0)) * 4;
+    size_t rc = pp_rt_size_rc_full_layers(d, layers) * N *
+                (d->qd + d->Fl + (d->sp > 1 ? 0 : 2 * d->C));
+    return (layers * N * (2 * d->C + d->fc + d->qkv + (d->sp > 1 ? 2 * d->C : 0)) + rc) * 4;
 }
 
 /* ---- scratch ---- */
@@ -211,34 +303,49 @@ static inline size_t pp_rt_size_attn_scratch_host(const pp_rt_dims *d, size_t T)
  * micro-batch's partial norm gradients (2 norm floats per block, norm for the final one) that
  * are all-reduced at its end. Under context parallelism (cp > 1), with blocks, the ring's
  * block of K/V and of their gradient (two of pp_rt_size_cp_kv_floats) and rowsum(dy y)
- * (pp_rt_size_cp_stats_floats); attn_scratch is then pp_rt_size_attn_scratch_cp. */
-static inline size_t pp_rt_size_bwd_ws(const pp_rt_dims *d, size_t N, size_t layers, int has_head,
-                                       size_t attn_scratch)
+ * (pp_rt_size_cp_stats_floats); attn_scratch is then pp_rt_size_attn_scratch_cp. With
+ * recomputation, its workspace (pp_rt_size_rc_ws_floats) before the attention scratch. */
+static inline size_t pp_rt_size_bwd_ws(const pp_rt_dims *d, size_t B, size_t T, size_t layers,
+                                       int has_head, size_t attn_scratch)
 {
-    size_t C = d->C, sp = d->sp;
+    size_t C = d->C, sp = d->sp, N = B * T;
     size_t big = layers > 0 ? N * (d->fc > d->qkv ? d->fc : d->qkv) : 0;
     size_t n = 2 * (N / sp) * C + big;
     if (sp > 1)
         n += N * C + (layers > 0 ? N * C : 0) + layers * 2 * d->norm + (has_head ? d->norm : 0);
     if (layers > 0)
         n += 2 * pp_rt_size_cp_kv_floats(d, N) + pp_rt_size_cp_stats_floats(d, N);
+    n += pp_rt_size_rc_ws_floats(d, B, T, layers);
     return n * 4 + (layers > 0 ? attn_scratch : 0);
 }
 
 /* Bytes of a forward's workspace (runtime/stage_fwd.c, PP_MEM_WORKSPACE, freed at its end):
  * under sequence parallelism one (N, C) buffer that holds in turn the embedding's whole
  * output, each all-gathered LayerNorm output and each row-parallel linear's partial product
- * before its reduce-scatter; under context parallelism, with blocks, the ring's block of K/V
- * (pp_rt_size_cp_kv_floats), the online softmax's running max and sum (two of
- * pp_rt_size_cp_stats_floats) and the block scratch (pp_rt_size_attn_scratch_cp, of T = N/B
- * tokens); neither: none. */
-static inline size_t pp_rt_size_fwd_ws(const pp_rt_dims *d, size_t B, size_t T, size_t layers)
+ * before its reduce-scatter (the embedding's partial output, vocabulary-parallel); under
+ * context parallelism, with blocks, the ring's block of K/V (pp_rt_size_cp_kv_floats), the
+ * online softmax's running max and sum (two of pp_rt_size_cp_stats_floats) and the block
+ * scratch (pp_rt_size_attn_scratch_cp, of T = N/B tokens); then, with recomputation, its workspace (pp_rt_size_rc_ws_floats); with a
+ * vocabulary-parallel loss (t > 1, a last stage) after those the t ranks' row maxima (t N,
+ * all-reduced) and the row sums of exp and target logits (2 N, all-reduced); none of these:
+ * none. pp_rt_size_fwd_ws_xent_at: floats before the loss's statistics. */
+static inline size_t pp_rt_size_fwd_ws_xent_at(const pp_rt_dims *d, size_t B, size_t T,
+                                               size_t layers)
 {
     size_t N = B * T, n = d->sp > 1 ? N * d->C : 0;
     if (layers > 0 && d->cp > 1)
         n += pp_rt_size_cp_kv_floats(d, N) + 2 * pp_rt_size_cp_stats_floats(d, N) +
              pp_rt_size_attn_scratch_cp(T) / 4;
-    return n * 4;
+    n += pp_rt_size_rc_ws_floats(d, B, T, layers);
+    return n;
+}
+static inline size_t pp_rt_size_fwd_ws(const pp_rt_dims *d, size_t B, size_t T, size_t layers,
+                                       int has_head)
+{
+    size_t N = B * T;
+    return (pp_rt_size_fwd_ws_xent_at(d, B, T, layers) +
+            (d->t > 1 && has_head ? (d->t + 2) * N : 0)) *
+           4;
 }
 
 #endif

@@ -100,6 +100,10 @@ static int fits_this_machine(const pp_rt_exec_params *ep)
     pp_rt_plan_params pp = {.model = ep->model, .sched = ep->sched, .micro_batch = ep->micro_batch,
                             .seq = ep->seq, .dp = ep->dp, .backend = ep->backend,
                             .tp = ep->tp, .sequence_parallel = ep->sequence_parallel,
+                            .recompute = ep->recompute,
+                            .recompute_layers = ep->recompute_layers,
+                            .shard = ep->shard,
+
                             .cp = ep->cp};
     int D = ep->sched->ranks;
     pp_rt_plan_rank *plan = calloc((size_t)D, sizeof *plan);
@@ -215,6 +219,9 @@ static int setup(const pprun_opts *o, run_state *s)
         .tp = o->cfg.t,
         .cp = o->cfg.cp,
         .sequence_parallel = o->cfg.sequence_parallel,
+        .recompute = (int)o->cfg.recompute, /* pp_recompute's values are PP_RT_RC_*'s */
+        .recompute_layers = o->cfg.recompute_layers,
+        .shard = (int)o->cfg.shard, /* pp_shard's values are PP_RT_SHARD_*'s */
         .seed = o->seed,
         .clip = (float)o->clip,
         .transport = s->nccl ? s->nccl : s->tp,
@@ -289,8 +296,9 @@ static int train(const pprun_opts *o, run_state *s, int seq)
             return rc;
     }
     if (!o->quiet && g_rank == 0 && s->rec.threads)
-        fprintf(stderr, "pprun: %d BLAS thread%s per rank (%s)\n", s->rec.threads,
-                s->rec.threads == 1 ? "" : "s", s->rec.threads_from);
+        fprintf(stderr, "pprun: %d BLAS thread%s per rank (%s), %d kernel thread%s\n",
+                s->rec.threads, s->rec.threads == 1 ? "" : "s", s->rec.threads_from,
+                s->rec.kernel_threads, s->rec.kernel_threads == 1 ? "" : "s");
     pp_status st; /* --save-weights: every process takes part, rank 0 writes */
     if (o->save_weights && (st = pp_rt_weights_save(s->ex, o->save_weights, PP_ST_F32)) != PP_OK)
         return fail_write(st, "--save-weights: ");

@@ -71,6 +71,11 @@ static const pp_opt tail[] = {
      .max = PPRUN_MAX_THREADS, .arg = "T",
      .help = "BLAS threads per rank (default: OPENBLAS_NUM_THREADS if\n"
              "set, else this machine's cores / the ranks on it)"},
+    {.name = "kernel-threads", .kind = PP_OPT_INT, .offset = OFF(kernel_threads), .min = 1,
+     .max = PPRUN_MAX_THREADS, .arg = "K",
+     .help = "threads per rank of the runtime's own CPU kernels (norms,\n"
+             "attention, activations, cross-entropy, AdamW; default:\n"
+             "the BLAS threads'); results are bit-identical for any K"},
     {.kind = PP_OPT_SECTION, .help = "output:"},
     {.name = "json", .kind = PP_OPT_FLAG, .offset = OFF(json),
      .help = "print a JSON summary on stdout"},
@@ -288,6 +293,33 @@ static int bad(const char *opt, const char *val, const char *want)
     return 2;
 }
 
+int pprun_check_settings(const pprun_opts *o)
+{
+    const pp_config_axis *rl = pp_config_axis_find("recompute_layers");
+    const char *want = rl->rule(&o->cfg);
+    if (want) { /* the axis's rule, as a profile's reader applies it */
+        fprintf(stderr, "pprun: --recompute-layers %d: expected %s\n", o->cfg.recompute_layers,
+                want);
+        return 2;
+    }
+    int na;
+    const pp_config_axis *ax = pp_config_axes(&na);
+    for (int i = 0; i < na; i++)
+        if (ax[i].flag && ax[i].pprun_cannot && ax[i].pprun_cannot(&o->cfg, o->precision)) {
+            fprintf(stderr, "pprun: %s %s%s: not run by pprun yet (see pprun --help)\n",
+                    ax[i].flag, pp_config_enum_name(&ax[i], pp_config_get(&o->cfg, &ax[i])),
+                    ax[i].pprun_cannot(&o->cfg, o->precision));
+            return 2;
+        }
+    if (o->cfg.shard != PP_SHARD_NONE && o->cfg.d > 1 && (o->save_every || o->resume)) {
+        fprintf(stderr, "pprun: --shard %s with --save-every / --resume: checkpoints of a sharded "
+                        "optimizer are not written yet\n",
+                pp_shard_name(o->cfg.shard));
+        return 2;
+    }
+    return -1;
+}
+
 /* What the table cannot say: ranges between options and the limits of the rest. */
 static int check(const pprun_opts *o)
 {
@@ -310,6 +342,9 @@ static int check(const pprun_opts *o)
         fprintf(stderr, "pprun: --ranks, --chunks, --microbatches: %s\n", pp_err_text());
         return 2;
     }
+    int rc = pprun_check_settings(o);
+    if (rc >= 0)
+        return rc;
     const pp_backend_row *be = pp_backend_row_of(o->backend);
     if (!pp_backend_row_has_precision(be, o->precision)) {
         const pp_backend_row *with = NULL; /* the first --backend that computes in it */

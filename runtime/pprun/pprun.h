@@ -25,6 +25,7 @@ typedef struct {
     int layers; /* 0: the preset's */
     int threads; /* --threads: BLAS threads per rank; 0: OPENBLAS_NUM_THREADS, else cores / ranks
                     of this process */
+    int kernel_threads; /* --kernel-threads: the CPU kernels' threads per rank; 0: as BLAS's */
     double lr, clip, weight_decay;
     double watchdog_s; /* --watchdog: an MPI wait without progress this long ends the job */
     const char *data; /* NULL: synthetic */
@@ -66,10 +67,15 @@ typedef struct {
     int processes;           /* 1, or the MPI world size */
     int threads;              /* BLAS threads per rank, as OpenBLAS reports them (0: not CPU) */
     const char *threads_from; /* "--threads", "OPENBLAS_NUM_THREADS", "cores / ranks", ... */
+    int kernel_threads;       /* the CPU kernels' threads per rank (0: not CPU) */
 } pprun_record;
 
 /* Returns -1 to go on, or the exit code (0 after --help, 2 for a bad option). */
 int pprun_parse(int argc, char **argv, pprun_opts *o);
+/* The settings' checks (recompute layers without full, a value pprun has the flag for but
+ * does not run, checkpoints of a sharded optimizer), for the flags and for a profile's: -1 to go
+ * on, else the exit status (2) after one line on stderr. */
+int pprun_check_settings(const pprun_opts *o);
 /* launch.c: the transport --transport and the launcher ask for. *tp NULL: ranks as threads.
  * Under MPI checks the world size against --ranks (and --dp, or sets o->dp to world / ranks);
  * *rank is this process's rank (0 without MPI). -1 to go on, or the exit code (2: a bad

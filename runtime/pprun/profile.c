@@ -245,6 +245,9 @@ int pprun_apply_profile(pprun_opts *o, int argc, char **argv)
                 o->profile, layout, c->p, c->t, c->d);
     }
     take_config(o, c, layout != NULL); /* the runtime splits each stage over t ranks (Megatron) */
+    int rc = pprun_check_settings(o); /* the profile's settings, as the flags' */
+    if (rc >= 0)
+        return rc;
     o->seq = p->model.seq;
     return profile_model(o, &p->model);
 }

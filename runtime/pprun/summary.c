@@ -114,12 +114,17 @@ int pprun_write_json(const pprun_opts *o, const pprun_record *rec)
     char sum[24];
     snprintf(sum, sizeof sum, "%016llx", (unsigned long long)rec->param_checksum);
     if (root && (json_object_update_new(
-                    root, json_pack("{s:s, s:i, s:i, s:s, s:s, s:i, s:b}", "transport",
-                                    rec->transport ? rec->transport : "thread", "processes",
-                                    rec->processes, "threads_per_rank", rec->threads,
+                    root, json_pack("{s:s, s:i, s:i, s:i, s:s, s:s, s:i, s:b, s:s, s:i, s:s}",
+                                    "transport", rec->transport ? rec->transport : "thread",
+                                    "processes", rec->processes, "threads_per_rank", rec->threads,
+                                    "kernel_threads_per_rank", rec->kernel_threads,
                                     "threads_from", rec->threads_from ? rec->threads_from : "",
                                     "param_checksum", sum, "tp", rec->tp, "sequence_parallel",
-                                    o->cfg.sequence_parallel && rec->tp > 1)) != 0 ||
+                                    o->cfg.sequence_parallel && rec->tp > 1, "recompute",
+                                    pp_recompute_name(o->cfg.recompute), "recompute_layers",
+                                    o->cfg.recompute_layers, "shard",
+                                    pp_shard_name(o->cfg.d > 1 ? o->cfg.shard
+                                                               : PP_SHARD_NONE))) != 0 ||
                  json_object_set_new(root, "cp", json_integer(o->cfg.cp > 1 ? o->cfg.cp : 1)) !=
                      0)) {
         json_decref(root);

@@ -4,8 +4,8 @@
  * D x tp x dp, tensor ranks included; as processes: 1, the node's cores shared among its local
  * processes).
  *
- * Not here: pinning threads to cores, or threading the runtime's own C kernels (they are
- * single-threaded: a rank's non-GEMM work runs on its calling thread).
+ * The runtime's own CPU kernels run on as many threads per rank (the CPU backend's pool), or
+ * --kernel-threads; they never run beside the rank's GEMMs. Not here: pinning threads to cores.
  */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -59,7 +59,10 @@ int pprun_choose_threads(const pprun_opts *o, pp_transport *tp, pprun_record *re
             n = 1;
         from = tp ? "cores / local processes" : "cores / ranks";
     }
-    rec->threads = pp_backend_row_of(o->backend)->host_threads ? pp_backend_cpu_set_threads(n) : 0;
+    int host = pp_backend_row_of(o->backend)->host_threads, k = o->kernel_threads;
+    rec->threads = host ? pp_backend_cpu_set_threads(n) : 0;
+    /* the kernels take the count asked for (OpenBLAS may report fewer: its build's limit) */
+    rec->kernel_threads = host ? pp_backend_cpu_set_kernel_threads(k ? k : n) : 0;
     rec->threads_from = from;
     return -1;
 }

@@ -1,0 +1,190 @@
+/* test_runtime_shard.c — the optimizer state sharded over the dp replicas (ZeRO-1,
+ * pp_rt_exec_params.shard = PP_RT_SHARD_OPTIMIZER, runtime/executor_zero.c).
+ *
+ * The reduce-scatter gives each replica the same floats as that slice of the all-reduce, and
+ * each element steps as the unsharded AdamW steps it; only the gradient norm is summed in
+ * another order (each replica's shard rather than replica 0's tensors), so the clipping
+ * factor may differ in fp32's last bits. So: the summed gradients equal the unsharded run's
+ * bit for bit; losses, norms and parameters after two steps agree within fp32 rounding
+ * (relative 1e-5); every replica ends with the same parameters; each holds 1/dp of AdamW's
+ * state; the plan equals the measured peaks to the byte. A shard that stepped another
+ * replica's slice would leave parameters unstepped and others stepped twice.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pp_rt.h"
+#include "pp_test_run.h"
+#include "rt_train.h"
+
+#define PPRUN PP_BINARY_DIR "/runtime/pprun"
+
+enum { B = 2, T = 16, STEPS = 2 };
+
+typedef struct {
+    const char *kind;
+    int D, N, v, dp, tp, backend;
+} run_cfg;
+
+typedef rt_train run;
+
+static pp_model_cfg model(void)
+{
+    return (pp_model_cfg){.layers = 8, .hidden = 32, .heads = 2, .ffn = 64, .vocab = 128, .seq = T};
+}
+
+/* steps: STEPS with update, or 1 without (the gradients stay in the stages) */
+static void start(run *u, const run_cfg *c, int shard, int update)
+{
+    pp_model_cfg m = model();
+    pp_rt_exec_params ep = {.model = &m,
+                            .micro_batch = B,
+                            .seq = T,
+                            .dp = c->dp,
+                            .seed = 3,
+                            .clip = 0.5f, /* clipping on: the norm's factor is used */
+                            .adamw = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                                      .weight_decay = 0.1f},
+                            .backend = c->backend,
+                            .tp = c->tp,
+                            .shard = shard};
+    rt_train_run(u, c->kind, c->D, c->N, c->v, ep, update ? STEPS : 1, update, 5);
+}
+
+static void stop(run *u)
+{
+    rt_train_stop(u);
+}
+
+static int close_to(double a, double b)
+{
+    return fabs(a - b) <= 1e-7 + 1e-5 * fabs(b);
+}
+
+/* Each tensor of replica k, tensor rank r of a against b: bit for bit (exact) or within fp32
+ * rounding; grads: the gradients, else the parameters. */
+static void compare(run *a, int ka, run *b, int kb, const run_cfg *c, int grads, int exact,
+                    const char *what)
+{
+    const pp_sched *s = a->s;
+    for (int r = 0; r < (c->tp > 1 ? c->tp : 1); r++)
+        for (int p = 0; p < s->n_pipes; p++)
+            for (int st = 0; st < s->stages_per_pipe; st++) {
+                int na, nb;
+                pp_rt_tensor *ta =
+                    pp_rt_stage_tensors(pp_rt_executor_stage_tp(a->ex, ka, r, p, st), &na);
+                pp_rt_tensor *tb =
+                    pp_rt_stage_tensors(pp_rt_executor_stage_tp(b->ex, kb, r, p, st), &nb);
+                cr_assert_eq(na, nb);
+                for (int j = 0; j < na; j++) {
+                    const float *x = grads ? ta[j].grad : ta[j].data;
+                    const float *y = grads ? tb[j].grad : tb[j].data;
+                    if (exact) {
+                        cr_assert(!memcmp(x, y, ta[j].n * sizeof(float)),
+                                  "%s: tensor rank %d pipe %d stage %d: %s differs", what, r, p,
+                                  st, ta[j].name);
+                        continue;
+                    }
+                    for (size_t i = 0; i < ta[j].n; i++)
+                        cr_assert(close_to(x[i], y[i]),
+                                  "%s: tensor rank %d pipe %d stage %d: %s[%zu] = %.9g, "
+                                  "unsharded %.9g",
+                                  what, r, p, st, ta[j].name, i, (double)x[i], (double)y[i]);
+                }
+            }
+}
+
+static void check_same_training(const run_cfg *c)
+{
+    char what[128];
+    snprintf(what, sizeof what, "%s D=%d v=%d dp=%d t=%d, shard optimizer", c->kind, c->D, c->v,
+             c->dp, c->tp);
+    run base, u;
+    /* the gradients after the synchronisation: the same floats */
+    start(&base, c, PP_RT_SHARD_NONE, 0);
+    start(&u, c, PP_RT_SHARD_OPTIMIZER, 0);
+    for (int k = 0; k < c->dp; k++)
+        compare(&u, k, &base, k, c, 1, 1, what);
+    stop(&u);
+    stop(&base);
+    /* two steps */
+    start(&base, c, PP_RT_SHARD_NONE, 1);
+    start(&u, c, PP_RT_SHARD_OPTIMIZER, 1);
+    for (int i = 0; i < STEPS; i++) {
+        cr_assert(close_to(u.loss[i], base.loss[i]), "%s: step %d loss %.17g, unsharded %.17g",
+                  what, i + 1, u.loss[i], base.loss[i]);
+        cr_assert(close_to(u.norm[i], base.norm[i]), "%s: step %d norm %.17g, unsharded %.17g",
+                  what, i + 1, u.norm[i], base.norm[i]);
+    }
+    for (int k = 0; k < c->dp; k++) {
+        compare(&u, k, &base, k, c, 0, 0, what);
+        compare(&u, k, &u, 0, c, 0, 1, what); /* replicas stay identical */
+    }
+    /* AdamW's state: 1/dp of the unsharded rank's (ceil) */
+    for (int g = 0; g < pp_rt_executor_ranks(u.ex); g++) {
+        pp_mem_stats ms, mb;
+        pp_backend_mem_stats(pp_rt_executor_backend(u.ex, g), &ms);
+        pp_backend_mem_stats(pp_rt_executor_backend(base.ex, g), &mb);
+        size_t n = mb.peak[PP_MEM_OPTIM] / 8, per = (n + (size_t)c->dp - 1) / (size_t)c->dp;
+        cr_assert_eq(ms.peak[PP_MEM_OPTIM], 8 * per, "%s rank %d: optimizer state %zu, want %zu",
+                     what, g, ms.peak[PP_MEM_OPTIM], 8 * per);
+    }
+    stop(&u);
+    stop(&base);
+}
+
+Test(runtime_shard, one_f_one_b_dp2_trains_as_unsharded)
+{
+    check_same_training(&(run_cfg){"1f1b", 2, 4, 0, 2, 1, PP_RT_BACKEND_CPU});
+}
+
+Test(runtime_shard, interleaved_dp2_trains_as_unsharded)
+{
+    check_same_training(&(run_cfg){"interleaved", 2, 4, 2, 2, 1, PP_RT_BACKEND_CPU});
+}
+
+Test(runtime_shard, zb_h1_dp2_tp2_trains_as_unsharded)
+{
+    check_same_training(&(run_cfg){"zb-h1", 2, 4, 0, 2, 2, PP_RT_BACKEND_CPU});
+}
+
+/* dp 4 over one pipeline rank: the pack is not a multiple of 4 floats everywhere (padding) */
+Test(runtime_shard, dp4_trains_as_unsharded)
+{
+    check_same_training(&(run_cfg){"1f1b", 1, 2, 0, 4, 1, PP_RT_BACKEND_CPU});
+}
+
+/* The plan (1/dp of AdamW's state, the padded reduce-scatter pack) equals the measured peaks */
+Test(runtime_shard, plan_equals_measured)
+{
+    static const run_cfg cs[] = {{"1f1b", 2, 4, 0, 2, 1, PP_RT_BACKEND_CPU_STAGED},
+                                 {"zbv", 2, 4, 0, 2, 1, PP_RT_BACKEND_CPU_STAGED},
+                                 {"1f1b", 1, 2, 0, 4, 2, PP_RT_BACKEND_CPU_STAGED}};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        run u;
+        start(&u, &cs[i], PP_RT_SHARD_OPTIMIZER, 1);
+        char what[64];
+        snprintf(what, sizeof what, "%s dp=%d t=%d shard optimizer", cs[i].kind, cs[i].dp,
+                 cs[i].tp);
+        rt_train_expect_plan(&u, what);
+        stop(&u);
+    }
+}
+
+/* pprun: --shard gradients and checkpoints of a sharded optimizer are refused in one line. */
+Test(runtime_shard, pprun_refuses_what_it_does_not_run)
+{
+    pp_test_run_result r = pp_test_run(PPRUN " --dp 2 --shard gradients --steps 1");
+    cr_assert_eq(r.code, 2, "exit %d: %s", r.code, r.err);
+    cr_assert(strstr(r.err, "--shard gradients: not run by pprun yet"), "%s", r.err);
+    pp_test_run_done(&r);
+    r = pp_test_run(PPRUN " --dp 2 --shard optimizer --steps 1 --save-every 1 --checkpoint "
+                          "/nonexistent/x.ckpt");
+    cr_assert_eq(r.code, 2, "exit %d: %s", r.code, r.err);
+    cr_assert(strstr(r.err, "checkpoints of a sharded optimizer are not written yet"), "%s",
+              r.err);
+    pp_test_run_done(&r);
+}
