@@ -99,6 +99,19 @@ static const char *group_rule(const pp_config *c)
     return d && d->grouped && c->G < 1 ? "an integer >= 1 (the interleaved group size)" : NULL;
 }
 
+/* Megatron-Core builds the expert-parallel groups inside the data-parallel x context-parallel
+ * ranks of one pipeline stage and tensor rank (parallel_state.py, its expert rank generator:
+ * ep x expert-dp = dp x cp with expert tensor parallelism = t), so ep divides d x cp. Whether ep
+ * divides the model's experts is the model's rule (tuner/axes.c: it needs the model). */
+static const char *ep_rule(const pp_config *c)
+{
+    long dcp = (long)c->d * (c->cp > 1 ? c->cp : 1);
+    return c->ep > 1 && dcp % c->ep
+               ? "a divisor of d x cp (expert-parallel ranks are carved out of the data- and "
+                 "context-parallel ranks, as Megatron-Core builds its expert groups)"
+               : NULL;
+}
+
 #define OFF(f) offsetof(pp_config, f)
 /* clang-format off */
 static const pp_config_axis axes[] = {
@@ -181,6 +194,10 @@ static const pp_config_axis axes[] = {
              "2c must divide --seq; cpu backend)",
      .flag_min = 1, .profile_role = PP_CONFIG_PROFILE_LAYOUT, .on_line = context_parallel,
      .line = 85},
+    /* no pprun flag: pprun does not run mixture-of-experts models yet (pp_profile_pprun_unrun
+     * names an ep > 1) */
+    {.key = "ep", .kind = PP_CONFIG_INT, .offset = OFF(ep), .min = 1, .dflt = 1,
+     .optional_minor = 5, .shown = 2, .rule = ep_rule},
 };
 /* clang-format on */
 #define N_AXES ((int)(sizeof axes / sizeof axes[0]))

@@ -48,6 +48,21 @@ void pp_export_recompute_method(const pp_config *c, const char **method, int *la
 /* PP_ERR_UNSUPPORTED naming the target and what it lacks when c shards gradients (ZeRO-2), which
  * `target` cannot express, with where it can be said; PP_OK otherwise. */
 pp_status pp_export_no_zero2(const pp_profile *p, const char *target);
+/* The model's MoE layer rule as Megatron-Core's moe_layer_freq (TransformerConfig, the flag
+ * --moe-layer-freq): "N" (a MoE layer at l % N == 0) where the rule is that, else the
+ * per-layer pattern as a Python expression of runs, "([0]*3+[1]*58)". Returns buf; *list 1
+ * for the pattern. */
+char *pp_export_moe_layer_freq(const pp_profile *p, char *buf, size_t n, int *list);
+/* The router as Megatron-Core says it: *score "softmax" or "sigmoid"; *pre_softmax 1 where the
+ * softmax over all experts is not renormalised over the top k (Megatron's default softmax is
+ * over the top-k logits, which equals the renormalised one: moe_utils.py,
+ * topk_softmax_with_capacity). PP_ERR_UNSUPPORTED for what Megatron-Core cannot express
+ * (a sigmoid router without renormalisation), naming `target`. */
+pp_status pp_export_moe_router(const pp_profile *p, const char *target, const char **score,
+                               int *pre_softmax);
+/* PP_ERR_UNSUPPORTED naming `target` when the profile's model has experts (or per-head q/k
+ * norms): for a target that cannot build them. */
+pp_status pp_export_no_moe(const pp_profile *p, const char *target, const char *why);
 /* GPUs of the plan, and how they sit on nodes: devices per node and nodes. */
 void pp_export_nodes(const pp_profile *p, int *devices, int *nodes);
 /* x as the shortest decimal that reads back to the same double, with a mantissa point

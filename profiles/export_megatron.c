@@ -14,6 +14,10 @@
  * Megatron-FSDP's ZeRO-2, parameters not sharded), --context-parallel-size,
  * --recompute-granularity / --recompute-method (uniform, or block for the first k layers of
  * each stage) / --recompute-num-layers; and
+ * the mixture-of-experts flags (megatron_moe: --num-experts, --moe-router-topk,
+ * --moe-ffn-hidden-size, --moe-shared-expert-intermediate-size, --moe-layer-freq,
+ * --moe-router-*, --moe-aux-loss-coeff, --moe-token-dispatcher-type alltoall,
+ * --moe-grouped-gemm, --expert-model-parallel-size) and --qk-layernorm;
  * --enable-bitpipe-schedule of the BitPipe fork (github.com/wuhouming/BitPipe, Megatron 23.08).
  * Which schedules it runs is its rows' answer in export.c (the registry's megatron field).
  *
@@ -122,6 +126,46 @@ static pp_status megatron_model(const pp_profile *p, FILE *fp)
     return PP_OK;
 }
 
+/* The mixture-of-experts flags (Megatron-Core's TransformerConfig fields, parsed through
+ * arguments.py's ArgumentGroupFactory): the experts, top-k, expert and shared-expert widths,
+ * the layer pattern, the router (Megatron's default softmax is taken over the top-k logits,
+ * which equals a softmax over all experts renormalised over the top k: Mixtral's and Qwen3's
+ * norm_topk_prob; without the renormalisation the softmax comes first,
+ * --moe-router-pre-softmax; moe_utils.topk_softmax_with_capacity), the auxiliary loss, the
+ * alltoall dispatcher and grouped GEMMs pptune's time model assumes, and ep. */
+static pp_status megatron_moe(const pp_profile *p, FILE *fp)
+{
+    const struct pp_profile_model *m = &p->model;
+    const pp_config *c = &p->chosen.config;
+    if (m->qk_norm)
+        fprintf(fp, " --qk-layernorm");
+    if (m->moe.experts <= 0)
+        return PP_OK;
+    const char *score;
+    int pre, list;
+    PP_TRY(pp_export_moe_router(p, "Megatron-LM", &score, &pre));
+    fprintf(fp, " --num-experts %d --moe-router-topk %d --moe-ffn-hidden-size %d",
+            m->moe.experts, m->moe.top_k, m->moe.ffn);
+    if (m->moe.shared_ffn > 0)
+        fprintf(fp, " --moe-shared-expert-intermediate-size %d", m->moe.shared_ffn);
+    char freq[4096];
+    pp_export_moe_layer_freq(p, freq, sizeof freq, &list);
+    fprintf(fp, list ? " --moe-layer-freq '%s'" : " --moe-layer-freq %s", freq); /* ( [ * are
+                                                                                    the shell's */
+    if (strcmp(score, "softmax") != 0)
+        fprintf(fp, " --moe-router-score-function %s", score);
+    if (pre)
+        fprintf(fp, " --moe-router-pre-softmax");
+    char coef[40];
+    fprintf(fp, " --moe-router-load-balancing-type %s --moe-aux-loss-coeff %s",
+            m->moe.aux_coef > 0 ? "aux_loss" : "none",
+            pp_export_float(m->moe.aux_coef, coef, sizeof coef));
+    fprintf(fp, " --moe-token-dispatcher-type alltoall --moe-grouped-gemm");
+    if (c->ep > 1)
+        fprintf(fp, " --expert-model-parallel-size %d", c->ep);
+    return PP_OK;
+}
+
 /* pretrain_gpt.py's flags on one line. Upstream Megatron-LM and the BitPipe fork: the rows in
  * export.c let only the schedules each runs reach here, so a fork-only schedule adds the fork's
  * flag. */
@@ -133,6 +177,8 @@ static pp_status megatron_flags(const pp_profile *p, FILE *out)
     fprintf(out, " --micro-batch-size %d --global-batch-size %d", c->b, p->global_batch);
     if (st == PP_OK)
         st = megatron_model(p, out);
+    if (st == PP_OK)
+        st = megatron_moe(p, out);
     if (p->options.bf16)
         fprintf(out, " --bf16");
     if (c->sequence_parallel && c->t > 1)

@@ -62,6 +62,9 @@ pp_status pp_export_nemo(const pp_profile *p, FILE *fp)
 {
     const pp_config *c = &p->chosen.config;
     PP_TRY(pp_export_no_zero2(p, "NeMo 1's megatron_gpt_config"));
+    PP_TRY(pp_export_no_moe(p, "NeMo 1's megatron_gpt_config export",
+                            "is not written for it (its YAML's MoE keys are not in pptune's "
+                            "checked key set)"));
     int devices, nodes, first, last;
     pp_export_nodes(p, &devices, &nodes);
     PP_TRY(pp_export_edge_layers(p, &first, &last));

@@ -21,7 +21,7 @@ static const char *py(int b)
     return b ? "True" : "False";
 }
 
-static void nemo2_model(const pp_profile *p, FILE *fp)
+static pp_status nemo2_model(const pp_profile *p, FILE *fp)
 {
     const pp_config *c = &p->chosen.config;
     const struct pp_profile_model *m = &p->model;
@@ -50,6 +50,26 @@ static void nemo2_model(const pp_profile *p, FILE *fp)
         char eps[40];
         fprintf(fp, "    layernorm_epsilon=%s,\n", pp_export_float(m->norm_eps, eps, sizeof eps));
     }
+    if (m->qk_norm)
+        fprintf(fp, "    qk_layernorm=True,\n");
+    if (m->moe.experts > 0) { /* TransformerConfig's MoE fields, as the Megatron-LM export */
+        const char *score;
+        int pre, list;
+        PP_TRY(pp_export_moe_router(p, "NeMo 2", &score, &pre));
+        char freq[4096], coef[40];
+        pp_export_moe_layer_freq(p, freq, sizeof freq, &list);
+        fprintf(fp, "    num_moe_experts=%d,\n    moe_router_topk=%d,\n    moe_ffn_hidden_size=%d,\n",
+                m->moe.experts, m->moe.top_k, m->moe.ffn);
+        if (m->moe.shared_ffn > 0)
+            fprintf(fp, "    moe_shared_expert_intermediate_size=%d,\n", m->moe.shared_ffn);
+        fprintf(fp, "    moe_layer_freq=%s,\n    moe_router_score_function=\"%s\",\n"
+                    "    moe_router_pre_softmax=%s,\n",
+                freq, score, py(pre));
+        fprintf(fp, "    moe_router_load_balancing_type=\"%s\",\n    moe_aux_loss_coeff=%s,\n"
+                    "    moe_token_dispatcher_type=\"alltoall\",\n    moe_grouped_gemm=True,\n",
+                m->moe.aux_coef > 0 ? "aux_loss" : "none",
+                pp_export_float(m->moe.aux_coef, coef, sizeof coef));
+    }
     fprintf(fp, "    bf16=%s,\n", py(p->options.bf16));
     if (c->recompute != PP_RECOMPUTE_NONE)
         fprintf(fp, "    recompute_granularity=\"%s\",\n", pp_recompute_name(c->recompute));
@@ -68,6 +88,7 @@ static void nemo2_model(const pp_profile *p, FILE *fp)
                     "exports its sized forms, llm.Llama31Config8B / 70B / 405B), which takes the "
                     "same fields\n");
     }
+    return PP_OK;
 }
 
 static pp_status nemo2_strategy(const pp_profile *p, FILE *fp)
@@ -105,6 +126,8 @@ static pp_status nemo2_strategy(const pp_profile *p, FILE *fp)
     fprintf(fp, "    sequence_parallel=%s,\n", py(c->sequence_parallel && c->t > 1));
     if (c->cp > 1)
         fprintf(fp, "    context_parallel_size=%d,\n", c->cp);
+    if (c->ep > 1)
+        fprintf(fp, "    expert_model_parallel_size=%d,\n", c->ep);
     if (c->p > 1)
         fprintf(fp, "    pipeline_dtype=%s,\n", p->options.bf16 ? "torch.bfloat16" : "torch.float32");
     fprintf(fp, ")\n");
@@ -129,8 +152,9 @@ pp_status pp_export_nemo2(const pp_profile *p, FILE *fp)
     fprintf(out, "import torch\nimport torch.nn.functional as F\nfrom megatron.core.optimizer "
                  "import OptimizerConfig\nfrom nemo import lightning as nl\nfrom "
                  "nemo.collections import llm\n\n");
-    nemo2_model(p, out);
-    pp_status st = nemo2_strategy(p, out);
+    pp_status st = nemo2_model(p, out);
+    if (st == PP_OK)
+        st = nemo2_strategy(p, out);
     fprintf(out, "trainer = nl.Trainer(\n    num_nodes=%d,\n    devices=%d,\n    strategy=strategy,\n",
             nodes, devices);
     if (p->options.bf16)

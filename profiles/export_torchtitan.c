@@ -87,6 +87,33 @@ static void data_parallel(const pp_config *c, int comment, FILE *fp)
                 fsdp ? " --parallelism.fsdp_reshard_after_forward never" : "");
 }
 
+/* Expert parallelism: torchtitan's expert_parallel_degree borrows its ranks from the FSDP,
+ * context and tensor ranks (configs.py: efsdp = dp_shard x cp x tp / ep), so the experts
+ * take no tensor parallelism of their own and a replicated (DDP) data-parallel group lends
+ * none; pptune plans the experts split by t over ep ranks of d x cp (Megatron-Core's way).
+ * What the two agree on is exported; the rest is refused with the reason. */
+static pp_status titan_experts(const pp_profile *p)
+{
+    const pp_config *c = &p->chosen.config;
+    if (c->ep <= 1)
+        return PP_OK;
+    if (c->shard == PP_SHARD_NONE)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "%s: ep = %d with replicated data parallelism: torchtitan carves its "
+                      "expert-parallel ranks out of FSDP's (data_parallel_shard_degree), context "
+                      "and tensor ranks, and a replicated group lends none; search with --shard "
+                      "gradients for torchtitan, or export to Megatron-LM or NeMo 2",
+                      p->name, c->ep);
+    if (c->t > 1)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "%s: ep = %d with t = %d: torchtitan's expert parallelism borrows the "
+                      "tensor ranks (efsdp = dp_shard x cp x tp / ep), so its experts are not "
+                      "split by t as pptune planned them (Megatron-Core's expert tensor "
+                      "parallelism = t); export to Megatron-LM or NeMo 2, or search with --no-tp",
+                      p->name, c->ep, c->t);
+    return PP_OK;
+}
+
 static pp_status ac_check(const pp_profile *p)
 {
     const pp_config *c = &p->chosen.config;
@@ -212,6 +239,7 @@ pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp)
     /* a bidirectional schedule (two pipelines) never reaches here: its row in export.c */
     int looped;
     PP_TRY(ac_check(p));
+    PP_TRY(titan_experts(p));
     PP_TRY(placement_looped(p, &looped));
     if (!looped && !d->torch_name)
         return PP_ERR(PP_ERR_UNSUPPORTED,
@@ -228,6 +256,11 @@ pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp)
                 "flags: pick the config of L=%d h=%d heads=%d/%d ffn=%d V=%d\n",
                 p->model.layers, p->model.hidden, p->model.heads, p->model.kv_heads, p->model.ffn,
                 p->model.vocab);
+    if (p->model.moe.experts > 0)
+        fprintf(fp, "# experts: %d routed, top-%d, expert ffn %d, shared ffn %d (a MoE model of "
+                    "torchtitan's registry, e.g. its qwen3 or deepseek_v3 module)\n",
+                p->model.moe.experts, p->model.moe.top_k, p->model.moe.ffn,
+                p->model.moe.shared_ffn);
     data_parallel(c, 1, fp);
     ac_comment(c, fp);
     if (looped) {
@@ -252,6 +285,8 @@ pp_status pp_export_torchtitan(const pp_profile *p, FILE *fp)
         fprintf(fp, " --parallelism.%senable_sequence_parallel",
                 c->sequence_parallel ? "" : "no_");
     data_parallel(c, 0, fp);
+    if (c->ep > 1)
+        fprintf(fp, " --parallelism.expert_parallel_degree %d", c->ep);
     if (c->cp > 1)
         fprintf(fp, " --parallelism.context_parallel_degree %d", c->cp);
     schedule_flags(c, d, looped, fp);

@@ -151,3 +151,60 @@ pp_status pp_export_no_zero2(const pp_profile *p, const char *target)
                   "optim_grads), or search with --shard optimizer",
                   p->name, target);
 }
+
+char *pp_export_moe_layer_freq(const pp_profile *p, char *buf, size_t n, int *list)
+{
+    const pp_profile_moe *e = &p->model.moe;
+    *list = e->first_dense > 0 || (e->every > 1 && e->phase != 0);
+    if (!*list) {
+        snprintf(buf, n, "%d", e->every > 1 ? e->every : 1);
+        return buf;
+    }
+    size_t len = (size_t)snprintf(buf, n, "(");
+    int run = 0, prev = -1;
+    for (int l = 0; l <= p->model.layers && len < n; l++) {
+        int moe = l < p->model.layers && l >= e->first_dense &&
+                  (e->every <= 1 || l % e->every == e->phase);
+        if (l < p->model.layers && moe == prev) {
+            run++;
+            continue;
+        }
+        if (prev >= 0)
+            len += (size_t)snprintf(buf + len, n - len, "%s[%d]*%d", buf[len - 1] == '(' ? "" : "+",
+                                    prev, run);
+        prev = moe, run = 1;
+    }
+    if (len < n)
+        snprintf(buf + len, n - len, ")");
+    return buf;
+}
+
+pp_status pp_export_moe_router(const pp_profile *p, const char *target, const char **score,
+                               int *pre_softmax)
+{
+    const pp_profile_moe *e = &p->model.moe;
+    int sigmoid = e->router && !strcmp(e->router, "sigmoid");
+    if (sigmoid && !e->norm_topk && e->top_k > 1)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "%s: a sigmoid router without renormalised top-k weights: %s's "
+                      "(Megatron-Core's) sigmoid router always renormalises them",
+                      p->name, target);
+    *score = sigmoid ? "sigmoid" : "softmax";
+    *pre_softmax = !sigmoid && !e->norm_topk;
+    return PP_OK;
+}
+
+pp_status pp_export_no_moe(const pp_profile *p, const char *target, const char *why)
+{
+    if (p->model.moe.experts > 0)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "%s: a mixture-of-experts model (%d experts, top-%d): %s %s; the "
+                      "Megatron-LM and NeMo 2 exports carry it",
+                      p->name, p->model.moe.experts, p->model.moe.top_k, target, why);
+    if (p->model.qk_norm)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "%s: per-head q/k RMSNorm (Qwen3's q_norm, k_norm): %s %s; the "
+                      "Megatron-LM and NeMo 2 exports carry it (qk_layernorm)",
+                      p->name, target, why);
+    return PP_OK;
+}

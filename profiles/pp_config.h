@@ -82,6 +82,12 @@ typedef struct {
     int cp;                    /* context-parallel ranks: the sequence split over cp ranks, K/V
                                   passed around a ring (Megatron --context-parallel-size);
                                   d = GPUs / (p t cp); 1: none */
+    int ep;                    /* expert-parallel ranks of a mixture-of-experts model: each
+                                  holds experts/ep of every MoE layer's routed experts, tokens
+                                  dispatched to them by all-to-all; carved out of the d x cp
+                                  ranks that hold the same dense weights (Megatron-Core's
+                                  --expert-model-parallel-size, expert tensor parallelism = t);
+                                  1: every rank holds every expert */
 } pp_config;
 
 /* ---- the axis table ------------------------------------------------------------------------- */

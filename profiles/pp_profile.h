@@ -35,7 +35,7 @@ extern "C" {
 /* The version this code reads and writes. A file with a larger MAJOR is refused; a file with
  * the same MAJOR and a larger MINOR is read (its unknown fields kept). */
 #define PP_PROFILE_VERSION_MAJOR 1
-#define PP_PROFILE_VERSION_MINOR 4
+#define PP_PROFILE_VERSION_MINOR 5
 /* 1.1 added the model's shape beyond its sizes (model.head_dim, norm, linear_bias, qkv_bias,
  * position, rope_theta, rope_scaling), which exporters need; 1.0 profiles still read, and an
  * export that needs those fields says so (pp_profile.model.has_shape = 0). 1.2 added each
@@ -46,10 +46,20 @@ extern "C" {
  * config; a 1.2 candidate has none of them: every layer recomputed as its recompute says, its
  * shard from distributed_optimizer, cp 1. 1.4 added model.origin (the preset, or the config.json
  * by absolute path and SHA-256, that pprun is given) and measured.model (what the trial's pprun
- * said it trained); a 1.3 profile names its model by name only. */
+ * said it trained); a 1.3 profile names its model by name only. 1.5 added model.moe (the
+ * mixture-of-experts layers: absent, a dense model), model.qk_norm and each config's ep (absent:
+ * 1). */
 
 /* ---- the document --------------------------------------------------------------------------- */
 
+
+/* A profile's mixture-of-experts layers (model.moe, 1.5): pp_moe_cfg's fields
+ * (runtime/plan/pp_rt_model.h); experts 0: a dense model. */
+typedef struct {
+    int experts, top_k, ffn, shared, shared_ffn, every, phase, first_dense, norm_topk;
+    const char *router; /* "softmax" or "sigmoid" */
+    double aux_coef;
+} pp_profile_moe;
 
 /* A candidate: the chosen one or a runner-up. Measured figures exist only after trials. */
 typedef struct {
@@ -108,6 +118,11 @@ typedef struct {
          * absolute path, sha256: its bytes' SHA-256 in hex when read) or "model-file"
          * (pptune's model JSON, path) */
         const char *origin_kind, *origin_path, *origin_sha256;
+        /* "moe" (1.5; absent: a dense model, experts 0): the mixture-of-experts layers as
+         * pp_moe_cfg (runtime/plan/pp_rt_model.h) describes them; router "softmax" or
+         * "sigmoid". "qk_norm" (1.5): RMSNorm over each head of q and k (Qwen3). */
+        pp_profile_moe moe;
+        int qk_norm;
     } model;
     struct {
         int distributed_optimizer, sequence_parallel;

@@ -202,6 +202,33 @@ static pp_status read_origin(const rd *r, json_t *model, pp_profile *p)
     return PP_OK;
 }
 
+/* model.moe (1.5): the mixture-of-experts layers; absent or null, a dense model. model.qk_norm
+ * (1.5): absent, false. */
+static pp_status read_moe(const rd *r, json_t *model, pp_profile *p)
+{
+    static const char *const ROUTERS[] = {"softmax", "sigmoid", NULL};
+    PP_TRY(opt_bool(r, model, "model", "qk_norm", &p->model.qk_norm));
+    json_t *o = json_object_get(model, "moe");
+    if (!o || json_is_null(o))
+        return PP_OK;
+    PP_TRY(pp_json_obj(r, model, "model", "moe", 0, &o));
+    const char *P = "model.moe";
+    PP_TRY(pp_json_int(r, o, P, "experts", 1, INT_MAX_FIELD, NULL, &p->model.moe.experts));
+    PP_TRY(pp_json_int(r, o, P, "top_k", 1, p->model.moe.experts, NULL, &p->model.moe.top_k));
+    PP_TRY(pp_json_int(r, o, P, "ffn", 1, INT_MAX_FIELD, NULL, &p->model.moe.ffn));
+    PP_TRY(pp_json_int(r, o, P, "shared", 0, INT_MAX_FIELD, NULL, &p->model.moe.shared));
+    PP_TRY(pp_json_int(r, o, P, "shared_ffn", 0, INT_MAX_FIELD, NULL, &p->model.moe.shared_ffn));
+    PP_TRY(pp_json_int(r, o, P, "every", 1, INT_MAX_FIELD, NULL, &p->model.moe.every));
+    PP_TRY(pp_json_int(r, o, P, "phase", 0, p->model.moe.every - 1, NULL, &p->model.moe.phase));
+    PP_TRY(pp_json_int(r, o, P, "first_dense", 0, INT_MAX_FIELD, NULL,
+                       &p->model.moe.first_dense));
+    PP_TRY(pp_json_enum(r, o, P, "router", ROUTERS, "\"softmax\" or \"sigmoid\"",
+                        &p->model.moe.router));
+    PP_TRY(pp_json_bool(r, o, P, "norm_topk", &p->model.moe.norm_topk));
+    PP_TRY(pp_json_range(r, o, P, "aux_coef", 0, 1e6, 1, &p->model.moe.aux_coef));
+    return PP_OK;
+}
+
 /* schema, version, version_minor: checked before anything else, so a newer major version is
  * refused with the version message rather than a field error. */
 static pp_status read_version(const rd *r, json_t *doc, pp_profile *p)
@@ -251,6 +278,7 @@ static pp_status read_head(const rd *r, json_t *doc, pp_profile *p)
                    json_object_get(o, "name"));
     PP_TRY(read_shape(r, o, p));
     PP_TRY(read_origin(r, o, p));
+    PP_TRY(read_moe(r, o, p));
     PP_TRY(pp_json_obj(r, doc, "", "options", 0, &o));
     PP_TRY(
         pp_json_bool(r, o, "options", "distributed_optimizer", &p->options.distributed_optimizer));

@@ -342,7 +342,8 @@ Test(tuner_search_runner, config_round_trips_through_the_profile_and_launch_uses
 {
     pp_config c = {.schedule = "interleaved", .p = 4, .v = 2, .G = 8, .b = 1, .d = 2, .t = 1,
                    .N = 16, .uneven = 1, .sequence_parallel = 1,
-                   .recompute = PP_RECOMPUTE_SELECTIVE, .shard = PP_SHARD_OPTIMIZER, .cp = 1};
+                   .recompute = PP_RECOMPUTE_SELECTIVE, .shard = PP_SHARD_OPTIMIZER, .cp = 1,
+                   .ep = 1};
     /* the one type: the profile's JSON form of it reads back to the same configuration */
     json_t *j = pp_config_to_json(&c);
     cr_assert_not_null(j);

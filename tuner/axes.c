@@ -15,6 +15,10 @@
  *   all-reduce may take the tree's logarithmic latency where the sharded pair pays two rings).
  *   cp (search.c's enumeration): 1, 2, 4, ... up to max_cp, where 2 cp divides the sequence
  *   (Megatron's causal load balancing splits it into 2 cp chunks).
+ *   ep (a mixture-of-experts model only): every divisor of the routed experts that divides
+ *   d x cp, up to max_ep (Megatron-Core carves the expert-parallel group out of the data- and
+ *   context-parallel ranks; expert tensor parallelism stays t). The bundled runtime runs no
+ *   MoE model, so trials never see one.
  * Where the devices are CPUs the trials run the bundled runtime, which runs recomputation, the
  * sharded optimizer and context parallelism (not gradient sharding, nor recomputation or
  * sharding together with cp): the search keeps shard at none / optimizer there.
@@ -28,7 +32,7 @@
 
 void pp_tune_force_init(pp_tune_force *f)
 {
-    f->recompute = f->recompute_layers = f->sequence_parallel = f->shard = f->cp =
+    f->recompute = f->recompute_layers = f->sequence_parallel = f->shard = f->cp = f->ep =
         PP_TUNE_SEARCHED;
 }
 
@@ -39,6 +43,7 @@ void pp_tune_force_apply(const pp_tune_force *f, pp_config *c)
     c->sequence_parallel = f->sequence_parallel > 0;
     c->shard = f->shard >= 0 ? (pp_shard)f->shard : PP_SHARD_NONE;
     c->cp = f->cp >= 1 ? f->cp : 1;
+    c->ep = f->ep >= 1 ? f->ep : 1;
 }
 
 char *pp_tune_force_flags(const pp_tune_force *f, char *buf, size_t n)
@@ -61,6 +66,8 @@ char *pp_tune_force_flags(const pp_tune_force *f, char *buf, size_t n)
         ADD("%s--shard %s", len ? " " : "", pp_shard_name((pp_shard)f->shard));
     if (f->cp >= 1)
         ADD("%s--cp %d", len ? " " : "", f->cp);
+    if (f->ep >= 1)
+        ADD("%s--ep %d", len ? " " : "", f->ep);
 #undef ADD
     return buf;
 }
@@ -93,6 +100,21 @@ const char *pp_tune_axes_rule(const pp_tune_model *m, const pp_config *c, char *
                         "cp = %d must divide the sequence %d into 2 cp chunks (causal load "
                         "balancing)",
                         c->cp, m->seq),
+               why;
+    const pp_moe_cfg *e = &m->block.moe;
+    if (c->ep > 1 && e->experts <= 0)
+        return snprintf(why, n, "ep = %d needs a mixture-of-experts model (%s has no experts)",
+                        c->ep, m->name),
+               why;
+    if (c->ep > 1 && e->experts % c->ep)
+        return snprintf(why, n, "ep = %d must divide the %d routed experts (each expert-parallel "
+                                "rank holds experts/ep whole experts)", c->ep, e->experts),
+               why;
+    if (c->ep > 1 && pp_tune_shard_ranks(c) % c->ep)
+        return snprintf(why, n, "ep = %d must divide d x cp = %d (expert-parallel ranks are "
+                                "carved out of the data- and context-parallel ranks, as "
+                                "Megatron-Core builds its expert groups)",
+                        c->ep, pp_tune_shard_ranks(c)),
                why;
     if (c->cp > 1 && c->sequence_parallel && (m->seq / c->cp) % c->t)
         return snprintf(why, n, "sequence parallelism needs t = %d to divide the %d tokens a "
@@ -142,6 +164,21 @@ static int recompute_values(const pp_tune_axes_ctx *a, const pp_config *c, int *
     return n;
 }
 
+/* The ep values tried for c: forced, else 1 for a dense model, else every divisor of the
+ * experts dividing d x cp up to max_ep; into out[], returns their count. */
+static int ep_values(const pp_tune_axes_ctx *a, const pp_config *c, int *out, int max)
+{
+    if (a->force->ep >= 1)
+        return out[0] = a->force->ep, 1;
+    int E = a->m->block.moe.experts, n = 0, dcp = pp_tune_shard_ranks(c);
+    int hi = a->max_ep > 0 ? a->max_ep : PP_TUNE_MAX_EP_DEFAULT;
+    out[n++] = 1;
+    for (int e = 2; E > 0 && e <= E && e <= hi && n < max; e++)
+        if (E % e == 0 && dcp % e == 0)
+            out[n++] = e;
+    return n;
+}
+
 pp_status pp_tune_axes_each(const pp_tune_axes_ctx *a, pp_config c)
 {
     const pp_tune_force *f = a->force;
@@ -155,15 +192,18 @@ pp_status pp_tune_axes_each(const pp_tune_axes_ctx *a, pp_config c)
                 : replicated        ? PP_SHARD_NONE
                 : a->runtime_only   ? PP_SHARD_OPTIMIZER /* the runtime runs ZeRO-1, not 2 */
                                     : PP_SHARD_GRADIENTS;
+    int eps[32], n_ep = ep_values(a, &c, eps, 32);
     for (int sp = sp_lo; sp <= sp_hi; sp++)
         for (int sh = sh_lo; sh <= sh_hi; sh++)
-            for (int i = 0; i < n_rc; i++) {
-                c.sequence_parallel = sp;
-                c.shard = (pp_shard)sh;
-                c.recompute = (pp_recompute)rc[i];
-                c.recompute_layers = ks[i];
-                PP_TRY(a->fn(a->ctx, &c));
-            }
+            for (int i = 0; i < n_rc; i++)
+                for (int k = 0; k < n_ep; k++) {
+                    c.sequence_parallel = sp;
+                    c.shard = (pp_shard)sh;
+                    c.recompute = (pp_recompute)rc[i];
+                    c.recompute_layers = ks[i];
+                    c.ep = eps[k];
+                    PP_TRY(a->fn(a->ctx, &c));
+                }
     return PP_OK;
 }
 
@@ -188,6 +228,9 @@ char *pp_tune_axes_str(const pp_config *c, char *buf, size_t n)
                                                       : "";
     snprintf(buf, n, "%s%s%s%s%s%s", rc, k, rc[0] && (sp[0] || sh[0]) ? "," : "", sp,
              sp[0] && sh[0] ? "," : "", sh);
+    size_t len = strlen(buf);
+    if (c->ep > 1 && len < n)
+        snprintf(buf + len, n - len, "%sep%d", len ? "," : "", c->ep);
     if (!buf[0])
         snprintf(buf, n, "-");
     return buf;
@@ -207,5 +250,8 @@ char *pp_tune_axes_describe(const pp_config *c, char *buf, size_t n)
              : c->shard == PP_SHARD_GRADIENTS ? "optimizer state and gradients sharded (ZeRO-2)"
                                               : "replicated optimizer",
              c->cp);
+    size_t len = strlen(buf);
+    if (c->ep > 1 && len < n)
+        snprintf(buf + len, n - len, "; expert parallelism %d", c->ep);
     return buf;
 }

@@ -11,14 +11,19 @@ typedef struct {
     const pp_tune_force *force;
     int runtime_only; /* 1: only what the bundled runtime runs (CPU devices: trials): no
                          gradient sharding, cp 1 */
+    int max_ep;       /* the largest expert parallelism tried (0: PP_TUNE_MAX_EP_DEFAULT) */
     pp_status (*fn)(void *ctx, const pp_config *c); /* called per setting */
     void *ctx;
 } pp_tune_axes_ctx;
 
 /* Calls a->fn for each combination of settings the search tries for layout c (its p, v, t, d,
- * cp set): recompute x sequence parallelism x shard, forced values only where forced. Stops at
+ * cp set): recompute x sequence parallelism x shard x ep (a MoE model: the divisors of its
+ * experts that divide d x cp, up to max_ep), forced values only where forced. Stops at
  * the first error fn returns. */
 pp_status pp_tune_axes_each(const pp_tune_axes_ctx *a, pp_config c);
+/* The largest ep tried by default (--max-ep): Megatron-Core's published MoE runs go to 64
+ * (DeepSeek-V3 trained with expert parallelism 64, arXiv:2412.19437 sec. 3.2). */
+#define PP_TUNE_MAX_EP_DEFAULT 64
 /* The largest cp the search tries (forced: that one), given --max-cp (0: 16). */
 int pp_tune_axes_cp_max(const pp_tune_axes_ctx *a, int max_cp);
 /* NULL when c's settings keep their rules, else the reason (in why). */

@@ -120,6 +120,13 @@ void pp_cli_board_print(FILE *fp, const pp_tune_result *r, int show)
                    "settings: recompute - none, sel selective, full every layer, full-k the "
                    "first k layers of each stage; sp sequence parallel; z1 optimizer state "
                    "sharded over d x cp, z2 and gradients; GiB = 2^30 bytes, MiB = 2^20)");
+    int ep = 0;
+    for (int i = 0; i < r->n_best && i < show; i++)
+        ep |= r->best[i].cfg.ep > 1;
+    if (ep)
+        pp_cli_wrapped(fp, 1, "(epE: each MoE layer's routed experts split over E "
+                              "expert-parallel ranks carved out of the d x cp ones, tokens "
+                              "dispatched and combined by all-to-alls)");
     if (trials)
         pp_cli_wrapped(fp, 1,
                        "(measured: pprun's median step after warm-up and its fullest rank's "

@@ -27,7 +27,7 @@ typedef struct {
     const char *hostfile; /* --hostfile FILE: trials with mpirun over its hosts */
     pp_tune_alloc alloc;  /* the allocation trials run in (launcher "": this machine) */
     int keep, show, explain, no_save, no_tp, max_b, max_t, progress, trials, trial_steps;
-    int max_cp, no_probe_nodes;
+    int max_cp, max_ep, no_probe_nodes;
     double trial_timeout;
     int stdout_fd; /* -o -: the real stdout (the profile's), while fd 1 is stderr; else -1 */
     char self[4096]; /* this pptune, for the all-reduce probe of reduced trials; "" unknown */
@@ -63,6 +63,8 @@ static const pp_opt rows[] = {
              "=all: also every rejected candidate"},
     {.name = "max-cp", .kind = PP_OPT_INT, .offset = OFF(max_cp), .min = 1, .arg = "C",
      .help = "largest context parallelism tried (default 16)"},
+    {.name = "max-ep", .kind = PP_OPT_INT, .offset = OFF(max_ep), .min = 1, .arg = "E",
+     .help = "largest expert parallelism tried, MoE models (default 64)"},
     {.name = "trials", .kind = PP_OPT_INT, .offset = OFF(trials), .min = 0, .arg = "K",
      .help = "trial runs of the best K on a local cluster (0: none)", .show_default = 1},
     {.name = "trial-steps", .kind = PP_OPT_INT, .offset = OFF(trial_steps), .min = 1,
@@ -147,6 +149,7 @@ static int for_target(opts *o)
          * a GPU cluster's line (pp_config.h's pprun_cannot) */
         if (f->shard == PP_TUNE_SEARCHED)
             f->shard = PP_SHARD_NONE;
+        f->ep = 1; /* pprun runs no mixture-of-experts model */
     }
     char list[256];
     pp_profile_export_schedules(t, ",", list, sizeof list);
@@ -407,7 +410,7 @@ static int search_and_report(opts *o, const pp_tune_model *m, const pp_tune_hw *
     pp_cli_tune_describe(stdout, m, hw, &o->tune.opts, &o->tune.force, m->global_batch);
     pp_cli_search_view view = {.progress = o->progress || isatty(2)};
     pp_tune_search_params sp = {.model = m, .hw = hw, .opts = o->tune.opts,
-                                .force = o->tune.force, .max_cp = o->max_cp,
+                                .force = o->tune.force, .max_cp = o->max_cp, .max_ep = o->max_ep,
                                 .global_batch = m->global_batch, .schedules = o->schedules,
                                 .max_t = o->max_t, .max_b = o->max_b, .allow_tp = allow_tp,
                                 .keep = o->keep,

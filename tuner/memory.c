@@ -17,9 +17,13 @@
  * (the 5as/(ht) score term removed); --sequence-parallel divides the remaining term by t too
  * (the table's "tensor + sequence parallel" rows). Split backward (zb-h1, zbv, dualpipev):
  * from I to W a micro-batch holds only what the weight gradients need (linear inputs and output
- * gradients, pp_tune_held_for_w_bytes_per_layer), the rest being freed by I. Not modelled:
- * context parallelism, activation offloading, CUDA-graph pools.
+ * gradients, pp_tune_held_for_w_bytes_per_layer), the rest being freed by I. Mixture-of-experts
+ * layers (the model's layer rule, pp_model_layer_moe, counted per stage from its layer range):
+ * the routed experts' weights experts/ep per rank, their gradients and Adam state sharded over
+ * the expert-data-parallel group, the routed activations and the all-to-all buffers
+ * (pp_tune_moe_acts_of). Not modelled: context parallelism, activation offloading, CUDA-graph pools.
  */
+#include <math.h>
 #include <string.h>
 
 #include <stdlib.h>
@@ -40,6 +44,12 @@ void pp_tune_opts_default(pp_tune_opts *o)
     o->flash_attention = 1;
     o->headroom = 0.05;
     o->gemm_efficiency = 1.0;
+    o->moe_imbalance = PP_TUNE_MOE_IMBALANCE;
+}
+
+double pp_tune_moe_imbalance(const pp_tune_opts *o)
+{
+    return o->moe_imbalance >= 1.0 ? o->moe_imbalance : PP_TUNE_MOE_IMBALANCE;
 }
 
 double pp_tune_mem_capacity(const pp_tune_hw *hw, const pp_tune_opts *o)
@@ -90,7 +100,7 @@ static int seq_par(const pp_config *c)
  * parallel": 2sbh/t). Context parallelism divides s by cp throughout (local_seq).
  * The table's rows are recovered for GPT shapes (the tests check 10 + 24/t). */
 static double layer_act(const pp_tune_model *m, const pp_config *c, const pp_tune_opts *o,
-                        pp_recompute rc)
+                        pp_recompute rc, int moe)
 {
     double s = local_seq(m, c), h = m->hidden, sbh = s * c->b * h;
     double t = c->t, scale = act_dtype(o) / 2.0; /* the table counts 16-bit values */
@@ -100,31 +110,112 @@ static double layer_act(const pp_tune_model *m, const pp_config *c, const pp_tun
     double has_dropout = m->linear_bias ? 1.0 : 0.0; /* GPT/BERT train with dropout, Llama not */
     double outside = 8.0 + 2.0 * has_dropout;
     double attn_in = 2.0 + 4.0 * kvd / h + 2.0;
-    double mlp_in = (m->gated_mlp ? 3.0 : 2.0) * 2.0 * m->ffn / h;
+    double mlp_in = moe ? 0.0 : (m->gated_mlp ? 3.0 : 2.0) * 2.0 * m->ffn / h;
     double scores = 0;
     if (!o->flash_attention && rc == PP_RECOMPUTE_NONE)
         scores = 5.0 * m->heads * s / h;
+    double moe_acts = 0; /* a MoE layer: the experts' terms in place of the dense MLP's */
+    if (moe) {
+        pp_tune_moe_acts a;
+        pp_tune_moe_acts_of(m, c, o, &a);
+        moe_acts = a.total;
+    }
     if (seq_par(c))
-        return scale * sbh * (outside + attn_in + mlp_in + scores) / t;
-    return scale * sbh * (outside + (attn_in + mlp_in + scores) / t);
+        return scale * sbh * (outside + attn_in + mlp_in + scores) / t + moe_acts;
+    return scale * sbh * (outside + (attn_in + mlp_in + scores) / t) + moe_acts;
+}
+
+int pp_tune_ep(const pp_config *c)
+{
+    return c->ep > 1 ? c->ep : 1;
+}
+
+pp_config pp_tune_expert_dp_config(const pp_config *c)
+{
+    pp_config e = *c;
+    e.d = pp_tune_shard_ranks(c) / pp_tune_ep(c);
+    e.cp = 1;
+    return e;
+}
+
+int pp_tune_moe_layers_in(const pp_tune_model *m, int begin, int end)
+{
+    int n = 0;
+    for (int l = begin; l < end; l++)
+        n += pp_model_layer_moe(&m->block, l);
+    return n;
+}
+
+/* A MoE layer's activations (Megatron-Core's alltoall token dispatcher, dropless, grouped
+ * GEMM), per micro-batch, on the busiest expert-parallel rank: T = the micro-batch's tokens on
+ * the rank (s b / cp; each tensor rank routes its 1/t sequence shard under sequence
+ * parallelism, which Megatron requires for MoE with t > 1), k = top_k, f = imbalance:
+ *   dispatch: the permuted copies of the routed tokens' hidden states, the experts' first
+ *     GEMM input, k T h (their wgrad needs them), x f;
+ *   experts: SwiGLU's gate and up outputs and their product (the down projection's input),
+ *     3 k T ffn_e / t (two for a plain MLP), x f;
+ *   combine: the experts' outputs kept for the weighted sum's backward (the routing weights'
+ *     gradient is their dot product with the output gradient), k T h, x f;
+ *   router: its logits and the probabilities the top-k and the auxiliary loss read, 2 T E in
+ *     fp32 (the scores are computed in fp32 for the softmax; 4 bytes);
+ *   shared experts: a dense MLP of the shared width at T tokens (3 T ffn_s / t);
+ *   all-to-all: the dispatch's send and receive buffers, 2 k T h x f, transient (comm).
+ * The MLP input (the router's and the shared experts') is the dense layer's term, kept. */
+void pp_tune_moe_acts_of(const pp_tune_model *m, const pp_config *c, const pp_tune_opts *o,
+                         pp_tune_moe_acts *out)
+{
+    memset(out, 0, sizeof *out);
+    const pp_moe_cfg *e = &m->block.moe;
+    if (e->experts <= 0)
+        return;
+    double sp = seq_par(c) ? c->t : 1.0, T = local_seq(m, c) * c->b, dt = act_dtype(o);
+    double f = pp_tune_moe_imbalance(o), k = e->top_k, h = m->hidden;
+    double wide = m->gated_mlp ? 3.0 : 2.0;
+    out->dispatch = f * k * T / sp * h * dt;
+    out->experts = f * wide * k * T * (double)e->ffn / c->t * dt;
+    out->combine = f * k * T / sp * h * dt;
+    out->router = 2.0 * T / sp * e->experts * 4.0;
+    out->shared = e->shared_ffn > 0 ? wide * T * (double)e->shared_ffn / c->t * dt : 0.0;
+    out->a2a = 2.0 * f * k * T / sp * h * dt;
+    out->total = out->dispatch + out->experts + out->combine + out->router + out->shared;
+}
+
+void pp_tune_layer_params_rank(const pp_tune_model *m, const pp_config *c, int moe,
+                               double *dense, double *experts)
+{
+    pp_tune_params pc;
+    pp_tune_model_params(m, &pc);
+    double h = m->hidden, norm = m->norm_bias ? 2 * h : h;
+    const pp_moe_cfg *e = &m->block.moe;
+    if (!moe || e->experts <= 0) {
+        *dense = (pc.per_layer - 2 * norm) / c->t + 2 * norm;
+        *experts = 0;
+        return;
+    }
+    double routed = (double)e->experts * pc.expert, router = h * e->experts;
+    *dense = (pc.moe_layer - routed - router - 2 * norm) / c->t + router + 2 * norm;
+    *experts = routed / pp_tune_ep(c) / c->t;
 }
 
 double pp_tune_act_bytes_per_layer(const pp_tune_model *m, const pp_config *c,
                                    const pp_tune_opts *o)
 {
-    return layer_act(m, c, o, c->recompute);
+    return layer_act(m, c, o, c->recompute, 0);
 }
 
 /* A stage's layers: the recomputed ones keep layer_act(full), the others what no recomputation
  * keeps (recompute_layers = k: the first k of the stage, Megatron's block method). */
 static double stage_layers_act(const pp_tune_model *m, const pp_config *c, const pp_tune_opts *o,
-                               int layers)
+                               int begin, int end)
 {
+    int layers = end - begin, moe = pp_tune_moe_layers_in(m, begin, end);
     if (c->recompute != PP_RECOMPUTE_FULL)
-        return layers * layer_act(m, c, o, c->recompute);
-    int k = pp_tune_recomputed_layers(c, layers);
-    return k * layer_act(m, c, o, PP_RECOMPUTE_FULL) +
-           (layers - k) * layer_act(m, c, o, PP_RECOMPUTE_NONE);
+        return (layers - moe) * layer_act(m, c, o, c->recompute, 0) +
+               moe * layer_act(m, c, o, c->recompute, 1);
+    int k = pp_tune_recomputed_layers(c, layers), moe_k = pp_tune_moe_layers_in(m, begin, begin + k);
+    return k * layer_act(m, c, o, PP_RECOMPUTE_FULL, 0) +
+           (layers - k - (moe - moe_k)) * layer_act(m, c, o, PP_RECOMPUTE_NONE, 0) +
+           (moe - moe_k) * layer_act(m, c, o, PP_RECOMPUTE_NONE, 1);
 }
 
 /* What one layer keeps for one micro-batch from its I to its W (split backward): everything W
@@ -149,6 +240,24 @@ double pp_tune_held_for_w_bytes_per_layer(const pp_tune_model *m, const pp_confi
     double grads = 2.0 * (h + 2.0 * kvd) / h / t + 2.0 +
                    (m->gated_mlp ? 2.0 : 1.0) * 2.0 * ffn / h / t + 2.0;
     return act_dtype(o) / 2.0 * sbh * (inputs + grads);
+}
+
+/* What a MoE layer holds for W beyond a dense one's (split backward): the experts' GEMM inputs
+ * and output gradients at k T f routed rows in place of the dense MLP's at T (the dispatch
+ * copies are counted among the saved activations already; the output gradients are new), in
+ * bytes: the up/gate output gradients (2 x ffn_e / t wide, or 1) and the down projection's
+ * input (ffn_e / t) and output gradient (h), less the dense MLP's same terms. */
+static double moe_held_extra(const pp_tune_model *m, const pp_config *c, const pp_tune_opts *o)
+{
+    const pp_moe_cfg *e = &m->block.moe;
+    if (e->experts <= 0)
+        return 0.0;
+    double T = local_seq(m, c) * c->b, dt = act_dtype(o), h = m->hidden, t = c->t;
+    double rows = pp_tune_moe_imbalance(o) * e->top_k * T, g = m->gated_mlp ? 2.0 : 1.0;
+    double routed = rows * ((g + 1.0) * e->ffn / t + h) * dt;
+    double shared = e->shared_ffn > 0 ? T * (g + 1.0) * e->shared_ffn / t * dt : 0.0;
+    double dense = T * ((g + 1.0) * m->ffn / t + h) * dt;
+    return fmax(0.0, routed + shared - dense);
 }
 
 /* The first stage's W (the embedding's scatter-add) holds the token ids (8 s b, int64) and the
@@ -205,15 +314,21 @@ pp_tune_param_bytes pp_tune_bytes_per_param(const pp_tune_opts *o, const pp_conf
  * runtime's split, runtime/plan/pp_rt_sizes.h's pp_rt_vocab_rows, which pads the last ranks
  * to ceil(V/t) where Megatron pads V to a multiple of 128 t); learned positions are whole on
  * every rank. */
-static double stage_params(const pp_tune_model *m, const pp_mem_place *pl, int pipe, int stage,
-                           int t)
+static double stage_params(const pp_tune_model *m, const pp_mem_place *pl, const pp_config *c,
+                           int pipe, int stage, double *expert_params)
 {
+    int t = c->t;
     pp_tune_params pc;
     pp_tune_model_params(m, &pc);
     double h = m->hidden, norm = m->norm_bias ? 2 * h : h;
-    double per_layer = (pc.per_layer - 2 * norm) / t + 2 * norm;
     const pp_stage *st = &pl->stages[pipe * pl->S + stage];
-    double n = per_layer * (st->layer_end - st->layer_begin);
+    int moe = pp_tune_moe_layers_in(m, st->layer_begin, st->layer_end);
+    double dense, md, me;
+    pp_tune_layer_params_rank(m, c, 0, &dense, &me);
+    pp_tune_layer_params_rank(m, c, 1, &md, &me);
+    double n = dense * (st->layer_end - st->layer_begin - moe) + md * moe;
+    *expert_params = moe ? me * moe : 0.0;
+    n += *expert_params;
     double Vl = (double)(((long long)m->vocab + t - 1) / t);
     int S = pl->S;
     if (stage == 0) /* pc.embed: V h and the position table */
@@ -238,7 +353,7 @@ static int place_layers(const pp_mem_place *pl, int i)
 static double stage_act(const pp_tune_model *m, const pp_mem_place *pl, const pp_config *c,
                         const pp_tune_opts *o, int i)
 {
-    double a = stage_layers_act(m, c, o, place_layers(pl, i));
+    double a = stage_layers_act(m, c, o, pl->stages[i].layer_begin, pl->stages[i].layer_end);
     if (i % pl->S == 0)
         a += embed_act(m, c, o);
     if (i % pl->S == pl->S - 1)
@@ -249,7 +364,9 @@ static double stage_act(const pp_tune_model *m, const pp_mem_place *pl, const pp
 static double stage_held(const pp_tune_model *m, const pp_mem_place *pl, const pp_config *c,
                          const pp_tune_opts *o, int i, double per_layer)
 {
-    double a = per_layer * place_layers(pl, i);
+    double a = per_layer * place_layers(pl, i) +
+               pp_tune_moe_layers_in(m, pl->stages[i].layer_begin, pl->stages[i].layer_end) *
+                   moe_held_extra(m, c, o);
     if (i % pl->S == 0)
         a += embed_held(m, c, o);
     if (i % pl->S == pl->S - 1)
@@ -262,21 +379,26 @@ static double stage_held(const pp_tune_model *m, const pp_mem_place *pl, const p
  * gradient sharding (ZeRO-2) the largest layer's 16-bit gradient, which lives from its
  * backward until its reduce-scatter into the rank's fp32 shard. */
 static double transient(const pp_tune_model *m, const pp_config *c, const pp_tune_opts *o,
-                        int holds_head)
+                        int holds_head, int holds_moe)
 {
     double sb = local_seq(m, c) * c->b;
     double w = 2.0 * sb * m->ffn / c->t * act_dtype(o);
+    const pp_moe_cfg *e = &m->block.moe;
+    if (holds_moe) /* the experts' ffn-wide backward temporaries at k T f routed rows */
+        w = fmax(w, 2.0 * pp_tune_moe_imbalance(o) * e->top_k * sb * e->ffn / c->t *
+                        act_dtype(o));
     if (holds_head) {
         double logits = 4.0 * sb * m->vocab / c->t;
         if (logits > w)
             w = logits;
     }
     if (c->recompute == PP_RECOMPUTE_FULL)
-        w += layer_act(m, c, o, PP_RECOMPUTE_NONE);
+        w += layer_act(m, c, o, PP_RECOMPUTE_NONE, holds_moe);
     if (c->shard == PP_SHARD_GRADIENTS && pp_tune_shard_ranks(c) > 1) {
-        pp_tune_params pc;
-        pp_tune_model_params(m, &pc);
-        w += act_dtype(o) * pc.per_layer / c->t;
+        double dense, md, me;
+        pp_tune_layer_params_rank(m, c, 0, &dense, &me);
+        pp_tune_layer_params_rank(m, c, holds_moe, &md, &me);
+        w += act_dtype(o) * fmax(dense, md + me);
     }
     return w;
 }
@@ -305,16 +427,21 @@ static pp_status account(const pp_tune_model *m, const pp_config *c, const pp_tu
         return PP_ERR(PP_ERR_INVALID, "memory model needs t, b, d >= 1 (got t=%d b=%d d=%d)",
                       c->t, c->b, c->d);
     pp_tune_param_bytes bp = pp_tune_bytes_per_param(o, c);
+    pp_config ce = pp_tune_expert_dp_config(c);
+    pp_tune_param_bytes bpe = pp_tune_bytes_per_param(o, &ce);
+    pp_tune_moe_acts moe;
+    pp_tune_moe_acts_of(m, c, o, &moe);
     double p2p = act_dtype(o) * local_seq(m, c) * c->b * m->hidden; /* one boundary tensor */
     int S = pl->S, n = pl->n_pipes * S, e = 0;
-    double *w = pp_calloc(3 * (size_t)n, sizeof *w), *held = w + n, *prm = held + n;
+    double *w = pp_calloc(4 * (size_t)n, sizeof *w), *held = w + n, *prm = held + n;
+    double *eprm = prm + n; /* of prm: the routed experts' */
     if (!w)
         return PP_ERR_NOMEM;
     double per_layer_w = pp_tune_held_for_w_bytes_per_layer(m, c, o);
     for (int i = 0; i < n; i++) {
         w[i] = stage_act(m, pl, c, o, i);
         held[i] = stage_held(m, pl, c, o, i, per_layer_w);
-        prm[i] = stage_params(m, pl, i / S, i % S, c->t);
+        prm[i] = stage_params(m, pl, c, i / S, i % S, &eprm[i]);
         if (sh) {
             int ew = pp_mem_frac_bits(w[i]), eh = pp_mem_frac_bits(held[i]);
             e = ew > e ? ew : e;
@@ -325,17 +452,23 @@ static pp_status account(const pp_tune_model *m, const pp_config *c, const pp_tu
     for (int r = 0; r < pl->ranks && *exact; r++) {
         pp_tune_rank_mem *x = &mem[r];
         memset(x, 0, sizeof *x);
-        int holds_head = 0, pipes_here = 0, pipe_seen = -1;
+        int holds_head = 0, pipes_here = 0, pipe_seen = -1, holds_moe = 0;
         for (int k = pl->loc_off[r]; k < pl->loc_off[r + 1]; k++) {
             int i = pl->loc[k]; /* increasing: pipe by pipe, stage by stage */
             x->params += prm[i];
+            x->expert_params += eprm[i];
             holds_head |= i % S == S - 1;
+            holds_moe |= pp_tune_moe_layers_in(m, pl->stages[i].layer_begin,
+                                               pl->stages[i].layer_end) > 0;
             pipes_here += i / S != pipe_seen;
             pipe_seen = i / S;
         }
+        /* the routed experts' gradients and Adam state are sharded over their own
+         * expert-data-parallel group (d x cp / ep ranks), the rest over d x cp */
+        double dense = x->params - x->expert_params;
         x->weights = x->params * bp.weights;
-        x->grads = x->params * bp.grads;
-        x->optim = x->params * bp.optim;
+        x->grads = dense * bp.grads + x->expert_params * bpe.grads;
+        x->optim = dense * bp.optim + x->expert_params * bpe.optim;
         if (s) {
             x->acts = pp_sched_in_flight_peak_split(s, r, w, held);
             x->peak_units = pp_sched_in_flight_peak(s, r, NULL);
@@ -345,7 +478,9 @@ static pp_status account(const pp_tune_model *m, const pp_config *c, const pp_tu
         /* One outgoing activation and one outgoing gradient in flight per pipe through the
          * rank (received tensors become the next stage's saved input, counted above). */
         x->comm = pl->ranks > 1 ? 2.0 * p2p * pipes_here : 0.0;
-        x->workspace = transient(m, c, o, holds_head) +
+        if (holds_moe) /* one MoE layer's all-to-all buffers at a time */
+            x->comm += moe.a2a;
+        x->workspace = transient(m, c, o, holds_head, holds_moe) +
                        (pp_tune_mixed_precision(o) ? GPU_FIXED_RESERVE : 0.0);
         x->total = x->weights + x->grads + x->optim + x->acts + x->comm + x->workspace;
     }
@@ -359,6 +494,11 @@ pp_status pp_tune_memory(const pp_tune_model *m, const pp_config *c, const pp_sc
     if (c->t < 1 || c->b < 1 || c->d < 1)
         return PP_ERR(PP_ERR_INVALID, "memory model needs t, b, d >= 1 (got t=%d b=%d d=%d)",
                       c->t, c->b, c->d);
+    if (!pp_tune_mixed_precision(o) && m->block.moe.experts > 0)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "%s: a mixture-of-experts model in fp32 (the bundled runtime's plan): "
+                      "pprun does not run MoE layers yet, so its memory plan has none; plan "
+                      "it in bf16 for a GPU cluster", m->name);
     if (!pp_tune_mixed_precision(o)) /* what the bundled runtime runs: its own plan */
         return pp_tune_memory_runtime(m, c, s, o, mem);
     pp_mem_place pl;

@@ -18,6 +18,8 @@ extern "C" {
 
 typedef struct {
     double params;    /* parameters held by the rank (all its stages, after tensor split) */
+    double expert_params; /* of which routed experts' (MoE: synchronised and sharded over the
+                             expert-data-parallel group, pp_tune_expert_dp_config) */
     double weights;   /* bytes */
     double grads;
     double optim;
@@ -85,6 +87,37 @@ typedef struct {
     double weights, grads, optim;
 } pp_tune_param_bytes;
 pp_tune_param_bytes pp_tune_bytes_per_param(const pp_tune_opts *o, const pp_config *c);
+/* ---- mixture-of-experts (memory.c) ----
+ * c's expert parallelism (1 where unset). */
+int pp_tune_ep(const pp_config *c);
+/* The configuration whose data-parallel group is c's expert-data-parallel group: the d x cp
+ * ranks holding a stage's dense weights hold the same routed experts in groups of ep, so each
+ * expert is replicated on d x cp / ep ranks (Megatron-Core's expert data parallelism): cp 1,
+ * d = d x cp / ep. Its pp_tune_bytes_per_param and the time model's sync and optimizer
+ * functions give the experts' figures. */
+pp_config pp_tune_expert_dp_config(const pp_config *c);
+/* One layer's parameters on a rank after the tensor split (norms and the router replicated):
+ * *dense everything but the routed experts (attention, norms, router, shared experts; or the
+ * dense MLP), *experts the rank's routed experts (experts/ep of them, each split by t: expert
+ * tensor parallelism = t). moe: whether the layer is a MoE layer. */
+void pp_tune_layer_params_rank(const pp_tune_model *m, const pp_config *c, int moe,
+                               double *dense, double *experts);
+/* A MoE layer's activation terms for one micro-batch on the busiest expert-parallel rank,
+ * bytes (memory.c says each term's derivation); routed terms include the load imbalance. */
+typedef struct {
+    double dispatch; /* top_k copies of each token's hidden state, permuted for the experts */
+    double experts;  /* the routed experts' SwiGLU intermediates: gate, up, their product */
+    double combine;  /* top_k expert outputs kept for the weighted sum's backward */
+    double router;   /* the router's logits and probabilities (fp32) */
+    double shared;   /* the shared experts' MLP activations (0 without shared experts) */
+    double a2a;      /* the all-to-all's send and receive buffers (transient, in comm) */
+    double total;    /* dispatch + experts + combine + router + shared (not a2a) */
+} pp_tune_moe_acts;
+void pp_tune_moe_acts_of(const pp_tune_model *m, const pp_config *c, const pp_tune_opts *o,
+                         pp_tune_moe_acts *out);
+/* Mixture-of-experts layers among layers [begin, end) of m. */
+int pp_tune_moe_layers_in(const pp_tune_model *m, int begin, int end);
+
 /* The ranks that hold the same weights and so reduce gradients together and share sharded
  * state: d x cp (context-parallel ranks hold the same weights; Megatron's data-parallel group
  * with context parallelism). */

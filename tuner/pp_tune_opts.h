@@ -33,6 +33,8 @@ typedef struct {
     double headroom;       /* fraction of device memory kept free, default 0.05 */
     double gemm_efficiency; /* fraction of the hw GEMM rate a layer's GEMMs reach, default 1 */
     pp_tune_grad_accum grad_accum; /* default FUSED */
+    double moe_imbalance;   /* mixture-of-experts: the busiest expert-parallel rank's routed
+                               tokens over the mean (>= 1; 0: PP_TUNE_MOE_IMBALANCE) */
     unsigned without;       /* PP_TUNE_FX_* effects of the time model switched off (0: all on);
                                only for measuring each effect's share (pptune validate) */
 } pp_tune_opts;
@@ -57,12 +59,25 @@ enum {
     PP_TUNE_FX_DP_LATENCY = 1u << 14, /* NCCL's per-collective and per-hop latencies of the
                                          data-parallel collectives (ring or tree, the faster)
                                          and of the context-parallel ring's steps */
-    PP_TUNE_FX_COUNT = 15
+    PP_TUNE_FX_MOE_OVERLAP = 1u << 15, /* a schedule's overlapped F/B pairs (DualPipeV) hide
+                                          the MoE all-to-alls behind the paired compute */
+    PP_TUNE_FX_COUNT = 16
 };
 /* "tp-busbw", "recompute-ar", ... for bit i; NULL past the last. */
 const char *pp_tune_fx_name(int i);
 
 void pp_tune_opts_default(pp_tune_opts *o);
+
+/* The default load imbalance of a dropless MoE layer: the busiest expert-parallel rank
+ * receives this many times the mean of the routed tokens (its expert GEMMs, and the
+ * all-to-all it receives, take that much longer; the layer waits for it). 1.25 is the
+ * capacity factor Switch Transformer trains with (Fedus et al., "Switch Transformers",
+ * arXiv:2101.03961, sec. 2.2 and Table 1), the max/mean expert load its routers are sized
+ * for once the auxiliary loss balances them: a published design bound, not a measurement of
+ * one run's loads. --moe-imbalance changes it. */
+#define PP_TUNE_MOE_IMBALANCE 1.25
+/* o's factor (its moe_imbalance, or the default). */
+double pp_tune_moe_imbalance(const pp_tune_opts *o);
 
 /* ---- The searched settings a user may force (axes.c) --------------------------------------- */
 /* Each field: a value forces it for every candidate (pptune --recompute full ...); the
@@ -74,6 +89,7 @@ typedef struct {
     int sequence_parallel; /* PP_TUNE_SEARCHED, 0 or 1 */
     int shard;             /* PP_TUNE_SEARCHED, or a pp_shard */
     int cp;                /* PP_TUNE_SEARCHED, or c >= 1 */
+    int ep;                /* PP_TUNE_SEARCHED, or e >= 1 (expert parallelism, MoE models) */
 } pp_tune_force;
 #define PP_TUNE_SEARCHED (-1)
 /* Every axis searched. */

@@ -28,6 +28,7 @@ typedef struct {
      * every one to none / off / none and cp 0 is searched: call pp_tune_force_init. */
     pp_tune_force force;
     int max_cp;          /* largest context parallelism tried, 0 = 16 (a power of two) */
+    int max_ep;          /* largest expert parallelism tried (MoE models), 0 = 64 */
     int global_batch;    /* sequences; 0 = the model's default */
     const char *schedules; /* comma list; NULL = the registry's default set (the rows not
                               opt_in: all eight, the zero-bubble family included) */

@@ -32,6 +32,12 @@ typedef struct {
     double embed_i, embed_w; /* embed_b split (the scatter-add is a weight gradient: i = 0) */
     double head_f, head_b;   /* final norm + LM head + loss on a pipe's last stage */
     double head_i, head_w;   /* head_b split: logits' dgrad, loss, norm | the head's wgrad */
+    /* a mixture-of-experts layer (its MLP the router, the routed and shared experts;
+     * 0 for a dense model): its times as layer_* above, its recomputation, and the
+     * dispatch + combine all-to-alls inside moe_f and moe_b (= inside moe_i), which a
+     * schedule's overlapped F/B pair can hide (pp_tune_costs) */
+    double moe_f, moe_b, moe_i, moe_w, moe_recompute;
+    double moe_a2a_f, moe_a2a_b;
     double tp_allreduce;     /* per layer per direction (already inside layer_f/layer_b) */
     double p2p_bytes;        /* bytes of one stage-boundary activation transfer (per TP rank) */
     double p2p_gather;       /* s: the receiver's all-gather of the 1/t shares (0 for t = 1) */
@@ -43,6 +49,14 @@ void pp_tune_op_times_compute(const pp_tune_model *m, const pp_tune_hw *hw,
 /* Ring all-reduce of `bytes` over n ranks on links of bandwidth bw (B/s) and latency lat (s):
  * 2 (n-1)/n bytes/bw + 2 (n-1) lat (Patarasuk & Yuan; NCCL's busbw definition). */
 double pp_tune_ring_allreduce(double bytes, int n, double bw, double lat);
+/* One MoE all-to-all (dispatch or combine) of one micro-batch on the busiest rank, s: each of
+ * the rank's local tokens (s b / cp, its 1/t shard under sequence parallelism) sends top_k
+ * hidden states, (ep - 1) / ep of them to other ranks, times the load imbalance; over NVLink
+ * when the t x cp x ep ranks fit a node (Megatron-Core's rank order tp-cp-ep-dp-pp puts the
+ * expert-parallel ranks beside the tensor and context ranks), else over each GPU's NIC; plus
+ * ep - 1 per-peer latencies. 0 for ep = 1 or a dense model. */
+double pp_tune_moe_a2a_time(const pp_tune_model *m, const pp_tune_hw *hw, const pp_config *c,
+                            const pp_tune_opts *o);
 
 /* Extra per-step times outside the pipeline schedule. */
 typedef struct {

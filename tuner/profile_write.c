@@ -124,6 +124,19 @@ static json_t *model_json(const pp_tune_model *m)
                         m->rope_scaling[0] ? json_string(m->rope_scaling) : json_null());
     if (m->norm_eps > 0)
         json_object_set_new(o, "norm_eps", json_real(m->norm_eps));
+    /* 1.5: the mixture-of-experts layers (an exporter must not guess them) */
+    const pp_moe_cfg *e = &m->block.moe;
+    if (e->experts > 0)
+        json_object_set_new(
+            o, "moe",
+            json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:b, s:f}", "experts",
+                      e->experts, "top_k", e->top_k, "ffn", e->ffn, "shared", e->shared,
+                      "shared_ffn", e->shared_ffn, "every", e->every > 1 ? e->every : 1,
+                      "phase", e->every > 1 ? e->phase : 0, "first_dense", e->first_dense,
+                      "router", e->router == PP_ROUTER_SIGMOID ? "sigmoid" : "softmax",
+                      "norm_topk", e->norm_topk, "aux_coef", e->aux_coef));
+    if (m->block.qk_norm)
+        json_object_set_new(o, "qk_norm", json_true());
     /* 1.4: what pprun is given (pprun --profile reads the config.json and checks its SHA-256) */
     json_object_set_new(o, "origin",
                         m->config_path[0]

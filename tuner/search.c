@@ -54,11 +54,12 @@ typedef struct {
     long i;
 } ranked;
 
-/* The per-op times the bound needs depend on (b, t, cp, sequence parallelism, recompute) only:
+/* The per-op times the bound needs depend on (b, t, cp, sequence parallelism, recompute, ep)
+ * only:
  * the bound asks this table first (a few distinct keys serve every candidate). */
 #define OT_MEMO 64
 typedef struct {
-    int b, t, cp, sp, rc, used;
+    int b, t, cp, sp, rc, ep, used;
     pp_tune_op_times ot;
 } ot_memo;
 
@@ -158,6 +159,7 @@ static pp_status offer(search *x, const pp_config *c)
     }
     pp_tune_axes_ctx a = {.m = x->m, .o = x->o, .force = &x->sp->force,
                           .runtime_only = x->o->precision == PP_PREC_FP32,
+                          .max_ep = x->sp->max_ep,
                           .fn = offer_setting, .ctx = x};
     long first = x->n_cands;
     PP_TRY(pp_tune_axes_each(&a, *c));
@@ -355,12 +357,12 @@ static const pp_tune_op_times *op_times(search *x, const pp_config *c)
     for (int i = 0; i < OT_MEMO && x->memo[i].used; i++) {
         const ot_memo *e = &x->memo[i];
         if (e->b == c->b && e->t == c->t && e->cp == c->cp && e->sp == sp &&
-            e->rc == (int)c->recompute)
+            e->rc == (int)c->recompute && e->ep == c->ep)
             return &e->ot;
     }
     ot_memo *e = &x->memo[x->memo_next++ % OT_MEMO];
     *e = (ot_memo){.b = c->b, .t = c->t, .cp = c->cp, .sp = sp, .rc = (int)c->recompute,
-                   .used = 1};
+                   .ep = c->ep, .used = 1};
     pp_tune_op_times_compute(x->m, x->hw, c, x->o, &e->ot);
     return &e->ot;
 }
@@ -370,23 +372,40 @@ static void bound(search *x, const pp_config *c, double *time_lb, double *static
     const pp_tune_model *m = x->m;
     const pp_tune_opts *o = x->o;
     pp_tune_op_times ot = *op_times(x, c);
-    double per_mb = m->layers * (ot.layer_f + ot.layer_b) + recomputed(m, c) * ot.recompute;
+    /* MoE layers: their all-to-alls may hide behind overlapped pairs, so the bound leaves
+     * them out, and takes the cheaper recomputation of the two layer kinds */
+    pp_tune_params pc;
+    pp_tune_model_params(m, &pc);
+    double nm = pc.moe_layers, nd = m->layers - nm;
+    double per_mb = nd * (ot.layer_f + ot.layer_b) +
+                    nm * (ot.moe_f + ot.moe_b - ot.moe_a2a_f - ot.moe_a2a_b) +
+                    recomputed(m, c) * (nm > 0 ? fmin(ot.recompute, ot.moe_recompute - ot.moe_a2a_f)
+                                               : ot.recompute);
     per_mb += ot.embed_f + ot.embed_b + ot.head_f + ot.head_b;
     double compute = (double)c->N * per_mb / c->p;
 
-    pp_tune_params pc;
-    pp_tune_model_params(m, &pc);
     const pp_sched_desc *d = pp_sched_lookup(c->schedule);
-    double avg_params = pc.total / c->t * (d ? d->weight_replicas : 1) / c->p;
-    pp_tune_param_bytes bp = pp_tune_bytes_per_param(o, c);
-    *static_lb = avg_params * (bp.weights + bp.grads + bp.optim);
+    /* the routed experts: experts / ep of them per rank, their state over d cp / ep ranks */
+    double routed = nm * (double)m->block.moe.experts * pc.expert;
+    int reps = d ? d->weight_replicas : 1;
+    double avg_params = (pc.total - routed) / c->t * reps / c->p;
+    double avg_experts = routed / pp_tune_ep(c) / c->t * reps / c->p;
+    pp_config ce = pp_tune_expert_dp_config(c);
+    pp_tune_param_bytes bp = pp_tune_bytes_per_param(o, c), bpe = pp_tune_bytes_per_param(o, &ce);
+    *static_lb = avg_params * (bp.weights + bp.grads + bp.optim) +
+                 avg_experts * (bpe.weights + bpe.grads + bpe.optim);
     /* gradient sharding's reduce-scatter per micro-batch (affine in the parameters, at least
      * one per stage: the average rank's is a lower bound on the busiest's) */
     if (!d || d->weight_replicas == 1)
-        compute += c->N * pp_tune_grad_shard_time(x->hw, c, o, avg_params);
+        compute += c->N * (pp_tune_grad_shard_time(x->hw, c, o, avg_params) +
+                           (avg_experts > 0 ? pp_tune_grad_shard_time(x->hw, &ce, o, avg_experts)
+                                            : 0.0));
     /* the DP sync and optimizer step of an average rank (the slowest moves at least as much) */
     *time_lb = compute + pp_tune_dp_sync_time(x->hw, c, o, avg_params) +
                pp_tune_optimizer_time(x->hw, c, o, avg_params);
+    if (avg_experts > 0)
+        *time_lb += pp_tune_dp_sync_time(x->hw, &ce, o, avg_experts) +
+                    pp_tune_optimizer_time(x->hw, &ce, o, avg_experts);
 }
 
 /* Increasing bound; equal bounds in enumeration order (qsort is not stable: the index makes

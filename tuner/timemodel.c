@@ -42,7 +42,7 @@ const char *pp_tune_fx_name(int i)
     static const char *const names[PP_TUNE_FX_COUNT] = {
         "tp-busbw", "recompute-ar", "seq-par", "attention", "gemm-shape", "kernel-cost",
         "dp-nics", "p2p-share", "p2p-blocking", "optimizer-passes", "embed-allreduce",
-        "loss-passes", "p2p-rate", "grad-accum", "dp-latency"};
+        "loss-passes", "p2p-rate", "grad-accum", "dp-latency", "moe-overlap"};
     return i >= 0 && i < PP_TUNE_FX_COUNT ? names[i] : NULL;
 }
 
@@ -226,6 +226,64 @@ static void cp_ring(const pp_tune_model *m, const pp_tune_hw *hw, const pp_confi
     *b = (c->cp - 1) * fmax(0.0, xfer_b - step_b);
 }
 
+double pp_tune_moe_a2a_time(const pp_tune_model *m, const pp_tune_hw *hw, const pp_config *c,
+                            const pp_tune_opts *o)
+{
+    const pp_moe_cfg *e = &m->block.moe;
+    int ep = pp_tune_ep(c);
+    if (e->experts <= 0 || ep <= 1)
+        return 0.0;
+    double sp = c->sequence_parallel && c->t > 1 ? c->t : 1.0;
+    double tokens = (double)m->seq * c->b / cp_of(c) / sp;
+    double bytes = pp_tune_moe_imbalance(o) * tokens * e->top_k * m->hidden * dtype_bytes(o) *
+                   (ep - 1.0) / ep;
+    int intra = (long)c->t * (long)cp_of(c) * ep <= hw->gpus_per_node;
+    double bw = intra ? hw->intra_bw : hw->inter_bw * (hw->cpu_devices ? 1.0 : IB_EFFICIENCY);
+    double lat = intra ? hw->intra_lat : hw->inter_lat;
+    return bytes / bw + (ep - 1) * lat;
+}
+
+/* A MoE layer's times from the dense layer's (out's layer_*): the dense MLP's GEMMs (mlp, one
+ * direction) and its ffn-wide element-wise work (mlp_elem) replaced by
+ *   the router: a GEMM of the local tokens against the experts' logits (h x E, replicated over
+ *     the tensor ranks), its softmax/top-k element-wise;
+ *   the routed experts: grouped GEMMs (Megatron's --moe-grouped-gemm) at top_k x tokens x the
+ *     load imbalance rows (the busiest rank's), the expert width split by t; timed as one GEMM
+ *     of all the rows (not modelled: a grouped GEMM's loss on small per-expert groups);
+ *   the shared experts: a dense MLP of their width at the tokens;
+ *   the permutation before and after the experts (read + write the routed rows, twice);
+ *   the dispatch and combine all-to-alls, forward and backward (4 per layer and micro-batch,
+ *     pp_tune_moe_a2a_time each), not overlapped inside the layer (Megatron's alltoall
+ *     dispatcher waits for them); a schedule's overlapped pairs hide them (pp_tune_costs).
+ * Backward: each GEMM twice (dgrad in I, wgrad in W), element-wise twice, the all-to-alls in
+ * I. Full recomputation redoes the forward, all-to-alls included. */
+static void moe_layer_times(const pp_tune_model *m, const pp_tune_hw *hw, const pp_config *c,
+                            const pp_tune_opts *o, const roof *r, double mlp, double mlp_elem,
+                            pp_tune_op_times *out)
+{
+    const pp_moe_cfg *e = &m->block.moe;
+    double t = c->t, h = m->hidden, M = (double)m->seq * c->b / cp_of(c);
+    double sp = c->sequence_parallel && c->t > 1 ? t : 1.0, g = m->gated_mlp ? 2.0 : 1.0;
+    double rows = pp_tune_moe_imbalance(o) * e->top_k * M;
+    double router = gemm(r, M / sp, e->experts, h);
+    double experts = gemm(r, rows, e->ffn * g / t, h) + gemm(r, rows, h, e->ffn / t);
+    double shared = e->shared_ffn > 0 ? gemm(r, M, e->shared_ffn * g / t, h) +
+                                            gemm(r, M, h, e->shared_ffn / t)
+                                      : 0.0;
+    double elem = (r->dt * rows * e->ffn / t * (g + 1.0) + 4.0 * r->dt * rows / sp * h +
+                   3.0 * 4.0 * M / sp * e->experts) / r->bw + 6.0 * r->kernel;
+    double a2a = pp_tune_moe_a2a_time(m, hw, c, o);
+    double gemms = router + experts + shared - mlp, el = elem - mlp_elem;
+    out->moe_a2a_f = out->moe_a2a_b = 2.0 * a2a;
+    out->moe_f = out->layer_f + gemms + el + out->moe_a2a_f;
+    out->moe_b = out->layer_b + 2.0 * gemms + 2.0 * el + out->moe_a2a_b;
+    out->moe_i = out->layer_i + gemms + 2.0 * el + out->moe_a2a_b;
+    out->moe_w = out->layer_w + gemms;
+    out->moe_recompute = c->recompute == PP_RECOMPUTE_FULL
+                             ? out->recompute + gemms + el + out->moe_a2a_f
+                             : out->recompute;
+}
+
 static void layer_times(const pp_tune_model *m, const pp_tune_hw *hw, const pp_config *c,
                         const pp_tune_opts *o, const roof *r, double tp_ar,
                         pp_tune_op_times *out)
@@ -267,6 +325,11 @@ static void layer_times(const pp_tune_model *m, const pp_tune_hw *hw, const pp_c
      * is held for W, memory.c), so that W is local. W = every wgrad GEMM (dW = X^T dY). */
     out->layer_w = gemms_b - gemms;
     out->layer_i = gemms + attn_b + 2.0 * elem + out->cp_ring_b + ar_b * tp_ar;
+    if (m->block.moe.experts > 0) {
+        double mlp = gemm(r, M, f * (m->gated_mlp ? 2 : 1) / t, h) + gemm(r, M, h, f / t);
+        double mlp_elem = r->dt * M * f / t * (m->gated_mlp ? 3.0 : 2.0) / r->bw;
+        moe_layer_times(m, hw, c, o, r, mlp, mlp_elem, out);
+    }
 }
 
 void pp_tune_op_times_compute(const pp_tune_model *m, const pp_tune_hw *hw,
@@ -380,46 +443,121 @@ static double grad_accum_per_param(const pp_tune_hw *hw, const pp_config *c,
     }
 }
 
-/* accum: gradient accumulation per parameter (s); layer_params: one layer's on a rank (1/t);
- * end_params: the word embedding's share on the first stage, and the head's (or the tied
- * copy's) on the last. Recomputing layers add ot->recompute to B and I; with gradient
+/* accum: gradient accumulation per parameter (s); end_params: the word embedding's share on
+ * the first stage, and the head's (or the tied copy's) on the last. Recomputing layers add ot->recompute to B and I; with gradient
  * sharding each B (or W) reduce-scatters its stage's gradients into the ranks' shards before
  * the next micro-batch's gradients can accumulate: added to the op whole, as every gradient
  * sync here is timed without overlap (Megatron's default, no --overlap-grad-reduce; the
  * end-of-step sync of the other shardings is not overlapped either, so the three compare on
  * the same terms). */
-static void fill_compute(const pp_tune_op_times *ot, const pp_tune_hw *hw, const pp_config *c,
-                         const pp_tune_opts *o, const pp_sched *s, double accum,
-                         double layer_params, double end_params, pp_cost *cost)
+/* Recomputing layers of a stage [begin, end) (the first k: Megatron's block method) that are
+ * MoE layers. */
+static int moe_recomputed(const pp_tune_model *m, const pp_config *c, int begin, int end)
+{
+    return pp_tune_moe_layers_in(m, begin, begin + pp_tune_recomputed_layers(c, end - begin));
+}
+
+static void fill_compute(const pp_tune_model *m, const pp_tune_op_times *ot,
+                         const pp_tune_hw *hw, const pp_config *c, const pp_tune_opts *o,
+                         const pp_sched *s, double accum, double end_params, pp_cost *cost)
 {
     int S = s->stages_per_pipe;
+    /* a layer's parameters on a rank as the gradient traffic counts them (all / t); a MoE
+     * layer's routed experts apart (experts / ep of them) */
+    pp_tune_params pc;
+    pp_tune_model_params(m, &pc);
+    double routed = m->block.moe.experts > 0 ? m->block.moe.experts * pc.expert : 0.0;
+    double dense_p = pc.per_layer / c->t, moe_p = (pc.moe_layer - routed) / c->t;
+    double exp_p = routed / pp_tune_ep(c) / c->t;
+    pp_config ce = pp_tune_expert_dp_config(c);
     for (int pipe = 0; pipe < s->n_pipes; pipe++)
         for (int st = 0; st < S; st++) {
+            const pp_stage *g = pp_sched_stage(s, pipe, st);
             int k = pipe * S + st, layers = pp_sched_stage_layers(s, pipe, st);
-            double params = layers * layer_params + (st == 0 ? end_params : 0) +
+            int nm = pp_tune_moe_layers_in(m, g->layer_begin, g->layer_end), nd = layers - nm;
+            int rm = moe_recomputed(m, c, g->layer_begin, g->layer_end);
+            double params = nd * dense_p + nm * moe_p + (st == 0 ? end_params : 0) +
                             (st == S - 1 && S > 1 ? end_params : 0);
+            double experts = nm * exp_p;
             /* the receiver's gather of the 1/t shares follows a transfer from another rank;
              * a hand-over between two stages of one rank (the turn of a V) has none */
             int r = pp_sched_stage(s, pipe, st)->rank;
             double gather_f = pp_sched_rank_of(s, pipe, st - 1) != r ? ot->p2p_gather : 0;
             double gather_b = pp_sched_rank_of(s, pipe, st + 1) != r ? ot->p2p_gather : 0;
-            cost->f[k] = layers * ot->layer_f + (st == 0 ? ot->embed_f : gather_f) +
-                         (st == S - 1 ? ot->head_f : 0);
-            double again = pp_tune_recomputed_layers(c, layers) * ot->recompute;
-            cost->b[k] = layers * ot->layer_b + again + (st == 0 ? ot->embed_b : 0) +
-                         (st == S - 1 ? ot->head_b : gather_b) + accum * params;
+            cost->f[k] = nd * ot->layer_f + nm * ot->moe_f +
+                         (st == 0 ? ot->embed_f : gather_f) + (st == S - 1 ? ot->head_f : 0);
+            double again = (pp_tune_recomputed_layers(c, layers) - rm) * ot->recompute +
+                           rm * ot->moe_recompute;
+            cost->b[k] = nd * ot->layer_b + nm * ot->moe_b + again +
+                         (st == 0 ? ot->embed_b : 0) + (st == S - 1 ? ot->head_b : gather_b) +
+                         accum * (params + experts);
             /* split backward: the gather of the incoming gradient's shares feeds I; the
              * accumulation into the main gradient follows the wgrad GEMMs in W */
-            cost->i[k] = layers * ot->layer_i + again + (st == 0 ? ot->embed_i : 0) +
-                         (st == S - 1 ? ot->head_i : gather_b);
-            cost->w[k] = layers * ot->layer_w + (st == 0 ? ot->embed_w : 0) +
-                         (st == S - 1 ? ot->head_w : 0) + accum * params;
-            double rs = pp_tune_grad_shard_time(hw, c, o, params);
+            cost->i[k] = nd * ot->layer_i + nm * ot->moe_i + again +
+                         (st == 0 ? ot->embed_i : 0) + (st == S - 1 ? ot->head_i : gather_b);
+            cost->w[k] = nd * ot->layer_w + nm * ot->moe_w + (st == 0 ? ot->embed_w : 0) +
+                         (st == S - 1 ? ot->head_w : 0) + accum * (params + experts);
+            /* ZeRO-2: the experts' gradients reduce-scatter over their own group */
+            double rs = pp_tune_grad_shard_time(hw, c, o, params) +
+                        (experts > 0 ? pp_tune_grad_shard_time(hw, &ce, o, experts) : 0.0);
             cost->b[k] += rs;
             cost->w[k] += rs;
             cost->send_bytes_f[k] = ot->p2p_bytes;
             cost->send_bytes_b[k] = ot->p2p_bytes;
         }
+}
+
+/* The MoE all-to-alls an overlapped pair hides (DualPipe, arXiv:2412.19437 sec. 3.2.1: one
+ * micro-batch's forward chunk and another's backward chunk run together, each one's
+ * all-to-all hidden behind the other's compute). The schedule says which F and B are paired
+ * (pp_action.overlap: the F opening a pair, the B right after it closes it); the simulator runs
+ * a pair as F then B on one stream, so the overlap is modelled in the costs: a pair hides
+ * min(F's all-to-alls, B's compute without its own) + min(B's all-to-alls, F's compute
+ * without its own), and that is taken off the stages' f (the F's part) and b and i (the B's),
+ * spread over all the stage's F (or B) actions, since the cost table holds one figure per
+ * stage: a rank's total compute is exact, the order within it an average. Off with
+ * --without moe-overlap (pptune validate). */
+static pp_status hide_paired_a2a(const pp_tune_model *m, const pp_tune_op_times *ot,
+                                 const pp_tune_opts *o, const pp_sched *s, pp_cost *cost)
+{
+    if (ot->moe_a2a_f <= 0 || !fx(o, PP_TUNE_FX_MOE_OVERLAP))
+        return PP_OK;
+    int S = s->stages_per_pipe, K = s->n_pipes * S;
+    double *v = pp_calloc(4 * (size_t)K, sizeof *v);
+    if (!v)
+        return PP_ERR_NOMEM;
+    double *nf = v, *nb = v + K, *hf = v + 2 * K, *hb = v + 3 * K;
+    for (int r = 0; r < s->ranks; r++)
+        for (int j = 0; j < s->n_ops[r]; j++) {
+            const pp_action *a = &s->ops[r][j];
+            int k = a->pipe * S + a->stage;
+            if (a->op == PP_OP_F)
+                nf[k]++;
+            else if (a->op == PP_OP_B || a->op == PP_OP_I)
+                nb[k]++;
+            if (a->op != PP_OP_F || !a->overlap || j + 1 >= s->n_ops[r])
+                continue;
+            const pp_action *bw = &s->ops[r][j + 1];
+            int kb = bw->pipe * S + bw->stage;
+            const pp_stage *gf = pp_sched_stage(s, a->pipe, a->stage);
+            const pp_stage *gb = pp_sched_stage(s, bw->pipe, bw->stage);
+            double a2a_f = pp_tune_moe_layers_in(m, gf->layer_begin, gf->layer_end) *
+                           ot->moe_a2a_f;
+            double a2a_b = pp_tune_moe_layers_in(m, gb->layer_begin, gb->layer_end) *
+                           ot->moe_a2a_b;
+            hf[k] += fmin(a2a_f, cost->b[kb] - a2a_b);
+            hb[kb] += fmin(a2a_b, cost->f[k] - a2a_f);
+        }
+    for (int k = 0; k < K; k++) {
+        if (nf[k] > 0)
+            cost->f[k] -= hf[k] / nf[k];
+        if (nb[k] > 0) {
+            cost->b[k] -= hb[k] / nb[k];
+            cost->i[k] -= hb[k] / nb[k];
+        }
+    }
+    free(v);
+    return PP_OK;
 }
 
 /* Megatron-LM's pipeline transfers block both sides: batch_isend_irecv, req.wait() and then
@@ -646,9 +784,17 @@ pp_status pp_tune_costs(const pp_tune_model *m, const pp_tune_hw *hw, const pp_c
     }
     pp_tune_params pc;
     pp_tune_model_params(m, &pc);
-    double layer_params = pc.per_layer / c->t;
-    fill_compute(&ot, hw, c, o, s, grad_accum_per_param(hw, c, o), layer_params,
+    /* REDUCE of bidirectional schedules: a layer's parameters on a rank, the mean layer's
+     * for a MoE model (dense and MoE layers as the model has them) */
+    double layer_params = (pc.total - pc.embed - pc.head) / m->layers / c->t;
+    fill_compute(m, &ot, hw, c, o, s, grad_accum_per_param(hw, c, o),
                  (double)m->vocab * m->hidden / c->t, cost);
+    st = hide_paired_a2a(m, &ot, o, s, cost);
+    if (st != PP_OK) {
+        pp_cost_fini(cost);
+        free(own);
+        return st;
+    }
     fill_links(hw, c, o, s, cost);
     if (fx(o, PP_TUNE_FX_P2P_BLOCKING))
         fold_blocking_sends(s, cost);
@@ -657,9 +803,15 @@ pp_status pp_tune_costs(const pp_tune_model *m, const pp_tune_hw *hw, const pp_c
     double *dp_rank = extra->dp_rank;
     memset(extra, 0, sizeof *extra);
     extra->dp_rank = dp_rank;
+    /* the routed experts synchronise (and shard their state) over their expert-data-parallel
+     * group, the rest over d x cp; the two run one after the other */
+    pp_config ce = pp_tune_expert_dp_config(c);
     for (int r = 0; r < s->ranks; r++) {
-        double ar = pp_tune_dp_sync_time(hw, c, o, mem[r].params);
-        double opt = pp_tune_optimizer_time(hw, c, o, mem[r].params);
+        double dense = mem[r].params - mem[r].expert_params, ex = mem[r].expert_params;
+        double ar = pp_tune_dp_sync_time(hw, c, o, dense) +
+                    (ex > 0 ? pp_tune_dp_sync_time(hw, &ce, o, ex) : 0.0);
+        double opt = pp_tune_optimizer_time(hw, c, o, dense) +
+                     (ex > 0 ? pp_tune_optimizer_time(hw, &ce, o, ex) : 0.0);
         if (dp_rank)
             dp_rank[r] = ar;
         extra->dp_allreduce = fmax(extra->dp_allreduce, ar);

@@ -64,6 +64,10 @@ static const pp_opt rows[] = {
     {.name = "cp", .kind = PP_OPT_INT, .offset = OFF(force.cp), .min = 1, .arg = "C",
      .help = "context parallelism: the sequence over C ranks (ring\n"
              "attention, 2C must divide it); d = GPUs / (p t C)"},
+    {.name = "ep", .kind = PP_OPT_INT, .offset = OFF(force.ep), .min = 1, .arg = "E",
+     .help = "expert parallelism (mixture-of-experts models): each\n"
+             "expert over E ranks carved out of d x cp; E divides the\n"
+             "experts and d x cp"},
     {.kind = PP_OPT_SECTION, .help = "memory and time models:"},
     {.name = "no-flash-attention", .kind = PP_OPT_CLEAR, .offset = OFF(opts.flash_attention),
      .help = "keep the s x s attention scores"},
@@ -71,6 +75,11 @@ static const pp_opt rows[] = {
      .choices = GRAD_ACCUM, .arg = "fused|main|autograd16",
      .help = "gradient accumulation: in the wgrad GEMM, into the fp32\n"
              "main grad per micro-batch, or autograd's 16-bit (2021)",
+     .show_default = 1},
+    {.name = "moe-imbalance", .kind = PP_OPT_DOUBLE, .offset = OFF(opts.moe_imbalance),
+     .min = 1, .arg = "F",
+     .help = "MoE: the busiest expert rank's routed tokens over the\n"
+             "mean (Switch Transformer's capacity factor)",
      .show_default = 1},
     {.name = "headroom", .kind = PP_OPT_DOUBLE, .offset = OFF(opts.headroom),
      .code = PP_CLI_HEADROOM, .arg = "F", .help = "fraction of device memory kept free",
@@ -128,14 +137,6 @@ static int load_model(const char *cmd, const pp_cli_tune *c, pp_tune_model *m)
                                      : pp_tune_model_load_json(c->model_file, m);
     if (st != PP_OK)
         return pp_cmd_fail(cmd, st);
-    if (m->block.moe.experts > 0) /* planned as dense it would be wrong by the experts */
-        return pp_cmd_fail(
-            cmd, PP_ERR(PP_ERR_UNSUPPORTED,
-                        "%s: a mixture-of-experts model (%d experts, top-%d): the search and "
-                        "simulate do not model expert parallelism, the all-to-all or the "
-                        "experts' memory yet, so they plan no configuration for it; `pptune "
-                        "models --model-config FILE` shows its parameters",
-                        m->source, m->block.moe.experts, m->block.moe.top_k));
     if (c->seq > PP_TUNE_MAX_SEQ)
         return pp_cmd_usage_error(cmd, "--seq: expected at most %d, got %d", PP_TUNE_MAX_SEQ,
                                   c->seq);
@@ -249,7 +250,9 @@ void pp_cli_tune_describe(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw
     char forced[160];
     pp_tune_force_flags(f, forced, sizeof forced);
     pp_cli_wrapped(fp, 9,
-                   "settings recompute, sequence parallelism, sharding, context parallelism: %s%s%s",
+                   "settings recompute, sequence parallelism, sharding, context parallelism%s: "
+                   "%s%s%s",
+                   m->block.moe.experts > 0 ? ", expert parallelism" : "",
                    forced[0] ? "searched except " : "searched", forced,
                    o->precision == PP_PREC_FP32
                        ? " (CPU devices: the bundled runtime runs no gradient sharding yet, so "

@@ -18,9 +18,16 @@ on 32 is one too: p=2 v=7 uneven), a sequence-parallel case
 Qwen2.5 7B, Llama 3.1 8B), each searched by this pptune restricted to the schedules upstream
 Megatron-LM runs, and the profiles kept in tests/fixtures/profiles (written by older pptunes).
 
+Besides, issue 28's mixture-of-experts searches (Mixtral 8x7B and Qwen3-30B-A3B from
+tests/fixtures/hf on 16 nodes, --for megatron): their experts, top-k, widths, layer pattern,
+router, auxiliary loss, dispatcher, grouped GEMM, ep and qk_layernorm as TransformerConfig has
+them.
+
 Stubbed, because they cannot run on a CPU without a GPU or pull in Megatron-LM's whole
-training loop: megatron.training.utils.get_device_arch_version (it asks CUDA for the device's
-compute capability: answered 9, the H100 of the dgx-h100 cluster the profiles plan for); the
+training loop: megatron.training.utils.get_device_arch_version and torch.cuda.
+get_device_capability (they ask CUDA for the device's compute capability: answered 9 / (9, 0),
+the H100 of the dgx-h100 cluster the profiles plan for; validate_args asks the latter for
+--moe-grouped-gemm); the
 names megatron/training/utils.py imports at its top and validate_args never calls
 (megatron.training.get_args / get_timers / get_adlr_autoresume, which live in the training
 loop's package, and megatron.legacy.model.module.param_is_not_shared, the legacy models): they
@@ -67,6 +74,9 @@ def import_megatron_arguments():
     import megatron.training.arguments as arguments
 
     utils.get_device_arch_version = arguments.get_device_arch_version = lambda: 9
+    # --moe-grouped-gemm: validate_args asks CUDA for the compute capability (the H100's, 9.0)
+    import torch
+    torch.cuda.get_device_capability = lambda *a, **k: (9, 0)
     return arguments
 
 
@@ -147,6 +157,33 @@ def validate(arguments, flags, env, world):
         os.environ.update(saved)
 
 
+def moe_checks(name, profile, args, cfg):
+    """A mixture-of-experts profile: Megatron's arguments and TransformerConfig carry its
+    experts, top-k, widths, layer pattern, router, auxiliary loss, dispatcher and ep."""
+    c, model = profile["chosen"]["config"], profile["model"]
+    moe = model["moe"]
+    freq = cfg.moe_layer_freq
+    layers = ([1 if l % freq == 0 else 0 for l in range(model["layers"])]
+              if isinstance(freq, int) else list(freq))
+    every = moe["every"]
+    want_layers = [1 if l >= moe["first_dense"] and (every <= 1 or l % every == moe["phase"])
+                   else 0 for l in range(model["layers"])]
+    check((cfg.num_moe_experts, cfg.moe_router_topk, cfg.moe_ffn_hidden_size,
+           cfg.moe_shared_expert_intermediate_size or 0, args.expert_model_parallel_size,
+           cfg.moe_router_score_function, cfg.moe_router_pre_softmax,
+           cfg.moe_token_dispatcher_type, cfg.moe_grouped_gemm, cfg.moe_aux_loss_coeff,
+           cfg.qk_layernorm)
+          == (moe["experts"], moe["top_k"], moe["ffn"], moe["shared_ffn"], c.get("ep", 1),
+              moe["router"], moe["router"] == "softmax" and not moe["norm_topk"],
+              "alltoall", True, moe["aux_coef"], bool(model.get("qk_norm"))),
+          f"{name}: TransformerConfig has the {moe['experts']} experts, top-{moe['top_k']}, "
+          f"expert width {moe['ffn']}, ep {c.get('ep', 1)}, router, aux loss, alltoall, "
+          f"grouped GEMM and qk_layernorm {bool(model.get('qk_norm'))}")
+    check(layers == want_layers,
+          f"{name}: moe_layer_freq {freq!r} makes the model's MoE layers "
+          f"({sum(want_layers)} of {model['layers']})")
+
+
 def one_case(arguments, name, path, work):
     with open(path) as fp:
         profile = json.load(fp)
@@ -207,6 +244,8 @@ def one_case(arguments, name, path, work):
     if "norm_eps" in model:
         check(args.layernorm_epsilon == model["norm_eps"] == cfg.layernorm_epsilon,
               f"{name}: norm epsilon {args.layernorm_epsilon} (TransformerConfig.layernorm_epsilon) is the model's {model['norm_eps']}")
+    if model.get("moe"):
+        moe_checks(name, profile, args, cfg)
     want, got_layers = pptune_stages(profile), megatron_stages(arguments, args, cfg)
     check(want == got_layers,
           f"{name}: get_num_layers_to_build gives pptune's split on every (rank, virtual stage)"
@@ -219,6 +258,17 @@ def main():
     print(f"import of Megatron-LM's arguments.py with megatron-core: {time.time() - t0:.1f} s")
     work = tempfile.mkdtemp(prefix="pp_py_megatron_export_")
     cases = pptune_golden.golden_set(PPTUNE, work, "gpipe,1f1b,interleaved", check)
+    # issue 28's done-when: Mixtral 8x7B and Qwen3-30B-A3B from their config.json on 16 nodes,
+    # searched for Megatron-LM (expert parallelism among the axes)
+    hf = os.path.join(pptune_golden.FIXTURES, "hf")
+    for name, f in (("mixtral-8x7b-x16", "mixtral-8x7b-v0.1.json"),
+                    ("qwen3-30b-a3b-x16", "qwen3-30b-a3b.json")):
+        path = os.path.join(work, name + ".json")
+        r = run("--model-config", os.path.join(hf, f), "--nodes", "16", "--for", "megatron",
+                "-o", path)
+        if check(r.returncode == 0 and " ep=" in r.stdout,
+                 f"{name}: pptune --model-config {f} --nodes 16 --for megatron picks ep > 1"):
+            cases.append((name, path))
     seen = set()
     for name, path in cases:
         with open(path) as fp:
