@@ -107,12 +107,13 @@ static pp_status wgrad(pp_backend *be, float *dw, float *db, const float *dy, co
 
 typedef struct {
     float *dres;    /* (Nl, C) gradient of the residual stream */
-    float *dln;     /* (Nl, C) gradient of a LayerNorm output / attention output */
+    float *dln;     /* (Nl, C) gradient of a LayerNorm output, or (N, max(C, qd)) of the
+                       attention output (pp_rt_size_datt_cols) */
     float *dbig;    /* (N, max(F, 3C)) gradient of the MLP hidden or of qkv */
     float *scratch; /* attention_scratch_bytes */
     /* sequence parallelism only (else NULL): */
     float *dfull; /* (N, C) all-gathered dres, or a partial sum before its reduce-scatter */
-    float *gath;  /* (N, C) an all-gathered LayerNorm output (or d(attention output)) */
+    float *gath;  /* (N, C) an all-gathered LayerNorm output, or (N, qd) d(attention output) */
     float *lng;   /* (nl * 4 + 2) C: this micro-batch's partial LayerNorm gradients */
     /* context parallelism with blocks only (else NULL): the ring's block of K/V gradients
      * (pp_rt_size_cp_kv_floats; its block of K/V is st->cp_kv, right before it) and
@@ -326,13 +327,14 @@ static pp_status workspace_alloc(pp_rt_stage *st, workspace *ws)
     ws->bytes = pp_rt_size_bwd_ws(&st->d, (size_t)st->B, (size_t)st->T, nl, st->has_head,
                                   scratch); /* pp_rt_sizes.h */
     PP_TRY(pp_stage_mem_alloc(st, ws->bytes, PP_MEM_WORKSPACE, &ws->mem));
+    size_t ac = pp_rt_size_datt_cols(&st->d, nl); /* the attention output's gradient */
     ws->dres = ws->mem;
     ws->dln = ws->dres + Nl * C;
-    ws->dbig = ws->dln + Nl * C;
+    ws->dbig = ws->dln + Nl * (st->sp > 1 ? C : ac);
     float *p = ws->dbig + big;
     if (st->sp > 1) { /* the layout of pp_rt_size_bwd_ws: dfull, gath (blocks), lng */
         ws->dfull = p, p += N * C;
-        ws->gath = nl > 0 ? p : NULL, p += nl > 0 ? N * C : 0;
+        ws->gath = nl > 0 ? p : NULL, p += nl > 0 ? N * ac : 0;
         ws->lng = p, p += nl * 2 * nrm + (st->has_head ? nrm : 0);
     }
     if (st->cp > 1 && nl > 0) { /* then the ring's blocks and statistics */

@@ -309,12 +309,23 @@ static inline size_t pp_rt_size_qkn_grads_floats(const pp_rt_dims *d, size_t lay
     return d->t > 1 ? layers * d->qkn_g : 0;
 }
 
+/* Width of the buffer that takes the gradient of the attention output (N rows: dln without
+ * sequence parallelism, the all-gather buffer with it): C, or the rank's q width where that
+ * is wider (head_dim x heads > hidden, e.g. Qwen3-30B-A3B: 32 x 128 = 4096 > 2048). */
+static inline size_t pp_rt_size_datt_cols(const pp_rt_dims *d, size_t layers)
+{
+    return layers > 0 && d->qd > d->C ? d->qd : d->C;
+}
+
 /* Bytes of a backward's workspace on one tensor-parallel rank (runtime/stage_bwd.c,
  * PP_MEM_WORKSPACE, freed at its end): dres and dln (N C / sp each), with blocks the widest
  * intermediate gradient (N max(fc, qkv): the MLP's hidden, or qkv) and the attention scratch
+ * (dln N pp_rt_size_datt_cols wide without sequence parallelism, as it takes the attention
+ * output's gradient)
  * (attn_scratch: the backend's, for the rank's Hl heads). Under sequence parallelism
  * (sp > 1) also a whole (N, C) gradient (the all-gather of dres, or the sum a reduce-scatter
- * takes), with blocks a second (N, C) for the all-gathered norm outputs, and the
+ * takes), with blocks a second (N, pp_rt_size_datt_cols) for the all-gathered norm outputs and
+ * the attention output's gradient, and the
  * micro-batch's partial norm gradients (2 norm floats per block, norm for the final one) that
  * are all-reduced at its end. Under context parallelism (cp > 1), with blocks, the ring's
  * block of K/V and of their gradient (two of pp_rt_size_cp_kv_floats) and rowsum(dy y)
@@ -326,9 +337,10 @@ static inline size_t pp_rt_size_bwd_ws(const pp_rt_dims *d, size_t B, size_t T, 
 {
     size_t C = d->C, sp = d->sp, N = B * T;
     size_t big = layers > 0 ? N * (d->fc > d->qkv ? d->fc : d->qkv) : 0;
-    size_t n = 2 * (N / sp) * C + big;
+    size_t ac = pp_rt_size_datt_cols(d, layers);
+    size_t n = (N / sp) * C + (N / sp) * (sp > 1 ? C : ac) + big;
     if (sp > 1)
-        n += N * C + (layers > 0 ? N * C : 0) + layers * 2 * d->norm + (has_head ? d->norm : 0);
+        n += N * C + (layers > 0 ? N * ac : 0) + layers * 2 * d->norm + (has_head ? d->norm : 0);
     if (layers > 0)
         n += 2 * pp_rt_size_cp_kv_floats(d, N) + pp_rt_size_cp_stats_floats(d, N);
     n += pp_rt_size_rc_ws_floats(d, B, T, layers) + pp_rt_size_qkn_grads_floats(d, layers);
