@@ -56,6 +56,7 @@ static const double TOL_PARAM_TENSOR = 1e-3;
 #define ADAMW PP_TEST_ADAMW
 static const pp_model_cfg GPT = PP_TEST_GPT(L, T);
 static const pp_model_cfg LLAMA = PP_TEST_LLAMA(L, T);
+static const pp_model_cfg QWEN3 = PP_TEST_QWEN3(L, T);
 
 /* The model the grid runs: GPT's, or LLAMA where a test sets it (each test is its own
  * process). */
@@ -519,6 +520,55 @@ Test(runtime_tp, llama_tp_drop_f_fails)
     cmp g = compare(&a, 2, &ref, 1);
     cr_assert(g.worst_tensor > 100 * TOL, "without f the gradients differ by only %.3g (%s)",
               g.worst_tensor, g.worst);
+    run_free(&a);
+    run_free(&ref);
+}
+
+/* ---- Qwen3's block (per-head q/k RMSNorm, head_dim 8 for hidden 16 / 4 heads): every
+ * schedule at t = 2, with and without sequence parallelism; the norms' weights are whole on
+ * every tensor rank and their gradients (of each rank's heads) all-reduced ---- */
+
+#define TP_QWEN3_CASE(name, kind)                                                                  \
+    Test(runtime_tp, qwen3_##name##_t2)                                                            \
+    {                                                                                              \
+        MODEL = QWEN3;                                                                             \
+        check_kind(kind, 2);                                                                       \
+    }                                                                                              \
+    Test(runtime_tp, qwen3_##name##_sp_t2)                                                         \
+    {                                                                                              \
+        MODEL = QWEN3;                                                                             \
+        check_kind_sp(kind, 2, 1);                                                                 \
+    }
+TP_QWEN3_CASE(gpipe, "gpipe")
+TP_QWEN3_CASE(onef1b, "1f1b")
+TP_QWEN3_CASE(interleaved, "interleaved")
+TP_QWEN3_CASE(chimera, "chimera")
+TP_QWEN3_CASE(bitpipe, "bitpipe")
+TP_QWEN3_CASE(zb_h1, "zb-h1")
+TP_QWEN3_CASE(zbv, "zbv")
+TP_QWEN3_CASE(dualpipev, "dualpipev")
+
+Test(runtime_tp, qwen3_interleaved_split_w_after_i_t2_sp)
+{
+    MODEL = QWEN3;
+    check_kind_opts("interleaved", 2, 1, SPLIT_W_AFTER_I);
+}
+
+/* Without the all-reduce of the q/k norms' gradients each tensor rank keeps its own heads'
+ * part: the gradients differ from t = 1's and between the ranks. */
+Test(runtime_tp, qwen3_tp_drop_qk_norm_grad_allreduce_fails)
+{
+    MODEL = QWEN3;
+    run ref, a;
+    run_case("1f1b", 1, &ref);
+    pp_stage_tp_fault = PP_TP_DROP_QKN;
+    run_case("1f1b", 2, &a);
+    pp_stage_tp_fault = PP_TP_DROP_NONE;
+    cmp g = compare(&a, 2, &ref, 1);
+    cr_assert(g.worst_tensor > 100 * TOL && strstr(g.worst, "norm"),
+              "without the q/k norms' all-reduce the gradients differ by only %.3g (%s)",
+              g.worst_tensor, g.worst);
+    cr_assert(g.split_brain > 0, "the q/k norms' gradients agree between the ranks");
     run_free(&a);
     run_free(&ref);
 }
