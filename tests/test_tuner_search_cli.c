@@ -544,6 +544,34 @@ Test(tuner_search_cli, a_config_json_search_trials_its_llama_block_and_its_launc
     rmdir(dir);
 }
 
+/* A Qwen3ForCausalLM config.json (tests/fixtures/hf/tiny-qwen3.json: the per-head q/k RMSNorm,
+ * head_dim 16 for hidden 32 / 4 heads): the search trials Qwen3's block in pprun and prints its
+ * launch line. */
+Test(tuner_search_cli, a_qwen3_config_json_search_trials_its_block)
+{
+    char dir[] = "/tmp/pptune_qwen3search_XXXXXX";
+    pp_test_run_result r = hf_search(dir, PP_FIXTURES_DIR, "hf/tiny-qwen3.json", 1);
+    char path[600], abs[4096];
+    cr_assert(realpath(PP_FIXTURES_DIR "/hf/tiny-qwen3.json", abs));
+    snprintf(path, sizeof path, "%s/p.json", dir);
+    json_error_t e;
+    json_t *p = json_load_file(path, 0, &e);
+    cr_assert(p, "%s", e.text);
+    json_t *measured = json_object_get(json_object_get(p, "chosen"), "measured");
+    cr_assert_str_eq(json_string_value(json_object_get(measured, "status")), "ok", "%s", r.out);
+    const char *ran = json_string_value(json_object_get(measured, "model"));
+    cr_assert(ran && strstr(ran, "q/k RMSNorm") && strstr(ran, "head_dim 16") &&
+                  strstr(ran, "2 KV heads"),
+              "the trial trained %s", ran ? ran : "(nothing recorded)");
+    char want[4200];
+    snprintf(want, sizeof want, "\nlaunch: pprun --model-config %s ", abs);
+    cr_assert(strstr(r.out, want), "%s", r.out);
+    json_decref(p);
+    pp_test_run_done(&r);
+    unlink(path);
+    rmdir(dir);
+}
+
 /* The profile's config.json is checked where pprun reads it again: pprun --profile trains the
  * file while it is the one the search read, and both pprun --profile and the pprun export refuse
  * it once changed (exit 2, the file and both digests named); the export names it by path. */
