@@ -283,42 +283,30 @@ Test(runtime_llama, forward_matches_naive_qwen3_and_would_catch_q_k_norm_mistake
 
 /* ---- every schedule against the unpipelined run (test_runtime_exec_equiv.c) ---- */
 
-#define LLAMA_CASE(name, ...)                                                                      \
+/* One case: the block (exec_llama's EXEC_*) through the schedule, against the unpipelined run
+ * (1e-5 relative per tensor). */
+#define BLOCK_CASE(block, name, ...)                                                               \
     Test(runtime_llama, name##_equals_reference)                                                   \
     {                                                                                              \
-        exec_llama = 1;                                                                            \
+        exec_llama = block;                                                                        \
         exec_case c = {__VA_ARGS__};                                                               \
         exec_check_case(&c);                                                                       \
     }
-LLAMA_CASE(gpipe, .kind = "gpipe", .D = 2, .N = 4, .dp = 2)
-LLAMA_CASE(onef1b, .kind = "1f1b", .D = 4, .N = 8, .dp = 1)
-LLAMA_CASE(onef1b_dp2, .kind = "1f1b", .D = 2, .N = 4, .dp = 2)
-LLAMA_CASE(interleaved, .kind = "interleaved", .D = 2, .N = 4, .v = 2, .dp = 2)
-LLAMA_CASE(chimera, .kind = "chimera", .D = 2, .N = 4, .dp = 2)
-LLAMA_CASE(bitpipe, .kind = "bitpipe", .D = 2, .N = 4, .dp = 2)
-LLAMA_CASE(zb_h1, .kind = "zb-h1", .D = 2, .N = 4, .dp = 2)
-LLAMA_CASE(zbv, .kind = "zbv", .D = 2, .N = 4, .dp = 2)
-LLAMA_CASE(dualpipev, .kind = "dualpipev", .D = 2, .N = 4, .dp = 2)
-LLAMA_CASE(uneven, .kind = "1f1b", .D = 3, .N = 6, .uneven = 1, .dp = 1)
-
-/* Qwen3's block (the per-head q/k RMSNorm, head_dim 8 where hidden / heads is 4): every
- * schedule, dp 2, against the unpipelined run (1e-5 relative per tensor) */
-#define QWEN3_CASE(name, ...)                                                                      \
-    Test(runtime_llama, qwen3_##name##_equals_reference)                                           \
-    {                                                                                              \
-        exec_llama = EXEC_QWEN3;                                                                   \
-        exec_case c = {__VA_ARGS__};                                                               \
-        exec_check_case(&c);                                                                       \
-    }
-QWEN3_CASE(gpipe, .kind = "gpipe", .D = 2, .N = 4, .dp = 2)
-QWEN3_CASE(onef1b, .kind = "1f1b", .D = 2, .N = 4, .dp = 2)
-QWEN3_CASE(interleaved, .kind = "interleaved", .D = 2, .N = 4, .v = 2, .dp = 2)
-QWEN3_CASE(chimera, .kind = "chimera", .D = 2, .N = 4, .dp = 2)
-QWEN3_CASE(bitpipe, .kind = "bitpipe", .D = 2, .N = 4, .dp = 2)
-QWEN3_CASE(zb_h1, .kind = "zb-h1", .D = 2, .N = 4, .dp = 2)
-QWEN3_CASE(zbv, .kind = "zbv", .D = 2, .N = 4, .dp = 2)
-QWEN3_CASE(dualpipev, .kind = "dualpipev", .D = 2, .N = 4, .dp = 2)
-QWEN3_CASE(uneven, .kind = "1f1b", .D = 3, .N = 6, .uneven = 1, .dp = 1)
+/* Every schedule (split backward ones included), dp 2, and an uneven split; names prefix##... */
+#define EVERY_SCHEDULE(block, prefix)                                                              \
+    BLOCK_CASE(block, prefix##gpipe, .kind = "gpipe", .D = 2, .N = 4, .dp = 2)                     \
+    BLOCK_CASE(block, prefix##onef1b_dp2, .kind = "1f1b", .D = 2, .N = 4, .dp = 2)                 \
+    BLOCK_CASE(block, prefix##interleaved, .kind = "interleaved", .D = 2, .N = 4, .v = 2, .dp = 2) \
+    BLOCK_CASE(block, prefix##chimera, .kind = "chimera", .D = 2, .N = 4, .dp = 2)                 \
+    BLOCK_CASE(block, prefix##bitpipe, .kind = "bitpipe", .D = 2, .N = 4, .dp = 2)                 \
+    BLOCK_CASE(block, prefix##zb_h1, .kind = "zb-h1", .D = 2, .N = 4, .dp = 2)                     \
+    BLOCK_CASE(block, prefix##zbv, .kind = "zbv", .D = 2, .N = 4, .dp = 2)                         \
+    BLOCK_CASE(block, prefix##dualpipev, .kind = "dualpipev", .D = 2, .N = 4, .dp = 2)             \
+    BLOCK_CASE(block, prefix##uneven, .kind = "1f1b", .D = 3, .N = 6, .uneven = 1, .dp = 1)
+EVERY_SCHEDULE(EXEC_LLAMA, )
+BLOCK_CASE(EXEC_LLAMA, onef1b, .kind = "1f1b", .D = 4, .N = 8, .dp = 1)
+/* Qwen3's block (the per-head q/k RMSNorm, head_dim 8 where hidden / heads is 4) */
+EVERY_SCHEDULE(EXEC_QWEN3, qwen3_)
 
 /* ---- the description's checks ---- */
 
