@@ -488,6 +488,20 @@ static pp_test_run_result hf_search(char *dir, const char *cd, const char *confi
     return r;
 }
 
+/* The profile dir/p.json that hf_search wrote (into *p, which the caller frees; path: its
+ * name) and the model its chosen row's trial trained, asserting the trial ran ok (out: the
+ * search's output, for the message). */
+static const char *trial_model(const char *dir, char *path, size_t n, json_t **p, const char *out)
+{
+    snprintf(path, n, "%s/p.json", dir);
+    json_error_t e;
+    *p = json_load_file(path, 0, &e);
+    cr_assert(*p, "%s", e.text);
+    json_t *measured = json_object_get(json_object_get(*p, "chosen"), "measured");
+    cr_assert_str_eq(json_string_value(json_object_get(measured, "status")), "ok", "%s", out);
+    return json_string_value(json_object_get(measured, "model"));
+}
+
 Test(tuner_search_cli, a_config_json_search_trials_its_llama_block_and_its_launch_line_runs)
 {
     char dir[] = "/tmp/pptune_hfsearch_XXXXXX";
@@ -499,13 +513,9 @@ Test(tuner_search_cli, a_config_json_search_trials_its_llama_block_and_its_launc
 
     /* the trial ran the config's model: pprun's own summary, as the profile records it */
     char path[600];
-    snprintf(path, sizeof path, "%s/p.json", dir);
+    json_t *p;
+    const char *ran = trial_model(dir, path, sizeof path, &p, r.out);
     json_error_t e;
-    json_t *p = json_load_file(path, 0, &e);
-    cr_assert(p, "%s", e.text);
-    json_t *measured = json_object_get(json_object_get(p, "chosen"), "measured");
-    cr_assert_str_eq(json_string_value(json_object_get(measured, "status")), "ok", "%s", r.out);
-    const char *ran = json_string_value(json_object_get(measured, "model"));
     cr_assert(ran && !strncmp(ran, abs, strlen(abs)) && strstr(ran, "RMSNorm") &&
                   strstr(ran, "SwiGLU") && strstr(ran, "llama3 scaling") &&
                   strstr(ran, "2 KV heads") && strstr(ran, "untied head"),
@@ -553,13 +563,8 @@ Test(tuner_search_cli, a_qwen3_config_json_search_trials_its_block)
     pp_test_run_result r = hf_search(dir, PP_FIXTURES_DIR, "hf/tiny-qwen3.json", 1);
     char path[600], abs[4096];
     cr_assert(realpath(PP_FIXTURES_DIR "/hf/tiny-qwen3.json", abs));
-    snprintf(path, sizeof path, "%s/p.json", dir);
-    json_error_t e;
-    json_t *p = json_load_file(path, 0, &e);
-    cr_assert(p, "%s", e.text);
-    json_t *measured = json_object_get(json_object_get(p, "chosen"), "measured");
-    cr_assert_str_eq(json_string_value(json_object_get(measured, "status")), "ok", "%s", r.out);
-    const char *ran = json_string_value(json_object_get(measured, "model"));
+    json_t *p;
+    const char *ran = trial_model(dir, path, sizeof path, &p, r.out);
     cr_assert(ran && strstr(ran, "q/k RMSNorm") && strstr(ran, "head_dim 16") &&
                   strstr(ran, "2 KV heads"),
               "the trial trained %s", ran ? ran : "(nothing recorded)");

@@ -13,17 +13,24 @@
 #define HN_COLS 32
 #define HN_ROWS 8
 
+/* The (row, head) piece of this warp: its index (row n, head h) of the N (nq + nk) pieces; 0
+ * past the last one. */
+static __device__ __forceinline__ int hn_piece(int N, int nh, size_t *piece, size_t *n, int *h)
+{
+    *piece = (size_t)blockIdx.x * HN_WARPS + threadIdx.x / 32;
+    *n = *piece / nh;
+    *h = (int)(*piece % nh);
+    return *piece < (size_t)N * nh;
+}
+
 static __global__ void headnorm_fwd_kernel(float *x, float *xin, float *rstd, const float *gq,
                                            const float *gk, int N, int nq, int nk, int hd, int ld,
                                            float eps)
 {
-    int nh = nq + nk;
-    size_t piece = (size_t)blockIdx.x * HN_WARPS + threadIdx.x / 32;
-    int lane = threadIdx.x % 32;
-    if (piece >= (size_t)N * nh)
+    size_t piece, n;
+    int h, lane = threadIdx.x % 32;
+    if (!hn_piece(N, nq + nk, &piece, &n, &h))
         return;
-    size_t n = piece / nh;
-    int h = (int)(piece % nh);
     float *xr = x + n * ld + (size_t)h * hd, *in = xin + piece * hd;
     const float *g = h < nq ? gq : gk;
     float s = 0.0f;
@@ -56,13 +63,10 @@ static __global__ void headnorm_bwd_dx_kernel(float *dx, const float *xin, const
                                               const float *gq, const float *gk, int N, int nq,
                                               int nk, int hd, int ld)
 {
-    int nh = nq + nk;
-    size_t piece = (size_t)blockIdx.x * HN_WARPS + threadIdx.x / 32;
-    int lane = threadIdx.x % 32;
-    if (piece >= (size_t)N * nh)
+    size_t piece, n;
+    int h, lane = threadIdx.x % 32;
+    if (!hn_piece(N, nq + nk, &piece, &n, &h))
         return;
-    size_t n = piece / nh;
-    int h = (int)(piece % nh);
     float *d = dx + n * ld + (size_t)h * hd;
     const float *in = xin + piece * hd, *g = h < nq ? gq : gk;
     float r = rstd[piece], s = 0.0f;
