@@ -29,16 +29,19 @@ static int shard_set(const pp_config *c)
     return c->shard != PP_SHARD_NONE && c->d > 1;
 }
 
-/* pprun runs ZeRO-1, not ZeRO-2, and ZeRO-1 not in bf16 on a device (runtime/pp_rt_executor.h
- * says why; the CPU computes in fp32 whatever is asked). */
+/* pprun runs ZeRO-1 and ZeRO-2, neither in bf16 on a device nor with cp, and ZeRO-2 not with
+ * a schedule whose two pipes hold the same layers (its REDUCE sums whole gradients at the
+ * step's end): runtime/executor.c says why; the CPU computes in fp32 whatever is asked. */
 static const char *shard_pprun_cannot(const pp_config *c, int precision)
 {
-    if (c->shard == PP_SHARD_GRADIENTS)
-        return "";
-    if (c->shard == PP_SHARD_OPTIMIZER && c->d > 1 && c->cp > 1)
+    if (!shard_set(c))
+        return NULL;
+    const pp_sched_desc *sd = c->schedule ? pp_sched_lookup(c->schedule) : NULL;
+    if (c->shard == PP_SHARD_GRADIENTS && sd && sd->weight_replicas > 1)
+        return " with a schedule whose pipes share layers";
+    if (c->cp > 1)
         return " with cp"; /* not together yet (runtime/executor.c) */
-    return c->shard == PP_SHARD_OPTIMIZER && c->d > 1 && precision == PP_PREC_BF16 ? " in bf16"
-                                                                                    : NULL;
+    return precision == PP_PREC_BF16 ? " in bf16" : NULL;
 }
 
 /* pprun does not run recomputation together with context parallelism yet. */

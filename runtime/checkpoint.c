@@ -286,7 +286,8 @@ static pp_status load_stage(reader *r, pp_rt_stage *s, int i)
         return PP_OK;
     pp_backend *be = s->be;
     PP_TRY(be->ops->upload(be->ctx, s->params, params, bytes));
-    PP_TRY(be->ops->zero(be->ctx, s->grads, bytes));
+    if (s->grads) /* else outside the stage (gradient sharding) */
+        PP_TRY(be->ops->zero(be->ctx, s->grads, bytes));
     if (has_opt && !s->opt) {
         /* the same allocation AdamW's first step makes, so memory is counted alike */
         s->opt = pp_backend_alloc(be, 2 * bytes, PP_MEM_OPTIM);
