@@ -185,8 +185,10 @@ static const pp_config_axis axes[] = {
      .optional_minor = 3, .flag = "--shard", .arg = "WHAT",
      .help = "over the --dp replicas: none (default) | optimizer\n"
              "(ZeRO-1: gradients reduce-scattered, AdamW on 1/dp\n"
-             "each, parameters all-gathered; fp32 only, no\n"
-             "checkpoints); gradients (ZeRO-2) is not run yet",
+             "each, parameters all-gathered) | gradients (ZeRO-2:\n"
+             "each micro-batch's gradient reduce-scattered into\n"
+             "1/dp shards, then as ZeRO-1); fp32 only, no cp, no\n"
+             "checkpoints; gradients not with chimera-like schedules",
      .profile_role = PP_CONFIG_PROFILE_FOLLOWS, .on_line = shard_set,
      .pprun_cannot = shard_pprun_cannot, .line = 75},
     {.key = "cp", .kind = PP_CONFIG_INT, .offset = OFF(cp), .min = 1, .dflt = 1,
