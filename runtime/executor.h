@@ -159,6 +159,13 @@ pp_status pp_ex_z2_close(pp_rt_executor *ex, rank_state *rs, const pp_action *a)
 pp_status pp_ex_z2_sync(pp_rt_executor *ex, rank_state *rs);
 pp_status pp_ex_z2_tied(rank_state *rs, int pipe, int stage, float **data, size_t *n);
 void pp_ex_z2_free(rank_state *rs);
+/* executor_zero_ckpt.c: a sharded AdamW state in a checkpoint (every rank in this process):
+ * whether it exists yet; stage (tpr, pipe, stage)'s whole m | v (2 nparams floats of host)
+ * gathered from the replicas' shards; replica's own slice of it put back. */
+int pp_ex_zero_has_state(const pp_rt_executor *ex);
+pp_status pp_ex_zero_state_get(pp_rt_executor *ex, int tpr, int pipe, int stage, float *host);
+pp_status pp_ex_zero_state_put(pp_rt_executor *ex, int replica, int tpr, int pipe, int stage,
+                               const float *host);
 /* executor_sync.c: the global norm from every rank's rs->grad_sq (all-reduced over every rank,
  * into rs->norm), and the clipping factor of it (PyTorch's clip_grad_norm_). */
 pp_status pp_ex_norm_allreduce(pp_rt_executor *ex, rank_state *rs);

@@ -70,9 +70,7 @@ pp_status pp_ex_zcopy(pp_backend *be, const pp_zgroup *g, float *buf, int what, 
 
 /* The pieces of shard [lo, hi) of the pack: fn(segment, its first element in the shard, the
  * piece's first element in the tensor, length) for each tensor that overlaps it. */
-typedef pp_status (*piece_fn)(void *ctx, const pp_zseg *s, size_t in_shard, size_t in_tensor,
-                              size_t len);
-static pp_status for_pieces(const pp_zgroup *g, size_t lo, size_t hi, piece_fn fn, void *ctx)
+pp_status pp_ex_zero_pieces(const pp_zgroup *g, size_t lo, size_t hi, pp_zpiece_fn fn, void *ctx)
 {
     for (int i = 0; i < g->n; i++) {
         size_t a = g->v[i].off, b = g->v[i].off + g->v[i].t->n;
@@ -110,15 +108,12 @@ static pp_status piece_adamw(void *c, const pp_zseg *s, size_t in_shard, size_t 
                                    z->scale);
 }
 
-/* The replica's part [lo, hi) of group g's pack. */
-static void shard_range(const pp_rt_executor *ex, const rank_state *rs, const pp_zgroup *g,
-                        size_t *lo, size_t *hi)
+void pp_ex_zero_range(const rank_state *rs, const pp_zgroup *g, size_t *lo, size_t *hi)
 {
     *lo = (size_t)rs->replica * g->c;
     *hi = *lo + g->c < g->total ? *lo + g->c : g->total;
     if (*lo > *hi)
         *lo = *hi;
-    (void)ex;
 }
 
 pp_status pp_ex_zero_norm_step(pp_rt_executor *ex, rank_state *rs, const pp_zgroup *g, int n,
@@ -127,9 +122,9 @@ pp_status pp_ex_zero_norm_step(pp_rt_executor *ex, rank_state *rs, const pp_zgro
     zctx z = {.rs = rs, .ex = ex};
     size_t lo, hi;
     for (int i = 0; i < n; i++) {
-        shard_range(ex, rs, &g[i], &lo, &hi);
+        pp_ex_zero_range(rs, &g[i], &lo, &hi);
         z.g = shards + g[i].at;
-        PP_TRY(for_pieces(&g[i], lo, hi, piece_sq, &z));
+        PP_TRY(pp_ex_zero_pieces(&g[i], lo, hi, piece_sq, &z));
     }
     rs->grad_sq = z.sq;
     PP_TRY(pp_ex_norm_allreduce(ex, rs));
@@ -144,10 +139,10 @@ pp_status pp_ex_zero_norm_step(pp_rt_executor *ex, rank_state *rs, const pp_zgro
     z.scale = pp_ex_clip_scale(ex, rs);
     z.step = ex->steps_done + 1;
     for (int i = 0; i < n; i++) {
-        shard_range(ex, rs, &g[i], &lo, &hi);
+        pp_ex_zero_range(rs, &g[i], &lo, &hi);
         z.g = shards + g[i].at;
         z.m = rs->zero_opt + g[i].at, z.v = rs->zero_opt + rs->zero_c + g[i].at;
-        PP_TRY(for_pieces(&g[i], lo, hi, piece_adamw, &z));
+        PP_TRY(pp_ex_zero_pieces(&g[i], lo, hi, piece_adamw, &z));
     }
     return PP_OK;
 }
@@ -174,12 +169,19 @@ static pp_status sync_in(pp_rt_executor *ex, rank_state *rs, const pp_zgroup *g,
     return pp_ex_zcopy(rs->be, g, buf, what, 0);
 }
 
+pp_status pp_ex_zero1_group(pp_rt_executor *ex, rank_state *rs, pp_zgroup *g)
+{
+    *g = (pp_zgroup){0};
+    pp_status st = segments(ex, rs, g);
+    g->c = pp_ex_shard_len(g->total, ex->dp);
+    rs->zero_c = g->c;
+    return st;
+}
+
 pp_status pp_ex_sync_sharded(pp_rt_executor *ex, rank_state *rs)
 {
-    pp_zgroup g = {0};
-    pp_status st = segments(ex, rs, &g);
-    g.c = pp_ex_shard_len(g.total, ex->dp);
-    rs->zero_c = g.c;
+    pp_zgroup g;
+    pp_status st = pp_ex_zero1_group(ex, rs, &g);
     size_t bytes = (size_t)ex->dp * g.c * sizeof(float);
     void *mem;
     if (st == PP_OK)

@@ -32,6 +32,19 @@ static inline size_t pp_ex_shard_len(size_t n, int dp)
 /* Appends tensor j of stage (pipe, st) to g (its counted flag as executor_sync.c counts). */
 pp_status pp_ex_zgroup_add(pp_zgroup *g, rank_state *rs, pp_rt_stage *st, int pipe, int j);
 
+/* ZeRO-1's one group (the rank's tensors in (pipe, stage, tensor) order; sets rs->zero_c);
+ * ZeRO-2's groups (made on first use). *g: g->v malloc'ed / rs-owned. */
+pp_status pp_ex_zero1_group(pp_rt_executor *ex, rank_state *rs, pp_zgroup *g);
+pp_status pp_ex_z2_groups(pp_rt_executor *ex, rank_state *rs, const pp_zgroup **g, int *n);
+
+/* The replica's part [lo, hi) of group g's pack, and its pieces: fn(segment, its first element
+ * in the shard, the piece's first element in the tensor, length) for each tensor overlapping
+ * [lo, hi). */
+void pp_ex_zero_range(const rank_state *rs, const pp_zgroup *g, size_t *lo, size_t *hi);
+typedef pp_status (*pp_zpiece_fn)(void *ctx, const pp_zseg *s, size_t in_shard,
+                                  size_t in_tensor, size_t len);
+pp_status pp_ex_zero_pieces(const pp_zgroup *g, size_t lo, size_t hi, pp_zpiece_fn fn, void *ctx);
+
 enum { Z_GRADS, Z_PARAMS };
 /* Copies the group's gradients or parameters into buf (pack) or back (!pack). */
 pp_status pp_ex_zcopy(pp_backend *be, const pp_zgroup *g, float *buf, int what, int pack);

@@ -124,6 +124,14 @@ static pp_status setup(pp_rt_executor *ex, rank_state *rs)
     return z->acc || !at ? PP_OK : pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
 }
 
+pp_status pp_ex_z2_groups(pp_rt_executor *ex, rank_state *rs, const pp_zgroup **g, int *n)
+{
+    if (!rs->z2)
+        PP_TRY(setup(ex, rs));
+    *g = rs->z2->g, *n = rs->z2->ng;
+    return PP_OK;
+}
+
 pp_status pp_ex_z2_begin(pp_rt_executor *ex, rank_state *rs)
 {
     if (ex->shard != PP_RT_SHARD_GRADIENTS)
