@@ -23,15 +23,21 @@ const char *pp_shard_name(pp_shard s)
     return s >= PP_SHARD_NONE && s <= PP_SHARD_GRADIENTS ? pp_shard_names[s] : "none";
 }
 
-/* pprun's line carries sharding only where there is some (a no-op at d = 1). */
-static int shard_set(const pp_config *c)
+int pp_config_sharded(const pp_config *c)
 {
-    return c->shard != PP_SHARD_NONE && c->d > 1;
+    return c->shard != PP_SHARD_NONE && c->d * (c->cp > 1 ? c->cp : 1) > 1;
 }
 
-/* pprun runs ZeRO-1 and ZeRO-2, neither in bf16 on a device nor with cp, and ZeRO-2 not with
- * a schedule whose two pipes hold the same layers (its REDUCE sums whole gradients at the
- * step's end): runtime/executor.c says why; the CPU computes in fp32 whatever is asked. */
+/* pprun's line carries sharding only where there is some (a no-op over one replica). */
+static int shard_set(const pp_config *c)
+{
+    return pp_config_sharded(c);
+}
+
+/* pprun runs ZeRO-1 and ZeRO-2 over the d x cp replicas, neither in bf16 on a device, and
+ * ZeRO-2 not with a schedule whose two pipes hold the same layers (its REDUCE sums whole
+ * gradients at the step's end): runtime/executor.c says why; the CPU computes in fp32
+ * whatever is asked. */
 static const char *shard_pprun_cannot(const pp_config *c, int precision)
 {
     if (!shard_set(c))
@@ -39,8 +45,6 @@ static const char *shard_pprun_cannot(const pp_config *c, int precision)
     const pp_sched_desc *sd = c->schedule ? pp_sched_lookup(c->schedule) : NULL;
     if (c->shard == PP_SHARD_GRADIENTS && sd && sd->weight_replicas > 1)
         return " with a schedule whose pipes share layers";
-    if (c->cp > 1)
-        return " with cp"; /* not together yet (runtime/executor.c) */
     return precision == PP_PREC_BF16 ? " in bf16" : NULL;
 }
 

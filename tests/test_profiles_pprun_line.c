@@ -136,8 +136,7 @@ Test(profiles_pprun_line, every_axis_flag_is_on_the_line_and_in_pprun_help)
 
 /* pprun runs recomputation, optimizer and gradient sharding and context parallelism, not
  * sharding in bf16, gradient sharding with a schedule whose pipes share layers (chimera), or
- * recomputation or sharding together with context parallelism: a configuration with those is
- * named (the builder leaves them out, so its line would train another configuration); the
+ * recomputation together with context parallelism: a configuration with those is named (the builder leaves them out, so its line would train another configuration); the
  * others are not. */
 Test(profiles_pprun_line, settings_pprun_cannot_run_are_named)
 {
@@ -165,9 +164,9 @@ Test(profiles_pprun_line, settings_pprun_cannot_run_are_named)
     c.shard = PP_SHARD_OPTIMIZER; /* in fp32 only (CUDA's bf16 weight copies) */
     cr_assert_str_eq(pp_profile_pprun_unrun(&c, PP_PREC_BF16, buf, sizeof buf),
                      "shard optimizer in bf16");
-    c.cp = 2; /* pprun runs it, but not with recomputation or sharding */
+    c.cp = 2; /* pprun runs it, with sharding (over d x cp), not with recomputation */
     cr_assert_str_eq(pp_profile_pprun_unrun(&c, PP_PREC_FP32, buf, sizeof buf),
-                     "recompute full with cp, recompute_layers 3, shard optimizer with cp");
+                     "recompute full with cp, recompute_layers 3");
     pp_config_defaults(&c); /* the defaults: none on the line; cp alone runs */
     c.schedule = "1f1b", c.p = 2, c.v = 1, c.b = 1, c.d = 2, c.t = 1, c.N = 4, c.cp = 2;
     cr_assert_null(pp_profile_pprun_unrun(&c, PP_PREC_FP32, buf, sizeof buf), "%s", buf);
