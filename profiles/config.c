@@ -187,12 +187,12 @@ static const pp_config_axis axes[] = {
     /* 1.2 wrote "distributed_optimizer" (true: "optimizer"); config_json.c still reads it */
     {.key = "shard", .kind = PP_CONFIG_ENUM, .offset = OFF(shard), .names = pp_shard_names,
      .optional_minor = 3, .flag = "--shard", .arg = "WHAT",
-     .help = "over the --dp replicas: none (default) | optimizer\n"
-             "(ZeRO-1: gradients reduce-scattered, AdamW on 1/dp\n"
-             "each, parameters all-gathered) | gradients (ZeRO-2:\n"
-             "each micro-batch's gradient reduce-scattered into\n"
-             "1/dp shards, then as ZeRO-1); fp32 only, no cp, no\n"
-             "checkpoints; gradients not with chimera-like schedules",
+     .help = "over the --dp x --cp replicas: none (default) |\n"
+             "optimizer (ZeRO-1: gradients reduce-scattered, AdamW on\n"
+             "1/dp each, parameters all-gathered) | gradients (ZeRO-2:\n"
+             "each micro-batch's gradient reduce-scattered into 1/dp\n"
+             "shards, then as ZeRO-1; not with chimera or bitpipe);\n"
+             "fp32 only",
      .profile_role = PP_CONFIG_PROFILE_FOLLOWS, .on_line = shard_set,
      .pprun_cannot = shard_pprun_cannot, .line = 75},
     {.key = "cp", .kind = PP_CONFIG_INT, .offset = OFF(cp), .min = 1, .dflt = 1,
