@@ -164,60 +164,41 @@ static void check_same_training(const run_cfg *c, int shard)
     stop(&base);
 }
 
+/* ZeRO-1, then ZeRO-2 (each micro-batch's gradient reduce-scattered into the replicas'
+ * shards, runtime/executor_zero2.c: the sums run in another order, so within fp32 rounding). */
+static void check_both(const run_cfg *c)
+{
+    check_same_training(c, PP_RT_SHARD_OPTIMIZER);
+    check_same_training(c, PP_RT_SHARD_GRADIENTS);
+}
+
 Test(runtime_shard, one_f_one_b_dp2_trains_as_unsharded)
 {
-    check_same_training(&(run_cfg){"1f1b", 2, 4, 0, 2, 1, PP_RT_BACKEND_CPU, 0}, PP_RT_SHARD_OPTIMIZER);
+    check_both(&(run_cfg){"1f1b", 2, 4, 0, 2, 1, PP_RT_BACKEND_CPU, 0});
 }
 
 Test(runtime_shard, interleaved_dp2_trains_as_unsharded)
 {
-    check_same_training(&(run_cfg){"interleaved", 2, 4, 2, 2, 1, PP_RT_BACKEND_CPU, 0}, PP_RT_SHARD_OPTIMIZER);
+    check_both(&(run_cfg){"interleaved", 2, 4, 2, 2, 1, PP_RT_BACKEND_CPU, 0});
 }
 
+/* split backward (ZeRO-2: the stage's whole gradient open from an I until no I waits for its
+ * W) with tensor parallelism */
 Test(runtime_shard, zb_h1_dp2_tp2_trains_as_unsharded)
 {
-    check_same_training(&(run_cfg){"zb-h1", 2, 4, 0, 2, 2, PP_RT_BACKEND_CPU, 0}, PP_RT_SHARD_OPTIMIZER);
+    check_both(&(run_cfg){"zb-h1", 2, 4, 0, 2, 2, PP_RT_BACKEND_CPU, 0});
 }
 
 /* dp 4 over one pipeline rank: the pack is not a multiple of 4 floats everywhere (padding) */
 Test(runtime_shard, dp4_trains_as_unsharded)
 {
-    check_same_training(&(run_cfg){"1f1b", 1, 2, 0, 4, 1, PP_RT_BACKEND_CPU, 0}, PP_RT_SHARD_OPTIMIZER);
-}
-
-/* ZeRO-2: each micro-batch's gradient reduce-scattered into the replicas' shards
- * (runtime/executor_zero2.c); the sums run in another order, so within fp32 rounding. */
-Test(runtime_shard, gradients_one_f_one_b_dp2_trains_as_unsharded)
-{
-    check_same_training(&(run_cfg){"1f1b", 2, 4, 0, 2, 1, PP_RT_BACKEND_CPU, 0},
-                        PP_RT_SHARD_GRADIENTS);
-}
-
-Test(runtime_shard, gradients_interleaved_dp2_trains_as_unsharded)
-{
-    check_same_training(&(run_cfg){"interleaved", 2, 4, 2, 2, 1, PP_RT_BACKEND_CPU, 0},
-                        PP_RT_SHARD_GRADIENTS);
-}
-
-/* split backward: the stage's whole gradient open from an I until no I waits for its W */
-Test(runtime_shard, gradients_zb_h1_dp2_tp2_trains_as_unsharded)
-{
-    check_same_training(&(run_cfg){"zb-h1", 2, 4, 0, 2, 2, PP_RT_BACKEND_CPU, 0},
-                        PP_RT_SHARD_GRADIENTS);
-}
-
-Test(runtime_shard, gradients_dp4_trains_as_unsharded)
-{
-    check_same_training(&(run_cfg){"1f1b", 1, 2, 0, 4, 1, PP_RT_BACKEND_CPU, 0},
-                        PP_RT_SHARD_GRADIENTS);
+    check_both(&(run_cfg){"1f1b", 1, 2, 0, 4, 1, PP_RT_BACKEND_CPU, 0});
 }
 
 /* Over the cp ranks too (each is a replica): dp 1 x cp 2 shards in halves. */
 Test(runtime_shard, cp2_shards_over_the_context_parallel_ranks)
 {
-    run_cfg c = {"1f1b", 2, 4, 0, 1, 1, PP_RT_BACKEND_CPU, 2};
-    check_same_training(&c, PP_RT_SHARD_OPTIMIZER);
-    check_same_training(&c, PP_RT_SHARD_GRADIENTS);
+    check_both(&(run_cfg){"1f1b", 2, 4, 0, 1, 1, PP_RT_BACKEND_CPU, 2});
 }
 
 /* The plan (1/dp of AdamW's state, the padded reduce-scatter pack; ZeRO-2: the shards, each
