@@ -51,7 +51,8 @@ static void config_line(const pp_rt_executor *ex, const char *extra, char *buf, 
                         g->layer_end);
     }
     /* a block other than GPT's is part of the identity (GPT checkpoints keep their line) */
-    if ((m->norm || m->mlp || m->pos || m->kv_heads || m->head_dim || m->nobias || m->untied) &&
+    if ((m->norm || m->mlp || m->pos || m->kv_heads || m->head_dim || m->nobias || m->untied ||
+         m->qk_norm) &&
         len > 0 && (size_t)len < n) {
         char block[256];
         len += snprintf(buf + len, n - (size_t)len, " block=%s",

@@ -168,7 +168,7 @@ pp_rt_tensor *pp_rt_stage_tensor(pp_rt_stage *st, const char *name);
 size_t pp_rt_stage_global_index(const pp_rt_stage *st, int tensor, size_t i);
 /* The names within a block ("ln1.g", "attn.qkv.w", ...) of the tensors the model's blocks
  * hold, in allocation order, into names (static strings); returns how many. */
-#define PP_RT_BLOCK_TENSORS_MAX 12
+#define PP_RT_BLOCK_TENSORS_MAX 14
 int pp_rt_block_tensors(const pp_model_cfg *m, const char *names[PP_RT_BLOCK_TENSORS_MAX]);
 /* The whole (unsplit) shape of the stage tensor `name` ("wte", "h3.attn.qkv.w", "lnf.g") of
  * model m: rows and cols (PyTorch nn.Linear's (out, in); cols 0 for a vector). Returns 1, or 0

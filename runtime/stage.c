@@ -53,6 +53,8 @@ static void layer_specs(const pp_model_cfg *m, tensor_spec s[PP_LT__COUNT],
     s[PP_LT_LN1_B] = (tensor_spec){"ln1.b", C, 0, INIT_ZERO, 0, SHARD_NONE};
     s[PP_LT_QKV_W] = (tensor_spec){"attn.qkv.w", QKV, C, INIT_NORMAL, 0, SHARD_BLOCKS};
     s[PP_LT_QKV_B] = (tensor_spec){"attn.qkv.b", QKV, 0, INIT_ZERO, 0, SHARD_BLOCKS};
+    s[PP_LT_QN_G] = (tensor_spec){"attn.q_norm.g", (int)d.hd, 0, INIT_ONE, 0, SHARD_NONE};
+    s[PP_LT_KN_G] = (tensor_spec){"attn.k_norm.g", (int)d.hd, 0, INIT_ONE, 0, SHARD_NONE};
     s[PP_LT_PROJ_W] = (tensor_spec){"attn.proj.w", C, Q, INIT_NORMAL, 1, SHARD_COLS};
     s[PP_LT_PROJ_B] = (tensor_spec){"attn.proj.b", C, 0, INIT_ZERO, 0, SHARD_NONE};
     s[PP_LT_LN2_G] = (tensor_spec){"ln2.g", C, 0, INIT_ONE, 0, SHARD_NONE};
@@ -65,6 +67,7 @@ static void layer_specs(const pp_model_cfg *m, tensor_spec s[PP_LT__COUNT],
         present[k] = 1;
     present[PP_LT_LN1_B] = present[PP_LT_LN2_B] = pp_model_bias(m, PP_NOBIAS_NORM);
     present[PP_LT_QKV_B] = pp_model_bias(m, PP_NOBIAS_QKV);
+    present[PP_LT_QN_G] = present[PP_LT_KN_G] = m->qk_norm != 0;
     present[PP_LT_PROJ_B] = pp_model_bias(m, PP_NOBIAS_OUT);
     present[PP_LT_FC_B] = present[PP_LT_FCP_B] = pp_model_bias(m, PP_NOBIAS_MLP);
 }
@@ -330,6 +333,8 @@ static void carve_layer(const pp_rt_stage *st, float *p, int with_att, pp_layer_
     a->rstd1 = p, p += Nl;
     a->qkv = p, p += N * st->d.qkv;
     a->atty = p, p += N * st->d.qd;
+    a->qkx = st->d.qkn ? p : NULL, p += st->d.qkn ? N * (st->d.qd + st->d.kvd) : 0;
+    a->qkr = st->d.qkn ? p : NULL, p += st->d.qkn ? N * (st->d.Hl + st->d.KVl) : 0;
     a->att = with_att ? p : NULL;
     p += with_att ? pp_rt_size_att_floats(&st->d, (size_t)st->B, (size_t)st->T) : 0;
     a->res2 = p, p += Nl * C;

@@ -201,6 +201,19 @@ Test(runtime_mpi, llama_tp2_sp_d2_dp2_equals_threads, .timeout = 300)
                     8, 8);
 }
 
+/* Qwen3's block (tests/fixtures/hf/tiny-qwen3.json: the per-head q/k RMSNorm, head_dim 16
+ * for hidden 32 / 4 heads, 2 KV heads): MPI trains bit for bit like the threads with its heads
+ * split over 2 tensor ranks under sequence parallelism (the norms' gradients all-reduced over
+ * the tensor ranks) and full recomputation, pipelined with dp. */
+Test(runtime_mpi, qwen3_tp2_sp_d2_dp2_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads("--model-config " PP_FIXTURES_DIR "/hf/tiny-qwen3.json "
+                    "--microbatches 4 --seq 16 --steps 2 --seed 11 --schedule 1f1b --ranks 2 "
+                    "--dp 2 --tp 2 --sequence-parallel --recompute full",
+                    8, 8);
+}
+
 /* Full recomputation under sequence parallelism (the recomputed forward reruns its all-gathers
  * and reduce-scatters) and selective recomputation with split backward: MPI trains bit for bit
  * like the threads. */

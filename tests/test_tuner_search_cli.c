@@ -493,6 +493,20 @@ static pp_test_run_result hf_search(char *dir, const char *cd, const char *confi
     return r;
 }
 
+/* The profile dir/p.json that hf_search wrote (into *p, which the caller frees; path: its
+ * name) and the model its chosen row's trial trained, asserting the trial ran ok (out: the
+ * search's output, for the message). */
+static const char *trial_model(const char *dir, char *path, size_t n, json_t **p, const char *out)
+{
+    snprintf(path, n, "%s/p.json", dir);
+    json_error_t e;
+    *p = json_load_file(path, 0, &e);
+    cr_assert(*p, "%s", e.text);
+    json_t *measured = json_object_get(json_object_get(*p, "chosen"), "measured");
+    cr_assert_str_eq(json_string_value(json_object_get(measured, "status")), "ok", "%s", out);
+    return json_string_value(json_object_get(measured, "model"));
+}
+
 Test(tuner_search_cli, a_config_json_search_trials_its_llama_block_and_its_launch_line_runs)
 {
     char dir[] = "/tmp/pptune_hfsearch_XXXXXX";
@@ -504,13 +518,9 @@ Test(tuner_search_cli, a_config_json_search_trials_its_llama_block_and_its_launc
 
     /* the trial ran the config's model: pprun's own summary, as the profile records it */
     char path[600];
-    snprintf(path, sizeof path, "%s/p.json", dir);
+    json_t *p;
+    const char *ran = trial_model(dir, path, sizeof path, &p, r.out);
     json_error_t e;
-    json_t *p = json_load_file(path, 0, &e);
-    cr_assert(p, "%s", e.text);
-    json_t *measured = json_object_get(json_object_get(p, "chosen"), "measured");
-    cr_assert_str_eq(json_string_value(json_object_get(measured, "status")), "ok", "%s", r.out);
-    const char *ran = json_string_value(json_object_get(measured, "model"));
     cr_assert(ran && !strncmp(ran, abs, strlen(abs)) && strstr(ran, "RMSNorm") &&
                   strstr(ran, "SwiGLU") && strstr(ran, "llama3 scaling") &&
                   strstr(ran, "2 KV heads") && strstr(ran, "untied head"),
@@ -543,6 +553,29 @@ Test(tuner_search_cli, a_config_json_search_trials_its_llama_block_and_its_launc
               json_string_value(json_object_get(m, "block")));
     json_decref(sum);
     pp_test_run_done(&run);
+    json_decref(p);
+    pp_test_run_done(&r);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* A Qwen3ForCausalLM config.json (tests/fixtures/hf/tiny-qwen3.json: the per-head q/k RMSNorm,
+ * head_dim 16 for hidden 32 / 4 heads): the search trials Qwen3's block in pprun and prints its
+ * launch line. */
+Test(tuner_search_cli, a_qwen3_config_json_search_trials_its_block)
+{
+    char dir[] = "/tmp/pptune_qwen3search_XXXXXX";
+    pp_test_run_result r = hf_search(dir, PP_FIXTURES_DIR, "hf/tiny-qwen3.json", 1);
+    char path[600], abs[4096];
+    cr_assert(realpath(PP_FIXTURES_DIR "/hf/tiny-qwen3.json", abs));
+    json_t *p;
+    const char *ran = trial_model(dir, path, sizeof path, &p, r.out);
+    cr_assert(ran && strstr(ran, "q/k RMSNorm") && strstr(ran, "head_dim 16") &&
+                  strstr(ran, "2 KV heads"),
+              "the trial trained %s", ran ? ran : "(nothing recorded)");
+    char want[4200];
+    snprintf(want, sizeof want, "\nlaunch: pprun --model-config %s ", abs);
+    cr_assert(strstr(r.out, want), "%s", r.out);
     json_decref(p);
     pp_test_run_done(&r);
     unlink(path);
