@@ -63,6 +63,19 @@ typedef struct {
     pp_tune_op_times ot;
 } ot_memo;
 
+/* The predictions of a layout's settings that share one schedule, simulated together in one
+ * pass (pp_tune_evaluate_lanes) when the first of them is; the others take theirs from here
+ * when their turn comes, after the same checks as before (bound, memory), so that the result,
+ * counters and reasons are those of one simulation each. */
+#define LANES 32
+#define LANE_BYTES (64.0 * 1024 * 1024) /* a pass's arrival table: 2 x keys x lanes doubles */
+typedef struct {
+    const pp_sched *s; /* the schedule they were simulated on; NULL: none */
+    int n;
+    long idx[LANES]; /* candidates */
+    pp_tune_prediction pred[LANES];
+} lanes;
+
 typedef struct {
     const pp_tune_search_params *sp;
     const pp_tune_opts *o; /* the options */
@@ -84,6 +97,9 @@ typedef struct {
     ot_memo memo[OT_MEMO];
     int memo_next;
     pp_tune_shape_cache *shapes; /* every schedule's shape met so far (mem_shape.h) */
+    const unsigned char *done;   /* run_ranked's: candidate k was evaluated with a sibling */
+    long head;                   /* the candidate whose layout is being evaluated */
+    lanes lanes;                 /* its settings simulated in one pass (simulate_lanes) */
 } search;
 
 /* ---- bookkeeping ------------------------------------------------------------------------ */
@@ -98,15 +114,49 @@ static pp_status grow(void *arr_ptr, long n, long *cap, size_t size)
     return PP_OK;
 }
 
-static pp_status add_reject(search *x, const pp_config *c, int stage, const char *reason)
+/* A copy of text (cut to PP_TUNE_REASON_MAX - 1 characters) that lives as long as the result:
+ * in blocks of TEXT_BLOCK bytes, so that 700,000 rejects do not each carry a 200-byte array. */
+#define TEXT_BLOCK (1 << 20)
+static const char *keep_text(pp_tune_result *r, const char *text)
+{
+    size_t n = strnlen(text, PP_TUNE_REASON_MAX - 1);
+    if (!r->n_texts || r->text_used + n + 1 > TEXT_BLOCK) {
+        char **t = pp_realloc_array(r->texts, (size_t)r->n_texts + 1, sizeof *t);
+        if (!t)
+            return NULL;
+        r->texts = t;
+        if (!(t[r->n_texts] = malloc(TEXT_BLOCK)))
+            return NULL;
+        r->n_texts++;
+        r->text_used = 0;
+    }
+    char *at = r->texts[r->n_texts - 1] + r->text_used;
+    memcpy(at, text, n);
+    at[n] = '\0';
+    r->text_used += n + 1;
+    return at;
+}
+
+/* A reject whose reason is kept (kept: a text the result already holds, or a literal) or
+ * copied (kept NULL: reason). */
+static pp_status add_reject_kept(search *x, const pp_config *c, int stage, const char *reason,
+                                 const char *kept)
 {
     pp_tune_result *r = x->res;
     PP_TRY(grow(&r->rejects, r->n_rejects, &x->cap_rejects, sizeof *r->rejects));
+    if (!kept && !(kept = keep_text(r, reason)))
+        return PP_ERR_NOMEM;
     pp_tune_reject *j = &r->rejects[r->n_rejects++];
+    memset(j, 0, sizeof *j);
     j->cfg = *c;
     j->stage = stage;
-    snprintf(j->reason, sizeof j->reason, "%s", reason);
+    j->reason = kept;
     return PP_OK;
+}
+
+static pp_status add_reject(search *x, const pp_config *c, int stage, const char *reason)
+{
+    return add_reject_kept(x, c, stage, reason, NULL);
 }
 
 static pp_status add_cand(search *x, const pp_config *c)
@@ -761,6 +811,99 @@ static pp_status refused(search *x, const pp_config *c)
     return add_reject(x, c, 0, pp_err_text());
 }
 
+/* 1 with *pred when candidate i's prediction on s was simulated with its siblings' */
+static int from_lanes(const search *x, long i, const pp_sched *s, pp_tune_prediction *pred)
+{
+    for (int k = 0; x->lanes.s == s && k < x->lanes.n; k++)
+        if (x->lanes.idx[k] == i) {
+            *pred = x->lanes.pred[k];
+            return 1;
+        }
+    return 0;
+}
+
+static int bounded_out(const search *x, const cand *cd);
+
+/* 1 when candidate j of cd's layout comes after cd in run_ranked's order (the layout's head,
+ * then the others in enumeration order) and may still be simulated: not evaluated yet, its
+ * static memory fits, its bound below the threshold now (which only falls: one above it now
+ * is above it at its turn). */
+static int may_follow(const search *x, const cand *cd, long j)
+{
+    long i = cd - x->cands;
+    const cand *sib = &x->cands[j];
+    if (j == i || j == x->head || x->done[j] || isinf(sib->bound) || bounded_out(x, sib))
+        return 0;
+    return i == x->head || j > i;
+}
+
+/* 1 when c, with its schedule s of shape sh, fits by the memory model (into mem) */
+static int fits(search *x, const pp_config *c, const pp_sched *s, const pp_tune_shape *sh,
+                pp_tune_rank_mem *mem)
+{
+    int exact = 0;
+    pp_status st = sh ? pp_tune_memory_shape(x->m, c, sh, x->o, mem, &exact) : PP_OK;
+    if (st == PP_OK && !exact)
+        st = pp_tune_memory(x->m, c, s, x->o, mem);
+    if (st != PP_OK) {
+        pp_err_clear();
+        return 0;
+    }
+    double cap = pp_tune_mem_capacity(x->hw, x->o);
+    for (int r = 0; r < c->p; r++)
+        if (mem[r].total > cap)
+            return 0;
+    return 1;
+}
+
+/* cd (which fits) and the settings of its layout that may follow it on the same schedule s,
+ * simulated in one pass into x->lanes; fewer than two, or an error (each is then simulated
+ * alone, which reports it), leave x->lanes empty. */
+static pp_status simulate_lanes(search *x, const cand *cd, const pp_sched *s,
+                                const pp_tune_shape *sh)
+{
+    x->lanes.s = NULL, x->lanes.n = 0;
+    double keys = (double)s->n_pipes * s->stages_per_pipe * s->microbatches;
+    int most = (int)fmin(LANES, fmax(1, LANE_BYTES / (16 * keys)));
+    pp_config cfg[LANES];
+    long idx[LANES];
+    int n = 0;
+    cfg[n] = cd->cfg, idx[n++] = cd - x->cands;
+    pp_sched_params key, kj;
+    pp_tune_sched_params(x->m, &cd->cfg, &key);
+    for (long j = cd->group; j < cd->group + cd->group_n && n < most; j++) {
+        if (!may_follow(x, cd, j))
+            continue;
+        pp_tune_sched_params(x->m, &x->cands[j].cfg, &kj);
+        if (!strcmp(x->cands[j].cfg.schedule, cd->cfg.schedule) && !memcmp(&kj, &key, sizeof key))
+            cfg[n] = x->cands[j].cfg, idx[n++] = j;
+    }
+    if (n < 2)
+        return PP_OK;
+    int D = cd->cfg.p;
+    pp_tune_rank_mem *mem = pp_calloc((size_t)n * D, sizeof *mem);
+    const pp_tune_rank_mem *mp[LANES];
+    if (!mem)
+        return PP_ERR_NOMEM;
+    int k = 0;
+    for (int i = 0; i < n; i++) /* the ones over capacity never reach the simulation */
+        if (fits(x, &cfg[i], s, sh, mem + (size_t)k * D))
+            cfg[k] = cfg[i], idx[k] = idx[i], mp[k] = mem + (size_t)k * D, k++;
+    pp_status st = k >= 2 ? pp_tune_evaluate_lanes(x->m, x->hw, cfg, x->o, s, mp, k,
+                                                   x->lanes.pred)
+                          : PP_ERR_INVALID;
+    free(mem);
+    if (st == PP_ERR_NOMEM)
+        return st;
+    if (st != PP_OK) {
+        pp_err_clear();
+        return PP_OK;
+    }
+    x->lanes.s = s, x->lanes.n = k;
+    memcpy(x->lanes.idx, idx, (size_t)k * sizeof *idx);
+    return PP_OK;
+}
+
 static pp_status evaluate_one(search *x, const cand *cd, cache_slot *cache, long *clock,
                               pp_tune_rank_mem *mem)
 {
@@ -791,7 +934,11 @@ static pp_status evaluate_one(search *x, const cand *cd, cache_slot *cache, long
     if (!s && (st = cached_schedule(x, c, cache, clock, &s)) != PP_OK)
         return st == PP_ERR_NOMEM ? st : refused(x, c);
     pp_tune_prediction pred;
-    PP_TRY(pp_tune_evaluate_mem(x->m, x->hw, c, x->o, s, mem, &pred));
+    if (!from_lanes(x, cd - x->cands, s, &pred)) {
+        PP_TRY(simulate_lanes(x, cd, s, sh));
+        if (!from_lanes(x, cd - x->cands, s, &pred))
+            PP_TRY(pp_tune_evaluate_mem(x->m, x->hw, c, x->o, s, mem, &pred));
+    }
     return admit(x, &pred, s, mem);
 }
 
@@ -852,26 +999,32 @@ static pp_status run_ranked(search *x)
     snprintf(why, sizeof why, "does not fit: weights, gradients and optimizer state alone "
                               "average more than %s usable per rank",
              pp_fmt_bytes(cap, usable, sizeof usable));
+    const char *static_why = keep_text(x->res, why); /* shared by all of them */
+    if (!static_why)
+        st = PP_ERR_NOMEM;
     /* done[k]: candidate k was evaluated with a sibling (below) */
     unsigned char *done = pp_calloc((size_t)x->n_cands + 1, 1);
     if (!done)
         st = PP_ERR_NOMEM;
+    x->done = done;
     for (long i = 0; i < x->n_cands && st == PP_OK; i++) {
         const cand *cd = &x->cands[order[i].i];
         if (done[order[i].i])
             continue;
         if (isinf(cd->bound)) {
             x->res->pruned_memory++;
-            st = add_reject(x, &cd->cfg, 1, why);
+            st = add_reject_kept(x, &cd->cfg, 1, why, static_why);
         } else if (bounded_out(x, cd)) {
             x->res->bounded++;
-            st = add_reject(x, &cd->cfg, 3, "");
+            st = add_reject_kept(x, &cd->cfg, 3, "", "");
             if (st == PP_OK) {
                 pp_tune_reject *j = &x->res->rejects[x->res->n_rejects - 1];
                 j->bound = cd->bound, j->kth = kth_best(x), j->keep = keep;
                 j->kind_best = kind_best_of(x, &cd->cfg);
             }
         } else {
+            x->head = order[i].i;
+            x->lanes.s = NULL, x->lanes.n = 0;
             st = evaluate_one(x, cd, cache, &clock, mem);
             /* its layout's other settings while the schedule is in the cache: any order of
              * evaluation is exact, since the bound is held against a threshold that only
@@ -884,6 +1037,7 @@ static pp_status run_ranked(search *x)
                 done[j] = 1;
                 st = evaluate_one(x, sib, cache, &clock, mem);
             }
+            x->lanes.s = NULL, x->lanes.n = 0; /* its schedule may leave the cache */
         }
         if (sp->progress && (i % 16 == 15 || i + 1 == x->n_cands))
             sp->progress(sp->progress_ctx, i + 1, x->n_cands);
@@ -1027,5 +1181,8 @@ void pp_tune_result_destroy(pp_tune_result *r)
     free(r->sched_best);
     free(r->pareto);
     free(r->rejects);
+    for (int i = 0; i < r->n_texts; i++)
+        free(r->texts[i]);
+    free(r->texts);
     free(r);
 }
