@@ -31,6 +31,7 @@
  * concurrent communication, memory limits. Validation here is only what keeps the simulator
  * safe; pp_sched_check gives the full diagnosis. */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,6 +51,11 @@ typedef struct {
     double *link_free;       /* [D * D * K] when directed link src*D+dst is free again */
     double *clock;           /* [D * K] compute stream of each rank */
     double *transfer_end_k;  /* [K] last transfer's end */
+    /* the lanes' cost tables, interleaved ([entry * K + lane]; a missing table: zeros) so that
+     * one action's K durations are adjacent; with one lane the caller's own arrays */
+    double *t_f, *t_b, *t_i, *t_w, *t_sbf, *t_sbb, *t_lat, *t_ibw, *t_red;
+    uint8_t owned[9];        /* which of them were allocated here */
+    double *busy, *last_end; /* [D * K] out[lane].busy, .last_end until finish() */
     int *pc;                 /* [D] next action */
     long *waiting;           /* [D] arrival slot a parked rank waits for, -1 when not parked */
     int *queue, head, count; /* ring of runnable ranks */
@@ -225,9 +231,9 @@ static pp_span *span(sim *x, int r, int i)
     return x->out[0].spans ? &x->out[0].spans[r][i] : NULL; /* spans: one lane */
 }
 
-static const double *durations(const pp_cost *c, int op)
+static const double *durations(const sim *x, int op)
 {
-    return op == PP_OP_F ? c->f : op == PP_OP_B ? c->b : op == PP_OP_I ? c->i : c->w;
+    return op == PP_OP_F ? x->t_f : op == PP_OP_B ? x->t_b : op == PP_OP_I ? x->t_i : x->t_w;
 }
 
 /* A compute whose input comes from another rank must have received it: catches schedules that
@@ -249,17 +255,18 @@ static pp_status check_input(const sim *x, int r, int i, const pp_action *a)
 static pp_status compute(sim *x, int r, int i, const pp_action *a)
 {
     PP_TRY(check_input(x, r, i, a));
-    size_t st = (size_t)a->pipe * x->S + a->stage;
-    double *clock = &x->clock[(size_t)r * x->K];
-    for (int k = 0; k < x->K; k++) {
-        double d = durations(&x->c[k], a->op)[st];
+    size_t st = (size_t)a->pipe * x->S + a->stage, K = (size_t)x->K;
+    double *clock = &x->clock[r * K], *busy = &x->busy[r * K], *last = &x->last_end[r * K];
+    const double *dur = durations(x, a->op) + st * K;
+    for (size_t k = 0; k < K; k++) {
+        double d = dur[k];
         pp_span *sp = span(x, r, i);
         if (sp)
             *sp = (pp_span){clock[k], clock[k] + d};
         clock[k] += d;
-        x->out[k].busy[r] += d;
-        if (clock[k] > x->out[k].last_end[r])
-            x->out[k].last_end[r] = clock[k];
+        busy[k] += d;
+        if (clock[k] > last[k])
+            last[k] = clock[k];
     }
     /* the in-flight walks do not depend on the costs: lane 0's result, copied to the others
      * at the end */
@@ -283,18 +290,17 @@ static void send(sim *x, int r, int i, const pp_action *a)
     size_t link = (size_t)r * x->D + dst;
     long slot = (long)((fwd ? 0 : x->nk) + pp_sched_key(x->s, a->pipe, ps, a->mb));
     size_t K = (size_t)x->K;
+    const double *bytes_v = (fwd ? x->t_sbf : x->t_sbb) + st * K;
+    const double *lat = x->t_lat + link * K, *ibw = x->t_ibw + link * K;
+    const double *clock = &x->clock[r * K];
+    double *link_free = &x->link_free[link * K], *arrival = &x->arrival[(size_t)slot * K];
     for (size_t k = 0; k < K; k++) {
-        const pp_cost *c = &x->c[k];
-        double *bytes_v = fwd ? c->send_bytes_f : c->send_bytes_b;
-        double bytes = bytes_v ? bytes_v[st] : 0;
-        double clock = x->clock[r * K + k], *link_free = &x->link_free[link * K + k];
-        double start = clock > *link_free ? clock : *link_free;
-        double end = start + (c->latency ? c->latency[link] : 0) +
-                     (c->inv_bw ? bytes * c->inv_bw[link] : 0);
-        *link_free = end;
+        double start = clock[k] > link_free[k] ? clock[k] : link_free[k];
+        double end = start + lat[k] + bytes_v[k] * ibw[k]; /* a missing table's 0: 0 */
+        link_free[k] = end;
         if (end > x->transfer_end_k[k])
             x->transfer_end_k[k] = end;
-        x->arrival[(size_t)slot * K + k] = end;
+        arrival[k] = end;
         pp_span *sp = span(x, r, i);
         if (sp)
             *sp = (pp_span){start, end};
@@ -356,10 +362,10 @@ static void resolve(sim *x, int id0)
                 if (p >= 0 && x->red_end[p * K + l] > start)
                     start = x->red_end[p * K + l];
             }
-            double end = start + (x->c[l].reduce ? x->c[l].reduce[id] : 0);
+            double end = start + x->t_red[id * K + l];
             x->red_end[id * K + l] = end;
             for (int j = 0; j < red->n_ranks; j++) {
-                double *last = &x->out[l].last_end[red->ranks[j]];
+                double *last = &x->last_end[red->ranks[j] * K + l];
                 if (end > *last)
                     *last = end;
             }
@@ -463,6 +469,8 @@ static void finish_lane(sim *x, int k, pp_sim_result *o)
         memcpy(o->peak_held_for_w, x->out->peak_held_for_w, x->D * sizeof(double));
         o->cross_rank_transfers = x->out->cross_rank_transfers;
     }
+    for (int r = 0; r < x->D; r++)
+        o->busy[r] = x->busy[r * K + k], o->last_end[r] = x->last_end[r * K + k];
     double busy = 0, idle = 0;
     for (int r = 0; r < x->D; r++) {
         o->idle[r] = makespan - o->busy[r];
@@ -540,6 +548,12 @@ static pp_status alloc_result(const pp_sched *s, int want_spans, pp_sim_result *
 
 static void free_sim(sim *x)
 {
+    double *t[] = {x->t_f, x->t_b, x->t_i, x->t_w, x->t_sbf, x->t_sbb, x->t_lat, x->t_ibw, x->t_red};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (x->owned[i])
+            free(t[i]);
+    free(x->busy);
+    free(x->last_end);
     void *p[] = {x->arrival,  x->sent, x->transfer_end_k, x->received,  x->link_free,  x->clock,    x->pc,        x->waiting,    x->queue,    x->queued,
                  x->n_issued, x->start_at,  x->red_end,    x->resolved, x->prev,
                  x->next,     x->issue_idx, x->issue_time, x->last_red, x->stack,
@@ -548,8 +562,55 @@ static void free_sim(sim *x)
         free(p[i]);
 }
 
+/* The K lanes' table at byte offset off of pp_cost (n entries each), interleaved; with one
+ * lane the caller's array itself (owned 0). NULL: out of memory. */
+static double *lane_table(const sim *x, size_t off, size_t n, uint8_t *owned)
+{
+    size_t K = (size_t)x->K;
+    const double *one;
+    memcpy(&one, (const char *)&x->c[0] + off, sizeof one);
+    if (K == 1 && one) {
+        *owned = 0;
+        return (double *)one;
+    }
+    double *t = pp_calloc(n * K + 1, sizeof *t);
+    *owned = 1;
+    for (size_t k = 0; t && k < K; k++) {
+        const double *c;
+        memcpy(&c, (const char *)&x->c[k] + off, sizeof c);
+        for (size_t e = 0; c && e < n; e++)
+            t[e * K + k] = c[e];
+    }
+    return t;
+}
+
+static int alloc_lane_tables(sim *x)
+{
+    size_t n_st = (size_t)x->s->n_pipes * x->S, DD = (size_t)x->D * x->D;
+    const struct {
+        double **to;
+        size_t off, n;
+    } tb[] = {{&x->t_f, offsetof(pp_cost, f), n_st},
+              {&x->t_b, offsetof(pp_cost, b), n_st},
+              {&x->t_i, offsetof(pp_cost, i), n_st},
+              {&x->t_w, offsetof(pp_cost, w), n_st},
+              {&x->t_sbf, offsetof(pp_cost, send_bytes_f), n_st},
+              {&x->t_sbb, offsetof(pp_cost, send_bytes_b), n_st},
+              {&x->t_lat, offsetof(pp_cost, latency), DD},
+              {&x->t_ibw, offsetof(pp_cost, inv_bw), DD},
+              {&x->t_red, offsetof(pp_cost, reduce), (size_t)x->s->n_reduces}};
+    int ok = 1;
+    for (size_t i = 0; i < sizeof tb / sizeof tb[0]; i++)
+        ok &= (*tb[i].to = lane_table(x, tb[i].off, tb[i].n, &x->owned[i])) != NULL;
+    x->busy = pp_calloc((size_t)x->D * x->K, sizeof *x->busy);
+    x->last_end = pp_calloc((size_t)x->D * x->K, sizeof *x->last_end);
+    return ok && x->busy && x->last_end;
+}
+
 static int alloc_sim(sim *x)
 {
+    if (!alloc_lane_tables(x))
+        return 0;
     size_t D = (size_t)x->D, nr = (size_t)x->s->n_reduces + 1, K = (size_t)x->K;
     size_t nrj = nr * PP_REDUCE_MAX_RANKS;
     x->arrival = malloc(2 * x->nk * K * sizeof *x->arrival); /* read only once sent */

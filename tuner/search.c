@@ -31,6 +31,7 @@
  * across them would not be exact.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,17 +64,26 @@ typedef struct {
     pp_tune_op_times ot;
 } ot_memo;
 
-/* The predictions of a layout's settings that share one schedule, simulated together in one
- * pass (pp_tune_evaluate_lanes) when the first of them is; the others take theirs from here
- * when their turn comes, after the same checks as before (bound, memory), so that the result,
- * counters and reasons are those of one simulation each. */
+/* Candidates that share one schedule (the settings of a layout, and layouts of other b, t, cp
+ * with the same p, N, v, G and split) are simulated together in one pass
+ * (pp_tune_evaluate_lanes) when the first of them is: with it, every one not yet decided that
+ * fits and whose bound is below the threshold now (it only falls, so the others will never be
+ * simulated). The others take their prediction from here when their turn comes, after the same
+ * checks as before (bound, memory), so the results, counters and reasons are those of one
+ * simulation each; a lane whose candidate is bound-skipped at its turn was wasted work. */
 #define LANES 32
 #define LANE_BYTES (64.0 * 1024 * 1024) /* a pass's arrival table: 2 x keys x lanes doubles */
 typedef struct {
-    const pp_sched *s; /* the schedule they were simulated on; NULL: none */
-    int n;
-    long idx[LANES]; /* candidates */
-    pp_tune_prediction pred[LANES];
+    uint64_t h; /* hash of the schedule key */
+    long i;     /* candidate */
+} keyed;
+
+typedef struct {
+    keyed *by_key;   /* [n_keyed] the candidates with a finite bound, by (hash, index) */
+    long n_keyed;
+    int *slot;       /* [n_cands] 1 + its prediction's index in pred, 0: none */
+    pp_tune_prediction *pred;
+    long n_pred, cap_pred;
 } lanes;
 
 typedef struct {
@@ -97,9 +107,8 @@ typedef struct {
     ot_memo memo[OT_MEMO];
     int memo_next;
     pp_tune_shape_cache *shapes; /* every schedule's shape met so far (mem_shape.h) */
-    const unsigned char *done;   /* run_ranked's: candidate k was evaluated with a sibling */
-    long head;                   /* the candidate whose layout is being evaluated */
-    lanes lanes;                 /* its settings simulated in one pass (simulate_lanes) */
+    const unsigned char *done;   /* run_ranked's: candidate k's fate is decided */
+    lanes lanes;                 /* predictions made in shared passes (simulate_lanes) */
 } search;
 
 /* ---- bookkeeping ------------------------------------------------------------------------ */
@@ -811,30 +820,80 @@ static pp_status refused(search *x, const pp_config *c)
     return add_reject(x, c, 0, pp_err_text());
 }
 
-/* 1 with *pred when candidate i's prediction on s was simulated with its siblings' */
-static int from_lanes(const search *x, long i, const pp_sched *s, pp_tune_prediction *pred)
+/* 1 with *pred when candidate i's prediction was made in a shared pass (taken once) */
+static int from_lanes(search *x, long i, pp_tune_prediction *pred)
 {
-    for (int k = 0; x->lanes.s == s && k < x->lanes.n; k++)
-        if (x->lanes.idx[k] == i) {
-            *pred = x->lanes.pred[k];
-            return 1;
-        }
-    return 0;
+    int k = x->lanes.slot ? x->lanes.slot[i] : 0;
+    if (!k)
+        return 0;
+    *pred = x->lanes.pred[k - 1];
+    x->lanes.slot[i] = 0;
+    return 1;
+}
+
+static uint64_t key_hash(const search *x, const pp_config *c)
+{
+    pp_sched_params sp;
+    pp_tune_sched_params(x->m, c, &sp);
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (const char *p = c->schedule; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    const int v[] = {sp.ranks,  sp.microbatches, sp.chunks,       sp.group,
+                     sp.layers, sp.uneven,       sp.first_layers, sp.last_layers};
+    for (size_t k = 0; k < sizeof v / sizeof v[0]; k++)
+        h = (h ^ (uint32_t)v[k]) * 1099511628211ULL;
+    return h;
+}
+
+static int same_key(const search *x, const pp_config *a, const pp_config *b)
+{
+    pp_sched_params ka, kb;
+    pp_tune_sched_params(x->m, a, &ka);
+    pp_tune_sched_params(x->m, b, &kb);
+    return !strcmp(a->schedule, b->schedule) && !memcmp(&ka, &kb, sizeof ka);
+}
+
+static int by_hash(const void *a, const void *b)
+{
+    const keyed *p = a, *q = b;
+    if (p->h != q->h)
+        return p->h < q->h ? -1 : 1;
+    return p->i < q->i ? -1 : p->i > q->i;
+}
+
+/* The index of the candidates by schedule key (those with a finite bound). */
+static pp_status lanes_index(search *x)
+{
+    lanes *l = &x->lanes;
+    l->by_key = pp_calloc((size_t)x->n_cands + 1, sizeof *l->by_key);
+    l->slot = pp_calloc((size_t)x->n_cands + 1, sizeof *l->slot);
+    if (!l->by_key || !l->slot)
+        return PP_ERR_NOMEM;
+    for (long i = 0; i < x->n_cands; i++)
+        if (!isinf(x->cands[i].bound))
+            l->by_key[l->n_keyed++] = (keyed){key_hash(x, &x->cands[i].cfg), i};
+    if (l->n_keyed)
+        qsort(l->by_key, (size_t)l->n_keyed, sizeof *l->by_key, by_hash);
+    return PP_OK;
+}
+
+static void lanes_free(lanes *l)
+{
+    free(l->by_key);
+    free(l->slot);
+    free(l->pred);
+    memset(l, 0, sizeof *l);
 }
 
 static int bounded_out(const search *x, const cand *cd);
 
-/* 1 when candidate j of cd's layout comes after cd in run_ranked's order (the layout's head,
- * then the others in enumeration order) and may still be simulated: not evaluated yet, its
- * static memory fits, its bound below the threshold now (which only falls: one above it now
- * is above it at its turn). */
-static int may_follow(const search *x, const cand *cd, long j)
+/* 1 when candidate j (not i) may still be simulated: not decided yet, its static memory fits,
+ * its bound below the threshold now (which only falls: one above it now is above it at its
+ * turn), no prediction waiting for it. */
+static int may_follow(const search *x, long i, long j)
 {
-    long i = cd - x->cands;
-    const cand *sib = &x->cands[j];
-    if (j == i || j == x->head || x->done[j] || isinf(sib->bound) || bounded_out(x, sib))
-        return 0;
-    return i == x->head || j > i;
+    const cand *c = &x->cands[j];
+    return j != i && !x->done[j] && !x->lanes.slot[j] && !isinf(c->bound) && !bounded_out(x, c);
 }
 
 /* 1 when c, with its schedule s of shape sh, fits by the memory model (into mem) */
@@ -856,51 +915,84 @@ static int fits(search *x, const pp_config *c, const pp_sched *s, const pp_tune_
     return 1;
 }
 
-/* cd (which fits) and the settings of its layout that may follow it on the same schedule s,
- * simulated in one pass into x->lanes; fewer than two, or an error (each is then simulated
- * alone, which reports it), leave x->lanes empty. */
+/* The first entry of by_key with hash h (n_keyed: none). */
+static long first_of(const lanes *l, uint64_t h)
+{
+    long lo = 0, hi = l->n_keyed;
+    while (lo < hi) {
+        long mid = lo + (hi - lo) / 2;
+        if (l->by_key[mid].h < h)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The lanes of one pass: cd (which fits), then the undecided candidates of its schedule
+ * key that may still be simulated and fit (mem: their memory, D entries each). Returns the
+ * count. */
+static int gather(search *x, const cand *cd, const pp_sched *s, const pp_tune_shape *sh,
+                  int most, pp_config *cfg, long *idx, pp_tune_rank_mem *mem)
+{
+    long i = cd - x->cands;
+    int D = cd->cfg.p, n = 0;
+    cfg[n] = cd->cfg, idx[n++] = i;
+    uint64_t h = key_hash(x, &cd->cfg);
+    for (long k = first_of(&x->lanes, h); k < x->lanes.n_keyed && n < most; k++) {
+        long j = x->lanes.by_key[k].i;
+        if (x->lanes.by_key[k].h != h)
+            break;
+        if (!may_follow(x, i, j) || !same_key(x, &cd->cfg, &x->cands[j].cfg) ||
+            !fits(x, &x->cands[j].cfg, s, sh, mem + (size_t)n * D))
+            continue;
+        cfg[n] = x->cands[j].cfg, idx[n++] = j;
+    }
+    return n;
+}
+
+/* Simulates cd and the candidates gather() gives in one pass into x->lanes; with none besides
+ * cd, or on an error (each is then simulated alone, which reports it), nothing is kept. */
 static pp_status simulate_lanes(search *x, const cand *cd, const pp_sched *s,
                                 const pp_tune_shape *sh)
 {
-    x->lanes.s = NULL, x->lanes.n = 0;
     double keys = (double)s->n_pipes * s->stages_per_pipe * s->microbatches;
     int most = (int)fmin(LANES, fmax(1, LANE_BYTES / (16 * keys)));
-    pp_config cfg[LANES];
-    long idx[LANES];
-    int n = 0;
-    cfg[n] = cd->cfg, idx[n++] = cd - x->cands;
-    pp_sched_params key, kj;
-    pp_tune_sched_params(x->m, &cd->cfg, &key);
-    for (long j = cd->group; j < cd->group + cd->group_n && n < most; j++) {
-        if (!may_follow(x, cd, j))
-            continue;
-        pp_tune_sched_params(x->m, &x->cands[j].cfg, &kj);
-        if (!strcmp(x->cands[j].cfg.schedule, cd->cfg.schedule) && !memcmp(&kj, &key, sizeof key))
-            cfg[n] = x->cands[j].cfg, idx[n++] = j;
-    }
-    if (n < 2)
+    if (most < 2)
         return PP_OK;
     int D = cd->cfg.p;
-    pp_tune_rank_mem *mem = pp_calloc((size_t)n * D, sizeof *mem);
+    pp_config cfg[LANES];
+    long idx[LANES];
     const pp_tune_rank_mem *mp[LANES];
-    if (!mem)
+    pp_tune_prediction *pred = pp_calloc(LANES, sizeof *pred);
+    pp_tune_rank_mem *mem = pp_calloc((size_t)LANES * D, sizeof *mem);
+    if (!mem || !pred) {
+        free(mem);
+        free(pred);
         return PP_ERR_NOMEM;
-    int k = 0;
-    for (int i = 0; i < n; i++) /* the ones over capacity never reach the simulation */
-        if (fits(x, &cfg[i], s, sh, mem + (size_t)k * D))
-            cfg[k] = cfg[i], idx[k] = idx[i], mp[k] = mem + (size_t)k * D, k++;
-    pp_status st = k >= 2 ? pp_tune_evaluate_lanes(x->m, x->hw, cfg, x->o, s, mp, k,
-                                                   x->lanes.pred)
-                          : PP_ERR_INVALID;
+    }
+    int n = gather(x, cd, s, sh, most, cfg, idx, mem);
+    pp_status st = PP_ERR_INVALID;
+    if (n >= 2 && fits(x, &cd->cfg, s, sh, mem)) {
+        for (int k = 0; k < n; k++)
+            mp[k] = mem + (size_t)k * D;
+        st = pp_tune_evaluate_lanes(x->m, x->hw, cfg, x->o, s, mp, n, pred);
+    }
+    lanes *l = &x->lanes;
+    for (int k = 0; st == PP_OK && k < n; k++) {
+        long cap = l->cap_pred;
+        if ((st = grow(&l->pred, l->n_pred, &cap, sizeof *l->pred)) != PP_OK)
+            break;
+        l->cap_pred = cap;
+        l->pred[l->n_pred++] = pred[k];
+        l->slot[idx[k]] = (int)l->n_pred;
+    }
     free(mem);
+    free(pred);
     if (st == PP_ERR_NOMEM)
         return st;
-    if (st != PP_OK) {
+    if (st != PP_OK)
         pp_err_clear();
-        return PP_OK;
-    }
-    x->lanes.s = s, x->lanes.n = k;
-    memcpy(x->lanes.idx, idx, (size_t)k * sizeof *idx);
     return PP_OK;
 }
 
@@ -934,9 +1026,9 @@ static pp_status evaluate_one(search *x, const cand *cd, cache_slot *cache, long
     if (!s && (st = cached_schedule(x, c, cache, clock, &s)) != PP_OK)
         return st == PP_ERR_NOMEM ? st : refused(x, c);
     pp_tune_prediction pred;
-    if (!from_lanes(x, cd - x->cands, s, &pred)) {
+    if (!from_lanes(x, cd - x->cands, &pred)) {
         PP_TRY(simulate_lanes(x, cd, s, sh));
-        if (!from_lanes(x, cd - x->cands, s, &pred))
+        if (!from_lanes(x, cd - x->cands, &pred))
             PP_TRY(pp_tune_evaluate_mem(x->m, x->hw, c, x->o, s, mem, &pred));
     }
     return admit(x, &pred, s, mem);
@@ -1007,10 +1099,13 @@ static pp_status run_ranked(search *x)
     if (!done)
         st = PP_ERR_NOMEM;
     x->done = done;
+    if (st == PP_OK)
+        st = lanes_index(x);
     for (long i = 0; i < x->n_cands && st == PP_OK; i++) {
         const cand *cd = &x->cands[order[i].i];
         if (done[order[i].i])
             continue;
+        done[order[i].i] = 1; /* decided here (simulate_lanes asks) */
         if (isinf(cd->bound)) {
             x->res->pruned_memory++;
             st = add_reject_kept(x, &cd->cfg, 1, why, static_why);
@@ -1023,8 +1118,6 @@ static pp_status run_ranked(search *x)
                 j->kind_best = kind_best_of(x, &cd->cfg);
             }
         } else {
-            x->head = order[i].i;
-            x->lanes.s = NULL, x->lanes.n = 0;
             st = evaluate_one(x, cd, cache, &clock, mem);
             /* its layout's other settings while the schedule is in the cache: any order of
              * evaluation is exact, since the bound is held against a threshold that only
@@ -1037,7 +1130,6 @@ static pp_status run_ranked(search *x)
                 done[j] = 1;
                 st = evaluate_one(x, sib, cache, &clock, mem);
             }
-            x->lanes.s = NULL, x->lanes.n = 0; /* its schedule may leave the cache */
         }
         if (sp->progress && (i % 16 == 15 || i + 1 == x->n_cands))
             sp->progress(sp->progress_ctx, i + 1, x->n_cands);
@@ -1047,6 +1139,7 @@ static pp_status run_ranked(search *x)
         st = st == PP_OK ? rs : st;
     }
     prune_held(x->res);
+    lanes_free(&x->lanes);
     free(done);
     free(order);
     free(mem);
