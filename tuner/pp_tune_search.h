@@ -89,6 +89,10 @@ struct pp_tune_result {
     long n_rejects;
     long seen, pruned_rule, pruned_memory, simulated, bounded, trialled;
     long sim_cache_hits;
+    long sim_passes, sim_lanes; /* simulator passes run for the simulated candidates, and the
+                                   cost tables they carried (shared passes: search.c); lanes
+                                   above `simulated` were candidates bound-skipped at their
+                                   turn. Not printed: bench_search's work figures */
     double wall_s;
     int global_batch;
     double calibration; /* median measured / predicted step time over ok trials; 0 = none */

@@ -977,6 +977,8 @@ static pp_status simulate_lanes(search *x, const cand *cd, const pp_sched *s,
         for (int k = 0; k < n; k++)
             mp[k] = mem + (size_t)k * D;
         st = pp_tune_evaluate_lanes(x->m, x->hw, cfg, x->o, s, mp, n, pred);
+        if (st == PP_OK)
+            x->res->sim_passes++, x->res->sim_lanes += n;
     }
     lanes *l = &x->lanes;
     for (int k = 0; st == PP_OK && k < n; k++) {
@@ -1029,7 +1031,10 @@ static pp_status evaluate_one(search *x, const cand *cd, cache_slot *cache, long
     if (!from_lanes(x, cd - x->cands, &pred)) {
         PP_TRY(simulate_lanes(x, cd, s, sh));
         if (!from_lanes(x, cd - x->cands, &pred))
+        {
             PP_TRY(pp_tune_evaluate_mem(x->m, x->hw, c, x->o, s, mem, &pred));
+            x->res->sim_passes++, x->res->sim_lanes++;
+        }
     }
     return admit(x, &pred, s, mem);
 }
