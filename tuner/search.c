@@ -21,6 +21,8 @@
  *    fit, a candidate whose bound is not below the keep-th best step time cannot enter the
  *    leaderboard; it and every later one are recorded as "bound" without simulation. This is
  *    exact: the kept leaderboard equals the one a full simulation of every candidate would give.
+ *    The candidates that share a schedule are simulated in one pass of the simulator when the
+ *    first of them is (lanes, below): each keeps its own checks and its place in this order.
  * 4. One pass: the settings are searched like the layout, so there is no fallback that
  *    switches one on when nothing fits; every candidate that did not fit keeps its reason.
  *    Trials, recalibration and choice follow on the leaderboard (search_trials.c).
