@@ -3,7 +3,8 @@
 # Runs the same searches with two pptune binaries and compares what a user sees: the report
 # with --explain=all (leaderboard, header, every rejected candidate with its reason, each
 # schedule's best, the Pareto front) and the profile, byte for byte but for the search's own
-# wall time (the "searched N candidates in X s" line and the profile's wall_s). Exit 0 when
+# wall time (the "searched N candidates in X s" line and the profile's wall_s), the profile's
+# creation time and the generator's git revision. Exit 0 when
 # every search is the same, 1 with the first differing lines otherwise.
 # Searches: the main job (gpt-13b on 32 dgx-h100 nodes), llama3-405b on 2,048 nodes,
 # Megatron-LM's 1T row (Narayanan et al. 2021, arXiv:2104.04473, Table 1: h 25600, 128 layers,
@@ -37,7 +38,8 @@ searches=(
 )
 # the search's own wall time is the only figure allowed to differ
 strip() { sed -E -e 's/(searched [0-9]+ candidates in )[0-9.]+ s/\1X s/' \
-                 -e 's/("wall_s": )[0-9.e+-]+/\1X/' -e 's/("created": )"[^"]*"/\1X/'; }
+                 -e 's/("wall_s": )[0-9.e+-]+/\1X/' -e 's/("created": )"[^"]*"/\1X/' \
+                 -e 's/(pptune [0-9.]+ \(git )[0-9a-f]+/\1X/'; }
 fail=0
 i=0
 for args in "${searches[@]}"; do
