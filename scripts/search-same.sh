@@ -39,7 +39,7 @@ searches=(
 # the search's own wall time is the only figure allowed to differ
 strip() { sed -E -e 's/(searched [0-9]+ candidates in )[0-9.]+ s/\1X s/' \
                  -e 's/("wall_s": )[0-9.e+-]+/\1X/' -e 's/("created": )"[^"]*"/\1X/' \
-                 -e 's/(pptune [0-9.]+ \(git )[0-9a-f]+/\1X/'; }
+                 -e 's/("generator": "pptune [0-9.]+)( \(git [0-9a-f]+\))?"/\1"/'; }
 fail=0
 i=0
 for args in "${searches[@]}"; do
