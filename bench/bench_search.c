@@ -3,7 +3,12 @@
  * without the exact lower-bound skipping, and Megatron-LM's 1T model (Narayanan et al. 2021:
  * h 25600, 128 layers, 160 heads, FFN 102400, seq 2048, batch 3072) on 384 x 8 dgx-a100-80g;
  * each with the settings searched (recompute, sequence parallelism, sharding, cp: the default)
- * and with some forced. Prints figures; asserts nothing.
+ * and with some forced. Prints figures; asserts nothing. The work figures beside the time:
+ * candidates simulated, the simulator passes that did it (one pass carries every candidate of
+ * one schedule that may still be simulated: search.c) and the lanes they carried (those above
+ * "simulated" were bound-skipped at their turn). CPU time is the figure to compare on the
+ * shared machine (wall time includes waiting for the other jobs); compare with the tree before
+ * by alternating runs of both binaries.
  * Targets: gpt-13b < 1 s, the 1T case < 2 s with every setting searched (issue 27),
  * llama3-405b <= 30 s (issue 5) on the 2-core development machine.
  * Usage: bench_search [MODEL ...] runs only the cases of those models (gpt-13b, llama3-405b,
@@ -49,10 +54,11 @@ static int bench_on(const pp_tune_model *mp, const char *cluster, int nodes, int
     if (r->n_best)
         pp_tune_axes_str(&r->best[0].cfg, set, sizeof set);
     printf("%-12s %-12s %5d x 8  keep %-7d settings %-10s  seen %6ld  rule %6ld  memory %5ld  "
-           "simulated %5ld  bound-skipped %6ld  search %7.3f s (cpu %.3f s; + cluster load "
-           "%.3f s)  best: %s %s (%.3f s/step, MFU %.1f %%)\n",
+           "simulated %5ld (in %4ld passes, %5ld lanes)  bound-skipped %6ld  search %7.3f s "
+           "(cpu %.3f s; + cluster load %.3f s)  best: %s %s (%.3f s/step, MFU %.1f %%)\n",
            model, cluster, nodes, keep, forced[0] ? forced : "searched", r->seen,
-           r->pruned_rule, r->pruned_memory, r->simulated, r->bounded, wall, cpu, load, cb, set,
+           r->pruned_rule, r->pruned_memory, r->simulated, r->sim_passes, r->sim_lanes,
+           r->bounded, wall, cpu, load, cb, set,
            r->n_best ? r->best[0].step_time : 0.0, r->n_best ? 100 * r->best[0].mfu : 0.0);
     pp_tune_result_destroy(r);
     return 0;

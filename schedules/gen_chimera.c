@@ -153,7 +153,7 @@ static int rank_less(const void *ctx, int r, int s)
 static void rank_changed(unit_state *u, int r)
 {
     rank_best(u, r);
-    pp_gen_heap_fix(&u->ranks, r);
+    pp_gen_heap_fix_by(&u->ranks, r, rank_less);
 }
 
 /* Runs a (started at st on rank r) and readies what only waited for it: after F the next

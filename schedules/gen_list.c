@@ -95,36 +95,14 @@ static pick rank_pick(const pp_gen_lists *l, const list_state *st, const long *t
 }
 
 /* ---- the ranks in a heap by their candidates (gen.h) ---------------------------------------- */
-static void heap_set(pp_gen_heap *q, int i, int r)
-{
-    q->h[i] = r;
-    q->pos[r] = i;
-}
-
 void pp_gen_heap_fix(pp_gen_heap *q, int r)
 {
-    int i = q->pos[r];
-    while (i > 0 && q->less(q->ctx, r, q->h[(i - 1) / 2])) {
-        heap_set(q, i, q->h[(i - 1) / 2]);
-        i = (i - 1) / 2;
-    }
-    for (;;) {
-        int c = 2 * i + 1;
-        if (c >= q->n)
-            break;
-        if (c + 1 < q->n && q->less(q->ctx, q->h[c + 1], q->h[c]))
-            c++;
-        if (!q->less(q->ctx, q->h[c], r))
-            break;
-        heap_set(q, i, q->h[c]);
-        i = c;
-    }
-    heap_set(q, i, r);
+    pp_gen_heap_fix_by(q, r, q->less);
 }
 
 void pp_gen_heap_add(pp_gen_heap *q, int r)
 {
-    heap_set(q, q->n++, r); /* a leaf: the fix sifts it up */
+    pp_gen_heap_set(q, q->n++, r); /* a leaf: the fix sifts it up */
     pp_gen_heap_fix(q, r);
 }
 
@@ -172,11 +150,11 @@ static pp_status run_lists(pp_sched *s, const pp_gen_lists *l, list_state *st, l
             PP_TRY(flush_reduces(s, l, r, bi));
         left -= best.backward ? bi[r] - before : 1;
         cand[r] = rank_pick(l, st, t, fi, bi, inflight, r);
-        pp_gen_heap_fix(q, r);
+        pp_gen_heap_fix_by(q, r, rank_less);
         int dr = pp_sched_rank_of(s, a->pipe, pp_action_dst_stage(a));
         if (dr >= 0 && dr != r) {
             cand[dr] = rank_pick(l, st, t, fi, bi, inflight, dr);
-            pp_gen_heap_fix(q, dr);
+            pp_gen_heap_fix_by(q, dr, rank_less);
         }
     }
     return PP_OK;

@@ -557,6 +557,12 @@ typedef struct {
  * past it): the links between ranks are a ranks x ranks table (4096: 128 MiB). */
 #define PP_SIM_MAX_RANKS 4096
 pp_status pp_sim_run(const pp_sched *s, const pp_cost *c, int want_spans, pp_sim_result *out);
+/* pp_sim_run of k cost tables c[0..k-1] over the same schedule in one pass, into out[0..k-1]
+ * (no spans): out[i] is, double for double, what pp_sim_run(s, &c[i], 0, &out[i]) gives (the
+ * order in which actions run depends on the schedule alone); the work other than the
+ * arithmetic is done once. 1 <= k <= PP_SIM_MAX_LANES. An error leaves every out[i] empty. */
+#define PP_SIM_MAX_LANES 64
+pp_status pp_sim_run_lanes(const pp_sched *s, const pp_cost *c, int k, pp_sim_result *out);
 void pp_sim_result_fini(pp_sim_result *r);
 
 /* ---- Renderers (write to a FILE*, never open files) -------------------------------------------

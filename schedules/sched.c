@@ -284,61 +284,82 @@ pp_status pp_sched_add_reduce(pp_sched *s, const int *ranks, int n_ranks,
     return PP_OK;
 }
 
-/* The RECV (which = 0) or SEND (1) that a compute a on rank r needs, pushed when its peer is
- * another rank. */
-static pp_status push_comm(pp_sched *s, int r, pp_action a, int which)
+/* The RECV (which = 0) or SEND (1) that a compute a on rank r needs, put at out[(*n)++] when
+ * its peer is another rank. */
+static void put_comm(const pp_sched *s, int r, pp_action a, int which, pp_action *out, int *n)
 {
     int peer = which ? pp_sched_rank_of(s, a.pipe, pp_action_dst_stage(&a))  /* who consumes */
                      : pp_sched_rank_of(s, a.pipe, pp_action_src_stage(&a)); /* who feeds */
     if (!pp_op_is_compute(a.op) || pp_op_dir(a.op) == 0 || peer < 0 || peer == r)
-        return PP_OK; /* W moves no data; ends of the pipe and local hand-overs have none */
+        return; /* W moves no data; ends of the pipe and local hand-overs have none */
     a.op = (uint8_t)(which ? pp_op_send_of(a.op) : pp_op_recv_of(a.op));
     a.peer = peer;
     a.overlap = 0;
-    return push_action(s, r, a);
+    out[(*n)++] = a;
 }
 
-/* One compute, or an overlapped pair (n = 2): the RECVs of every part before it, so a pair
- * starts with both inputs there, its SENDs after it. REDUCE passes through. */
-static pp_status lower_one(pp_sched *s, int r, const pp_action *a, int n)
+/* One compute, or an overlapped pair (k = 2): the RECVs of every part before it, so a pair
+ * starts with both inputs there, its SENDs after it (at most 3 actions per part). REDUCE
+ * passes through. */
+static void lower_one(const pp_sched *s, int r, const pp_action *a, int k, pp_action *out,
+                      int *n)
 {
-    for (int k = 0; k < n; k++)
-        PP_TRY(push_comm(s, r, a[k], 0));
-    for (int k = 0; k < n; k++) {
-        pp_action c = a[k];
+    for (int i = 0; i < k; i++)
+        put_comm(s, r, a[i], 0, out, n);
+    for (int i = 0; i < k; i++) {
+        pp_action c = a[i];
         if (pp_op_is_compute(c.op))
             c.peer = -1;
-        PP_TRY(push_action(s, r, c));
+        out[(*n)++] = c;
     }
-    for (int k = 0; k < n; k++)
-        PP_TRY(push_comm(s, r, a[k], 1));
-    return PP_OK;
+    for (int i = 0; i < k; i++)
+        put_comm(s, r, a[i], 1, out, n);
+}
+
+/* The capacity pushing n actions one at a time gives (push_action: 64, doubling), so that a
+ * lowered schedule's buffers are the same whichever way it was built (the tuner's schedule
+ * cache budgets their bytes). */
+static size_t pushed_cap(size_t n)
+{
+    size_t c = 0;
+    while (c < n)
+        c = c ? 2 * c : 64;
+    return c;
 }
 
 pp_status pp_sched_lower_comms(pp_sched *s)
 {
     for (int r = 0; r < s->ranks; r++) {
         pp_action *old = s->ops[r];
-        int n_old = s->n_ops[r];
-        s->ops[r] = NULL;
-        s->n_ops[r] = s->cap_ops[r] = 0;
-        pp_status st = PP_OK;
-        for (int i = 0; i < n_old && st == PP_OK; i++) {
+        int n_old = s->n_ops[r], n = 0;
+        /* at most 3 actions per compute (RECV, it, SEND); written in place of pushed one at
+         * a time */
+        pp_action *out = pp_calloc(3 * (size_t)n_old + 1, sizeof *out);
+        if (!out)
+            return PP_ERR_NOMEM; /* old stays: the schedule is whole, if not lowered */
+        for (int i = 0; i < n_old; i++) {
             if (pp_op_is_comm(old[i].op))
                 continue;
             pp_action a[2] = {old[i]};
-            int n = 1, j = i + 1;
+            int k = 1, j = i + 1;
             while (old[i].overlap && j < n_old && pp_op_is_comm(old[j].op))
                 j++; /* the pair's B: the next compute (comms between are re-made) */
             if (old[i].overlap && j < n_old) {
-                a[n++] = old[j];
+                a[k++] = old[j];
                 i = j;
             }
-            st = lower_one(s, r, a, n);
+            lower_one(s, r, a, k, out, &n);
         }
         free(old);
-        if (st != PP_OK)
-            return st;
+        size_t cap = pushed_cap((size_t)n);
+        pp_action *fit = cap ? pp_realloc_array(out, cap, sizeof *out) : NULL;
+        if (!fit)
+            free(out);
+        if (cap && !fit) {
+            s->ops[r] = NULL, s->n_ops[r] = s->cap_ops[r] = 0;
+            return PP_ERR_NOMEM;
+        }
+        s->ops[r] = fit, s->n_ops[r] = n, s->cap_ops[r] = (int)cap;
     }
     return PP_OK;
 }

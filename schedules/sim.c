@@ -22,10 +22,16 @@
  * Each rank's in-flight peaks (inflight.c's walks, with their step functions) and its last
  * compute or REDUCE end are taken as its actions run, so they need no pass of their own and
  * no spans.
+ * Lanes (pp_sim_run_lanes): which action runs next, which RECV parks, when a REDUCE resolves
+ * depend on the schedule only (a RECV waits on whether its SEND ran, never on a time), so one
+ * pass runs K cost tables at once: every time is an array of K, each lane does the arithmetic
+ * of a pass of its own in the same order (the same doubles), and the work that is not
+ * arithmetic (the action walk, lookups, the checks) is done once for all K.
  * Not modelled: contention between different links sharing a NIC or switch, compute slowed by
  * concurrent communication, memory limits. Validation here is only what keeps the simulator
  * safe; pp_sched_check gives the full diagnosis. */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,28 +39,35 @@
 
 typedef struct {
     const pp_sched *s;
-    const pp_cost *c;
-    pp_sim_result *out;
+    const pp_cost *c;        /* [K] */
+    pp_sim_result *out;      /* [K] */
+    int K;                   /* lanes: cost tables run at once (times below: [... * K + lane]) */
     int D, S, N;
     size_t nk;               /* keys: n_pipes * S * N */
-    double *arrival;         /* [2 * nk] data arrival of RECV_F (first nk) and RECV_B, by the
-                                receiving (pipe, stage, mb); NAN until its SEND ran */
+    double *arrival;         /* [2 * nk * K] data arrival of RECV_F (first nk) and RECV_B, by
+                                the receiving (pipe, stage, mb) */
+    uint8_t *sent;           /* [2 * nk] the SEND of that slot has run */
     uint8_t *received;       /* [2 * nk] the RECV of that slot has run */
-    double *link_free;       /* [D * D] when directed link src*D+dst is free again */
-    double *clock;           /* [D] compute stream of each rank */
+    double *link_free;       /* [D * D * K] when directed link src*D+dst is free again */
+    double *clock;           /* [D * K] compute stream of each rank */
+    double *transfer_end_k;  /* [K] last transfer's end */
+    /* the lanes' cost tables, interleaved ([entry * K + lane]; a missing table: zeros) so that
+     * one action's K durations are adjacent; with one lane the caller's own arrays */
+    double *t_f, *t_b, *t_i, *t_w, *t_sbf, *t_sbb, *t_lat, *t_ibw, *t_red;
+    uint8_t owned[9];        /* which of them were allocated here */
+    double *busy, *last_end; /* [D * K] out[lane].busy, .last_end until finish() */
     int *pc;                 /* [D] next action */
     long *waiting;           /* [D] arrival slot a parked rank waits for, -1 when not parked */
     int *queue, head, count; /* ring of runnable ranks */
     uint8_t *queued;         /* [D] */
-    double transfer_end;     /* last transfer's end */
     /* reduces: index id * PP_REDUCE_MAX_RANKS + j for participant j */
     int *n_issued;      /* [n_reduces] */
-    double *start_at;   /* [n_reduces] latest issue time so far */
-    double *red_end;    /* [n_reduces] completion, once resolved */
+    double *start_at;   /* [n_reduces * K] latest issue time so far */
+    double *red_end;    /* [n_reduces * K] completion, once resolved */
     uint8_t *resolved;  /* [n_reduces] */
     int *prev, *next;   /* previous / next REDUCE on participant j's reduce stream, -1 */
     int *issue_idx;     /* action index of the REDUCE on participant j */
-    double *issue_time; /* when participant j issued it */
+    double *issue_time; /* when participant j issued it (lane 0: spans have one lane) */
     int *last_red;      /* [D] last REDUCE issued by each rank, -1 */
     int *stack;         /* [n_reduces * MAX + 1] reduces to try to resolve */
     /* the in-flight walks of pp_sched_in_flight_peak and pp_sched_held_for_w_peak, done as each
@@ -145,10 +158,11 @@ static pp_status validate_action(const sim *x, int r, int i, uint8_t *issued)
     const pp_action *a = &s->ops[r][i];
     if (a->op >= PP_OP__COUNT)
         return bad(s, r, i, "unknown action kind");
-    if (pp_op_is_split_backward(a->op) && (!x->c->i || !x->c->w))
-        return bad(s, r, i,
-                   "the cost table has no split-backward durations (pp_cost.i and .w; "
-                   "pp_cost_init_unit fills them)");
+    for (int k = 0; k < x->K && pp_op_is_split_backward(a->op); k++)
+        if (!x->c[k].i || !x->c[k].w)
+            return bad(s, r, i,
+                       "the cost table has no split-backward durations (pp_cost.i and .w; "
+                       "pp_cost_init_unit fills them)");
     if (a->op == PP_OP_REDUCE) {
         if (a->stage < 0 || a->stage >= s->n_reduces)
             return bad(s, r, i, "no such REDUCE");
@@ -214,7 +228,12 @@ static void wake(sim *x, int q)
 
 static pp_span *span(sim *x, int r, int i)
 {
-    return x->out->spans ? &x->out->spans[r][i] : NULL;
+    return x->out[0].spans ? &x->out[0].spans[r][i] : NULL; /* spans: one lane */
+}
+
+static const double *durations(const sim *x, int op)
+{
+    return op == PP_OP_F ? x->t_f : op == PP_OP_B ? x->t_b : op == PP_OP_I ? x->t_i : x->t_w;
 }
 
 /* A compute whose input comes from another rank must have received it: catches schedules that
@@ -236,50 +255,57 @@ static pp_status check_input(const sim *x, int r, int i, const pp_action *a)
 static pp_status compute(sim *x, int r, int i, const pp_action *a)
 {
     PP_TRY(check_input(x, r, i, a));
-    size_t st = (size_t)a->pipe * x->S + a->stage;
-    const double *dur = a->op == PP_OP_F   ? x->c->f
-                        : a->op == PP_OP_B ? x->c->b
-                        : a->op == PP_OP_I ? x->c->i
-                                           : x->c->w;
-    double d = dur[st];
-    pp_span *sp = span(x, r, i);
-    if (sp)
-        *sp = (pp_span){x->clock[r], x->clock[r] + d};
-    x->clock[r] += d;
-    x->out->busy[r] += d;
+    size_t st = (size_t)a->pipe * x->S + a->stage, K = (size_t)x->K;
+    double *clock = &x->clock[r * K], *busy = &x->busy[r * K], *last = &x->last_end[r * K];
+    const double *dur = durations(x, a->op) + st * K;
+    for (size_t k = 0; k < K; k++) {
+        double d = dur[k];
+        pp_span *sp = span(x, r, i);
+        if (sp)
+            *sp = (pp_span){clock[k], clock[k] + d};
+        clock[k] += d;
+        busy[k] += d;
+        if (clock[k] > last[k])
+            last[k] = clock[k];
+    }
+    /* the in-flight walks do not depend on the costs: lane 0's result, copied to the others
+     * at the end */
+    pp_sim_result *o = x->out;
     double u = x->units[st]; /* the walks with weight NULL: held = full (I frees nothing) */
     x->in_flight[r] = pp_in_flight_step(a->op, x->in_flight[r], u, u);
     x->held[r] = pp_held_for_w_step(a->op, x->held[r], u);
-    if (x->in_flight[r] > x->out->peak_activations[r])
-        x->out->peak_activations[r] = x->in_flight[r];
-    if (x->held[r] > x->out->peak_held_for_w[r])
-        x->out->peak_held_for_w[r] = x->held[r];
-    if (x->clock[r] > x->out->last_end[r])
-        x->out->last_end[r] = x->clock[r];
+    if (x->in_flight[r] > o->peak_activations[r])
+        o->peak_activations[r] = x->in_flight[r];
+    if (x->held[r] > o->peak_held_for_w[r])
+        o->peak_held_for_w[r] = x->held[r];
     return PP_OK;
 }
 
 static void send(sim *x, int r, int i, const pp_action *a)
 {
-    const pp_cost *c = x->c;
     int fwd = a->op == PP_OP_SEND_F;
     int ps = pp_action_peer_stage(a);
     int dst = pp_sched_stage(x->s, a->pipe, ps)->rank;
     size_t st = (size_t)a->pipe * x->S + a->stage;
     size_t link = (size_t)r * x->D + dst;
-    double *bytes_v = fwd ? c->send_bytes_f : c->send_bytes_b;
-    double bytes = bytes_v ? bytes_v[st] : 0;
-    double start = x->clock[r] > x->link_free[link] ? x->clock[r] : x->link_free[link];
-    double end =
-        start + (c->latency ? c->latency[link] : 0) + (c->inv_bw ? bytes * c->inv_bw[link] : 0);
-    x->link_free[link] = end;
-    if (end > x->transfer_end)
-        x->transfer_end = end;
     long slot = (long)((fwd ? 0 : x->nk) + pp_sched_key(x->s, a->pipe, ps, a->mb));
-    x->arrival[slot] = end;
-    pp_span *sp = span(x, r, i);
-    if (sp)
-        *sp = (pp_span){start, end};
+    size_t K = (size_t)x->K;
+    const double *bytes_v = (fwd ? x->t_sbf : x->t_sbb) + st * K;
+    const double *lat = x->t_lat + link * K, *ibw = x->t_ibw + link * K;
+    const double *clock = &x->clock[r * K];
+    double *link_free = &x->link_free[link * K], *arrival = &x->arrival[(size_t)slot * K];
+    for (size_t k = 0; k < K; k++) {
+        double start = clock[k] > link_free[k] ? clock[k] : link_free[k];
+        double end = start + lat[k] + bytes_v[k] * ibw[k]; /* a missing table's 0: 0 */
+        link_free[k] = end;
+        if (end > x->transfer_end_k[k])
+            x->transfer_end_k[k] = end;
+        arrival[k] = end;
+        pp_span *sp = span(x, r, i);
+        if (sp)
+            *sp = (pp_span){start, end};
+    }
+    x->sent[slot] = 1;
     x->out->cross_rank_transfers += dst != r;
     if (x->waiting[dst] == slot)
         wake(x, dst);
@@ -290,18 +316,21 @@ static int recv(sim *x, int r, int i, const pp_action *a)
 {
     long slot =
         (long)((a->op == PP_OP_RECV_F ? 0 : x->nk) + pp_sched_key(x->s, a->pipe, a->stage, a->mb));
-    double t = x->arrival[slot];
-    if (isnan(t)) {
+    if (!x->sent[slot]) {
         x->waiting[r] = slot;
         return 0;
     }
     x->waiting[r] = -1;
     x->received[slot] = 1;
-    pp_span *sp = span(x, r, i);
-    if (sp)
-        *sp = (pp_span){x->clock[r], t};
-    if (t > x->clock[r])
-        x->clock[r] = t;
+    size_t K = (size_t)x->K;
+    for (size_t k = 0; k < K; k++) {
+        double t = x->arrival[(size_t)slot * K + k], *clock = &x->clock[r * K + k];
+        pp_span *sp = span(x, r, i);
+        if (sp)
+            *sp = (pp_span){*clock, t};
+        if (t > *clock)
+            *clock = t;
+    }
     return 1;
 }
 
@@ -317,24 +346,32 @@ static void resolve(sim *x, int id0)
         const pp_reduce *red = &s->reduces[id];
         if (x->resolved[id] || x->n_issued[id] < red->n_ranks)
             continue;
-        double start = x->start_at[id];
         int ready = 1;
         for (int j = 0; j < red->n_ranks && ready; j++) {
             int p = x->prev[id * PP_REDUCE_MAX_RANKS + j];
-            if (p >= 0 && !x->resolved[p])
-                ready = 0;
-            else if (p >= 0 && x->red_end[p] > start)
-                start = x->red_end[p];
+            ready = p < 0 || x->resolved[p];
         }
         if (!ready)
             continue;
         x->resolved[id] = 1;
-        x->red_end[id] = start + (x->c->reduce ? x->c->reduce[id] : 0);
+        size_t K = (size_t)x->K;
+        for (size_t l = 0; l < K; l++) {
+            double start = x->start_at[id * K + l];
+            for (int j = 0; j < red->n_ranks; j++) {
+                int p = x->prev[id * PP_REDUCE_MAX_RANKS + j];
+                if (p >= 0 && x->red_end[p * K + l] > start)
+                    start = x->red_end[p * K + l];
+            }
+            double end = start + x->t_red[id * K + l];
+            x->red_end[id * K + l] = end;
+            for (int j = 0; j < red->n_ranks; j++) {
+                double *last = &x->last_end[red->ranks[j] * K + l];
+                if (end > *last)
+                    *last = end;
+            }
+        }
         for (int j = 0; j < red->n_ranks; j++) {
             int k = id * PP_REDUCE_MAX_RANKS + j;
-            double *last = &x->out->last_end[red->ranks[j]];
-            if (x->red_end[id] > *last)
-                *last = x->red_end[id];
             pp_span *sp = span(x, red->ranks[j], x->issue_idx[k]);
             if (sp)
                 *sp = (pp_span){x->issue_time[k], x->red_end[id]};
@@ -349,15 +386,17 @@ static void issue(sim *x, int r, int i, int id)
     const pp_reduce *red = &x->s->reduces[id];
     int j = pp_reduce_participant(red, r);
     int k = id * PP_REDUCE_MAX_RANKS + j;
+    size_t K = (size_t)x->K;
     x->issue_idx[k] = i;
-    x->issue_time[k] = x->clock[r];
+    x->issue_time[k] = x->clock[r * K];
     int p = x->last_red[r];
     x->prev[k] = p;
     if (p >= 0)
         x->next[p * PP_REDUCE_MAX_RANKS + pp_reduce_participant(&x->s->reduces[p], r)] = id;
     x->last_red[r] = id;
-    if (x->clock[r] > x->start_at[id])
-        x->start_at[id] = x->clock[r];
+    for (size_t l = 0; l < K; l++)
+        if (x->clock[r * K + l] > x->start_at[id * K + l])
+            x->start_at[id * K + l] = x->clock[r * K + l];
     x->n_issued[id]++;
     resolve(x, id);
 }
@@ -415,24 +454,23 @@ static pp_status report_stuck(sim *x)
     return st;
 }
 
-static pp_status finish(sim *x)
+/* Lane k's figures (o = &x->out[k]) once every action ran. */
+static void finish_lane(sim *x, int k, pp_sim_result *o)
 {
     const pp_sched *s = x->s;
-    pp_sim_result *o = x->out;
+    size_t K = (size_t)x->K;
+    double makespan = x->transfer_end_k[k];
     for (int r = 0; r < x->D; r++)
-        if (x->pc[r] < s->n_ops[r])
-            return report_stuck(x);
-    double makespan = x->transfer_end;
-    for (int r = 0; r < x->D; r++)
-        makespan = x->clock[r] > makespan ? x->clock[r] : makespan;
-    for (int id = 0; id < s->n_reduces; id++) {
-        if (!x->resolved[id])
-            return PP_ERR(PP_ERR_DEADLOCK,
-                          "deadlock: REDUCE #%d never runs (%d of %d participants issued it, "
-                          "or the ranks' reduce streams order the REDUCEs in conflicting ways)",
-                          id, x->n_issued[id], s->reduces[id].n_ranks);
-        makespan = x->red_end[id] > makespan ? x->red_end[id] : makespan;
+        makespan = x->clock[r * K + k] > makespan ? x->clock[r * K + k] : makespan;
+    for (int id = 0; id < s->n_reduces; id++)
+        makespan = x->red_end[id * K + k] > makespan ? x->red_end[id * K + k] : makespan;
+    if (k > 0) { /* the walks and the transfer count are lane 0's (the same for every lane) */
+        memcpy(o->peak_activations, x->out->peak_activations, x->D * sizeof(double));
+        memcpy(o->peak_held_for_w, x->out->peak_held_for_w, x->D * sizeof(double));
+        o->cross_rank_transfers = x->out->cross_rank_transfers;
     }
+    for (int r = 0; r < x->D; r++)
+        o->busy[r] = x->busy[r * K + k], o->last_end[r] = x->last_end[r * K + k];
     double busy = 0, idle = 0;
     for (int r = 0; r < x->D; r++) {
         o->idle[r] = makespan - o->busy[r];
@@ -443,14 +481,28 @@ static pp_status finish(sim *x)
     o->makespan = makespan;
     o->bubble_over_total = makespan > 0 ? idle / (x->D * makespan) : 0;
     o->bubble_over_ideal = busy > 0 ? idle / busy : 0;
+}
+
+static pp_status finish(sim *x)
+{
+    const pp_sched *s = x->s;
+    for (int r = 0; r < x->D; r++)
+        if (x->pc[r] < s->n_ops[r])
+            return report_stuck(x);
+    for (int id = 0; id < s->n_reduces; id++)
+        if (!x->resolved[id])
+            return PP_ERR(PP_ERR_DEADLOCK,
+                          "deadlock: REDUCE #%d never runs (%d of %d participants issued it, "
+                          "or the ranks' reduce streams order the REDUCEs in conflicting ways)",
+                          id, x->n_issued[id], s->reduces[id].n_ranks);
+    for (int k = 0; k < x->K; k++)
+        finish_lane(x, k, &x->out[k]);
     return PP_OK;
 }
 
 static pp_status simulate(sim *x)
 {
     PP_TRY(validate(x));
-    for (size_t i = 0; i < 2 * x->nk; i++)
-        x->arrival[i] = NAN;
     for (int r = 0; r < x->D; r++) {
         x->waiting[r] = -1;
         x->last_red[r] = -1;
@@ -496,7 +548,13 @@ static pp_status alloc_result(const pp_sched *s, int want_spans, pp_sim_result *
 
 static void free_sim(sim *x)
 {
-    void *p[] = {x->arrival,  x->received,  x->link_free,  x->clock,    x->pc,        x->waiting,    x->queue,    x->queued,
+    double *t[] = {x->t_f, x->t_b, x->t_i, x->t_w, x->t_sbf, x->t_sbb, x->t_lat, x->t_ibw, x->t_red};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (x->owned[i])
+            free(t[i]);
+    free(x->busy);
+    free(x->last_end);
+    void *p[] = {x->arrival,  x->sent, x->transfer_end_k, x->received,  x->link_free,  x->clock,    x->pc,        x->waiting,    x->queue,    x->queued,
                  x->n_issued, x->start_at,  x->red_end,    x->resolved, x->prev,
                  x->next,     x->issue_idx, x->issue_time, x->last_red, x->stack,
                  x->units,    x->in_flight, x->held};
@@ -504,21 +562,70 @@ static void free_sim(sim *x)
         free(p[i]);
 }
 
+/* The K lanes' table at byte offset off of pp_cost (n entries each), interleaved; with one
+ * lane the caller's array itself (owned 0). NULL: out of memory. */
+static double *lane_table(const sim *x, size_t off, size_t n, uint8_t *owned)
+{
+    size_t K = (size_t)x->K;
+    const double *one;
+    memcpy(&one, (const char *)&x->c[0] + off, sizeof one);
+    if (K == 1 && one) {
+        *owned = 0;
+        return (double *)one;
+    }
+    double *t = pp_calloc(n * K + 1, sizeof *t);
+    *owned = 1;
+    for (size_t k = 0; t && k < K; k++) {
+        const double *c;
+        memcpy(&c, (const char *)&x->c[k] + off, sizeof c);
+        for (size_t e = 0; c && e < n; e++)
+            t[e * K + k] = c[e];
+    }
+    return t;
+}
+
+static int alloc_lane_tables(sim *x)
+{
+    size_t n_st = (size_t)x->s->n_pipes * x->S, DD = (size_t)x->D * x->D;
+    const struct {
+        double **to;
+        size_t off, n;
+    } tb[] = {{&x->t_f, offsetof(pp_cost, f), n_st},
+              {&x->t_b, offsetof(pp_cost, b), n_st},
+              {&x->t_i, offsetof(pp_cost, i), n_st},
+              {&x->t_w, offsetof(pp_cost, w), n_st},
+              {&x->t_sbf, offsetof(pp_cost, send_bytes_f), n_st},
+              {&x->t_sbb, offsetof(pp_cost, send_bytes_b), n_st},
+              {&x->t_lat, offsetof(pp_cost, latency), DD},
+              {&x->t_ibw, offsetof(pp_cost, inv_bw), DD},
+              {&x->t_red, offsetof(pp_cost, reduce), (size_t)x->s->n_reduces}};
+    int ok = 1;
+    for (size_t i = 0; i < sizeof tb / sizeof tb[0]; i++)
+        ok &= (*tb[i].to = lane_table(x, tb[i].off, tb[i].n, &x->owned[i])) != NULL;
+    x->busy = pp_calloc((size_t)x->D * x->K, sizeof *x->busy);
+    x->last_end = pp_calloc((size_t)x->D * x->K, sizeof *x->last_end);
+    return ok && x->busy && x->last_end;
+}
+
 static int alloc_sim(sim *x)
 {
-    size_t D = (size_t)x->D, nr = (size_t)x->s->n_reduces + 1;
+    if (!alloc_lane_tables(x))
+        return 0;
+    size_t D = (size_t)x->D, nr = (size_t)x->s->n_reduces + 1, K = (size_t)x->K;
     size_t nrj = nr * PP_REDUCE_MAX_RANKS;
-    x->arrival = malloc(2 * x->nk * sizeof *x->arrival);
+    x->arrival = malloc(2 * x->nk * K * sizeof *x->arrival); /* read only once sent */
+    x->sent = pp_calloc(2 * x->nk, 1);
+    x->transfer_end_k = pp_calloc(K, sizeof *x->transfer_end_k);
     x->received = pp_calloc(2 * x->nk, 1);
-    x->link_free = pp_calloc(D * D, sizeof *x->link_free);
-    x->clock = pp_calloc(D, sizeof *x->clock);
+    x->link_free = pp_calloc(D * D * K, sizeof *x->link_free);
+    x->clock = pp_calloc(D * K, sizeof *x->clock);
     x->pc = pp_calloc(D, sizeof *x->pc);
     x->waiting = pp_calloc(D, sizeof *x->waiting);
     x->queue = pp_calloc(D, sizeof *x->queue);
     x->queued = pp_calloc(D, 1);
     x->n_issued = pp_calloc(nr, sizeof *x->n_issued);
-    x->start_at = pp_calloc(nr, sizeof *x->start_at);
-    x->red_end = pp_calloc(nr, sizeof *x->red_end);
+    x->start_at = pp_calloc(nr * K, sizeof *x->start_at);
+    x->red_end = pp_calloc(nr * K, sizeof *x->red_end);
     x->resolved = pp_calloc(nr, 1);
     x->prev = pp_calloc(nrj, sizeof *x->prev);
     x->next = pp_calloc(nrj, sizeof *x->next);
@@ -532,19 +639,23 @@ static int alloc_sim(sim *x)
     x->held = pp_calloc(D, sizeof *x->held);
     for (size_t i = 0; x->units && i < n_st; i++)
         x->units[i] = pp_sched_stage_units(x->s, (int)(i / x->S), (int)(i % x->S));
-    return x->units && x->in_flight && x->held && x->arrival && x->received && x->link_free && x->clock && x->pc &&
+    return x->units && x->in_flight && x->held && x->arrival && x->sent && x->transfer_end_k &&
+           x->received && x->link_free && x->clock && x->pc &&
            x->waiting && x->queue && x->queued && x->n_issued && x->start_at && x->red_end &&
            x->resolved && x->prev && x->next && x->issue_idx && x->issue_time && x->last_red &&
            x->stack;
 }
 
-pp_status pp_sim_run(const pp_sched *s, const pp_cost *c, int want_spans, pp_sim_result *out)
+static pp_status run_lanes(const pp_sched *s, const pp_cost *c, int K, int want_spans,
+                           pp_sim_result *out)
 {
-    memset(out, 0, sizeof *out);
-    if (!s || !c || !c->f || !c->b)
-        return PP_ERR(PP_ERR_INVALID,
-                      "pp_sim_run needs a schedule and a cost table with forward and backward "
-                      "durations (pp_cost_init_unit gives the unit table)");
+    for (int k = 0; k < K; k++)
+        memset(&out[k], 0, sizeof out[k]);
+    for (int k = 0; k < K; k++)
+        if (!s || !c || !c[k].f || !c[k].b)
+            return PP_ERR(PP_ERR_INVALID,
+                          "pp_sim_run needs a schedule and a cost table with forward and "
+                          "backward durations (pp_cost_init_unit gives the unit table)");
     if (s->ranks < 1 || s->microbatches < 1 || s->stages_per_pipe < 1 || s->n_pipes < 1 ||
         s->n_pipes > 2)
         return PP_ERR(PP_ERR_CHECK,
@@ -556,11 +667,13 @@ pp_status pp_sim_run(const pp_sched *s, const pp_cost *c, int want_spans, pp_sim
                       "ranks: expected at most %d to simulate, got %d (the links between ranks "
                       "are a ranks x ranks table)",
                       PP_SIM_MAX_RANKS, s->ranks);
-    sim x = {
-        .s = s, .c = c, .out = out, .D = s->ranks, .S = s->stages_per_pipe, .N = s->microbatches};
+    sim x = {.s = s, .c = c, .out = out, .K = K, .D = s->ranks, .S = s->stages_per_pipe,
+             .N = s->microbatches};
     x.nk = (size_t)s->n_pipes * x.S * x.N;
-    pp_status st;
-    if (!alloc_sim(&x) || alloc_result(s, want_spans, out) != PP_OK)
+    pp_status st = alloc_sim(&x) ? PP_OK : PP_ERR_NOMEM;
+    for (int k = 0; k < K && st == PP_OK; k++)
+        st = alloc_result(s, want_spans, &out[k]);
+    if (st != PP_OK)
         st = PP_ERR(PP_ERR_NOMEM,
                     "out of memory simulating %d ranks and %zu (pipe, stage, mb) "
                     "keys",
@@ -568,7 +681,20 @@ pp_status pp_sim_run(const pp_sched *s, const pp_cost *c, int want_spans, pp_sim
     else
         st = simulate(&x);
     free_sim(&x);
-    if (st != PP_OK)
-        pp_sim_result_fini(out);
+    for (int k = 0; k < K && st != PP_OK; k++)
+        pp_sim_result_fini(&out[k]);
     return st;
+}
+
+pp_status pp_sim_run(const pp_sched *s, const pp_cost *c, int want_spans, pp_sim_result *out)
+{
+    return run_lanes(s, c, 1, want_spans, out);
+}
+
+pp_status pp_sim_run_lanes(const pp_sched *s, const pp_cost *c, int k, pp_sim_result *out)
+{
+    if (k < 1 || k > PP_SIM_MAX_LANES)
+        return PP_ERR(PP_ERR_INVALID, "lanes: expected 1 to %d cost tables, got %d",
+                      PP_SIM_MAX_LANES, k);
+    return run_lanes(s, c, k, 0, out);
 }

@@ -386,3 +386,87 @@ Test(sched_sim, bad_inputs_are_rejected)
     pp_cost_fini(&c);
     pp_sched_destroy(s);
 }
+
+/* ---- lanes: several cost tables in one pass -------------------------------------------------- */
+/* Random costs (a fixed seed): every table the simulator reads, links and REDUCEs included. */
+static void random_costs(const pp_sched *s, unsigned *seed, pp_cost *c)
+{
+    cr_assert_eq(pp_cost_init_unit(c, s, 2.0), PP_OK, "%s", pp_err_msg());
+    size_t n = (size_t)s->n_pipes * s->stages_per_pipe, l = (size_t)s->ranks * s->ranks;
+    c->send_bytes_f = calloc(n, sizeof(double));
+    c->send_bytes_b = calloc(n, sizeof(double));
+    c->latency = calloc(l, sizeof(double));
+    c->inv_bw = calloc(l, sizeof(double));
+    c->reduce = calloc((size_t)s->n_reduces + 1, sizeof(double));
+    cr_assert(c->send_bytes_f && c->send_bytes_b && c->latency && c->inv_bw && c->reduce);
+#define RND() ((double)(rand_r(seed) % 1000 + 1) / 337.0)
+    for (size_t i = 0; i < n; i++) {
+        c->f[i] = RND(), c->b[i] = RND(), c->i[i] = RND(), c->w[i] = RND();
+        c->send_bytes_f[i] = RND(), c->send_bytes_b[i] = RND();
+    }
+    for (size_t i = 0; i < l; i++)
+        c->latency[i] = RND() / 10, c->inv_bw[i] = RND() / 3;
+    for (int i = 0; i < s->n_reduces; i++)
+        c->reduce[i] = RND() * 2;
+#undef RND
+}
+
+static void expect_same_doubles(const double *a, const double *b, int n, const char *what,
+                                const char *kind, int lane)
+{
+    cr_expect(!memcmp(a, b, (size_t)n * sizeof *a), "%s, lane %d: %s differs from its own pass",
+              kind, lane, what);
+}
+
+/* Each lane of pp_sim_run_lanes is, double for double, the pass of its own table. */
+Test(sched_sim, lanes_equal_their_own_passes_to_the_bit)
+{
+    struct {
+        const char *kind;
+        int D, N, v;
+    } cases[] = {{"gpipe", 4, 8, 0},       {"1f1b", 5, 12, 0},  {"interleaved", 4, 8, 2},
+                 {"zb-h1", 4, 9, 0},       {"zbv", 4, 8, 2},    {"chimera", 4, 8, 0},
+                 {"bitpipe", 4, 8, 2},     {"dualpipev", 4, 10, 2}};
+    unsigned seed = 27;
+    enum { K = 5 };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        pp_sched *s = gen(cases[k].kind, cases[k].D, cases[k].N, cases[k].v);
+        pp_cost c[K];
+        pp_sim_result lanes[K], own;
+        for (int i = 0; i < K; i++)
+            random_costs(s, &seed, &c[i]);
+        cr_assert_eq(pp_sim_run_lanes(s, c, K, lanes), PP_OK, "%s", pp_err_msg());
+        for (int i = 0; i < K; i++) {
+            cr_assert_eq(pp_sim_run(s, &c[i], 0, &own), PP_OK, "%s", pp_err_msg());
+            const char *kd = cases[k].kind;
+            expect_same_doubles(&lanes[i].makespan, &own.makespan, 1, "makespan", kd, i);
+            expect_same_doubles(&lanes[i].bubble_over_total, &own.bubble_over_total, 1,
+                                "bubble", kd, i);
+            expect_same_doubles(lanes[i].busy, own.busy, s->ranks, "busy", kd, i);
+            expect_same_doubles(lanes[i].idle, own.idle, s->ranks, "idle", kd, i);
+            expect_same_doubles(lanes[i].last_end, own.last_end, s->ranks, "last end", kd, i);
+            expect_same_doubles(lanes[i].peak_activations, own.peak_activations, s->ranks,
+                                "peak activations", kd, i);
+            expect_same_doubles(lanes[i].peak_held_for_w, own.peak_held_for_w, s->ranks,
+                                "held for W", kd, i);
+            cr_expect_eq(lanes[i].cross_rank_transfers, own.cross_rank_transfers);
+            cr_expect_eq(lanes[i].actions, own.actions);
+            /* the lanes differ from each other: the test compares something */
+            if (i > 0)
+                cr_expect_neq(lanes[i].makespan, lanes[0].makespan, "%s", kd);
+            pp_sim_result_fini(&own);
+            pp_sim_result_fini(&lanes[i]);
+            pp_cost_fini(&c[i]);
+        }
+        pp_sched_destroy(s);
+    }
+    pp_sim_result r;
+    pp_cost c;
+    pp_sched *s = gen("1f1b", 2, 2, 0);
+    cr_assert_eq(pp_cost_init_unit(&c, s, 2.0), PP_OK);
+    cr_expect_eq(pp_sim_run_lanes(s, &c, 0, &r), PP_ERR_INVALID, "no lane is refused");
+    cr_expect(strstr(pp_err_msg(), "lanes"), "%s", pp_err_msg());
+    pp_err_clear();
+    pp_cost_fini(&c);
+    pp_sched_destroy(s);
+}

@@ -162,6 +162,43 @@ Test(tuner_search, lower_bound_skipping_keeps_the_exact_leaderboard)
     pp_tune_result_destroy(all);
 }
 
+/* The search simulates the candidates that share a schedule (the settings of a layout, layouts
+ * of other b, t, cp) in one pass (search.c, pp_sim_run_lanes): each entry's figures are still,
+ * to the bit, those of its configuration predicted alone (what `pptune simulate` prints). */
+Test(tuner_search, shared_passes_give_each_candidate_its_own_prediction)
+{
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset("gpt-1.3b", &m), PP_OK);
+    pp_tune_hw hw = box(2e10, 4e10);
+    hw.nodes = 2;
+    pp_tune_result *r = run(&m, &hw, 300, NULL);
+    cr_assert_eq(r->n_best, 300);
+    int shared = 0; /* entries whose schedule an earlier entry has (one pass ran both) */
+    for (int i = 0; i < r->n_best; i++) {
+        const pp_tune_prediction *e = &r->best[i];
+        pp_tune_prediction alone;
+        pp_tune_rank_mem mem[64];
+        cr_assert(e->cfg.p <= 64);
+        cr_assert_eq(pp_tune_predict(&m, &hw, &e->cfg, &r->opts, &alone, mem), PP_OK, "%s",
+                     pp_err_msg());
+        char cb[160];
+        pp_config_str(&e->cfg, cb, sizeof cb);
+        cr_expect(alone.step_time == e->step_time && alone.peak_mem == e->peak_mem &&
+                      alone.bubble_total == e->bubble_total && alone.mfu == e->mfu,
+                  "%s: %.17g s, %.17g B in the search, %.17g s, %.17g B alone", cb, e->step_time,
+                  e->peak_mem, alone.step_time, alone.peak_mem);
+        for (int j = 0; j < i; j++) {
+            const pp_config *a = &r->best[j].cfg, *b = &e->cfg;
+            cr_expect(!pp_config_equal(a, b), "%s is on the leaderboard twice", cb);
+            shared += !strcmp(a->schedule, b->schedule) && a->p == b->p && a->N == b->N &&
+                      a->v == b->v && a->G == b->G && a->uneven == b->uneven &&
+                      a->first_layers == b->first_layers && a->last_layers == b->last_layers;
+        }
+    }
+    cr_assert(shared > 0, "no two entries share a schedule: the test shows nothing");
+    pp_tune_result_destroy(r);
+}
+
 Test(tuner_search, schedule_filter_is_respected)
 {
     pp_tune_model m;

@@ -60,6 +60,13 @@ pp_status pp_tune_evaluate(const pp_tune_model *m, const pp_tune_hw *hw, const p
 pp_status pp_tune_evaluate_mem(const pp_tune_model *m, const pp_tune_hw *hw,
                                const pp_config *c, const pp_tune_opts *o, const pp_sched *s,
                                const pp_tune_rank_mem *mem, pp_tune_prediction *out);
+/* pp_tune_evaluate_mem of k configurations c[0..k-1] that share the schedule s (the settings of
+ * one layout), simulated in one pass (pp_sim_run_lanes): out[i] equals, to the bit,
+ * pp_tune_evaluate_mem(m, hw, &c[i], o, s, mem[i], &out[i]). 1 <= k <= PP_SIM_MAX_LANES. */
+pp_status pp_tune_evaluate_lanes(const pp_tune_model *m, const pp_tune_hw *hw,
+                                 const pp_config *c, const pp_tune_opts *o, const pp_sched *s,
+                                 const pp_tune_rank_mem *const *mem, int k,
+                                 pp_tune_prediction *out);
 /* Schedule parameters of c. */
 void pp_tune_sched_params(const pp_tune_model *m, const pp_config *c, pp_sched_params *out);
 /* Generates the schedule, simulates it with the time model and applies the memory model.

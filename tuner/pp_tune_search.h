@@ -57,11 +57,13 @@ typedef struct {
     void *progress_ctx;
 } pp_tune_search_params;
 
+#define PP_TUNE_REASON_MAX 200
 typedef struct {
     pp_config cfg;
-    char reason[200]; /* why it was pruned or lost; "" for stage 3, whose text
-                         pp_tune_reject_reason writes from the figures below (formatting one
-                         per bound-skipped candidate was most of a large search's time) */
+    const char *reason; /* why it was pruned or lost (at most PP_TUNE_REASON_MAX - 1
+                           characters), kept by the result; "" for stage 3, whose text
+                           pp_tune_reject_reason writes from the figures below (formatting one
+                           per bound-skipped candidate was most of a large search's time) */
     int stage;        /* 0 rule, 1 memory, 2 outranked, 3 bound (not simulated: lower bound slower
                          than the kept ones) */
     double bound, kth, kind_best; /* stage 3: its lower bound, the keep-th best and its
@@ -87,6 +89,10 @@ struct pp_tune_result {
     long n_rejects;
     long seen, pruned_rule, pruned_memory, simulated, bounded, trialled;
     long sim_cache_hits;
+    long sim_passes, sim_lanes; /* simulator passes run for the simulated candidates, and the
+                                   cost tables they carried (shared passes: search.c); lanes
+                                   above `simulated` were candidates bound-skipped at their
+                                   turn. Not printed: bench_search's work figures */
     double wall_s;
     int global_batch;
     double calibration; /* median measured / predicted step time over ok trials; 0 = none */
@@ -105,6 +111,10 @@ struct pp_tune_result {
     int allow_tp;       /* t > 1 was searched (0 on CPU devices whatever was asked) */
     pp_sched **held;    /* private: the schedules best[i].sched point to */
     int n_held;
+    char **texts;       /* private: blocks holding the rejects' reasons (a reason shared by
+                           many, as the static-memory one, is kept once) */
+    int n_texts;
+    size_t text_used;   /* bytes used in the last block */
 };
 
 /* The options a search on hw uses: on CPU devices (the runtime's CPU backend) fp32 (tensor

@@ -74,6 +74,24 @@ typedef struct {
                             all-reduce, s */
 } figures;
 
+/* f from a simulation of D ranks and its extra (dp_rank: D entries); frees sim. */
+static void take_figures(pp_sim_result *sim, const pp_tune_step_extra *extra, int D, figures *f)
+{
+    f->makespan = sim->makespan;
+    f->busy = f->idle = 0;
+    for (int r = 0; r < D; r++) {
+        /* after its last compute (a split backward's gradients are whole after its last W)
+         * and its last replica sync */
+        f->end[r] = sim->last_end[r] + extra->dp_rank[r];
+        f->busy += sim->busy[r];
+        f->idle += sim->idle[r];
+    }
+    f->optimizer = extra->optimizer;
+    f->bubble_ideal = sim->bubble_over_ideal;
+    f->bubble_total = sim->bubble_over_total;
+    pp_sim_result_fini(sim);
+}
+
 /* Costs and simulates s (of configuration c, memory mem) into f (f->end: D entries). */
 static pp_status point_figures(const pp_tune_model *m, const pp_tune_hw *hw,
                                const pp_config *c, const pp_tune_opts *o, const pp_sched *s,
@@ -84,21 +102,8 @@ static pp_status point_figures(const pp_tune_model *m, const pp_tune_hw *hw,
         return PP_ERR_NOMEM;
     pp_sim_result sim;
     pp_status st = simulate(m, hw, c, o, s, mem, 0, &extra, &sim);
-    if (st == PP_OK) {
-        f->makespan = sim.makespan;
-        f->busy = f->idle = 0;
-        for (int r = 0; r < s->ranks; r++) {
-            /* after its last compute (a split backward's gradients are whole after its last W)
-             * and its last replica sync */
-            f->end[r] = sim.last_end[r] + extra.dp_rank[r];
-            f->busy += sim.busy[r];
-            f->idle += sim.idle[r];
-        }
-        f->optimizer = extra.optimizer;
-        f->bubble_ideal = sim.bubble_over_ideal;
-        f->bubble_total = sim.bubble_over_total;
-        pp_sim_result_fini(&sim);
-    }
+    if (st == PP_OK)
+        take_figures(&sim, &extra, s->ranks, f);
     free(extra.dp_rank);
     return st;
 }
@@ -145,6 +150,66 @@ pp_status pp_tune_evaluate_mem(const pp_tune_model *m, const pp_tune_hw *hw,
     free(f.end);
     PP_TRY(st);
     return PP_OK;
+}
+
+/* The lanes' costs, extras, simulations and figures (k of each, allocated by the caller's
+ * one block). */
+typedef struct {
+    pp_cost cost;
+    pp_tune_step_extra extra;
+    pp_sim_result sim;
+    figures f;
+} lane;
+
+static pp_status evaluate_lanes(const pp_tune_model *m, const pp_tune_hw *hw, const pp_config *c,
+                                const pp_tune_opts *o, const pp_sched *s,
+                                const pp_tune_rank_mem *const *mem, int k, lane *ln,
+                                double *ends, pp_tune_prediction *out)
+{
+    int D = s->ranks;
+    pp_status st = PP_OK;
+    int costed = 0;
+    for (; costed < k && st == PP_OK; costed++) {
+        ln[costed].extra.dp_rank = ends + (size_t)costed * 2 * D;
+        ln[costed].f.end = ends + ((size_t)costed * 2 + 1) * D;
+        st = pp_tune_costs(m, hw, &c[costed], o, s, mem[costed], &ln[costed].cost,
+                           &ln[costed].extra);
+        if (st != PP_OK)
+            costed--; /* pp_tune_costs leaves nothing to free on an error */
+    }
+    pp_cost *cost = st == PP_OK ? pp_calloc((size_t)k, sizeof *cost) : NULL;
+    pp_sim_result *sim = cost ? pp_calloc((size_t)k, sizeof *sim) : NULL;
+    if (st == PP_OK && !sim)
+        st = PP_ERR_NOMEM;
+    for (int i = 0; i < k && st == PP_OK; i++)
+        cost[i] = ln[i].cost;
+    if (st == PP_OK)
+        st = pp_sim_run_lanes(s, cost, k, sim);
+    for (int i = 0; i < k && st == PP_OK; i++) {
+        take_figures(&sim[i], &ln[i].extra, D, &ln[i].f);
+        st = finish(m, hw, &c[i], o, &ln[i].f, mem[i], &out[i]);
+    }
+    for (int i = 0; sim && i < k; i++)
+        pp_sim_result_fini(&sim[i]);
+    for (int i = 0; i < costed; i++)
+        pp_cost_fini(&ln[i].cost);
+    free(sim);
+    free(cost);
+    return st;
+}
+
+pp_status pp_tune_evaluate_lanes(const pp_tune_model *m, const pp_tune_hw *hw,
+                                 const pp_config *c, const pp_tune_opts *o, const pp_sched *s,
+                                 const pp_tune_rank_mem *const *mem, int k,
+                                 pp_tune_prediction *out)
+{
+    lane *ln = pp_calloc((size_t)k + 1, sizeof *ln);
+    double *ends = pp_calloc((size_t)k * 2 * s->ranks + 1, sizeof *ends);
+    pp_status st = ln && ends ? evaluate_lanes(m, hw, c, o, s, mem, k, ln, ends, out)
+                              : PP_ERR_NOMEM;
+    free(ln);
+    free(ends);
+    return st;
 }
 
 pp_status pp_tune_evaluate(const pp_tune_model *m, const pp_tune_hw *hw, const pp_config *c,

@@ -21,6 +21,8 @@
  *    fit, a candidate whose bound is not below the keep-th best step time cannot enter the
  *    leaderboard; it and every later one are recorded as "bound" without simulation. This is
  *    exact: the kept leaderboard equals the one a full simulation of every candidate would give.
+ *    The candidates that share a schedule are simulated in one pass of the simulator when the
+ *    first of them is (lanes, below): each keeps its own checks and its place in this order.
  * 4. One pass: the settings are searched like the layout, so there is no fallback that
  *    switches one on when nothing fits; every candidate that did not fit keeps its reason.
  *    Trials, recalibration and choice follow on the leaderboard (search_trials.c).
@@ -31,6 +33,7 @@
  * across them would not be exact.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,6 +66,28 @@ typedef struct {
     pp_tune_op_times ot;
 } ot_memo;
 
+/* Candidates that share one schedule (the settings of a layout, and layouts of other b, t, cp
+ * with the same p, N, v, G and split) are simulated together in one pass
+ * (pp_tune_evaluate_lanes) when the first of them is: with it, every one not yet decided that
+ * fits and whose bound is below the threshold now (it only falls, so the others will never be
+ * simulated). The others take their prediction from here when their turn comes, after the same
+ * checks as before (bound, memory), so the results, counters and reasons are those of one
+ * simulation each; a lane whose candidate is bound-skipped at its turn was wasted work. */
+#define LANES 32
+#define LANE_BYTES (64.0 * 1024 * 1024) /* a pass's arrival table: 2 x keys x lanes doubles */
+typedef struct {
+    uint64_t h; /* hash of the schedule key */
+    long i;     /* candidate */
+} keyed;
+
+typedef struct {
+    keyed *by_key;   /* [n_keyed] the candidates with a finite bound, by (hash, index) */
+    long n_keyed;
+    int *slot;       /* [n_cands] 1 + its prediction's index in pred, 0: none */
+    pp_tune_prediction *pred;
+    long n_pred, cap_pred;
+} lanes;
+
 typedef struct {
     const pp_tune_search_params *sp;
     const pp_tune_opts *o; /* the options */
@@ -84,6 +109,8 @@ typedef struct {
     ot_memo memo[OT_MEMO];
     int memo_next;
     pp_tune_shape_cache *shapes; /* every schedule's shape met so far (mem_shape.h) */
+    const unsigned char *done;   /* run_ranked's: candidate k's fate is decided */
+    lanes lanes;                 /* predictions made in shared passes (simulate_lanes) */
 } search;
 
 /* ---- bookkeeping ------------------------------------------------------------------------ */
@@ -98,15 +125,49 @@ static pp_status grow(void *arr_ptr, long n, long *cap, size_t size)
     return PP_OK;
 }
 
-static pp_status add_reject(search *x, const pp_config *c, int stage, const char *reason)
+/* A copy of text (cut to PP_TUNE_REASON_MAX - 1 characters) that lives as long as the result:
+ * in blocks of TEXT_BLOCK bytes, so that 700,000 rejects do not each carry a 200-byte array. */
+#define TEXT_BLOCK (1 << 20)
+static const char *keep_text(pp_tune_result *r, const char *text)
+{
+    size_t n = strnlen(text, PP_TUNE_REASON_MAX - 1);
+    if (!r->n_texts || r->text_used + n + 1 > TEXT_BLOCK) {
+        char **t = pp_realloc_array(r->texts, (size_t)r->n_texts + 1, sizeof *t);
+        if (!t)
+            return NULL;
+        r->texts = t;
+        if (!(t[r->n_texts] = malloc(TEXT_BLOCK)))
+            return NULL;
+        r->n_texts++;
+        r->text_used = 0;
+    }
+    char *at = r->texts[r->n_texts - 1] + r->text_used;
+    memcpy(at, text, n);
+    at[n] = '\0';
+    r->text_used += n + 1;
+    return at;
+}
+
+/* A reject whose reason is kept (kept: a text the result already holds, or a literal) or
+ * copied (kept NULL: reason). */
+static pp_status add_reject_kept(search *x, const pp_config *c, int stage, const char *reason,
+                                 const char *kept)
 {
     pp_tune_result *r = x->res;
     PP_TRY(grow(&r->rejects, r->n_rejects, &x->cap_rejects, sizeof *r->rejects));
+    if (!kept && !(kept = keep_text(r, reason)))
+        return PP_ERR_NOMEM;
     pp_tune_reject *j = &r->rejects[r->n_rejects++];
+    memset(j, 0, sizeof *j);
     j->cfg = *c;
     j->stage = stage;
-    snprintf(j->reason, sizeof j->reason, "%s", reason);
+    j->reason = kept;
     return PP_OK;
+}
+
+static pp_status add_reject(search *x, const pp_config *c, int stage, const char *reason)
+{
+    return add_reject_kept(x, c, stage, reason, NULL);
 }
 
 static pp_status add_cand(search *x, const pp_config *c)
@@ -759,6 +820,184 @@ static pp_status refused(search *x, const pp_config *c)
     return add_reject(x, c, 0, pp_err_text());
 }
 
+/* 1 with *pred when candidate i's prediction was made in a shared pass (taken once) */
+static int from_lanes(search *x, long i, pp_tune_prediction *pred)
+{
+    int k = x->lanes.slot ? x->lanes.slot[i] : 0;
+    if (!k)
+        return 0;
+    *pred = x->lanes.pred[k - 1];
+    x->lanes.slot[i] = 0;
+    return 1;
+}
+
+static uint64_t key_hash(const search *x, const pp_config *c)
+{
+    pp_sched_params sp;
+    pp_tune_sched_params(x->m, c, &sp);
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (const char *p = c->schedule; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    const int v[] = {sp.ranks,  sp.microbatches, sp.chunks,       sp.group,
+                     sp.layers, sp.uneven,       sp.first_layers, sp.last_layers};
+    for (size_t k = 0; k < sizeof v / sizeof v[0]; k++)
+        h = (h ^ (uint32_t)v[k]) * 1099511628211ULL;
+    return h;
+}
+
+static int same_key(const search *x, const pp_config *a, const pp_config *b)
+{
+    pp_sched_params ka, kb;
+    pp_tune_sched_params(x->m, a, &ka);
+    pp_tune_sched_params(x->m, b, &kb);
+    return !strcmp(a->schedule, b->schedule) && !memcmp(&ka, &kb, sizeof ka);
+}
+
+static int by_hash(const void *a, const void *b)
+{
+    const keyed *p = a, *q = b;
+    if (p->h != q->h)
+        return p->h < q->h ? -1 : 1;
+    return p->i < q->i ? -1 : p->i > q->i;
+}
+
+/* The index of the candidates by schedule key (those with a finite bound). */
+static pp_status lanes_index(search *x)
+{
+    lanes *l = &x->lanes;
+    l->by_key = pp_calloc((size_t)x->n_cands + 1, sizeof *l->by_key);
+    l->slot = pp_calloc((size_t)x->n_cands + 1, sizeof *l->slot);
+    if (!l->by_key || !l->slot)
+        return PP_ERR_NOMEM;
+    for (long i = 0; i < x->n_cands; i++)
+        if (!isinf(x->cands[i].bound))
+            l->by_key[l->n_keyed++] = (keyed){key_hash(x, &x->cands[i].cfg), i};
+    if (l->n_keyed)
+        qsort(l->by_key, (size_t)l->n_keyed, sizeof *l->by_key, by_hash);
+    return PP_OK;
+}
+
+static void lanes_free(lanes *l)
+{
+    free(l->by_key);
+    free(l->slot);
+    free(l->pred);
+    memset(l, 0, sizeof *l);
+}
+
+static int bounded_out(const search *x, const cand *cd);
+
+/* 1 when candidate j (not i) may still be simulated: not decided yet, its static memory fits,
+ * its bound below the threshold now (which only falls: one above it now is above it at its
+ * turn), no prediction waiting for it. */
+static int may_follow(const search *x, long i, long j)
+{
+    const cand *c = &x->cands[j];
+    return j != i && !x->done[j] && !x->lanes.slot[j] && !isinf(c->bound) && !bounded_out(x, c);
+}
+
+/* 1 when c, with its schedule s of shape sh, fits by the memory model (into mem) */
+static int fits(search *x, const pp_config *c, const pp_sched *s, const pp_tune_shape *sh,
+                pp_tune_rank_mem *mem)
+{
+    int exact = 0;
+    pp_status st = sh ? pp_tune_memory_shape(x->m, c, sh, x->o, mem, &exact) : PP_OK;
+    if (st == PP_OK && !exact)
+        st = pp_tune_memory(x->m, c, s, x->o, mem);
+    if (st != PP_OK) {
+        pp_err_clear();
+        return 0;
+    }
+    double cap = pp_tune_mem_capacity(x->hw, x->o);
+    for (int r = 0; r < c->p; r++)
+        if (mem[r].total > cap)
+            return 0;
+    return 1;
+}
+
+/* The first entry of by_key with hash h (n_keyed: none). */
+static long first_of(const lanes *l, uint64_t h)
+{
+    long lo = 0, hi = l->n_keyed;
+    while (lo < hi) {
+        long mid = lo + (hi - lo) / 2;
+        if (l->by_key[mid].h < h)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The lanes of one pass: cd (which fits), then the undecided candidates of its schedule
+ * key that may still be simulated and fit (mem: their memory, D entries each). Returns the
+ * count. */
+static int gather(search *x, const cand *cd, const pp_sched *s, const pp_tune_shape *sh,
+                  int most, pp_config *cfg, long *idx, pp_tune_rank_mem *mem)
+{
+    long i = cd - x->cands;
+    int D = cd->cfg.p, n = 0;
+    cfg[n] = cd->cfg, idx[n++] = i;
+    uint64_t h = key_hash(x, &cd->cfg);
+    for (long k = first_of(&x->lanes, h); k < x->lanes.n_keyed && n < most; k++) {
+        long j = x->lanes.by_key[k].i;
+        if (x->lanes.by_key[k].h != h)
+            break;
+        if (!may_follow(x, i, j) || !same_key(x, &cd->cfg, &x->cands[j].cfg) ||
+            !fits(x, &x->cands[j].cfg, s, sh, mem + (size_t)n * D))
+            continue;
+        cfg[n] = x->cands[j].cfg, idx[n++] = j;
+    }
+    return n;
+}
+
+/* Simulates cd and the candidates gather() gives in one pass into x->lanes; with none besides
+ * cd, or on an error (each is then simulated alone, which reports it), nothing is kept. */
+static pp_status simulate_lanes(search *x, const cand *cd, const pp_sched *s,
+                                const pp_tune_shape *sh)
+{
+    double keys = (double)s->n_pipes * s->stages_per_pipe * s->microbatches;
+    int most = (int)fmin(LANES, fmax(1, LANE_BYTES / (16 * keys)));
+    if (most < 2)
+        return PP_OK;
+    int D = cd->cfg.p;
+    pp_config cfg[LANES];
+    long idx[LANES];
+    const pp_tune_rank_mem *mp[LANES];
+    pp_tune_prediction *pred = pp_calloc(LANES, sizeof *pred);
+    pp_tune_rank_mem *mem = pp_calloc((size_t)LANES * D, sizeof *mem);
+    if (!mem || !pred) {
+        free(mem);
+        free(pred);
+        return PP_ERR_NOMEM;
+    }
+    int n = gather(x, cd, s, sh, most, cfg, idx, mem);
+    pp_status st = PP_ERR_INVALID;
+    if (n >= 2 && fits(x, &cd->cfg, s, sh, mem)) {
+        for (int k = 0; k < n; k++)
+            mp[k] = mem + (size_t)k * D;
+        st = pp_tune_evaluate_lanes(x->m, x->hw, cfg, x->o, s, mp, n, pred);
+        if (st == PP_OK)
+            x->res->sim_passes++, x->res->sim_lanes += n;
+    }
+    lanes *l = &x->lanes;
+    for (int k = 0; st == PP_OK && k < n; k++) {
+        long cap = l->cap_pred;
+        if ((st = grow(&l->pred, l->n_pred, &cap, sizeof *l->pred)) != PP_OK)
+            break;
+        l->cap_pred = cap;
+        l->pred[l->n_pred++] = pred[k];
+        l->slot[idx[k]] = (int)l->n_pred;
+    }
+    free(mem);
+    free(pred);
+    if (st == PP_ERR_NOMEM)
+        return st;
+    if (st != PP_OK)
+        pp_err_clear();
+    return PP_OK;
+}
+
 static pp_status evaluate_one(search *x, const cand *cd, cache_slot *cache, long *clock,
                               pp_tune_rank_mem *mem)
 {
@@ -789,7 +1028,14 @@ static pp_status evaluate_one(search *x, const cand *cd, cache_slot *cache, long
     if (!s && (st = cached_schedule(x, c, cache, clock, &s)) != PP_OK)
         return st == PP_ERR_NOMEM ? st : refused(x, c);
     pp_tune_prediction pred;
-    PP_TRY(pp_tune_evaluate_mem(x->m, x->hw, c, x->o, s, mem, &pred));
+    if (!from_lanes(x, cd - x->cands, &pred)) {
+        PP_TRY(simulate_lanes(x, cd, s, sh));
+        if (!from_lanes(x, cd - x->cands, &pred))
+        {
+            PP_TRY(pp_tune_evaluate_mem(x->m, x->hw, c, x->o, s, mem, &pred));
+            x->res->sim_passes++, x->res->sim_lanes++;
+        }
+    }
     return admit(x, &pred, s, mem);
 }
 
@@ -850,20 +1096,27 @@ static pp_status run_ranked(search *x)
     snprintf(why, sizeof why, "does not fit: weights, gradients and optimizer state alone "
                               "average more than %s usable per rank",
              pp_fmt_bytes(cap, usable, sizeof usable));
+    const char *static_why = keep_text(x->res, why); /* shared by all of them */
+    if (!static_why)
+        st = PP_ERR_NOMEM;
     /* done[k]: candidate k was evaluated with a sibling (below) */
     unsigned char *done = pp_calloc((size_t)x->n_cands + 1, 1);
     if (!done)
         st = PP_ERR_NOMEM;
+    x->done = done;
+    if (st == PP_OK)
+        st = lanes_index(x);
     for (long i = 0; i < x->n_cands && st == PP_OK; i++) {
         const cand *cd = &x->cands[order[i].i];
         if (done[order[i].i])
             continue;
+        done[order[i].i] = 1; /* decided here (simulate_lanes asks) */
         if (isinf(cd->bound)) {
             x->res->pruned_memory++;
-            st = add_reject(x, &cd->cfg, 1, why);
+            st = add_reject_kept(x, &cd->cfg, 1, why, static_why);
         } else if (bounded_out(x, cd)) {
             x->res->bounded++;
-            st = add_reject(x, &cd->cfg, 3, "");
+            st = add_reject_kept(x, &cd->cfg, 3, "", "");
             if (st == PP_OK) {
                 pp_tune_reject *j = &x->res->rejects[x->res->n_rejects - 1];
                 j->bound = cd->bound, j->kth = kth_best(x), j->keep = keep;
@@ -891,6 +1144,7 @@ static pp_status run_ranked(search *x)
         st = st == PP_OK ? rs : st;
     }
     prune_held(x->res);
+    lanes_free(&x->lanes);
     free(done);
     free(order);
     free(mem);
@@ -1025,5 +1279,8 @@ void pp_tune_result_destroy(pp_tune_result *r)
     free(r->sched_best);
     free(r->pareto);
     free(r->rejects);
+    for (int i = 0; i < r->n_texts; i++)
+        free(r->texts[i]);
+    free(r->texts);
     free(r);
 }
