@@ -47,7 +47,8 @@ static void layer_specs(const pp_model_cfg *m, tensor_spec s[PP_LT__COUNT],
                         int present[PP_LT__COUNT])
 {
     pp_rt_dims d = pp_rt_dims_of(m, 1, 1);
-    int C = m->hidden, F = m->ffn, Q = (int)d.qd, QKV = (int)d.qkv, FC = (int)d.fc;
+    int C = m->hidden, F = (int)d.F, Q = (int)d.qd, QKV = (int)d.qkv, FC = (int)d.fc;
+    int E = (int)d.E, Fe = (int)d.Fe;
     pp_shard_kind fc = m->mlp == PP_MLP_SWIGLU ? SHARD_BLOCKS : SHARD_ROWS;
     s[PP_LT_LN1_G] = (tensor_spec){"ln1.g", C, 0, INIT_ONE, 0, SHARD_NONE};
     s[PP_LT_LN1_B] = (tensor_spec){"ln1.b", C, 0, INIT_ZERO, 0, SHARD_NONE};
@@ -61,8 +62,16 @@ static void layer_specs(const pp_model_cfg *m, tensor_spec s[PP_LT__COUNT],
     s[PP_LT_FC_B] = (tensor_spec){"mlp.fc.b", FC, 0, INIT_ZERO, 0, fc};
     s[PP_LT_FCP_W] = (tensor_spec){"mlp.proj.w", C, F, INIT_NORMAL, 1, SHARD_COLS};
     s[PP_LT_FCP_B] = (tensor_spec){"mlp.proj.b", C, 0, INIT_ZERO, 0, SHARD_NONE};
+    /* a MoE block: the router and the routed experts (the shared ones are mlp.fc / mlp.proj) */
+    s[PP_LT_ROUTER_W] = (tensor_spec){"moe.router.w", E, C, INIT_NORMAL, 0, SHARD_NONE};
+    s[PP_LT_EXP_FC_W] = (tensor_spec){"moe.experts.fc.w", E * 2 * Fe, C, INIT_NORMAL, 0,
+                                      SHARD_NONE};
+    s[PP_LT_EXP_PROJ_W] = (tensor_spec){"moe.experts.proj.w", E * C, Fe, INIT_NORMAL, 1,
+                                        SHARD_NONE};
     for (int k = 0; k < PP_LT__COUNT; k++)
-        present[k] = 1;
+        present[k] = k < PP_LT_ROUTER_W || E > 0;
+    if (E > 0 && F == 0) /* no shared experts */
+        present[PP_LT_FC_W] = present[PP_LT_FCP_W] = 0;
     present[PP_LT_LN1_B] = present[PP_LT_LN2_B] = pp_model_bias(m, PP_NOBIAS_NORM);
     present[PP_LT_QKV_B] = pp_model_bias(m, PP_NOBIAS_QKV);
     present[PP_LT_PROJ_B] = pp_model_bias(m, PP_NOBIAS_OUT);
@@ -337,7 +346,17 @@ static void carve_layer(const pp_rt_stage *st, float *p, int with_att, pp_layer_
     a->mean2 = p, p += Nl;
     a->rstd2 = p, p += Nl;
     a->fch = p, p += N * st->d.fc;
-    a->act = p;
+    a->act = p, p += N * st->d.Fl;
+    size_t NK = N * st->d.K, E = st->d.E; /* a MoE block: pp_rt_size_moe_act_floats */
+    a->mscore = p, p += N * E;
+    a->midx = (int32_t *)p, p += NK;
+    a->mw = p, p += NK;
+    a->morder = (int32_t *)p, p += NK;
+    a->mpos = (int32_t *)p, p += NK;
+    a->moff = (int32_t *)p, p += E ? E + 1 : 0;
+    a->mfch = p, p += NK * 2 * st->d.Fe;
+    a->mact = p, p += NK * st->d.Fe;
+    a->my = p;
 }
 
 void pp_stage_layer_acts(const pp_rt_stage *st, void *mem, int layer, float *rws,
@@ -379,6 +398,26 @@ int pp_stage_find_slot(const pp_rt_stage *st, int id)
 
 /* ---- create / destroy ---- */
 
+/* What the MoE layer (stage_moe.c) runs: a host backend's memory (it reads the routing
+ * where it lies), no tensor or context parallelism, no recomputation. */
+static pp_status check_moe(const pp_backend *be, const pp_rt_stage_params *p)
+{
+    if (p->model->moe.experts <= 0)
+        return PP_OK;
+    const char *why = strcmp(be->name, "cpu")     ? "another backend than the CPU's"
+                      : p->tp > 1                 ? "tensor parallelism (t > 1)"
+                      : p->cp > 1                 ? "context parallelism (cp > 1)"
+                      : p->recompute != 0         ? "activation recomputation"
+                                                  : NULL;
+    if (why)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "stage: mixture-of-experts layers run on the CPU backend without tensor "
+                      "or context parallelism and without recomputation; this run asks for %s "
+                      "(backend %s, t %d, cp %d, recompute %d)",
+                      why, be->name, p->tp, p->cp, p->recompute);
+    return PP_OK;
+}
+
 static pp_status check_params(const pp_backend *be, const pp_rt_stage_params *p)
 {
     if (!p->model)
@@ -398,6 +437,7 @@ static pp_status check_params(const pp_backend *be, const pp_rt_stage_params *p)
                       m->seq, p->seq);
     PP_TRY(pp_model_check_tp(m, p->tp < 1 ? 1 : p->tp));
     PP_TRY(pp_rt_check_recompute(p->recompute, p->recompute_layers));
+    PP_TRY(check_moe(be, p));
     if (p->tp > 1 && (!p->tp_allreduce || p->tp_rank < 0 || p->tp_rank >= p->tp))
         return PP_ERR(PP_ERR_INVALID,
                       "stage: tensor-parallel rank %d of %d needs a rank in 0..%d and an "

@@ -65,6 +65,10 @@ typedef struct pp_rt_dims { /* its tag: pp_backends.h names it */
     int rope, untied;
     int rc;      /* activation recomputation: PP_RT_RC_* (pp_rt_dims_of: none) */
     size_t rc_k; /* with PP_RT_RC_FULL: the first rc_k blocks of a stage; 0: all of them */
+    /* mixture of experts (every block a MoE block; pp_model_check_runnable): E routed experts,
+     * K of them per token, Fe the width of one; 0 0 0 for a dense model. F, Fl and fc are
+     * then the shared experts' (0 without), which run as the dense MLP does. */
+    size_t E, K, Fe;
 } pp_rt_dims;
 
 /* Activation recomputation (Korthikanti et al. 2022, "Reducing Activation Recomputation in
@@ -95,6 +99,13 @@ static inline pp_rt_dims pp_rt_dims_of(const pp_model_cfg *m, size_t t, size_t s
     d.rope = m->pos == PP_POS_ROPE, d.untied = m->untied != 0;
     d.rc = PP_RT_RC_NONE, d.rc_k = 0;
     d.Vl = pp_rt_vocab_rows(d.V, t);
+    d.E = d.K = d.Fe = 0;
+    if (m->moe.experts > 0) {
+        d.E = (size_t)m->moe.experts, d.K = (size_t)m->moe.top_k, d.Fe = (size_t)m->moe.ffn;
+        d.F = m->moe.shared > 0 ? (size_t)m->moe.shared_ffn : 0;
+        d.Fl = d.F / t;
+        d.fc = m->mlp == PP_MLP_SWIGLU ? 2 * d.Fl : d.Fl;
+    }
     return d;
 }
 
@@ -131,7 +142,9 @@ static inline size_t pp_rt_size_cp_stats_floats(const pp_rt_dims *d, size_t N)
  * (C x Fl, bias C whole), the biases where the model has them. */
 static inline size_t pp_rt_size_block_params(const pp_rt_dims *d)
 {
-    return 2 * d->norm + d->qkv * d->C + (d->b_qkv ? d->qkv : 0) + d->C * d->qd +
+    /* a MoE block adds its router (E x C) and its experts' [gate | up] (E 2Fe x C) and down
+     * (E C x Fe) projections */
+    return d->E * d->C * (1 + 3 * d->Fe) + 2 * d->norm + d->qkv * d->C + (d->b_qkv ? d->qkv : 0) + d->C * d->qd +
            (d->b_out ? d->C : 0) + d->fc * d->C + d->C * d->Fl + (d->b_mlp ? d->fc + d->C : 0);
 }
 
@@ -157,6 +170,32 @@ static inline size_t pp_rt_size_stage_params(const pp_rt_dims *d, size_t layers,
  * (rank i holds rows [i N/t, (i+1) N/t) of the (B, T, C) layout), sp = 1 is no split; the
  * activation a stage sends or receives is then the rank's N/sp rows. */
 
+/* 4-byte words a MoE block saves of a micro-batch of N tokens (runtime/stage_moe.c): the
+ * router's scores (N E), each token's K experts and weights (N K each), the N K assignments
+ * sorted by expert and each assignment's place in that order (N K each), the experts' first
+ * rows (E + 1), and of the N K routed rows (dropless: every token reaches its K experts, so
+ * the experts together take exactly N K rows whatever the routing; no worst case needed)
+ * the [gate | up] pre-activations (2 Fe), the activations (Fe) and the expert outputs (C). */
+static inline size_t pp_rt_size_moe_act_floats(const pp_rt_dims *d, size_t N)
+{
+    if (!d->E)
+        return 0;
+    size_t NK = N * d->K;
+    return N * d->E + 4 * NK + d->E + 1 + NK * (3 * d->Fe + d->C);
+}
+/* Floats of a MoE block's forward workspace (the N K routed rows of its input, gathered) and
+ * of its backward's: those rows again, their output gradients (N K C, then their input
+ * gradients in place), the experts' activation and pre-activation gradients (N K 3 Fe) and
+ * the router's score and logit gradients (N E). 0 for a dense model. */
+static inline size_t pp_rt_size_moe_fwd_ws_floats(const pp_rt_dims *d, size_t N)
+{
+    return d->E ? N * d->K * d->C : 0;
+}
+static inline size_t pp_rt_size_moe_bwd_ws_floats(const pp_rt_dims *d, size_t N)
+{
+    return d->E ? N * d->K * (2 * d->C + 3 * d->Fe) + N * d->E : 0;
+}
+
 /* Floats one block saves on one tensor-parallel rank (runtime/stage.c's slot layout): x, ln1,
  * res2, ln2 (4 N C / sp: whole, or the rank's tokens under sequence parallelism), qkv (N qkv,
  * after the rotation where the model is rotary) and atty (N qd) of the rank's heads, the
@@ -168,7 +207,7 @@ static inline size_t pp_rt_size_act_layer_floats(const pp_rt_dims *d, size_t B, 
 {
     size_t N = B * T, Nl = N / d->sp;
     return Nl * (4 * d->C + 4) + N * (d->qkv + d->qd + d->fc + d->Fl) +
-           B * d->Hl * T * T * d->cp;
+           B * d->Hl * T * T * d->cp + pp_rt_size_moe_act_floats(d, N);
 }
 
 /* Floats of one block's attention probabilities on one tensor-parallel rank (B, Hl, T, T). */
@@ -314,7 +353,8 @@ static inline size_t pp_rt_size_bwd_ws(const pp_rt_dims *d, size_t B, size_t T, 
     if (sp > 1)
         n += N * C + (layers > 0 ? N * C : 0) + layers * 2 * d->norm + (has_head ? d->norm : 0);
     if (layers > 0)
-        n += 2 * pp_rt_size_cp_kv_floats(d, N) + pp_rt_size_cp_stats_floats(d, N);
+        n += 2 * pp_rt_size_cp_kv_floats(d, N) + pp_rt_size_cp_stats_floats(d, N) +
+             pp_rt_size_moe_bwd_ws_floats(d, N);
     n += pp_rt_size_rc_ws_floats(d, B, T, layers);
     return n * 4 + (layers > 0 ? attn_scratch : 0);
 }
@@ -344,7 +384,8 @@ static inline size_t pp_rt_size_fwd_ws(const pp_rt_dims *d, size_t B, size_t T, 
 {
     size_t N = B * T;
     return (pp_rt_size_fwd_ws_xent_at(d, B, T, layers) +
-            (d->t > 1 && has_head ? (d->t + 2) * N : 0)) *
+            (d->t > 1 && has_head ? (d->t + 2) * N : 0) +
+            (layers > 0 ? pp_rt_size_moe_fwd_ws_floats(d, N) : 0)) *
            4;
 }
 
