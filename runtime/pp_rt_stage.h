@@ -85,6 +85,15 @@ typedef struct {
      * start of its backward, so the gradients are the same floats as without it; the slot is
      * smaller (pp_rt_stage_act_bytes), forward and backward take the recompute workspace. */
     int recompute, recompute_layers;
+    /* Expert parallelism (Megatron-Core's --expert-model-parallel-size), MoE models only: the
+     * routed experts split over ep ranks (0 or 1: none), this one ep_rank holding experts
+     * [ep_rank E / ep, ..); ep_alltoallv exchanges blocks with the ep group as
+     * pp_transport_alltoallv does (send_bytes[j] to member j, recv_bytes[j] from it, back to
+     * back). Required when ep > 1. */
+    int ep, ep_rank;
+    pp_status (*ep_alltoallv)(void *ctx, const void *send, const size_t *send_bytes, void *recv,
+                              const size_t *recv_bytes);
+    void *ep_ctx;
 } pp_rt_stage_params;
 
 /* A named parameter tensor with its gradient (both in backend memory, fp32, n elements).

@@ -58,7 +58,11 @@ typedef struct {
     float *mw;               /* (NK) their combine weights */
     int32_t *morder, *mpos;  /* (NK) sorted row -> assignment n K + j, and back */
     int32_t *moff;           /* (E + 1) each expert's first sorted row */
-    float *mfch, *mact, *my; /* (NK, 2Fe), (NK, Fe), (NK, C) of the sorted rows */
+    float *my;               /* (NK, C) the expert outputs of the sorted rows */
+    /* the rows this rank's experts took (R = pp_rt_size_moe_rows at most), expert by expert
+     * and within an expert by sending rank: inputs, [gate | up], activations */
+    float *mxr, *mfch, *mact; /* (R, C), (R, 2Fe), (R, Fe) */
+    int32_t *mrcnt;           /* (ep, E / ep): rows of each local expert from each rank */
 } pp_layer_acts;
 
 /* Saved activations of the head for one micro-batch. */
@@ -150,6 +154,12 @@ struct pp_rt_stage {
     pp_status (*cp_recv)(void *ctx, float *buf, size_t n);
     void *cp_ctx;
     float *cp_kv;
+    /* expert parallelism (stage_moe.c): ep ranks (1: none), this one's index (it holds the
+     * experts [epr E / ep, (epr + 1) E / ep)), the all-to-all over them */
+    int ep, epr;
+    pp_status (*ep_alltoallv)(void *ctx, const void *send, const size_t *send_bytes, void *recv,
+                              const size_t *recv_bytes);
+    void *ep_ctx;
 
     float *params, *grads; /* one allocation each: nparams floats */
     size_t nparams;
@@ -274,6 +284,8 @@ float pp_stage_moe_aux(const pp_rt_stage *st, const pp_layer_acts *a);
 /* Test-only fault injection (tests/test_runtime_moe.c): a wrong dispatch index (each token's
  * last expert moved to the next one) or a wrong combine weight (the first times 1.5). */
 enum { PP_MOE_FAULT_NONE, PP_MOE_FAULT_INDEX, PP_MOE_FAULT_WEIGHT };
+/* The most expert-parallel ranks (the executor's replicas are at most 64). */
+#define PP_MOE_MAX_EP 64
 extern int pp_stage_moe_fault;
 
 /* Views of a slot's memory (stage.c). tokens/targets are NULL when absent. A block's
