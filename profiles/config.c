@@ -41,6 +41,19 @@ static const char *shard_pprun_cannot(const pp_config *c, int precision)
                                                                                     : NULL;
 }
 
+/* What pprun's expert parallelism does not run together with (runtime/executor.c's check_ep;
+ * the MoE block itself runs on the CPU backend only, which the model check says). */
+static const char *ep_pprun_cannot(const pp_config *c, int precision)
+{
+    (void)precision;
+    if (c->ep <= 1)
+        return NULL;
+    return c->t > 1                                 ? " with tp"
+           : c->cp > 1                              ? " with cp"
+           : c->shard != PP_SHARD_NONE && c->d > 1 ? " with a sharded optimizer"
+                                                    : NULL;
+}
+
 /* pprun does not run recomputation together with context parallelism yet. */
 static const char *recompute_pprun_cannot(const pp_config *c, int precision)
 {
@@ -81,6 +94,11 @@ static int tensor_parallel(const pp_config *c)
 static int context_parallel(const pp_config *c)
 {
     return c->cp > 1;
+}
+
+static int expert_parallel(const pp_config *c)
+{
+    return c->ep > 1;
 }
 
 static int first_set(const pp_config *c)
@@ -194,10 +212,15 @@ static const pp_config_axis axes[] = {
              "2c must divide --seq; cpu backend)",
      .flag_min = 1, .profile_role = PP_CONFIG_PROFILE_LAYOUT, .on_line = context_parallel,
      .line = 85},
-    /* no pprun flag: pprun does not run mixture-of-experts models yet (pp_profile_pprun_unrun
-     * names an ep > 1) */
     {.key = "ep", .kind = PP_CONFIG_INT, .offset = OFF(ep), .min = 1, .dflt = 1,
-     .optional_minor = 5, .shown = 2, .rule = ep_rule},
+     .optional_minor = 5, .shown = 2, .rule = ep_rule, .flag = "--ep", .arg = "e",
+     .help = "expert-parallel ranks of a mixture-of-experts model,\n"
+             "carved out of the --dp replicas (Megatron-Core's\n"
+             "--expert-model-parallel-size): each holds experts/e of\n"
+             "every MoE layer, tokens sent by all-to-all; e divides\n"
+             "dp and the experts; cpu backend, not with tp or cp)",
+     .flag_min = 1, .profile_role = PP_CONFIG_PROFILE_LAYOUT, .on_line = expert_parallel,
+     .pprun_cannot = ep_pprun_cannot, .line = 87},
 };
 /* clang-format on */
 #define N_AXES ((int)(sizeof axes / sizeof axes[0]))

@@ -17,6 +17,34 @@
 #include "executor.h"
 #include "transport.h"
 
+/* Expert parallelism: what the MoE block (runtime/stage_moe.c) and the gradient sums run. */
+static pp_status check_ep(const pp_rt_exec_params *p, const pp_backend_row *row)
+{
+    if (p->ep < 0 || p->ep > 64)
+        return PP_ERR(PP_ERR_INVALID, "expert-parallel ranks must be 1..64, got %d", p->ep);
+    if (p->ep <= 1)
+        return PP_OK;
+    const pp_moe_cfg *e = &p->model->moe;
+    if (e->experts <= 0)
+        return PP_ERR(PP_ERR_INVALID, "expert parallelism (ep %d): the model has no "
+                                      "mixture-of-experts layers", p->ep);
+    if (p->dp % p->ep || e->experts % p->ep)
+        return PP_ERR(PP_ERR_INVALID,
+                      "expert parallelism: ep %d must divide the data-parallel replicas (dp %d: "
+                      "the expert ranks are carved out of them, as Megatron-Core's) and the "
+                      "experts (%d)",
+                      p->ep, p->dp, e->experts);
+    const char *why = p->tp > 1      ? "tensor parallelism (tp > 1)"
+                      : p->cp > 1    ? "context parallelism (cp > 1)"
+                      : p->shard     ? "a sharded optimizer"
+                      : row && strcmp(row->device_kind, "cpu") ? "a device backend"
+                                                               : NULL;
+    if (why)
+        return PP_ERR(PP_ERR_UNSUPPORTED, "expert parallelism (ep %d) with %s: not run yet",
+                      p->ep, why);
+    return PP_OK;
+}
+
 static pp_status check_params(const pp_rt_exec_params *p)
 {
     if (!p->model || !p->sched)
@@ -65,6 +93,7 @@ static pp_status check_params(const pp_rt_exec_params *p)
         return PP_ERR(PP_ERR_UNSUPPORTED,
                       "shard optimizer with bf16: not run yet (the bf16 weight copies are written "
                       "per whole tensor by AdamW, a shard steps slices of them); use fp32");
+    PP_TRY(check_ep(p, row));
     if (p->cp > 1 && (p->recompute || p->shard))
         return PP_ERR(PP_ERR_UNSUPPORTED, "recomputation or sharding with context parallelism "
                                           "(--cp %d): not run together yet", p->cp);
@@ -111,6 +140,19 @@ static pp_status check_params(const pp_rt_exec_params *p)
                           pp_transport_name(p->transport));
     }
     return PP_OK;
+}
+
+/* The stages' expert-parallel all-to-all over the rank's ep group, tagged with its order in
+ * the step (replica field 2: the tensor-parallel collectives' kind, apart from tp's and
+ * cp's). The MoE block runs on host memory: the transport takes its buffers as they are. */
+static pp_status ep_alltoallv(void *ctx, const void *send, const size_t *send_bytes, void *recv,
+                              const size_t *recv_bytes)
+{
+    rank_state *rs = ctx;
+    pp_rt_executor *ex = rs->ex;
+    uint64_t tag = pp_ex_coll_tag(TAG_TPAR, 2, rs->ep_seq++ & 0xfffff);
+    return pp_transport_alltoallv(ex->tp, rs->g, rs->ep_group, ex->EP, tag, send, send_bytes,
+                                  recv, recv_bytes);
 }
 
 /* The stages' tensor-parallel collectives (pp_rt_stage_params: the all-reduce, and under
@@ -214,6 +256,10 @@ static pp_status create_stages(pp_rt_executor *ex, int g)
                 .cp_send = cp_send,
                 .cp_recv = cp_recv,
                 .cp_ctx = &ex->rk[g],
+                .ep = ex->EP,
+                .ep_rank = k % ex->EP,
+                .ep_alltoallv = ep_alltoallv,
+                .ep_ctx = &ex->rk[g],
             };
             PP_TRY(pp_rt_stage_create(
                 ex->be[g], &sp,
@@ -257,6 +303,10 @@ static pp_status create_rank(pp_rt_executor *ex, int g)
         return PP_ERR_NOMEM;
     for (int j = 0; j < ex->TP; j++)
         rs->tp_group[j] = ex_global(ex, rs->replica, rs->r, j);
+    if (!(rs->ep_group = pp_calloc((size_t)ex->EP, sizeof *rs->ep_group)))
+        return PP_ERR_NOMEM;
+    for (int j = 0; j < ex->EP; j++)
+        rs->ep_group[j] = ex_global(ex, rs->replica / ex->EP * ex->EP + j, rs->r, rs->tpr);
     if (!(rs->cp_group = pp_calloc((size_t)ex->CP, sizeof *rs->cp_group)))
         return PP_ERR_NOMEM;
     for (int j = 0; j < ex->CP; j++)
@@ -421,6 +471,7 @@ pp_status pp_rt_executor_create(const pp_rt_exec_params *p, pp_rt_executor **out
     ex->N = p->sched->microbatches;
     ex->TP = p->tp > 1 ? p->tp : 1;
     ex->SP = ex->TP > 1 && p->sequence_parallel;
+    ex->EP = p->ep > 1 ? p->ep : 1;
     ex->recompute = p->recompute, ex->recompute_layers = p->recompute_layers;
     ex->shard = p->dp > 1 ? p->shard : PP_RT_SHARD_NONE;
     ex->place = (pp_rt_place){.t = ex->TP, .p = ex->D, .dp = ex->dp};
@@ -474,6 +525,7 @@ static void destroy_rank(pp_rt_executor *ex, rank_state *rs)
     free(rs->red);
     free(rs->tp_group);
     free(rs->cp_group);
+    free(rs->ep_group);
     pp_ex_marks_destroy(rs);
     pp_ex_host_free(rs->be, rs->stage_host);
 }

@@ -243,6 +243,7 @@ static pp_status run_rank(pp_rt_executor *ex, rank_state *rs)
     PP_TRY(load_tokens(ex, rs));
     rs->tp_seq = 0;
     rs->cp_sent = rs->cp_received = 0;
+    rs->ep_seq = 0;
     rs->tp_seconds = rs->tp_bytes = 0;
     const pp_sched *sc = ex->sched;
     pp_rt_span *span = ex->spans[rs->g];

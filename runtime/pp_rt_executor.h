@@ -93,6 +93,13 @@ typedef struct {
      * losses (the mean over every token), so a step still consumes dp*N*B rows. The backend's
      * row must have context_parallel (PP_ERR_UNSUPPORTED otherwise). */
     int cp;
+    /* Expert parallelism (Megatron-Core's expert_model_parallel_size; 0 or 1: none), MoE
+     * models on the CPU backend: the routed experts of every MoE block split over ep
+     * consecutive dp replicas (replica k is expert rank k % ep of group k / ep), their tokens
+     * exchanged by all-to-alls (pp_rt_stage_params.ep); ep divides dp and the experts. Dense
+     * gradients are summed over all dp replicas, the experts' over the dp / ep replicas that
+     * hold the same experts. Not with tp > 1, cp > 1, a sharded optimizer or checkpoints. */
+    int ep;
 } pp_rt_exec_params;
 
 typedef struct {

@@ -110,6 +110,10 @@ typedef struct {
                     0: the whole tensor, identical on every tensor-parallel rank */
 } pp_rt_tensor;
 
+/* 1 when the tensor named `name` ("h3.moe.experts.fc.w") is a routed expert tensor: split
+ * over the expert-parallel ranks, its gradient summed over the expert-data-parallel ones. */
+int pp_rt_tensor_is_expert(const char *name);
+
 /* Creates the stage's parameters (initialised from the seed) and gradients (zero) in be's
  * memory into *out, freed by the caller with pp_rt_stage_destroy before be is destroyed
  * (be is borrowed). Returns PP_OK; PP_ERR_INVALID for parameters that do not fit the model

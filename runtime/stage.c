@@ -637,6 +637,11 @@ void pp_rt_stage_destroy(pp_rt_stage *st)
     free(st);
 }
 
+int pp_rt_tensor_is_expert(const char *name)
+{
+    return strstr(name, ".moe.experts.") != NULL;
+}
+
 size_t pp_rt_stage_io_bytes(const pp_rt_stage *st)
 {
     return pp_rt_size_io_bytes((size_t)st->B * st->T, (size_t)st->cfg.hidden, (size_t)st->sp);

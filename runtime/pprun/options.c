@@ -311,6 +311,12 @@ int pprun_check_settings(const pprun_opts *o)
                     ax[i].pprun_cannot(&o->cfg, o->precision));
             return 2;
         }
+    if (o->cfg.ep > 1 && (o->save_every || o->resume || o->load_weights || o->save_weights)) {
+        fprintf(stderr, "pprun: --ep %d with --save-every / --resume / --load-weights / "
+                        "--save-weights: the experts' shards are not written or read yet\n",
+                o->cfg.ep);
+        return 2;
+    }
     if (o->cfg.shard != PP_SHARD_NONE && o->cfg.d > 1 && (o->save_every || o->resume)) {
         fprintf(stderr, "pprun: --shard %s with --save-every / --resume: checkpoints of a sharded "
                         "optimizer are not written yet\n",
