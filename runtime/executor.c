@@ -622,7 +622,13 @@ pp_status pp_rt_executor_step(pp_rt_executor *ex, const int32_t *batch, int upda
         sum += ex->losses[i];
     if (update)
         ex->steps_done++;
-    out->loss = sum / (ex->dp * ex->N);
+    if (ex->self < 0) { /* threads: the ranks' MoE losses in rank order (share_losses') */
+        ex->aux_total = 0.0f;
+        for (int g = 0; g < ex->G; g++)
+            ex->aux_total += ex->rk[g].aux;
+    }
+    out->aux_loss = (double)ex->aux_total / (ex->dp * ex->N);
+    out->loss = sum / (ex->dp * ex->N) + out->aux_loss;
     out->grad_norm = ex->rk[ex->self < 0 ? 0 : ex->self].norm;
     out->seconds = seconds;
     out->n_ranks = ex->G;

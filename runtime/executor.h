@@ -58,6 +58,8 @@ typedef struct {
                         shard, PP_MEM_OPTIM, NULL until the first step */
     size_t zero_n;   /* floats of the rank's packed gradients it was sized for */
     double norm;    /* the global norm, once synchronised */
+    float aux;      /* this step: its stages' MoE load-balancing losses, summed (float, in
+                       stage order, so that processes and threads add the same floats) */
     pp_status st;
     char err[1024];
     pthread_t thread;
@@ -71,6 +73,7 @@ typedef struct {
 } rank_state;
 
 struct pp_rt_executor {
+    float aux_total; /* the step's MoE load-balancing losses over every rank (float sum) */
     pp_model_cfg model;
     pp_sched *sched;
     int B, T, dp, D, S, P, N, G; /* G = dp * D * TP ranks */

@@ -107,7 +107,10 @@ typedef struct {
 } pp_rt_span;
 
 typedef struct {
-    double loss;      /* mean cross-entropy over the step's dp*N micro-batches */
+    double loss;      /* mean cross-entropy over the step's dp*N micro-batches, plus the
+                         mixture-of-experts load-balancing loss (aux_loss) */
+    double aux_loss;  /* of it: the MoE layers' load-balancing losses, summed over the layers
+                         and averaged over the micro-batches (0 for a dense model) */
     double grad_norm; /* global L2 norm of the (summed) model gradient, before clipping */
     double seconds;   /* wall time of the step */
     int n_ranks;      /* dp * D */

@@ -110,6 +110,9 @@ typedef struct {
                     0: the whole tensor, identical on every tensor-parallel rank */
 } pp_rt_tensor;
 
+/* The MoE layers' load-balancing losses of the forwards since the last call (the sum over the
+ * stage's MoE layers and those forwards; 0 for a dense stage), and resets it. */
+double pp_rt_stage_take_aux_loss(pp_rt_stage *st);
 /* 1 when the tensor named `name` ("h3.moe.experts.fc.w") is a routed expert tensor: split
  * over the expert-parallel ranks, its gradient summed over the expert-data-parallel ones. */
 int pp_rt_tensor_is_expert(const char *name);

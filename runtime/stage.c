@@ -637,6 +637,13 @@ void pp_rt_stage_destroy(pp_rt_stage *st)
     free(st);
 }
 
+double pp_rt_stage_take_aux_loss(pp_rt_stage *st)
+{
+    double a = st->aux_loss;
+    st->aux_loss = 0;
+    return a;
+}
+
 int pp_rt_tensor_is_expert(const char *name)
 {
     return strstr(name, ".moe.experts.") != NULL;

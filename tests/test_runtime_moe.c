@@ -586,3 +586,39 @@ Test(runtime_moe, pprun_refusals_exit_2, .timeout = 60)
         pp_test_run_done(&r);
     }
 }
+
+/* The step's loss carries the load-balancing loss: the same run with coefficient 0 and 0.02
+ * differs in its first loss by exactly the reported aux_loss, which near the initialisation's
+ * uniform routing (P_e ~ 1/E, sum_e f_e = K) is ~ coef K per MoE layer. */
+Test(runtime_moe, step_loss_includes_the_aux_loss)
+{
+    double loss[2], aux[2];
+    for (int i = 0; i < 2; i++) {
+        pp_model_cfg m = moe_model(RL, RT, 0, i ? 0.02 : 0.0);
+        pp_sched_params sp = {.ranks = 2, .microbatches = 4, .layers = m.layers};
+        pp_sched *s;
+        OK(pp_sched_generate("1f1b", &sp, &s));
+        pp_rt_exec_params ep = {.model = &m, .sched = s, .micro_batch = 2, .seq = RT, .dp = 2,
+                                .ep = 2, .seed = 7};
+        pp_rt_executor *ex;
+        OK(pp_rt_executor_create(&ep, &ex));
+        int rows = pp_rt_executor_batch_rows(ex);
+        pp_rt_data *d;
+        OK(pp_rt_data_synthetic(m.vocab, 3, &d));
+        int32_t *batch = calloc((size_t)rows * (RT + 1), sizeof *batch);
+        OK(pp_rt_data_next(d, rows, RT, batch));
+        pp_rt_step_result r;
+        OK(pp_rt_executor_step(ex, batch, 0, &r));
+        loss[i] = r.loss, aux[i] = r.aux_loss;
+        free(batch);
+        pp_rt_data_destroy(d);
+        pp_rt_executor_destroy(ex);
+        pp_sched_destroy(s);
+    }
+    cr_assert_eq(aux[0], 0.0);
+    cr_assert_float_eq(loss[1] - loss[0], aux[1], 1e-6, "loss %.9g - %.9g, aux %.9g", loss[1],
+                       loss[0], aux[1]);
+    double expect = 0.02 * K * RL;
+    cr_assert(aux[1] > 0.95 * expect && aux[1] < 1.05 * expect, "aux %.9g, ~%.9g expected",
+              aux[1], expect);
+}
