@@ -22,9 +22,14 @@ static pp_status check_ep(const pp_rt_exec_params *p, const pp_backend_row *row)
 {
     if (p->ep < 0 || p->ep > 64)
         return PP_ERR(PP_ERR_INVALID, "expert-parallel ranks must be 1..64, got %d", p->ep);
+    const pp_moe_cfg *e = &p->model->moe;
+    if (e->experts > 0 && row && row->device_memory)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "mixture-of-experts layers (%d experts) run on the cpu backend only: the "
+                      "%s backend has no MoE block yet",
+                      e->experts, row->name);
     if (p->ep <= 1)
         return PP_OK;
-    const pp_moe_cfg *e = &p->model->moe;
     if (e->experts <= 0)
         return PP_ERR(PP_ERR_INVALID, "expert parallelism (ep %d): the model has no "
                                       "mixture-of-experts layers", p->ep);
