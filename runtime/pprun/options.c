@@ -120,7 +120,8 @@ static const pp_opt tail[] = {
              "or a folder with model.safetensors or a sharded one\n"
              "(model.safetensors.index.json); transformers' names:\n"
              "LlamaForCausalLM (Mistral, Qwen2) for the Llama block,\n"
-             "GPT2LMHeadModel for GPT's; F32/BF16/F16; a missing,\n"
+             "MixtralForCausalLM for its MoE block, GPT2LMHeadModel\n"
+             "for GPT's; F32/BF16/F16; a missing,\n"
              "unexpected or misshapen tensor is refused; with --layers\n"
              "a checkpoint's blocks past the first L are skipped"},
     {.name = "save-weights", .kind = PP_OPT_STRING, .offset = OFF(save_weights),

@@ -13,7 +13,15 @@ against transformers itself (5.25.0, tests/py/hf.txt). Run by ctest as py_hf_wei
  (c) the same for GPT2LMHeadModel (Conv1D weights stored transposed, tied head), also from
      its base GPT2Model's checkpoint (names without "transformer.", as the Hub's gpt2), and
  (d) for Qwen2ForCausalLM with a tied head (q/k/v biases, no o_proj bias; no lm_head.weight
-     in the file).
+     in the file);
+ (e) for MixtralForCausalLM (4 experts, top-2; the checkpoint names save_pretrained writes
+     and the Hub's Mixtral has: block_sparse_moe.gate.weight, block_sparse_moe.experts.E.w1 /
+     w3 / w2, which transformers fuses into mlp.experts.gate_up_proj on load): 2 layers with the
+     load-balancing loss off (router_aux_loss_coef 0), and 1 layer with it on (coefficient
+     0.02, output_router_logits) in one micro-batch of the 4 sequences, where transformers'
+     load_balancing_loss_func (the layers' logits concatenated, the batch's tokens together)
+     is pprun's per-layer, per-micro-batch form; and pprun's own --save-weights of a trained
+     Mixtral loads into MixtralForCausalLM cleanly with pprun's loss.
 The tokens are a Megatron indexed dataset written by megatron-core's IndexedDatasetBuilder:
 without --shuffle pprun's first step reads samples 0..N-1, sample i = tokens [i s, i s + s + 1).
 Tolerance: |pprun - transformers| <= 1e-5 x the loss (both fp32; the sums run in another order
@@ -32,7 +40,7 @@ import numpy as np
 import torch
 from megatron.core.datasets.indexed_dataset import IndexedDatasetBuilder
 from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
-                          Qwen2Config, Qwen2ForCausalLM)
+                          MixtralConfig, MixtralForCausalLM, Qwen2Config, Qwen2ForCausalLM)
 
 PPRUN = sys.argv[1]
 TOL = 1e-5
@@ -68,7 +76,15 @@ def tokens_file(tmp, vocab):
 
 def hf_loss(model, windows):
     with torch.no_grad():
-        return model(input_ids=windows, labels=windows).loss.item()
+        out = model(input_ids=windows, labels=windows)
+        if getattr(out, "aux_loss", None) is None:
+            return out.loss.item()
+        # A MoE model's load-balancing loss: over the S input tokens pprun routes (the windows
+        # hold S + 1, the last one a target only), added to the cross-entropy as transformers
+        # adds it (router_aux_loss_coef x load_balancing_loss_func)
+        ce = model(input_ids=windows, labels=windows, output_router_logits=False).loss.item()
+        aux = model(input_ids=windows[:, :S], output_router_logits=True).aux_loss.item()
+        return ce + model.config.router_aux_loss_coef * aux
 
 
 def compare(what, ours, theirs):
@@ -125,7 +141,7 @@ def part_a(tmp, data, windows):
                     theirs)
 
 
-def part_hf(tmp, data, windows, cls, config, tag):
+def part_hf(tmp, data, windows, cls, config, tag, layout=("--ranks", "2")):
     folder = os.path.join(tmp, tag)
     torch.manual_seed(3)
     model = cls(config).eval()
@@ -134,7 +150,7 @@ def part_hf(tmp, data, windows, cls, config, tag):
     check(os.path.exists(os.path.join(folder, "model.safetensors")),
           f"({tag}) save_pretrained wrote model.safetensors")
     theirs = hf_loss(model, windows)
-    r = pprun("--model-config", os.path.join(folder, "config.json"), "--ranks", "2", "--steps",
+    r = pprun("--model-config", os.path.join(folder, "config.json"), *layout, "--steps",
               "1", "--lr", "0", "--data", data, "--load-weights", folder)
     check(r is not None, f"({tag}) pprun --load-weights {cls.__name__}'s save_pretrained output")
     if r:
@@ -155,6 +171,34 @@ def part_base(tmp, data, windows):
                 hf_loss(model, windows))
 
 
+MIXTRAL = dict(vocab_size=256, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+               rms_norm_eps=1e-5, num_local_experts=4, num_experts_per_tok=2,
+               tie_word_embeddings=False, router_aux_loss_coef=0.0)
+
+
+def part_mixtral(tmp, data, windows):
+    part_hf(tmp, data, windows, MixtralForCausalLM, MixtralConfig(**MIXTRAL), "e")
+    one = dict(MIXTRAL, num_hidden_layers=1, router_aux_loss_coef=0.02, output_router_logits=True)
+    part_hf(tmp, data, windows, MixtralForCausalLM, MixtralConfig(**one), "e-aux",
+            ("--ranks", "1", "--microbatches", "1", "--micro-batch-size", str(N)))
+    folder = os.path.join(tmp, "e-trained")
+    os.makedirs(folder)
+    MixtralConfig(**MIXTRAL).save_pretrained(folder)
+    cfg, out = os.path.join(folder, "config.json"), os.path.join(folder, "model.safetensors")
+    trained = pprun("--model-config", cfg, "--ranks", "2", "--steps", "3", "--lr", "0.01",
+                    "--data", data, "--save-weights", out)
+    check(trained is not None and os.path.exists(out), "(e) pprun trains a Mixtral, --save-weights")
+    if trained is None:
+        return
+    model = loaded_cleanly(MixtralForCausalLM, folder, "(e) pprun's Mixtral --save-weights")
+    r = pprun("--model-config", cfg, "--ranks", "2", "--steps", "1", "--lr", "0", "--data", data,
+              "--load-weights", out)
+    check(r is not None, "(e) pprun --load-weights its own Mixtral")
+    if r:
+        compare("(e) Mixtral trained by pprun", r["per_step"][0]["loss"], hf_loss(model, windows))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="pp-hf-")
     try:
@@ -169,6 +213,7 @@ def main():
                             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                             max_position_embeddings=64, tie_word_embeddings=True)
         part_hf(tmp, data, windows, Qwen2ForCausalLM, qwen2, "d")
+        part_mixtral(tmp, data, windows)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"{results['passed']} passed, {results['failed']} failed")
