@@ -45,8 +45,11 @@ typedef struct {
 
 typedef struct {
     const char *name; /* the transformers class */
-    const hf_map *map;
+    const hf_map *map; /* then mlp: its MLP's tensors (a table of their own, shared by families
+                          with the same attention: llama_map) */
     int n_map;
+    const hf_map *mlp;
+    int n_mlp;
     const char *skip[3]; /* name endings of buffers some checkpoints hold */
     /* The base model's prefix ("model.", "transformer."): a checkpoint of the base model
      * alone (LlamaModel, GPT2Model: e.g. the Hub's gpt2) names its tensors without it, and
@@ -80,6 +83,9 @@ static const hf_map llama_map[] = {
     {"attn.proj.w", 1, 0, 1, {{L_ "self_attn.o_proj.weight", R_ALL}}},
     {"attn.proj.b", 1, 0, 1, {{L_ "self_attn.o_proj.bias", R_ALL}}},
     {"ln2.g", 1, 0, 1, {{L_ "post_attention_layernorm.weight", R_ALL}}},
+};
+/* Llama's MLP (the dense block's): after llama_map's attention and norms */
+static const hf_map llama_mlp_map[] = {
     /* pprun's SwiGLU fc is [gate | up] (stage_impl.h) */
     {"mlp.fc.w", 1, 0, 2, {{L_ "mlp.gate_proj.weight", R_F}, {L_ "mlp.up_proj.weight", R_F}}},
     {"mlp.fc.b", 1, 0, 2, {{L_ "mlp.gate_proj.bias", R_F}, {L_ "mlp.up_proj.bias", R_F}}},
@@ -94,20 +100,6 @@ static const hf_map llama_map[] = {
  * holds expert e's [gate | up] at rows e 2F (stage_impl.h), its moe.experts.proj.w expert e's
  * down at rows e C: a fmt with a second %d is a part repeated for every expert, in order. */
 static const hf_map mixtral_map[] = {
-    {"wte", 0, 0, 1, {{"model.embed_tokens.weight", R_ALL}}},
-    {"wte.head", 0, 0, 1, {{"model.embed_tokens.weight", R_ALL}}},
-    {"head.w", 0, 0, 1, {{"lm_head.weight", R_ALL}}},
-    {"lnf.g", 0, 0, 1, {{"model.norm.weight", R_ALL}}},
-    {"ln1.g", 1, 0, 1, {{L_ "input_layernorm.weight", R_ALL}}},
-    {"attn.qkv.w",
-     1,
-     0,
-     3,
-     {{L_ "self_attn.q_proj.weight", R_Q},
-      {L_ "self_attn.k_proj.weight", R_KV},
-      {L_ "self_attn.v_proj.weight", R_KV}}},
-    {"attn.proj.w", 1, 0, 1, {{L_ "self_attn.o_proj.weight", R_ALL}}},
-    {"ln2.g", 1, 0, 1, {{L_ "post_attention_layernorm.weight", R_ALL}}},
     {"moe.router.w", 1, 0, 1, {{L_ "block_sparse_moe.gate.weight", R_ALL}}},
     {"moe.experts.fc.w",
      1,
@@ -142,13 +134,13 @@ static const hf_map gpt2_map[] = {
 #undef H_
 
 static const hf_family families[] = {
-    {"MixtralForCausalLM", mixtral_map, (int)(sizeof mixtral_map / sizeof *mixtral_map),
-     {"rotary_emb.inv_freq", NULL, NULL},
+    {"MixtralForCausalLM", llama_map, (int)(sizeof llama_map / sizeof *llama_map), mixtral_map,
+     (int)(sizeof mixtral_map / sizeof *mixtral_map), {"rotary_emb.inv_freq", NULL, NULL},
      "model."},
-    {"LlamaForCausalLM", llama_map, (int)(sizeof llama_map / sizeof *llama_map),
-     {"rotary_emb.inv_freq", NULL, NULL},
+    {"LlamaForCausalLM", llama_map, (int)(sizeof llama_map / sizeof *llama_map), llama_mlp_map,
+     (int)(sizeof llama_mlp_map / sizeof *llama_mlp_map), {"rotary_emb.inv_freq", NULL, NULL},
      "model."},
-    {"GPT2LMHeadModel", gpt2_map, (int)(sizeof gpt2_map / sizeof *gpt2_map),
+    {"GPT2LMHeadModel", gpt2_map, (int)(sizeof gpt2_map / sizeof *gpt2_map), NULL, 0,
      {".attn.bias", ".attn.masked_bias", NULL},
      "transformer."},
 };
@@ -230,10 +222,11 @@ static int resolve(const pp_model_cfg *m, const hf_family *f, const char *name, 
     t->layer = layer;
     t->strip = NULL;
     t->reps = 1;
-    for (int i = 0; i < f->n_map; i++) {
-        if (f->map[i].block != (layer >= 0) || strcmp(f->map[i].pp, local) != 0)
+    for (int i = 0; i < f->n_map + f->n_mlp; i++) {
+        const hf_map *e = i < f->n_map ? &f->map[i] : &f->mlp[i - f->n_map];
+        if (e->block != (layer >= 0) || strcmp(e->pp, local) != 0)
             continue;
-        t->map = &f->map[i];
+        t->map = e;
         for (int p = 0; p < t->map->n; p++) {
             t->rows[p] = rows_of(m, t->map->part[p].rows, t->R);
             const char *d = strstr(t->map->part[p].fmt, "%d");
@@ -359,14 +352,15 @@ static pp_status check_extra(const pp_st *st, const pp_model_cfg *m, const hf_fa
         int skip = !m->untied && !strcmp(t->name, "lm_head.weight");
         for (int k = 0; k < 3 && f->skip[k] && !skip; k++)
             skip = ends_with(t->name, f->skip[k]);
-        for (int k = 0; k < f->n_map && !skip && more_layers; k++)
-            for (int p = 0; p < f->map[k].n && !skip; p++)
-                if (f->map[k].block && is_block_past(f->map[k].part[p].fmt, full, m->layers)) {
+        for (int k = 0; k < f->n_map + f->n_mlp && !skip && more_layers; k++) {
+            const hf_map *e = k < f->n_map ? &f->map[k] : &f->mlp[k - f->n_map];
+            for (int p = 0; p < e->n && !skip; p++)
+                if (e->block && is_block_past(e->part[p].fmt, full, m->layers)) {
                     skip = 1;
-                    int b = atoi(full + (strstr(f->map[k].part[p].fmt, "%d") -
-                                         f->map[k].part[p].fmt));
+                    int b = atoi(full + (strstr(e->part[p].fmt, "%d") - e->part[p].fmt));
                     *past_max = b > *past_max ? b : *past_max;
                 }
+        }
         if (!skip)
             return PP_ERR(PP_ERR_INVALID,
                           "%s: tensor %s: not a tensor of this model (%s with %d layers)%s", t->file,
