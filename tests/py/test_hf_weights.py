@@ -119,26 +119,30 @@ LLAMA = dict(vocab_size=256, hidden_size=32, intermediate_size=96, num_hidden_la
                               "original_max_position_embeddings": 16})
 
 
-def part_a(tmp, data, windows):
-    folder = os.path.join(tmp, "a")
+def part_a(tmp, data, windows, cls=LlamaForCausalLM, config=None, tag="a",
+           layouts=(("--ranks", "2"), ("--ranks", "2", "--tp", "2"))):
+    """pprun trains `config` (Llama's by default), saves it; cls.from_pretrained loads it
+    cleanly and its loss equals pprun's on the same weights under each layout."""
+    folder = os.path.join(tmp, tag)
     os.makedirs(folder)
-    LlamaConfig(**LLAMA).save_pretrained(folder)  # config.json, as transformers writes it
+    (config or LlamaConfig(**LLAMA)).save_pretrained(folder)  # config.json, as transformers writes
     cfg = os.path.join(folder, "config.json")
     out = os.path.join(folder, "model.safetensors")
     trained = pprun("--model-config", cfg, "--ranks", "2", "--steps", "3", "--lr", "0.01",
                     "--data", data, "--save-weights", out)
-    check(trained is not None and os.path.exists(out), "(a) pprun trains 3 steps, --save-weights")
+    check(trained is not None and os.path.exists(out),
+          f"({tag}) pprun trains 3 steps, --save-weights")
     if trained is None:
         return
-    model = loaded_cleanly(LlamaForCausalLM, folder, "(a) pprun's --save-weights")
+    model = loaded_cleanly(cls, folder, f"({tag}) pprun's --save-weights")
     theirs = hf_loss(model, windows)
-    for layout in (["--ranks", "2"], ["--ranks", "2", "--tp", "2"]):
+    for layout in layouts:
         r = pprun("--model-config", cfg, *layout, "--steps", "1", "--lr", "0", "--data", data,
                   "--load-weights", out)
-        check(r is not None, f"(a) pprun {' '.join(layout)} --load-weights runs")
+        check(r is not None, f"({tag}) pprun {' '.join(layout)} --load-weights runs")
         if r:
-            compare(f"(a) Llama trained by pprun, {' '.join(layout)}", r["per_step"][0]["loss"],
-                    theirs)
+            compare(f"({tag}) {cls.__name__} trained by pprun, {' '.join(layout)}",
+                    r["per_step"][0]["loss"], theirs)
 
 
 def part_hf(tmp, data, windows, cls, config, tag, layout=("--ranks", "2")):
@@ -182,21 +186,8 @@ def part_mixtral(tmp, data, windows):
     one = dict(MIXTRAL, num_hidden_layers=1, router_aux_loss_coef=0.02, output_router_logits=True)
     part_hf(tmp, data, windows, MixtralForCausalLM, MixtralConfig(**one), "e-aux",
             ("--ranks", "1", "--microbatches", "1", "--micro-batch-size", str(N)))
-    folder = os.path.join(tmp, "e-trained")
-    os.makedirs(folder)
-    MixtralConfig(**MIXTRAL).save_pretrained(folder)
-    cfg, out = os.path.join(folder, "config.json"), os.path.join(folder, "model.safetensors")
-    trained = pprun("--model-config", cfg, "--ranks", "2", "--steps", "3", "--lr", "0.01",
-                    "--data", data, "--save-weights", out)
-    check(trained is not None and os.path.exists(out), "(e) pprun trains a Mixtral, --save-weights")
-    if trained is None:
-        return
-    model = loaded_cleanly(MixtralForCausalLM, folder, "(e) pprun's Mixtral --save-weights")
-    r = pprun("--model-config", cfg, "--ranks", "2", "--steps", "1", "--lr", "0", "--data", data,
-              "--load-weights", out)
-    check(r is not None, "(e) pprun --load-weights its own Mixtral")
-    if r:
-        compare("(e) Mixtral trained by pprun", r["per_step"][0]["loss"], hf_loss(model, windows))
+    part_a(tmp, data, windows, MixtralForCausalLM, MixtralConfig(**MIXTRAL), "e-trained",
+           (("--ranks", "2"),))
 
 
 def main():
