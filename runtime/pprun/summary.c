@@ -145,7 +145,14 @@ int pprun_write_json(const pprun_opts *o, const pprun_record *rec)
  * 4 s h (attention scores and values), plus 2 h V for the LM head; backward twice that. */
 static double step_flops(const pp_model_cfg *m, int seq, double tokens)
 {
-    double h = m->hidden, layer = 8 * h * h + 4 * h * m->ffn + 4.0 * seq * h;
+    /* a MoE layer's MLP as its active part: a token's k experts and the shared ones, plus
+     * the router (every layer a MoE layer: pp_model_check_runnable) */
+    const pp_moe_cfg *e = &m->moe;
+    double h = m->hidden,
+           mlp = e->experts > 0 ? 4 * h * ((double)e->top_k * e->ffn + e->shared_ffn) +
+                                      2 * h * e->experts
+                                : 4 * h * m->ffn,
+           layer = 8 * h * h + mlp + 4.0 * seq * h;
     return 3 * tokens * (m->layers * layer + 2 * h * m->vocab);
 }
 
