@@ -48,6 +48,19 @@ static const char *shard_pprun_cannot(const pp_config *c, int precision)
     return precision == PP_PREC_BF16 ? " in bf16" : NULL;
 }
 
+/* What pprun's expert parallelism does not run together with (runtime/executor.c's check_ep;
+ * the MoE block itself runs on the CPU backend only, which the model check says). */
+static const char *ep_pprun_cannot(const pp_config *c, int precision)
+{
+    (void)precision;
+    if (c->ep <= 1)
+        return NULL;
+    return c->t > 1                                 ? " with tp"
+           : c->cp > 1                              ? " with cp"
+           : c->shard != PP_SHARD_NONE && c->d > 1 ? " with --shard"
+                                                    : NULL;
+}
+
 /* pprun does not run recomputation together with context parallelism yet. */
 static const char *recompute_pprun_cannot(const pp_config *c, int precision)
 {
@@ -88,6 +101,11 @@ static int tensor_parallel(const pp_config *c)
 static int context_parallel(const pp_config *c)
 {
     return c->cp > 1;
+}
+
+static int expert_parallel(const pp_config *c)
+{
+    return c->ep > 1;
 }
 
 static int first_set(const pp_config *c)
@@ -203,10 +221,16 @@ static const pp_config_axis axes[] = {
              "2c must divide --seq; cpu backend)",
      .flag_min = 1, .profile_role = PP_CONFIG_PROFILE_LAYOUT, .on_line = context_parallel,
      .line = 85},
-    /* no pprun flag: pprun does not run mixture-of-experts models yet (pp_profile_pprun_unrun
-     * names an ep > 1) */
     {.key = "ep", .kind = PP_CONFIG_INT, .offset = OFF(ep), .min = 1, .dflt = 1,
-     .optional_minor = 5, .shown = 2, .rule = ep_rule},
+     .optional_minor = 5, .shown = 2, .rule = ep_rule, .flag = "--ep", .arg = "e",
+     .help = "expert-parallel ranks of a mixture-of-experts model,\n"
+             "carved out of the --dp replicas (Megatron-Core's\n"
+             "--expert-model-parallel-size): each holds experts/e of\n"
+             "every MoE layer, tokens sent by all-to-all; e divides\n"
+             "dp and the experts; cpu backend, not with tp, cp or\n"
+             "--shard)",
+     .flag_min = 1, .profile_role = PP_CONFIG_PROFILE_LAYOUT, .on_line = expert_parallel,
+     .pprun_cannot = ep_pprun_cannot, .line = 87},
 };
 /* clang-format on */
 #define N_AXES ((int)(sizeof axes / sizeof axes[0]))

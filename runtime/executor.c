@@ -17,6 +17,39 @@
 #include "executor.h"
 #include "transport.h"
 
+/* Expert parallelism: what the MoE block (runtime/stage_moe.c) and the gradient sums run. */
+static pp_status check_ep(const pp_rt_exec_params *p, const pp_backend_row *row)
+{
+    if (p->ep < 0 || p->ep > 64)
+        return PP_ERR(PP_ERR_INVALID, "expert-parallel ranks must be 1..64, got %d", p->ep);
+    const pp_moe_cfg *e = &p->model->moe;
+    if (e->experts > 0 && row && row->device_memory)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "mixture-of-experts layers (%d experts) run on the cpu backend only: the "
+                      "%s backend has no MoE block yet",
+                      e->experts, row->name);
+    if (p->ep <= 1)
+        return PP_OK;
+    if (e->experts <= 0)
+        return PP_ERR(PP_ERR_INVALID, "expert parallelism (ep %d): the model has no "
+                                      "mixture-of-experts layers", p->ep);
+    if (p->dp % p->ep || e->experts % p->ep)
+        return PP_ERR(PP_ERR_INVALID,
+                      "expert parallelism: ep %d must divide the data-parallel replicas (dp %d: "
+                      "the expert ranks are carved out of them, as Megatron-Core's) and the "
+                      "experts (%d)",
+                      p->ep, p->dp, e->experts);
+    const char *why = p->tp > 1      ? "tensor parallelism (tp > 1)"
+                      : p->cp > 1    ? "context parallelism (cp > 1)"
+                      : p->shard     ? "sharding (--shard)"
+                      : row && strcmp(row->device_kind, "cpu") ? "a device backend"
+                                                               : NULL;
+    if (why)
+        return PP_ERR(PP_ERR_UNSUPPORTED, "expert parallelism (ep %d) with %s: not run yet",
+                      p->ep, why);
+    return PP_OK;
+}
+
 static pp_status check_params(const pp_rt_exec_params *p)
 {
     if (!p->model || !p->sched)
@@ -68,6 +101,7 @@ static pp_status check_params(const pp_rt_exec_params *p)
                       "shard %s with bf16: not run yet (the bf16 weight copies are written "
                       "per whole tensor by AdamW, a shard steps slices of them); use fp32",
                       p->shard == PP_RT_SHARD_OPTIMIZER ? "optimizer" : "gradients");
+    PP_TRY(check_ep(p, row));
     if (p->cp > 1 && p->recompute)
         return PP_ERR(PP_ERR_UNSUPPORTED, "recomputation with context parallelism "
                                           "(--cp %d): not run together yet", p->cp);
@@ -114,6 +148,19 @@ static pp_status check_params(const pp_rt_exec_params *p)
                           pp_transport_name(p->transport));
     }
     return PP_OK;
+}
+
+/* The stages' expert-parallel all-to-all over the rank's ep group, tagged with its order in
+ * the step (replica field 2: the tensor-parallel collectives' kind, apart from tp's and
+ * cp's). The MoE block runs on host memory: the transport takes its buffers as they are. */
+static pp_status ep_alltoallv(void *ctx, const void *send, const size_t *send_bytes, void *recv,
+                              const size_t *recv_bytes)
+{
+    rank_state *rs = ctx;
+    pp_rt_executor *ex = rs->ex;
+    uint64_t tag = pp_ex_coll_tag(TAG_TPAR, 2, rs->ep_seq++ & 0xfffff);
+    return pp_transport_alltoallv(ex->tp, rs->g, rs->ep_group, ex->EP, tag, send, send_bytes,
+                                  recv, recv_bytes);
 }
 
 /* The stages' tensor-parallel collectives (pp_rt_stage_params: the all-reduce, and under
@@ -218,6 +265,10 @@ static pp_status create_stages(pp_rt_executor *ex, int g)
                 .cp_send = cp_send,
                 .cp_recv = cp_recv,
                 .cp_ctx = &ex->rk[g],
+                .ep = ex->EP,
+                .ep_rank = k % ex->EP,
+                .ep_alltoallv = ep_alltoallv,
+                .ep_ctx = &ex->rk[g],
             };
             PP_TRY(pp_rt_stage_create(
                 ex->be[g], &sp,
@@ -261,6 +312,10 @@ static pp_status create_rank(pp_rt_executor *ex, int g)
         return PP_ERR_NOMEM;
     for (int j = 0; j < ex->TP; j++)
         rs->tp_group[j] = ex_global(ex, rs->replica, rs->r, j);
+    if (!(rs->ep_group = pp_calloc((size_t)ex->EP, sizeof *rs->ep_group)))
+        return PP_ERR_NOMEM;
+    for (int j = 0; j < ex->EP; j++)
+        rs->ep_group[j] = ex_global(ex, rs->replica / ex->EP * ex->EP + j, rs->r, rs->tpr);
     if (!(rs->cp_group = pp_calloc((size_t)ex->CP, sizeof *rs->cp_group)))
         return PP_ERR_NOMEM;
     for (int j = 0; j < ex->CP; j++)
@@ -425,6 +480,7 @@ pp_status pp_rt_executor_create(const pp_rt_exec_params *p, pp_rt_executor **out
     ex->N = p->sched->microbatches;
     ex->TP = p->tp > 1 ? p->tp : 1;
     ex->SP = ex->TP > 1 && p->sequence_parallel;
+    ex->EP = p->ep > 1 ? p->ep : 1;
     ex->recompute = p->recompute, ex->recompute_layers = p->recompute_layers;
     ex->shard = ex->dp > 1 ? p->shard : PP_RT_SHARD_NONE; /* over the dp x cp replicas */
     ex->place = (pp_rt_place){.t = ex->TP, .p = ex->D, .dp = ex->dp};
@@ -478,6 +534,7 @@ static void destroy_rank(pp_rt_executor *ex, rank_state *rs)
     free(rs->red);
     free(rs->tp_group);
     free(rs->cp_group);
+    free(rs->ep_group);
     pp_ex_marks_destroy(rs);
     pp_ex_host_free(rs->be, rs->stage_host);
 }
@@ -574,7 +631,13 @@ pp_status pp_rt_executor_step(pp_rt_executor *ex, const int32_t *batch, int upda
         sum += ex->losses[i];
     if (update)
         ex->steps_done++;
-    out->loss = sum / (ex->dp * ex->N);
+    if (ex->self < 0) { /* threads: the ranks' MoE losses in rank order (share_losses') */
+        ex->aux_total = 0.0f;
+        for (int g = 0; g < ex->G; g++)
+            ex->aux_total += ex->rk[g].aux;
+    }
+    out->aux_loss = (double)ex->aux_total / (ex->dp * ex->N);
+    out->loss = sum / (ex->dp * ex->N) + out->aux_loss;
     out->grad_norm = ex->rk[ex->self < 0 ? 0 : ex->self].norm;
     out->seconds = seconds;
     out->n_ranks = ex->G;

@@ -44,6 +44,8 @@ typedef struct {
     int *cp_group;     /* [CP] the global ranks sharing this rank's sequences (context
                           parallelism), in cp-rank order */
     int cp_sent, cp_received; /* the ring's sends and receives so far this step (tags) */
+    int *ep_group;            /* [EP] the global ranks of this rank's expert-parallel group */
+    int ep_seq;               /* its all-to-alls so far this step (their tags) */
     double tp_seconds; /* this step: time in tensor-parallel all-reduces */
     double tp_bytes;   /* this step: bytes this rank contributed to them */
     void **slot;         /* [n_pipes * S * N * SLOT__COUNT] buffers of io_bytes (PP_MEM_COMM) */
@@ -57,6 +59,8 @@ typedef struct {
     size_t zero_c;   /* floats of the replica's shard (of m, of v) it was sized for */
     struct pp_ex_z2 *z2; /* gradient sharding's state (executor_zero2.c), NULL until used */
     double norm;    /* the global norm, once synchronised */
+    float aux;      /* this step: its stages' MoE load-balancing losses, summed (float, in
+                       stage order, so that processes and threads add the same floats) */
     pp_status st;
     char err[1024];
     pthread_t thread;
@@ -70,6 +74,7 @@ typedef struct {
 } rank_state;
 
 struct pp_rt_executor {
+    float aux_total; /* the step's MoE load-balancing losses over every rank (float sum) */
     pp_model_cfg model;
     pp_sched *sched;
     int B, T, dp, D, S, P, N, G; /* G = dp * D * TP ranks */
@@ -77,6 +82,7 @@ struct pp_rt_executor {
     int CP, Tl; /* context-parallel ranks (1: none), each of which is one of the dp replicas
                    (dp = data replicas x CP); Tl = T / CP tokens of a sequence per rank */
     int SP;                       /* sequence parallelism (with TP > 1) */
+    int EP;                       /* expert-parallel ranks (1: none), carved from the dp ones */
     int recompute, recompute_layers; /* pp_rt_exec_params's (PP_RT_RC_*) */
     int shard;                    /* PP_RT_SHARD_* in effect (none at dp = 1) */
     pp_rt_place place;            /* {TP, D, dp}: pp_rt_place.h's global rank layout */

@@ -22,7 +22,7 @@
 static pp_status share_losses(pp_rt_executor *ex, rank_state *rs)
 {
     int n = ex->dp * ex->N;
-    float *v = malloc((size_t)n * sizeof *v);
+    float *v = malloc(((size_t)n + 1) * sizeof *v);
     int *group = calloc((size_t)ex->G, sizeof *group);
     if (!v || !group) {
         free(v);
@@ -31,12 +31,14 @@ static pp_status share_losses(pp_rt_executor *ex, rank_state *rs)
     }
     for (int i = 0; i < n; i++)
         v[i] = isnan(ex->losses[i]) ? 0.0f : (float)ex->losses[i]; /* losses are floats */
+    v[n] = rs->aux; /* the ranks' MoE losses, summed in rank order as the threads' are */
     for (int g = 0; g < ex->G; g++)
         group[g] = g;
-    pp_status st =
-        pp_ex_allreduce_host(ex, rs->g, group, ex->G, pp_ex_coll_tag(TAG_LOSS, 0, 0), v, (size_t)n);
+    pp_status st = pp_ex_allreduce_host(ex, rs->g, group, ex->G, pp_ex_coll_tag(TAG_LOSS, 0, 0), v,
+                                        (size_t)n + 1);
     for (int i = 0; st == PP_OK && i < n; i++)
         ex->losses[i] = v[i];
+    ex->aux_total = v[n];
     free(v);
     free(group);
     return st;

@@ -28,8 +28,8 @@ static void plan_params(const pp_rt_executor *ex, pp_rt_plan_params *pp)
                               .recompute = ex->recompute,
                               .recompute_layers = ex->recompute_layers,
                               .shard = ex->shard,
-
-                              .cp = ex->CP};
+                              .cp = ex->CP,
+                              .ep = ex->EP};
 }
 
 pp_status pp_ex_plan_create(pp_rt_executor *ex)

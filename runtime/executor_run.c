@@ -119,6 +119,7 @@ static pp_status do_forward(pp_rt_executor *ex, rank_state *rs, const pp_action 
         comm_free(ex, rs, x_out);
         return pp_err_trace(e, __FILE__, __LINE__);
     }
+    rs->aux += (float)pp_rt_stage_take_aux_loss(st);
     if (last) {
         if (rs->tpr == 0) /* every tensor rank has the same loss (all-reduced) */
             ex->losses[(size_t)rs->replica * ex->N + m] = loss;
@@ -253,6 +254,8 @@ static pp_status run_rank(pp_rt_executor *ex, rank_state *rs)
     PP_TRY(load_tokens(ex, rs));
     rs->tp_seq = 0;
     rs->cp_sent = rs->cp_received = 0;
+    rs->ep_seq = 0;
+    rs->aux = 0.0f;
     rs->tp_seconds = rs->tp_bytes = 0;
     const pp_sched *sc = ex->sched;
     pp_rt_span *span = ex->spans[rs->g];

@@ -228,10 +228,14 @@ static pp_status sync_tied(pp_rt_executor *ex, rank_state *rs)
 }
 
 enum { GRADS_PACK, GRADS_UNPACK };
+/* Which gradients copy_grads moves: all, the dense ones, the routed experts' (which expert
+ * parallelism splits over the ep ranks of a dp group: pp_rt_tensor_is_expert). */
+enum { GRADS_ALL, GRADS_DENSE, GRADS_EXPERT };
 
-/* Copies all gradients of the rank's stages, in (pipe, stage, tensor) order, into buf (PACK)
- * or back out of it (UNPACK) through the backend; with buf NULL only counts into *n. */
-static pp_status copy_grads(pp_rt_executor *ex, rank_state *rs, float *buf, int dir, size_t *n)
+/* Copies the `which` gradients of the rank's stages, in (pipe, stage, tensor) order, into buf
+ * (PACK) or back out of it (UNPACK) through the backend; with buf NULL only counts into *n. */
+static pp_status copy_grads_of(pp_rt_executor *ex, rank_state *rs, float *buf, int dir,
+                               int which, size_t *n)
 {
     pp_backend *be = rs->be;
     size_t off = 0;
@@ -242,6 +246,9 @@ static pp_status copy_grads(pp_rt_executor *ex, rank_state *rs, float *buf, int 
             int nt;
             pp_rt_tensor *t = pp_rt_stage_tensors(ex_stage(ex, rs->replica, rs->tpr, p, s), &nt);
             for (int j = 0; j < nt; j++) {
+                if (which != GRADS_ALL &&
+                    pp_rt_tensor_is_expert(t[j].name) != (which == GRADS_EXPERT))
+                    continue;
                 size_t bytes = t[j].n * sizeof(float);
                 if (buf && dir == GRADS_PACK)
                     PP_TRY(be->ops->copy(be->ctx, buf + off, t[j].grad, bytes));
@@ -254,28 +261,58 @@ static pp_status copy_grads(pp_rt_executor *ex, rank_state *rs, float *buf, int 
     return PP_OK;
 }
 
+/* The dense gradients then the experts' (all of them without expert parallelism). */
+static pp_status copy_grads(pp_rt_executor *ex, rank_state *rs, float *buf, int dir, size_t *n)
+{
+    if (ex->EP == 1)
+        return copy_grads_of(ex, rs, buf, dir, GRADS_ALL, n);
+    size_t nd, ne;
+    PP_TRY(copy_grads_of(ex, rs, buf, dir, GRADS_DENSE, &nd));
+    PP_TRY(copy_grads_of(ex, rs, buf ? buf + nd : NULL, dir, GRADS_EXPERT, &ne));
+    *n = nd + ne;
+    return PP_OK;
+}
+
 /* Data parallelism: every gradient summed over the dp replicas of this pipeline rank, as one
- * packed all-reduce (the bucket is the rank's whole gradient). */
+ * packed all-reduce (the bucket is the rank's whole gradient). Under expert parallelism the
+ * pack is the dense gradients, summed over all dp replicas, then the experts', summed over the
+ * dp / ep replicas holding the same experts (Megatron-Core's expert-data-parallel group): two
+ * all-reduces on the two parts of the one buffer. */
 static pp_status sync_dp(pp_rt_executor *ex, rank_state *rs)
 {
     if (ex->dp == 1)
         return PP_OK;
-    size_t n;
+    size_t n, nd = 0;
     PP_TRY(copy_grads(ex, rs, NULL, GRADS_PACK, &n));
+    if (ex->EP > 1)
+        PP_TRY(copy_grads_of(ex, rs, NULL, GRADS_PACK, GRADS_DENSE, &nd));
     void *mem;
     PP_TRY(pp_ex_alloc(rs, n * sizeof(float), PP_MEM_COMM, &mem));
     float *buf = mem;
-    int group[64]; /* dp <= 64, checked at creation */
-    for (int k = 0; k < ex->dp; k++)
+    int group[64], edp[64], n_edp = 0; /* dp <= 64, checked at creation */
+    for (int k = 0; k < ex->dp; k++) {
         group[k] = ex_global(ex, k, rs->r, rs->tpr);
-    float *host = NULL;
-    pp_transport_req *req = NULL;
+        if (k % ex->EP == rs->replica % ex->EP)
+            edp[n_edp++] = group[k];
+    }
+    float *host = NULL, *host_e = NULL;
+    pp_transport_req *req = NULL, *req_e = NULL;
+    size_t na = ex->EP > 1 ? nd : n; /* what all dp replicas sum */
     pp_status st = copy_grads(ex, rs, buf, GRADS_PACK, &n);
-    if (st == PP_OK)
-        st = pp_ex_iallreduce(ex, rs, group, ex->dp, pp_ex_coll_tag(TAG_DP, 0, rs->r), buf, n,
+    if (st == PP_OK && na)
+        st = pp_ex_iallreduce(ex, rs, group, ex->dp, pp_ex_coll_tag(TAG_DP, 0, rs->r), buf, na,
                               &host, &req);
-    if (st == PP_OK)
-        st = pp_ex_wait(ex, rs, req, buf, host, n);
+    if (st == PP_OK && n > na && n_edp > 1)
+        st = pp_ex_iallreduce(ex, rs, edp, n_edp, pp_ex_coll_tag(TAG_DP, 1, rs->r), buf + na,
+                              n - na, &host_e, &req_e);
+    if (req) {
+        pp_status w = pp_ex_wait(ex, rs, req, buf, host, na);
+        st = st == PP_OK ? w : st;
+    }
+    if (req_e) {
+        pp_status w = pp_ex_wait(ex, rs, req_e, buf + na, host_e, n - na);
+        st = st == PP_OK ? w : st;
+    }
     if (st == PP_OK)
         st = copy_grads(ex, rs, buf, GRADS_UNPACK, &n);
     pp_ex_free(rs, buf, n * sizeof(float), PP_MEM_COMM);
@@ -289,15 +326,17 @@ static pp_status owned_grad_sq(pp_rt_executor *ex, rank_state *rs, double *out)
 {
     double sq = 0;
     *out = 0;
-    if (rs->replica != 0)
+    /* under expert parallelism replicas 1 .. ep-1 add the experts replica 0 lacks */
+    if (rs->replica >= ex->EP)
         return PP_OK;
     for (int s = 0; s < ex->S; s++) {
         if (ex_rank_of(ex, 0, s) != rs->r)
             continue;
         int nt;
-        pp_rt_tensor *t = pp_rt_stage_tensors(ex_stage(ex, 0, rs->tpr, 0, s), &nt);
+        pp_rt_tensor *t = pp_rt_stage_tensors(ex_stage(ex, rs->replica, rs->tpr, 0, s), &nt);
         for (int j = 0; j < nt; j++) {
-            if (strcmp(t[j].name, "wte.head") == 0 || (rs->tpr > 0 && !t[j].sharded))
+            if (strcmp(t[j].name, "wte.head") == 0 || (rs->tpr > 0 && !t[j].sharded) ||
+                (rs->replica > 0 && !pp_rt_tensor_is_expert(t[j].name)))
                 continue;
             PP_TRY(pp_ex_sum_sq(rs, t[j].grad, t[j].n, &sq));
         }

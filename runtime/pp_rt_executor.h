@@ -95,6 +95,14 @@ typedef struct {
      * losses (the mean over every token), so a step still consumes dp*N*B rows. The backend's
      * row must have context_parallel (PP_ERR_UNSUPPORTED otherwise). */
     int cp;
+    /* Expert parallelism (Megatron-Core's expert_model_parallel_size; 0 or 1: none), MoE
+     * models on the CPU backend: the routed experts of every MoE block split over ep
+     * consecutive dp replicas (replica k is expert rank k % ep of group k / ep), their tokens
+     * exchanged by all-to-alls (pp_rt_stage_params.ep); ep divides dp and the experts. Dense
+     * gradients are summed over all dp replicas, the experts' over the dp / ep replicas that
+     * hold the same experts. Not with tp > 1, cp > 1, sharding (optimizer or gradients) or
+     * checkpoints. */
+    int ep;
 } pp_rt_exec_params;
 
 typedef struct {
@@ -102,7 +110,10 @@ typedef struct {
 } pp_rt_span;
 
 typedef struct {
-    double loss;      /* mean cross-entropy over the step's dp*N micro-batches */
+    double loss;      /* mean cross-entropy over the step's dp*N micro-batches, plus the
+                         mixture-of-experts load-balancing loss (aux_loss) */
+    double aux_loss;  /* of it: the MoE layers' load-balancing losses, summed over the layers
+                         and averaged over the micro-batches (0 for a dense model) */
     double grad_norm; /* global L2 norm of the (summed) model gradient, before clipping */
     double seconds;   /* wall time of the step */
     int n_ranks;      /* dp * D */

@@ -85,6 +85,15 @@ typedef struct {
      * start of its backward, so the gradients are the same floats as without it; the slot is
      * smaller (pp_rt_stage_act_bytes), forward and backward take the recompute workspace. */
     int recompute, recompute_layers;
+    /* Expert parallelism (Megatron-Core's --expert-model-parallel-size), MoE models only: the
+     * routed experts split over ep ranks (0 or 1: none), this one ep_rank holding experts
+     * [ep_rank E / ep, ..); ep_alltoallv exchanges blocks with the ep group as
+     * pp_transport_alltoallv does (send_bytes[j] to member j, recv_bytes[j] from it, back to
+     * back). Required when ep > 1. */
+    int ep, ep_rank;
+    pp_status (*ep_alltoallv)(void *ctx, const void *send, const size_t *send_bytes, void *recv,
+                              const size_t *recv_bytes);
+    void *ep_ctx;
     /* 1: the stage allocates no gradient buffer; its tensors' grad pointers are NULL until the
      * caller points them (pp_rt_stage_set_grad) at memory it zeroed, before a backward writes
      * them (gradient sharding, runtime/executor_zero2.c, where the whole gradient lives only
@@ -105,6 +114,13 @@ typedef struct {
                     the vocabulary-split ones ceil(V/t) rows, with padding past V);
                     0: the whole tensor, identical on every tensor-parallel rank */
 } pp_rt_tensor;
+
+/* The MoE layers' load-balancing losses of the forwards since the last call (the sum over the
+ * stage's MoE layers and those forwards; 0 for a dense stage), and resets it. */
+double pp_rt_stage_take_aux_loss(pp_rt_stage *st);
+/* 1 when the tensor named `name` ("h3.moe.experts.fc.w") is a routed expert tensor: split
+ * over the expert-parallel ranks, its gradient summed over the expert-data-parallel ones. */
+int pp_rt_tensor_is_expert(const char *name);
 
 /* Creates the stage's parameters (initialised from the seed) and gradients (zero) in be's
  * memory into *out, freed by the caller with pp_rt_stage_destroy before be is destroyed

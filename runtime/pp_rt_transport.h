@@ -99,6 +99,17 @@ pp_status pp_transport_allgather(pp_transport *t, int rank, const int *group, in
                                  uint64_t tag, const float *part, float *full, size_t n);
 pp_status pp_transport_reduce_scatter_sum(pp_transport *t, int rank, const int *group, int n_group,
                                           uint64_t tag, const float *full, float *part, size_t n);
+/* The all-to-all of expert parallelism (the MoE block's dispatch and combine, Megatron-Core's
+ * alltoall token dispatcher), blocking: member i's send holds n_group blocks back to back,
+ * block j (send_bytes[j] bytes) for member j; its recv receives them, block j from member j
+ * (recv_bytes[j] bytes, back to back). Sizes must agree pairwise (send_bytes[j] of member i
+ * equals recv_bytes[i] of member j: exchange them first with a fixed-size call); a block may
+ * be empty; member i's block i is a copy. Members pass the same group (ascending) and tag.
+ * Returns PP_OK; PP_ERR_INVALID for a bad group or sizes that disagree; PP_ERR_UNSUPPORTED
+ * where the transport lacks it; PP_ERR_DEVICE once aborted. */
+pp_status pp_transport_alltoallv(pp_transport *t, int rank, const int *group, int n_group,
+                                 uint64_t tag, const void *send, const size_t *send_bytes,
+                                 void *recv, const size_t *recv_bytes);
 /* Returns once every rank of the transport has called it (PP_OK), or PP_ERR_DEVICE once
  * aborted. */
 pp_status pp_transport_barrier(pp_transport *t, int rank);

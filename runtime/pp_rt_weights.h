@@ -10,7 +10,9 @@
  * (out, in)); the Llama block (RMSNorm, SwiGLU, rotary) is LlamaForCausalLM, which is also
  * MistralForCausalLM's and Qwen2ForCausalLM's layout (model.embed_tokens, model.layers.N.
  * self_attn.{q,k,v,o}_proj (+ q/k/v .bias where the model has them), mlp.{gate,up,down}_proj,
- * input_layernorm, post_attention_layernorm, model.norm, lm_head unless tied). Another mix of
+ * input_layernorm, post_attention_layernorm, model.norm, lm_head unless tied); with
+ * Mixtral's mixture-of-experts MLP it is MixtralForCausalLM as its checkpoints name it
+ * (block_sparse_moe.gate, block_sparse_moe.experts.E.w1 / w3 / w2). Another mix of
  * block variants has no transformers class: PP_ERR_UNSUPPORTED naming the block.
  */
 #ifndef PP_RT_WEIGHTS_H

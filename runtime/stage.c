@@ -47,7 +47,8 @@ static void layer_specs(const pp_model_cfg *m, tensor_spec s[PP_LT__COUNT],
                         int present[PP_LT__COUNT])
 {
     pp_rt_dims d = pp_rt_dims_of(m, 1, 1);
-    int C = m->hidden, F = m->ffn, Q = (int)d.qd, QKV = (int)d.qkv, FC = (int)d.fc;
+    int C = m->hidden, F = (int)d.F, Q = (int)d.qd, QKV = (int)d.qkv, FC = (int)d.fc;
+    int E = (int)d.E, Fe = (int)d.Fe; /* whole tensors: a rank of ep holds E / ep experts */
     pp_shard_kind fc = m->mlp == PP_MLP_SWIGLU ? SHARD_BLOCKS : SHARD_ROWS;
     s[PP_LT_LN1_G] = (tensor_spec){"ln1.g", C, 0, INIT_ONE, 0, SHARD_NONE};
     s[PP_LT_LN1_B] = (tensor_spec){"ln1.b", C, 0, INIT_ZERO, 0, SHARD_NONE};
@@ -63,8 +64,16 @@ static void layer_specs(const pp_model_cfg *m, tensor_spec s[PP_LT__COUNT],
     s[PP_LT_FC_B] = (tensor_spec){"mlp.fc.b", FC, 0, INIT_ZERO, 0, fc};
     s[PP_LT_FCP_W] = (tensor_spec){"mlp.proj.w", C, F, INIT_NORMAL, 1, SHARD_COLS};
     s[PP_LT_FCP_B] = (tensor_spec){"mlp.proj.b", C, 0, INIT_ZERO, 0, SHARD_NONE};
+    /* a MoE block: the router and the routed experts (the shared ones are mlp.fc / mlp.proj) */
+    s[PP_LT_ROUTER_W] = (tensor_spec){"moe.router.w", E, C, INIT_NORMAL, 0, SHARD_NONE};
+    s[PP_LT_EXP_FC_W] = (tensor_spec){"moe.experts.fc.w", E * 2 * Fe, C, INIT_NORMAL, 0,
+                                      SHARD_NONE};
+    s[PP_LT_EXP_PROJ_W] = (tensor_spec){"moe.experts.proj.w", E * C, Fe, INIT_NORMAL, 1,
+                                        SHARD_NONE};
     for (int k = 0; k < PP_LT__COUNT; k++)
-        present[k] = 1;
+        present[k] = k < PP_LT_ROUTER_W || E > 0;
+    if (E > 0 && F == 0) /* no shared experts */
+        present[PP_LT_FC_W] = present[PP_LT_FCP_W] = 0;
     present[PP_LT_LN1_B] = present[PP_LT_LN2_B] = pp_model_bias(m, PP_NOBIAS_NORM);
     present[PP_LT_QKV_B] = pp_model_bias(m, PP_NOBIAS_QKV);
     present[PP_LT_QN_G] = present[PP_LT_KN_G] = m->qk_norm != 0;
@@ -223,6 +232,8 @@ typedef struct {
     double std;
     int matrix;
     pp_stage_shard shard;
+    int parts, part; /* the split the shard is of: tensor parallelism's, or for the routed
+                        experts under expert parallelism ep's (ep, epr) */
 } tensor_plan;
 
 /* Lists the stage's tensors in allocation order; returns the count (plan may be NULL). */
@@ -240,6 +251,7 @@ static int plan_tensors(const pp_rt_stage *st, tensor_plan *plan)
             p_->layer = (ly), p_->key_name = (key), p_->n = (count), p_->init = (kind);            \
             p_->std = (sd), p_->matrix = (mat);                                                    \
             p_->shard = (pp_stage_shard){SHARD_NONE, (count), 1, 0, {0}};                          \
+            p_->parts = st->tp, p_->part = st->tpr;                                                \
         }                                                                                          \
         k++;                                                                                       \
     } while (0)
@@ -268,9 +280,14 @@ static int plan_tensors(const pp_rt_stage *st, tensor_plan *plan)
             snprintf(nm, sizeof nm, "h%d.%s", gl, spec[t].name);
             size_t rows = (size_t)spec[t].rows, cols = spec[t].cols ? (size_t)spec[t].cols : 1;
             int split = st->tp > 1 && spec[t].kind != SHARD_NONE;
-            size_t n = rows * cols / (split ? (size_t)st->tp : 1);
+            int experts = st->ep > 1 && (t == PP_LT_EXP_FC_W || t == PP_LT_EXP_PROJ_W);
+            size_t n = rows * cols / (split ? (size_t)st->tp : experts ? (size_t)st->ep : 1);
             PLAN(nm, gl, spec[t].name, n, spec[t].init, spec[t].residual ? res_std : std,
                  spec[t].cols != 0);
+            if (plan && experts) { /* rows [epr E/ep, ..) of the whole, as ep = 1 has them */
+                plan[k - 1].shard = (pp_stage_shard){SHARD_ROWS, rows, cols, 0, {0}};
+                plan[k - 1].parts = st->ep, plan[k - 1].part = st->epr;
+            }
             if (plan && split)
                 plan[k - 1].shard = spec[t].kind == SHARD_BLOCKS
                                         ? blocks_of(m, t, rows, cols)
@@ -342,7 +359,20 @@ static void carve_layer(const pp_rt_stage *st, float *p, int with_att, pp_layer_
     a->mean2 = p, p += Nl;
     a->rstd2 = p, p += Nl;
     a->fch = p, p += N * st->d.fc;
-    a->act = p;
+    a->act = p, p += N * st->d.Fl;
+    size_t NK = N * st->d.K, E = st->d.E; /* a MoE block: pp_rt_size_moe_act_floats */
+    a->mscore = p, p += N * E;
+    a->midx = (int32_t *)p, p += NK;
+    a->mw = p, p += NK;
+    a->morder = (int32_t *)p, p += NK;
+    a->mpos = (int32_t *)p, p += NK;
+    a->moff = (int32_t *)p, p += E ? E + 1 : 0;
+    a->my = p, p += NK * C;
+    size_t R = E ? pp_rt_size_moe_rows(&st->d, N) : 0;
+    a->mxr = p, p += R * C;
+    a->mfch = p, p += R * 2 * st->d.Fe;
+    a->mact = p, p += R * st->d.Fe;
+    a->mrcnt = (int32_t *)p;
 }
 
 void pp_stage_layer_acts(const pp_rt_stage *st, void *mem, int layer, float *rws,
@@ -384,6 +414,35 @@ int pp_stage_find_slot(const pp_rt_stage *st, int id)
 
 /* ---- create / destroy ---- */
 
+/* What the MoE layer (stage_moe.c) runs: a host backend's memory (it reads the routing
+ * where it lies), no tensor or context parallelism, no recomputation. */
+static pp_status check_moe(const pp_backend *be, const pp_rt_stage_params *p)
+{
+    if (p->model->moe.experts <= 0)
+        return p->ep > 1 ? PP_ERR(PP_ERR_INVALID,
+                                  "stage: expert parallelism (ep %d) needs mixture-of-experts "
+                                  "layers; the model has none",
+                                  p->ep)
+                         : PP_OK;
+    const char *why = strcmp(be->name, "cpu")     ? "another backend than the CPU's"
+                      : p->tp > 1                 ? "tensor parallelism (t > 1)"
+                      : p->cp > 1                 ? "context parallelism (cp > 1)"
+                      : p->recompute != 0         ? "activation recomputation"
+                      : p->ep > 1 && (p->model->moe.experts % p->ep || p->ep > PP_MOE_MAX_EP ||
+                                      !p->ep_alltoallv ||
+                                      p->ep_rank < 0 || p->ep_rank >= p->ep)
+                          ? "expert parallelism whose ep divides not the experts, or without "
+                            "a rank and an all-to-all"
+                          : NULL;
+    if (why)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "stage: mixture-of-experts layers run on the CPU backend without tensor "
+                      "or context parallelism and without recomputation; this run asks for %s "
+                      "(backend %s, t %d, cp %d, recompute %d, ep %d of %d experts)",
+                      why, be->name, p->tp, p->cp, p->recompute, p->ep, p->model->moe.experts);
+    return PP_OK;
+}
+
 static pp_status check_params(const pp_backend *be, const pp_rt_stage_params *p)
 {
     if (!p->model)
@@ -403,6 +462,7 @@ static pp_status check_params(const pp_backend *be, const pp_rt_stage_params *p)
                       m->seq, p->seq);
     PP_TRY(pp_model_check_tp(m, p->tp < 1 ? 1 : p->tp));
     PP_TRY(pp_rt_check_recompute(p->recompute, p->recompute_layers));
+    PP_TRY(check_moe(be, p));
     if (p->tp > 1 && (!p->tp_allreduce || p->tp_rank < 0 || p->tp_rank >= p->tp))
         return PP_ERR(PP_ERR_INVALID,
                       "stage: tensor-parallel rank %d of %d needs a rank in 0..%d and an "
@@ -469,7 +529,7 @@ static pp_status build_tensors(pp_rt_stage *st)
         st->shard[i] = plan[i].shard;
         rc = init_tensor(st->be, st->params + off, plan[i].n, plan[i].init,
                          tensor_key(st->seed, plan[i].layer, plan[i].key_name), plan[i].std,
-                         &plan[i].shard, st->tp, st->tpr);
+                         &plan[i].shard, plan[i].parts, plan[i].part);
         off += plan[i].n;
         if (!strcmp(nm, "wte"))
             st->i_wte = i;
@@ -518,6 +578,11 @@ pp_status pp_rt_stage_create(pp_backend *be, const pp_rt_stage_params *p, pp_rt_
     st->d = pp_rt_dims_with_cp(pp_rt_dims_of(&st->cfg, (size_t)st->tp, (size_t)st->sp),
                                (size_t)st->cp);
     st->d.rc = p->recompute, st->d.rc_k = (size_t)p->recompute_layers;
+    st->ep = p->ep > 1 ? p->ep : 1;
+    st->epr = st->ep > 1 ? p->ep_rank : 0;
+    st->ep_alltoallv = p->ep_alltoallv;
+    st->ep_ctx = p->ep_ctx;
+    st->d = pp_rt_dims_with_ep(st->d, (size_t)st->ep);
     st->grads_outside = p->grads_outside;
     st->Hl = (int)st->d.Hl, st->KVl = (int)st->d.KVl, st->Fl = (int)st->d.Fl;
     st->hd = (int)st->d.hd, st->qd = (int)st->d.qd, st->qkv = (int)st->d.qkv;
@@ -580,6 +645,18 @@ void pp_rt_stage_destroy(pp_rt_stage *st)
     free(st->shard);
     free(st->names);
     free(st);
+}
+
+double pp_rt_stage_take_aux_loss(pp_rt_stage *st)
+{
+    double a = st->aux_loss;
+    st->aux_loss = 0;
+    return a;
+}
+
+int pp_rt_tensor_is_expert(const char *name)
+{
+    return strstr(name, ".moe.experts.") != NULL;
 }
 
 size_t pp_rt_stage_io_bytes(const pp_rt_stage *st)

@@ -122,6 +122,8 @@ typedef struct {
     float *rc;    /* the recompute workspace (pp_rt_size_rc_ws_floats), NULL without */
     float *qkg;   /* qk_norm with tp > 1 (else NULL): nl * 2 hd, this micro-batch's partial
                      q/k norm gradients (of the rank's heads), all-reduced at its end */
+    float *moe;   /* MoE blocks: pp_rt_size_moe_bwd_ws_floats, else NULL */
+    float loss_scale;
     size_t bytes;
     void *mem;
 } workspace;
@@ -218,11 +220,15 @@ static pp_status block_bwd(pp_rt_stage *st, int l, const pp_layer_acts *a, works
     /* MLP branch: out = res2 + act(ln2(res2) Wfc^T + bfc) Wfp^T + bfp */
     if (sp)
         PP_TRY(pp_stage_sp_gather(st, ws->dres, ws->dfull, C));
-    PP_TRY(mlp_bwd(st, l, a, dy_row, ws->dbig));
-    if (sp)
-        PP_TRY(pp_stage_sp_gather(st, a->ln2, ws->gath, C));
-    PP_TRY(linear_bwd(be, dx_col, C, G(PP_LT_FC_W), G(PP_LT_FC_B), ws->dbig, ln2, W(PP_LT_FC_W),
-                      N, C, st->fc));
+    if (st->d.E) { /* a MoE block (no tensor parallelism: dx_col is dln) */
+        PP_TRY(pp_stage_moe_bwd(st, l, a, dy_row, dx_col, ws->dbig, ws->moe, ws->loss_scale));
+    } else {
+        PP_TRY(mlp_bwd(st, l, a, dy_row, ws->dbig));
+        if (sp)
+            PP_TRY(pp_stage_sp_gather(st, a->ln2, ws->gath, C));
+        PP_TRY(linear_bwd(be, dx_col, C, G(PP_LT_FC_W), G(PP_LT_FC_B), ws->dbig, ln2,
+                          W(PP_LT_FC_W), N, C, st->fc));
+    }
     if (sp)
         PP_TRY(pp_stage_sp_scatter(st, ws->dfull, ws->dln, C, !f));
     else if (f)
@@ -343,6 +349,8 @@ static pp_status workspace_alloc(pp_rt_stage *st, workspace *ws)
         ws->dkv = p, p += kv;
         ws->dsum = p, p += pp_rt_size_cp_stats_floats(&st->d, N);
     }
+    size_t moe = nl > 0 ? pp_rt_size_moe_bwd_ws_floats(&st->d, N) : 0; /* then the MoE's */
+    ws->moe = moe ? p : NULL, p += moe;
     size_t rc = pp_rt_size_rc_ws_floats(&st->d, (size_t)st->B, (size_t)st->T, nl);
     ws->rc = rc ? p : NULL, p += rc;
     size_t qkg = pp_rt_size_qkn_grads_floats(&st->d, nl);
@@ -497,6 +505,7 @@ static pp_status run_backward(pp_rt_stage *st, void *mem, const float *dx_out, f
 {
     workspace ws = {0};
     PP_TRY(workspace_alloc(st, &ws));
+    ws.loss_scale = loss_scale;
     pp_status rc = backward_slot(st, mem, dx_out, dx_in, loss_scale, &ws);
     st->cp_kv = NULL;
     pp_stage_mem_free(st, ws.mem, ws.bytes, PP_MEM_WORKSPACE);

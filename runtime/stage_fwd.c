@@ -168,6 +168,12 @@ pp_status pp_stage_block_fwd(pp_rt_stage *st, int l, const pp_layer_acts *a, flo
                       1.0f));
     PP_TRY(pp_stage_norm_fwd(st, a->ln2, a->mean2, a->rstd2, a->res2, W(PP_LT_LN2_G),
                              W(PP_LT_LN2_B), N));
+    if (st->d.E) { /* a MoE block: its workspace after the forward's others */
+        PP_TRY(o->copy(be->ctx, out, a->res2, nc));
+        return pp_stage_moe_fwd(st, l, a, out,
+                                fws + pp_rt_size_fwd_ws_xent_at(&st->d, (size_t)st->B,
+                                                                (size_t)st->T, (size_t)st->nl));
+    }
     PP_TRY(linear_fwd(be, a->fch, a->ln2, W(PP_LT_FC_W), W(PP_LT_FC_B), N, C, st->fc, 0.0f));
     PP_TRY(mlp_act_fwd(st, a));
     PP_TRY(o->copy(be->ctx, out, a->res2, nc));

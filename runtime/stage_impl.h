@@ -30,6 +30,11 @@ enum {
     PP_LT_FC_B,   /* (F) or (2F) */
     PP_LT_FCP_W,  /* (C, F) residual projection: init std / sqrt(2L) */
     PP_LT_FCP_B,  /* (C) */
+    /* a MoE block (pp_rt_dims' E > 0): fc / fcp above are its shared experts' (absent
+     * without); E experts of width Fe, each [gate | up] then down, one after another: */
+    PP_LT_ROUTER_W,   /* (E, C) */
+    PP_LT_EXP_FC_W,   /* (E 2Fe, C) */
+    PP_LT_EXP_PROJ_W, /* (E C, Fe): init std / sqrt(2L) */
     PP_LT__COUNT
 };
 
@@ -53,6 +58,17 @@ typedef struct {
     float *rstd2; /* (Nl) */
     float *fch;   /* (N, fc) MLP pre-activation ([gate | up] for SwiGLU) */
     float *act;   /* (N, Fl) gelu(fch), or silu(gate) * up */
+    /* a MoE block (stage_moe.c, pp_rt_size_moe_act_floats; NK = N K): */
+    float *mscore;           /* (N, E) router scores */
+    int32_t *midx;           /* (NK) each token's K experts */
+    float *mw;               /* (NK) their combine weights */
+    int32_t *morder, *mpos;  /* (NK) sorted row -> assignment n K + j, and back */
+    int32_t *moff;           /* (E + 1) each expert's first sorted row */
+    float *my;               /* (NK, C) the expert outputs of the sorted rows */
+    /* the rows this rank's experts took (R = pp_rt_size_moe_rows at most), expert by expert
+     * and within an expert by sending rank: inputs, [gate | up], activations */
+    float *mxr, *mfch, *mact; /* (R, C), (R, 2Fe), (R, Fe) */
+    int32_t *mrcnt;           /* (ep, E / ep): rows of each local expert from each rank */
 } pp_layer_acts;
 
 /* Saved activations of the head for one micro-batch. */
@@ -144,6 +160,12 @@ struct pp_rt_stage {
     pp_status (*cp_recv)(void *ctx, float *buf, size_t n);
     void *cp_ctx;
     float *cp_kv;
+    /* expert parallelism (stage_moe.c): ep ranks (1: none), this one's index (it holds the
+     * experts [epr E / ep, (epr + 1) E / ep)), the all-to-all over them */
+    int ep, epr;
+    pp_status (*ep_alltoallv)(void *ctx, const void *send, const size_t *send_bytes, void *recv,
+                              const size_t *recv_bytes);
+    void *ep_ctx;
 
     float *params, *grads; /* one allocation each: nparams floats (grads NULL: outside) */
     int grads_outside;     /* pp_rt_stage_params' */
@@ -162,6 +184,7 @@ struct pp_rt_stage {
     pp_slot *slots;
     int nslots, cap_slots;
 
+    double aux_loss; /* the MoE load-balancing losses of the forwards since it was read */
     float *opt; /* AdamW m then v: 2 * nparams floats, PP_MEM_OPTIM, NULL until first step */
 };
 
@@ -260,6 +283,25 @@ pp_status pp_stage_cp_attention_fwd(pp_rt_stage *st, const float *qkv, float *at
 pp_status pp_stage_cp_attention_bwd(pp_rt_stage *st, const float *qkv, const float *att,
                                     const float *atty, const float *datty, float *dqkv,
                                     float *dkv, float *dsum, float *scratch);
+
+/* The MoE MLP of block l (stage_moe.c): out (N, C, holding the residual) += shared experts
+ * + combined routed experts of a->ln2, saving the routing and the experts' activations in a;
+ * xg: pp_rt_size_moe_fwd_ws_floats. Adds the block's load-balancing loss to st->aux_loss. */
+pp_status pp_stage_moe_fwd(pp_rt_stage *st, int l, const pp_layer_acts *a, float *out,
+                           float *xg);
+/* Its backward: dln (N, C) = d(ln2) from dout (N, C), the weight gradients accumulated (at
+ * once, also in a split backward's I); dbig the dense MLP's (shared experts), mws
+ * pp_rt_size_moe_bwd_ws_floats; loss_scale scales the aux loss's gradient. */
+pp_status pp_stage_moe_bwd(pp_rt_stage *st, int l, const pp_layer_acts *a, const float *dout,
+                           float *dln, float *dbig, float *mws, float loss_scale);
+/* The load-balancing loss of the routing saved in a (coef E sum_e f_e P_e). */
+float pp_stage_moe_aux(const pp_rt_stage *st, const pp_layer_acts *a);
+/* Test-only fault injection (tests/test_runtime_moe.c): a wrong dispatch index (each token's
+ * last expert moved to the next one) or a wrong combine weight (the first times 1.5). */
+enum { PP_MOE_FAULT_NONE, PP_MOE_FAULT_INDEX, PP_MOE_FAULT_WEIGHT };
+/* The most expert-parallel ranks (the executor's replicas are at most 64). */
+#define PP_MOE_MAX_EP 64
+extern int pp_stage_moe_fault;
 
 /* Views of a slot's memory (stage.c). tokens/targets are NULL when absent. A block's
  * activations lie in the slot, except with recomputation (pp_stage_rc_of) in the recompute

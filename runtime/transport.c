@@ -174,6 +174,23 @@ pp_status pp_transport_reduce_scatter_sum(pp_transport *t, int rank, const int *
     return PP_OK;
 }
 
+pp_status pp_transport_alltoallv(pp_transport *t, int rank, const int *group, int n_group,
+                                 uint64_t tag, const void *send, const size_t *send_bytes,
+                                 void *recv, const size_t *recv_bytes)
+{
+    PP_TRY(check_tp_coll(t, "all-to-all", t->ops->alltoallv != NULL, rank, group, n_group,
+                         send_bytes, recv_bytes, 1));
+    size_t out = 0, in = 0;
+    for (int i = 0; i < n_group; i++)
+        out += send_bytes[i], in += recv_bytes[i];
+    if ((out && !send) || (in && !recv))
+        return PP_ERR(PP_ERR_INVALID, "transport all-to-all: NULL buffer of %zu bytes",
+                      out && !send ? out : in);
+    PP_TRY(t->ops->alltoallv(t->ctx, rank, group, n_group, tag, send, send_bytes, recv,
+                             recv_bytes));
+    return PP_OK;
+}
+
 pp_status pp_transport_barrier(pp_transport *t, int rank)
 {
     PP_TRY(check_rank(t, "barrier", rank));

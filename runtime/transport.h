@@ -32,6 +32,11 @@ typedef struct {
                            const float *part, float *full, size_t n);
     pp_status (*reduce_scatter_sum)(void *ctx, int rank, const int *group, int n_group,
                                     uint64_t tag, const float *full, float *part, size_t n);
+    /* Optional (NULL: pp_transport_alltoallv answers PP_ERR_UNSUPPORTED): the blocking
+     * all-to-all of expert parallelism, arguments as pp_rt_transport.h says. */
+    pp_status (*alltoallv)(void *ctx, int rank, const int *group, int n_group, uint64_t tag,
+                           const void *send, const size_t *send_bytes, void *recv,
+                           const size_t *recv_bytes);
 } pp_transport_ops;
 
 struct pp_transport {

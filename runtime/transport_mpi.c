@@ -667,6 +667,72 @@ static pp_status m_reduce_scatter(void *ctx, int rank, const int *group, int n_g
     return m_star(ctx, rank, group, n_group, tag, &op);
 }
 
+/* All-to-all: a receive from and a send to every other member on the collectives'
+ * communicator (no buffer of the transport's: the caller's blocks go out and come in as
+ * they are), the block to itself a copy. The receives' sizes are checked. */
+static pp_status m_alltoallv(void *ctx, int rank, const int *group, int n_group, uint64_t tag,
+                             const void *send, const size_t *send_bytes, void *recv,
+                             const size_t *recv_bytes)
+{
+    mctx *c = ctx;
+    int mt;
+    PP_TRY(mpi_tag(tag | 1ull << 63, &mt));
+    MPI_Request *reqs = calloc((size_t)n_group * 2, sizeof *reqs);
+    MPI_Status *sts = calloc((size_t)n_group * 2, sizeof *sts);
+    int *peers = calloc((size_t)n_group * 2, sizeof *peers);
+    pp_status st = reqs && sts && peers ? PP_OK
+                                        : PP_ERR(PP_ERR_NOMEM, "MPI transport: cannot allocate "
+                                                               "an all-to-all of %d ranks",
+                                                 n_group);
+    size_t so = 0, ro = 0, self_so = 0, self_ro = 0;
+    int me = -1, nr = 0;
+    for (int j = 0; j < n_group && st == PP_OK; j++) {
+        if (group[j] == rank) {
+            me = j, self_so = so, self_ro = ro;
+        } else {
+            st = check_count(recv_bytes[j], "all-to-all");
+            if (st == PP_OK && MPI_Irecv((char *)recv + ro, (int)recv_bytes[j], MPI_BYTE, group[j],
+                                         mt, c->coll, &reqs[nr]) != MPI_SUCCESS)
+                st = PP_ERR(PP_ERR_DEVICE, "MPI_Irecv (all-to-all) failed");
+            peers[nr++] = group[j];
+        }
+        so += send_bytes[j], ro += recv_bytes[j];
+    }
+    int n_recv = nr;
+    so = 0;
+    for (int j = 0; j < n_group && st == PP_OK; j++) {
+        if (group[j] != rank) {
+            st = check_count(send_bytes[j], "all-to-all");
+            if (st == PP_OK && MPI_Isend((const char *)send + so, (int)send_bytes[j], MPI_BYTE,
+                                         group[j], mt, c->coll, &reqs[nr]) != MPI_SUCCESS)
+                st = PP_ERR(PP_ERR_DEVICE, "MPI_Isend (all-to-all) failed");
+            peers[nr++] = group[j];
+        }
+        so += send_bytes[j];
+    }
+    if (st == PP_OK && me >= 0 && send_bytes[me] != recv_bytes[me])
+        st = PP_ERR(PP_ERR_INVALID, "transport all-to-all: rank %d sends itself %zu bytes but "
+                                    "receives %zu", rank, send_bytes[me], recv_bytes[me]);
+    if (st == PP_OK && me >= 0 && recv_bytes[me])
+        memcpy((char *)recv + self_ro, (const char *)send + self_so, recv_bytes[me]);
+    if (st == PP_OK)
+        st = await_all(c, nr, reqs, sts, peers, -1, "an all-to-all");
+    for (int i = 0, j = 0; st == PP_OK && i < n_recv; i++, j++) {
+        if (group[j] == rank)
+            j++;
+        int got = 0;
+        MPI_Get_count(&sts[i], MPI_BYTE, &got);
+        if ((size_t)got != recv_bytes[j])
+            st = PP_ERR(PP_ERR_INVALID,
+                        "transport all-to-all: rank %d sent rank %d %d bytes, %zu expected",
+                        group[j], rank, got, recv_bytes[j]);
+    }
+    free(reqs);
+    free(sts);
+    free(peers);
+    return st;
+}
+
 static pp_status m_barrier(void *ctx, int rank)
 {
     (void)rank;
@@ -737,6 +803,7 @@ static const pp_transport_ops mpi_ops = {
     .set_watchdog = m_set_watchdog,
     .allgather = m_allgather,
     .reduce_scatter_sum = m_reduce_scatter,
+    .alltoallv = m_alltoallv,
 };
 
 static pp_status init_mpi(mctx *c)

@@ -46,7 +46,7 @@ typedef struct {
     int pending; /* of them, not yet received */
 } outbox;
 
-typedef enum { COLL_ALLREDUCE, COLL_ALLGATHER, COLL_REDUCE_SCATTER } coll_kind;
+typedef enum { COLL_ALLREDUCE, COLL_ALLGATHER, COLL_REDUCE_SCATTER, COLL_ALLTOALL } coll_kind;
 
 struct pp_transport_req {
     struct pp_transport_req *next;
@@ -57,6 +57,9 @@ struct pp_transport_req {
     float **data;      /* [n_group] each member's result buffer, NULL until it posts */
     const float **src; /* [n_group] each member's input (the all-reduce: data itself) */
     size_t n;          /* floats per member's part (all-reduce: of the whole buffer) */
+    /* all-to-all (src, data: bytes): each member's block sizes, sent and received */
+    const size_t **sb, **rb;
+    int bad; /* all-to-all: a sent block's size differs from its receiver's */
     int arrived, left, done;
 };
 
@@ -253,12 +256,16 @@ static pp_transport_req *new_coll(tctx *c, const int *group, int n_group, uint64
         q->group = malloc((size_t)n_group * sizeof *q->group);
         q->data = calloc((size_t)n_group, sizeof *q->data);
         q->src = calloc((size_t)n_group, sizeof *q->src);
+        q->sb = calloc((size_t)n_group, sizeof *q->sb);
+        q->rb = calloc((size_t)n_group, sizeof *q->rb);
     }
-    if (!q || !q->group || !q->data || !q->src) {
+    if (!q || !q->group || !q->data || !q->src || !q->sb || !q->rb) {
         if (q) {
             free(q->group);
             free(q->data);
             free(q->src);
+            free(q->sb);
+            free(q->rb);
         }
         free(q);
         PP_ERR(PP_ERR_NOMEM, "transport: cannot allocate an all-reduce of %d ranks", n_group);
@@ -324,18 +331,51 @@ static void sum_slices(pp_transport_req *q)
     }
 }
 
+/* All-to-all: member i's block j (sb[i][j] bytes, the blocks back to back) to member j's
+ * block i (rb[j][i] bytes); a size that disagrees copies nothing and fails every member. */
+static void exchange_blocks(pp_transport_req *q)
+{
+    int n = q->n_group;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++)
+            q->bad |= q->sb[i][j] != q->rb[j][i];
+    for (int j = 0; j < n && !q->bad; j++) {
+        size_t at = 0;
+        for (int i = 0; i < n; i++) {
+            size_t from = 0;
+            for (int m = 0; m < j; m++)
+                from += q->sb[i][m];
+            if (q->rb[j][i])
+                memcpy((char *)q->data[j] + at, (const char *)q->src[i] + from, q->rb[j][i]);
+            at += q->rb[j][i];
+        }
+    }
+}
+
 static const char *coll_name(coll_kind k)
 {
     return k == COLL_ALLREDUCE   ? "all-reduce"
            : k == COLL_ALLGATHER ? "all-gather"
+           : k == COLL_ALLTOALL  ? "all-to-all"
                                  : "reduce-scatter";
 }
 
 /* Posts rank's buffers to the open collective (tag, group), creating it; the last member to
  * arrive does the arithmetic. Never blocks on the others. */
+static pp_status post_blocks(tctx *c, int rank, const int *group, int n_group, uint64_t tag,
+                             coll_kind kind, const float *src, float *dst, size_t n,
+                             const size_t *sb, const size_t *rb, pp_transport_req **req);
+
 static pp_status post(tctx *c, int rank, const int *group, int n_group, uint64_t tag,
                       coll_kind kind, const float *src, float *dst, size_t n,
                       pp_transport_req **req)
+{
+    return post_blocks(c, rank, group, n_group, tag, kind, src, dst, n, NULL, NULL, req);
+}
+
+static pp_status post_blocks(tctx *c, int rank, const int *group, int n_group, uint64_t tag,
+                             coll_kind kind, const float *src, float *dst, size_t n,
+                             const size_t *sb, const size_t *rb, pp_transport_req **req)
 {
     if (atomic_load(&c->aborted))
         return aborted_error(coll_name(kind), rank);
@@ -360,6 +400,8 @@ static pp_status post(tctx *c, int rank, const int *group, int n_group, uint64_t
     int me = group_index(q, rank);
     q->data[me] = dst;
     q->src[me] = src;
+    q->sb[me] = sb;
+    q->rb[me] = rb;
     int last = ++q->arrived == n_group;
     pthread_mutex_unlock(&c->cmu);
     if (last) { /* every member has posted and waits: the buffers are ours */
@@ -367,6 +409,8 @@ static pp_status post(tctx *c, int rank, const int *group, int n_group, uint64_t
             sum_into_all(q);
         else if (kind == COLL_ALLGATHER)
             gather_into_all(q);
+        else if (kind == COLL_ALLTOALL)
+            exchange_blocks(q);
         else
             sum_slices(q);
         pthread_mutex_lock(&c->cmu);
@@ -394,10 +438,14 @@ static void unlink_coll(tctx *c, pp_transport_req *q)
     free(q->group);
     free(q->data);
     free(q->src);
+    free(q->sb);
+    free(q->rb);
     free(q);
 }
 
-static pp_status t_wait(void *ctx, int rank, pp_transport_req *q)
+/* Waits for the collective to be done, then leaves it (the last to leave frees it); *bad
+ * (NULL: not wanted) receives its all-to-all size mismatch flag. */
+static pp_status leave(void *ctx, int rank, pp_transport_req *q, int *bad)
 {
     tctx *c = ctx;
     pthread_mutex_lock(&c->cmu);
@@ -406,10 +454,17 @@ static pp_status t_wait(void *ctx, int rank, pp_transport_req *q)
     while (!q->done && (!atomic_load(&c->aborted) || q->arrived == q->n_group))
         pthread_cond_wait(&c->ccv, &c->cmu);
     int done = q->done;
+    if (bad)
+        *bad = q->bad;
     if (++q->left == q->n_group)
         unlink_coll(c, q);
     pthread_mutex_unlock(&c->cmu);
     return done ? PP_OK : aborted_error("all-reduce wait", rank);
+}
+
+static pp_status t_wait(void *ctx, int rank, pp_transport_req *q)
+{
+    return leave(ctx, rank, q, NULL);
 }
 
 static pp_status t_allgather(void *ctx, int rank, const int *group, int n_group, uint64_t tag,
@@ -426,6 +481,27 @@ static pp_status t_reduce_scatter(void *ctx, int rank, const int *group, int n_g
     pp_transport_req *q;
     PP_TRY(post(ctx, rank, group, n_group, tag, COLL_REDUCE_SCATTER, full, part, n, &q));
     return t_wait(ctx, rank, q);
+}
+
+/* The blocks' buffers are passed as floats through the meeting (bytes, never read as floats);
+ * a member's data pointer must not be NULL (find_coll's "not joined yet"), so an empty
+ * receive buffer is replaced by a dummy. */
+static pp_status t_alltoallv(void *ctx, int rank, const int *group, int n_group, uint64_t tag,
+                             const void *send, const size_t *send_bytes, void *recv,
+                             const size_t *recv_bytes)
+{
+    static float none;
+    pp_transport_req *q;
+    PP_TRY(post_blocks(ctx, rank, group, n_group, tag, COLL_ALLTOALL, send,
+                       recv ? recv : &none, (size_t)n_group, send_bytes, recv_bytes, &q));
+    int bad = 0;
+    PP_TRY(leave(ctx, rank, q, &bad));
+    if (bad)
+        return PP_ERR(PP_ERR_INVALID,
+                      "transport all-to-all (tag %#llx): a block's size differs between its "
+                      "sender and its receiver",
+                      (unsigned long long)tag);
+    return PP_OK;
 }
 
 static pp_status t_barrier(void *ctx, int rank)
@@ -502,6 +578,7 @@ static const pp_transport_ops thread_ops = {
     .destroy = t_destroy,
     .allgather = t_allgather,
     .reduce_scatter_sum = t_reduce_scatter,
+    .alltoallv = t_alltoallv,
 };
 
 pp_status pp_transport_thread_create(int ranks, pp_backend *const *backends, pp_transport **out)

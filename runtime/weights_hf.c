@@ -6,7 +6,8 @@
  * transformers' modeling files at v5.25.0: models/llama/modeling_llama.py (LlamaAttention's
  * q_proj / k_proj / v_proj / o_proj, LlamaMLP's gate_proj / up_proj / down_proj,
  * down(silu(gate(x)) * up(x)); Mistral, Qwen2 and Qwen3 use the same names, Qwen2 with q/k/v
- * biases, Qwen3 with self_attn.q_norm / k_norm, its per-head RMSNorm weights)
+ * biases, Qwen3 with self_attn.q_norm / k_norm, its per-head RMSNorm weights; Mixtral's experts
+ * as its checkpoints name them, mixtral_map below)
  * and models/gpt2/modeling_gpt2.py (GPT2Attention's c_attn splits into query, key, value in
  * that order; pytorch_utils.Conv1D computes x @ weight + bias with weight (nx, nf) = (in, out)).
  *
@@ -27,7 +28,8 @@
 #include "stage_impl.h"
 
 /* Rows of a part, in pprun's widths of the whole model. */
-typedef enum { R_ALL, R_Q, R_KV, R_F } part_rows;
+/* R_FE, R_C: one routed expert's width and the hidden size (a part named per expert) */
+typedef enum { R_ALL, R_Q, R_KV, R_F, R_FE, R_C } part_rows;
 
 typedef struct {
     const char *fmt; /* transformers' name; %d: the block */
@@ -44,8 +46,11 @@ typedef struct {
 
 typedef struct {
     const char *name; /* the transformers class */
-    const hf_map *map;
+    const hf_map *map; /* then mlp: its MLP's tensors (a table of their own, shared by families
+                          with the same attention: llama_map) */
     int n_map;
+    const hf_map *mlp;
+    int n_mlp;
     const char *skip[3]; /* name endings of buffers some checkpoints hold */
     /* The base model's prefix ("model.", "transformer."): a checkpoint of the base model
      * alone (LlamaModel, GPT2Model: e.g. the Hub's gpt2) names its tensors without it, and
@@ -83,11 +88,31 @@ static const hf_map llama_map[] = {
     {"attn.proj.w", 1, 0, 1, {{L_ "self_attn.o_proj.weight", R_ALL}}},
     {"attn.proj.b", 1, 0, 1, {{L_ "self_attn.o_proj.bias", R_ALL}}},
     {"ln2.g", 1, 0, 1, {{L_ "post_attention_layernorm.weight", R_ALL}}},
+};
+/* Llama's MLP (the dense block's): after llama_map's attention and norms */
+static const hf_map llama_mlp_map[] = {
     /* pprun's SwiGLU fc is [gate | up] (stage_impl.h) */
     {"mlp.fc.w", 1, 0, 2, {{L_ "mlp.gate_proj.weight", R_F}, {L_ "mlp.up_proj.weight", R_F}}},
     {"mlp.fc.b", 1, 0, 2, {{L_ "mlp.gate_proj.bias", R_F}, {L_ "mlp.up_proj.bias", R_F}}},
     {"mlp.proj.w", 1, 0, 1, {{L_ "mlp.down_proj.weight", R_ALL}}},
     {"mlp.proj.b", 1, 0, 1, {{L_ "mlp.down_proj.bias", R_ALL}}},
+};
+/* Mixtral as its checkpoints name it (the Hub's mistralai/Mixtral-8x7B-v0.1, and what
+ * transformers 5.25's save_pretrained writes: conversion_mapping.py's "mixtral" entry turns
+ * them into modeling_mixtral.py's fused mlp.experts.gate_up_proj / down_proj on load, and back
+ * on save): Llama's attention and norms, block_sparse_moe.gate.weight (E, C) the router, and
+ * per expert e w1 (gate, F x C), w3 (up, F x C), w2 (down, C x F). pprun's moe.experts.fc.w
+ * holds expert e's [gate | up] at rows e 2F (stage_impl.h), its moe.experts.proj.w expert e's
+ * down at rows e C: a fmt with a second %d is a part repeated for every expert, in order. */
+static const hf_map mixtral_map[] = {
+    {"moe.router.w", 1, 0, 1, {{L_ "block_sparse_moe.gate.weight", R_ALL}}},
+    {"moe.experts.fc.w",
+     1,
+     0,
+     2,
+     {{L_ "block_sparse_moe.experts.%d.w1.weight", R_FE},
+      {L_ "block_sparse_moe.experts.%d.w3.weight", R_FE}}},
+    {"moe.experts.proj.w", 1, 0, 1, {{L_ "block_sparse_moe.experts.%d.w2.weight", R_C}}},
 };
 #undef L_
 #define H_ "transformer.h.%d."
@@ -114,20 +139,35 @@ static const hf_map gpt2_map[] = {
 #undef H_
 
 static const hf_family families[] = {
-    {"LlamaForCausalLM", llama_map, (int)(sizeof llama_map / sizeof *llama_map),
-     {"rotary_emb.inv_freq", NULL, NULL},
+    {"MixtralForCausalLM", llama_map, (int)(sizeof llama_map / sizeof *llama_map), mixtral_map,
+     (int)(sizeof mixtral_map / sizeof *mixtral_map), {"rotary_emb.inv_freq", NULL, NULL},
      "model."},
-    {"GPT2LMHeadModel", gpt2_map, (int)(sizeof gpt2_map / sizeof *gpt2_map),
+    {"LlamaForCausalLM", llama_map, (int)(sizeof llama_map / sizeof *llama_map), llama_mlp_map,
+     (int)(sizeof llama_mlp_map / sizeof *llama_mlp_map), {"rotary_emb.inv_freq", NULL, NULL},
+     "model."},
+    {"GPT2LMHeadModel", gpt2_map, (int)(sizeof gpt2_map / sizeof *gpt2_map), NULL, 0,
      {".attn.bias", ".attn.masked_bias", NULL},
      "transformer."},
 };
 
 static pp_status family_of(const pp_model_cfg *m, const hf_family **out)
 {
-    if (m->norm == PP_NORM_RMSNORM && m->mlp == PP_MLP_SWIGLU && m->pos == PP_POS_ROPE)
+    int rope_swiglu = m->norm == PP_NORM_RMSNORM && m->mlp == PP_MLP_SWIGLU &&
+                      m->pos == PP_POS_ROPE;
+    if (rope_swiglu && m->moe.experts > 0) {
+        if (m->moe.shared > 0 || m->moe.router != PP_ROUTER_SOFTMAX || !m->moe.norm_topk ||
+            pp_model_bias(m, PP_NOBIAS_QKV))
+            return PP_ERR(PP_ERR_UNSUPPORTED,
+                          "HuggingFace weights: a mixture-of-experts block other than Mixtral's "
+                          "(shared experts %d, %s router, renormalised %d, q/k/v biases %d): no "
+                          "transformers class pprun writes has its names",
+                          m->moe.shared, m->moe.router == PP_ROUTER_SOFTMAX ? "softmax" : "sigmoid",
+                          m->moe.norm_topk, pp_model_bias(m, PP_NOBIAS_QKV));
         *out = &families[0];
-    else if (m->norm == PP_NORM_LAYERNORM && m->mlp == PP_MLP_GELU && m->pos == PP_POS_LEARNED)
+    } else if (rope_swiglu)
         *out = &families[1];
+    else if (m->norm == PP_NORM_LAYERNORM && m->mlp == PP_MLP_GELU && m->pos == PP_POS_LEARNED)
+        *out = &families[2];
     else {
         char block[256];
         return PP_ERR(PP_ERR_UNSUPPORTED,
@@ -147,6 +187,7 @@ typedef struct {
     int64_t R, K; /* whole shape; K = 1 for a vector */
     int vec;
     int64_t rows[3];
+    int reps; /* the parts repeated this many times: once per routed expert, else 1 */
     const char *strip; /* the family's base prefix, left out of the names (or NULL) */
 } tensor_ref;
 
@@ -160,6 +201,10 @@ static int64_t rows_of(const pp_model_cfg *m, part_rows r, int64_t all)
         return (int64_t)d.kvd;
     case R_F:
         return (int64_t)d.F;
+    case R_FE:
+        return (int64_t)d.Fe;
+    case R_C:
+        return (int64_t)d.C;
     default:
         return all;
     }
@@ -181,22 +226,34 @@ static int resolve(const pp_model_cfg *m, const hf_family *f, const char *name, 
     t->K = cols ? cols : 1;
     t->layer = layer;
     t->strip = NULL;
-    for (int i = 0; i < f->n_map; i++) {
-        if (f->map[i].block != (layer >= 0) || strcmp(f->map[i].pp, local) != 0)
+    t->reps = 1;
+    for (int i = 0; i < f->n_map + f->n_mlp; i++) {
+        const hf_map *e = i < f->n_map ? &f->map[i] : &f->mlp[i - f->n_map];
+        if (e->block != (layer >= 0) || strcmp(e->pp, local) != 0)
             continue;
-        t->map = &f->map[i];
-        for (int p = 0; p < t->map->n; p++)
+        t->map = e;
+        for (int p = 0; p < t->map->n; p++) {
             t->rows[p] = rows_of(m, t->map->part[p].rows, t->R);
+            const char *d = strstr(t->map->part[p].fmt, "%d");
+            if (d && strstr(d + 2, "%d"))
+                t->reps = m->moe.experts;
+        }
         return 1;
     }
     return 0;
 }
 
-static void part_name(const tensor_ref *t, int p, char *buf, size_t n)
+/* Parts of t: its map's, repeated per expert (part q is part q % n of expert q / n). */
+static int part_count(const tensor_ref *t)
+{
+    return t->map->n * t->reps;
+}
+
+static void part_name(const tensor_ref *t, int q, char *buf, size_t n)
 {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
-    snprintf(buf, n, t->map->part[p].fmt, t->layer);
+    snprintf(buf, n, t->map->part[q % t->map->n].fmt, t->layer, q / t->map->n);
 #pragma GCC diagnostic pop
     size_t k = t->strip ? strlen(t->strip) : 0;
     if (k && !strncmp(buf, t->strip, k))
@@ -204,22 +261,23 @@ static void part_name(const tensor_ref *t, int p, char *buf, size_t n)
 }
 
 /* The shape transformers stores part p in. */
-static int part_shape(const tensor_ref *t, int p, int64_t shape[2])
+static int part_shape(const tensor_ref *t, int q, int64_t shape[2])
 {
+    int64_t r = t->rows[q % t->map->n];
     if (t->vec) {
-        shape[0] = t->rows[p];
+        shape[0] = r;
         return 1;
     }
-    shape[0] = t->map->transpose ? t->K : t->rows[p];
-    shape[1] = t->map->transpose ? t->rows[p] : t->K;
+    shape[0] = t->map->transpose ? t->K : r;
+    shape[1] = t->map->transpose ? r : t->K;
     return 2;
 }
 
 /* Part p (laid out as stored, rows*K floats) to / from rows [off, off + rows) of the whole. */
-static void part_copy(const tensor_ref *t, int p, int64_t off, float *whole, float *part,
+static void part_copy(const tensor_ref *t, int q, int64_t off, float *whole, float *part,
                       int to_whole)
 {
-    int64_t r = t->rows[p], K = t->K;
+    int64_t r = t->rows[q % t->map->n], K = t->K;
     for (int64_t i = 0; i < r; i++)
         for (int64_t k = 0; k < K; k++) {
             float *w = &whole[(off + i) * K + k];
@@ -299,14 +357,15 @@ static pp_status check_extra(const pp_st *st, const pp_model_cfg *m, const hf_fa
         int skip = !m->untied && !strcmp(t->name, "lm_head.weight");
         for (int k = 0; k < 3 && f->skip[k] && !skip; k++)
             skip = ends_with(t->name, f->skip[k]);
-        for (int k = 0; k < f->n_map && !skip && more_layers; k++)
-            for (int p = 0; p < f->map[k].n && !skip; p++)
-                if (f->map[k].block && is_block_past(f->map[k].part[p].fmt, full, m->layers)) {
+        for (int k = 0; k < f->n_map + f->n_mlp && !skip && more_layers; k++) {
+            const hf_map *e = k < f->n_map ? &f->map[k] : &f->mlp[k - f->n_map];
+            for (int p = 0; p < e->n && !skip; p++)
+                if (e->block && is_block_past(e->part[p].fmt, full, m->layers)) {
                     skip = 1;
-                    int b = atoi(full + (strstr(f->map[k].part[p].fmt, "%d") -
-                                         f->map[k].part[p].fmt));
+                    int b = atoi(full + (strstr(e->part[p].fmt, "%d") - e->part[p].fmt));
                     *past_max = b > *past_max ? b : *past_max;
                 }
+        }
         if (!skip)
             return PP_ERR(PP_ERR_INVALID,
                           "%s: tensor %s: not a tensor of this model (%s with %d layers)%s", t->file,
@@ -322,8 +381,9 @@ static pp_status check_model(const pp_st *st, const pp_model_cfg *m, const hf_fa
 {
     name_list nl;
     PP_TRY(model_names(m, &nl));
-    const char **want = pp_calloc((size_t)nl.n * 3 + 1, sizeof *want);
-    char(*names)[96] = pp_calloc((size_t)nl.n * 3 + 1, 96);
+    size_t most = (size_t)nl.n * 3 * (size_t)(m->moe.experts > 1 ? m->moe.experts : 1) + 1;
+    const char **want = pp_calloc(most, sizeof *want); /* parts: 3 a tensor, per expert */
+    char(*names)[96] = pp_calloc(most, 96);
     pp_status rc = want && names ? PP_OK : PP_ERR(PP_ERR_NOMEM, "HuggingFace weights: no memory");
     int n_want = 0;
     for (int i = 0; rc == PP_OK && i < nl.n; i++) {
@@ -334,7 +394,7 @@ static pp_status check_model(const pp_st *st, const pp_model_cfg *m, const hf_fa
             break;
         }
         t.strip = strip;
-        for (int p = 0; rc == PP_OK && p < t.map->n; p++) {
+        for (int p = 0; rc == PP_OK && p < part_count(&t); p++) {
             int64_t shape[2];
             int nd = part_shape(&t, p, shape);
             part_name(&t, p, names[n_want], 96);
@@ -362,14 +422,14 @@ static pp_status check_model(const pp_st *st, const pp_model_cfg *m, const hf_fa
 static pp_status read_whole(const pp_st *st, const tensor_ref *t, float *whole, float *part)
 {
     int64_t off = 0;
-    for (int p = 0; p < t->map->n; p++) {
+    for (int p = 0; p < part_count(t); p++) {
         char name[96];
         int64_t shape[2];
         int nd = part_shape(t, p, shape);
         part_name(t, p, name, sizeof name);
         PP_TRY(pp_st_load_named_f32(st, name, nd, shape, part));
         part_copy(t, p, off, whole, part, 1);
-        off += t->rows[p];
+        off += t->rows[p % t->map->n];
     }
     return PP_OK;
 }
@@ -613,15 +673,16 @@ typedef struct {
 static pp_status out_add(out_list *o, const tensor_ref *t, const float *whole, pp_st_dtype dtype)
 {
     int64_t off = 0;
-    for (int p = 0; p < t->map->n; p++) {
+    for (int p = 0; p < part_count(t); p++) {
         if (o->n == o->cap)
             return PP_ERR(PP_ERR_INVALID, "HuggingFace weights: more tensors than planned (%d)",
                           o->cap);
-        float *d = malloc((size_t)(t->rows[p] * t->K) * sizeof(float));
+        int64_t r = t->rows[p % t->map->n];
+        float *d = malloc((size_t)(r * t->K) * sizeof(float));
         if (!d)
             return PP_ERR(PP_ERR_NOMEM, "HuggingFace weights: no host memory for a tensor");
         part_copy(t, p, off, (float *)whole, d, 0);
-        off += t->rows[p];
+        off += r;
         int k = o->n++;
         o->data[k] = d;
         part_name(t, p, o->name[k], 96);
@@ -634,8 +695,8 @@ static pp_status out_add(out_list *o, const tensor_ref *t, const float *whole, p
 static pp_status write_model(const model_buf *mb, const hf_family *f, const char *path,
                              pp_st_dtype dtype)
 {
-    int cap = mb->nl.n * 3;
-    out_list o = {pp_calloc((size_t)cap, sizeof(pp_st_out)), pp_calloc((size_t)cap, 16),
+    int cap = mb->nl.n * 3 * (mb->m->moe.experts > 1 ? mb->m->moe.experts : 1);
+    out_list o = {pp_calloc((size_t)cap, sizeof(pp_st_out)), pp_calloc((size_t)cap, 2 * sizeof(int64_t)),
                   pp_calloc((size_t)cap, 96), pp_calloc((size_t)cap, sizeof(float *)), 0, cap};
     pp_status rc = o.out && o.shape && o.name && o.data
                        ? PP_OK

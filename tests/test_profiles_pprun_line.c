@@ -105,12 +105,16 @@ Test(profiles_pprun_line, every_axis_flag_is_on_the_line_and_in_pprun_help)
                    .recompute_layers = 1, .shard = PP_SHARD_OPTIMIZER};
     pp_config c2 = c; /* cp runs without recomputation and sharding: a second line */
     c2.recompute = PP_RECOMPUTE_NONE, c2.recompute_layers = 0, c2.shard = PP_SHARD_NONE, c2.cp = 2;
+    pp_config c3 = c2; /* expert parallelism runs without tp and cp: a third */
+    c3.t = 1, c3.cp = 1, c3.sequence_parallel = 0, c3.ep = 2;
     pp_profile_pprun_line l = {.model = "tiny", .config = &c, .seq = 64};
     pp_profile_pprun_line l2 = {.model = "tiny", .config = &c2, .seq = 64};
-    char line1[512], line2[512], line[1100];
+    pp_profile_pprun_line l3 = {.model = "tiny", .config = &c3, .seq = 64};
+    char line1[512], line2[512], line3[512], line[1600];
     pp_profile_pprun_args(&l, line1, sizeof line1);
     pp_profile_pprun_args(&l2, line2, sizeof line2);
-    snprintf(line, sizeof line, "%s %s", line1, line2);
+    pp_profile_pprun_args(&l3, line3, sizeof line3);
+    snprintf(line, sizeof line, "%s %s %s", line1, line2, line3);
     FILE *fp = popen(PP_BINARY_DIR "/runtime/pprun --help", "r");
     cr_assert_not_null(fp);
     char help[16384];

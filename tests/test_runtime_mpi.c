@@ -539,3 +539,13 @@ Test(runtime_mpi, the_watchdog_names_the_stopped_rank_not_its_neighbour, .timeou
                    r.out);
     pp_test_run_done(&r);
 }
+
+/* Expert parallelism (issue 28): the MoE block's dispatch and combine all-to-alls between
+ * processes, bit for bit the threads' (ep 2 of dp 2, the tiny Mixtral config). */
+Test(runtime_mpi, moe_ep2_d2_dp2_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads("--model-config " PP_FIXTURES_DIR "/hf/tiny-mixtral.json --microbatches 4 "
+                    "--seq 16 --steps 3 --seed 11 --schedule 1f1b --ranks 2 --dp 2 --ep 2",
+                    4, 4);
+}

@@ -35,6 +35,13 @@ char *pp_tune_launch_command(const pp_tune_model *m, const pp_tune_hw *hw, const
         .precision = pp_tune_launch_precision(hw, o)};
     if (pp_tune_pprun_model(m, &line) != PP_OK)
         return NULL; /* no line pprun would reject: the error says why */
+    if (m->block.moe.experts > 0 && be->device_memory) { /* runtime/executor.c's check */
+        (void)PP_ERR(PP_ERR_UNSUPPORTED,
+                     "pprun runs mixture-of-experts layers on the cpu backend only (the %s "
+                     "backend has no MoE block yet)",
+                     be->name);
+        return NULL;
+    }
     char args[PP_PROFILE_PPRUN_LINE_LEN];
     snprintf(buf, n, "pprun %s", pp_profile_pprun_args(&line, args, sizeof args));
     return buf;

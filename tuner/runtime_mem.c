@@ -71,8 +71,8 @@ static pp_status runtime_plan(const pp_tune_model *m, const pp_config *c, const 
         .recompute = (int)c->recompute, /* pp_recompute's values are PP_RT_RC_*'s */
         .recompute_layers = c->recompute_layers,
         .shard = (int)c->shard, /* pp_shard's values are PP_RT_SHARD_*'s */
-
-        .cp = c->cp};
+        .cp = c->cp,
+        .ep = c->ep};
     pp_rt_plan_rank *plan = pp_calloc((size_t)s->ranks, sizeof *plan);
     if (!plan)
         return PP_ERR_NOMEM;

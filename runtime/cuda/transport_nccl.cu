@@ -422,6 +422,44 @@ static pp_status n_reduce_scatter(void *ctx, int rank, const int *group, int n_g
     return n_star((nctx *)ctx, rank, group, n_group, tag, 0, full, part, n);
 }
 
+/* All-to-all (expert parallelism): one NCCL group of an ncclRecv from and an ncclSend to
+ * every other member, on the collectives' communicator and stream after the compute stream's
+ * work, straight from and into the caller's device blocks (no trailer: the sizes were
+ * exchanged by the caller, as NCCL's rule needs); the block to itself a device copy. Not run
+ * on a GPU (MoE blocks run on the CPU backend only); compiled, and under the emulation. */
+static pp_status n_alltoallv(void *ctx, int rank, const int *group, int n_group, uint64_t tag,
+                             const void *send, const size_t *send_bytes, void *recv,
+                             const size_t *recv_bytes)
+{
+    nctx *c = (nctx *)ctx;
+    (void)tag;
+    PP_TRY(need_backend(c));
+    size_t so = 0, ro = 0;
+    for (int j = 0; j < n_group; j++) { /* the block to itself first, on the compute stream */
+        if (group[j] == rank && recv_bytes[j])
+            PP_TRY(c->be->ops->copy(c->be->ctx, (char *)recv + ro, (const char *)send + so,
+                                    recv_bytes[j]));
+        so += send_bytes[j], ro += recv_bytes[j];
+    }
+    PP_CUDA_TRY(cudaEventRecord(c->ready, c->compute));
+    PP_CUDA_TRY(cudaStreamWaitEvent(c->comm, c->ready, 0));
+    PP_NCCL_TRY(ncclGroupStart());
+    ncclResult_t r = ncclSuccess;
+    so = ro = 0;
+    for (int j = 0; j < n_group && r == ncclSuccess; j++) {
+        if (group[j] != rank && recv_bytes[j])
+            r = ncclRecv((char *)recv + ro, recv_bytes[j], ncclUint8, group[j], c->coll, c->comm);
+        if (r == ncclSuccess && group[j] != rank && send_bytes[j])
+            r = ncclSend((const char *)send + so, send_bytes[j], ncclUint8, group[j], c->coll,
+                         c->comm);
+        so += send_bytes[j], ro += recv_bytes[j];
+    }
+    ncclResult_t e = ncclGroupEnd();
+    PP_NCCL_TRY(r != ncclSuccess ? r : e);
+    PP_CUDA_TRY(cudaEventRecord(c->probe, c->comm));
+    return await_done(c, c->probe, c->coll, -1, "an NCCL all-to-all");
+}
+
 static pp_status n_barrier(void *ctx, int rank)
 {
     nctx *c = (nctx *)ctx;
@@ -491,7 +529,7 @@ static void n_destroy(void *ctx)
 
 static const pp_transport_ops nccl_ops = {
     n_send, n_recv, n_iallreduce, n_wait, n_barrier, n_flush, n_abort, n_destroy, n_bind,
-    n_set_watchdog, n_allgather, n_reduce_scatter,
+    n_set_watchdog, n_allgather, n_reduce_scatter, n_alltoallv,
 };
 
 /* Rank 0's n unique ids to every rank, over the boot transport. */

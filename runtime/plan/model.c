@@ -151,14 +151,30 @@ pp_status pp_model_validate_moe(const pp_moe_cfg *e)
     return PP_OK;
 }
 
+/* The MoE blocks the runtime computes (runtime/stage_moe.c): every layer a MoE layer, SwiGLU
+ * experts without biases (Mixtral's and Qwen3-MoE's). */
+static pp_status check_moe_runnable(const pp_model_cfg *cfg)
+{
+    const pp_moe_cfg *e = &cfg->moe;
+    if (e->experts <= 0)
+        return PP_OK;
+    const char *why = pp_model_moe_layers(cfg) != cfg->layers ? "some layers dense (the layer "
+                                                                "rule: every, phase, first_dense)"
+                      : cfg->mlp != PP_MLP_SWIGLU           ? "GELU experts (SwiGLU expected)"
+                      : pp_model_bias(cfg, PP_NOBIAS_MLP)   ? "MLP biases (none expected)"
+                                                            : NULL;
+    if (why)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "model: mixture of experts (%d experts, top-%d): the runtime runs every "
+                      "layer as a MoE layer of SwiGLU experts without biases; this model has %s",
+                      e->experts, e->top_k, why);
+    return PP_OK;
+}
+
 pp_status pp_model_check_runnable(const pp_model_cfg *cfg)
 {
     PP_TRY(pp_model_validate(cfg));
-    if (cfg->moe.experts > 0)
-        return PP_ERR(PP_ERR_UNSUPPORTED,
-                      "model: mixture-of-experts layers (%d experts, top-%d) are planned by "
-                      "pptune's model but not run by the runtime yet",
-                      cfg->moe.experts, cfg->moe.top_k);
+    PP_TRY(check_moe_runnable(cfg));
     if (cfg->pos != PP_POS_ROPE)
         return PP_OK;
     if (cfg->rope_scaling == PP_ROPE_OTHER)

@@ -228,7 +228,9 @@ static pp_status read_sizes(json_t *o, const char *path, pp_model_cfg *m, pp_mod
     PP_TRY(pp_json_file_int(o, path, "vocab_size", 1, &m->vocab));
     pos->key = hf_field(o, P);
     PP_TRY(pp_json_file_int(o, path, pos->key, 0, &pos->max));
-    PP_TRY(pp_json_file_int(o, path, "head_dim", 0, &m->head_dim));
+    /* transformers 5's MixtralConfig writes "head_dim": null (hidden / heads, as absent) */
+    if (!json_is_null(json_object_get(o, "head_dim")))
+        PP_TRY(pp_json_file_int(o, path, "head_dim", 0, &m->head_dim));
     if (m->kv_heads == m->heads)
         m->kv_heads = 0;
     if (m->head_dim && m->head_dim * m->heads == m->hidden)

@@ -461,6 +461,7 @@ static pp_status ctx_init(const pp_rt_plan_params *p, plan_ctx *x)
     /* under context parallelism a rank holds seq / cp tokens of each sequence */
     x->B = (size_t)p->micro_batch, x->T = (size_t)p->seq / cp, x->N = x->B * x->T;
     x->d = pp_rt_dims_with_cp(pp_rt_dims_of(m, t, t > 1 && p->sequence_parallel ? t : 1), cp);
+    x->d = pp_rt_dims_with_ep(x->d, (size_t)(p->ep > 1 ? p->ep : 1));
     x->d.rc = p->recompute, x->d.rc_k = (size_t)p->recompute_layers;
     x->be = pp_backend_row_of(p->backend); /* check() has refused a kind without a row */
     x->bf16 = p->precision == PP_PREC_BF16 && pp_backend_row_has_precision(x->be, PP_PREC_BF16);

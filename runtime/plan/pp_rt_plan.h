@@ -90,6 +90,8 @@ typedef struct {
     int cp; /* context-parallel ranks (0 or 1: none): activations of seq/cp tokens, the
                ring attention's blocks (pp_rt_sizes.h); dp then counts dp x cp replicas,
                the group the gradients are all-reduced over */
+    int ep; /* expert-parallel ranks (0 or 1: none): each holds E / ep experts and plans the
+               most rows its experts can take (pp_rt_sizes.h's pp_rt_size_moe_rows) */
     int recompute;         /* PP_RT_RC_* (pp_rt_sizes.h): the smaller slots and the
                               recompute workspace of forward and backward */
     int recompute_layers;  /* with PP_RT_RC_FULL: the first k blocks of each stage; 0 all */

@@ -70,6 +70,11 @@ typedef struct pp_rt_dims { /* its tag: pp_backends.h names it */
     int rope, untied;
     int rc;      /* activation recomputation: PP_RT_RC_* (pp_rt_dims_of: none) */
     size_t rc_k; /* with PP_RT_RC_FULL: the first rc_k blocks of a stage; 0: all of them */
+    /* mixture of experts (every block a MoE block; pp_model_check_runnable): E routed experts,
+     * K of them per token, Fe the width of one; 0 0 0 for a dense model. F, Fl and fc are
+     * then the shared experts' (0 without), which run as the dense MLP does. */
+    size_t E, K, Fe;
+    size_t ep; /* expert-parallel ranks (1: none; pp_rt_dims_with_ep): each holds E / ep */
 } pp_rt_dims;
 
 /* Activation recomputation (Korthikanti et al. 2022, "Reducing Activation Recomputation in
@@ -102,7 +107,32 @@ static inline pp_rt_dims pp_rt_dims_of(const pp_model_cfg *m, size_t t, size_t s
     d.rope = m->pos == PP_POS_ROPE, d.untied = m->untied != 0;
     d.rc = PP_RT_RC_NONE, d.rc_k = 0;
     d.Vl = pp_rt_vocab_rows(d.V, t);
+    d.E = d.K = d.Fe = 0, d.ep = 1;
+    if (m->moe.experts > 0) {
+        d.E = (size_t)m->moe.experts, d.K = (size_t)m->moe.top_k, d.Fe = (size_t)m->moe.ffn;
+        d.F = m->moe.shared > 0 ? (size_t)m->moe.shared_ffn : 0;
+        d.Fl = d.F / t;
+        d.fc = m->mlp == PP_MLP_SWIGLU ? 2 * d.Fl : d.Fl;
+    }
     return d;
+}
+
+/* Expert parallelism (Megatron-Core's --expert-model-parallel-size; runtime/stage_moe.c):
+ * the E routed experts split over ep ranks carved out of the data-parallel replicas, E / ep
+ * each; ep 0 or 1: none. */
+static inline pp_rt_dims pp_rt_dims_with_ep(pp_rt_dims d, size_t ep)
+{
+    d.ep = ep > 1 ? ep : 1;
+    return d;
+}
+/* The most rows a rank's experts can take of a micro-batch of N tokens per rank: from each of
+ * the ep ranks every token, at most min(K, E / ep) times (its K experts are distinct). With
+ * ep = 1 exactly N K; dropless routing makes the count data dependent under ep > 1, and the
+ * buffers below are planned (and allocated) for this bound. */
+static inline size_t pp_rt_size_moe_rows(const pp_rt_dims *d, size_t N)
+{
+    size_t El = d->E / d->ep;
+    return d->ep * N * (d->K < El ? d->K : El);
 }
 
 /* Context parallelism (Megatron-Core's --context-parallel-size; runtime/stage_cp.c): cp ranks
@@ -138,7 +168,10 @@ static inline size_t pp_rt_size_cp_stats_floats(const pp_rt_dims *d, size_t N)
  * (C x Fl, bias C whole), the biases where the model has them, and the q/k norms' weights. */
 static inline size_t pp_rt_size_block_params(const pp_rt_dims *d)
 {
-    return 2 * d->norm + d->qkn_g + d->qkv * d->C + (d->b_qkv ? d->qkv : 0) + d->C * d->qd +
+    /* a MoE block adds its router (E x C) and its experts' [gate | up] (E 2Fe x C) and down
+     * (E C x Fe) projections */
+    return d->E * d->C + d->E / d->ep * 3 * d->Fe * d->C + 2 * d->norm + d->qkn_g +
+           d->qkv * d->C + (d->b_qkv ? d->qkv : 0) + d->C * d->qd +
            (d->b_out ? d->C : 0) + d->fc * d->C + d->C * d->Fl + (d->b_mlp ? d->fc + d->C : 0);
 }
 
@@ -164,6 +197,34 @@ static inline size_t pp_rt_size_stage_params(const pp_rt_dims *d, size_t layers,
  * (rank i holds rows [i N/t, (i+1) N/t) of the (B, T, C) layout), sp = 1 is no split; the
  * activation a stage sends or receives is then the rank's N/sp rows. */
 
+/* 4-byte words a MoE block saves of a micro-batch of N tokens (runtime/stage_moe.c; R =
+ * pp_rt_size_moe_rows): the router's scores (N E), each token's K experts and weights (N K
+ * each), its N K assignments sorted by expert and each one's place in that order (N K each),
+ * the experts' first rows (E + 1), the expert outputs of its sorted rows (N K C); of the rows
+ * its own experts take (at most R) their inputs (C), [gate | up] pre-activations (2 Fe) and
+ * activations (Fe), and how many each of its E / ep experts took from each rank (E). */
+static inline size_t pp_rt_size_moe_act_floats(const pp_rt_dims *d, size_t N)
+{
+    if (!d->E)
+        return 0;
+    size_t NK = N * d->K, R = pp_rt_size_moe_rows(d, N);
+    return N * d->E + 4 * NK + d->E + 1 + NK * d->C + R * (3 * d->Fe + d->C) + d->E;
+}
+/* Floats of a MoE block's forward workspace: its sorted rows gathered (N K C), two buffers of
+ * R rows (C; the dispatched rows as they arrive, then the expert outputs in expert order) and
+ * of its backward's: the sorted rows' output gradients (N K C, then their input gradients),
+ * the experts' pre-activation and activation gradients (R 3 Fe), the router's score and logit
+ * gradients (N E), and the same two R-row buffers. 0 for a dense model. */
+static inline size_t pp_rt_size_moe_fwd_ws_floats(const pp_rt_dims *d, size_t N)
+{
+    return d->E ? N * d->K * d->C + 2 * pp_rt_size_moe_rows(d, N) * d->C : 0;
+}
+static inline size_t pp_rt_size_moe_bwd_ws_floats(const pp_rt_dims *d, size_t N)
+{
+    size_t R = pp_rt_size_moe_rows(d, N);
+    return d->E ? N * d->K * d->C + R * (3 * d->Fe + 2 * d->C) + N * d->E : 0;
+}
+
 /* Floats one block saves on one tensor-parallel rank (runtime/stage.c's slot layout): x, ln1,
  * res2, ln2 (4 N C / sp: whole, or the rank's tokens under sequence parallelism), qkv (N qkv,
  * after the q/k norm and the rotation where the model has them) and atty (N qd) of the rank's
@@ -175,7 +236,7 @@ static inline size_t pp_rt_size_act_layer_floats(const pp_rt_dims *d, size_t B, 
 {
     size_t N = B * T, Nl = N / d->sp;
     return Nl * (4 * d->C + 4) + N * (d->qkv + d->qd + d->qkn + d->fc + d->Fl) +
-           B * d->Hl * T * T * d->cp;
+           B * d->Hl * T * T * d->cp + pp_rt_size_moe_act_floats(d, N);
 }
 
 /* Floats of one block's attention probabilities on one tensor-parallel rank (B, Hl, T, T). */
@@ -342,7 +403,8 @@ static inline size_t pp_rt_size_bwd_ws(const pp_rt_dims *d, size_t B, size_t T, 
     if (sp > 1)
         n += N * C + (layers > 0 ? N * ac : 0) + layers * 2 * d->norm + (has_head ? d->norm : 0);
     if (layers > 0)
-        n += 2 * pp_rt_size_cp_kv_floats(d, N) + pp_rt_size_cp_stats_floats(d, N);
+        n += 2 * pp_rt_size_cp_kv_floats(d, N) + pp_rt_size_cp_stats_floats(d, N) +
+             pp_rt_size_moe_bwd_ws_floats(d, N);
     n += pp_rt_size_rc_ws_floats(d, B, T, layers) + pp_rt_size_qkn_grads_floats(d, layers);
     return n * 4 + (layers > 0 ? attn_scratch : 0);
 }
@@ -372,7 +434,8 @@ static inline size_t pp_rt_size_fwd_ws(const pp_rt_dims *d, size_t B, size_t T, 
 {
     size_t N = B * T;
     return (pp_rt_size_fwd_ws_xent_at(d, B, T, layers) +
-            (d->t > 1 && has_head ? (d->t + 2) * N : 0)) *
+            (d->t > 1 && has_head ? (d->t + 2) * N : 0) +
+            (layers > 0 ? pp_rt_size_moe_fwd_ws_floats(d, N) : 0)) *
            4;
 }
 

@@ -103,8 +103,8 @@ static int fits_this_machine(const pp_rt_exec_params *ep)
                             .recompute = ep->recompute,
                             .recompute_layers = ep->recompute_layers,
                             .shard = ep->shard,
-
-                            .cp = ep->cp};
+                            .cp = ep->cp,
+                            .ep = ep->ep};
     int D = ep->sched->ranks;
     pp_rt_plan_rank *plan = calloc((size_t)D, sizeof *plan);
     if (!plan)
@@ -218,6 +218,7 @@ static int setup(const pprun_opts *o, run_state *s)
         .dp = o->cfg.d,
         .tp = o->cfg.t,
         .cp = o->cfg.cp,
+        .ep = o->cfg.ep,
         .sequence_parallel = o->cfg.sequence_parallel,
         .recompute = (int)o->cfg.recompute, /* pp_recompute's values are PP_RT_RC_*'s */
         .recompute_layers = o->cfg.recompute_layers,

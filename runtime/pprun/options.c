@@ -122,9 +122,10 @@ static const pp_opt tail[] = {
              "or a folder with model.safetensors or a sharded one\n"
              "(model.safetensors.index.json); transformers' names:\n"
              "LlamaForCausalLM (Mistral, Qwen2, Qwen3) for the Llama\n"
-             "block, GPT2LMHeadModel for GPT's; F32/BF16/F16; a\n"
-             "missing, unexpected or misshapen tensor is refused; with\n"
-             "--layers a checkpoint's blocks past the first L are skipped"},
+             "block, MixtralForCausalLM for its MoE block,\n"
+             "GPT2LMHeadModel for GPT's; F32/BF16/F16; a missing,\n"
+             "unexpected or misshapen tensor is refused; with --layers\n"
+             "a checkpoint's blocks past the first L are skipped"},
     {.name = "save-weights", .kind = PP_OPT_STRING, .offset = OFF(save_weights),
      .arg = "FILE",
      .help = "after the last step, write the parameters as one\n"
@@ -313,6 +314,12 @@ int pprun_check_settings(const pprun_opts *o)
                     ax[i].pprun_cannot(&o->cfg, o->precision));
             return 2;
         }
+    if (o->cfg.ep > 1 && (o->save_every || o->resume || o->load_weights || o->save_weights)) {
+        fprintf(stderr, "pprun: --ep %d with --save-every / --resume / --load-weights / "
+                        "--save-weights: the experts' shards are not written or read yet\n",
+                o->cfg.ep);
+        return 2;
+    }
     return -1;
 }
 

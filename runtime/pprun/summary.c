@@ -146,7 +146,14 @@ int pprun_write_json(const pprun_opts *o, const pprun_record *rec)
  * 4 s h (attention scores and values), plus 2 h V for the LM head; backward twice that. */
 static double step_flops(const pp_model_cfg *m, int seq, double tokens)
 {
-    double h = m->hidden, layer = 8 * h * h + 4 * h * m->ffn + 4.0 * seq * h;
+    /* a MoE layer's MLP as its active part: a token's k experts and the shared ones, plus
+     * the router (every layer a MoE layer: pp_model_check_runnable) */
+    const pp_moe_cfg *e = &m->moe;
+    double h = m->hidden,
+           mlp = e->experts > 0 ? 4 * h * ((double)e->top_k * e->ffn + e->shared_ffn) +
+                                      2 * h * e->experts
+                                : 4 * h * m->ffn,
+           layer = 8 * h * h + mlp + 4.0 * seq * h;
     return 3 * tokens * (m->layers * layer + 2 * h * m->vocab);
 }
 
@@ -159,12 +166,14 @@ int pprun_write_summary(const pprun_opts *o, const pprun_record *rec, FILE *fp)
     double flops = step_flops(&rec->model, seq, tokens);
     int devices = rec->n_ranks > 0 ? rec->n_ranks : 1;
     char tok[32], sec[16];
-    char cp[24] = "";
+    char cp[24] = "", ep[24] = "";
     if (o->cfg.cp > 1)
         snprintf(cp, sizeof cp, " x cp %d", o->cfg.cp);
-    fprintf(fp, "pprun: %d steps of %s on %d ranks%s x dp %d (%s transport, %s backend, %s): "
+    if (o->cfg.ep > 1) /* carved out of the dp replicas */
+        snprintf(ep, sizeof ep, " (ep %d)", o->cfg.ep);
+    fprintf(fp, "pprun: %d steps of %s on %d ranks%s x dp %d%s (%s transport, %s backend, %s): "
                 "final loss %.4f\n",
-            rec->n_steps, rec->sched->kind, rec->sched->ranks, cp, o->cfg.d,
+            rec->n_steps, rec->sched->kind, rec->sched->ranks, cp, o->cfg.d, ep,
             rec->transport ? rec->transport : "thread", pp_backend_row_of(o->backend)->name,
             o->precision == PP_PREC_BF16 ? "bf16" : "fp32",
             rec->n_steps ? rec->steps[rec->n_steps - 1].loss : 0.0);

@@ -18,7 +18,15 @@ against transformers itself (5.25.0, tests/py/hf.txt). Run by ctest as py_hf_wei
      where hidden / heads is 8; 2 KV heads for 4; untied head): a random one from
      save_pretrained gives transformers' loss in pprun, and (a)'s round trip with it: pprun
      trains it, --save-weights, from_pretrained loads it with no missing/unexpected keys and
-     gives pprun's loss, under one layout and under --tp 2.
+     gives pprun's loss, under one layout and under --tp 2, and
+ (f) for MixtralForCausalLM (4 experts, top-2; the checkpoint names save_pretrained writes
+     and the Hub's Mixtral has: block_sparse_moe.gate.weight, block_sparse_moe.experts.E.w1 /
+     w3 / w2, which transformers fuses into mlp.experts.gate_up_proj on load): 2 layers with the
+     load-balancing loss off (router_aux_loss_coef 0), and 1 layer with it on (coefficient
+     0.02, output_router_logits) in one micro-batch of the 4 sequences, where transformers'
+     load_balancing_loss_func (the layers' logits concatenated, the batch's tokens together)
+     is pprun's per-layer, per-micro-batch form; and pprun's own --save-weights of a trained
+     Mixtral loads into MixtralForCausalLM cleanly with pprun's loss.
 The tokens are a Megatron indexed dataset written by megatron-core's IndexedDatasetBuilder:
 without --shuffle pprun's first step reads samples 0..N-1, sample i = tokens [i s, i s + s + 1).
 Tolerance: |pprun - transformers| <= 1e-5 x the loss (both fp32; the sums run in another order
@@ -37,7 +45,9 @@ import numpy as np
 import torch
 from megatron.core.datasets.indexed_dataset import IndexedDatasetBuilder
 from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
-                          Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
+                          MixtralConfig, MixtralForCausalLM, Qwen2Config, Qwen2ForCausalLM,
+                          Qwen3Config, Qwen3ForCausalLM)
 
 PPRUN = sys.argv[1]
 TOL = 1e-5
@@ -73,7 +83,15 @@ def tokens_file(tmp, vocab):
 
 def hf_loss(model, windows):
     with torch.no_grad():
-        return model(input_ids=windows, labels=windows).loss.item()
+        out = model(input_ids=windows, labels=windows)
+        if getattr(out, "aux_loss", None) is None:
+            return out.loss.item()
+        # A MoE model's load-balancing loss: over the S input tokens pprun routes (the windows
+        # hold S + 1, the last one a target only), added to the cross-entropy as transformers
+        # adds it (router_aux_loss_coef x load_balancing_loss_func)
+        ce = model(input_ids=windows, labels=windows, output_router_logits=False).loss.item()
+        aux = model(input_ids=windows[:, :S], output_router_logits=True).aux_loss.item()
+        return ce + model.config.router_aux_loss_coef * aux
 
 
 def compare(what, ours, theirs):
@@ -108,11 +126,13 @@ LLAMA = dict(vocab_size=256, hidden_size=32, intermediate_size=96, num_hidden_la
                               "original_max_position_embeddings": 16})
 
 
-def part_a(tmp, data, windows, cls=LlamaForCausalLM, config=None, tag="a"):
+def part_a(tmp, data, windows, cls=LlamaForCausalLM, config=None, tag="a",
+           layouts=(("--ranks", "2"), ("--ranks", "2", "--tp", "2"))):
+    """pprun trains `config` (Llama's by default), saves it; cls.from_pretrained loads it
+    cleanly and its loss equals pprun's on the same weights under each layout."""
     folder = os.path.join(tmp, tag)
     os.makedirs(folder)
-    # config.json, as transformers writes it
-    (config if config is not None else LlamaConfig(**LLAMA)).save_pretrained(folder)
+    (config or LlamaConfig(**LLAMA)).save_pretrained(folder)  # config.json, as transformers writes
     cfg = os.path.join(folder, "config.json")
     out = os.path.join(folder, "model.safetensors")
     trained = pprun("--model-config", cfg, "--ranks", "2", "--steps", "3", "--lr", "0.01",
@@ -123,7 +143,7 @@ def part_a(tmp, data, windows, cls=LlamaForCausalLM, config=None, tag="a"):
         return
     model = loaded_cleanly(cls, folder, f"({tag}) pprun's --save-weights")
     theirs = hf_loss(model, windows)
-    for layout in (["--ranks", "2"], ["--ranks", "2", "--tp", "2"]):
+    for layout in layouts:
         r = pprun("--model-config", cfg, *layout, "--steps", "1", "--lr", "0", "--data", data,
                   "--load-weights", out)
         check(r is not None, f"({tag}) pprun {' '.join(layout)} --load-weights runs")
@@ -132,7 +152,7 @@ def part_a(tmp, data, windows, cls=LlamaForCausalLM, config=None, tag="a"):
                     r["per_step"][0]["loss"], theirs)
 
 
-def part_hf(tmp, data, windows, cls, config, tag):
+def part_hf(tmp, data, windows, cls, config, tag, layout=("--ranks", "2")):
     folder = os.path.join(tmp, tag)
     torch.manual_seed(3)
     model = cls(config).eval()
@@ -141,7 +161,7 @@ def part_hf(tmp, data, windows, cls, config, tag):
     check(os.path.exists(os.path.join(folder, "model.safetensors")),
           f"({tag}) save_pretrained wrote model.safetensors")
     theirs = hf_loss(model, windows)
-    r = pprun("--model-config", os.path.join(folder, "config.json"), "--ranks", "2", "--steps",
+    r = pprun("--model-config", os.path.join(folder, "config.json"), *layout, "--steps",
               "1", "--lr", "0", "--data", data, "--load-weights", folder)
     check(r is not None, f"({tag}) pprun --load-weights {cls.__name__}'s save_pretrained output")
     if r:
@@ -160,6 +180,21 @@ def part_base(tmp, data, windows):
     if r:
         compare("(c) random GPT2Model (no transformer. prefix)", r["per_step"][0]["loss"],
                 hf_loss(model, windows))
+
+
+MIXTRAL = dict(vocab_size=256, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+               rms_norm_eps=1e-5, num_local_experts=4, num_experts_per_tok=2,
+               tie_word_embeddings=False, router_aux_loss_coef=0.0)
+
+
+def part_mixtral(tmp, data, windows):
+    part_hf(tmp, data, windows, MixtralForCausalLM, MixtralConfig(**MIXTRAL), "f")
+    one = dict(MIXTRAL, num_hidden_layers=1, router_aux_loss_coef=0.02, output_router_logits=True)
+    part_hf(tmp, data, windows, MixtralForCausalLM, MixtralConfig(**one), "f-aux",
+            ("--ranks", "1", "--microbatches", "1", "--micro-batch-size", str(N)))
+    part_a(tmp, data, windows, MixtralForCausalLM, MixtralConfig(**MIXTRAL), "f-trained",
+           (("--ranks", "2"),))
 
 
 def main():
@@ -182,6 +217,7 @@ def main():
                             tie_word_embeddings=False)
         part_hf(tmp, data, windows, Qwen3ForCausalLM, qwen3, "e")
         part_a(tmp, data, windows, Qwen3ForCausalLM, qwen3, "e-trained")
+        part_mixtral(tmp, data, windows)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"{results['passed']} passed, {results['failed']} failed")
