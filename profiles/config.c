@@ -41,14 +41,6 @@ static const char *shard_pprun_cannot(const pp_config *c, int precision)
                                                                                     : NULL;
 }
 
-/* pprun does not run recomputation together with context parallelism yet. */
-static const char *recompute_pprun_cannot(const pp_config *c, int precision)
-{
-    (void)precision;
-    return c->cp > 1 && (c->recompute != PP_RECOMPUTE_NONE || c->recompute_layers > 0) ? " with cp"
-                                                                                       : NULL;
-}
-
 /* pprun's line carries the recomputation only where there is one. */
 static int recompute_set(const pp_config *c)
 {
@@ -169,14 +161,13 @@ static const pp_config_axis axes[] = {
      .help = "activation recomputation: none (default) | selective\n"
              "(each block's attention probabilities) | full (each\n"
              "block keeps its input, its forward rerun in backward)",
-     .profile_role = PP_CONFIG_PROFILE_FOLLOWS, .on_line = recompute_set,
-     .pprun_cannot = recompute_pprun_cannot, .line = 130},
+     .profile_role = PP_CONFIG_PROFILE_FOLLOWS, .on_line = recompute_set, .line = 130},
     {.key = "recompute_layers", .kind = PP_CONFIG_INT, .offset = OFF(recompute_layers),
      .min = 0, .optional_minor = 3, .rule = recompute_layers_rule, .flag = "--recompute-layers",
      .arg = "k", .help = "with --recompute full: only the first k blocks of each\n"
                          "stage (Megatron's block method; default all)",
      .flag_min = 1, .profile_role = PP_CONFIG_PROFILE_FOLLOWS, .on_line = recompute_layers_set,
-     .pprun_cannot = recompute_pprun_cannot, .line = 140},
+     .line = 140},
     /* 1.2 wrote "distributed_optimizer" (true: "optimizer"); config_json.c still reads it */
     {.key = "shard", .kind = PP_CONFIG_ENUM, .offset = OFF(shard), .names = pp_shard_names,
      .optional_minor = 3, .flag = "--shard", .arg = "WHAT",

@@ -65,9 +65,9 @@ static pp_status check_params(const pp_rt_exec_params *p)
         return PP_ERR(PP_ERR_UNSUPPORTED,
                       "shard optimizer with bf16: not run yet (the bf16 weight copies are written "
                       "per whole tensor by AdamW, a shard steps slices of them); use fp32");
-    if (p->cp > 1 && (p->recompute || p->shard))
-        return PP_ERR(PP_ERR_UNSUPPORTED, "recomputation or sharding with context parallelism "
-                                          "(--cp %d): not run together yet", p->cp);
+    if (p->cp > 1 && p->shard)
+        return PP_ERR(PP_ERR_UNSUPPORTED, "sharding with context parallelism (--cp %d): not run "
+                                          "together yet", p->cp);
     if ((long)dp * s->ranks * t > 1024)
         return PP_ERR(PP_ERR_INVALID, "%d replicas x %d ranks x %d tensor ranks = %ld threads; at "
                       "most 1024",

@@ -82,9 +82,7 @@ static int owner_at(const pp_rt_stage *st, int i)
 pp_status pp_stage_cp_attention_fwd(pp_rt_stage *st, const float *qkv, float *atty, float *att)
 {
     pp_backend *be = st->be;
-    size_t N = (size_t)st->B * st->T;
-    float *kv = st->cp_kv, *ml = kv + pp_rt_size_cp_kv_floats(&st->d, N);
-    float *scratch = ml + 2 * pp_rt_size_cp_stats_floats(&st->d, N);
+    float *kv = st->cp_kv, *ml = st->cp_ml, *scratch = st->cp_scratch;
     const float *cur = qkv;
     for (int i = 0; i < st->cp; i++) {
         int more = i + 1 < st->cp;

@@ -20,8 +20,8 @@
  *   context-parallel ranks; expert tensor parallelism stays t). The bundled runtime runs no
  *   MoE model, so trials never see one.
  * Where the devices are CPUs the trials run the bundled runtime, which runs recomputation, the
- * sharded optimizer and context parallelism (not gradient sharding, nor recomputation or
- * sharding together with cp): the search keeps shard at none / optimizer there.
+ * sharded optimizer and context parallelism, recomputation with cp too (not gradient sharding,
+ * nor sharding together with cp): the search keeps shard at none / optimizer there.
  * Not here: the models' effects (memory.c, timemodel.c), the enumeration of layouts (search.c).
  */
 #include <stdio.h>
