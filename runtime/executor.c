@@ -169,6 +169,26 @@ static pp_status cp_send(void *ctx, const float *buf, size_t n)
     return pp_ex_send(ex, rs, to, tag, buf, n * sizeof *buf);
 }
 
+/* Sent held (pp_transport_send_held): released at the end of the ring step by cp_release, so
+ * the copy's lifetime is the sender's program order, as the memory plan counts it (the staged
+ * backend's host copies are outside the accounting: sent plainly). */
+static pp_status cp_send_held(void *ctx, const float *buf, size_t n)
+{
+    rank_state *rs = ctx;
+    pp_rt_executor *ex = rs->ex;
+    if (ex->staged)
+        return cp_send(ctx, buf, n);
+    int c = rs->replica % ex->CP, to = rs->cp_group[(c + 1) % ex->CP];
+    uint64_t tag = pp_ex_coll_tag(TAG_TPAR, 1, rs->cp_sent++ & 0xfffff);
+    return pp_transport_send_held(ex->tp, rs->g, to, tag, buf, n * sizeof *buf);
+}
+
+static pp_status cp_release(void *ctx)
+{
+    rank_state *rs = ctx;
+    return pp_transport_release_held(rs->ex->tp, rs->g);
+}
+
 static pp_status cp_recv(void *ctx, float *buf, size_t n)
 {
     rank_state *rs = ctx;
@@ -211,7 +231,8 @@ static pp_status create_stages(pp_rt_executor *ex, int g)
                 .recompute_layers = ex->recompute_layers,
                 .cp = ex->CP,
                 .cp_rank = k % ex->CP,
-                .cp_send = cp_send,
+                .cp_send = cp_send_held,
+                .cp_release = cp_release,
                 .cp_recv = cp_recv,
                 .cp_ctx = &ex->rk[g],
             };

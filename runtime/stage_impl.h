@@ -138,6 +138,7 @@ struct pp_rt_stage {
     int cp, cpr;
     pp_status (*cp_send)(void *ctx, const float *buf, size_t n);
     pp_status (*cp_recv)(void *ctx, float *buf, size_t n);
+    pp_status (*cp_release)(void *ctx); /* NULL: none */
     void *cp_ctx;
     float *cp_kv, *cp_ml, *cp_scratch;
 

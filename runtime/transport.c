@@ -75,6 +75,28 @@ pp_status pp_transport_send(pp_transport *t, int from, int to, uint64_t tag, con
     return PP_OK;
 }
 
+pp_status pp_transport_send_held(pp_transport *t, int from, int to, uint64_t tag, const void *buf,
+                                 size_t bytes)
+{
+    if (!t->ops->send_held)
+        return pp_transport_send(t, from, to, tag, buf, bytes);
+    PP_TRY(check_rank(t, "send", from));
+    PP_TRY(check_rank(t, "send", to));
+    if (!buf && bytes)
+        return PP_ERR(PP_ERR_INVALID, "transport send %d -> %d: NULL buffer of %zu bytes", from, to,
+                      bytes);
+    PP_TRY(t->ops->send_held(t->ctx, from, to, tag, buf, bytes));
+    return PP_OK;
+}
+
+pp_status pp_transport_release_held(pp_transport *t, int rank)
+{
+    PP_TRY(check_rank(t, "release", rank));
+    if (t->ops->release_held)
+        PP_TRY(t->ops->release_held(t->ctx, rank));
+    return PP_OK;
+}
+
 pp_status pp_transport_recv(pp_transport *t, int to, int from, uint64_t tag, void *buf,
                             size_t bytes)
 {
