@@ -483,6 +483,40 @@ Test(runtime_exec_mem, unstaged_plan_counts_the_ring_copies)
     llama = 0;
 }
 
+/* With 3 kernel threads each of the two beyond the first holds its own attention scratch
+ * (cpu_attention.c's parts: T x T floats, a ring block L x L under context parallelism), which
+ * the backend reserves at the plan's figure and counts (PP_MEM_WORKSPACE): the plan, 2 x that
+ * above the one-thread plan's workspace, equals the measured peaks to the byte. */
+static void check_threads_plan(const char *kind, int D, int N, int cp)
+{
+    setup one, u;
+    cp_ranks = cp;
+    pp_backend_cpu_set_kernel_threads(1);
+    make_split(&one, kind, D, N, 0, 1, PP_RT_BACKEND_CPU_STAGED, 0, 0, 1);
+    pp_backend_cpu_set_kernel_threads(3);
+    make_split(&u, kind, D, N, 0, 1, PP_RT_BACKEND_CPU_STAGED, 0, 0, 1);
+    pp_backend_cpu_set_kernel_threads(1);
+    cp_ranks = 0;
+    char what[64];
+    snprintf(what, sizeof what, "%s cp=%d, 3 kernel threads", kind, cp);
+    size_t t = (size_t)T / (size_t)(cp > 1 ? cp : 1);
+    size_t per = cp > 1 ? (t / 2) * (t / 2) * 4 : t * t * 4;
+    for (int g = 0; g < pp_rt_executor_ranks(u.ex); g++)
+        cr_assert_eq(pp_rt_executor_plan(u.ex, g)->peak[PP_MEM_WORKSPACE],
+                     pp_rt_executor_plan(one.ex, g)->peak[PP_MEM_WORKSPACE] + 2 * per, "%s rank %d",
+                     what, g);
+    drop(&one);
+    check_plan_of(&u, what);
+}
+
+Test(runtime_exec_mem, kernel_threads_scratch_is_planned)
+{
+    check_threads_plan("1f1b", 2, 4, 0);
+    check_threads_plan("1f1b", 2, 4, 2);
+    llama = 1;
+    check_threads_plan("zbv", 2, 4, 2);
+}
+
 static size_t heap_in_use(void)
 {
     struct mallinfo2 mi = mallinfo2();

@@ -97,6 +97,9 @@ typedef struct {
     int shard;             /* PP_RT_SHARD_* over dp > 1: OPTIMIZER holds AdamW's m and v of
                               1/dp of the rank's parameters (ceil(params / dp) each) and
                               reduce-scatters a dp x that pack instead of the all-reduce */
+    int kernel_threads;    /* a host backend's kernel threads per rank (0 or 1: one): each
+                              beyond the first holds its own attention scratch (the row's
+                              kernel_scratch) */
 } pp_rt_plan_params;
 
 /* Sharding over the data-parallel replicas, the values of pp_shard (profiles/pp_config.h). */

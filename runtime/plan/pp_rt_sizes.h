@@ -294,6 +294,16 @@ static inline size_t pp_rt_size_attn_scratch_host(const pp_rt_dims *d, size_t T)
     return d->cp > 1 ? pp_rt_size_attn_scratch_cp(T) : pp_rt_size_attn_scratch_cpu(T);
 }
 
+/* A host backend's kernel scratch, held all step: each of its kernel threads beyond the first
+ * has its own attention scratch (pp_rt_size_attn_scratch_host) for the (batch, head) units it
+ * takes; none for a stage without blocks. */
+static inline size_t pp_rt_size_kernel_scratch_host(const pp_rt_dims *d, size_t T, size_t layers,
+                                                    int threads)
+{
+    return layers > 0 && threads > 1 ? (size_t)(threads - 1) * pp_rt_size_attn_scratch_host(d, T)
+                                     : 0;
+}
+
 /* Bytes of a backward's workspace on one tensor-parallel rank (runtime/stage_bwd.c,
  * PP_MEM_WORKSPACE, freed at its end): dres and dln (N C / sp each), with blocks the widest
  * intermediate gradient (N max(fc, qkv): the MLP's hidden, or qkv) and the attention scratch
