@@ -28,7 +28,7 @@
 /* Global chunk of local chunk j (0, 1) of this rank. */
 static int chunk_of(const pp_rt_stage *st, int j)
 {
-    return j ? 2 * st->cp - 1 - st->cpr : st->cpr;
+    return pp_rt_cp_chunk(j, st->cp, st->cpr);
 }
 
 /* The embedding of each (sequence, local chunk) at the chunk's true positions: the position

@@ -259,30 +259,6 @@ pp_status pp_cpu_attention_bwd(void *ctx, float *dqkv, float *scratch, const flo
  * reads as the whole-sequence attention's (dS = P (dP - rowsum(dy y)), as flash attention's
  * backward). */
 
-/* Rows of key chunk k (global) in its owner's block (B, T, W): chunk o is the first half of
- * each sequence, 2 cp - 1 - o the second. */
-static size_t cp_key_row(int k, int owner, int b, int T)
-{
-    return (size_t)b * T + (k == owner ? 0 : (size_t)(T / 2));
-}
-
-/* Global chunk of this rank's local chunk j (0, 1). */
-static int cp_query_chunk(int j, int cp, int cpr)
-{
-    return j ? 2 * cp - 1 - cpr : cpr;
-}
-
-/* The (query chunk, key chunk) blocks of one ring step: for local chunk j, the key chunks of
- * `owner` at or left of it (n of them, in kc[]). */
-static int cp_blocks(int j, int cp, int cpr, int owner, int kc[2])
-{
-    int qc = cp_query_chunk(j, cp, cpr), n = 0, ks[2] = {owner, 2 * cp - 1 - owner};
-    for (int i = 0; i < 2; i++)
-        if (ks[i] <= qc)
-            kc[n++] = ks[i];
-    return n;
-}
-
 /* Online softmax of one L x L block of raw scores S (row stride ld, -inf where masked) into
  * rows t of the running max m and sum l: E = exp(S - m_new) into e (L x L), y's L rows (stride
  * C, hd wide) rescaled. */
@@ -323,13 +299,13 @@ static void cp_fwd_unit(const cp_arg *a, float *E, size_t u)
     int b = (int)(u / (size_t)a->NH), h = (int)(u % (size_t)a->NH);
     float *m = a->ml, *l = a->ml + nrow;
     for (int j = 0; j < 2; j++) {
-        int kc[2], n = cp_blocks(j, a->cp, a->cpr, a->owner, kc);
-        int qc = cp_query_chunk(j, a->cp, a->cpr);
+        int kc[2], n = pp_rt_cp_key_chunks(j, a->cp, a->cpr, a->owner, kc);
+        int qc = pp_rt_cp_chunk(j, a->cp, a->cpr);
         const float *q = a->qkv + ((size_t)b * T + (size_t)j * L) * W + q_col(&Lq, h);
         size_t r0 = ((size_t)b * a->NH + h) * T + (size_t)j * L;
         float *A = a->att + r0 * TT, *out = a->y + ((size_t)b * T + (size_t)j * L) * C + h * hd;
         for (int i = 0; i < n; i++) {
-            size_t kr = cp_key_row(kc[i], a->owner, b, T) * W;
+            size_t kr = pp_rt_cp_key_row(kc[i], a->owner, b, T) * W;
             float *S = A + (size_t)kc[i] * L;
             pp_cpu_gemm(a->ctx, 0, 1, L, L, hd, scale, q, W, a->kv + kr + k_col(&Lq, h), W, 0.0f,
                         S, TT);
@@ -350,13 +326,13 @@ static void cp_bwd_head(const cp_arg *a, float *E, int b, int h)
     const int W = Lq.W, C = a->NH * a->hd, T = a->T, L = T / 2, TT = a->cp * T, hd = a->hd;
     const float scale = 1.0f / sqrtf((float)hd);
     for (int j = 0; j < 2; j++) {
-        int kc[2], n = cp_blocks(j, a->cp, a->cpr, a->owner, kc);
+        int kc[2], n = pp_rt_cp_key_chunks(j, a->cp, a->cpr, a->owner, kc);
         size_t qr = ((size_t)b * T + (size_t)j * L) * W;
         size_t r0 = ((size_t)b * a->NH + h) * T + (size_t)j * L;
         const float *q = a->qkv + qr + q_col(&Lq, h), *A = a->catt + r0 * TT;
         const float *dyj = a->dy + ((size_t)b * T + (size_t)j * L) * C + h * hd;
         for (int i = 0; i < n; i++) {
-            size_t kr = cp_key_row(kc[i], a->owner, b, T) * W;
+            size_t kr = pp_rt_cp_key_row(kc[i], a->owner, b, T) * W;
             const float *P = A + (size_t)kc[i] * L;
             /* dP = dy v^T, then dS = P (dP - rowsum(dy y)) scaled, in E (L x L) */
             pp_cpu_gemm(a->ctx, 0, 1, L, L, hd, 1.0f, dyj, C, a->kv + kr + v_col(&Lq, h), W,
@@ -439,7 +415,7 @@ static void cp_end_unit(const cp_arg *a, float *E, size_t u)
     int b = (int)(u / (size_t)a->NH), h = (int)(u % (size_t)a->NH);
     for (int t = 0; t < T; t++) {
         size_t r = u * (size_t)T + (size_t)t;
-        int keys = (cp_query_chunk(t / L, a->cp, a->cpr) + 1) * L;
+        int keys = (pp_rt_cp_chunk(t / L, a->cp, a->cpr) + 1) * L;
         float m = a->ml[r], inv = 1.0f / a->ml[nrow + r], *row = a->att + r * TT;
         for (int k = 0; k < keys; k++)
             row[k] = expf(row[k] - m) * inv;

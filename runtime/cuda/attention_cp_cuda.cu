@@ -67,8 +67,8 @@ static __global__ void cp_merge_kernel(float *S, int ld, float *e, float *m, flo
         l[t] = l[t] * corr + s, m[t] = mn;
 }
 
-/* Global chunk of local chunk j (0, 1) of cp rank cpr. */
-static __host__ __device__ int cp_chunk(int j, int cp, int cpr)
+/* Global chunk of local chunk j (0, 1) of cp rank cpr: the device's pp_rt_cp_chunk. */
+static __device__ int cp_chunk(int j, int cp, int cpr)
 {
     return j ? 2 * cp - 1 - cpr : cpr;
 }
@@ -145,23 +145,6 @@ static pp_status fp32_only(pp_cuda_ctx *cx)
     return PP_OK;
 }
 
-/* The ring step's (query chunk, key chunk) blocks of local chunk j: the key chunks of `owner`
- * at or left of the query chunk (n of them, in kc[]). */
-static int cp_pairs(int j, int cp, int cpr, int owner, int kc[2])
-{
-    int qc = cp_chunk(j, cp, cpr), n = 0, ks[2] = {owner, 2 * cp - 1 - owner};
-    for (int i = 0; i < 2; i++)
-        if (ks[i] <= qc)
-            kc[n++] = ks[i];
-    return n;
-}
-
-/* Row of key chunk k (global) of batch row b in its owner's block (B, T, W). */
-static size_t cp_row(int k, int owner, int b, int T)
-{
-    return (size_t)b * T + (k == owner ? 0 : (size_t)(T / 2));
-}
-
 pp_status pp_cuda_attention_cp_fwd(void *ctx, float *y, float *att, float *ml, float *scratch,
                                    const float *qkv, const float *kv, int B, int T, int NH,
                                    int NKV, int hd, int cp, int cpr, int owner)
@@ -179,13 +162,14 @@ pp_status pp_cuda_attention_cp_fwd(void *ctx, float *y, float *att, float *ml, f
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int j = 0; j < 2; j++) {
-                int kc[2], n = cp_pairs(j, cp, cpr, owner, kc), qc = cp_chunk(j, cp, cpr);
+                int kc[2], n = pp_rt_cp_key_chunks(j, cp, cpr, owner, kc);
+                int qc = pp_rt_cp_chunk(j, cp, cpr);
                 const float *q = qkv + ((size_t)b * T + (size_t)j * L) * W + (size_t)h * hd;
                 size_t r0 = ((size_t)b * NH + h) * T + (size_t)j * L;
                 float *A = att + r0 * TT, *out = y + ((size_t)b * T + (size_t)j * L) * C + h * hd;
                 size_t kcol = (size_t)(NH + h / g) * hd, vcol = (size_t)(NH + NKV + h / g) * hd;
                 for (int i = 0; i < n; i++) {
-                    size_t kr = cp_row(kc[i], owner, b, T) * W;
+                    size_t kr = pp_rt_cp_key_row(kc[i], owner, b, T) * W;
                     float *S = A + (size_t)kc[i] * L;
                     PP_TRY(cp_gemm(cx, 0, 1, L, L, hd, scale, q, W, kv + kr + kcol, W, 0.0f, S,
                                    TT));
@@ -235,14 +219,14 @@ pp_status pp_cuda_attention_cp_bwd(void *ctx, float *dqkv, float *dkv, float *ds
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int j = 0; j < 2; j++) {
-                int kc[2], n = cp_pairs(j, cp, cpr, owner, kc);
+                int kc[2], n = pp_rt_cp_key_chunks(j, cp, cpr, owner, kc);
                 size_t qr = ((size_t)b * T + (size_t)j * L) * W + (size_t)h * hd;
                 size_t r0 = ((size_t)b * NH + h) * T + (size_t)j * L;
                 const float *q = qkv + qr, *A = att + r0 * TT;
                 const float *dyj = dy + ((size_t)b * T + (size_t)j * L) * C + h * hd;
                 size_t kcol = (size_t)(NH + h / g) * hd, vcol = (size_t)(NH + NKV + h / g) * hd;
                 for (int i = 0; i < n; i++) {
-                    size_t kr = cp_row(kc[i], owner, b, T) * W;
+                    size_t kr = pp_rt_cp_key_row(kc[i], owner, b, T) * W;
                     const float *P = A + (size_t)kc[i] * L;
                     /* dP = dy v^T, then dS in place */
                     PP_TRY(cp_gemm(cx, 0, 1, L, L, hd, 1.0f, dyj, C, kv + kr + vcol, W, 0.0f,
