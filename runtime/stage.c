@@ -446,8 +446,10 @@ static pp_status build_tensors(pp_rt_stage *st)
     st->nparams = total;
     pp_status rc = PP_OK;
     st->params = pp_backend_alloc(st->be, total * sizeof(float), PP_MEM_WEIGHTS);
-    st->grads = st->params ? pp_backend_alloc(st->be, total * sizeof(float), PP_MEM_GRADS) : NULL;
-    if (!st->params || !st->grads)
+    st->grads = st->params && !st->grads_outside
+                    ? pp_backend_alloc(st->be, total * sizeof(float), PP_MEM_GRADS)
+                    : NULL;
+    if (!st->params || (!st->grads && !st->grads_outside))
         rc = pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
     size_t off = 0;
     st->i_wte = st->i_wpe = st->i_lnf = st->i_headwte = -1;
@@ -455,7 +457,8 @@ static pp_status build_tensors(pp_rt_stage *st)
     for (int i = 0; rc == PP_OK && i < n; i++) {
         char *nm = st->names + (size_t)i * 48;
         memcpy(nm, plan[i].name, 48);
-        st->tensors[i] = (pp_rt_tensor){nm, st->params + off, st->grads + off, plan[i].n,
+        st->tensors[i] = (pp_rt_tensor){nm, st->params + off, st->grads ? st->grads + off : NULL,
+                                        plan[i].n,
                                         plan[i].shard.kind != SHARD_NONE};
         st->decay[i] = (unsigned char)plan[i].matrix;
         st->shard[i] = plan[i].shard;
@@ -475,7 +478,7 @@ static pp_status build_tensors(pp_rt_stage *st)
     if (st->has_head && st->has_embed && !st->cfg.untied)
         st->i_headwte = st->i_wte; /* one tied matrix serves both ends */
     free(plan);
-    if (rc == PP_OK)
+    if (rc == PP_OK && st->grads)
         rc = st->be->ops->zero(st->be->ctx, st->grads, total * sizeof(float));
     return rc;
 }
@@ -511,6 +514,7 @@ pp_status pp_rt_stage_create(pp_backend *be, const pp_rt_stage_params *p, pp_rt_
     st->d = pp_rt_dims_with_cp(pp_rt_dims_of(&st->cfg, (size_t)st->tp, (size_t)st->sp),
                                (size_t)st->cp);
     st->d.rc = p->recompute, st->d.rc_k = (size_t)p->recompute_layers;
+    st->grads_outside = p->grads_outside;
     st->Hl = (int)st->d.Hl, st->KVl = (int)st->d.KVl, st->Fl = (int)st->d.Fl;
     st->hd = (int)st->d.hd, st->qd = (int)st->d.qd, st->qkv = (int)st->d.qkv;
     st->fc = (int)st->d.fc;
@@ -564,7 +568,8 @@ void pp_rt_stage_destroy(pp_rt_stage *st)
     free(st->slots);
     size_t pb = st->nparams * sizeof(float);
     pp_backend_free(st->be, st->opt, 2 * pb, PP_MEM_OPTIM);
-    pp_backend_free(st->be, st->grads, pb, PP_MEM_GRADS);
+    if (st->grads)
+        pp_backend_free(st->be, st->grads, pb, PP_MEM_GRADS);
     pp_backend_free(st->be, st->params, pb, PP_MEM_WEIGHTS);
     free(st->tensors);
     free(st->decay);
@@ -609,5 +614,11 @@ size_t pp_rt_stage_global_index(const pp_rt_stage *st, int tensor, size_t i)
 
 void pp_rt_stage_zero_grad(pp_rt_stage *st)
 {
-    st->be->ops->zero(st->be->ctx, st->grads, st->nparams * sizeof(float));
+    if (st->grads)
+        st->be->ops->zero(st->be->ctx, st->grads, st->nparams * sizeof(float));
+}
+
+void pp_rt_stage_set_grad(pp_rt_stage *st, int tensor, float *g)
+{
+    st->tensors[tensor].grad = g;
 }

@@ -142,7 +142,8 @@ struct pp_rt_stage {
     void *cp_ctx;
     float *cp_kv, *cp_ml, *cp_scratch;
 
-    float *params, *grads; /* one allocation each: nparams floats */
+    float *params, *grads; /* one allocation each: nparams floats (grads NULL: outside) */
+    int grads_outside;     /* pp_rt_stage_params' */
     size_t nparams;
     pp_rt_tensor *tensors; /* ntensors, views into params / grads */
     unsigned char *decay;  /* per tensor: 1 if weight decay applies (2-D matrices) */

@@ -416,6 +416,30 @@ Test(ckpt, a_tensor_parallel_llama_run_resumes_to_the_same_bits)
     resumes_to_the_same_bits(LLAMA_ARGS " --tp 2", dir);
 }
 
+/* A sharded AdamW state (ZeRO-1 and ZeRO-2 over dp 2, the tied embedding's shards included):
+ * written gathered, each replica given back its slice; stopped after 2 steps and resumed to
+ * 4, the run ends with the uninterrupted run's bits. The gathered file is the unsharded run's
+ * format: the unsharded run resumes from the ZeRO-2 checkpoint (its first 2 steps were the
+ * sharded ones, so only within fp32 rounding of the unsharded uninterrupted run: not compared
+ * here). */
+#define SHARD_ARGS "--model tiny --schedule 1f1b --ranks 2 --microbatches 4 --dp 2 --quiet"
+Test(ckpt, sharded_runs_resume_to_the_same_bits)
+{
+    char dir[64], cmd[1024], out[65536];
+    pt_tmpdir(dir, sizeof dir);
+    resumes_to_the_same_bits(SHARD_ARGS " --shard optimizer", dir);
+    resumes_to_the_same_bits(SHARD_ARGS " --shard gradients", dir);
+    snprintf(cmd, sizeof cmd, PPRUN " " SHARD_ARGS " --steps 3 --resume --checkpoint %s/half.ckpt",
+             dir);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    resumes_to_the_same_bits("--model tiny --schedule zb-h1 --ranks 2 --microbatches 4 --dp 2 "
+                             "--tp 2 --quiet --shard gradients",
+                             dir);
+    snprintf(cmd, sizeof cmd, PPRUN " " SHARD_ARGS " --steps 4 --resume --checkpoint %s/half.ckpt",
+             dir); /* zb-h1's file: another run */
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 2, "%s", out);
+}
+
 /* A profile records the model's shape (1.1): pprun trains that shape, not the preset of its
  * name: the tiny-local profile turned into tiny-llama's block trains as --model tiny-llama
  * does (the same losses, bit for bit), and with its layers changed trains those layers. */

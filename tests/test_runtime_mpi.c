@@ -241,6 +241,15 @@ Test(runtime_mpi, shard_optimizer_d2_dp2_equals_threads, .timeout = 300)
     same_as_threads(COMMON " --schedule 1f1b --ranks 2 --dp 2 --shard optimizer", 4, 4);
 }
 
+/* The gradients sharded too (ZeRO-2: reduce-scatters in the middle of the schedule, per
+ * micro-batch, between split backward's I and W; the tied embedding's shards summed): MPI
+ * trains bit for bit like the threads. */
+Test(runtime_mpi, shard_gradients_zb_h1_d2_dp2_tp2_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads(COMMON " --schedule zb-h1 --ranks 2 --dp 2 --tp 2 --shard gradients", 8, 8);
+}
+
 /* A vocabulary that t does not divide (61 over 2 tensor ranks: 31 rows each, the second's last
  * one padding) with a tied head (the last stage's copy of the embedding holds the same rows):
  * the vocabulary-parallel embedding and loss over MPI processes train bit for bit like the

@@ -382,10 +382,10 @@ Test(tuner_search_cli, for_a_target_searches_what_it_runs_and_exports_there)
     cr_expect(strstr(r.err, "--schedules zbv: --for megatron runs only gpipe,1f1b,interleaved"),
               "%s", r.err);
     pp_test_run_done(&r);
-    /* pprun runs recomputation and the sharded optimizer, not ZeRO-2 or CP */
+    /* pprun runs recomputation and both shardings: --shard gradients is searched */
     r = pp_test_run(PPTUNE " --model gpt-13b --nodes 32 --for pprun --shard gradients --no-save");
-    cr_expect_eq(r.code, 2, "%s", r.err);
-    cr_expect(strstr(r.err, "--for pprun: pprun does not run gradient sharding"), "%s", r.err);
+    cr_expect_eq(r.code, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "z2"), "%s", r.out);
     pp_test_run_done(&r);
     r = pp_test_run(PPTUNE " --model gpt-13b --nodes 32 --for megatron-lm --no-save");
     cr_expect_eq(r.code, 2);
@@ -438,24 +438,29 @@ Test(tuner_search_cli, options_that_were_accepted_silently_are_refused, .timeout
     rmdir(dir);
 }
 
-/* A setting pprun does not run (here forced gradient sharding, ZeRO-2) is never trialled: the
- * trial would measure another configuration. Each candidate says so and none is measured.
- * Recomputation and the sharded optimizer, which pprun runs, are trialled. */
+/* A setting pprun does not run (here forced full recomputation with context parallelism) is
+ * never trialled: the trial would measure another configuration. Each candidate says so and
+ * none is measured. Recomputation and both shardings, which pprun runs, are trialled (on two
+ * cores: d = 2 with p = 1, so the shards are real). */
 Test(tuner_search_cli, settings_pprun_cannot_run_are_not_trialled, .timeout = 300)
 {
-    pp_test_run_result r = pp_test_run(PPTUNE " --model tiny --cluster local --shard gradients "
-                                              "--trials 1 --trial-steps 2 --no-save");
+    pp_test_run_result r = pp_test_run(PPTUNE " --model tiny --cluster local --recompute full "
+                                              "--cp 2 --trials 1 --trial-steps 2 --no-save");
     cr_assert_eq(r.code, 0, "%.4000s", r.err);
-    cr_expect(strstr(r.err, "trial not started: pprun has no option for shard gradients"),
+    cr_expect(strstr(r.err, "trial not started: pprun has no option for recompute full with cp"),
               "%.4000s", r.err);
     cr_expect(strstr(r.out, "no trials: none could run"), "%.4000s", r.out);
     pp_test_run_done(&r);
-    r = pp_test_run(PPTUNE " --model tiny --cluster local --shard optimizer --recompute full "
-                           "--trials 1 --trial-steps 2 --no-save");
-    cr_assert_eq(r.code, 0, "%.4000s", r.err);
-    cr_expect(!strstr(r.err, "trial not started"), "%.4000s", r.err);
-    cr_expect(!strstr(r.out, "no trials: none could run"), "%.4000s", r.out);
-    pp_test_run_done(&r);
+    const char *runs[] = {"--shard optimizer --recompute full", "--shard gradients --cp 1"};
+    for (int i = 0; i < 2; i++) {
+        r = pp_test_run(PPTUNE " --model tiny --cluster local %s --trials 1 --trial-steps 2 "
+                               "--no-save",
+                        runs[i]);
+        cr_assert_eq(r.code, 0, "%s: %.4000s", runs[i], r.err);
+        cr_expect(!strstr(r.err, "trial not started"), "%s: %.4000s", runs[i], r.err);
+        cr_expect(!strstr(r.out, "no trials: none could run"), "%s: %.4000s", runs[i], r.out);
+        pp_test_run_done(&r);
+    }
 }
 
 /* Issue 26: a search of a HuggingFace config.json on this machine trials the model the file

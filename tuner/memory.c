@@ -377,7 +377,11 @@ static double stage_held(const pp_tune_model *m, const pp_mem_place *pl, const p
 /* Largest transient of a rank's stages: the fp32 logit gradient of the head, the MLP's
  * ffn-wide backward temporaries, or (full recompute) one layer's recomputed activations; with
  * gradient sharding (ZeRO-2) the largest layer's 16-bit gradient, which lives from its
- * backward until its reduce-scatter into the rank's fp32 shard. */
+ * backward until its reduce-scatter into the rank's fp32 shard (a framework's bucket, as
+ * DeepSpeed's stage 2 reduces each bucket as it fills). This is the mixed-precision model; in
+ * fp32 the memory is the bundled runtime's own plan (pp_tune_memory_runtime), whose ZeRO-2
+ * holds a whole stage's fp32 gradient while that stage's backwards run
+ * (runtime/executor_zero2.c). */
 static double transient(const pp_tune_model *m, const pp_config *c, const pp_tune_opts *o,
                         int holds_head, int holds_moe)
 {

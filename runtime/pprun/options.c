@@ -107,7 +107,8 @@ static const pp_opt tail[] = {
              "split); not together with those flags"},
     {.name = "save-every", .kind = PP_OPT_INT, .offset = OFF(save_every), .min = 1, .arg = "K",
      .help = "write a checkpoint every K steps and at the end\n"
-             "(atomically: parameters, AdamW state, step, data position)"},
+             "(atomically: parameters, AdamW state, step, data position;\n"
+             "a sharded state is written gathered, as an unsharded one)"},
     {.name = "checkpoint", .kind = PP_OPT_STRING, .offset = OFF(checkpoint), .arg = "FILE",
      .help = "the checkpoint file (default pprun.ckpt)"},
     {.name = "resume", .kind = PP_OPT_FLAG, .offset = OFF(resume),
@@ -311,12 +312,6 @@ int pprun_check_settings(const pprun_opts *o)
                     ax[i].pprun_cannot(&o->cfg, o->precision));
             return 2;
         }
-    if (o->cfg.shard != PP_SHARD_NONE && o->cfg.d > 1 && (o->save_every || o->resume)) {
-        fprintf(stderr, "pprun: --shard %s with --save-every / --resume: checkpoints of a sharded "
-                        "optimizer are not written yet\n",
-                pp_shard_name(o->cfg.shard));
-        return 2;
-    }
     return -1;
 }
 
