@@ -1,13 +1,16 @@
 /* launch.c — where this process sits in a job, from the launcher's environment: Open MPI
  * (mpirun), Slurm (srun), or a PMI launcher (MPICH's hydra, Intel MPI); and which ranks share
  * a host, from their host names. The one reading of those variables for pprun, the probes and
- * pptune probe. Read before MPI is initialised, so a GPU process can pick its device
+ * pptune probe; and the threads a rank takes by default (pprun's, and the tuner's model of a
+ * pprun trial). Read before MPI is initialised, so a GPU process can pick its device
  * (cudaSetDevice(local_rank)) first.
  *
  * Not here: starting processes, MPI itself (the callers gather the host names; the runtime's
  * local-rank fallback over MPI is runtime/launch.c), hosts files or rendezvous of our own.
  */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,4 +108,32 @@ void pp_launch_node_name(char *buf, size_t n)
     else if (gethostname(buf, n - 1) != 0)
         buf[0] = '\0';
     buf[n - 1] = '\0';
+}
+
+/* CPUs this process may run on (its affinity mask), else the online ones. */
+static int usable_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static int env_threads(void)
+{
+    const char *v = getenv("OPENBLAS_NUM_THREADS");
+    char *end;
+    long n = v && *v ? strtol(v, &end, 10) : 0;
+    return n >= 1 && n <= 1024 && !*end ? (int)n : 0;
+}
+
+int pp_launch_threads_per_rank(int ranks_here, const char **from)
+{
+    int n = env_threads();
+    if (from)
+        *from = n ? "OPENBLAS_NUM_THREADS" : NULL;
+    if (!n)
+        n = usable_cpus() / (ranks_here > 0 ? ranks_here : 1);
+    return n < 1 ? 1 : n;
 }

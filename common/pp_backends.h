@@ -44,6 +44,7 @@ typedef struct {
     size_t layers;              /* the stage's blocks */
     int last;                   /* it holds the head and the loss */
     int bf16;                   /* the backend computes in bf16 (it has the precision) */
+    int threads;                /* a host backend's kernel threads per rank (>= 1) */
 } pp_backend_stage;
 
 typedef struct {

@@ -214,6 +214,12 @@ typedef struct {
 /* PP_ERR_INVALID when a variable is not a number or the rank is outside 0..size-1 (the
  * message names the variable and its value). */
 pp_status pp_launch_detect(pp_launch_info *out);
+/* The threads each of the ranks_here ranks of this process takes by default (pprun's BLAS and
+ * kernel threads without --threads / --kernel-threads): OPENBLAS_NUM_THREADS where set
+ * (1..1024; *from = "OPENBLAS_NUM_THREADS"), else the CPUs this process may run on (its
+ * affinity mask: taskset, cgroups' cpusets, Slurm's binding; else the online ones) / ranks_here,
+ * at least 1 (*from = NULL). from may be NULL. The tuner's model of a pprun trial takes it too. */
+int pp_launch_threads_per_rank(int ranks_here, const char **from);
 
 /* Groups the n ranks of a job by host. hosts holds each rank's host name in a slot of `stride`
  * bytes (as MPI_Allgather of gethostname leaves them). Fills, where not NULL, node_of[r]: the

@@ -61,12 +61,11 @@ static const char *ep_pprun_cannot(const pp_config *c, int precision)
                                                     : NULL;
 }
 
-/* pprun does not run recomputation together with context parallelism yet. */
-static const char *recompute_pprun_cannot(const pp_config *c, int precision)
+/* pprun's ring attention runs in fp32 only on a device (runtime/cuda/attention_cp_cuda.cu; the
+ * CPU computes in fp32 whatever is asked). */
+static const char *cp_pprun_cannot(const pp_config *c, int precision)
 {
-    (void)precision;
-    return c->cp > 1 && (c->recompute != PP_RECOMPUTE_NONE || c->recompute_layers > 0) ? " with cp"
-                                                                                       : NULL;
+    return c->cp > 1 && precision == PP_PREC_BF16 ? " in bf16" : NULL;
 }
 
 /* pprun's line carries the recomputation only where there is one. */
@@ -194,14 +193,13 @@ static const pp_config_axis axes[] = {
      .help = "activation recomputation: none (default) | selective\n"
              "(each block's attention probabilities) | full (each\n"
              "block keeps its input, its forward rerun in backward)",
-     .profile_role = PP_CONFIG_PROFILE_FOLLOWS, .on_line = recompute_set,
-     .pprun_cannot = recompute_pprun_cannot, .line = 130},
+     .profile_role = PP_CONFIG_PROFILE_FOLLOWS, .on_line = recompute_set, .line = 130},
     {.key = "recompute_layers", .kind = PP_CONFIG_INT, .offset = OFF(recompute_layers),
      .min = 0, .optional_minor = 3, .rule = recompute_layers_rule, .flag = "--recompute-layers",
      .arg = "k", .help = "with --recompute full: only the first k blocks of each\n"
                          "stage (Megatron's block method; default all)",
      .flag_min = 1, .profile_role = PP_CONFIG_PROFILE_FOLLOWS, .on_line = recompute_layers_set,
-     .pprun_cannot = recompute_pprun_cannot, .line = 140},
+     .line = 140},
     /* 1.2 wrote "distributed_optimizer" (true: "optimizer"); config_json.c still reads it */
     {.key = "shard", .kind = PP_CONFIG_ENUM, .offset = OFF(shard), .names = pp_shard_names,
      .optional_minor = 3, .flag = "--shard", .arg = "WHAT",
@@ -218,9 +216,9 @@ static const pp_config_axis axes[] = {
      .help = "context-parallel ranks sharing each sequence (Megatron's\n"
              "--context-parallel-size: rank i holds chunks i and 2c-1-i\n"
              "of 2c; ring attention: K/V passed around the group;\n"
-             "2c must divide --seq; cpu backend)",
+             "2c must divide --seq; cuda: fp32 only)",
      .flag_min = 1, .profile_role = PP_CONFIG_PROFILE_LAYOUT, .on_line = context_parallel,
-     .line = 85},
+     .pprun_cannot = cp_pprun_cannot, .line = 85},
     {.key = "ep", .kind = PP_CONFIG_INT, .offset = OFF(ep), .min = 1, .dflt = 1,
      .optional_minor = 5, .shown = 2, .rule = ep_rule, .flag = "--ep", .arg = "e",
      .help = "expert-parallel ranks of a mixture-of-experts model,\n"

@@ -106,7 +106,8 @@ const char *pp_profile_pprun_unrun(const pp_config *c, int precision, char *buf,
             len += (size_t)snprintf(buf + len, n - len, "%s%s %s%s", len ? ", " : "", a[i].key,
                                     a[i].names[v], cannot ? cannot : "");
         else
-            len += (size_t)snprintf(buf + len, n - len, "%s%s %d", len ? ", " : "", a[i].key, v);
+            len += (size_t)snprintf(buf + len, n - len, "%s%s %d%s", len ? ", " : "", a[i].key, v,
+                                    cannot ? cannot : "");
     }
     return len ? buf : NULL;
 }

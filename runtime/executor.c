@@ -79,6 +79,11 @@ static pp_status check_params(const pp_rt_exec_params *p)
                       "attention kernel (runtime/backend.h: attention_cp_fwd); run it on the "
                       "cpu backend",
                       cp, row->name);
+    if (cp > 1 && row && row->device_memory && p->precision == PP_PREC_BF16)
+        return PP_ERR(PP_ERR_UNSUPPORTED,
+                      "context parallelism (cp %d) with bf16: the %s backend's ring attention "
+                      "runs in fp32 only; use --precision fp32",
+                      cp, row->name);
     int dp = p->dp * cp; /* replicas, each cp rank one */
     if (p->tp < 0 || p->tp > 64)
         return PP_ERR(PP_ERR_INVALID, "tensor-parallel ranks must be 1..64, got %d", p->tp);
@@ -102,9 +107,6 @@ static pp_status check_params(const pp_rt_exec_params *p)
                       "per whole tensor by AdamW, a shard steps slices of them); use fp32",
                       p->shard == PP_RT_SHARD_OPTIMIZER ? "optimizer" : "gradients");
     PP_TRY(check_ep(p, row));
-    if (p->cp > 1 && p->recompute)
-        return PP_ERR(PP_ERR_UNSUPPORTED, "recomputation with context parallelism "
-                                          "(--cp %d): not run together yet", p->cp);
     if ((long)dp * s->ranks * t > 1024)
         return PP_ERR(PP_ERR_INVALID, "%d replicas x %d ranks x %d tensor ranks = %ld threads; at "
                       "most 1024",
@@ -219,6 +221,26 @@ static pp_status cp_send(void *ctx, const float *buf, size_t n)
     return pp_ex_send(ex, rs, to, tag, buf, n * sizeof *buf);
 }
 
+/* Sent held (pp_transport_send_held): released at the end of the ring step by cp_release, so
+ * the copy's lifetime is the sender's program order, as the memory plan counts it (the staged
+ * backend's host copies are outside the accounting: sent plainly). */
+static pp_status cp_send_held(void *ctx, const float *buf, size_t n)
+{
+    rank_state *rs = ctx;
+    pp_rt_executor *ex = rs->ex;
+    if (ex->staged)
+        return cp_send(ctx, buf, n);
+    int c = rs->replica % ex->CP, to = rs->cp_group[(c + 1) % ex->CP];
+    uint64_t tag = pp_ex_coll_tag(TAG_TPAR, 1, rs->cp_sent++ & 0xfffff);
+    return pp_transport_send_held(ex->tp, rs->g, to, tag, buf, n * sizeof *buf);
+}
+
+static pp_status cp_release(void *ctx)
+{
+    rank_state *rs = ctx;
+    return pp_transport_release_held(rs->ex->tp, rs->g);
+}
+
 static pp_status cp_recv(void *ctx, float *buf, size_t n)
 {
     rank_state *rs = ctx;
@@ -262,7 +284,8 @@ static pp_status create_stages(pp_rt_executor *ex, int g)
                 .grads_outside = ex->shard == PP_RT_SHARD_GRADIENTS, /* executor_zero2.c */
                 .cp = ex->CP,
                 .cp_rank = k % ex->CP,
-                .cp_send = cp_send,
+                .cp_send = cp_send_held,
+                .cp_release = cp_release,
                 .cp_recv = cp_recv,
                 .cp_ctx = &ex->rk[g],
                 .ep = ex->EP,

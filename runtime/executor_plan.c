@@ -28,6 +28,12 @@ static void plan_params(const pp_rt_executor *ex, pp_rt_plan_params *pp)
                               .recompute = ex->recompute,
                               .recompute_layers = ex->recompute_layers,
                               .shard = ex->shard,
+                              /* what the host backends were made with (their rows' makers) */
+                              .kernel_threads = pp_backend_row_of(ex->backend) &&
+                                                        pp_backend_row_of(ex->backend)->host_threads
+                                                    ? pp_backend_cpu_set_kernel_threads(0)
+                                                    : 1,
+
                               .cp = ex->CP,
                               .ep = ex->EP};
 }

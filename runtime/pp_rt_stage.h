@@ -73,11 +73,15 @@ typedef struct {
      * sends n floats to the next cp rank (cp_rank + 1 mod cp) without waiting for it to
      * receive them (the buffer may be reused when it returns), cp_recv receives n floats
      * from the previous one; every rank of the group calls them the same times in the same
-     * order, and the k-th receive takes the previous rank's k-th send. Required with it. The
+     * order, and the k-th receive takes the previous rank's k-th send. Required with it.
+     * cp_release (optional): waits until the sends so far are received and frees their copies,
+     * called at the end of each ring step, so a send's copy lives from the send to the end of
+     * its step in program order (the memory plan counts it there: plan/plan.c). The
      * backend must have the context-parallel attention kernels (PP_ERR_UNSUPPORTED). */
     int cp, cp_rank;
     pp_status (*cp_send)(void *ctx, const float *buf, size_t n);
     pp_status (*cp_recv)(void *ctx, float *buf, size_t n);
+    pp_status (*cp_release)(void *ctx);
     void *cp_ctx;
     /* Activation recomputation (pp_rt_sizes.h's PP_RT_RC_*: 0 none, 1 selective, 2 full) and,
      * with full, the first recompute_layers blocks of the stage (0: all). A recomputed block

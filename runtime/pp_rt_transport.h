@@ -65,6 +65,15 @@ uint64_t pp_transport_tag(int pipe, int stage, int mb, int dir);
  * Returns PP_OK; PP_ERR_INVALID for a rank outside the transport; PP_ERR_DEVICE once aborted. */
 pp_status pp_transport_send(pp_transport *t, int from, int to, uint64_t tag, const void *buf,
                             size_t bytes);
+/* As pp_transport_send, but the copy is held apart: this send releases none of the rank's
+ * other messages and they do not release it, until pp_transport_release_held waits for the
+ * rank's held messages to be received and frees them. The copies' lifetimes then follow the
+ * sender's program order, not the receiver's timing (the context-parallel ring's messages,
+ * runtime/stage_cp.c, which the memory plan counts: plan/plan.c). A transport without it
+ * sends plainly and release does nothing. */
+pp_status pp_transport_send_held(pp_transport *t, int from, int to, uint64_t tag, const void *buf,
+                                 size_t bytes);
+pp_status pp_transport_release_held(pp_transport *t, int rank);
 /* Receives the message from `from` with `tag` into buf (the caller's). Returns PP_OK;
  * PP_ERR_INVALID for a bad rank or a size that differs from the message's; PP_ERR_DEVICE once
  * aborted. */

@@ -570,6 +570,7 @@ pp_status pp_rt_stage_create(pp_backend *be, const pp_rt_stage_params *p, pp_rt_
     st->T = p->seq / st->cp;
     st->cp_send = p->cp_send;
     st->cp_recv = p->cp_recv;
+    st->cp_release = p->cp_release;
     st->cp_ctx = p->cp_ctx;
     st->seed = p->seed;
     st->tp = p->tp > 1 ? p->tp : 1;

@@ -302,7 +302,10 @@ static pp_status head_bwd(pp_rt_stage *st, const pp_head_acts *h, const int32_t 
  * which the next block's kept input already holds, lands in the workspace's unused input place
  * (a->x is the slot's); under sequence parallelism the forward's (N, C) workspace is dfull,
  * free between blocks. Selective: the probabilities from the kept (rotated) q, k, v; the
- * attention output it writes beside them is the slot's atty again, not needed. With split
+ * attention output it writes beside them is the slot's atty again, not needed. Under context
+ * parallelism both rerun the ring forward (stage_cp.c), its K/V exchange included, on every
+ * cp rank of the group at the same point of the schedule, so the ring's messages pair up as
+ * in the forward. With split
  * backward, what W takes of a full recomputation is copied by I into what it holds for W
  * (pp_rt_size_wheld_bytes); the workspace ends with I. */
 static pp_status recompute(pp_rt_stage *st, int l, const pp_layer_acts *a, workspace *ws)
@@ -313,6 +316,8 @@ static pp_status recompute(pp_rt_stage *st, int l, const pp_layer_acts *a, works
         return pp_stage_block_fwd(st, l, a, ws->rc, st->sp > 1 ? ws->dfull : NULL);
     case PP_RT_RC_SELECTIVE: {
         float *atty = ws->rc + pp_rt_size_att_floats(&st->d, (size_t)st->B, (size_t)st->T);
+        if (st->cp > 1) /* the ring again: the K/V blocks of the whole cp group */
+            return pp_stage_cp_attention_fwd(st, a->qkv, atty, a->att);
         return be->ops->attention_fwd(be->ctx, atty, a->att, a->qkv, st->B, st->T, st->Hl, st->KVl,
                                       st->hd);
     }
@@ -356,6 +361,14 @@ static pp_status workspace_alloc(pp_rt_stage *st, workspace *ws)
     size_t qkg = pp_rt_size_qkn_grads_floats(&st->d, nl);
     ws->qkg = qkg ? p : NULL, p += qkg;
     ws->scratch = p;
+    if (st->cp > 1 && nl > 0) {
+        /* a recomputation's ring forward (before the block's backward, which zeroes dkv and
+         * writes dsum at its first step) keeps its running max and sum in dkv and dsum, 2 N Hl
+         * of their N (qkv + Hl) floats, and its block scratch in the attention scratch: the
+         * backward's workspace holds it unchanged */
+        st->cp_ml = ws->dkv;
+        st->cp_scratch = ws->scratch;
+    }
     return PP_OK;
 }
 
@@ -507,7 +520,7 @@ static pp_status run_backward(pp_rt_stage *st, void *mem, const float *dx_out, f
     PP_TRY(workspace_alloc(st, &ws));
     ws.loss_scale = loss_scale;
     pp_status rc = backward_slot(st, mem, dx_out, dx_in, loss_scale, &ws);
-    st->cp_kv = NULL;
+    st->cp_kv = st->cp_ml = st->cp_scratch = NULL;
     pp_stage_mem_free(st, ws.mem, ws.bytes, PP_MEM_WORKSPACE);
     return rc;
 }

@@ -16,7 +16,10 @@
  * attention with the online softmax (runtime/backend.h: attention_cp_fwd). The backward passes
  * the blocks around again, each with the gradient of its K/V accumulating as it goes; after
  * the last step that gradient reaches its owner. Whole qkv rows travel (the q columns too), as
- * the transports move contiguous buffers: 1 + NH / (2 NKV) times the K/V bytes.
+ * the transports move contiguous buffers: 1 + NH / (2 NKV) times the K/V bytes. Each step ends
+ * when its sends are received (cp_release): a rank's message copies are then one block in a
+ * forward step and two in a backward step, at points of its program order the memory plan
+ * walks (plan/plan.c), whatever the other ranks' timing.
  * Not here: the loss and the gradient reduction over the group, which the executor treats as
  * data-parallel replicas (Megatron reduces gradients over the combined dp x cp group).
  */
@@ -25,7 +28,7 @@
 /* Global chunk of local chunk j (0, 1) of this rank. */
 static int chunk_of(const pp_rt_stage *st, int j)
 {
-    return j ? 2 * st->cp - 1 - st->cpr : st->cpr;
+    return pp_rt_cp_chunk(j, st->cp, st->cpr);
 }
 
 /* The embedding of each (sequence, local chunk) at the chunk's true positions: the position
@@ -73,6 +76,13 @@ static pp_status ring_send(pp_rt_stage *st, const float *buf)
     return st->cp_send(st->cp_ctx, buf, (size_t)st->B * st->T * st->qkv);
 }
 
+/* The end of a ring step: its sends received, their copies freed (pp_rt_stage_params.cp_release),
+ * so at most the step's blocks are in flight from each rank: one forward, two backward. */
+static pp_status ring_release(pp_rt_stage *st)
+{
+    return st->cp_release ? st->cp_release(st->cp_ctx) : PP_OK;
+}
+
 /* Step i of the ring holds the block of cp rank cpr - i (mod cp): the rank's own first. */
 static int owner_at(const pp_rt_stage *st, int i)
 {
@@ -82,9 +92,7 @@ static int owner_at(const pp_rt_stage *st, int i)
 pp_status pp_stage_cp_attention_fwd(pp_rt_stage *st, const float *qkv, float *atty, float *att)
 {
     pp_backend *be = st->be;
-    size_t N = (size_t)st->B * st->T;
-    float *kv = st->cp_kv, *ml = kv + pp_rt_size_cp_kv_floats(&st->d, N);
-    float *scratch = ml + 2 * pp_rt_size_cp_stats_floats(&st->d, N);
+    float *kv = st->cp_kv, *ml = st->cp_ml, *scratch = st->cp_scratch;
     const float *cur = qkv;
     for (int i = 0; i < st->cp; i++) {
         int more = i + 1 < st->cp;
@@ -96,6 +104,7 @@ pp_status pp_stage_cp_attention_fwd(pp_rt_stage *st, const float *qkv, float *at
         if (more) { /* the send copied cur: the buffer takes the next block */
             PP_TRY(ring_recv(st, kv));
             cur = kv;
+            PP_TRY(ring_release(st));
         }
     }
     return be->ops->attention_cp_fwd_end(be->ctx, atty, att, ml, st->B, st->T, st->Hl, st->hd,
@@ -122,6 +131,7 @@ pp_status pp_stage_cp_attention_bwd(pp_rt_stage *st, const float *qkv, const flo
             cur = st->cp_kv;
         }
         PP_TRY(ring_recv(st, dkv));
+        PP_TRY(ring_release(st));
     }
     /* dkv: every rank's queries' share of this rank's keys' and values' gradient; dqkv's k
      * and v columns are zero (the first step zeroed them, the steps wrote only q columns) */

@@ -395,6 +395,8 @@ pp_status pp_rt_stage_forward(pp_rt_stage *st, int slot, const int32_t *tokens, 
     /* the layout of pp_rt_size_fwd_ws: the sequence-parallel (N, C), then the ring's, then the
      * recompute workspace, then (head_fwd_vocab) the vocabulary-parallel loss's statistics */
     st->cp_kv = st->cp > 1 && fws ? (float *)fws + (st->sp > 1 ? N * st->cfg.hidden : 0) : NULL;
+    st->cp_ml = st->cp_kv ? st->cp_kv + pp_rt_size_cp_kv_floats(&st->d, N) : NULL;
+    st->cp_scratch = st->cp_ml ? st->cp_ml + 2 * pp_rt_size_cp_stats_floats(&st->d, N) : NULL;
     size_t rcf = pp_rt_size_rc_ws_floats(&st->d, (size_t)st->B, (size_t)st->T, (size_t)st->nl);
     float *rws = rcf ? (float *)fws +
                            pp_rt_size_fwd_ws_xent_at(&st->d, (size_t)st->B, (size_t)st->T,
@@ -403,7 +405,7 @@ pp_status pp_rt_stage_forward(pp_rt_stage *st, int slot, const int32_t *tokens, 
                      : NULL;
     if (rc == PP_OK)
         rc = forward_in_slot(st, mem, tokens, x_in, targets, x_out, loss, fws, rws);
-    st->cp_kv = NULL;
+    st->cp_kv = st->cp_ml = st->cp_scratch = NULL;
     if (fws)
         pp_stage_mem_free(st, fws, ws_bytes, PP_MEM_WORKSPACE);
     if (rc != PP_OK) { /* give the slot back: a failed forward leaves nothing saved */

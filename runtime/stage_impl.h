@@ -153,13 +153,16 @@ struct pp_rt_stage {
     /* context parallelism (stage_cp.c): cp ranks (1: none), this one's index; T above is then
      * the rank's seq / cp tokens of a sequence (two chunks, rope_freq.h's pp_rope_pos); the
      * ring's send to the next cp rank and receive from the previous one; cp_kv: the call's
-     * buffer of one ring block (pp_rt_size_cp_kv_floats; set by the forward / backward for
-     * its duration, the forward's statistics and scratch after it) */
+     * buffer of one ring block (pp_rt_size_cp_kv_floats), cp_ml the ring forward's running
+     * max and sum (two of pp_rt_size_cp_stats_floats), cp_scratch its block scratch
+     * (pp_rt_size_attn_scratch_cp): set by the forward, and by a backward for a recomputation's
+     * ring forward, for the call's duration */
     int cp, cpr;
     pp_status (*cp_send)(void *ctx, const float *buf, size_t n);
     pp_status (*cp_recv)(void *ctx, float *buf, size_t n);
+    pp_status (*cp_release)(void *ctx); /* NULL: none */
     void *cp_ctx;
-    float *cp_kv;
+    float *cp_kv, *cp_ml, *cp_scratch;
     /* expert parallelism (stage_moe.c): ep ranks (1: none), this one's index (it holds the
      * experts [epr E / ep, (epr + 1) E / ep)), the all-to-all over them */
     int ep, epr;
@@ -275,7 +278,7 @@ pp_status pp_stage_norm_bwd(pp_rt_stage *st, float *dx, float *dg, float *db, co
 pp_status pp_stage_cp_embed_fwd(pp_rt_stage *st, float *out, const int32_t *tok);
 pp_status pp_stage_cp_embed_bwd(pp_rt_stage *st, const float *dout, const int32_t *tok);
 /* Ring attention of the rank's (rotated) qkv (N, qkv) over the cp group's keys into atty
- * (N, qd), saving att; st->cp_kv must hold pp_rt_size_fwd_ws's context-parallel part. */
+ * (N, qd), saving att; in st->cp_kv, cp_ml and cp_scratch (see pp_rt_stage). */
 pp_status pp_stage_cp_attention_fwd(pp_rt_stage *st, const float *qkv, float *atty, float *att);
 /* Its backward: dqkv (N, qkv) of the rank's rows from datty (N, qd) and the saved output atty;
  * st->cp_kv and dkv: a block each (pp_rt_size_cp_kv_floats), dsum pp_rt_size_cp_stats_floats,

@@ -63,15 +63,40 @@ static pp_status check_rank(const pp_transport *t, const char *what, int rank)
     return PP_OK;
 }
 
-pp_status pp_transport_send(pp_transport *t, int from, int to, uint64_t tag, const void *buf,
-                            size_t bytes)
+/* A send's checks: both ranks in the transport, a buffer where there are bytes. */
+static pp_status check_send(pp_transport *t, int from, int to, const void *buf, size_t bytes)
 {
     PP_TRY(check_rank(t, "send", from));
     PP_TRY(check_rank(t, "send", to));
     if (!buf && bytes)
         return PP_ERR(PP_ERR_INVALID, "transport send %d -> %d: NULL buffer of %zu bytes", from, to,
                       bytes);
+    return PP_OK;
+}
+
+pp_status pp_transport_send(pp_transport *t, int from, int to, uint64_t tag, const void *buf,
+                            size_t bytes)
+{
+    PP_TRY(check_send(t, from, to, buf, bytes));
     PP_TRY(t->ops->send(t->ctx, from, to, tag, buf, bytes));
+    return PP_OK;
+}
+
+pp_status pp_transport_send_held(pp_transport *t, int from, int to, uint64_t tag, const void *buf,
+                                 size_t bytes)
+{
+    if (!t->ops->send_held)
+        return pp_transport_send(t, from, to, tag, buf, bytes);
+    PP_TRY(check_send(t, from, to, buf, bytes));
+    PP_TRY(t->ops->send_held(t->ctx, from, to, tag, buf, bytes));
+    return PP_OK;
+}
+
+pp_status pp_transport_release_held(pp_transport *t, int rank)
+{
+    PP_TRY(check_rank(t, "release", rank));
+    if (t->ops->release_held)
+        PP_TRY(t->ops->release_held(t->ctx, rank));
     return PP_OK;
 }
 

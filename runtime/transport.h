@@ -37,6 +37,12 @@ typedef struct {
     pp_status (*alltoallv)(void *ctx, int rank, const int *group, int n_group, uint64_t tag,
                            const void *send, const size_t *send_bytes, void *recv,
                            const size_t *recv_bytes);
+    /* Optional (NULL: send, and release is a no-op): a send whose copy is held apart from the
+     * rank's other messages (no other buffer is released by it, nor it by them) until
+     * release_held, which waits until the rank's held messages are received and frees them. */
+    pp_status (*send_held)(void *ctx, int from, int to, uint64_t tag, const void *buf,
+                           size_t bytes);
+    pp_status (*release_held)(void *ctx, int rank);
 } pp_transport_ops;
 
 struct pp_transport {

@@ -4,7 +4,8 @@
  * Point to point on a duplicate of MPI_COMM_WORLD of its own: send copies the bytes into a
  * buffer (PP_MEM_COMM in the rank's backend once the executor binds it), posts MPI_Isend and
  * returns; the buffer lives until MPI_Test / MPI_Wait says the send completed (checked on
- * every later send, waited for in flush). recv is a blocking MPI_Recv into the caller's buffer.
+ * every later send, waited for in flush); a held send's (send_held) until release_held waits
+ * for it. recv is a blocking MPI_Recv into the caller's buffer.
  *
  * All-reduce on a second duplicate communicator, so its messages never match a pipeline hop:
  * every member sends its part to the group's first rank (the root), which sums the parts in
@@ -53,6 +54,7 @@ typedef struct pending_send {
     MPI_Request req;
     void *buf;
     size_t bytes;
+    int held; /* sent by send_held: released by release_held (or flush) only */
 } pending_send;
 
 struct pp_transport_req {
@@ -321,13 +323,18 @@ static void buf_free(mctx *c, void *p, size_t bytes)
         free(p);
 }
 
-/* Releases the sends that completed (wait = 1: all of them, waiting). */
-static pp_status reclaim(mctx *c, int wait)
+/* Releases the sends that completed (wait = 1: all of them, waiting), of those `which` names. */
+enum { RECLAIM_PLAIN, RECLAIM_HELD, RECLAIM_ALL };
+static pp_status reclaim_which(mctx *c, int wait, int which)
 {
     pp_status st = PP_OK;
     for (pending_send **pp = &c->sends; *pp;) {
         pending_send *s = *pp;
         int done = 0, rc;
+        if (which != RECLAIM_ALL && s->held != (which == RECLAIM_HELD)) {
+            pp = &s->next;
+            continue;
+        }
         if (wait) {
             pp_status w = await_one(c, &s->req, NULL, s->to, "the completion of a send");
             if (w != PP_OK)
@@ -350,14 +357,18 @@ static pp_status reclaim(mctx *c, int wait)
     return st;
 }
 
-static pp_status m_send(void *ctx, int from, int to, uint64_t tag, const void *buf, size_t bytes)
+static pp_status reclaim(mctx *c, int wait)
 {
-    mctx *c = ctx;
-    (void)from;
+    return reclaim_which(c, wait, wait ? RECLAIM_ALL : RECLAIM_PLAIN);
+}
+
+static pp_status send_msg(mctx *c, int to, uint64_t tag, const void *buf, size_t bytes, int held)
+{
     int mt;
     PP_TRY(mpi_tag(tag, &mt));
     PP_TRY(check_count(bytes, "message"));
-    PP_TRY(reclaim(c, 0));
+    if (!held)
+        PP_TRY(reclaim(c, 0));
     pending_send *s = calloc(1, sizeof *s);
     if (!s)
         return PP_ERR(PP_ERR_NOMEM, "MPI transport: cannot allocate a send descriptor");
@@ -369,6 +380,7 @@ static pp_status m_send(void *ctx, int from, int to, uint64_t tag, const void *b
         memcpy(s->buf, buf, bytes);
     s->bytes = bytes;
     s->to = to;
+    s->held = held;
     int rc = MPI_Isend(s->buf, (int)bytes, MPI_BYTE, to, mt, c->p2p, &s->req);
     if (rc != MPI_SUCCESS) {
         buf_free(c, s->buf, bytes);
@@ -378,6 +390,25 @@ static pp_status m_send(void *ctx, int from, int to, uint64_t tag, const void *b
     s->next = c->sends;
     c->sends = s;
     return PP_OK;
+}
+
+static pp_status m_send(void *ctx, int from, int to, uint64_t tag, const void *buf, size_t bytes)
+{
+    (void)from;
+    return send_msg(ctx, to, tag, buf, bytes, 0);
+}
+
+static pp_status m_send_held(void *ctx, int from, int to, uint64_t tag, const void *buf,
+                             size_t bytes)
+{
+    (void)from;
+    return send_msg(ctx, to, tag, buf, bytes, 1);
+}
+
+static pp_status m_release_held(void *ctx, int rank)
+{
+    (void)rank;
+    return reclaim_which(ctx, 1, RECLAIM_HELD);
 }
 
 static pp_status m_recv(void *ctx, int to, int from, uint64_t tag, void *buf, size_t bytes)
@@ -804,6 +835,8 @@ static const pp_transport_ops mpi_ops = {
     .allgather = m_allgather,
     .reduce_scatter_sum = m_reduce_scatter,
     .alltoallv = m_alltoallv,
+    .send_held = m_send_held,
+    .release_held = m_release_held,
 };
 
 static pp_status init_mpi(mctx *c)

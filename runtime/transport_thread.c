@@ -5,7 +5,9 @@
  * sender's backend when backends are given), appends it to the receiver's mailbox and
  * returns; recv waits for the (from, tag) message, copies it out and marks it consumed. The
  * sender releases consumed buffers itself, on its next send or flush, because a backend's
- * accounting is not thread-safe and must only be touched by its own rank's thread.
+ * accounting is not thread-safe and must only be touched by its own rank's thread. A held
+ * send (send_held) is released only by release_held, which waits for its receipt: its lifetime
+ * follows the sender's program order.
  *
  * Collectives: the members of an all-reduce post their buffers; the last to arrive sums them
  * in group order, writes the sum into every member's buffer and wakes the waiters. No member
@@ -31,6 +33,7 @@ typedef struct msg {
     size_t bytes;
     void *buf;
     int consumed; /* guarded by the sender's outbox lock */
+    int held;     /* sent by send_held: released by release_held only */
 } msg;
 
 typedef struct {
@@ -101,15 +104,17 @@ static void msg_free(tctx *c, msg *m)
     free(m);
 }
 
-/* Releases the buffers of `rank`'s messages that have been received. */
-static void reclaim(tctx *c, int rank)
+/* Releases the buffers of `rank`'s messages that have been received (held: the held ones only,
+ * else the others; all: every one). */
+enum { RECLAIM_PLAIN, RECLAIM_HELD, RECLAIM_ALL };
+static void reclaim_which(tctx *c, int rank, int which)
 {
     outbox *o = &c->obox[rank];
     msg *done = NULL;
     pthread_mutex_lock(&o->mu);
     for (msg **pp = &o->sent; *pp;) {
         msg *m = *pp;
-        if (m->consumed) {
+        if (m->consumed && (which == RECLAIM_ALL || m->held == (which == RECLAIM_HELD))) {
             *pp = m->sent_next;
             m->sent_next = done;
             done = m;
@@ -125,12 +130,18 @@ static void reclaim(tctx *c, int rank)
     }
 }
 
-static pp_status t_send(void *ctx, int from, int to, uint64_t tag, const void *buf, size_t bytes)
+static void reclaim(tctx *c, int rank)
 {
-    tctx *c = ctx;
+    reclaim_which(c, rank, RECLAIM_PLAIN);
+}
+
+static pp_status send_msg(tctx *c, int from, int to, uint64_t tag, const void *buf, size_t bytes,
+                          int held)
+{
     if (atomic_load(&c->aborted))
         return aborted_error("send", from);
-    reclaim(c, from);
+    if (!held)
+        reclaim(c, from);
     msg *m = calloc(1, sizeof *m);
     if (!m)
         return PP_ERR(PP_ERR_NOMEM, "transport: cannot allocate a message descriptor");
@@ -144,6 +155,7 @@ static pp_status t_send(void *ctx, int from, int to, uint64_t tag, const void *b
     m->from = from;
     m->tag = tag;
     m->bytes = bytes;
+    m->held = held;
 
     outbox *o = &c->obox[from];
     pthread_mutex_lock(&o->mu);
@@ -161,6 +173,38 @@ static pp_status t_send(void *ctx, int from, int to, uint64_t tag, const void *b
     b->tail = m;
     pthread_cond_broadcast(&b->cv);
     pthread_mutex_unlock(&b->mu);
+    return PP_OK;
+}
+
+static pp_status t_send(void *ctx, int from, int to, uint64_t tag, const void *buf, size_t bytes)
+{
+    return send_msg(ctx, from, to, tag, buf, bytes, 0);
+}
+
+static pp_status t_send_held(void *ctx, int from, int to, uint64_t tag, const void *buf,
+                             size_t bytes)
+{
+    return send_msg(ctx, from, to, tag, buf, bytes, 1);
+}
+
+/* Waits until every held message of `rank` is received, then frees them. */
+static pp_status t_release_held(void *ctx, int rank)
+{
+    tctx *c = ctx;
+    outbox *o = &c->obox[rank];
+    pthread_mutex_lock(&o->mu);
+    for (;;) {
+        int open = 0;
+        for (msg *m = o->sent; m; m = m->sent_next)
+            open |= m->held && !m->consumed;
+        if (!open || atomic_load(&c->aborted))
+            break;
+        pthread_cond_wait(&o->cv, &o->mu);
+    }
+    pthread_mutex_unlock(&o->mu);
+    if (atomic_load(&c->aborted))
+        return aborted_error("release", rank);
+    reclaim_which(c, rank, RECLAIM_HELD);
     return PP_OK;
 }
 
@@ -220,7 +264,7 @@ static pp_status t_flush(void *ctx, int rank)
         pthread_cond_wait(&o->cv, &o->mu);
     int left = o->pending;
     pthread_mutex_unlock(&o->mu);
-    reclaim(c, rank);
+    reclaim_which(c, rank, RECLAIM_ALL);
     if (left > 0)
         return aborted_error("flush", rank);
     return PP_OK;
@@ -579,6 +623,8 @@ static const pp_transport_ops thread_ops = {
     .allgather = t_allgather,
     .reduce_scatter_sum = t_reduce_scatter,
     .alltoallv = t_alltoallv,
+    .send_held = t_send_held,
+    .release_held = t_release_held,
 };
 
 pp_status pp_transport_thread_create(int ranks, pp_backend *const *backends, pp_transport **out)

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "pp_rt.h"
+#include "pp_rt_sizes.h"
 #include "sched_split.h"
 
 #include "pp_test_ok.h"
@@ -447,6 +448,82 @@ Test(runtime_exec_mem, llama_plan_equals_measured_with_context_parallelism)
     llama = 1;
     check_cp_plan("1f1b", 2, 4, 0, 1, 1, 2);
     check_cp_plan("zbv", 2, 4, 0, 1, 2, 4); /* t = 2 with SP: 16 / 4 tokens split by 2 */
+}
+
+/* The default unstaged CPU backend counts the in-process transport's message copies
+ * (PP_MEM_COMM): the ring's sends are held until the end of their ring step (runtime/
+ * stage_cp.c, pp_transport_send_held), one K/V block per forward step, one per recomputation's
+ * ring step and two per backward step, and the plan counts them there. With one pipeline rank
+ * (no pipeline messages, whose copies' release depends on the receiver's timing) every rank's
+ * measured peaks, the copies included, equal the plan to the byte; without the ring's copies
+ * the plan would be 1 or 2 blocks low. */
+static void check_unstaged_cp_plan(const char *kind, int N, int dp, int cp, int rc)
+{
+    setup u;
+    cp_ranks = cp;
+    pp_sched_params sp = {.ranks = 1, .microbatches = N, .layers = model().layers};
+    OK(pp_sched_generate(kind, &sp, &u.s));
+    pp_model_cfg m = model();
+    pp_rt_exec_params ep = {.model = &m, .sched = u.s, .micro_batch = B, .seq = T, .dp = dp,
+                            .seed = 5, .clip = 1.0f,
+                            .adamw = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f},
+                            .backend = PP_RT_BACKEND_CPU, .cp = cp, .recompute = rc};
+    OK(pp_rt_executor_create(&ep, &u.ex));
+    u.dp = dp;
+    cp_ranks = 0;
+    steps(&u, 2);
+    char what[96];
+    snprintf(what, sizeof what, "unstaged %s%s dp=%d cp=%d recompute %d", llama ? "llama " : "",
+             kind, dp, cp, rc);
+    for (int g = 0; g < pp_rt_executor_ranks(u.ex); g++) {
+        expect_rank_equals_plan(&u, g, what);
+        cr_assert_gt(pp_rt_executor_plan(u.ex, g)->peak[PP_MEM_COMM], 0, "%s rank %d", what, g);
+    }
+    drop(&u);
+}
+
+Test(runtime_exec_mem, unstaged_plan_counts_the_ring_copies)
+{
+    check_unstaged_cp_plan("gpipe", 4, 1, 2, PP_RT_RC_NONE);
+    check_unstaged_cp_plan("1f1b", 2, 2, 4, PP_RT_RC_NONE);
+    check_unstaged_cp_plan("1f1b", 2, 1, 2, PP_RT_RC_SELECTIVE);
+    llama = 1;
+    check_unstaged_cp_plan("gpipe", 2, 1, 2, PP_RT_RC_FULL);
+    llama = 0;
+}
+
+/* With 3 kernel threads each of the two beyond the first holds its own attention scratch
+ * (cpu_attention.c's parts: T x T floats, a ring block L x L under context parallelism), which
+ * the backend reserves at the plan's figure and counts (PP_MEM_WORKSPACE): the plan, 2 x that
+ * above the one-thread plan's workspace, equals the measured peaks to the byte. */
+static void check_threads_plan(const char *kind, int D, int N, int cp)
+{
+    setup one, u;
+    cp_ranks = cp;
+    pp_backend_cpu_set_kernel_threads(1);
+    make_split(&one, kind, D, N, 0, 1, PP_RT_BACKEND_CPU_STAGED, 0, 0, 1);
+    pp_backend_cpu_set_kernel_threads(3);
+    make_split(&u, kind, D, N, 0, 1, PP_RT_BACKEND_CPU_STAGED, 0, 0, 1);
+    pp_backend_cpu_set_kernel_threads(1);
+    cp_ranks = 0;
+    char what[64];
+    snprintf(what, sizeof what, "%s cp=%d, 3 kernel threads", kind, cp);
+    size_t t = (size_t)T / (size_t)(cp > 1 ? cp : 1);
+    size_t per = cp > 1 ? (t / 2) * (t / 2) * 4 : t * t * 4;
+    for (int g = 0; g < pp_rt_executor_ranks(u.ex); g++)
+        cr_assert_eq(pp_rt_executor_plan(u.ex, g)->peak[PP_MEM_WORKSPACE],
+                     pp_rt_executor_plan(one.ex, g)->peak[PP_MEM_WORKSPACE] + 2 * per, "%s rank %d",
+                     what, g);
+    drop(&one);
+    check_plan_of(&u, what);
+}
+
+Test(runtime_exec_mem, kernel_threads_scratch_is_planned)
+{
+    check_threads_plan("1f1b", 2, 4, 0);
+    check_threads_plan("1f1b", 2, 4, 2);
+    llama = 1;
+    check_threads_plan("zbv", 2, 4, 2);
 }
 
 static size_t heap_in_use(void)

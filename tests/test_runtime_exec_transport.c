@@ -185,6 +185,41 @@ Test(runtime_transport, buffered_messages_count_until_received)
     pp_backend_destroy(be[1]);
 }
 
+/* A held send (the context-parallel ring's) is released by release_held only, once received:
+ * a later plain send does not free it, nor does it free the plain ones; so its lifetime follows
+ * the sender's program order whatever the receiver's timing. */
+Test(runtime_transport, held_messages_live_until_released)
+{
+    pp_backend *be[2];
+    OK(pp_backend_cpu_create(&be[0]));
+    OK(pp_backend_cpu_create(&be[1]));
+    pp_transport *t;
+    OK(pp_transport_thread_create(2, be, &t));
+    float v[100] = {0}, w[10] = {0};
+    OK(pp_transport_send(t, 0, 1, 1, w, sizeof w));
+    OK(pp_transport_send_held(t, 0, 1, 2, v, sizeof v));
+    OK(pp_transport_recv(t, 1, 0, 1, w, sizeof w));
+    OK(pp_transport_recv(t, 1, 0, 2, v, sizeof v));
+    OK(pp_transport_send_held(t, 0, 1, 3, v, sizeof v)); /* releases neither */
+    pp_mem_stats s;
+    pp_backend_mem_stats(be[0], &s);
+    cr_assert_eq(s.current[PP_MEM_COMM], 2 * sizeof v + sizeof w);
+    OK(pp_transport_send(t, 0, 1, 4, w, sizeof w)); /* the received plain one, not the held */
+    pp_backend_mem_stats(be[0], &s);
+    cr_assert_eq(s.current[PP_MEM_COMM], 2 * sizeof v + sizeof w);
+    OK(pp_transport_recv(t, 1, 0, 3, v, sizeof v));
+    OK(pp_transport_release_held(t, 0)); /* both held ones received: freed */
+    pp_backend_mem_stats(be[0], &s);
+    cr_assert_eq(s.current[PP_MEM_COMM], sizeof w);
+    OK(pp_transport_recv(t, 1, 0, 4, w, sizeof w));
+    OK(pp_transport_flush(t, 0));
+    pp_backend_mem_stats(be[0], &s);
+    cr_assert_eq(s.current[PP_MEM_COMM], 0);
+    pp_transport_destroy(t);
+    pp_backend_destroy(be[0]);
+    pp_backend_destroy(be[1]);
+}
+
 static void *blocked_recv(void *p)
 {
     pp_arg *a = p;

@@ -230,6 +230,22 @@ Test(runtime_mpi, recompute_selective_zb_h1_d4_equals_threads, .timeout = 300)
     same_as_threads(COMMON " --schedule zb-h1 --ranks 4 --recompute selective", 4, 4);
 }
 
+/* Recomputation with context parallelism: the backward's rerun of the ring forward (its K/V
+ * exchange on the cp ring's messages) trains bit for bit like the threads, full on the first
+ * block of each stage with 1f1b, selective on the Llama block with zbv. */
+Test(runtime_mpi, recompute_full_cp2_d2_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads(COMMON " --schedule 1f1b --ranks 2 --cp 2 --recompute full "
+                    "--recompute-layers 1",
+                    4, 4);
+}
+Test(runtime_mpi, llama_recompute_selective_zbv_cp2_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads(LLAMA " --schedule zbv --ranks 2 --cp 2 --recompute selective", 4, 4);
+}
+
 /* The optimizer sharded over dp 2 (reduce-scatter, AdamW on each replica's half, all-gather):
  * MPI trains bit for bit like the threads. */
 Test(runtime_mpi, shard_optimizer_d2_dp2_equals_threads, .timeout = 300)

@@ -39,7 +39,7 @@ static pp_model_cfg model(int llama)
 
 typedef struct {
     const char *kind;
-    int D, N, v, dp, tp, sp, llama, backend;
+    int D, N, v, dp, tp, sp, llama, backend, cp; /* cp 0: none */
 } run_cfg;
 
 typedef rt_train run;
@@ -58,7 +58,8 @@ static void start(run *u, const run_cfg *c, int rc, int k)
                             .tp = c->tp,
                             .sequence_parallel = c->sp,
                             .recompute = rc,
-                            .recompute_layers = k};
+                            .recompute_layers = k,
+                            .cp = c->cp};
     rt_train_run(u, c->kind, c->D, c->N, c->v, ep, STEPS, 1, 3);
 }
 
@@ -67,12 +68,13 @@ static void stop(run *u)
     rt_train_stop(u);
 }
 
-/* Every parameter of every stage of every rank of a and b: the same bits (CPU backends). */
+/* Every parameter of every stage of every rank of a and b: the same bits (CPU backends); under
+ * context parallelism every cp rank's (the executor's replicas are dp x cp). */
 static void expect_same_params(run *a, run *b, const run_cfg *c, const char *what)
 {
     const pp_sched *s = a->s;
-    int tp = c->tp > 1 ? c->tp : 1;
-    for (int k = 0; k < c->dp; k++)
+    int tp = c->tp > 1 ? c->tp : 1, reps = c->dp * (c->cp > 1 ? c->cp : 1);
+    for (int k = 0; k < reps; k++)
         for (int r = 0; r < tp; r++)
             for (int p = 0; p < s->n_pipes; p++)
                 for (int st = 0; st < s->stages_per_pipe; st++) {
@@ -103,9 +105,10 @@ static void check_same_training(const run_cfg *c)
         run u;
         start(&u, c, rcs[i][0], rcs[i][1]);
         char what[128];
-        snprintf(what, sizeof what, "%s D=%d v=%d dp=%d t=%d%s%s, recompute %s k=%d", c->kind,
-                 c->D, c->v, c->dp, c->tp, c->sp ? " SP" : "", c->llama == 2 ? " qwen3" : c->llama ? " llama" : "",
-                 modes[rcs[i][0]], rcs[i][1]);
+        snprintf(what, sizeof what, "%s D=%d v=%d dp=%d t=%d%s cp=%d%s, recompute %s k=%d",
+                 c->kind, c->D, c->v, c->dp, c->tp, c->sp ? " SP" : "", c->cp,
+                 c->llama == 2 ? " qwen3" : c->llama ? " llama" : "", modes[rcs[i][0]],
+                 rcs[i][1]);
         for (int k = 0; k < STEPS; k++) {
             cr_assert(u.loss[k] == base.loss[k], "%s: step %d loss %.17g, without %.17g", what,
                       k + 1, u.loss[k], base.loss[k]);
@@ -124,40 +127,53 @@ static void check_same_training(const run_cfg *c)
 
 Test(runtime_recompute, one_f_one_b_trains_as_without)
 {
-    check_same_training(&(run_cfg){"1f1b", 2, 4, 0, 1, 1, 0, 0, PP_RT_BACKEND_CPU});
+    check_same_training(&(run_cfg){"1f1b", 2, 4, 0, 1, 1, 0, 0, PP_RT_BACKEND_CPU, 0});
 }
 
 Test(runtime_recompute, interleaved_dp2_trains_as_without)
 {
-    check_same_training(&(run_cfg){"interleaved", 2, 4, 2, 2, 1, 0, 0, PP_RT_BACKEND_CPU});
+    check_same_training(&(run_cfg){"interleaved", 2, 4, 2, 2, 1, 0, 0, PP_RT_BACKEND_CPU, 0});
 }
 
 /* split backward: W takes the recomputed inputs I copied for it */
 Test(runtime_recompute, zb_h1_trains_as_without)
 {
-    check_same_training(&(run_cfg){"zb-h1", 2, 4, 0, 1, 1, 0, 0, PP_RT_BACKEND_CPU});
+    check_same_training(&(run_cfg){"zb-h1", 2, 4, 0, 1, 1, 0, 0, PP_RT_BACKEND_CPU, 0});
 }
 
 /* t = 2 with sequence parallelism: a fully recomputed block keeps its N/t rows and reruns the
  * forward's all-gathers and reduce-scatters on every tensor rank */
 Test(runtime_recompute, tp2_sequence_parallel_trains_as_without)
 {
-    check_same_training(&(run_cfg){"1f1b", 2, 4, 0, 1, 2, 1, 0, PP_RT_BACKEND_CPU});
-    check_same_training(&(run_cfg){"zb-h1", 2, 4, 0, 1, 2, 1, 0, PP_RT_BACKEND_CPU});
+    check_same_training(&(run_cfg){"1f1b", 2, 4, 0, 1, 2, 1, 0, PP_RT_BACKEND_CPU, 0});
+    check_same_training(&(run_cfg){"zb-h1", 2, 4, 0, 1, 2, 1, 0, PP_RT_BACKEND_CPU, 0});
 }
 
 /* The Llama block: the rotation is applied once (the kept q, k are rotated already) */
 Test(runtime_recompute, llama_interleaved_tp2_sp_trains_as_without)
 {
-    check_same_training(&(run_cfg){"interleaved", 2, 4, 2, 1, 2, 1, 1, PP_RT_BACKEND_CPU});
+    check_same_training(&(run_cfg){"interleaved", 2, 4, 2, 1, 2, 1, 1, PP_RT_BACKEND_CPU, 0});
+}
+
+/* Context parallelism (ring attention, runtime/stage_cp.c): the recomputation reruns the ring
+ * forward, its K/V exchange included (full: the block's forward; selective: the probabilities
+ * from the kept q, k, v over every cp rank's keys) with the same kernels and blocks in the same
+ * order, so the run trains bit for bit like the cp run without recomputation: 1F1B at cp 2 and
+ * 4, and the Llama block (rotary, 2 KV heads for 4) with a split backward (zb-h1) at t = 2 with
+ * sequence parallelism. */
+Test(runtime_recompute, cp_trains_as_cp_without)
+{
+    check_same_training(&(run_cfg){"1f1b", 2, 4, 0, 1, 1, 0, 0, PP_RT_BACKEND_CPU, 2});
+    check_same_training(&(run_cfg){"1f1b", 2, 4, 0, 1, 1, 0, 0, PP_RT_BACKEND_CPU, 4});
+    check_same_training(&(run_cfg){"zb-h1", 2, 4, 0, 1, 2, 1, 1, PP_RT_BACKEND_CPU, 2});
 }
 
 /* Qwen3's block: full recomputation reruns the q/k norm (its saved input and rstd are the
  * recomputed block's); selective keeps the normalised, rotated q, k */
 Test(runtime_recompute, qwen3_interleaved_tp2_sp_trains_as_without)
 {
-    check_same_training(&(run_cfg){"interleaved", 2, 4, 2, 1, 2, 1, 2, PP_RT_BACKEND_CPU});
-    check_same_training(&(run_cfg){"zb-h1", 2, 4, 0, 1, 1, 0, 2, PP_RT_BACKEND_CPU});
+    check_same_training(&(run_cfg){"interleaved", 2, 4, 2, 1, 2, 1, 2, PP_RT_BACKEND_CPU, 0});
+    check_same_training(&(run_cfg){"zb-h1", 2, 4, 0, 1, 1, 0, 2, PP_RT_BACKEND_CPU, 0});
 }
 
 /* The plan (smaller slots, the recompute workspace in forward and backward, what I holds for
@@ -167,8 +183,8 @@ static void check_plan(const run_cfg *c, int rc, int k)
     run u;
     start(&u, c, rc, k);
     char what[96];
-    snprintf(what, sizeof what, "%s t=%d%s recompute %s k=%d", c->kind, c->tp, c->sp ? " SP" : "",
-             modes[rc], k);
+    snprintf(what, sizeof what, "%s t=%d%s cp=%d recompute %s k=%d", c->kind, c->tp,
+             c->sp ? " SP" : "", c->cp, modes[rc], k);
     rt_train_expect_plan(&u, what);
     stop(&u);
 }
@@ -176,12 +192,15 @@ static void check_plan(const run_cfg *c, int rc, int k)
 Test(runtime_recompute, plan_equals_measured)
 {
     static const run_cfg cs[] = {
-        {"1f1b", 2, 4, 0, 1, 1, 0, 0, PP_RT_BACKEND_CPU_STAGED},
-        {"interleaved", 2, 4, 2, 2, 1, 0, 0, PP_RT_BACKEND_CPU_STAGED},
-        {"zb-h1", 2, 4, 0, 1, 1, 0, 1, PP_RT_BACKEND_CPU_STAGED},
-        {"zb-h1", 2, 4, 0, 1, 2, 1, 0, PP_RT_BACKEND_CPU_STAGED},
-        {"1f1b", 2, 4, 0, 1, 2, 1, 1, PP_RT_BACKEND_CPU_STAGED},
-        {"zb-h1", 2, 4, 0, 1, 2, 1, 2, PP_RT_BACKEND_CPU_STAGED},
+        {"1f1b", 2, 4, 0, 1, 1, 0, 0, PP_RT_BACKEND_CPU_STAGED, 0},
+        {"interleaved", 2, 4, 2, 2, 1, 0, 0, PP_RT_BACKEND_CPU_STAGED, 0},
+        {"zb-h1", 2, 4, 0, 1, 1, 0, 1, PP_RT_BACKEND_CPU_STAGED, 0},
+        {"zb-h1", 2, 4, 0, 1, 2, 1, 0, PP_RT_BACKEND_CPU_STAGED, 0},
+        {"1f1b", 2, 4, 0, 1, 2, 1, 1, PP_RT_BACKEND_CPU_STAGED, 0},
+        {"zb-h1", 2, 4, 0, 1, 2, 1, 2, PP_RT_BACKEND_CPU_STAGED, 0},
+        /* cp: the ring's block, statistics and scratch in forward and backward besides */
+        {"interleaved", 2, 4, 2, 1, 1, 0, 1, PP_RT_BACKEND_CPU_STAGED, 2},
+        {"zb-h1", 2, 4, 0, 1, 2, 1, 0, PP_RT_BACKEND_CPU_STAGED, 2},
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         check_plan(&cs[i], PP_RT_RC_SELECTIVE, 0);

@@ -1,7 +1,7 @@
 /* test_runtime_threads.c — the CPU backend's own kernels on several threads (issue 26, "every
  * core"): each kernel on 2 and 3 threads gives bit for bit what one thread gives, on sizes that
  * split unevenly (rows, columns and (batch, head) units not divisible by the thread count, the
- * attention crossing its 256-row block); and pprun with --kernel-threads 1, 2, 3 trains the GPT
+ * attention crossing its 256-row block; the ring attention of context parallelism); and pprun with --kernel-threads 1, 2, 3 trains the GPT
  * and the Llama-shaped tiny models to the same losses, gradient norms and parameters. The BLAS
  * threads stay at 1 there: OpenBLAS 0.3.21's sgemm itself rounds differently with 1, 2 or 3
  * threads (pprun --threads 2 and 3 differ from --threads 1 on main as well), so only the
@@ -46,16 +46,16 @@ static float *copy_of(const float *x, size_t n)
 
 /* Every output of every kernel, one after the other, computed by backend `be`. */
 typedef struct {
-    float *buf[32];
-    size_t n[32];
-    const char *what[32];
+    float *buf[48];
+    size_t n[48];
+    const char *what[48];
     int count;
     float loss;
 } outputs;
 
 static void keep(outputs *o, const char *what, float *x, size_t n)
 {
-    cr_assert_lt(o->count, 32);
+    cr_assert_lt(o->count, 48);
     o->what[o->count] = what, o->buf[o->count] = x, o->n[o->count++] = n;
 }
 
@@ -73,6 +73,34 @@ static void attention(const pp_backend_ops *k, void *c, outputs *o, int B, int T
     OK(k->attention_bwd(c, dqkv, scratch, dya, att, qkv, B, T, NH, NKV, HD));
     keep(o, "attention_fwd", ya, ny), keep(o, "attention_bwd", dqkv, nq);
     free(qkv), free(att), free(dya), free(scratch);
+}
+
+/* Ring attention (context parallelism: cpu_attention.c's attention_cp_*) of cp rank 1 of 2:
+ * the forward over its own block and then rank 0's, normalized, and the backward over both;
+ * (batch, head) units forward, (batch, KV head) units backward, each with its block scratch. */
+static void attention_cp(const pp_backend_ops *k, void *c, outputs *o, int B, int T, int NH,
+                         int NKV, int HD)
+{
+    const int cp = 2, cpr = 1;
+    size_t W = (size_t)(NH + 2 * NKV) * HD, nq = (size_t)B * T * W;
+    size_t na = (size_t)B * NH * T * cp * T, ny = (size_t)B * T * NH * HD, nr = (size_t)B * NH * T;
+    float *qkv = filled(nq, 31, 2.0f), *kv0 = filled(nq, 32, 2.0f), *att = calloc(na, sizeof *att);
+    float *y = malloc(ny * sizeof *y), *dy = filled(ny, 33, 1.0f), *ml = malloc(2 * nr * 4);
+    float *dqkv = malloc(nq * sizeof *dqkv), *dkv = malloc(nq * sizeof *dkv);
+    float *dsum = malloc(nr * sizeof *dsum), *E = malloc((size_t)(T / 2) * (T / 2) * 4);
+    cr_assert(att && y && ml && dqkv && dkv && dsum && E);
+    OK(k->attention_cp_fwd(c, y, att, ml, E, qkv, qkv, B, T, NH, NKV, HD, cp, cpr, cpr));
+    OK(k->attention_cp_fwd(c, y, att, ml, E, qkv, kv0, B, T, NH, NKV, HD, cp, cpr, 0));
+    OK(k->attention_cp_fwd_end(c, y, att, ml, B, T, NH, HD, cp, cpr));
+    OK(k->attention_cp_bwd(c, dqkv, dkv, dsum, E, dy, y, att, qkv, qkv, B, T, NH, NKV, HD, cp,
+                           cpr, cpr));
+    float *dkv_own = copy_of(dkv, nq); /* the own block's share, before it goes round */
+    OK(k->attention_cp_bwd(c, dqkv, dkv, dsum, E, dy, y, att, qkv, kv0, B, T, NH, NKV, HD, cp,
+                           cpr, 0));
+    keep(o, "attention_cp_fwd", y, ny), keep(o, "attention_cp_fwd att", att, na);
+    keep(o, "attention_cp_bwd dqkv", dqkv, nq), keep(o, "attention_cp_bwd dkv own", dkv_own, nq);
+    keep(o, "attention_cp_bwd dkv", dkv, nq);
+    free(qkv), free(kv0), free(dy), free(ml), free(dsum), free(E);
 }
 
 static void run_kernels(pp_backend *be, outputs *o)
@@ -164,6 +192,8 @@ static void run_kernels(pp_backend *be, outputs *o)
      * with their softmax rows split */
     attention(k, c, o, 2, 300, 6, 2, 8);
     attention(k, c, o, 3, 40, 4, 1, 8);
+    attention_cp(k, c, o, 3, 40, 4, 1, 8); /* backward: 3 (batch, KV head) units */
+    attention_cp(k, c, o, 2, 24, 6, 2, 8); /* forward: 12 units, the KV groups of 3 heads */
     free(x), free(g), free(b), free(dy), free(e2), free(wte), free(wpe), free(gx);
 }
 
@@ -212,15 +242,15 @@ Test(runtime_threads, a_thread_count_out_of_range_is_refused)
  * split 3 ways; two pipeline ranks so that both the embedding's and the head's stage run.
  * Four steps: AdamW's first update is about lr sign(g), blind to the last bits of g (a norm
  * gain's gradient summed in another order showed in the parameters at step 4, not 2). */
-static void same_training_on_1_2_3_kernel_threads(const char *model)
+static void same_training_on_1_2_3_kernel_threads(const char *model, const char *more)
 {
     char args[256];
     json_t *ref = NULL;
     for (int k = 1; k <= 3; k++) {
         snprintf(args, sizeof args,
                  "--model %s --ranks 2 --microbatches 2 --micro-batch-size 12 --seq 64 "
-                 "--steps 4 --threads 1 --kernel-threads %d",
-                 model, k);
+                 "--steps 4 --threads 1 --kernel-threads %d%s",
+                 model, k, more);
         json_t *j = pp_test_pprun_json(args);
         cr_assert_eq(json_integer_value(json_object_get(j, "kernel_threads_per_rank")), k, "%s",
                      args);
@@ -236,10 +266,17 @@ static void same_training_on_1_2_3_kernel_threads(const char *model)
 
 Test(runtime_threads, pprun_gpt_trains_bit_identically_on_1_2_3_kernel_threads)
 {
-    same_training_on_1_2_3_kernel_threads("tiny");
+    same_training_on_1_2_3_kernel_threads("tiny", "");
 }
 
 Test(runtime_threads, pprun_llama_trains_bit_identically_on_1_2_3_kernel_threads)
 {
-    same_training_on_1_2_3_kernel_threads("tiny-llama");
+    same_training_on_1_2_3_kernel_threads("tiny-llama", "");
+}
+
+/* Context parallelism: the ring attention's kernels on the rank's kernel threads, with
+ * selective recomputation rerunning the ring forward in the backward */
+Test(runtime_threads, pprun_cp2_trains_bit_identically_on_1_2_3_kernel_threads)
+{
+    same_training_on_1_2_3_kernel_threads("tiny-llama", " --cp 2 --recompute selective");
 }

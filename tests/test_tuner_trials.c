@@ -394,3 +394,37 @@ Test(tuner_trials, a_summary_that_is_no_measurement_is_a_crash)
     for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++)
         scripted(bodies[i], 20, "crash", details[i]);
 }
+
+/* A context-parallel candidate's trial (pprun --cp 2, the default unstaged CPU backend, whose
+ * transport copies count) on one pipeline rank, so no pipeline message's timing enters: its
+ * measured peak equals the tuner's model of the trial (the runtime's plan, the ring's held
+ * message copies included) to the byte, with and without recomputation; and cp 1, whose one
+ * rank takes every core as kernel threads (2 here), each beyond the first with its attention
+ * scratch (the model takes pprun's default kernel threads, pp_launch_threads_per_rank). */
+Test(tuner_trials, context_parallel_candidates_match_the_memory_model_to_the_byte)
+{
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_preset("tiny", &m), PP_OK);
+    for (int rc = PP_RECOMPUTE_NONE; rc <= PP_RECOMPUTE_FULL + 1; rc++) {
+        int cp = rc <= PP_RECOMPUTE_FULL ? 2 : 1;
+        pp_config c = {.schedule = "gpipe", .p = 1, .v = 1, .b = 2, .d = 1, .t = 1, .N = 2,
+                       .cp = cp,
+                       .recompute = rc <= PP_RECOMPUTE_FULL ? (pp_recompute)rc
+                                                            : PP_RECOMPUTE_NONE};
+        pp_tune_trial_params tp = {.model = &m, .cfg = &c, .pprun = PPRUN, .steps = 3,
+                                   .timeout_s = 60};
+        pp_tune_trial_result r;
+        cr_assert_eq(pp_tune_trial(&tp, &r), PP_OK, "%s", pp_err_msg());
+        cr_assert_str_eq(r.status, "ok", "%s: %s", r.status, r.detail);
+        pp_sched_params sp;
+        pp_tune_sched_params(&m, &c, &sp);
+        pp_sched *s;
+        cr_assert_eq(pp_sched_generate("gpipe", &sp, &s), PP_OK);
+        pp_tune_rank_mem mem[1];
+        cr_assert_eq(pp_tune_memory_runtime(&m, &c, s, NULL, mem), PP_OK, "%s", pp_err_msg());
+        cr_assert_eq(mem[0].total, r.peak_per_rank[0],
+                     "cp %d recompute %d: predicted %.0f, measured %.0f", cp, (int)c.recompute,
+                     mem[0].total, r.peak_per_rank[0]);
+        pp_sched_destroy(s);
+    }
+}

@@ -20,8 +20,8 @@
  *   context-parallel ranks; expert tensor parallelism stays t). The bundled runtime runs no
  *   MoE model, so trials never see one.
  * Where the devices are CPUs the trials run the bundled runtime, which runs recomputation,
- * optimizer and gradient sharding and context parallelism (not recomputation or sharding
- * together with cp: such a candidate is searched and modelled, not trialled).
+ * optimizer and gradient sharding and context parallelism, together too (a candidate with what
+ * it does not run is searched and modelled, not trialled).
  * Not here: the models' effects (memory.c, timemodel.c), the enumeration of layouts (search.c).
  */
 #include <stdio.h>

@@ -71,6 +71,15 @@ static pp_status runtime_plan(const pp_tune_model *m, const pp_config *c, const 
         .recompute = (int)c->recompute, /* pp_recompute's values are PP_RT_RC_*'s */
         .recompute_layers = c->recompute_layers,
         .shard = (int)c->shard, /* pp_shard's values are PP_RT_SHARD_*'s */
+        /* a trial's ranks are threads of one pprun on this machine, each with pprun's default
+         * kernel threads (its share of the cores), each beyond the first with its scratch */
+        .kernel_threads = be->host_threads
+                              ? pp_launch_threads_per_rank(c->p * (c->t > 1 ? c->t : 1) *
+                                                               (c->cp > 1 ? c->cp : 1) *
+                                                               (c->d > 1 ? c->d : 1),
+                                                           NULL)
+                              : 1,
+
         .cp = c->cp,
         .ep = c->ep};
     pp_rt_plan_rank *plan = pp_calloc((size_t)s->ranks, sizeof *plan);

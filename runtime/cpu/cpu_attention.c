@@ -259,30 +259,6 @@ pp_status pp_cpu_attention_bwd(void *ctx, float *dqkv, float *scratch, const flo
  * reads as the whole-sequence attention's (dS = P (dP - rowsum(dy y)), as flash attention's
  * backward). */
 
-/* Rows of key chunk k (global) in its owner's block (B, T, W): chunk o is the first half of
- * each sequence, 2 cp - 1 - o the second. */
-static size_t cp_key_row(int k, int owner, int b, int T)
-{
-    return (size_t)b * T + (k == owner ? 0 : (size_t)(T / 2));
-}
-
-/* Global chunk of this rank's local chunk j (0, 1). */
-static int cp_query_chunk(int j, int cp, int cpr)
-{
-    return j ? 2 * cp - 1 - cpr : cpr;
-}
-
-/* The (query chunk, key chunk) blocks of one ring step: for local chunk j, the key chunks of
- * `owner` at or left of it (n of them, in kc[]). */
-static int cp_blocks(int j, int cp, int cpr, int owner, int kc[2])
-{
-    int qc = cp_query_chunk(j, cp, cpr), n = 0, ks[2] = {owner, 2 * cp - 1 - owner};
-    for (int i = 0; i < 2; i++)
-        if (ks[i] <= qc)
-            kc[n++] = ks[i];
-    return n;
-}
-
 /* Online softmax of one L x L block of raw scores S (row stride ld, -inf where masked) into
  * rows t of the running max m and sum l: E = exp(S - m_new) into e (L x L), y's L rows (stride
  * C, hd wide) rescaled. */
@@ -302,62 +278,167 @@ static void cp_merge_block(const float *S, int ld, float *e, float *m, float *l,
     }
 }
 
+/* The ring kernels' work: units of one (batch, query head) forward, of one (batch, KV head)
+ * with its query heads in order backward (the group's dK/dV rows are written by it alone), split
+ * over the pool's threads as the whole-sequence kernels split theirs (units_in_parallel); each
+ * part has its own L x L block scratch (part 0 the caller's, the others the pool's), so every
+ * unit runs the same code in the same order on any thread count: bit-identical results. */
+typedef struct {
+    void *ctx;
+    float *y, *att, *ml, *scratch, *dqkv, *dkv;
+    const float *qkv, *kv, *dy, *catt, *dsum;
+    int B, T, NH, NKV, hd, cp, cpr, owner;
+} cp_arg;
+
+static void cp_fwd_unit(const cp_arg *a, float *E, size_t u)
+{
+    const qkv_layout Lq = layout_of(a->NH, a->NKV, a->hd);
+    const int W = Lq.W, C = a->NH * a->hd, T = a->T, L = T / 2, TT = a->cp * T, hd = a->hd;
+    const float scale = 1.0f / sqrtf((float)hd);
+    size_t nrow = (size_t)a->B * a->NH * T;
+    int b = (int)(u / (size_t)a->NH), h = (int)(u % (size_t)a->NH);
+    float *m = a->ml, *l = a->ml + nrow;
+    for (int j = 0; j < 2; j++) {
+        int kc[2], n = pp_rt_cp_key_chunks(j, a->cp, a->cpr, a->owner, kc);
+        int qc = pp_rt_cp_chunk(j, a->cp, a->cpr);
+        const float *q = a->qkv + ((size_t)b * T + (size_t)j * L) * W + q_col(&Lq, h);
+        size_t r0 = ((size_t)b * a->NH + h) * T + (size_t)j * L;
+        float *A = a->att + r0 * TT, *out = a->y + ((size_t)b * T + (size_t)j * L) * C + h * hd;
+        for (int i = 0; i < n; i++) {
+            size_t kr = pp_rt_cp_key_row(kc[i], a->owner, b, T) * W;
+            float *S = A + (size_t)kc[i] * L;
+            pp_cpu_gemm(a->ctx, 0, 1, L, L, hd, scale, q, W, a->kv + kr + k_col(&Lq, h), W, 0.0f,
+                        S, TT);
+            if (kc[i] == qc) /* the diagonal block: causal */
+                for (int t = 0; t < L; t++)
+                    for (int k = t + 1; k < L; k++)
+                        S[(size_t)t * TT + k] = -INFINITY;
+            cp_merge_block(S, TT, E, m + r0, l + r0, out, C, L, hd);
+            pp_cpu_gemm(a->ctx, 0, 0, L, hd, L, 1.0f, E, L, a->kv + kr + v_col(&Lq, h), W, 1.0f,
+                        out, C);
+        }
+    }
+}
+
+static void cp_bwd_head(const cp_arg *a, float *E, int b, int h)
+{
+    const qkv_layout Lq = layout_of(a->NH, a->NKV, a->hd);
+    const int W = Lq.W, C = a->NH * a->hd, T = a->T, L = T / 2, TT = a->cp * T, hd = a->hd;
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int j = 0; j < 2; j++) {
+        int kc[2], n = pp_rt_cp_key_chunks(j, a->cp, a->cpr, a->owner, kc);
+        size_t qr = ((size_t)b * T + (size_t)j * L) * W;
+        size_t r0 = ((size_t)b * a->NH + h) * T + (size_t)j * L;
+        const float *q = a->qkv + qr + q_col(&Lq, h), *A = a->catt + r0 * TT;
+        const float *dyj = a->dy + ((size_t)b * T + (size_t)j * L) * C + h * hd;
+        for (int i = 0; i < n; i++) {
+            size_t kr = pp_rt_cp_key_row(kc[i], a->owner, b, T) * W;
+            const float *P = A + (size_t)kc[i] * L;
+            /* dP = dy v^T, then dS = P (dP - rowsum(dy y)) scaled, in E (L x L) */
+            pp_cpu_gemm(a->ctx, 0, 1, L, L, hd, 1.0f, dyj, C, a->kv + kr + v_col(&Lq, h), W,
+                        0.0f, E, L);
+            for (int t = 0; t < L; t++)
+                for (int k = 0; k < L; k++) {
+                    float *ds = &E[(size_t)t * L + k];
+                    *ds = P[(size_t)t * TT + k] * (*ds - a->dsum[r0 + t]) * scale;
+                }
+            pp_cpu_gemm(a->ctx, 0, 0, L, hd, L, 1.0f, E, L, a->kv + kr + k_col(&Lq, h), W, 1.0f,
+                        a->dqkv + qr + q_col(&Lq, h), W);
+            pp_cpu_gemm(a->ctx, 1, 0, L, hd, L, 1.0f, E, L, q, W, 1.0f,
+                        a->dkv + kr + k_col(&Lq, h), W);
+            pp_cpu_gemm(a->ctx, 1, 0, L, hd, L, 1.0f, P, TT, dyj, C, 1.0f,
+                        a->dkv + kr + v_col(&Lq, h), W);
+        }
+    }
+}
+
+/* Unit u = (batch, KV head): its query heads in order. */
+static void cp_bwd_unit(const cp_arg *a, float *E, size_t u)
+{
+    const int g = a->NH / a->NKV;
+    int b = (int)(u / (size_t)a->NKV), kv = (int)(u % (size_t)a->NKV);
+    for (int h = kv * g; h < (kv + 1) * g; h++)
+        cp_bwd_head(a, E, b, h);
+}
+
+typedef void (*cp_unit_fn)(const cp_arg *a, float *E, size_t u);
+typedef struct {
+    const cp_arg *a;
+    cp_unit_fn fn;
+} cp_job;
+
+static void cp_part(void *v, size_t lo, size_t hi, int part)
+{
+    const cp_job *j = v;
+    float *E = part ? pp_cpu_pool_scratch(j->a->ctx, part) : j->a->scratch;
+    for (size_t u = lo; u < hi; u++)
+        j->fn(j->a, E, u);
+}
+
+/* The units on the pool's threads, each part with its block scratch (pp_cpu_pool_reserve:
+ * pp_rt_size_attn_scratch_cp for each thread beyond the first), or in turn on this one. */
+static pp_status cp_units(const cp_arg *a, size_t units, cp_unit_fn fn)
+{
+    if (!units_in_parallel(a->T / 2, a->hd) || pp_cpu_pool_parts(a->ctx, units, 1, 1) == 1) {
+        for (size_t u = 0; u < units; u++)
+            fn(a, a->scratch, u);
+        return PP_OK;
+    }
+    PP_TRY(pp_cpu_pool_reserve(a->ctx, pp_rt_size_attn_scratch_cp((size_t)a->T)));
+    cp_job j = {a, fn};
+    pp_cpu_par_for(a->ctx, units, 1, 1, cp_part, &j);
+    return PP_OK;
+}
+
 pp_status pp_cpu_attention_cp_fwd(void *ctx, float *y, float *att, float *ml, float *scratch,
                                   const float *qkv, const float *kv, int B, int T, int NH, int NKV,
                                   int hd, int cp, int cpr, int owner)
 {
-    const qkv_layout Lq = layout_of(NH, NKV, hd);
-    const int W = Lq.W, C = NH * hd, L = T / 2, TT = cp * T;
-    const float scale = 1.0f / sqrtf((float)hd);
     size_t nrow = (size_t)B * NH * T;
-    float *m = ml, *l = ml + nrow;
     if (owner == cpr) { /* the first step: the rank's own block */
         for (size_t i = 0; i < nrow; i++)
-            m[i] = -INFINITY, l[i] = 0.0f;
-        memset(y, 0, (size_t)B * T * C * sizeof(float));
+            ml[i] = -INFINITY, ml[nrow + i] = 0.0f;
+        memset(y, 0, (size_t)B * T * NH * hd * sizeof(float));
     }
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
-            for (int j = 0; j < 2; j++) {
-                int kc[2], n = cp_blocks(j, cp, cpr, owner, kc), qc = cp_query_chunk(j, cp, cpr);
-                const float *q = qkv + ((size_t)b * T + (size_t)j * L) * W + q_col(&Lq, h);
-                size_t r0 = ((size_t)b * NH + h) * T + (size_t)j * L;
-                float *A = att + r0 * TT, *out = y + ((size_t)b * T + (size_t)j * L) * C + h * hd;
-                for (int i = 0; i < n; i++) {
-                    size_t kr = cp_key_row(kc[i], owner, b, T) * W;
-                    float *S = A + (size_t)kc[i] * L;
-                    pp_cpu_gemm(ctx, 0, 1, L, L, hd, scale, q, W, kv + kr + k_col(&Lq, h), W, 0.0f,
-                                S, TT);
-                    if (kc[i] == qc) /* the diagonal block: causal */
-                        for (int t = 0; t < L; t++)
-                            for (int k = t + 1; k < L; k++)
-                                S[(size_t)t * TT + k] = -INFINITY;
-                    cp_merge_block(S, TT, scratch, m + r0, l + r0, out, C, L, hd);
-                    pp_cpu_gemm(ctx, 0, 0, L, hd, L, 1.0f, scratch, L, kv + kr + v_col(&Lq, h), W,
-                                1.0f, out, C);
-                }
-            }
-    return PP_OK;
+    cp_arg a = {.ctx = ctx, .y = y, .att = att, .ml = ml, .scratch = scratch, .qkv = qkv,
+                .kv = kv, .B = B, .T = T, .NH = NH, .NKV = NKV, .hd = hd, .cp = cp, .cpr = cpr,
+                .owner = owner};
+    return cp_units(&a, (size_t)B * NH, cp_fwd_unit);
+}
+
+/* Unit u = (batch, head): its rows' probabilities and output normalized. */
+static void cp_end_unit(const cp_arg *a, float *E, size_t u)
+{
+    (void)E;
+    const int C = a->NH * a->hd, T = a->T, L = T / 2, TT = a->cp * T;
+    size_t nrow = (size_t)a->B * a->NH * T;
+    int b = (int)(u / (size_t)a->NH), h = (int)(u % (size_t)a->NH);
+    for (int t = 0; t < T; t++) {
+        size_t r = u * (size_t)T + (size_t)t;
+        int keys = (pp_rt_cp_chunk(t / L, a->cp, a->cpr) + 1) * L;
+        float m = a->ml[r], inv = 1.0f / a->ml[nrow + r], *row = a->att + r * TT;
+        for (int k = 0; k < keys; k++)
+            row[k] = expf(row[k] - m) * inv;
+        float *out = a->y + ((size_t)b * T + (size_t)t) * C + (size_t)h * a->hd;
+        for (int d = 0; d < a->hd; d++)
+            out[d] *= inv;
+    }
+}
+
+static void cp_end_part(void *v, size_t lo, size_t hi, int part)
+{
+    (void)part;
+    for (size_t u = lo; u < hi; u++)
+        cp_end_unit(v, NULL, u);
 }
 
 pp_status pp_cpu_attention_cp_fwd_end(void *ctx, float *y, float *att, const float *ml, int B,
                                       int T, int NH, int hd, int cp, int cpr)
 {
-    (void)ctx;
-    const int C = NH * hd, L = T / 2, TT = cp * T;
-    size_t nrow = (size_t)B * NH * T;
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
-            for (int t = 0; t < T; t++) {
-                size_t r = ((size_t)b * NH + h) * T + (size_t)t;
-                int keys = (cp_query_chunk(t / L, cp, cpr) + 1) * L;
-                float m = ml[r], inv = 1.0f / ml[nrow + r], *row = att + r * TT;
-                for (int k = 0; k < keys; k++)
-                    row[k] = expf(row[k] - m) * inv;
-                float *out = y + ((size_t)b * T + (size_t)t) * C + (size_t)h * hd;
-                for (int d = 0; d < hd; d++)
-                    out[d] *= inv;
-            }
+    cp_arg a = {.ctx = ctx, .y = y, .att = att, .ml = (float *)ml, .B = B, .T = T, .NH = NH,
+                .hd = hd, .cp = cp, .cpr = cpr};
+    size_t units = (size_t)B * NH;
+    pp_cpu_par_for(ctx, units, 1, pp_cpu_min_rows((size_t)T * cp * T), cp_end_part, &a);
     return PP_OK;
 }
 
@@ -366,9 +447,7 @@ pp_status pp_cpu_attention_cp_bwd(void *ctx, float *dqkv, float *dkv, float *dsu
                                   const float *qkv, const float *kv, int B, int T, int NH, int NKV,
                                   int hd, int cp, int cpr, int owner)
 {
-    const qkv_layout Lq = layout_of(NH, NKV, hd);
-    const int W = Lq.W, C = NH * hd, L = T / 2, TT = cp * T;
-    const float scale = 1.0f / sqrtf((float)hd);
+    const int W = (NH + 2 * NKV) * hd, C = NH * hd;
     if (owner == cpr) { /* the first step: rowsum(dy y) of every row, the gradients zeroed */
         memset(dqkv, 0, (size_t)B * T * W * sizeof(float));
         memset(dkv, 0, (size_t)B * T * W * sizeof(float));
@@ -379,32 +458,8 @@ pp_status pp_cpu_attention_cp_bwd(void *ctx, float *dqkv, float *dkv, float *dsu
                     dsum[((size_t)b * NH + h) * T + (size_t)t] = pp_row_dot(dy + at, y + at, hd);
                 }
     }
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
-            for (int j = 0; j < 2; j++) {
-                int kc[2], n = cp_blocks(j, cp, cpr, owner, kc);
-                size_t qr = ((size_t)b * T + (size_t)j * L) * W;
-                size_t r0 = ((size_t)b * NH + h) * T + (size_t)j * L;
-                const float *q = qkv + qr + q_col(&Lq, h), *A = att + r0 * TT;
-                const float *dyj = dy + ((size_t)b * T + (size_t)j * L) * C + h * hd;
-                for (int i = 0; i < n; i++) {
-                    size_t kr = cp_key_row(kc[i], owner, b, T) * W;
-                    const float *P = A + (size_t)kc[i] * L;
-                    /* dP = dy v^T, then dS = P (dP - rowsum(dy y)) scaled, in scratch (L x L) */
-                    pp_cpu_gemm(ctx, 0, 1, L, L, hd, 1.0f, dyj, C, kv + kr + v_col(&Lq, h), W,
-                                0.0f, scratch, L);
-                    for (int t = 0; t < L; t++)
-                        for (int k = 0; k < L; k++) {
-                            float *ds = &scratch[(size_t)t * L + k];
-                            *ds = P[(size_t)t * TT + k] * (*ds - dsum[r0 + t]) * scale;
-                        }
-                    pp_cpu_gemm(ctx, 0, 0, L, hd, L, 1.0f, scratch, L, kv + kr + k_col(&Lq, h), W,
-                                1.0f, dqkv + qr + q_col(&Lq, h), W);
-                    pp_cpu_gemm(ctx, 1, 0, L, hd, L, 1.0f, scratch, L, q, W, 1.0f,
-                                dkv + kr + k_col(&Lq, h), W);
-                    pp_cpu_gemm(ctx, 1, 0, L, hd, L, 1.0f, P, TT, dyj, C, 1.0f,
-                                dkv + kr + v_col(&Lq, h), W);
-                }
-            }
-    return PP_OK;
+    cp_arg a = {.ctx = ctx, .dqkv = dqkv, .dkv = dkv, .scratch = scratch, .qkv = qkv, .kv = kv,
+                .dy = dy, .catt = att, .dsum = dsum, .B = B, .T = T, .NH = NH, .NKV = NKV,
+                .hd = hd, .cp = cp, .cpr = cpr, .owner = owner};
+    return cp_units(&a, (size_t)B * NKV, cp_bwd_unit);
 }

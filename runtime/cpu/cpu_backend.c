@@ -71,6 +71,15 @@ static void cpu_destroy(void *ctx)
     pp_cpu_pool_destroy(ctx);
 }
 
+/* The memory plan's kernel scratch (the row's kernel_scratch): the attention scratch of each
+ * kernel thread beyond the first (cpu_attention.c's parts 1 ..), made now in the backend's
+ * accounting and held to. */
+static pp_status cpu_scratch_reserve(void *ctx, size_t bytes)
+{
+    int extra = pp_cpu_pool_threads(ctx) - 1;
+    return pp_cpu_pool_reserve_fixed(ctx, extra > 0 ? bytes / (size_t)extra : bytes);
+}
+
 static const pp_backend_ops cpu_ops = {
     .alloc = cpu_alloc,
     .free = cpu_free,
@@ -111,6 +120,7 @@ static const pp_backend_ops cpu_ops = {
     .attention_cp_fwd = pp_cpu_attention_cp_fwd,
     .attention_cp_fwd_end = pp_cpu_attention_cp_fwd_end,
     .attention_cp_bwd = pp_cpu_attention_cp_bwd,
+    .scratch_reserve = cpu_scratch_reserve,
 };
 
 /* What every CPU backend created later applies (OpenBLAS's count is process-wide anyway), and
@@ -149,7 +159,9 @@ pp_status pp_backend_cpu_create_threads(int threads, pp_backend **out)
     pp_cpu_pool *pool = NULL;
     if (threads > 1) /* one thread: no pool, every kernel runs on the caller */
         PP_TRY(pp_cpu_pool_create(threads, &pool));
-    return pp_backend_wrap("cpu", &cpu_ops, pool, out);
+    PP_TRY(pp_backend_wrap("cpu", &cpu_ops, pool, out));
+    pp_cpu_pool_set_owner(pool, *out); /* the threads' scratch in its accounting */
+    return PP_OK;
 }
 
 pp_status pp_backend_cpu_create(pp_backend **out)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cpu_pool.h"
+#include "pp_rt_backend.h"
 
 struct pp_cpu_pool {
     int threads;
@@ -22,9 +23,11 @@ struct pp_cpu_pool {
     void *arg;
     size_t n, grain;
     int parts;
-    /* per-part scratch (index 0 unused) */
+    /* per-part scratch (index 0 unused), counted in owner's accounting where set */
     void **scratch;
     size_t scratch_bytes;
+    struct pp_backend *owner;
+    int fixed; /* scratch_bytes is the memory plan's: no growing */
 };
 
 typedef struct {
@@ -110,6 +113,19 @@ pp_status pp_cpu_pool_create(int threads, pp_cpu_pool **out)
     return PP_OK;
 }
 
+static void *scratch_alloc(pp_cpu_pool *p, size_t bytes)
+{
+    return p->owner ? pp_backend_alloc(p->owner, bytes, PP_MEM_WORKSPACE) : malloc(bytes);
+}
+
+static void scratch_free(pp_cpu_pool *p, void *s)
+{
+    if (p->owner)
+        pp_backend_free(p->owner, s, p->scratch_bytes, PP_MEM_WORKSPACE);
+    else
+        free(s);
+}
+
 void pp_cpu_pool_destroy(pp_cpu_pool *p)
 {
     if (!p)
@@ -121,7 +137,7 @@ void pp_cpu_pool_destroy(pp_cpu_pool *p)
     for (int w = 1; w < p->threads; w++)
         pthread_join(p->tid[w], NULL);
     for (int w = 1; p->scratch && w < p->threads; w++)
-        free(p->scratch[w]);
+        scratch_free(p, p->scratch[w]);
     free(p->scratch);
     free(p->tid);
     pthread_cond_destroy(&p->done);
@@ -173,10 +189,24 @@ pp_status pp_cpu_pool_reserve(pp_cpu_pool *p, size_t bytes)
 {
     if (!p || bytes <= p->scratch_bytes)
         return PP_OK;
+    if (p->fixed)
+        return PP_ERR(PP_ERR_CHECK,
+                      "cpu backend: a kernel needs %zu bytes of scratch for each of its %d extra "
+                      "kernel threads, the memory plan reserved %zu (runtime/plan: the row's "
+                      "kernel_scratch)",
+                      bytes, p->threads - 1, p->scratch_bytes);
     for (int w = 1; w < p->threads; w++) {
-        free(p->scratch[w]);
-        p->scratch[w] = malloc(bytes);
-        if (!p->scratch[w]) {
+        scratch_free(p, p->scratch[w]);
+        p->scratch[w] = NULL;
+    }
+    for (int w = 1; w < p->threads; w++) {
+        p->scratch[w] = scratch_alloc(p, bytes);
+        if (!p->scratch[w]) { /* none kept: scratch_bytes is 0 */
+            p->scratch_bytes = bytes;
+            for (int k = 1; k < w; k++) {
+                scratch_free(p, p->scratch[k]);
+                p->scratch[k] = NULL;
+            }
             p->scratch_bytes = 0;
             return PP_ERR(PP_ERR_NOMEM,
                           "cpu backend: cannot allocate %zu bytes of scratch for "
@@ -186,6 +216,25 @@ pp_status pp_cpu_pool_reserve(pp_cpu_pool *p, size_t bytes)
     }
     p->scratch_bytes = bytes;
     return PP_OK;
+}
+
+void pp_cpu_pool_set_owner(pp_cpu_pool *p, struct pp_backend *be)
+{
+    if (p)
+        p->owner = be;
+}
+
+pp_status pp_cpu_pool_reserve_fixed(pp_cpu_pool *p, size_t bytes)
+{
+    if (!p)
+        return bytes ? PP_ERR(PP_ERR_CHECK, "cpu backend: %zu bytes of kernel-thread scratch "
+                                            "for a backend of one kernel thread (none)",
+                              bytes)
+                     : PP_OK;
+    p->fixed = 0;
+    pp_status st = pp_cpu_pool_reserve(p, bytes);
+    p->fixed = 1;
+    return st;
 }
 
 void *pp_cpu_pool_scratch(pp_cpu_pool *p, int part)

@@ -44,6 +44,14 @@ void pp_cpu_par_for(pp_cpu_pool *p, size_t n, size_t grain, size_t min_part, pp_
  * PP_ERR_NOMEM. */
 pp_status pp_cpu_pool_reserve(pp_cpu_pool *p, size_t bytes);
 void *pp_cpu_pool_scratch(pp_cpu_pool *p, int part);
+/* The backend whose accounting counts the parts' scratch (PP_MEM_WORKSPACE, on the owning rank's
+ * thread: reserve is called by it); NULL: none (plain malloc). */
+struct pp_backend;
+void pp_cpu_pool_set_owner(pp_cpu_pool *p, struct pp_backend *be);
+/* Reserves `bytes` for each part beyond the first now and fixes it (the memory plan's figure,
+ * pp_backend_scratch_reserve): a later reserve of more fails with PP_ERR_CHECK naming both. A
+ * NULL pool (one thread) takes 0 only. */
+pp_status pp_cpu_pool_reserve_fixed(pp_cpu_pool *p, size_t bytes);
 
 /* Work below which a kernel runs on the caller alone: waking the pool's threads costs a few
  * microseconds, a part of PP_CPU_MIN_PART floats of simple arithmetic about as much. */

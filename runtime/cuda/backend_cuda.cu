@@ -368,11 +368,10 @@ static const pp_backend_ops cuda_ops = {
     /* .vocab_xent_exp = */ pp_cuda_vocab_xent_exp,
     /* .vocab_xent_norm = */ pp_cuda_vocab_xent_norm,
     /* .vocab_xent_bwd = */ pp_cuda_vocab_xent_bwd,
-    /* no context-parallel attention kernel (common/backends.c: the row has no
-     * context_parallel, so the executor refuses cp > 1 before creating this backend) */
-    /* .attention_cp_fwd = */ NULL,
-    /* .attention_cp_fwd_end = */ NULL,
-    /* .attention_cp_bwd = */ NULL,
+    /* context parallelism's ring attention (attention_cp_cuda.cu), fp32 */
+    /* .attention_cp_fwd = */ pp_cuda_attention_cp_fwd,
+    /* .attention_cp_fwd_end = */ pp_cuda_attention_cp_fwd_end,
+    /* .attention_cp_bwd = */ pp_cuda_attention_cp_bwd,
 };
 
 /* Streams, events and the cuBLAS handle of a fresh context (on failure the caller destroys it). */

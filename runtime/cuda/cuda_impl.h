@@ -211,6 +211,16 @@ pp_status pp_cuda_attention_bwd(void *ctx, float *dqkv, float *scratch, const fl
                                 const float *att, const float *qkv, int B, int T, int NH, int NKV,
                                 int hd);
 size_t pp_cuda_attention_scratch_bytes(void *ctx, int B, int T, int C, int NH);
+/* attention_cp_cuda.cu: context parallelism's ring attention (backend.h), fp32 */
+pp_status pp_cuda_attention_cp_fwd(void *ctx, float *y, float *att, float *ml, float *scratch,
+                                   const float *qkv, const float *kv, int B, int T, int NH,
+                                   int NKV, int hd, int cp, int cpr, int owner);
+pp_status pp_cuda_attention_cp_fwd_end(void *ctx, float *y, float *att, const float *ml, int B,
+                                       int T, int NH, int hd, int cp, int cpr);
+pp_status pp_cuda_attention_cp_bwd(void *ctx, float *dqkv, float *dkv, float *dsum,
+                                   float *scratch, const float *dy, const float *y,
+                                   const float *att, const float *qkv, const float *kv, int B,
+                                   int T, int NH, int NKV, int hd, int cp, int cpr, int owner);
 
 /* ---- the Llama-family block's kernels (llama_cuda.cu) ---- */
 /* headnorm_cuda.cu */

@@ -13,6 +13,8 @@ static size_t max_z(size_t a, size_t b)
 
 static size_t attn_scratch(const pp_backend_stage *s)
 {
+    if (s->d->cp > 1) /* the ring's one L x L block (attention_cp_cuda.cu) */
+        return pp_rt_size_attn_scratch_cp(s->T);
     return pp_rt_size_attn_scratch_cuda(s->d->Hl, s->T); /* every head of one batch row */
 }
 
@@ -63,4 +65,5 @@ const pp_backend_row pp_backend_row_cuda = {
     .attn_scratch = attn_scratch,
     .kernel_scratch = kernel_scratch,
     .library_workspace = PP_RT_CUBLAS_WS_BYTES + PP_RT_CUBLAS_WS_ALIGN, /* cuBLAS's */
+    .context_parallel = 1, /* fp32 (attention_cp_cuda.cu; the executor refuses bf16 with it) */
 };

@@ -89,7 +89,8 @@ static pp_backend_stage stage_shape(const plan_ctx *x, int pipe, int stage)
 {
     return (pp_backend_stage){.d = &x->d, .B = x->B, .T = x->T, .N = x->N,
                               .layers = (size_t)layers_of(x, pipe, stage),
-                              .last = stage == x->s->stages_per_pipe - 1, .bf16 = x->bf16};
+                              .last = stage == x->s->stages_per_pipe - 1, .bf16 = x->bf16,
+                              .threads = x->p->kernel_threads > 1 ? x->p->kernel_threads : 1};
 }
 
 static size_t bwd_ws_bytes(const plan_ctx *x, int pipe, int stage)
@@ -250,6 +251,26 @@ static void send_message(const plan_ctx *x, tracker *t, size_t key, double now, 
     key_free(t, key);         /* the executor's buffer, freed after the send */
 }
 
+/* The context-parallel ring's message copies inside a workspace of stage (pipe, st)
+ * (runtime/stage_cp.c; only where the transport's copies count): each ring step's sends are
+ * held until the step's end, so one block (pp_rt_size_cp_kv_floats) per forward step and, in
+ * the backward, one per recomputation's ring step and two per backward step (the K/V block and
+ * its gradient); `blocks` of them come and go. */
+static void ring_copies(const plan_ctx *x, tracker *t, int pipe, int st, int64_t blocks)
+{
+    if (!x->copies || x->d.cp < 2 || layers_of(x, pipe, st) == 0)
+        return;
+    int64_t b = (int64_t)(4 * pp_rt_size_cp_kv_floats(&x->d, x->N)) * blocks;
+    bump(t, PP_MEM_COMM, b);
+    bump(t, PP_MEM_COMM, -b);
+}
+
+/* Does stage (pipe, st) recompute a block in its backward? */
+static int recomputes(const plan_ctx *x, int pipe, int st)
+{
+    return x->d.rc != PP_RT_RC_NONE && layers_of(x, pipe, st) > 0;
+}
+
 /* Opens the stage's whole gradient before a backward allocates (B, I, W), closes it after a
  * B, or after the W that leaves no I waiting (executor_zero2.c). */
 static void z2_open(const plan_ctx *x, tracker *t, const pp_action *a)
@@ -308,8 +329,11 @@ static void walk(const plan_ctx *x, int r, tracker *t, int *reds, int *n_red)
             if (!last) /* output */
                 key_alloc(t, key_boundary(x, p, st, m, 0), PP_MEM_COMM, x->io);
             key_alloc(t, key_acts(x, p, st, m), PP_MEM_ACTS, slot_bytes(x, p, st)); /* saved */
-            if (fws)
-                buf_free(t, buf_alloc(t, PP_MEM_WORKSPACE, fws));
+            if (fws) {
+                int w = buf_alloc(t, PP_MEM_WORKSPACE, fws);
+                ring_copies(x, t, p, st, 1);
+                buf_free(t, w);
+            }
             if (!first) /* input consumed */
                 key_free(t, key_boundary(x, p, st - 1, m, 0));
             break;
@@ -320,7 +344,11 @@ static void walk(const plan_ctx *x, int r, tracker *t, int *reds, int *n_red)
                 key_alloc(t, key_boundary(x, p, st - 1, m, 1), PP_MEM_COMM, x->io);
             if (a->op == PP_OP_I && wheld_bytes(x, p, st))
                 key_alloc(t, key_held(x, p, st, m), PP_MEM_ACTS, wheld_bytes(x, p, st));
-            buf_free(t, buf_alloc(t, PP_MEM_WORKSPACE, bwd_ws_bytes(x, p, st)));
+            int w = buf_alloc(t, PP_MEM_WORKSPACE, bwd_ws_bytes(x, p, st));
+            if (recomputes(x, p, st)) /* the ring forward again */
+                ring_copies(x, t, p, st, 1);
+            ring_copies(x, t, p, st, 2);
+            buf_free(t, w);
             if (a->op == PP_OP_B)
                 key_free(t, key_acts(x, p, st, m));
             if (!last) /* output gradient consumed */

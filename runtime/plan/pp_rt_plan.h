@@ -43,9 +43,10 @@
  * the in-process transport's copies count, when a receive completes depends on timing: the
  * plan simulates the schedule with unit costs (F = 1, B = 2, free links: pp_cost_init_unit)
  * and reclaims a copy at the sender's first SEND that starts after the matching RECV ended.
- * Not planned: the NCCL and MPI transports' own message buffers, the in-process transport's
- * copies of the context-parallel ring's messages (runtime/stage_cp.c; the staged plans, which
- * count no transport copies, stay exact), and what lives outside the
+ * The context-parallel ring's copies (runtime/stage_cp.c) are held to the end of their ring
+ * step (pp_transport_send_held), so the plan counts them in program order: one K/V block in a
+ * forward's workspace, two in a backward's (plus one for a recomputation's ring forward).
+ * Not planned: the NCCL and MPI transports' own message buffers, and what lives outside the
  * backends (thread stacks, the transports' queues, a device's context).
  */
 #ifndef PP_RT_PLAN_H
@@ -98,6 +99,9 @@ typedef struct {
     int shard;             /* PP_RT_SHARD_* over dp > 1: OPTIMIZER holds AdamW's m and v of
                               1/dp of the rank's parameters (ceil(params / dp) each) and
                               reduce-scatters a dp x that pack instead of the all-reduce */
+    int kernel_threads;    /* a host backend's kernel threads per rank (0 or 1: one): each
+                              beyond the first holds its own attention scratch (the row's
+                              kernel_scratch) */
 } pp_rt_plan_params;
 
 /* Sharding over the data-parallel replicas, the values of pp_shard (profiles/pp_config.h). */

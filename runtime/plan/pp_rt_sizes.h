@@ -161,6 +161,29 @@ static inline size_t pp_rt_size_cp_stats_floats(const pp_rt_dims *d, size_t N)
     return d->cp > 1 ? N * d->Hl : 0;
 }
 
+/* The ring attention's blocks (Megatron-Core's load-balanced split, every backend's
+ * attention_cp_* kernels): global chunk of local chunk j (0, 1) of cp rank cpr; and the key
+ * chunks of the ring step holding cp rank owner's block that local chunk j attends (those at or
+ * left of its query chunk), n of them into kc[], returned. */
+static inline int pp_rt_cp_chunk(int j, int cp, int cpr)
+{
+    return j ? 2 * cp - 1 - cpr : cpr;
+}
+static inline int pp_rt_cp_key_chunks(int j, int cp, int cpr, int owner, int kc[2])
+{
+    int qc = pp_rt_cp_chunk(j, cp, cpr), n = 0, ks[2] = {owner, 2 * cp - 1 - owner};
+    for (int i = 0; i < 2; i++)
+        if (ks[i] <= qc)
+            kc[n++] = ks[i];
+    return n;
+}
+/* Row of key chunk k (global) of batch row b in its owner's block (B, T, W): chunk owner is
+ * the first half of each sequence, 2 cp - 1 - owner the second. */
+static inline size_t pp_rt_cp_key_row(int k, int owner, int b, int T)
+{
+    return (size_t)b * T + (k == owner ? 0 : (size_t)(T / 2));
+}
+
 /* ---- parameters (runtime/stage.c) ---- */
 
 /* Floats of one block on one tensor-parallel rank: two norms, qkv (qkv x C, bias qkv), the
@@ -376,6 +399,16 @@ static inline size_t pp_rt_size_qkn_grads_floats(const pp_rt_dims *d, size_t lay
 static inline size_t pp_rt_size_datt_cols(const pp_rt_dims *d, size_t layers)
 {
     return layers > 0 && d->qd > d->C ? d->qd : d->C;
+}
+
+/* A host backend's kernel scratch, held all step: each of its kernel threads beyond the first
+ * has its own attention scratch (pp_rt_size_attn_scratch_host) for the (batch, head) units it
+ * takes; none for a stage without blocks. */
+static inline size_t pp_rt_size_kernel_scratch_host(const pp_rt_dims *d, size_t T, size_t layers,
+                                                    int threads)
+{
+    return layers > 0 && threads > 1 ? (size_t)(threads - 1) * pp_rt_size_attn_scratch_host(d, T)
+                                     : 0;
 }
 
 /* Bytes of a backward's workspace on one tensor-parallel rank (runtime/stage_bwd.c,

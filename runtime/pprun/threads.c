@@ -7,40 +7,16 @@
  * The runtime's own CPU kernels run on as many threads per rank (the CPU backend's pool), or
  * --kernel-threads; they never run beside the rank's GEMMs. Not here: pinning threads to cores.
  */
-#define _GNU_SOURCE
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "pp_rt_launch.h"
 #include "pprun.h"
 
-/* CPUs this process may run on (its affinity mask: taskset, cgroups' cpusets, Slurm's binding),
- * else the online ones. */
-static int usable_cpus(void)
-{
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
-        return CPU_COUNT(&set);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
-static int env_threads(void)
-{
-    const char *v = getenv("OPENBLAS_NUM_THREADS");
-    char *end;
-    long n = v && *v ? strtol(v, &end, 10) : 0;
-    return n >= 1 && n <= 1024 && !*end ? (int)n : 0;
-}
-
 int pprun_choose_threads(const pprun_opts *o, pp_transport *tp, pprun_record *rec)
 {
-    int n = o->threads, from_env = env_threads();
+    int n = o->threads;
     const char *from = "--threads";
-    if (!n && from_env)
-        n = from_env, from = "OPENBLAS_NUM_THREADS";
     if (!n) {
         /* ranks as threads: D x tp x cp x dp */
         int here = o->cfg.p * o->cfg.t * o->cfg.cp * o->cfg.d;
@@ -53,11 +29,9 @@ int pprun_choose_threads(const pprun_opts *o, pp_transport *tp, pprun_record *re
                 local = 1;
             here = local;
         }
-        int cpus = usable_cpus();
-        n = cpus / (here > 0 ? here : 1);
-        if (n < 1)
-            n = 1;
-        from = tp ? "cores / local processes" : "cores / ranks";
+        n = pp_launch_threads_per_rank(here, &from);
+        if (!from)
+            from = tp ? "cores / local processes" : "cores / ranks";
     }
     int host = pp_backend_row_of(o->backend)->host_threads, k = o->kernel_threads;
     rec->threads = host ? pp_backend_cpu_set_threads(n) : 0;
