@@ -44,6 +44,8 @@ typedef struct {
     size_t layers;              /* the stage's blocks */
     int last;                   /* it holds the head and the loss */
     int bf16;                   /* the backend computes in bf16 (it has the precision) */
+    int kernel_threads;         /* a host-threads backend's kernel threads per rank (0: 1) */
+    int blas_threads;           /* and its GEMM library's threads per call (0: 1) */
 } pp_backend_stage;
 
 typedef struct {

@@ -30,6 +30,10 @@ static void plan_params(const pp_rt_executor *ex, pp_rt_plan_params *pp)
                               .shard = ex->shard,
 
                               .cp = ex->CP};
+    if (pp_backend_row_of(ex->backend)->host_threads) { /* what its backends are made with */
+        pp->kernel_threads = pp_backend_cpu_set_kernel_threads(0);
+        pp->blas_threads = pp_backend_cpu_blas_threads();
+    }
 }
 
 pp_status pp_ex_plan_create(pp_rt_executor *ex)

@@ -50,6 +50,9 @@ int pp_backend_cpu_set_threads(int n);
 int pp_backend_cpu_set_kernel_threads(int n);
 /* The count OpenBLAS uses now (openblas_get_num_threads). */
 int pp_backend_cpu_threads(void);
+/* The count OpenBLAS uses in the CPU backends created later (applied now, as their creation
+ * applies it): with the kernel threads, what sizes their kernels' scratch in the memory plan. */
+int pp_backend_cpu_blas_threads(void);
 
 /* The CUDA backend (runtime/cuda/): device memory, cuBLAS GEMMs, CUDA kernels, on one device.
  * PP_PREC_FP32 computes in fp32 throughout (no TF32: the numerical twin of the CPU backend);

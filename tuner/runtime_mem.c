@@ -71,7 +71,9 @@ static pp_status runtime_plan(const pp_tune_model *m, const pp_config *c, const 
         .recompute = (int)c->recompute, /* pp_recompute's values are PP_RT_RC_*'s */
         .recompute_layers = c->recompute_layers,
         .shard = (int)c->shard, /* pp_shard's values are PP_RT_SHARD_*'s */
-
+        /* one kernel thread per rank (no per-thread attention scratch): a configuration's
+         * ranks fill the CPU devices, so pprun gives each its one core's share */
+        .kernel_threads = 1,
         .cp = c->cp};
     pp_rt_plan_rank *plan = pp_calloc((size_t)s->ranks, sizeof *plan);
     if (!plan)

@@ -74,18 +74,14 @@ static size_t v_col(const qkv_layout *l, int h)
     return (size_t)(l->NH + l->NKV + h / l->g) * l->hd;
 }
 
-/* Whether the (batch, head) units run in parallel, each with its GEMMs on its own thread: when
- * OpenBLAS runs those GEMMs on the calling thread anyway (one BLAS thread, or M N K at most
- * 65536 x 4, SMP_THRESHOLD_MIN x GEMM_MULTITHREAD_THRESHOLD, below which OpenBLAS 0.3's
- * interface/gemm.c does not thread). Otherwise the units run one after the other with OpenBLAS
- * threading their GEMMs and only the softmax rows split: parallel callers of a threaded
- * OpenBLAS wait for each other's BLAS threads. Either way every GEMM is the same call and every
- * row the same code, so the choice, which the kernel thread count does not enter, changes no
- * result. */
+/* Whether the (batch, head) units run in parallel, each with its GEMMs on its own thread
+ * (pp_rt_cpu_attn_units_parallel, which the memory plan asks too: the threads' scratch);
+ * otherwise the units run one after the other with OpenBLAS threading their GEMMs and only the
+ * softmax rows split. Either way every GEMM is the same call and every row the same code, so
+ * the choice, which the kernel thread count does not enter, changes no result. */
 static int units_in_parallel(int T, int hs)
 {
-    double rb = T < PP_ATT_BLOCK ? T : PP_ATT_BLOCK;
-    return pp_backend_cpu_threads() == 1 || rb * T * hs <= 65536.0 * 4;
+    return pp_rt_cpu_attn_units_parallel(pp_backend_cpu_threads(), (size_t)T, (size_t)hs);
 }
 
 typedef struct {
@@ -220,7 +216,8 @@ static void attention_bwd_unit(const att_arg *a, float *S, size_t u, pp_cpu_pool
 }
 
 /* Part 0 uses the caller's scratch, the others the pool's (pp_cpu_pool_reserve: T x T floats
- * for each thread beyond the first, outside the backend's memory accounting). */
+ * for each thread beyond the first, counted as the backend's PP_MEM_WORKSPACE and reserved at
+ * the memory plan's figure, pp_rt_size_cpu_kernel_scratch). */
 static void attention_bwd_part(void *v, size_t lo, size_t hi, int part)
 {
     const att_arg *a = v;

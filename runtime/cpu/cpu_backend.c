@@ -71,6 +71,13 @@ static void cpu_destroy(void *ctx)
     pp_cpu_pool_destroy(ctx);
 }
 
+/* The memory plan's kernel scratch (row_cpu.c: the attention backward's per-thread dS), made
+ * now and held to: its pool's, counted as the backend's workspace. */
+static pp_status cpu_scratch_reserve(void *ctx, size_t bytes)
+{
+    return pp_cpu_pool_fix_scratch(ctx, bytes);
+}
+
 static const pp_backend_ops cpu_ops = {
     .alloc = cpu_alloc,
     .free = cpu_free,
@@ -100,6 +107,7 @@ static const pp_backend_ops cpu_ops = {
     .xent_bwd = pp_cpu_xent_bwd,
     .adamw = pp_cpu_adamw,
     .destroy = cpu_destroy,
+    .scratch_reserve = cpu_scratch_reserve,
     .vocab_embed_fwd = pp_cpu_vocab_embed_fwd,
     .vocab_embed_bwd = pp_cpu_vocab_embed_bwd,
     .vocab_xent_max = pp_cpu_vocab_xent_max,
@@ -132,6 +140,12 @@ int pp_backend_cpu_set_kernel_threads(int n)
     return g_kernel_threads;
 }
 
+int pp_backend_cpu_blas_threads(void)
+{
+    openblas_set_num_threads(g_blas_threads); /* as pp_backend_cpu_create_threads applies it */
+    return openblas_get_num_threads();
+}
+
 int pp_backend_cpu_threads(void)
 {
     return openblas_get_num_threads();
@@ -147,7 +161,9 @@ pp_status pp_backend_cpu_create_threads(int threads, pp_backend **out)
     pp_cpu_pool *pool = NULL;
     if (threads > 1) /* one thread: no pool, every kernel runs on the caller */
         PP_TRY(pp_cpu_pool_create(threads, &pool));
-    return pp_backend_wrap("cpu", &cpu_ops, pool, out);
+    PP_TRY(pp_backend_wrap("cpu", &cpu_ops, pool, out)); /* (which frees the pool if not) */
+    pp_cpu_pool_set_owner(pool, *out);
+    return PP_OK;
 }
 
 pp_status pp_backend_cpu_create(pp_backend **out)

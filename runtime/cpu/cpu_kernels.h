@@ -7,12 +7,7 @@
 
 #include "../backend.h"
 
-/* Rows (queries) per block of the causal attention products (cpu_attention.c): a block only
- * multiplies against the keys up to its end, so T = 1024 computes 10/16 of the T x T square.
- * Smaller blocks waste less but make GEMMs too small for BLAS (the inner dimension is only the
- * head width); 256 measured best of 64/128/256 in bench_layer. bench_layer replays the same
- * blocking; test_runtime_model's gradient check uses T = 300 to cross a block edge. */
-#define PP_ATT_BLOCK 256
+#include "pp_rt_sizes.h" /* PP_ATT_BLOCK: the attention's query blocks */
 
 pp_status pp_cpu_gemm(void *ctx, int trans_a, int trans_b, int m, int n, int k, float alpha,
                       const float *a, int lda, const float *b, int ldb, float beta, float *c,

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../backend.h" /* pp_backend_count: the scratch in the owner's accounting */
 #include "cpu_pool.h"
 
 struct pp_cpu_pool {
@@ -22,9 +23,12 @@ struct pp_cpu_pool {
     void *arg;
     size_t n, grain;
     int parts;
-    /* per-part scratch (index 0 unused) */
+    /* per-part scratch (index 0 unused), counted in owner's PP_MEM_WORKSPACE; fixed: held to
+     * scratch_bytes (the memory plan's figure) */
     void **scratch;
     size_t scratch_bytes;
+    pp_backend *owner;
+    int fixed;
 };
 
 typedef struct {
@@ -169,10 +173,31 @@ void pp_cpu_par_for(pp_cpu_pool *p, size_t n, size_t grain, size_t min_part, pp_
     pthread_mutex_unlock(&p->mu);
 }
 
+void pp_cpu_pool_set_owner(pp_cpu_pool *p, pp_backend *be)
+{
+    if (p)
+        p->owner = be;
+}
+
+/* Each part's scratch as the owner counts it: all of them together. */
+static void count_scratch(pp_cpu_pool *p, int add)
+{
+    size_t all = (size_t)(p->threads - 1) * p->scratch_bytes;
+    if (p->owner && all)
+        (add ? pp_backend_count : pp_backend_uncount)(p->owner, all, PP_MEM_WORKSPACE);
+}
+
 pp_status pp_cpu_pool_reserve(pp_cpu_pool *p, size_t bytes)
 {
     if (!p || bytes <= p->scratch_bytes)
         return PP_OK;
+    if (p->fixed)
+        return PP_ERR(PP_ERR_CHECK,
+                      "cpu backend: a kernel needs %zu bytes of scratch for each of %d kernel "
+                      "threads, the memory plan reserved %zu (runtime/plan/pp_rt_sizes.h's "
+                      "pp_rt_size_cpu_kernel_scratch and the kernels disagree)",
+                      bytes, p->threads - 1, p->scratch_bytes);
+    count_scratch(p, 0);
     for (int w = 1; w < p->threads; w++) {
         free(p->scratch[w]);
         p->scratch[w] = malloc(bytes);
@@ -185,6 +210,22 @@ pp_status pp_cpu_pool_reserve(pp_cpu_pool *p, size_t bytes)
         }
     }
     p->scratch_bytes = bytes;
+    count_scratch(p, 1);
+    return PP_OK;
+}
+
+pp_status pp_cpu_pool_fix_scratch(pp_cpu_pool *p, size_t all)
+{
+    int extra = pp_cpu_pool_threads(p) - 1;
+    if (extra == 0 || all % (size_t)extra != 0)
+        return all == 0 ? PP_OK
+                        : PP_ERR(PP_ERR_CHECK,
+                                 "cpu backend: the memory plan reserves %zu bytes of kernel "
+                                 "scratch for %d kernel threads beyond the first",
+                                 all, extra);
+    p->fixed = 0;
+    PP_TRY(pp_cpu_pool_reserve(p, all / (size_t)extra));
+    p->fixed = 1;
     return PP_OK;
 }
 

@@ -40,9 +40,17 @@ int pp_cpu_pool_parts(const pp_cpu_pool *p, size_t n, size_t grain, size_t min_p
 void pp_cpu_par_for(pp_cpu_pool *p, size_t n, size_t grain, size_t min_part, pp_cpu_range_fn fn,
                     void *arg);
 /* Scratch of at least `bytes` for each part 1 .. threads - 1 (part 0 uses the caller's), kept
- * and grown by the pool: pp_cpu_pool_scratch(p, part) after a PP_OK reserve. Returns PP_OK or
- * PP_ERR_NOMEM. */
+ * and grown by the pool: pp_cpu_pool_scratch(p, part) after a PP_OK reserve. Counted in the
+ * owner's PP_MEM_WORKSPACE (all parts' together) while held. Returns PP_OK, PP_ERR_NOMEM, or
+ * PP_ERR_CHECK when the scratch is fixed (pp_cpu_pool_fix_scratch) below `bytes`. */
 pp_status pp_cpu_pool_reserve(pp_cpu_pool *p, size_t bytes);
+/* The backend whose memory accounting counts the pool's scratch (NULL: none). */
+struct pp_backend;
+void pp_cpu_pool_set_owner(pp_cpu_pool *p, struct pp_backend *be);
+/* Reserves `all` bytes of scratch over the threads beyond the first (the memory plan's
+ * figure, pp_rt_size_cpu_kernel_scratch) now, and holds the pool to it. PP_ERR_CHECK when
+ * `all` is not a whole share per thread (or nonzero on a pool of one thread). */
+pp_status pp_cpu_pool_fix_scratch(pp_cpu_pool *p, size_t all);
 void *pp_cpu_pool_scratch(pp_cpu_pool *p, int part);
 
 /* Work below which a kernel runs on the caller alone: waking the pool's threads costs a few

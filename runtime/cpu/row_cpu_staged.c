@@ -10,6 +10,11 @@ static size_t attn_scratch(const pp_backend_stage *s)
     return pp_rt_size_attn_scratch_host(s->d, s->T); /* a (batch row, head), or a ring block */
 }
 
+static size_t kernel_scratch(const pp_backend_stage *s) /* its kernel threads' (row_cpu.c) */
+{
+    return pp_rt_size_cpu_kernel_scratch(s->d, s->B, s->T, s->kernel_threads, s->blas_threads);
+}
+
 const pp_backend_row pp_backend_row_cpu_staged = {
     .name = "cpu-staged",
     .device_kind = "cpu",
@@ -19,4 +24,5 @@ const pp_backend_row pp_backend_row_cpu_staged = {
     .host_threads = 1,
     .context_parallel = 1,
     .attn_scratch = attn_scratch,
+    .kernel_scratch = kernel_scratch,
 };

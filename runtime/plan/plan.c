@@ -55,7 +55,9 @@ static pp_backend_stage stage_shape(const plan_ctx *x, int pipe, int stage)
 {
     return (pp_backend_stage){.d = &x->d, .B = x->B, .T = x->T, .N = x->N,
                               .layers = (size_t)layers_of(x, pipe, stage),
-                              .last = stage == x->s->stages_per_pipe - 1, .bf16 = x->bf16};
+                              .last = stage == x->s->stages_per_pipe - 1, .bf16 = x->bf16,
+                              .kernel_threads = x->p->kernel_threads,
+                              .blas_threads = x->p->blas_threads};
 }
 
 static size_t bwd_ws_bytes(const plan_ctx *x, int pipe, int stage)

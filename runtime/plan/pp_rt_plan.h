@@ -93,6 +93,10 @@ typedef struct {
     int recompute;         /* PP_RT_RC_* (pp_rt_sizes.h): the smaller slots and the
                               recompute workspace of forward and backward */
     int recompute_layers;  /* with PP_RT_RC_FULL: the first k blocks of each stage; 0 all */
+    int kernel_threads;    /* a host-threads backend (the CPU's): its kernel threads per rank
+                              and its BLAS threads per call (0: 1), which size the kernels'
+                              per-thread scratch (pp_rt_size_cpu_kernel_scratch) */
+    int blas_threads;
     int shard;             /* PP_RT_SHARD_* over dp > 1: OPTIMIZER holds AdamW's m and v of
                               1/dp of the rank's parameters (ceil(params / dp) each) and
                               reduce-scatters a dp x that pack instead of the all-reduce */
@@ -116,7 +120,8 @@ typedef struct {
                         * micro-batch x (L/D layers) (pp_sim_result.peak_activations) */
     size_t kernel_scratch; /* the kernels' scratch the backend holds (PP_MEM_WORKSPACE,
                             * reserved at creation: pp_backend_scratch_reserve; its row's
-                            * kernel_scratch); 0 for a backend without (the CPU) */
+                            * kernel_scratch); on the CPU its kernel threads' attention
+                            * scratch, 0 with one kernel thread */
     int n_bufs;         /* the step's buffers carved from the arena (pp_rt_plan_assign) */
     size_t arena_bytes; /* the arena they are carved from (its placement's high-water mark);
                          * 0 from pp_rt_plan_compute, which does not place them */

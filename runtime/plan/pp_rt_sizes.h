@@ -287,6 +287,38 @@ static inline size_t pp_rt_size_attn_scratch_cp(size_t T)
 {
     return (T / 2) * (T / 2) * 4;
 }
+/* Rows (queries) per block of the causal attention products (cpu_attention.c): a block only
+ * multiplies against the keys up to its end, so T = 1024 computes 10/16 of the T x T square.
+ * Smaller blocks waste less but make GEMMs too small for BLAS (the inner dimension is only the
+ * head width); 256 measured best of 64/128/256 in bench_layer. bench_layer replays the same
+ * blocking; test_runtime_model's gradient check uses T = 300 to cross a block edge. */
+#define PP_ATT_BLOCK 256
+
+/* Whether the CPU attention backward runs its (batch row, KV head) units on the kernel threads
+ * at once, each unit's GEMMs on its own thread (cpu_attention.c): when OpenBLAS runs those GEMMs
+ * on the calling thread anyway (one BLAS thread, or M N K at most 65536 x 4,
+ * SMP_THRESHOLD_MIN x GEMM_MULTITHREAD_THRESHOLD, below which OpenBLAS 0.3's interface/gemm.c
+ * does not thread). Otherwise the units run one after the other with OpenBLAS threading their
+ * GEMMs: parallel callers of a threaded OpenBLAS wait for each other's BLAS threads. */
+static inline int pp_rt_cpu_attn_units_parallel(int blas_threads, size_t T, size_t hd)
+{
+    double rb = T < PP_ATT_BLOCK ? (double)T : PP_ATT_BLOCK;
+    return blas_threads <= 1 || rb * (double)T * (double)hd <= 65536.0 * 4;
+}
+/* The CPU backend's kernel scratch (its pool's, cpu_pool.c, held all run in PP_MEM_WORKSPACE):
+ * when the attention backward's units run in parallel (more than one unit: B rows x the rank's
+ * KV heads, kernel threads > 1), each kernel thread beyond the first takes its own dS of one
+ * unit (T x T floats; the first thread uses the backward's workspace). The ring attention of
+ * context parallelism (cp > 1) takes none (its kernels run on the rank's thread). */
+static inline size_t pp_rt_size_cpu_kernel_scratch(const pp_rt_dims *d, size_t B, size_t T,
+                                                   int kernel_threads, int blas_threads)
+{
+    if (kernel_threads <= 1 || d->cp > 1 || B * d->KVl <= 1 ||
+        !pp_rt_cpu_attn_units_parallel(blas_threads, T, d->hd))
+        return 0;
+    return (size_t)(kernel_threads - 1) * pp_rt_size_attn_scratch_cpu(T);
+}
+
 /* A host backend's attention scratch for a rank holding T tokens of each sequence: the ring's
  * block under context parallelism (d->cp > 1), else one (batch row, head)'s scores. */
 static inline size_t pp_rt_size_attn_scratch_host(const pp_rt_dims *d, size_t T)

@@ -103,7 +103,8 @@ static int fits_this_machine(const pp_rt_exec_params *ep)
                             .recompute = ep->recompute,
                             .recompute_layers = ep->recompute_layers,
                             .shard = ep->shard,
-
+                            .kernel_threads = pp_backend_cpu_set_kernel_threads(0),
+                            .blas_threads = pp_backend_cpu_blas_threads(),
                             .cp = ep->cp};
     int D = ep->sched->ranks;
     pp_rt_plan_rank *plan = calloc((size_t)D, sizeof *plan);
