@@ -606,7 +606,7 @@ Test(tuner_search_cli, layers_cuts_the_model_for_the_plan_the_trial_and_the_laun
 {
     char dir[] = "/tmp/pptune_hflayers_XXXXXX";
     pp_test_run_result r = hf_search_with(dir, NULL, "config.json", 1, "--layers 2");
-    cr_assert(strstr(r.out, "layers: 2 of the model's 4"), "%s", r.out);
+    cr_assert(strstr(r.out, "layers L=2 from --layers (the model has 4"), "%s", r.out);
     char path[600], cfg[600];
     snprintf(path, sizeof path, "%s/p.json", dir);
     snprintf(cfg, sizeof cfg, "%s/config.json", dir);

@@ -110,8 +110,8 @@ static int build_argv(const pp_tune_trial_params *tp, const pp_profile_pprun_lin
 #define MIN_STEP_S 1e-6
 
 /* The model pprun's summary says it trained ("model": its sizes and block) is the trial's: a
- * measurement of another model is none. Fills r->model ("NAME: L layers, BLOCK"); 0 with r->detail when
- * it is not the trial's model. */
+ * measurement of another model is none. Fills r->model ("NAME: L layers, BLOCK"); 0 with
+ * r->detail when it is not the trial's model. */
 static int same_model(json_t *root, const pp_tune_model *m, pp_tune_trial_result *r)
 {
     json_t *jm = json_object_get(root, "model");

@@ -238,7 +238,8 @@ void pp_cli_tune_describe(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw
                    m->name, m->source, pp_fmt_params(pc.total, params, sizeof params), m->layers,
                    m->hidden, m->heads, m->kv_heads, m->ffn, m->vocab, m->seq);
     if (m->origin_layers) /* --layers: a cut of the model (or more of its block) */
-        pp_cli_wrapped(fp, 9, "         layers: %d of the model's %d (--layers; pprun --layers %d)",
+        pp_cli_wrapped(fp, 9,
+                       "         layers L=%d from --layers (the model has %d; pprun --layers %d)",
                        m->layers, m->origin_layers, m->layers);
     if (m->seq_note[0]) /* an imported model: where its sequence length came from */
         pp_cli_wrapped(fp, 9, "         sequence %s", m->seq_note);
