@@ -133,8 +133,8 @@ static int same_model(json_t *root, const pp_tune_model *m, pp_tune_trial_result
     }
     const char *name = json_string_value(json_object_get(jm, "name"));
     const char *block = json_string_value(json_object_get(jm, "block"));
-    snprintf(r->model, sizeof r->model, "%s: %d layers, %s", name ? name : "?", m->layers,
-             block ? block : "?");
+    snprintf(r->model, sizeof r->model, "%s: %d layer%s, %s", name ? name : "?", m->layers,
+             m->layers == 1 ? "" : "s", block ? block : "?");
     return 1;
 }
 
