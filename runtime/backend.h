@@ -141,7 +141,8 @@ typedef struct {
     void (*marks_destroy)(void *marks);
     /* Allocates the kernels' scratch at `bytes` now (the memory plan's figure) and fixes it:
      * a kernel needing more afterwards fails with PP_ERR_CHECK naming both, instead of
-     * growing it. NULL: the backend's kernels need no scratch of their own (the CPU's). */
+     * growing it. NULL: the backend's kernels need no scratch of their own. (The CPU's: its
+     * kernel threads' per-thread attention scratch, cpu_pool.c.) */
     pp_status (*scratch_reserve)(void *ctx, size_t bytes);
 
     /* ---- vocabulary parallelism (required; runtime/stage_fwd.c with t > 1) ----

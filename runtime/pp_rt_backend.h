@@ -108,7 +108,8 @@ int pp_backend_is_device(const pp_backend *be);
 pp_status pp_backend_sync(pp_backend *be);
 /* Allocates the kernels' scratch (PP_MEM_WORKSPACE) at `bytes`, the memory plan's figure,
  * and holds the backend to it: a kernel that would need more fails with PP_ERR_CHECK naming
- * both. Returns PP_OK (at once on a backend without kernel scratch: the CPU's), PP_ERR_OOM. */
+ * both. Returns PP_OK (at once on a backend without kernel scratch: the CPU's with one kernel
+ * thread), PP_ERR_OOM, PP_ERR_CHECK. */
 pp_status pp_backend_scratch_reserve(pp_backend *be, size_t bytes);
 /* Fills the device's free and total bytes as its driver sees them (next to the backend's own
  * accounting, pp_backend_mem_stats). Returns PP_OK, or PP_ERR_UNSUPPORTED on a host backend
