@@ -30,7 +30,8 @@ static void plan_params(const pp_rt_executor *ex, pp_rt_plan_params *pp)
                               .shard = ex->shard,
 
                               .cp = ex->CP};
-    if (pp_backend_row_of(ex->backend)->host_threads) { /* what its backends are made with */
+    const pp_backend_row *row = pp_backend_row_of(ex->backend); /* NULL: refused later */
+    if (row && row->host_threads) { /* what its backends are made with */
         pp->kernel_threads = pp_backend_cpu_set_kernel_threads(0);
         pp->blas_threads = pp_backend_cpu_blas_threads();
     }
