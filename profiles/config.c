@@ -23,22 +23,29 @@ const char *pp_shard_name(pp_shard s)
     return s >= PP_SHARD_NONE && s <= PP_SHARD_GRADIENTS ? pp_shard_names[s] : "none";
 }
 
-/* pprun's line carries sharding only where there is some (a no-op at d = 1). */
-static int shard_set(const pp_config *c)
+int pp_config_sharded(const pp_config *c)
 {
-    return c->shard != PP_SHARD_NONE && c->d > 1;
+    return c->shard != PP_SHARD_NONE && c->d * (c->cp > 1 ? c->cp : 1) > 1;
 }
 
-/* pprun runs ZeRO-1, not ZeRO-2, and ZeRO-1 not in bf16 on a device (runtime/pp_rt_executor.h
- * says why; the CPU computes in fp32 whatever is asked). */
+/* pprun's line carries sharding only where there is some (a no-op over one replica). */
+static int shard_set(const pp_config *c)
+{
+    return pp_config_sharded(c);
+}
+
+/* pprun runs ZeRO-1 and ZeRO-2 over the d x cp replicas, neither in bf16 on a device, and
+ * ZeRO-2 not with a schedule whose two pipes hold the same layers (its REDUCE sums whole
+ * gradients at the step's end): runtime/executor.c says why; the CPU computes in fp32
+ * whatever is asked. */
 static const char *shard_pprun_cannot(const pp_config *c, int precision)
 {
-    if (c->shard == PP_SHARD_GRADIENTS)
-        return "";
-    if (c->shard == PP_SHARD_OPTIMIZER && c->d > 1 && c->cp > 1)
-        return " with cp"; /* not together yet (runtime/executor.c) */
-    return c->shard == PP_SHARD_OPTIMIZER && c->d > 1 && precision == PP_PREC_BF16 ? " in bf16"
-                                                                                    : NULL;
+    if (!shard_set(c))
+        return NULL;
+    const pp_sched_desc *sd = c->schedule ? pp_sched_lookup(c->schedule) : NULL;
+    if (c->shard == PP_SHARD_GRADIENTS && sd && sd->weight_replicas > 1)
+        return " with a schedule whose pipes share layers";
+    return precision == PP_PREC_BF16 ? " in bf16" : NULL;
 }
 
 /* pprun does not run recomputation together with context parallelism yet. */
@@ -180,10 +187,12 @@ static const pp_config_axis axes[] = {
     /* 1.2 wrote "distributed_optimizer" (true: "optimizer"); config_json.c still reads it */
     {.key = "shard", .kind = PP_CONFIG_ENUM, .offset = OFF(shard), .names = pp_shard_names,
      .optional_minor = 3, .flag = "--shard", .arg = "WHAT",
-     .help = "over the --dp replicas: none (default) | optimizer\n"
-             "(ZeRO-1: gradients reduce-scattered, AdamW on 1/dp\n"
-             "each, parameters all-gathered; fp32 only, no\n"
-             "checkpoints); gradients (ZeRO-2) is not run yet",
+     .help = "over the --dp x --cp replicas: none (default) |\n"
+             "optimizer (ZeRO-1: gradients reduce-scattered, AdamW on\n"
+             "1/dp each, parameters all-gathered) | gradients (ZeRO-2:\n"
+             "each micro-batch's gradient reduce-scattered into 1/dp\n"
+             "shards, then as ZeRO-1; not with chimera or bitpipe);\n"
+             "fp32 only",
      .profile_role = PP_CONFIG_PROFILE_FOLLOWS, .on_line = shard_set,
      .pprun_cannot = shard_pprun_cannot, .line = 75},
     {.key = "cp", .kind = PP_CONFIG_INT, .offset = OFF(cp), .min = 1, .dflt = 1,

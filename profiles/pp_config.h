@@ -90,6 +90,9 @@ typedef struct {
                                   1: every rank holds every expert */
 } pp_config;
 
+/* 1: c shards something (shard not none over d x cp > 1 replicas). */
+int pp_config_sharded(const pp_config *c);
+
 /* ---- the axis table ------------------------------------------------------------------------- */
 
 typedef enum {

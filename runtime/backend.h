@@ -70,6 +70,17 @@ typedef struct {
     /* dx += rstd (g dy - x rstd^2 mean(g dy x)), dg += sum over rows of dy x rstd. */
     pp_status (*rmsnorm_bwd)(void *ctx, float *dx, float *dg, const float *dout, const float *x,
                              const float *g, const float *rstd, int N, int C);
+    /* Per-head RMSNorm of q and k (Qwen3's q_norm, k_norm: transformers' Qwen3Attention) in
+     * place on the first nq + nk heads (hd wide) of each of the N rows of x (row stride ld):
+     * heads 0 .. nq-1 scaled by gq(hd), the next nk by gk(hd); saves each row's heads before
+     * the norm in xin(N, (nq + nk) hd) and their rstd(N, nq + nk). */
+    pp_status (*headnorm_fwd)(void *ctx, float *x, float *xin, float *rstd, const float *gq,
+                              const float *gk, int N, int nq, int nk, int hd, int ld, float eps);
+    /* Its backward in place: those heads of dx (row stride ld) hold dy on entry, dx on return;
+     * dgq, dgk += the sums over rows and heads of dy xin rstd. */
+    pp_status (*headnorm_bwd)(void *ctx, float *dx, float *dgq, float *dgk, const float *xin,
+                              const float *rstd, const float *gq, const float *gk, int N, int nq,
+                              int nk, int hd, int ld);
     /* Causal attention with grouped-query heads on qkv(B,T,W), W = (NH + 2 NKV) hd, laid out
      * [q | k | v]: query head h at columns h hd, its KV head h / (NH/NKV) at NH hd + that
      * times hd (k) and (NH + NKV) hd + it (v). y(B,T,NH hd) = softmax(q k^T / sqrt(hd),

@@ -51,7 +51,8 @@ static void config_line(const pp_rt_executor *ex, const char *extra, char *buf, 
                         g->layer_end);
     }
     /* a block other than GPT's is part of the identity (GPT checkpoints keep their line) */
-    if ((m->norm || m->mlp || m->pos || m->kv_heads || m->head_dim || m->nobias || m->untied) &&
+    if ((m->norm || m->mlp || m->pos || m->kv_heads || m->head_dim || m->nobias || m->untied ||
+         m->qk_norm) &&
         len > 0 && (size_t)len < n) {
         char block[256];
         len += snprintf(buf + len, n - (size_t)len, " block=%s",
@@ -66,11 +67,6 @@ static pp_status supported(const pp_rt_executor *ex)
     if (ex->self >= 0)
         return PP_ERR(PP_ERR_UNSUPPORTED, "checkpoints need every rank in this process (the "
                                           "thread transport); not yet under MPI");
-    if (ex->shard != PP_RT_SHARD_NONE)
-        return PP_ERR(PP_ERR_UNSUPPORTED,
-                      "checkpoints of a sharded optimizer (--shard optimizer with dp > 1): not "
-                      "written yet (a checkpoint holds each stage's whole AdamW state, which the "
-                      "replicas hold in shards)");
     return PP_OK;
 }
 
@@ -111,32 +107,55 @@ static size_t largest_stage(const pp_rt_executor *ex)
     return big;
 }
 
-static pp_status write_stages(writer *w, const pp_rt_executor *ex)
+/* Stage i of ex->stages ((replica * TP + tpr) * P + pipe) * S + stage: its indices. */
+static void stage_at(const pp_rt_executor *ex, size_t i, int *k, int *tpr, int *pipe, int *s)
+{
+    *s = (int)(i % (size_t)ex->S), i /= (size_t)ex->S;
+    *pipe = (int)(i % (size_t)ex->P), i /= (size_t)ex->P;
+    *tpr = (int)(i % (size_t)ex->TP), *k = (int)(i / (size_t)ex->TP);
+}
+
+/* A stage's m and v: its own, or under sharding gathered from the replicas' shards
+ * (executor_zero_ckpt.c: the file is the unsharded run's). */
+static pp_status put_opt(writer *w, pp_rt_executor *ex, uint32_t i, float *host)
+{
+    const pp_rt_stage *s = ex->stages[i];
+    if (ex->shard == PP_RT_SHARD_NONE) {
+        PP_TRY(put_device(w, s->be, s->opt, s->nparams, host));
+        return put_device(w, s->be, s->opt + s->nparams, s->nparams, host);
+    }
+    int k, tpr, pipe, st;
+    stage_at(ex, i, &k, &tpr, &pipe, &st);
+    PP_TRY(pp_ex_zero_state_get(ex, tpr, pipe, st, host));
+    put(w, host, 2 * s->nparams * sizeof(float));
+    return PP_OK;
+}
+
+static pp_status write_stages(writer *w, pp_rt_executor *ex)
 {
     uint32_t n_stages = (uint32_t)((size_t)ex->dp * ex->TP * ex->P * ex->S);
     put(w, &n_stages, sizeof n_stages);
-    float *host = malloc(largest_stage(ex) * sizeof(float));
+    float *host = malloc(2 * largest_stage(ex) * sizeof(float));
     if (!host)
         return PP_ERR(PP_ERR_NOMEM, "checkpoint: no host memory for a bounce buffer");
     pp_status st = PP_OK;
     for (uint32_t i = 0; i < n_stages && st == PP_OK; i++) {
         const pp_rt_stage *s = ex->stages[i];
         uint64_t np = s->nparams;
-        unsigned char has_opt = s->opt != NULL;
+        unsigned char has_opt =
+            ex->shard == PP_RT_SHARD_NONE ? s->opt != NULL : pp_ex_zero_has_state(ex);
         put(w, &np, sizeof np);
         st = put_device(w, s->be, s->params, s->nparams, host);
         put(w, &has_opt, 1);
         if (st == PP_OK && has_opt)
-            st = put_device(w, s->be, s->opt, s->nparams, host);
-        if (st == PP_OK && has_opt)
-            st = put_device(w, s->be, s->opt + s->nparams, s->nparams, host);
+            st = put_opt(w, ex, i, host);
     }
     free(host);
     PP_TRY(st);
     return PP_OK;
 }
 
-static pp_status write_all(writer *w, const pp_rt_executor *ex, pp_rt_ckpt *ck)
+static pp_status write_all(writer *w, pp_rt_executor *ex, pp_rt_ckpt *ck)
 {
     char cfg[4096];
     config_line(ex, ck->config, cfg, sizeof cfg);
@@ -264,9 +283,11 @@ static pp_status read_history(reader *r, int cap, pp_rt_ckpt *ck)
     return PP_OK;
 }
 
-/* Loads one stage's parameters (and optimizer state) into backend memory. */
-static pp_status load_stage(reader *r, pp_rt_stage *s, int i)
+/* Loads one stage's parameters (and optimizer state) into backend memory: stage i of ex
+ * (NULL: only read), whose state goes to its replica's shards under sharding. */
+static pp_status load_stage(reader *r, pp_rt_executor *ex, int i)
 {
+    pp_rt_stage *s = ex ? ex->stages[i] : NULL;
     uint64_t np = 0;
     unsigned char has_opt = 0;
     PP_TRY(take(r, &np, sizeof np, "a stage"));
@@ -286,7 +307,19 @@ static pp_status load_stage(reader *r, pp_rt_stage *s, int i)
         return PP_OK;
     pp_backend *be = s->be;
     PP_TRY(be->ops->upload(be->ctx, s->params, params, bytes));
-    PP_TRY(be->ops->zero(be->ctx, s->grads, bytes));
+    if (s->grads) /* else outside the stage (gradient sharding) */
+        PP_TRY(be->ops->zero(be->ctx, s->grads, bytes));
+    if (has_opt && ex->shard != PP_RT_SHARD_NONE) { /* the replica's slice of it */
+        int k, tpr, pipe, st;
+        stage_at(ex, (size_t)i, &k, &tpr, &pipe, &st);
+        float *host = malloc(2 * bytes);
+        if (!host)
+            return PP_ERR(PP_ERR_NOMEM, "checkpoint: no host memory for a stage's state");
+        memcpy(host, opt, 2 * bytes); /* the mapped file need not be float-aligned */
+        pp_status e = pp_ex_zero_state_put(ex, k, tpr, pipe, st, host);
+        free(host);
+        return e;
+    }
     if (has_opt && !s->opt) {
         /* the same allocation AdamW's first step makes, so memory is counted alike */
         s->opt = pp_backend_alloc(be, 2 * bytes, PP_MEM_OPTIM);
@@ -309,7 +342,7 @@ static pp_status read_body(reader *r, pp_rt_executor *ex, int cap, pp_rt_ckpt *c
         return PP_ERR(PP_ERR_INVALID, "checkpoint %s holds %u stages, this run %zu", r->path,
                       n_stages, want);
     for (uint32_t i = 0; i < n_stages; i++)
-        PP_TRY(load_stage(r, ex ? ex->stages[i] : NULL, (int)i));
+        PP_TRY(load_stage(r, ex, (int)i));
     uint64_t sh = pp_fnv1a(PP_FNV1A_BASIS, r->p + state_begin, r->off - state_begin);
     PP_TRY(take(r, &ck->state_hash, sizeof ck->state_hash, "the state hash"));
     if (sh != ck->state_hash)

@@ -56,17 +56,20 @@ static pp_status check_params(const pp_rt_exec_params *p)
     if (p->shard < PP_RT_SHARD_NONE || p->shard > PP_RT_SHARD_GRADIENTS)
         return PP_ERR(PP_ERR_INVALID, "shard: %d is none of 0 (none), 1 (optimizer), 2 (gradients)",
                       p->shard);
-    if (p->shard == PP_RT_SHARD_GRADIENTS && p->dp > 1)
+    if (p->shard == PP_RT_SHARD_GRADIENTS && dp > 1 && s->n_reduces > 0)
         return PP_ERR(PP_ERR_UNSUPPORTED,
-                      "shard gradients (ZeRO-2): not run by this runtime yet (its stages accumulate "
-                      "every micro-batch into one whole gradient buffer); shard optimizer is");
-    if (p->shard == PP_RT_SHARD_OPTIMIZER && p->dp > 1 && p->precision == PP_PREC_BF16 &&
+                      "shard gradients (ZeRO-2) with a schedule whose pipes share layers (%d "
+                      "REDUCE actions, e.g. chimera): not run (their sum takes whole gradients "
+                      "at the step's end); use shard optimizer",
+                      s->n_reduces);
+    if (p->shard != PP_RT_SHARD_NONE && dp > 1 && p->precision == PP_PREC_BF16 &&
         pp_backend_row_of(p->backend) && pp_backend_row_of(p->backend)->device_memory)
         return PP_ERR(PP_ERR_UNSUPPORTED,
-                      "shard optimizer with bf16: not run yet (the bf16 weight copies are written "
-                      "per whole tensor by AdamW, a shard steps slices of them); use fp32");
-    if (p->cp > 1 && (p->recompute || p->shard))
-        return PP_ERR(PP_ERR_UNSUPPORTED, "recomputation or sharding with context parallelism "
+                      "shard %s with bf16: not run yet (the bf16 weight copies are written "
+                      "per whole tensor by AdamW, a shard steps slices of them); use fp32",
+                      p->shard == PP_RT_SHARD_OPTIMIZER ? "optimizer" : "gradients");
+    if (p->cp > 1 && p->recompute)
+        return PP_ERR(PP_ERR_UNSUPPORTED, "recomputation with context parallelism "
                                           "(--cp %d): not run together yet", p->cp);
     if ((long)dp * s->ranks * t > 1024)
         return PP_ERR(PP_ERR_INVALID, "%d replicas x %d ranks x %d tensor ranks = %ld threads; at "
@@ -209,6 +212,7 @@ static pp_status create_stages(pp_rt_executor *ex, int g)
                 .tp_reduce_scatter = tp_reduce_scatter,
                 .recompute = ex->recompute,
                 .recompute_layers = ex->recompute_layers,
+                .grads_outside = ex->shard == PP_RT_SHARD_GRADIENTS, /* executor_zero2.c */
                 .cp = ex->CP,
                 .cp_rank = k % ex->CP,
                 .cp_send = cp_send,
@@ -422,7 +426,7 @@ pp_status pp_rt_executor_create(const pp_rt_exec_params *p, pp_rt_executor **out
     ex->TP = p->tp > 1 ? p->tp : 1;
     ex->SP = ex->TP > 1 && p->sequence_parallel;
     ex->recompute = p->recompute, ex->recompute_layers = p->recompute_layers;
-    ex->shard = p->dp > 1 ? p->shard : PP_RT_SHARD_NONE;
+    ex->shard = ex->dp > 1 ? p->shard : PP_RT_SHARD_NONE; /* over the dp x cp replicas */
     ex->place = (pp_rt_place){.t = ex->TP, .p = ex->D, .dp = ex->dp};
     ex->G = pp_rt_place_ranks(&ex->place);
     ex->seed = p->seed;

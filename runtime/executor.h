@@ -54,7 +54,8 @@ typedef struct {
     double grad_sq; /* this rank's share of the squared gradient norm */
     float *zero_opt; /* sharded optimizer (executor_zero.c): AdamW m | v of this replica's
                         shard, PP_MEM_OPTIM, NULL until the first step */
-    size_t zero_n;   /* floats of the rank's packed gradients it was sized for */
+    size_t zero_c;   /* floats of the replica's shard (of m, of v) it was sized for */
+    struct pp_ex_z2 *z2; /* gradient sharding's state (executor_zero2.c), NULL until used */
     double norm;    /* the global norm, once synchronised */
     pp_status st;
     char err[1024];
@@ -148,6 +149,23 @@ pp_status pp_ex_post_reduce(pp_rt_executor *ex, rank_state *rs, int id);
 /* executor_zero.c: the dp reduce-scatter, the norm, AdamW on the replica's shard and the
  * parameters' all-gather (ex->shard == PP_RT_SHARD_OPTIMIZER, dp > 1); and freeing its state. */
 pp_status pp_ex_sync_sharded(pp_rt_executor *ex, rank_state *rs);
+/* executor_zero2.c: gradient sharding (ex->shard == PP_RT_SHARD_GRADIENTS, dp > 1). At the
+ * step's start; around each B, I and W (open before it allocates anything, close after it);
+ * at its end (the tied shards summed, norm, AdamW, all-gather); the tied embedding's shard of
+ * the stage (pipe, stage) of this rank (its "wte" / "wte.head"). */
+pp_status pp_ex_z2_begin(pp_rt_executor *ex, rank_state *rs);
+pp_status pp_ex_z2_open(pp_rt_executor *ex, rank_state *rs, const pp_action *a);
+pp_status pp_ex_z2_close(pp_rt_executor *ex, rank_state *rs, const pp_action *a);
+pp_status pp_ex_z2_sync(pp_rt_executor *ex, rank_state *rs);
+pp_status pp_ex_z2_tied(rank_state *rs, int pipe, int stage, float **data, size_t *n);
+void pp_ex_z2_free(rank_state *rs);
+/* executor_zero_ckpt.c: a sharded AdamW state in a checkpoint (every rank in this process):
+ * whether it exists yet; stage (tpr, pipe, stage)'s whole m | v (2 nparams floats of host)
+ * gathered from the replicas' shards; replica's own slice of it put back. */
+int pp_ex_zero_has_state(const pp_rt_executor *ex);
+pp_status pp_ex_zero_state_get(pp_rt_executor *ex, int tpr, int pipe, int stage, float *host);
+pp_status pp_ex_zero_state_put(pp_rt_executor *ex, int replica, int tpr, int pipe, int stage,
+                               const float *host);
 /* executor_sync.c: the global norm from every rank's rs->grad_sq (all-reduced over every rank,
  * into rs->norm), and the clipping factor of it (PyTorch's clip_grad_norm_). */
 pp_status pp_ex_norm_allreduce(pp_rt_executor *ex, rank_state *rs);

@@ -56,10 +56,11 @@ pp_status pp_ex_plan_check(const pp_rt_executor *ex)
         pp_mem_stats m;
         pp_backend_mem_stats(ex->be[g], &m);
         /* before the first AdamW the weights are the fp32 parameters only, and so are the
-         * gradients */
+         * gradients (gradient sharding: none yet, executor_zero2.c makes its shards on the
+         * first step) */
         size_t want = 4 * ex->plan[ex_pp(ex, g)].params;
         const pp_mem_category held[] = {PP_MEM_WEIGHTS, PP_MEM_GRADS};
-        for (int k = 0; k < 2; k++)
+        for (int k = 0; k < (ex->shard == PP_RT_SHARD_GRADIENTS ? 1 : 2); k++)
             if (m.current[held[k]] != want)
                 return PP_ERR(PP_ERR_CHECK,
                               "rank %d: its stages hold %zu bytes of %s, the memory plan says "

@@ -205,7 +205,7 @@ static pp_status do_send(pp_rt_executor *ex, rank_state *rs, const pp_action *a,
 /* An overlapped pair (pp_action.overlap: DualPipeV's F and the B after it) runs as its F, then
  * its B: both inputs have arrived by then (its RECVs come first), and overlapping the two on a
  * GPU's streams, DualPipe's gain, is not something this executor does. */
-static pp_status do_action(pp_rt_executor *ex, rank_state *rs, const pp_action *a)
+static pp_status do_action_in(pp_rt_executor *ex, rank_state *rs, const pp_action *a)
 {
     switch ((pp_op_kind)a->op) {
     case PP_OP_F:
@@ -231,11 +231,21 @@ static pp_status do_action(pp_rt_executor *ex, rank_state *rs, const pp_action *
     return PP_ERR(PP_ERR_CHECK, "unknown action kind %d", (int)a->op);
 }
 
+/* Under gradient sharding a backward writes into its stage's whole gradient, opened before
+ * anything of the action is allocated and closed after it (executor_zero2.c). */
+static pp_status do_action(pp_rt_executor *ex, rank_state *rs, const pp_action *a)
+{
+    PP_TRY(pp_ex_z2_open(ex, rs, a));
+    PP_TRY(do_action_in(ex, rs, a));
+    return pp_ex_z2_close(ex, rs, a);
+}
+
 static pp_status run_rank(pp_rt_executor *ex, rank_state *rs)
 {
     PP_TRY(pp_ex_rank_enter(ex, rs));
     PP_TRY(pp_ex_marks_begin(ex, rs));
     pp_ex_arena_begin(rs);
+    PP_TRY(pp_ex_z2_begin(ex, rs));
     for (int p = 0; p < ex->P; p++)
         for (int s = 0; s < ex->S; s++)
             if (ex_rank_of(ex, p, s) == rs->r)

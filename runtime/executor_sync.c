@@ -12,7 +12,8 @@
  * Every sum runs in a fixed order, so replicas get bit-identical gradients.
  *
  * With the optimizer sharded over dp (ZeRO-1) the dp all-reduce, the norm and AdamW are
- * executor_zero.c's. Not here: bucketing or overlapping the dp all-reduce with backward.
+ * executor_zero.c's; with the gradients sharded too (ZeRO-2) executor_zero2.c's, and the tied
+ * sum adds the replicas' shards of the two copies. Not here: bucketing or overlapping the dp all-reduce with backward.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -169,6 +170,21 @@ static pp_status finish_reduces(pp_rt_executor *ex, rank_state *rs)
     return st;
 }
 
+/* The tied copy `name` of stage (pipe, stage) on this rank: the tensor's gradient, or under
+ * gradient sharding the replica's shard of it (the same elements on both ends). */
+static pp_status tied_grad(pp_rt_executor *ex, rank_state *rs, int pipe, int stage,
+                           const char *name, float **data, size_t *n)
+{
+    pp_rt_tensor *t = pp_rt_stage_tensor(ex_stage(ex, rs->replica, rs->tpr, pipe, stage), name);
+    if (!t)
+        return PP_ERR(PP_ERR_INVALID, "pipe %d: the %s stage has no \"%s\" tensor", pipe,
+                      stage == 0 ? "first" : "last", name);
+    if (ex->shard == PP_RT_SHARD_GRADIENTS)
+        return pp_ex_z2_tied(rs, pipe, stage, data, n);
+    *data = t->grad, *n = t->n;
+    return PP_OK;
+}
+
 /* Megatron's embedding group: the first stage's "wte" and the last stage's "wte.head" each
  * receive the sum of both gradients. */
 static pp_status sync_tied(pp_rt_executor *ex, rank_state *rs)
@@ -183,28 +199,24 @@ static pp_status sync_tied(pp_rt_executor *ex, rank_state *rs)
         int a = ex_rank_of(ex, p, 0), b = ex_rank_of(ex, p, ex->S - 1);
         if (rs->r != a && rs->r != b)
             continue;
-        pp_rt_tensor *wte =
-            rs->r == a ? pp_rt_stage_tensor(ex_stage(ex, rs->replica, rs->tpr, p, 0), "wte") : NULL;
-        pp_rt_tensor *head =
-            rs->r == b ? pp_rt_stage_tensor(ex_stage(ex, rs->replica, rs->tpr, p, ex->S - 1), "wte.head")
-                       : NULL;
-        if ((rs->r == a && !wte) || (rs->r == b && !head))
-            return PP_ERR(PP_ERR_INVALID, "pipe %d: the %s stage has no \"%s\" tensor", p,
-                          rs->r == a && !wte ? "first" : "last",
-                          rs->r == a && !wte ? "wte" : "wte.head");
+        float *wte = NULL, *head = NULL;
+        size_t n = 0;
+        if (rs->r == a)
+            PP_TRY(tied_grad(ex, rs, p, 0, "wte", &wte, &n));
+        if (rs->r == b)
+            PP_TRY(tied_grad(ex, rs, p, ex->S - 1, "wte.head", &head, &n));
         if (a == b) { /* wte += head; head = wte */
-            st = rs->be->ops->add(rs->be->ctx, wte->grad, head->grad, wte->n);
+            st = rs->be->ops->add(rs->be->ctx, wte, head, n);
             if (st == PP_OK)
-                st = rs->be->ops->copy(rs->be->ctx, head->grad, wte->grad, wte->n * sizeof(float));
+                st = rs->be->ops->copy(rs->be->ctx, head, wte, n * sizeof(float));
             continue;
         }
         int ga = ex_global(ex, rs->replica, a, rs->tpr), gb = ex_global(ex, rs->replica, b, rs->tpr);
         int group[2] = {ga < gb ? ga : gb, ga < gb ? gb : ga};
-        pp_rt_tensor *mine = rs->r == a ? wte : head;
-        data[p] = mine->grad;
-        len[p] = mine->n;
-        st = pp_ex_iallreduce(ex, rs, group, 2, pp_ex_coll_tag(TAG_TIED, rs->replica, p),
-                              mine->grad, mine->n, &host[p], &req[p]);
+        data[p] = rs->r == a ? wte : head;
+        len[p] = n;
+        st = pp_ex_iallreduce(ex, rs, group, 2, pp_ex_coll_tag(TAG_TIED, rs->replica, p), data[p],
+                              n, &host[p], &req[p]);
     }
     for (int p = 0; p < 2; p++)
         if (req[p]) {
@@ -339,8 +351,9 @@ pp_status pp_ex_sync_and_update(pp_rt_executor *ex, rank_state *rs)
     PP_TRY(pp_ex_mark(rs, ex_mark_after(n_ops, EX_MARK_SYNC_START)));
     PP_TRY(finish_reduces(ex, rs));
     PP_TRY(sync_tied(ex, rs));
-    if (ex->shard == PP_RT_SHARD_OPTIMIZER) { /* reduce-scatter, norm, AdamW, all-gather */
-        PP_TRY(pp_ex_sync_sharded(ex, rs));
+    if (ex->shard != PP_RT_SHARD_NONE) { /* (reduce-scatter,) norm, AdamW, all-gather */
+        PP_TRY(ex->shard == PP_RT_SHARD_OPTIMIZER ? pp_ex_sync_sharded(ex, rs)
+                                                  : pp_ex_z2_sync(ex, rs));
         PP_TRY(pp_ex_mark(rs, ex_mark_after(n_ops, EX_MARK_SYNC_END)));
         PP_TRY(pp_ex_mark(rs, ex_mark_after(n_ops, EX_MARK_OPTIM_END)));
         sy->end = op->start = op->end = pp_now() - ex->t0;

@@ -24,81 +24,59 @@
 #include <string.h>
 
 #include "backend.h"
-#include "executor.h"
+#include "executor_zero.h"
 
-/* One tensor of the rank's packed order: where it starts in the pack. */
-typedef struct {
-    pp_rt_stage *st;
-    int tensor, counted;
-    pp_rt_tensor *t;
-    size_t off;
-} zseg;
-
-/* The rank's tensors in copy order (executor_sync.c's copy_grads: pipe, stage, tensor), *n of
- * them, their floats in *total. *out is malloc'ed. */
-static pp_status segments(pp_rt_executor *ex, rank_state *rs, zseg **out, int *n, size_t *total)
+pp_status pp_ex_zgroup_add(pp_zgroup *g, rank_state *rs, pp_rt_stage *st, int pipe, int j)
 {
-    int cap = 0, k = 0;
-    size_t off = 0;
-    zseg *v = NULL;
+    int nt;
+    pp_rt_tensor *t = pp_rt_stage_tensors(st, &nt);
+    pp_zseg *nv = pp_realloc_array(g->v, (size_t)g->n + 1, sizeof *nv);
+    if (!nv)
+        return PP_ERR_NOMEM;
+    g->v = nv;
+    int counted = pipe == 0 && strcmp(t[j].name, "wte.head") != 0 && (rs->tpr == 0 || t[j].sharded);
+    g->v[g->n++] = (pp_zseg){st, j, counted, &t[j], g->total};
+    g->total += t[j].n;
+    return PP_OK;
+}
+
+/* The rank's tensors in copy order (executor_sync.c's copy_grads: pipe, stage, tensor). */
+static pp_status segments(pp_rt_executor *ex, rank_state *rs, pp_zgroup *g)
+{
     for (int p = 0; p < ex->P; p++)
         for (int s = 0; s < ex->S; s++) {
             if (ex_rank_of(ex, p, s) != rs->r)
                 continue;
             pp_rt_stage *st = ex_stage(ex, rs->replica, rs->tpr, p, s);
             int nt;
-            pp_rt_tensor *t = pp_rt_stage_tensors(st, &nt);
-            if (k + nt > cap) {
-                cap = 2 * (k + nt);
-                zseg *nv = pp_realloc_array(v, (size_t)cap, sizeof *nv);
-                if (!nv) {
-                    free(v);
-                    return PP_ERR_NOMEM;
-                }
-                v = nv;
-            }
-            for (int j = 0; j < nt; j++) {
-                int counted = p == 0 && strcmp(t[j].name, "wte.head") != 0 &&
-                              (rs->tpr == 0 || t[j].sharded);
-                v[k++] = (zseg){st, j, counted, &t[j], off};
-                off += t[j].n;
-            }
+            pp_rt_stage_tensors(st, &nt);
+            for (int j = 0; j < nt; j++)
+                PP_TRY(pp_ex_zgroup_add(g, rs, st, p, j));
         }
-    *out = v, *n = k, *total = off;
     return PP_OK;
 }
 
-/* Floats of one shard of n over dp replicas. */
-static size_t shard_len(size_t n, int dp)
+pp_status pp_ex_zcopy(pp_backend *be, const pp_zgroup *g, float *buf, int what, int pack)
 {
-    return (n + (size_t)dp - 1) / (size_t)dp;
-}
-
-enum { Z_GRADS, Z_PARAMS };
-
-/* Copies every segment's gradients or parameters into buf (pack) or back (!pack). */
-static pp_status zcopy(pp_backend *be, const zseg *v, int n, float *buf, int what, int pack)
-{
-    for (int i = 0; i < n; i++) {
-        float *x = what == Z_GRADS ? v[i].t->grad : v[i].t->data;
-        size_t bytes = v[i].t->n * sizeof(float);
-        PP_TRY(pack ? be->ops->copy(be->ctx, buf + v[i].off, x, bytes)
-                    : be->ops->copy(be->ctx, x, buf + v[i].off, bytes));
+    for (int i = 0; i < g->n; i++) {
+        const pp_zseg *v = &g->v[i];
+        float *x = what == Z_GRADS ? v->t->grad : v->t->data;
+        size_t bytes = v->t->n * sizeof(float);
+        PP_TRY(pack ? be->ops->copy(be->ctx, buf + v->off, x, bytes)
+                    : be->ops->copy(be->ctx, x, buf + v->off, bytes));
     }
     return PP_OK;
 }
 
 /* The pieces of shard [lo, hi) of the pack: fn(segment, its first element in the shard, the
  * piece's first element in the tensor, length) for each tensor that overlaps it. */
-typedef pp_status (*piece_fn)(void *ctx, const zseg *s, size_t in_shard, size_t in_tensor,
-                              size_t len);
-static pp_status for_pieces(const zseg *v, int n, size_t lo, size_t hi, piece_fn fn, void *ctx)
+pp_status pp_ex_zero_pieces(const pp_zgroup *g, size_t lo, size_t hi, pp_zpiece_fn fn, void *ctx)
 {
-    for (int i = 0; i < n; i++) {
-        size_t a = v[i].off, b = v[i].off + v[i].t->n;
+    for (int i = 0; i < g->n; i++) {
+        size_t a = g->v[i].off, b = g->v[i].off + g->v[i].t->n;
         size_t from = a > lo ? a : lo, to = b < hi ? b : hi;
         if (from < to)
-            PP_TRY(fn(ctx, &v[i], from - lo, from - a, to - from));
+            PP_TRY(fn(ctx, &g->v[i], from - lo, from - a, to - from));
     }
     return PP_OK;
 }
@@ -106,101 +84,121 @@ static pp_status for_pieces(const zseg *v, int n, size_t lo, size_t hi, piece_fn
 typedef struct {
     rank_state *rs;
     const float *g; /* the shard's summed gradients */
+    float *m, *v;   /* its AdamW state */
     double sq;
     pp_rt_executor *ex;
     float scale;
     int step;
 } zctx;
 
-static pp_status piece_sq(void *c, const zseg *s, size_t in_shard, size_t in_tensor, size_t len)
+static pp_status piece_sq(void *c, const pp_zseg *s, size_t in_shard, size_t in_tensor,
+                          size_t len)
 {
     (void)in_tensor;
     zctx *z = c;
     return s->counted ? pp_ex_sum_sq(z->rs, z->g + in_shard, len, &z->sq) : PP_OK;
 }
 
-static pp_status piece_adamw(void *c, const zseg *s, size_t in_shard, size_t in_tensor,
+static pp_status piece_adamw(void *c, const pp_zseg *s, size_t in_shard, size_t in_tensor,
                              size_t len)
 {
     zctx *z = c;
-    size_t cl = shard_len(z->rs->zero_n, z->ex->dp);
     return pp_rt_stage_adamw_slice(s->st, s->tensor, in_tensor, len, z->g + in_shard,
-                                   z->rs->zero_opt + in_shard, z->rs->zero_opt + cl + in_shard,
-                                   &z->ex->adamw, z->step, z->scale);
+                                   z->m + in_shard, z->v + in_shard, &z->ex->adamw, z->step,
+                                   z->scale);
 }
 
-/* The global norm from every replica's shard (every rank takes part in the all-reduce). */
-static pp_status shard_norm(pp_rt_executor *ex, rank_state *rs, zctx *z, const zseg *v, int n,
-                            size_t lo, size_t hi)
+void pp_ex_zero_range(const rank_state *rs, const pp_zgroup *g, size_t *lo, size_t *hi)
 {
-    PP_TRY(for_pieces(v, n, lo, hi, piece_sq, z));
-    rs->grad_sq = z->sq;
-    return pp_ex_norm_allreduce(ex, rs);
+    *lo = (size_t)rs->replica * g->c;
+    *hi = *lo + g->c < g->total ? *lo + g->c : g->total;
+    if (*lo > *hi)
+        *lo = *hi;
 }
 
-/* The step's AdamW on the shard, with the state made on the first step (zeroed). */
-static pp_status shard_step(pp_rt_executor *ex, rank_state *rs, zctx *z, const zseg *v, int n,
-                            size_t lo, size_t hi)
+pp_status pp_ex_zero_norm_step(pp_rt_executor *ex, rank_state *rs, const pp_zgroup *g, int n,
+                               const float *shards)
 {
-    size_t cl = shard_len(rs->zero_n, ex->dp);
-    if (!rs->zero_opt) {
-        rs->zero_opt = pp_backend_alloc(rs->be, 2 * cl * sizeof(float), PP_MEM_OPTIM);
+    zctx z = {.rs = rs, .ex = ex};
+    size_t lo, hi;
+    for (int i = 0; i < n; i++) {
+        pp_ex_zero_range(rs, &g[i], &lo, &hi);
+        z.g = shards + g[i].at;
+        PP_TRY(pp_ex_zero_pieces(&g[i], lo, hi, piece_sq, &z));
+    }
+    rs->grad_sq = z.sq;
+    PP_TRY(pp_ex_norm_allreduce(ex, rs));
+    if (!ex->update)
+        return PP_OK;
+    if (!rs->zero_opt) { /* the state, zeroed, on the first step */
+        rs->zero_opt = pp_backend_alloc(rs->be, 2 * rs->zero_c * sizeof(float), PP_MEM_OPTIM);
         if (!rs->zero_opt)
             return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
-        PP_TRY(rs->be->ops->zero(rs->be->ctx, rs->zero_opt, 2 * cl * sizeof(float)));
+        PP_TRY(rs->be->ops->zero(rs->be->ctx, rs->zero_opt, 2 * rs->zero_c * sizeof(float)));
     }
-    z->scale = pp_ex_clip_scale(ex, rs);
-    z->step = ex->steps_done + 1;
-    return for_pieces(v, n, lo, hi, piece_adamw, z);
+    z.scale = pp_ex_clip_scale(ex, rs);
+    z.step = ex->steps_done + 1;
+    for (int i = 0; i < n; i++) {
+        pp_ex_zero_range(rs, &g[i], &lo, &hi);
+        z.g = shards + g[i].at;
+        z.m = rs->zero_opt + g[i].at, z.v = rs->zero_opt + rs->zero_c + g[i].at;
+        PP_TRY(pp_ex_zero_pieces(&g[i], lo, hi, piece_adamw, &z));
+    }
+    return PP_OK;
 }
 
-static pp_status sync_in(pp_rt_executor *ex, rank_state *rs, const zseg *v, int n, float *buf)
+static pp_status sync_in(pp_rt_executor *ex, rank_state *rs, const pp_zgroup *g, float *buf)
 {
-    size_t cl = shard_len(rs->zero_n, ex->dp), lo = (size_t)rs->replica * cl;
-    size_t hi = lo + cl < rs->zero_n ? lo + cl : rs->zero_n;
+    size_t cl = g->c, lo = (size_t)rs->replica * cl;
     int group[64]; /* dp <= 64, checked at creation */
     for (int k = 0; k < ex->dp; k++)
         group[k] = ex_global(ex, k, rs->r, rs->tpr);
     float *mine = buf + lo;
     PP_TRY(rs->be->ops->zero(rs->be->ctx, buf, ex->dp * cl * sizeof(float))); /* the padding */
-    PP_TRY(zcopy(rs->be, v, n, buf, Z_GRADS, 1));
+    PP_TRY(pp_ex_zcopy(rs->be, g, buf, Z_GRADS, 1));
     PP_TRY(pp_ex_reduce_scatter(ex, rs, group, ex->dp, pp_ex_coll_tag(TAG_DP, 0, rs->r), buf,
                                 mine, cl));
-    zctx z = {.rs = rs, .g = mine, .ex = ex};
-    PP_TRY(shard_norm(ex, rs, &z, v, n, lo, hi));
+    PP_TRY(pp_ex_zero_norm_step(ex, rs, g, 1, mine));
     int what = Z_GRADS;
     if (ex->update) {
-        PP_TRY(shard_step(ex, rs, &z, v, n, lo, hi));
-        PP_TRY(zcopy(rs->be, v, n, buf, Z_PARAMS, 1)); /* this replica's shard stepped */
+        PP_TRY(pp_ex_zcopy(rs->be, g, buf, Z_PARAMS, 1)); /* this replica's shard stepped */
         what = Z_PARAMS;
     }
     PP_TRY(pp_ex_allgather(ex, rs, group, ex->dp, pp_ex_coll_tag(TAG_DP, 0, ex->D + rs->r), mine,
                            buf, cl));
-    return zcopy(rs->be, v, n, buf, what, 0);
+    return pp_ex_zcopy(rs->be, g, buf, what, 0);
+}
+
+pp_status pp_ex_zero1_group(pp_rt_executor *ex, rank_state *rs, pp_zgroup *g)
+{
+    *g = (pp_zgroup){0};
+    pp_status st = segments(ex, rs, g);
+    g->c = pp_ex_shard_len(g->total, ex->dp);
+    rs->zero_c = g->c;
+    return st;
 }
 
 pp_status pp_ex_sync_sharded(pp_rt_executor *ex, rank_state *rs)
 {
-    zseg *v;
-    int n;
-    size_t total;
-    PP_TRY(segments(ex, rs, &v, &n, &total));
-    rs->zero_n = total;
-    size_t bytes = (size_t)ex->dp * shard_len(total, ex->dp) * sizeof(float);
+    pp_zgroup g;
+    pp_status st = pp_ex_zero1_group(ex, rs, &g);
+    size_t bytes = (size_t)ex->dp * g.c * sizeof(float);
     void *mem;
-    pp_status st = pp_ex_alloc(rs, bytes, PP_MEM_COMM, &mem);
+    if (st == PP_OK)
+        st = pp_ex_alloc(rs, bytes, PP_MEM_COMM, &mem);
     if (st == PP_OK) {
-        st = sync_in(ex, rs, v, n, mem);
+        st = sync_in(ex, rs, &g, mem);
         pp_ex_free(rs, mem, bytes, PP_MEM_COMM);
     }
-    free(v);
+    free(g.v);
     return st;
 }
 
 void pp_ex_zero_free(rank_state *rs, int dp)
 {
+    (void)dp;
     if (rs->zero_opt)
-        pp_backend_free(rs->be, rs->zero_opt, 2 * shard_len(rs->zero_n, dp) * sizeof(float),
-                        PP_MEM_OPTIM);
+        pp_backend_free(rs->be, rs->zero_opt, 2 * rs->zero_c * sizeof(float), PP_MEM_OPTIM);
     rs->zero_opt = NULL;
+    pp_ex_z2_free(rs);
 }

@@ -78,12 +78,14 @@ typedef struct {
     /* Activation recomputation on every stage (pp_rt_stage_params.recompute, .recompute_layers;
      * planned: pp_rt_plan_params): PP_ERR_INVALID for a mode or k the runtime does not run. */
     int recompute, recompute_layers;
-    /* Sharding over the dp replicas (pp_rt_plan.h's PP_RT_SHARD_*; a no-op at dp = 1):
+    /* Sharding over the dp x cp replicas (pp_rt_plan.h's PP_RT_SHARD_*; a no-op at one):
      * PP_RT_SHARD_OPTIMIZER (ZeRO-1): the gradients reduce-scattered, each replica steps AdamW
      * on its 1/dp of them with 1/dp of the state, the parameters all-gathered
-     * (runtime/executor_zero.c). PP_ERR_UNSUPPORTED for PP_RT_SHARD_GRADIENTS (ZeRO-2: the
-     * stages accumulate into one whole gradient buffer) and for bf16 on CUDA (the bf16 weight
-     * copies are written per tensor by AdamW); PP_ERR_INVALID for another value. */
+     * (runtime/executor_zero.c). PP_RT_SHARD_GRADIENTS (ZeRO-2): each stage's gradient
+     * reduce-scattered into the replicas' shards as its backwards finish (per micro-batch;
+     * runtime/executor_zero2.c), then as ZeRO-1; not with REDUCE actions (chimera).
+     * PP_ERR_UNSUPPORTED for those and for bf16 on CUDA (the bf16 weight copies are written
+     * per tensor by AdamW); PP_ERR_INVALID for another value. */
     int shard;
     /* Context parallelism (Megatron-Core's context_parallel_size; 0 or 1: none): each dp
      * replica is cp replicas that share its sequences, every one holding seq / cp tokens of

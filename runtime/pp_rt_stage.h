@@ -85,6 +85,11 @@ typedef struct {
      * start of its backward, so the gradients are the same floats as without it; the slot is
      * smaller (pp_rt_stage_act_bytes), forward and backward take the recompute workspace. */
     int recompute, recompute_layers;
+    /* 1: the stage allocates no gradient buffer; its tensors' grad pointers are NULL until the
+     * caller points them (pp_rt_stage_set_grad) at memory it zeroed, before a backward writes
+     * them (gradient sharding, runtime/executor_zero2.c, where the whole gradient lives only
+     * while its micro-batches' backwards are in flight). */
+    int grads_outside;
 } pp_rt_stage_params;
 
 /* A named parameter tensor with its gradient (both in backend memory, fp32, n elements).
@@ -163,7 +168,7 @@ pp_rt_tensor *pp_rt_stage_tensor(pp_rt_stage *st, const char *name);
 size_t pp_rt_stage_global_index(const pp_rt_stage *st, int tensor, size_t i);
 /* The names within a block ("ln1.g", "attn.qkv.w", ...) of the tensors the model's blocks
  * hold, in allocation order, into names (static strings); returns how many. */
-#define PP_RT_BLOCK_TENSORS_MAX 12
+#define PP_RT_BLOCK_TENSORS_MAX 14
 int pp_rt_block_tensors(const pp_model_cfg *m, const char *names[PP_RT_BLOCK_TENSORS_MAX]);
 /* The whole (unsplit) shape of the stage tensor `name` ("wte", "h3.attn.qkv.w", "lnf.g") of
  * model m: rows and cols (PyTorch nn.Linear's (out, in); cols 0 for a vector). Returns 1, or 0
@@ -171,6 +176,9 @@ int pp_rt_block_tensors(const pp_model_cfg *m, const char *names[PP_RT_BLOCK_TEN
 int pp_rt_tensor_shape(const pp_model_cfg *m, const char *name, int64_t *rows, int64_t *cols);
 /* Sets every gradient of the stage to zero (before a step's first backward). */
 void pp_rt_stage_zero_grad(pp_rt_stage *st);
+/* Points tensor `tensor`'s gradient at g (n floats of backend memory, or NULL): the stage was
+ * created with grads_outside. */
+void pp_rt_stage_set_grad(pp_rt_stage *st, int tensor, float *g);
 
 /* AdamW (Loshchilov & Hutter), applied to every tensor of the stage. grad_scale multiplies the
  * gradients first (1 or a clipping factor); step counts from 1. Optimizer state is allocated on

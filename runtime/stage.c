@@ -53,6 +53,8 @@ static void layer_specs(const pp_model_cfg *m, tensor_spec s[PP_LT__COUNT],
     s[PP_LT_LN1_B] = (tensor_spec){"ln1.b", C, 0, INIT_ZERO, 0, SHARD_NONE};
     s[PP_LT_QKV_W] = (tensor_spec){"attn.qkv.w", QKV, C, INIT_NORMAL, 0, SHARD_BLOCKS};
     s[PP_LT_QKV_B] = (tensor_spec){"attn.qkv.b", QKV, 0, INIT_ZERO, 0, SHARD_BLOCKS};
+    s[PP_LT_QN_G] = (tensor_spec){"attn.q_norm.g", (int)d.hd, 0, INIT_ONE, 0, SHARD_NONE};
+    s[PP_LT_KN_G] = (tensor_spec){"attn.k_norm.g", (int)d.hd, 0, INIT_ONE, 0, SHARD_NONE};
     s[PP_LT_PROJ_W] = (tensor_spec){"attn.proj.w", C, Q, INIT_NORMAL, 1, SHARD_COLS};
     s[PP_LT_PROJ_B] = (tensor_spec){"attn.proj.b", C, 0, INIT_ZERO, 0, SHARD_NONE};
     s[PP_LT_LN2_G] = (tensor_spec){"ln2.g", C, 0, INIT_ONE, 0, SHARD_NONE};
@@ -65,6 +67,7 @@ static void layer_specs(const pp_model_cfg *m, tensor_spec s[PP_LT__COUNT],
         present[k] = 1;
     present[PP_LT_LN1_B] = present[PP_LT_LN2_B] = pp_model_bias(m, PP_NOBIAS_NORM);
     present[PP_LT_QKV_B] = pp_model_bias(m, PP_NOBIAS_QKV);
+    present[PP_LT_QN_G] = present[PP_LT_KN_G] = m->qk_norm != 0;
     present[PP_LT_PROJ_B] = pp_model_bias(m, PP_NOBIAS_OUT);
     present[PP_LT_FC_B] = present[PP_LT_FCP_B] = pp_model_bias(m, PP_NOBIAS_MLP);
 }
@@ -330,6 +333,8 @@ static void carve_layer(const pp_rt_stage *st, float *p, int with_att, pp_layer_
     a->rstd1 = p, p += Nl;
     a->qkv = p, p += N * st->d.qkv;
     a->atty = p, p += N * st->d.qd;
+    a->qkx = st->d.qkn ? p : NULL, p += st->d.qkn ? N * (st->d.qd + st->d.kvd) : 0;
+    a->qkr = st->d.qkn ? p : NULL, p += st->d.qkn ? N * (st->d.Hl + st->d.KVl) : 0;
     a->att = with_att ? p : NULL;
     p += with_att ? pp_rt_size_att_floats(&st->d, (size_t)st->B, (size_t)st->T) : 0;
     a->res2 = p, p += Nl * C;
@@ -446,8 +451,10 @@ static pp_status build_tensors(pp_rt_stage *st)
     st->nparams = total;
     pp_status rc = PP_OK;
     st->params = pp_backend_alloc(st->be, total * sizeof(float), PP_MEM_WEIGHTS);
-    st->grads = st->params ? pp_backend_alloc(st->be, total * sizeof(float), PP_MEM_GRADS) : NULL;
-    if (!st->params || !st->grads)
+    st->grads = st->params && !st->grads_outside
+                    ? pp_backend_alloc(st->be, total * sizeof(float), PP_MEM_GRADS)
+                    : NULL;
+    if (!st->params || (!st->grads && !st->grads_outside))
         rc = pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
     size_t off = 0;
     st->i_wte = st->i_wpe = st->i_lnf = st->i_headwte = -1;
@@ -455,7 +462,8 @@ static pp_status build_tensors(pp_rt_stage *st)
     for (int i = 0; rc == PP_OK && i < n; i++) {
         char *nm = st->names + (size_t)i * 48;
         memcpy(nm, plan[i].name, 48);
-        st->tensors[i] = (pp_rt_tensor){nm, st->params + off, st->grads + off, plan[i].n,
+        st->tensors[i] = (pp_rt_tensor){nm, st->params + off, st->grads ? st->grads + off : NULL,
+                                        plan[i].n,
                                         plan[i].shard.kind != SHARD_NONE};
         st->decay[i] = (unsigned char)plan[i].matrix;
         st->shard[i] = plan[i].shard;
@@ -475,7 +483,7 @@ static pp_status build_tensors(pp_rt_stage *st)
     if (st->has_head && st->has_embed && !st->cfg.untied)
         st->i_headwte = st->i_wte; /* one tied matrix serves both ends */
     free(plan);
-    if (rc == PP_OK)
+    if (rc == PP_OK && st->grads)
         rc = st->be->ops->zero(st->be->ctx, st->grads, total * sizeof(float));
     return rc;
 }
@@ -510,6 +518,7 @@ pp_status pp_rt_stage_create(pp_backend *be, const pp_rt_stage_params *p, pp_rt_
     st->d = pp_rt_dims_with_cp(pp_rt_dims_of(&st->cfg, (size_t)st->tp, (size_t)st->sp),
                                (size_t)st->cp);
     st->d.rc = p->recompute, st->d.rc_k = (size_t)p->recompute_layers;
+    st->grads_outside = p->grads_outside;
     st->Hl = (int)st->d.Hl, st->KVl = (int)st->d.KVl, st->Fl = (int)st->d.Fl;
     st->hd = (int)st->d.hd, st->qd = (int)st->d.qd, st->qkv = (int)st->d.qkv;
     st->fc = (int)st->d.fc;
@@ -563,7 +572,8 @@ void pp_rt_stage_destroy(pp_rt_stage *st)
     free(st->slots);
     size_t pb = st->nparams * sizeof(float);
     pp_backend_free(st->be, st->opt, 2 * pb, PP_MEM_OPTIM);
-    pp_backend_free(st->be, st->grads, pb, PP_MEM_GRADS);
+    if (st->grads)
+        pp_backend_free(st->be, st->grads, pb, PP_MEM_GRADS);
     pp_backend_free(st->be, st->params, pb, PP_MEM_WEIGHTS);
     free(st->tensors);
     free(st->decay);
@@ -608,5 +618,11 @@ size_t pp_rt_stage_global_index(const pp_rt_stage *st, int tensor, size_t i)
 
 void pp_rt_stage_zero_grad(pp_rt_stage *st)
 {
-    st->be->ops->zero(st->be->ctx, st->grads, st->nparams * sizeof(float));
+    if (st->grads)
+        st->be->ops->zero(st->be->ctx, st->grads, st->nparams * sizeof(float));
+}
+
+void pp_rt_stage_set_grad(pp_rt_stage *st, int tensor, float *g)
+{
+    st->tensors[tensor].grad = g;
 }

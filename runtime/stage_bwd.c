@@ -107,18 +107,21 @@ static pp_status wgrad(pp_backend *be, float *dw, float *db, const float *dy, co
 
 typedef struct {
     float *dres;    /* (Nl, C) gradient of the residual stream */
-    float *dln;     /* (Nl, C) gradient of a LayerNorm output / attention output */
+    float *dln;     /* (Nl, C) gradient of a LayerNorm output, or (N, max(C, qd)) of the
+                       attention output (pp_rt_size_datt_cols) */
     float *dbig;    /* (N, max(F, 3C)) gradient of the MLP hidden or of qkv */
     float *scratch; /* attention_scratch_bytes */
     /* sequence parallelism only (else NULL): */
     float *dfull; /* (N, C) all-gathered dres, or a partial sum before its reduce-scatter */
-    float *gath;  /* (N, C) an all-gathered LayerNorm output (or d(attention output)) */
+    float *gath;  /* (N, C) an all-gathered LayerNorm output, or (N, qd) d(attention output) */
     float *lng;   /* (nl * 4 + 2) C: this micro-batch's partial LayerNorm gradients */
     /* context parallelism with blocks only (else NULL): the ring's block of K/V gradients
      * (pp_rt_size_cp_kv_floats; its block of K/V is st->cp_kv, right before it) and
      * rowsum(dy y) (pp_rt_size_cp_stats_floats) */
     float *dkv, *dsum;
     float *rc;    /* the recompute workspace (pp_rt_size_rc_ws_floats), NULL without */
+    float *qkg;   /* qk_norm with tp > 1 (else NULL): nl * 2 hd, this micro-batch's partial
+                     q/k norm gradients (of the rank's heads), all-reduced at its end */
     size_t bytes;
     void *mem;
 } workspace;
@@ -161,10 +164,12 @@ static pp_status mlp_bwd(pp_rt_stage *st, int l, const pp_layer_acts *a, const f
     return be->ops->gelu_bwd(be->ctx, dbig, a->fch, dbig, (size_t)N * Fl);
 }
 
-/* Attention backward into dbig = d(qkv) (N, qkv) of the linear's output: through attention,
- * then the rotation's inverse on the q and k parts (rotary models). */
-static pp_status attention_bwd(pp_rt_stage *st, const pp_layer_acts *a, const float *datty,
-                               float *dbig, float *scratch, const workspace *ws)
+/* Attention backward of block l into dbig = d(qkv) (N, qkv) of the linear's output: through
+ * attention, then the rotation's inverse on the q and k parts (rotary models), then the q/k
+ * norm's backward (qk_norm; its weights' gradients partial with t > 1: into ws->qkg). */
+static pp_status attention_bwd(pp_rt_stage *st, int l, const pp_layer_acts *a,
+                               const float *datty, float *dbig, float *scratch,
+                               const workspace *ws)
 {
     pp_backend *be = st->be;
     if (st->cp > 1) /* over the context-parallel group's keys (stage_cp.c) */
@@ -176,7 +181,13 @@ static pp_status attention_bwd(pp_rt_stage *st, const pp_layer_acts *a, const fl
     if (st->d.rope)
         PP_TRY(be->ops->rope(be->ctx, dbig, st->B * st->T, st->T, st->Hl + st->KVl, st->hd,
                              st->qkv, &st->rope, -1));
-    return PP_OK;
+    if (!st->d.qkn)
+        return PP_OK;
+    float *dgq = ws->qkg ? ws->qkg + (size_t)l * st->d.qkn_g : PP_ST_G(st, l, PP_LT_QN_G);
+    float *dgk = ws->qkg ? dgq + st->hd : PP_ST_G(st, l, PP_LT_KN_G);
+    return be->ops->headnorm_bwd(be->ctx, dbig, dgq, dgk, a->qkx, a->qkr,
+                                 PP_ST_W(st, l, PP_LT_QN_G), PP_ST_W(st, l, PP_LT_KN_G),
+                                 st->B * st->T, st->Hl, st->KVl, st->hd, st->qkv);
 }
 
 /* One block's backward. With tensor parallelism (tp > 1; the widths are then this rank's
@@ -223,7 +234,7 @@ static pp_status block_bwd(pp_rt_stage *st, int l, const pp_layer_acts *a, works
         PP_TRY(pp_stage_sp_gather(st, ws->dres, ws->dfull, C));
     PP_TRY(linear_bwd(be, datty, st->qd, G(PP_LT_PROJ_W), G(PP_LT_PROJ_B), dy_row, a->atty,
                       W(PP_LT_PROJ_W), N, st->qd, C));
-    PP_TRY(attention_bwd(st, a, datty, ws->dbig, ws->scratch, ws));
+    PP_TRY(attention_bwd(st, l, a, datty, ws->dbig, ws->scratch, ws));
     if (sp) /* datty is consumed: gath takes ln1 */
         PP_TRY(pp_stage_sp_gather(st, a->ln1, ws->gath, C));
     PP_TRY(linear_bwd(be, dx_col, C, G(PP_LT_QKV_W), G(PP_LT_QKV_B), ws->dbig, ln1,
@@ -316,13 +327,14 @@ static pp_status workspace_alloc(pp_rt_stage *st, workspace *ws)
     ws->bytes = pp_rt_size_bwd_ws(&st->d, (size_t)st->B, (size_t)st->T, nl, st->has_head,
                                   scratch); /* pp_rt_sizes.h */
     PP_TRY(pp_stage_mem_alloc(st, ws->bytes, PP_MEM_WORKSPACE, &ws->mem));
+    size_t ac = pp_rt_size_datt_cols(&st->d, nl); /* the attention output's gradient */
     ws->dres = ws->mem;
     ws->dln = ws->dres + Nl * C;
-    ws->dbig = ws->dln + Nl * C;
+    ws->dbig = ws->dln + Nl * (st->sp > 1 ? C : ac);
     float *p = ws->dbig + big;
     if (st->sp > 1) { /* the layout of pp_rt_size_bwd_ws: dfull, gath (blocks), lng */
         ws->dfull = p, p += N * C;
-        ws->gath = nl > 0 ? p : NULL, p += nl > 0 ? N * C : 0;
+        ws->gath = nl > 0 ? p : NULL, p += nl > 0 ? N * ac : 0;
         ws->lng = p, p += nl * 2 * nrm + (st->has_head ? nrm : 0);
     }
     if (st->cp > 1 && nl > 0) { /* then the ring's blocks and statistics */
@@ -333,6 +345,8 @@ static pp_status workspace_alloc(pp_rt_stage *st, workspace *ws)
     }
     size_t rc = pp_rt_size_rc_ws_floats(&st->d, (size_t)st->B, (size_t)st->T, nl);
     ws->rc = rc ? p : NULL, p += rc;
+    size_t qkg = pp_rt_size_qkn_grads_floats(&st->d, nl);
+    ws->qkg = qkg ? p : NULL, p += qkg;
     ws->scratch = p;
     return PP_OK;
 }
@@ -356,6 +370,25 @@ static pp_status ln_grads_reduce(pp_rt_stage *st, workspace *ws)
     if (st->has_head)
         PP_TRY(be->ops->add(be->ctx, st->tensors[st->i_lnf].grad, ws->lng + (size_t)st->nl * 2 * nrm,
                             nrm));
+    return PP_OK;
+}
+
+/* Tensor parallelism with Qwen3's q/k norms: each rank's gradients of the two norm weights,
+ * whole on every rank, are of its own heads only; their sum over the ranks is the gradient
+ * (the rank's partial sums in qkg, summed, then added: q_norm's and k_norm's are adjacent
+ * tensors, as in qkg). */
+static pp_status qkn_grads_reduce(pp_rt_stage *st, workspace *ws)
+{
+    pp_backend *be = st->be;
+    size_t g = st->d.qkn_g;
+    if (pp_stage_tp_fault != PP_TP_DROP_QKN)
+        PP_TRY(pp_stage_tp_sum(st, ws->qkg, (size_t)st->nl * g));
+    for (int l = 0; l < st->nl; l++) {
+        PP_TRY(be->ops->add(be->ctx, PP_ST_G(st, l, PP_LT_QN_G), ws->qkg + (size_t)l * g,
+                            g / 2));
+        PP_TRY(be->ops->add(be->ctx, PP_ST_G(st, l, PP_LT_KN_G), ws->qkg + (size_t)l * g + g / 2,
+                            g / 2));
+    }
     return PP_OK;
 }
 
@@ -389,6 +422,8 @@ static pp_status backward_slot(pp_rt_stage *st, void *mem, const float *dx_out, 
         PP_TRY(o->zero(be->ctx, ws->lng,
                        ((size_t)st->nl * 2 + (st->has_head ? 1 : 0)) * st->d.norm *
                            sizeof(float)));
+    if (ws->qkg)
+        PP_TRY(o->zero(be->ctx, ws->qkg, (size_t)st->nl * st->d.qkn_g * sizeof(float)));
     if (st->has_head) {
         pp_head_acts h;
         pp_stage_head_acts(st, mem, &h);
@@ -404,6 +439,8 @@ static pp_status backward_slot(pp_rt_stage *st, void *mem, const float *dx_out, 
     }
     if (ws->lng)
         PP_TRY(ln_grads_reduce(st, ws));
+    if (ws->qkg)
+        PP_TRY(qkn_grads_reduce(st, ws));
     if (st->has_embed) {
         const pp_rt_tensor *t = st->tensors;
         /* under sequence parallelism the embedding takes the whole gradient: the backward of

@@ -50,13 +50,19 @@ pp_status pp_stage_norm_fwd(pp_rt_stage *st, float *out, float *mean, float *rst
     return be->ops->layernorm_fwd(be->ctx, out, mean, rstd, x, g, b, rows, C, eps);
 }
 
-/* Attention of the saved qkv (N, qkv): the rotation of q and k first where the model is
- * rotary (in place: the slot keeps the rotated q, k, which the backward reads), then causal
- * attention of the rank's Hl query heads over its KVl KV heads into atty (N, qd). */
-static pp_status attention_fwd(pp_rt_stage *st, const pp_layer_acts *a)
+/* Attention of the saved qkv (N, qkv) of block l: Qwen3's per-head RMSNorm of q and k first
+ * where the model has it (its input and rstd saved in qkx, qkr), then their rotation where the
+ * model is rotary (both in place: the slot keeps the normalised, rotated q, k, which the
+ * backward reads), then causal attention of the rank's Hl query heads over its KVl KV heads
+ * into atty (N, qd). */
+static pp_status attention_fwd(pp_rt_stage *st, int l, const pp_layer_acts *a)
 {
     pp_backend *be = st->be;
     int N = st->B * st->T;
+    if (st->d.qkn)
+        PP_TRY(be->ops->headnorm_fwd(be->ctx, a->qkv, a->qkx, a->qkr, PP_ST_W(st, l, PP_LT_QN_G),
+                                     PP_ST_W(st, l, PP_LT_KN_G), N, st->Hl, st->KVl, st->hd,
+                                     st->qkv, pp_model_eps(&st->cfg)));
     if (st->d.rope)
         PP_TRY(be->ops->rope(be->ctx, a->qkv, N, st->T, st->Hl + st->KVl, st->hd, st->qkv,
                              &st->rope, 1));
@@ -129,7 +135,7 @@ static pp_status block_fwd_tp(pp_rt_stage *st, int l, const pp_layer_acts *a, fl
                              W(PP_LT_LN1_B), Nl));
     PP_TRY(column_input(st, a->ln1, fws, &in));
     PP_TRY(linear_fwd(be, a->qkv, in, W(PP_LT_QKV_W), W(PP_LT_QKV_B), N, C, st->qkv, 0.0f));
-    PP_TRY(attention_fwd(st, a));
+    PP_TRY(attention_fwd(st, l, a));
     PP_TRY(row_parallel_fwd(st, a->res2, a->x, a->atty, W(PP_LT_PROJ_W), W(PP_LT_PROJ_B), N,
                             st->qd, C, fws));
     PP_TRY(pp_stage_norm_fwd(st, a->ln2, a->mean2, a->rstd2, a->res2, W(PP_LT_LN2_G),
@@ -156,7 +162,7 @@ pp_status pp_stage_block_fwd(pp_rt_stage *st, int l, const pp_layer_acts *a, flo
     PP_TRY(pp_stage_norm_fwd(st, a->ln1, a->mean1, a->rstd1, a->x, W(PP_LT_LN1_G),
                              W(PP_LT_LN1_B), N));
     PP_TRY(linear_fwd(be, a->qkv, a->ln1, W(PP_LT_QKV_W), W(PP_LT_QKV_B), N, C, st->qkv, 0.0f));
-    PP_TRY(attention_fwd(st, a));
+    PP_TRY(attention_fwd(st, l, a));
     PP_TRY(o->copy(be->ctx, a->res2, a->x, nc));
     PP_TRY(linear_fwd(be, a->res2, a->atty, W(PP_LT_PROJ_W), W(PP_LT_PROJ_B), N, st->qd, C,
                       1.0f));

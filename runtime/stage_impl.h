@@ -19,6 +19,9 @@ enum {
     PP_LT_LN1_B,  /* (C) LayerNorm with bias only */
     PP_LT_QKV_W,  /* (Q + 2K, C) [q | k | v] */
     PP_LT_QKV_B,  /* (Q + 2K) */
+    PP_LT_QN_G,   /* (hd) Qwen3's q_norm: every query head's RMSNorm weight, whole on every
+                     tensor rank (its gradient, of the rank's heads, all-reduced over them) */
+    PP_LT_KN_G,   /* (hd) k_norm: every KV head's; follows QN_G */
     PP_LT_PROJ_W, /* (C, Q) residual projection: init std / sqrt(2L) */
     PP_LT_PROJ_B, /* (C) */
     PP_LT_LN2_G,  /* (C) */
@@ -38,8 +41,11 @@ typedef struct {
     float *ln1;   /* (Nl, C) */
     float *mean1; /* (Nl) LayerNorm only */
     float *rstd1; /* (Nl) */
-    float *qkv;   /* (N, qkv) [q | k | v] of the rank's heads, q and k rotated (rotary) */
+    float *qkv;   /* (N, qkv) [q | k | v] of the rank's heads, q and k normalised per head
+                     (qk_norm) and rotated (rotary) */
     float *atty;  /* (N, qd) attention output before the projection */
+    float *qkx;   /* qk_norm only: (N, qd + kvd) q and k before their norm */
+    float *qkr;   /* qk_norm only: (N, Hl + KVl) the rstd of each of their heads */
     float *att;   /* (B, Hl, T, T) probabilities (layout: the backend's attention_fwd) */
     float *res2;  /* (Nl, C) x + attention branch */
     float *ln2;   /* (Nl, C) */
@@ -139,7 +145,8 @@ struct pp_rt_stage {
     void *cp_ctx;
     float *cp_kv;
 
-    float *params, *grads; /* one allocation each: nparams floats */
+    float *params, *grads; /* one allocation each: nparams floats (grads NULL: outside) */
+    int grads_outside;     /* pp_rt_stage_params' */
     size_t nparams;
     pp_rt_tensor *tensors; /* ntensors, views into params / grads */
     unsigned char *decay;  /* per tensor: 1 if weight decay applies (2-D matrices) */
@@ -177,9 +184,17 @@ static inline float *pp_st_g(const struct pp_rt_stage *st, int layer, int k)
  * PP_TP_DROP_G g's forward all-reduce (after the row-parallel ones; under sequence
  * parallelism the forward reduce-scatter there), PP_TP_DROP_LN the all-reduce of the
  * sequence-parallel LayerNorm gradients, PP_TP_DROP_VOCAB the vocabulary-parallel loss's
- * all-reduce of the sums of exp and target logits. A dropped reduce-scatter keeps the rank's own slice
+ * all-reduce of the sums of exp and target logits, PP_TP_DROP_QKN the q/k norms' gradient
+ * all-reduce. A dropped reduce-scatter keeps the rank's own slice
  * of its partial sum. 0 in every other use. Read at each forward / backward. */
-enum { PP_TP_DROP_NONE, PP_TP_DROP_F, PP_TP_DROP_G, PP_TP_DROP_LN, PP_TP_DROP_VOCAB };
+enum {
+    PP_TP_DROP_NONE,
+    PP_TP_DROP_F,
+    PP_TP_DROP_G,
+    PP_TP_DROP_LN,
+    PP_TP_DROP_VOCAB,
+    PP_TP_DROP_QKN /* the all-reduce of the q/k norms' gradients (qk_norm, t > 1) */
+};
 extern int pp_stage_tp_fault;
 
 /* All-reduce over the stage's tensor-parallel ranks (nothing when tp == 1). */

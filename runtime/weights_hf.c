@@ -5,7 +5,8 @@
  * row blocks of it, each stored as is or transposed. The names and layouts are those of
  * transformers' modeling files at v5.25.0: models/llama/modeling_llama.py (LlamaAttention's
  * q_proj / k_proj / v_proj / o_proj, LlamaMLP's gate_proj / up_proj / down_proj,
- * down(silu(gate(x)) * up(x)); Mistral and Qwen2 use the same names, Qwen2 with q/k/v biases)
+ * down(silu(gate(x)) * up(x)); Mistral, Qwen2 and Qwen3 use the same names, Qwen2 with q/k/v
+ * biases, Qwen3 with self_attn.q_norm / k_norm, its per-head RMSNorm weights)
  * and models/gpt2/modeling_gpt2.py (GPT2Attention's c_attn splits into query, key, value in
  * that order; pytorch_utils.Conv1D computes x @ weight + bias with weight (nx, nf) = (in, out)).
  *
@@ -75,6 +76,10 @@ static const hf_map llama_map[] = {
      {{L_ "self_attn.q_proj.bias", R_Q},
       {L_ "self_attn.k_proj.bias", R_KV},
       {L_ "self_attn.v_proj.bias", R_KV}}},
+    /* Qwen3's per-head norms (models/qwen3/modeling_qwen3.py: Qwen3Attention's q_norm,
+     * k_norm, head_dim weights each) */
+    {"attn.q_norm.g", 1, 0, 1, {{L_ "self_attn.q_norm.weight", R_ALL}}},
+    {"attn.k_norm.g", 1, 0, 1, {{L_ "self_attn.k_norm.weight", R_ALL}}},
     {"attn.proj.w", 1, 0, 1, {{L_ "self_attn.o_proj.weight", R_ALL}}},
     {"attn.proj.b", 1, 0, 1, {{L_ "self_attn.o_proj.bias", R_ALL}}},
     {"ln2.g", 1, 0, 1, {{L_ "post_attention_layernorm.weight", R_ALL}}},

@@ -416,6 +416,58 @@ Test(ckpt, a_tensor_parallel_llama_run_resumes_to_the_same_bits)
     resumes_to_the_same_bits(LLAMA_ARGS " --tp 2", dir);
 }
 
+/* Qwen3's block (tests/fixtures/hf/tiny-qwen3.json, the q/k norms' weights and AdamW state in
+ * the checkpoint) with --tp 2: resumed to the uninterrupted run's bits; tiny-llama's run
+ * refuses its checkpoint (the q/k norm is part of the block's identity). */
+Test(ckpt, a_tensor_parallel_qwen3_run_resumes_to_the_same_bits)
+{
+    char dir[64], cmd[1024], out[65536];
+    pt_tmpdir(dir, sizeof dir);
+    const char *qwen3 = "--model-config " PP_FIXTURES_DIR "/hf/tiny-qwen3.json --schedule zb-h1 "
+                        "--ranks 2 --microbatches 4 --dp 2 --quiet --tp 2";
+    resumes_to_the_same_bits(qwen3, dir);
+    char cfg[128]; /* the same block without the q/k norm: Llama's with head_dim 16 */
+    snprintf(cfg, sizeof cfg, "%s/noqk.json", dir);
+    FILE *f = fopen(cfg, "w");
+    cr_assert_not_null(f);
+    fputs("{\"model_type\": \"llama\", \"hidden_size\": 32, \"intermediate_size\": 64, "
+          "\"head_dim\": 16, \"num_attention_heads\": 4, \"num_hidden_layers\": 2, "
+          "\"num_key_value_heads\": 2, \"vocab_size\": 256, \"max_position_embeddings\": 64, "
+          "\"rms_norm_eps\": 1e-06, \"rope_theta\": 1000000, \"tie_word_embeddings\": false, "
+          "\"attention_bias\": false, \"mlp_bias\": false}",
+          f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd,
+             PPRUN " --model-config %s --schedule zb-h1 --ranks 2 --microbatches 4 --dp 2 "
+                   "--quiet --tp 2 --steps 4 --resume --checkpoint %s/half.ckpt",
+             cfg, dir);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 2, "%s", out);
+}
+
+/* A sharded AdamW state (ZeRO-1 and ZeRO-2 over dp 2, the tied embedding's shards included):
+ * written gathered, each replica given back its slice; stopped after 2 steps and resumed to
+ * 4, the run ends with the uninterrupted run's bits. The gathered file is the unsharded run's
+ * format: the unsharded run resumes from the ZeRO-2 checkpoint (its first 2 steps were the
+ * sharded ones, so only within fp32 rounding of the unsharded uninterrupted run: not compared
+ * here). */
+#define SHARD_ARGS "--model tiny --schedule 1f1b --ranks 2 --microbatches 4 --dp 2 --quiet"
+Test(ckpt, sharded_runs_resume_to_the_same_bits)
+{
+    char dir[64], cmd[1024], out[65536];
+    pt_tmpdir(dir, sizeof dir);
+    resumes_to_the_same_bits(SHARD_ARGS " --shard optimizer", dir);
+    resumes_to_the_same_bits(SHARD_ARGS " --shard gradients", dir);
+    snprintf(cmd, sizeof cmd, PPRUN " " SHARD_ARGS " --steps 3 --resume --checkpoint %s/half.ckpt",
+             dir);
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 0, "%s", out);
+    resumes_to_the_same_bits("--model tiny --schedule zb-h1 --ranks 2 --microbatches 4 --dp 2 "
+                             "--tp 2 --quiet --shard gradients",
+                             dir);
+    snprintf(cmd, sizeof cmd, PPRUN " " SHARD_ARGS " --steps 4 --resume --checkpoint %s/half.ckpt",
+             dir); /* zb-h1's file: another run */
+    cr_assert_eq(pt_run(cmd, out, sizeof out), 2, "%s", out);
+}
+
 /* A profile records the model's shape (1.1): pprun trains that shape, not the preset of its
  * name: the tiny-local profile turned into tiny-llama's block trains as --model tiny-llama
  * does (the same losses, bit for bit), and with its layers changed trains those layers. */

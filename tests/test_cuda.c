@@ -740,6 +740,39 @@ Test(cuda, bf16_weight_copies_follow_the_weights)
     stage_close(&r1);
 }
 
+/* ---- Qwen3's per-head q/k RMSNorm (runtime/cuda/headnorm_cuda.cu) against the CPU's:
+ * 3 query and 2 key heads of 40 (more than a warp's lanes) in rows of stride 230, forward
+ * in place with the saved input and rstd, backward in place with the weights' gradients
+ * accumulated ---- */
+
+Test(cuda, headnorm_matches_cpu)
+{
+    pair p = pair_or_skip();
+    void *g = p.gpu->ctx;
+    const int N = 21, nq = 3, nk = 2, hd = 40, ld = 230, nh = nq + nk;
+    size_t n = (size_t)N * ld, ni = (size_t)N * nh * hd;
+    float *x = hrand(n, -2, 2), *gq = hrand(hd, 0.5f, 1.5f), *gk = hrand(hd, 0.5f, 1.5f);
+    float *xin = hrand(ni, 0, 1), *rstd = hrand((size_t)N * nh, 0, 1);
+    float *dx_ = dev_of(p.gpu, x, n * 4), *dgq_ = dev_of(p.gpu, gq, hd * 4);
+    float *dgk_ = dev_of(p.gpu, gk, hd * 4), *dxin = dev_of(p.gpu, xin, ni * 4);
+    float *drstd = dev_of(p.gpu, rstd, (size_t)N * nh * 4);
+    CHECK(p.cpu->ops->headnorm_fwd(NULL, x, xin, rstd, gq, gk, N, nq, nk, hd, ld, 1e-6f));
+    CHECK(p.gpu->ops->headnorm_fwd(g, dx_, dxin, drstd, dgq_, dgk_, N, nq, nk, hd, ld, 1e-6f));
+    expect_close(p.gpu, dx_, x, n, TOL, "headnorm_fwd x (in place; the v columns untouched)");
+    expect_close(p.gpu, dxin, xin, ni, 0, "headnorm_fwd saved input");
+    expect_close(p.gpu, drstd, rstd, (size_t)N * nh, TOL, "headnorm_fwd rstd");
+    float *d = hrand(n, -1, 1), *wq = hrand(hd, -1, 1), *wk = hrand(hd, -1, 1);
+    float *dd = dev_of(p.gpu, d, n * 4), *dwq = dev_of(p.gpu, wq, hd * 4);
+    float *dwk = dev_of(p.gpu, wk, hd * 4);
+    CHECK(p.cpu->ops->headnorm_bwd(NULL, d, wq, wk, xin, rstd, gq, gk, N, nq, nk, hd, ld));
+    CHECK(p.gpu->ops->headnorm_bwd(g, dd, dwq, dwk, dxin, drstd, dgq_, dgk_, N, nq, nk, hd, ld));
+    expect_close(p.gpu, dd, d, n, TOL, "headnorm_bwd dx (in place)");
+    expect_close(p.gpu, dwq, wq, hd, TOL, "headnorm_bwd dgq (accumulated)");
+    expect_close(p.gpu, dwk, wk, hd, TOL, "headnorm_bwd dgk (accumulated)");
+    free(x), free(gq), free(gk), free(xin), free(rstd), free(d), free(wq), free(wk);
+    pair_done(&p);
+}
+
 /* ---- the Llama-family block's kernels (runtime/cuda/llama_cuda.cu) against the CPU's ---- */
 
 Test(cuda, rmsnorm_swiglu_and_rope_match_cpu)

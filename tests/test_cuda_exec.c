@@ -24,6 +24,7 @@
 #include <stdio.h>
 
 #include "exec_backend_pair.h"
+#include "tiny_models.h"
 
 #define EXEC_TOL 1e-4
 #define BF16_TOL 2e-2
@@ -36,6 +37,18 @@ static pp_rt_executor *cuda_exec_or_skip(const pp_model_cfg *m, const char *kind
         cr_skip_test("skipped: %s", pp_err_text());
     cr_assert_eq(st, PP_OK, "%s on cuda: %s", kind, pp_err_msg());
     return ex;
+}
+
+/* The model of a test: the GPT block, or where a test sets qwen3 (each test is its own
+ * process) Qwen3's: the per-head q/k RMSNorm (headnorm_cuda.cu), head_dim 8 for hidden 16 / 4
+ * heads, 2 KV heads, RMSNorm, SwiGLU, rotary, untied head. */
+static int qwen3;
+static pp_model_cfg model(void)
+{
+    pp_model_cfg m = ebp_model();
+    if (qwen3)
+        m = (pp_model_cfg)PP_TEST_QWEN3(m.layers, m.seq);
+    return m;
 }
 
 static double rel(double got, double ref)
@@ -51,7 +64,7 @@ static double rel(double got, double ref)
  * byte (staged CUDA ranks plan exactly). */
 static void tensor_parallel_matches_cpu(int seqpar)
 {
-    pp_model_cfg m = ebp_model();
+    pp_model_cfg m = model();
     pp_sched_params sp = {.ranks = 2, .microbatches = 4, .layers = m.layers};
     pp_sched *s;
     EBP_OK(pp_sched_generate("1f1b", &sp, &s));
@@ -148,7 +161,7 @@ static void expect_grads_close(pp_rt_executor *gpu, pp_rt_executor *cpu, const c
 
 static void one_step_matches_cpu(const char *kind)
 {
-    pp_model_cfg m = ebp_model();
+    pp_model_cfg m = model();
     pp_rt_executor *gpu = cuda_exec_or_skip(&m, kind, PP_PREC_FP32), *cpu;
     EBP_OK(ebp_create(&m, kind, 1, PP_RT_BACKEND_CPU, PP_PREC_FP32, &cpu));
     int32_t *b = ebp_batches(cpu, &m, 1);
@@ -194,6 +207,20 @@ Test(cuda_exec, zb_h1_step_matches_cpu)
 }
 Test(cuda_exec, zbv_step_matches_cpu)
 {
+    one_step_matches_cpu("zbv");
+}
+
+/* Qwen3's block: its q/k norm kernels in the stage, at t = 2 under sequence parallelism (the
+ * norms' gradients all-reduced over the tensor ranks; the plan equal to the measured peaks) and
+ * with split backward. */
+Test(cuda_exec, qwen3_sequence_parallel_step_matches_cpu_and_its_plan)
+{
+    qwen3 = 1;
+    tensor_parallel_matches_cpu(1);
+}
+Test(cuda_exec, qwen3_zbv_step_matches_cpu)
+{
+    qwen3 = 1;
     one_step_matches_cpu("zbv");
 }
 

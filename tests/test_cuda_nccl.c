@@ -143,6 +143,15 @@ Test(cuda_nccl, tp2_sp_np4_equals_threads, .timeout = 300)
     same_as_threads(COMMON " --schedule 1f1b --tp 2 --sequence-parallel", 4);
 }
 
+/* Gradient sharding (ZeRO-2) over NCCL: each micro-batch's reduce-scatter of a stage's whole
+ * gradient on device buffers, the shards' AdamW and the parameters' all-gather: bit for bit
+ * the threads' run, the same gradient and optimizer bytes. */
+Test(cuda_nccl, shard_gradients_np4_dp2_equals_threads, .timeout = 300)
+{
+    need_mpi_gpus(4);
+    same_as_threads(COMMON " --dp 2 --schedule 1f1b --shard gradients", 4);
+}
+
 /* Two processes on a node with one GPU: one clear line from rank 0, exit 2, no hang (the rank
  * without a device used to return alone and leave rank 0 waiting in the id exchange). */
 /* All-gather and reduce-scatter over NCCL (device buffers, tests/tp_coll_mpi.c --nccl) give

@@ -186,6 +186,14 @@ Test(cuda_rt, memory_model_matches_the_backend_with_a_sharded_optimizer)
     memory_model_matches("zb-h1", PP_PREC_FP32);
 }
 
+/* ZeRO-2 on the device: the shards and each stage's whole gradient in device memory (split
+ * backward: open from an I to the W that leaves none waiting) */
+Test(cuda_rt, memory_model_matches_the_backend_with_sharded_gradients)
+{
+    g_dp = 2, g_shard = PP_SHARD_GRADIENTS;
+    memory_model_matches("zb-h1", PP_PREC_FP32);
+}
+
 /* Once the plan's scratch is reserved, a kernel needing more is an error naming both sizes,
  * not a silent larger allocation: the gradient norm's partial sums need SUMSQ_BLOCKS doubles. */
 Test(cuda_rt, a_kernel_needing_more_scratch_than_reserved_fails)

@@ -134,10 +134,10 @@ Test(profiles_pprun_line, every_axis_flag_is_on_the_line_and_in_pprun_help)
     cr_assert_geq(flags, 15);
 }
 
-/* pprun runs recomputation, the sharded optimizer and context parallelism, not sharded
- * gradients (ZeRO-2), the sharded optimizer in bf16, or recomputation or sharding together with
- * context parallelism: a configuration with those is named (the builder leaves them out, so its
- * line would train another configuration); the others are not. */
+/* pprun runs recomputation, optimizer and gradient sharding and context parallelism, not
+ * sharding in bf16, gradient sharding with a schedule whose pipes share layers (chimera), or
+ * recomputation together with context parallelism: a configuration with those is named (the builder leaves them out, so its line would train another configuration); the
+ * others are not. */
 Test(profiles_pprun_line, settings_pprun_cannot_run_are_named)
 {
     pp_config c;
@@ -154,13 +154,19 @@ Test(profiles_pprun_line, settings_pprun_cannot_run_are_named)
                   strstr(line, " --recompute-layers 3"),
               "%s", line);
     c.shard = PP_SHARD_GRADIENTS;
-    cr_assert_str_eq(pp_profile_pprun_unrun(&c, PP_PREC_FP32, buf, sizeof buf), "shard gradients");
+    cr_assert_null(pp_profile_pprun_unrun(&c, PP_PREC_FP32, buf, sizeof buf), "%s", buf);
+    pp_profile_pprun_args(&l, line, sizeof line);
+    cr_assert(strstr(line, " --shard gradients "), "%s", line);
+    c.schedule = "chimera";
+    cr_assert_str_eq(pp_profile_pprun_unrun(&c, PP_PREC_FP32, buf, sizeof buf),
+                     "shard gradients with a schedule whose pipes share layers");
+    c.schedule = "1f1b";
     c.shard = PP_SHARD_OPTIMIZER; /* in fp32 only (CUDA's bf16 weight copies) */
     cr_assert_str_eq(pp_profile_pprun_unrun(&c, PP_PREC_BF16, buf, sizeof buf),
                      "shard optimizer in bf16");
-    c.cp = 2; /* pprun runs it, but not with recomputation or sharding */
+    c.cp = 2; /* pprun runs it, with sharding (over d x cp), not with recomputation */
     cr_assert_str_eq(pp_profile_pprun_unrun(&c, PP_PREC_FP32, buf, sizeof buf),
-                     "recompute full with cp, recompute_layers 3, shard optimizer with cp");
+                     "recompute full with cp, recompute_layers 3");
     pp_config_defaults(&c); /* the defaults: none on the line; cp alone runs */
     c.schedule = "1f1b", c.p = 2, c.v = 1, c.b = 1, c.d = 2, c.t = 1, c.N = 4, c.cp = 2;
     cr_assert_null(pp_profile_pprun_unrun(&c, PP_PREC_FP32, buf, sizeof buf), "%s", buf);

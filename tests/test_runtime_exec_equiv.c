@@ -33,6 +33,13 @@ int exec_llama;
 
 pp_model_cfg exec_tiny_model(int layers)
 {
+    if (exec_llama == EXEC_QWEN3) { /* Qwen3's block: Llama's with the q/k norm, head 8 wide */
+        exec_llama = EXEC_LLAMA;
+        pp_model_cfg m = exec_tiny_model(layers);
+        exec_llama = EXEC_QWEN3;
+        m.qk_norm = 1, m.head_dim = 8, m.rope_scaling = PP_ROPE_NONE, m.rope_scaling_name[0] = 0;
+        return m;
+    }
     if (exec_llama) /* tiny-llama's block at this size: head width 4, rotary bands of
                        Llama 3 interpolated (wavelength 6.3) and divided (4443) */
         return (pp_model_cfg){.layers = layers, .hidden = 16, .heads = 4, .ffn = 24,

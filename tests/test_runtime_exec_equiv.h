@@ -28,6 +28,9 @@ double exec_max_rel_diff(const float *a, const float *b, size_t n);
  * exec_llama set (a test sets it first) the Llama block at that size instead: C = 16, 4 query
  * heads and 2 KV heads, SwiGLU of width 24, RMSNorm, rotary with Llama 3 scaling, untied head. */
 extern int exec_llama;
+/* exec_llama's values: the GPT block (0), Llama's, or Qwen3's (Llama's with the per-head q/k
+ * RMSNorm and heads 8 wide where hidden / heads is 4, no rotary scaling) */
+enum { EXEC_GPT = 0, EXEC_LLAMA = 1, EXEC_QWEN3 = 2 };
 pp_model_cfg exec_tiny_model(int layers);
 
 #endif

@@ -25,7 +25,9 @@
 
 enum { B = 2, T = 16 };
 
-static int llama; /* a test sets it: the Llama block instead of GPT's (each test its process) */
+static int llama; /* a test sets it: the Llama block instead of GPT's (each test its process);
+                     2: Qwen3's (Llama's with the per-head q/k RMSNorm, head_dim 16, so q is
+                     64 wide for hidden 32) */
 static int vocab; /* a test sets it: this vocabulary instead of 128 (0: 128) */
 static int cp_ranks; /* a test sets it: context parallelism (0: none) */
 
@@ -40,6 +42,13 @@ static pp_model_cfg model(void)
 
 static pp_model_cfg model_of(void)
 {
+    if (llama == 2) {
+        llama = 1;
+        pp_model_cfg m = model_of();
+        llama = 2;
+        m.qk_norm = 1, m.head_dim = 16, m.rope_scaling = PP_ROPE_NONE, m.rope_scaling_name[0] = 0;
+        return m;
+    }
     if (llama) /* RMSNorm, SwiGLU, rotary (Llama 3 scaling), 2 KV heads for 4, untied head */
         return (pp_model_cfg){.layers = 8, .hidden = 32, .heads = 4, .ffn = 48, .vocab = 128,
                               .seq = T, .kv_heads = 2, .norm = PP_NORM_RMSNORM,
@@ -484,9 +493,8 @@ Test(runtime_exec_mem, heap_growth_is_what_the_backends_count)
 /* The Llama block: the plan equals the measured peaks to the byte for every schedule, with
  * t = 2 (KV heads split), with sequence parallelism and with split backward; the hand count
  * of the categories agrees. */
-Test(runtime_exec_mem, llama_plan_equals_measured)
+static void check_block_plans(void)
 {
-    llama = 1;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         check_staged_plan(cases[i].kind, cases[i].D, cases[i].N, cases[i].v, cases[i].dp, 0, 0);
         setup u;
@@ -503,6 +511,20 @@ Test(runtime_exec_mem, llama_plan_equals_measured)
     }
     check_split_plan("1f1b", 4, 8, 0, 1, SPLIT_W_AT_END, 1, 0);
     check_split_plan("1f1b", 2, 4, 0, 1, SPLIT_W_AT_END, 2, 1);
+}
+
+Test(runtime_exec_mem, llama_plan_equals_measured)
+{
+    llama = 1;
+    check_block_plans();
+}
+
+/* Qwen3's block the same way: the q/k norms' weights, their saved inputs and rstd, the
+ * attention output's gradient wider than hidden, the norms' partial gradients at t = 2. */
+Test(runtime_exec_mem, qwen3_plan_equals_measured)
+{
+    llama = 2;
+    check_block_plans();
 }
 
 /* Kernel threads (pprun --kernel-threads 2): in the attention backward each thread beyond the

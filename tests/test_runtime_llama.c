@@ -32,7 +32,15 @@
 /* ---- the double-precision reference ---- */
 
 /* How the reference may be broken on purpose (to show the comparison would catch it). */
-typedef enum { REF_RIGHT, REF_NO_ROPE, REF_INTERLEAVED, REF_NO_SCALING, REF_KV_MOD } ref_mode;
+typedef enum {
+    REF_RIGHT,
+    REF_NO_ROPE,
+    REF_INTERLEAVED,
+    REF_NO_SCALING,
+    REF_KV_MOD,
+    REF_NO_QNORM,  /* Qwen3: k normalised, q not */
+    REF_QK_SWAPPED /* Qwen3: q scaled by k_norm's weight and k by q_norm's */
+} ref_mode;
 
 /* LlamaRMSNorm: x / sqrt(mean(x^2) + eps) * g */
 static void ref_rmsnorm(double *y, const double *x, const float *g, int N, int C, double eps)
@@ -103,6 +111,16 @@ static void ref_block(pp_rt_stage *st, int l, double *x, const pp_model_cfg *m, 
     double *f = calloc((size_t)N * 2 * F, 8), *a = calloc((size_t)N * F, 8), *att = calloc(T, 8);
     ref_rmsnorm(h, x, P("ln1.g"), N, C, eps);
     ref_matmul(qkv, h, P("attn.qkv.w"), N, C, W3);
+    if (m->qk_norm) { /* Qwen3Attention: q_norm, k_norm (Qwen3RMSNorm(head_dim)) per head */
+        const float *gq = P("attn.q_norm.g"), *gk = P("attn.k_norm.g");
+        if (mode == REF_QK_SWAPPED)
+            gq = P("attn.k_norm.g"), gk = P("attn.q_norm.g");
+        for (int n = 0; n < N; n++)
+            for (int hh = mode == REF_NO_QNORM ? NH : 0; hh < NH + KV; hh++) {
+                double *v = qkv + (size_t)n * W3 + (size_t)hh * hd;
+                ref_rmsnorm(v, v, hh < NH ? gq : gk, 1, hd, eps);
+            }
+    }
     for (int n = 0; n < N; n++)
         for (int hh = 0; hh < NH + KV; hh++) /* the q heads, then the k heads */
             ref_rotate(qkv + (size_t)n * W3 + (size_t)hh * hd, n % T, hd, m, mode);
@@ -182,9 +200,15 @@ static pp_model_cfg ref_model(void)
     return m;
 }
 
-Test(runtime_llama, forward_matches_naive_llama_and_would_catch_rope_and_kv_mistakes)
+typedef struct {
+    ref_mode mode;
+    const char *what;
+} ref_broken;
+
+/* The stage's loss and block outputs against the naive model m; each of the nb broken
+ * references must miss the stage's loss by 100x the tolerance. */
+static void check_against_naive(pp_model_cfg m, const ref_broken *broken, size_t nb)
 {
-    pp_model_cfg m = ref_model();
     const int B = 2, T = 40, C = m.hidden, V = m.vocab, N = B * T;
     pp_backend *be;
     OK(pp_backend_cpu_create(&be));
@@ -216,19 +240,17 @@ Test(runtime_llama, forward_matches_naive_llama_and_would_catch_rope_and_kv_mist
         err = fmax(err, fabs(xo[i] - x[i])), scale = fmax(scale, fabs(x[i]));
     cr_expect(err <= 1e-5 * scale, "block outputs differ from naive Llama by %g (scale %g)", err,
               scale);
-    /* each mistake costs far more than the tolerance */
-    const struct {
-        ref_mode mode;
-        const char *what;
-    } broken[] = {{REF_NO_ROPE, "no rotation"},
-                  {REF_INTERLEAVED, "interleaved (GPT-J) pairs"},
-                  {REF_NO_SCALING, "no Llama 3 scaling"},
-                  {REF_KV_MOD, "KV head h % KV"}};
-    for (size_t k = 0; k < sizeof broken / sizeof broken[0]; k++) {
-        double bad = ref_loss(st, &m, tok, tgt, B, T, broken[k].mode, NULL);
-        cr_expect(fabs(bad - loss) > 100 * 1e-5 * fabs(want),
-                  "a reference with %s (%.9g) should be far from the stage's loss %.9g",
-                  broken[k].what, bad, loss);
+    /* each mistake costs far more than the tolerance: in the loss, or in the block outputs
+     * (the q/k norm's mistakes move the outputs by 2e-2 to 2e-1 of their scale, the loss by
+     * 4e-4 to 7e-4 of itself) */
+    for (size_t k = 0; k < nb; k++) {
+        double bad = ref_loss(st, &m, tok, tgt, B, T, broken[k].mode, x), berr = 0;
+        for (int i = 0; i < N * C; i++)
+            berr = fmax(berr, fabs(xo[i] - x[i]));
+        cr_expect(fabs(bad - loss) > 100 * 1e-5 * fabs(want) || berr > 100 * 1e-5 * scale,
+                  "a reference with %s (loss %.9g, outputs off by %g of %g) should be far from "
+                  "the stage's loss %.9g",
+                  broken[k].what, bad, berr, scale, loss);
     }
     free(x), free(xo);
     pp_rt_stage_destroy(body);
@@ -236,25 +258,55 @@ Test(runtime_llama, forward_matches_naive_llama_and_would_catch_rope_and_kv_mist
     pp_backend_destroy(be);
 }
 
+Test(runtime_llama, forward_matches_naive_llama_and_would_catch_rope_and_kv_mistakes)
+{
+    const ref_broken broken[] = {{REF_NO_ROPE, "no rotation"},
+                                 {REF_INTERLEAVED, "interleaved (GPT-J) pairs"},
+                                 {REF_NO_SCALING, "no Llama 3 scaling"},
+                                 {REF_KV_MOD, "KV head h % KV"}};
+    check_against_naive(ref_model(), broken, sizeof broken / sizeof broken[0]);
+}
+
+/* Qwen3's block: the per-head q/k RMSNorm before the rotation (modeling_qwen3.py's
+ * Qwen3Attention), head_dim 16 where hidden / heads is 8, 2 KV heads for 4, no scaling. */
+Test(runtime_llama, forward_matches_naive_qwen3_and_would_catch_q_k_norm_mistakes)
+{
+    pp_model_cfg m = ref_model();
+    m.qk_norm = 1, m.head_dim = 16, m.rope_scaling = PP_ROPE_NONE, m.rope_theta = 1000000;
+    m.rope_scaling_name[0] = 0, m.norm_eps = 1e-6;
+    const ref_broken broken[] = {{REF_NO_QNORM, "q not normalised"},
+                                 {REF_QK_SWAPPED, "q_norm and k_norm swapped"},
+                                 {REF_KV_MOD, "KV head h % KV"},
+                                 {REF_NO_ROPE, "no rotation"}};
+    check_against_naive(m, broken, sizeof broken / sizeof broken[0]);
+}
+
 /* ---- every schedule against the unpipelined run (test_runtime_exec_equiv.c) ---- */
 
-#define LLAMA_CASE(name, ...)                                                                      \
+/* One case: the block (exec_llama's EXEC_*) through the schedule, against the unpipelined run
+ * (1e-5 relative per tensor). */
+#define BLOCK_CASE(block, name, ...)                                                               \
     Test(runtime_llama, name##_equals_reference)                                                   \
     {                                                                                              \
-        exec_llama = 1;                                                                            \
+        exec_llama = block;                                                                        \
         exec_case c = {__VA_ARGS__};                                                               \
         exec_check_case(&c);                                                                       \
     }
-LLAMA_CASE(gpipe, .kind = "gpipe", .D = 2, .N = 4, .dp = 2)
-LLAMA_CASE(onef1b, .kind = "1f1b", .D = 4, .N = 8, .dp = 1)
-LLAMA_CASE(onef1b_dp2, .kind = "1f1b", .D = 2, .N = 4, .dp = 2)
-LLAMA_CASE(interleaved, .kind = "interleaved", .D = 2, .N = 4, .v = 2, .dp = 2)
-LLAMA_CASE(chimera, .kind = "chimera", .D = 2, .N = 4, .dp = 2)
-LLAMA_CASE(bitpipe, .kind = "bitpipe", .D = 2, .N = 4, .dp = 2)
-LLAMA_CASE(zb_h1, .kind = "zb-h1", .D = 2, .N = 4, .dp = 2)
-LLAMA_CASE(zbv, .kind = "zbv", .D = 2, .N = 4, .dp = 2)
-LLAMA_CASE(dualpipev, .kind = "dualpipev", .D = 2, .N = 4, .dp = 2)
-LLAMA_CASE(uneven, .kind = "1f1b", .D = 3, .N = 6, .uneven = 1, .dp = 1)
+/* Every schedule (split backward ones included), dp 2, and an uneven split; names prefix##... */
+#define EVERY_SCHEDULE(block, prefix)                                                              \
+    BLOCK_CASE(block, prefix##gpipe, .kind = "gpipe", .D = 2, .N = 4, .dp = 2)                     \
+    BLOCK_CASE(block, prefix##onef1b_dp2, .kind = "1f1b", .D = 2, .N = 4, .dp = 2)                 \
+    BLOCK_CASE(block, prefix##interleaved, .kind = "interleaved", .D = 2, .N = 4, .v = 2, .dp = 2) \
+    BLOCK_CASE(block, prefix##chimera, .kind = "chimera", .D = 2, .N = 4, .dp = 2)                 \
+    BLOCK_CASE(block, prefix##bitpipe, .kind = "bitpipe", .D = 2, .N = 4, .dp = 2)                 \
+    BLOCK_CASE(block, prefix##zb_h1, .kind = "zb-h1", .D = 2, .N = 4, .dp = 2)                     \
+    BLOCK_CASE(block, prefix##zbv, .kind = "zbv", .D = 2, .N = 4, .dp = 2)                         \
+    BLOCK_CASE(block, prefix##dualpipev, .kind = "dualpipev", .D = 2, .N = 4, .dp = 2)             \
+    BLOCK_CASE(block, prefix##uneven, .kind = "1f1b", .D = 3, .N = 6, .uneven = 1, .dp = 1)
+EVERY_SCHEDULE(EXEC_LLAMA, )
+BLOCK_CASE(EXEC_LLAMA, onef1b, .kind = "1f1b", .D = 4, .N = 8, .dp = 1)
+/* Qwen3's block (the per-head q/k RMSNorm, head_dim 8 where hidden / heads is 4) */
+EVERY_SCHEDULE(EXEC_QWEN3, qwen3_)
 
 /* ---- the description's checks ---- */
 

@@ -115,11 +115,15 @@ static void fd_check_tensor(fd_ctx *c, const char *name, const float *grad_all, 
     free(dir);
 }
 
-/* The finite-difference check of the tensors `kinds` of the preset's one-stage reference. */
-static void fd_check_model(const char *preset, const char *const *kinds, size_t n_kinds)
+/* The finite-difference check of the tensors `kinds` of the preset's one-stage reference;
+ * qwen3: the preset's block with Qwen3's per-head q/k RMSNorm and heads 16 wide. */
+static void fd_check_model(const char *preset, int qwen3, const char *const *kinds,
+                           size_t n_kinds)
 {
     pp_model_cfg m;
     CHECK(pp_model_preset(preset, &m));
+    if (qwen3)
+        m.qk_norm = 1, m.head_dim = 16;
     /* T = 300 spans a full and a partial block of the CPU attention's causal blocking (256 rows
      * per block), so the block edges are covered. */
     m.seq = 320;
@@ -186,7 +190,7 @@ Test(runtime, reference_gradients_match_finite_differences)
         "h2.attn.qkv.w", "h3.attn.qkv.b", "h1.attn.proj.w", "h2.attn.proj.b",
         "h3.ln2.g",      "h0.ln2.b",      "h2.mlp.fc.w",    "h1.mlp.fc.b",
         "h0.mlp.proj.w", "h3.mlp.proj.b", "lnf.g",          "lnf.b"};
-    fd_check_model("tiny", kinds, sizeof kinds / sizeof kinds[0]);
+    fd_check_model("tiny", 0, kinds, sizeof kinds / sizeof kinds[0]);
 }
 
 /* The Llama block's backward (RMSNorm, SwiGLU, the rotation's inverse, grouped-query
@@ -196,7 +200,18 @@ Test(runtime, llama_reference_gradients_match_finite_differences)
     static const char *const kinds[] = {"wte",           "h0.ln1.g",       "h2.attn.qkv.w",
                                         "h1.attn.proj.w", "h3.ln2.g",      "h2.mlp.fc.w",
                                         "h0.mlp.proj.w", "lnf.g",          "head.w"};
-    fd_check_model("tiny-llama", kinds, sizeof kinds / sizeof kinds[0]);
+    fd_check_model("tiny-llama", 0, kinds, sizeof kinds / sizeof kinds[0]);
+}
+
+/* Qwen3's q/k norm's backward (headnorm_bwd: the inputs' gradient through the per-head norm,
+ * the two weights' gradients summed over rows and heads) by the same check, head_dim 16 where
+ * hidden / heads is 8. */
+Test(runtime, qwen3_reference_gradients_match_finite_differences)
+{
+    static const char *const kinds[] = {"h0.attn.q_norm.g", "h1.attn.k_norm.g",
+                                        "h3.attn.q_norm.g", "h2.attn.qkv.w", "h0.attn.proj.w",
+                                        "h1.ln1.g"};
+    fd_check_model("tiny-llama", 1, kinds, sizeof kinds / sizeof kinds[0]);
 }
 
 /* ---- split equivalence ---- */

@@ -201,6 +201,19 @@ Test(runtime_mpi, llama_tp2_sp_d2_dp2_equals_threads, .timeout = 300)
                     8, 8);
 }
 
+/* Qwen3's block (tests/fixtures/hf/tiny-qwen3.json: the per-head q/k RMSNorm, head_dim 16
+ * for hidden 32 / 4 heads, 2 KV heads): MPI trains bit for bit like the threads with its heads
+ * split over 2 tensor ranks under sequence parallelism (the norms' gradients all-reduced over
+ * the tensor ranks) and full recomputation, pipelined with dp. */
+Test(runtime_mpi, qwen3_tp2_sp_d2_dp2_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads("--model-config " PP_FIXTURES_DIR "/hf/tiny-qwen3.json "
+                    "--microbatches 4 --seq 16 --steps 2 --seed 11 --schedule 1f1b --ranks 2 "
+                    "--dp 2 --tp 2 --sequence-parallel --recompute full",
+                    8, 8);
+}
+
 /* Full recomputation under sequence parallelism (the recomputed forward reruns its all-gathers
  * and reduce-scatters) and selective recomputation with split backward: MPI trains bit for bit
  * like the threads. */
@@ -223,6 +236,15 @@ Test(runtime_mpi, shard_optimizer_d2_dp2_equals_threads, .timeout = 300)
 {
     need_mpi();
     same_as_threads(COMMON " --schedule 1f1b --ranks 2 --dp 2 --shard optimizer", 4, 4);
+}
+
+/* The gradients sharded too (ZeRO-2: reduce-scatters in the middle of the schedule, per
+ * micro-batch, between split backward's I and W; the tied embedding's shards summed): MPI
+ * trains bit for bit like the threads. */
+Test(runtime_mpi, shard_gradients_zb_h1_d2_dp2_tp2_equals_threads, .timeout = 300)
+{
+    need_mpi();
+    same_as_threads(COMMON " --schedule zb-h1 --ranks 2 --dp 2 --tp 2 --shard gradients", 8, 8);
 }
 
 /* A vocabulary that t does not divide (61 over 2 tensor ranks: 31 rows each, the second's last

@@ -20,8 +20,15 @@
 
 enum { B = 2, T = 16, STEPS = 2 };
 
+/* llama: 0 GPT's block, 1 Llama's, 2 Qwen3's (Llama's with the per-head q/k RMSNorm, head_dim
+ * 16 for hidden 32 / 4 heads) */
 static pp_model_cfg model(int llama)
 {
+    if (llama == 2) {
+        pp_model_cfg m = model(1);
+        m.qk_norm = 1, m.head_dim = 16;
+        return m;
+    }
     if (llama) /* RMSNorm, SwiGLU, rotary, 2 KV heads for 4, untied head */
         return (pp_model_cfg){.layers = 8, .hidden = 32, .heads = 4, .ffn = 48, .vocab = 128,
                               .seq = T, .kv_heads = 2, .norm = PP_NORM_RMSNORM,
@@ -97,7 +104,7 @@ static void check_same_training(const run_cfg *c)
         start(&u, c, rcs[i][0], rcs[i][1]);
         char what[128];
         snprintf(what, sizeof what, "%s D=%d v=%d dp=%d t=%d%s%s, recompute %s k=%d", c->kind,
-                 c->D, c->v, c->dp, c->tp, c->sp ? " SP" : "", c->llama ? " llama" : "",
+                 c->D, c->v, c->dp, c->tp, c->sp ? " SP" : "", c->llama == 2 ? " qwen3" : c->llama ? " llama" : "",
                  modes[rcs[i][0]], rcs[i][1]);
         for (int k = 0; k < STEPS; k++) {
             cr_assert(u.loss[k] == base.loss[k], "%s: step %d loss %.17g, without %.17g", what,
@@ -145,6 +152,14 @@ Test(runtime_recompute, llama_interleaved_tp2_sp_trains_as_without)
     check_same_training(&(run_cfg){"interleaved", 2, 4, 2, 1, 2, 1, 1, PP_RT_BACKEND_CPU});
 }
 
+/* Qwen3's block: full recomputation reruns the q/k norm (its saved input and rstd are the
+ * recomputed block's); selective keeps the normalised, rotated q, k */
+Test(runtime_recompute, qwen3_interleaved_tp2_sp_trains_as_without)
+{
+    check_same_training(&(run_cfg){"interleaved", 2, 4, 2, 1, 2, 1, 2, PP_RT_BACKEND_CPU});
+    check_same_training(&(run_cfg){"zb-h1", 2, 4, 0, 1, 1, 0, 2, PP_RT_BACKEND_CPU});
+}
+
 /* The plan (smaller slots, the recompute workspace in forward and backward, what I holds for
  * W) equals every rank's measured peaks to the byte (the staged CPU backend: exact). */
 static void check_plan(const run_cfg *c, int rc, int k)
@@ -166,6 +181,7 @@ Test(runtime_recompute, plan_equals_measured)
         {"zb-h1", 2, 4, 0, 1, 1, 0, 1, PP_RT_BACKEND_CPU_STAGED},
         {"zb-h1", 2, 4, 0, 1, 2, 1, 0, PP_RT_BACKEND_CPU_STAGED},
         {"1f1b", 2, 4, 0, 1, 2, 1, 1, PP_RT_BACKEND_CPU_STAGED},
+        {"zb-h1", 2, 4, 0, 1, 2, 1, 2, PP_RT_BACKEND_CPU_STAGED},
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         check_plan(&cs[i], PP_RT_RC_SELECTIVE, 0);

@@ -132,6 +132,16 @@ static void run_kernels(pp_backend *be, outputs *o)
     pp_rope r = {.theta = 10000.0f, .kind = PP_ROPE_NONE, .factor = 1.0f};
     OK(k->rope(c, ro, N, 61, 2, 24, C, &r, 1));
     keep(o, "rope", ro, NC);
+    /* Qwen3's q/k norm: 2 query and 1 key heads of 16 in rows of C (the rest untouched), then
+     * its backward in place with both weights' gradients */
+    float *hn = copy_of(x, NC), *hin = malloc((size_t)N * 48 * sizeof *hin);
+    float *hr = malloc((size_t)N * 3 * sizeof *hr), *hdy = copy_of(dy, NC);
+    float *hgq = filled(16, 25, 1.0f), *hgk = filled(16, 26, 1.0f);
+    OK(k->headnorm_fwd(c, hn, hin, hr, g, g + 16, N, 2, 1, 16, C, 1e-6f));
+    OK(k->headnorm_bwd(c, hdy, hgq, hgk, hin, hr, g, g + 16, N, 2, 1, 16, C));
+    keep(o, "headnorm_fwd", hn, NC), keep(o, "headnorm_bwd dx", hdy, NC);
+    keep(o, "headnorm_bwd dgq", hgq, 16), keep(o, "headnorm_bwd dgk", hgk, 16);
+    free(hin), free(hr);
     /* cross-entropy */
     float *pr = filled((size_t)N * V, 19, 8.0f);
     int32_t tgt[N];

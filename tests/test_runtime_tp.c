@@ -56,6 +56,7 @@ static const double TOL_PARAM_TENSOR = 1e-3;
 #define ADAMW PP_TEST_ADAMW
 static const pp_model_cfg GPT = PP_TEST_GPT(L, T);
 static const pp_model_cfg LLAMA = PP_TEST_LLAMA(L, T);
+static const pp_model_cfg QWEN3 = PP_TEST_QWEN3(L, T);
 
 /* The model the grid runs: GPT's, or LLAMA where a test sets it (each test is its own
  * process). */
@@ -480,25 +481,28 @@ Test(runtime_tp, refuses_impossible_layouts)
 
 /* ---- the Llama block: every schedule at t = 2, with and without sequence parallelism ---- */
 
-#define TP_LLAMA_CASE(name, kind)                                                                  \
-    Test(runtime_tp, llama_##name##_t2)                                                            \
+/* The block `model` through the schedule at t = 2, with and without sequence parallelism. */
+#define TP_BLOCK_CASE(model, name, kind)                                                           \
+    Test(runtime_tp, name##_t2)                                                                    \
     {                                                                                              \
-        MODEL = LLAMA;                                                                             \
+        MODEL = model;                                                                             \
         check_kind(kind, 2);                                                                       \
     }                                                                                              \
-    Test(runtime_tp, llama_##name##_sp_t2)                                                         \
+    Test(runtime_tp, name##_sp_t2)                                                                 \
     {                                                                                              \
-        MODEL = LLAMA;                                                                             \
+        MODEL = model;                                                                             \
         check_kind_sp(kind, 2, 1);                                                                 \
     }
-TP_LLAMA_CASE(gpipe, "gpipe")
-TP_LLAMA_CASE(onef1b, "1f1b")
-TP_LLAMA_CASE(interleaved, "interleaved")
-TP_LLAMA_CASE(chimera, "chimera")
-TP_LLAMA_CASE(bitpipe, "bitpipe")
-TP_LLAMA_CASE(zb_h1, "zb-h1")
-TP_LLAMA_CASE(zbv, "zbv")
-TP_LLAMA_CASE(dualpipev, "dualpipev")
+#define TP_EVERY_SCHEDULE(model, prefix)                                                           \
+    TP_BLOCK_CASE(model, prefix##gpipe, "gpipe")                                                   \
+    TP_BLOCK_CASE(model, prefix##onef1b, "1f1b")                                                   \
+    TP_BLOCK_CASE(model, prefix##interleaved, "interleaved")                                       \
+    TP_BLOCK_CASE(model, prefix##chimera, "chimera")                                               \
+    TP_BLOCK_CASE(model, prefix##bitpipe, "bitpipe")                                               \
+    TP_BLOCK_CASE(model, prefix##zb_h1, "zb-h1")                                                   \
+    TP_BLOCK_CASE(model, prefix##zbv, "zbv")                                                       \
+    TP_BLOCK_CASE(model, prefix##dualpipev, "dualpipev")
+TP_EVERY_SCHEDULE(LLAMA, llama_)
 
 Test(runtime_tp, llama_onef1b_split_w_at_end_t2_sp)
 {
@@ -521,6 +525,32 @@ Test(runtime_tp, llama_tp_drop_f_fails)
               g.worst_tensor, g.worst);
     run_free(&a);
     run_free(&ref);
+}
+
+/* ---- Qwen3's block (per-head q/k RMSNorm, head_dim 8 for hidden 16 / 4 heads): every
+ * schedule at t = 2, with and without sequence parallelism; the norms' weights are whole on
+ * every tensor rank and their gradients (of each rank's heads) all-reduced ---- */
+
+TP_EVERY_SCHEDULE(QWEN3, qwen3_)
+
+Test(runtime_tp, qwen3_interleaved_split_w_after_i_t2_sp)
+{
+    MODEL = QWEN3;
+    check_kind_opts("interleaved", 2, 1, SPLIT_W_AFTER_I);
+}
+
+/* Without the all-reduce of the q/k norms' gradients (t = 2 under sequence parallelism) each
+ * tensor rank keeps its own heads' part: the gradients differ from t = 1's and between the
+ * ranks. */
+Test(runtime_tp, qwen3_tp_drop_qk_norm_grad_allreduce_fails)
+{
+    MODEL = QWEN3;
+    double loss_err;
+    cmp g = sp_faulty(PP_TP_DROP_QKN, "1f1b", &loss_err);
+    cr_assert(g.worst_tensor > 100 * TOL && strstr(g.worst, "norm"),
+              "without the q/k norms' all-reduce the gradients differ by only %.3g (%s)",
+              g.worst_tensor, g.worst);
+    cr_assert(g.split_brain > 0, "the q/k norms' gradients agree between the ranks");
 }
 
 Test(runtime_tp, llama_t4_is_refused_naming_the_kv_heads)

@@ -797,13 +797,13 @@ Test(tuner_export, every_setting_reaches_megatron_nemo2_and_torchtitan)
     cr_assert_eq(st, PP_ERR_UNSUPPORTED, "block recomputation has no torchtitan form");
     cr_assert(strstr(pp_err_text(), "first 3 layers"), "%s", pp_err_text());
     free(text);
-    /* pprun runs recomputation and cp, not together, nor ZeRO-2: refused naming those, not a
-     * line without them */
+    /* pprun runs recomputation, cp and ZeRO-2 (over d x cp), not recomputation with cp nor
+     * sharding in this profile's bf16: refused naming those, not a line without them */
     text = export_line(p, pp_profile_export_find("pprun", NULL), &st);
     cr_assert_eq(st, PP_ERR_UNSUPPORTED, "pprun's line would drop them");
     cr_assert(strstr(pp_err_text(),
                      "has no option for recompute full with cp, recompute_layers 3, shard "
-                     "gradients"),
+                     "gradients in bf16 yet"),
               "%s", pp_err_text());
     free(text);
     pp_profile_destroy(p);

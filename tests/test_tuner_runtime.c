@@ -242,3 +242,31 @@ Test(tuner_runtime, the_runtime_model_plans_recomputation_and_sharding_from_the_
     }
     pp_sched_destroy(s);
 }
+
+/* ZeRO-2's trials too: the tuner's model of the run is the runtime's plan (the shards, each
+ * stage's whole gradient while its backwards run), with 1/d of AdamW's state (ceil per group:
+ * a stage, or its tied embedding's copy). */
+Test(tuner_runtime, the_runtime_model_plans_gradient_sharding)
+{
+    pp_tune_model m;
+    pp_config c = {.schedule = "1f1b", .p = 2, .v = 1, .b = 2, .d = 2, .t = 1, .N = 4};
+    pp_sched *s = tiny_sched(&m, &c);
+    pp_tune_opts o = {0};
+    c.shard = PP_SHARD_GRADIENTS;
+    pp_tune_rank_mem a[2];
+    cr_assert_eq(pp_tune_memory_runtime(&m, &c, s, &o, a), PP_OK, "%s", pp_err_msg());
+    pp_model_cfg rm = {.layers = m.layers, .hidden = m.hidden, .heads = m.heads, .ffn = m.ffn,
+                       .vocab = m.vocab, .seq = m.seq};
+    pp_rt_plan_params pp = {.model = &rm, .sched = s, .micro_batch = c.b, .seq = m.seq, .dp = 2,
+                            .backend = PP_RT_BACKEND_CPU, .shard = PP_RT_SHARD_GRADIENTS};
+    pp_rt_plan_rank plan[2];
+    cr_assert_eq(pp_rt_plan_compute(&pp, plan), PP_OK, "%s", pp_err_msg());
+    for (int r = 0; r < 2; r++) {
+        cr_expect_eq(a[r].total, (double)plan[r].peak_total, "rank %d: %.0f vs the plan's %zu", r,
+                     a[r].total, plan[r].peak_total);
+        double half = 8.0 * ceil(a[r].params / 2);
+        cr_expect(a[r].optim >= half && a[r].optim <= half + 16, "rank %d: optim %.0f", r,
+                  a[r].optim);
+    }
+    pp_sched_destroy(s);
+}

@@ -382,10 +382,10 @@ Test(tuner_search_cli, for_a_target_searches_what_it_runs_and_exports_there)
     cr_expect(strstr(r.err, "--schedules zbv: --for megatron runs only gpipe,1f1b,interleaved"),
               "%s", r.err);
     pp_test_run_done(&r);
-    /* pprun runs recomputation and the sharded optimizer, not ZeRO-2 or CP */
+    /* pprun runs recomputation and both shardings: --shard gradients is searched */
     r = pp_test_run(PPTUNE " --model gpt-13b --nodes 32 --for pprun --shard gradients --no-save");
-    cr_expect_eq(r.code, 2, "%s", r.err);
-    cr_expect(strstr(r.err, "--for pprun: pprun does not run gradient sharding"), "%s", r.err);
+    cr_expect_eq(r.code, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "z2"), "%s", r.out);
     pp_test_run_done(&r);
     r = pp_test_run(PPTUNE " --model gpt-13b --nodes 32 --for megatron-lm --no-save");
     cr_expect_eq(r.code, 2);
@@ -438,24 +438,29 @@ Test(tuner_search_cli, options_that_were_accepted_silently_are_refused, .timeout
     rmdir(dir);
 }
 
-/* A setting pprun does not run (here forced gradient sharding, ZeRO-2) is never trialled: the
- * trial would measure another configuration. Each candidate says so and none is measured.
- * Recomputation and the sharded optimizer, which pprun runs, are trialled. */
+/* A setting pprun does not run (here forced full recomputation with context parallelism) is
+ * never trialled: the trial would measure another configuration. Each candidate says so and
+ * none is measured. Recomputation and both shardings, which pprun runs, are trialled (on two
+ * cores: d = 2 with p = 1, so the shards are real). */
 Test(tuner_search_cli, settings_pprun_cannot_run_are_not_trialled, .timeout = 300)
 {
-    pp_test_run_result r = pp_test_run(PPTUNE " --model tiny --cluster local --shard gradients "
-                                              "--trials 1 --trial-steps 2 --no-save");
+    pp_test_run_result r = pp_test_run(PPTUNE " --model tiny --cluster local --recompute full "
+                                              "--cp 2 --trials 1 --trial-steps 2 --no-save");
     cr_assert_eq(r.code, 0, "%.4000s", r.err);
-    cr_expect(strstr(r.err, "trial not started: pprun has no option for shard gradients"),
+    cr_expect(strstr(r.err, "trial not started: pprun has no option for recompute full with cp"),
               "%.4000s", r.err);
     cr_expect(strstr(r.out, "no trials: none could run"), "%.4000s", r.out);
     pp_test_run_done(&r);
-    r = pp_test_run(PPTUNE " --model tiny --cluster local --shard optimizer --recompute full "
-                           "--trials 1 --trial-steps 2 --no-save");
-    cr_assert_eq(r.code, 0, "%.4000s", r.err);
-    cr_expect(!strstr(r.err, "trial not started"), "%.4000s", r.err);
-    cr_expect(!strstr(r.out, "no trials: none could run"), "%.4000s", r.out);
-    pp_test_run_done(&r);
+    const char *runs[] = {"--shard optimizer --recompute full", "--shard gradients --cp 1"};
+    for (int i = 0; i < 2; i++) {
+        r = pp_test_run(PPTUNE " --model tiny --cluster local %s --trials 1 --trial-steps 2 "
+                               "--no-save",
+                        runs[i]);
+        cr_assert_eq(r.code, 0, "%s: %.4000s", runs[i], r.err);
+        cr_expect(!strstr(r.err, "trial not started"), "%s: %.4000s", runs[i], r.err);
+        cr_expect(!strstr(r.out, "no trials: none could run"), "%s: %.4000s", runs[i], r.out);
+        pp_test_run_done(&r);
+    }
 }
 
 /* Issue 26: a search of a HuggingFace config.json on this machine trials the model the file
@@ -496,6 +501,20 @@ static pp_test_run_result hf_search(char *dir, const char *cd, const char *confi
     return hf_search_with(dir, cd, config, trials, "");
 }
 
+/* The profile dir/p.json that hf_search wrote (into *p, which the caller frees; path: its
+ * name) and the model its chosen row's trial trained, asserting the trial ran ok (out: the
+ * search's output, for the message). */
+static const char *trial_model(const char *dir, char *path, size_t n, json_t **p, const char *out)
+{
+    snprintf(path, n, "%s/p.json", dir);
+    json_error_t e;
+    *p = json_load_file(path, 0, &e);
+    cr_assert(*p, "%s", e.text);
+    json_t *measured = json_object_get(json_object_get(*p, "chosen"), "measured");
+    cr_assert_str_eq(json_string_value(json_object_get(measured, "status")), "ok", "%s", out);
+    return json_string_value(json_object_get(measured, "model"));
+}
+
 Test(tuner_search_cli, a_config_json_search_trials_its_llama_block_and_its_launch_line_runs)
 {
     char dir[] = "/tmp/pptune_hfsearch_XXXXXX";
@@ -507,13 +526,9 @@ Test(tuner_search_cli, a_config_json_search_trials_its_llama_block_and_its_launc
 
     /* the trial ran the config's model: pprun's own summary, as the profile records it */
     char path[600];
-    snprintf(path, sizeof path, "%s/p.json", dir);
+    json_t *p;
+    const char *ran = trial_model(dir, path, sizeof path, &p, r.out);
     json_error_t e;
-    json_t *p = json_load_file(path, 0, &e);
-    cr_assert(p, "%s", e.text);
-    json_t *measured = json_object_get(json_object_get(p, "chosen"), "measured");
-    cr_assert_str_eq(json_string_value(json_object_get(measured, "status")), "ok", "%s", r.out);
-    const char *ran = json_string_value(json_object_get(measured, "model"));
     cr_assert(ran && !strncmp(ran, abs, strlen(abs)) && strstr(ran, "RMSNorm") &&
                   strstr(ran, "SwiGLU") && strstr(ran, "llama3 scaling") &&
                   strstr(ran, "2 KV heads") && strstr(ran, "untied head"),
@@ -546,6 +561,29 @@ Test(tuner_search_cli, a_config_json_search_trials_its_llama_block_and_its_launc
               json_string_value(json_object_get(m, "block")));
     json_decref(sum);
     pp_test_run_done(&run);
+    json_decref(p);
+    pp_test_run_done(&r);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* A Qwen3ForCausalLM config.json (tests/fixtures/hf/tiny-qwen3.json: the per-head q/k RMSNorm,
+ * head_dim 16 for hidden 32 / 4 heads): the search trials Qwen3's block in pprun and prints its
+ * launch line. */
+Test(tuner_search_cli, a_qwen3_config_json_search_trials_its_block)
+{
+    char dir[] = "/tmp/pptune_qwen3search_XXXXXX";
+    pp_test_run_result r = hf_search(dir, PP_FIXTURES_DIR, "hf/tiny-qwen3.json", 1);
+    char path[600], abs[4096];
+    cr_assert(realpath(PP_FIXTURES_DIR "/hf/tiny-qwen3.json", abs));
+    json_t *p;
+    const char *ran = trial_model(dir, path, sizeof path, &p, r.out);
+    cr_assert(ran && strstr(ran, "q/k RMSNorm") && strstr(ran, "head_dim 16") &&
+                  strstr(ran, "2 KV heads"),
+              "the trial trained %s", ran ? ran : "(nothing recorded)");
+    char want[4200];
+    snprintf(want, sizeof want, "\nlaunch: pprun --model-config %s ", abs);
+    cr_assert(strstr(r.out, want), "%s", r.out);
     json_decref(p);
     pp_test_run_done(&r);
     unlink(path);
@@ -608,19 +646,14 @@ Test(tuner_search_cli, layers_cuts_the_model_for_the_plan_the_trial_and_the_laun
     pp_test_run_result r = hf_search_with(dir, NULL, "config.json", 1, "--layers 2");
     cr_assert(strstr(r.out, "layers L=2 from --layers (the model has 4"), "%s", r.out);
     char path[600], cfg[600];
-    snprintf(path, sizeof path, "%s/p.json", dir);
+    json_t *p;
+    const char *ran = trial_model(dir, path, sizeof path, &p, r.out);
     snprintf(cfg, sizeof cfg, "%s/config.json", dir);
-    json_error_t e;
-    json_t *p = json_load_file(path, 0, &e);
-    cr_assert(p, "%s", e.text);
     json_t *model = json_object_get(p, "model");
     cr_assert_eq(json_integer_value(json_object_get(model, "layers")), 2);
     json_t *origin = json_object_get(model, "origin");
     cr_assert_eq(json_integer_value(json_object_get(origin, "layers")), 4, "the config's own");
     json_t *chosen = json_object_get(p, "chosen");
-    json_t *measured = json_object_get(chosen, "measured");
-    cr_assert_str_eq(json_string_value(json_object_get(measured, "status")), "ok", "%s", r.out);
-    const char *ran = json_string_value(json_object_get(measured, "model"));
     cr_assert(ran && strstr(ran, ": 2 layers, RMSNorm") && strstr(ran, "2 KV heads"),
               "the trial trained %s", ran ? ran : "(nothing recorded)");
 

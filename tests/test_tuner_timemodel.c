@@ -413,3 +413,67 @@ Test(tuner_timemodel, validate_rows_are_reproduced_by_their_simulate_lines)
         pp_test_run_done(&r);
     }
 }
+
+/* ---- attention at the model's head width ---- */
+
+/* Qwen3-30B-A3B's attention (tests/fixtures/hf/qwen3-30b-a3b.json: hidden 2048, 32 query heads
+ * and 4 KV heads of head_dim 128, so q is 4096 wide and K, V 512 each, not 2048 and 256): the
+ * model FLOPs, the saved activations (and what split backward holds for W) and the layer's
+ * forward and backward times count those widths; the same model sized at hidden / heads (64)
+ * is the old sizing, and each figure must exceed it by what the widths add. A model whose
+ * head_dim says hidden / heads is unchanged. */
+Test(tuner_timemodel, attention_is_sized_at_the_model_s_head_dim)
+{
+    pp_tune_model m, old;
+    cr_assert_eq(pp_tune_model_load_hf(PP_FIXTURES_DIR "/hf/qwen3-30b-a3b.json", &m), PP_OK, "%s",
+                 pp_err_msg());
+    cr_assert(m.hidden == 2048 && m.heads == 32 && m.kv_heads == 4 && m.head_dim == 128);
+    cr_assert_eq(pp_tune_model_qd(&m), 4096.0);
+    cr_assert_eq(pp_tune_model_kvd(&m), 512.0);
+    old = m, old.head_dim = 0;
+    double h = m.hidden, s = m.seq, L = m.layers, dq = 4096 - 2048, dkv = 512 - 256;
+    /* Narayanan's count, 3 x (forward) per sequence: QKV and the output projection
+     * 2 s h (dq + 2 dkv) + 2 s dq h, the attention core 4 s^2 dq per layer */
+    double want = 3.0 * L * (2.0 * s * (h * (dq + 2 * dkv) + dq * h) + 4.0 * s * s * dq);
+    double got = pp_tune_model_flops(&m, 1) - pp_tune_model_flops(&old, 1);
+    cr_expect(fabs(got - want) <= 1e-9 * want, "model FLOPs grow by %.6g, the widths add %.6g",
+              got, want);
+    pp_tune_hw hw;
+    cr_assert_eq(pp_tune_hw_preset("dgx-h100", 1, &hw), PP_OK, "%s", pp_err_msg());
+    pp_tune_opts o;
+    pp_tune_opts_default(&o);
+    pp_config c = {.schedule = "1f1b", .p = 2, .v = 1, .b = 1, .d = 1, .t = 2, .N = 4, .cp = 1};
+    /* activations, 16-bit, no sequence parallelism, per tensor rank: Q, the projection input
+     * 2 dq / h each, K and V 2 dkv / h each, and the q/k norms' inputs 2 (dq + dkv) / h, of
+     * s b h elements, over t */
+    double sbh = s * c.b * h, dt = o.precision == PP_PREC_FP32 ? 4.0 : 2.0;
+    double act_want = dt / 2 * sbh * (4 * dq + 4 * dkv + 2 * (dq + dkv)) / h / c.t;
+    double act = pp_tune_act_bytes_per_layer(&m, &c, &o) - pp_tune_act_bytes_per_layer(&old, &c, &o);
+    cr_expect(fabs(act - act_want) <= 1e-9 * act_want, "activations grow by %.6g B, want %.6g",
+              act, act_want);
+    /* held for W: the projection input 2 dq / h and QKV's output gradient 2 (dq + 2 dkv) / h */
+    double held_want = dt / 2 * sbh * (2 * dq + 2 * (dq + 2 * dkv)) / h / c.t;
+    double held = pp_tune_held_for_w_bytes_per_layer(&m, &c, &o) -
+                  pp_tune_held_for_w_bytes_per_layer(&old, &c, &o);
+    cr_expect(fabs(held - held_want) <= 1e-9 * held_want, "held for W grows by %.6g, want %.6g",
+              held, held_want);
+    /* time: at least the added GEMM and attention-core FLOPs at the GPU's peak */
+    pp_tune_op_times tn, to;
+    pp_tune_op_times_compute(&m, &hw, &c, &o, &tn);
+    pp_tune_op_times_compute(&old, &hw, &c, &o, &to);
+    double M = s * c.b, fwd = (2 * M * (h * (dq + 2 * dkv) + dq * h) + 4 * c.b * s * s * dq) / c.t;
+    cr_expect_geq(tn.layer_f - to.layer_f, fwd / hw.peak_flops, "forward %.6g s vs %.6g s",
+                  tn.layer_f, to.layer_f);
+    cr_expect_geq(tn.layer_b - to.layer_b, 2 * fwd / hw.peak_flops, "backward %.6g s vs %.6g s",
+                  tn.layer_b, to.layer_b);
+    /* head_dim = hidden / heads written out changes nothing */
+    pp_tune_model l, le;
+    cr_assert_eq(pp_tune_model_preset("llama3-8b", &l), PP_OK);
+    le = l, le.head_dim = l.hidden / l.heads;
+    pp_tune_op_times a, b;
+    pp_tune_op_times_compute(&l, &hw, &c, &o, &a);
+    pp_tune_op_times_compute(&le, &hw, &c, &o, &b);
+    cr_expect(a.layer_f == b.layer_f && a.layer_b == b.layer_b &&
+              pp_tune_model_flops(&l, 1) == pp_tune_model_flops(&le, 1) &&
+              pp_tune_act_bytes_per_layer(&l, &c, &o) == pp_tune_act_bytes_per_layer(&le, &c, &o));
+}

@@ -20,4 +20,12 @@ static const pp_adamw PP_TEST_ADAMW = {
      .rope_factor = 8, .rope_low_freq = 1, .rope_high_freq = 4, .rope_orig_max = 16,               \
      .nobias = PP_NOBIAS_ALL, .untied = 1}
 
+/* Qwen3's block: Llama's with the per-head q/k RMSNorm, heads 8 wide (hidden / heads is 4),
+ * no rotary scaling (Qwen3 has none). */
+#define PP_TEST_QWEN3(L, T)                                                                        \
+    {.layers = (L), .hidden = 16, .heads = 4, .ffn = 24, .vocab = 64, .seq = (T), .kv_heads = 2,   \
+     .head_dim = 8, .norm = PP_NORM_RMSNORM, .norm_eps = 1e-6, .mlp = PP_MLP_SWIGLU,               \
+     .pos = PP_POS_ROPE, .rope_theta = 1000000, .nobias = PP_NOBIAS_ALL, .untied = 1,              \
+     .qk_norm = 1}
+
 #endif

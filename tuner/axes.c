@@ -19,9 +19,9 @@
  *   d x cp, up to max_ep (Megatron-Core carves the expert-parallel group out of the data- and
  *   context-parallel ranks; expert tensor parallelism stays t). The bundled runtime runs no
  *   MoE model, so trials never see one.
- * Where the devices are CPUs the trials run the bundled runtime, which runs recomputation, the
- * sharded optimizer and context parallelism (not gradient sharding, nor recomputation or
- * sharding together with cp): the search keeps shard at none / optimizer there.
+ * Where the devices are CPUs the trials run the bundled runtime, which runs recomputation,
+ * optimizer and gradient sharding and context parallelism (not recomputation or sharding
+ * together with cp: such a candidate is searched and modelled, not trialled).
  * Not here: the models' effects (memory.c, timemodel.c), the enumeration of layouts (search.c).
  */
 #include <stdio.h>
@@ -190,7 +190,6 @@ pp_status pp_tune_axes_each(const pp_tune_axes_ctx *a, pp_config c)
     int sh_lo = f->shard >= 0 ? f->shard : PP_SHARD_NONE;
     int sh_hi = f->shard >= 0       ? f->shard
                 : replicated        ? PP_SHARD_NONE
-                : a->runtime_only   ? PP_SHARD_OPTIMIZER /* the runtime runs ZeRO-1, not 2 */
                                     : PP_SHARD_GRADIENTS;
     int eps[32], n_ep = ep_values(a, &c, eps, 32);
     for (int sp = sp_lo; sp <= sp_hi; sp++)

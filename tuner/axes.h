@@ -9,8 +9,6 @@ typedef struct {
     const pp_tune_model *m;
     const pp_tune_opts *o;
     const pp_tune_force *force;
-    int runtime_only; /* 1: only what the bundled runtime runs (CPU devices: trials): no
-                         gradient sharding, cp 1 */
     int max_ep;       /* the largest expert parallelism tried (0: PP_TUNE_MAX_EP_DEFAULT) */
     pp_status (*fn)(void *ctx, const pp_config *c); /* called per setting */
     void *ctx;

@@ -125,8 +125,8 @@ static void help(void)
     snprintf(for_help, sizeof for_help,
              "only the schedules that export target runs (the\n"
              "schedules pptune export --format TARGET accepts;\n"
-             "pprun: no gradient sharding or CP either, and the\n"
-             "optimizer sharded only where --shard optimizer says):\n%s",
+             "pprun: sharding only where --shard forces it, as pprun\n"
+             "shards in fp32, not in a GPU cluster's bf16):\n%s",
              pp_profile_export_names(", ", formats, sizeof formats));
     opts dflt;
     defaults(&dflt);
@@ -140,13 +140,10 @@ static int for_target(opts *o)
     const pp_export_target *t = pp_profile_export_find(o->for_target, NULL);
     if (!t)
         return pp_cmd_usage_error(CMD, "--for: %s", pp_err_text());
-    if (t->line_settings_only) { /* pprun: recomputation and cp searched; no ZeRO-2 */
+    if (t->line_settings_only) { /* pprun: recomputation and cp searched */
         pp_tune_force *f = &o->tune.force;
-        if (f->shard == PP_SHARD_GRADIENTS)
-            return pp_cmd_usage_error(CMD, "--for %s: %s does not run gradient sharding",
-                                      o->for_target, t->title);
-        /* the sharded optimizer only when asked for: pprun runs it in fp32, not in the bf16 of
-         * a GPU cluster's line (pp_config.h's pprun_cannot) */
+        /* sharding (ZeRO-1 or 2) only when asked for: pprun runs it in fp32, not in the bf16
+         * of a GPU cluster's line (pp_config.h's pprun_cannot) */
         if (f->shard == PP_TUNE_SEARCHED)
             f->shard = PP_SHARD_NONE;
         f->ep = 1; /* pprun runs no mixture-of-experts model */

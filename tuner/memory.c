@@ -87,8 +87,10 @@ static int seq_par(const pp_config *c)
  *   outside the tensor-parallel regions: attention input 2, attention dropout mask 1, MLP input
  *   2, MLP dropout mask 1, two norm inputs 4 (LayerNorm or RMSNorm: each keeps its input)
  *                                                    -> 10 (8 without dropout: Llama)
- *   inside (divided by t): Q 2, K and V 2*kvd/h each (grouped-query attention: kvd = kv_heads x
- *   head width), projection input 2                -> 8 for MHA, 4 + 4 kvd/h for GQA
+ *   inside (divided by t): Q 2 qd/h, K and V 2*kvd/h each, projection input 2 qd/h (qd =
+ *   heads x head width, kvd = kv_heads x head width: qd = h but where head_dim is not h/heads,
+ *   as Qwen3's) -> 8 for MHA, 4 + 4 kvd/h for GQA; with Qwen3's per-head q/k RMSNorm its
+ *   inputs, 2 (qd + kvd)/h more
  *   MLP: 2*ffn/h per saved ffn-wide tensor: two for GeLU (its input and output); three for
  *   SwiGLU (the two ffn-wide tensors its backward needs, gate and up, and its output, the
  *   down projection's input)                       -> 16 for ffn = 4h
@@ -106,10 +108,11 @@ static double layer_act(const pp_tune_model *m, const pp_config *c, const pp_tun
     double t = c->t, scale = act_dtype(o) / 2.0; /* the table counts 16-bit values */
     if (rc == PP_RECOMPUTE_FULL)
         return scale * 2.0 * sbh / (seq_par(c) ? t : 1.0);
-    double kvd = (double)m->kv_heads * (h / m->heads);
+    double qd = pp_tune_model_qd(m), kvd = pp_tune_model_kvd(m);
     double has_dropout = m->linear_bias ? 1.0 : 0.0; /* GPT/BERT train with dropout, Llama not */
     double outside = 8.0 + 2.0 * has_dropout;
-    double attn_in = 2.0 + 4.0 * kvd / h + 2.0;
+    double attn_in = 2.0 * qd / h + 4.0 * kvd / h + 2.0 * qd / h +
+                     (m->block.qk_norm ? 2.0 * (qd + kvd) / h : 0.0);
     double mlp_in = moe ? 0.0 : (m->gated_mlp ? 3.0 : 2.0) * 2.0 * m->ffn / h;
     double scores = 0;
     if (!o->flash_attention && rc == PP_RECOMPUTE_NONE)
@@ -223,8 +226,8 @@ static double stage_layers_act(const pp_tune_model *m, const pp_config *c, const
  * Table 1, 32 sbh for GPT shapes without TP). In Korthikanti's units of s*b*h 16-bit elements:
  *   inputs X (already among the saved activations; I frees the rest of them): the QKV input 2
  *   and the first MLP input 2 (outside the TP regions, every rank holds them whole), the
- *   projection input 2/t and the last MLP input 2*ffn/(h t) (inside);
- *   output gradients dY (new: produced by I, consumed by W): QKV 2 (h + 2 kvd)/(h t), the
+ *   projection input 2 qd/(h t) and the last MLP input 2*ffn/(h t) (inside);
+ *   output gradients dY (new: produced by I, consumed by W): QKV 2 (qd + 2 kvd)/(h t), the
  *   projection 2, the first MLP (up and gate for a gated MLP) 2 ffn/(h t) each, the last 2.
  * Assumptions: biases' and norms' gradients are reductions I computes at once (nothing held);
  * under sequence parallelism the inputs outside the TP regions are held gathered (I re-gathers
@@ -235,9 +238,9 @@ double pp_tune_held_for_w_bytes_per_layer(const pp_tune_model *m, const pp_confi
                                           const pp_tune_opts *o)
 {
     double s = local_seq(m, c), h = m->hidden, sbh = s * c->b * h, ffn = m->ffn, t = c->t;
-    double kvd = (double)m->kv_heads * (h / m->heads);
-    double inputs = 2.0 + 2.0 + (2.0 + 2.0 * ffn / h) / t;
-    double grads = 2.0 * (h + 2.0 * kvd) / h / t + 2.0 +
+    double qd = pp_tune_model_qd(m), kvd = pp_tune_model_kvd(m);
+    double inputs = 2.0 + 2.0 + (2.0 * qd / h + 2.0 * ffn / h) / t;
+    double grads = 2.0 * (qd + 2.0 * kvd) / h / t + 2.0 +
                    (m->gated_mlp ? 2.0 : 1.0) * 2.0 * ffn / h / t + 2.0;
     return act_dtype(o) / 2.0 * sbh * (inputs + grads);
 }
@@ -377,7 +380,11 @@ static double stage_held(const pp_tune_model *m, const pp_mem_place *pl, const p
 /* Largest transient of a rank's stages: the fp32 logit gradient of the head, the MLP's
  * ffn-wide backward temporaries, or (full recompute) one layer's recomputed activations; with
  * gradient sharding (ZeRO-2) the largest layer's 16-bit gradient, which lives from its
- * backward until its reduce-scatter into the rank's fp32 shard. */
+ * backward until its reduce-scatter into the rank's fp32 shard (a framework's bucket, as
+ * DeepSpeed's stage 2 reduces each bucket as it fills). This is the mixed-precision model; in
+ * fp32 the memory is the bundled runtime's own plan (pp_tune_memory_runtime), whose ZeRO-2
+ * holds a whole stage's fp32 gradient while that stage's backwards run
+ * (runtime/executor_zero2.c). */
 static double transient(const pp_tune_model *m, const pp_config *c, const pp_tune_opts *o,
                         int holds_head, int holds_moe)
 {

@@ -153,9 +153,9 @@ void pp_tune_model_params(const pp_tune_model *m, pp_tune_params *out)
 {
     double h = m->hidden, f = m->ffn, V = m->vocab;
     memset(out, 0, sizeof *out);
-    double hd = m->head_dim ? m->head_dim : h / m->heads;
-    double qd = m->heads * hd;        /* width of Q (and of the output projection's input) */
-    double kvd = m->kv_heads * hd;    /* width of K and of V */
+    double hd = pp_tune_model_hd(m);
+    double qd = pp_tune_model_qd(m);   /* width of Q (and of the output projection's input) */
+    double kvd = pp_tune_model_kvd(m); /* width of K and of V */
     double norm = m->norm_bias ? 2 * h : h;
     double bias = m->linear_bias ? qd + 2 * kvd + h : m->qkv_bias ? qd + 2 * kvd : 0;
     double attn = h * qd + 2 * h * kvd + qd * h + bias + (m->block.qk_norm ? 2 * hd : 0);

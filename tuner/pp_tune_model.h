@@ -53,6 +53,24 @@ typedef struct pp_tune_model {
                            rotary scaling, per-linear biases); pp_tune_model_cfg combines them */
 } pp_tune_model;
 
+/* Attention widths of a model (the one source for the time, memory and parameter models):
+ * one head's (head_dim, else hidden / heads), Q's and the output projection's input
+ * (heads x head width) and each of K's and V's (kv_heads x head width). Equal to hidden and
+ * its grouped-query share where head_dim = hidden / heads; wider for Qwen3 (head_dim 128 with
+ * hidden 2048 and 32 heads: q 4096). */
+static inline double pp_tune_model_hd(const pp_tune_model *m)
+{
+    return m->head_dim ? m->head_dim : (double)m->hidden / m->heads;
+}
+static inline double pp_tune_model_qd(const pp_tune_model *m)
+{
+    return m->heads * pp_tune_model_hd(m);
+}
+static inline double pp_tune_model_kvd(const pp_tune_model *m)
+{
+    return m->kv_heads * pp_tune_model_hd(m);
+}
+
 /* Training sequence length of an imported HuggingFace model when --seq does not say: the
  * config's max_position_embeddings is the longest position the model can encode (131072 for
  * Llama 3.1), not the length it is trained at, so pptune takes this (capped at that limit). */

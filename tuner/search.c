@@ -158,7 +158,6 @@ static pp_status offer(search *x, const pp_config *c)
         return add_reject(x, c, 0, why);
     }
     pp_tune_axes_ctx a = {.m = x->m, .o = x->o, .force = &x->sp->force,
-                          .runtime_only = x->o->precision == PP_PREC_FP32,
                           .max_ep = x->sp->max_ep,
                           .fn = offer_setting, .ctx = x};
     long first = x->n_cands;
@@ -285,8 +284,7 @@ static pp_status enumerate(search *x)
             PP_TRY(add_reject(x, &c, 0, why));
             continue;
         }
-        pp_tune_axes_ctx ax = {.m = x->m, .o = x->o, .force = &x->sp->force,
-                               .runtime_only = x->o->precision == PP_PREC_FP32};
+        pp_tune_axes_ctx ax = {.m = x->m, .o = x->o, .force = &x->sp->force};
         int max_cp = pp_tune_axes_cp_max(&ax, x->sp->max_cp);
         /* cp: the forced value alone, else 1, 2, 4, ... up to the limit */
         int cp0 = x->sp->force.cp >= 1 ? x->sp->force.cp : 1;

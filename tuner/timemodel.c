@@ -64,17 +64,19 @@ static double dtype_bytes(const pp_tune_opts *o)
     return o->precision == PP_PREC_FP32 ? 4.0 : 2.0;
 }
 
-/* Narayanan's FLOP count from the matrix shapes: 2 x elements for every matrix product. */
+/* Narayanan's FLOP count from the matrix shapes: 2 x elements for every matrix product; the
+ * attention's at the model's q and kv widths (heads x head_dim: hidden for GPT and Llama, twice
+ * it for Qwen3-30B-A3B), its core 4 s^2 q-width. */
 static double layer_matmul_params(const pp_tune_model *m)
 {
-    double h = m->hidden, kvd = (double)m->kv_heads * (h / m->heads);
-    return h * (h + 2 * kvd) + h * h + (m->gated_mlp ? 3.0 : 2.0) * h * m->ffn;
+    double h = m->hidden, qd = pp_tune_model_qd(m), kvd = pp_tune_model_kvd(m);
+    return h * (qd + 2 * kvd) + qd * h + (m->gated_mlp ? 3.0 : 2.0) * h * m->ffn;
 }
 
 double pp_tune_model_flops(const pp_tune_model *m, double sequences)
 {
     double s = m->seq, h = m->hidden;
-    double layer_fwd = 2.0 * s * layer_matmul_params(m) + 4.0 * s * s * h;
+    double layer_fwd = 2.0 * s * layer_matmul_params(m) + 4.0 * s * s * pp_tune_model_qd(m);
     double head_fwd = 2.0 * s * h * m->vocab;
     return 3.0 * sequences * (m->layers * layer_fwd + head_fwd);
 }
@@ -171,7 +173,7 @@ static void attention(const pp_tune_model *m, const pp_config *c, const pp_tune_
 {
     /* non-causal, QK^T + PV; context parallelism: each rank 1/cp of the s x s products (the
      * causal load balancing gives each rank chunks i and 2cp-1-i, so the shares are equal) */
-    double s = m->seq, flops = 4.0 * c->b * s * s * m->hidden / c->t / cp_of(c);
+    double s = m->seq, flops = 4.0 * c->b * s * s * pp_tune_model_qd(m) / c->t / cp_of(c);
     int dropout = m->linear_bias; /* GPT/BERT train with attention dropout, Llama not */
     if (!fx(o, PP_TUNE_FX_ATTENTION)) {
         *f = flops / r->rate;
@@ -214,7 +216,7 @@ static void cp_ring(const pp_tune_model *m, const pp_tune_hw *hw, const pp_confi
     *f = *b = 0;
     if (c->cp <= 1)
         return;
-    double h = m->hidden, kvd = (double)m->kv_heads * (h / m->heads);
+    double kvd = pp_tune_model_kvd(m);
     double step_bytes = 2.0 * m->seq / c->cp * c->b * kvd / c->t * r->dt;
     int intra = (long)c->t * c->cp <= hw->gpus_per_node;
     double bw = intra ? hw->intra_bw : hw->inter_bw, lat = intra ? hw->intra_lat : hw->inter_lat;
@@ -289,8 +291,8 @@ static void layer_times(const pp_tune_model *m, const pp_tune_hw *hw, const pp_c
                         pp_tune_op_times *out)
 {
     double t = c->t, h = m->hidden, M = (double)m->seq * c->b / cp_of(c);
-    double kvd = (double)m->kv_heads * (h / m->heads), f = m->ffn;
-    double gemms = gemm(r, M, (h + 2 * kvd) / t, h) + gemm(r, M, h, h / t) +
+    double qd = pp_tune_model_qd(m), kvd = pp_tune_model_kvd(m), f = m->ffn;
+    double gemms = gemm(r, M, (qd + 2 * kvd) / t, h) + gemm(r, M, h, qd / t) +
                    gemm(r, M, f * (m->gated_mlp ? 2 : 1) / t, h) + gemm(r, M, h, f / t);
     /* backward: input and weight gradient of every GEMM (two kernels each) */
     double gemms_b = 2.0 * gemms;

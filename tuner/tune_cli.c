@@ -264,11 +264,7 @@ void pp_cli_tune_describe(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw
     pp_tune_force_flags(f, forced, sizeof forced);
     pp_cli_wrapped(fp, 9,
                    "settings recompute, sequence parallelism, sharding, context parallelism%s: "
-                   "%s%s%s",
+                   "%s%s",
                    m->block.moe.experts > 0 ? ", expert parallelism" : "",
-                   forced[0] ? "searched except " : "searched", forced,
-                   o->precision == PP_PREC_FP32
-                       ? " (CPU devices: the bundled runtime runs no gradient sharding yet, so "
-                         "shard stays none / optimizer unless forced)"
-                       : "");
+                   forced[0] ? "searched except " : "searched", forced);
 }

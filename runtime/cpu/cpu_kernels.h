@@ -48,6 +48,12 @@ pp_status pp_cpu_swiglu_bwd(void *ctx, float *dx, const float *x, const float *d
                             int F);
 pp_status pp_cpu_rope(void *ctx, float *x, int N, int T, int nh, int hd, int ld, const pp_rope *r,
                       int dir);
+/* cpu_headnorm.c */
+pp_status pp_cpu_headnorm_fwd(void *ctx, float *x, float *xin, float *rstd, const float *gq,
+                              const float *gk, int N, int nq, int nk, int hd, int ld, float eps);
+pp_status pp_cpu_headnorm_bwd(void *ctx, float *dx, float *dgq, float *dgk, const float *xin,
+                              const float *rstd, const float *gq, const float *gk, int N, int nq,
+                              int nk, int hd, int ld);
 size_t pp_cpu_attention_scratch_bytes(void *ctx, int B, int T, int C, int NH);
 pp_status pp_cpu_gelu_fwd(void *ctx, float *y, const float *x, size_t n);
 pp_status pp_cpu_gelu_bwd(void *ctx, float *dx, const float *x, const float *dy, size_t n);

@@ -213,6 +213,12 @@ pp_status pp_cuda_attention_bwd(void *ctx, float *dqkv, float *scratch, const fl
 size_t pp_cuda_attention_scratch_bytes(void *ctx, int B, int T, int C, int NH);
 
 /* ---- the Llama-family block's kernels (llama_cuda.cu) ---- */
+/* headnorm_cuda.cu */
+pp_status pp_cuda_headnorm_fwd(void *ctx, float *x, float *xin, float *rstd, const float *gq,
+                               const float *gk, int N, int nq, int nk, int hd, int ld, float eps);
+pp_status pp_cuda_headnorm_bwd(void *ctx, float *dx, float *dgq, float *dgk, const float *xin,
+                               const float *rstd, const float *gq, const float *gk, int N, int nq,
+                               int nk, int hd, int ld);
 pp_status pp_cuda_rmsnorm_fwd(void *ctx, float *out, float *rstd, const float *x, const float *g,
                               int N, int C, float eps);
 pp_status pp_cuda_rmsnorm_bwd(void *ctx, float *dx, float *dg, const float *dout, const float *x,

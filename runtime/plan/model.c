@@ -159,10 +159,6 @@ pp_status pp_model_check_runnable(const pp_model_cfg *cfg)
                       "model: mixture-of-experts layers (%d experts, top-%d) are planned by "
                       "pptune's model but not run by the runtime yet",
                       cfg->moe.experts, cfg->moe.top_k);
-    if (cfg->qk_norm)
-        return PP_ERR(PP_ERR_UNSUPPORTED,
-                      "model: the per-head q/k RMSNorm (Qwen3's q_norm, k_norm) is not "
-                      "implemented by the runtime");
     if (cfg->pos != PP_POS_ROPE)
         return PP_OK;
     if (cfg->rope_scaling == PP_ROPE_OTHER)

@@ -43,6 +43,40 @@ static size_t stage_params(const plan_ctx *x, int pipe, int stage)
                                    stage == S - 1);
 }
 
+/* Gradient sharding's groups of a stage (executor_zero2.c): a tied embedding's copy ("wte" on
+ * a pipe's first stage, "wte.head" on its last, with more than one stage) alone, the other
+ * tensors together; c[i] the floats of each one's shard over dp. Returns how many (0..2). */
+static int z2_groups(const plan_ctx *x, int pipe, int stage, size_t c[2])
+{
+    int S = x->s->stages_per_pipe, n = 0;
+    size_t all = stage_params(x, pipe, stage), dp = (size_t)x->p->dp;
+    size_t tied = S > 1 && !x->d.untied && (stage == 0 || stage == S - 1) ? x->d.Vl * x->d.C : 0;
+    if (tied)
+        c[n++] = (tied + dp - 1) / dp;
+    if (all > tied)
+        c[n++] = (all - tied + dp - 1) / dp;
+    return n;
+}
+
+static int z2_on(const plan_ctx *x)
+{
+    return x->p->shard == PP_RT_SHARD_GRADIENTS && x->p->dp > 1;
+}
+
+/* Floats of the stage's whole gradient buffer (each group padded to dp shards) and of its
+ * shards (*shard), the largest one's in *cmax. */
+static size_t z2_whole(const plan_ctx *x, int pipe, int stage, size_t *shard, size_t *cmax)
+{
+    size_t c[2], w = 0;
+    int n = z2_groups(x, pipe, stage, c);
+    for (int i = 0; i < n; i++) {
+        w += (size_t)x->p->dp * c[i];
+        *shard += c[i];
+        *cmax = c[i] > *cmax ? c[i] : *cmax;
+    }
+    return w;
+}
+
 static size_t slot_bytes(const plan_ctx *x, int pipe, int stage)
 {
     int S = x->s->stages_per_pipe;
@@ -99,6 +133,7 @@ typedef struct {
     pp_plan_arena arena; /* the step's buffers placed so far */
     int *reds;           /* [max ops] records of the REDUCE buffers posted */
     int *key_rec;        /* [n_keys] the record holding buffer `key`, or -1 */
+    int *pend;           /* [pipes x stages] gradient sharding: I actions whose W has not run */
     size_t n_keys;
     int bad;             /* a buffer freed that was never allocated */
 } tracker;
@@ -139,9 +174,16 @@ static size_t key_reduce(const plan_ctx *x, int id)
 {
     return 4 * (size_t)x->s->n_pipes * x->s->stages_per_pipe * x->s->microbatches + (size_t)id;
 }
+/* gradient sharding: the stage's whole gradient while its backwards run (executor_zero2.c) */
+static size_t key_grad(const plan_ctx *x, int pipe, int stage)
+{
+    return 4 * (size_t)x->s->n_pipes * x->s->stages_per_pipe * x->s->microbatches +
+           (size_t)x->s->n_reduces + (size_t)pipe * x->s->stages_per_pipe + (size_t)stage;
+}
 static size_t n_keys(const pp_sched *s)
 {
-    return 4 * (size_t)s->n_pipes * s->stages_per_pipe * s->microbatches + (size_t)s->n_reduces;
+    return 4 * (size_t)s->n_pipes * s->stages_per_pipe * s->microbatches + (size_t)s->n_reduces +
+           (size_t)s->n_pipes * s->stages_per_pipe;
 }
 
 /* A buffer of the step: counted, and placed in the arena. Returns its record. */
@@ -210,6 +252,29 @@ static void send_message(const plan_ctx *x, tracker *t, size_t key, double now, 
     key_free(t, key);         /* the executor's buffer, freed after the send */
 }
 
+/* Opens the stage's whole gradient before a backward allocates (B, I, W), closes it after a
+ * B, or after the W that leaves no I waiting (executor_zero2.c). */
+static void z2_open(const plan_ctx *x, tracker *t, const pp_action *a)
+{
+    if (!z2_on(x) || (a->op != PP_OP_B && a->op != PP_OP_I && a->op != PP_OP_W))
+        return;
+    size_t k = key_grad(x, a->pipe, a->stage), sh = 0, cm = 0;
+    if (t->key_rec[k] < 0)
+        key_alloc(t, k, PP_MEM_GRADS, 4 * z2_whole(x, a->pipe, a->stage, &sh, &cm));
+}
+
+static void z2_close(const plan_ctx *x, tracker *t, const pp_action *a)
+{
+    if (!z2_on(x) || (a->op != PP_OP_B && a->op != PP_OP_I && a->op != PP_OP_W))
+        return;
+    int *pend = &t->pend[(size_t)a->pipe * x->s->stages_per_pipe + (size_t)a->stage];
+    if (a->op == PP_OP_I || (a->op == PP_OP_W && --*pend > 0)) {
+        *pend += a->op == PP_OP_I;
+        return;
+    }
+    key_free(t, key_grad(x, a->pipe, a->stage));
+}
+
 /* Rank r's actions in order (the order of allocations inside F and B follows executor_run.c,
  * stage_fwd.c and stage_bwd.c). Appends the REDUCE buffers' records to reds (n_red). */
 static void walk(const plan_ctx *x, int r, tracker *t, int *reds, int *n_red)
@@ -219,6 +284,7 @@ static void walk(const plan_ctx *x, int r, tracker *t, int *reds, int *n_red)
     for (int i = 0; i < s->n_ops[r]; i++) {
         const pp_action *a = &s->ops[r][i];
         int p = a->pipe, st = a->stage, m = a->mb, first = st == 0, last = st == S - 1;
+        z2_open(x, t, a);
         switch ((pp_op_kind)a->op) {
         case PP_OP_RECV_F: /* the activation into stage st */
             key_alloc(t, key_boundary(x, p, st - 1, m, 0), PP_MEM_COMM, x->io);
@@ -279,6 +345,7 @@ static void walk(const plan_ctx *x, int r, tracker *t, int *reds, int *n_red)
         default:
             break;
         }
+        z2_close(x, t, a);
     }
 }
 
@@ -292,10 +359,13 @@ static void plan_rank(const plan_ctx *x, int r, tracker *t)
     t->total = 0;
     t->n_taken = 0;
     size_t scratch = 0; /* the backend's kernel scratch, held throughout */
+    size_t z2_shard = 0, z2_cmax = 0; /* gradient sharding's shards and largest one */
     for (int pipe = 0; pipe < s->n_pipes; pipe++)
         for (int st = 0; st < S; st++)
             if (pp_sched_stage(s, pipe, st)->rank == r) {
                 o->params += stage_params(x, pipe, st);
+                if (z2_on(x))
+                    z2_whole(x, pipe, st, &z2_shard, &z2_cmax);
                 first |= st == 0;
                 last |= st == S - 1;
                 if (x->be->kernel_scratch) {
@@ -306,16 +376,17 @@ static void plan_rank(const plan_ctx *x, int r, tracker *t)
     size_t grads = 4 * o->params;
     o->kernel_scratch = scratch;
     bump(t, PP_MEM_WEIGHTS, (int64_t)((4 + (x->bf16 ? PP_RT_BF16_BYTES : 0)) * o->params));
-    bump(t, PP_MEM_GRADS, (int64_t)grads);
     size_t dp = (size_t)x->p->dp, shard = (o->params + dp - 1) / dp; /* executor_zero.c */
-    int zero = x->p->shard == PP_RT_SHARD_OPTIMIZER && dp > 1;
-    bump(t, PP_MEM_OPTIM, (int64_t)(8 * (zero ? shard : o->params)));
+    int zero = x->p->shard == PP_RT_SHARD_OPTIMIZER && dp > 1, z2 = z2_on(x);
+    bump(t, PP_MEM_GRADS, (int64_t)(z2 ? 4 * z2_shard : grads)); /* z2: the shards only */
+    bump(t, PP_MEM_OPTIM, (int64_t)(8 * (zero ? shard : z2 ? z2_shard : o->params)));
     if (x->tokens)
         bump(t, PP_MEM_ACTS, (int64_t)(4 * (size_t)s->microbatches * x->N * (first + last)));
     bump(t, PP_MEM_WORKSPACE, (int64_t)(scratch + x->be->library_workspace));
     pp_plan_arena_reset(&t->arena);
     for (size_t k = 0; k < t->n_keys; k++)
         t->key_rec[k] = -1;
+    memset(t->pend, 0, (size_t)s->n_pipes * S * sizeof *t->pend);
     int n_red = 0;
     walk(x, r, t, t->reds, &n_red);
     /* End of step (executor_sync.c): the REDUCE buffers are freed as they complete, in the
@@ -323,8 +394,12 @@ static void plan_rank(const plan_ctx *x, int r, tracker *t)
      * allocated and freed. */
     for (int i = 0; i < n_red; i++)
         buf_free(t, t->reds[i]);
-    if (x->p->dp > 1) /* sharded: the pack padded to dp equal shards */
-        buf_free(t, buf_alloc(t, PP_MEM_COMM, zero ? 4 * dp * shard : grads));
+    /* sharded: the pack padded to dp equal shards; gradient sharding: the all-gather of the
+     * parameters, group by group through one buffer of the largest */
+    if (x->p->dp > 1)
+        buf_free(t, buf_alloc(t, PP_MEM_COMM, zero ? 4 * dp * shard
+                                              : z2   ? 4 * dp * z2_cmax
+                                                     : grads));
     t->bad |= t->arena.n_live != 0; /* every buffer of the step is freed within it */
     o->peak_units = x->sim.peak_activations[r];
     o->n_bufs = t->arena.n_recs;
@@ -425,6 +500,7 @@ static void tracker_fini(tracker *t)
     free(t->taken);
     free(t->reds);
     free(t->key_rec);
+    free(t->pend);
     pp_plan_arena_fini(&t->arena);
 }
 
@@ -486,8 +562,9 @@ pp_status pp_rt_plan_assign(const pp_rt_plan_params *p, pp_rt_plan_rank *out,
     tracker t = {.taken = pp_calloc((size_t)max_ops, sizeof(double)),
                  .reds = pp_calloc((size_t)max_ops, sizeof(int)),
                  .key_rec = pp_calloc(n_keys(s) + 1, sizeof(int)),
+                 .pend = pp_calloc((size_t)s->n_pipes * s->stages_per_pipe + 1, sizeof(int)),
                  .n_keys = n_keys(s)};
-    pp_status st = t.taken && t.reds && t.key_rec ? plan_all(&x, out, asg, &t) : PP_ERR_NOMEM;
+    pp_status st = t.taken && t.reds && t.key_rec && t.pend ? plan_all(&x, out, asg, &t) : PP_ERR_NOMEM;
     tracker_fini(&t);
     ctx_fini(&x);
     if (st != PP_OK && asg)

@@ -177,7 +177,7 @@ pp_status pp_model_validate_moe(const pp_moe_cfg *e);
  * bytes), "" for a dense model; returns buf. */
 char *pp_model_describe_moe(const pp_model_cfg *cfg, char *buf, size_t n);
 /* Returns PP_OK when the runtime can compute this block (validate, plus a rotary scaling it
- * implements and an even head width for rotary; no experts and no q/k norm yet), else
+ * implements and an even head width for rotary; no experts yet), else
  * PP_ERR_UNSUPPORTED naming what. */
 pp_status pp_model_check_runnable(const pp_model_cfg *cfg);
 /* The block in words ("RMSNorm (eps 1e-05), SwiGLU MLP, rotary (base 500000, llama3 scaling),

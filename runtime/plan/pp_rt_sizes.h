@@ -61,6 +61,11 @@ typedef struct pp_rt_dims { /* its tag: pp_backends.h names it */
     size_t qkv, fc;      /* this rank's qkv width (qd + 2 kvd) and fc width (Fl, SwiGLU 2 Fl) */
     size_t Vl;           /* this rank's vocabulary rows of the embedding / head: ceil(V/t) */
     size_t norm;         /* floats of one norm: C (RMSNorm, LayerNorm without bias) or 2C */
+    /* Qwen3's per-head q/k RMSNorm (pp_model_cfg.qk_norm; else 0): qkn_g, the floats of its
+     * two weights (hd each, whole on every tensor rank); qkn, the floats a block saves per
+     * row for its backward: the rank's q and k before the norm (qd + kvd) and the rstd of
+     * each of their heads (Hl + KVl) */
+    size_t qkn_g, qkn;
     int b_qkv, b_out, b_mlp; /* biases present */
     int rope, untied;
     int rc;      /* activation recomputation: PP_RT_RC_* (pp_rt_dims_of: none) */
@@ -90,6 +95,8 @@ static inline pp_rt_dims pp_rt_dims_of(const pp_model_cfg *m, size_t t, size_t s
     d.qkv = d.qd + 2 * d.kvd;
     d.fc = m->mlp == PP_MLP_SWIGLU ? 2 * d.Fl : d.Fl;
     d.norm = pp_model_bias(m, PP_NOBIAS_NORM) ? 2 * d.C : d.C;
+    d.qkn_g = m->qk_norm ? 2 * d.hd : 0;
+    d.qkn = m->qk_norm ? d.qd + d.kvd + d.Hl + d.KVl : 0;
     d.b_qkv = pp_model_bias(m, PP_NOBIAS_QKV), d.b_out = pp_model_bias(m, PP_NOBIAS_OUT);
     d.b_mlp = pp_model_bias(m, PP_NOBIAS_MLP);
     d.rope = m->pos == PP_POS_ROPE, d.untied = m->untied != 0;
@@ -128,10 +135,10 @@ static inline size_t pp_rt_size_cp_stats_floats(const pp_rt_dims *d, size_t N)
 
 /* Floats of one block on one tensor-parallel rank: two norms, qkv (qkv x C, bias qkv), the
  * attention projection (C x qd, bias C whole), fc (fc x C, bias fc) and the MLP's projection
- * (C x Fl, bias C whole), the biases where the model has them. */
+ * (C x Fl, bias C whole), the biases where the model has them, and the q/k norms' weights. */
 static inline size_t pp_rt_size_block_params(const pp_rt_dims *d)
 {
-    return 2 * d->norm + d->qkv * d->C + (d->b_qkv ? d->qkv : 0) + d->C * d->qd +
+    return 2 * d->norm + d->qkn_g + d->qkv * d->C + (d->b_qkv ? d->qkv : 0) + d->C * d->qd +
            (d->b_out ? d->C : 0) + d->fc * d->C + d->C * d->Fl + (d->b_mlp ? d->fc + d->C : 0);
 }
 
@@ -159,15 +166,15 @@ static inline size_t pp_rt_size_stage_params(const pp_rt_dims *d, size_t layers,
 
 /* Floats one block saves on one tensor-parallel rank (runtime/stage.c's slot layout): x, ln1,
  * res2, ln2 (4 N C / sp: whole, or the rank's tokens under sequence parallelism), qkv (N qkv,
- * after the rotation where the model is rotary) and atty (N qd) of the rank's heads, the
- * MLP's fc output (N fc) and its activation (N Fl), the two norms' mean and rstd (4 N / sp;
+ * after the q/k norm and the rotation where the model has them) and atty (N qd) of the rank's
+ * heads, with the q/k norm its input and rstd (N qkn), the MLP's fc output (N fc) and its activation (N Fl), the two norms' mean and rstd (4 N / sp;
  * RMSNorm leaves its means unused), and the attention probabilities of the rank's heads
  * (B, Hl, T, T); under context parallelism (B, Hl, T, cp T): the rank's T queries over the
  * whole sequence's keys. */
 static inline size_t pp_rt_size_act_layer_floats(const pp_rt_dims *d, size_t B, size_t T)
 {
     size_t N = B * T, Nl = N / d->sp;
-    return Nl * (4 * d->C + 4) + N * (d->qkv + d->qd + d->fc + d->Fl) +
+    return Nl * (4 * d->C + 4) + N * (d->qkv + d->qd + d->qkn + d->fc + d->Fl) +
            B * d->Hl * T * T * d->cp;
 }
 
@@ -326,28 +333,49 @@ static inline size_t pp_rt_size_attn_scratch_host(const pp_rt_dims *d, size_t T)
     return d->cp > 1 ? pp_rt_size_attn_scratch_cp(T) : pp_rt_size_attn_scratch_cpu(T);
 }
 
+/* Floats of a backward's partial q/k norm gradients (qk_norm under tensor parallelism: each
+ * rank's are of its heads only, all-reduced at the backward's end): 2 hd per block; 0
+ * without. */
+static inline size_t pp_rt_size_qkn_grads_floats(const pp_rt_dims *d, size_t layers)
+{
+    return d->t > 1 ? layers * d->qkn_g : 0;
+}
+
+/* Width of the buffer that takes the gradient of the attention output (N rows: dln without
+ * sequence parallelism, the all-gather buffer with it): C, or the rank's q width where that
+ * is wider (head_dim x heads > hidden, e.g. Qwen3-30B-A3B: 32 x 128 = 4096 > 2048). */
+static inline size_t pp_rt_size_datt_cols(const pp_rt_dims *d, size_t layers)
+{
+    return layers > 0 && d->qd > d->C ? d->qd : d->C;
+}
+
 /* Bytes of a backward's workspace on one tensor-parallel rank (runtime/stage_bwd.c,
  * PP_MEM_WORKSPACE, freed at its end): dres and dln (N C / sp each), with blocks the widest
  * intermediate gradient (N max(fc, qkv): the MLP's hidden, or qkv) and the attention scratch
+ * (dln N pp_rt_size_datt_cols wide without sequence parallelism, as it takes the attention
+ * output's gradient)
  * (attn_scratch: the backend's, for the rank's Hl heads). Under sequence parallelism
  * (sp > 1) also a whole (N, C) gradient (the all-gather of dres, or the sum a reduce-scatter
- * takes), with blocks a second (N, C) for the all-gathered norm outputs, and the
+ * takes), with blocks a second (N, pp_rt_size_datt_cols) for the all-gathered norm outputs and
+ * the attention output's gradient, and the
  * micro-batch's partial norm gradients (2 norm floats per block, norm for the final one) that
  * are all-reduced at its end. Under context parallelism (cp > 1), with blocks, the ring's
  * block of K/V and of their gradient (two of pp_rt_size_cp_kv_floats) and rowsum(dy y)
  * (pp_rt_size_cp_stats_floats); attn_scratch is then pp_rt_size_attn_scratch_cp. With
- * recomputation, its workspace (pp_rt_size_rc_ws_floats) before the attention scratch. */
+ * recomputation, its workspace (pp_rt_size_rc_ws_floats), then the partial q/k norm
+ * gradients (pp_rt_size_qkn_grads_floats), before the attention scratch. */
 static inline size_t pp_rt_size_bwd_ws(const pp_rt_dims *d, size_t B, size_t T, size_t layers,
                                        int has_head, size_t attn_scratch)
 {
     size_t C = d->C, sp = d->sp, N = B * T;
     size_t big = layers > 0 ? N * (d->fc > d->qkv ? d->fc : d->qkv) : 0;
-    size_t n = 2 * (N / sp) * C + big;
+    size_t ac = pp_rt_size_datt_cols(d, layers);
+    size_t n = (N / sp) * C + (N / sp) * (sp > 1 ? C : ac) + big;
     if (sp > 1)
-        n += N * C + (layers > 0 ? N * C : 0) + layers * 2 * d->norm + (has_head ? d->norm : 0);
+        n += N * C + (layers > 0 ? N * ac : 0) + layers * 2 * d->norm + (has_head ? d->norm : 0);
     if (layers > 0)
         n += 2 * pp_rt_size_cp_kv_floats(d, N) + pp_rt_size_cp_stats_floats(d, N);
-    n += pp_rt_size_rc_ws_floats(d, B, T, layers);
+    n += pp_rt_size_rc_ws_floats(d, B, T, layers) + pp_rt_size_qkn_grads_floats(d, layers);
     return n * 4 + (layers > 0 ? attn_scratch : 0);
 }
 

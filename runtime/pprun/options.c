@@ -34,7 +34,8 @@ static const pp_opt head[] = {
     {.name = "model-config", .kind = PP_OPT_STRING, .offset = OFF(model_config),
      .arg = "config.json",
      .help = "the model of a HuggingFace config.json (Llama, Mistral,\n"
-             "Qwen2, GPT-2 blocks) instead of a preset; not with --model"},
+             "Qwen2, Qwen3, GPT-2 blocks) instead of a preset; not with\n"
+             "--model"},
     {.name = "layers", .kind = PP_OPT_INT, .offset = OFF(layers), .min = 1,
      .max = PPRUN_MAX_LAYERS, .arg = "L",
      .help = "override the model's number of transformer blocks"},
@@ -107,7 +108,8 @@ static const pp_opt tail[] = {
              "split); not together with those flags"},
     {.name = "save-every", .kind = PP_OPT_INT, .offset = OFF(save_every), .min = 1, .arg = "K",
      .help = "write a checkpoint every K steps and at the end\n"
-             "(atomically: parameters, AdamW state, step, data position)"},
+             "(atomically: parameters, AdamW state, step, data position;\n"
+             "a sharded state is written gathered, as an unsharded one)"},
     {.name = "checkpoint", .kind = PP_OPT_STRING, .offset = OFF(checkpoint), .arg = "FILE",
      .help = "the checkpoint file (default pprun.ckpt)"},
     {.name = "resume", .kind = PP_OPT_FLAG, .offset = OFF(resume),
@@ -119,10 +121,10 @@ static const pp_opt tail[] = {
      .help = "start from a HuggingFace checkpoint: a .safetensors file,\n"
              "or a folder with model.safetensors or a sharded one\n"
              "(model.safetensors.index.json); transformers' names:\n"
-             "LlamaForCausalLM (Mistral, Qwen2) for the Llama block,\n"
-             "GPT2LMHeadModel for GPT's; F32/BF16/F16; a missing,\n"
-             "unexpected or misshapen tensor is refused; with --layers\n"
-             "a checkpoint's blocks past the first L are skipped"},
+             "LlamaForCausalLM (Mistral, Qwen2, Qwen3) for the Llama\n"
+             "block, GPT2LMHeadModel for GPT's; F32/BF16/F16; a\n"
+             "missing, unexpected or misshapen tensor is refused; with\n"
+             "--layers a checkpoint's blocks past the first L are skipped"},
     {.name = "save-weights", .kind = PP_OPT_STRING, .offset = OFF(save_weights),
      .arg = "FILE",
      .help = "after the last step, write the parameters as one\n"
@@ -311,12 +313,6 @@ int pprun_check_settings(const pprun_opts *o)
                     ax[i].pprun_cannot(&o->cfg, o->precision));
             return 2;
         }
-    if (o->cfg.shard != PP_SHARD_NONE && o->cfg.d > 1 && (o->save_every || o->resume)) {
-        fprintf(stderr, "pprun: --shard %s with --save-every / --resume: checkpoints of a sharded "
-                        "optimizer are not written yet\n",
-                pp_shard_name(o->cfg.shard));
-        return 2;
-    }
     return -1;
 }
 

@@ -73,8 +73,8 @@ typedef struct {
 /* Returns -1 to go on, or the exit code (0 after --help, 2 for a bad option). */
 int pprun_parse(int argc, char **argv, pprun_opts *o);
 /* The settings' checks (recompute layers without full, a value pprun has the flag for but
- * does not run, checkpoints of a sharded optimizer), for the flags and for a profile's: -1 to go
- * on, else the exit status (2) after one line on stderr. */
+ * does not run), for the flags and for a profile's: -1 to go on, else the exit status (2)
+ * after one line on stderr. */
 int pprun_check_settings(const pprun_opts *o);
 /* launch.c: the transport --transport and the launcher ask for. *tp NULL: ranks as threads.
  * Under MPI checks the world size against --ranks (and --dp, or sets o->dp to world / ranks);

@@ -163,6 +163,7 @@ static int profile_model(pprun_opts *o, const struct pp_profile_model *pm)
     m.ffn = pm->ffn, m.seq = m.seq > pm->seq ? m.seq : pm->seq;
     m.kv_heads = pm->kv_heads == pm->heads ? 0 : pm->kv_heads;
     m.head_dim = pm->head_dim * pm->heads == pm->hidden ? 0 : pm->head_dim;
+    m.qk_norm = pm->qk_norm;
     m.mlp = pm->gated_mlp ? PP_MLP_SWIGLU : PP_MLP_GELU;
     m.norm = pm->norm_bias ? PP_NORM_LAYERNORM : PP_NORM_RMSNORM;
     m.pos = pm->learned_pos ? PP_POS_LEARNED : PP_POS_ROPE;

@@ -123,8 +123,9 @@ int pprun_write_json(const pprun_opts *o, const pprun_record *rec)
                                     o->cfg.sequence_parallel && rec->tp > 1, "recompute",
                                     pp_recompute_name(o->cfg.recompute), "recompute_layers",
                                     o->cfg.recompute_layers, "shard",
-                                    pp_shard_name(o->cfg.d > 1 ? o->cfg.shard
-                                                               : PP_SHARD_NONE))) != 0 ||
+                                    pp_shard_name(pp_config_sharded(&o->cfg)
+                                                      ? o->cfg.shard
+                                                      : PP_SHARD_NONE))) != 0 ||
                  json_object_set_new(root, "cp", json_integer(o->cfg.cp > 1 ? o->cfg.cp : 1)) !=
                      0)) {
         json_decref(root);

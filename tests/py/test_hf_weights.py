@@ -13,7 +13,12 @@ against transformers itself (5.25.0, tests/py/hf.txt). Run by ctest as py_hf_wei
  (c) the same for GPT2LMHeadModel (Conv1D weights stored transposed, tied head), also from
      its base GPT2Model's checkpoint (names without "transformer.", as the Hub's gpt2), and
  (d) for Qwen2ForCausalLM with a tied head (q/k/v biases, no o_proj bias; no lm_head.weight
-     in the file).
+     in the file), and
+ (e) for Qwen3ForCausalLM (the per-head q/k RMSNorm, self_attn.q_norm / k_norm; head_dim 16
+     where hidden / heads is 8; 2 KV heads for 4; untied head): a random one from
+     save_pretrained gives transformers' loss in pprun, and (a)'s round trip with it: pprun
+     trains it, --save-weights, from_pretrained loads it with no missing/unexpected keys and
+     gives pprun's loss, under one layout and under --tp 2.
 The tokens are a Megatron indexed dataset written by megatron-core's IndexedDatasetBuilder:
 without --shuffle pprun's first step reads samples 0..N-1, sample i = tokens [i s, i s + s + 1).
 Tolerance: |pprun - transformers| <= 1e-5 x the loss (both fp32; the sums run in another order
@@ -32,7 +37,7 @@ import numpy as np
 import torch
 from megatron.core.datasets.indexed_dataset import IndexedDatasetBuilder
 from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
-                          Qwen2Config, Qwen2ForCausalLM)
+                          Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 PPRUN = sys.argv[1]
 TOL = 1e-5
@@ -103,26 +108,28 @@ LLAMA = dict(vocab_size=256, hidden_size=32, intermediate_size=96, num_hidden_la
                               "original_max_position_embeddings": 16})
 
 
-def part_a(tmp, data, windows):
-    folder = os.path.join(tmp, "a")
+def part_a(tmp, data, windows, cls=LlamaForCausalLM, config=None, tag="a"):
+    folder = os.path.join(tmp, tag)
     os.makedirs(folder)
-    LlamaConfig(**LLAMA).save_pretrained(folder)  # config.json, as transformers writes it
+    # config.json, as transformers writes it
+    (config if config is not None else LlamaConfig(**LLAMA)).save_pretrained(folder)
     cfg = os.path.join(folder, "config.json")
     out = os.path.join(folder, "model.safetensors")
     trained = pprun("--model-config", cfg, "--ranks", "2", "--steps", "3", "--lr", "0.01",
                     "--data", data, "--save-weights", out)
-    check(trained is not None and os.path.exists(out), "(a) pprun trains 3 steps, --save-weights")
+    check(trained is not None and os.path.exists(out),
+          f"({tag}) pprun trains 3 steps, --save-weights")
     if trained is None:
         return
-    model = loaded_cleanly(LlamaForCausalLM, folder, "(a) pprun's --save-weights")
+    model = loaded_cleanly(cls, folder, f"({tag}) pprun's --save-weights")
     theirs = hf_loss(model, windows)
     for layout in (["--ranks", "2"], ["--ranks", "2", "--tp", "2"]):
         r = pprun("--model-config", cfg, *layout, "--steps", "1", "--lr", "0", "--data", data,
                   "--load-weights", out)
-        check(r is not None, f"(a) pprun {' '.join(layout)} --load-weights runs")
+        check(r is not None, f"({tag}) pprun {' '.join(layout)} --load-weights runs")
         if r:
-            compare(f"(a) Llama trained by pprun, {' '.join(layout)}", r["per_step"][0]["loss"],
-                    theirs)
+            compare(f"({tag}) {cls.__name__} trained by pprun, {' '.join(layout)}",
+                    r["per_step"][0]["loss"], theirs)
 
 
 def part_hf(tmp, data, windows, cls, config, tag):
@@ -169,6 +176,12 @@ def main():
                             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                             max_position_embeddings=64, tie_word_embeddings=True)
         part_hf(tmp, data, windows, Qwen2ForCausalLM, qwen2, "d")
+        qwen3 = Qwen3Config(vocab_size=256, hidden_size=32, intermediate_size=64,
+                            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                            head_dim=16, max_position_embeddings=64, rms_norm_eps=1e-6,
+                            tie_word_embeddings=False)
+        part_hf(tmp, data, windows, Qwen3ForCausalLM, qwen3, "e")
+        part_a(tmp, data, windows, Qwen3ForCausalLM, qwen3, "e-trained")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"{results['passed']} passed, {results['failed']} failed")
