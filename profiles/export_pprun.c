@@ -26,6 +26,7 @@ pp_status pp_export_pprun(const pp_profile *p, FILE *fp)
     int config = p->model.origin_kind && !strcmp(p->model.origin_kind, "config.json");
     pp_profile_pprun_line line = {.model = p->model.name,
                                   .model_config = config ? p->model.origin_path : NULL,
+                                  .layers = p->model.origin_layers ? p->model.layers : 0,
                                   .config = c,
                                   .seq = p->model.seq,
                                   .backend = pp_backend_row_flag(be),

@@ -35,7 +35,7 @@ extern "C" {
 /* The version this code reads and writes. A file with a larger MAJOR is refused; a file with
  * the same MAJOR and a larger MINOR is read (its unknown fields kept). */
 #define PP_PROFILE_VERSION_MAJOR 1
-#define PP_PROFILE_VERSION_MINOR 5
+#define PP_PROFILE_VERSION_MINOR 6
 /* 1.1 added the model's shape beyond its sizes (model.head_dim, norm, linear_bias, qkv_bias,
  * position, rope_theta, rope_scaling), which exporters need; 1.0 profiles still read, and an
  * export that needs those fields says so (pp_profile.model.has_shape = 0). 1.2 added each
@@ -118,6 +118,10 @@ typedef struct {
          * absolute path, sha256: its bytes' SHA-256 in hex when read) or "model-file"
          * (pptune's model JSON, path) */
         const char *origin_kind, *origin_path, *origin_sha256;
+        /* "origin.layers" (1.6; absent: 0): the preset's or config.json's own layer count
+         * when the search planned `layers` of them instead (pptune --layers L: the first L
+         * blocks, as pprun --layers runs them); pprun is then given --layers `layers` */
+        int origin_layers;
         /* "moe" (1.5; absent: a dense model, experts 0): the mixture-of-experts layers as
          * pp_moe_cfg (runtime/plan/pp_rt_model.h) describes them; router "softmax" or
          * "sigmoid". "qk_norm" (1.5): RMSNorm over each head of q and k (Qwen3). */
@@ -238,6 +242,7 @@ pp_status pp_profile_export(const pp_profile *p, const pp_export_target *t, FILE
 typedef struct {
     const char *model;        /* --model: a pprun preset name (when model_config is NULL) */
     const char *model_config; /* --model-config: the HuggingFace config.json; NULL: none */
+    int layers;               /* --layers L: the model's first L blocks; 0: all of its own */
     const pp_config *config; /* its axes' flags (pp_config_axis.flag, on_line) */
     int seq;                 /* --seq */
     const char *backend;     /* --backend NAME (pp_backend_row_flag); NULL: pprun's default */
@@ -252,7 +257,7 @@ typedef struct {
 #define PP_PROFILE_PPRUN_LINE_LEN (3 * PP_PROFILE_PPRUN_PATH_MAX)
 
 /* pprun's options for the line, in the axes' line order: --model M (or --model-config PATH,
- * argv pointing at l->model_config) --schedule K --ranks p
+ * argv pointing at l->model_config) [--layers L] --schedule K --ranks p
  * --microbatches N --micro-batch-size b [--chunks v --group G (schedules with tunable chunks,
  * the registry's)] --dp d [--tp t [--sequence-parallel]] --seq s [--uneven]
  * [--first-stage-layers A] [--last-stage-layers Z] [--backend NAME] [--precision bf16].

@@ -41,6 +41,8 @@ int pp_profile_pprun_argv(const pp_profile_pprun_line *l,
     } else {
         ARG("--model"), ARG("%s", l->model);
     }
+    if (l->layers > 0) /* a few blocks of a big model (pptune --layers) */
+        ARG("--layers"), ARG("%d", l->layers);
     for (int i = 0; i <= n_axes; i++) {
         if (!seq_done && (i == n_axes || order[i]->line > PP_CONFIG_LINE_SEQ)) {
             ARG("--seq"), ARG("%d", l->seq);

@@ -187,6 +187,7 @@ static pp_status read_origin(const rd *r, json_t *model, pp_profile *p)
     PP_TRY(pp_json_obj(r, model, "model", "origin", 0, &o));
     PP_TRY(pp_json_enum(r, o, "model.origin", "kind", KINDS,
                         "\"preset\", \"config.json\" or \"model-file\"", &p->model.origin_kind));
+    PP_TRY(opt_int(r, o, "model.origin", "layers", 1, &p->model.origin_layers));
     if (!strcmp(p->model.origin_kind, "preset"))
         return PP_OK;
     PP_TRY(pp_json_str(r, o, "model.origin", "path", &p->model.origin_path));

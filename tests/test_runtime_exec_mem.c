@@ -604,6 +604,55 @@ Test(runtime_exec_mem, qwen3_plan_equals_measured)
     check_block_plans();
 }
 
+/* Kernel threads (pprun --kernel-threads 2): in the attention backward each thread beyond the
+ * first takes its own dS of one (batch row, KV head), T x T floats. The backend counts it as
+ * workspace, reserved at the plan's figure (pp_rt_size_kernel_scratch_host) and held to it, and
+ * the plan equals the measured peaks to the byte, GPT and Llama blocks, a few schedules, on the
+ * staged CPU backend (every category; the plain one's in-process copies depend on timing: its
+ * workspace) (before: the threads' scratch was malloc'd outside both, and the process held more
+ * than the plan said). */
+static void check_kernel_threads(void)
+{
+    cr_assert_eq(pp_backend_cpu_set_kernel_threads(2), 2);
+    const size_t want = (size_t)T * T * 4; /* one extra thread's dS */
+    const int pick[] = {0, 1, 5};          /* 1f1b, gpipe with dp 2, zb-h1 (split backward) */
+    for (size_t i = 0; i < sizeof pick / sizeof pick[0]; i++) {
+        int c = pick[i];
+        for (int staged = 0; staged < 2; staged++) {
+            setup u;
+            make_on(&u, cases[c].kind, cases[c].D, cases[c].N, cases[c].v, cases[c].dp,
+                    staged ? PP_RT_BACKEND_CPU_STAGED : PP_RT_BACKEND_CPU);
+            char what[64];
+            snprintf(what, sizeof what, "%s%s, 2 kernel threads", cases[c].kind,
+                     staged ? " staged" : "");
+            for (int g = 0; g < pp_rt_executor_ranks(u.ex); g++)
+                cr_assert_eq(pp_rt_executor_plan(u.ex, g)->kernel_scratch, want, "%s", what);
+            steps(&u, 2);
+            for (int g = 0; staged && g < pp_rt_executor_ranks(u.ex); g++)
+                expect_rank_equals_plan(&u, g, what);
+            for (int g = 0; !staged && g < pp_rt_executor_ranks(u.ex); g++) {
+                pp_mem_stats got;
+                pp_backend_mem_stats(pp_rt_executor_backend(u.ex, g), &got);
+                size_t plan = pp_rt_executor_plan(u.ex, g)->peak[PP_MEM_WORKSPACE];
+                cr_assert_eq(got.peak[PP_MEM_WORKSPACE], plan, "%s rank %d: workspace %zu, "
+                             "plan %zu", what, g, got.peak[PP_MEM_WORKSPACE], plan);
+            }
+            drop(&u);
+        }
+    }
+}
+
+Test(runtime_exec_mem, plan_equals_measured_with_kernel_threads)
+{
+    check_kernel_threads();
+}
+
+Test(runtime_exec_mem, llama_plan_equals_measured_with_kernel_threads)
+{
+    llama = 1;
+    check_kernel_threads();
+}
+
 /* The vocabulary split with a vocabulary t does not divide (127 at t = 2: 64 rows per rank, the
  * second's last one padding): every tensor rank holds the same bytes (its 64 rows of wte and
  * of the head, its slice of the probabilities, the loss's statistics in the forward

@@ -479,16 +479,24 @@ static void sha256sum(const char *path, char hex[65])
 
 /* Makes the folder dir (a mkdtemp template) and searches config (a path relative to folder
  * `cd`; NULL: dir, into which the fixture is copied as config.json first) on this machine with
- * `trials` trials of a global batch of 8 (seconds each), writing dir/p.json; asserts exit 0. */
-static pp_test_run_result hf_search(char *dir, const char *cd, const char *config, int trials)
+ * `trials` trials of a global batch of 8 (seconds each) and the options `more`, writing
+ * dir/p.json; asserts exit 0. */
+static pp_test_run_result hf_search_with(char *dir, const char *cd, const char *config,
+                                         int trials, const char *more)
 {
     cr_assert(mkdtemp(dir));
     pp_test_run_result r = pp_test_run(
         "cd %s && %s" PPTUNE " --model-config %s --cluster local --trials %d --trial-steps 2 "
-        "--global-batch 8 -o %s/p.json",
-        cd ? cd : dir, cd ? "" : "cp " TINY_LLAMA3 " config.json && ", config, trials, dir);
+        "--global-batch 8 %s -o %s/p.json",
+        cd ? cd : dir, cd ? "" : "cp " TINY_LLAMA3 " config.json && ", config, trials, more,
+        dir);
     cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
     return r;
+}
+
+static pp_test_run_result hf_search(char *dir, const char *cd, const char *config, int trials)
+{
+    return hf_search_with(dir, cd, config, trials, "");
 }
 
 /* The profile dir/p.json that hf_search wrote (into *p, which the caller frees; path: its
@@ -610,6 +618,70 @@ Test(tuner_search_cli, a_changed_config_json_is_refused_by_pprun_profile_and_the
     r = pp_test_run("cd %s && " PPTUNE " export --format pprun p.json", dir);
     cr_assert_eq(r.code, 2, "%s", r.out);
     cr_assert(strstr(r.err, file), "%s", r.err);
+    pp_test_run_done(&r);
+    r = pp_test_run("rm -r %s", dir);
+    pp_test_run_done(&r);
+}
+
+/* `pptune --layers L` plans and trials the model's first L blocks (pprun --layers L: a few
+ * layers of a big model): the profile says L and the config's own count, the trial trained L
+ * layers of the Llama block, and the launch line, the pprun export and pprun --profile give
+ * pprun --layers L, each training L layers (before: no such option; a cut could not be tuned). */
+static json_t *pprun_summary_model(const char *cmd, json_t **sum)
+{
+    pp_test_run_result run = pp_test_run("%s", cmd);
+    cr_assert_eq(run.code, 0, "%s: %s", cmd, run.err);
+    json_error_t e;
+    *sum = json_loads(run.out, 0, &e);
+    cr_assert(*sum, "%s: %s", cmd, run.out);
+    pp_test_run_done(&run);
+    return json_object_get(*sum, "model");
+}
+
+Test(tuner_search_cli, layers_cuts_the_model_for_the_plan_the_trial_and_the_launch_line)
+{
+    char dir[] = "/tmp/pptune_hflayers_XXXXXX";
+    pp_test_run_result r = hf_search_with(dir, NULL, "config.json", 1, "--layers 2");
+    cr_assert(strstr(r.out, "layers L=2 from --layers (the model has 4"), "%s", r.out);
+    char path[600], cfg[600];
+    json_t *p;
+    const char *ran = trial_model(dir, path, sizeof path, &p, r.out);
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    json_t *model = json_object_get(p, "model");
+    cr_assert_eq(json_integer_value(json_object_get(model, "layers")), 2);
+    json_t *origin = json_object_get(model, "origin");
+    cr_assert_eq(json_integer_value(json_object_get(origin, "layers")), 4, "the config's own");
+    json_t *chosen = json_object_get(p, "chosen");
+    cr_assert(ran && strstr(ran, ": 2 layers, RMSNorm") && strstr(ran, "2 KV heads"),
+              "the trial trained %s", ran ? ran : "(nothing recorded)");
+
+    /* the launch line as printed, the export's line and --profile: 2 layers of the file */
+    const char *launch = json_string_value(json_object_get(chosen, "launch"));
+    char want[700];
+    snprintf(want, sizeof want, "pprun --model-config %s --layers 2 --schedule ", cfg);
+    cr_assert(launch && !strncmp(launch, want, strlen(want)), "%s", launch);
+    char cmd[3000];
+    json_t *sum;
+    snprintf(cmd, sizeof cmd, "cd / && PATH=" PP_BINARY_DIR "/runtime:$PATH %s --steps 1 "
+             "--json --quiet", launch);
+    cr_assert_eq(json_integer_value(json_object_get(pprun_summary_model(cmd, &sum), "layers")),
+                 2, "%s", cmd);
+    json_decref(sum);
+    pp_test_run_result x = pp_test_run(PPTUNE " export --format pprun %s", path);
+    cr_assert_eq(x.code, 0, "%s", x.err);
+    cr_assert(!strncmp(x.out, want + strlen("pprun "), strlen(want) - strlen("pprun ")), "%s",
+              x.out);
+    snprintf(cmd, sizeof cmd, "cd / && " PPRUN " %.*s --steps 1 --json --quiet",
+             (int)strcspn(x.out, "\n"), x.out);
+    pp_test_run_done(&x);
+    cr_assert_eq(json_integer_value(json_object_get(pprun_summary_model(cmd, &sum), "layers")),
+                 2, "%s", cmd);
+    json_decref(sum);
+    snprintf(cmd, sizeof cmd, "cd / && " PPRUN " --profile %s --steps 1 --json --quiet", path);
+    cr_assert_eq(json_integer_value(json_object_get(pprun_summary_model(cmd, &sum), "layers")),
+                 2, "%s", cmd);
+    json_decref(sum);
+    json_decref(p);
     pp_test_run_done(&r);
     r = pp_test_run("rm -r %s", dir);
     pp_test_run_done(&r);

@@ -20,6 +20,8 @@ typedef struct pp_tune_model {
     char name[64];
     char source[256]; /* "preset", or the file it was read from */
     int layers;       /* L transformer blocks */
+    int origin_layers; /* the preset's or file's own L when --layers planned the first `layers`
+                          of them (pprun --layers runs the same cut); 0: not cut */
     int hidden;       /* h */
     int heads;        /* a attention heads */
     int kv_heads;     /* key/value heads (grouped-query attention); = heads for MHA */

@@ -43,7 +43,7 @@ typedef struct {
     int d_run;         /* data-parallel replicas it ran: cfg->d, or fewer where the allocation
                           holds fewer ranks (a reduced trial, said in where) */
     char lost_node[64]; /* "node-lost": the node the launcher named ("" when it named none) */
-    char model[400];    /* "ok": the model pprun's summary says it trained, "NAME: BLOCK"
+    char model[400];    /* "ok": the model pprun's summary says it trained, "NAME: L layers, BLOCK"
                            (runtime/plan/model.c's pp_model_describe); its sizes are the
                            trial's model's, or the trial is a "crash" saying so */
 } pp_tune_trial_result;

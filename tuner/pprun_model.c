@@ -43,9 +43,11 @@ static pp_status same_shape(const char *what, const pp_model_cfg *cfg, const pp_
 
 /* The check, on what a model record or a profile says: a config.json (path, sha256), else a
  * preset by name (kind NULL or "preset"), else a file pprun does not read. want: the tuned
- * shape (NULL: not compared, a profile's is checked by pprun --profile itself). */
+ * shape (NULL: not compared, a profile's is checked by pprun --profile itself). layers > 0:
+ * pprun is given --layers layers (the model's first blocks, pptune --layers), so its model is
+ * cut the same before the checks, as pprun cuts it. */
 static pp_status check(const char *name, const char *kind, const char *path, const char *sha256,
-                       const pp_model_cfg *want, int seq, pp_profile_pprun_line *line)
+                       int layers, const pp_model_cfg *want, int seq, pp_profile_pprun_line *line)
 {
     pp_model_cfg cfg;
     char what[PP_PROFILE_PPRUN_PATH_MAX + 64];
@@ -54,10 +56,12 @@ static pp_status check(const char *name, const char *kind, const char *path, con
         PP_TRY(pp_profile_model_config_check("pprun --model-config", path, sha256));
         pp_model_hf_pos pos;
         PP_TRY(pp_model_load_hf(path, &cfg, &pos));
+        cfg.layers = layers > 0 ? layers : cfg.layers;
         PP_TRY(pp_model_check_runnable(&cfg));
     } else if (!kind || !strcmp(kind, "preset")) {
         snprintf(what, sizeof what, "model %s", name);
         pp_status st = pp_model_preset(name, &cfg);
+        cfg.layers = st == PP_OK && layers > 0 ? layers : cfg.layers;
         if (st == PP_OK)
             st = pp_model_check_runnable(&cfg);
         if (st != PP_OK) {
@@ -83,6 +87,7 @@ static pp_status check(const char *name, const char *kind, const char *path, con
     if (line) {
         line->model = name;
         line->model_config = kind && !strcmp(kind, "config.json") ? path : NULL;
+        line->layers = layers > 0 ? layers : 0;
     }
     return PP_OK;
 }
@@ -95,13 +100,15 @@ pp_status pp_tune_pprun_model(const pp_tune_model *m, pp_profile_pprun_line *lin
                        : !strcmp(m->source, "preset") ? "preset"
                                                       : "model-file";
     return check(m->name, kind, m->config_path[0] ? m->config_path : m->source,
-                 m->config_sha256[0] ? m->config_sha256 : NULL, &want, m->seq, line);
+                 m->config_sha256[0] ? m->config_sha256 : NULL,
+                 m->origin_layers ? m->layers : 0, &want, m->seq, line);
 }
 
 pp_status pp_tune_pprun_profile_model(const pp_profile *p, pp_profile_pprun_line *line)
 {
     return check(p->model.name, p->model.origin_kind, p->model.origin_path,
-                 p->model.origin_sha256, NULL, p->model.seq, line);
+                 p->model.origin_sha256, p->model.origin_layers ? p->model.layers : 0, NULL,
+                 p->model.seq, line);
 }
 
 void pp_tune_model_pprun_note(pp_tune_model *m)

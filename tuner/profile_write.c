@@ -152,6 +152,9 @@ static json_t *model_json(const pp_tune_model *m)
                         : !strcmp(m->source, "preset")
                             ? json_pack("{s:s, s:s}", "kind", "preset", "name", m->name)
                             : json_pack("{s:s, s:s}", "kind", "model-file", "path", m->source));
+    if (m->origin_layers) /* 1.6: planned the first `layers` of the model's (pptune --layers) */
+        json_object_set_new(json_object_get(o, "origin"), "layers",
+                            json_integer(m->origin_layers));
     return o;
 }
 

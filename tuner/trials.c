@@ -66,6 +66,7 @@ static int build_argv(const pp_tune_trial_params *tp, const pp_profile_pprun_lin
                                   .backend = pp_backend_row_flag(tp->backend),
                                   .precision = bf16 ? PP_PREC_BF16 : PP_PREC_FP32};
     line.model = model->model, line.model_config = model->model_config;
+    line.layers = model->layers;
     int replica = tp->cfg->p * (tp->cfg->t > 1 ? tp->cfg->t : 1), nodes = 1;
     int full_d = tp->cfg->d;
     pc.d = reduced_d(tp, replica);
@@ -109,8 +110,8 @@ static int build_argv(const pp_tune_trial_params *tp, const pp_profile_pprun_lin
 #define MIN_STEP_S 1e-6
 
 /* The model pprun's summary says it trained ("model": its sizes and block) is the trial's: a
- * measurement of another model is none. Fills r->model ("NAME: BLOCK"); 0 with r->detail when
- * it is not the trial's model. */
+ * measurement of another model is none. Fills r->model ("NAME: L layers, BLOCK"); 0 with
+ * r->detail when it is not the trial's model. */
 static int same_model(json_t *root, const pp_tune_model *m, pp_tune_trial_result *r)
 {
     json_t *jm = json_object_get(root, "model");
@@ -132,7 +133,8 @@ static int same_model(json_t *root, const pp_tune_model *m, pp_tune_trial_result
     }
     const char *name = json_string_value(json_object_get(jm, "name"));
     const char *block = json_string_value(json_object_get(jm, "block"));
-    snprintf(r->model, sizeof r->model, "%s: %s", name ? name : "?", block ? block : "?");
+    snprintf(r->model, sizeof r->model, "%s: %d layer%s, %s", name ? name : "?", m->layers,
+             m->layers == 1 ? "" : "s", block ? block : "?");
     return 1;
 }
 

@@ -30,6 +30,10 @@ static const pp_opt rows[] = {
              "path; the profile records that and its SHA-256"},
     {.name = "model-file", .kind = PP_OPT_STRING, .offset = OFF(model_file), .arg = "FILE",
      .help = "pptune's model JSON (planned only: pprun does not\nread it)"},
+    {.name = "layers", .kind = PP_OPT_INT, .offset = OFF(layers), .min = 1, .arg = "L",
+     .help = "plan the model's first L blocks (same embedding, head\n"
+             "and block; pprun --layers L): trials of a few layers\n"
+             "of a big model; the profile records the cut"},
     {.name = "seq", .kind = PP_OPT_INT, .offset = OFF(seq), .min = 1, .arg = "S",
      .help = "sequence length (default: the model's)"},
     {.name = "global-batch", .kind = PP_OPT_INT, .offset = OFF(global_batch), .min = 1,
@@ -143,6 +147,11 @@ static int load_model(const char *cmd, const pp_cli_tune *c, pp_tune_model *m)
     if (c->global_batch > PP_TUNE_MAX_GLOBAL_BATCH)
         return pp_cmd_usage_error(cmd, "--global-batch: expected at most %d, got %d",
                                   PP_TUNE_MAX_GLOBAL_BATCH, c->global_batch);
+    if (c->layers > PP_TUNE_MAX_LAYERS)
+        return pp_cmd_usage_error(cmd, "--layers: expected at most %d, got %d",
+                                  PP_TUNE_MAX_LAYERS, c->layers);
+    if (c->layers && c->layers != m->layers) /* pprun --layers: the first L blocks */
+        m->origin_layers = m->layers, m->layers = c->layers, pp_tune_model_pprun_note(m);
     if (c->seq && m->seq_note[0])
         snprintf(m->seq_note, sizeof m->seq_note, "s=%d from --seq", c->seq);
     if (c->seq)
@@ -228,6 +237,10 @@ void pp_cli_tune_describe(FILE *fp, const pp_tune_model *m, const pp_tune_hw *hw
     pp_cli_wrapped(fp, 9, "model    %s (%s): %s parameters, L=%d h=%d heads=%d/%d ffn=%d V=%d s=%d",
                    m->name, m->source, pp_fmt_params(pc.total, params, sizeof params), m->layers,
                    m->hidden, m->heads, m->kv_heads, m->ffn, m->vocab, m->seq);
+    if (m->origin_layers) /* --layers: a cut of the model (or more of its block) */
+        pp_cli_wrapped(fp, 9,
+                       "         layers L=%d from --layers (the model has %d; pprun --layers %d)",
+                       m->layers, m->origin_layers, m->layers);
     if (m->seq_note[0]) /* an imported model: where its sequence length came from */
         pp_cli_wrapped(fp, 9, "         sequence %s", m->seq_note);
     pp_cli_wrapped(fp, 9,

@@ -10,6 +10,7 @@ typedef struct {
     const char *model, *model_config, *model_file; /* exactly one */
     const char *cluster;                          /* preset name, cluster file, or "local" */
     int nodes;
+    int layers;       /* 0 = the model's; else its first `layers` blocks */
     int seq;          /* 0 = the model's */
     int global_batch; /* 0 = the model's */
     pp_tune_opts opts;

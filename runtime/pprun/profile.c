@@ -131,7 +131,8 @@ static int check_launch(const pprun_opts *o, const pp_profile *p)
  * the search read it: the same bytes (its SHA-256 checked) or refused. Else its shape (profiles
  * since 1.1) over the model table's row of the same name, which gives what a profile does not
  * record (norm epsilon, the rotary scaling's factors); a 1.0 profile names a preset only.
- * -1 done, 2 refused. */
+ * Either way the profile's layer count: a search of a few blocks of a big model (pptune
+ * --layers, origin.layers) trains those. -1 done, 2 refused. */
 static int profile_model(pprun_opts *o, const struct pp_profile_model *pm)
 {
     o->model_name = pm->name;
@@ -144,6 +145,7 @@ static int profile_model(pprun_opts *o, const struct pp_profile_model *pm)
             return 2;
         }
         o->model_config = pm->origin_path; /* main.c reads it (model_hf.c, as the search did) */
+        o->layers = pm->layers; /* the blocks planned: all, or its first (origin.layers, 1.6) */
         return -1;
     }
     if (strcmp(kind, "preset") != 0) {
