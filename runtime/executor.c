@@ -100,12 +100,6 @@ static pp_status check_params(const pp_rt_exec_params *p)
                       "REDUCE actions, e.g. chimera): not run (their sum takes whole gradients "
                       "at the step's end); use shard optimizer",
                       s->n_reduces);
-    if (p->shard != PP_RT_SHARD_NONE && dp > 1 && p->precision == PP_PREC_BF16 &&
-        pp_backend_row_of(p->backend) && pp_backend_row_of(p->backend)->device_memory)
-        return PP_ERR(PP_ERR_UNSUPPORTED,
-                      "shard %s with bf16: not run yet (the bf16 weight copies are written "
-                      "per whole tensor by AdamW, a shard steps slices of them); use fp32",
-                      p->shard == PP_RT_SHARD_OPTIMIZER ? "optimizer" : "gradients");
     PP_TRY(check_ep(p, row));
     if ((long)dp * s->ranks * t > 1024)
         return PP_ERR(PP_ERR_INVALID, "%d replicas x %d ranks x %d tensor ranks = %ld threads; at "
