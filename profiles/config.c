@@ -62,13 +62,6 @@ static const char *ep_pprun_cannot(const pp_config *c, int precision)
                                                     : NULL;
 }
 
-/* pprun's ring attention runs in fp32 only on a device (runtime/cuda/attention_cp_cuda.cu; the
- * CPU computes in fp32 whatever is asked). */
-static const char *cp_pprun_cannot(const pp_config *c, int precision)
-{
-    return c->cp > 1 && precision == PP_PREC_BF16 ? " in bf16" : NULL;
-}
-
 /* pprun's line carries the recomputation only where there is one. */
 static int recompute_set(const pp_config *c)
 {
@@ -217,9 +210,9 @@ static const pp_config_axis axes[] = {
      .help = "context-parallel ranks sharing each sequence (Megatron's\n"
              "--context-parallel-size: rank i holds chunks i and 2c-1-i\n"
              "of 2c; ring attention: K/V passed around the group;\n"
-             "2c must divide --seq; cuda: fp32 only)",
+             "2c must divide --seq)",
      .flag_min = 1, .profile_role = PP_CONFIG_PROFILE_LAYOUT, .on_line = context_parallel,
-     .pprun_cannot = cp_pprun_cannot, .line = 85},
+     .line = 85},
     {.key = "ep", .kind = PP_CONFIG_INT, .offset = OFF(ep), .min = 1, .dflt = 1,
      .optional_minor = 5, .shown = 2, .rule = ep_rule, .flag = "--ep", .arg = "e",
      .help = "expert-parallel ranks of a mixture-of-experts model,\n"

@@ -79,11 +79,6 @@ static pp_status check_params(const pp_rt_exec_params *p)
                       "attention kernel (runtime/backend.h: attention_cp_fwd); run it on the "
                       "cpu backend",
                       cp, row->name);
-    if (cp > 1 && row && row->device_memory && p->precision == PP_PREC_BF16)
-        return PP_ERR(PP_ERR_UNSUPPORTED,
-                      "context parallelism (cp %d) with bf16: the %s backend's ring attention "
-                      "runs in fp32 only; use --precision fp32",
-                      cp, row->name);
     int dp = p->dp * cp; /* replicas, each cp rank one */
     if (p->tp < 0 || p->tp > 64)
         return PP_ERR(PP_ERR_INVALID, "tensor-parallel ranks must be 1..64, got %d", p->tp);
