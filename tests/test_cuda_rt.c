@@ -21,6 +21,7 @@
 #include "pp_tune.h"
 
 #include "pp_test_ok.h"
+#include "rt_train.h"
 
 /* The model's peak per rank against the measured one: equal to the byte. The backend counts
  * in program order on the host, and staged CUDA ranks keep no transport copies on the device
@@ -200,36 +201,29 @@ Test(cuda_rt, memory_model_matches_the_backend_with_sharded_gradients)
     memory_model_matches("zb-h1", PP_PREC_BF16);
 }
 
-/* bf16 runs of 1f1b over p 2 x dp 2 (tiny, b 1, N 4, three steps): losses, norms and the
- * parameters (downloaded). */
+/* bf16 runs of 1f1b over p 2 x dp 2 (tiny, b 1, N 4, three steps; rt_train.h): losses, norms
+ * and the parameters (downloaded). */
 enum { BF16_STEPS = 3 };
-typedef struct {
-    pp_sched *s;
-    pp_rt_executor *ex;
-    double loss[BF16_STEPS], norm[BF16_STEPS];
-} bf16_run;
+typedef rt_train bf16_run;
 
 static void bf16_train(bf16_run *u, int shard)
 {
+    if (pp_cuda_device_count() < 1)
+        cr_skip_test("skipped: no CUDA device");
     pp_model_cfg rm;
     OK(pp_model_preset("tiny", &rm));
-    pp_sched_params sp = {.ranks = 2, .microbatches = 4, .chunks = 1, .layers = rm.layers};
-    OK(pp_sched_generate("1f1b", &sp, &u->s));
-    g_dp = 2, g_shard = shard;
-    u->ex = cuda_executor_or_skip(&rm, u->s, PP_PREC_BF16, 1);
-    int rows = pp_rt_executor_batch_rows(u->ex);
-    int32_t *b = calloc((size_t)rows * (rm.seq + 1), sizeof *b);
-    cr_assert(b);
-    pp_rt_data *d;
-    OK(pp_rt_data_synthetic(rm.vocab, 5, &d));
-    for (int i = 0; i < BF16_STEPS; i++) {
-        pp_rt_step_result r;
-        OK(pp_rt_data_next(d, rows, rm.seq, b));
-        OK(pp_rt_executor_step(u->ex, b, 1, &r));
-        u->loss[i] = r.loss, u->norm[i] = r.grad_norm;
-    }
-    pp_rt_data_destroy(d);
-    free(b);
+    pp_rt_exec_params ep = {
+        .model = &rm,
+        .micro_batch = 1,
+        .seq = rm.seq,
+        .dp = 2,
+        .seed = 99,
+        .adamw = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f},
+        .clip = 1.0f,
+        .backend = PP_RT_BACKEND_CUDA,
+        .precision = PP_PREC_BF16,
+        .shard = shard};
+    rt_train_run(u, "1f1b", 2, 4, 1, ep, BF16_STEPS, 1, 5);
 }
 
 /* Tensor j of (replica k, pipe 0, stage st) on the host (malloc'ed). */
@@ -302,10 +296,9 @@ static void bf16_sharded_trains_as_unsharded(int shard, double abs)
     cr_log_info("%s, bf16: parameters within %.3g of the unsharded run's, losses %.9g %.9g %.9g "
                 "(unsharded %.9g %.9g %.9g)", what, worst, u.loss[0], u.loss[1], u.loss[2],
                 base.loss[0], base.loss[1], base.loss[2]);
-    pp_rt_executor_destroy(u.ex);
-    pp_sched_destroy(u.s);
-    pp_rt_executor_destroy(base.ex);
-    pp_sched_destroy(base.s);
+    rt_train_expect_plan(&u, what); /* the bf16 copies where the unsharded run has them */
+    rt_train_stop(&u);
+    rt_train_stop(&base);
 }
 
 Test(cuda_rt, bf16_sharded_optimizer_trains_as_unsharded)
