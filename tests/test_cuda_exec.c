@@ -150,8 +150,8 @@ static void context_parallel_matches_cpu(int prec, double tol)
     EBP_OK(pp_rt_executor_step(gpu, b, 0, &rg));
     cr_expect(rel(rg.loss, rc.loss) <= tol, "%s: loss %.9g on cuda vs %.9g on cpu", what,
               rg.loss, rc.loss);
-    cr_expect(rel(rg.grad_norm, rc.grad_norm) <= tol, "%s: gradient norm %.9g on cuda vs %.9g on cpu",
-              what, rg.grad_norm, rc.grad_norm);
+    cr_expect(rel(rg.grad_norm, rc.grad_norm) <= tol,
+              "%s: gradient norm %.9g on cuda vs %.9g on cpu", what, rg.grad_norm, rc.grad_norm);
     cr_log_info("%s: loss %.9g on cuda vs %.9g on cpu, gradient norm %.9g vs %.9g", what, rg.loss,
                 rc.loss, rg.grad_norm, rc.grad_norm);
     EBP_OK(pp_rt_executor_step(gpu, b, 1, &rg));

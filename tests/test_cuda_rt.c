@@ -5,6 +5,8 @@
  *     bf16) against the CUDA backend's own accounting: every rank's peak after two training
  *     steps of every schedule (D = 2, N = 4, the tiny preset at its full sequence length), the
  *     ranks threads staging through host memory as pprun --backend cuda runs them;
+ *   - sharding (ZeRO-1 and 2) in bf16: the run equals the unsharded bf16 run (the bf16 weight
+ *     copies rewritten from the gathered parameters) and its plan the measured peaks;
  *   - device-timed spans: the marks API (runtime/cuda/marks_cuda.cu) and the executor's spans
  *     on a CUDA backend (ordered, inside the step, every action timed).
  */
