@@ -45,7 +45,6 @@ import numpy as np
 import torch
 from megatron.core.datasets.indexed_dataset import IndexedDatasetBuilder
 from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
-from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
                           MixtralConfig, MixtralForCausalLM, Qwen2Config, Qwen2ForCausalLM,
                           Qwen3Config, Qwen3ForCausalLM)
 
