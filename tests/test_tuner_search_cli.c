@@ -382,6 +382,15 @@ Test(tuner_search_cli, for_a_target_searches_what_it_runs_and_exports_there)
     cr_expect_eq(r.code, 0, "%s", r.err);
     cr_expect(strstr(r.out, "z2"), "%s", r.out);
     pp_test_run_done(&r);
+    /* ... but not ZeRO-2 with a schedule whose two pipes hold the same layers: a rule there */
+    r = pp_test_run(PPTUNE " --model gpt-13b --nodes 32 --for pprun --schedules chimera,1f1b "
+                           "--shard gradients --explain --no-save");
+    cr_expect_eq(r.code, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "chimera     no candidate is valid") &&
+                  strstr(r.out, "pprun (--for pprun) has no option for shard gradients with a "
+                                "schedule whose pipes share layers"),
+              "%s", r.out);
+    pp_test_run_done(&r);
     r = pp_test_run(PPTUNE " --model gpt-13b --nodes 32 --for megatron-lm --no-save");
     cr_expect_eq(r.code, 2);
     cr_expect(strstr(r.err, "expected megatron, nemo"), "%s", r.err);

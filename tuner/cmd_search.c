@@ -22,6 +22,7 @@ typedef struct {
     const char *schedules;
     const char *for_target; /* --for FORMAT: the schedules that export target runs */
     char for_schedules[256];
+    int pprun_lines; /* --for pprun: pp_tune_search_params' */
     const char *out;
     const char *report; /* --report FILE.html, NULL: none */
     const char *hostfile; /* --hostfile FILE: trials with mpirun over its hosts */
@@ -125,9 +126,8 @@ static void help(void)
     snprintf(for_help, sizeof for_help,
              "only the schedules that export target runs (the\n"
              "schedules pptune export --format TARGET accepts;\n"
-             "pprun: sharding and CP only where --shard / --cp\n"
-             "force them, as pprun runs them in fp32, not in a GPU\n"
-             "cluster's bf16):\n%s",
+             "pprun: every setting pprun has an option for, a\n"
+             "candidate with one it has not broken as a rule):\n%s",
              pp_profile_export_names(", ", formats, sizeof formats));
     opts dflt;
     defaults(&dflt);
@@ -141,19 +141,7 @@ static int for_target(opts *o)
     const pp_export_target *t = pp_profile_export_find(o->for_target, NULL);
     if (!t)
         return pp_cmd_usage_error(CMD, "--for: %s", pp_err_text());
-    if (t->line_settings_only) { /* pprun: recomputation searched */
-        pp_tune_force *f = &o->tune.force;
-        /* sharding (ZeRO-1 or 2) only when asked for: pprun runs it (fp32 and bf16), but not
-         * ZeRO-2 with a schedule whose pipes share layers (pp_config.h's pprun_cannot), which
-         * the search would not avoid */
-        if (f->shard == PP_TUNE_SEARCHED)
-            f->shard = PP_SHARD_NONE;
-        /* so is context parallelism, as when pprun ran it in fp32 only (searching both for
-         * pprun now that it runs them in bf16 would change this search's space: not done) */
-        if (f->cp == PP_TUNE_SEARCHED)
-            f->cp = 1;
-        f->ep = 1; /* pprun runs no mixture-of-experts model */
-    }
+    o->pprun_lines = t->line_settings_only; /* pprun: what its options say (search.c) */
     char list[256];
     pp_profile_export_schedules(t, ",", list, sizeof list);
     if (!o->schedules) {
@@ -416,7 +404,7 @@ static int search_and_report(opts *o, const pp_tune_model *m, const pp_tune_hw *
                                 .force = o->tune.force, .max_cp = o->max_cp, .max_ep = o->max_ep,
                                 .global_batch = m->global_batch, .schedules = o->schedules,
                                 .max_t = o->max_t, .max_b = o->max_b, .allow_tp = allow_tp,
-                                .keep = o->keep,
+                                .keep = o->keep, .pprun_lines = o->pprun_lines,
                                 .trials = o->trials, .trial_steps = o->trial_steps,
                                 .trial_timeout_s = o->trial_timeout, .progress = progress_bar,
                                 .alloc = o->alloc.launcher[0] ? &o->alloc : NULL,

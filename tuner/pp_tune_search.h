@@ -36,6 +36,10 @@ typedef struct {
     int max_b;           /* largest micro-batch size tried, 0 = 16 */
     int allow_tp;        /* 0: t = 1 only */
     int keep;            /* leaderboard size kept (ranked), default 10, at most PP_TUNE_MAX_KEEP */
+    /* 1 (--for pprun): a candidate with a setting pprun has no option for in the launch's
+     * precision (pp_profile_pprun_unrun: ZeRO-2 with a schedule whose pipes share layers, ep
+     * with tp, ...) breaks a rule, so the search keeps to what pprun runs. */
+    int pprun_lines;
     /* Trials of the best `trials` candidates (any t: the runtime splits stages), only where the
      * cluster is this machine (hw->is_local) and the runtime runs the model
      * (model->pprun): then recalibration and choice (pp_tune_result). 0: none. */

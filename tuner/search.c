@@ -196,13 +196,26 @@ static int breaks_rule(const pp_tune_model *m, const pp_config *c, char *why, si
     return 1;
 }
 
+/* With --for pprun (sp->pprun_lines): 1 when c has a setting pprun has no option for in the
+ * launch's precision, why naming it. */
+static int pprun_has_no_option(const search *x, const pp_config *c, char *why, size_t n)
+{
+    char unrun[160];
+    if (!x->sp->pprun_lines ||
+        !pp_profile_pprun_unrun(c, pp_tune_launch_precision(x->sp->hw, &x->sp->opts), unrun,
+                                sizeof unrun))
+        return 0;
+    snprintf(why, n, "pprun (--for pprun) has no option for %s", unrun);
+    return 1;
+}
+
 /* One setting of a layout that keeps the layout's rules: a candidate, or its reject. */
 static pp_status offer_setting(void *ctx, const pp_config *c)
 {
     search *x = ctx;
     x->res->seen++;
     char why[200];
-    if (pp_tune_axes_rule(x->m, c, why, sizeof why)) {
+    if (pp_tune_axes_rule(x->m, c, why, sizeof why) || pprun_has_no_option(x, c, why, sizeof why)) {
         x->res->pruned_rule++;
         return add_reject(x, c, 0, why);
     }
