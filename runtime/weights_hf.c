@@ -7,7 +7,7 @@
  * q_proj / k_proj / v_proj / o_proj, LlamaMLP's gate_proj / up_proj / down_proj,
  * down(silu(gate(x)) * up(x)); Mistral, Qwen2 and Qwen3 use the same names, Qwen2 with q/k/v
  * biases, Qwen3 with self_attn.q_norm / k_norm, its per-head RMSNorm weights; Mixtral's experts
- * as its checkpoints name them, mixtral_map below)
+ * as its checkpoints name them, mixtral_map below, and Qwen3-MoE's, qwen3_moe_map)
  * and models/gpt2/modeling_gpt2.py (GPT2Attention's c_attn splits into query, key, value in
  * that order; pytorch_utils.Conv1D computes x @ weight + bias with weight (nx, nf) = (in, out)).
  *
@@ -114,6 +114,20 @@ static const hf_map mixtral_map[] = {
       {L_ "block_sparse_moe.experts.%d.w3.weight", R_FE}}},
     {"moe.experts.proj.w", 1, 0, 1, {{L_ "block_sparse_moe.experts.%d.w2.weight", R_C}}},
 };
+/* Qwen3-MoE as transformers 5.25's save_pretrained writes it and the Hub's Qwen/Qwen3-30B-A3B
+ * names it (models/qwen3_moe/modeling_qwen3_moe.py: Qwen3MoeSparseMoeBlock's gate, the
+ * router's (E, C) weight, and experts; conversion_mapping.py's "qwen2_moe" entry, which
+ * qwen3_moe uses, fuses mlp.experts.E.gate_proj / up_proj into gate_up_proj on load and splits
+ * it back on save): the same parts as mixtral_map under Llama's MLP names. */
+static const hf_map qwen3_moe_map[] = {
+    {"moe.router.w", 1, 0, 1, {{L_ "mlp.gate.weight", R_ALL}}},
+    {"moe.experts.fc.w",
+     1,
+     0,
+     2,
+     {{L_ "mlp.experts.%d.gate_proj.weight", R_FE}, {L_ "mlp.experts.%d.up_proj.weight", R_FE}}},
+    {"moe.experts.proj.w", 1, 0, 1, {{L_ "mlp.experts.%d.down_proj.weight", R_C}}},
+};
 #undef L_
 #define H_ "transformer.h.%d."
 static const hf_map gpt2_map[] = {
@@ -138,36 +152,44 @@ static const hf_map gpt2_map[] = {
 };
 #undef H_
 
+#define N_(t) (int)(sizeof t / sizeof *t)
 static const hf_family families[] = {
-    {"MixtralForCausalLM", llama_map, (int)(sizeof llama_map / sizeof *llama_map), mixtral_map,
-     (int)(sizeof mixtral_map / sizeof *mixtral_map), {"rotary_emb.inv_freq", NULL, NULL},
+    {"Qwen3MoeForCausalLM", llama_map, N_(llama_map), qwen3_moe_map, N_(qwen3_moe_map),
+     {"rotary_emb.inv_freq", NULL, NULL},
      "model."},
-    {"LlamaForCausalLM", llama_map, (int)(sizeof llama_map / sizeof *llama_map), llama_mlp_map,
-     (int)(sizeof llama_mlp_map / sizeof *llama_mlp_map), {"rotary_emb.inv_freq", NULL, NULL},
+    {"MixtralForCausalLM", llama_map, N_(llama_map), mixtral_map, N_(mixtral_map),
+     {"rotary_emb.inv_freq", NULL, NULL},
      "model."},
-    {"GPT2LMHeadModel", gpt2_map, (int)(sizeof gpt2_map / sizeof *gpt2_map), NULL, 0,
+    {"LlamaForCausalLM", llama_map, N_(llama_map), llama_mlp_map, N_(llama_mlp_map),
+     {"rotary_emb.inv_freq", NULL, NULL},
+     "model."},
+    {"GPT2LMHeadModel", gpt2_map, N_(gpt2_map), NULL, 0,
      {".attn.bias", ".attn.masked_bias", NULL},
      "transformer."},
 };
+#undef N_
 
 static pp_status family_of(const pp_model_cfg *m, const hf_family **out)
 {
     int rope_swiglu = m->norm == PP_NORM_RMSNORM && m->mlp == PP_MLP_SWIGLU &&
                       m->pos == PP_POS_ROPE;
     if (rope_swiglu && m->moe.experts > 0) {
-        if (m->moe.shared > 0 || m->moe.router != PP_ROUTER_SOFTMAX || !m->moe.norm_topk ||
-            pp_model_bias(m, PP_NOBIAS_QKV))
+        /* Qwen3-MoE is told by its q/k norm (Mixtral has none) and renormalises where
+         * norm_topk_prob says; Mixtral always does */
+        if (m->moe.shared > 0 || m->moe.router != PP_ROUTER_SOFTMAX ||
+            (!m->qk_norm && !m->moe.norm_topk) || pp_model_bias(m, PP_NOBIAS_QKV))
             return PP_ERR(PP_ERR_UNSUPPORTED,
                           "HuggingFace weights: a mixture-of-experts block other than Mixtral's "
-                          "(shared experts %d, %s router, renormalised %d, q/k/v biases %d): no "
-                          "transformers class pprun writes has its names",
+                          "or Qwen3-MoE's (shared experts %d, %s router, renormalised %d, q/k "
+                          "norm %d, q/k/v biases %d): no transformers class pprun writes has "
+                          "its names",
                           m->moe.shared, m->moe.router == PP_ROUTER_SOFTMAX ? "softmax" : "sigmoid",
-                          m->moe.norm_topk, pp_model_bias(m, PP_NOBIAS_QKV));
-        *out = &families[0];
+                          m->moe.norm_topk, m->qk_norm, pp_model_bias(m, PP_NOBIAS_QKV));
+        *out = &families[m->qk_norm ? 0 : 1];
     } else if (rope_swiglu)
-        *out = &families[1];
-    else if (m->norm == PP_NORM_LAYERNORM && m->mlp == PP_MLP_GELU && m->pos == PP_POS_LEARNED)
         *out = &families[2];
+    else if (m->norm == PP_NORM_LAYERNORM && m->mlp == PP_MLP_GELU && m->pos == PP_POS_LEARNED)
+        *out = &families[3];
     else {
         char block[256];
         return PP_ERR(PP_ERR_UNSUPPORTED,

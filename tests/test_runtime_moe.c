@@ -35,6 +35,22 @@ static pp_model_cfg moe_model(int layers, int seq, int shared, double aux)
     return m;
 }
 
+/* Qwen3-MoE's block (modeling_qwen3_moe.py): moe_model's with the per-head q/k RMSNorm,
+ * heads of head_dim 8 where hidden / heads is 4, and the top-k weights as the softmax gives
+ * them (norm_topk_prob false, transformers' default; Mixtral always renormalises). */
+static pp_model_cfg qwen3_moe_model(int layers, int seq, int shared, double aux)
+{
+    pp_model_cfg m = moe_model(layers, seq, shared, aux);
+    m.qk_norm = 1;
+    m.head_dim = 8;
+    m.moe.norm_topk = 0;
+    return m;
+}
+
+/* The models a whole-run test trains: Mixtral's block and Qwen3-MoE's. */
+static pp_model_cfg (*const run_models[])(int, int, int, double) = {moe_model, qwen3_moe_model};
+static const char *const run_model_names[] = {"mixtral", "qwen3-moe"};
+
 /* One MoE block with its buffers: the slot's views, a random ln2, the workspaces. */
 typedef struct {
     pp_backend *be;
@@ -374,24 +390,29 @@ static void expect_params_near(rt_train *u, rt_train *ref, const char *what, dou
  * another order: dp's all-reduce, the pipeline's micro-batch grouping). */
 Test(runtime_moe, schedules_with_dp_train_as_one_rank)
 {
-    pp_model_cfg m = moe_model(RL, RT, 0, 0.02);
-    rt_train ref;
-    start(&ref, "1f1b", 1, 8, 0, 1, PP_RT_BACKEND_CPU, &m);
-    static const struct {
-        const char *kind;
-        int v;
-    } runs[] = {{"1f1b", 0}, {"interleaved", 2}, {"zbv", 0}};
-    for (int i = 0; i < 3; i++) {
-        rt_train u;
-        start(&u, runs[i].kind, 2, 4, runs[i].v, 2, PP_RT_BACKEND_CPU, &m);
-        for (int k = 0; k < STEPS; k++)
-            cr_assert_leq(fabs(u.loss[k] - ref.loss[k]), 1e-5 * fabs(ref.loss[k]),
-                          "%s: step %d loss %.9g, one rank %.9g", runs[i].kind, k + 1, u.loss[k],
-                          ref.loss[k]);
-        expect_params_near(&u, &ref, runs[i].kind, 1e-5);
-        rt_train_stop(&u);
+    for (int mi = 0; mi < 2; mi++) {
+        pp_model_cfg m = run_models[mi](RL, RT, 0, 0.02);
+        OK(pp_model_check_runnable(&m));
+        rt_train ref;
+        start(&ref, "1f1b", 1, 8, 0, 1, PP_RT_BACKEND_CPU, &m);
+        static const struct {
+            const char *kind;
+            int v;
+        } runs[] = {{"1f1b", 0}, {"interleaved", 2}, {"zbv", 0}};
+        for (int i = 0; i < 3; i++) {
+            rt_train u;
+            char what[64];
+            snprintf(what, sizeof what, "%s %s", run_model_names[mi], runs[i].kind);
+            start(&u, runs[i].kind, 2, 4, runs[i].v, 2, PP_RT_BACKEND_CPU, &m);
+            for (int k = 0; k < STEPS; k++)
+                cr_assert_leq(fabs(u.loss[k] - ref.loss[k]), 1e-5 * fabs(ref.loss[k]),
+                              "%s: step %d loss %.9g, one rank %.9g", what, k + 1, u.loss[k],
+                              ref.loss[k]);
+            expect_params_near(&u, &ref, what, 1e-5);
+            rt_train_stop(&u);
+        }
+        rt_train_stop(&ref);
     }
-    rt_train_stop(&ref);
 }
 
 /* Every parameter of every replica of u (expert parallelism over ep) within tol of the run
@@ -427,27 +448,30 @@ static void expect_ep_params_near(rt_train *u, rt_train *ref, int dp, int ep, co
  * its parts in another order: fp32 rounding, measured below 1e-7 here). */
 Test(runtime_moe, expert_parallel_trains_as_ep1)
 {
-    pp_model_cfg m = moe_model(RL, RT, 1, 0.02);
     static const struct {
         const char *kind;
         int v;
     } runs[] = {{"1f1b", 0}, {"interleaved", 2}, {"zbv", 0}};
-    for (int i = 0; i < 3; i++) {
-        rt_train ref;
-        start_ep(&ref, runs[i].kind, 2, 4, runs[i].v, 4, 1, PP_RT_BACKEND_CPU, &m);
-        for (int ep = 2; ep <= 4; ep *= 2) {
-            rt_train u;
-            char what[64];
-            snprintf(what, sizeof what, "%s ep %d", runs[i].kind, ep);
-            start_ep(&u, runs[i].kind, 2, 4, runs[i].v, 4, ep, PP_RT_BACKEND_CPU, &m);
-            for (int k = 0; k < STEPS; k++)
-                cr_assert_leq(fabs(u.loss[k] - ref.loss[k]), 1e-6 * fabs(ref.loss[k]),
-                              "%s: step %d loss %.9g, ep 1 %.9g", what, k + 1, u.loss[k],
-                              ref.loss[k]);
-            expect_ep_params_near(&u, &ref, 4, ep, what, 1e-6);
-            rt_train_stop(&u);
+    for (int mi = 0; mi < 2; mi++) {
+        pp_model_cfg m = run_models[mi](RL, RT, 1, 0.02);
+        for (int i = 0; i < 3; i++) {
+            rt_train ref;
+            start_ep(&ref, runs[i].kind, 2, 4, runs[i].v, 4, 1, PP_RT_BACKEND_CPU, &m);
+            for (int ep = 2; ep <= 4; ep *= 2) {
+                rt_train u;
+                char what[64];
+                snprintf(what, sizeof what, "%s %s ep %d", run_model_names[mi], runs[i].kind,
+                         ep);
+                start_ep(&u, runs[i].kind, 2, 4, runs[i].v, 4, ep, PP_RT_BACKEND_CPU, &m);
+                for (int k = 0; k < STEPS; k++)
+                    cr_assert_leq(fabs(u.loss[k] - ref.loss[k]), 1e-6 * fabs(ref.loss[k]),
+                                  "%s: step %d loss %.9g, ep 1 %.9g", what, k + 1, u.loss[k],
+                                  ref.loss[k]);
+                expect_ep_params_near(&u, &ref, 4, ep, what, 1e-6);
+                rt_train_stop(&u);
+            }
+            rt_train_stop(&ref);
         }
-        rt_train_stop(&ref);
     }
 }
 
@@ -524,10 +548,8 @@ Test(runtime_moe, refuses_what_it_does_not_run)
     m.moe.first_dense = 1;
     cr_assert_eq(pp_model_check_runnable(&m), PP_ERR_UNSUPPORTED);
     cr_assert(strstr(pp_err_msg(), "layer rule"), "%s", pp_err_msg());
-    m = moe_model(RL, RT, 0, 0.0);
-    m.qk_norm = 1;
-    cr_assert_eq(pp_model_check_runnable(&m), PP_ERR_UNSUPPORTED);
-    cr_assert(strstr(pp_err_msg(), "q/k"), "%s", pp_err_msg());
+    m = qwen3_moe_model(RL, RT, 0, 0.0); /* Qwen3's q/k norm with MoE runs */
+    OK(pp_model_check_runnable(&m));
     m = moe_model(RL, RT, 0, 0.0);
     OK(pp_model_check_runnable(&m));
     pp_backend *be;
@@ -543,28 +565,48 @@ Test(runtime_moe, refuses_what_it_does_not_run)
 /* ---- pprun ---- */
 
 #define TINY_MIXTRAL "--model-config " PP_FIXTURES_DIR "/hf/tiny-mixtral.json"
-#define PPRUN_ARGS TINY_MIXTRAL " --ranks 2 --microbatches 4 --seq 16 --steps 3 --lr 0.01 --seed 5"
+#define TINY_QWEN3_MOE "--model-config " PP_FIXTURES_DIR "/hf/tiny-qwen3-moe.json"
+#define PPRUN_RUN " --ranks 2 --microbatches 4 --seq 16 --steps 3 --lr 0.01 --seed 5"
+#define PPRUN_ARGS TINY_MIXTRAL PPRUN_RUN
 
-/* The issue's "done when": pprun trains the tiny MoE config with --ep 2 on the CPU as with
- * --ep 1 (dp 2 both): every step's loss and gradient norm within 1e-6 relative. */
-Test(runtime_moe, pprun_ep2_trains_as_ep1, .timeout = 120)
+/* Every step's loss and gradient norm of runs a and b within tol relative. */
+static void expect_same_steps(json_t *a, json_t *b, size_t steps, double tol, const char *what)
 {
-    json_t *a = pp_test_pprun_json(PPRUN_ARGS " --dp 2");
-    json_t *b = pp_test_pprun_json(PPRUN_ARGS " --dp 2 --ep 2");
     json_t *sa = json_object_get(a, "per_step"), *sb = json_object_get(b, "per_step");
-    cr_assert_eq(json_array_size(sa), 3);
-    cr_assert_eq(json_array_size(sb), 3);
-    for (size_t i = 0; i < 3; i++) {
+    cr_assert_eq(json_array_size(sa), steps, "%s", what);
+    cr_assert_eq(json_array_size(sb), steps, "%s", what);
+    for (size_t i = 0; i < steps; i++) {
         const char *keys[] = {"loss", "grad_norm"};
         for (int k = 0; k < 2; k++) {
             double x = json_real_value(json_object_get(json_array_get(sa, i), keys[k]));
             double y = json_real_value(json_object_get(json_array_get(sb, i), keys[k]));
-            cr_assert_leq(fabs(x - y), 1e-6 * fabs(x), "step %zu: %s %.9g at ep 1, %.9g at ep 2",
+            cr_assert_leq(fabs(x - y), tol * fabs(x), "%s, step %zu: %s %.9g and %.9g", what,
                           i + 1, keys[k], x, y);
         }
     }
-    json_decref(a);
-    json_decref(b);
+}
+
+/* The issue's "done when": pprun trains the tiny MoE configs (Mixtral's; Qwen3-MoE's, its q/k
+ * norm and head_dim 16 for hidden 32 / 4 heads) with --ep 2 on the CPU as with --ep 1 (dp 2
+ * both), and as one unpipelined rank (dp 1, 8 micro-batches): every step's loss and gradient
+ * norm within 1e-6 relative (1e-5 against the unpipelined run: dp's sums in another order). */
+Test(runtime_moe, pprun_ep2_trains_as_ep1, .timeout = 180)
+{
+    static const char *const models[] = {TINY_MIXTRAL, TINY_QWEN3_MOE};
+    for (int i = 0; i < 2; i++) {
+        char args[3][512];
+        snprintf(args[0], sizeof args[0], "%s" PPRUN_RUN " --dp 2", models[i]);
+        snprintf(args[1], sizeof args[1], "%s" PPRUN_RUN " --dp 2 --ep 2", models[i]);
+        snprintf(args[2], sizeof args[2],
+                 "%s --ranks 1 --microbatches 8 --seq 16 --steps 3 --lr 0.01 --seed 5", models[i]);
+        json_t *a = pp_test_pprun_json(args[0]), *b = pp_test_pprun_json(args[1]),
+               *c = pp_test_pprun_json(args[2]);
+        expect_same_steps(a, b, 3, 1e-6, models[i]);
+        expect_same_steps(a, c, 3, 1e-5, models[i]);
+        json_decref(a);
+        json_decref(b);
+        json_decref(c);
+    }
 }
 
 /* What pprun does not run with MoE or --ep: exit 2 and a line naming it. */
