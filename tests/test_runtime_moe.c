@@ -617,7 +617,6 @@ Test(runtime_moe, pprun_refusals_exit_2, .timeout = 60)
     } bad[] = {
         {PPRUN_ARGS " --dp 2 --ep 3", "must divide"},
         {PPRUN_ARGS " --dp 2 --ep 2 --tp 2", "--ep"},
-        {PPRUN_ARGS " --dp 2 --ep 2 --save-every 1 --checkpoint /nonexistent/c", "--ep 2"},
         {PPRUN_ARGS " --recompute selective", "recomputation"},
         {"--model tiny --dp 2 --ep 2 --steps 1", "mixture-of-experts"},
     };

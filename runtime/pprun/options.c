@@ -315,12 +315,6 @@ int pprun_check_settings(const pprun_opts *o)
                     ax[i].pprun_cannot(&o->cfg, o->precision));
             return 2;
         }
-    if (o->cfg.ep > 1 && (o->save_every || o->resume)) {
-        fprintf(stderr, "pprun: --ep %d with --save-every / --resume: the experts' shards "
-                        "are not written to or read from checkpoints yet\n",
-                o->cfg.ep);
-        return 2;
-    }
     return -1;
 }
 
