@@ -6,9 +6,10 @@
  * against central differences of that reference (L = sum(out R) + aux); a wrong dispatch index
  * and a wrong combine weight planted once each and seen to fail the comparison; the aux loss
  * on a hand-computed case; dropless routing (every token at its k distinct experts, the
- * experts' rows summing to N k) and the tie rule; then whole runs: 1F1B, interleaved and ZB-V
- * with dp 2 train as one unpipelined rank (fp32 tolerance below), and every rank's measured
- * peaks equal the memory plan to the byte.
+ * experts' rows summing to N k) and the tie rule; then whole runs (Mixtral's block and
+ * Qwen3-MoE's, with its per-head q/k norm): every schedule with dp 2 trains as one unpipelined
+ * rank (fp32 tolerance below), expert parallelism as ep 1, and every rank's measured peaks
+ * equal the memory plan to the byte.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -385,9 +386,11 @@ static void expect_params_near(rt_train *u, rt_train *ref, const char *what, dou
         }
 }
 
-/* 1F1B, interleaved and ZB-V over 2 ranks with dp 2 train as one rank of 8 micro-batches:
- * losses within 1e-5 relative, parameters after 2 AdamW steps within 1e-5 (fp32 sums in
- * another order: dp's all-reduce, the pipeline's micro-batch grouping). */
+/* Every schedule (1F1B, interleaved, ZB-V, GPipe, ZB-H1, DualPipeV, Chimera and BitPipe with
+ * their two pipes) over 2 ranks with dp 2 trains as one rank of 8 micro-batches, for
+ * Mixtral's block and Qwen3-MoE's: losses within 1e-5 relative, parameters after 2 AdamW
+ * steps within 1e-5 (fp32 sums in another order: dp's all-reduce, the pipeline's micro-batch
+ * grouping). */
 Test(runtime_moe, schedules_with_dp_train_as_one_rank)
 {
     for (int mi = 0; mi < 2; mi++) {
@@ -398,8 +401,9 @@ Test(runtime_moe, schedules_with_dp_train_as_one_rank)
         static const struct {
             const char *kind;
             int v;
-        } runs[] = {{"1f1b", 0}, {"interleaved", 2}, {"zbv", 0}};
-        for (int i = 0; i < 3; i++) {
+        } runs[] = {{"1f1b", 0},      {"interleaved", 2}, {"zbv", 0},     {"gpipe", 0},
+                    {"zb-h1", 0},     {"dualpipev", 0},   {"chimera", 0}, {"bitpipe", 0}};
+        for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
             rt_train u;
             char what[64];
             snprintf(what, sizeof what, "%s %s", run_model_names[mi], runs[i].kind);
