@@ -529,27 +529,31 @@ Test(runtime_moe, plan_equals_measured)
     }
 }
 
-/* Selective recomputation (the attention's probabilities rerun in the backward; the MoE
- * block's activations kept in the slot as without it) trains bit for bit as without it, under
- * 1F1B and ZB-V (its split backward), ep 1 and 2, both blocks; and its plan equals the
- * measured peaks to the byte. */
-Test(runtime_moe, selective_recomputation_trains_bit_for_bit_as_without)
+/* Recomputation trains bit for bit as without it, and its plan equals the measured peaks to
+ * the byte: selective (the attention's probabilities rerun; the MoE block's activations kept
+ * in the slot) and full (each block's forward rerun in its backward from its kept input: the
+ * router, the dispatch and combine all-to-alls under ep at the same point of every expert
+ * rank's schedule, the experts; the load-balancing loss counted once), under 1F1B, ZB-V (its
+ * split backward) and interleaved, ep 1 and 2, both blocks. */
+Test(runtime_moe, recomputation_trains_bit_for_bit_as_without)
 {
     static const struct {
         const char *kind;
-        int ep;
-    } runs[] = {{"1f1b", 1}, {"zbv", 2}};
+        int v, ep, rc;
+    } runs[] = {{"1f1b", 0, 1, PP_RT_RC_SELECTIVE}, {"zbv", 0, 2, PP_RT_RC_SELECTIVE},
+                {"1f1b", 0, 2, PP_RT_RC_FULL},      {"zbv", 0, 1, PP_RT_RC_FULL},
+                {"zbv", 0, 2, PP_RT_RC_FULL},       {"interleaved", 2, 2, PP_RT_RC_FULL}};
     for (int mi = 0; mi < 2; mi++)
-        for (int i = 0; i < 2; i++) {
+        for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
             pp_model_cfg m = run_models[mi](RL, RT, 1, 0.02);
             rt_train ref, u;
-            char what[64];
-            snprintf(what, sizeof what, "%s %s ep %d selective", run_model_names[mi],
-                     runs[i].kind, runs[i].ep);
-            start_rc(&ref, runs[i].kind, 2, 4, 0, 2, runs[i].ep, PP_RT_BACKEND_CPU_STAGED, &m,
-                     PP_RT_RC_NONE);
-            start_rc(&u, runs[i].kind, 2, 4, 0, 2, runs[i].ep, PP_RT_BACKEND_CPU_STAGED, &m,
-                     PP_RT_RC_SELECTIVE);
+            char what[80];
+            snprintf(what, sizeof what, "%s %s ep %d %s", run_model_names[mi], runs[i].kind,
+                     runs[i].ep, runs[i].rc == PP_RT_RC_FULL ? "full" : "selective");
+            start_rc(&ref, runs[i].kind, 2, 4, runs[i].v, 2, runs[i].ep,
+                     PP_RT_BACKEND_CPU_STAGED, &m, PP_RT_RC_NONE);
+            start_rc(&u, runs[i].kind, 2, 4, runs[i].v, 2, runs[i].ep, PP_RT_BACKEND_CPU_STAGED,
+                     &m, runs[i].rc);
             for (int k = 0; k < STEPS; k++)
                 cr_assert_eq(u.loss[k], ref.loss[k], "%s: step %d loss %.9g, without %.9g", what,
                              k + 1, u.loss[k], ref.loss[k]);
@@ -592,14 +596,15 @@ Test(runtime_moe, refuses_what_it_does_not_run)
     m = qwen3_moe_model(RL, RT, 0, 0.0); /* Qwen3's q/k norm with MoE runs */
     OK(pp_model_check_runnable(&m));
     m = moe_model(RL, RT, 0, 0.0);
+    m.kv_heads = 2; /* t = 2 divides them: the MoE block's own refusal */
     OK(pp_model_check_runnable(&m));
     pp_backend *be;
     OK(pp_backend_cpu_create(&be));
     pp_rt_stage *st = NULL;
     pp_rt_stage_params p = {.model = &m, .layer_begin = 0, .layer_end = 1, .micro_batch = 1,
-                            .seq = RT, .recompute = PP_RT_RC_FULL};
-    cr_assert_eq(pp_rt_stage_create(be, &p, &st), PP_ERR_UNSUPPORTED);
-    cr_assert(strstr(pp_err_msg(), "recomputation"), "%s", pp_err_msg());
+                            .seq = RT, .tp = 2, .tp_rank = 0};
+    cr_assert_eq(pp_rt_stage_create(be, &p, &st), PP_ERR_UNSUPPORTED, "%s", pp_err_msg());
+    cr_assert(strstr(pp_err_msg(), "tensor parallelism"), "%s", pp_err_msg());
     pp_backend_destroy(be);
 }
 
@@ -658,7 +663,6 @@ Test(runtime_moe, pprun_refusals_exit_2, .timeout = 60)
     } bad[] = {
         {PPRUN_ARGS " --dp 2 --ep 3", "must divide"},
         {PPRUN_ARGS " --dp 2 --ep 2 --tp 2", "--ep"},
-        {PPRUN_ARGS " --recompute full", "recomputation"},
         {"--model tiny --dp 2 --ep 2 --steps 1", "mixture-of-experts"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
