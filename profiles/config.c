@@ -34,18 +34,19 @@ static int shard_set(const pp_config *c)
     return pp_config_sharded(c);
 }
 
-/* pprun runs ZeRO-1 and ZeRO-2 over the d x cp replicas, neither in bf16 on a device, and
- * ZeRO-2 not with a schedule whose two pipes hold the same layers (its REDUCE sums whole
- * gradients at the step's end): runtime/executor.c says why; the CPU computes in fp32
- * whatever is asked. */
+/* pprun runs ZeRO-1 and ZeRO-2 over the d x cp replicas, in fp32 and bf16 (a device's bf16
+ * weight copies rewritten from the gathered parameters: runtime/executor_zero.c), ZeRO-2 not
+ * with a schedule whose two pipes hold the same layers (its REDUCE sums whole gradients at the
+ * step's end): runtime/executor.c says why. */
 static const char *shard_pprun_cannot(const pp_config *c, int precision)
 {
+    (void)precision;
     if (!shard_set(c))
         return NULL;
     const pp_sched_desc *sd = c->schedule ? pp_sched_lookup(c->schedule) : NULL;
     if (c->shard == PP_SHARD_GRADIENTS && sd && sd->weight_replicas > 1)
         return " with a schedule whose pipes share layers";
-    return precision == PP_PREC_BF16 ? " in bf16" : NULL;
+    return NULL;
 }
 
 /* What pprun's expert parallelism does not run together with (runtime/executor.c's check_ep;
@@ -59,13 +60,6 @@ static const char *ep_pprun_cannot(const pp_config *c, int precision)
            : c->cp > 1                              ? " with cp"
            : c->shard != PP_SHARD_NONE && c->d > 1 ? " with --shard"
                                                     : NULL;
-}
-
-/* pprun's ring attention runs in fp32 only on a device (runtime/cuda/attention_cp_cuda.cu; the
- * CPU computes in fp32 whatever is asked). */
-static const char *cp_pprun_cannot(const pp_config *c, int precision)
-{
-    return c->cp > 1 && precision == PP_PREC_BF16 ? " in bf16" : NULL;
 }
 
 /* pprun's line carries the recomputation only where there is one. */
@@ -208,7 +202,7 @@ static const pp_config_axis axes[] = {
              "1/dp each, parameters all-gathered) | gradients (ZeRO-2:\n"
              "each micro-batch's gradient reduce-scattered into 1/dp\n"
              "shards, then as ZeRO-1; not with chimera or bitpipe);\n"
-             "fp32 only",
+             "fp32 and bf16 (cuda: bf16 weight copies refreshed)",
      .profile_role = PP_CONFIG_PROFILE_FOLLOWS, .on_line = shard_set,
      .pprun_cannot = shard_pprun_cannot, .line = 75},
     {.key = "cp", .kind = PP_CONFIG_INT, .offset = OFF(cp), .min = 1, .dflt = 1,
@@ -216,9 +210,9 @@ static const pp_config_axis axes[] = {
      .help = "context-parallel ranks sharing each sequence (Megatron's\n"
              "--context-parallel-size: rank i holds chunks i and 2c-1-i\n"
              "of 2c; ring attention: K/V passed around the group;\n"
-             "2c must divide --seq; cuda: fp32 only)",
+             "2c must divide --seq)",
      .flag_min = 1, .profile_role = PP_CONFIG_PROFILE_LAYOUT, .on_line = context_parallel,
-     .pprun_cannot = cp_pprun_cannot, .line = 85},
+     .line = 85},
     {.key = "ep", .kind = PP_CONFIG_INT, .offset = OFF(ep), .min = 1, .dflt = 1,
      .optional_minor = 5, .shown = 2, .rule = ep_rule, .flag = "--ep", .arg = "e",
      .help = "expert-parallel ranks of a mixture-of-experts model,\n"

@@ -272,8 +272,8 @@ char *pp_profile_pprun_args(const pp_profile_pprun_line *l, char *buf, size_t n)
 /* NULL when pprun runs every setting of c; else the settings it has no option for, at values
  * other than their defaults ("shard optimizer, cp 2"), into buf: a line for c would run another
  * configuration than c (the builder leaves them out), so trials skip it, the pprun export
- * refuses it and the search's launch line says so. precision: the line's (pp_precision; some
- * settings pprun runs in fp32 only: "shard optimizer in bf16"). */
+ * refuses it and the search's launch line says so. precision: the line's (pp_precision; for a
+ * setting that pprun would run in one precision only). */
 const char *pp_profile_pprun_unrun(const pp_config *c, int precision, char *buf, size_t n);
 
 /* ---- the model's file (model_source.c) ------------------------------------------------------ */

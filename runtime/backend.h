@@ -25,6 +25,9 @@ typedef struct {
     float weight_decay; /* 0 for tensors that are not decayed (biases, LayerNorm) */
     float bc1, bc2;     /* 1 - beta1^t, 1 - beta2^t */
     float grad_scale;   /* multiplies the gradient first (1, or a clipping factor) */
+    int part; /* host: w is a slice of a tensor (the sharded optimizer's shard): a backend
+                 that keeps low-precision copies of the weights writes none for it; the
+                 caller gathers the tensor and calls weights_written (pp_backend_weights_written) */
 } pp_adamw_scalars;
 
 typedef struct {
@@ -206,6 +209,12 @@ typedef struct {
                                   float *scratch, const float *dy, const float *y,
                                   const float *att, const float *qkv, const float *kv, int B,
                                   int T, int NH, int NKV, int hd, int cp, int cpr, int owner);
+    /* ---- optional (NULL: the backend keeps no copies of the weights, as the CPU's fp32) ----
+     * w(n), a whole weight tensor, was written other than by adamw (the sharded optimizer's
+     * all-gather of the stepped parameters, runtime/executor_zero.c): the backend's copies of
+     * it (CUDA's bf16 weights, runtime/cuda/weights_bf16.cu) are rewritten from it, as adamw
+     * would have written them. */
+    pp_status (*weights_written)(void *ctx, const float *w, size_t n);
 } pp_backend_ops;
 
 struct pp_backend {
@@ -225,6 +234,9 @@ void *pp_backend_reserve(pp_backend *be, size_t bytes);
 void pp_backend_unreserve(pp_backend *be, void *p, size_t bytes);
 void pp_backend_count(pp_backend *be, size_t bytes, pp_mem_category cat);
 void pp_backend_uncount(pp_backend *be, size_t bytes, pp_mem_category cat);
+
+/* The table's weights_written, or nothing where the backend keeps no weight copies (the CPU). */
+pp_status pp_backend_weights_written(pp_backend *be, const float *w, size_t n);
 
 /* How the runtime makes the backend of a row (common/pp_backends.h): each backend's code
  * defines `const pp_backend_maker pp_backend_maker_<id>`, <id> that of its row file

@@ -51,6 +51,11 @@ pp_status pp_backend_scratch_reserve(pp_backend *be, size_t bytes)
     return be->ops->scratch_reserve ? be->ops->scratch_reserve(be->ctx, bytes) : PP_OK;
 }
 
+pp_status pp_backend_weights_written(pp_backend *be, const float *w, size_t n)
+{
+    return be->ops->weights_written ? be->ops->weights_written(be->ctx, w, n) : PP_OK;
+}
+
 pp_status pp_backend_mem_info(pp_backend *be, size_t *free_bytes, size_t *total_bytes)
 {
     *free_bytes = *total_bytes = 0;

@@ -79,11 +79,6 @@ static pp_status check_params(const pp_rt_exec_params *p)
                       "attention kernel (runtime/backend.h: attention_cp_fwd); run it on the "
                       "cpu backend",
                       cp, row->name);
-    if (cp > 1 && row && row->device_memory && p->precision == PP_PREC_BF16)
-        return PP_ERR(PP_ERR_UNSUPPORTED,
-                      "context parallelism (cp %d) with bf16: the %s backend's ring attention "
-                      "runs in fp32 only; use --precision fp32",
-                      cp, row->name);
     int dp = p->dp * cp; /* replicas, each cp rank one */
     if (p->tp < 0 || p->tp > 64)
         return PP_ERR(PP_ERR_INVALID, "tensor-parallel ranks must be 1..64, got %d", p->tp);
@@ -100,12 +95,6 @@ static pp_status check_params(const pp_rt_exec_params *p)
                       "REDUCE actions, e.g. chimera): not run (their sum takes whole gradients "
                       "at the step's end); use shard optimizer",
                       s->n_reduces);
-    if (p->shard != PP_RT_SHARD_NONE && dp > 1 && p->precision == PP_PREC_BF16 &&
-        pp_backend_row_of(p->backend) && pp_backend_row_of(p->backend)->device_memory)
-        return PP_ERR(PP_ERR_UNSUPPORTED,
-                      "shard %s with bf16: not run yet (the bf16 weight copies are written "
-                      "per whole tensor by AdamW, a shard steps slices of them); use fp32",
-                      p->shard == PP_RT_SHARD_OPTIMIZER ? "optimizer" : "gradients");
     PP_TRY(check_ep(p, row));
     if ((long)dp * s->ranks * t > 1024)
         return PP_ERR(PP_ERR_INVALID, "%d replicas x %d ranks x %d tensor ranks = %ld threads; at "

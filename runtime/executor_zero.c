@@ -13,7 +13,9 @@
  *                   0's whole tensors, as executor_sync.c counts), all-reduced over every rank;
  *   AdamW           replica k steps the parameters of shard k with its m and v (2 c floats,
  *                   PP_MEM_OPTIM, held from the first step: 1/dp of the unsharded state);
- *   all-gather      the parameters, packed the same way, so every replica holds them all.
+ *   all-gather      the parameters, packed the same way, so every replica holds them all;
+ *                   then a backend's low-precision copies of them (CUDA's bf16 weights) are
+ *                   rewritten from the gathered fp32 (pp_backend_weights_written).
  * Each element steps as the unsharded AdamW steps it; the norm's sum runs in another order
  * (shards, not replica 0's tensors), so the clipping factor, and with it the parameters, may
  * differ from the unsharded run's in the last bits of fp32 (tests/test_runtime_shard.c).
@@ -65,6 +67,13 @@ pp_status pp_ex_zcopy(pp_backend *be, const pp_zgroup *g, float *buf, int what, 
         PP_TRY(pack ? be->ops->copy(be->ctx, buf + v->off, x, bytes)
                     : be->ops->copy(be->ctx, x, buf + v->off, bytes));
     }
+    return PP_OK;
+}
+
+pp_status pp_ex_zwritten(pp_backend *be, const pp_zgroup *g)
+{
+    for (int i = 0; i < g->n; i++)
+        PP_TRY(pp_backend_weights_written(be, g->v[i].t->data, g->v[i].t->n));
     return PP_OK;
 }
 
@@ -190,6 +199,9 @@ pp_status pp_ex_sync_sharded(pp_rt_executor *ex, rank_state *rs)
         st = sync_in(ex, rs, &g, mem);
         pp_ex_free(rs, mem, bytes, PP_MEM_COMM);
     }
+    /* the copies after the pack is freed: where the unsharded AdamW makes them (the plan) */
+    if (st == PP_OK && ex->update)
+        st = pp_ex_zwritten(rs->be, &g);
     free(g.v);
     return st;
 }

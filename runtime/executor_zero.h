@@ -49,6 +49,10 @@ enum { Z_GRADS, Z_PARAMS };
 /* Copies the group's gradients or parameters into buf (pack) or back (!pack). */
 pp_status pp_ex_zcopy(pp_backend *be, const pp_zgroup *g, float *buf, int what, int pack);
 
+/* After the parameters' all-gather: the backend's copies of the group's tensors (CUDA's bf16
+ * weights) rewritten from them, as the unsharded AdamW writes them. */
+pp_status pp_ex_zwritten(pp_backend *be, const pp_zgroup *g);
+
 /* The step's end over the replica's shards (shards: the gradient shards, each group's at
  * `at`): the global norm (all-reduced over every rank), then with ex->update AdamW on each
  * group's shard, its m and v made on the first step (2 rs->zero_c floats, PP_MEM_OPTIM). */

@@ -267,6 +267,8 @@ pp_status pp_ex_z2_sync(pp_rt_executor *ex, rank_state *rs)
             st = pp_ex_zcopy(rs->be, g, buf, Z_PARAMS, 0);
     }
     pp_ex_free(rs, mem, bytes, PP_MEM_COMM);
+    for (int k = 0; k < z->ng && st == PP_OK && ex->update; k++) /* executor_zero.c: the copies */
+        st = pp_ex_zwritten(rs->be, &z->g[k]);
     return st;
 }
 

@@ -37,6 +37,7 @@ pp_status pp_rt_stage_adamw_slice(pp_rt_stage *st, int tensor, size_t off, size_
     pp_adamw_scalars s;
     PP_TRY(scalars(hp, step, grad_scale, &s));
     s.weight_decay = st->decay[tensor] ? hp->weight_decay : 0.0f;
+    s.part = 1; /* the caller refreshes the whole tensor's copies once gathered */
     /* the kernel's arithmetic is element-wise: a slice steps as it would within the tensor */
     return st->be->ops->adamw(st->be->ctx, st->tensors[tensor].data + off, grad, m, v, len,
                               &s);

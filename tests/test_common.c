@@ -418,9 +418,10 @@ Test(common, backend_rows_answer_what_the_callers_ask)
     cr_assert(!pp_backend_row_has_precision(cpu, PP_PREC_BF16), "the CPU backend is fp32 only");
     const pp_backend_row *staged = pp_backend_row_of(PP_RT_BACKEND_CPU_STAGED);
     cr_assert(staged->staged && !staged->device_memory && !staged->choice);
-    /* kernel scratch and a library workspace: the CUDA backend's, none on the CPU */
+    /* kernel scratch: the CUDA backend's and the CPU kernel threads' (their attention scratch);
+     * a GEMM-library workspace: the CUDA backend's (cuBLAS), none on the CPU */
     cr_assert(gpu->kernel_scratch && gpu->library_workspace > 0);
-    cr_assert(!cpu->kernel_scratch && cpu->library_workspace == 0);
+    cr_assert(cpu->kernel_scratch && cpu->library_workspace == 0);
 }
 
 /* The one grow-by-doubling (pp_grow) and its bounded form (pp_grow_max: the capped byte

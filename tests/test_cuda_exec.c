@@ -123,8 +123,9 @@ static void tensor_parallel_matches_cpu(int seqpar)
  * the ring forward in the backward, in fp32: one step's loss and gradient norm within 1e-4 of
  * the CPU backend's cp = 2 run, and after two more (updating) steps every rank's measured
  * peaks equal the executor's plan to the byte. */
-Test(cuda_exec, context_parallel_step_matches_cpu_and_its_plan)
+static void context_parallel_matches_cpu(int prec, double tol)
 {
+    const char *what = prec == PP_PREC_BF16 ? "cp=2 bf16" : "cp=2";
     pp_model_cfg m = ebp_model();
     pp_sched_params sp = {.ranks = 2, .microbatches = 4, .layers = m.layers};
     pp_sched *s;
@@ -133,24 +134,26 @@ Test(cuda_exec, context_parallel_step_matches_cpu_and_its_plan)
                             .seed = 4321, .adamw = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f,
                                                     .eps = 1e-8f},
                             .clip = 1.0f, .backend = PP_RT_BACKEND_CUDA,
-                            .precision = PP_PREC_FP32, .cp = 2, .recompute = 1};
+                            .precision = prec, .cp = 2, .recompute = 1};
     pp_rt_executor *gpu = NULL, *cpu = NULL;
     pp_status st = pp_rt_executor_create(&ep, &gpu);
     if (st == PP_ERR_UNSUPPORTED) {
         pp_sched_destroy(s);
         cr_skip_test("skipped: %s", pp_err_text());
     }
-    cr_assert_eq(st, PP_OK, "cuda cp=2: %s", pp_err_msg());
+    cr_assert_eq(st, PP_OK, "cuda %s: %s", what, pp_err_msg());
     ep.backend = PP_RT_BACKEND_CPU;
     EBP_OK(pp_rt_executor_create(&ep, &cpu));
     int32_t *b = ebp_batches(cpu, &m, 1);
     pp_rt_step_result rc, rg;
     EBP_OK(pp_rt_executor_step(cpu, b, 0, &rc));
     EBP_OK(pp_rt_executor_step(gpu, b, 0, &rg));
-    cr_expect(rel(rg.loss, rc.loss) <= EXEC_TOL, "cp=2: loss %.9g on cuda vs %.9g on cpu",
+    cr_expect(rel(rg.loss, rc.loss) <= tol, "%s: loss %.9g on cuda vs %.9g on cpu", what,
               rg.loss, rc.loss);
-    cr_expect(rel(rg.grad_norm, rc.grad_norm) <= EXEC_TOL,
-              "cp=2: gradient norm %.9g on cuda vs %.9g on cpu", rg.grad_norm, rc.grad_norm);
+    cr_expect(rel(rg.grad_norm, rc.grad_norm) <= tol,
+              "%s: gradient norm %.9g on cuda vs %.9g on cpu", what, rg.grad_norm, rc.grad_norm);
+    cr_log_info("%s: loss %.9g on cuda vs %.9g on cpu, gradient norm %.9g vs %.9g", what, rg.loss,
+                rc.loss, rg.grad_norm, rc.grad_norm);
     EBP_OK(pp_rt_executor_step(gpu, b, 1, &rg));
     EBP_OK(pp_rt_executor_step(gpu, b, 1, &rg));
     cr_expect(pp_rt_executor_plan_is_exact(gpu));
@@ -160,14 +163,27 @@ Test(cuda_exec, context_parallel_step_matches_cpu_and_its_plan)
     for (int g = 0; g < pp_rt_executor_ranks(gpu); g++) {
         const pp_rt_plan_rank *pl = pp_rt_executor_plan(gpu, g);
         for (int c = 0; c < PP_MEM__COUNT; c++)
-            cr_expect_eq(pl->peak[c], got[g].peak[c], "cp=2 rank %d: %s peak: plan %zu, measured %zu",
-                         g, pp_mem_category_name((pp_mem_category)c), pl->peak[c],
+            cr_expect_eq(pl->peak[c], got[g].peak[c], "%s rank %d: %s peak: plan %zu, measured %zu",
+                         what, g, pp_mem_category_name((pp_mem_category)c), pl->peak[c],
                          got[g].peak[c]);
     }
     free(b);
     pp_rt_executor_destroy(gpu);
     pp_rt_executor_destroy(cpu);
     pp_sched_destroy(s);
+}
+
+Test(cuda_exec, context_parallel_step_matches_cpu_and_its_plan)
+{
+    context_parallel_matches_cpu(PP_PREC_FP32, EXEC_TOL);
+}
+
+/* The same in bf16 (the ring's products on bf16 operands with fp32 accumulation, its softmax
+ * statistics fp32, as the bf16 attention's): within the bf16 tolerance of the CPU's fp32 run,
+ * and its plan (the products' operand copies in the kernel scratch) exact. */
+Test(cuda_exec, context_parallel_bf16_step_matches_cpu_and_its_plan)
+{
+    context_parallel_matches_cpu(PP_PREC_BF16, BF16_TOL);
 }
 
 Test(cuda_exec, tensor_parallel_step_matches_cpu)

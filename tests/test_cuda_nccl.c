@@ -152,6 +152,15 @@ Test(cuda_nccl, shard_gradients_np4_dp2_equals_threads, .timeout = 300)
     same_as_threads(COMMON " --dp 2 --schedule 1f1b --shard gradients", 4);
 }
 
+/* The optimizer sharded in bf16 over NCCL: the shards' AdamW, the parameters' all-gather on
+ * device buffers and each tensor's bf16 copy rewritten from the gathered parameters: bit for
+ * bit the threads' run, the same weight bytes (the copies included). */
+Test(cuda_nccl, shard_optimizer_bf16_np4_dp2_equals_threads, .timeout = 300)
+{
+    need_mpi_gpus(4);
+    same_as_threads(COMMON " --dp 2 --schedule 1f1b --shard optimizer --precision bf16", 4);
+}
+
 /* Two processes on a node with one GPU: one clear line from rank 0, exit 2, no hang (the rank
  * without a device used to return alone and leave rank 0 waiting in the id exchange). */
 /* All-gather and reduce-scatter over NCCL (device buffers, tests/tp_coll_mpi.c --nccl) give

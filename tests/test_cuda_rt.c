@@ -5,20 +5,25 @@
  *     bf16) against the CUDA backend's own accounting: every rank's peak after two training
  *     steps of every schedule (D = 2, N = 4, the tiny preset at its full sequence length), the
  *     ranks threads staging through host memory as pprun --backend cuda runs them;
+ *   - sharding (ZeRO-1 and 2) in bf16: the run equals the unsharded bf16 run (the bf16 weight
+ *     copies rewritten from the gathered parameters) and its plan the measured peaks;
  *   - device-timed spans: the marks API (runtime/cuda/marks_cuda.cu) and the executor's spans
  *     on a CUDA backend (ordered, inside the step, every action timed).
  */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
 #include "cuda/cuda_sizes.h"
 #include "pp_rt.h"
+#include "pp_rt_place.h"
 #include "pp_rt_sizes.h"
 #include "pp_tune.h"
 
 #include "pp_test_ok.h"
+#include "rt_train.h"
 
 /* The model's peak per rank against the measured one: equal to the byte. The backend counts
  * in program order on the host, and staged CUDA ranks keep no transport copies on the device
@@ -177,21 +182,135 @@ Test(cuda_rt, memory_model_matches_the_backend_with_recomputation)
     memory_model_matches("zb-h1", PP_PREC_BF16);
 }
 
-/* The optimizer sharded over dp 2 on the CUDA backend (fp32; bf16 is refused): 1/2 of AdamW's
- * state and the reduce-scatter pack planned to the byte. */
+/* The optimizer sharded over dp 2 on the CUDA backend: 1/2 of AdamW's state and the
+ * reduce-scatter pack planned to the byte; in bf16 the whole tensors' bf16 copies too, written
+ * from the gathered parameters (a shard's slices get none), where the unsharded run has them. */
 Test(cuda_rt, memory_model_matches_the_backend_with_a_sharded_optimizer)
 {
     g_dp = 2, g_shard = PP_SHARD_OPTIMIZER;
     memory_model_matches("1f1b", PP_PREC_FP32);
     memory_model_matches("zb-h1", PP_PREC_FP32);
+    memory_model_matches("1f1b", PP_PREC_BF16);
+    memory_model_matches("zb-h1", PP_PREC_BF16);
 }
 
 /* ZeRO-2 on the device: the shards and each stage's whole gradient in device memory (split
- * backward: open from an I to the W that leaves none waiting) */
+ * backward: open from an I to the W that leaves none waiting), in fp32 and bf16 */
 Test(cuda_rt, memory_model_matches_the_backend_with_sharded_gradients)
 {
     g_dp = 2, g_shard = PP_SHARD_GRADIENTS;
     memory_model_matches("zb-h1", PP_PREC_FP32);
+    memory_model_matches("zb-h1", PP_PREC_BF16);
+}
+
+/* bf16 runs of 1f1b over p 2 x dp 2 (tiny, b 1, N 4, three steps; rt_train.h): losses, norms
+ * and the parameters (downloaded). */
+enum { BF16_STEPS = 3 };
+typedef rt_train bf16_run;
+
+static void bf16_train(bf16_run *u, int shard)
+{
+    if (pp_cuda_device_count() < 1)
+        cr_skip_test("skipped: no CUDA device");
+    pp_model_cfg rm;
+    OK(pp_model_preset("tiny", &rm));
+    pp_rt_exec_params ep = {
+        .model = &rm,
+        .micro_batch = 1,
+        .seq = rm.seq,
+        .dp = 2,
+        .seed = 99,
+        .adamw = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f},
+        .clip = 1.0f,
+        .backend = PP_RT_BACKEND_CUDA,
+        .precision = PP_PREC_BF16,
+        .shard = shard};
+    rt_train_run(u, "1f1b", 2, 4, 1, ep, BF16_STEPS, 1, 5);
+}
+
+/* Tensor j of (replica k, pipe 0, stage st) on the host (malloc'ed). */
+static float *bf16_param(bf16_run *u, int k, int st, int j, size_t *n, const char **name)
+{
+    int nt;
+    pp_rt_tensor *t = pp_rt_stage_tensors(pp_rt_executor_stage(u->ex, k, 0, st), &nt);
+    cr_assert(j < nt);
+    pp_rt_place pl = {.t = 1, .p = 2, .dp = 2};
+    pp_backend *be = pp_rt_executor_backend(u->ex, pp_rt_place_global(&pl, 0, st, k));
+    float *x = malloc(t[j].n * sizeof *x);
+    cr_assert(x);
+    OK(be->ops->download(be->ctx, x, t[j].data, t[j].n * sizeof *x));
+    *n = t[j].n, *name = t[j].name;
+    return x;
+}
+
+/* tol: relative 1e-5 plus abs (test_runtime_shard.c's fp32 tolerance: the norm, hence the
+ * clipping factor, is summed in another order; ZeRO-2's gradient sums too) */
+static int bf16_close(double a, double b, double abs)
+{
+    return fabs(a - b) <= abs + 1e-5 * fabs(b);
+}
+
+/* Sharding in bf16 on the device: the sharded AdamW steps the fp32 parameters as the unsharded
+ * one does, and the bf16 copies the GEMMs read are rewritten from the gathered parameters
+ * (pp_backend_weights_written), so steps 2 and 3 read the unsharded run's bf16 weights: the
+ * same losses, norms and parameters within the fp32 sharded tests' tolerance, the replicas
+ * bit for bit the same. A copy left unwritten or stale changes the losses of steps 2 and 3. */
+static void bf16_sharded_trains_as_unsharded(int shard, double abs)
+{
+    bf16_run base, u;
+    bf16_train(&base, PP_SHARD_NONE);
+    bf16_train(&u, shard);
+    const char *what = shard == PP_SHARD_OPTIMIZER ? "shard optimizer" : "shard gradients";
+    for (int i = 0; i < BF16_STEPS; i++) {
+        cr_expect(bf16_close(u.loss[i], base.loss[i], abs), "%s: step %d loss %.9g, unsharded %.9g",
+                  what, i + 1, u.loss[i], base.loss[i]);
+        cr_expect(bf16_close(u.norm[i], base.norm[i], abs), "%s: step %d norm %.9g, unsharded %.9g",
+                  what, i + 1, u.norm[i], base.norm[i]);
+    }
+    double worst = 0;
+    for (int st = 0; st < 2; st++) {
+        int nt;
+        pp_rt_stage_tensors(pp_rt_executor_stage(base.ex, 0, 0, st), &nt);
+        for (int j = 0; j < nt; j++) {
+            size_t n;
+            const char *name;
+            float *want = bf16_param(&base, 0, st, j, &n, &name);
+            for (int k = 0; k < 2; k++) {
+                float *got = bf16_param(&u, k, st, j, &n, &name);
+                if (k == 1) {
+                    float *r0 = bf16_param(&u, 0, st, j, &n, &name);
+                    cr_expect(!memcmp(got, r0, n * sizeof *got), "%s: stage %d %s: replica 1 "
+                              "differs from replica 0", what, st, name);
+                    free(r0);
+                }
+                for (size_t i = 0; i < n; i++) {
+                    double e = fabs((double)got[i] - want[i]);
+                    worst = e > worst ? e : worst;
+                    cr_assert(bf16_close(got[i], want[i], abs),
+                              "%s: replica %d stage %d %s[%zu] = %.9g, unsharded %.9g", what, k,
+                              st, name, i, (double)got[i], (double)want[i]);
+                }
+                free(got);
+            }
+            free(want);
+        }
+    }
+    cr_log_info("%s, bf16: parameters within %.3g of the unsharded run's, losses %.9g %.9g %.9g "
+                "(unsharded %.9g %.9g %.9g)", what, worst, u.loss[0], u.loss[1], u.loss[2],
+                base.loss[0], base.loss[1], base.loss[2]);
+    rt_train_expect_plan(&u, what); /* the bf16 copies where the unsharded run has them */
+    rt_train_stop(&u);
+    rt_train_stop(&base);
+}
+
+Test(cuda_rt, bf16_sharded_optimizer_trains_as_unsharded)
+{
+    bf16_sharded_trains_as_unsharded(PP_SHARD_OPTIMIZER, 1e-7);
+}
+
+Test(cuda_rt, bf16_sharded_gradients_trains_as_unsharded)
+{
+    bf16_sharded_trains_as_unsharded(PP_SHARD_GRADIENTS, 1e-4);
 }
 
 /* Once the plan's scratch is reserved, a kernel needing more is an error naming both sizes,

@@ -229,9 +229,7 @@ Test(runtime_cp, gpt_gpipe_tp2_sp_cp2)
     check(&(layout){&GPT, "gpipe", 2, 1, 1}, 2);
 }
 
-/* The rules, refused at creation with the value named: 2 cp must divide the sequence; the
- * CUDA backend's ring attention runs in fp32 only (checked before any device is touched, so
- * this runs without one). */
+/* The rule, refused at creation with the value named: 2 cp must divide the sequence. */
 Test(runtime_cp, refusals_name_the_rule)
 {
     pp_sched *s;
@@ -242,10 +240,5 @@ Test(runtime_cp, refusals_name_the_rule)
     pp_rt_executor *ex = NULL;
     cr_assert_eq(pp_rt_executor_create(&ep, &ex), PP_ERR_INVALID);
     cr_assert(strstr(pp_err_msg(), "multiple of 2 x --cp 4 = 8"), "%s", pp_err_msg());
-    ep.seq = T, ep.cp = 2, ep.backend = PP_RT_BACKEND_CUDA, ep.precision = PP_PREC_BF16;
-    cr_assert_eq(pp_rt_executor_create(&ep, &ex), PP_ERR_UNSUPPORTED);
-    cr_assert(strstr(pp_err_msg(), "cuda backend's ring attention runs in fp32 only"), "%s",
-              pp_err_msg());
-    cr_assert_null(ex);
     pp_sched_destroy(s);
 }

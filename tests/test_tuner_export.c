@@ -797,13 +797,14 @@ Test(tuner_export, every_setting_reaches_megatron_nemo2_and_torchtitan)
     cr_assert_eq(st, PP_ERR_UNSUPPORTED, "block recomputation has no torchtitan form");
     cr_assert(strstr(pp_err_text(), "first 3 layers"), "%s", pp_err_text());
     free(text);
-    /* pprun runs recomputation, cp and ZeRO-2 (over d x cp), recomputation with cp too, not
-     * sharding or cp in this profile's bf16 (both run in fp32): refused naming those, not a
-     * line without them */
+    /* pprun runs recomputation, cp and ZeRO-2 (over d x cp), recomputation with cp too, all
+     * in this profile's bf16: the line carries every one */
     text = export_line(p, pp_profile_export_find("pprun", NULL), &st);
-    cr_assert_eq(st, PP_ERR_UNSUPPORTED, "pprun's line would drop them");
-    cr_assert(strstr(pp_err_text(), "has no option for shard gradients in bf16, cp 2 in bf16 yet"),
-              "%s", pp_err_text());
+    cr_assert_eq(st, PP_OK, "%s", pp_err_msg());
+    cr_assert(strstr(text, " --cp 2 ") && strstr(text, " --shard gradients ") &&
+                  strstr(text, " --recompute full ") && strstr(text, " --recompute-layers 3") &&
+                  strstr(text, " --precision bf16"),
+              "%s", text);
     free(text);
     pp_profile_destroy(p);
 

@@ -143,11 +143,13 @@ static int for_target(opts *o)
         return pp_cmd_usage_error(CMD, "--for: %s", pp_err_text());
     if (t->line_settings_only) { /* pprun: recomputation searched */
         pp_tune_force *f = &o->tune.force;
-        /* sharding (ZeRO-1 or 2) only when asked for: pprun runs it in fp32, not in the bf16
-         * of a GPU cluster's line (pp_config.h's pprun_cannot) */
+        /* sharding (ZeRO-1 or 2) only when asked for: pprun runs it (fp32 and bf16), but not
+         * ZeRO-2 with a schedule whose pipes share layers (pp_config.h's pprun_cannot), which
+         * the search would not avoid */
         if (f->shard == PP_TUNE_SEARCHED)
             f->shard = PP_SHARD_NONE;
-        /* so is context parallelism: its ring attention on CUDA is fp32 only */
+        /* so is context parallelism, as when pprun ran it in fp32 only (searching both for
+         * pprun now that it runs them in bf16 would change this search's space: not done) */
         if (f->cp == PP_TUNE_SEARCHED)
             f->cp = 1;
         f->ep = 1; /* pprun runs no mixture-of-experts model */

@@ -8,7 +8,7 @@
  * product adds E v. The raw scores stay in att at their global key columns; the end turns them
  * into probabilities, which the backward reads (dS = P (dP - rowsum(dy y)) scaled).
  *
- * fp32 only: the executor refuses --cp with bf16 on a device (runtime/executor.c). One L x L
+ * fp32 and bf16 (the products' operands in bf16, fp32 accumulation: cp_gemm). One L x L
  * block scratch (pp_rt_size_attn_scratch_cp), as the CPU's: the products run one block at a
  * time on the stream, so no two blocks are live at once. Compile-checked with nvcc here and run
  * under the CPU emulation of the tests (tests/cuda_emu/), never on a GPU yet.
@@ -128,21 +128,15 @@ static unsigned cp_grid(size_t rows)
     return (unsigned)((rows + CP_WARPS - 1) / CP_WARPS);
 }
 
-/* c(m, n) = alpha op(a) op(b) + beta c, fp32, one product on the stream */
+/* c(m, n) = alpha op(a) op(b) + beta c, one product on the stream: the table's gemm, so in bf16
+ * mode its operands (q, k, v blocks, E, dS, P, dy) are converted to bf16 in the kernel scratch
+ * and multiplied with fp32 accumulation into fp32 c, as every bf16 GEMM and the bf16 attention
+ * (attention_cuda.cu) do; the softmax statistics, scores and merges stay fp32. */
 static pp_status cp_gemm(pp_cuda_ctx *cx, int ta, int tb, int m, int n, int k, float alpha,
                          const float *a, int lda, const float *b, int ldb, float beta, float *c,
                          int ldc)
 {
-    return pp_cuda_gemm_batched(cx, ta, tb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0,
-                                1, PP_CUDA_F32);
-}
-
-static pp_status fp32_only(pp_cuda_ctx *cx)
-{
-    if (cx->precision != PP_PREC_FP32)
-        return PP_ERR(PP_ERR_UNSUPPORTED, "cuda backend: ring attention (context parallelism) "
-                                          "runs in fp32 only, not bf16");
-    return PP_OK;
+    return cx->be->ops->gemm(cx, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 pp_status pp_cuda_attention_cp_fwd(void *ctx, float *y, float *att, float *ml, float *scratch,
@@ -150,7 +144,6 @@ pp_status pp_cuda_attention_cp_fwd(void *ctx, float *y, float *att, float *ml, f
                                    int NKV, int hd, int cp, int cpr, int owner)
 {
     pp_cuda_ctx *cx = CX(ctx);
-    PP_TRY(fp32_only(cx));
     const int g = NH / NKV, W = (NH + 2 * NKV) * hd, C = NH * hd, L = T / 2, TT = cp * T;
     const float scale = 1.0f / sqrtf((float)hd);
     size_t nrow = (size_t)B * NH * T;
@@ -187,7 +180,6 @@ pp_status pp_cuda_attention_cp_fwd_end(void *ctx, float *y, float *att, const fl
                                        int T, int NH, int hd, int cp, int cpr)
 {
     pp_cuda_ctx *cx = CX(ctx);
-    PP_TRY(fp32_only(cx));
     size_t rows = (size_t)B * NH * T;
     if (!rows)
         return PP_OK;
@@ -203,7 +195,6 @@ pp_status pp_cuda_attention_cp_bwd(void *ctx, float *dqkv, float *dkv, float *ds
                                    int T, int NH, int NKV, int hd, int cp, int cpr, int owner)
 {
     pp_cuda_ctx *cx = CX(ctx);
-    PP_TRY(fp32_only(cx));
     const int g = NH / NKV, W = (NH + 2 * NKV) * hd, C = NH * hd, L = T / 2, TT = cp * T;
     const float scale = 1.0f / sqrtf((float)hd);
     size_t rows = (size_t)B * NH * T;

@@ -372,6 +372,7 @@ static const pp_backend_ops cuda_ops = {
     /* .attention_cp_fwd = */ pp_cuda_attention_cp_fwd,
     /* .attention_cp_fwd_end = */ pp_cuda_attention_cp_fwd_end,
     /* .attention_cp_bwd = */ pp_cuda_attention_cp_bwd,
+    /* .weights_written = */ pp_cuda_weights_written,
 };
 
 /* Streams, events and the cuBLAS handle of a fresh context (on failure the caller destroys it). */

@@ -137,7 +137,9 @@ static __device__ __forceinline__ float pp_block_reduce(float v, int is_max)
  * updates (fused into its kernel) and a GEMM whose operand lies inside a valid copy reads the
  * copy instead of converting (Megatron-LM keeps bf16 parameters beside fp32 main parameters the
  * same way). The stage writes weights only through upload and adamw; upload, copy, zero and add
- * mark any copy they write into stale, and a free drops the copies inside the freed block. */
+ * mark any copy they write into stale, and a free drops the copies inside the freed block. The
+ * sharded optimizer steps slices (adamw with `part`: no copy) and gathers whole tensors with
+ * copy, then weights_written rewrites each tensor's copy from its gathered fp32. */
 void pp_cuda_track_alloc(pp_cuda_ctx *cx, void *p, size_t bytes);
 void pp_cuda_track_free(pp_cuda_ctx *cx, void *p);
 void pp_cuda_shadow_invalidate(pp_cuda_ctx *cx, const void *dst, size_t bytes);
@@ -183,6 +185,7 @@ pp_status pp_cuda_xent_bwd(void *ctx, float *probs, const int32_t *targets, int 
                            float scale);
 pp_status pp_cuda_adamw(void *ctx, float *w, const float *g, float *m, float *v, size_t n,
                         const pp_adamw_scalars *s);
+pp_status pp_cuda_weights_written(void *ctx, const float *w, size_t n);
 /* vocab_cuda.cu: vocabulary parallelism's embedding and cross-entropy pieces */
 pp_status pp_cuda_vocab_embed_fwd(void *ctx, float *out, const int32_t *tok, const float *wte,
                                   int N, int C, int v0, int nv);

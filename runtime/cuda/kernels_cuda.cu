@@ -429,10 +429,33 @@ pp_status pp_cuda_adamw(void *ctx, float *w, const float *g, float *m, float *v,
 {
     if (!n)
         return PP_OK;
-    __nv_bfloat16 *w16;
-    PP_TRY(pp_cuda_shadow_for_update(CX(ctx), w, n, &w16));
+    __nv_bfloat16 *w16 = NULL; /* a part's copy: its whole tensor's, by weights_written */
+    if (!s->part)
+        PP_TRY(pp_cuda_shadow_for_update(CX(ctx), w, n, &w16));
     PP_LAUNCH(adamw_kernel, pp_cuda_blocks(n, 256), 256, 0, CX(ctx)->stream)
     (w, w16, g, m, v, n, *s);
+    PP_CUDA_LAUNCH_CHECK();
+    return PP_OK;
+}
+
+/* The bf16 copy of a weight as adamw_kernel writes it: the same rounding of the same fp32. */
+static __global__ void weights_bf16_kernel(__nv_bfloat16 *w16, const float *w, size_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        w16[i] = __float2bfloat16_rn(w[i]);
+    }
+}
+
+pp_status pp_cuda_weights_written(void *ctx, const float *w, size_t n)
+{
+    if (!n)
+        return PP_OK;
+    __nv_bfloat16 *w16;
+    PP_TRY(pp_cuda_shadow_for_update(CX(ctx), w, n, &w16));
+    if (!w16) /* fp32 mode, or copies switched off: the GEMMs convert */
+        return PP_OK;
+    PP_LAUNCH(weights_bf16_kernel, pp_cuda_blocks(n, 256), 256, 0, CX(ctx)->stream)(w16, w, n);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;
 }

@@ -42,8 +42,14 @@ static size_t kernel_scratch(const pp_backend_stage *s)
             e = max_z(e, pp_rt_size_cuda_gemm_ws(N * out, out * in)); /* dx = dy w */
             e = max_z(e, pp_rt_size_cuda_gemm_ws(N * out, N * in));   /* dw = dy^T x */
         }
-        e = max_z(e, pp_rt_size_cuda_attn_fwd_ws(s->B, s->T, d->qkv, d->Hl));
-        e = max_z(e, pp_rt_size_cuda_attn_bwd_ws(s->T, d->qkv, d->qd, d->Hl));
+        if (d->cp > 1) { /* the ring's products, one L x L block at a time (cp_gemm) */
+            size_t L = s->T / 2, hd = d->hd;
+            e = max_z(e, pp_rt_size_cuda_gemm_ws(L * hd, L * hd)); /* q k^T, dy v^T */
+            e = max_z(e, pp_rt_size_cuda_gemm_ws(L * L, L * hd));  /* E v, dS k, dS^T q, P^T dy */
+        } else {
+            e = max_z(e, pp_rt_size_cuda_attn_fwd_ws(s->B, s->T, d->qkv, d->Hl));
+            e = max_z(e, pp_rt_size_cuda_attn_bwd_ws(s->T, d->qkv, d->qd, d->Hl));
+        }
     }
     if (s->last) {
         e = max_z(e, pp_rt_size_cuda_gemm_ws(N * C, V * C)); /* logits = x head^T */
@@ -65,5 +71,5 @@ const pp_backend_row pp_backend_row_cuda = {
     .attn_scratch = attn_scratch,
     .kernel_scratch = kernel_scratch,
     .library_workspace = PP_RT_CUBLAS_WS_BYTES + PP_RT_CUBLAS_WS_ALIGN, /* cuBLAS's */
-    .context_parallel = 1, /* fp32 (attention_cp_cuda.cu; the executor refuses bf16 with it) */
+    .context_parallel = 1, /* fp32 and bf16 (attention_cp_cuda.cu) */
 };
