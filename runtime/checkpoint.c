@@ -6,6 +6,7 @@
  *   i32 step, u64 data_batches         optimizer steps applied, batches the data stream gave
  *   f64 loss[step], f64 grad_norm[step]
  *   u32 n_stages                       dp * pipes * stages, in (replica, pipe, stage) order
+ *                                      (under --ep a replica's stages hold its experts only)
  *   per stage: u64 nparams, f32 params[nparams], u8 has_opt, f32 m[nparams] v[nparams] if has_opt
  *   u64 state_hash                     FNV-1a 64 of everything from `step` to here
  *   f64 seconds[step]                  step wall times (after the hash: they differ between
@@ -58,6 +59,11 @@ static void config_line(const pp_rt_executor *ex, const char *extra, char *buf, 
         len += snprintf(buf + len, n - (size_t)len, " block=%s",
                         pp_model_describe(m, block, sizeof block));
     }
+    /* expert parallelism: each replica's stages hold its experts (stage_impl.h's epr), which
+     * the file keeps replica by replica, so a checkpoint resumes under its own ep only (runs
+     * without it keep their line) */
+    if (ex->EP > 1 && len > 0 && (size_t)len < n)
+        len += snprintf(buf + len, n - (size_t)len, " ep=%d", ex->EP);
     if (extra && *extra && len > 0 && (size_t)len < n)
         snprintf(buf + len, n - (size_t)len, " %s", extra);
 }

@@ -415,7 +415,7 @@ int pp_stage_find_slot(const pp_rt_stage *st, int id)
 /* ---- create / destroy ---- */
 
 /* What the MoE layer (stage_moe.c) runs: a host backend's memory (it reads the routing
- * where it lies), no tensor or context parallelism, no recomputation. */
+ * where it lies), no tensor or context parallelism. */
 static pp_status check_moe(const pp_backend *be, const pp_rt_stage_params *p)
 {
     if (p->model->moe.experts <= 0)
@@ -427,7 +427,6 @@ static pp_status check_moe(const pp_backend *be, const pp_rt_stage_params *p)
     const char *why = strcmp(be->name, "cpu")     ? "another backend than the CPU's"
                       : p->tp > 1                 ? "tensor parallelism (t > 1)"
                       : p->cp > 1                 ? "context parallelism (cp > 1)"
-                      : p->recompute != 0         ? "activation recomputation"
                       : p->ep > 1 && (p->model->moe.experts % p->ep || p->ep > PP_MOE_MAX_EP ||
                                       !p->ep_alltoallv ||
                                       p->ep_rank < 0 || p->ep_rank >= p->ep)
@@ -437,7 +436,7 @@ static pp_status check_moe(const pp_backend *be, const pp_rt_stage_params *p)
     if (why)
         return PP_ERR(PP_ERR_UNSUPPORTED,
                       "stage: mixture-of-experts layers run on the CPU backend without tensor "
-                      "or context parallelism and without recomputation; this run asks for %s "
+                      "or context parallelism; this run asks for %s "
                       "(backend %s, t %d, cp %d, recompute %d, ep %d of %d experts)",
                       why, be->name, p->tp, p->cp, p->recompute, p->ep, p->model->moe.experts);
     return PP_OK;

@@ -312,8 +312,15 @@ static pp_status recompute(pp_rt_stage *st, int l, const pp_layer_acts *a, works
 {
     pp_backend *be = st->be;
     switch (pp_stage_rc_of(st, l)) {
-    case PP_RT_RC_FULL:
-        return pp_stage_block_fwd(st, l, a, ws->rc, st->sp > 1 ? ws->dfull : NULL);
+    case PP_RT_RC_FULL: {
+        /* a MoE block's rerun: its forward workspace in the backward's (not yet in use), its
+         * load-balancing loss not counted again (the forward's is the step's) */
+        double aux = st->aux_loss;
+        pp_status e = pp_stage_block_fwd(st, l, a, ws->rc, st->sp > 1 ? ws->dfull : NULL,
+                                         ws->moe);
+        st->aux_loss = aux;
+        return e;
+    }
     case PP_RT_RC_SELECTIVE: {
         float *atty = ws->rc + pp_rt_size_att_floats(&st->d, (size_t)st->B, (size_t)st->T);
         if (st->cp > 1) /* the ring again: the K/V blocks of the whole cp group */

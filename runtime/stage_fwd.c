@@ -150,7 +150,7 @@ static pp_status block_fwd_tp(pp_rt_stage *st, int l, const pp_layer_acts *a, fl
 }
 
 pp_status pp_stage_block_fwd(pp_rt_stage *st, int l, const pp_layer_acts *a, float *out,
-                             float *fws)
+                             float *fws, float *mws)
 {
     if (st->tp > 1)
         return block_fwd_tp(st, l, a, out, fws);
@@ -170,9 +170,7 @@ pp_status pp_stage_block_fwd(pp_rt_stage *st, int l, const pp_layer_acts *a, flo
                              W(PP_LT_LN2_B), N));
     if (st->d.E) { /* a MoE block: its workspace after the forward's others */
         PP_TRY(o->copy(be->ctx, out, a->res2, nc));
-        return pp_stage_moe_fwd(st, l, a, out,
-                                fws + pp_rt_size_fwd_ws_xent_at(&st->d, (size_t)st->B,
-                                                                (size_t)st->T, (size_t)st->nl));
+        return pp_stage_moe_fwd(st, l, a, out, mws);
     }
     PP_TRY(linear_fwd(be, a->fch, a->ln2, W(PP_LT_FC_W), W(PP_LT_FC_B), N, C, st->fc, 0.0f));
     PP_TRY(mlp_act_fwd(st, a));
@@ -338,6 +336,11 @@ static pp_status forward_in_slot(pp_rt_stage *st, void *mem, const int32_t *toke
     pp_head_acts h;
     pp_stage_head_acts(st, mem, &h);
     pp_layer_acts a;
+    /* a MoE block's workspace: after the forward's others */
+    float *mws = st->d.E && st->nl > 0
+                     ? fws + pp_rt_size_fwd_ws_xent_at(&st->d, (size_t)st->B, (size_t)st->T,
+                                                       (size_t)st->nl)
+                     : NULL;
 
     /* Where the stage's input lands: the first block's saved input, else the head's, else
      * straight into the output (a stage without blocks or head). */
@@ -372,7 +375,7 @@ static pp_status forward_in_slot(pp_rt_stage *st, void *mem, const int32_t *toke
             out = st->has_head ? h.xf : x_out;
         }
         pp_stage_layer_acts(st, mem, l, rws, &a);
-        PP_TRY(pp_stage_block_fwd(st, l, &a, out, fws));
+        PP_TRY(pp_stage_block_fwd(st, l, &a, out, fws, mws));
     }
     if (st->has_head) {
         PP_TRY(o->upload(be->ctx, tgt_s, targets, N * sizeof(int32_t)));

@@ -322,10 +322,12 @@ static inline int pp_stage_rc_of(const struct pp_rt_stage *st, int layer)
     return st->d.rc;
 }
 /* One block's forward (stage_fwd.c): its activations into a (a->x its input), its output into
- * out; fws the sequence-parallel forward workspace (N, C) or NULL. The backward reruns it for
- * a fully recomputed block. */
+ * out; fws the sequence-parallel forward workspace (N, C) or NULL; mws a MoE block's
+ * (pp_rt_size_moe_fwd_ws_floats; NULL for a dense one). The backward reruns it for a fully
+ * recomputed block (a MoE block's in its backward workspace, which is larger and not yet in
+ * use then). */
 pp_status pp_stage_block_fwd(pp_rt_stage *st, int l, const pp_layer_acts *a, float *out,
-                             float *fws);
+                             float *fws, float *mws);
 void pp_stage_head_acts(const pp_rt_stage *st, void *mem, pp_head_acts *h);
 /* Index of slot id in st->slots, or -1. */
 int pp_stage_find_slot(const pp_rt_stage *st, int id);

@@ -7,7 +7,7 @@
  * q_proj / k_proj / v_proj / o_proj, LlamaMLP's gate_proj / up_proj / down_proj,
  * down(silu(gate(x)) * up(x)); Mistral, Qwen2 and Qwen3 use the same names, Qwen2 with q/k/v
  * biases, Qwen3 with self_attn.q_norm / k_norm, its per-head RMSNorm weights; Mixtral's experts
- * as its checkpoints name them, mixtral_map below)
+ * as its checkpoints name them, mixtral_map below, and Qwen3-MoE's, qwen3_moe_map)
  * and models/gpt2/modeling_gpt2.py (GPT2Attention's c_attn splits into query, key, value in
  * that order; pytorch_utils.Conv1D computes x @ weight + bias with weight (nx, nf) = (in, out)).
  *
@@ -114,6 +114,20 @@ static const hf_map mixtral_map[] = {
       {L_ "block_sparse_moe.experts.%d.w3.weight", R_FE}}},
     {"moe.experts.proj.w", 1, 0, 1, {{L_ "block_sparse_moe.experts.%d.w2.weight", R_C}}},
 };
+/* Qwen3-MoE as transformers 5.25's save_pretrained writes it and the Hub's Qwen/Qwen3-30B-A3B
+ * names it (models/qwen3_moe/modeling_qwen3_moe.py: Qwen3MoeSparseMoeBlock's gate, the
+ * router's (E, C) weight, and experts; conversion_mapping.py's "qwen2_moe" entry, which
+ * qwen3_moe uses, fuses mlp.experts.E.gate_proj / up_proj into gate_up_proj on load and splits
+ * it back on save): the same parts as mixtral_map under Llama's MLP names. */
+static const hf_map qwen3_moe_map[] = {
+    {"moe.router.w", 1, 0, 1, {{L_ "mlp.gate.weight", R_ALL}}},
+    {"moe.experts.fc.w",
+     1,
+     0,
+     2,
+     {{L_ "mlp.experts.%d.gate_proj.weight", R_FE}, {L_ "mlp.experts.%d.up_proj.weight", R_FE}}},
+    {"moe.experts.proj.w", 1, 0, 1, {{L_ "mlp.experts.%d.down_proj.weight", R_C}}},
+};
 #undef L_
 #define H_ "transformer.h.%d."
 static const hf_map gpt2_map[] = {
@@ -138,36 +152,44 @@ static const hf_map gpt2_map[] = {
 };
 #undef H_
 
+#define N_(t) (int)(sizeof t / sizeof *t)
 static const hf_family families[] = {
-    {"MixtralForCausalLM", llama_map, (int)(sizeof llama_map / sizeof *llama_map), mixtral_map,
-     (int)(sizeof mixtral_map / sizeof *mixtral_map), {"rotary_emb.inv_freq", NULL, NULL},
+    {"Qwen3MoeForCausalLM", llama_map, N_(llama_map), qwen3_moe_map, N_(qwen3_moe_map),
+     {"rotary_emb.inv_freq", NULL, NULL},
      "model."},
-    {"LlamaForCausalLM", llama_map, (int)(sizeof llama_map / sizeof *llama_map), llama_mlp_map,
-     (int)(sizeof llama_mlp_map / sizeof *llama_mlp_map), {"rotary_emb.inv_freq", NULL, NULL},
+    {"MixtralForCausalLM", llama_map, N_(llama_map), mixtral_map, N_(mixtral_map),
+     {"rotary_emb.inv_freq", NULL, NULL},
      "model."},
-    {"GPT2LMHeadModel", gpt2_map, (int)(sizeof gpt2_map / sizeof *gpt2_map), NULL, 0,
+    {"LlamaForCausalLM", llama_map, N_(llama_map), llama_mlp_map, N_(llama_mlp_map),
+     {"rotary_emb.inv_freq", NULL, NULL},
+     "model."},
+    {"GPT2LMHeadModel", gpt2_map, N_(gpt2_map), NULL, 0,
      {".attn.bias", ".attn.masked_bias", NULL},
      "transformer."},
 };
+#undef N_
 
 static pp_status family_of(const pp_model_cfg *m, const hf_family **out)
 {
     int rope_swiglu = m->norm == PP_NORM_RMSNORM && m->mlp == PP_MLP_SWIGLU &&
                       m->pos == PP_POS_ROPE;
     if (rope_swiglu && m->moe.experts > 0) {
-        if (m->moe.shared > 0 || m->moe.router != PP_ROUTER_SOFTMAX || !m->moe.norm_topk ||
-            pp_model_bias(m, PP_NOBIAS_QKV))
+        /* Qwen3-MoE is told by its q/k norm (Mixtral has none) and renormalises where
+         * norm_topk_prob says; Mixtral always does */
+        if (m->moe.shared > 0 || m->moe.router != PP_ROUTER_SOFTMAX ||
+            (!m->qk_norm && !m->moe.norm_topk) || pp_model_bias(m, PP_NOBIAS_QKV))
             return PP_ERR(PP_ERR_UNSUPPORTED,
                           "HuggingFace weights: a mixture-of-experts block other than Mixtral's "
-                          "(shared experts %d, %s router, renormalised %d, q/k/v biases %d): no "
-                          "transformers class pprun writes has its names",
+                          "or Qwen3-MoE's (shared experts %d, %s router, renormalised %d, q/k "
+                          "norm %d, q/k/v biases %d): no transformers class pprun writes has "
+                          "its names",
                           m->moe.shared, m->moe.router == PP_ROUTER_SOFTMAX ? "softmax" : "sigmoid",
-                          m->moe.norm_topk, pp_model_bias(m, PP_NOBIAS_QKV));
-        *out = &families[0];
+                          m->moe.norm_topk, m->qk_norm, pp_model_bias(m, PP_NOBIAS_QKV));
+        *out = &families[m->qk_norm ? 0 : 1];
     } else if (rope_swiglu)
-        *out = &families[1];
-    else if (m->norm == PP_NORM_LAYERNORM && m->mlp == PP_MLP_GELU && m->pos == PP_POS_LEARNED)
         *out = &families[2];
+    else if (m->norm == PP_NORM_LAYERNORM && m->mlp == PP_MLP_GELU && m->pos == PP_POS_LEARNED)
+        *out = &families[3];
     else {
         char block[256];
         return PP_ERR(PP_ERR_UNSUPPORTED,
@@ -418,20 +440,34 @@ static pp_status check_model(const pp_st *st, const pp_model_cfg *m, const hf_fa
 
 /* ---- load ---- */
 
-/* Reads pprun's whole tensor t from the file into whole (R*K floats); part is scratch. */
-static pp_status read_whole(const pp_st *st, const tensor_ref *t, float *whole, float *part)
+/* Reads parts [q0, q1) of pprun's tensor t from the file into dst, one after another (all of
+ * them: the whole R*K floats; an expert rank's experts: their parts); part is scratch. */
+static pp_status read_parts(const pp_st *st, const tensor_ref *t, int q0, int q1, float *dst,
+                            float *part)
 {
     int64_t off = 0;
-    for (int p = 0; p < part_count(t); p++) {
+    for (int p = q0; p < q1; p++) {
         char name[96];
         int64_t shape[2];
         int nd = part_shape(t, p, shape);
         part_name(t, p, name, sizeof name);
         PP_TRY(pp_st_load_named_f32(st, name, nd, shape, part));
-        part_copy(t, p, off, whole, part, 1);
+        part_copy(t, p, off, dst, part, 1);
         off += t->rows[p % t->map->n];
     }
     return PP_OK;
+}
+
+/* The parts of t a stage holds: all, or under expert parallelism (ep > 1) an expert tensor's
+ * experts [epr E / ep, (epr + 1) E / ep), which lie one after another in pprun's tensor
+ * (stage_impl.h), so each expert rank reads only its own experts from the file. */
+static void stage_parts(const pp_rt_stage *s, const pp_rt_tensor *pt, const tensor_ref *t,
+                        int *q0, int *q1)
+{
+    int n = part_count(t);
+    *q0 = 0, *q1 = n;
+    if (s->ep > 1 && pp_rt_tensor_is_expert(pt->name))
+        *q0 = n / s->ep * s->epr, *q1 = *q0 + n / s->ep;
 }
 
 typedef struct {
@@ -464,7 +500,9 @@ static pp_status load_stage(const pp_st *st, const hf_family *f, const char *str
                           f->name, pt->name);
         t.strip = strip;
         PP_TRY(scratch_fit(sc, (size_t)(t.R * t.K)));
-        PP_TRY(read_whole(st, &t, sc->whole, sc->part));
+        int q0, q1;
+        stage_parts(s, pt, &t, &q0, &q1);
+        PP_TRY(read_parts(st, &t, q0, q1, sc->whole, sc->part));
         const float *src = sc->whole;
         if (pt->sharded) { /* the vocabulary padding (no place in the whole) stays zero */
             for (size_t j = 0; j < pt->n; j++) {
@@ -503,14 +541,16 @@ pp_status pp_rt_weights_load(pp_rt_executor *ex, const char *path, int more_laye
 /* ---- save ----
  * Every process visits the pieces of the tensors it holds (replica 0, pipe 0: each stage's
  * tensors as its tensor-parallel rank holds them, a replicated one from tensor rank 0 only, the
- * tied head's copy not at all). Global rank 0 puts them into whole tensors and writes the
- * file: its own pieces directly, the other processes' (under MPI) as one message each. */
+ * tied head's copy not at all; under expert parallelism replicas 1 .. ep-1 add their experts,
+ * which replica 0 lacks). Global rank 0 puts them into whole tensors and writes the file: its
+ * own pieces directly, the other processes' (under MPI) as one message each. */
 
 /* A piece as it travels: which tensor, how the sender's slice maps into the whole, n floats. */
 typedef struct {
     char name[48];
     pp_stage_shard shard;
     int32_t t, tpr;
+    int32_t ep, epr; /* an expert tensor's piece under expert parallelism: experts epr of ep */
     uint64_t n;
 } piece_head;
 
@@ -521,12 +561,15 @@ static pp_status each_piece(pp_rt_executor *ex, piece_fn fn, void *ctx)
     float *host = NULL;
     size_t cap = 0;
     pp_status rc = PP_OK;
-    for (int tpr = 0; tpr < ex->TP && rc == PP_OK; tpr++)
+    for (int k = 0; k < ex->TP * ex->EP && rc == PP_OK; k++)
         for (int stage = 0; stage < ex->S && rc == PP_OK; stage++) {
-            pp_rt_stage *s = ex_stage(ex, 0, tpr, 0, stage);
+            int tpr = k % ex->TP, rep = k / ex->TP; /* ep > 1 has TP 1 */
+            pp_rt_stage *s = ex_stage(ex, rep, tpr, 0, stage);
             for (int i = 0; s && i < s->ntensors && rc == PP_OK; i++) {
                 pp_rt_tensor *pt = &s->tensors[i];
-                if (!strcmp(pt->name, "wte.head") || (tpr > 0 && !pt->sharded))
+                int expert = s->ep > 1 && pp_rt_tensor_is_expert(pt->name);
+                if (!strcmp(pt->name, "wte.head") || (tpr > 0 && !pt->sharded) ||
+                    (rep > 0 && !expert))
                     continue;
                 if (pt->n > cap) {
                     free(host);
@@ -535,7 +578,9 @@ static pp_status each_piece(pp_rt_executor *ex, piece_fn fn, void *ctx)
                         return PP_ERR(PP_ERR_NOMEM, "HuggingFace weights: no host memory");
                 }
                 rc = s->be->ops->download(s->be->ctx, host, pt->data, pt->n * sizeof(float));
-                piece_head h = {.shard = s->shard[i], .t = s->tp, .tpr = s->tpr, .n = pt->n};
+                piece_head h = {.shard = s->shard[i], .t = s->tp, .tpr = s->tpr,
+                                .ep = expert ? s->ep : 1, .epr = expert ? s->epr : 0,
+                                .n = pt->n};
                 snprintf(h.name, sizeof h.name, "%s", pt->name);
                 if (rc == PP_OK)
                     rc = fn(ctx, &h, host);
@@ -566,7 +611,17 @@ static pp_status place(void *ctx, const piece_head *h, const float *data)
     if (!mb->whole[k] && !(mb->whole[k] = malloc(n * sizeof(float))))
         return PP_ERR(PP_ERR_NOMEM, "HuggingFace weights: no host memory for %s", h->name);
     int split = h->t > 1 && h->shard.kind != SHARD_NONE;
-    /* a piece: the whole, 1/t, or ceil(V/t) vocabulary rows (padding past V) */
+    /* a piece: the whole, 1/t, or ceil(V/t) vocabulary rows (padding past V), or an expert
+     * rank's experts, 1/ep of the whole from epr / ep on */
+    if (h->ep > 1) {
+        size_t part = n / (size_t)h->ep;
+        if (h->n != part || part * (size_t)h->ep != n || h->epr < 0 || h->epr >= h->ep)
+            return PP_ERR(PP_ERR_INVALID, "HuggingFace weights: expert piece %d of %d of %.48s "
+                                          "of %llu floats", h->epr, h->ep, h->name,
+                          (unsigned long long)h->n);
+        memcpy(mb->whole[k] + (size_t)h->epr * part, data, part * sizeof(float));
+        return PP_OK;
+    }
     size_t want = !split                          ? n
                   : h->shard.kind == SHARD_VOCAB ? pp_rt_vocab_rows((size_t)R, (size_t)h->t) *
                                                        (size_t)(K ? K : 1)
@@ -608,7 +663,8 @@ static pp_status pack(void *ctx, const piece_head *h, const float *data)
 
 enum { GATHER_WEIGHTS_LEN = 8, GATHER_WEIGHTS = 9 }; /* executor_dist.c's gathers use 0, 1 */
 
-/* Another process of replica 0: its pieces to rank 0, as a length then the bytes. */
+/* Another process of replica 0 (or under ep of replicas 1 .. ep-1, their experts): its pieces
+ * to rank 0, as a length then the bytes. */
 static pp_status send_pieces(pp_rt_executor *ex)
 {
     packer p = {0};
@@ -627,12 +683,12 @@ static pp_status send_pieces(pp_rt_executor *ex)
     return rc;
 }
 
-/* Rank 0: every other process's pieces of replica 0 into mb. */
+/* Rank 0: every other process's pieces of replicas 0 .. ep-1 into mb. */
 static pp_status recv_pieces(pp_rt_executor *ex, model_buf *mb)
 {
     pp_status rc = PP_OK;
     for (int g = 1; g < ex->G && rc == PP_OK; g++) {
-        if (pp_rt_place_dp(&ex->place, g) != 0)
+        if (pp_rt_place_dp(&ex->place, g) >= ex->EP)
             continue;
         uint64_t len = 0;
         rc = pp_ex_recv_host(ex, 0, g, pp_ex_coll_tag(TAG_GATHER, GATHER_WEIGHTS_LEN, g), &len,
@@ -728,7 +784,7 @@ pp_status pp_rt_weights_save(pp_rt_executor *ex, const char *path, pp_st_dtype d
     const hf_family *f;
     PP_TRY(family_of(&ex->model, &f));
     if (ex->self > 0)
-        return pp_rt_place_dp(&ex->place, ex->self) == 0 ? send_pieces(ex) : PP_OK;
+        return pp_rt_place_dp(&ex->place, ex->self) < ex->EP ? send_pieces(ex) : PP_OK;
     model_buf mb = {.m = &ex->model};
     PP_TRY(model_names(&ex->model, &mb.nl));
     mb.whole = pp_calloc((size_t)mb.nl.n, sizeof *mb.whole);

@@ -444,6 +444,30 @@ Test(ckpt, a_tensor_parallel_qwen3_run_resumes_to_the_same_bits)
     cr_assert_eq(pt_run(cmd, out, sizeof out), 2, "%s", out);
 }
 
+/* Mixture-of-experts runs under expert parallelism (tests/fixtures/hf: Mixtral's block and
+ * Qwen3-MoE's; ep 2 of dp 2, each replica's experts and their AdamW state in the file):
+ * stopped after 2 steps and resumed to 4, the run ends with the uninterrupted run's bits; the
+ * run without --ep refuses the ep 2 checkpoint, naming ep. */
+Test(ckpt, expert_parallel_moe_runs_resume_to_the_same_bits)
+{
+    static const char *const models[] = {"tiny-mixtral.json", "tiny-qwen3-moe.json"};
+    for (int i = 0; i < 2; i++) {
+        char dir[64], args[512], cmd[1024], out[65536];
+        pt_tmpdir(dir, sizeof dir);
+        snprintf(args, sizeof args,
+                 "--model-config " PP_FIXTURES_DIR "/hf/%s --seq 16 --schedule zbv --ranks 2 "
+                 "--microbatches 4 --dp 2 --quiet",
+                 models[i]);
+        char ep2[600];
+        snprintf(ep2, sizeof ep2, "%s --ep 2", args);
+        resumes_to_the_same_bits(ep2, dir);
+        snprintf(cmd, sizeof cmd, PPRUN " %s --steps 4 --resume --checkpoint %s/half.ckpt", args,
+                 dir);
+        cr_assert_eq(pt_run(cmd, out, sizeof out), 2, "%s", out);
+        cr_assert(strstr(out, "ep=2"), "%s", out);
+    }
+}
+
 /* A sharded AdamW state (ZeRO-1 and ZeRO-2 over dp 2, the tied embedding's shards included):
  * written gathered, each replica given back its slice; stopped after 2 steps and resumed to
  * 4, the run ends with the uninterrupted run's bits. The gathered file is the unsharded run's

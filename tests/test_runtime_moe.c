@@ -6,9 +6,10 @@
  * against central differences of that reference (L = sum(out R) + aux); a wrong dispatch index
  * and a wrong combine weight planted once each and seen to fail the comparison; the aux loss
  * on a hand-computed case; dropless routing (every token at its k distinct experts, the
- * experts' rows summing to N k) and the tie rule; then whole runs: 1F1B, interleaved and ZB-V
- * with dp 2 train as one unpipelined rank (fp32 tolerance below), and every rank's measured
- * peaks equal the memory plan to the byte.
+ * experts' rows summing to N k) and the tie rule; then whole runs (Mixtral's block and
+ * Qwen3-MoE's, with its per-head q/k norm): every schedule with dp 2 trains as one unpipelined
+ * rank (fp32 tolerance below), expert parallelism as ep 1, and every rank's measured peaks
+ * equal the memory plan to the byte.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -34,6 +35,22 @@ static pp_model_cfg moe_model(int layers, int seq, int shared, double aux)
                          .shared_ffn = shared ? FS : 0, .norm_topk = 1, .aux_coef = aux};
     return m;
 }
+
+/* Qwen3-MoE's block (modeling_qwen3_moe.py): moe_model's with the per-head q/k RMSNorm,
+ * heads of head_dim 8 where hidden / heads is 4, and the top-k weights as the softmax gives
+ * them (norm_topk_prob false, transformers' default; Mixtral always renormalises). */
+static pp_model_cfg qwen3_moe_model(int layers, int seq, int shared, double aux)
+{
+    pp_model_cfg m = moe_model(layers, seq, shared, aux);
+    m.qk_norm = 1;
+    m.head_dim = 8;
+    m.moe.norm_topk = 0;
+    return m;
+}
+
+/* The models a whole-run test trains: Mixtral's block and Qwen3-MoE's. */
+static pp_model_cfg (*const run_models[])(int, int, int, double) = {moe_model, qwen3_moe_model};
+static const char *const run_model_names[] = {"mixtral", "qwen3-moe"};
 
 /* One MoE block with its buffers: the slot's views, a random ln2, the workspaces. */
 typedef struct {
@@ -330,16 +347,22 @@ Test(runtime_moe, dropless_and_ties_to_the_lowest_index)
 
 enum { RL = 4, RT = 8, STEPS = 2 };
 
-static void start_ep(rt_train *u, const char *kind, int D, int N, int v, int dp, int ep_,
-                     int backend, const pp_model_cfg *m)
+static void start_rc(rt_train *u, const char *kind, int D, int N, int v, int dp, int ep_,
+                     int backend, const pp_model_cfg *m, int recompute)
 {
     pp_rt_exec_params ep = {.model = m, .micro_batch = 2, .seq = RT, .dp = dp, .seed = 7,
-                            .ep = ep_,
+                            .ep = ep_, .recompute = recompute,
                             .clip = 1.0f,
                             .adamw = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
                                       .weight_decay = 0.1f},
                             .backend = backend};
     rt_train_run(u, kind, D, N, v, ep, STEPS, 1, 3);
+}
+
+static void start_ep(rt_train *u, const char *kind, int D, int N, int v, int dp, int ep_,
+                     int backend, const pp_model_cfg *m)
+{
+    start_rc(u, kind, D, N, v, dp, ep_, backend, m, PP_RT_RC_NONE);
 }
 
 static void start(rt_train *u, const char *kind, int D, int N, int v, int dp, int backend,
@@ -369,29 +392,37 @@ static void expect_params_near(rt_train *u, rt_train *ref, const char *what, dou
         }
 }
 
-/* 1F1B, interleaved and ZB-V over 2 ranks with dp 2 train as one rank of 8 micro-batches:
- * losses within 1e-5 relative, parameters after 2 AdamW steps within 1e-5 (fp32 sums in
- * another order: dp's all-reduce, the pipeline's micro-batch grouping). */
+/* Every schedule (1F1B, interleaved, ZB-V, GPipe, ZB-H1, DualPipeV, Chimera and BitPipe with
+ * their two pipes) over 2 ranks with dp 2 trains as one rank of 8 micro-batches, for
+ * Mixtral's block and Qwen3-MoE's: losses within 1e-5 relative, parameters after 2 AdamW
+ * steps within 1e-5 (fp32 sums in another order: dp's all-reduce, the pipeline's micro-batch
+ * grouping). */
 Test(runtime_moe, schedules_with_dp_train_as_one_rank)
 {
-    pp_model_cfg m = moe_model(RL, RT, 0, 0.02);
-    rt_train ref;
-    start(&ref, "1f1b", 1, 8, 0, 1, PP_RT_BACKEND_CPU, &m);
-    static const struct {
-        const char *kind;
-        int v;
-    } runs[] = {{"1f1b", 0}, {"interleaved", 2}, {"zbv", 0}};
-    for (int i = 0; i < 3; i++) {
-        rt_train u;
-        start(&u, runs[i].kind, 2, 4, runs[i].v, 2, PP_RT_BACKEND_CPU, &m);
-        for (int k = 0; k < STEPS; k++)
-            cr_assert_leq(fabs(u.loss[k] - ref.loss[k]), 1e-5 * fabs(ref.loss[k]),
-                          "%s: step %d loss %.9g, one rank %.9g", runs[i].kind, k + 1, u.loss[k],
-                          ref.loss[k]);
-        expect_params_near(&u, &ref, runs[i].kind, 1e-5);
-        rt_train_stop(&u);
+    for (int mi = 0; mi < 2; mi++) {
+        pp_model_cfg m = run_models[mi](RL, RT, 0, 0.02);
+        OK(pp_model_check_runnable(&m));
+        rt_train ref;
+        start(&ref, "1f1b", 1, 8, 0, 1, PP_RT_BACKEND_CPU, &m);
+        static const struct {
+            const char *kind;
+            int v;
+        } runs[] = {{"1f1b", 0},      {"interleaved", 2}, {"zbv", 0},     {"gpipe", 0},
+                    {"zb-h1", 0},     {"dualpipev", 0},   {"chimera", 0}, {"bitpipe", 0}};
+        for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+            rt_train u;
+            char what[64];
+            snprintf(what, sizeof what, "%s %s", run_model_names[mi], runs[i].kind);
+            start(&u, runs[i].kind, 2, 4, runs[i].v, 2, PP_RT_BACKEND_CPU, &m);
+            for (int k = 0; k < STEPS; k++)
+                cr_assert_leq(fabs(u.loss[k] - ref.loss[k]), 1e-5 * fabs(ref.loss[k]),
+                              "%s: step %d loss %.9g, one rank %.9g", what, k + 1, u.loss[k],
+                              ref.loss[k]);
+            expect_params_near(&u, &ref, what, 1e-5);
+            rt_train_stop(&u);
+        }
+        rt_train_stop(&ref);
     }
-    rt_train_stop(&ref);
 }
 
 /* Every parameter of every replica of u (expert parallelism over ep) within tol of the run
@@ -427,27 +458,30 @@ static void expect_ep_params_near(rt_train *u, rt_train *ref, int dp, int ep, co
  * its parts in another order: fp32 rounding, measured below 1e-7 here). */
 Test(runtime_moe, expert_parallel_trains_as_ep1)
 {
-    pp_model_cfg m = moe_model(RL, RT, 1, 0.02);
     static const struct {
         const char *kind;
         int v;
     } runs[] = {{"1f1b", 0}, {"interleaved", 2}, {"zbv", 0}};
-    for (int i = 0; i < 3; i++) {
-        rt_train ref;
-        start_ep(&ref, runs[i].kind, 2, 4, runs[i].v, 4, 1, PP_RT_BACKEND_CPU, &m);
-        for (int ep = 2; ep <= 4; ep *= 2) {
-            rt_train u;
-            char what[64];
-            snprintf(what, sizeof what, "%s ep %d", runs[i].kind, ep);
-            start_ep(&u, runs[i].kind, 2, 4, runs[i].v, 4, ep, PP_RT_BACKEND_CPU, &m);
-            for (int k = 0; k < STEPS; k++)
-                cr_assert_leq(fabs(u.loss[k] - ref.loss[k]), 1e-6 * fabs(ref.loss[k]),
-                              "%s: step %d loss %.9g, ep 1 %.9g", what, k + 1, u.loss[k],
-                              ref.loss[k]);
-            expect_ep_params_near(&u, &ref, 4, ep, what, 1e-6);
-            rt_train_stop(&u);
+    for (int mi = 0; mi < 2; mi++) {
+        pp_model_cfg m = run_models[mi](RL, RT, 1, 0.02);
+        for (int i = 0; i < 3; i++) {
+            rt_train ref;
+            start_ep(&ref, runs[i].kind, 2, 4, runs[i].v, 4, 1, PP_RT_BACKEND_CPU, &m);
+            for (int ep = 2; ep <= 4; ep *= 2) {
+                rt_train u;
+                char what[64];
+                snprintf(what, sizeof what, "%s %s ep %d", run_model_names[mi], runs[i].kind,
+                         ep);
+                start_ep(&u, runs[i].kind, 2, 4, runs[i].v, 4, ep, PP_RT_BACKEND_CPU, &m);
+                for (int k = 0; k < STEPS; k++)
+                    cr_assert_leq(fabs(u.loss[k] - ref.loss[k]), 1e-6 * fabs(ref.loss[k]),
+                                  "%s: step %d loss %.9g, ep 1 %.9g", what, k + 1, u.loss[k],
+                                  ref.loss[k]);
+                expect_ep_params_near(&u, &ref, 4, ep, what, 1e-6);
+                rt_train_stop(&u);
+            }
+            rt_train_stop(&ref);
         }
-        rt_train_stop(&ref);
     }
 }
 
@@ -495,6 +529,41 @@ Test(runtime_moe, plan_equals_measured)
     }
 }
 
+/* Recomputation trains bit for bit as without it, and its plan equals the measured peaks to
+ * the byte: selective (the attention's probabilities rerun; the MoE block's activations kept
+ * in the slot) and full (each block's forward rerun in its backward from its kept input: the
+ * router, the dispatch and combine all-to-alls under ep at the same point of every expert
+ * rank's schedule, the experts; the load-balancing loss counted once), under 1F1B, ZB-V (its
+ * split backward) and interleaved, ep 1 and 2, both blocks. */
+Test(runtime_moe, recomputation_trains_bit_for_bit_as_without)
+{
+    static const struct {
+        const char *kind;
+        int v, ep, rc;
+    } runs[] = {{"1f1b", 0, 1, PP_RT_RC_SELECTIVE}, {"zbv", 0, 2, PP_RT_RC_SELECTIVE},
+                {"1f1b", 0, 2, PP_RT_RC_FULL},      {"zbv", 0, 1, PP_RT_RC_FULL},
+                {"zbv", 0, 2, PP_RT_RC_FULL},       {"interleaved", 2, 2, PP_RT_RC_FULL}};
+    for (int mi = 0; mi < 2; mi++)
+        for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+            pp_model_cfg m = run_models[mi](RL, RT, 1, 0.02);
+            rt_train ref, u;
+            char what[80];
+            snprintf(what, sizeof what, "%s %s ep %d %s", run_model_names[mi], runs[i].kind,
+                     runs[i].ep, runs[i].rc == PP_RT_RC_FULL ? "full" : "selective");
+            start_rc(&ref, runs[i].kind, 2, 4, runs[i].v, 2, runs[i].ep,
+                     PP_RT_BACKEND_CPU_STAGED, &m, PP_RT_RC_NONE);
+            start_rc(&u, runs[i].kind, 2, 4, runs[i].v, 2, runs[i].ep, PP_RT_BACKEND_CPU_STAGED,
+                     &m, runs[i].rc);
+            for (int k = 0; k < STEPS; k++)
+                cr_assert_eq(u.loss[k], ref.loss[k], "%s: step %d loss %.9g, without %.9g", what,
+                             k + 1, u.loss[k], ref.loss[k]);
+            expect_ep_params_near(&u, &ref, 2, 1, what, 0.0);
+            rt_train_expect_plan(&u, what);
+            rt_train_stop(&u);
+            rt_train_stop(&ref);
+        }
+}
+
 /* What expert parallelism does not run is refused by name. */
 Test(runtime_moe, expert_parallel_refusals)
 {
@@ -524,43 +593,66 @@ Test(runtime_moe, refuses_what_it_does_not_run)
     m.moe.first_dense = 1;
     cr_assert_eq(pp_model_check_runnable(&m), PP_ERR_UNSUPPORTED);
     cr_assert(strstr(pp_err_msg(), "layer rule"), "%s", pp_err_msg());
+    m = qwen3_moe_model(RL, RT, 0, 0.0); /* Qwen3's q/k norm with MoE runs */
+    OK(pp_model_check_runnable(&m));
     m = moe_model(RL, RT, 0, 0.0);
+    m.kv_heads = 2; /* t = 2 divides them: the MoE block's own refusal */
     OK(pp_model_check_runnable(&m));
     pp_backend *be;
     OK(pp_backend_cpu_create(&be));
     pp_rt_stage *st = NULL;
     pp_rt_stage_params p = {.model = &m, .layer_begin = 0, .layer_end = 1, .micro_batch = 1,
-                            .seq = RT, .recompute = PP_RT_RC_SELECTIVE};
-    cr_assert_eq(pp_rt_stage_create(be, &p, &st), PP_ERR_UNSUPPORTED);
-    cr_assert(strstr(pp_err_msg(), "recomputation"), "%s", pp_err_msg());
+                            .seq = RT, .tp = 2, .tp_rank = 0};
+    cr_assert_eq(pp_rt_stage_create(be, &p, &st), PP_ERR_UNSUPPORTED, "%s", pp_err_msg());
+    cr_assert(strstr(pp_err_msg(), "tensor parallelism"), "%s", pp_err_msg());
     pp_backend_destroy(be);
 }
 
 /* ---- pprun ---- */
 
 #define TINY_MIXTRAL "--model-config " PP_FIXTURES_DIR "/hf/tiny-mixtral.json"
-#define PPRUN_ARGS TINY_MIXTRAL " --ranks 2 --microbatches 4 --seq 16 --steps 3 --lr 0.01 --seed 5"
+#define TINY_QWEN3_MOE "--model-config " PP_FIXTURES_DIR "/hf/tiny-qwen3-moe.json"
+#define PPRUN_RUN " --ranks 2 --microbatches 4 --seq 16 --steps 3 --lr 0.01 --seed 5"
+#define PPRUN_ARGS TINY_MIXTRAL PPRUN_RUN
 
-/* The issue's "done when": pprun trains the tiny MoE config with --ep 2 on the CPU as with
- * --ep 1 (dp 2 both): every step's loss and gradient norm within 1e-6 relative. */
-Test(runtime_moe, pprun_ep2_trains_as_ep1, .timeout = 120)
+/* Every step's loss and gradient norm of runs a and b within tol relative. */
+static void expect_same_steps(json_t *a, json_t *b, size_t steps, double tol, const char *what)
 {
-    json_t *a = pp_test_pprun_json(PPRUN_ARGS " --dp 2");
-    json_t *b = pp_test_pprun_json(PPRUN_ARGS " --dp 2 --ep 2");
     json_t *sa = json_object_get(a, "per_step"), *sb = json_object_get(b, "per_step");
-    cr_assert_eq(json_array_size(sa), 3);
-    cr_assert_eq(json_array_size(sb), 3);
-    for (size_t i = 0; i < 3; i++) {
+    cr_assert_eq(json_array_size(sa), steps, "%s", what);
+    cr_assert_eq(json_array_size(sb), steps, "%s", what);
+    for (size_t i = 0; i < steps; i++) {
         const char *keys[] = {"loss", "grad_norm"};
         for (int k = 0; k < 2; k++) {
             double x = json_real_value(json_object_get(json_array_get(sa, i), keys[k]));
             double y = json_real_value(json_object_get(json_array_get(sb, i), keys[k]));
-            cr_assert_leq(fabs(x - y), 1e-6 * fabs(x), "step %zu: %s %.9g at ep 1, %.9g at ep 2",
+            cr_assert_leq(fabs(x - y), tol * fabs(x), "%s, step %zu: %s %.9g and %.9g", what,
                           i + 1, keys[k], x, y);
         }
     }
-    json_decref(a);
-    json_decref(b);
+}
+
+/* The issue's "done when": pprun trains the tiny MoE configs (Mixtral's; Qwen3-MoE's, its q/k
+ * norm and head_dim 16 for hidden 32 / 4 heads) with --ep 2 on the CPU as with --ep 1 (dp 2
+ * both), and as one unpipelined rank (dp 1, 8 micro-batches): every step's loss and gradient
+ * norm within 1e-6 relative (1e-5 against the unpipelined run: dp's sums in another order). */
+Test(runtime_moe, pprun_ep2_trains_as_ep1, .timeout = 180)
+{
+    static const char *const models[] = {TINY_MIXTRAL, TINY_QWEN3_MOE};
+    for (int i = 0; i < 2; i++) {
+        char args[3][512];
+        snprintf(args[0], sizeof args[0], "%s" PPRUN_RUN " --dp 2", models[i]);
+        snprintf(args[1], sizeof args[1], "%s" PPRUN_RUN " --dp 2 --ep 2", models[i]);
+        snprintf(args[2], sizeof args[2],
+                 "%s --ranks 1 --microbatches 8 --seq 16 --steps 3 --lr 0.01 --seed 5", models[i]);
+        json_t *a = pp_test_pprun_json(args[0]), *b = pp_test_pprun_json(args[1]),
+               *c = pp_test_pprun_json(args[2]);
+        expect_same_steps(a, b, 3, 1e-6, models[i]);
+        expect_same_steps(a, c, 3, 1e-5, models[i]);
+        json_decref(a);
+        json_decref(b);
+        json_decref(c);
+    }
 }
 
 /* What pprun does not run with MoE or --ep: exit 2 and a line naming it. */
@@ -571,8 +663,6 @@ Test(runtime_moe, pprun_refusals_exit_2, .timeout = 60)
     } bad[] = {
         {PPRUN_ARGS " --dp 2 --ep 3", "must divide"},
         {PPRUN_ARGS " --dp 2 --ep 2 --tp 2", "--ep"},
-        {PPRUN_ARGS " --dp 2 --ep 2 --save-weights /nonexistent/w", "--ep 2"},
-        {PPRUN_ARGS " --recompute selective", "recomputation"},
         {"--model tiny --dp 2 --ep 2 --steps 1", "mixture-of-experts"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

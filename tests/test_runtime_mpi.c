@@ -290,35 +290,49 @@ Test(runtime_mpi, tp2_sp_uneven_vocabulary_tied_equals_threads, .timeout = 300)
 }
 
 /* --save-weights and --load-weights under MPI (runtime/weights_hf.c): the file rank 0 writes
- * from 2 pipeline x 2 tensor ranks in 4 processes is byte for byte the threads' file; loaded
- * into 2 pipeline ranks x dp 2 processes, one step at --lr 0 trains as the threads do and
- * saves the same file again. */
-Test(runtime_mpi, hf_weights_save_and_load_equal_threads, .timeout = 300)
+ * from the processes of layout `train` is byte for byte the threads' file; loaded under
+ * `load` (4 processes), one step at --lr 0 trains as the threads do and saves the same file
+ * again. Llama: 2 pipeline x 2 tensor ranks, loaded into 2 pipeline ranks x dp 2; the tiny
+ * Mixtral under expert parallelism (ep 2 of dp 2: replica 1's experts reach rank 0 from
+ * another process), loaded under ep 2 again. */
+static void hf_weights_equal_threads(const char *model, const char *train, const char *load)
 {
     need_mpi();
     char dir[] = "/tmp/pp_mpi_hfw_XXXXXX";
     cr_assert(mkdtemp(dir));
-    const char *train = "--model tiny-llama --ranks 2 --tp 2 --microbatches 4 --steps 2";
-    pp_test_run_result t = pp_test_run(PPRUN " %s --quiet --save-weights %s/t.safetensors", train,
-                                       dir);
+    pp_test_run_result t = pp_test_run(PPRUN " %s %s --quiet --save-weights %s/t.safetensors",
+                                       model, train, dir);
     cr_assert_eq(t.code, 0, "%s", t.err);
-    pp_test_run_result m = pp_test_run(MPIRUN " -np 4 " PPRUN " %s --quiet --save-weights "
+    pp_test_run_result m = pp_test_run(MPIRUN " -np 4 " PPRUN " %s %s --quiet --save-weights "
                                               "%s/m.safetensors",
-                                       train, dir);
+                                       model, train, dir);
     cr_assert_eq(m.code, 0, "%s", m.err);
     pp_test_run_result c = pp_test_run("cmp %s/t.safetensors %s/m.safetensors", dir, dir);
     cr_assert_eq(c.code, 0, "the file written under MPI differs from the threads': %s", c.out);
-    char args[512];
+    char args[1024];
     snprintf(args, sizeof args,
-             "--model tiny-llama --ranks 2 --dp 2 --microbatches 2 --steps 1 --lr 0 "
-             "--load-weights %s/t.safetensors --save-weights %s/back.safetensors",
-             dir, dir);
+             "%s %s --steps 1 --lr 0 --load-weights %s/t.safetensors --save-weights "
+             "%s/back.safetensors",
+             model, load, dir, dir);
     same_as_threads(args, 4, 4);
     pp_test_run_result b = pp_test_run("cmp %s/t.safetensors %s/back.safetensors", dir, dir);
     cr_assert_eq(b.code, 0, "loaded and saved under MPI, the parameters changed: %s", b.out);
     pp_test_run_done(&t), pp_test_run_done(&m), pp_test_run_done(&c), pp_test_run_done(&b);
     pp_test_run_result rm = pp_test_run("rm -rf %s", dir);
     pp_test_run_done(&rm);
+}
+
+Test(runtime_mpi, hf_weights_save_and_load_equal_threads, .timeout = 300)
+{
+    hf_weights_equal_threads("--model tiny-llama", "--ranks 2 --tp 2 --microbatches 4 --steps 2",
+                             "--ranks 2 --dp 2 --microbatches 2");
+}
+
+Test(runtime_mpi, moe_hf_weights_under_ep2_equal_threads, .timeout = 300)
+{
+    hf_weights_equal_threads("--model-config " PP_FIXTURES_DIR "/hf/tiny-mixtral.json --seq 16",
+                             "--ranks 2 --dp 2 --ep 2 --microbatches 2 --steps 2",
+                             "--ranks 2 --dp 2 --ep 2 --microbatches 2");
 }
 
 /* Rank 0's trace holds every action of every process's rank. */

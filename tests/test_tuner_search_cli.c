@@ -109,7 +109,8 @@ Test(tuner_search_cli, models_lists_presets_with_sizes)
  * the search plans it with expert parallelism (issue 28's done-when: Mixtral 8x7B on 16 nodes,
  * a leaderboard with ep, #1's expert parallelism stated, a profile 1.5 whose chosen config and
  * model carry ep and the experts, no pprun launch line on GPUs: pprun runs MoE layers on the
- * cpu backend only). */
+ * cpu backend only). (pprun runs Qwen3-MoE's block, its per-head q/k norm with the experts:
+ * runtime_moe/pprun_ep2_trains_as_ep1 with tests/fixtures/hf/tiny-qwen3-moe.json.) */
 Test(tuner_search_cli, mixture_of_experts_are_counted_planned_with_ep_and_no_gpu_launch)
 {
     char prof[] = "/tmp/pptune_moe_XXXXXX";

@@ -502,13 +502,12 @@ pp_status pp_tune_memory(const pp_tune_model *m, const pp_config *c, const pp_sc
         return PP_ERR(PP_ERR_INVALID, "memory model needs t, b, d >= 1 (got t=%d b=%d d=%d)",
                       c->t, c->b, c->d);
     if (!pp_tune_mixed_precision(o) && m->block.moe.experts > 0 &&
-        (c->t > 1 || c->cp > 1 || c->recompute != PP_RECOMPUTE_NONE ||
-         pp_model_check_runnable(&m->block) != PP_OK))
+        (c->t > 1 || c->cp > 1 || pp_model_check_runnable(&m->block) != PP_OK))
         return PP_ERR(PP_ERR_UNSUPPORTED,
                       "%s: a mixture-of-experts model in fp32 (the bundled runtime's plan): "
-                      "pprun runs MoE layers on the cpu backend without tp, cp or "
-                      "recomputation, of SwiGLU experts in every layer, so its memory plan has "
-                      "no other; plan it in bf16 for a GPU cluster", m->name);
+                      "pprun runs MoE layers on the cpu backend without tp or cp, of SwiGLU "
+                      "experts in every layer, so its memory plan has no other; plan it in "
+                      "bf16 for a GPU cluster", m->name);
     if (!pp_tune_mixed_precision(o)) /* what the bundled runtime runs: its own plan */
         return pp_tune_memory_runtime(m, c, s, o, mem);
     pp_mem_place pl;

@@ -116,7 +116,10 @@ static pp_status read_moe(json_t *o, const char *path, const char *type, pp_mode
         e->ffn = m->ffn;
         e->norm_topk = 1;
     } else {
-        PP_TRY(pp_json_file_int(o, path, "num_experts", 1, &e->experts));
+        /* Qwen's name, or the one transformers 5's save_pretrained writes
+         * (configuration_qwen3_moe.py's attribute_map: num_experts -> num_local_experts) */
+        static const char *const experts[] = {"num_experts", "num_local_experts", NULL};
+        PP_TRY(pp_json_file_int(o, path, hf_field(o, experts), 1, &e->experts));
         PP_TRY(pp_json_file_int(o, path, "moe_intermediate_size", 1, &e->ffn));
         PP_TRY(pp_json_file_bool(o, path, "norm_topk_prob", &e->norm_topk));
         PP_TRY(pp_json_file_int(o, path, "decoder_sparse_step", 0, &e->every));

@@ -122,7 +122,8 @@ static const pp_opt tail[] = {
              "or a folder with model.safetensors or a sharded one\n"
              "(model.safetensors.index.json); transformers' names:\n"
              "LlamaForCausalLM (Mistral, Qwen2, Qwen3) for the Llama\n"
-             "block, MixtralForCausalLM for its MoE block,\n"
+             "block, MixtralForCausalLM and Qwen3MoeForCausalLM for\n"
+             "their MoE blocks,\n"
              "GPT2LMHeadModel for GPT's; F32/BF16/F16; a missing,\n"
              "unexpected or misshapen tensor is refused; with --layers\n"
              "a checkpoint's blocks past the first L are skipped"},
@@ -314,12 +315,6 @@ int pprun_check_settings(const pprun_opts *o)
                     ax[i].pprun_cannot(&o->cfg, o->precision));
             return 2;
         }
-    if (o->cfg.ep > 1 && (o->save_every || o->resume || o->load_weights || o->save_weights)) {
-        fprintf(stderr, "pprun: --ep %d with --save-every / --resume / --load-weights / "
-                        "--save-weights: the experts' shards are not written or read yet\n",
-                o->cfg.ep);
-        return 2;
-    }
     return -1;
 }
 

@@ -26,7 +26,12 @@ against transformers itself (5.25.0, tests/py/hf.txt). Run by ctest as py_hf_wei
      0.02, output_router_logits) in one micro-batch of the 4 sequences, where transformers'
      load_balancing_loss_func (the layers' logits concatenated, the batch's tokens together)
      is pprun's per-layer, per-micro-batch form; and pprun's own --save-weights of a trained
-     Mixtral loads into MixtralForCausalLM cleanly with pprun's loss.
+     Mixtral loads into MixtralForCausalLM cleanly with pprun's loss, and
+ (g) the same three for Qwen3MoeForCausalLM (Qwen3's q/k norm and head_dim 16 with 4 experts of
+     width 24, top-2, every layer sparse; the names save_pretrained writes: mlp.gate.weight,
+     mlp.experts.E.gate_proj / up_proj / down_proj, fused into mlp.experts.gate_up_proj on
+     load): the top-k weights as the softmax gives them (norm_topk_prob false) in (g) and
+     renormalised in (g-aux) and (g-trained).
 The tokens are a Megatron indexed dataset written by megatron-core's IndexedDatasetBuilder:
 without --shuffle pprun's first step reads samples 0..N-1, sample i = tokens [i s, i s + s + 1).
 Tolerance: |pprun - transformers| <= 1e-5 x the loss (both fp32; the sums run in another order
@@ -46,7 +51,7 @@ import torch
 from megatron.core.datasets.indexed_dataset import IndexedDatasetBuilder
 from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
                           MixtralConfig, MixtralForCausalLM, Qwen2Config, Qwen2ForCausalLM,
-                          Qwen3Config, Qwen3ForCausalLM)
+                          Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM)
 
 PPRUN = sys.argv[1]
 TOL = 1e-5
@@ -196,6 +201,24 @@ def part_mixtral(tmp, data, windows):
            (("--ranks", "2"),))
 
 
+QWEN3_MOE = dict(vocab_size=256, hidden_size=32, intermediate_size=64, moe_intermediate_size=24,
+                 num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                 max_position_embeddings=64, rms_norm_eps=1e-6, num_experts=4,
+                 num_experts_per_tok=2, decoder_sparse_step=1, mlp_only_layers=[],
+                 norm_topk_prob=False, tie_word_embeddings=False, router_aux_loss_coef=0.0)
+
+
+def part_qwen3_moe(tmp, data, windows):
+    cls = Qwen3MoeForCausalLM
+    part_hf(tmp, data, windows, cls, Qwen3MoeConfig(**QWEN3_MOE), "g")
+    one = dict(QWEN3_MOE, num_hidden_layers=1, norm_topk_prob=True, router_aux_loss_coef=0.02,
+               output_router_logits=True)
+    part_hf(tmp, data, windows, cls, Qwen3MoeConfig(**one), "g-aux",
+            ("--ranks", "1", "--microbatches", "1", "--micro-batch-size", str(N)))
+    part_a(tmp, data, windows, cls, Qwen3MoeConfig(**dict(QWEN3_MOE, norm_topk_prob=True)),
+           "g-trained", (("--ranks", "2"),))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="pp-hf-")
     try:
@@ -217,6 +240,7 @@ def main():
         part_hf(tmp, data, windows, Qwen3ForCausalLM, qwen3, "e")
         part_a(tmp, data, windows, Qwen3ForCausalLM, qwen3, "e-trained")
         part_mixtral(tmp, data, windows)
+        part_qwen3_moe(tmp, data, windows)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"{results['passed']} passed, {results['failed']} failed")
