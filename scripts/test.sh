@@ -18,7 +18,13 @@ if [ "${PP_SKIP_SANITIZE:-0}" != 1 ]; then
   # CUDA code is compile-checked in the first pass; the sanitizer pass covers the host code.
   # the Python tests' venv (tests/py/venv.sh) lives under build/py-venv for both passes
   "$root/scripts/build.sh" "$root/build-asan" -DPP_SANITIZE=ON -DPP_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug
-  (cd "$root/build-asan" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+  # intercept_tls_get_addr=0: GCC 12's LeakSanitizer (Debian 12) reads a bogus dynamic-TLS
+  # range of the main thread after pptune's in-process probe of this machine and its tracer
+  # dies with SIGSEGV ("Tracer caught signal 11 ... DTLS 10 at 0x176-0x400001278") at exit, a
+  # crash of the leak checker itself, not a finding; without the interception LSan skips only
+  # the dynamic TLS of dlopen'ed libraries (seen with tests/fixtures/hf/tiny-qwen3.json on a
+  # --cluster local search; every other check stays on)
+  (cd "$root/build-asan" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:intercept_tls_get_addr=0 \
      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j "$jobs")
 fi
 echo "== all tests passed"
