@@ -163,7 +163,8 @@ Test(cuda_nccl, shard_optimizer_bf16_np4_dp2_equals_threads, .timeout = 300)
 
 /* Two processes on a node with one GPU: one clear line from rank 0, exit 2, no hang (the rank
  * without a device used to return alone and leave rank 0 waiting in the id exchange). */
-/* All-gather and reduce-scatter over NCCL (device buffers, tests/tp_coll_mpi.c --nccl) give
+/* All-gather, reduce-scatter and the all-to-all of expert parallelism over NCCL (device buffers,
+ * tests/tp_coll_mpi.c --nccl; the all-to-all's blocks also checked element by element) give
  * the MPI transport's bits (host buffers), which test_runtime_mpi.c holds to the threads'. */
 Test(cuda_nccl, tp_collectives_equal_mpi_bit_for_bit, .timeout = 300)
 {

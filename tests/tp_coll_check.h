@@ -4,7 +4,8 @@
  * transport's hashes (computed in the test) and the MPI transport's (tests/tp_coll_mpi.c under
  * mpirun) and the NCCL transport's under the CUDA emulation (tp_coll_mpi.c --nccl, built as
  * tp_coll_emu) must be equal bit for bit. Also checks, on the transport itself, that a
- * reduce-scatter equals the matching slice of an all-reduce of the same data.
+ * reduce-scatter equals the matching slice of an all-reduce of the same data, and that the
+ * all-to-all of expert parallelism (pp_transport_alltoallv) delivers every block where it goes.
  */
 #ifndef TP_COLL_CHECK_H
 #define TP_COLL_CHECK_H
@@ -15,7 +16,7 @@
 
 #include "pp_rt.h"
 
-enum { TP_COLL_N = 1100, TP_COLL_HASHES = 4 }; /* floats per part: more than one summing block */
+enum { TP_COLL_N = 1100, TP_COLL_HASHES = 5 }; /* floats per part: more than one summing block */
 
 /* Rank r's float i: values of mixed magnitude (1e7 on rank 0 every third element), so a sum
  * in another order would round differently. */
@@ -64,10 +65,55 @@ static inline void tp_host_copy(void *ctx, float *dst, const float *src, size_t 
 static const tp_coll_mem tp_coll_host = {NULL, tp_host_alloc, tp_host_release, tp_host_copy,
                                          tp_host_copy};
 
+/* Floats member i sends member j in the all-to-all check: blocks of uneven sizes, some empty
+ * (member 1's to itself among them), the others more than one NCCL chunk's worth. */
+static inline size_t tp_coll_a2a_n(int i, int j)
+{
+    return (size_t)((2 * i + j + 1) % 4) * 301;
+}
+
+/* The all-to-all over all `world` ranks (tag 6): member i's block for j holds
+ * tp_coll_val(i, 4096 j + k); checks what arrives on the host and hashes it into *h. */
+static inline pp_status tp_coll_check_alltoallv(pp_transport *t, const tp_coll_mem *mem,
+                                                const int *all, int rank, int world, uint64_t *h)
+{
+    size_t sb[32], rb[32], ns = 0, nr = 0;
+    for (int j = 0; j < world; j++) {
+        sb[j] = tp_coll_a2a_n(rank, j) * sizeof(float), ns += sb[j] / sizeof(float);
+        rb[j] = tp_coll_a2a_n(j, rank) * sizeof(float), nr += rb[j] / sizeof(float);
+    }
+    float *hs = (float *)malloc(ns * sizeof *hs), *hr = (float *)malloc(nr * sizeof *hr);
+    float *ds = mem->alloc(mem->ctx, ns), *dr = mem->alloc(mem->ctx, nr);
+    pp_status st = hs && hr && ds && dr ? PP_OK : PP_ERR_NOMEM;
+    for (int j = 0, o = 0; st == PP_OK && j < world; j++)
+        for (size_t k = 0; k < tp_coll_a2a_n(rank, j); k++)
+            hs[o++] = tp_coll_val(rank, 4096 * (size_t)j + k);
+    if (st == PP_OK) {
+        mem->put(mem->ctx, ds, hs, ns);
+        st = pp_transport_alltoallv(t, rank, all, world, 6, ds, sb, dr, rb);
+    }
+    if (st == PP_OK) {
+        mem->get(mem->ctx, hr, dr, nr);
+        for (int i = 0, o = 0; st == PP_OK && i < world; i++)
+            for (size_t k = 0; k < tp_coll_a2a_n(i, rank); k++, o++)
+                if (hr[o] != tp_coll_val(i, 4096 * (size_t)rank + k))
+                    st = PP_ERR(PP_ERR_CHECK, "rank %d: the all-to-all's block from %d differs "
+                                "at float %zu", rank, i, k);
+        *h = tp_coll_hash(hr, nr);
+    }
+    if (ds)
+        mem->release(mem->ctx, ds, ns);
+    if (dr)
+        mem->release(mem->ctx, dr, nr);
+    free(hs);
+    free(hr);
+    return st;
+}
+
 /* Runs, as `rank` of `world` ranks (world even, 2..32), with buffers in `mem`: over all ranks
  * an all-gather (hash 0) and a reduce-scatter (hash 1, checked against an all-reduce's slice);
  * over the ranks of this rank's parity (a tensor group of a strided placement), the same two
- * in place (hashes 2 and 3). Returns PP_OK, a transport error, or PP_ERR_CHECK (the message
+ * in place (hashes 2 and 3); and the all-to-all over all ranks (hash 4). Returns PP_OK, a transport error, or PP_ERR_CHECK (the message
  * says which) when the reduce-scatter differs from the all-reduce. */
 static inline pp_status tp_coll_check_rank(pp_transport *t, const tp_coll_mem *mem, int rank,
                                            int world, uint64_t h[TP_COLL_HASHES])
@@ -129,6 +175,8 @@ static inline pp_status tp_coll_check_rank(pp_transport *t, const tp_coll_mem *m
         mem->get(mem->ctx, hp, full + me, n);
         h[3] = tp_coll_hash(hp, n);
     }
+    if (st == PP_OK)
+        st = tp_coll_check_alltoallv(t, mem, all, rank, world, &h[4]);
     if (part)
         mem->release(mem->ctx, part, n);
     if (full)

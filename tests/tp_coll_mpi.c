@@ -1,5 +1,5 @@
 /* tp_coll_mpi.c — the process side of tests/tp_coll_check.h: run under `mpirun -np W`, every
- * rank runs the check and prints one line "rank R H0 H1 H2 H3" (hex hashes). Plain: on the MPI
+ * rank runs the check and prints one line "rank R H0 H1 H2 H3 H4" (hex hashes). Plain: on the MPI
  * transport with host buffers (test_runtime_mpi.c compares the lines with the thread
  * transport's). `--nccl`: on the NCCL transport with the buffers in a CUDA backend on device R
  * (one node; built against the CUDA emulation as tp_coll_emu, test_cuda_nccl.c compares the
@@ -64,8 +64,9 @@ int main(int argc, char **argv)
         st = pp_backend_sync(be);
     if (st != PP_OK)
         return failed(boot, nccl ? "nccl" : "mpi");
-    printf("rank %d %016llx %016llx %016llx %016llx\n", rank, (unsigned long long)h[0],
-           (unsigned long long)h[1], (unsigned long long)h[2], (unsigned long long)h[3]);
+    printf("rank %d %016llx %016llx %016llx %016llx %016llx\n", rank, (unsigned long long)h[0],
+           (unsigned long long)h[1], (unsigned long long)h[2], (unsigned long long)h[3],
+           (unsigned long long)h[4]);
     fflush(stdout);
     pp_transport_barrier(boot, rank);
     if (t) {

@@ -530,7 +530,8 @@ static void n_destroy(void *ctx)
 static const pp_transport_ops nccl_ops = {
     n_send, n_recv, n_iallreduce, n_wait, n_barrier, n_flush, n_abort, n_destroy, n_bind,
     n_set_watchdog, n_allgather, n_reduce_scatter, n_alltoallv,
-    NULL, NULL, /* send_held, release_held: plain sends (no context parallelism on CUDA) */
+    NULL, NULL, /* send_held, release_held: plain sends (holding is for the host transports'
+                   in-process message copies, which the memory plan counts) */
 };
 
 /* Rank 0's n unique ids to every rank, over the boot transport. */
