@@ -591,6 +591,36 @@ Test(tuner_search_cli, a_qwen3_config_json_search_trials_its_block)
     rmdir(dir);
 }
 
+/* A MixtralForCausalLM config.json (tests/fixtures/hf/tiny-mixtral.json: 4 experts, top-2): a
+ * search of this machine plans the MoE block with the runtime's own plan, trials it in pprun
+ * (the experts in what it trained), measures the peak it predicted to the byte, and prints a
+ * launch line for it. */
+Test(tuner_search_cli, a_mixtral_config_json_search_trials_its_experts)
+{
+    char dir[] = "/tmp/pptune_mixtralsearch_XXXXXX";
+    pp_test_run_result r = hf_search(dir, PP_FIXTURES_DIR, "hf/tiny-mixtral.json", 1);
+    char path[600], abs[4096];
+    cr_assert(realpath(PP_FIXTURES_DIR "/hf/tiny-mixtral.json", abs));
+    json_t *p;
+    const char *ran = trial_model(dir, path, sizeof path, &p, r.out);
+    cr_assert(ran && strstr(ran, "experts: 4 of width 48, top-2"), "the trial trained %s",
+              ran ? ran : "(nothing recorded)");
+    json_t *chosen = json_object_get(p, "chosen");
+    double measured = json_number_value(json_object_get(json_object_get(chosen, "measured"),
+                                                        "peak_bytes"));
+    double predicted = json_number_value(
+        json_object_get(json_object_get(chosen, "predicted"), "peak_bytes_per_rank_max"));
+    cr_assert(measured > 0 && measured == predicted, "measured %.0f B, predicted %.0f B", measured,
+              predicted);
+    char want[4200];
+    snprintf(want, sizeof want, "\nlaunch: pprun --model-config %s ", abs);
+    cr_assert(strstr(r.out, want), "%s", r.out);
+    json_decref(p);
+    pp_test_run_done(&r);
+    unlink(path);
+    rmdir(dir);
+}
+
 /* The profile's config.json is checked where pprun reads it again: pprun --profile trains the
  * file while it is the one the search read, and both pprun --profile and the pprun export refuse
  * it once changed (exit 2, the file and both digests named); the export names it by path. */
