@@ -49,7 +49,7 @@ pp_status pp_export_stages(const pp_profile *p, int *stages)
 pp_status pp_export_stage_layers(const pp_profile *p, int *layers, int *stages)
 {
     const pp_config *c = &p->chosen.config;
-    int S, begin[PP_EXPORT_MAX_STAGES + 1];
+    int S = 0, begin[PP_EXPORT_MAX_STAGES + 1];
     PP_TRY(pp_export_stages(p, &S));
     pp_sched_params sp;
     pp_config_sched_params(c, p->model.layers, &sp);

@@ -83,7 +83,7 @@ pp_status pp_ex_send(pp_rt_executor *ex, rank_state *rs, int to, uint64_t tag, c
 {
     if (!ex->staged)
         return pp_transport_send(ex->tp, rs->g, to, tag, buf, bytes);
-    void *h;
+    void *h = NULL;
     PP_TRY(stage_buf(rs, bytes, &h));
     PP_TRY(rs->be->ops->download(rs->be->ctx, h, buf, bytes));
     return pp_transport_send(ex->tp, rs->g, to, tag, h, bytes);
@@ -94,7 +94,7 @@ pp_status pp_ex_recv(pp_rt_executor *ex, rank_state *rs, int from, uint64_t tag,
 {
     if (!ex->staged)
         return pp_transport_recv(ex->tp, rs->g, from, tag, buf, bytes);
-    void *h;
+    void *h = NULL;
     PP_TRY(stage_buf(rs, bytes, &h));
     PP_TRY(pp_transport_recv(ex->tp, rs->g, from, tag, h, bytes));
     return rs->be->ops->upload(rs->be->ctx, buf, h, bytes);

@@ -179,7 +179,7 @@ static pp_status do_weight(pp_rt_executor *ex, rank_state *rs, const pp_action *
 
 static pp_status do_recv(pp_rt_executor *ex, rank_state *rs, const pp_action *a, int fwd)
 {
-    void *buf;
+    void *buf = NULL;
     PP_TRY(comm_alloc(ex, rs, &buf));
     int peer = ex_global(ex, rs->replica, a->peer, rs->tpr);
     uint64_t tag = pp_transport_tag(a->pipe, a->stage, a->mb, !fwd);
@@ -193,7 +193,7 @@ static pp_status do_recv(pp_rt_executor *ex, rank_state *rs, const pp_action *a,
 
 static pp_status do_send(pp_rt_executor *ex, rank_state *rs, const pp_action *a, int fwd)
 {
-    void *buf;
+    void *buf = NULL;
     PP_TRY(slot_take(ex, rs, a, fwd ? SLOT_X_OUT : SLOT_DX, &buf));
     int peer = ex_global(ex, rs->replica, a->peer, rs->tpr);
     /* tagged with the stage that receives it */

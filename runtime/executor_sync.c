@@ -419,8 +419,8 @@ pp_status pp_ex_check_reduces(pp_rt_executor *ex)
         int n_first = 0;
         pp_status st = PP_OK;
         for (int i = 0; i < rd->n_ranks && st == PP_OK; i++) {
-            gref *v;
-            int n;
+            gref *v = NULL;
+            int n = 0;
             st = collect_reduce(ex, 0, 0, rd->ranks[i], id, &v, &n);
             if (st != PP_OK)
                 break;

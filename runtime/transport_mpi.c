@@ -364,7 +364,7 @@ static pp_status reclaim(mctx *c, int wait)
 
 static pp_status send_msg(mctx *c, int to, uint64_t tag, const void *buf, size_t bytes, int held)
 {
-    int mt;
+    int mt = 0;
     PP_TRY(mpi_tag(tag, &mt));
     PP_TRY(check_count(bytes, "message"));
     if (!held)
@@ -414,7 +414,7 @@ static pp_status m_release_held(void *ctx, int rank)
 static pp_status m_recv(void *ctx, int to, int from, uint64_t tag, void *buf, size_t bytes)
 {
     mctx *c = ctx;
-    int mt, got = 0;
+    int mt = 0, got = 0;
     PP_TRY(mpi_tag(tag, &mt));
     PP_TRY(check_count(bytes, "message"));
     /* Probe first: a message of another size is reported as such (MPI would truncate). */
@@ -494,7 +494,7 @@ static pp_status m_iallreduce(void *ctx, int rank, const int *group, int n_group
                               float *data, size_t n, pp_transport_req **req)
 {
     mctx *c = ctx;
-    int mt;
+    int mt = 0;
     PP_TRY(mpi_tag(tag | 1ull << 63, &mt));
     PP_TRY(check_count(n, "all-reduce"));
     pp_transport_req *q = calloc(1, sizeof *q);
@@ -676,7 +676,7 @@ static pp_status star_member(mctx *c, const star_op *op, int root, int n_group, 
 static pp_status m_star(mctx *c, int rank, const int *group, int n_group, uint64_t tag,
                         const star_op *op)
 {
-    int mt;
+    int mt = 0;
     PP_TRY(mpi_tag(tag | 1ull << 63, &mt));
     PP_TRY(check_count(op->n * (size_t)n_group, op->gather ? "all-gather" : "reduce-scatter"));
     if (rank == group[0])
@@ -706,7 +706,7 @@ static pp_status m_alltoallv(void *ctx, int rank, const int *group, int n_group,
                              const size_t *recv_bytes)
 {
     mctx *c = ctx;
-    int mt;
+    int mt = 0;
     PP_TRY(mpi_tag(tag | 1ull << 63, &mt));
     MPI_Request *reqs = calloc((size_t)n_group * 2, sizeof *reqs);
     MPI_Status *sts = calloc((size_t)n_group * 2, sizeof *sts);

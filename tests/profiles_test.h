@@ -129,10 +129,13 @@ static inline void pt_tree_walk(const char *dir, const char *rel, char *out, siz
         const char *nm = ents[i]->d_name;
         if (strcmp(nm, ".") && strcmp(nm, "..")) {
             char path[1024], r[1024];
-            snprintf(path, sizeof path, "%s/%s", dir, nm);
-            snprintf(r, sizeof r, "%s%s%s", rel, *rel ? "/" : "", nm);
+            int lp = snprintf(path, sizeof path, "%s/%s", dir, nm);
+            int lr = snprintf(r, sizeof r, "%s%s%s", rel, *rel ? "/" : "", nm);
             struct stat st;
-            if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+            if (lp >= (int)sizeof path || lr >= (int)sizeof r) /* a path too long: listed so */
+                snprintf(out + strlen(out), n - strlen(out), "(a path over 1 KiB under %s)\n",
+                         dir);
+            else if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
                 snprintf(out + strlen(out), n - strlen(out), "%s/\n", r);
                 pt_tree_walk(path, r, out, n);
             } else {

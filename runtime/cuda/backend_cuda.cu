@@ -468,14 +468,14 @@ static pp_status cuda_ctx_of(pp_backend *be, pp_cuda_ctx **out)
 
 extern "C" pp_status pp_backend_cuda_sync(pp_backend *be)
 {
-    pp_cuda_ctx *cx;
+    pp_cuda_ctx *cx = NULL;
     PP_TRY(cuda_ctx_of(be, &cx));
     return cuda_sync(cx);
 }
 
 extern "C" pp_status pp_backend_cuda_timer_start(pp_backend *be)
 {
-    pp_cuda_ctx *cx;
+    pp_cuda_ctx *cx = NULL;
     PP_TRY(cuda_ctx_of(be, &cx));
     PP_CUDA_TRY(cudaEventRecord(cx->ev_start, cx->stream));
     return PP_OK;
@@ -483,7 +483,7 @@ extern "C" pp_status pp_backend_cuda_timer_start(pp_backend *be)
 
 extern "C" pp_status pp_backend_cuda_timer_stop(pp_backend *be, double *ms)
 {
-    pp_cuda_ctx *cx;
+    pp_cuda_ctx *cx = NULL;
     float f = 0.0f;
     PP_TRY(cuda_ctx_of(be, &cx));
     PP_CUDA_TRY(cudaEventRecord(cx->ev_stop, cx->stream));
@@ -496,7 +496,7 @@ extern "C" pp_status pp_backend_cuda_timer_stop(pp_backend *be, double *ms)
 extern "C" pp_status pp_backend_cuda_mem_info(pp_backend *be, size_t *free_bytes,
                                               size_t *total_bytes)
 {
-    pp_cuda_ctx *cx;
+    pp_cuda_ctx *cx = NULL;
     PP_TRY(cuda_ctx_of(be, &cx));
     return cuda_mem_info(cx, free_bytes, total_bytes);
 }
@@ -504,7 +504,7 @@ extern "C" pp_status pp_backend_cuda_mem_info(pp_backend *be, size_t *free_bytes
 extern "C" pp_status pp_backend_cuda_streams(pp_backend *be, int *device, void **compute,
                                              void **comm)
 {
-    pp_cuda_ctx *cx;
+    pp_cuda_ctx *cx = NULL;
     PP_TRY(cuda_ctx_of(be, &cx));
     *device = cx->device;
     *compute = (void *)cx->stream;
