@@ -568,20 +568,29 @@ Test(tuner_search_cli, a_config_json_search_trials_its_llama_block_and_its_launc
     rmdir(dir);
 }
 
-/* A Qwen3ForCausalLM config.json (tests/fixtures/hf/tiny-qwen3.json: the per-head q/k RMSNorm,
- * head_dim 16 for hidden 32 / 4 heads): the search trials Qwen3's block in pprun and prints its
- * launch line. */
-Test(tuner_search_cli, a_qwen3_config_json_search_trials_its_block)
+/* A search of this machine for the config.json fixture hf/NAME.json: its one trial trains the
+ * block the file describes (pprun's own description of it holds every `needs`, NULL-ended),
+ * measures the peak the search predicted (the runtime's plan) to the byte, and the search
+ * prints a pprun launch line for the file. */
+static void expect_config_search_trials(const char *name, const char *const *needs)
 {
-    char dir[] = "/tmp/pptune_qwen3search_XXXXXX";
-    pp_test_run_result r = hf_search(dir, PP_FIXTURES_DIR, "hf/tiny-qwen3.json", 1);
-    char path[600], abs[4096];
-    cr_assert(realpath(PP_FIXTURES_DIR "/hf/tiny-qwen3.json", abs));
+    char dir[] = "/tmp/pptune_cfgsearch_XXXXXX", rel[256], fixture[1024], path[600], abs[4096];
+    snprintf(rel, sizeof rel, "hf/%s.json", name);
+    snprintf(fixture, sizeof fixture, PP_FIXTURES_DIR "/%s", rel);
+    pp_test_run_result r = hf_search(dir, PP_FIXTURES_DIR, rel, 1);
+    cr_assert(realpath(fixture, abs));
     json_t *p;
     const char *ran = trial_model(dir, path, sizeof path, &p, r.out);
-    cr_assert(ran && strstr(ran, "q/k RMSNorm") && strstr(ran, "head_dim 16") &&
-                  strstr(ran, "2 KV heads"),
-              "the trial trained %s", ran ? ran : "(nothing recorded)");
+    for (const char *const *n = needs; *n; n++)
+        cr_assert(ran && strstr(ran, *n), "%s: the trial trained %s, without \"%s\"", name,
+                  ran ? ran : "(nothing recorded)", *n);
+    json_t *chosen = json_object_get(p, "chosen");
+    double measured = json_number_value(json_object_get(json_object_get(chosen, "measured"),
+                                                        "peak_bytes"));
+    double predicted = json_number_value(
+        json_object_get(json_object_get(chosen, "predicted"), "peak_bytes_per_rank_max"));
+    cr_assert(measured > 0 && measured == predicted, "%s: measured %.0f B, predicted %.0f B",
+              name, measured, predicted);
     char want[4200];
     snprintf(want, sizeof want, "\nlaunch: pprun --model-config %s ", abs);
     cr_assert(strstr(r.out, want), "%s", r.out);
@@ -591,34 +600,20 @@ Test(tuner_search_cli, a_qwen3_config_json_search_trials_its_block)
     rmdir(dir);
 }
 
-/* A MixtralForCausalLM config.json (tests/fixtures/hf/tiny-mixtral.json: 4 experts, top-2): a
- * search of this machine plans the MoE block with the runtime's own plan, trials it in pprun
- * (the experts in what it trained), measures the peak it predicted to the byte, and prints a
- * launch line for it. */
+/* A Qwen3ForCausalLM config.json (tests/fixtures/hf/tiny-qwen3.json: the per-head q/k RMSNorm,
+ * head_dim 16 for hidden 32 / 4 heads): the search trials Qwen3's block. */
+Test(tuner_search_cli, a_qwen3_config_json_search_trials_its_block)
+{
+    static const char *const needs[] = {"q/k RMSNorm", "head_dim 16", "2 KV heads", NULL};
+    expect_config_search_trials("tiny-qwen3", needs);
+}
+
+/* A MixtralForCausalLM config.json (tests/fixtures/hf/tiny-mixtral.json: 4 experts, top-2): the
+ * search plans the MoE block with the runtime's own plan and trials its experts. */
 Test(tuner_search_cli, a_mixtral_config_json_search_trials_its_experts)
 {
-    char dir[] = "/tmp/pptune_mixtralsearch_XXXXXX";
-    pp_test_run_result r = hf_search(dir, PP_FIXTURES_DIR, "hf/tiny-mixtral.json", 1);
-    char path[600], abs[4096];
-    cr_assert(realpath(PP_FIXTURES_DIR "/hf/tiny-mixtral.json", abs));
-    json_t *p;
-    const char *ran = trial_model(dir, path, sizeof path, &p, r.out);
-    cr_assert(ran && strstr(ran, "experts: 4 of width 48, top-2"), "the trial trained %s",
-              ran ? ran : "(nothing recorded)");
-    json_t *chosen = json_object_get(p, "chosen");
-    double measured = json_number_value(json_object_get(json_object_get(chosen, "measured"),
-                                                        "peak_bytes"));
-    double predicted = json_number_value(
-        json_object_get(json_object_get(chosen, "predicted"), "peak_bytes_per_rank_max"));
-    cr_assert(measured > 0 && measured == predicted, "measured %.0f B, predicted %.0f B", measured,
-              predicted);
-    char want[4200];
-    snprintf(want, sizeof want, "\nlaunch: pprun --model-config %s ", abs);
-    cr_assert(strstr(r.out, want), "%s", r.out);
-    json_decref(p);
-    pp_test_run_done(&r);
-    unlink(path);
-    rmdir(dir);
+    static const char *const needs[] = {"experts: 4 of width 48, top-2", NULL};
+    expect_config_search_trials("tiny-mixtral", needs);
 }
 
 /* The profile's config.json is checked where pprun reads it again: pprun --profile trains the
