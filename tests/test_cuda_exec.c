@@ -56,6 +56,26 @@ static double rel(double got, double ref)
     return fabs(got - ref) / fmax(fabs(ref), 1e-30);
 }
 
+/* Two more (updating) steps of ex on batches b, then every rank's measured peaks equal its
+ * plan to the byte, category by category (what names the case). */
+static void two_steps_plan_equals_measured(pp_rt_executor *ex, const int32_t *b, const char *what)
+{
+    pp_rt_step_result r;
+    EBP_OK(pp_rt_executor_step(ex, b, 1, &r));
+    EBP_OK(pp_rt_executor_step(ex, b, 1, &r));
+    cr_expect(pp_rt_executor_plan_is_exact(ex));
+    pp_mem_stats got[8];
+    cr_assert_leq(pp_rt_executor_ranks(ex), 8);
+    EBP_OK(pp_rt_executor_mem_stats(ex, got));
+    for (int g = 0; g < pp_rt_executor_ranks(ex); g++) {
+        const pp_rt_plan_rank *pl = pp_rt_executor_plan(ex, g);
+        for (int c = 0; c < PP_MEM__COUNT; c++)
+            cr_expect_eq(pl->peak[c], got[g].peak[c], "%s rank %d: %s peak: plan %zu, measured %zu",
+                         what, g, pp_mem_category_name((pp_mem_category)c), pl->peak[c],
+                         got[g].peak[c]);
+    }
+}
+
 /* Tensor parallelism on CUDA backends: 1f1b with t = 2 (4 ranks, each a CUDA fp32 backend;
  * the shards initialised on the host, the all-reduces staged through host memory) against
  * the CPU run with t = 1: one step's loss and gradient norm within 1e-4 relative. With
@@ -96,20 +116,7 @@ static void tensor_parallel_matches_cpu(int seqpar)
               rc.grad_norm);
     cr_expect_gt(rg.tp_bytes[0], 0);
     if (seqpar) {
-        EBP_OK(pp_rt_executor_step(gpu, b, 1, &rg));
-        EBP_OK(pp_rt_executor_step(gpu, b, 1, &rg));
-        cr_expect(pp_rt_executor_plan_is_exact(gpu));
-        pp_mem_stats got[8];
-        cr_assert_leq(pp_rt_executor_ranks(gpu), 8);
-        EBP_OK(pp_rt_executor_mem_stats(gpu, got));
-        for (int g = 0; g < pp_rt_executor_ranks(gpu); g++) {
-            const pp_rt_plan_rank *pl = pp_rt_executor_plan(gpu, g);
-            for (int c = 0; c < PP_MEM__COUNT; c++)
-                cr_expect_eq(pl->peak[c], got[g].peak[c],
-                             "%s rank %d: %s peak: plan %zu, measured %zu", what, g,
-                             pp_mem_category_name((pp_mem_category)c), pl->peak[c],
-                             got[g].peak[c]);
-        }
+        two_steps_plan_equals_measured(gpu, b, what);
     }
     free(b);
     pp_rt_executor_destroy(gpu);
@@ -154,19 +161,7 @@ static void context_parallel_matches_cpu(int prec, double tol)
               "%s: gradient norm %.9g on cuda vs %.9g on cpu", what, rg.grad_norm, rc.grad_norm);
     cr_log_info("%s: loss %.9g on cuda vs %.9g on cpu, gradient norm %.9g vs %.9g", what, rg.loss,
                 rc.loss, rg.grad_norm, rc.grad_norm);
-    EBP_OK(pp_rt_executor_step(gpu, b, 1, &rg));
-    EBP_OK(pp_rt_executor_step(gpu, b, 1, &rg));
-    cr_expect(pp_rt_executor_plan_is_exact(gpu));
-    pp_mem_stats got[8];
-    cr_assert_leq(pp_rt_executor_ranks(gpu), 8);
-    EBP_OK(pp_rt_executor_mem_stats(gpu, got));
-    for (int g = 0; g < pp_rt_executor_ranks(gpu); g++) {
-        const pp_rt_plan_rank *pl = pp_rt_executor_plan(gpu, g);
-        for (int c = 0; c < PP_MEM__COUNT; c++)
-            cr_expect_eq(pl->peak[c], got[g].peak[c], "%s rank %d: %s peak: plan %zu, measured %zu",
-                         what, g, pp_mem_category_name((pp_mem_category)c), pl->peak[c],
-                         got[g].peak[c]);
-    }
+    two_steps_plan_equals_measured(gpu, b, what);
     free(b);
     pp_rt_executor_destroy(gpu);
     pp_rt_executor_destroy(cpu);
