@@ -3,6 +3,7 @@
  * clear line and exit 2. Runs the built pptune. */
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -584,13 +585,34 @@ static void expect_config_search_trials(const char *name, const char *const *nee
     for (const char *const *n = needs; *n; n++)
         cr_assert(ran && strstr(ran, *n), "%s: the trial trained %s, without \"%s\"", name,
                   ran ? ran : "(nothing recorded)", *n);
-    json_t *chosen = json_object_get(p, "chosen");
+    json_t *chosen = json_object_get(p, "chosen"), *cfg = json_object_get(chosen, "config");
     double measured = json_number_value(json_object_get(json_object_get(chosen, "measured"),
                                                         "peak_bytes"));
     double predicted = json_number_value(
         json_object_get(json_object_get(chosen, "predicted"), "peak_bytes_per_rank_max"));
-    cr_assert(measured > 0 && measured == predicted, "%s: measured %.0f B, predicted %.0f B",
-              name, measured, predicted);
+    /* Every byte the plan places by program order is exact; the in-process transport's copy of
+     * a pipeline message lives on the sender until the receiver takes it, which the plan can
+     * only predict from a simulated timeline (runtime/plan/pp_rt_plan.h), and which the OS
+     * decides on a loaded machine. So with p = 1 (no pipeline messages) the peak is equal to
+     * the byte, and with p > 1 it differs by whole message copies (b x seq x hidden fp32
+     * values: no sequence or context parallelism in these trials), at most one per send. */
+    long pipe = json_integer_value(json_object_get(cfg, "p"));
+    long b = json_integer_value(json_object_get(cfg, "b"));
+    long nmb = json_integer_value(json_object_get(cfg, "N"));
+    json_t *model = json_object_get(p, "model");
+    double io = 4.0 * (double)b * (double)json_integer_value(json_object_get(model, "seq")) *
+                (double)json_integer_value(json_object_get(model, "hidden"));
+    double diff = measured - predicted;
+    cr_assert(measured > 0 && io > 0 && !json_is_true(json_object_get(cfg, "sequence_parallel")) &&
+                  json_integer_value(json_object_get(cfg, "cp")) == 1,
+              "%s: a trial with sequence or context parallelism (not this test's case)", name);
+    if (pipe == 1)
+        cr_assert(diff == 0, "%s: measured %.0f B, predicted %.0f B", name, measured, predicted);
+    else
+        cr_assert(fmod(fabs(diff), io) == 0 && fabs(diff) <= 2 * nmb * io,
+                  "%s (p = %ld): measured %.0f B, predicted %.0f B, not within whole message "
+                  "copies of %.0f B",
+                  name, pipe, measured, predicted, io);
     char want[4200];
     snprintf(want, sizeof want, "\nlaunch: pprun --model-config %s ", abs);
     cr_assert(strstr(r.out, want), "%s", r.out);
