@@ -253,6 +253,11 @@ int pp_sched_desc_period(const pp_sched_desc *d, const pp_sched_params *p);
 pp_status pp_sched_desc_check(const pp_sched_desc *d, const pp_sched_params *p);
 /* Looks up `kind`, generates, lowers communication; the result passes pp_sched_check. */
 pp_status pp_sched_generate(const char *kind, const pp_sched_params *p, pp_sched **out);
+/* pp_sched_generate without the lowering: the compute actions (and REDUCEs) only, in the
+ * order pp_sched_generate gives them; pp_sched_lower_comms on it later gives the same schedule
+ * as pp_sched_generate (what the in-flight walks read needs no SEND/RECV: the tuner lowers
+ * only the schedules it simulates). */
+pp_status pp_sched_generate_compute(const char *kind, const pp_sched_params *p, pp_sched **out);
 
 /* ---- The budget of one schedule -------------------------------------------------------------
  * Every micro-batch visits every stage of its pipe (a forward and a backward there), so a
@@ -274,6 +279,12 @@ pp_status pp_sched_create(const char *kind, int ranks, int microbatches, int chu
 void pp_sched_destroy(pp_sched *s);
 /* Deep copy. */
 pp_status pp_sched_clone(const pp_sched *s, pp_sched **out);
+/* Splits s's layers (s->layers) over its stages by split instead (the same split in each pipe,
+ * as pp_sched_create does). A generator's order and placement do not depend on the split
+ * (tests/test_sched_gen.c checks every registered one), so a generated schedule resplit is the
+ * one its generator gives with that split. PP_ERR_INVALID (s unchanged) where it does not
+ * apply. */
+pp_status pp_sched_resplit(pp_sched *s, const pp_sched_split *split);
 
 /* Splits L layers over S stages into begin offsets begin[0..S] (begin[S] = L). split NULL or
  * even: every stage L/S (L % S must be 0). Uneven (Llama 3): first and last stage one layer

@@ -196,7 +196,7 @@ pp_status pp_sched_desc_check(const pp_sched_desc *d, const pp_sched_params *p)
     return PP_OK;
 }
 
-pp_status pp_sched_generate(const char *kind, const pp_sched_params *p, pp_sched **out)
+pp_status pp_sched_generate_compute(const char *kind, const pp_sched_params *p, pp_sched **out)
 {
     *out = NULL;
     const pp_sched_desc *d = pp_sched_find(kind);
@@ -206,8 +206,14 @@ pp_status pp_sched_generate(const char *kind, const pp_sched_params *p, pp_sched
     pp_sched_params q = *p;
     q.chunks = pp_sched_desc_chunks(d, p->chunks);
     q.group = pp_sched_desc_group(d, p->ranks, p->group);
+    return d->generate(&q, out);
+}
+
+pp_status pp_sched_generate(const char *kind, const pp_sched_params *p, pp_sched **out)
+{
+    *out = NULL;
     pp_sched *s = NULL;
-    PP_TRY(d->generate(&q, &s));
+    PP_TRY(pp_sched_generate_compute(kind, p, &s));
     pp_status st = pp_sched_lower_comms(s);
     if (st != PP_OK) {
         pp_sched_destroy(s);

@@ -116,6 +116,17 @@ pp_status pp_sched_budget_check(int ranks, int microbatches, int chunks)
     return PP_OK;
 }
 
+/* Stage k of each pipe holds layers [begin[k], begin[k + 1]). */
+static void set_layers(pp_sched *s, const int *begin)
+{
+    for (int p = 0; p < s->n_pipes; p++)
+        for (int k = 0; k < s->stages_per_pipe; k++) {
+            pp_stage *g = pp_sched_stage(s, p, k);
+            g->layer_begin = begin[k];
+            g->layer_end = begin[k + 1];
+        }
+}
+
 pp_status pp_sched_create(const char *kind, int ranks, int microbatches, int chunks, int n_pipes,
                           int layers, const pp_sched_split *split, pp_sched **out)
 {
@@ -164,15 +175,24 @@ pp_status pp_sched_create(const char *kind, int ranks, int microbatches, int chu
         return PP_ERR_NOMEM;
     }
     for (int p = 0; p < n_pipes; p++)
-        for (int k = 0; k < S; k++) {
-            pp_stage *g = pp_sched_stage(s, p, k);
-            g->rank = -1;
-            g->layer_begin = begin[k];
-            g->layer_end = begin[k + 1];
-        }
+        for (int k = 0; k < S; k++)
+            pp_sched_stage(s, p, k)->rank = -1;
+    set_layers(s, begin);
     free(begin);
     *out = s;
     return PP_OK;
+}
+
+pp_status pp_sched_resplit(pp_sched *s, const pp_sched_split *split)
+{
+    int *begin = pp_calloc((size_t)s->stages_per_pipe + 1, sizeof *begin);
+    if (!begin)
+        return PP_ERR_NOMEM;
+    pp_status st = pp_sched_split_layers(s->layers, s->stages_per_pipe, split, begin);
+    if (st == PP_OK)
+        set_layers(s, begin);
+    free(begin);
+    return st == PP_OK ? PP_OK : pp_err_trace(st, __FILE__, __LINE__);
 }
 
 void pp_sched_destroy(pp_sched *s)

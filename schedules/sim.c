@@ -44,8 +44,15 @@ typedef struct {
     int K;                   /* lanes: cost tables run at once (times below: [... * K + lane]) */
     int D, S, N;
     size_t nk;               /* keys: n_pipes * S * N */
-    double *arrival;         /* [2 * nk * K] data arrival of RECV_F (first nk) and RECV_B, by
-                                the receiving (pipe, stage, mb) */
+    /* data arrival of a message sent and not yet received: K doubles in a pool entry, the
+     * entry of slot (RECV_F: the first nk, then RECV_B, by the receiving (pipe, stage, mb)) in
+     * at[slot] from its SEND to its RECV, which returns it to the free stack. Entries in use
+     * are the messages in flight, few next to the slots (2 x nk x K doubles, tens of MiB for a
+     * 1T model's schedule, would be touched once each per pass) */
+    int *at;                 /* [2 * nk] read only once sent */
+    double *pool;            /* [cap_pool * K] */
+    int *free_entry;         /* [cap_pool] the entries not in use, n_free of them */
+    int n_pool, cap_pool, n_free;
     uint8_t *sent;           /* [2 * nk] the SEND of that slot has run */
     uint8_t *received;       /* [2 * nk] the RECV of that slot has run */
     double *link_free;       /* [D * D * K] when directed link src*D+dst is free again */
@@ -281,7 +288,27 @@ static pp_status compute(sim *x, int r, int i, const pp_action *a)
     return PP_OK;
 }
 
-static void send(sim *x, int r, int i, const pp_action *a)
+/* A free pool entry (growing the pool by doubling), -1: out of memory. */
+static int take_entry(sim *x)
+{
+    if (x->n_free > 0)
+        return x->free_entry[--x->n_free];
+    if (x->n_pool == x->cap_pool) {
+        int cap = x->cap_pool ? 2 * x->cap_pool : 64;
+        double *pool = realloc(x->pool, (size_t)cap * x->K * sizeof *pool);
+        if (!pool)
+            return -1;
+        x->pool = pool;
+        int *fe = realloc(x->free_entry, (size_t)cap * sizeof *fe);
+        if (!fe)
+            return -1;
+        x->free_entry = fe;
+        x->cap_pool = cap;
+    }
+    return x->n_pool++;
+}
+
+static pp_status send(sim *x, int r, int i, const pp_action *a)
 {
     int fwd = a->op == PP_OP_SEND_F;
     int ps = pp_action_peer_stage(a);
@@ -293,7 +320,13 @@ static void send(sim *x, int r, int i, const pp_action *a)
     const double *bytes_v = (fwd ? x->t_sbf : x->t_sbb) + st * K;
     const double *lat = x->t_lat + link * K, *ibw = x->t_ibw + link * K;
     const double *clock = &x->clock[r * K];
-    double *link_free = &x->link_free[link * K], *arrival = &x->arrival[(size_t)slot * K];
+    if (x->sent[slot])
+        return bad(x->s, r, i, "this message was sent before (each is sent once)");
+    int e = take_entry(x);
+    if (e < 0)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory simulating: %d messages in flight", x->n_pool);
+    x->at[slot] = e;
+    double *link_free = &x->link_free[link * K], *arrival = &x->pool[(size_t)e * K];
     for (size_t k = 0; k < K; k++) {
         double start = clock[k] > link_free[k] ? clock[k] : link_free[k];
         double end = start + lat[k] + bytes_v[k] * ibw[k]; /* a missing table's 0: 0 */
@@ -309,29 +342,35 @@ static void send(sim *x, int r, int i, const pp_action *a)
     x->out->cross_rank_transfers += dst != r;
     if (x->waiting[dst] == slot)
         wake(x, dst);
+    return PP_OK;
 }
 
-/* Returns 0 if the data has not arrived yet (the rank parks on it). */
-static int recv(sim *x, int r, int i, const pp_action *a)
+/* Sets *parked when the data has not arrived yet (the rank parks on it). */
+static pp_status recv(sim *x, int r, int i, const pp_action *a, int *parked)
 {
     long slot =
         (long)((a->op == PP_OP_RECV_F ? 0 : x->nk) + pp_sched_key(x->s, a->pipe, a->stage, a->mb));
-    if (!x->sent[slot]) {
+    *parked = !x->sent[slot];
+    if (*parked) {
         x->waiting[r] = slot;
-        return 0;
+        return PP_OK;
     }
+    if (x->received[slot])
+        return bad(x->s, r, i, "this message was received before (each is received once)");
     x->waiting[r] = -1;
     x->received[slot] = 1;
     size_t K = (size_t)x->K;
+    int e = x->at[slot];
+    x->free_entry[x->n_free++] = e; /* read below, before any SEND can take it again */
     for (size_t k = 0; k < K; k++) {
-        double t = x->arrival[(size_t)slot * K + k], *clock = &x->clock[r * K + k];
+        double t = x->pool[(size_t)e * K + k], *clock = &x->clock[r * K + k];
         pp_span *sp = span(x, r, i);
         if (sp)
             *sp = (pp_span){*clock, t};
         if (t > *clock)
             *clock = t;
     }
-    return 1;
+    return PP_OK;
 }
 
 /* A REDUCE runs once all participants issued it and, on each participant's reduce stream, the
@@ -417,15 +456,18 @@ static pp_status run_rank(sim *x, int r)
             break;
         case PP_OP_SEND_F:
         case PP_OP_SEND_B:
-            send(x, r, i, a);
+            PP_TRY(send(x, r, i, a));
             break;
         case PP_OP_RECV_F:
-        case PP_OP_RECV_B:
-            if (!recv(x, r, i, a)) {
+        case PP_OP_RECV_B: {
+            int parked;
+            PP_TRY(recv(x, r, i, a, &parked));
+            if (parked) {
                 x->pc[r] = i;
                 return PP_OK;
             }
             break;
+        }
         default:
             issue(x, r, i, a->stage);
             break;
@@ -554,7 +596,7 @@ static void free_sim(sim *x)
             free(t[i]);
     free(x->busy);
     free(x->last_end);
-    void *p[] = {x->arrival,  x->sent, x->transfer_end_k, x->received,  x->link_free,  x->clock,    x->pc,        x->waiting,    x->queue,    x->queued,
+    void *p[] = {x->at, x->pool, x->free_entry, x->sent, x->transfer_end_k, x->received,  x->link_free,  x->clock,    x->pc,        x->waiting,    x->queue,    x->queued,
                  x->n_issued, x->start_at,  x->red_end,    x->resolved, x->prev,
                  x->next,     x->issue_idx, x->issue_time, x->last_red, x->stack,
                  x->units,    x->in_flight, x->held};
@@ -613,7 +655,7 @@ static int alloc_sim(sim *x)
         return 0;
     size_t D = (size_t)x->D, nr = (size_t)x->s->n_reduces + 1, K = (size_t)x->K;
     size_t nrj = nr * PP_REDUCE_MAX_RANKS;
-    x->arrival = malloc(2 * x->nk * K * sizeof *x->arrival); /* read only once sent */
+    x->at = malloc(2 * x->nk * sizeof *x->at + 1); /* read only once sent */
     x->sent = pp_calloc(2 * x->nk, 1);
     x->transfer_end_k = pp_calloc(K, sizeof *x->transfer_end_k);
     x->received = pp_calloc(2 * x->nk, 1);
@@ -639,7 +681,7 @@ static int alloc_sim(sim *x)
     x->held = pp_calloc(D, sizeof *x->held);
     for (size_t i = 0; x->units && i < n_st; i++)
         x->units[i] = pp_sched_stage_units(x->s, (int)(i / x->S), (int)(i % x->S));
-    return x->units && x->in_flight && x->held && x->arrival && x->sent && x->transfer_end_k &&
+    return x->units && x->in_flight && x->held && x->at && x->sent && x->transfer_end_k &&
            x->received && x->link_free && x->clock && x->pc &&
            x->waiting && x->queue && x->queued && x->n_issued && x->start_at && x->red_end &&
            x->resolved && x->prev && x->next && x->issue_idx && x->issue_time && x->last_red &&

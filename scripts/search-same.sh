@@ -3,8 +3,9 @@
 # Runs the same searches with two pptune binaries and compares what a user sees: the report
 # with --explain=all (leaderboard, header, every rejected candidate with its reason, each
 # schedule's best, the Pareto front) and the profile, byte for byte but for the search's own
-# wall time (the "searched N candidates in X s" line and the profile's wall_s), the profile's
-# creation time and the generator's git revision. Exit 0 when
+# wall time (the "searched N candidates in X s" line and the profile's wall_s) and its schedule
+# cache's hit count (both measure the search's own work), the profile's creation time and the
+# generator's git revision. Exit 0 when
 # every search is the same, 1 with the first differing lines otherwise.
 # Searches: the main job (gpt-13b on 32 dgx-h100 nodes), llama3-405b on 2,048 nodes,
 # Megatron-LM's 1T row (Narayanan et al. 2021, arXiv:2104.04473, Table 1: h 25600, 128 layers,
@@ -36,10 +37,11 @@ searches=(
     "--model llama3-70b --nodes 64 --for megatron --keep 40 --top 40"
     "--model small --seq 128 --cluster $work/cpu-cluster.json --trials 0"
 )
-# the search's own wall time is the only figure allowed to differ
+# the search's own work may differ (its wall time, and its schedule cache's hits), nothing else
 strip() { sed -E -e 's/(searched [0-9]+ candidates in )[0-9.]+ s/\1X s/' \
                  -e 's/("wall_s": )[0-9.e+-]+/\1X/' -e 's/("created": )"[^"]*"/\1X/' \
-                 -e 's/("generator": "pptune [0-9.]+)( \(git [0-9a-f]+\))?"/\1"/'; }
+                 -e 's/(schedule cache hits )[0-9]+/\1X/' -e 's/("schedule_cache_hits": )[0-9]+/\1X/' \
+                 -e 's/("generator": "pptune [0-9.]+)( \(git [0-9a-f]+(-dirty)?\))?"/\1"/'; }
 fail=0
 i=0
 for args in "${searches[@]}"; do

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "pp_sched.h"
+#include "sched_equal.h"
 
 Test(sched_ir, even_and_llama3_uneven_splits)
 {
@@ -183,4 +184,62 @@ Test(sched, generators_refuse_schedules_past_the_budget)
         cr_expect(strstr(pp_err_text(), cases[i].says), "case %zu: %s", i, pp_err_text());
         pp_sched_destroy(s);
     }
+}
+
+/* The search generates a schedule's compute only (pp_sched_generate_compute), lowers it when it
+ * simulates it, and makes another layer split of an order it holds by pp_sched_resplit
+ * (tuner/search.c): for every registered generator, every split that applies, generated with
+ * another split, resplit and lowered, equals pp_sched_generate's schedule of that split, action
+ * for action (it fails when a generator's order or placement comes to depend on the split). */
+Test(sched_gen, resplit_and_later_lowering_give_the_generated_schedule)
+{
+    int n_kinds;
+    const pp_sched_desc *rows = pp_sched_generators(&n_kinds);
+    const int Ds[] = {4, 6}, Ns[] = {8, 12};
+    int compared = 0;
+    for (int k = 0; k < n_kinds; k++)
+        for (size_t di = 0; di < 2; di++)
+            for (size_t ni = 0; ni < 2; ni++) {
+                int D = Ds[di], N = Ns[ni];
+                int v = pp_sched_desc_chunks(&rows[k], rows[k].chunks ? 0 : 2), S = v * D;
+                pp_sched_params base = {.ranks = D, .microbatches = N, .chunks = v,
+                                        .layers = 2 * S};
+                if (pp_sched_desc_check(&rows[k], &base) != PP_OK) {
+                    pp_err_clear();
+                    continue;
+                }
+                pp_sched *from = NULL; /* even split, compute only */
+                cr_assert_eq(pp_sched_generate_compute(rows[k].name, &base, &from), PP_OK,
+                             "%s D=%d N=%d: %s", rows[k].name, D, N, pp_err_msg());
+                int splits = 0;
+                for (int A = 0; A <= 3; A++)
+                    for (int Z = 0; Z <= 3; Z++)
+                        for (int uneven = 0; uneven <= (A == 0 && Z == 0); uneven++) {
+                            pp_sched_params p = base;
+                            p.uneven = uneven, p.first_layers = A, p.last_layers = Z;
+                            pp_sched *want = NULL, *got = NULL;
+                            if (pp_sched_generate(rows[k].name, &p, &want) != PP_OK) {
+                                pp_err_clear();
+                                continue;
+                            }
+                            pp_sched_split split = pp_sched_params_split(&p);
+                            cr_assert_eq(pp_sched_clone(from, &got), PP_OK);
+                            cr_assert_eq(pp_sched_resplit(got, &split), PP_OK, "%s",
+                                         pp_err_msg());
+                            cr_assert_eq(pp_sched_lower_comms(got), PP_OK);
+                            char why[256];
+                            cr_assert(pp_test_sched_equal(want, got, why, sizeof why),
+                                      "%s D=%d N=%d v=%d, split A=%d Z=%d uneven %d: %s",
+                                      rows[k].name, D, N, v, A, Z, uneven, why);
+                            splits++;
+                            pp_sched_destroy(want);
+                            pp_sched_destroy(got);
+                        }
+                cr_assert_geq(splits, 2, "%s D=%d N=%d: only %d splits apply", rows[k].name, D,
+                              N, splits);
+                pp_sched_destroy(from);
+                compared++;
+            }
+    cr_assert_geq(compared, n_kinds, "each generator compared at least once (%d cases)",
+                  compared);
 }

@@ -74,7 +74,6 @@ typedef struct {
  * checks as before (bound, memory), so the results, counters and reasons are those of one
  * simulation each; a lane whose candidate is bound-skipped at its turn was wasted work. */
 #define LANES 32
-#define LANE_BYTES (64.0 * 1024 * 1024) /* a pass's arrival table: 2 x keys x lanes doubles */
 typedef struct {
     uint64_t h; /* hash of the schedule key */
     long i;     /* candidate */
@@ -495,13 +494,18 @@ static int by_bound(const void *a, const void *b)
  * held list (freed with the result); unreferenced ones are destroyed. The cache keeps the most
  * recent CACHE_SLOTS schedules within CACHE_BYTES (the candidates that fit come back to a
  * schedule after its shape was taken, often after many others: 1T on 3,072 GPUs generated 625
- * schedules with 16 slots for 402 distinct ones). */
+ * schedules with 16 slots for 402 distinct ones). A schedule is generated without its SEND and
+ * RECV actions (pp_sched_generate_compute: the shape and the memory walks read the compute
+ * only) and lowered (pp_sched_lower_comms) when a candidate of it is first simulated: most
+ * schedules of a large search are made for their shape alone, and lowering was a seventh of
+ * the 1T search's time. */
 #define CACHE_SLOTS 64
 #define CACHE_BYTES (256.0 * 1024 * 1024)
 typedef struct {
     pp_sched_params key;
     char kind[16];
     pp_sched *s;
+    int lowered;  /* s has its SEND/RECV actions */
     double bytes; /* its action lists */
     long used;    /* when it was last asked for (the cache's clock) */
 } cache_slot;
@@ -577,8 +581,44 @@ static pp_status evict(search *x, cache_slot *slot, double *held)
     return release(x, s);
 }
 
+/* Lowers the schedule of slot (its communication, for the simulator), once. */
+static pp_status lower(cache_slot *slot)
+{
+    if (slot->lowered)
+        return PP_OK;
+    PP_TRY(pp_sched_lower_comms(slot->s));
+    slot->lowered = 1;
+    slot->bytes = sched_bytes(slot->s);
+    return PP_OK;
+}
+
+/* Lowers s, which the cache holds. */
+static pp_status lower_held(cache_slot *cache, const pp_sched *s)
+{
+    for (int i = 0; i < CACHE_SLOTS; i++)
+        if (cache[i].s == s)
+            return lower(&cache[i]);
+    return PP_ERR(PP_ERR_INVALID, "search: a schedule left the cache before it was simulated");
+}
+
+/* A slot holding kind's schedule of sp but for the layer split (the generators' order and
+ * placement do not depend on it: pp_sched_resplit), NULL: none. */
+static cache_slot *same_order(cache_slot *cache, const char *kind, const pp_sched_params *sp)
+{
+    for (int i = 0; i < CACHE_SLOTS; i++) {
+        const pp_sched_params *k = &cache[i].key;
+        if (cache[i].s && !strcmp(cache[i].kind, kind) && k->ranks == sp->ranks &&
+            k->microbatches == sp->microbatches && k->chunks == sp->chunks &&
+            k->group == sp->group && k->layers == sp->layers)
+            return &cache[i];
+    }
+    return NULL;
+}
+
+/* c's schedule (*out, the cache's), lowered when `comms` (to be simulated), else perhaps its
+ * compute only. */
 static pp_status cached_schedule(search *x, const pp_config *c, cache_slot *cache,
-                                 long *clock, pp_sched **out)
+                                 long *clock, int comms, pp_sched **out)
 {
     pp_sched_params sp;
     pp_tune_sched_params(x->m, c, &sp);
@@ -589,10 +629,22 @@ static pp_status cached_schedule(search *x, const pp_config *c, cache_slot *cach
             x->res->sim_cache_hits++;
             cache[i].used = *clock;
             *out = cache[i].s;
-            return PP_OK;
+            return comms ? lower(&cache[i]) : PP_OK;
         }
     pp_sched *s = NULL;
-    PP_TRY(pp_sched_generate(c->schedule, &sp, &s));
+    cache_slot *same = same_order(cache, c->schedule, &sp);
+    if (same) { /* another split of the same order: a copy, resplit */
+        PP_TRY(pp_sched_clone(same->s, &s));
+        pp_sched_split split = pp_sched_params_split(&sp);
+        pp_status rs = pp_sched_resplit(s, &split);
+        if (rs != PP_OK) {
+            pp_sched_destroy(s);
+            return rs;
+        }
+    } else {
+        PP_TRY(pp_sched_generate_compute(c->schedule, &sp, &s));
+    }
+    int lowered = same && same->lowered;
     double held = 0, need = sched_bytes(s);
     for (int i = 0; i < CACHE_SLOTS; i++)
         held += cache[i].s ? cache[i].bytes : 0;
@@ -600,10 +652,11 @@ static pp_status cached_schedule(search *x, const pp_config *c, cache_slot *cach
     pp_status st = evict(x, slot, &held);
     while (st == PP_OK && held + need > CACHE_BYTES && (o = oldest(cache, 0)))
         st = evict(x, o, &held); /* the least recent go until it fits the budget */
-    *slot = (cache_slot){.key = sp, .s = s, .bytes = sched_bytes(s), .used = *clock};
+    *slot = (cache_slot){.key = sp, .s = s, .lowered = lowered, .bytes = sched_bytes(s),
+                         .used = *clock};
     snprintf(slot->kind, sizeof slot->kind, "%s", c->schedule);
     *out = s;
-    return st;
+    return st == PP_OK && comms ? lower(slot) : st;
 }
 
 /* ---- leaderboard --------------------------------------------------------------------------- */
@@ -818,7 +871,7 @@ static pp_status shape_of(search *x, const pp_config *c, cache_slot *cache, long
         x->res->sim_cache_hits++;
         return PP_OK;
     }
-    PP_TRY(cached_schedule(x, c, cache, clock, s));
+    PP_TRY(cached_schedule(x, c, cache, clock, 0, s));
     pp_tune_shape *made = NULL;
     PP_TRY(pp_tune_shape_create(*s, &made));
     PP_TRY(pp_tune_shape_cache_put(x->shapes, c->schedule, &sp, made));
@@ -969,10 +1022,6 @@ static int gather(search *x, const cand *cd, const pp_sched *s, const pp_tune_sh
 static pp_status simulate_lanes(search *x, const cand *cd, const pp_sched *s,
                                 const pp_tune_shape *sh)
 {
-    double keys = (double)s->n_pipes * s->stages_per_pipe * s->microbatches;
-    int most = (int)fmin(LANES, fmax(1, LANE_BYTES / (16 * keys)));
-    if (most < 2)
-        return PP_OK;
     int D = cd->cfg.p;
     pp_config cfg[LANES];
     long idx[LANES];
@@ -984,7 +1033,7 @@ static pp_status simulate_lanes(search *x, const cand *cd, const pp_sched *s,
         free(pred);
         return PP_ERR_NOMEM;
     }
-    int n = gather(x, cd, s, sh, most, cfg, idx, mem);
+    int n = gather(x, cd, s, sh, LANES, cfg, idx, mem);
     pp_status st = PP_ERR_INVALID;
     if (n >= 2 && fits(x, &cd->cfg, s, sh, mem)) {
         for (int k = 0; k < n; k++)
@@ -1025,11 +1074,16 @@ static pp_status evaluate_one(search *x, const cand *cd, cache_slot *cache, long
     if (st != PP_OK)
         return refused(x, c);
     /* the memory from the shape, or walking the schedule where the shape cannot give the same
-     * bytes (generated again where the schedule cache let it go) */
+     * bytes (generated again where the schedule cache let it go; lowered: the runtime's plan
+     * simulates it) */
     int exact = 0;
     st = pp_tune_memory_shape(x->m, c, sh, x->o, mem, &exact);
     if (st == PP_OK && !exact) {
-        if (!s && (st = cached_schedule(x, c, cache, clock, &s)) != PP_OK)
+        if (s)
+            st = lower_held(cache, s);
+        else
+            st = cached_schedule(x, c, cache, clock, 1, &s);
+        if (st != PP_OK)
             return st == PP_ERR_NOMEM ? st : refused(x, c);
         st = pp_tune_memory(x->m, c, s, x->o, mem);
     }
@@ -1038,8 +1092,12 @@ static pp_status evaluate_one(search *x, const cand *cd, cache_slot *cache, long
     PP_TRY(st);
     if (over_capacity(x, c, mem, &st))
         return st;
-    if (!s && (st = cached_schedule(x, c, cache, clock, &s)) != PP_OK)
+    /* to be simulated (or kept by the leaderboard): lowered */
+    if (s)
+        st = lower_held(cache, s);
+    else if ((st = cached_schedule(x, c, cache, clock, 1, &s)) != PP_OK)
         return st == PP_ERR_NOMEM ? st : refused(x, c);
+    PP_TRY(st);
     pp_tune_prediction pred;
     if (!from_lanes(x, cd - x->cands, &pred)) {
         PP_TRY(simulate_lanes(x, cd, s, sh));
