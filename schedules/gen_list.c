@@ -15,6 +15,7 @@
  * It deliberately does not model real costs, links or memory: the costs only pick an order;
  * pp_sim_run predicts its time. Nothing here allocates beyond the generator's call. */
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "gen.h"
@@ -106,14 +107,21 @@ void pp_gen_heap_add(pp_gen_heap *q, int r)
     pp_gen_heap_fix(q, r);
 }
 
-/* A rank with a candidate before one without; by better() among those with one. */
+/* Rank r's place in the heap as one integer: a rank with a candidate before one without, by
+ * better() among those with one (start, then backward first, then the rank), by rank among those
+ * without. Exact: ranks < 2^17 (PP_SCHED_MAX_RANKS) and starts < 2^45 (at most cost_b per
+ * action of at most 2^21 stage visits x 2 pipes). Comparing these is most of the merge's time. */
+static uint64_t pick_key(pick p, int r)
+{
+    if (p.rank < 0)
+        return UINT64_C(1) << 63 | (uint64_t)r;
+    return (uint64_t)p.start << 18 | (uint64_t)!p.backward << 17 | (uint64_t)r;
+}
+
 static int rank_less(const void *ctx, int r, int s)
 {
-    const pick *cand = ctx;
-    pick a = cand[r], b = cand[s];
-    if ((a.rank < 0) != (b.rank < 0))
-        return a.rank >= 0;
-    return a.rank < 0 ? r < s : better(a, b);
+    const uint64_t *key = ctx;
+    return key[r] < key[s];
 }
 
 /* better() is a total order, so the global choice is the best of the ranks' candidates (the
@@ -121,7 +129,7 @@ static int rank_less(const void *ctx, int r, int s)
  * that consume its output (the next stage's F or the previous stage's B, on one other rank; this
  * stage's B is on the same rank), so only those two candidates are recomputed after each step. */
 static pp_status run_lists(pp_sched *s, const pp_gen_lists *l, list_state *st, long *t, int *fi,
-                           int *bi, int *inflight, pick *cand, pp_gen_heap *q)
+                           int *bi, int *inflight, pick *cand, uint64_t *key, pp_gen_heap *q)
 {
     int D = s->ranks;
     long left = 0;
@@ -129,6 +137,7 @@ static pp_status run_lists(pp_sched *s, const pp_gen_lists *l, list_state *st, l
         PP_TRY(flush_reduces(s, l, r, bi));
         left += (l->n_bw[r] - bi[r]) + (l->n_fw[r] - fi[r]);
         cand[r] = rank_pick(l, st, t, fi, bi, inflight, r);
+        key[r] = pick_key(cand[r], r);
         pp_gen_heap_add(q, r);
     }
     while (left > 0) {
@@ -150,10 +159,12 @@ static pp_status run_lists(pp_sched *s, const pp_gen_lists *l, list_state *st, l
             PP_TRY(flush_reduces(s, l, r, bi));
         left -= best.backward ? bi[r] - before : 1;
         cand[r] = rank_pick(l, st, t, fi, bi, inflight, r);
+        key[r] = pick_key(cand[r], r);
         pp_gen_heap_fix_by(q, r, rank_less);
         int dr = pp_sched_rank_of(s, a->pipe, pp_action_dst_stage(a));
         if (dr >= 0 && dr != r) {
             cand[dr] = rank_pick(l, st, t, fi, bi, inflight, dr);
+            key[dr] = pick_key(cand[dr], dr);
             pp_gen_heap_fix_by(q, dr, rank_less);
         }
     }
@@ -172,13 +183,14 @@ pp_status pp_gen_merge_lists(pp_sched *s, const pp_gen_lists *l)
     int *bi = pp_calloc((size_t)s->ranks, sizeof *bi);
     int *inflight = pp_calloc((size_t)s->ranks, sizeof *inflight);
     pick *cand = pp_calloc((size_t)s->ranks, sizeof *cand);
-    pp_gen_heap q = {rank_less, cand, pp_calloc(2 * (size_t)s->ranks, sizeof(int)), NULL, 0};
+    uint64_t *key = pp_calloc((size_t)s->ranks, sizeof *key);
+    pp_gen_heap q = {rank_less, key, pp_calloc(2 * (size_t)s->ranks, sizeof(int)), NULL, 0};
     pp_status rc = PP_ERR_NOMEM;
-    if (st.f_end && st.b_end && t && fi && bi && inflight && cand && q.h) {
+    if (st.f_end && st.b_end && t && fi && bi && inflight && cand && key && q.h) {
         for (size_t i = 0; i < n; i++)
             st.f_end[i] = st.b_end[i] = -1;
         q.pos = q.h + s->ranks;
-        rc = run_lists(s, l, &st, t, fi, bi, inflight, cand, &q);
+        rc = run_lists(s, l, &st, t, fi, bi, inflight, cand, key, &q);
     }
     free(q.h);
     free(st.f_end);
@@ -188,6 +200,7 @@ pp_status pp_gen_merge_lists(pp_sched *s, const pp_gen_lists *l)
     free(bi);
     free(inflight);
     free(cand);
+    free(key);
     return rc;
 }
 

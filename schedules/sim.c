@@ -263,13 +263,15 @@ static pp_status compute(sim *x, int r, int i, const pp_action *a)
 {
     PP_TRY(check_input(x, r, i, a));
     size_t st = (size_t)a->pipe * x->S + a->stage, K = (size_t)x->K;
-    double *clock = &x->clock[r * K], *busy = &x->busy[r * K], *last = &x->last_end[r * K];
-    const double *dur = durations(x, a->op) + st * K;
+    double *restrict clock = &x->clock[r * K], *restrict busy = &x->busy[r * K],
+                    *restrict last = &x->last_end[r * K];
+    const double *restrict dur = durations(x, a->op) + st * K;
+    pp_span *sp = span(x, r, i); /* spans: one lane, before it moves */
+    if (sp)
+        *sp = (pp_span){clock[0], clock[0] + dur[0]};
+    /* the lanes' loops hold no branch on spans, so that they vectorize */
     for (size_t k = 0; k < K; k++) {
         double d = dur[k];
-        pp_span *sp = span(x, r, i);
-        if (sp)
-            *sp = (pp_span){clock[k], clock[k] + d};
         clock[k] += d;
         busy[k] += d;
         if (clock[k] > last[k])
@@ -326,18 +328,20 @@ static pp_status send(sim *x, int r, int i, const pp_action *a)
     if (e < 0)
         return PP_ERR(PP_ERR_NOMEM, "out of memory simulating: %d messages in flight", x->n_pool);
     x->at[slot] = e;
-    double *link_free = &x->link_free[link * K], *arrival = &x->pool[(size_t)e * K];
+    double *restrict link_free = &x->link_free[link * K];
+    double *restrict arrival = &x->pool[(size_t)e * K], *restrict tend = x->transfer_end_k;
+    double free0 = link_free[0]; /* for lane 0's span */
     for (size_t k = 0; k < K; k++) {
         double start = clock[k] > link_free[k] ? clock[k] : link_free[k];
         double end = start + lat[k] + bytes_v[k] * ibw[k]; /* a missing table's 0: 0 */
         link_free[k] = end;
-        if (end > x->transfer_end_k[k])
-            x->transfer_end_k[k] = end;
+        if (end > tend[k])
+            tend[k] = end;
         arrival[k] = end;
-        pp_span *sp = span(x, r, i);
-        if (sp)
-            *sp = (pp_span){start, end};
     }
+    pp_span *sp = span(x, r, i);
+    if (sp)
+        *sp = (pp_span){clock[0] > free0 ? clock[0] : free0, arrival[0]};
     x->sent[slot] = 1;
     x->out->cross_rank_transfers += dst != r;
     if (x->waiting[dst] == slot)
@@ -362,14 +366,14 @@ static pp_status recv(sim *x, int r, int i, const pp_action *a, int *parked)
     size_t K = (size_t)x->K;
     int e = x->at[slot];
     x->free_entry[x->n_free++] = e; /* read below, before any SEND can take it again */
-    for (size_t k = 0; k < K; k++) {
-        double t = x->pool[(size_t)e * K + k], *clock = &x->clock[r * K + k];
-        pp_span *sp = span(x, r, i);
-        if (sp)
-            *sp = (pp_span){*clock, t};
-        if (t > *clock)
-            *clock = t;
-    }
+    const double *restrict arrival = &x->pool[(size_t)e * K];
+    double *restrict clock = &x->clock[r * K];
+    pp_span *sp = span(x, r, i);
+    if (sp)
+        *sp = (pp_span){clock[0], arrival[0]};
+    for (size_t k = 0; k < K; k++)
+        if (arrival[k] > clock[k])
+            clock[k] = arrival[k];
     return PP_OK;
 }
 

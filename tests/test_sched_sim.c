@@ -387,6 +387,35 @@ Test(sched_sim, bad_inputs_are_rejected)
     pp_sched_destroy(s);
 }
 
+/* A message sent twice or received twice (each (pipe, stage, mb) direction is one message, whose
+ * arrival the simulator holds from its SEND to its RECV) is refused, naming the action. */
+Test(sched_sim, a_message_sent_or_received_twice_is_refused)
+{
+    for (int twice = 0; twice < 2; twice++) {
+        pp_sched *s = gen("1f1b", 2, 2, 0);
+        int r = twice ? 1 : 0, op = twice ? PP_OP_RECV_F : PP_OP_SEND_F, at = -1;
+        for (int i = 0; i < s->n_ops[r] && at < 0; i++)
+            if (s->ops[r][i].op == op)
+                at = i;
+        cr_assert_geq(at, 0);
+        pp_action a = s->ops[r][at];
+        cr_assert_eq(pp_sched_push(s, r, (pp_op_kind)a.op, a.pipe, a.stage, a.mb), PP_OK);
+        s->ops[r][s->n_ops[r] - 1].peer = a.peer;
+        pp_cost c;
+        cr_assert_eq(pp_cost_init_unit(&c, s, 2.0), PP_OK);
+        pp_sim_result res;
+        cr_assert_eq(pp_sim_run(s, &c, 0, &res), PP_ERR_CHECK, "%s accepted",
+                     twice ? "a second RECV" : "a second SEND");
+        char want[64];
+        snprintf(want, sizeof want, "rank %d, action %d", r, s->n_ops[r] - 1);
+        cr_assert(strstr(pp_err_text(), want) &&
+                      strstr(pp_err_text(), twice ? "received before" : "sent before"),
+                  "%s", pp_err_text());
+        pp_cost_fini(&c);
+        pp_sched_destroy(s);
+    }
+}
+
 /* ---- lanes: several cost tables in one pass -------------------------------------------------- */
 /* Random costs (a fixed seed): every table the simulator reads, links and REDUCEs included. */
 static void random_costs(const pp_sched *s, unsigned *seed, pp_cost *c)
