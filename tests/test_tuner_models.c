@@ -309,6 +309,41 @@ Test(tuner_models, mixture_of_experts_configs_count_every_parameter)
     }
 }
 
+/* The load-balancing loss as transformers trains a file: MixtralForCausalLM and
+ * Qwen3MoeForCausalLM add router_aux_loss_coef x the aux loss only where output_router_logits
+ * is true; the published files say false (and both configs default to it). */
+Test(tuner_models, moe_aux_loss_is_trained_only_with_output_router_logits)
+{
+    static const struct {
+        const char *file;
+        double coef;
+    } cases[] = {
+        {"mixtral-8x7b-v0.1.json", 0}, /* false, router_aux_loss_coef 0.02 unused */
+        {"qwen3-30b-a3b.json", 0},     /* false, 0.001 unused */
+        {"tiny-mixtral.json", 0.02},   /* true */
+        {"tiny-qwen3-moe.json", 0.02}, /* true */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[512];
+        snprintf(path, sizeof path, HF "%s", cases[i].file);
+        pp_tune_model m;
+        cr_assert_eq(pp_tune_model_load_hf(path, &m), PP_OK, "%s: %s", path, pp_err_msg());
+        cr_expect(m.block.moe.aux_coef == cases[i].coef, "%s: aux coefficient %g, want %g",
+                  path, m.block.moe.aux_coef, cases[i].coef);
+    }
+    /* absent: transformers' default false */
+    char *p = write_tmp("{\"model_type\": \"mixtral\", \"num_hidden_layers\": 2, "
+                        "\"hidden_size\": 64, \"num_attention_heads\": 4, "
+                        "\"intermediate_size\": 128, \"vocab_size\": 100, "
+                        "\"num_local_experts\": 4, \"num_experts_per_tok\": 2, "
+                        "\"router_aux_loss_coef\": 0.5}");
+    pp_tune_model m;
+    cr_assert_eq(pp_tune_model_load_hf(p, &m), PP_OK, "%s", pp_err_msg());
+    cr_expect(m.block.moe.aux_coef == 0, "%g", m.block.moe.aux_coef);
+    unlink(p);
+    free(p);
+}
+
 /* The layer rule: Qwen's decoder_sparse_step k makes layers k-1, 2k-1, ... sparse
  * (modeling_qwen3_moe.py: (layer_idx + 1) % decoder_sparse_step == 0); a non-empty
  * mlp_only_layers, which the rule cannot say, is refused naming the field. */

@@ -477,3 +477,28 @@ Test(tuner_timemodel, attention_is_sized_at_the_model_s_head_dim)
               pp_tune_model_flops(&l, 1) == pp_tune_model_flops(&le, 1) &&
               pp_tune_act_bytes_per_layer(&l, &c, &o) == pp_tune_act_bytes_per_layer(&le, &c, &o));
 }
+
+/* Model FLOPs of a MoE model count the active weights: a MoE layer adds its router (h x E) and
+ * top_k - 1 more SwiGLU experts to the dense layer of the expert's width (Mixtral 8x7B: every
+ * layer, top-2 of 8 experts of width 14336), 3 x 2 s per weight per sequence; GQA's K and V at
+ * kv_heads x head_dim (8 x 128 of 4096). pprun's summary uses the same count. */
+Test(tuner_timemodel, moe_model_flops_count_the_active_experts_and_the_router)
+{
+    pp_tune_model m, dense;
+    cr_assert_eq(pp_tune_model_load_hf(PP_FIXTURES_DIR "/hf/mixtral-8x7b-v0.1.json", &m), PP_OK,
+                 "%s", pp_err_msg());
+    dense = m;
+    dense.block.moe.experts = 0;
+    double s = m.seq, h = 4096, L = 32, E = 8, k = 2, f = 14336, V = 32000, qd = 4096, kvd = 1024;
+    cr_assert(m.hidden == h && m.layers == L && m.ffn == f && m.vocab == V, "%d %d %d %d",
+              m.hidden, m.layers, m.ffn, m.vocab);
+    double moe_extra = 3.0 * 2.0 * s * L * (h * E + (k - 1) * 3 * h * f);
+    double got = pp_tune_model_flops(&m, 1) - pp_tune_model_flops(&dense, 1);
+    cr_expect(fabs(got - moe_extra) <= 1e-9 * moe_extra, "MoE adds %.6g FLOPs, want %.6g", got,
+              moe_extra);
+    double dense_want = 3.0 * (L * (2.0 * s * (h * (qd + 2 * kvd) + qd * h + 3 * h * f) +
+                                    4.0 * s * s * qd) +
+                               2.0 * s * h * V);
+    double d = pp_tune_model_flops(&dense, 1);
+    cr_expect(fabs(d - dense_want) <= 1e-9 * dense_want, "dense %.6g, want %.6g", d, dense_want);
+}

@@ -14,7 +14,9 @@ extern "C" {
 /* ---- Time model (timemodel.c) ------------------------------------------------------------ */
 /* Model FLOPs of one step for B sequences (Narayanan et al. 2021):
  * 72 B s L h^2 (1 + s/(6h) + V/(12 L h)) for GPT shapes, computed from the matrix shapes so that
- * GQA and gated MLPs count right. Recompute is not counted (that is hardware FLOPs). */
+ * GQA, head widths, gated MLPs and MoE layers (their active experts and router) count right:
+ * pp_model_step_flops, which pprun's summary uses too. Recompute is not counted (that is
+ * hardware FLOPs). */
 double pp_tune_model_flops(const pp_tune_model *m, double sequences);
 
 /* Split backward (the zero-bubble family's I and W actions): each backward (b) is the sum of

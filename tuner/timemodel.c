@@ -64,21 +64,13 @@ static double dtype_bytes(const pp_tune_opts *o)
     return o->precision == PP_PREC_FP32 ? 4.0 : 2.0;
 }
 
-/* Narayanan's FLOP count from the matrix shapes: 2 x elements for every matrix product; the
- * attention's at the model's q and kv widths (heads x head_dim: hidden for GPT and Llama, twice
- * it for Qwen3-30B-A3B), its core 4 s^2 q-width. */
-static double layer_matmul_params(const pp_tune_model *m)
-{
-    double h = m->hidden, qd = pp_tune_model_qd(m), kvd = pp_tune_model_kvd(m);
-    return h * (qd + 2 * kvd) + qd * h + (m->gated_mlp ? 3.0 : 2.0) * h * m->ffn;
-}
-
+/* Narayanan's FLOP count (pp_model_step_flops: the runtime's model description, shared with
+ * pprun's summary). */
 double pp_tune_model_flops(const pp_tune_model *m, double sequences)
 {
-    double s = m->seq, h = m->hidden;
-    double layer_fwd = 2.0 * s * layer_matmul_params(m) + 4.0 * s * s * pp_tune_model_qd(m);
-    double head_fwd = 2.0 * s * h * m->vocab;
-    return 3.0 * sequences * (m->layers * layer_fwd + head_fwd);
+    pp_model_cfg c;
+    pp_tune_model_cfg(m, &c);
+    return pp_model_step_flops(&c, m->seq, sequences);
 }
 
 /* ---- Constants: one set for every configuration ------------------------------------------

@@ -307,3 +307,20 @@ pp_status pp_model_check_sp(int seq, int t)
                       seq, t);
     return PP_OK;
 }
+
+double pp_model_step_flops(const pp_model_cfg *cfg, int seq, double sequences)
+{
+    double h = cfg->hidden, s = seq, hd = pp_model_hd(cfg);
+    double qd = cfg->heads * hd, kvd = pp_model_kv(cfg) * hd;
+    double mats = cfg->mlp == PP_MLP_SWIGLU ? 3.0 : 2.0; /* an MLP's matrices */
+    double attn = h * (qd + 2 * kvd) + qd * h, core = 4.0 * s * s * qd;
+    const pp_moe_cfg *e = &cfg->moe;
+    double dense = 2.0 * s * (attn + mats * h * cfg->ffn) + core;
+    double moe = 2.0 * s *
+                     (attn + h * e->experts + (double)e->top_k * mats * h * e->ffn +
+                      (e->shared_ffn > 0 ? mats * h * e->shared_ffn : 0)) +
+                 core;
+    int n_moe = pp_model_moe_layers(cfg);
+    double fwd = (cfg->layers - n_moe) * dense + n_moe * moe + 2.0 * s * h * cfg->vocab;
+    return 3.0 * sequences * fwd;
+}

@@ -108,8 +108,16 @@ static pp_status read_moe(json_t *o, const char *path, const char *type, pp_mode
                           "\"qwen3_moe\" only");
     e->router = PP_ROUTER_SOFTMAX;
     e->every = 1;
-    e->aux_coef = 0.001; /* MixtralConfig's and Qwen3MoeConfig's router_aux_loss_coef */
-    PP_TRY(get_double(o, path, "router_aux_loss_coef", &e->aux_coef));
+    /* The load-balancing loss is in the training loss only where output_router_logits is true
+     * (MixtralForCausalLM.forward and Qwen3MoeForCausalLM.forward add router_aux_loss_coef x
+     * the aux loss only then; both configs default to false, as the published Mixtral 8x7B and
+     * Qwen3-30B-A3B files say): otherwise the coefficient is kept unused, as transformers
+     * trains the file. */
+    int router_logits = 0;
+    double coef = 0.001; /* MixtralConfig's and Qwen3MoeConfig's router_aux_loss_coef */
+    PP_TRY(pp_json_file_bool(o, path, "output_router_logits", &router_logits));
+    PP_TRY(get_double(o, path, "router_aux_loss_coef", &coef));
+    e->aux_coef = router_logits ? coef : 0;
     PP_TRY(pp_json_file_int(o, path, "num_experts_per_tok", 1, &e->top_k));
     if (mixtral) {
         PP_TRY(pp_json_file_int(o, path, "num_local_experts", 1, &e->experts));

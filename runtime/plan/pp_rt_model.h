@@ -184,6 +184,16 @@ pp_status pp_model_check_runnable(const pp_model_cfg *cfg);
  * 8 KV heads, no biases, untied head") into buf (n bytes); returns buf. */
 char *pp_model_describe(const pp_model_cfg *cfg, char *buf, size_t n);
 
+/* Model FLOPs of one training step of `sequences` sequences of seq tokens (Narayanan et al.
+ * 2021, "Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM",
+ * arXiv:2104.04473, from the matrix shapes; forward + backward = 3 x forward, recomputation not
+ * counted): per sequence and layer 2 seq x the layer's matrix weights (q, k, v and output
+ * projections at the block's head widths, the MLP's two or, SwiGLU, three matrices; a MoE layer
+ * its router, top_k routed experts and the shared ones: the active weights) plus the attention
+ * core 4 seq^2 x (heads x head width); the LM head 2 seq hidden vocab. The one count of the
+ * tuner (MFU, TFLOP/s) and of pprun's summary. */
+double pp_model_step_flops(const pp_model_cfg *cfg, int seq, double sequences);
+
 /* Returns PP_OK when the model splits over t tensor-parallel ranks as the runtime splits it
  * (Megatron-LM: q by heads, k and v by KV heads, the MLP by its width): t >= 1 divides heads,
  * kv_heads and ffn; else PP_ERR_INVALID naming the size that t does not divide. Any

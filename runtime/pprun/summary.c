@@ -141,29 +141,13 @@ int pprun_write_json(const pprun_opts *o, const pprun_record *rec)
     return rc;
 }
 
-/* Model FLOPs of one training step on `tokens` tokens (Narayanan et al. 2021, from the matrix
- * shapes): forward per token per layer 8 h^2 (QKV and output projections) + 4 h ffn (MLP) +
- * 4 s h (attention scores and values), plus 2 h V for the LM head; backward twice that. */
-static double step_flops(const pp_model_cfg *m, int seq, double tokens)
-{
-    /* a MoE layer's MLP as its active part: a token's k experts and the shared ones, plus
-     * the router (every layer a MoE layer: pp_model_check_runnable) */
-    const pp_moe_cfg *e = &m->moe;
-    double h = m->hidden,
-           mlp = e->experts > 0 ? 4 * h * ((double)e->top_k * e->ffn + e->shared_ffn) +
-                                      2 * h * e->experts
-                                : 4 * h * m->ffn,
-           layer = 8 * h * h + mlp + 4.0 * seq * h;
-    return 3 * tokens * (m->layers * layer + 2 * h * m->vocab);
-}
-
 int pprun_write_summary(const pprun_opts *o, const pprun_record *rec, FILE *fp)
 {
     int warmup;
     double med = pprun_median_step(rec, &warmup);
     int seq = o->seq ? o->seq : (rec->model.seq < 64 ? rec->model.seq : 64);
     double tokens = (double)o->cfg.d * o->cfg.N * o->cfg.b * seq;
-    double flops = step_flops(&rec->model, seq, tokens);
+    double flops = pp_model_step_flops(&rec->model, seq, tokens / seq);
     int devices = rec->n_ranks > 0 ? rec->n_ranks : 1;
     char tok[32], sec[16];
     char cp[24] = "", ep[24] = "";
