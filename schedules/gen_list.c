@@ -187,6 +187,11 @@ pp_status pp_gen_merge_lists(pp_sched *s, const pp_gen_lists *l)
     pp_gen_heap q = {rank_less, key, pp_calloc(2 * (size_t)s->ranks, sizeof(int)), NULL, 0};
     pp_status rc = PP_ERR_NOMEM;
     if (st.f_end && st.b_end && t && fi && bi && inflight && cand && key && q.h) {
+        rc = PP_OK;
+        for (int r = 0; r < s->ranks && rc == PP_OK; r++) /* every list, merged */
+            rc = pp_sched_reserve(s, r, s->n_ops[r] + l->n_fw[r] + l->n_bw[r]);
+    }
+    if (rc == PP_OK) {
         for (size_t i = 0; i < n; i++)
             st.f_end[i] = st.b_end[i] = -1;
         q.pos = q.h + s->ranks;

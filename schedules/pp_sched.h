@@ -311,6 +311,9 @@ int pp_sched_has_split_backward(const pp_sched *s);
 
 /* Appends one action to rank's list. peer is set to -1; pp_sched_lower_comms fills it. */
 pp_status pp_sched_push(pp_sched *s, int rank, pp_op_kind op, int pipe, int stage, int mb);
+/* Room for n actions on rank's list in one allocation (a generator that knows its count pushes
+ * them without regrowing); never shrinks it. */
+pp_status pp_sched_reserve(pp_sched *s, int rank, int n);
 /* Adds a reduce descriptor; returns its id in *id. Ranks are sorted. */
 pp_status pp_sched_add_reduce(pp_sched *s, const int *ranks, int n_ranks,
                               const pp_stage_ref *stages, int n_stages, int *id);

@@ -271,6 +271,21 @@ pp_status pp_sched_push(pp_sched *s, int rank, pp_op_kind op, int pipe, int stag
     return push_action(s, rank, a);
 }
 
+pp_status pp_sched_reserve(pp_sched *s, int rank, int n)
+{
+    if (rank < 0 || rank >= s->ranks || n < 0)
+        return PP_ERR(PP_ERR_INVALID, "room for %d actions on rank %d of 0..%d", n, rank,
+                      s->ranks - 1);
+    if (n <= s->cap_ops[rank])
+        return PP_OK;
+    pp_action *ops = pp_realloc_array(s->ops[rank], (size_t)n, sizeof *ops);
+    if (!ops)
+        return PP_ERR_NOMEM;
+    s->ops[rank] = ops;
+    s->cap_ops[rank] = n;
+    return PP_OK;
+}
+
 static int cmp_int(const void *a, const void *b)
 {
     int x = *(const int *)a, y = *(const int *)b;

@@ -494,12 +494,13 @@ static int by_bound(const void *a, const void *b)
  * held list (freed with the result); unreferenced ones are destroyed. The cache keeps the most
  * recent CACHE_SLOTS schedules within CACHE_BYTES (the candidates that fit come back to a
  * schedule after its shape was taken, often after many others: 1T on 3,072 GPUs generated 625
- * schedules with 16 slots for 402 distinct ones). A schedule is generated without its SEND and
+ * schedules with 16 slots for 402 distinct ones; with 64 slots it still generated chimera's 86
+ * times, 256 slots take it to 49, the distinct ones, and a tenth off that search's time). A schedule is generated without its SEND and
  * RECV actions (pp_sched_generate_compute: the shape and the memory walks read the compute
  * only) and lowered (pp_sched_lower_comms) when a candidate of it is first simulated: most
  * schedules of a large search are made for their shape alone, and lowering was a seventh of
  * the 1T search's time. */
-#define CACHE_SLOTS 64
+#define CACHE_SLOTS 256
 #define CACHE_BYTES (256.0 * 1024 * 1024)
 typedef struct {
     pp_sched_params key;
