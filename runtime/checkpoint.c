@@ -15,10 +15,13 @@
  * Written through pp_afile (temporary file, fsync, rename), so a run killed at any moment
  * leaves either the previous checkpoint or the new one.
  *
- * Not here: process transports (each process holds only its rank's stages; a per-rank file
- * and a collective commit would be needed), resharding to another configuration, the data
- * stream's internals (the caller replays it to `data_batches`: the stream is a deterministic
- * function of its seed, and nothing else in training draws random numbers).
+ * Under MPI each process holds its own rank's stages: process 0 gathers them and writes this
+ * same file, and on loading reads and verifies it and sends each process its stages
+ * (checkpoint_dist.c); the file does not say which transport wrote it.
+ *
+ * Not here: resharding to another configuration, the data stream's internals (the caller
+ * replays it to `data_batches`: the stream is a deterministic function of its seed, and
+ * nothing else in training draws random numbers).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -26,6 +29,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "checkpoint.h"
 #include "executor.h"
 #include "stage_impl.h"
 
@@ -68,14 +72,6 @@ static void config_line(const pp_rt_executor *ex, const char *extra, char *buf, 
         snprintf(buf + len, n - (size_t)len, " %s", extra);
 }
 
-static pp_status supported(const pp_rt_executor *ex)
-{
-    if (ex->self >= 0)
-        return PP_ERR(PP_ERR_UNSUPPORTED, "checkpoints need every rank in this process (the "
-                                          "thread transport); not yet under MPI");
-    return PP_OK;
-}
-
 /* ---- writing ------------------------------------------------------------------------------ */
 
 typedef struct {
@@ -96,14 +92,6 @@ static void put(writer *w, const void *p, size_t n)
         w->state_hash = pp_fnv1a(w->state_hash, p, n);
 }
 
-/* Copies n floats of backend memory to the file through a host bounce buffer. */
-static pp_status put_device(writer *w, pp_backend *be, const float *src, size_t n, float *host)
-{
-    PP_TRY(be->ops->download(be->ctx, host, src, n * sizeof(float)));
-    put(w, host, n * sizeof(float));
-    return PP_OK;
-}
-
 static size_t largest_stage(const pp_rt_executor *ex)
 {
     size_t big = 1;
@@ -113,55 +101,59 @@ static size_t largest_stage(const pp_rt_executor *ex)
     return big;
 }
 
-/* Stage i of ex->stages ((replica * TP + tpr) * P + pipe) * S + stage: its indices. */
-static void stage_at(const pp_rt_executor *ex, size_t i, int *k, int *tpr, int *pipe, int *s)
+void pp_ckpt_stage_at(const pp_rt_executor *ex, size_t i, int *k, int *tpr, int *pipe, int *s)
 {
     *s = (int)(i % (size_t)ex->S), i /= (size_t)ex->S;
     *pipe = (int)(i % (size_t)ex->P), i /= (size_t)ex->P;
     *tpr = (int)(i % (size_t)ex->TP), *k = (int)(i / (size_t)ex->TP);
 }
 
-/* A stage's m and v: its own, or under sharding gathered from the replicas' shards
- * (executor_zero_ckpt.c: the file is the unsharded run's). */
-static pp_status put_opt(writer *w, pp_rt_executor *ex, uint32_t i, float *host)
+/* Every rank in this process: stage i's state read into host (3 nparams floats). A sharded
+ * m and v are gathered from the replicas' shards (executor_zero_ckpt.c: the file is the
+ * unsharded run's). */
+typedef struct {
+    pp_rt_executor *ex;
+    float *host;
+} local_src;
+
+static pp_status read_local(void *ctx, uint32_t i, pp_ckpt_stage *out)
 {
+    local_src *c = ctx;
+    pp_rt_executor *ex = c->ex;
     const pp_rt_stage *s = ex->stages[i];
-    if (ex->shard == PP_RT_SHARD_NONE) {
-        PP_TRY(put_device(w, s->be, s->opt, s->nparams, host));
-        return put_device(w, s->be, s->opt + s->nparams, s->nparams, host);
-    }
+    pp_backend *be = s->be;
+    size_t bytes = s->nparams * sizeof(float);
+    float *opt = c->host + s->nparams;
+    *out = (pp_ckpt_stage){.np = s->nparams, .params = c->host, .opt = opt};
+    out->has_opt = ex->shard == PP_RT_SHARD_NONE ? s->opt != NULL : pp_ex_zero_has_state(ex);
+    PP_TRY(be->ops->download(be->ctx, c->host, s->params, bytes));
+    if (!out->has_opt)
+        return PP_OK;
+    if (ex->shard == PP_RT_SHARD_NONE)
+        return be->ops->download(be->ctx, opt, s->opt, 2 * bytes);
     int k, tpr, pipe, st;
-    stage_at(ex, i, &k, &tpr, &pipe, &st);
-    PP_TRY(pp_ex_zero_state_get(ex, tpr, pipe, st, host));
-    put(w, host, 2 * s->nparams * sizeof(float));
-    return PP_OK;
+    pp_ckpt_stage_at(ex, i, &k, &tpr, &pipe, &st);
+    return pp_ex_zero_state_get(ex, tpr, pipe, st, opt);
 }
 
-static pp_status write_stages(writer *w, pp_rt_executor *ex)
+static pp_status write_stages(writer *w, pp_rt_executor *ex, pp_ckpt_src_fn src, void *ctx)
 {
     uint32_t n_stages = (uint32_t)((size_t)ex->dp * ex->TP * ex->P * ex->S);
     put(w, &n_stages, sizeof n_stages);
-    float *host = malloc(2 * largest_stage(ex) * sizeof(float));
-    if (!host)
-        return PP_ERR(PP_ERR_NOMEM, "checkpoint: no host memory for a bounce buffer");
-    pp_status st = PP_OK;
-    for (uint32_t i = 0; i < n_stages && st == PP_OK; i++) {
-        const pp_rt_stage *s = ex->stages[i];
-        uint64_t np = s->nparams;
-        unsigned char has_opt =
-            ex->shard == PP_RT_SHARD_NONE ? s->opt != NULL : pp_ex_zero_has_state(ex);
-        put(w, &np, sizeof np);
-        st = put_device(w, s->be, s->params, s->nparams, host);
-        put(w, &has_opt, 1);
-        if (st == PP_OK && has_opt)
-            st = put_opt(w, ex, i, host);
+    for (uint32_t i = 0; i < n_stages; i++) {
+        pp_ckpt_stage v;
+        PP_TRY(src(ctx, i, &v));
+        put(w, &v.np, sizeof v.np);
+        put(w, v.params, v.np * sizeof(float));
+        put(w, &v.has_opt, 1);
+        if (v.has_opt)
+            put(w, v.opt, 2 * v.np * sizeof(float));
     }
-    free(host);
-    PP_TRY(st);
     return PP_OK;
 }
 
-static pp_status write_all(writer *w, pp_rt_executor *ex, pp_rt_ckpt *ck)
+static pp_status write_all(writer *w, pp_rt_executor *ex, pp_rt_ckpt *ck, pp_ckpt_src_fn src,
+                           void *ctx)
 {
     char cfg[4096];
     config_line(ex, ck->config, cfg, sizeof cfg);
@@ -177,7 +169,7 @@ static pp_status write_all(writer *w, pp_rt_executor *ex, pp_rt_ckpt *ck)
         put(w, ck->loss, (size_t)step * sizeof(double));
         put(w, ck->grad_norm, (size_t)step * sizeof(double));
     }
-    PP_TRY(write_stages(w, ex));
+    PP_TRY(write_stages(w, ex, src, ctx));
     w->hashing_state = 0;
     put(w, &w->state_hash, sizeof w->state_hash);
     if (step > 0)
@@ -187,16 +179,13 @@ static pp_status write_all(writer *w, pp_rt_executor *ex, pp_rt_ckpt *ck)
     return PP_OK;
 }
 
-pp_status pp_rt_checkpoint_save(pp_rt_executor *ex, const char *path, pp_rt_ckpt *ck)
+pp_status pp_ckpt_write(pp_rt_executor *ex, const char *path, pp_rt_ckpt *ck,
+                        pp_ckpt_src_fn src, void *ctx)
 {
-    PP_TRY(supported(ex));
-    if (ck->step != ex->steps_done)
-        return PP_ERR(PP_ERR_INVALID, "checkpoint: step %d given, the executor has applied %d",
-                      ck->step, ex->steps_done);
     pp_afile af;
     PP_TRY(pp_afile_open(&af, path));
     writer w = {.fp = af.fp, .file_hash = PP_FNV1A_BASIS, .state_hash = PP_FNV1A_BASIS};
-    pp_status st = write_all(&w, ex, ck);
+    pp_status st = write_all(&w, ex, ck, src, ctx);
     if (st == PP_OK && w.failed)
         st = PP_ERR(PP_ERR_IO, "checkpoint %s: write failed: %s", path, strerror(errno));
     if (st != PP_OK) {
@@ -206,6 +195,21 @@ pp_status pp_rt_checkpoint_save(pp_rt_executor *ex, const char *path, pp_rt_ckpt
     PP_TRY(pp_afile_commit(&af));
     ck->state_hash = w.state_hash;
     return PP_OK;
+}
+
+pp_status pp_rt_checkpoint_save(pp_rt_executor *ex, const char *path, pp_rt_ckpt *ck)
+{
+    if (ck->step != ex->steps_done)
+        return PP_ERR(PP_ERR_INVALID, "checkpoint: step %d given, the executor has applied %d",
+                      ck->step, ex->steps_done);
+    if (ex->self >= 0)
+        return pp_ckpt_save_dist(ex, path, ck);
+    local_src c = {ex, malloc(3 * largest_stage(ex) * sizeof(float))};
+    if (!c.host)
+        return PP_ERR(PP_ERR_NOMEM, "checkpoint: no host memory for a bounce buffer");
+    pp_status st = pp_ckpt_write(ex, path, ck, read_local, &c);
+    free(c.host);
+    return st;
 }
 
 /* ---- reading ------------------------------------------------------------------------------ */
@@ -289,55 +293,70 @@ static pp_status read_history(reader *r, int cap, pp_rt_ckpt *ck)
     return PP_OK;
 }
 
-/* Loads one stage's parameters (and optimizer state) into backend memory: stage i of ex
- * (NULL: only read), whose state goes to its replica's shards under sharding. */
-static pp_status load_stage(reader *r, pp_rt_executor *ex, int i)
+pp_status pp_ckpt_apply(pp_rt_executor *ex, uint32_t i, const pp_ckpt_stage *v)
 {
-    pp_rt_stage *s = ex ? ex->stages[i] : NULL;
-    uint64_t np = 0;
-    unsigned char has_opt = 0;
-    PP_TRY(take(r, &np, sizeof np, "a stage"));
-    if (s && np != s->nparams)
-        return PP_ERR(PP_ERR_INVALID,
-                      "checkpoint %s: stage %d holds %llu parameters, this run's "
-                      "%zu",
-                      r->path, i, (unsigned long long)np, s->nparams);
-    size_t bytes = (size_t)np * sizeof(float);
-    const unsigned char *params = r->p + r->off;
-    PP_TRY(take(r, NULL, bytes, "the parameters"));
-    PP_TRY(take(r, &has_opt, 1, "a stage"));
-    const unsigned char *opt = r->p + r->off;
-    if (has_opt)
-        PP_TRY(take(r, NULL, 2 * bytes, "the optimizer state"));
-    if (!s)
-        return PP_OK;
+    pp_rt_stage *s = ex->stages[i];
     pp_backend *be = s->be;
-    PP_TRY(be->ops->upload(be->ctx, s->params, params, bytes));
+    size_t bytes = s->nparams * sizeof(float);
+    if (v->np != s->nparams)
+        return PP_ERR(PP_ERR_INVALID,
+                      "checkpoint: stage %u holds %llu parameters, this run's "
+                      "%zu",
+                      i, (unsigned long long)v->np, s->nparams);
+    PP_TRY(be->ops->upload(be->ctx, s->params, v->params, bytes));
     if (s->grads) /* else outside the stage (gradient sharding) */
         PP_TRY(be->ops->zero(be->ctx, s->grads, bytes));
-    if (has_opt && ex->shard != PP_RT_SHARD_NONE) { /* the replica's slice of it */
+    if (v->has_opt && ex->shard != PP_RT_SHARD_NONE) { /* the replica's slice of it */
         int k, tpr, pipe, st;
-        stage_at(ex, (size_t)i, &k, &tpr, &pipe, &st);
+        pp_ckpt_stage_at(ex, i, &k, &tpr, &pipe, &st);
         float *host = malloc(2 * bytes);
         if (!host)
             return PP_ERR(PP_ERR_NOMEM, "checkpoint: no host memory for a stage's state");
-        memcpy(host, opt, 2 * bytes); /* the mapped file need not be float-aligned */
+        memcpy(host, v->opt, 2 * bytes); /* the mapped file need not be float-aligned */
         pp_status e = pp_ex_zero_state_put(ex, k, tpr, pipe, st, host);
         free(host);
         return e;
     }
-    if (has_opt && !s->opt) {
+    if (v->has_opt && !s->opt) {
         /* the same allocation AdamW's first step makes, so memory is counted alike */
         s->opt = pp_backend_alloc(be, 2 * bytes, PP_MEM_OPTIM);
         if (!s->opt)
             return pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
     }
-    if (has_opt)
-        PP_TRY(be->ops->upload(be->ctx, s->opt, opt, 2 * bytes));
+    if (v->has_opt)
+        PP_TRY(be->ops->upload(be->ctx, s->opt, v->opt, 2 * bytes));
     return PP_OK;
 }
 
-static pp_status read_body(reader *r, pp_rt_executor *ex, int cap, pp_rt_ckpt *ck)
+/* Reads one stage and hands it to sink (NULL: only read). A stage of this process is checked
+ * against the run's before anything moves. */
+static pp_status load_stage(reader *r, pp_rt_executor *ex, uint32_t i, pp_ckpt_sink_fn sink,
+                            void *ctx)
+{
+    const pp_rt_stage *s = ex ? ex->stages[i] : NULL;
+    pp_ckpt_stage v = {0};
+    PP_TRY(take(r, &v.np, sizeof v.np, "a stage"));
+    if (s && v.np != s->nparams)
+        return PP_ERR(PP_ERR_INVALID,
+                      "checkpoint %s: stage %u holds %llu parameters, this run's "
+                      "%zu",
+                      r->path, i, (unsigned long long)v.np, s->nparams);
+    if (v.np > (r->len - r->off) / sizeof(float))
+        return PP_ERR(PP_ERR_PARSE, "checkpoint %s: ends inside the parameters (truncated or not "
+                                    "a checkpoint)",
+                      r->path);
+    size_t bytes = (size_t)v.np * sizeof(float);
+    v.params = r->p + r->off;
+    PP_TRY(take(r, NULL, bytes, "the parameters"));
+    PP_TRY(take(r, &v.has_opt, 1, "a stage"));
+    v.opt = r->p + r->off;
+    if (v.has_opt)
+        PP_TRY(take(r, NULL, 2 * bytes, "the optimizer state"));
+    return sink ? sink(ctx, i, &v) : PP_OK;
+}
+
+static pp_status read_body(reader *r, pp_rt_executor *ex, int cap, pp_rt_ckpt *ck,
+                           pp_ckpt_sink_fn sink, void *ctx)
 {
     size_t state_begin = r->off;
     PP_TRY(read_history(r, cap, ck));
@@ -348,7 +367,7 @@ static pp_status read_body(reader *r, pp_rt_executor *ex, int cap, pp_rt_ckpt *c
         return PP_ERR(PP_ERR_INVALID, "checkpoint %s holds %u stages, this run %zu", r->path,
                       n_stages, want);
     for (uint32_t i = 0; i < n_stages; i++)
-        PP_TRY(load_stage(r, ex, (int)i));
+        PP_TRY(load_stage(r, ex, i, sink, ctx));
     uint64_t sh = pp_fnv1a(PP_FNV1A_BASIS, r->p + state_begin, r->off - state_begin);
     PP_TRY(take(r, &ck->state_hash, sizeof ck->state_hash, "the state hash"));
     if (sh != ck->state_hash)
@@ -360,32 +379,50 @@ static pp_status read_body(reader *r, pp_rt_executor *ex, int cap, pp_rt_ckpt *c
     return PP_OK;
 }
 
-pp_status pp_rt_checkpoint_load(pp_rt_executor *ex, const char *path, int cap, pp_rt_ckpt *ck)
+static pp_status apply_sink(void *ctx, uint32_t i, const pp_ckpt_stage *v)
 {
-    if (ex)
-        PP_TRY(supported(ex));
+    return pp_ckpt_apply(ctx, i, v);
+}
+
+pp_status pp_ckpt_read(pp_rt_executor *ex, const char *path, int cap, pp_rt_ckpt *ck,
+                       const pp_ckpt_reader *how)
+{
     char *data = NULL, *cfg = NULL;
     size_t len;
     /* a checkpoint holds every parameter and optimizer moment: no size cap beyond memory, but a
      * regular file (pp_file_read_max refuses devices) */
-    PP_TRY(pp_file_read_max(path, SIZE_MAX / 2, &data, &len));
+    pp_status st = pp_file_read_max(path, SIZE_MAX / 2, &data, &len);
     reader r = {.p = (const unsigned char *)data, .len = len, .path = path};
-    pp_status st = read_header(&r, &cfg);
+    if (st == PP_OK)
+        st = read_header(&r, &cfg);
     if (st == PP_OK && ex) {
         char run[4096];
         config_line(ex, ck->config, run, sizeof run);
         st = compare_config(path, cfg, run);
     }
     /* check the whole file before touching the executor: a bad file leaves it as it was */
+    pp_rt_ckpt tmp = *ck;
     if (st == PP_OK) {
         reader dry = r;
-        pp_rt_ckpt tmp = *ck;
-        st = read_body(&dry, NULL, 0, &tmp);
+        st = read_body(&dry, NULL, 0, &tmp, NULL, NULL);
     }
+    if (st == PP_OK && cap > 0 && tmp.step > cap)
+        st = PP_ERR(PP_ERR_INVALID, "checkpoint %s is at step %d, past the %d steps of this run",
+                    path, tmp.step, cap);
+    if (how->verified)
+        st = how->verified(how->ctx, st, &tmp);
     if (st == PP_OK)
-        st = read_body(&r, ex, cap, ck);
+        st = read_body(&r, ex, cap, ck, ex ? how->sink : NULL, how->ctx);
     free(cfg);
     free(data);
     PP_TRY(st);
     return PP_OK;
+}
+
+pp_status pp_rt_checkpoint_load(pp_rt_executor *ex, const char *path, int cap, pp_rt_ckpt *ck)
+{
+    if (ex && ex->self >= 0)
+        return pp_ckpt_load_dist(ex, path, cap, ck);
+    pp_ckpt_reader how = {.sink = apply_sink, .ctx = ex};
+    return pp_ckpt_read(ex, path, cap, ck, &how);
 }

@@ -165,13 +165,19 @@ pp_status pp_ex_z2_close(pp_rt_executor *ex, rank_state *rs, const pp_action *a)
 pp_status pp_ex_z2_sync(pp_rt_executor *ex, rank_state *rs);
 pp_status pp_ex_z2_tied(rank_state *rs, int pipe, int stage, float **data, size_t *n);
 void pp_ex_z2_free(rank_state *rs);
-/* executor_zero_ckpt.c: a sharded AdamW state in a checkpoint (every rank in this process):
- * whether it exists yet; stage (tpr, pipe, stage)'s whole m | v (2 nparams floats of host)
+/* executor_zero_ckpt.c: a sharded AdamW state in a checkpoint: whether it exists yet (on this
+ * process's rank); stage (tpr, pipe, stage)'s whole m | v (2 nparams floats of host)
  * gathered from the replicas' shards; replica's own slice of it put back. */
 int pp_ex_zero_has_state(const pp_rt_executor *ex);
 pp_status pp_ex_zero_state_get(pp_rt_executor *ex, int tpr, int pipe, int stage, float *host);
 pp_status pp_ex_zero_state_put(pp_rt_executor *ex, int replica, int tpr, int pipe, int stage,
                                const float *host);
+/* Under MPI: the pieces of stage (replica, tpr, pipe, stage)'s m | v that the replica's rank
+ * (of this process) holds, into their places in host; mark(ctx, at, len) names each (at: its
+ * offset in m, the same in v). */
+typedef pp_status (*pp_ex_zero_mark_fn)(void *ctx, size_t at, size_t len);
+pp_status pp_ex_zero_state_local(pp_rt_executor *ex, int replica, int tpr, int pipe, int stage,
+                                 float *host, pp_ex_zero_mark_fn mark, void *ctx);
 /* executor_sync.c: the global norm from every rank's rs->grad_sq (all-reduced over every rank,
  * into rs->norm), and the clipping factor of it (PyTorch's clip_grad_norm_). */
 pp_status pp_ex_norm_allreduce(pp_rt_executor *ex, rank_state *rs);
@@ -191,6 +197,24 @@ static inline uint64_t pp_ex_coll_tag(int kind, int replica, int a)
 /* TAG_TPAR (kind 0): the stages' tensor-parallel all-reduces, index = their order in the step
  * (the MPI transport maps kinds 0..7 and indices below 2^20). */
 enum { TAG_TPAR = 0, TAG_REDUCE, TAG_TIED, TAG_DP, TAG_NORM, TAG_LOSS, TAG_SPANS, TAG_GATHER };
+/* TAG_GATHER's kinds (the tag's replica field, below 64 under MPI), one per message of the
+ * executor's exchanges with process 0, so that two in a row cannot be mistaken: memory
+ * statistics and parameter checksums (executor_dist.c), --save-weights' pieces (weights_hf.c),
+ * a checkpoint's stages gathered and scattered (checkpoint_dist.c). */
+enum {
+    GATHER_MEM = 0,
+    GATHER_CHECKSUM = 1,
+    GATHER_WEIGHTS_LEN = 8,
+    GATHER_WEIGHTS = 9,
+    GATHER_CKPT_LEN = 16, /* saving: a stage's message length, then */
+    GATHER_CKPT,          /* the message (index: the stage) */
+    GATHER_CKPT_HEAD,     /* loading: the verdict, step, data position (index: the process) */
+    GATHER_CKPT_STAGE_HEAD, /* a stage's parameter count and has_opt (index: the stage) */
+    GATHER_CKPT_STAGE,      /* its parameters, */
+    GATHER_CKPT_STAGE_OPT,  /* its AdamW state */
+    GATHER_CKPT_TAIL,       /* the verdict of the stages' loading, */
+    GATHER_CKPT_HISTORY,    /* the losses, gradient norms and step times */
+};
 
 /* executor_mem.c: the executor's only ways to create a backend and to move stage memory
  * through the transport, so that device memory works wherever host memory does. */

@@ -91,9 +91,7 @@ pp_status pp_ex_share_results(pp_rt_executor *ex, rank_state *rs)
 }
 
 /* Every process sends `bytes` of item[self] to rank 0, which receives item[g] from each g.
- * what: one tag per kind of gather, so two gathers in a row cannot be mistaken. */
-enum { GATHER_MEM, GATHER_CHECKSUM };
-
+ * what: one tag per kind of gather (executor.h's GATHER_*). */
 static pp_status gather_on_zero(pp_rt_executor *ex, int what, void *items, size_t bytes)
 {
     char *base = items;

@@ -3,8 +3,10 @@
  * and v, as an unsharded run's does: saving gathers the replicas' shards of the stage (every
  * replica's entry the same floats), loading gives each replica the slice it owns of its own
  * entry. So the file does not depend on how the state was cut (the shards' padding and group
- * boundaries), and every rank being a thread of this process (checkpoint.c refuses MPI) each
- * replica's shard is read where it lies, with no collective.
+ * boundaries). With every rank a thread of this process each replica's shard is read where it
+ * lies, with no collective; under MPI (checkpoint_dist.c) each process reads its own rank's
+ * pieces and names where they lie in the stage (pp_ex_zero_state_local), and process 0 puts
+ * the replicas' pieces together.
  */
 #include <stdlib.h>
 
@@ -18,6 +20,8 @@ typedef struct {
     pp_rt_stage *st; /* the stage whose state moves */
     float *host;     /* its m | v, 2 nparams floats */
     int put;         /* 1: host -> shard, 0: shard -> host */
+    pp_ex_zero_mark_fn mark; /* told each piece moved (at, len in the stage's m), or NULL */
+    void *mark_ctx;
 } ioctx;
 
 static pp_status piece_io(void *c, const pp_zseg *s, size_t in_shard, size_t in_tensor,
@@ -34,12 +38,12 @@ static pp_status piece_io(void *c, const pp_zseg *s, size_t in_shard, size_t in_
         PP_TRY(x->put ? be->ops->upload(be->ctx, d, h, bytes)
                       : be->ops->download(be->ctx, h, d, bytes));
     }
-    return PP_OK;
+    return x->mark ? x->mark(x->mark_ctx, at, len) : PP_OK;
 }
 
 /* Moves the part of stage (tpr, pipe, stage)'s state that replica k's rank holds. */
 static pp_status replica_io(pp_rt_executor *ex, int k, int tpr, int pipe, int stage, float *host,
-                            int put)
+                            int put, pp_ex_zero_mark_fn mark, void *mark_ctx)
 {
     rank_state *rs = &ex->rk[ex_global(ex, k, ex_rank_of(ex, pipe, stage), tpr)];
     pp_zgroup one;
@@ -56,7 +60,12 @@ static pp_status replica_io(pp_rt_executor *ex, int k, int tpr, int pipe, int st
                                               2 * rs->zero_c * sizeof(float))
                           : pp_err_trace(PP_ERR_OOM, __FILE__, __LINE__);
     }
-    ioctx x = {.rs = rs, .st = ex_stage(ex, k, tpr, pipe, stage), .host = host, .put = put};
+    ioctx x = {.rs = rs,
+               .st = ex_stage(ex, k, tpr, pipe, stage),
+               .host = host,
+               .put = put,
+               .mark = mark,
+               .mark_ctx = mark_ctx};
     for (int i = 0; i < n && st == PP_OK; i++) {
         size_t lo, hi;
         pp_ex_zero_range(rs, &g[i], &lo, &hi);
@@ -70,18 +79,24 @@ static pp_status replica_io(pp_rt_executor *ex, int k, int tpr, int pipe, int st
 
 int pp_ex_zero_has_state(const pp_rt_executor *ex)
 {
-    return ex->rk[0].zero_opt != NULL;
+    return ex->rk[ex->self > 0 ? ex->self : 0].zero_opt != NULL; /* a rank of this process */
 }
 
 pp_status pp_ex_zero_state_get(pp_rt_executor *ex, int tpr, int pipe, int stage, float *host)
 {
     for (int k = 0; k < ex->dp; k++)
-        PP_TRY(replica_io(ex, k, tpr, pipe, stage, host, 0));
+        PP_TRY(replica_io(ex, k, tpr, pipe, stage, host, 0, NULL, NULL));
     return PP_OK;
+}
+
+pp_status pp_ex_zero_state_local(pp_rt_executor *ex, int replica, int tpr, int pipe, int stage,
+                                 float *host, pp_ex_zero_mark_fn mark, void *ctx)
+{
+    return replica_io(ex, replica, tpr, pipe, stage, host, 0, mark, ctx);
 }
 
 pp_status pp_ex_zero_state_put(pp_rt_executor *ex, int replica, int tpr, int pipe, int stage,
                                const float *host)
 {
-    return replica_io(ex, replica, tpr, pipe, stage, (float *)host, 1);
+    return replica_io(ex, replica, tpr, pipe, stage, (float *)host, 1, NULL, NULL);
 }

@@ -661,8 +661,6 @@ static pp_status pack(void *ctx, const piece_head *h, const float *data)
     return PP_OK;
 }
 
-enum { GATHER_WEIGHTS_LEN = 8, GATHER_WEIGHTS = 9 }; /* executor_dist.c's gathers use 0, 1 */
-
 /* Another process of replica 0 (or under ep of replicas 1 .. ep-1, their experts): its pieces
  * to rank 0, as a length then the bytes. */
 static pp_status send_pieces(pp_rt_executor *ex)

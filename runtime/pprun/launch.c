@@ -89,22 +89,42 @@ int pprun_open_transport(pprun_opts *o, pp_transport **tp, int *rank)
     return check_world(o, world, *rank);
 }
 
+/* Every process's v[0 .. n) summed over the processes (MPI all-reduce); 0 on success. */
+static int sum_all(pp_transport *tp, int rank, float *v, int n)
+{
+    int ranks = pp_transport_ranks(tp);
+    int group[1024];
+    if (ranks > (int)(sizeof group / sizeof group[0]))
+        return -1; /* larger jobs skip the agreement (the executor allows 1024 ranks) */
+    for (int g = 0; g < ranks; g++)
+        group[g] = g;
+    uint64_t tag = (1ull << 63) | 1; /* kind 0: a tag the executor never uses */
+    if (pp_transport_allreduce_sum(tp, rank, group, ranks, tag, v, (size_t)n) != PP_OK) {
+        fprintf(stderr, "pprun: rank %d: %s\n", rank, pp_err_msg());
+        return 1;
+    }
+    return 0;
+}
+
 int pprun_agree(pp_transport *tp, int rank, int rc)
 {
     if (!tp)
         return rc;
-    int n = pp_transport_ranks(tp);
-    int group[1024];
-    if (n > (int)(sizeof group / sizeof group[0]))
-        return rc; /* larger jobs skip the agreement (the executor allows 1024 ranks) */
-    for (int g = 0; g < n; g++)
-        group[g] = g;
     /* processes that failed (each printed why, or rank 0 did for an input error all share) */
     float failed = rc >= 0 ? 1.0f : 0.0f;
-    uint64_t tag = (1ull << 63) | 1; /* kind 0: a tag the executor never uses */
-    if (pp_transport_allreduce_sum(tp, rank, group, n, tag, &failed, 1) != PP_OK) {
-        fprintf(stderr, "pprun: rank %d: %s\n", rank, pp_err_msg());
-        return 1;
-    }
+    int e = sum_all(tp, rank, &failed, 1);
+    if (e)
+        return e < 0 ? rc : e;
     return failed > 0 && rc < 0 ? 1 : rc;
+}
+
+int pprun_agree_code(pp_transport *tp, int rank, int rc)
+{
+    if (!tp)
+        return rc;
+    float codes[2] = {rc == 2 ? 1.0f : 0.0f, rc >= 0 && rc != 2 ? 1.0f : 0.0f};
+    int e = sum_all(tp, rank, codes, 2);
+    if (e)
+        return e < 0 ? rc : e;
+    return codes[0] > 0 ? 2 : codes[1] > 0 ? 1 : -1;
 }

@@ -56,6 +56,7 @@ typedef struct {
     pp_rt_trace *trace;
     int32_t *batch;
     pprun_record rec;
+    int agreed; /* train's exit code is every process's (no job abort needed) */
 } run_state;
 
 static void cleanup(run_state *s)
@@ -265,9 +266,12 @@ static int train(const pprun_opts *o, run_state *s, int seq)
 {
     double t_run = pp_now();
     int rows = pp_rt_executor_batch_rows(s->ex);
-    int first = 0, rc = pprun_resume(o, s->ex, s->data, s->batch, seq, &s->rec, &first);
-    if (rc >= 0)
+    int first = 0, rc = pprun_resume(o, s->ex, s->data, s->batch, seq, &s->rec, &first, s->tp,
+                                      g_rank);
+    if (rc >= 0) {
+        s->agreed = 1; /* every process stops here with rc */
         return rc;
+    }
     for (int i = first; i < o->steps; i++) {
         pp_status st = pp_rt_data_next(s->data, rows, seq, s->batch);
         if (st != PP_OK)
@@ -337,7 +341,7 @@ int main(int argc, char **argv)
         rc = train(&o, &s, seq);
         /* a process that failed mid-run ends the job (it printed why): its peers may be
          * blocked waiting for it */
-        if (rc >= 0 && s.tp)
+        if (rc >= 0 && s.tp && !s.agreed)
             pp_transport_abort(s.tp);
     }
     if (rc < 0 && s.trace) {

@@ -84,6 +84,9 @@ int pprun_open_transport(pprun_opts *o, pp_transport **tp, int *rank);
 /* Under MPI: whether every process got here with rc < 0 (a float all-reduce of the failures).
  * Returns rc, or 1 when another process failed (it printed why). Without MPI: rc. */
 int pprun_agree(pp_transport *tp, int rank, int rc);
+/* Under MPI: the exit code every process ends with when any failed: 2 where one returned 2,
+ * else 1 where one failed, else -1 (to go on). Without MPI: rc. */
+int pprun_agree_code(pp_transport *tp, int rank, int rc);
 /* The end-of-run summary for a person (without --json): the run, final loss, median step,
  * tokens/s, model TFLOP/s, each rank's peak memory in GiB. -1 done, 1 write error. */
 int pprun_write_summary(const pprun_opts *o, const pprun_record *rec, FILE *fp);
@@ -101,14 +104,16 @@ double pprun_median_step(const pprun_record *rec, int *warmup);
  * (2, said in one line). The profile's strings stay valid until pprun_profile_release. */
 int pprun_apply_profile(pprun_opts *o, int argc, char **argv);
 void pprun_profile_release(void);
-/* resume.c: with --save-every or --resume, locks the checkpoint (one run per file); with
+/* resume.c: with --save-every or --resume, locks the checkpoint (one run per file; under MPI
+ * process 0 does, every process takes part: tp, rank as pprun_open_transport gave); with
  * --resume, restores the checkpoint (if there is one) into ex, the history
  * into rec and replays the data stream to where the checkpoint was taken (batch: a buffer of
  * one step's tokens); *first = the next step to run (0 without a checkpoint). With
  * --save-every, pprun_save_if_due writes one after `done` steps when due (every K, and the
- * last step). Both return -1 to go on, or the exit code (message printed). */
+ * last step). Both return -1 to go on, or the exit code (message printed, once). Under MPI
+ * pprun_resume's exit code is every process's (they stop together, no job abort needed). */
 int pprun_resume(const pprun_opts *o, pp_rt_executor *ex, pp_rt_data *data, int32_t *batch, int seq,
-                 pprun_record *rec, int *first);
+                 pprun_record *rec, int *first, pp_transport *tp, int rank);
 int pprun_save_if_due(const pprun_opts *o, pp_rt_executor *ex, const pprun_record *rec, int done);
 
 #endif

@@ -8,7 +8,10 @@
  * the temporary files a killed run left (CHECKPOINT.tmp.<pid>...) are removed: the literal name
  * in the checkpoint's folder, only where that pid is dead (pp_afile_clean_stale), never a glob of
  * the path (`--checkpoint '*'` once removed every *.tmp.* file of the folder).
- * Not here: MPI runs (each process holds one rank's stages: refused with a message). */
+ * Under MPI (each process holds its rank's stages) process 0 alone takes the lock, reads and
+ * writes the file (runtime/checkpoint_dist.c gathers and scatters the stages) and prints; every
+ * process learns a refusal and exits with the same code (pprun_agree_code), never waiting for
+ * a peer that stopped. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -104,29 +107,17 @@ int pprun_save_if_due(const pprun_opts *o, pp_rt_executor *ex, const pprun_recor
         fprintf(stderr, "pprun: checkpoint after step %d: %s\n", done, pp_err_text());
         return st == PP_ERR_UNSUPPORTED ? 2 : 1;
     }
-    if (!o->quiet)
+    if (!o->quiet && pp_rt_executor_self(ex) <= 0)
         fprintf(stderr, "pprun: checkpoint %s at step %d (state %016llx)\n", path_of(o), done,
                 (unsigned long long)ck.state_hash);
     return -1;
 }
 
-int pprun_resume(const pprun_opts *o, pp_rt_executor *ex, pp_rt_data *data, int32_t *batch, int seq,
-                 pprun_record *rec, int *first)
+/* Restores the checkpoint into ex and rec and replays the data to it; prints on process 0
+ * (rank) only. -1 to go on (*first set), or the exit code. */
+static int restore(const pprun_opts *o, pp_rt_executor *ex, pp_rt_data *data, int32_t *batch,
+                   int seq, pprun_record *rec, int *first, int rank)
 {
-    *first = 0;
-    if ((o->save_every || o->resume) && pp_rt_executor_self(ex) >= 0) {
-        fputs("pprun: --save-every/--resume need every rank in this process (--transport "
-              "thread); checkpoints under MPI are not implemented\n",
-              stderr);
-        return 2;
-    }
-    if (o->save_every || o->resume) {
-        int rc = lock_checkpoint(o);
-        if (rc >= 0)
-            return rc;
-    }
-    if (!o->resume)
-        return -1;
     history h;
     if (!history_alloc(o->steps, &h)) {
         history_free(&h);
@@ -137,12 +128,15 @@ int pprun_resume(const pprun_opts *o, pp_rt_executor *ex, pp_rt_data *data, int3
     pp_rt_ckpt ck = {.config = id, .loss = h.loss, .grad_norm = h.grad_norm, .seconds = h.seconds};
     pp_status st = pp_rt_checkpoint_load(ex, path_of(o), o->steps, &ck);
     if (st == PP_ERR_NOTFOUND) {
-        fprintf(stderr, "pprun: --resume: no checkpoint %s yet: starting at step 1\n", path_of(o));
+        if (rank == 0)
+            fprintf(stderr, "pprun: --resume: no checkpoint %s yet: starting at step 1\n",
+                    path_of(o));
         history_free(&h);
         return -1;
     }
     if (st != PP_OK) {
-        fprintf(stderr, "pprun: --resume: %s\n", pp_err_text());
+        if (rank == 0) /* under MPI the others were told process 0's verdict */
+            fprintf(stderr, "pprun: --resume: %s\n", pp_err_text());
         history_free(&h);
         return st == PP_ERR_NOMEM || st == PP_ERR_OOM ? 1 : 2;
     }
@@ -157,9 +151,22 @@ int pprun_resume(const pprun_opts *o, pp_rt_executor *ex, pp_rt_data *data, int3
             fprintf(stderr, "pprun: --resume: replaying the data: %s\n", pp_err_text());
             return 2;
         }
-    if (!o->quiet)
+    if (!o->quiet && rank == 0)
         fprintf(stderr, "pprun: resumed from %s at step %d (state %016llx)\n", path_of(o), ck.step,
                 (unsigned long long)ck.state_hash);
     *first = ck.step;
     return -1;
+}
+
+int pprun_resume(const pprun_opts *o, pp_rt_executor *ex, pp_rt_data *data, int32_t *batch, int seq,
+                 pprun_record *rec, int *first, pp_transport *tp, int rank)
+{
+    *first = 0;
+    if (!o->save_every && !o->resume)
+        return -1;
+    int rc = rank == 0 ? lock_checkpoint(o) : -1; /* one lock per run: process 0's */
+    if ((rc = pprun_agree_code(tp, rank, rc)) >= 0 || !o->resume)
+        return rc;
+    rc = restore(o, ex, data, batch, seq, rec, first, rank);
+    return pprun_agree_code(tp, rank, rc);
 }
