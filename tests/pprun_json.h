@@ -1,7 +1,7 @@
 /* pprun_json.h — shared by the suites that compare pprun runs across transports
- * (test_runtime_mpi.c: threads vs MPI; test_cuda_nccl.c: threads vs NCCL): environment options
- * for the children, pprun's --json summary parsed, and two runs' training compared bit for bit.
- * Header-only (static inline) so each suite picks it up by including it. */
+ * (test_runtime_mpi.c, test_ckpt_mpi.c: threads vs MPI; test_cuda_nccl.c: threads vs NCCL):
+ * environment options for the children, pprun's --json summary parsed, and two runs' training
+ * compared bit for bit. Header-only (static inline) so each suite picks it up by including it. */
 #ifndef PPRUN_JSON_H
 #define PPRUN_JSON_H
 
@@ -13,6 +13,8 @@
 
 #include "pp_test_run.h"
 
+#define MPIRUN "mpirun --oversubscribe --allow-run-as-root"
+
 /* Appends opt to the colon-separated options in variable var (keeping what CI set there). */
 static inline void pp_test_add_option(const char *var, const char *opt)
 {
@@ -20,6 +22,28 @@ static inline void pp_test_add_option(const char *var, const char *opt)
     char v[1024];
     snprintf(v, sizeof v, "%s%s%s", old ? old : "", old && *old ? ":" : "", opt);
     setenv(var, v, 1);
+}
+
+/* Skips the test (one line) unless mpirun exists and pprun was built with MPI. */
+static inline void pp_test_need_mpi(void)
+{
+    setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
+    /* For an ASan build of pprun (no effect otherwise): Open MPI keeps allocations until exit
+     * in its libraries and in components it dlopens. Keep the components loaded and unwind
+     * malloc stacks fully (Open MPI and OpenBLAS lack frame pointers), so the suppressions
+     * can name the library each such allocation comes from. */
+    setenv("OMPI_MCA_mca_base_component_disable_dlclose", "1", 1);
+    pp_test_add_option("ASAN_OPTIONS", "fast_unwind_on_malloc=0");
+    pp_test_add_option("LSAN_OPTIONS",
+                       "suppressions=" PP_FIXTURES_DIR "/lsan_openmpi.supp:print_suppressions=0");
+    if (system("command -v mpirun >/dev/null 2>&1") != 0)
+        cr_skip_test("mpirun not found: the MPI transport tests need Open MPI (openmpi-bin)");
+    pp_test_run_result r =
+        pp_test_run(PP_BINARY_DIR "/runtime/pprun --transport mpi --ranks 1 --steps 1 --quiet");
+    int without = strstr(r.err, "built without MPI") != NULL;
+    pp_test_run_done(&r);
+    if (without)
+        cr_skip_test("pprun was built without MPI: the MPI transport tests do not apply");
 }
 
 static inline json_t *pp_test_parse_json(const char *text, const char *what)

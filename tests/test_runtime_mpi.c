@@ -23,27 +23,10 @@
 #include "tp_coll_check.h"
 
 #define PPRUN PP_BINARY_DIR "/runtime/pprun"
-#define MPIRUN "mpirun --oversubscribe --allow-run-as-root"
-#define LSAN_SUPP PP_FIXTURES_DIR "/lsan_openmpi.supp"
 
-/* Skips the test (one line) unless mpirun exists and pprun was built with MPI. */
 static void need_mpi(void)
 {
-    setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
-    /* For an ASan build of pprun (no effect otherwise): Open MPI keeps allocations until exit
-     * in its libraries and in components it dlopens. Keep the components loaded and unwind
-     * malloc stacks fully (Open MPI and OpenBLAS lack frame pointers), so the suppressions
-     * can name the library each such allocation comes from. */
-    setenv("OMPI_MCA_mca_base_component_disable_dlclose", "1", 1);
-    pp_test_add_option("ASAN_OPTIONS", "fast_unwind_on_malloc=0");
-    pp_test_add_option("LSAN_OPTIONS", "suppressions=" LSAN_SUPP ":print_suppressions=0");
-    if (system("command -v mpirun >/dev/null 2>&1") != 0)
-        cr_skip_test("mpirun not found: the MPI transport tests need Open MPI (openmpi-bin)");
-    pp_test_run_result r = pp_test_run(PPRUN " --transport mpi --ranks 1 --steps 1 --quiet");
-    int without = strstr(r.err, "built without MPI") != NULL;
-    pp_test_run_done(&r);
-    if (without)
-        cr_skip_test("pprun was built without MPI: the MPI transport tests do not apply");
+    pp_test_need_mpi();
 }
 
 /* pprun ARGS --json in-process and under mpirun -np NP: the same steps, bit for bit. */
