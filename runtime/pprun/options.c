@@ -115,7 +115,8 @@ static const pp_opt tail[] = {
     {.name = "resume", .kind = PP_OPT_FLAG, .offset = OFF(resume),
      .help = "continue from the checkpoint when there is one; the run\n"
              "ends with the same parameters, bit for bit, as one that\n"
-             "never stopped (thread transport only)"},
+             "never stopped (threads or MPI: process 0 reads and writes\n"
+             "the file)"},
     {.name = "load-weights", .kind = PP_OPT_STRING, .offset = OFF(load_weights),
      .arg = "PATH",
      .help = "start from a HuggingFace checkpoint: a .safetensors file,\n"
