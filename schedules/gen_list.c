@@ -62,20 +62,20 @@ typedef struct {
     int rank;
 } pick;
 
-/* Earlier start wins, then backward over forward, then the lower rank. */
-static int better(pick a, pick b)
+/* The merge's order of candidates (p, rank r's) as one integer, lower first: a rank with a
+ * candidate before one without; among those with one the earlier start, then backward before
+ * forward, then the lower rank; among those without, the lower rank. Exact: ranks < 2^17
+ * (PP_SCHED_MAX_RANKS) and starts < 2^45 (at most cost_b per action of at most 2^21 stage
+ * visits x 2 pipes). Comparing these is most of the merge's time. */
+static uint64_t pick_key(pick p, int r)
 {
-    if (b.rank < 0)
-        return 1;
-    if (a.start != b.start)
-        return a.start < b.start;
-    if (a.backward != b.backward)
-        return a.backward;
-    return a.rank < b.rank;
+    if (p.rank < 0)
+        return UINT64_C(1) << 63 | (uint64_t)r;
+    return (uint64_t)p.start << 18 | (uint64_t)!p.backward << 17 | (uint64_t)r;
 }
 
 /* Rank r's candidate: its next backward if ready, else (or if later) its next forward if ready
- * and under the in-flight limit, by better(); rank -1 when neither can run. */
+ * and under the in-flight limit, the lower pick_key; rank -1 when neither can run. */
 static pick rank_pick(const pp_gen_lists *l, const list_state *st, const long *t, const int *fi,
                       const int *bi, const int *inflight, int r)
 {
@@ -83,13 +83,13 @@ static pick rank_pick(const pp_gen_lists *l, const list_state *st, const long *t
     if (bi[r] < l->n_bw[r]) {
         long at = ready_at(st, &l->bw[r][bi[r]]);
         pick c = {at > t[r] ? at : t[r], 1, r};
-        if (at >= 0 && better(c, best))
+        if (at >= 0 && pick_key(c, r) < pick_key(best, r))
             best = c;
     }
     if (fi[r] < l->n_fw[r] && (!l->cap || inflight[r] < l->cap[r])) {
         long at = ready_at(st, &l->fw[r][fi[r]]);
         pick c = {at > t[r] ? at : t[r], 0, r};
-        if (at >= 0 && better(c, best))
+        if (at >= 0 && pick_key(c, r) < pick_key(best, r))
             best = c;
     }
     return best;
@@ -107,24 +107,13 @@ void pp_gen_heap_add(pp_gen_heap *q, int r)
     pp_gen_heap_fix(q, r);
 }
 
-/* Rank r's place in the heap as one integer: a rank with a candidate before one without, by
- * better() among those with one (start, then backward first, then the rank), by rank among those
- * without. Exact: ranks < 2^17 (PP_SCHED_MAX_RANKS) and starts < 2^45 (at most cost_b per
- * action of at most 2^21 stage visits x 2 pipes). Comparing these is most of the merge's time. */
-static uint64_t pick_key(pick p, int r)
-{
-    if (p.rank < 0)
-        return UINT64_C(1) << 63 | (uint64_t)r;
-    return (uint64_t)p.start << 18 | (uint64_t)!p.backward << 17 | (uint64_t)r;
-}
-
 static int rank_less(const void *ctx, int r, int s)
 {
     const uint64_t *key = ctx;
     return key[r] < key[s];
 }
 
-/* better() is a total order, so the global choice is the best of the ranks' candidates (the
+/* pick_key is a total order, so the global choice is the best of the ranks' candidates (the
  * heap's top). Running an action changes its own rank's state and the readiness of the actions
  * that consume its output (the next stage's F or the previous stage's B, on one other rank; this
  * stage's B is on the same rank), so only those two candidates are recomputed after each step. */
