@@ -125,15 +125,17 @@ static int count(const char *hay, const char *needle)
     return n;
 }
 
-/* --resume from a checkpoint that must be refused: every process exits 2 (each says its exit
- * code through a shell around it) and the reason is printed once. */
-static void refused_everywhere(const char *args, const char *path, const char *says)
+/* --resume from a checkpoint that must be refused (launched after `before`: a command that
+ * runs the rest): every process exits 2 (each says its exit code through a shell around it)
+ * and the reason is printed once. */
+static void refused_everywhere(const char *before, const char *args, const char *path,
+                               const char *says)
 {
-    pp_test_run_result r =
-        pp_test_run(MPIRUN " -np 2 sh -c '\"$0\" \"$@\"; echo \"pprun exit "
-                           "$?\" >&2' " PPRUN " " PIPE2 " %s --transport mpi --steps 4 --resume "
-                           "--checkpoint %s --quiet",
-                    args, path);
+    pp_test_run_result r = pp_test_run("%s " MPIRUN " -np 2 sh -c '\"$0\" \"$@\"; echo \"pprun "
+                                       "exit $?\" >&2' " PPRUN " " PIPE2
+                                       " %s --transport mpi --steps 4 --resume --save-every 2 "
+                                       "--checkpoint %s --quiet",
+                                       before, args, path);
     cr_assert_eq(count(r.err, "pprun exit 2"), 2, "not every process exited 2:\n%s", r.err);
     cr_assert_eq(count(r.err, says), 1, "\"%s\" not said exactly once in:\n%s", says, r.err);
     pp_test_run_done(&r);
@@ -149,6 +151,10 @@ Test(ckpt_mpi, a_refused_checkpoint_stops_every_process)
              "cp %s %s && printf '\\001' | dd of=%s bs=1 seek=4000 conv=notrunc 2>/dev/null", t, c,
              c);
     cr_assert_eq(system(cmd), 0);
-    refused_everywhere("", c, "checksum mismatch (corrupted)");
-    refused_everywhere("--lr 0.5", t, "was written by a different run: it has lr=");
+    refused_everywhere("", "", c, "checksum mismatch (corrupted)");
+    refused_everywhere("", "--lr 0.5", t, "was written by a different run: it has lr=");
+    /* another run holds the lock (flock(1) keeps it while its command runs): process 0 takes
+     * it, and every process learns that it could not */
+    snprintf(cmd, sizeof cmd, "flock %s.lock", t);
+    refused_everywhere(cmd, "", t, "another pprun is using checkpoint");
 }
