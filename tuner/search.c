@@ -15,9 +15,10 @@
  * 3. In increasing bound order: the memory model with each rank's own peak from the schedule
  *    (which does not depend on b, t or the settings): from its shape (mem_shape.h: placement and
  *    the in-flight count vectors where a rank can peak, kept for every schedule key met, to the
- *    bit what walking the schedule gives), the schedule generated once per key to make the
- *    shape and again only for simulation (schedules cached by kind/D/N/v/G/split, by recency
- *    within a byte budget); simulate the survivors with the time model's costs. Once `keep` candidates
+ *    bit what walking the schedule gives), the schedule's compute generated once per key to
+ *    make the shape (another split of an order held being a copy), lowered only for simulation,
+ *    and generated again only where the cache let it go (schedules cached by kind/D/N/v/G/split,
+ *    by recency within a byte budget); simulate the survivors with the time model's costs. Once `keep` candidates
  *    fit, a candidate whose bound is not below the keep-th best step time cannot enter the
  *    leaderboard; it and every later one are recorded as "bound" without simulation. This is
  *    exact: the kept leaderboard equals the one a full simulation of every candidate would give.
