@@ -46,6 +46,13 @@ typedef struct {
     void (*get)(void *ctx, float *dst_host, const float *src, size_t n);
 } tp_coll_mem;
 
+/* Releases p (n floats) of mem; NULL (an allocation that failed or never happened): nothing. */
+static inline void tp_coll_drop(const tp_coll_mem *mem, float *p, size_t n)
+{
+    if (p)
+        mem->release(mem->ctx, p, n);
+}
+
 static inline float *tp_host_alloc(void *ctx, size_t n)
 {
     (void)ctx;
@@ -101,10 +108,8 @@ static inline pp_status tp_coll_check_alltoallv(pp_transport *t, const tp_coll_m
                                 "at float %zu", rank, i, k);
         *h = tp_coll_hash(hr, nr);
     }
-    if (ds)
-        mem->release(mem->ctx, ds, ns);
-    if (dr)
-        mem->release(mem->ctx, dr, nr);
+    tp_coll_drop(mem, ds, ns);
+    tp_coll_drop(mem, dr, nr);
     free(hs);
     free(hr);
     return st;
@@ -177,12 +182,9 @@ static inline pp_status tp_coll_check_rank(pp_transport *t, const tp_coll_mem *m
     }
     if (st == PP_OK)
         st = tp_coll_check_alltoallv(t, mem, all, rank, world, &h[4]);
-    if (part)
-        mem->release(mem->ctx, part, n);
-    if (full)
-        mem->release(mem->ctx, full, wn);
-    if (ar)
-        mem->release(mem->ctx, ar, wn);
+    tp_coll_drop(mem, part, n);
+    tp_coll_drop(mem, full, wn);
+    tp_coll_drop(mem, ar, wn);
     free(hp);
     free(hf);
     free(ha);
